@@ -1,0 +1,64 @@
+# SPDX-License-Identifier: Apache-2.0
+# Airlock build. `make` builds the binaries; `make test` installs what it needs,
+# builds, and runs unit, fuzz-smoke and integration tests; `make demo` runs a
+# real command in a real microVM through the daemon.
+
+CC ?= gcc
+BUILD ?= build
+OPT ?= -O2
+CFLAGS_BASE := -std=c17 -D_GNU_SOURCE -Wall -Wextra -Werror -Wshadow -Wno-missing-field-initializers \
+	-Wformat=2 -fno-strict-aliasing -g $(OPT) -Iinclude -Isrc/common
+CFLAGS ?=
+CFLAGS_ALL = $(CFLAGS_BASE) $(CFLAGS)
+SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+
+COMMON_SRC := $(wildcard src/common/*.c)
+DAEMON_SRC := $(wildcard src/daemon/*.c)
+CLI_SRC := $(wildcard src/cli/*.c)
+AGENT_SRC := $(wildcard src/agent/*.c)
+HEADERS := $(wildcard include/airlock/*.h src/*/*.h)
+
+COMMON_OBJ := $(COMMON_SRC:%.c=$(BUILD)/obj/%.o)
+DAEMON_OBJ := $(DAEMON_SRC:%.c=$(BUILD)/obj/%.o)
+CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
+AGENT_OBJ := $(AGENT_SRC:%.c=$(BUILD)/obj/%.o)
+
+DAEMON_LIBS := -lmicrohttpd -ljansson -lsqlite3 -lpthread
+CLI_LIBS := -lcurl -ljansson
+
+.PHONY: all deps test unit fuzz-smoke integration demo images clean format format-check bench test-kvm
+
+all: $(BUILD)/airlockd $(BUILD)/airlock $(BUILD)/airlock-agent
+
+$(BUILD)/obj/%.o: %.c $(HEADERS) Makefile
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -c $< -o $@
+
+$(BUILD)/libairlock-common.a: $(COMMON_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/airlockd: $(DAEMON_OBJ) $(BUILD)/libairlock-common.a
+	$(CC) $(CFLAGS_ALL) -o $@ $(DAEMON_OBJ) $(BUILD)/libairlock-common.a $(DAEMON_LIBS)
+
+$(BUILD)/airlock: $(CLI_OBJ) $(BUILD)/libairlock-common.a
+	$(CC) $(CFLAGS_ALL) -o $@ $(CLI_OBJ) $(BUILD)/libairlock-common.a $(CLI_LIBS)
+
+# The agent is PID 1 in the guest: static, no loader, no shared libraries.
+$(BUILD)/airlock-agent: $(AGENT_OBJ) $(BUILD)/libairlock-common.a
+	$(CC) $(CFLAGS_ALL) -static -o $@ $(AGENT_OBJ) $(BUILD)/libairlock-common.a -ljansson
+
+include tests/tests.mk
+include images/images.mk
+
+deps:
+	./scripts/deps.sh
+
+format:
+	clang-format -i $$(git ls-files '*.c' '*.h')
+
+format-check:
+	clang-format --dry-run --Werror $$(git ls-files '*.c' '*.h')
+
+clean:
+	rm -rf $(BUILD)/obj $(BUILD)/test $(BUILD)/fuzz $(BUILD)/*.a $(BUILD)/airlockd $(BUILD)/airlock $(BUILD)/airlock-agent

@@ -1,0 +1,2 @@
+# Guest image targets (filled in by images/).
+images:

@@ -1,0 +1,93 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The host <-> guest channel: one byte stream (virtio-serial port or vsock)
+ * carrying length-prefixed frames.
+ *
+ * Frame = 12-byte header + payload, all integers big-endian:
+ *
+ *   offset 0  u8   version   AIRLOCK_PROTO_VERSION
+ *   offset 1  u8   type      enum airlock_frame_type
+ *   offset 2  u16  flags     must be 0 (reserved)
+ *   offset 4  u32  stream    0 = channel control, else a stream id chosen by the host
+ *   offset 8  u32  length    payload bytes, <= AIRLOCK_FRAME_MAX_PAYLOAD
+ *
+ * Control payloads (HELLO, EXEC, EXIT, ERROR, FILE_*, OK) are a JSON object;
+ * data payloads (STDIN, STDOUT, STDERR, FILE_DATA) are raw bytes; CREDIT is a
+ * 4-byte big-endian byte count.
+ *
+ * SECURITY: the host parses every guest frame as hostile input: the header is
+ * validated (version, type, flags, length) before a byte of payload is
+ * buffered, and no length is trusted that has not been checked against
+ * AIRLOCK_FRAME_MAX_PAYLOAD.
+ */
+#ifndef AIRLOCK_PROTO_H
+#define AIRLOCK_PROTO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define AIRLOCK_PROTO_VERSION 1
+#define AIRLOCK_FRAME_HEADER_SIZE 12
+#define AIRLOCK_FRAME_MAX_PAYLOAD (64u * 1024u)
+#define AIRLOCK_FRAME_MAX_SIZE (AIRLOCK_FRAME_HEADER_SIZE + AIRLOCK_FRAME_MAX_PAYLOAD)
+
+/* Name of the virtio-serial port the agent looks for in /sys/class/virtio-ports. */
+#define AIRLOCK_PORT_NAME "org.airlock.agent.0"
+
+/*
+ * Bytes of STDIN the host may have in flight per stream before the agent
+ * returns CREDIT. Keeps one exec's unread stdin from filling the agent's
+ * memory or stalling the channel for other streams.
+ */
+#define AIRLOCK_STDIN_WINDOW (256u * 1024u)
+
+enum airlock_frame_type {
+	/* guest -> host, stream 0: {"proto":1,"agent":"VERSION","generation":N,
+	 * "boot_id":"HEX","kernel":"RELEASE"}. Sent when the agent opens the
+	 * port and in answer to a host HELLO. host -> guest, stream 0: {} asks
+	 * the agent to say hello again (re-attach). */
+	AIRLOCK_FRAME_HELLO = 1,
+	/* host -> guest: start a process on a new stream.
+	 * {"argv":["sh","-c","..."], "env":["K=V",...], "cwd":"/", "uid":0,
+	 *  "gid":0, "timeout_ms":0 (0 = none), "stdin":true|false}
+	 * If "stdin" is false the process gets /dev/null. */
+	AIRLOCK_FRAME_EXEC = 2,
+	/* host -> guest: stdin bytes for a stream; a zero-length payload is EOF. */
+	AIRLOCK_FRAME_STDIN = 3,
+	/* guest -> host: output of a stream's process. */
+	AIRLOCK_FRAME_STDOUT = 4,
+	AIRLOCK_FRAME_STDERR = 5,
+	/* guest -> host: the process ended; last frame of the stream.
+	 * {"exit_code":N} or {"signal":N}, plus "timed_out":true when the agent
+	 * killed it for its timeout. Sent only after all STDOUT/STDERR. */
+	AIRLOCK_FRAME_EXIT = 6,
+	/* guest -> host: an operation on a stream failed; last frame of the stream.
+	 * {"code":"enoent","errno":2,"message":"..."} */
+	AIRLOCK_FRAME_ERROR = 7,
+	/* host -> guest: {"path":"/abs","mode":420} then FILE_DATA frames, then a
+	 * zero-length FILE_DATA; the agent answers OK {"size":N} or ERROR. */
+	AIRLOCK_FRAME_FILE_WRITE = 8,
+	/* host -> guest: {"path":"/abs"}; the agent answers FILE_DATA frames and a
+	 * zero-length FILE_DATA, or ERROR. */
+	AIRLOCK_FRAME_FILE_READ = 9,
+	AIRLOCK_FRAME_FILE_DATA = 10,
+	/* guest -> host: an operation succeeded; last frame of the stream. */
+	AIRLOCK_FRAME_OK = 11,
+	/* host -> guest, stream 0: sync and power off. */
+	AIRLOCK_FRAME_SHUTDOWN = 12,
+	/* host -> guest: {"signal":N} to a stream's process group. */
+	AIRLOCK_FRAME_SIGNAL = 13,
+	/* guest -> host: u32 bytes of STDIN consumed on this stream. */
+	AIRLOCK_FRAME_CREDIT = 14,
+	AIRLOCK_FRAME_TYPE_MAX = 14,
+};
+
+struct airlock_frame_header {
+	uint8_t version;
+	uint8_t type;
+	uint16_t flags;
+	uint32_t stream;
+	uint32_t length;
+};
+
+#endif

@@ -1,0 +1,424 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include "util.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+
+void *xmalloc(size_t n)
+{
+	void *p = malloc(n ? n : 1);
+	if (!p)
+		abort();
+	return p;
+}
+
+void *xcalloc(size_t n, size_t m)
+{
+	void *p = calloc(n ? n : 1, m ? m : 1);
+	if (!p)
+		abort();
+	return p;
+}
+
+void *xrealloc(void *p, size_t n)
+{
+	void *q = realloc(p, n ? n : 1);
+	if (!q)
+		abort();
+	return q;
+}
+
+char *xstrdup(const char *s)
+{
+	char *p = strdup(s);
+	if (!p)
+		abort();
+	return p;
+}
+
+char *xstrndup(const char *s, size_t n)
+{
+	char *p = strndup(s, n);
+	if (!p)
+		abort();
+	return p;
+}
+
+char *xasprintf(const char *fmt, ...)
+{
+	va_list ap;
+	char *p = NULL;
+	va_start(ap, fmt);
+	int r = vasprintf(&p, fmt, ap);
+	va_end(ap);
+	if (r < 0)
+		abort();
+	return p;
+}
+
+size_t strlcpy_al(char *dst, const char *src, size_t size)
+{
+	size_t n = strlen(src);
+	if (size > 0) {
+		size_t c = n < size - 1 ? n : size - 1;
+		memcpy(dst, src, c);
+		dst[c] = '\0';
+	}
+	return n;
+}
+
+int snprintf_ok(char *buf, size_t size, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	int r = vsnprintf(buf, size, fmt, ap);
+	va_end(ap);
+	if (r < 0)
+		return -EINVAL;
+	if ((size_t)r >= size)
+		return -ENAMETOOLONG;
+	return 0;
+}
+
+ssize_t read_full(int fd, void *buf, size_t n)
+{
+	size_t done = 0;
+	while (done < n) {
+		ssize_t r = read(fd, (char *)buf + done, n - done);
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (r == 0)
+			break;
+		done += (size_t)r;
+	}
+	return (ssize_t)done;
+}
+
+int write_full(int fd, const void *buf, size_t n)
+{
+	return write_full_timeout(fd, buf, n, -1);
+}
+
+int write_full_timeout(int fd, const void *buf, size_t n, int timeout_ms)
+{
+	size_t done = 0;
+	uint64_t deadline = timeout_ms >= 0 ? now_ms_monotonic() + (uint64_t)timeout_ms : 0;
+	while (done < n) {
+		ssize_t r = write(fd, (const char *)buf + done, n - done);
+		if (r >= 0) {
+			done += (size_t)r;
+			continue;
+		}
+		if (errno == EINTR)
+			continue;
+		if (errno != EAGAIN)
+			return -errno;
+		int wait_ms = -1;
+		if (timeout_ms >= 0) {
+			uint64_t now = now_ms_monotonic();
+			if (now >= deadline)
+				return -ETIMEDOUT;
+			wait_ms = (int)(deadline - now);
+		}
+		struct pollfd p = {.fd = fd, .events = POLLOUT};
+		int pr = poll(&p, 1, wait_ms);
+		if (pr < 0 && errno != EINTR)
+			return -errno;
+		if (pr == 0)
+			return -ETIMEDOUT;
+	}
+	return 0;
+}
+
+int read_file_limited(const char *path, size_t max_bytes, char **ret_buf, size_t *ret_len)
+{
+	cleanup_close int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	if (fd < 0)
+		return -errno;
+	size_t cap = 4096, len = 0;
+	cleanup_free char *buf = xmalloc(cap + 1);
+	for (;;) {
+		if (len == cap) {
+			if (cap > max_bytes)
+				return -EFBIG;
+			cap *= 2;
+			buf = xrealloc(buf, cap + 1);
+		}
+		ssize_t r = read(fd, buf + len, cap - len);
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (r == 0)
+			break;
+		len += (size_t)r;
+		if (len > max_bytes)
+			return -EFBIG;
+	}
+	buf[len] = '\0';
+	if (ret_len)
+		*ret_len = len;
+	*ret_buf = TAKE_PTR(buf);
+	return 0;
+}
+
+int write_file_atomic(const char *path, const void *data, size_t len, mode_t mode)
+{
+	cleanup_free char *tmp = xasprintf("%s.tmp.%d", path, (int)getpid());
+	cleanup_close int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode);
+	if (fd < 0)
+		return -errno;
+	int r = write_full(fd, data, len);
+	if (r == 0 && fsync(fd) < 0)
+		r = -errno;
+	if (r == 0 && rename(tmp, path) < 0)
+		r = -errno;
+	if (r < 0)
+		unlink(tmp);
+	return r;
+}
+
+int parse_u64(const char *s, uint64_t *ret)
+{
+	if (!s || !*s || *s < '0' || *s > '9')
+		return -EINVAL;
+	errno = 0;
+	char *end = NULL;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (errno || !end || *end)
+		return -EINVAL;
+	*ret = v;
+	return 0;
+}
+
+int parse_int_range(const char *s, long min, long max, long *ret)
+{
+	if (!s || !*s)
+		return -EINVAL;
+	errno = 0;
+	char *end = NULL;
+	long v = strtol(s, &end, 10);
+	if (errno || !end || *end || v < min || v > max)
+		return -ERANGE;
+	*ret = v;
+	return 0;
+}
+
+uint64_t now_ms_monotonic(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+uint64_t now_ms_realtime(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+void format_time_rfc3339(uint64_t epoch_ms, char buf[32])
+{
+	time_t t = (time_t)(epoch_ms / 1000u);
+	struct tm tm;
+	gmtime_r(&t, &tm);
+	char base[24];
+	strftime(base, sizeof(base), "%Y-%m-%dT%H:%M:%S", &tm);
+	snprintf(buf, 32, "%s.%03uZ", base, (unsigned)(epoch_ms % 1000u));
+}
+
+void random_bytes(void *buf, size_t n)
+{
+	size_t done = 0;
+	while (done < n) {
+		ssize_t r = getrandom((char *)buf + done, n - done, 0);
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			abort();
+		}
+		done += (size_t)r;
+	}
+}
+
+void hex_encode(const uint8_t *in, size_t n, char *out)
+{
+	static const char digits[] = "0123456789abcdef";
+	for (size_t i = 0; i < n; i++) {
+		out[2 * i] = digits[in[i] >> 4];
+		out[2 * i + 1] = digits[in[i] & 15];
+	}
+	out[2 * n] = '\0';
+}
+
+int mkdir_p(const char *path, mode_t mode)
+{
+	char buf[PATH_MAX];
+	if (strlcpy_al(buf, path, sizeof(buf)) >= sizeof(buf))
+		return -ENAMETOOLONG;
+	for (char *p = buf + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(buf, mode) < 0 && errno != EEXIST)
+			return -errno;
+		*p = '/';
+	}
+	if (mkdir(buf, mode) < 0 && errno != EEXIST)
+		return -errno;
+	return 0;
+}
+
+static int rm_rf_at(int dirfd, const char *name)
+{
+	if (unlinkat(dirfd, name, 0) == 0 || errno == ENOENT)
+		return 0;
+	if (errno != EISDIR && errno != EPERM)
+		return -errno;
+	int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	DIR *d = fdopendir(fd);
+	if (!d) {
+		close(fd);
+		return -errno;
+	}
+	int r = 0;
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		int q = rm_rf_at(dirfd(d), de->d_name);
+		if (q < 0 && r == 0)
+			r = q;
+	}
+	closedir(d);
+	if (unlinkat(dirfd, name, AT_REMOVEDIR) < 0 && errno != ENOENT && r == 0)
+		r = -errno;
+	return r;
+}
+
+int rm_rf(const char *path)
+{
+	return rm_rf_at(AT_FDCWD, path);
+}
+
+bool utf8_valid(const uint8_t *s, size_t n)
+{
+	size_t i = 0;
+	while (i < n) {
+		uint8_t c = s[i];
+		if (c < 0x80) {
+			i++;
+			continue;
+		}
+		size_t len;
+		uint32_t cp;
+		if ((c & 0xe0) == 0xc0) {
+			len = 2;
+			cp = c & 0x1f;
+		} else if ((c & 0xf0) == 0xe0) {
+			len = 3;
+			cp = c & 0x0f;
+		} else if ((c & 0xf8) == 0xf0) {
+			len = 4;
+			cp = c & 0x07;
+		} else {
+			return false;
+		}
+		if (i + len > n)
+			return false;
+		for (size_t k = 1; k < len; k++) {
+			if ((s[i + k] & 0xc0) != 0x80)
+				return false;
+			cp = (cp << 6) | (s[i + k] & 0x3f);
+		}
+		if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
+		    cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+			return false;
+		i += len;
+	}
+	return true;
+}
+
+static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+char *base64_encode(const uint8_t *in, size_t n, size_t *ret_len)
+{
+	size_t out_len = 4 * ((n + 2) / 3);
+	char *out = xmalloc(out_len + 1);
+	size_t o = 0;
+	for (size_t i = 0; i < n; i += 3) {
+		uint32_t v = (uint32_t)in[i] << 16;
+		if (i + 1 < n)
+			v |= (uint32_t)in[i + 1] << 8;
+		if (i + 2 < n)
+			v |= in[i + 2];
+		out[o++] = b64[(v >> 18) & 63];
+		out[o++] = b64[(v >> 12) & 63];
+		out[o++] = i + 1 < n ? b64[(v >> 6) & 63] : '=';
+		out[o++] = i + 2 < n ? b64[v & 63] : '=';
+	}
+	out[o] = '\0';
+	if (ret_len)
+		*ret_len = o;
+	return out;
+}
+
+static int b64_value(char c)
+{
+	if (c >= 'A' && c <= 'Z')
+		return c - 'A';
+	if (c >= 'a' && c <= 'z')
+		return c - 'a' + 26;
+	if (c >= '0' && c <= '9')
+		return c - '0' + 52;
+	if (c == '+')
+		return 62;
+	if (c == '/')
+		return 63;
+	return -1;
+}
+
+int base64_decode(const char *in, size_t n, uint8_t **ret_out, size_t *ret_len)
+{
+	if (n % 4 != 0)
+		return -EINVAL;
+	cleanup_free uint8_t *out = xmalloc(n / 4 * 3 + 1);
+	size_t o = 0;
+	for (size_t i = 0; i < n; i += 4) {
+		int v[4];
+		int pad = 0;
+		for (int k = 0; k < 4; k++) {
+			if (in[i + k] == '=' && i + 4 == n && k >= 2) {
+				v[k] = 0;
+				pad++;
+				continue;
+			}
+			if (pad)
+				return -EINVAL;
+			v[k] = b64_value(in[i + k]);
+			if (v[k] < 0)
+				return -EINVAL;
+		}
+		uint32_t w = ((uint32_t)v[0] << 18) | ((uint32_t)v[1] << 12) | ((uint32_t)v[2] << 6) | (uint32_t)v[3];
+		out[o++] = (uint8_t)(w >> 16);
+		if (pad < 2)
+			out[o++] = (uint8_t)(w >> 8);
+		if (pad < 1)
+			out[o++] = (uint8_t)w;
+	}
+	*ret_len = o;
+	*ret_out = TAKE_PTR(out);
+	return 0;
+}

@@ -1,0 +1,2 @@
+# Test targets (filled in by tests/).
+test: deps all images
