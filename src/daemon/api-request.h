@@ -1,0 +1,79 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Parsers for API request bodies: one per resource, pure functions (no I/O),
+ * fuzzed by tests/fuzz/fuzz-api-request.c. */
+#ifndef AIRLOCK_API_REQUEST_H
+#define AIRLOCK_API_REQUEST_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "error.h"
+
+#define API_CREATE_BODY_MAX (1u << 20)
+#define API_EXEC_BODY_MAX (16u << 20)
+
+#define SANDBOX_VCPUS_MAX 16
+#define SANDBOX_MEMORY_MIB_MIN 128
+#define SANDBOX_MEMORY_MIB_MAX 16384
+#define SANDBOX_TEMPLATE_NAME_MAX 63
+#define ENV_ENTRIES_MAX 256
+#define ENV_NAME_MAX 128
+#define ENV_VALUE_MAX (32u * 1024u)
+#define METADATA_ENTRIES_MAX 64
+#define METADATA_KEY_MAX 64
+#define METADATA_VALUE_MAX 1024
+#define EXEC_ARGV_MAX 1024
+#define EXEC_ARG_MAX (128u * 1024u)
+#define EXEC_ARGV_TOTAL_MAX (1u << 20)
+#define EXEC_CWD_MAX 4096
+#define EXEC_STDIN_MAX (8u << 20)
+#define EXEC_TIMEOUT_S_DEFAULT 300
+#define EXEC_TIMEOUT_S_MAX 86400
+#define EXEC_OUTPUT_DEFAULT (16u << 20)
+#define EXEC_OUTPUT_MAX (64u << 20)
+#define EXEC_ID_MAX 65534
+
+/* A list of "KEY=VALUE" strings (env) or of key/value pairs (metadata). */
+struct kv_list {
+	size_t n;
+	char **keys;
+	char **values;
+};
+void kv_list_release(struct kv_list *l);
+
+struct create_request {
+	char template_name[SANDBOX_TEMPLATE_NAME_MAX + 1];
+	unsigned vcpus;
+	unsigned memory_mib;
+	struct kv_list env;
+	struct kv_list metadata;
+};
+
+struct exec_request {
+	size_t argc;
+	char **argv;
+	struct kv_list env;
+	char *cwd;
+	uint8_t *stdin_data; /* NULL: no stdin (/dev/null) */
+	size_t stdin_len;
+	unsigned uid, gid;
+	unsigned timeout_s;
+	size_t max_output_bytes;
+};
+
+/* SECURITY: bodies come from any client allowed on the socket. Each parser
+ * takes a body already capped at its *_BODY_MAX, rejects unknown fields,
+ * wrong types and out-of-range values with AL_ERR_INVALID_ARGUMENT and a
+ * message naming the field, and allocates nothing it does not return. */
+int create_request_parse(const char *body, size_t len, unsigned host_memory_mib, struct create_request *ret,
+			 struct al_error *err);
+void create_request_release(struct create_request *r);
+
+int exec_request_parse(const char *body, size_t len, struct exec_request *ret, struct al_error *err);
+void exec_request_release(struct exec_request *r);
+
+bool template_name_valid(const char *name);
+bool env_name_valid(const char *name);
+
+#endif
