@@ -1,0 +1,337 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include "api-request.h"
+
+#include "json-cleanup.h"
+#include "util.h"
+
+void kv_list_release(struct kv_list *l)
+{
+	for (size_t i = 0; i < l->n; i++) {
+		free(l->keys[i]);
+		free(l->values[i]);
+	}
+	free(l->keys);
+	free(l->values);
+	*l = (struct kv_list){0};
+}
+
+bool template_name_valid(const char *name)
+{
+	size_t n = strlen(name);
+	if (n == 0 || n > SANDBOX_TEMPLATE_NAME_MAX)
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		char c = name[i];
+		bool ok = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || (i > 0 && (c == '-' || c == '_'));
+		if (!ok)
+			return false;
+	}
+	return true;
+}
+
+bool env_name_valid(const char *name)
+{
+	size_t n = strlen(name);
+	if (n == 0 || n > ENV_NAME_MAX)
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		char c = name[i];
+		bool alpha = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+		if (!alpha && !(i > 0 && c >= '0' && c <= '9'))
+			return false;
+	}
+	return true;
+}
+
+static int parse_body(const char *body, size_t len, json_t **ret, struct al_error *err)
+{
+	json_error_t jerr;
+	/* JSON_REJECT_DUPLICATES: two "cmd" keys must not mean whichever came last. */
+	json_t *j = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
+	if (!j)
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+				    "request body is not valid JSON: %s (line %d, column %d)", jerr.text, jerr.line,
+				    jerr.column);
+	if (!json_is_object(j)) {
+		json_decref(j);
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "request body must be a JSON object");
+	}
+	*ret = j;
+	return 0;
+}
+
+static int check_fields(json_t *obj, const char *const *allowed, struct al_error *err)
+{
+	const char *key;
+	json_t *v;
+	json_object_foreach(obj, key, v)
+	{
+		bool ok = false;
+		for (size_t i = 0; allowed[i]; i++)
+			if (!strcmp(key, allowed[i]))
+				ok = true;
+		if (!ok) {
+			char list[256] = "";
+			size_t off = 0;
+			for (size_t i = 0; allowed[i] && off < sizeof(list); i++)
+				off += (size_t)snprintf(list + off, sizeof(list) - off, "%s%s", i ? ", " : "", allowed[i]);
+			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "unknown field \"%.64s\" (allowed: %s)",
+					    key, list);
+		}
+	}
+	return 0;
+}
+
+static int get_uint(json_t *obj, const char *field, long long min, long long max, long long def,
+		    long long *ret, struct al_error *err)
+{
+	json_t *v = json_object_get(obj, field);
+	if (!v || json_is_null(v)) {
+		*ret = def;
+		return 0;
+	}
+	if (!json_is_integer(v) || json_integer_value(v) < min || json_integer_value(v) > max)
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+				    "%s: must be an integer from %lld to %lld", field, min, max);
+	*ret = json_integer_value(v);
+	return 0;
+}
+
+static bool has_nul(json_t *s)
+{
+	return memchr(json_string_value(s), '\0', json_string_length(s)) != NULL;
+}
+
+/* Parses an object of string -> string. env=true applies env name rules. */
+static int parse_kv(json_t *obj, const char *field, bool env, struct kv_list *ret, struct al_error *err)
+{
+	json_t *m = json_object_get(obj, field);
+	*ret = (struct kv_list){0};
+	if (!m || json_is_null(m))
+		return 0;
+	if (!json_is_object(m))
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "%s: must be an object of strings", field);
+	size_t max_entries = env ? ENV_ENTRIES_MAX : METADATA_ENTRIES_MAX;
+	size_t n = json_object_size(m);
+	if (n > max_entries)
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "%s: at most %zu entries, got %zu", field,
+				    max_entries, n);
+	struct kv_list l = {.keys = xcalloc(n, sizeof(char *)), .values = xcalloc(n, sizeof(char *))};
+	const char *key;
+	json_t *v;
+	int r = 0;
+	json_object_foreach(m, key, v)
+	{
+		size_t klen = strlen(key);
+		if (env && !env_name_valid(key)) {
+			r = al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+					 "%s: name \"%.64s\" must match [A-Za-z_][A-Za-z0-9_]* and be at most %d bytes",
+					 field, key, ENV_NAME_MAX);
+			break;
+		}
+		if (!env && (klen == 0 || klen > METADATA_KEY_MAX)) {
+			r = al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "%s: keys must be 1 to %d bytes", field,
+					 METADATA_KEY_MAX);
+			break;
+		}
+		if (!json_is_string(v) || has_nul(v)) {
+			r = al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+					 "%s.%.64s: must be a string without NUL bytes", field, key);
+			break;
+		}
+		size_t max_value = env ? ENV_VALUE_MAX : METADATA_VALUE_MAX;
+		if (json_string_length(v) > max_value) {
+			r = al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "%s.%.64s: at most %zu bytes", field,
+					 key, max_value);
+			break;
+		}
+		l.keys[l.n] = xstrdup(key);
+		l.values[l.n] = xstrdup(json_string_value(v));
+		l.n++;
+	}
+	if (r < 0) {
+		kv_list_release(&l);
+		return r;
+	}
+	*ret = l;
+	return 0;
+}
+
+int create_request_parse(const char *body, size_t len, unsigned host_memory_mib, struct create_request *ret,
+			 struct al_error *err)
+{
+	static const char *const fields[] = {"template", "vcpus", "memory_mib", "env", "metadata", NULL};
+	cleanup_json json_t *j = NULL;
+	struct create_request r = {0};
+	int rc;
+
+	if (len == 0)
+		body = "{}", len = 2;
+	if ((rc = parse_body(body, len, &j, err)) < 0 || (rc = check_fields(j, fields, err)) < 0)
+		return rc;
+
+	json_t *t = json_object_get(j, "template");
+	if (!t || json_is_null(t)) {
+		strlcpy_al(r.template_name, "minimal", sizeof(r.template_name));
+	} else if (!json_is_string(t) || has_nul(t) || !template_name_valid(json_string_value(t))) {
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+				    "template: must be a name of 1 to %d characters from [a-z0-9_-]",
+				    SANDBOX_TEMPLATE_NAME_MAX);
+	} else {
+		strlcpy_al(r.template_name, json_string_value(t), sizeof(r.template_name));
+	}
+
+	long long v;
+	if ((rc = get_uint(j, "vcpus", 1, SANDBOX_VCPUS_MAX, 1, &v, err)) < 0)
+		return rc;
+	r.vcpus = (unsigned)v;
+	unsigned mem_max = SANDBOX_MEMORY_MIB_MAX;
+	if (host_memory_mib > 0 && host_memory_mib < mem_max)
+		mem_max = host_memory_mib;
+	if ((rc = get_uint(j, "memory_mib", SANDBOX_MEMORY_MIB_MIN, mem_max, 256, &v, err)) < 0)
+		return rc;
+	r.memory_mib = (unsigned)v;
+
+	if ((rc = parse_kv(j, "env", true, &r.env, err)) < 0)
+		return rc;
+	if ((rc = parse_kv(j, "metadata", false, &r.metadata, err)) < 0) {
+		create_request_release(&r);
+		return rc;
+	}
+	*ret = r;
+	return 0;
+}
+
+void create_request_release(struct create_request *r)
+{
+	kv_list_release(&r->env);
+	kv_list_release(&r->metadata);
+}
+
+static int parse_argv(json_t *j, struct exec_request *r, struct al_error *err)
+{
+	json_t *cmd = json_object_get(j, "cmd");
+	if (!cmd)
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+				    "cmd: required, an array of strings such as [\"sh\", \"-c\", \"echo hi\"]");
+	if (!json_is_array(cmd) || json_array_size(cmd) == 0 || json_array_size(cmd) > EXEC_ARGV_MAX)
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+				    "cmd: must be an array of 1 to %d strings", EXEC_ARGV_MAX);
+	size_t n = json_array_size(cmd), total = 0;
+	for (size_t i = 0; i < n; i++) {
+		json_t *a = json_array_get(cmd, i);
+		if (!json_is_string(a) || has_nul(a))
+			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+					    "cmd[%zu]: must be a string without NUL bytes", i);
+		if (json_string_length(a) > EXEC_ARG_MAX)
+			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "cmd[%zu]: at most %u bytes", i,
+					    EXEC_ARG_MAX);
+		total += json_string_length(a);
+	}
+	if (total > EXEC_ARGV_TOTAL_MAX)
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "cmd: at most %u bytes in total",
+				    EXEC_ARGV_TOTAL_MAX);
+	if (json_string_length(json_array_get(cmd, 0)) == 0)
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "cmd[0]: must not be empty");
+	r->argv = xcalloc(n + 1, sizeof(char *));
+	for (size_t i = 0; i < n; i++)
+		r->argv[i] = xstrdup(json_string_value(json_array_get(cmd, i)));
+	r->argc = n;
+	return 0;
+}
+
+static int parse_stdin(json_t *j, struct exec_request *r, struct al_error *err)
+{
+	json_t *s = json_object_get(j, "stdin");
+	json_t *enc = json_object_get(j, "stdin_encoding");
+	bool b64 = false;
+	if (enc && !json_is_null(enc)) {
+		if (!json_is_string(enc) ||
+		    (strcmp(json_string_value(enc), "utf8") && strcmp(json_string_value(enc), "base64")))
+			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+					    "stdin_encoding: must be \"utf8\" or \"base64\"");
+		b64 = !strcmp(json_string_value(enc), "base64");
+	}
+	if (!s || json_is_null(s))
+		return 0;
+	if (!json_is_string(s))
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "stdin: must be a string");
+	const char *v = json_string_value(s);
+	size_t n = json_string_length(s);
+	if (b64) {
+		if (n / 4 * 3 > EXEC_STDIN_MAX + 2)
+			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "stdin: at most %u bytes",
+					    EXEC_STDIN_MAX);
+		if (base64_decode(v, n, &r->stdin_data, &r->stdin_len) < 0)
+			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "stdin: not valid base64");
+	} else {
+		r->stdin_data = xmalloc(n);
+		memcpy(r->stdin_data, v, n);
+		r->stdin_len = n;
+	}
+	if (r->stdin_len > EXEC_STDIN_MAX)
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "stdin: at most %u bytes", EXEC_STDIN_MAX);
+	return 0;
+}
+
+int exec_request_parse(const char *body, size_t len, struct exec_request *ret, struct al_error *err)
+{
+	static const char *const fields[] = {"cmd", "env", "cwd", "stdin", "stdin_encoding", "uid", "gid",
+					     "timeout_s", "max_output_bytes", NULL};
+	cleanup_json json_t *j = NULL;
+	struct exec_request r = {0};
+	int rc;
+
+	if ((rc = parse_body(body, len, &j, err)) < 0 || (rc = check_fields(j, fields, err)) < 0)
+		return rc;
+	if ((rc = parse_argv(j, &r, err)) < 0)
+		goto fail;
+	if ((rc = parse_kv(j, "env", true, &r.env, err)) < 0)
+		goto fail;
+
+	json_t *cwd = json_object_get(j, "cwd");
+	if (cwd && !json_is_null(cwd)) {
+		if (!json_is_string(cwd) || has_nul(cwd) || json_string_value(cwd)[0] != '/' ||
+		    json_string_length(cwd) > EXEC_CWD_MAX) {
+			rc = al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+					  "cwd: must be an absolute path of at most %d bytes", EXEC_CWD_MAX);
+			goto fail;
+		}
+		r.cwd = xstrdup(json_string_value(cwd));
+	} else {
+		r.cwd = xstrdup("/");
+	}
+	if ((rc = parse_stdin(j, &r, err)) < 0)
+		goto fail;
+
+	long long v;
+	if ((rc = get_uint(j, "uid", 0, EXEC_ID_MAX, 0, &v, err)) < 0)
+		goto fail;
+	r.uid = (unsigned)v;
+	if ((rc = get_uint(j, "gid", 0, EXEC_ID_MAX, 0, &v, err)) < 0)
+		goto fail;
+	r.gid = (unsigned)v;
+	if ((rc = get_uint(j, "timeout_s", 1, EXEC_TIMEOUT_S_MAX, EXEC_TIMEOUT_S_DEFAULT, &v, err)) < 0)
+		goto fail;
+	r.timeout_s = (unsigned)v;
+	if ((rc = get_uint(j, "max_output_bytes", 1, EXEC_OUTPUT_MAX, EXEC_OUTPUT_DEFAULT, &v, err)) < 0)
+		goto fail;
+	r.max_output_bytes = (size_t)v;
+	*ret = r;
+	return 0;
+fail:
+	exec_request_release(&r);
+	return rc;
+}
+
+void exec_request_release(struct exec_request *r)
+{
+	if (r->argv)
+		for (size_t i = 0; i < r->argc; i++)
+			free(r->argv[i]);
+	free(r->argv);
+	kv_list_release(&r->env);
+	free(r->cwd);
+	free(r->stdin_data);
+	*r = (struct exec_request){0};
+}
