@@ -1,2 +1,126 @@
-# Test targets (filled in by tests/).
-test: deps all images
+# SPDX-License-Identifier: Apache-2.0
+# Test targets, included by the top-level Makefile.
+#
+#   make unit        cmocka unit tests (one program per module), ASan+UBSan
+#   make fuzz-smoke  libFuzzer targets: corpus as a regression test, then a
+#                    short fuzzing run each (FUZZ_SECONDS, default 25)
+#   make integration pytest against the real daemon, CLI and VMs
+#   make test        all of the above after deps, all and images
+#   make bench       bench/boot (figures, no assertions)
+
+TEST_BUILD := $(BUILD)/test
+FUZZ_BUILD := $(BUILD)/fuzz
+PYTEST ?= pytest-3
+PYTEST_ARGS ?=
+
+# ---------------------------------------------------------------- unit tests
+# A test tests/unit/test-NAME.c may name the sources it needs beyond
+# src/common (UNIT_SRC_NAME) and extra libraries (UNIT_LIBS_NAME). A test whose
+# sources do not exist yet is skipped with a message, so the build stays green
+# while components are being written.
+UNIT_SRC_api-request := src/daemon/api-request.c
+UNIT_LIBS_api-request := -ljansson
+UNIT_SRC_store := $(wildcard src/daemon/store*.c) src/daemon/api-request.c
+UNIT_LIBS_store := -ljansson -lsqlite3
+
+UNIT_ALL := $(patsubst tests/unit/test-%.c,%,$(wildcard tests/unit/test-*.c))
+unit_missing = $(strip $(foreach f,$(UNIT_SRC_$(1)),$(if $(wildcard $(f)),,$(f))) \
+	$(if $(filter store,$(1)),$(if $(wildcard src/daemon/store*.c),,src/daemon/store*.c)))
+UNIT_READY := $(foreach t,$(UNIT_ALL),$(if $(call unit_missing,$(t)),,$(t)))
+UNIT_SKIPPED := $(filter-out $(UNIT_READY),$(UNIT_ALL))
+UNIT_BINS := $(UNIT_READY:%=$(TEST_BUILD)/test-%)
+
+TEST_CFLAGS = $(CFLAGS_ALL) $(SAN_FLAGS) -Isrc/daemon
+TEST_COMMON_OBJ := $(COMMON_SRC:%.c=$(TEST_BUILD)/obj/%.o)
+
+$(TEST_BUILD)/obj/%.o: %.c $(HEADERS) $(wildcard tests/unit/*.h) Makefile tests/tests.mk
+	@mkdir -p $(dir $@)
+	$(CC) $(TEST_CFLAGS) -c $< -o $@
+
+define unit_rule
+$(TEST_BUILD)/test-$(1): $(TEST_BUILD)/obj/tests/unit/test-$(1).o $(TEST_COMMON_OBJ) $(patsubst %.c,$(TEST_BUILD)/obj/%.o,$(UNIT_SRC_$(1)))
+	$$(CC) $$(TEST_CFLAGS) -o $$@ $$^ -lcmocka $(UNIT_LIBS_$(1))
+endef
+$(foreach t,$(UNIT_READY),$(eval $(call unit_rule,$(t))))
+
+SAN_ENV := ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:strict_string_checks=1 \
+	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+
+unit: $(UNIT_BINS)
+	@$(foreach t,$(UNIT_SKIPPED),echo "unit: SKIP test-$(t): needs $(call unit_missing,$(t)), which does not exist yet";) true
+	@fail=""; for t in $(UNIT_BINS); do \
+		echo "unit: $$t"; \
+		$(SAN_ENV) $$t || fail="$$fail $${t##*/}"; \
+	done; \
+	if [ -n "$$fail" ]; then echo "unit: FAILED:$$fail"; exit 1; fi; \
+	echo "unit: $(words $(UNIT_BINS)) programs passed$(if $(UNIT_SKIPPED), (skipped: $(UNIT_SKIPPED)))"
+
+# ---------------------------------------------------------------- fuzzing
+# libFuzzer needs clang; the common sources are compiled into each target
+# directly (with the fuzzer's instrumentation), not taken from the gcc-built .a.
+FUZZ_CC ?= clang
+FUZZ_SECONDS ?= 25
+FUZZ_CFLAGS = $(CFLAGS_BASE) -Isrc/daemon -fsanitize=fuzzer,address,undefined \
+	-fno-sanitize-recover=undefined -fno-omit-frame-pointer
+FUZZ_SRC_fuzz-frame :=
+FUZZ_LIBS_fuzz-frame :=
+FUZZ_MAXLEN_fuzz-frame := 200000
+FUZZ_SRC_fuzz-api-request := src/daemon/api-request.c
+FUZZ_LIBS_fuzz-api-request := -ljansson
+FUZZ_MAXLEN_fuzz-api-request := 8192
+
+FUZZ_ALL := $(patsubst tests/fuzz/%.c,%,$(wildcard tests/fuzz/fuzz-*.c))
+fuzz_missing = $(strip $(foreach f,$(FUZZ_SRC_$(1)),$(if $(wildcard $(f)),,$(f))))
+FUZZ_READY := $(foreach t,$(FUZZ_ALL),$(if $(call fuzz_missing,$(t)),,$(t)))
+FUZZ_SKIPPED := $(filter-out $(FUZZ_READY),$(FUZZ_ALL))
+FUZZ_BINS := $(FUZZ_READY:%=$(FUZZ_BUILD)/%)
+
+define fuzz_rule
+$(FUZZ_BUILD)/$(1): tests/fuzz/$(1).c $(COMMON_SRC) $(FUZZ_SRC_$(1)) $(HEADERS) Makefile tests/tests.mk
+	@mkdir -p $$(dir $$@)
+	$$(FUZZ_CC) $$(FUZZ_CFLAGS) -o $$@ tests/fuzz/$(1).c $(COMMON_SRC) $(FUZZ_SRC_$(1)) $(FUZZ_LIBS_$(1))
+endef
+$(foreach t,$(FUZZ_READY),$(eval $(call fuzz_rule,$(t))))
+
+fuzz-build: $(FUZZ_BINS)
+
+# For each target: every file of its seed corpus once (regression), then
+# FUZZ_SECONDS of fuzzing that writes new inputs to a scratch corpus under
+# $(FUZZ_BUILD) (the seed corpus in the tree is only read). Crashes land in
+# $(FUZZ_BUILD)/artifacts/.
+fuzz-smoke: $(FUZZ_BINS)
+	@$(foreach t,$(FUZZ_SKIPPED),echo "fuzz-smoke: SKIP $(t): needs $(call fuzz_missing,$(t)), which does not exist yet";) true
+	@set -e; for t in $(FUZZ_READY); do \
+		bin=$(FUZZ_BUILD)/$$t; corpus=tests/fuzz/corpus/$$t; work=$(FUZZ_BUILD)/work/$$t; \
+		mkdir -p $$work $(FUZZ_BUILD)/artifacts; \
+		n=$$(ls $$corpus | wc -l); \
+		echo "fuzz-smoke: $$t: replaying $$n seed inputs"; \
+		$(SAN_ENV) $$bin -artifact_prefix=$(FUZZ_BUILD)/artifacts/$$t- $$corpus/* 2>$(FUZZ_BUILD)/$$t-replay.log \
+			|| { cat $(FUZZ_BUILD)/$$t-replay.log; echo "fuzz-smoke: $$t: a seed input failed"; exit 1; }; \
+		echo "fuzz-smoke: $$t: fuzzing for $(FUZZ_SECONDS) s"; \
+		$(SAN_ENV) $$bin -max_total_time=$(FUZZ_SECONDS) -max_len=$(FUZZ_MAXLEN_$$t) -timeout=10 \
+			-rss_limit_mb=2048 -print_final_stats=0 -artifact_prefix=$(FUZZ_BUILD)/artifacts/$$t- \
+			$$work $$corpus 2>$(FUZZ_BUILD)/$$t.log \
+			|| { tail -n 60 $(FUZZ_BUILD)/$$t.log; echo "fuzz-smoke: $$t: FAILED (reproducer in $(FUZZ_BUILD)/artifacts/)"; exit 1; }; \
+		grep -E '^#[0-9]+[[:space:]]+DONE' $(FUZZ_BUILD)/$$t.log | tail -n1 | sed "s/^/fuzz-smoke: $$t: /" || true; \
+	done; \
+	echo "fuzz-smoke: $(words $(FUZZ_READY)) targets passed"
+
+# ---------------------------------------------------------------- integration
+integration: all images
+	$(PYTEST) -v $(PYTEST_ARGS) tests/integration
+
+# `make test`: everything a newcomer needs, in order. Sub-makes so that -j
+# never runs a later stage before an earlier one has passed; integration runs
+# last so that pytest's summary is the last thing printed.
+test:
+	@$(MAKE) --no-print-directory deps
+	@$(MAKE) --no-print-directory all images
+	@$(MAKE) --no-print-directory unit
+	@$(MAKE) --no-print-directory fuzz-smoke
+	@$(MAKE) --no-print-directory integration
+
+bench: all images
+	bench/boot
+
+.PHONY: fuzz-build
