@@ -31,9 +31,9 @@ void al_error_prefix(struct al_error *err, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(prefix, sizeof(prefix), fmt, ap);
 	va_end(ap);
-	char old[AL_ERROR_MSG_MAX];
-	strlcpy_al(old, err->message, sizeof(old));
-	snprintf(err->message, sizeof(err->message), "%s: %s", prefix, old);
+	char joined[sizeof(prefix) + AL_ERROR_MSG_MAX + 2];
+	snprintf(joined, sizeof(joined), "%s: %s", prefix, err->message);
+	strlcpy_al(err->message, joined, sizeof(err->message));
 }
 
 static const struct {

@@ -279,13 +279,13 @@ int mkdir_p(const char *path, mode_t mode)
 	return 0;
 }
 
-static int rm_rf_at(int dirfd, const char *name)
+static int rm_rf_at(int parent_fd, const char *name)
 {
-	if (unlinkat(dirfd, name, 0) == 0 || errno == ENOENT)
+	if (unlinkat(parent_fd, name, 0) == 0 || errno == ENOENT)
 		return 0;
 	if (errno != EISDIR && errno != EPERM)
 		return -errno;
-	int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	int fd = openat(parent_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
 	DIR *d = fdopendir(fd);
@@ -303,7 +303,7 @@ static int rm_rf_at(int dirfd, const char *name)
 			r = q;
 	}
 	closedir(d);
-	if (unlinkat(dirfd, name, AT_REMOVEDIR) < 0 && errno != ENOENT && r == 0)
+	if (unlinkat(parent_fd, name, AT_REMOVEDIR) < 0 && errno != ENOENT && r == 0)
 		r = -errno;
 	return r;
 }

@@ -1,0 +1,163 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* airlockd: the API, the state machine of every sandbox, the supervisor of
+ * VMM processes. */
+#include <getopt.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/stat.h>
+
+#include "api.h"
+#include "log.h"
+#include "sandbox.h"
+#include "util.h"
+#include "version.h"
+
+#define DEFAULT_SOCKET "/run/airlock/airlockd.sock"
+#define DEFAULT_STATE_DIR "/var/lib/airlock"
+#define DEFAULT_BOOT_TIMEOUT_S 60
+#define BOOT_TIMEOUT_S_MAX 3600
+
+void api_set_config(const struct daemon_config *cfg);
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: airlockd [--socket PATH] [--state-dir DIR] [--image-dir DIR] [--boot-timeout-s N]\n"
+		   "\n"
+		   "  --socket PATH        API socket (default " DEFAULT_SOCKET ")\n"
+		   "  --state-dir DIR      database, sandboxes, logs (default " DEFAULT_STATE_DIR ")\n"
+		   "  --image-dir DIR      kernels/ and templates/ (default: the state dir)\n"
+		   "  --boot-timeout-s N   a guest that has not said hello after N s is an error (default %d)\n",
+		DEFAULT_BOOT_TIMEOUT_S);
+}
+
+static bool qemu_present(void)
+{
+	const char *path = getenv("PATH");
+	cleanup_free char *copy = xstrdup(path ? path : "/usr/bin:/bin");
+	char *save = NULL;
+	for (char *dir = strtok_r(copy, ":", &save); dir; dir = strtok_r(NULL, ":", &save)) {
+		cleanup_free char *p = xasprintf("%s/qemu-system-x86_64", dir);
+		if (access(p, X_OK) == 0)
+			return true;
+	}
+	return false;
+}
+
+int main(int argc, char **argv)
+{
+	const char *socket_path = DEFAULT_SOCKET;
+	const char *state_dir = DEFAULT_STATE_DIR;
+	const char *image_dir = NULL;
+	long boot_timeout_s = DEFAULT_BOOT_TIMEOUT_S;
+	static const struct option opts[] = {
+		{"socket", required_argument, NULL, 's'},  {"state-dir", required_argument, NULL, 'd'},
+		{"image-dir", required_argument, NULL, 'i'}, {"boot-timeout-s", required_argument, NULL, 't'},
+		{"help", no_argument, NULL, 'h'},          {"version", no_argument, NULL, 'V'},
+		{NULL, 0, NULL, 0},
+	};
+	int c;
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (c) {
+		case 's':
+			socket_path = optarg;
+			break;
+		case 'd':
+			state_dir = optarg;
+			break;
+		case 'i':
+			image_dir = optarg;
+			break;
+		case 't':
+			if (parse_int_range(optarg, 1, BOOT_TIMEOUT_S_MAX, &boot_timeout_s) < 0) {
+				fprintf(stderr, "airlockd: --boot-timeout-s must be from 1 to %d\n", BOOT_TIMEOUT_S_MAX);
+				return 2;
+			}
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		case 'V':
+			printf("airlockd %s\n", AIRLOCK_VERSION);
+			return 0;
+		default:
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (optind != argc) {
+		usage(stderr);
+		return 2;
+	}
+
+	/* Signals are taken synchronously by the main thread; every other thread has them blocked. */
+	sigset_t sigs;
+	sigemptyset(&sigs);
+	sigaddset(&sigs, SIGTERM);
+	sigaddset(&sigs, SIGINT);
+	sigaddset(&sigs, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	char state_abs[PATH_MAX], image_abs[PATH_MAX];
+	int r = mkdir_p(state_dir, 0700);
+	if (r < 0 || !realpath(state_dir, state_abs)) {
+		log_error("cannot create the state dir %s: %s", state_dir, strerror(r < 0 ? -r : errno));
+		return 1;
+	}
+	if (!realpath(image_dir ? image_dir : state_dir, image_abs)) {
+		log_error("image dir %s: %m", image_dir ? image_dir : state_dir);
+		return 1;
+	}
+	/* Fail closed: no VMM, no daemon (rather than sandboxes that cannot start). */
+	if (!qemu_present()) {
+		log_error("qemu-system-x86_64 not found on PATH; install qemu-system-x86 ('make deps')");
+		return 1;
+	}
+
+	struct al_error err = {0};
+	struct store *store = NULL;
+	cleanup_free char *db = xasprintf("%s/airlock.db", state_abs);
+	if (store_open(db, &store, &err) < 0) {
+		log_error("%s", err.message);
+		return 1;
+	}
+	long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+	static struct daemon_config cfg;
+	cfg = (struct daemon_config){
+		.state_dir = state_abs,
+		.image_dir = image_abs,
+		.boot_timeout_s = (unsigned)boot_timeout_s,
+		.host_memory_mib = pages > 0 && page > 0 ? (unsigned)((uint64_t)pages * (uint64_t)page >> 20) : 0,
+		.vmm = &vmm_qemu_ops,
+		.store = store,
+	};
+	api_set_config(&cfg);
+	log_info("airlockd %s starting: backend %s, accel %s%s, state dir %s, image dir %s", AIRLOCK_VERSION,
+		 cfg.vmm->name, cfg.vmm->accel(),
+		 strcmp(cfg.vmm->accel(), "kvm") ? " (no /dev/kvm: software emulation, slower)" : "", state_abs,
+		 image_abs);
+	if (sandboxes_init(&cfg, &err) < 0) {
+		log_error("%s", err.message);
+		store_close(store);
+		return 1;
+	}
+	struct api_server *server = NULL;
+	if (api_server_start(socket_path, &server, &err) < 0) {
+		log_error("%s", err.message);
+		sandboxes_shutdown();
+		store_close(store);
+		return 1;
+	}
+	log_info("listening on %s", socket_path);
+
+	int sig = 0;
+	while (sigwait(&sigs, &sig) == 0 && sig == SIGHUP)
+		log_info("SIGHUP ignored");
+	log_info("signal %d: shutting down (VMs keep running and are re-attached at the next start)", sig);
+	sandboxes_shutdown();
+	api_server_stop(server);
+	store_close(store);
+	log_info("stopped");
+	return 0;
+}

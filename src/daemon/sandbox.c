@@ -1,0 +1,834 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include "sandbox.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/eventfd.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+
+#include "json-cleanup.h"
+#include "log.h"
+#include "util.h"
+
+struct sandbox {
+	struct sandbox *next; /* registry list, under registry_lock */
+	int refs;             /* under registry_lock */
+	pthread_mutex_t lock; /* rec and the runtime fields below */
+	struct sandbox_record rec;
+	char *dir;
+	int dirfd;
+	pid_t pid;
+	int pidfd;
+	bool our_child;
+	struct guest_channel *ch;
+	int console_fd;
+	int console_log_fd;
+	size_t console_log_size;
+	char console_tail[CONSOLE_TAIL_MAX];
+	size_t tail_len;
+	int wake_fd;
+	pthread_t monitor;
+	bool has_monitor;
+	bool vmm_exited;
+	int vmm_status;
+	bool stopping; /* delete or failed boot in progress: exits are expected */
+};
+
+static const struct daemon_config *cfg;
+static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct sandbox *registry;
+
+bool sandbox_id_valid(const char *id)
+{
+	if (strlen(id) != 19 || strncmp(id, "sb-", 3) != 0)
+		return false;
+	for (size_t i = 3; i < 19; i++)
+		if (!((id[i] >= '0' && id[i] <= '9') || (id[i] >= 'a' && id[i] <= 'f')))
+			return false;
+	return true;
+}
+
+static struct sandbox *sandbox_new(const struct sandbox_record *rec)
+{
+	struct sandbox *sb = xcalloc(1, sizeof(*sb));
+	pthread_mutex_init(&sb->lock, NULL);
+	sandbox_record_copy(&sb->rec, rec);
+	sb->dir = xasprintf("%s/sandboxes/%s", cfg->state_dir, rec->id);
+	sb->dirfd = sb->pidfd = sb->console_fd = sb->console_log_fd = sb->wake_fd = -1;
+	sb->refs = 1;
+	return sb;
+}
+
+static void sandbox_close_runtime(struct sandbox *sb)
+{
+	if (sb->ch) {
+		guest_channel_free(sb->ch);
+		sb->ch = NULL;
+	}
+	int *fds[] = {&sb->dirfd, &sb->pidfd, &sb->console_fd, &sb->console_log_fd, &sb->wake_fd};
+	for (size_t i = 0; i < ARRAY_SIZE(fds); i++)
+		if (*fds[i] >= 0) {
+			close(*fds[i]);
+			*fds[i] = -1;
+		}
+}
+
+static void sandbox_unref(struct sandbox *sb)
+{
+	pthread_mutex_lock(&registry_lock);
+	bool last = --sb->refs == 0;
+	pthread_mutex_unlock(&registry_lock);
+	if (!last)
+		return;
+	sandbox_close_runtime(sb);
+	sandbox_record_release(&sb->rec);
+	pthread_mutex_destroy(&sb->lock);
+	free(sb->dir);
+	free(sb);
+}
+
+static struct sandbox *registry_find(const char *id)
+{
+	pthread_mutex_lock(&registry_lock);
+	struct sandbox *sb = registry;
+	while (sb && strcmp(sb->rec.id, id))
+		sb = sb->next;
+	if (sb)
+		sb->refs++;
+	pthread_mutex_unlock(&registry_lock);
+	return sb;
+}
+
+static void registry_add(struct sandbox *sb)
+{
+	pthread_mutex_lock(&registry_lock);
+	sb->refs++;
+	sb->next = registry;
+	registry = sb;
+	pthread_mutex_unlock(&registry_lock);
+}
+
+static void registry_remove(struct sandbox *sb)
+{
+	bool found = false;
+	pthread_mutex_lock(&registry_lock);
+	for (struct sandbox **pp = &registry; *pp; pp = &(*pp)->next)
+		if (*pp == sb) {
+			*pp = sb->next;
+			found = true;
+			break;
+		}
+	pthread_mutex_unlock(&registry_lock);
+	if (found)
+		sandbox_unref(sb);
+}
+
+/* Persists a state change; with sb->lock held. */
+static int set_state_locked(struct sandbox *sb, enum sandbox_state st, const char *error, struct al_error *err)
+{
+	struct sandbox_record next;
+	sandbox_record_copy(&next, &sb->rec);
+	next.state = st;
+	next.updated_ms = now_ms_realtime();
+	free(next.error);
+	next.error = error ? xstrdup(error) : NULL;
+	int r = store_sandbox_update(cfg->store, &next, err);
+	if (r < 0) {
+		sandbox_record_release(&next);
+		return r;
+	}
+	sandbox_record_release(&sb->rec);
+	sb->rec = next;
+	log_info("sandbox %s: %s%s%s", sb->rec.id, sandbox_state_name(st), error ? ": " : "", error ? error : "");
+	return 0;
+}
+
+static int persist_locked(struct sandbox *sb, struct al_error *err)
+{
+	sb->rec.updated_ms = now_ms_realtime();
+	return store_sandbox_update(cfg->store, &sb->rec, err);
+}
+
+/* ---- console ---------------------------------------------------------------------------- */
+
+static void console_append(struct sandbox *sb, const char *data, size_t n)
+{
+	/* SECURITY: guest bytes: the file is capped (one rotation), the tail is a bounded ring. */
+	if (sb->console_log_fd >= 0) {
+		if (sb->console_log_size + n > CONSOLE_LOG_MAX) {
+			cleanup_free char *cur = xasprintf("%s/%s", sb->dir, VMM_CONSOLE_LOG);
+			cleanup_free char *old = xasprintf("%s/%s.1", sb->dir, VMM_CONSOLE_LOG);
+			rename(cur, old);
+			close(sb->console_log_fd);
+			sb->console_log_fd =
+				open(cur, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0640);
+			sb->console_log_size = 0;
+		}
+		if (sb->console_log_fd >= 0 && write_full(sb->console_log_fd, data, n) == 0)
+			sb->console_log_size += n;
+	}
+	if (n >= CONSOLE_TAIL_MAX) {
+		memcpy(sb->console_tail, data + n - CONSOLE_TAIL_MAX, CONSOLE_TAIL_MAX);
+		sb->tail_len = CONSOLE_TAIL_MAX;
+		return;
+	}
+	if (sb->tail_len + n > CONSOLE_TAIL_MAX) {
+		size_t drop = sb->tail_len + n - CONSOLE_TAIL_MAX;
+		memmove(sb->console_tail, sb->console_tail + drop, sb->tail_len - drop);
+		sb->tail_len -= drop;
+	}
+	memcpy(sb->console_tail + sb->tail_len, data, n);
+	sb->tail_len += n;
+}
+
+/* The last `lines` lines of the console, printable ASCII only; with sb->lock held. */
+static void console_tail_lines(struct sandbox *sb, unsigned lines, char *out, size_t size)
+{
+	size_t start = sb->tail_len;
+	unsigned seen = 0;
+	while (start > 0) {
+		if (sb->console_tail[start - 1] == '\n' && start != sb->tail_len && ++seen >= lines)
+			break;
+		start--;
+	}
+	size_t o = 0;
+	for (size_t i = start; i < sb->tail_len && o + 1 < size; i++) {
+		char c = sb->console_tail[i];
+		if (c == '\r')
+			continue;
+		out[o++] = (c == '\n' || (c >= 0x20 && c < 0x7f)) ? c : '?';
+	}
+	while (o > 0 && out[o - 1] == '\n')
+		o--;
+	out[o] = '\0';
+}
+
+static void console_drain(struct sandbox *sb)
+{
+	char buf[8192];
+	for (;;) {
+		ssize_t n = read(sb->console_fd, buf, sizeof(buf));
+		if (n > 0) {
+			pthread_mutex_lock(&sb->lock);
+			console_append(sb, buf, (size_t)n);
+			pthread_mutex_unlock(&sb->lock);
+			continue;
+		}
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n == 0 || (n < 0 && errno != EAGAIN)) {
+			close(sb->console_fd);
+			sb->console_fd = -1;
+		}
+		return;
+	}
+}
+
+/* ---- VMM supervision --------------------------------------------------------------------- */
+
+static int pidfd_open_(pid_t pid)
+{
+	return (int)syscall(SYS_pidfd_open, pid, 0);
+}
+
+static void reap_vmm(struct sandbox *sb)
+{
+	int status = 0;
+	if (sb->our_child) {
+		while (waitpid(sb->pid, &status, 0) < 0 && errno == EINTR)
+			;
+		sb->our_child = false;
+	}
+	sb->vmm_exited = true;
+	sb->vmm_status = status;
+}
+
+static void describe_exit(struct sandbox *sb, const char *what, char *out, size_t size)
+{
+	char tail[1536];
+	console_tail_lines(sb, 12, tail, sizeof(tail));
+	snprintf(out, size, "%s; last lines of the guest console:\n%s", what, tail[0] ? tail : "(nothing)");
+}
+
+/* The VMM is gone or the guest broke the protocol while nobody expected it. */
+static void sandbox_fail(struct sandbox *sb, const char *what)
+{
+	pthread_mutex_lock(&sb->lock);
+	if (!sb->stopping && (sb->rec.state == SANDBOX_RUNNING)) {
+		char reason[2048];
+		describe_exit(sb, what, reason, sizeof(reason));
+		struct al_error e;
+		if (set_state_locked(sb, SANDBOX_ERROR, reason, &e) < 0)
+			log_error("sandbox %s: %s", sb->rec.id, e.message);
+	}
+	pthread_mutex_unlock(&sb->lock);
+}
+
+static void *monitor_main(void *arg)
+{
+	struct sandbox *sb = arg;
+	for (;;) {
+		struct pollfd p[4];
+		int n = 0;
+		p[n++] = (struct pollfd){.fd = sb->wake_fd, .events = POLLIN};
+		p[n++] = (struct pollfd){.fd = sb->pidfd, .events = POLLIN};
+		int con_i = -1, ch_i = -1;
+		if (sb->console_fd >= 0) {
+			con_i = n;
+			p[n++] = (struct pollfd){.fd = sb->console_fd, .events = POLLIN};
+		}
+		if (sb->ch && !guest_channel_dead(sb->ch, NULL, 0)) {
+			ch_i = n;
+			p[n++] = (struct pollfd){.fd = guest_channel_fd(sb->ch), .events = POLLIN};
+		}
+		if (poll(p, (nfds_t)n, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			log_error("sandbox %s: poll: %m", sb->rec.id);
+			break;
+		}
+		if (p[0].revents)
+			break;
+		if (con_i >= 0 && p[con_i].revents)
+			console_drain(sb);
+		if (ch_i >= 0 && p[ch_i].revents && guest_channel_read(sb->ch) < 0) {
+			char why[512];
+			guest_channel_dead(sb->ch, why, sizeof(why));
+			bool exited = sb->vmm_exited;
+			if (!exited && strstr(why, "protocol")) {
+				/* SECURITY: a guest that sends garbage gets no second chance. */
+				cfg->vmm->stop(NULL, sb->pid);
+				sandbox_fail(sb, why);
+			}
+		}
+		if (p[1].revents) {
+			if (sb->console_fd >= 0)
+				console_drain(sb);
+			reap_vmm(sb);
+			if (sb->ch)
+				guest_channel_kill(sb->ch, "the VM exited");
+			char what[128];
+			int st = sb->vmm_status;
+			if (WIFSIGNALED(st))
+				snprintf(what, sizeof(what), "the VM exited unexpectedly (VMM killed by signal %d)",
+					 WTERMSIG(st));
+			else
+				snprintf(what, sizeof(what), "the VM exited unexpectedly (VMM exit status %d)",
+					 WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+			sandbox_fail(sb, what);
+			break;
+		}
+	}
+	return NULL;
+}
+
+static void monitor_start(struct sandbox *sb)
+{
+	sb->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (sb->wake_fd < 0)
+		abort();
+	if (pthread_create(&sb->monitor, NULL, monitor_main, sb) != 0)
+		abort();
+	sb->has_monitor = true;
+}
+
+static void monitor_stop(struct sandbox *sb)
+{
+	if (!sb->has_monitor)
+		return;
+	uint64_t one = 1;
+	if (write(sb->wake_fd, &one, sizeof(one)) < 0)
+		log_error("sandbox %s: cannot wake its monitor: %m", sb->rec.id);
+	pthread_join(sb->monitor, NULL);
+	sb->has_monitor = false;
+}
+
+/* Stops the VMM and waits until it is gone (it ignores nothing: SIGKILL). */
+static void vmm_stop_wait(struct sandbox *sb)
+{
+	if (sb->pid <= 0 || sb->vmm_exited)
+		return;
+	struct vmm_config vc = {.sandbox_id = sb->rec.id, .dir = sb->dir};
+	cfg->vmm->stop(&vc, sb->pid);
+	if (sb->pidfd >= 0) {
+		struct pollfd p = {.fd = sb->pidfd, .events = POLLIN};
+		if (poll(&p, 1, 10000) <= 0)
+			log_error("sandbox %s: VMM %d did not exit after SIGKILL", sb->rec.id, (int)sb->pid);
+	}
+	reap_vmm(sb);
+}
+
+static int connect_retry(struct sandbox *sb, const char *name, uint64_t deadline_ms, int *ret_fd)
+{
+	for (;;) {
+		int r = unix_connect_at(sb->dirfd, name, ret_fd);
+		if (r == 0)
+			return 0;
+		if (r != -ENOENT && r != -ECONNREFUSED)
+			return r;
+		struct pollfd p = {.fd = sb->pidfd, .events = POLLIN};
+		if (poll(&p, 1, 0) > 0)
+			return -ECHILD; /* the VMM exited before it opened its sockets */
+		if (now_ms_monotonic() >= deadline_ms)
+			return -ETIMEDOUT;
+		usleep(5000);
+	}
+}
+
+/* Opens the console and channel sockets of a started VMM and starts supervising. */
+static int attach(struct sandbox *sb, uint64_t deadline_ms, struct al_error *err)
+{
+	int con_fd = -1, ch_fd = -1;
+	int r = connect_retry(sb, VMM_CONSOLE_SOCK, deadline_ms, &con_fd);
+	if (r == 0)
+		r = connect_retry(sb, VMM_CHANNEL_SOCK, deadline_ms, &ch_fd);
+	if (r < 0) {
+		if (con_fd >= 0)
+			close(con_fd);
+		if (r == -ECHILD)
+			return al_error_set(err, AL_ERR_BOOT_FAILED, ECHILD, "the VMM exited at start (see %s/%s)",
+					    sb->dir, VMM_LOG);
+		return al_error_set(err, AL_ERR_BOOT_FAILED, -r, "cannot connect to the VMM's sockets in %s: %s",
+				    sb->dir, strerror(-r));
+	}
+	fcntl(con_fd, F_SETFL, fcntl(con_fd, F_GETFL) | O_NONBLOCK);
+	sb->console_fd = con_fd;
+	cleanup_free char *log_path = xasprintf("%s/%s", sb->dir, VMM_CONSOLE_LOG);
+	sb->console_log_fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0640);
+	struct stat st;
+	if (sb->console_log_fd >= 0 && fstat(sb->console_log_fd, &st) == 0)
+		sb->console_log_size = (size_t)st.st_size;
+	sb->ch = guest_channel_new(ch_fd);
+	monitor_start(sb);
+	return 0;
+}
+
+/* ---- templates and images ---------------------------------------------------------------- */
+
+struct images {
+	char kernel[PATH_MAX], initrd[PATH_MAX], rootfs[PATH_MAX];
+};
+
+static int list_templates(char *out, size_t size)
+{
+	cleanup_free char *dir = xasprintf("%s/templates", cfg->image_dir);
+	out[0] = '\0';
+	size_t o = 0;
+	int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
+		return -errno;
+	DIR *d = fdopendir(dfd);
+	if (!d) {
+		close(dfd);
+		return -errno;
+	}
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		if (de->d_name[0] == '.' || !template_name_valid(de->d_name))
+			continue;
+		int n = snprintf(out + o, size - o, "%s%s", o ? ", " : "", de->d_name);
+		if (n < 0 || (size_t)n >= size - o)
+			break;
+		o += (size_t)n;
+	}
+	closedir(d);
+	return 0;
+}
+
+static int resolve_images(const char *template_name, struct images *ret, struct al_error *err)
+{
+	/* SECURITY: template_name was validated against [a-z0-9_-] before it
+	 * becomes a path component. */
+	if (!template_name_valid(template_name))
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "template: invalid name");
+	char base[PATH_MAX];
+	if (!realpath(cfg->image_dir, base))
+		return al_error_set(err, AL_ERR_INTERNAL, errno, "image dir %s: %m", cfg->image_dir);
+	if (snprintf_ok(ret->rootfs, sizeof(ret->rootfs), "%s/templates/%s/rootfs.ext4", base, template_name) < 0 ||
+	    snprintf_ok(ret->kernel, sizeof(ret->kernel), "%s/kernels/vmlinuz", base) < 0 ||
+	    snprintf_ok(ret->initrd, sizeof(ret->initrd), "%s/kernels/initramfs.cpio", base) < 0)
+		return al_error_set(err, AL_ERR_INTERNAL, ENAMETOOLONG, "image dir path %s is too long", base);
+	if (access(ret->rootfs, R_OK) < 0) {
+		char names[512];
+		list_templates(names, sizeof(names));
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, ENOENT,
+				    "template: unknown template \"%s\" (installed: %s)", template_name,
+				    names[0] ? names : "none; run 'make images'");
+	}
+	if (access(ret->kernel, R_OK) < 0 || access(ret->initrd, R_OK) < 0)
+		return al_error_set(err, AL_ERR_INTERNAL, ENOENT,
+				    "the guest kernel or initramfs is missing under %s/kernels; run 'make images'", base);
+	return 0;
+}
+
+/* ---- operations -------------------------------------------------------------------------- */
+
+static char *kv_to_json(const struct kv_list *l)
+{
+	cleanup_json json_t *o = json_object();
+	for (size_t i = 0; i < l->n; i++)
+		json_object_set_new(o, l->keys[i], json_string(l->values[i]));
+	char *s = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
+	if (!s)
+		abort();
+	return s;
+}
+
+static void new_id(char out[SANDBOX_ID_MAX + 1])
+{
+	uint8_t b[8];
+	char hex[17];
+	random_bytes(b, sizeof(b));
+	hex_encode(b, sizeof(b), hex);
+	snprintf(out, SANDBOX_ID_MAX + 1, "sb-%s", hex);
+}
+
+/* Boots the VMM of a freshly inserted sandbox and waits for the agent. */
+static int boot(struct sandbox *sb, const struct images *im, struct al_error *err)
+{
+	uint64_t t0 = now_ms_monotonic();
+	uint64_t deadline = t0 + (uint64_t)cfg->boot_timeout_s * 1000u;
+	struct vmm_config vc = {
+		.sandbox_id = sb->rec.id,
+		.dir = sb->dir,
+		.kernel = im->kernel,
+		.initrd = im->initrd,
+		.rootfs = im->rootfs,
+		.vcpus = sb->rec.vcpus,
+		.memory_mib = sb->rec.memory_mib,
+	};
+	if (mkdir(sb->dir, 0700) < 0)
+		return al_error_set(err, AL_ERR_INTERNAL, errno, "cannot create %s: %m", sb->dir);
+	sb->dirfd = open(sb->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (sb->dirfd < 0)
+		return al_error_set(err, AL_ERR_INTERNAL, errno, "cannot open %s: %m", sb->dir);
+	int r = cfg->vmm->prepare_disk(&vc, err);
+	if (r < 0)
+		return r;
+	pid_t pid;
+	if ((r = cfg->vmm->spawn(&vc, &pid, err)) < 0)
+		return r;
+	pthread_mutex_lock(&sb->lock);
+	sb->pid = pid;
+	sb->our_child = true;
+	sb->pidfd = pidfd_open_(pid);
+	sb->rec.vmm_pid = pid;
+	int pr = persist_locked(sb, err);
+	pthread_mutex_unlock(&sb->lock);
+	if (sb->pidfd < 0)
+		return al_error_set(err, AL_ERR_INTERNAL, errno, "pidfd_open on the VMM: %m");
+	if (pr < 0)
+		return pr;
+	if ((r = attach(sb, deadline, err)) < 0)
+		return r;
+	r = guest_channel_wait_hello(sb->ch, deadline, NULL);
+	if (r == 0) {
+		pthread_mutex_lock(&sb->lock);
+		sb->rec.boot_ms = (int64_t)(now_ms_monotonic() - t0);
+		r = set_state_locked(sb, SANDBOX_RUNNING, NULL, err);
+		pthread_mutex_unlock(&sb->lock);
+		return r;
+	}
+	/* Give the console a moment to deliver the guest's last words. */
+	struct pollfd p = {.fd = sb->pidfd, .events = POLLIN};
+	poll(&p, 1, r == -ETIMEDOUT ? 0 : 500);
+	char what[256];
+	if (r == -ETIMEDOUT)
+		snprintf(what, sizeof(what), "the guest agent did not say hello within %u s (boot timeout)",
+			 cfg->boot_timeout_s);
+	else
+		guest_channel_dead(sb->ch, what, sizeof(what));
+	snprintf(what + strlen(what), sizeof(what) - strlen(what), "%s",
+		 poll(&p, 1, 0) > 0 ? " (the VM exited: did the guest kernel panic?)" : "");
+	return al_error_set(err, AL_ERR_BOOT_FAILED, -r, "%s", what);
+}
+
+/* Tears down the runtime of a sandbox: monitor, VMM, fds. Keeps the dir. */
+static void teardown(struct sandbox *sb)
+{
+	pthread_mutex_lock(&sb->lock);
+	sb->stopping = true;
+	pthread_mutex_unlock(&sb->lock);
+	if (sb->ch)
+		guest_channel_kill(sb->ch, "the sandbox is being stopped");
+	monitor_stop(sb);
+	vmm_stop_wait(sb);
+	if (sb->console_fd >= 0)
+		console_drain(sb);
+}
+
+int sandbox_create(const struct create_request *req, struct sandbox_record *ret, struct al_error *err)
+{
+	struct images im;
+	int r = resolve_images(req->template_name, &im, err);
+	if (r < 0)
+		return r;
+	struct sandbox_record rec = {
+		.state = SANDBOX_CREATING,
+		.vcpus = req->vcpus,
+		.memory_mib = req->memory_mib,
+		.boot_ms = -1,
+	};
+	new_id(rec.id);
+	strlcpy_al(rec.template_name, req->template_name, sizeof(rec.template_name));
+	strlcpy_al(rec.backend, cfg->vmm->name, sizeof(rec.backend));
+	strlcpy_al(rec.accel, cfg->vmm->accel(), sizeof(rec.accel));
+	rec.created_ms = rec.updated_ms = now_ms_realtime();
+	rec.env_json = kv_to_json(&req->env);
+	rec.metadata_json = kv_to_json(&req->metadata);
+	r = store_sandbox_insert(cfg->store, &rec, err);
+	if (r < 0) {
+		sandbox_record_release(&rec);
+		return r;
+	}
+	struct sandbox *sb = sandbox_new(&rec);
+	sandbox_record_release(&rec);
+	registry_add(sb);
+	log_info("sandbox %s: creating (template %s, %u vCPU, %u MiB, %s/%s)", sb->rec.id, sb->rec.template_name,
+		 sb->rec.vcpus, sb->rec.memory_mib, sb->rec.backend, sb->rec.accel);
+
+	r = boot(sb, &im, err);
+	if (r < 0) {
+		teardown(sb);
+		pthread_mutex_lock(&sb->lock);
+		char reason[2048];
+		describe_exit(sb, err->message, reason, sizeof(reason));
+		struct al_error e2;
+		if (set_state_locked(sb, SANDBOX_ERROR, reason, &e2) < 0)
+			log_error("sandbox %s: %s", sb->rec.id, e2.message);
+		pthread_mutex_unlock(&sb->lock);
+		/* The disk is large and useless now; the logs stay until rm. */
+		cleanup_free char *disk = xasprintf("%s/%s", sb->dir, VMM_DISK);
+		unlink(disk);
+		/* The record has the console lines; the answer names the sandbox to inspect. */
+		al_error_prefix(err, "sandbox %s failed to boot (see 'airlock inspect %s')", sb->rec.id, sb->rec.id);
+	} else {
+		pthread_mutex_lock(&sb->lock);
+		sandbox_record_copy(ret, &sb->rec);
+		pthread_mutex_unlock(&sb->lock);
+	}
+	sandbox_unref(sb);
+	return r;
+}
+
+int sandbox_get(const char *id, struct sandbox_record *ret, struct al_error *err)
+{
+	if (!sandbox_id_valid(id))
+		return al_error_set(err, AL_ERR_NOT_FOUND, ENOENT, "no sandbox with id \"%.64s\"", id);
+	struct sandbox *sb = registry_find(id);
+	if (sb) {
+		pthread_mutex_lock(&sb->lock);
+		sandbox_record_copy(ret, &sb->rec);
+		pthread_mutex_unlock(&sb->lock);
+		sandbox_unref(sb);
+		return 0;
+	}
+	return store_sandbox_get(cfg->store, id, ret, err);
+}
+
+int sandbox_delete(const char *id, struct sandbox_record *ret, struct al_error *err)
+{
+	if (!sandbox_id_valid(id))
+		return al_error_set(err, AL_ERR_NOT_FOUND, ENOENT, "no sandbox with id \"%.64s\"", id);
+	struct sandbox *sb = registry_find(id);
+	if (!sb) {
+		/* Not live: deleted already, or a record whose VMM is long gone. */
+		struct sandbox_record rec;
+		int r = store_sandbox_get(cfg->store, id, &rec, err);
+		if (r < 0)
+			return r;
+		if (rec.state != SANDBOX_DELETED) {
+			sb = sandbox_new(&rec); /* our reference */
+			registry_add(sb);       /* and the registry's */
+		} else {
+			*ret = rec;
+			return 0;
+		}
+		sandbox_record_release(&rec);
+	}
+	pthread_mutex_lock(&sb->lock);
+	int r = 0;
+	if (sb->rec.state == SANDBOX_DELETED || sb->stopping) {
+		sandbox_record_copy(ret, &sb->rec);
+		pthread_mutex_unlock(&sb->lock);
+		sandbox_unref(sb);
+		return 0;
+	}
+	r = set_state_locked(sb, SANDBOX_STOPPING, sb->rec.error, err);
+	pthread_mutex_unlock(&sb->lock);
+	if (r < 0) {
+		sandbox_unref(sb);
+		return r;
+	}
+	teardown(sb);
+	pthread_mutex_lock(&sb->lock);
+	sandbox_close_runtime(sb);
+	int rr = rm_rf(sb->dir);
+	if (rr < 0)
+		log_error("sandbox %s: cannot remove %s: %s", sb->rec.id, sb->dir, strerror(-rr));
+	sb->rec.vmm_pid = 0;
+	r = set_state_locked(sb, SANDBOX_DELETED, NULL, err);
+	if (r == 0)
+		sandbox_record_copy(ret, &sb->rec);
+	pthread_mutex_unlock(&sb->lock);
+	registry_remove(sb);
+	sandbox_unref(sb);
+	return r;
+}
+
+static char **merge_env(const char *sandbox_env_json, const struct kv_list *over, size_t *ret_n)
+{
+	cleanup_json json_t *o = json_loads(sandbox_env_json, 0, NULL);
+	if (!json_is_object(o)) {
+		json_decref(o);
+		o = json_object();
+	}
+	for (size_t i = 0; i < over->n; i++)
+		json_object_set_new(o, over->keys[i], json_string(over->values[i]));
+	size_t n = json_object_size(o), k = 0;
+	char **env = xcalloc(n + 1, sizeof(char *));
+	const char *key;
+	json_t *v;
+	json_object_foreach(o, key, v)
+	{
+		env[k++] = xasprintf("%s=%s", key, json_string_value(v));
+	}
+	*ret_n = k;
+	return env;
+}
+
+int sandbox_exec(const char *id, const struct exec_request *req, struct exec_result *ret, struct al_error *err)
+{
+	if (!sandbox_id_valid(id))
+		return al_error_set(err, AL_ERR_NOT_FOUND, ENOENT, "no sandbox with id \"%.64s\"", id);
+	struct sandbox *sb = registry_find(id);
+	if (!sb) {
+		struct sandbox_record rec;
+		int r = store_sandbox_get(cfg->store, id, &rec, err);
+		if (r < 0)
+			return r;
+		r = al_error_set(err, AL_ERR_CONFLICT, EBUSY,
+				 "sandbox %s is %s, not running: create a new sandbox to run commands", id,
+				 sandbox_state_name(rec.state));
+		sandbox_record_release(&rec);
+		return r;
+	}
+	pthread_mutex_lock(&sb->lock);
+	int r = 0;
+	if (sb->rec.state != SANDBOX_RUNNING || !sb->ch || sb->stopping)
+		r = al_error_set(err, AL_ERR_CONFLICT, EBUSY, "sandbox %s is %s, not running", id,
+				 sandbox_state_name(sb->rec.state));
+	size_t n_env = 0;
+	char **env = r == 0 ? merge_env(sb->rec.env_json, &req->env, &n_env) : NULL;
+	pthread_mutex_unlock(&sb->lock);
+	if (r == 0)
+		r = guest_channel_exec(sb->ch, req, env, n_env, ret, err);
+	for (size_t i = 0; env && i < n_env; i++)
+		free(env[i]);
+	free(env);
+	sandbox_unref(sb);
+	return r;
+}
+
+/* ---- start-up and shutdown ------------------------------------------------------------------ */
+
+/* SECURITY: a pid from the store may have been reused: it counts as our VMM
+ * only if its command line names this sandbox. */
+static bool vmm_alive(const char *id, pid_t pid)
+{
+	if (pid <= 0)
+		return false;
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)pid);
+	cleanup_free char *buf = NULL;
+	size_t len;
+	if (read_file_limited(path, 64 * 1024, &buf, &len) < 0)
+		return false;
+	char want[64];
+	snprintf(want, sizeof(want), "airlock-%s", id);
+	for (size_t i = 0; i < len; i += strlen(buf + i) + 1)
+		if (!strcmp(buf + i, want))
+			return true;
+	return false;
+}
+
+static void recover_one(struct sandbox_record *rec)
+{
+	struct sandbox *sb = sandbox_new(rec);
+	registry_add(sb);
+	struct al_error e = {0};
+	const char *why = NULL;
+	pid_t pid = (pid_t)rec->vmm_pid;
+	if (rec->state == SANDBOX_RUNNING && vmm_alive(rec->id, pid)) {
+		sb->pid = pid;
+		sb->pidfd = pidfd_open_(pid);
+		sb->dirfd = open(sb->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		uint64_t deadline = now_ms_monotonic() + REATTACH_TIMEOUT_MS;
+		if (sb->pidfd < 0 || sb->dirfd < 0 || attach(sb, deadline, &e) < 0 ||
+		    guest_channel_request_hello(sb->ch) < 0 || guest_channel_wait_hello(sb->ch, deadline, NULL) < 0)
+			why = "airlockd restarted and could not re-attach to the VM";
+	} else {
+		why = "the VM was gone when airlockd restarted";
+	}
+	if (!why) {
+		log_info("sandbox %s: re-attached to VMM %d", rec->id, (int)pid);
+		sandbox_unref(sb);
+		return;
+	}
+	teardown(sb);
+	pthread_mutex_lock(&sb->lock);
+	sandbox_close_runtime(sb);
+	cleanup_free char *disk = xasprintf("%s/%s", sb->dir, VMM_DISK);
+	unlink(disk);
+	sb->rec.vmm_pid = 0;
+	if (set_state_locked(sb, SANDBOX_ERROR, why, &e) < 0)
+		log_error("sandbox %s: %s", rec->id, e.message);
+	pthread_mutex_unlock(&sb->lock);
+	registry_remove(sb);
+	sandbox_unref(sb);
+}
+
+int sandboxes_init(const struct daemon_config *c, struct al_error *err)
+{
+	cfg = c;
+	cleanup_free char *dir = xasprintf("%s/sandboxes", cfg->state_dir);
+	int r = mkdir_p(dir, 0700);
+	if (r < 0)
+		return al_error_set(err, AL_ERR_INTERNAL, -r, "cannot create %s: %s", dir, strerror(-r));
+	struct sandbox_record *recs = NULL;
+	size_t n = 0;
+	if ((r = store_sandbox_list(cfg->store, false, &recs, &n, err)) < 0)
+		return r;
+	for (size_t i = 0; i < n; i++) {
+		if (recs[i].state == SANDBOX_CREATING || recs[i].state == SANDBOX_RUNNING ||
+		    recs[i].state == SANDBOX_STOPPING)
+			recover_one(&recs[i]);
+		sandbox_record_release(&recs[i]);
+	}
+	free(recs);
+	return 0;
+}
+
+void sandboxes_shutdown(void)
+{
+	for (;;) {
+		pthread_mutex_lock(&registry_lock);
+		struct sandbox *sb = registry;
+		if (sb)
+			registry = sb->next;
+		pthread_mutex_unlock(&registry_lock);
+		if (!sb)
+			break;
+		/* Wake every request waiting on this guest; the VM itself keeps running. */
+		if (sb->ch)
+			guest_channel_kill(sb->ch, "airlockd is shutting down");
+		monitor_stop(sb);
+		sandbox_unref(sb);
+	}
+}

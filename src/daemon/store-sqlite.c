@@ -1,0 +1,239 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include "store.h"
+
+#include <sqlite3.h>
+
+#include "util.h"
+
+struct store {
+	sqlite3 *db;
+};
+
+static const char *const state_names[SANDBOX_STATE_COUNT] = {
+	[SANDBOX_CREATING] = "creating", [SANDBOX_RUNNING] = "running", [SANDBOX_STOPPING] = "stopping",
+	[SANDBOX_STOPPED] = "stopped",   [SANDBOX_ERROR] = "error",     [SANDBOX_DELETED] = "deleted",
+};
+
+const char *sandbox_state_name(enum sandbox_state s)
+{
+	return (unsigned)s < SANDBOX_STATE_COUNT ? state_names[s] : "unknown";
+}
+
+int sandbox_state_from_name(const char *name, enum sandbox_state *ret)
+{
+	for (unsigned i = 0; i < SANDBOX_STATE_COUNT; i++)
+		if (!strcmp(name, state_names[i])) {
+			*ret = (enum sandbox_state)i;
+			return 0;
+		}
+	return -EINVAL;
+}
+
+void sandbox_record_release(struct sandbox_record *r)
+{
+	free(r->env_json);
+	free(r->metadata_json);
+	free(r->error);
+	r->env_json = r->metadata_json = r->error = NULL;
+}
+
+void sandbox_record_copy(struct sandbox_record *dst, const struct sandbox_record *src)
+{
+	*dst = *src;
+	dst->env_json = src->env_json ? xstrdup(src->env_json) : NULL;
+	dst->metadata_json = src->metadata_json ? xstrdup(src->metadata_json) : NULL;
+	dst->error = src->error ? xstrdup(src->error) : NULL;
+}
+
+static const char schema[] = "CREATE TABLE IF NOT EXISTS sandboxes ("
+			     " id TEXT PRIMARY KEY,"
+			     " state TEXT NOT NULL,"
+			     " template TEXT NOT NULL,"
+			     " vcpus INTEGER NOT NULL,"
+			     " memory_mib INTEGER NOT NULL,"
+			     " env TEXT NOT NULL,"
+			     " metadata TEXT NOT NULL,"
+			     " backend TEXT NOT NULL,"
+			     " accel TEXT NOT NULL,"
+			     " created_ms INTEGER NOT NULL,"
+			     " updated_ms INTEGER NOT NULL,"
+			     " boot_ms INTEGER NOT NULL,"
+			     " error TEXT,"
+			     " vmm_pid INTEGER NOT NULL);"
+			     "CREATE INDEX IF NOT EXISTS sandboxes_created ON sandboxes(created_ms);";
+
+static int db_error(struct store *s, struct al_error *err, const char *what)
+{
+	return al_error_set(err, AL_ERR_INTERNAL, EIO, "state store: %s: %s", what, sqlite3_errmsg(s->db));
+}
+
+int store_open(const char *path, struct store **ret, struct al_error *err)
+{
+	struct store *s = xcalloc(1, sizeof(*s));
+	int rc = sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX,
+				 NULL);
+	if (rc != SQLITE_OK) {
+		int r = al_error_set(err, AL_ERR_INTERNAL, EIO, "cannot open state store %s: %s", path,
+				     s->db ? sqlite3_errmsg(s->db) : sqlite3_errstr(rc));
+		store_close(s);
+		return r;
+	}
+	sqlite3_busy_timeout(s->db, 5000);
+	char *msg = NULL;
+	rc = sqlite3_exec(s->db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;", NULL, NULL, &msg);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_exec(s->db, schema, NULL, NULL, &msg);
+	if (rc != SQLITE_OK) {
+		int r = al_error_set(err, AL_ERR_INTERNAL, EIO, "cannot initialise state store %s: %s", path,
+				     msg ? msg : sqlite3_errstr(rc));
+		sqlite3_free(msg);
+		store_close(s);
+		return r;
+	}
+	*ret = s;
+	return 0;
+}
+
+void store_close(struct store *s)
+{
+	if (!s)
+		return;
+	sqlite3_close(s->db);
+	free(s);
+}
+
+static void bind_record(sqlite3_stmt *st, const struct sandbox_record *r)
+{
+	sqlite3_bind_text(st, 1, r->id, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 2, sandbox_state_name(r->state), -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 3, r->template_name, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 4, r->vcpus);
+	sqlite3_bind_int64(st, 5, r->memory_mib);
+	sqlite3_bind_text(st, 6, r->env_json ? r->env_json : "{}", -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 7, r->metadata_json ? r->metadata_json : "{}", -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 8, r->backend, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 9, r->accel, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 10, (sqlite3_int64)r->created_ms);
+	sqlite3_bind_int64(st, 11, (sqlite3_int64)r->updated_ms);
+	sqlite3_bind_int64(st, 12, r->boot_ms);
+	if (r->error)
+		sqlite3_bind_text(st, 13, r->error, -1, SQLITE_STATIC);
+	else
+		sqlite3_bind_null(st, 13);
+	sqlite3_bind_int64(st, 14, r->vmm_pid);
+}
+
+static int exec_write(struct store *s, const char *sql, const struct sandbox_record *r, const char *what,
+		      struct al_error *err)
+{
+	sqlite3_stmt *st = NULL;
+	if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK)
+		return db_error(s, err, what);
+	bind_record(st, r);
+	int rc = sqlite3_step(st);
+	sqlite3_finalize(st);
+	if (rc == SQLITE_CONSTRAINT)
+		return al_error_set(err, AL_ERR_CONFLICT, EEXIST, "state store: sandbox %s already exists", r->id);
+	if (rc != SQLITE_DONE)
+		return db_error(s, err, what);
+	if (sqlite3_changes(s->db) == 0)
+		return al_error_set(err, AL_ERR_NOT_FOUND, ENOENT, "state store: no sandbox %s", r->id);
+	return 0;
+}
+
+int store_sandbox_insert(struct store *s, const struct sandbox_record *r, struct al_error *err)
+{
+	return exec_write(s,
+			  "INSERT INTO sandboxes (id, state, template, vcpus, memory_mib, env, metadata, backend,"
+			  " accel, created_ms, updated_ms, boot_ms, error, vmm_pid)"
+			  " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+			  r, "insert", err);
+}
+
+int store_sandbox_update(struct store *s, const struct sandbox_record *r, struct al_error *err)
+{
+	return exec_write(s,
+			  "UPDATE sandboxes SET state=?2, template=?3, vcpus=?4, memory_mib=?5, env=?6,"
+			  " metadata=?7, backend=?8, accel=?9, created_ms=?10, updated_ms=?11, boot_ms=?12,"
+			  " error=?13, vmm_pid=?14 WHERE id=?1",
+			  r, "update", err);
+}
+
+static const char *col_text(sqlite3_stmt *st, int i)
+{
+	const unsigned char *t = sqlite3_column_text(st, i);
+	return t ? (const char *)t : "";
+}
+
+static int row_to_record(sqlite3_stmt *st, struct sandbox_record *r)
+{
+	*r = (struct sandbox_record){0};
+	strlcpy_al(r->id, col_text(st, 0), sizeof(r->id));
+	if (sandbox_state_from_name(col_text(st, 1), &r->state) < 0)
+		r->state = SANDBOX_ERROR;
+	strlcpy_al(r->template_name, col_text(st, 2), sizeof(r->template_name));
+	r->vcpus = (unsigned)sqlite3_column_int64(st, 3);
+	r->memory_mib = (unsigned)sqlite3_column_int64(st, 4);
+	r->env_json = xstrdup(col_text(st, 5));
+	r->metadata_json = xstrdup(col_text(st, 6));
+	strlcpy_al(r->backend, col_text(st, 7), sizeof(r->backend));
+	strlcpy_al(r->accel, col_text(st, 8), sizeof(r->accel));
+	r->created_ms = (uint64_t)sqlite3_column_int64(st, 9);
+	r->updated_ms = (uint64_t)sqlite3_column_int64(st, 10);
+	r->boot_ms = sqlite3_column_int64(st, 11);
+	r->error = sqlite3_column_type(st, 12) == SQLITE_NULL ? NULL : xstrdup(col_text(st, 12));
+	r->vmm_pid = sqlite3_column_int64(st, 13);
+	return 0;
+}
+
+#define SELECT_COLUMNS                                                                                      \
+	"SELECT id, state, template, vcpus, memory_mib, env, metadata, backend, accel, created_ms,"         \
+	" updated_ms, boot_ms, error, vmm_pid FROM sandboxes"
+
+int store_sandbox_get(struct store *s, const char *id, struct sandbox_record *ret, struct al_error *err)
+{
+	sqlite3_stmt *st = NULL;
+	if (sqlite3_prepare_v2(s->db, SELECT_COLUMNS " WHERE id=?1", -1, &st, NULL) != SQLITE_OK)
+		return db_error(s, err, "get");
+	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+	int rc = sqlite3_step(st);
+	int r;
+	if (rc == SQLITE_ROW)
+		r = row_to_record(st, ret);
+	else if (rc == SQLITE_DONE)
+		r = al_error_set(err, AL_ERR_NOT_FOUND, ENOENT, "no sandbox with id \"%s\"", id);
+	else
+		r = db_error(s, err, "get");
+	sqlite3_finalize(st);
+	return r;
+}
+
+int store_sandbox_list(struct store *s, bool include_deleted, struct sandbox_record **ret, size_t *ret_n,
+		       struct al_error *err)
+{
+	sqlite3_stmt *st = NULL;
+	const char *sql = include_deleted ? SELECT_COLUMNS " ORDER BY created_ms DESC, id"
+					  : SELECT_COLUMNS " WHERE state != 'deleted' ORDER BY created_ms DESC, id";
+	if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK)
+		return db_error(s, err, "list");
+	size_t n = 0, cap = 16;
+	struct sandbox_record *v = xcalloc(cap, sizeof(*v));
+	int rc;
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		if (n == cap) {
+			cap *= 2;
+			v = xrealloc(v, cap * sizeof(*v));
+		}
+		row_to_record(st, &v[n++]);
+	}
+	sqlite3_finalize(st);
+	if (rc != SQLITE_DONE) {
+		for (size_t i = 0; i < n; i++)
+			sandbox_record_release(&v[i]);
+		free(v);
+		return db_error(s, err, "list");
+	}
+	*ret = v;
+	*ret_n = n;
+	return 0;
+}

@@ -1,0 +1,63 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The state store: one SQLite database (WAL) in the state dir holding every
+ * sandbox record. Every state transition is written here before it is
+ * acknowledged to a client. Thread-safe (one serialized connection). */
+#ifndef AIRLOCK_STORE_H
+#define AIRLOCK_STORE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "error.h"
+
+#define SANDBOX_ID_MAX 31
+
+enum sandbox_state {
+	SANDBOX_CREATING,
+	SANDBOX_RUNNING,
+	SANDBOX_STOPPING,
+	SANDBOX_STOPPED,
+	SANDBOX_ERROR,
+	SANDBOX_DELETED,
+	SANDBOX_STATE_COUNT,
+};
+
+const char *sandbox_state_name(enum sandbox_state s);
+int sandbox_state_from_name(const char *name, enum sandbox_state *ret);
+
+struct sandbox_record {
+	char id[SANDBOX_ID_MAX + 1];
+	enum sandbox_state state;
+	char template_name[64];
+	unsigned vcpus;
+	unsigned memory_mib;
+	char *env_json;      /* JSON object text, never NULL after load */
+	char *metadata_json; /* JSON object text, never NULL after load */
+	char backend[16];
+	char accel[8];
+	uint64_t created_ms; /* epoch ms */
+	uint64_t updated_ms;
+	int64_t boot_ms; /* -1 until booted */
+	char *error;     /* NULL unless state is error */
+	int64_t vmm_pid; /* 0 when no VMM */
+};
+
+void sandbox_record_release(struct sandbox_record *r);
+void sandbox_record_copy(struct sandbox_record *dst, const struct sandbox_record *src);
+
+struct store;
+
+int store_open(const char *path, struct store **ret, struct al_error *err);
+void store_close(struct store *s);
+
+/* -EEXIST if the id is taken. */
+int store_sandbox_insert(struct store *s, const struct sandbox_record *r, struct al_error *err);
+/* Writes every field of r over the stored row; -ENOENT if there is none. */
+int store_sandbox_update(struct store *s, const struct sandbox_record *r, struct al_error *err);
+/* -ENOENT if there is none. */
+int store_sandbox_get(struct store *s, const char *id, struct sandbox_record *ret, struct al_error *err);
+/* Newest first. The caller releases each record and frees the array. */
+int store_sandbox_list(struct store *s, bool include_deleted, struct sandbox_record **ret, size_t *ret_n,
+		       struct al_error *err);
+
+#endif

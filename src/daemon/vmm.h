@@ -1,0 +1,51 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The VMM backend interface. Backends live side by side (vmm-qemu.c, later
+ * vmm-firecracker.c); the daemon only talks to them through these ops. */
+#ifndef AIRLOCK_VMM_H
+#define AIRLOCK_VMM_H
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+#include "error.h"
+
+/* File names inside a sandbox directory. Kept short: unix socket paths are
+ * limited to 108 bytes, so sockets are always reached relative to the
+ * directory (the VMM runs with it as cwd; the daemon uses /proc/self/fd). */
+#define VMM_CHANNEL_SOCK "ctl.sock"
+#define VMM_CONSOLE_SOCK "con.sock"
+#define VMM_QMP_SOCK "qmp.sock"
+#define VMM_DISK "disk.qcow2"
+#define VMM_LOG "vmm.log"
+#define VMM_CONSOLE_LOG "console.log"
+
+struct vmm_config {
+	const char *sandbox_id;
+	const char *dir;     /* absolute sandbox directory, the VMM's cwd */
+	const char *kernel;  /* absolute paths */
+	const char *initrd;
+	const char *rootfs;  /* template image (read-only base of the disk) */
+	unsigned vcpus;
+	unsigned memory_mib;
+};
+
+struct vmm_ops {
+	const char *name;
+	/* Accelerator this backend will use on this host: "kvm" or "tcg". */
+	const char *(*accel)(void);
+	/* Creates the per-sandbox copy-on-write disk over the template. */
+	int (*prepare_disk)(const struct vmm_config *cfg, struct al_error *err);
+	/* Starts the VMM in its own session; returns its pid. The VMM is not
+	 * tied to the daemon's lifetime. */
+	int (*spawn)(const struct vmm_config *cfg, pid_t *ret_pid, struct al_error *err);
+	/* Asks the VMM to stop now (no guest cooperation needed). */
+	int (*stop)(const struct vmm_config *cfg, pid_t pid);
+};
+
+extern const struct vmm_ops vmm_qemu_ops;
+
+/* Connects to a unix socket named `name` in directory fd `dirfd`, whatever the
+ * length of the directory's path. */
+int unix_connect_at(int dirfd, const char *name, int *ret_fd);
+
+#endif
