@@ -1,0 +1,347 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The channel to the host: finding and opening the virtio-serial port, a
+ * bounded queue of outgoing frames written without blocking, and the
+ * decoding and dispatch of incoming frames.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/utsname.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent.h"
+#include "util.h"
+
+struct outbuf {
+	struct outbuf *next;
+	size_t len, off;
+	uint8_t data[];
+};
+
+/* One reader for the one port; too big for the stack. */
+static struct frame_reader reader;
+
+static int port_find(char *ret_dev, size_t size)
+{
+	DIR *d = opendir("/sys/class/virtio-ports");
+	if (!d)
+		return -errno;
+	int r = -ENOENT;
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		if (de->d_name[0] == '.')
+			continue;
+		char path[512];
+		if (snprintf_ok(path, sizeof(path), "/sys/class/virtio-ports/%s/name", de->d_name) < 0)
+			continue;
+		cleanup_free char *name = NULL;
+		size_t len;
+		if (read_file_limited(path, 256, &name, &len) < 0)
+			continue;
+		while (len > 0 && (name[len - 1] == '\n' || name[len - 1] == ' '))
+			name[--len] = '\0';
+		if (strcmp(name, AIRLOCK_PORT_NAME) == 0) {
+			r = snprintf_ok(ret_dev, size, "/dev/%s", de->d_name);
+			break;
+		}
+	}
+	closedir(d);
+	return r;
+}
+
+int channel_open_port(int timeout_ms, int *ret_fd)
+{
+	uint64_t deadline = now_ms_monotonic() + (uint64_t)timeout_ms;
+	char dev[300];
+	for (;;) {
+		int r = port_find(dev, sizeof(dev));
+		if (r == 0) {
+			/* The device node can trail the sysfs entry by a moment. */
+			int fd = open(dev, O_RDWR | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+			if (fd >= 0) {
+				*ret_fd = fd;
+				return 0;
+			}
+			r = -errno;
+			if (r != -ENOENT)
+				return r;
+		}
+		if (now_ms_monotonic() >= deadline)
+			return r;
+		struct timespec ts = {.tv_nsec = 5 * 1000000L};
+		nanosleep(&ts, NULL);
+	}
+}
+
+/* ---- outgoing ---- */
+
+void channel_send(struct agent *a, uint8_t type, uint32_t stream, const void *payload, size_t len)
+{
+	if (len > AIRLOCK_FRAME_MAX_PAYLOAD)
+		abort(); /* every caller bounds its payload */
+	struct outbuf *b = xmalloc(sizeof(*b) + AIRLOCK_FRAME_HEADER_SIZE + len);
+	struct airlock_frame_header h = {
+		.version = AIRLOCK_PROTO_VERSION,
+		.type = type,
+		.stream = stream,
+		.length = (uint32_t)len,
+	};
+	frame_header_encode(&h, b->data);
+	if (len)
+		memcpy(b->data + AIRLOCK_FRAME_HEADER_SIZE, payload, len);
+	b->next = NULL;
+	b->len = AIRLOCK_FRAME_HEADER_SIZE + len;
+	b->off = 0;
+	if (a->q_tail)
+		a->q_tail->next = b;
+	else
+		a->q_head = b;
+	a->q_tail = b;
+	a->q_bytes += b->len;
+}
+
+void channel_send_json(struct agent *a, uint8_t type, uint32_t stream, json_t *obj)
+{
+	cleanup_free char *s = json_dumps(obj, JSON_COMPACT);
+	json_decref(obj);
+	if (!s)
+		abort();
+	channel_send(a, type, stream, s, strlen(s));
+}
+
+const char *errno_code(int errnum)
+{
+	static __thread char buf[32];
+	const char *name = strerrorname_np(errnum);
+	if (!name)
+		return "eio";
+	size_t i = 0;
+	for (; name[i] && i < sizeof(buf) - 1; i++)
+		buf[i] = (char)((name[i] >= 'A' && name[i] <= 'Z') ? name[i] - 'A' + 'a' : name[i]);
+	buf[i] = '\0';
+	return buf;
+}
+
+void channel_send_error(struct agent *a, uint32_t stream, int errnum, const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (errnum < 0)
+		errnum = -errnum;
+	if (errnum == 0)
+		errnum = EIO;
+	json_t *o = json_pack("{s:s, s:i, s:s}", "code", errno_code(errnum), "errno", errnum, "message", msg);
+	if (!o) /* msg was not UTF-8 (a path from the guest's disk, say) */
+		o = json_pack("{s:s, s:i, s:s}", "code", errno_code(errnum), "errno", errnum, "message",
+			      strerror(errnum));
+	channel_send_json(a, AIRLOCK_FRAME_ERROR, stream, o);
+}
+
+void channel_send_hello(struct agent *a)
+{
+	json_t *o = json_pack("{s:i, s:s, s:I, s:s, s:s}", "proto", AIRLOCK_PROTO_VERSION, "agent", AGENT_VERSION,
+			      "generation", (json_int_t)a->generation, "boot_id", a->boot_id, "kernel", a->kernel);
+	channel_send_json(a, AIRLOCK_FRAME_HELLO, 0, o);
+}
+
+void channel_send_credit(struct agent *a, uint32_t stream, size_t n)
+{
+	while (n > 0) {
+		uint32_t c = n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;
+		uint8_t p[4] = {(uint8_t)(c >> 24), (uint8_t)(c >> 16), (uint8_t)(c >> 8), (uint8_t)c};
+		channel_send(a, AIRLOCK_FRAME_CREDIT, stream, p, sizeof(p));
+		n -= c;
+	}
+}
+
+static void outbuf_pop(struct agent *a)
+{
+	struct outbuf *b = a->q_head;
+	a->q_head = b->next;
+	if (!a->q_head)
+		a->q_tail = NULL;
+	a->q_bytes -= b->len;
+	free(b);
+}
+
+int channel_flush(struct agent *a)
+{
+	while (a->q_head) {
+		struct outbuf *b = a->q_head;
+		ssize_t n = write(a->port_fd, b->data + b->off, b->len - b->off);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN)
+				return 0;
+			return -errno;
+		}
+		b->off += (size_t)n;
+		if (b->off == b->len)
+			outbuf_pop(a);
+	}
+	return 0;
+}
+
+/* The host went away in the middle of a frame: the rest of that frame would
+ * only corrupt the stream of the next connection, so drop it. Whole frames
+ * stay queued for whoever connects next. */
+void channel_drop_partial(struct agent *a)
+{
+	if (a->q_head && a->q_head->off > 0)
+		outbuf_pop(a);
+	frame_reader_init(&reader);
+}
+
+/* ---- incoming ---- */
+
+json_t *json_parse_object(const uint8_t *payload, size_t len, char *err, size_t err_size)
+{
+	json_error_t jerr;
+	json_t *o = json_loadb((const char *)payload, len, JSON_REJECT_DUPLICATES, &jerr);
+	if (!o) {
+		snprintf(err, err_size, "invalid JSON: %s", jerr.text);
+		return NULL;
+	}
+	if (!json_is_object(o)) {
+		json_decref(o);
+		snprintf(err, err_size, "expected a JSON object");
+		return NULL;
+	}
+	return o;
+}
+
+const char *json_get_cstring(json_t *v)
+{
+	if (!json_is_string(v))
+		return NULL;
+	const char *s = json_string_value(v);
+	if (strlen(s) != json_string_length(v))
+		return NULL;
+	return s;
+}
+
+static const char *frame_type_name(uint8_t type)
+{
+	static const char *const names[] = {
+		[AIRLOCK_FRAME_HELLO] = "HELLO",       [AIRLOCK_FRAME_EXEC] = "EXEC",
+		[AIRLOCK_FRAME_STDIN] = "STDIN",       [AIRLOCK_FRAME_STDOUT] = "STDOUT",
+		[AIRLOCK_FRAME_STDERR] = "STDERR",     [AIRLOCK_FRAME_EXIT] = "EXIT",
+		[AIRLOCK_FRAME_ERROR] = "ERROR",       [AIRLOCK_FRAME_FILE_WRITE] = "FILE_WRITE",
+		[AIRLOCK_FRAME_FILE_READ] = "FILE_READ", [AIRLOCK_FRAME_FILE_DATA] = "FILE_DATA",
+		[AIRLOCK_FRAME_OK] = "OK",             [AIRLOCK_FRAME_SHUTDOWN] = "SHUTDOWN",
+		[AIRLOCK_FRAME_SIGNAL] = "SIGNAL",     [AIRLOCK_FRAME_CREDIT] = "CREDIT",
+	};
+	return type < ARRAY_SIZE(names) && names[type] ? names[type] : "?";
+}
+
+/* SECURITY: every field of a host frame is checked here or in the handler it
+ * goes to: the header by frame_reader_next (version, type, flags, length),
+ * the stream id against the stream table and the frame type against what
+ * that stream accepts. A bad frame gets an ERROR on its stream, never a crash. */
+static void channel_dispatch(struct agent *a, const struct airlock_frame_header *h, const uint8_t *p)
+{
+	if (h->stream == 0) {
+		switch (h->type) {
+		case AIRLOCK_FRAME_HELLO:
+			channel_send_hello(a);
+			return;
+		case AIRLOCK_FRAME_SHUTDOWN:
+			a->shutdown = true;
+			return;
+		default:
+			channel_send_error(a, 0, EINVAL, "%s is not valid on stream 0 (the control stream)",
+					   frame_type_name(h->type));
+			return;
+		}
+	}
+
+	struct stream *s = stream_find(a, h->stream);
+	switch (h->type) {
+	case AIRLOCK_FRAME_EXEC:
+	case AIRLOCK_FRAME_FILE_WRITE:
+	case AIRLOCK_FRAME_FILE_READ:
+		if (s) {
+			/* Reported on stream 0: an ERROR on the stream itself
+			 * would read as the end of the running operation. */
+			channel_send_error(a, 0, EEXIST, "%s: stream %u is already in use", frame_type_name(h->type),
+					   h->stream);
+			return;
+		}
+		if (a->n_streams >= AGENT_MAX_STREAMS) {
+			channel_send_error(a, h->stream, EMFILE, "%s: too many streams (at most %d)",
+					   frame_type_name(h->type), AGENT_MAX_STREAMS);
+			return;
+		}
+		if (h->type == AIRLOCK_FRAME_EXEC)
+			exec_start(a, h->stream, p, h->length);
+		else if (h->type == AIRLOCK_FRAME_FILE_WRITE)
+			file_write_start(a, h->stream, p, h->length);
+		else
+			file_read_start(a, h->stream, p, h->length);
+		return;
+	case AIRLOCK_FRAME_STDIN:
+	case AIRLOCK_FRAME_SIGNAL:
+		if (!s || s->kind != STREAM_EXEC)
+			break;
+		if (h->type == AIRLOCK_FRAME_STDIN)
+			exec_stdin(a, s, p, h->length);
+		else
+			exec_signal(a, s, p, h->length);
+		return;
+	case AIRLOCK_FRAME_FILE_DATA:
+		if (!s || s->kind != STREAM_FILE_WRITE)
+			break;
+		file_write_data(a, s, p, h->length);
+		return;
+	case AIRLOCK_FRAME_HELLO:
+	case AIRLOCK_FRAME_SHUTDOWN:
+		channel_send_error(a, h->stream, EINVAL, "%s is only valid on stream 0", frame_type_name(h->type));
+		return;
+	default:
+		channel_send_error(a, h->stream, EINVAL, "%s is not a host-to-guest frame", frame_type_name(h->type));
+		return;
+	}
+	channel_send_error(a, h->stream, EBADF, "%s: no such %s stream %u", frame_type_name(h->type),
+			   h->type == AIRLOCK_FRAME_FILE_DATA ? "file write" : "exec", h->stream);
+}
+
+int channel_read(struct agent *a)
+{
+	size_t space;
+	uint8_t *buf = frame_reader_space(&reader, &space);
+	ssize_t n = read(a->port_fd, buf, space);
+	if (n < 0)
+		return errno == EAGAIN || errno == EINTR ? 0 : -errno;
+	if (n == 0)
+		return -EPIPE;
+	frame_reader_commit(&reader, (size_t)n);
+	for (;;) {
+		struct airlock_frame_header h;
+		const uint8_t *payload;
+		int r = frame_reader_next(&reader, &h, &payload);
+		if (r == 0)
+			break;
+		if (r < 0) {
+			/* No way to find the next frame boundary: drop what is
+			 * buffered and tell the host, which must re-attach. */
+			agent_log("corrupt frame from the host (%s); dropping %zu buffered bytes", strerror(-r),
+				  reader.len);
+			channel_send_error(a, 0, -r, "corrupt frame from the host: %s; input discarded", strerror(-r));
+			frame_reader_init(&reader);
+			break;
+		}
+		channel_dispatch(a, &h, payload);
+		if (a->shutdown)
+			break;
+	}
+	return 0;
+}

@@ -1,0 +1,583 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Exec streams: one host stream = one process (and its process group).
+ *
+ * Lifecycle: EXEC -> fork; the child makes its own session (so its process
+ * group id is its pid), wires stdin/stdout/stderr to pipes, chdir, drops to
+ * uid/gid, and execs argv[0] searched in the PATH of the given environment.
+ * A failure before exec comes back through a close-on-exec pipe and becomes
+ * an ERROR frame; after exec the stream produces STDOUT/STDERR frames and
+ * ends with EXIT once the process is reaped and both pipes are closed.
+ *
+ * Pipes held open by background processes: after the main process is reaped
+ * the agent keeps reading its pipes until EOF, but closes them once they have
+ * been quiet for AGENT_PIPE_GRACE_IDLE_MS or at most AGENT_PIPE_GRACE_MAX_MS
+ * after the reap (draining what is buffered first). Background processes are
+ * not killed; they get EPIPE/SIGPIPE if they write later.
+ *
+ * stdin: STDIN frames are buffered (at most AIRLOCK_STDIN_WINDOW per stream)
+ * and written without blocking; each write returns CREDIT to the host. Data
+ * for a stdin that is closed (by the child, by EOF, or "stdin":false) is
+ * dropped and still credited.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "agent.h"
+#include "util.h"
+
+extern char **environ;
+
+#define PASSWD_MAX (1024 * 1024)
+
+enum exec_stage {
+	STAGE_SETUP = 1,
+	STAGE_CWD,
+	STAGE_CRED,
+	STAGE_EXEC,
+};
+
+struct exec_report {
+	int stage;
+	int err;
+};
+
+struct exec_req {
+	char **argv; /* point into the JSON request */
+	char **envp; /* owned strings */
+	size_t envc;
+	const char *cwd;
+	uid_t uid;
+	gid_t gid;
+	uint64_t timeout_ms;
+	bool stdin_pipe;
+};
+
+static void exec_req_release(struct exec_req *r)
+{
+	free(r->argv);
+	for (size_t i = 0; i < r->envc; i++)
+		free(r->envp[i]);
+	free(r->envp);
+}
+
+static bool env_has(char **envp, size_t envc, const char *name)
+{
+	size_t n = strlen(name);
+	for (size_t i = 0; i < envc; i++)
+		if (strncmp(envp[i], name, n) == 0 && envp[i][n] == '=')
+			return true;
+	return false;
+}
+
+/* Home directory of uid from the root filesystem's /etc/passwd (no NSS in a
+ * static binary); /root for root and / otherwise when it is not listed. */
+static char *home_of(uid_t uid)
+{
+	cleanup_free char *pw = NULL;
+	if (read_file_limited("/etc/passwd", PASSWD_MAX, &pw, NULL) == 0) {
+		char *save = NULL;
+		for (char *line = strtok_r(pw, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+			char *f[7];
+			size_t nf = 0;
+			for (char *p = line; nf < 7; nf++) {
+				f[nf] = p;
+				p = strchr(p, ':');
+				if (!p) {
+					nf++;
+					break;
+				}
+				*p++ = '\0';
+			}
+			uint64_t id;
+			if (nf >= 6 && parse_u64(f[2], &id) == 0 && id == uid && f[5][0] == '/')
+				return xstrdup(f[5]);
+		}
+	}
+	return xstrdup(uid == 0 ? "/root" : "/");
+}
+
+static bool json_get_id(json_t *o, const char *key, uint32_t *ret, bool *present)
+{
+	json_t *v = json_object_get(o, key);
+	*present = v != NULL;
+	if (!v)
+		return true;
+	if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > 4294967294LL)
+		return false;
+	*ret = (uint32_t)json_integer_value(v);
+	return true;
+}
+
+/* SECURITY: the EXEC request comes from the host; types and sizes are checked
+ * before anything is used (the payload itself is at most 64 KiB). */
+static int exec_req_parse(json_t *o, struct exec_req *r, char *err, size_t err_size)
+{
+	json_t *argv = json_object_get(o, "argv");
+	if (!json_is_array(argv) || json_array_size(argv) == 0 || json_array_size(argv) > AGENT_EXEC_MAX_ARGS) {
+		snprintf(err, err_size, "\"argv\" must be a non-empty array of at most %d strings", AGENT_EXEC_MAX_ARGS);
+		return -EINVAL;
+	}
+	r->argv = xcalloc(json_array_size(argv) + 1, sizeof(char *));
+	for (size_t i = 0; i < json_array_size(argv); i++) {
+		const char *s = json_get_cstring(json_array_get(argv, i));
+		if (!s || (i == 0 && s[0] == '\0')) {
+			snprintf(err, err_size, "\"argv\"[%zu] must be a %sstring without NUL bytes", i,
+				 i == 0 ? "non-empty " : "");
+			return -EINVAL;
+		}
+		r->argv[i] = (char *)s;
+	}
+
+	json_t *env = json_object_get(o, "env");
+	if (env && !json_is_array(env) && !json_is_null(env)) {
+		snprintf(err, err_size, "\"env\" must be an array of \"NAME=value\" strings");
+		return -EINVAL;
+	}
+	size_t n_env = json_is_array(env) ? json_array_size(env) : 0;
+	if (n_env > AGENT_EXEC_MAX_ENV) {
+		snprintf(err, err_size, "\"env\" has more than %d entries", AGENT_EXEC_MAX_ENV);
+		return -EINVAL;
+	}
+	r->envp = xcalloc(n_env + 3, sizeof(char *));
+	for (size_t i = 0; i < n_env; i++) {
+		const char *s = json_get_cstring(json_array_get(env, i));
+		if (!s || s[0] == '=' || !strchr(s, '=')) {
+			snprintf(err, err_size, "\"env\"[%zu] must be a \"NAME=value\" string", i);
+			return -EINVAL;
+		}
+		r->envp[r->envc++] = xstrdup(s);
+	}
+
+	json_t *cwd = json_object_get(o, "cwd");
+	r->cwd = "/";
+	if (cwd && !json_is_null(cwd)) {
+		r->cwd = json_get_cstring(cwd);
+		if (!r->cwd || r->cwd[0] == '\0') {
+			snprintf(err, err_size, "\"cwd\" must be a non-empty string");
+			return -EINVAL;
+		}
+	}
+
+	uint32_t uid = 0, gid = 0;
+	bool has_uid, has_gid;
+	if (!json_get_id(o, "uid", &uid, &has_uid) || !json_get_id(o, "gid", &gid, &has_gid)) {
+		snprintf(err, err_size, "\"uid\" and \"gid\" must be integers in 0..4294967294");
+		return -EINVAL;
+	}
+	r->uid = uid;
+	r->gid = has_gid ? gid : uid; /* default: the group of the same number */
+
+	json_t *t = json_object_get(o, "timeout_ms");
+	if (t && !json_is_null(t)) {
+		if (!json_is_integer(t) || json_integer_value(t) < 0 ||
+		    (uint64_t)json_integer_value(t) > AGENT_MAX_TIMEOUT_MS) {
+			snprintf(err, err_size, "\"timeout_ms\" must be an integer in 0..%llu",
+				 (unsigned long long)AGENT_MAX_TIMEOUT_MS);
+			return -EINVAL;
+		}
+		r->timeout_ms = (uint64_t)json_integer_value(t);
+	}
+
+	json_t *in = json_object_get(o, "stdin");
+	if (in && !json_is_boolean(in) && !json_is_null(in)) {
+		snprintf(err, err_size, "\"stdin\" must be true or false");
+		return -EINVAL;
+	}
+	r->stdin_pipe = json_is_true(in);
+
+	if (!env_has(r->envp, r->envc, "PATH"))
+		r->envp[r->envc++] = xstrdup("PATH=" AGENT_DEFAULT_PATH);
+	if (!env_has(r->envp, r->envc, "HOME")) {
+		cleanup_free char *home = home_of(r->uid);
+		r->envp[r->envc++] = xasprintf("HOME=%s", home);
+	}
+	return 0;
+}
+
+/* In the child between fork and exec: only async-signal-safe calls. */
+static void __attribute__((noreturn)) child_fail(int report_fd, int stage, int err)
+{
+	struct exec_report rep = {.stage = stage, .err = err};
+	(void)!write(report_fd, &rep, sizeof(rep));
+	_exit(127);
+}
+
+static int move_fd(int from, int to)
+{
+	if (from == to)
+		return fcntl(to, F_SETFD, 0);
+	return dup2(from, to);
+}
+
+static void __attribute__((noreturn)) child_run(const struct exec_req *r, int in_fd, int out_fd, int err_fd,
+						int report_fd)
+{
+	sigset_t none;
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	for (int sig = 1; sig < NSIG; sig++)
+		signal(sig, SIG_DFL); /* ignored signals survive exec (SIGPIPE) */
+	if (setsid() < 0)
+		child_fail(report_fd, STAGE_SETUP, errno);
+	if (in_fd < 0)
+		in_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	if (in_fd < 0 || move_fd(in_fd, 0) < 0 || move_fd(out_fd, 1) < 0 || move_fd(err_fd, 2) < 0)
+		child_fail(report_fd, STAGE_SETUP, errno);
+	if (chdir(r->cwd) < 0)
+		child_fail(report_fd, STAGE_CWD, errno);
+	if (setgroups(1, &r->gid) < 0 || setresgid(r->gid, r->gid, r->gid) < 0 ||
+	    setresuid(r->uid, r->uid, r->uid) < 0)
+		child_fail(report_fd, STAGE_CRED, errno);
+	/* execvpe searches the PATH of the calling process: make it the new one. */
+	environ = r->envp;
+	execvpe(r->argv[0], r->argv, r->envp);
+	child_fail(report_fd, STAGE_EXEC, errno);
+}
+
+static void close_fd(int *fd)
+{
+	if (*fd >= 0) {
+		close(*fd);
+		*fd = -1;
+	}
+}
+
+static void set_nonblock(int fd)
+{
+	int fl = fcntl(fd, F_GETFL);
+	if (fl >= 0)
+		fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+}
+
+static void exec_report_failure(struct agent *a, uint32_t id, const struct exec_req *r, const struct exec_report *rep)
+{
+	const char *e = strerror(rep->err);
+	switch (rep->stage) {
+	case STAGE_CWD:
+		channel_send_error(a, id, rep->err, "chdir \"%s\": %s", r->cwd, e);
+		break;
+	case STAGE_CRED:
+		channel_send_error(a, id, rep->err, "switch to uid %u gid %u: %s", (unsigned)r->uid, (unsigned)r->gid, e);
+		break;
+	case STAGE_EXEC:
+		channel_send_error(a, id, rep->err, "exec \"%s\": %s", r->argv[0], e);
+		break;
+	default:
+		channel_send_error(a, id, rep->err, "set up the process for \"%s\": %s", r->argv[0], e);
+		break;
+	}
+}
+
+static int make_pipe(int *ret_r, int *ret_w)
+{
+	int p[2];
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return -errno;
+	*ret_r = p[0];
+	*ret_w = p[1];
+	return 0;
+}
+
+static void exec_spawn(struct agent *a, uint32_t id, struct exec_req *r)
+{
+	cleanup_close int in_r = -1, in_w = -1, out_r = -1, out_w = -1, err_r = -1, err_w = -1, rep_r = -1,
+			  rep_w = -1;
+	int rc = r->stdin_pipe ? make_pipe(&in_r, &in_w) : 0;
+	if (rc == 0)
+		rc = make_pipe(&out_r, &out_w);
+	if (rc == 0)
+		rc = make_pipe(&err_r, &err_w);
+	if (rc == 0)
+		rc = make_pipe(&rep_r, &rep_w);
+	if (rc < 0) {
+		channel_send_error(a, id, -rc, "EXEC: pipe: %s", strerror(-rc));
+		return;
+	}
+
+	pid_t pid = fork();
+	if (pid < 0) {
+		channel_send_error(a, id, errno, "EXEC: fork: %s", strerror(errno));
+		return;
+	}
+	if (pid == 0)
+		child_run(r, in_r, out_w, err_w, rep_w);
+
+	close_fd(&rep_w);
+	/* Blocks only until the child has exec'd (the pipe closes) or failed. */
+	struct exec_report rep;
+	if (read_full(rep_r, &rep, sizeof(rep)) == (ssize_t)sizeof(rep)) {
+		while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+			;
+		exec_report_failure(a, id, r, &rep);
+		return;
+	}
+
+	struct stream *s = stream_new(a, id, STREAM_EXEC);
+	s->pid = pid;
+	s->out_fd = TAKE_FD(out_r);
+	s->err_fd = TAKE_FD(err_r);
+	s->in_fd = TAKE_FD(in_w);
+	s->stdin_gone = s->in_fd < 0;
+	set_nonblock(s->out_fd);
+	set_nonblock(s->err_fd);
+	if (s->in_fd >= 0)
+		set_nonblock(s->in_fd);
+	s->last_output_ms = now_ms_monotonic();
+	if (r->timeout_ms)
+		s->deadline_ms = s->last_output_ms + r->timeout_ms;
+}
+
+void exec_start(struct agent *a, uint32_t id, const uint8_t *payload, size_t len)
+{
+	char err[512];
+	json_t *o = json_parse_object(payload, len, err, sizeof(err));
+	if (!o) {
+		channel_send_error(a, id, EINVAL, "EXEC: %s", err);
+		return;
+	}
+	struct exec_req r = {0};
+	int rc = exec_req_parse(o, &r, err, sizeof(err));
+	if (rc < 0)
+		channel_send_error(a, id, -rc, "EXEC: %s", err);
+	else
+		exec_spawn(a, id, &r);
+	exec_req_release(&r);
+	json_decref(o);
+}
+
+static void exec_kill(struct stream *s, int sig)
+{
+	if (s->reaped)
+		return;
+	if (kill(-s->pid, sig) < 0)
+		kill(s->pid, sig); /* it left its process group */
+}
+
+static void stdin_close(struct agent *a, struct stream *s)
+{
+	/* Whatever was still buffered will never reach the child: credit it. */
+	if (s->in_len)
+		channel_send_credit(a, s->id, s->in_len);
+	s->in_len = 0;
+	s->in_off = 0;
+	free(s->in_buf);
+	s->in_buf = NULL;
+	close_fd(&s->in_fd);
+	s->stdin_gone = true;
+}
+
+static void stdin_pump(struct agent *a, struct stream *s)
+{
+	while (s->in_len > 0 && s->in_fd >= 0) {
+		ssize_t n = write(s->in_fd, s->in_buf + s->in_off, s->in_len);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN)
+				return;
+			stdin_close(a, s); /* EPIPE: the child closed its stdin */
+			return;
+		}
+		s->in_off += (size_t)n;
+		s->in_len -= (size_t)n;
+		channel_send_credit(a, s->id, (size_t)n);
+	}
+	if (s->in_len == 0) {
+		s->in_off = 0;
+		if (s->stdin_eof && s->in_fd >= 0)
+			stdin_close(a, s);
+	}
+}
+
+void exec_stdin(struct agent *a, struct stream *s, const uint8_t *data, size_t len)
+{
+	if (len == 0) {
+		s->stdin_eof = true;
+		stdin_pump(a, s);
+		return;
+	}
+	if (s->stdin_gone || s->stdin_eof) {
+		channel_send_credit(a, s->id, len);
+		return;
+	}
+	/* SECURITY: the host may have at most AIRLOCK_STDIN_WINDOW bytes in
+	 * flight; one that ignores CREDIT loses the stream rather than making
+	 * the agent buffer without bound. */
+	if (s->in_len + len > AIRLOCK_STDIN_WINDOW) {
+		exec_kill(s, SIGKILL);
+		channel_send_error(a, s->id, ENOBUFS,
+				   "STDIN: %zu bytes pending exceed the window of %u bytes (host ignored CREDIT); "
+				   "process killed",
+				   s->in_len + len, AIRLOCK_STDIN_WINDOW);
+		stream_free(a, s);
+		return;
+	}
+	if (s->in_off + s->in_len + len > AIRLOCK_STDIN_WINDOW) {
+		memmove(s->in_buf, s->in_buf + s->in_off, s->in_len);
+		s->in_off = 0;
+	}
+	if (!s->in_buf)
+		s->in_buf = xmalloc(AIRLOCK_STDIN_WINDOW);
+	memcpy(s->in_buf + s->in_off + s->in_len, data, len);
+	s->in_len += len;
+	stdin_pump(a, s);
+}
+
+void exec_signal(struct agent *a, struct stream *s, const uint8_t *payload, size_t len)
+{
+	char err[512];
+	json_t *o = json_parse_object(payload, len, err, sizeof(err));
+	json_t *v = o ? json_object_get(o, "signal") : NULL;
+	if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > SIGRTMAX) {
+		/* On stream 0: the process is still running, its stream goes on. */
+		channel_send_error(a, 0, EINVAL, "SIGNAL on stream %u: %s", s->id,
+				   o ? "\"signal\" must be an integer signal number" : err);
+		json_decref(o);
+		return;
+	}
+	exec_kill(s, (int)json_integer_value(v));
+	json_decref(o);
+}
+
+void exec_reap(struct agent *a)
+{
+	for (;;) {
+		int status;
+		pid_t pid = waitpid(-1, &status, WNOHANG);
+		if (pid <= 0)
+			return; /* 0: none left to reap now; ECHILD: no children */
+		for (size_t i = 0; i < a->n_streams; i++) {
+			struct stream *s = a->streams[i];
+			if (s->kind == STREAM_EXEC && !s->reaped && s->pid == pid) {
+				s->reaped = true;
+				s->wait_status = status;
+				s->reaped_ms = now_ms_monotonic();
+				break;
+			}
+		}
+		/* Anything else is an orphan reparented to PID 1: reaped, forgotten. */
+	}
+}
+
+void exec_poll_add(struct agent *a, struct stream *s, struct pollfd *pfds, size_t *n)
+{
+	bool room = a->q_bytes < AGENT_OUTQ_SOFT_BYTES;
+	if (s->out_fd >= 0 && room) {
+		s->poll_out = (int)*n;
+		pfds[(*n)++] = (struct pollfd){.fd = s->out_fd, .events = POLLIN};
+	}
+	if (s->err_fd >= 0 && room) {
+		s->poll_err = (int)*n;
+		pfds[(*n)++] = (struct pollfd){.fd = s->err_fd, .events = POLLIN};
+	}
+	if (s->in_fd >= 0 && s->in_len > 0) {
+		s->poll_in = (int)*n;
+		pfds[(*n)++] = (struct pollfd){.fd = s->in_fd, .events = POLLOUT};
+	}
+}
+
+/* Reads at most one frame's worth: a flooding process gets one frame per
+ * loop iteration like everyone else. Returns false at EOF or error. */
+static bool output_read(struct agent *a, struct stream *s, int *fd, uint8_t type, uint64_t now_ms)
+{
+	static uint8_t buf[AIRLOCK_FRAME_MAX_PAYLOAD];
+	ssize_t n = read(*fd, buf, sizeof(buf));
+	if (n > 0) {
+		channel_send(a, type, s->id, buf, (size_t)n);
+		s->last_output_ms = now_ms;
+		return true;
+	}
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return false;
+	close_fd(fd);
+	return false;
+}
+
+void exec_poll_handle(struct agent *a, struct stream *s, const struct pollfd *pfds, uint64_t now_ms)
+{
+	if (s->poll_out >= 0 && pfds[s->poll_out].revents && s->out_fd >= 0)
+		output_read(a, s, &s->out_fd, AIRLOCK_FRAME_STDOUT, now_ms);
+	if (s->poll_err >= 0 && pfds[s->poll_err].revents && s->err_fd >= 0)
+		output_read(a, s, &s->err_fd, AIRLOCK_FRAME_STDERR, now_ms);
+	if (s->poll_in >= 0 && pfds[s->poll_in].revents && s->in_fd >= 0) {
+		if (pfds[s->poll_in].revents & POLLERR)
+			stdin_close(a, s);
+		else
+			stdin_pump(a, s);
+	}
+}
+
+/* Closing a pipe that background processes hold: first take what it has. */
+static void output_drain_close(struct agent *a, struct stream *s, int *fd, uint8_t type, uint64_t now_ms)
+{
+	for (int i = 0; i < 16 && *fd >= 0; i++)
+		if (!output_read(a, s, fd, type, now_ms))
+			break;
+	close_fd(fd);
+}
+
+static void exec_send_exit(struct agent *a, struct stream *s)
+{
+	json_t *o = json_object();
+	if (WIFEXITED(s->wait_status))
+		json_object_set_new(o, "exit_code", json_integer(WEXITSTATUS(s->wait_status)));
+	else if (WIFSIGNALED(s->wait_status))
+		json_object_set_new(o, "signal", json_integer(WTERMSIG(s->wait_status)));
+	if (s->timed_out)
+		json_object_set_new(o, "timed_out", json_true());
+	channel_send_json(a, AIRLOCK_FRAME_EXIT, s->id, o);
+}
+
+static void lower_timeout(int *timeout_ms, uint64_t now_ms, uint64_t at_ms)
+{
+	int t = at_ms <= now_ms ? 0 : (int)MIN(at_ms - now_ms, (uint64_t)INT32_MAX);
+	if (*timeout_ms < 0 || t < *timeout_ms)
+		*timeout_ms = t;
+}
+
+bool exec_tick(struct agent *a, struct stream *s, uint64_t now_ms, int *timeout_ms)
+{
+	if (!s->reaped) {
+		if (s->deadline_ms && !s->timed_out) {
+			if (now_ms >= s->deadline_ms) {
+				exec_kill(s, SIGKILL);
+				s->timed_out = true;
+			} else {
+				lower_timeout(timeout_ms, now_ms, s->deadline_ms);
+			}
+		}
+		return false;
+	}
+	if (s->out_fd >= 0 || s->err_fd >= 0) {
+		/* While the host is slow the agent is not reading: that is not quiet. */
+		if (a->q_bytes >= AGENT_OUTQ_SOFT_BYTES)
+			s->last_output_ms = now_ms;
+		uint64_t idle_end = MAX(s->last_output_ms, s->reaped_ms) + AGENT_PIPE_GRACE_IDLE_MS;
+		uint64_t end = MIN(idle_end, s->reaped_ms + AGENT_PIPE_GRACE_MAX_MS);
+		if (now_ms < end) {
+			lower_timeout(timeout_ms, now_ms, end);
+			return false;
+		}
+		if (s->out_fd >= 0)
+			output_drain_close(a, s, &s->out_fd, AIRLOCK_FRAME_STDOUT, now_ms);
+		if (s->err_fd >= 0)
+			output_drain_close(a, s, &s->err_fd, AIRLOCK_FRAME_STDERR, now_ms);
+	}
+	exec_send_exit(a, s);
+	stream_free(a, s);
+	return true;
+}
+
+void exec_kill_all(struct agent *a)
+{
+	for (size_t i = 0; i < a->n_streams; i++)
+		if (a->streams[i]->kind == STREAM_EXEC)
+			exec_kill(a->streams[i], SIGKILL);
+}

@@ -1,0 +1,253 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Guest boot, run as PID 1 from the initramfs:
+ *   mount /proc /sys /dev (+ /dev/pts /dev/shm), load /etc/airlock/modules,
+ *   wait for airlock.root=DEV (kernel command line), mount it ext4 on /newroot,
+ *   move /proc /sys /dev into it, remove the initramfs files, switch root
+ *   (chdir, mount --move . /, chroot .), tmpfs on /run, hostname, loopback up.
+ * Without airlock.root= the agent stays in the initramfs. Any failure here is
+ * fatal: a message on the console, then exit, which panics the kernel; with
+ * panic=-1 and QEMU's -no-reboot that ends the VM, which is how the host
+ * learns that the guest is broken.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <net/if.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/reboot.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/sysmacros.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent.h"
+#include "util.h"
+
+#define MODULES_LIST "/etc/airlock/modules"
+#define CMDLINE_MAX 4096
+
+void agent_log(const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	char line[1100];
+	int n = snprintf(line, sizeof(line), "airlock-agent: %s\n", msg);
+	if (n > 0)
+		(void)!write(STDERR_FILENO, line, MIN((size_t)n, sizeof(line) - 1));
+}
+
+void init_fatal(const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	agent_log("FATAL: %s", msg);
+	if (getpid() == 1)
+		agent_log("FATAL: the guest cannot start; exiting (the kernel panics and the VM stops)");
+	sync();
+	_exit(1);
+}
+
+/* The kernel hands init /dev/console as fds 0-2 when the initramfs has it;
+ * make sure they exist either way so messages reach the console. */
+static void init_console(void)
+{
+	for (int fd = 0; fd <= 2; fd++) {
+		if (fcntl(fd, F_GETFD) >= 0)
+			continue;
+		int c = open("/dev/console", O_RDWR | O_NOCTTY);
+		if (c < 0)
+			c = open("/dev/null", O_RDWR);
+		if (c >= 0 && c != fd) {
+			dup2(c, fd);
+			close(c);
+		}
+	}
+}
+
+static void mount_or_die(const char *src, const char *dst, const char *type, unsigned long flags, const char *data)
+{
+	mkdir(dst, 0755);
+	if (mount(src, dst, type, flags, data) < 0 && errno != EBUSY)
+		init_fatal("mount %s on %s (%s): %s", src, dst, type, strerror(errno));
+}
+
+static void init_mount_basics(void)
+{
+	mount_or_die("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
+	mount_or_die("sysfs", "/sys", "sysfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
+	mount_or_die("devtmpfs", "/dev", "devtmpfs", MS_NOSUID, "mode=0755");
+	mount_or_die("devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620");
+	mount_or_die("shm", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777");
+	/* /dev/ptmx must lead to this devpts instance. */
+	if (access("/dev/ptmx", F_OK) < 0)
+		(void)!symlink("pts/ptmx", "/dev/ptmx");
+	(void)!symlink("/proc/self/fd", "/dev/fd");
+	(void)!symlink("/proc/self/fd/0", "/dev/stdin");
+	(void)!symlink("/proc/self/fd/1", "/dev/stdout");
+	(void)!symlink("/proc/self/fd/2", "/dev/stderr");
+}
+
+/* Loads every module listed in MODULES_LIST (paths, in load order) with
+ * finit_module(2); a module already present (EEXIST) is fine. A module that
+ * fails to load is reported but not fatal: what it would have provided (the
+ * root disk, the port) is waited for, and that failure is the fatal one. */
+static void init_load_modules(void)
+{
+	cleanup_free char *list = NULL;
+	int r = read_file_limited(MODULES_LIST, 64 * 1024, &list, NULL);
+	if (r == -ENOENT)
+		return;
+	if (r < 0)
+		init_fatal("read %s: %s", MODULES_LIST, strerror(-r));
+	char *save = NULL;
+	for (char *line = strtok_r(list, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		if (line[0] == '\0' || line[0] == '#')
+			continue;
+		cleanup_close int fd = open(line, O_RDONLY | O_CLOEXEC);
+		if (fd < 0) {
+			agent_log("module %s: %s", line, strerror(errno));
+			continue;
+		}
+		if (syscall(SYS_finit_module, fd, "", 0) < 0 && errno != EEXIST)
+			agent_log("load module %s: %s", line, strerror(errno));
+	}
+}
+
+/* Value of KEY=... on the kernel command line, or -ENOENT. */
+static int cmdline_get(const char *key, char *ret, size_t size)
+{
+	cleanup_free char *cmdline = NULL;
+	int r = read_file_limited("/proc/cmdline", CMDLINE_MAX, &cmdline, NULL);
+	if (r < 0)
+		return r;
+	size_t klen = strlen(key);
+	char *save = NULL;
+	for (char *w = strtok_r(cmdline, " \t\n", &save); w; w = strtok_r(NULL, " \t\n", &save)) {
+		if (strncmp(w, key, klen) == 0 && w[klen] == '=') {
+			if (strlcpy_al(ret, w + klen + 1, size) >= size)
+				return -ENAMETOOLONG;
+			return 0;
+		}
+	}
+	return -ENOENT;
+}
+
+static void sleep_ms(unsigned ms)
+{
+	struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+}
+
+static void wait_for_block_device(const char *dev)
+{
+	uint64_t deadline = now_ms_monotonic() + AGENT_ROOT_WAIT_MS;
+	struct stat st;
+	for (;;) {
+		if (stat(dev, &st) == 0) {
+			if (!S_ISBLK(st.st_mode))
+				init_fatal("root device %s is not a block device", dev);
+			return;
+		}
+		if (now_ms_monotonic() >= deadline)
+			init_fatal("root device %s did not appear within %d ms (is the disk attached as virtio-blk?)", dev,
+				   AGENT_ROOT_WAIT_MS);
+		sleep_ms(5);
+	}
+}
+
+/* The initramfs is RAM: free what is no longer needed (the modules). The
+ * agent binary itself stays mapped until the VM stops either way. */
+static void init_free_initramfs(void)
+{
+	rm_rf("/lib");
+	rm_rf("/etc");
+}
+
+static void mount_move_into(const char *from, const char *to)
+{
+	mkdir(to, 0755);
+	if (mount(from, to, NULL, MS_MOVE, NULL) < 0)
+		init_fatal("move mount %s to %s: %s", from, to, strerror(errno));
+}
+
+static void init_switch_root(const char *dev)
+{
+	wait_for_block_device(dev);
+	mkdir("/newroot", 0755);
+	if (mount(dev, "/newroot", "ext4", MS_NOATIME, NULL) < 0)
+		init_fatal("mount root %s (ext4) on /newroot: %s (is the template image a valid ext4 filesystem?)", dev,
+			   strerror(errno));
+	mount_move_into("/dev", "/newroot/dev");
+	mount_move_into("/proc", "/newroot/proc");
+	mount_move_into("/sys", "/newroot/sys");
+	init_free_initramfs();
+	if (chdir("/newroot") < 0)
+		init_fatal("chdir /newroot: %s", strerror(errno));
+	if (mount(".", "/", NULL, MS_MOVE, NULL) < 0)
+		init_fatal("move /newroot to /: %s", strerror(errno));
+	if (chroot(".") < 0)
+		init_fatal("chroot: %s", strerror(errno));
+	if (chdir("/") < 0)
+		init_fatal("chdir /: %s", strerror(errno));
+}
+
+static void init_loopback_up(void)
+{
+	cleanup_close int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return;
+	struct ifreq ifr = {0};
+	strlcpy_al(ifr.ifr_name, "lo", sizeof(ifr.ifr_name));
+	if (ioctl(fd, SIOCGIFFLAGS, &ifr) < 0)
+		return;
+	ifr.ifr_flags |= IFF_UP;
+	if (ioctl(fd, SIOCSIFFLAGS, &ifr) < 0)
+		agent_log("bring up lo: %s", strerror(errno));
+}
+
+void init_boot(void)
+{
+	init_console();
+	umask(022);
+	setenv("PATH", AGENT_DEFAULT_PATH, 1);
+	setenv("HOME", "/root", 1);
+	init_mount_basics();
+	init_load_modules();
+
+	char root[256];
+	int r = cmdline_get("airlock.root", root, sizeof(root));
+	if (r == 0)
+		init_switch_root(root);
+	else if (r != -ENOENT)
+		init_fatal("airlock.root on the kernel command line: %s", strerror(-r));
+	else
+		agent_log("no airlock.root= on the kernel command line: staying in the initramfs");
+
+	mount_or_die("tmpfs", "/run", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755");
+	if (sethostname("airlock", strlen("airlock")) < 0)
+		agent_log("sethostname: %s", strerror(errno));
+	init_loopback_up();
+}
+
+void init_poweroff(void)
+{
+	/* Everything but PID 1 itself. */
+	kill(-1, SIGKILL);
+	sync();
+	reboot(RB_POWER_OFF);
+	init_fatal("power off: %s", strerror(errno));
+}

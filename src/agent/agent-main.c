@@ -1,0 +1,267 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * airlock-agent entry point and event loop.
+ *
+ * As PID 1 (the guest's /init) it boots the guest first (agent-init.c). Then,
+ * in every mode, it opens the channel, says HELLO and serves frames from one
+ * poll(2) loop over: the port, a signalfd for SIGCHLD (PID 1 reaps every
+ * zombie, orphans included), each exec's stdout/stderr (read only while the
+ * outgoing queue has room, one frame per fd per iteration, round-robin so a
+ * flood cannot starve other streams) and stdin (written when data is
+ * pending), and poll timeouts for exec deadlines and pipe grace periods.
+ *
+ * Usage: airlock-agent                  (as /init, or on a guest with the port)
+ *        airlock-agent --channel-fd N   (tests: serve a socket given as fd N;
+ *                                        its EOF ends the agent)
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/random.h>
+#include <sys/signalfd.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include "agent.h"
+#include "util.h"
+
+static struct agent agent;
+
+struct stream *stream_find(struct agent *a, uint32_t id)
+{
+	for (size_t i = 0; i < a->n_streams; i++)
+		if (a->streams[i]->id == id)
+			return a->streams[i];
+	return NULL;
+}
+
+struct stream *stream_new(struct agent *a, uint32_t id, enum stream_kind kind)
+{
+	if (a->n_streams >= AGENT_MAX_STREAMS)
+		abort(); /* the dispatcher checks the limit first */
+	struct stream *s = xcalloc(1, sizeof(*s));
+	s->id = id;
+	s->kind = kind;
+	s->out_fd = s->err_fd = s->in_fd = s->file_fd = -1;
+	s->poll_out = s->poll_err = s->poll_in = -1;
+	a->streams[a->n_streams++] = s;
+	return s;
+}
+
+void stream_free(struct agent *a, struct stream *s)
+{
+	int fds[] = {s->out_fd, s->err_fd, s->in_fd, s->file_fd};
+	for (size_t i = 0; i < ARRAY_SIZE(fds); i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
+	if (s->tmp_path)
+		unlink(s->tmp_path); /* an unfinished FILE_WRITE leaves nothing */
+	free(s->tmp_path);
+	free(s->path);
+	free(s->in_buf);
+	for (size_t i = 0; i < a->n_streams; i++) {
+		if (a->streams[i] == s) {
+			a->streams[i] = a->streams[--a->n_streams];
+			a->streams[a->n_streams] = NULL;
+			break;
+		}
+	}
+	free(s);
+}
+
+static void agent_identity(struct agent *a)
+{
+	uint8_t id[16];
+	/* An identity, not a key: do not wait for the CRNG this early in boot. */
+	if (getrandom(id, sizeof(id), GRND_INSECURE) != (ssize_t)sizeof(id))
+		random_bytes(id, sizeof(id));
+	hex_encode(id, sizeof(id), a->boot_id);
+	struct utsname u;
+	if (uname(&u) == 0)
+		strlcpy_al(a->kernel, u.release, sizeof(a->kernel));
+}
+
+static int signals_setup(void)
+{
+	sigset_t mask;
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGCHLD);
+	if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0)
+		return -errno;
+	int fd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	signal(SIGPIPE, SIG_IGN);
+	return fd;
+}
+
+static void __attribute__((noreturn)) agent_shutdown(struct agent *a)
+{
+	exec_kill_all(a);
+	if (a->port_fd >= 0 && a->q_head) {
+		uint64_t end = now_ms_monotonic() + 1000;
+		while (a->q_head && now_ms_monotonic() < end) {
+			struct pollfd p = {.fd = a->port_fd, .events = POLLOUT};
+			if (poll(&p, 1, 50) < 0 || channel_flush(a) < 0)
+				break;
+		}
+	}
+	if (a->pid1) {
+		agent_log("shutdown requested by the host: powering off");
+		init_poweroff();
+	}
+	exit(0);
+}
+
+static void port_hung_up(struct agent *a, uint64_t now_ms)
+{
+	if (a->port_is_socket)
+		exit(0); /* test mode: the host closed the socket */
+	if (!a->port_hup)
+		channel_drop_partial(a);
+	a->port_hup = true;
+	a->port_recheck_ms = now_ms + AGENT_PORT_RECHECK_MS;
+}
+
+static void agent_loop(struct agent *a)
+{
+	static struct pollfd pfds[2 + 3 * AGENT_MAX_STREAMS];
+	for (;;) {
+		if (a->shutdown)
+			agent_shutdown(a);
+		uint64_t now = now_ms_monotonic();
+		int timeout = -1;
+
+		/* Deadlines, grace periods, and EXIT for finished streams. */
+		for (size_t i = 0; i < a->n_streams;) {
+			struct stream *s = a->streams[i];
+			if (s->kind == STREAM_EXEC && exec_tick(a, s, now, &timeout))
+				continue; /* freed: another stream moved to index i */
+			i++;
+		}
+
+		size_t n = 0;
+		int port_idx = -1;
+		if (a->port_hup && now < a->port_recheck_ms) {
+			int t = (int)(a->port_recheck_ms - now);
+			if (timeout < 0 || t < timeout)
+				timeout = t;
+		} else {
+			short ev = a->q_head ? POLLOUT : 0;
+			if (a->q_bytes < AGENT_OUTQ_HARD_BYTES)
+				ev |= POLLIN;
+			port_idx = (int)n;
+			pfds[n++] = (struct pollfd){.fd = a->port_fd, .events = ev};
+		}
+		int sig_idx = (int)n;
+		pfds[n++] = (struct pollfd){.fd = a->sig_fd, .events = POLLIN};
+		for (size_t i = 0; i < a->n_streams; i++) {
+			struct stream *s = a->streams[i];
+			s->poll_out = s->poll_err = s->poll_in = -1;
+			if (s->kind == STREAM_EXEC)
+				exec_poll_add(a, s, pfds, &n);
+			else if (s->kind == STREAM_FILE_READ && a->q_bytes < AGENT_OUTQ_SOFT_BYTES)
+				timeout = 0; /* regular files are always readable */
+		}
+
+		if (poll(pfds, n, timeout) < 0) {
+			if (errno == EINTR)
+				continue;
+			init_fatal("poll: %s", strerror(errno));
+		}
+		now = now_ms_monotonic();
+
+		if (pfds[sig_idx].revents) {
+			struct signalfd_siginfo si;
+			while (read(a->sig_fd, &si, sizeof(si)) == (ssize_t)sizeof(si))
+				;
+			exec_reap(a);
+		}
+
+		/* Children's pipes, starting at a rotating stream. None is freed here. */
+		size_t count = a->n_streams;
+		for (size_t k = 0; k < count; k++) {
+			struct stream *s = a->streams[(a->rr + k) % count];
+			if (s->kind == STREAM_EXEC && a->q_bytes < AGENT_OUTQ_SOFT_BYTES)
+				exec_poll_handle(a, s, pfds, now);
+		}
+		a->rr++;
+		/* File reads; walking down so a freed stream's replacement (moved
+		 * from the end) has already had its turn. */
+		for (size_t i = a->n_streams; i-- > 0;) {
+			struct stream *s = a->streams[i];
+			if (s->kind == STREAM_FILE_READ && a->q_bytes < AGENT_OUTQ_SOFT_BYTES)
+				file_read_pump(a, s);
+		}
+
+		if (port_idx >= 0) {
+			short rev = pfds[port_idx].revents;
+			if (rev & POLLIN) {
+				int r = channel_read(a);
+				if (r == -EPIPE)
+					port_hung_up(a, now);
+				else if (r < 0)
+					init_fatal("read from the host channel: %s", strerror(-r));
+			} else if (rev & (POLLHUP | POLLERR)) {
+				port_hung_up(a, now);
+			} else if (a->port_hup) {
+				a->port_hup = false; /* the host is back */
+			}
+		}
+		if (a->q_head && !a->port_hup) {
+			int r = channel_flush(a);
+			if (r < 0) {
+				agent_log("write to the host channel: %s", strerror(-r));
+				port_hung_up(a, now);
+			}
+		}
+	}
+}
+
+int main(int argc, char **argv)
+{
+	struct agent *a = &agent;
+	a->pid1 = getpid() == 1;
+	a->port_fd = -1;
+	if (!a->pid1 && argc == 2 && strcmp(argv[1], "--version") == 0) {
+		printf("airlock-agent %s (protocol %d)\n", AGENT_VERSION, AIRLOCK_PROTO_VERSION);
+		return 0;
+	}
+	if (!a->pid1 && argc == 3 && strcmp(argv[1], "--channel-fd") == 0) {
+		long fd;
+		if (parse_int_range(argv[2], 0, 65535, &fd) < 0 || fcntl((int)fd, F_GETFD) < 0) {
+			fprintf(stderr, "airlock-agent: --channel-fd %s: not an open file descriptor\n", argv[2]);
+			return 2;
+		}
+		a->port_fd = (int)fd;
+		a->port_is_socket = true;
+		fcntl(a->port_fd, F_SETFD, FD_CLOEXEC);
+		fcntl(a->port_fd, F_SETFL, fcntl(a->port_fd, F_GETFL) | O_NONBLOCK);
+	} else if (argc > 1 && !a->pid1) {
+		fprintf(stderr, "usage: airlock-agent [--channel-fd FD | --version]\n");
+		return 2;
+	}
+
+	if (a->pid1)
+		init_boot();
+	else
+		prctl(PR_SET_CHILD_SUBREAPER, 1); /* orphans of our execs come back to us */
+
+	a->sig_fd = signals_setup();
+	if (a->sig_fd < 0)
+		init_fatal("signalfd: %s", strerror(-a->sig_fd));
+	agent_identity(a);
+
+	if (a->port_fd < 0) {
+		int r = channel_open_port(AGENT_PORT_WAIT_MS, &a->port_fd);
+		if (r < 0)
+			init_fatal("virtio-serial port \"%s\" not found within %d ms: %s (is the VM started with "
+				   "-device virtserialport,name=%s?)",
+				   AIRLOCK_PORT_NAME, AGENT_PORT_WAIT_MS, strerror(-r), AIRLOCK_PORT_NAME);
+	}
+	channel_send_hello(a);
+	agent_loop(a);
+	return 0;
+}

@@ -1,0 +1,152 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * airlock-agent: PID 1 of every guest. Boots the guest (agent-init.c), opens
+ * the virtio-serial port to the host (agent-channel.c) and serves the frames
+ * of include/airlock/proto.h: exec streams (agent-exec.c) and file transfers
+ * (agent-files.c), all from one poll loop (agent-main.c).
+ */
+#ifndef AIRLOCK_AGENT_H
+#define AIRLOCK_AGENT_H
+
+#include <jansson.h>
+#include <poll.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "airlock/proto.h"
+#include "frame.h"
+
+#define AGENT_VERSION "0.1.0"
+
+/* Limits on what the host may ask for (SECURITY: the host is trusted to drive
+ * the guest, but a buggy or compromised daemon must not crash PID 1). */
+#define AGENT_MAX_STREAMS 256
+#define AGENT_EXEC_MAX_ARGS 4096
+#define AGENT_EXEC_MAX_ENV 4096
+#define AGENT_MAX_TIMEOUT_MS (7ull * 24 * 3600 * 1000)
+
+/* Output queue towards the host: above SOFT the agent stops reading children's
+ * pipes and files (they block on their pipes, nothing is lost); above HARD it
+ * also stops reading the host, so a host that does not read cannot make the
+ * agent grow without bound. */
+#define AGENT_OUTQ_SOFT_BYTES (256u * 1024u)
+#define AGENT_OUTQ_HARD_BYTES (4u * 1024u * 1024u)
+
+/* After an exec's main process is reaped, its stdout/stderr may still be held
+ * open by background processes it left behind. The agent closes them after
+ * this long without data, or at most this long after the reap, then sends EXIT. */
+#define AGENT_PIPE_GRACE_IDLE_MS 100
+#define AGENT_PIPE_GRACE_MAX_MS 1000
+
+/* While the host side of the port is closed, poll(2) reports POLLHUP at once:
+ * the agent looks again at this interval instead of spinning. */
+#define AGENT_PORT_RECHECK_MS 20
+
+#define AGENT_ROOT_WAIT_MS 10000
+#define AGENT_PORT_WAIT_MS 10000
+
+#define AGENT_DEFAULT_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+enum stream_kind {
+	STREAM_EXEC,
+	STREAM_FILE_WRITE,
+	STREAM_FILE_READ,
+};
+
+struct stream {
+	uint32_t id;
+	enum stream_kind kind;
+	/* Index of each fd in this iteration's pollfd array, -1 = not polled. */
+	int poll_out, poll_err, poll_in;
+
+	/* STREAM_EXEC. pid is also the process group (the child calls setsid). */
+	pid_t pid;
+	int out_fd, err_fd, in_fd;
+	uint8_t *in_buf; /* pending stdin, in_buf[in_off .. in_off + in_len) */
+	size_t in_off, in_len;
+	bool stdin_eof;  /* host sent EOF: close in_fd once drained */
+	bool stdin_gone; /* no pipe, or it is closed: drop data, still credit it */
+	uint64_t deadline_ms; /* 0 = no timeout */
+	bool timed_out, reaped;
+	int wait_status;
+	uint64_t reaped_ms, last_output_ms;
+
+	/* STREAM_FILE_WRITE, STREAM_FILE_READ */
+	int file_fd;
+	char *path, *tmp_path;
+	uint64_t size;
+	bool failed; /* FILE_WRITE failed: ERROR sent, FILE_DATA dropped until EOF */
+};
+
+struct outbuf;
+
+struct agent {
+	int port_fd;
+	bool port_hup;           /* host side closed: recheck at port_recheck_ms */
+	uint64_t port_recheck_ms;
+	bool port_is_socket;     /* --channel-fd test mode: EOF ends the agent */
+	int sig_fd;
+	bool pid1;
+	bool shutdown;
+	struct outbuf *q_head, *q_tail;
+	size_t q_bytes;
+	struct stream *streams[AGENT_MAX_STREAMS];
+	size_t n_streams;
+	size_t rr; /* round-robin start, so no stream always reads first */
+	char boot_id[33];
+	char kernel[65];
+	uint64_t generation;
+};
+
+/* agent-init.c */
+void init_fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+void agent_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void init_boot(void);
+void init_poweroff(void);
+
+/* agent-channel.c */
+int channel_open_port(int timeout_ms, int *ret_fd);
+void channel_send(struct agent *a, uint8_t type, uint32_t stream, const void *payload, size_t len);
+void channel_send_json(struct agent *a, uint8_t type, uint32_t stream, json_t *obj /* stolen */);
+void channel_send_error(struct agent *a, uint32_t stream, int errnum, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+void channel_send_hello(struct agent *a);
+void channel_send_credit(struct agent *a, uint32_t stream, size_t n);
+int channel_flush(struct agent *a);
+void channel_drop_partial(struct agent *a);
+/* Reads what the port has and handles whole frames. -EPIPE when the host
+ * side is closed. */
+int channel_read(struct agent *a);
+const char *errno_code(int errnum);
+
+/* agent-main.c: the stream table */
+struct stream *stream_find(struct agent *a, uint32_t id);
+struct stream *stream_new(struct agent *a, uint32_t id, enum stream_kind kind);
+void stream_free(struct agent *a, struct stream *s);
+
+/* agent-exec.c */
+void exec_start(struct agent *a, uint32_t id, const uint8_t *payload, size_t len);
+void exec_stdin(struct agent *a, struct stream *s, const uint8_t *data, size_t len);
+void exec_signal(struct agent *a, struct stream *s, const uint8_t *payload, size_t len);
+void exec_reap(struct agent *a);
+void exec_poll_add(struct agent *a, struct stream *s, struct pollfd *pfds, size_t *n);
+void exec_poll_handle(struct agent *a, struct stream *s, const struct pollfd *pfds, uint64_t now_ms);
+/* Timeouts and pipe grace; lowers *timeout_ms to the next deadline. Sends
+ * EXIT and frees the stream when it is done (returns true then). */
+bool exec_tick(struct agent *a, struct stream *s, uint64_t now_ms, int *timeout_ms);
+void exec_kill_all(struct agent *a);
+
+/* agent-files.c */
+void file_write_start(struct agent *a, uint32_t id, const uint8_t *payload, size_t len);
+void file_write_data(struct agent *a, struct stream *s, const uint8_t *data, size_t len);
+void file_read_start(struct agent *a, uint32_t id, const uint8_t *payload, size_t len);
+/* Sends one chunk; true when the stream ended (and was freed). */
+bool file_read_pump(struct agent *a, struct stream *s);
+
+/* JSON helpers shared by the parsers of host requests. */
+json_t *json_parse_object(const uint8_t *payload, size_t len, char *err, size_t err_size);
+/* A JSON string without embedded NUL bytes, or NULL. */
+const char *json_get_cstring(json_t *v);
+
+#endif

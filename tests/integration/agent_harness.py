@@ -1,0 +1,475 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
+"""Host-side harness for airlock-agent: speaks the frame protocol of
+include/airlock/proto.h directly, without the daemon.
+
+Two ways to reach an agent:
+  LocalAgent  runs build/airlock-agent --channel-fd on this host over a
+              socketpair (fast; no VM, no boot, no switch root).
+  VmAgent     boots a QEMU microVM (TCG) with the kernel, initramfs and a
+              template from build/images, and connects to its virtio-serial
+              socket.
+
+Run the checks:  /usr/bin/python3 tests/integration/agent_harness.py [local|vm|all]
+(`make images` first for vm). Every QEMU started here is killed on exit.
+"""
+import json
+import os
+import shutil
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BUILD = os.environ.get("BUILD", os.path.join(ROOT, "build"))
+AGENT = os.path.join(BUILD, "airlock-agent")
+IMAGES = os.path.join(BUILD, "images")
+
+VERSION = 1
+HELLO, EXEC, STDIN, STDOUT, STDERR, EXIT, ERROR, FILE_WRITE, FILE_READ, FILE_DATA, OK, SHUTDOWN, SIGNAL, CREDIT = range(1, 15)
+NAMES = {v: k for k, v in dict(HELLO=HELLO, EXEC=EXEC, STDIN=STDIN, STDOUT=STDOUT, STDERR=STDERR, EXIT=EXIT,
+                               ERROR=ERROR, FILE_WRITE=FILE_WRITE, FILE_READ=FILE_READ, FILE_DATA=FILE_DATA,
+                               OK=OK, SHUTDOWN=SHUTDOWN, SIGNAL=SIGNAL, CREDIT=CREDIT).items()}
+MAX_PAYLOAD = 64 * 1024
+STDIN_WINDOW = 256 * 1024
+HDR = struct.Struct(">BBHII")
+
+
+class Conn:
+    """One channel: frames out, frames in (buffered per stream)."""
+
+    def __init__(self, sock):
+        self.sock = sock
+        self.buf = b""
+        self.pending = []  # frames read but not yet taken
+
+    def send(self, ftype, stream, payload=b""):
+        if isinstance(payload, (dict, list)):
+            payload = json.dumps(payload).encode()
+        assert len(payload) <= MAX_PAYLOAD
+        self.sock.sendall(HDR.pack(VERSION, ftype, 0, stream, len(payload)) + payload)
+
+    def _read_frame(self, deadline):
+        while True:
+            if len(self.buf) >= HDR.size:
+                ver, ftype, flags, stream, length = HDR.unpack_from(self.buf)
+                assert ver == VERSION and flags == 0 and 1 <= ftype <= 14 and length <= MAX_PAYLOAD, \
+                    f"bad header {self.buf[:12].hex()}"
+                if len(self.buf) >= HDR.size + length:
+                    payload = self.buf[HDR.size:HDR.size + length]
+                    self.buf = self.buf[HDR.size + length:]
+                    return ftype, stream, payload
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError("no frame from the agent")
+            self.sock.settimeout(left)
+            data = self.sock.recv(1 << 20)
+            if not data:
+                raise EOFError("agent closed the channel")
+            self.buf += data
+
+    def recv(self, stream=None, timeout=30):
+        """Next frame (optionally of one stream; others are kept for later)."""
+        deadline = time.monotonic() + timeout
+        for i, f in enumerate(self.pending):
+            if stream is None or f[1] == stream:
+                return self.pending.pop(i)
+        while True:
+            f = self._read_frame(deadline)
+            if stream is None or f[1] == stream:
+                return f
+            self.pending.append(f)
+
+    def hello(self, timeout=30):
+        self.send(HELLO, 0, {})
+        while True:
+            ftype, stream, payload = self.recv(0, timeout)
+            if ftype == HELLO:
+                return json.loads(payload)
+
+
+class Exec:
+    """An exec stream driven step by step (stdin with credit, signals)."""
+
+    def __init__(self, conn, stream, argv, stdin=False, **kw):
+        self.conn, self.stream = conn, stream
+        self.stdout, self.stderr = bytearray(), bytearray()
+        self.exit = self.error = None
+        self.credit = STDIN_WINDOW
+        req = {"argv": argv, "stdin": stdin}
+        req.update(kw)
+        conn.send(EXEC, stream, req)
+
+    def _take(self, timeout):
+        ftype, _, p = self.conn.recv(self.stream, timeout)
+        if ftype == STDOUT:
+            self.stdout += p
+        elif ftype == STDERR:
+            self.stderr += p
+        elif ftype == CREDIT:
+            self.credit += struct.unpack(">I", p)[0]
+        elif ftype == EXIT:
+            self.exit = json.loads(p)
+        elif ftype == ERROR:
+            self.error = json.loads(p)
+        else:
+            raise AssertionError(f"unexpected {NAMES.get(ftype)} on stream {self.stream}")
+
+    @property
+    def done(self):
+        return self.exit is not None or self.error is not None
+
+    def write(self, data, timeout=30):
+        view = memoryview(data)
+        while view:
+            while self.credit == 0 and not self.done:
+                self._take(timeout)
+            if self.done:
+                return
+            n = min(len(view), self.credit, MAX_PAYLOAD)
+            self.conn.send(STDIN, self.stream, bytes(view[:n]))
+            self.credit -= n
+            view = view[n:]
+
+    def close_stdin(self):
+        self.conn.send(STDIN, self.stream, b"")
+
+    def signal(self, sig):
+        self.conn.send(SIGNAL, self.stream, {"signal": sig})
+
+    def wait(self, timeout=60):
+        deadline = time.monotonic() + timeout
+        while not self.done:
+            self._take(max(0.01, deadline - time.monotonic()))
+        return self
+
+
+class Client(Conn):
+    def __init__(self, sock):
+        super().__init__(sock)
+        self.next_stream = 1
+
+    def new_stream(self):
+        s = self.next_stream
+        self.next_stream += 1
+        return s
+
+    def start(self, argv, **kw):
+        return Exec(self, self.new_stream(), argv, **kw)
+
+    def run(self, argv, input=None, timeout=60, **kw):
+        e = self.start(argv, stdin=input is not None, **kw)
+        if input is not None:
+            e.write(input)
+            e.close_stdin()
+        return e.wait(timeout)
+
+    def write_file(self, path, data, mode=0o644, chunk=MAX_PAYLOAD, **kw):
+        s = self.new_stream()
+        self.send(FILE_WRITE, s, dict(path=path, mode=mode, **kw))
+        for i in range(0, len(data), chunk):
+            self.send(FILE_DATA, s, data[i:i + chunk])
+        self.send(FILE_DATA, s, b"")
+        ftype, _, p = self.recv(s)
+        return NAMES[ftype], json.loads(p)
+
+    def read_file(self, path):
+        s = self.new_stream()
+        self.send(FILE_READ, s, {"path": path})
+        out = bytearray()
+        while True:
+            ftype, _, p = self.recv(s)
+            if ftype == ERROR:
+                return "ERROR", json.loads(p)
+            assert ftype == FILE_DATA, NAMES[ftype]
+            if not p:
+                return "OK", bytes(out)
+            out += p
+
+
+class LocalAgent:
+    """build/airlock-agent --channel-fd over a socketpair, on this host."""
+
+    def __init__(self):
+        host, guest = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.proc = subprocess.Popen([AGENT, "--channel-fd", str(guest.fileno())], pass_fds=[guest.fileno()])
+        guest.close()
+        self.client = Client(host)
+        self.hello = json.loads(self.client.recv(0, 10)[2])
+
+    def close(self):
+        self.client.sock.close()
+        try:
+            self.proc.wait(5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def host_tsc_khz():
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("cpu MHz"):
+                return int(float(line.split(":")[1]) * 1000)
+    raise RuntimeError("no cpu MHz in /proc/cpuinfo")
+
+
+class VmAgent:
+    """A QEMU microVM booted from build/images with the agent as /init."""
+
+    def __init__(self, template="minimal", rootfs=None, mem_mib=256, root_arg=True, connect=True):
+        self.dir = tempfile.mkdtemp(prefix="airlock-vm-")
+        self.sock_path = os.path.join(self.dir, "ctl.sock")
+        self.console = os.path.join(self.dir, "console.log")
+        rootfs = rootfs or os.path.join(IMAGES, "templates", template, "rootfs.ext4")
+        overlay = os.path.join(self.dir, "disk.qcow2")
+        subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", "-F", "raw", "-b", os.path.realpath(rootfs),
+                        overlay], check=True)
+        append = f"console=ttyS0 quiet panic=-1 tsc_early_khz={host_tsc_khz()}"
+        if root_arg:
+            append += " airlock.root=/dev/vda"
+        cmd = ["qemu-system-x86_64", "-M", "microvm", "-accel", "tcg", "-cpu", "max", "-smp", "1",
+               "-m", str(mem_mib), "-nodefaults", "-no-user-config", "-nographic", "-no-reboot",
+               "-serial", "file:" + self.console,
+               "-kernel", os.path.join(IMAGES, "kernels", "vmlinuz"),
+               "-initrd", os.path.join(IMAGES, "kernels", "initramfs.cpio"),
+               "-append", append,
+               "-drive", f"id=root,file={overlay},format=qcow2,if=none",
+               "-device", "virtio-blk-device,drive=root",
+               "-device", "virtio-serial-device",
+               "-chardev", f"socket,id=ctl,path={self.sock_path},server=on,wait=off",
+               "-device", "virtserialport,chardev=ctl,name=org.airlock.agent.0"]
+        self.t0 = time.monotonic()
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL)
+        self.client = None
+        self.boot_s = None
+        if connect:
+            self.connect()
+
+    def connect(self, timeout=60):
+        deadline = time.monotonic() + timeout
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        while True:
+            try:
+                sock.connect(self.sock_path)
+                break
+            except (FileNotFoundError, ConnectionRefusedError):
+                if self.proc.poll() is not None:
+                    raise RuntimeError(f"QEMU exited ({self.proc.returncode}): {self.console_text()}")
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.01)
+        self.client = Client(sock)
+        ftype, _, p = self.client.recv(0, timeout)
+        assert ftype == HELLO, NAMES[ftype]
+        self.boot_s = time.monotonic() - self.t0
+        self.hello = json.loads(p)
+
+    def console_text(self):
+        try:
+            with open(self.console, errors="replace") as f:
+                return f.read()
+        except FileNotFoundError:
+            return ""
+
+    def wait_exit(self, timeout):
+        return self.proc.wait(timeout)
+
+    def close(self):
+        if self.client:
+            self.client.sock.close()
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+# ---------------------------------------------------------------- checks
+
+def check_common(c, in_vm):
+    h = c.hello()
+    assert h["proto"] == 1 and h["agent"] and len(h["boot_id"]) == 32 and h["kernel"], h
+
+    e = c.run(["sh", "-c", "echo hi; echo err >&2; exit 3"])
+    assert e.exit == {"exit_code": 3} and e.stdout == b"hi\n" and e.stderr == b"err\n", vars(e)
+
+    data = os.urandom(600 * 1024)  # > STDIN_WINDOW: needs CREDIT to get through
+    e = c.run(["cat"], input=data)
+    assert e.exit == {"exit_code": 0} and bytes(e.stdout) == data, (e.exit, len(e.stdout))
+
+    e = c.run(["sh", "-c", "read x; echo got $x"], input=b"")
+    assert e.exit == {"exit_code": 0} and e.stdout == b"got\n", vars(e)
+
+    # The child closes stdin early: later data is dropped but still credited.
+    e = c.start(["sh", "-c", "exec 0<&-; sleep 0.3; echo done"], stdin=True)
+    e.write(os.urandom(STDIN_WINDOW * 2))
+    e.close_stdin()
+    e.wait()
+    assert e.exit == {"exit_code": 0} and e.stdout == b"done\n", vars(e)
+
+    # 10 MiB while another exec runs: both complete, output intact.
+    big = c.start(["head", "-c", str(10 * 1024 * 1024), "/dev/zero"])
+    small = c.start(["sh", "-c", "for i in 1 2 3; do echo $i; sleep 0.1; done"])
+    t0 = time.monotonic()
+    while not (big.done and small.done):
+        f = c.recv(None, 60)
+        target = big if f[1] == big.stream else small
+        c.pending.insert(0, f)
+        target._take(60)
+    dt = time.monotonic() - t0
+    assert big.exit == {"exit_code": 0} and len(big.stdout) == 10 * 1024 * 1024 and not big.stdout.strip(b"\0")
+    assert small.exit == {"exit_code": 0} and small.stdout == b"1\n2\n3\n", vars(small)
+    print(f"  10 MiB of stdout in {dt:.2f} s")
+
+    t0 = time.monotonic()
+    e = c.run(["sleep", "30"], timeout_ms=500)
+    assert e.exit == {"signal": 9, "timed_out": True}, e.exit
+    assert time.monotonic() - t0 < 5
+
+    e = c.start(["sleep", "30"])
+    time.sleep(0.2)
+    e.signal(15)
+    e.wait()
+    assert e.exit == {"signal": 15}, e.exit
+
+    e = c.run(["definitely-not-a-binary"])
+    assert e.error and e.error["code"] == "enoent" and e.error["errno"] == 2, e.error
+    assert 'exec "definitely-not-a-binary"' in e.error["message"], e.error
+    e = c.run(["pwd"], cwd="/nonexistent")
+    assert e.error and e.error["code"] == "enoent" and "chdir" in e.error["message"], e.error
+    e = c.run(["/etc/passwd"])
+    assert e.error and e.error["code"] == "eacces", e.error
+
+    e = c.run(["sh", "-c", "echo $FOO:$HOME; pwd"], env=["FOO=bar"], cwd="/tmp")
+    assert e.stdout.decode().split("\n")[0].startswith("bar:/"), e.stdout
+    assert e.stdout.decode().split("\n")[1] == "/tmp" or not in_vm, e.stdout
+
+    # Background process holding stdout: EXIT still comes (pipe grace).
+    t0 = time.monotonic()
+    e = c.run(["sh", "-c", "sleep 5 & echo started"])
+    assert e.exit == {"exit_code": 0} and e.stdout == b"started\n", vars(e)
+    assert time.monotonic() - t0 < 3, time.monotonic() - t0
+
+    blob = os.urandom(300 * 1024 + 7)
+    path = "/tmp/airlock-harness-file" if in_vm else os.path.join(tempfile.gettempdir(), f"airlock-h-{os.getpid()}")
+    kind, p = c.write_file(path, blob, mode=0o600)
+    assert kind == "OK" and p == {"size": len(blob)}, (kind, p)
+    assert c.read_file(path) == ("OK", blob)
+    e = c.run(["stat", "-c", "%a", path])
+    assert e.stdout == b"600\n", e.stdout
+    kind, p = c.write_file("/nonexistent-dir/x", b"abc")
+    assert kind == "ERROR" and p["code"] == "enoent", (kind, p)
+    kind, p = c.read_file("/nonexistent")
+    assert kind == "ERROR" and p["code"] == "enoent", (kind, p)
+    kind, p = c.read_file("/")
+    assert kind == "ERROR" and p["code"] == "eisdir", (kind, p)
+    if not in_vm:
+        os.unlink(path)
+
+    # Hostile-ish input: errors, never a crash.
+    c.send(EXEC, 900, b"not json")
+    assert c.recv(900)[0] == ERROR
+    c.send(EXEC, 901, {"argv": "sh"})
+    assert c.recv(901)[0] == ERROR
+    c.send(EXEC, 902, {"argv": ["true"], "uid": -1})
+    assert c.recv(902)[0] == ERROR
+    c.send(STDIN, 903, b"x")
+    f = c.recv(903)
+    assert f[0] == ERROR and json.loads(f[2])["code"] == "ebadf", f
+    c.send(EXEC, 0, {"argv": ["true"]})
+    assert c.recv(0)[0] == ERROR
+    c.send(FILE_READ, 904, {"path": "relative"})
+    assert c.recv(904)[0] == ERROR
+    e = c.start(["cat"], stdin=True)
+    c.send(STDIN, e.stream, b"x" * MAX_PAYLOAD)
+    for _ in range(STDIN_WINDOW // MAX_PAYLOAD + 2):  # ignore CREDIT: overrun
+        c.send(STDIN, e.stream, b"x" * MAX_PAYLOAD)
+    e.wait()
+    assert e.error and e.error["code"] == "enobufs", vars(e)
+    assert c.hello()["proto"] == 1  # still alive
+
+
+def check_vm_only(c):
+    e = c.run(["sh", "-c", "id -u; id -g; echo $HOME; hostname; cat /proc/1/comm; mount | grep ' / '"], uid=1000)
+    lines = e.stdout.decode().splitlines()
+    assert lines[:4] == ["1000", "1000", "/home/user", "airlock"], lines
+    assert "/dev/vda" in lines[-1] and "ext4" in lines[-1], lines
+    e = c.run(["sh", "-c", "touch /root/x"], uid=1000)
+    assert e.exit == {"exit_code": 1}, vars(e)
+    # Orphans are reaped by PID 1: no zombies pile up.
+    c.run(["sh", "-c", "for i in 1 2 3 4 5; do (sleep 0.1 &) ; done"])
+    time.sleep(0.5)
+    e = c.run(["sh", "-c", "cat /proc/[0-9]*/stat 2>/dev/null | awk '$3==\"Z\"' | wc -l"])
+    assert e.stdout.strip() == b"0", e.stdout
+    # Many concurrent streams.
+    es = [c.start(["sh", "-c", f"echo {i}"]) for i in range(20)]
+    for i, x in enumerate(es):
+        x.wait()
+        assert x.stdout == f"{i}\n".encode() and x.exit == {"exit_code": 0}
+
+
+def run_local():
+    print("local agent (--channel-fd)")
+    a = LocalAgent()
+    try:
+        assert a.hello["proto"] == 1
+        check_common(a.client, in_vm=False)
+    finally:
+        a.close()
+    print("  ok")
+
+
+def run_vm():
+    print("VM agent (QEMU microvm, TCG)")
+    boots = []
+    vm = VmAgent()
+    try:
+        boots.append(vm.boot_s)
+        check_common(vm.client, in_vm=True)
+        check_vm_only(vm.client)
+        # Re-attach: a new connection gets a HELLO on request.
+        vm.client.sock.close()
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.connect(vm.sock_path)
+        vm.client = Client(sock)
+        assert vm.client.hello()["boot_id"] == vm.hello["boot_id"]
+        assert vm.client.run(["echo", "again"]).stdout == b"again\n"
+        vm.client.send(SHUTDOWN, 0)
+        assert vm.wait_exit(30) == 0
+        print("  shutdown ended QEMU")
+    except BaseException:
+        print(vm.console_text())
+        raise
+    finally:
+        vm.close()
+
+    for _ in range(3):
+        vm = VmAgent()
+        boots.append(vm.boot_s)
+        vm.close()
+    print("  boot to HELLO: " + ", ".join(f"{b:.2f}" for b in boots) + " s")
+
+    # A broken root filesystem: the agent says why, the kernel panics, QEMU exits.
+    with tempfile.NamedTemporaryFile(suffix=".img") as bad:
+        bad.truncate(64 * 1024 * 1024)
+        vm = VmAgent(rootfs=bad.name, connect=False)
+        try:
+            t0 = time.monotonic()
+            rc = vm.wait_exit(60)
+            text = vm.console_text()
+            assert "FATAL" in text and "mount root" in text, text
+            print(f"  broken rootfs: QEMU exited by itself (rc {rc}) after {time.monotonic() - t0:.2f} s")
+        finally:
+            vm.close()
+    print("  ok")
+
+
+if __name__ == "__main__":
+    what = sys.argv[1] if len(sys.argv) > 1 else "all"
+    if what in ("local", "all"):
+        run_local()
+    if what in ("vm", "all"):
+        run_vm()
