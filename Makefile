@@ -54,6 +54,12 @@ include images/images.mk
 deps:
 	./scripts/deps.sh
 
+# deps first, on its own: nothing can compile before the packages are there.
+demo:
+	./scripts/deps.sh
+	$(MAKE) all images-all
+	./scripts/demo.sh
+
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h')
 
