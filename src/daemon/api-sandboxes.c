@@ -172,10 +172,14 @@ static void handle_sandbox(const char *id, const struct api_request *req, struct
 		r = sandbox_get(id, &rec, &err);
 	else if (!strcmp(req->method, "DELETE"))
 		r = sandbox_delete(id, &rec, &err);
-	else
-		return method_not_allowed(req, resp, "GET, DELETE");
-	if (r < 0)
-		return api_response_error(resp, &err);
+	else {
+		method_not_allowed(req, resp, "GET, DELETE");
+		return;
+	}
+	if (r < 0) {
+		api_response_error(resp, &err);
+		return;
+	}
 	resp->body = sandbox_to_json(&rec);
 	sandbox_record_release(&rec);
 }
@@ -184,26 +188,38 @@ void api_dispatch(const struct api_request *req, struct api_response *resp)
 {
 	char id[64], action[32];
 	if (!strcmp(req->path, healthz_path)) {
-		if (strcmp(req->method, "GET"))
-			return method_not_allowed(req, resp, "GET");
+		if (strcmp(req->method, "GET")) {
+			method_not_allowed(req, resp, "GET");
+			return;
+		}
 		resp->body = json_pack("{s:s, s:s, s:s, s:s}", "status", "ok", "version", AIRLOCK_VERSION, "backend",
 				       api_cfg->vmm->name, "accel", api_cfg->vmm->accel());
 		return;
 	}
 	if (!strcmp(req->path, sandboxes_path) || !strcmp(req->path, "/v1/sandboxes/")) {
-		if (!strcmp(req->method, "GET"))
-			return handle_list(req, resp);
-		if (!strcmp(req->method, "POST"))
-			return handle_create(req, resp);
-		return method_not_allowed(req, resp, "GET, POST");
+		if (!strcmp(req->method, "GET")) {
+			handle_list(req, resp);
+			return;
+		}
+		if (!strcmp(req->method, "POST")) {
+			handle_create(req, resp);
+			return;
+		}
+		method_not_allowed(req, resp, "GET, POST");
+		return;
 	}
 	if (split_sandbox_path(req->path, id, action)) {
-		if (!action[0])
-			return handle_sandbox(id, req, resp);
+		if (!action[0]) {
+			handle_sandbox(id, req, resp);
+			return;
+		}
 		if (!strcmp(action, "exec")) {
-			if (strcmp(req->method, "POST"))
-				return method_not_allowed(req, resp, "POST");
-			return handle_exec(id, req, resp);
+			if (strcmp(req->method, "POST")) {
+				method_not_allowed(req, resp, "POST");
+				return;
+			}
+			handle_exec(id, req, resp);
+			return;
 		}
 	}
 	struct al_error err;

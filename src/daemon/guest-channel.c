@@ -268,7 +268,7 @@ int guest_channel_read(struct guest_channel *ch)
 				char why[128];
 				snprintf(why, sizeof(why), "the guest agent broke the protocol (%s)", strerror(-r));
 				guest_channel_kill(ch, why);
-				return r;
+				return -EPROTO;
 			}
 		}
 	}

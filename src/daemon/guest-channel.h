@@ -53,7 +53,8 @@ void guest_channel_free(struct guest_channel *ch);
 int guest_channel_fd(struct guest_channel *ch);
 
 /* Reads what is available and handles whole frames. < 0 when the channel is
- * finished (EOF or a protocol violation; the reason is kept). */
+ * finished: -EPROTO for a protocol violation by the guest, else EOF or an I/O
+ * error (the reason is kept). */
 int guest_channel_read(struct guest_channel *ch);
 /* SECURITY: handles one frame from the guest. Everything in it is hostile:
  * unknown streams and unexpected types are dropped, control payloads are

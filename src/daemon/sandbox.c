@@ -297,15 +297,13 @@ static void *monitor_main(void *arg)
 			break;
 		if (con_i >= 0 && p[con_i].revents)
 			console_drain(sb);
-		if (ch_i >= 0 && p[ch_i].revents && guest_channel_read(sb->ch) < 0) {
+		if (ch_i >= 0 && p[ch_i].revents && guest_channel_read(sb->ch) == -EPROTO) {
+			/* SECURITY: a guest that sends garbage gets no second chance. */
 			char why[512];
 			guest_channel_dead(sb->ch, why, sizeof(why));
-			bool exited = sb->vmm_exited;
-			if (!exited && strstr(why, "protocol")) {
-				/* SECURITY: a guest that sends garbage gets no second chance. */
-				cfg->vmm->stop(NULL, sb->pid);
-				sandbox_fail(sb, why);
-			}
+			struct vmm_config vc = {.sandbox_id = sb->rec.id, .dir = sb->dir};
+			cfg->vmm->stop(&vc, sb->pid);
+			sandbox_fail(sb, why);
 		}
 		if (p[1].revents) {
 			if (sb->console_fd >= 0)
@@ -765,14 +763,20 @@ static void recover_one(struct sandbox_record *rec)
 	struct al_error e = {0};
 	const char *why = NULL;
 	pid_t pid = (pid_t)rec->vmm_pid;
-	if (rec->state == SANDBOX_RUNNING && vmm_alive(rec->id, pid)) {
+	bool alive = vmm_alive(rec->id, pid);
+	if (alive) {
 		sb->pid = pid;
 		sb->pidfd = pidfd_open_(pid);
+	}
+	if (rec->state == SANDBOX_RUNNING && alive) {
 		sb->dirfd = open(sb->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 		uint64_t deadline = now_ms_monotonic() + REATTACH_TIMEOUT_MS;
 		if (sb->pidfd < 0 || sb->dirfd < 0 || attach(sb, deadline, &e) < 0 ||
 		    guest_channel_request_hello(sb->ch) < 0 || guest_channel_wait_hello(sb->ch, deadline, NULL) < 0)
 			why = "airlockd restarted and could not re-attach to the VM";
+	} else if (alive) {
+		/* Half-done create or delete: finish it the safe way. */
+		why = "airlockd restarted while the sandbox was being created or stopped";
 	} else {
 		why = "the VM was gone when airlockd restarted";
 	}
