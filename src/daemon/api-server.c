@@ -218,12 +218,12 @@ int api_server_start(const char *socket_path, struct api_server **ret, struct al
 	s->listen_fd = fd;
 	s->mhd = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
 					  MHD_USE_ERROR_LOG | MHD_USE_ITC,
-				  0, NULL, NULL, on_request, NULL, MHD_OPTION_LISTEN_SOCKET, fd,
+				  0, NULL, NULL, on_request, NULL, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
+				  MHD_OPTION_LISTEN_SOCKET, fd,
 				  MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL, MHD_OPTION_CONNECTION_LIMIT,
 				  (unsigned)API_CONNECTIONS_MAX, MHD_OPTION_CONNECTION_TIMEOUT,
 				  (unsigned)API_CONNECTION_TIMEOUT_S, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
-				  (size_t)(API_HEADER_MAX * 4), MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
-				  MHD_OPTION_END);
+				  (size_t)(API_HEADER_MAX * 4), MHD_OPTION_END);
 	if (!s->mhd) {
 		unlink(socket_path);
 		free(s->path);

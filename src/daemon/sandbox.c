@@ -249,11 +249,37 @@ static void reap_vmm(struct sandbox *sb)
 	sb->vmm_status = status;
 }
 
+/* Lines of the console that explain a failure on their own. */
+static bool console_line_telling(const char *line)
+{
+	static const char *const marks[] = {"airlock-agent:", "Kernel panic", "BUG:", "Oops:", "Out of memory"};
+	for (size_t i = 0; i < ARRAY_SIZE(marks); i++)
+		if (strstr(line, marks[i]))
+			return true;
+	return false;
+}
+
+/* The reason for a failure: what, then the telling console lines and the
+ * last few lines; with sb->lock held. */
 static void describe_exit(struct sandbox *sb, const char *what, char *out, size_t size)
 {
-	char tail[1536];
-	console_tail_lines(sb, 12, tail, sizeof(tail));
-	snprintf(out, size, "%s; last lines of the guest console:\n%s", what, tail[0] ? tail : "(nothing)");
+	char tail[CONSOLE_TAIL_MAX];
+	console_tail_lines(sb, 200, tail, sizeof(tail));
+	char telling[1024] = "";
+	size_t t = 0;
+	for (char *line = tail; *line;) {
+		char *nl = strchr(line, '\n');
+		size_t len = nl ? (size_t)(nl - line) : strlen(line);
+		char one[256];
+		snprintf(one, sizeof(one), "%.*s", (int)MIN(len, sizeof(one) - 1), line);
+		if (console_line_telling(one) && t + strlen(one) + 2 < sizeof(telling))
+			t += (size_t)snprintf(telling + t, sizeof(telling) - t, "%s\n", one);
+		line = nl ? nl + 1 : line + len;
+	}
+	char last[1024];
+	console_tail_lines(sb, 6, last, sizeof(last));
+	snprintf(out, size, "%s; guest console:\n%s%s%s", what, telling, telling[0] && last[0] ? "...\n" : "",
+		 last[0] || telling[0] ? last : "(nothing)");
 }
 
 /* The VMM is gone or the guest broke the protocol while nobody expected it. */
@@ -537,13 +563,13 @@ static int boot(struct sandbox *sb, const struct images *im, struct al_error *er
 	struct pollfd p = {.fd = sb->pidfd, .events = POLLIN};
 	poll(&p, 1, r == -ETIMEDOUT ? 0 : 500);
 	char what[256];
-	if (r == -ETIMEDOUT)
+	if (poll(&p, 1, 0) > 0)
+		snprintf(what, sizeof(what), "the VM exited before the guest agent said hello (did the guest kernel panic?)");
+	else if (r == -ETIMEDOUT)
 		snprintf(what, sizeof(what), "the guest agent did not say hello within %u s (boot timeout)",
 			 cfg->boot_timeout_s);
 	else
 		guest_channel_dead(sb->ch, what, sizeof(what));
-	snprintf(what + strlen(what), sizeof(what) - strlen(what), "%s",
-		 poll(&p, 1, 0) > 0 ? " (the VM exited: did the guest kernel panic?)" : "");
 	return al_error_set(err, AL_ERR_BOOT_FAILED, -r, "%s", what);
 }
 
