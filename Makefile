@@ -26,7 +26,7 @@ AGENT_OBJ := $(AGENT_SRC:%.c=$(BUILD)/obj/%.o)
 DAEMON_LIBS := -lmicrohttpd -ljansson -lsqlite3 -lpthread
 CLI_LIBS := -lcurl -ljansson
 
-.PHONY: all deps test unit fuzz-smoke integration demo images clean format format-check bench test-kvm
+.PHONY: build-clang all deps test unit fuzz-smoke integration demo images clean format format-check bench test-kvm
 
 all: $(BUILD)/airlockd $(BUILD)/airlock $(BUILD)/airlock-agent
 
@@ -59,6 +59,10 @@ demo:
 	./scripts/deps.sh
 	$(MAKE) all images-all
 	./scripts/demo.sh
+
+# The tree must build warning-free under both compilers.
+build-clang:
+	$(MAKE) BUILD=$(BUILD)/clang CC=clang $(BUILD)/clang/airlockd $(BUILD)/clang/airlock $(BUILD)/clang/airlock-agent
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h')

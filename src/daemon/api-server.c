@@ -164,6 +164,9 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
 	}
 }
 
+/* MHD's logger hands us its own format strings. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wformat-nonliteral"
 static void mhd_log(void *cls, const char *fmt, va_list ap)
 {
 	(void)cls;
@@ -174,6 +177,7 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
 		msg[--n] = '\0';
 	log_line("http", "%s", msg);
 }
+#pragma GCC diagnostic pop
 
 int api_server_start(const char *socket_path, struct api_server **ret, struct al_error *err)
 {
