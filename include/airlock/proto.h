@@ -32,7 +32,8 @@
 #define AIRLOCK_FRAME_MAX_SIZE (AIRLOCK_FRAME_HEADER_SIZE + AIRLOCK_FRAME_MAX_PAYLOAD)
 
 /* Name of the virtio-serial port the agent looks for in /sys/class/virtio-ports. */
-#define AIRLOCK_PORT_NAME "org.airlock.agent.0"
+#define AIRLOCK_PORT_NAME_LITERAL "org.airlock.agent.0"
+#define AIRLOCK_PORT_NAME AIRLOCK_PORT_NAME_LITERAL
 
 /*
  * Bytes of STDIN the host may have in flight per stream before the agent
