@@ -25,6 +25,7 @@ vmw_vsock_virtio_transport_common vmw_vsock_virtio_transport virtio-rng"
 
 stage=$(mktemp -d "${TMPDIR:-/tmp}/airlock-initramfs.XXXXXX")
 trap 'rm -rf "$stage"' EXIT
+chmod 0755 "$stage"
 mkdir -p "$stage/lib/modules" "$stage/etc/airlock" "$stage/proc" "$stage/sys" \
 	"$stage/dev" "$stage/newroot" "$stage/run" "$stage/tmp"
 install -m 0755 "$agent" "$stage/init"

@@ -16,6 +16,7 @@ fi
 
 stage=$(mktemp -d "${TMPDIR:-/tmp}/airlock-minimal.XXXXXX")
 trap 'rm -rf "$stage"' EXIT
+chmod 0755 "$stage"
 r=$stage
 mkdir -p "$r/bin" "$r/sbin" "$r/usr/bin" "$r/usr/sbin" "$r/etc" "$r/proc" "$r/sys" \
 	"$r/dev" "$r/run" "$r/root" "$r/home/user" "$r/var/tmp" "$r/mnt" "$r/opt"

@@ -383,9 +383,8 @@ def check_common(c, in_vm):
     assert c.recv(0)[0] == ERROR
     c.send(FILE_READ, 904, {"path": "relative"})
     assert c.recv(904)[0] == ERROR
-    e = c.start(["cat"], stdin=True)
-    c.send(STDIN, e.stream, b"x" * MAX_PAYLOAD)
-    for _ in range(STDIN_WINDOW // MAX_PAYLOAD + 2):  # ignore CREDIT: overrun
+    e = c.start(["sleep", "30"], stdin=True)  # never reads: the window fills
+    for _ in range(2 * STDIN_WINDOW // MAX_PAYLOAD):  # ignore CREDIT: overrun
         c.send(STDIN, e.stream, b"x" * MAX_PAYLOAD)
     e.wait()
     assert e.error and e.error["code"] == "enobufs", vars(e)
