@@ -68,6 +68,10 @@ FUZZ_MAXLEN_fuzz-frame := 200000
 FUZZ_SRC_fuzz-api-request := src/daemon/api-request.c
 FUZZ_LIBS_fuzz-api-request := -ljansson
 FUZZ_MAXLEN_fuzz-api-request := 8192
+# The host side of the guest channel (hostile guest frames).
+FUZZ_SRC_fuzz-guest-channel := src/daemon/guest-channel.c
+FUZZ_LIBS_fuzz-guest-channel := -ljansson -lpthread
+FUZZ_MAXLEN_fuzz-guest-channel := 200000
 
 FUZZ_ALL := $(patsubst tests/fuzz/%.c,%,$(wildcard tests/fuzz/fuzz-*.c))
 fuzz_missing = $(strip $(foreach f,$(FUZZ_SRC_$(1)),$(if $(wildcard $(f)),,$(f))))

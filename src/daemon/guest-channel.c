@@ -125,6 +125,8 @@ static struct gc_stream *stream_find(struct guest_channel *ch, uint32_t id)
 	return NULL;
 }
 
+static void stream_close(struct guest_channel *ch, struct gc_stream *s);
+
 static void copy_json_string(json_t *obj, const char *key, char *dst, size_t size)
 {
 	json_t *v = json_object_get(obj, key);
@@ -356,6 +358,26 @@ static int stream_open(struct guest_channel *ch, struct gc_stream **ret, struct 
 	pthread_mutex_unlock(&ch->lock);
 	*ret = s;
 	return 0;
+}
+
+int guest_channel_stream_open(struct guest_channel *ch, size_t max_output, uint32_t *ret_id, struct al_error *err)
+{
+	struct gc_stream *s = NULL;
+	int r = stream_open(ch, &s, err);
+	if (r < 0)
+		return r;
+	s->out[0].limit = s->out[1].limit = max_output;
+	*ret_id = s->id;
+	return 0;
+}
+
+void guest_channel_stream_close(struct guest_channel *ch, uint32_t id)
+{
+	pthread_mutex_lock(&ch->lock);
+	struct gc_stream *s = stream_find(ch, id);
+	pthread_mutex_unlock(&ch->lock);
+	if (s)
+		stream_close(ch, s);
 }
 
 static void stream_close(struct guest_channel *ch, struct gc_stream *s)

@@ -77,6 +77,11 @@ int guest_channel_wait_hello(struct guest_channel *ch, uint64_t deadline_ms, str
 int guest_channel_exec(struct guest_channel *ch, const struct exec_request *req, char **env, size_t n_env,
 		       struct exec_result *ret, struct al_error *err);
 
+/* A stream for an operation driven by the caller (and by the fuzzer): output
+ * is capped at max_output per stream. */
+int guest_channel_stream_open(struct guest_channel *ch, size_t max_output, uint32_t *ret_id, struct al_error *err);
+void guest_channel_stream_close(struct guest_channel *ch, uint32_t id);
+
 /* Best effort: asks the agent to power off. */
 int guest_channel_shutdown(struct guest_channel *ch);
 
