@@ -119,8 +119,16 @@ static void port_hung_up(struct agent *a, uint64_t now_ms)
 {
 	if (a->port_is_socket)
 		exit(0); /* test mode: the host closed the socket */
-	if (!a->port_hup)
+	if (!a->port_hup) {
 		channel_drop_partial(a);
+		/* A file transfer cannot outlive the connection that started it
+		 * (whoever connects next does not know it): drop them, which also
+		 * removes an unfinished write's temporary file. Exec streams go
+		 * on; their processes do not depend on the host being there. */
+		for (size_t i = a->n_streams; i-- > 0;)
+			if (a->streams[i]->kind != STREAM_EXEC)
+				stream_free(a, a->streams[i]);
+	}
 	a->port_hup = true;
 	a->port_recheck_ms = now_ms + AGENT_PORT_RECHECK_MS;
 }

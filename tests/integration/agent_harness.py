@@ -429,13 +429,25 @@ def run_vm():
         boots.append(vm.boot_s)
         check_common(vm.client, in_vm=True)
         check_vm_only(vm.client)
-        # Re-attach: a new connection gets a HELLO on request.
+        # Re-attach: a new connection gets a HELLO on request, and an exec
+        # that outlived the old connection still delivers its output and EXIT.
+        late = vm.client.start(["sh", "-c", "sleep 1; echo late"])
+        flood = vm.client.start(["head", "-c", str(4 << 20), "/dev/zero"])
+        vm.client.recv(flood.stream)
         vm.client.sock.close()
+        time.sleep(0.3)
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         sock.connect(vm.sock_path)
-        vm.client = Client(sock)
-        assert vm.client.hello()["boot_id"] == vm.hello["boot_id"]
-        assert vm.client.run(["echo", "again"]).stdout == b"again\n"
+        c = vm.client = Client(sock)
+        c.next_stream = 1000
+        assert c.hello()["boot_id"] == vm.hello["boot_id"]
+        late.conn = c
+        late.wait()
+        assert late.stdout == b"late\n" and late.exit == {"exit_code": 0}, vars(late)
+        flood.conn = c
+        flood.wait()  # part of its output went to the old connection
+        assert flood.exit == {"exit_code": 0}, vars(flood)
+        assert c.run(["echo", "again"]).stdout == b"again\n"
         vm.client.send(SHUTDOWN, 0)
         assert vm.wait_exit(30) == 0
         print("  shutdown ended QEMU")
