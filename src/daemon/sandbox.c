@@ -19,7 +19,8 @@
 struct sandbox {
 	struct sandbox *next; /* registry list, under registry_lock */
 	int refs;             /* under registry_lock */
-	pthread_mutex_t lock; /* rec and the runtime fields below */
+	pthread_mutex_t op_lock; /* one lifecycle operation (boot, delete) at a time */
+	pthread_mutex_t lock;    /* rec and the runtime fields below */
 	struct sandbox_record rec;
 	char *dir;
 	int dirfd;
@@ -38,6 +39,7 @@ struct sandbox {
 	bool vmm_exited;
 	int vmm_status;
 	bool stopping; /* delete or failed boot in progress: exits are expected */
+	bool cancel;   /* deleted while booting */
 };
 
 static const struct daemon_config *cfg;
@@ -58,6 +60,7 @@ static struct sandbox *sandbox_new(const struct sandbox_record *rec)
 {
 	struct sandbox *sb = xcalloc(1, sizeof(*sb));
 	pthread_mutex_init(&sb->lock, NULL);
+	pthread_mutex_init(&sb->op_lock, NULL);
 	sandbox_record_copy(&sb->rec, rec);
 	sb->dir = xasprintf("%s/sandboxes/%s", cfg->state_dir, rec->id);
 	sb->dirfd = sb->pidfd = sb->console_fd = sb->console_log_fd = sb->wake_fd = -1;
@@ -89,6 +92,7 @@ static void sandbox_unref(struct sandbox *sb)
 	sandbox_close_runtime(sb);
 	sandbox_record_release(&sb->rec);
 	pthread_mutex_destroy(&sb->lock);
+	pthread_mutex_destroy(&sb->op_lock);
 	free(sb->dir);
 	free(sb);
 }
@@ -428,7 +432,13 @@ static int attach(struct sandbox *sb, uint64_t deadline_ms, struct al_error *err
 	struct stat st;
 	if (sb->console_log_fd >= 0 && fstat(sb->console_log_fd, &st) == 0)
 		sb->console_log_size = (size_t)st.st_size;
-	sb->ch = guest_channel_new(ch_fd);
+	struct guest_channel *ch = guest_channel_new(ch_fd);
+	pthread_mutex_lock(&sb->lock);
+	sb->ch = ch;
+	bool cancel = sb->cancel;
+	pthread_mutex_unlock(&sb->lock);
+	if (cancel)
+		guest_channel_kill(ch, "the sandbox was deleted while it booted");
 	monitor_start(sb);
 	return 0;
 }
@@ -617,6 +627,7 @@ int sandbox_create(const struct create_request *req, struct sandbox_record *ret,
 	log_info("sandbox %s: creating (template %s, %u vCPU, %u MiB, %s/%s)", sb->rec.id, sb->rec.template_name,
 		 sb->rec.vcpus, sb->rec.memory_mib, sb->rec.backend, sb->rec.accel);
 
+	pthread_mutex_lock(&sb->op_lock);
 	r = boot(sb, &im, err);
 	if (r < 0) {
 		teardown(sb);
@@ -637,6 +648,7 @@ int sandbox_create(const struct create_request *req, struct sandbox_record *ret,
 		sandbox_record_copy(ret, &sb->rec);
 		pthread_mutex_unlock(&sb->lock);
 	}
+	pthread_mutex_unlock(&sb->op_lock);
 	sandbox_unref(sb);
 	return r;
 }
@@ -676,23 +688,37 @@ int sandbox_delete(const char *id, struct sandbox_record *ret, struct al_error *
 		}
 		sandbox_record_release(&rec);
 	}
+	/* A boot in progress is cut short, then waited for. */
+	pthread_mutex_lock(&sb->lock);
+	struct guest_channel *booting = NULL;
+	if (sb->rec.state == SANDBOX_CREATING) {
+		sb->cancel = true;
+		booting = sb->ch;
+	}
+	pthread_mutex_unlock(&sb->lock);
+	if (booting)
+		guest_channel_kill(booting, "the sandbox was deleted while it booted");
+	pthread_mutex_lock(&sb->op_lock);
 	pthread_mutex_lock(&sb->lock);
 	int r = 0;
-	if (sb->rec.state == SANDBOX_DELETED || sb->stopping) {
+	if (sb->rec.state == SANDBOX_DELETED) {
 		sandbox_record_copy(ret, &sb->rec);
 		pthread_mutex_unlock(&sb->lock);
+		pthread_mutex_unlock(&sb->op_lock);
 		sandbox_unref(sb);
 		return 0;
 	}
 	r = set_state_locked(sb, SANDBOX_STOPPING, sb->rec.error, err);
 	pthread_mutex_unlock(&sb->lock);
 	if (r < 0) {
+		pthread_mutex_unlock(&sb->op_lock);
 		sandbox_unref(sb);
 		return r;
 	}
 	teardown(sb);
+	/* The channel and fds are released with the last reference: an exec
+	 * that is still returning may hold one. */
 	pthread_mutex_lock(&sb->lock);
-	sandbox_close_runtime(sb);
 	int rr = rm_rf(sb->dir);
 	if (rr < 0)
 		log_error("sandbox %s: cannot remove %s: %s", sb->rec.id, sb->dir, strerror(-rr));
@@ -701,6 +727,7 @@ int sandbox_delete(const char *id, struct sandbox_record *ret, struct al_error *
 	if (r == 0)
 		sandbox_record_copy(ret, &sb->rec);
 	pthread_mutex_unlock(&sb->lock);
+	pthread_mutex_unlock(&sb->op_lock);
 	registry_remove(sb);
 	sandbox_unref(sb);
 	return r;
@@ -813,7 +840,6 @@ static void recover_one(struct sandbox_record *rec)
 	}
 	teardown(sb);
 	pthread_mutex_lock(&sb->lock);
-	sandbox_close_runtime(sb);
 	cleanup_free char *disk = xasprintf("%s/%s", sb->dir, VMM_DISK);
 	unlink(disk);
 	sb->rec.vmm_pid = 0;
