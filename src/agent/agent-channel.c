@@ -243,25 +243,37 @@ static const char *frame_type_name(uint8_t type)
 	return type < ARRAY_SIZE(names) && names[type] ? names[type] : "?";
 }
 
+/* Rejects a host frame. An ERROR is the last frame of its stream, so one
+ * about a frame for a live stream goes to stream 0 (naming the stream) and
+ * leaves that stream alone; otherwise it goes to the frame's own stream. */
+static void __attribute__((format(printf, 4, 5)))
+channel_reject(struct agent *a, const struct airlock_frame_header *h, int errnum, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (h->stream != 0 && stream_find(a, h->stream))
+		channel_send_error(a, 0, errnum, "%s on stream %u: %s", frame_type_name(h->type), h->stream, msg);
+	else
+		channel_send_error(a, h->stream, errnum, "%s: %s", frame_type_name(h->type), msg);
+}
+
 /* SECURITY: every field of a host frame is checked here or in the handler it
  * goes to: the header by frame_reader_next (version, type, flags, length),
  * the stream id against the stream table and the frame type against what
- * that stream accepts. A bad frame gets an ERROR on its stream, never a crash. */
+ * that stream accepts. A bad frame gets an ERROR, never a crash. */
 static void channel_dispatch(struct agent *a, const struct airlock_frame_header *h, const uint8_t *p)
 {
 	if (h->stream == 0) {
-		switch (h->type) {
-		case AIRLOCK_FRAME_HELLO:
+		if (h->type == AIRLOCK_FRAME_HELLO)
 			channel_send_hello(a);
-			return;
-		case AIRLOCK_FRAME_SHUTDOWN:
+		else if (h->type == AIRLOCK_FRAME_SHUTDOWN)
 			a->shutdown = true;
-			return;
-		default:
-			channel_send_error(a, 0, EINVAL, "%s is not valid on stream 0 (the control stream)",
-					   frame_type_name(h->type));
-			return;
-		}
+		else
+			channel_reject(a, h, EINVAL, "not valid on stream 0 (the control stream)");
+		return;
 	}
 
 	struct stream *s = stream_find(a, h->stream);
@@ -269,19 +281,11 @@ static void channel_dispatch(struct agent *a, const struct airlock_frame_header 
 	case AIRLOCK_FRAME_EXEC:
 	case AIRLOCK_FRAME_FILE_WRITE:
 	case AIRLOCK_FRAME_FILE_READ:
-		if (s) {
-			/* Reported on stream 0: an ERROR on the stream itself
-			 * would read as the end of the running operation. */
-			channel_send_error(a, 0, EEXIST, "%s: stream %u is already in use", frame_type_name(h->type),
-					   h->stream);
-			return;
-		}
-		if (a->n_streams >= AGENT_MAX_STREAMS) {
-			channel_send_error(a, h->stream, EMFILE, "%s: too many streams (at most %d)",
-					   frame_type_name(h->type), AGENT_MAX_STREAMS);
-			return;
-		}
-		if (h->type == AIRLOCK_FRAME_EXEC)
+		if (s)
+			channel_reject(a, h, EEXIST, "the stream is already in use");
+		else if (a->n_streams >= AGENT_MAX_STREAMS)
+			channel_reject(a, h, EMFILE, "too many streams (at most %d)", AGENT_MAX_STREAMS);
+		else if (h->type == AIRLOCK_FRAME_EXEC)
 			exec_start(a, h->stream, p, h->length);
 		else if (h->type == AIRLOCK_FRAME_FILE_WRITE)
 			file_write_start(a, h->stream, p, h->length);
@@ -290,28 +294,29 @@ static void channel_dispatch(struct agent *a, const struct airlock_frame_header 
 		return;
 	case AIRLOCK_FRAME_STDIN:
 	case AIRLOCK_FRAME_SIGNAL:
-		if (!s || s->kind != STREAM_EXEC)
-			break;
-		if (h->type == AIRLOCK_FRAME_STDIN)
-			exec_stdin(a, s, p, h->length);
-		else
-			exec_signal(a, s, p, h->length);
+		if (s && s->kind == STREAM_EXEC) {
+			if (h->type == AIRLOCK_FRAME_STDIN)
+				exec_stdin(a, s, p, h->length);
+			else
+				exec_signal(a, s, p, h->length);
+		} else {
+			channel_reject(a, h, EBADF, s ? "the stream is not an exec" : "no such stream");
+		}
 		return;
 	case AIRLOCK_FRAME_FILE_DATA:
-		if (!s || s->kind != STREAM_FILE_WRITE)
-			break;
-		file_write_data(a, s, p, h->length);
+		if (s && s->kind == STREAM_FILE_WRITE)
+			file_write_data(a, s, p, h->length);
+		else
+			channel_reject(a, h, EBADF, s ? "the stream is not a file write" : "no such stream");
 		return;
 	case AIRLOCK_FRAME_HELLO:
 	case AIRLOCK_FRAME_SHUTDOWN:
-		channel_send_error(a, h->stream, EINVAL, "%s is only valid on stream 0", frame_type_name(h->type));
+		channel_reject(a, h, EINVAL, "only valid on stream 0");
 		return;
 	default:
-		channel_send_error(a, h->stream, EINVAL, "%s is not a host-to-guest frame", frame_type_name(h->type));
+		channel_reject(a, h, EINVAL, "not a host-to-guest frame");
 		return;
 	}
-	channel_send_error(a, h->stream, EBADF, "%s: no such %s stream %u", frame_type_name(h->type),
-			   h->type == AIRLOCK_FRAME_FILE_DATA ? "file write" : "exec", h->stream);
 }
 
 int channel_read(struct agent *a)

@@ -388,6 +388,20 @@ def check_common(c, in_vm):
         c.send(STDIN, e.stream, b"x" * MAX_PAYLOAD)
     e.wait()
     assert e.error and e.error["code"] == "enobufs", vars(e)
+    # Frames that misuse a live stream are rejected on stream 0; the stream goes on.
+    e = c.start(["sh", "-c", "read x; echo $x"], stdin=True)
+    c.send(EXEC, e.stream, {"argv": ["true"]})
+    f = c.recv(0)
+    assert f[0] == ERROR and json.loads(f[2])["code"] == "eexist", f
+    c.send(FILE_DATA, e.stream, b"zz")
+    f = c.recv(0)
+    assert f[0] == ERROR and json.loads(f[2])["code"] == "ebadf", f
+    c.send(SIGNAL, e.stream, {"signal": "TERM"})
+    f = c.recv(0)
+    assert f[0] == ERROR and json.loads(f[2])["code"] == "einval", f
+    e.write(b"still\n")
+    e.wait()
+    assert e.exit == {"exit_code": 0} and e.stdout == b"still\n", vars(e)
     assert c.hello()["proto"] == 1  # still alive
 
 
