@@ -43,7 +43,7 @@ step "$BUILD/airlock" run --template "$TEMPLATE" -- sh -c \
 	'echo "hello from $(hostname), kernel $(uname -r)"; python3 -c "import sys; print(\"python\", sys.version.split()[0])"'
 id=$("$BUILD/airlock" create --template minimal)
 printf '\n\033[1m$ airlock create --template minimal\033[0m\n%s\n' "$id"
-step "$BUILD/airlock" exec "$id" -- sh -c 'echo "pid 1 is $(cat /proc/1/comm); exit 3"' || echo "(exit code $?)"
+step "$BUILD/airlock" exec "$id" -- sh -c 'echo "pid 1 is $(cat /proc/1/comm)"; exit 3' || echo "(exit code $?)"
 step "$BUILD/airlock" ls
 step "$BUILD/airlock" rm "$id"
 echo
