@@ -3,7 +3,7 @@
 #
 #   make unit        cmocka unit tests (one program per module), ASan+UBSan
 #   make fuzz-smoke  libFuzzer targets: corpus as a regression test, then a
-#                    short fuzzing run each (FUZZ_SECONDS, default 25)
+#                    short fuzzing run each (FUZZ_SECONDS, default 20)
 #   make integration pytest against the real daemon, CLI and VMs
 #   make test        all of the above after deps, all and images
 #   make bench       bench/boot (figures, no assertions)
@@ -59,7 +59,7 @@ unit: $(UNIT_BINS)
 # libFuzzer needs clang; the common sources are compiled into each target
 # directly (with the fuzzer's instrumentation), not taken from the gcc-built .a.
 FUZZ_CC ?= clang
-FUZZ_SECONDS ?= 25
+FUZZ_SECONDS ?= 20
 FUZZ_CFLAGS = $(CFLAGS_BASE) -Isrc/daemon -fsanitize=fuzzer,address,undefined \
 	-fno-sanitize-recover=undefined -fno-omit-frame-pointer
 FUZZ_SRC_fuzz-frame :=
