@@ -120,12 +120,15 @@ struct verb_args {
 	bool all;
 };
 
-/* Parses the options shared by the verbs; `allowed` lists the OPT_* a verb takes. */
+/* Parses the options shared by the verbs; `allowed` lists the OPT_* a verb
+ * takes. Verbs that run a command stop at the first operand (the rest is the
+ * command); the others take options anywhere ("inspect ID --json"). */
 static int parse_verb_opts(int argc, char **argv, const int *allowed, struct verb_args *a)
 {
-	optind = 1;
+	bool stop_at_operand = !strcmp(argv[0], "run") || !strcmp(argv[0], "exec");
+	optind = 0; /* 0, not 1: glibc then re-reads the ordering from optstring */
 	int c;
-	while ((c = getopt_long(argc, argv, "+h", verb_opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, stop_at_operand ? "+h" : "h", verb_opts, NULL)) != -1) {
 		if (c == 'h') {
 			fputs(usage_text, stdout);
 			exit(0);

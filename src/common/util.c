@@ -204,6 +204,9 @@ int parse_int_range(const char *s, long min, long max, long *ret)
 {
 	if (!s || !*s)
 		return -EINVAL;
+	/* strtol would also take leading blanks and a '+'. */
+	if (!(*s == '-' || (*s >= '0' && *s <= '9')))
+		return -EINVAL;
 	errno = 0;
 	char *end = NULL;
 	long v = strtol(s, &end, 10);
