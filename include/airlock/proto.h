@@ -42,6 +42,15 @@
  */
 #define AIRLOCK_STDIN_WINDOW (256u * 1024u)
 
+/*
+ * Bytes of output (STDOUT + STDERR, or FILE_DATA of a FILE_READ / FILE_OP
+ * list) the agent may send on a stream before the host returns CREDIT. This
+ * is the back-pressure that keeps a flooding guest from growing the daemon's
+ * memory: when a reader is slow, the agent stops reading that process's
+ * pipes (the process blocks), and no other stream is affected.
+ */
+#define AIRLOCK_OUTPUT_WINDOW (1024u * 1024u)
+
 enum airlock_frame_type {
 	/* guest -> host, stream 0: {"proto":1,"agent":"VERSION","generation":N,
 	 * "boot_id":"HEX","kernel":"RELEASE"}. Sent when the agent opens the
@@ -50,8 +59,12 @@ enum airlock_frame_type {
 	AIRLOCK_FRAME_HELLO = 1,
 	/* host -> guest: start a process on a new stream.
 	 * {"argv":["sh","-c","..."], "env":["K=V",...], "cwd":"/", "uid":0,
-	 *  "gid":0, "timeout_ms":0 (0 = none), "stdin":true|false}
-	 * If "stdin" is false the process gets /dev/null. */
+	 *  "gid":0, "timeout_ms":0 (0 = none), "stdin":true|false,
+	 *  "pty":{"rows":24,"cols":80}}
+	 * If "stdin" is false the process gets /dev/null. With "pty" the process
+	 * gets a new PTY as its controlling terminal and stdin/stdout/stderr;
+	 * its output comes as STDOUT, STDIN goes to the PTY (so ^C is a byte
+	 * that the line discipline turns into SIGINT), RESIZE sets the window. */
 	AIRLOCK_FRAME_EXEC = 2,
 	/* host -> guest: stdin bytes for a stream; a zero-length payload is EOF. */
 	AIRLOCK_FRAME_STDIN = 3,
@@ -68,8 +81,10 @@ enum airlock_frame_type {
 	/* host -> guest: {"path":"/abs","mode":420} then FILE_DATA frames, then a
 	 * zero-length FILE_DATA; the agent answers OK {"size":N} or ERROR. */
 	AIRLOCK_FRAME_FILE_WRITE = 8,
-	/* host -> guest: {"path":"/abs"}; the agent answers FILE_DATA frames and a
-	 * zero-length FILE_DATA, or ERROR. */
+	/* host -> guest: {"path":"/abs"}; the agent answers FILE_DATA frames
+	 * (within AIRLOCK_OUTPUT_WINDOW) and a zero-length FILE_DATA, or ERROR.
+	 * A FILE_WRITE's FILE_DATA counts against AIRLOCK_STDIN_WINDOW and is
+	 * credited as it reaches the disk. */
 	AIRLOCK_FRAME_FILE_READ = 9,
 	AIRLOCK_FRAME_FILE_DATA = 10,
 	/* guest -> host: an operation succeeded; last frame of the stream. */
@@ -78,9 +93,31 @@ enum airlock_frame_type {
 	AIRLOCK_FRAME_SHUTDOWN = 12,
 	/* host -> guest: {"signal":N} to a stream's process group. */
 	AIRLOCK_FRAME_SIGNAL = 13,
-	/* guest -> host: u32 bytes of STDIN consumed on this stream. */
+	/* u32 big-endian byte count.
+	 * guest -> host: bytes of STDIN (or FILE_DATA of a FILE_WRITE) consumed
+	 * on this stream (AIRLOCK_STDIN_WINDOW).
+	 * host -> guest: bytes of output the host consumed on this stream
+	 * (AIRLOCK_OUTPUT_WINDOW). */
 	AIRLOCK_FRAME_CREDIT = 14,
-	AIRLOCK_FRAME_TYPE_MAX = 14,
+	/* host -> guest: {"rows":N,"cols":N} window size of a stream's PTY. */
+	AIRLOCK_FRAME_RESIZE = 15,
+	/* host -> guest: a filesystem operation on a new stream; the agent answers
+	 * OK (payload below) or ERROR.
+	 *   {"op":"stat","path":P}            OK {"name","type","size","mode","uid","gid","mtime_ms","target"?}
+	 *   {"op":"list","path":P}            FILE_DATA frames, each a JSON object {"entries":[stat objects]},
+	 *                                     then OK {"count":N}
+	 *   {"op":"mkdir","path":P,"parents":bool,"mode":N}   OK {}
+	 *   {"op":"remove","path":P,"recursive":bool}        OK {}
+	 *   {"op":"rename","path":P,"to":Q}                   OK {}
+	 * "type" is "file", "dir", "symlink" or "other"; stat does not follow a
+	 * final symlink ("target" is its target). */
+	AIRLOCK_FRAME_FILE_OP = 16,
+	/* host -> guest: {} on a new stream; OK {"cpu_usage_usec":N (since boot, all
+	 * CPUs), "cpus":N, "mem_total_kib":N, "mem_available_kib":N,
+	 * "disk_total_bytes":N, "disk_used_bytes":N (root filesystem),
+	 * "uptime_ms":N, "processes":N}. */
+	AIRLOCK_FRAME_METRICS = 17,
+	AIRLOCK_FRAME_TYPE_MAX = 17,
 };
 
 struct airlock_frame_header {
