@@ -22,6 +22,7 @@ UNIT_SRC_api-request := src/daemon/api-request.c
 UNIT_LIBS_api-request := -ljansson
 UNIT_SRC_store := $(wildcard src/daemon/store*.c)
 UNIT_LIBS_store := -lsqlite3
+UNIT_SRC_cli-tar := src/cli/cli-tar.c
 
 UNIT_ALL := $(patsubst tests/unit/test-%.c,%,$(wildcard tests/unit/test-*.c))
 unit_missing = $(strip $(foreach f,$(UNIT_SRC_$(1)),$(if $(wildcard $(f)),,$(f))) \

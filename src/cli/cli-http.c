@@ -1,85 +1,235 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+/* Requests to airlockd with libcurl, over its unix socket or its TCP listener. */
 #include "cli-http.h"
-
-#include <curl/curl.h>
 
 #include "util.h"
 
-struct buf {
-	char *data;
-	size_t len;
+struct cli_conn cli_conn;
+
+int cli_conn_set_host(const char *spec)
+{
+	const char *p = spec;
+	if (!strncmp(p, "tcp://", 6))
+		p += 6;
+	const char *colon;
+	cleanup_free char *host = NULL;
+	if (*p == '[') {
+		const char *end = strchr(p, ']');
+		if (!end || end[1] != ':')
+			return -EINVAL;
+		host = xstrndup(p + 1, (size_t)(end - p - 1));
+		colon = end + 1;
+	} else {
+		colon = strrchr(p, ':');
+		if (!colon)
+			return -EINVAL;
+		host = xstrndup(p, (size_t)(colon - p));
+	}
+	long port;
+	if (!*host || strlen(host) > 255 || strchr(host, '/') || parse_int_range(colon + 1, 1, 65535, &port) < 0)
+		return -EINVAL;
+	free(cli_conn.host);
+	free(cli_conn.port);
+	cli_conn.host = TAKE_PTR(host);
+	cli_conn.port = xasprintf("%ld", port);
+	return 0;
+}
+
+const char *cli_conn_describe(void)
+{
+	static char buf[512];
+	if (cli_conn.host)
+		snprintf(buf, sizeof(buf), "tcp://%s%s%s:%s", strchr(cli_conn.host, ':') ? "[" : "", cli_conn.host,
+			 strchr(cli_conn.host, ':') ? "]" : "", cli_conn.port);
+	else
+		snprintf(buf, sizeof(buf), "%s", cli_conn.socket_path);
+	return buf;
+}
+
+struct sink {
+	struct cli_req *req;
+	CURL *curl;
+	long status; /* 0 until the first byte of the body */
+	char *data;  /* buffered body or the current line */
+	size_t len, cap;
+	size_t max;
 	bool too_large;
+	bool sink_failed;
 };
+
+static void sink_append(struct sink *s, const char *p, size_t n)
+{
+	if (s->len + n + 1 > s->cap) {
+		s->cap = MAX(s->cap * 2, s->len + n + 1);
+		s->data = xrealloc(s->data, s->cap);
+	}
+	memcpy(s->data + s->len, p, n);
+	s->len += n;
+	s->data[s->len] = '\0';
+}
+
+/* Splits the 2xx body into lines for on_line. */
+static int sink_lines(struct sink *s, const char *p, size_t n)
+{
+	while (n > 0) {
+		const char *nl = memchr(p, '\n', n);
+		size_t take = nl ? (size_t)(nl - p) : n;
+		if (s->len + take > CLI_LINE_MAX) {
+			snprintf(s->req->errmsg, sizeof(s->req->errmsg),
+				 "the daemon sent a line longer than %u bytes; the stream is broken", CLI_LINE_MAX);
+			return -EMSGSIZE;
+		}
+		sink_append(s, p, take);
+		if (!nl)
+			return 0;
+		p += take + 1;
+		n -= take + 1;
+		size_t len = s->len;
+		s->len = 0;
+		if (len > 0 && s->data[len - 1] == '\r')
+			s->data[--len] = '\0';
+		if (len > 0) {
+			int r = s->req->on_line(s->req->ud, s->data, len);
+			if (r < 0)
+				return r;
+		}
+	}
+	return 0;
+}
 
 static size_t on_data(char *ptr, size_t size, size_t nmemb, void *userdata)
 {
-	struct buf *b = userdata;
+	struct sink *s = userdata;
 	size_t n = size * nmemb;
-	if (b->len + n > CLI_RESPONSE_MAX) {
-		b->too_large = true;
+	if (s->status == 0)
+		curl_easy_getinfo(s->curl, CURLINFO_RESPONSE_CODE, &s->status);
+	bool ok = s->status >= 200 && s->status < 300;
+	if (ok && s->req->on_line) {
+		if (sink_lines(s, ptr, n) < 0) {
+			s->sink_failed = true;
+			return 0;
+		}
+		return n;
+	}
+	if (ok && s->req->on_bytes) {
+		if (s->req->on_bytes(s->req->ud, ptr, n) < 0) {
+			s->sink_failed = true;
+			return 0;
+		}
+		return n;
+	}
+	s->max = ok ? CLI_RESPONSE_MAX : CLI_ERROR_BODY_MAX;
+	if (s->len + n > s->max) {
+		s->too_large = true;
 		return 0;
 	}
-	b->data = xrealloc(b->data, b->len + n + 1);
-	memcpy(b->data + b->len, ptr, n);
-	b->len += n;
-	b->data[b->len] = '\0';
+	sink_append(s, ptr, n);
 	return n;
 }
 
-int cli_http(const char *socket_path, const char *method, const char *path, json_t *body, long *ret_status,
-	     json_t **ret_body, char *errbuf, size_t errbuf_size)
+static void describe_failure(CURLcode rc, const char *cerr, struct sink *s, char *errbuf, size_t errbuf_size)
+{
+	const char *where = cli_conn_describe();
+	const char *why = cerr[0] ? cerr : curl_easy_strerror(rc);
+	if (s->sink_failed && s->req->errmsg[0])
+		snprintf(errbuf, errbuf_size, "%s", s->req->errmsg);
+	else if (s->too_large)
+		snprintf(errbuf, errbuf_size, "the daemon's answer is larger than %zu bytes", s->max);
+	else if (rc == CURLE_COULDNT_CONNECT && cli_conn.host)
+		snprintf(errbuf, errbuf_size,
+			 "cannot reach airlockd at %s (%s). Is the daemon running with --listen? Point --host / "
+			 "AIRLOCK_HOST at its TCP listener",
+			 where, why);
+	else if (rc == CURLE_COULDNT_CONNECT)
+		snprintf(errbuf, errbuf_size,
+			 "cannot reach airlockd at %s (%s). Is the daemon running? Start it with "
+			 "'airlockd --socket %s', or point --socket / AIRLOCK_SOCKET at its socket",
+			 where, why, where);
+	else
+		snprintf(errbuf, errbuf_size, "request to airlockd at %s failed: %s", where, why);
+}
+
+int cli_request(struct cli_req *req, long *ret_status, json_t **ret_body, char *errbuf, size_t errbuf_size)
 {
 	CURL *c = curl_easy_init();
 	if (!c)
 		abort();
-	cleanup_free char *url = xasprintf("http://airlockd%s", path);
-	cleanup_free char *payload = body ? json_dumps(body, JSON_COMPACT) : NULL;
-	struct buf b = {0};
+	cleanup_free char *url = NULL;
+	if (cli_conn.host)
+		url = xasprintf("http://%s%s%s:%s%s", strchr(cli_conn.host, ':') ? "[" : "", cli_conn.host,
+				strchr(cli_conn.host, ':') ? "]" : "", cli_conn.port, req->path);
+	else
+		url = xasprintf("http://airlockd%s", req->path);
+	cleanup_free char *payload = req->json ? json_dumps(req->json, JSON_COMPACT) : NULL;
+	cleanup_free char *auth = cli_conn.token ? xasprintf("Authorization: Bearer %s", cli_conn.token) : NULL;
+	cleanup_free char *ctype = NULL;
+	struct sink s = {.req = req, .curl = c};
 	struct curl_slist *headers = NULL;
 	char cerr[CURL_ERROR_SIZE] = "";
-	curl_easy_setopt(c, CURLOPT_UNIX_SOCKET_PATH, socket_path);
+	req->errmsg[0] = '\0';
+	if (!cli_conn.host)
+		curl_easy_setopt(c, CURLOPT_UNIX_SOCKET_PATH, cli_conn.socket_path);
 	curl_easy_setopt(c, CURLOPT_URL, url);
-	curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
 	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
-	curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, &s);
 	curl_easy_setopt(c, CURLOPT_ERRORBUFFER, cerr);
 	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, 10L);
 	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http");
+	headers = curl_slist_append(headers, "Expect:");
+	if (auth)
+		headers = curl_slist_append(headers, auth);
 	if (payload) {
 		headers = curl_slist_append(headers, "Content-Type: application/json");
-		headers = curl_slist_append(headers, "Expect:");
-		curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
 		curl_easy_setopt(c, CURLOPT_POSTFIELDS, payload);
 		curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(payload));
+	} else if (req->raw || req->reader) {
+		ctype = xasprintf("Content-Type: %s", req->content_type ? req->content_type : "application/octet-stream");
+		headers = curl_slist_append(headers, ctype);
+		if (req->reader) {
+			headers = curl_slist_append(headers, "Transfer-Encoding: chunked");
+			curl_easy_setopt(c, CURLOPT_UPLOAD, 1L);
+			curl_easy_setopt(c, CURLOPT_READFUNCTION, req->reader);
+			curl_easy_setopt(c, CURLOPT_READDATA, req->reader_data);
+		} else {
+			curl_easy_setopt(c, CURLOPT_POSTFIELDS, req->raw);
+			curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)req->raw_len);
+		}
 	}
+	/* After UPLOAD, which would make it a PUT. */
+	curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, req->method);
+	curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
 	CURLcode rc = curl_easy_perform(c);
 	int r = 0;
 	if (rc != CURLE_OK) {
-		if (b.too_large)
-			snprintf(errbuf, errbuf_size, "the daemon's answer is larger than %u bytes", CLI_RESPONSE_MAX);
-		else if (rc == CURLE_COULDNT_CONNECT)
-			snprintf(errbuf, errbuf_size,
-				 "cannot reach airlockd at %s (%s). Is the daemon running? Start it with "
-				 "'airlockd --socket %s', or point --socket / AIRLOCK_SOCKET at its socket",
-				 socket_path, cerr[0] ? cerr : curl_easy_strerror(rc), socket_path);
-		else
-			snprintf(errbuf, errbuf_size, "request to airlockd at %s failed: %s", socket_path,
-				 cerr[0] ? cerr : curl_easy_strerror(rc));
-		r = -EIO;
+		describe_failure(rc, cerr, &s, errbuf, errbuf_size);
+		r = s.sink_failed ? -EPROTO : -EIO;
 	} else {
 		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, ret_status);
+		bool streamed = *ret_status >= 200 && *ret_status < 300 && (req->on_line || req->on_bytes);
 		*ret_body = NULL;
-		if (b.len > 0) {
+		if (streamed && req->on_line && s.len > 0 && req->on_line(req->ud, s.data, s.len) < 0) {
+			snprintf(errbuf, errbuf_size, "%s", req->errmsg[0] ? req->errmsg : "bad last line");
+			r = -EPROTO;
+		} else if (!streamed && s.len > 0) {
 			json_error_t jerr;
-			*ret_body = json_loadb(b.data, b.len, 0, &jerr);
+			*ret_body = json_loadb(s.data, s.len, 0, &jerr);
 			if (!*ret_body) {
-				snprintf(errbuf, errbuf_size, "airlockd sent an answer that is not JSON: %s", jerr.text);
+				snprintf(errbuf, errbuf_size, "airlockd sent an answer that is not JSON (HTTP %ld): %s",
+					 *ret_status, jerr.text);
 				r = -EBADMSG;
 			}
 		}
 	}
 	curl_slist_free_all(headers);
 	curl_easy_cleanup(c);
-	free(b.data);
+	free(s.data);
 	return r;
+}
+
+int cli_http(const char *method, const char *path, json_t *body, long *ret_status, json_t **ret_body, char *errbuf,
+	     size_t errbuf_size)
+{
+	struct cli_req req = {.method = method, .path = path, .json = body};
+	return cli_request(&req, ret_status, ret_body, errbuf, errbuf_size);
 }

@@ -1,41 +1,49 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* airlock: a thin client of airlockd's API with docker-like verbs. */
+/* airlock: a thin client of airlockd's API with docker-like verbs. This file:
+ * global options, the sandbox verbs (create, ls, inspect, rm) and the helpers
+ * the topic files share (cli.h). */
 #include <curl/curl.h>
-#include <getopt.h>
 #include <jansson.h>
 
-#include "cli-http.h"
-#include "json-cleanup.h"
-#include "util.h"
+#include "cli.h"
 #include "version.h"
 
 #define DEFAULT_SOCKET "/run/airlock/airlockd.sock"
-#define EXIT_CLIENT 125 /* the request failed (not the command) */
-#define EXIT_USAGE 2
-#define EXIT_TIMEOUT 124
-#define CLI_STDIN_MAX (8u << 20)
 
-static const char *sock;
-static bool opt_json;
+bool opt_json;
 
 static const char usage_text[] =
-	"usage: airlock [--socket PATH] COMMAND ...\n"
+	"usage: airlock [--socket PATH | --host tcp://ADDR:PORT [--token TOKEN]] COMMAND ...\n"
 	"\n"
-	"  run [--template T] [--vcpus N] [--memory MIB] [--env K=V]... [--timeout S] -- CMD [ARG...]\n"
+	"Sandboxes:\n"
+	"  run [--template T] [--vcpus N] [--memory MIB] [--env K=V]... [--timeout S] [--no-stream] -- CMD [ARG...]\n"
 	"                    create a sandbox, run CMD in it, delete it; exits with CMD's status\n"
 	"  create [--template T] [--vcpus N] [--memory MIB] [--env K=V]... [--metadata K=V]... [--json]\n"
 	"                    create a sandbox and print its id\n"
-	"  exec [--env K=V]... [--cwd DIR] [--timeout S] ID -- CMD [ARG...]\n"
-	"                    run CMD in a running sandbox\n"
-	"  ls [--all] [--json]   list sandboxes\n"
+	"  ls [--all] [--filter K=V]... [--json]   list sandboxes\n"
 	"  inspect ID [--json]   show one sandbox\n"
 	"  rm ID...              delete sandboxes\n"
+	"  stats ID [--json]     the sandbox's CPU, memory and disk figures\n"
+	"Processes:\n"
+	"  exec [-i] [-t] [-d] [--tag T] [--env K=V]... [--cwd DIR] [--timeout S] [--no-stream] ID -- CMD [ARG...]\n"
+	"                    run CMD in a running sandbox (-it: with a terminal; -d: in the background)\n"
+	"  ps ID [--json]        list processes\n"
+	"  logs ID PID [-f] [--from start|now]   a process's output\n"
+	"  kill ID PID [-s SIGNAL]               signal a process (default TERM)\n"
+	"  wait ID PID [--timeout S]             wait for a process; exits with its status\n"
+	"Files:\n"
+	"  cp SRC DST            copy between host and sandbox; one side is ID:/path, '-' is a tar stream\n"
+	"  fs ls|stat ID PATH [--json]; fs mkdir [-p] ID PATH; fs rm [-r] ID PATH; fs mv ID FROM TO\n"
+	"Administration (unix socket):\n"
+	"  token create --tenant NAME [--description D]; token ls [--json]; token rm ID\n"
+	"  tenant quota NAME [--max-sandboxes N] [--max-vcpus N] [--max-memory MIB] [--json]\n"
+	"  events [--sandbox ID] [--type PREFIX] [--since SEQ] [-f] [--json]\n"
 	"  version\n"
 	"\n"
-	"The socket is --socket PATH, else $AIRLOCK_SOCKET, else " DEFAULT_SOCKET ".\n";
+	"The daemon is --host / $AIRLOCK_HOST (TCP, with --token / $AIRLOCK_TOKEN), else --socket PATH,\n"
+	"else $AIRLOCK_SOCKET, else " DEFAULT_SOCKET ".\n";
 
-static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int usage_error(const char *fmt, ...)
+int usage_error(const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
@@ -46,28 +54,41 @@ static int usage_error(const char *fmt, ...)
 	return EXIT_USAGE;
 }
 
-/* Prints the daemon's error (or the transport's) and returns EXIT_CLIENT. */
-static int report(long status, json_t *body, const char *transport_err)
+int client_error(const char *fmt, ...)
 {
-	if (transport_err) {
-		fprintf(stderr, "airlock: %s\n", transport_err);
-		return EXIT_CLIENT;
-	}
-	json_t *e = json_object_get(body, "error");
-	const char *msg = json_string_value(json_object_get(e, "message"));
-	const char *code = json_string_value(json_object_get(e, "code"));
-	fprintf(stderr, "airlock: %s (HTTP %ld%s%s)\n", msg ? msg : "the daemon refused the request", status,
-		code ? ", " : "", code ? code : "");
+	va_list ap;
+	va_start(ap, fmt);
+	fputs("airlock: ", stderr);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
 	return EXIT_CLIENT;
 }
 
-/* One call; on any failure reports it and returns EXIT_CLIENT. */
-static int call(const char *method, const char *path, json_t *body, long want_status, json_t **ret)
+int report(long status, json_t *body, const char *transport_err)
 {
-	char errbuf[1024];
+	if (transport_err)
+		return client_error("%s", transport_err);
+	json_t *e = json_object_get(body, "error");
+	const char *msg = json_string_value(json_object_get(e, "message"));
+	const char *code = json_string_value(json_object_get(e, "code"));
+	const char *hint = "";
+	if (status == 401)
+		hint = cli_conn.token ? "; check the token (--token / AIRLOCK_TOKEN): it may be revoked"
+				      : "; the TCP listener needs a token: pass --token or set AIRLOCK_TOKEN";
+	else if (status == 404 && !msg)
+		hint = "; this daemon may be older than the CLI and not have this endpoint";
+	fprintf(stderr, "airlock: %s (HTTP %ld%s%s)%s\n", msg ? msg : "the daemon refused the request", status,
+		code ? ", " : "", code ? code : "", hint);
+	return EXIT_CLIENT;
+}
+
+int call(const char *method, const char *path, json_t *body, long want_status, json_t **ret)
+{
+	char errbuf[CLI_ERRBUF];
 	long status = 0;
 	json_t *resp = NULL;
-	if (cli_http(sock, method, path, body, &status, &resp, errbuf, sizeof(errbuf)) < 0)
+	if (cli_http(method, path, body, &status, &resp, errbuf, sizeof(errbuf)) < 0)
 		return report(0, NULL, errbuf);
 	if (status != want_status) {
 		int r = report(status, resp, NULL);
@@ -79,7 +100,7 @@ static int call(const char *method, const char *path, json_t *body, long want_st
 	return 0;
 }
 
-static int add_kv(json_t *obj, const char *flag, const char *arg)
+int add_kv(json_t *obj, const char *flag, const char *arg)
 {
 	const char *eq = strchr(arg, '=');
 	if (!eq || eq == arg)
@@ -88,6 +109,72 @@ static int add_kv(json_t *obj, const char *flag, const char *arg)
 	json_object_set_new(obj, key, json_string(eq + 1));
 	return 0;
 }
+
+int exit_status_of(json_t *o)
+{
+	if (json_is_true(json_object_get(o, "timed_out"))) {
+		fprintf(stderr, "airlock: the command timed out and was killed\n");
+		return EXIT_TIMEOUT;
+	}
+	json_t *code = json_object_get(o, "exit_code");
+	if (json_is_integer(code))
+		return (int)json_integer_value(code);
+	json_t *sig = json_object_get(o, "signal");
+	if (json_is_integer(sig))
+		return 128 + (int)json_integer_value(sig);
+	fprintf(stderr, "airlock: the daemon did not say how the command ended\n");
+	return EXIT_CLIENT;
+}
+
+void print_json(json_t *v, bool compact)
+{
+	json_dumpf(v, stdout, compact ? JSON_COMPACT : JSON_INDENT(2));
+	putchar('\n');
+}
+
+char *path_with_query(const char *prefix, const char *key, const char *value)
+{
+	char *esc = curl_easy_escape(NULL, value, 0);
+	if (!esc)
+		abort();
+	char *s = xasprintf("%s%s%s=%s", prefix, strchr(prefix, '?') ? "&" : "?", key, esc);
+	curl_free(esc);
+	return s;
+}
+
+int small_opts(int argc, char **argv, const char *shorts, const struct option *longs, int *ret_first,
+		      int (*on_opt)(int c, void *ud), void *ud)
+{
+	optind = 0;
+	int c;
+	while ((c = getopt_long(argc, argv, shorts, longs, NULL)) != -1) {
+		if (c == '?')
+			return usage_error("%s: unknown option or missing value", argv[0]);
+		if (c == 'h') {
+			fprintf(stdout, "See 'airlock --help' and docs/cli.md.\n");
+			exit(0);
+		}
+		if (c == 'j') {
+			opt_json = true;
+			continue;
+		}
+		int r = on_opt(c, ud);
+		if (r)
+			return r;
+	}
+	*ret_first = optind;
+	return 0;
+}
+
+int no_opt(int c, void *ud)
+{
+	(void)c;
+	(void)ud;
+	return 0;
+}
+
+const struct option json_only[] = {
+	{"json", no_argument, NULL, 'j'}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
 
 static int parse_uint_flag(const char *flag, const char *arg, long max, json_t *obj, const char *field)
 {
@@ -98,7 +185,20 @@ static int parse_uint_flag(const char *flag, const char *arg, long max, json_t *
 	return 0;
 }
 
-enum { OPT_TEMPLATE = 1000, OPT_VCPUS, OPT_MEMORY, OPT_ENV, OPT_METADATA, OPT_TIMEOUT, OPT_CWD, OPT_JSON, OPT_ALL };
+enum {
+	OPT_TEMPLATE = 1000,
+	OPT_VCPUS,
+	OPT_MEMORY,
+	OPT_ENV,
+	OPT_METADATA,
+	OPT_TIMEOUT,
+	OPT_CWD,
+	OPT_JSON,
+	OPT_ALL,
+	OPT_NO_STREAM,
+	OPT_FILTER,
+	OPT_TAG,
+};
 
 static const struct option verb_opts[] = {
 	{"template", required_argument, NULL, OPT_TEMPLATE},
@@ -110,6 +210,12 @@ static const struct option verb_opts[] = {
 	{"cwd", required_argument, NULL, OPT_CWD},
 	{"json", no_argument, NULL, OPT_JSON},
 	{"all", no_argument, NULL, OPT_ALL},
+	{"no-stream", no_argument, NULL, OPT_NO_STREAM},
+	{"filter", required_argument, NULL, OPT_FILTER},
+	{"tag", required_argument, NULL, OPT_TAG},
+	{"interactive", no_argument, NULL, 'i'},
+	{"tty", no_argument, NULL, 't'},
+	{"detach", no_argument, NULL, 'd'},
 	{"help", no_argument, NULL, 'h'},
 	{NULL, 0, NULL, 0},
 };
@@ -117,18 +223,20 @@ static const struct option verb_opts[] = {
 struct verb_args {
 	json_t *create; /* body of POST /v1/sandboxes */
 	json_t *exec;   /* body of POST .../exec, without cmd */
-	bool all;
+	json_t *filters; /* ls --filter: object */
+	bool all, no_stream, interactive, tty, detach;
 };
 
-/* Parses the options shared by the verbs; `allowed` lists the OPT_* a verb
- * takes. Verbs that run a command stop at the first operand (the rest is the
- * command); the others take options anywhere ("inspect ID --json"). */
+/* Parses the options shared by the sandbox verbs; `allowed` lists the OPT_*
+ * (or short option letters) a verb takes. Verbs that run a command stop at the
+ * first operand (the rest is the command); the others take options anywhere
+ * ("inspect ID --json"). */
 static int parse_verb_opts(int argc, char **argv, const int *allowed, struct verb_args *a)
 {
-	bool stop_at_operand = !strcmp(argv[0], "run") || !strcmp(argv[0], "exec");
+	bool runs = !strcmp(argv[0], "run") || !strcmp(argv[0], "exec");
 	optind = 0; /* 0, not 1: glibc then re-reads the ordering from optstring */
 	int c;
-	while ((c = getopt_long(argc, argv, stop_at_operand ? "+h" : "h", verb_opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, runs ? "+hitd" : "h", verb_opts, NULL)) != -1) {
 		if (c == 'h') {
 			fputs(usage_text, stdout);
 			exit(0);
@@ -162,108 +270,35 @@ static int parse_verb_opts(int argc, char **argv, const int *allowed, struct ver
 		case OPT_CWD:
 			json_object_set_new(a->exec, "cwd", json_string(optarg));
 			break;
+		case OPT_TAG:
+			json_object_set_new(a->exec, "tag", json_string(optarg));
+			break;
+		case OPT_FILTER:
+			r = add_kv(a->filters, "--filter", optarg);
+			break;
 		case OPT_JSON:
 			opt_json = true;
 			break;
 		case OPT_ALL:
 			a->all = true;
 			break;
-		}
-		if (r)
-			return r;
-	}
-	return 0;
-}
-
-static int read_stdin_all(uint8_t **ret, size_t *ret_len)
-{
-	size_t cap = 64 * 1024, len = 0;
-	uint8_t *b = xmalloc(cap);
-	for (;;) {
-		if (len == cap) {
-			if (cap > CLI_STDIN_MAX) {
-				free(b);
-				fprintf(stderr, "airlock: standard input is larger than %u bytes; write big inputs "
-						"to a file in the sandbox instead\n",
-					CLI_STDIN_MAX);
-				return EXIT_CLIENT;
-			}
-			cap *= 2;
-			b = xrealloc(b, cap);
-		}
-		ssize_t n = read(0, b + len, cap - len);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
+		case OPT_NO_STREAM:
+			a->no_stream = true;
 			break;
-		len += (size_t)n;
-	}
-	if (len > CLI_STDIN_MAX) {
-		free(b);
-		fprintf(stderr, "airlock: standard input is larger than %u bytes\n", CLI_STDIN_MAX);
-		return EXIT_CLIENT;
-	}
-	*ret = b;
-	*ret_len = len;
-	return 0;
-}
-
-static int write_output(int fd, json_t *resp, const char *field, const char *enc_field)
-{
-	json_t *v = json_object_get(resp, field);
-	if (!json_is_string(v))
-		return 0;
-	const char *enc = json_string_value(json_object_get(resp, enc_field));
-	if (enc && !strcmp(enc, "base64")) {
-		uint8_t *data;
-		size_t len;
-		if (base64_decode(json_string_value(v), json_string_length(v), &data, &len) < 0)
-			return -EBADMSG;
-		int r = write_full(fd, data, len);
-		free(data);
-		return r;
-	}
-	return write_full(fd, json_string_value(v), json_string_length(v));
-}
-
-/* Runs the exec body in sandbox id, relays output, returns the command's status. */
-static int run_exec(const char *id, json_t *body, char **cmd, int n_cmd)
-{
-	json_t *arr = json_array();
-	for (int i = 0; i < n_cmd; i++)
-		json_array_append_new(arr, json_string(cmd[i]));
-	json_object_set_new(body, "cmd", arr);
-	if (!isatty(0)) {
-		uint8_t *in;
-		size_t len;
-		int r = read_stdin_all(&in, &len);
+		case 'i':
+			a->interactive = true;
+			break;
+		case 't':
+			a->tty = true;
+			break;
+		case 'd':
+			a->detach = true;
+			break;
+		}
 		if (r)
 			return r;
-		cleanup_free char *b64 = base64_encode(in, len, NULL);
-		free(in);
-		json_object_set_new(body, "stdin", json_string(b64));
-		json_object_set_new(body, "stdin_encoding", json_string("base64"));
 	}
-	cleanup_free char *path = xasprintf("/v1/sandboxes/%s/exec", id);
-	cleanup_json json_t *resp = NULL;
-	int r = call("POST", path, body, 200, &resp);
-	if (r)
-		return r;
-	if (write_output(1, resp, "stdout", "stdout_encoding") < 0 ||
-	    write_output(2, resp, "stderr", "stderr_encoding") < 0)
-		fprintf(stderr, "airlock: cannot write the command's output\n");
-	if (json_is_true(json_object_get(resp, "stdout_truncated")) ||
-	    json_is_true(json_object_get(resp, "stderr_truncated")))
-		fprintf(stderr, "airlock: output was truncated at the daemon's limit\n");
-	if (json_is_true(json_object_get(resp, "timed_out"))) {
-		fprintf(stderr, "airlock: the command timed out and was killed\n");
-		return EXIT_TIMEOUT;
-	}
-	json_t *code = json_object_get(resp, "exit_code");
-	if (json_is_integer(code))
-		return (int)json_integer_value(code);
-	json_t *sig = json_object_get(resp, "signal");
-	return json_is_integer(sig) ? 128 + (int)json_integer_value(sig) : EXIT_CLIENT;
+	return 0;
 }
 
 static json_t *new_create_body(void)
@@ -280,9 +315,9 @@ static int split_cmd(int argc, char **argv, int *ret_first)
 	return 0;
 }
 
-static int cmd_run(int argc, char **argv)
+int cmd_run(int argc, char **argv)
 {
-	static const int allowed[] = {OPT_TEMPLATE, OPT_VCPUS, OPT_MEMORY, OPT_ENV, OPT_TIMEOUT, OPT_CWD, 0};
+	static const int allowed[] = {OPT_TEMPLATE, OPT_VCPUS, OPT_MEMORY, OPT_ENV, OPT_TIMEOUT, OPT_CWD, OPT_NO_STREAM, 0};
 	cleanup_json json_t *create = new_create_body();
 	cleanup_json json_t *exec = json_object();
 	struct verb_args a = {.create = create, .exec = exec};
@@ -295,7 +330,7 @@ static int cmd_run(int argc, char **argv)
 	const char *id = json_string_value(json_object_get(sb, "id"));
 	if (!id)
 		return report(201, NULL, "the daemon's answer has no sandbox id");
-	int status = run_exec(id, exec, argv + first, argc - first);
+	int status = exec_run(id, exec, argv + first, argc - first, !a.no_stream, false);
 	cleanup_free char *path = xasprintf("/v1/sandboxes/%s", id);
 	cleanup_json json_t *del = NULL;
 	if (call("DELETE", path, NULL, 200, &del)) {
@@ -319,18 +354,35 @@ static int cmd_create(int argc, char **argv)
 	cleanup_json json_t *sb = NULL;
 	if ((r = call("POST", "/v1/sandboxes", create, 201, &sb)))
 		return r;
-	if (opt_json) {
-		json_dumpf(sb, stdout, JSON_COMPACT);
-		putchar('\n');
-	} else {
+	if (opt_json)
+		print_json(sb, true);
+	else
 		printf("%s\n", json_string_value(json_object_get(sb, "id")));
-	}
 	return 0;
 }
 
-static int cmd_exec(int argc, char **argv)
+/* Starts cmd as a background process and prints its id. */
+static int exec_detached(const char *id, json_t *body, char **cmd, int n_cmd)
 {
-	static const int allowed[] = {OPT_ENV, OPT_CWD, OPT_TIMEOUT, 0};
+	json_t *arr = json_array();
+	for (int i = 0; i < n_cmd; i++)
+		json_array_append_new(arr, json_string(cmd[i]));
+	json_object_set_new(body, "cmd", arr);
+	cleanup_free char *path = xasprintf("/v1/sandboxes/%s/processes", id);
+	cleanup_json json_t *proc = NULL;
+	int r = call("POST", path, body, 201, &proc);
+	if (r)
+		return r;
+	const char *pid = json_string_value(json_object_get(proc, "id"));
+	if (!pid)
+		return client_error("the daemon's answer has no process id");
+	printf("%s\n", pid);
+	return 0;
+}
+
+int cmd_exec(int argc, char **argv)
+{
+	static const int allowed[] = {OPT_ENV, OPT_CWD, OPT_TIMEOUT, OPT_NO_STREAM, OPT_TAG, 'i', 't', 'd', 0};
 	cleanup_json json_t *exec = json_pack("{s:{}}", "env");
 	struct verb_args a = {.exec = exec};
 	int r = parse_verb_opts(argc, argv, allowed, &a);
@@ -344,23 +396,54 @@ static int cmd_exec(int argc, char **argv)
 	int first = 0;
 	if ((r = split_cmd(argc, argv, &first)))
 		return r;
-	return run_exec(id, exec, argv + first, argc - first);
+	if (a.detach && (a.tty || a.interactive))
+		return usage_error("exec: -d does not combine with -i or -t (attach later with 'airlock logs -f')");
+	if (json_object_get(exec, "tag") && !a.detach)
+		return usage_error("exec: --tag is for background processes (-d)");
+	if (a.no_stream && (a.tty || a.detach))
+		return usage_error("exec: --no-stream does not combine with -t or -d");
+	if (a.detach)
+		return exec_detached(id, exec, argv + first, argc - first);
+	if (a.tty) {
+		json_t *arr = json_array();
+		for (int i = first; i < argc; i++)
+			json_array_append_new(arr, json_string(argv[i]));
+		json_object_set_new(exec, "cmd", arr);
+		return pty_exec(id, exec, a.interactive);
+	}
+	return exec_run(id, exec, argv + first, argc - first, !a.no_stream, a.interactive);
 }
 
 static int cmd_ls(int argc, char **argv)
 {
-	static const int allowed[] = {OPT_ALL, OPT_JSON, 0};
-	struct verb_args a = {0};
+	static const int allowed[] = {OPT_ALL, OPT_JSON, OPT_FILTER, 0};
+	cleanup_json json_t *filters = json_object();
+	struct verb_args a = {.filters = filters};
 	int r = parse_verb_opts(argc, argv, allowed, &a);
 	if (r)
 		return r;
+	if (optind != argc)
+		return usage_error("ls takes no operands (filter with --filter KEY=VALUE)");
+	cleanup_free char *path = xstrdup(a.all ? "/v1/sandboxes?all=true" : "/v1/sandboxes");
+	const char *key;
+	json_t *v;
+	json_object_foreach(filters, key, v)
+	{
+		char *esc = curl_easy_escape(NULL, key, 0);
+		if (!esc)
+			abort();
+		cleanup_free char *k = xasprintf("metadata.%s", esc);
+		curl_free(esc);
+		char *next = path_with_query(path, k, json_string_value(v));
+		free(path);
+		path = next;
+	}
 	cleanup_json json_t *resp = NULL;
-	if ((r = call("GET", a.all ? "/v1/sandboxes?all=true" : "/v1/sandboxes", NULL, 200, &resp)))
+	if ((r = call("GET", path, NULL, 200, &resp)))
 		return r;
 	json_t *list = json_object_get(resp, "sandboxes");
 	if (opt_json) {
-		json_dumpf(list, stdout, JSON_COMPACT);
-		putchar('\n');
+		print_json(list, true);
 		return 0;
 	}
 	printf("%-20s %-9s %-12s %5s %7s  %s\n", "ID", "STATE", "TEMPLATE", "VCPUS", "MEMORY", "CREATED");
@@ -390,8 +473,7 @@ static int cmd_inspect(int argc, char **argv)
 	cleanup_json json_t *resp = NULL;
 	if ((r = call("GET", path, NULL, 200, &resp)))
 		return r;
-	json_dumpf(resp, stdout, opt_json ? JSON_COMPACT : JSON_INDENT(2));
-	putchar('\n');
+	print_json(resp, opt_json);
 	return 0;
 }
 
@@ -416,20 +498,47 @@ static int cmd_rm(int argc, char **argv)
 	return status;
 }
 
+/* --host / --socket / --token, then the environment for what is not given. */
+static int setup_connection(const char *socket_opt, const char *host_opt, const char *token_opt)
+{
+	if (socket_opt && host_opt)
+		return usage_error("--socket and --host name two daemons; give one");
+	const char *host = host_opt;
+	if (!host && !socket_opt)
+		host = getenv("AIRLOCK_HOST");
+	if (host && *host) {
+		if (cli_conn_set_host(host) < 0)
+			return usage_error("--host takes tcp://ADDR:PORT (e.g. tcp://127.0.0.1:7070), got \"%s\"", host);
+	} else {
+		const char *s = socket_opt ? socket_opt : getenv("AIRLOCK_SOCKET");
+		cli_conn.socket_path = s && *s ? s : DEFAULT_SOCKET;
+	}
+	const char *token = token_opt ? token_opt : getenv("AIRLOCK_TOKEN");
+	cli_conn.token = token && *token ? token : NULL;
+	if (cli_conn.token && strpbrk(cli_conn.token, "\r\n"))
+		return usage_error("the token must be one line");
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
-	sock = getenv("AIRLOCK_SOCKET");
 	static const struct option opts[] = {
-		{"socket", required_argument, NULL, 's'},
-		{"help", no_argument, NULL, 'h'},
-		{"version", no_argument, NULL, 'V'},
-		{NULL, 0, NULL, 0},
+		{"socket", required_argument, NULL, 's'}, {"host", required_argument, NULL, 'H'},
+		{"token", required_argument, NULL, 'T'},  {"help", no_argument, NULL, 'h'},
+		{"version", no_argument, NULL, 'V'},      {NULL, 0, NULL, 0},
 	};
+	const char *socket_opt = NULL, *host_opt = NULL, *token_opt = NULL;
 	int c;
 	while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
 		switch (c) {
 		case 's':
-			sock = optarg;
+			socket_opt = optarg;
+			break;
+		case 'H':
+			host_opt = optarg;
+			break;
+		case 'T':
+			token_opt = optarg;
 			break;
 		case 'h':
 			fputs(usage_text, stdout);
@@ -441,16 +550,19 @@ int main(int argc, char **argv)
 			return usage_error("unknown option");
 		}
 	}
-	if (!sock || !*sock)
-		sock = DEFAULT_SOCKET;
+	int r = setup_connection(socket_opt, host_opt, token_opt);
+	if (r)
+		return r;
 	if (optind >= argc)
 		return usage_error("missing a command");
 	static const struct {
 		const char *name;
 		int (*fn)(int, char **);
 	} verbs[] = {
-		{"run", cmd_run}, {"create", cmd_create}, {"exec", cmd_exec}, {"ls", cmd_ls},
-		{"inspect", cmd_inspect}, {"rm", cmd_rm},
+		{"run", cmd_run},       {"create", cmd_create}, {"exec", cmd_exec},     {"ls", cmd_ls},
+		{"inspect", cmd_inspect}, {"rm", cmd_rm},       {"ps", cmd_ps},         {"logs", cmd_logs},
+		{"kill", cmd_kill},     {"wait", cmd_wait},     {"cp", cmd_cp},         {"fs", cmd_fs},
+		{"stats", cmd_stats},   {"token", cmd_token},   {"tenant", cmd_tenant}, {"events", cmd_events},
 	};
 	const char *verb = argv[optind];
 	if (!strcmp(verb, "version")) {
@@ -460,9 +572,9 @@ int main(int argc, char **argv)
 	curl_global_init(CURL_GLOBAL_DEFAULT);
 	for (size_t i = 0; i < ARRAY_SIZE(verbs); i++)
 		if (!strcmp(verb, verbs[i].name)) {
-			int r = verbs[i].fn(argc - optind, argv + optind);
-			fflush(stdout);
-			curl_global_cleanup();
+			r = verbs[i].fn(argc - optind, argv + optind);
+			if (fflush(stdout) != 0 && r == 0)
+				r = client_error("cannot write to standard output: %s", strerror(errno));
 			return r;
 		}
 	return usage_error("unknown command \"%s\"", verb);

@@ -1,0 +1,457 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* cp (host <-> sandbox, like docker cp) and fs (ls, stat, mkdir, rm, mv). */
+#include <fcntl.h>
+#include <libgen.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/stat.h>
+
+#include "cli-tar.h"
+#include "cli.h"
+
+/* ------------------------------------------------------------ helpers */
+
+struct cp_spec {
+	const char *arg;
+	char *id;   /* sandbox side: the id, else NULL */
+	char *path; /* the path (absolute in a sandbox) */
+	bool stdio; /* "-" */
+};
+
+static int spec_parse(const char *arg, struct cp_spec *s)
+{
+	*s = (struct cp_spec){.arg = arg};
+	if (!strcmp(arg, "-")) {
+		s->stdio = true;
+		return 0;
+	}
+	const char *colon = strchr(arg, ':'), *slash = strchr(arg, '/');
+	if (colon && colon != arg && (!slash || colon < slash)) {
+		s->id = xstrndup(arg, (size_t)(colon - arg));
+		s->path = xstrdup(colon + 1);
+		if (s->path[0] != '/')
+			return usage_error("cp: the path in a sandbox must be absolute, got \"%s\"", arg);
+		return 0;
+	}
+	s->path = xstrdup(arg);
+	return 0;
+}
+
+static void spec_release(struct cp_spec *s)
+{
+	free(s->id);
+	free(s->path);
+}
+
+/* The last component of a path ("/a/b/" -> "b"; "/" -> ""). */
+static char *path_base(const char *p)
+{
+	size_t len = strlen(p);
+	while (len > 1 && p[len - 1] == '/')
+		len--;
+	size_t start = len;
+	while (start > 0 && p[start - 1] != '/')
+		start--;
+	return xstrndup(p + start, len - start);
+}
+
+/* The directory part ("/a/b" -> "/a"; "b" -> "."; "/b" -> "/"). */
+static char *path_dir(const char *p)
+{
+	cleanup_free char *copy = xstrdup(p);
+	size_t len = strlen(copy);
+	while (len > 1 && copy[len - 1] == '/')
+		copy[--len] = '\0';
+	return xstrdup(dirname(copy));
+}
+
+static char *sandbox_url(const char *id, const char *rest, const char *path)
+{
+	cleanup_free char *prefix = xasprintf("/v1/sandboxes/%s/%s", id, rest);
+	return path_with_query(prefix, "path", path);
+}
+
+/* GET files/stat: 0 with the object, -ENOENT on 404, else reports (EXIT_CLIENT). */
+static int remote_stat(const char *id, const char *path, json_t **ret)
+{
+	cleanup_free char *url = sandbox_url(id, "files/stat", path);
+	char errbuf[CLI_ERRBUF];
+	long status = 0;
+	json_t *resp = NULL;
+	if (cli_http("GET", url, NULL, &status, &resp, errbuf, sizeof(errbuf)) < 0)
+		return report(0, NULL, errbuf);
+	if (status == 404 && json_is_string(json_object_get(json_object_get(resp, "error"), "code")) &&
+	    strcmp(json_string_value(json_object_get(json_object_get(resp, "error"), "code")), "not_found") == 0) {
+		/* Unknown sandbox or missing path: tell them apart by the sandbox. */
+		cleanup_free char *sb = xasprintf("/v1/sandboxes/%s", id);
+		cleanup_json json_t *o = NULL;
+		json_decref(resp);
+		int r = call("GET", sb, NULL, 200, &o);
+		return r ? r : -ENOENT;
+	}
+	if (status != 200) {
+		int r = report(status, resp, NULL);
+		json_decref(resp);
+		return r;
+	}
+	*ret = resp;
+	return 0;
+}
+
+static bool stat_is(json_t *st, const char *type)
+{
+	const char *t = json_string_value(json_object_get(st, "type"));
+	if (!t)
+		return false;
+	if (!strcmp(type, "file"))
+		return !strcmp(t, "file") || !strcmp(t, "regular");
+	if (!strcmp(type, "dir"))
+		return !strcmp(t, "dir") || !strcmp(t, "directory");
+	return !strcmp(t, type);
+}
+
+/* ------------------------------------------------------------ sandbox -> host */
+
+static int sink_fd(void *ud, const void *buf, size_t len)
+{
+	int r = write_full(*(int *)ud, buf, len);
+	return r;
+}
+
+struct extract {
+	struct tar_reader *t;
+	struct cli_req *req;
+};
+
+static int sink_tar(void *ud, const void *buf, size_t len)
+{
+	struct extract *x = ud;
+	return tar_reader_feed(x->t, buf, len, x->req->errmsg, sizeof(x->req->errmsg));
+}
+
+static int get_streamed(const char *url, int (*sink)(void *, const void *, size_t), void *ud, struct cli_req *req)
+{
+	*req = (struct cli_req){.method = "GET", .path = url, .on_bytes = sink, .ud = ud};
+	char errbuf[CLI_ERRBUF];
+	long status = 0;
+	cleanup_json json_t *resp = NULL;
+	if (cli_request(req, &status, &resp, errbuf, sizeof(errbuf)) < 0)
+		return report(0, NULL, errbuf);
+	if (status != 200)
+		return report(status, resp, NULL);
+	return 0;
+}
+
+static int copy_file_from(const char *id, const char *src, json_t *st, int dirfd, const char *dir, const char *name)
+{
+	cleanup_free char *tmp = xasprintf(".%s.airlock-cp", name);
+	if (strlen(tmp) > 255)
+		tmp[255] = '\0';
+	mode_t mode = (mode_t)(json_integer_value(json_object_get(st, "mode")) & 0777);
+	unlinkat(dirfd, tmp, 0);
+	cleanup_close int fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode ? mode : 0644);
+	if (fd < 0)
+		return client_error("cannot create a file in %s: %s", dir, strerror(errno));
+	cleanup_free char *url = sandbox_url(id, "files", src);
+	struct cli_req req;
+	int r = get_streamed(url, sink_fd, &fd, &req);
+	if (r == 0 && fsync(fd) < 0)
+		r = client_error("cannot write %s/%s: %s", dir, name, strerror(errno));
+	if (r == 0 && renameat(dirfd, tmp, dirfd, name) < 0)
+		r = client_error("cannot create %s/%s: %s", dir, name, strerror(errno));
+	if (r)
+		unlinkat(dirfd, tmp, 0);
+	return r;
+}
+
+static int extract_from(const char *id, const char *src, int dirfd, const char *dir, const char *rename)
+{
+	cleanup_free char *url = sandbox_url(id, "archive", src);
+	struct cli_req req;
+	struct extract x = {.t = tar_reader_new(dirfd, rename), .req = &req};
+	int r = get_streamed(url, sink_tar, &x, &req);
+	char err[CLI_ERRBUF];
+	int skipped = r ? 0 : tar_reader_finish(x.t, err, sizeof(err));
+	tar_reader_free(x.t);
+	if (r)
+		return r;
+	if (skipped < 0)
+		return client_error("extracting into %s: %s", dir, err);
+	if (skipped > 0)
+		fprintf(stderr, "airlock: skipped %d entries that are not files, directories or symlinks\n", skipped);
+	return 0;
+}
+
+static int cp_from_sandbox(const struct cp_spec *src, const struct cp_spec *dst)
+{
+	if (dst->stdio) {
+		cleanup_free char *url = sandbox_url(src->id, "archive", src->path);
+		int fd = 1;
+		struct cli_req req;
+		return get_streamed(url, sink_fd, &fd, &req);
+	}
+	cleanup_json json_t *st = NULL;
+	int r = remote_stat(src->id, src->path, &st);
+	if (r == -ENOENT)
+		return client_error("%s does not exist in sandbox %s", src->path, src->id);
+	if (r)
+		return r;
+	cleanup_free char *src_base = path_base(src->path);
+	cleanup_free char *dir = NULL, *name = NULL;
+	struct stat lst;
+	if (stat(dst->path, &lst) == 0 && S_ISDIR(lst.st_mode)) {
+		dir = xstrdup(dst->path);
+		name = xstrdup(*src_base ? src_base : "root");
+	} else if (stat(dst->path, &lst) == 0 && stat_is(st, "dir")) {
+		return client_error("cannot copy the directory %s onto the file %s", src->path, dst->path);
+	} else {
+		if (dst->path[strlen(dst->path) - 1] == '/')
+			return client_error("the directory %s does not exist; create it first", dst->path);
+		dir = path_dir(dst->path);
+		name = path_base(dst->path);
+	}
+	cleanup_close int dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dirfd < 0)
+		return client_error("cannot open the directory %s: %s", dir, strerror(errno));
+	if (stat_is(st, "file"))
+		return copy_file_from(src->id, src->path, st, dirfd, dir, name);
+	return extract_from(src->id, src->path, dirfd, dir, name);
+}
+
+/* ------------------------------------------------------------ host -> sandbox */
+
+struct tar_gen {
+	int fd; /* write end of the pipe */
+	const char *src, *name;
+	char err[CLI_ERRBUF];
+	volatile int failed;
+};
+
+static void *tar_gen_run(void *arg)
+{
+	struct tar_gen *g = arg;
+	unsigned skipped = 0;
+	int r = tar_write_path(g->fd, g->src, g->name, &skipped, g->err, sizeof(g->err));
+	if (r == 0 && (r = tar_write_end(g->fd)) < 0)
+		snprintf(g->err, sizeof(g->err), "cannot write the archive: %s", strerror(-r));
+	if (r < 0)
+		__atomic_store_n(&g->failed, 1, __ATOMIC_SEQ_CST);
+	else if (skipped)
+		fprintf(stderr, "airlock: skipped %u entries that are not files, directories or symlinks\n", skipped);
+	close(g->fd);
+	return NULL;
+}
+
+struct pipe_reader {
+	int fd;
+	struct tar_gen *gen; /* NULL for stdin */
+};
+
+static size_t read_pipe(char *buf, size_t size, size_t nitems, void *ud)
+{
+	struct pipe_reader *p = ud;
+	for (;;) {
+		ssize_t n = read(p->fd, buf, size * nitems);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return CURL_READFUNC_ABORT;
+		/* A tree that failed half-way must not reach the guest as a shorter archive. */
+		if (n == 0 && p->gen && __atomic_load_n(&p->gen->failed, __ATOMIC_SEQ_CST))
+			return CURL_READFUNC_ABORT;
+		return (size_t)n;
+	}
+}
+
+static int put_archive(const char *id, const char *dir, int fd, struct tar_gen *gen)
+{
+	cleanup_free char *url = sandbox_url(id, "archive", dir);
+	struct pipe_reader pr = {.fd = fd, .gen = gen};
+	struct cli_req req = {
+		.method = "PUT", .path = url, .reader = read_pipe, .reader_data = &pr, .content_type = "application/x-tar"};
+	char errbuf[CLI_ERRBUF];
+	long status = 0;
+	cleanup_json json_t *resp = NULL;
+	int r = cli_request(&req, &status, &resp, errbuf, sizeof(errbuf));
+	if (gen && __atomic_load_n(&gen->failed, __ATOMIC_SEQ_CST))
+		return -1; /* the generator's error is the one to show */
+	if (r < 0)
+		return report(0, NULL, errbuf);
+	if (status != 204 && status != 200 && status != 201)
+		return report(status, resp, NULL);
+	return 0;
+}
+
+static int cp_to_sandbox(const struct cp_spec *src, const struct cp_spec *dst)
+{
+	if (src->stdio)
+		return put_archive(dst->id, dst->path, 0, NULL);
+	struct stat lst;
+	if (lstat(src->path, &lst) < 0)
+		return client_error("cannot copy %s: %s", src->path, strerror(errno));
+	cleanup_json json_t *st = NULL;
+	int r = remote_stat(dst->id, dst->path, &st);
+	if (r > 0)
+		return r;
+	cleanup_free char *dir = NULL, *name = NULL;
+	if (r == 0 && stat_is(st, "dir")) {
+		dir = xstrdup(dst->path);
+		name = path_base(src->path);
+	} else if (r == 0 && S_ISDIR(lst.st_mode)) {
+		return client_error("cannot copy the directory %s onto the file %s in sandbox %s", src->path,
+				    dst->path, dst->id);
+	} else {
+		dir = path_dir(dst->path);
+		name = path_base(dst->path);
+	}
+	if (!*name || !strcmp(name, ".") || !strcmp(name, ".."))
+		return client_error("cannot name a copy \"%s\"; give a destination path that ends with a name",
+				    name);
+	int fds[2];
+	if (pipe2(fds, O_CLOEXEC) < 0)
+		return client_error("cannot create a pipe: %s", strerror(errno));
+	signal(SIGPIPE, SIG_IGN); /* a refused upload stops the generator with EPIPE */
+	struct tar_gen gen = {.fd = fds[1], .src = src->path, .name = name};
+	pthread_t th;
+	if (pthread_create(&th, NULL, tar_gen_run, &gen) != 0)
+		abort();
+	r = put_archive(dst->id, dir, fds[0], &gen);
+	close(fds[0]);
+	pthread_join(th, NULL);
+	if (gen.failed)
+		return client_error("%s", gen.err);
+	return r;
+}
+
+static int cp_local_only(void)
+{
+	return usage_error("cp: one side must be in a sandbox (ID:/path)");
+}
+
+int cmd_cp(int argc, char **argv)
+{
+	int first = 0, r = small_opts(argc, argv, "h", json_only, &first, no_opt, NULL);
+	if (r)
+		return r;
+	if (first + 2 != argc)
+		return usage_error("cp takes a source and a destination (one of them ID:/path)");
+	struct cp_spec src, dst;
+	if ((r = spec_parse(argv[first], &src)) || (r = spec_parse(argv[first + 1], &dst)))
+		return r;
+	if (src.id && dst.id)
+		r = usage_error("cp: copy between two sandboxes through the host: cp ID1:/p - | cp - ID2:/dir");
+	else if (src.id)
+		r = cp_from_sandbox(&src, &dst);
+	else if (dst.id)
+		r = cp_to_sandbox(&src, &dst);
+	else
+		r = cp_local_only();
+	spec_release(&src);
+	spec_release(&dst);
+	return r;
+}
+
+/* ------------------------------------------------------------ fs */
+
+static void format_mode(json_t *st, char out[11])
+{
+	const char *t = json_string_value(json_object_get(st, "type"));
+	long long m = json_integer_value(json_object_get(st, "mode"));
+	out[0] = stat_is(st, "dir") ? 'd' : stat_is(st, "file") ? '-' : (t && !strcmp(t, "symlink")) ? 'l' : '?';
+	static const char rwx[] = "rwxrwxrwx";
+	for (int i = 0; i < 9; i++)
+		out[1 + i] = (m & (0400 >> i)) ? rwx[i] : '-';
+	out[10] = '\0';
+}
+
+static void print_stat_line(json_t *st)
+{
+	char mode[11], when[32] = "-";
+	format_mode(st, mode);
+	json_t *mt = json_object_get(st, "mtime_ms");
+	if (json_is_integer(mt))
+		format_time_rfc3339((uint64_t)json_integer_value(mt), when);
+	const char *target = json_string_value(json_object_get(st, "target"));
+	printf("%s %5lld %5lld %10lld %s %s%s%s\n", mode, (long long)json_integer_value(json_object_get(st, "uid")),
+	       (long long)json_integer_value(json_object_get(st, "gid")),
+	       (long long)json_integer_value(json_object_get(st, "size")), when,
+	       json_string_value(json_object_get(st, "name")), target ? " -> " : "", target ? target : "");
+}
+
+struct fs_flags {
+	bool parents, recursive;
+};
+
+static int fs_opt(int c, void *ud)
+{
+	struct fs_flags *f = ud;
+	if (c == 'p')
+		f->parents = true;
+	if (c == 'r')
+		f->recursive = true;
+	return 0;
+}
+
+int cmd_fs(int argc, char **argv)
+{
+	static const struct option longs[] = {{"json", no_argument, NULL, 'j'},
+					      {"parents", no_argument, NULL, 'p'},
+					      {"recursive", no_argument, NULL, 'r'},
+					      {"help", no_argument, NULL, 'h'},
+					      {NULL, 0, NULL, 0}};
+	if (argc < 2)
+		return usage_error("fs takes ls, stat, mkdir, rm or mv");
+	const char *sub = argv[1];
+	struct fs_flags f = {0};
+	int first = 0, r = small_opts(argc - 1, argv + 1, "hpr", longs, &first, fs_opt, &f);
+	if (r)
+		return r;
+	char **ops = argv + 1 + first;
+	int n = argc - 1 - first;
+	bool is_mv = !strcmp(sub, "mv");
+	if (n != (is_mv ? 3 : 2))
+		return usage_error("fs %s takes a sandbox id and %s", sub, is_mv ? "two paths" : "a path");
+	const char *id = ops[0], *path = ops[1];
+	if ((f.parents && strcmp(sub, "mkdir")) || (f.recursive && strcmp(sub, "rm")))
+		return usage_error("fs %s: -p is for mkdir, -r for rm", sub);
+	cleanup_json json_t *resp = NULL;
+	if (!strcmp(sub, "ls") || !strcmp(sub, "stat")) {
+		bool ls = !strcmp(sub, "ls");
+		cleanup_free char *url = sandbox_url(id, ls ? "files/list" : "files/stat", path);
+		if ((r = call("GET", url, NULL, 200, &resp)))
+			return r;
+		if (!ls) {
+			print_json(resp, opt_json);
+			return 0;
+		}
+		json_t *entries = json_object_get(resp, "entries");
+		if (opt_json) {
+			print_json(entries, true);
+			return 0;
+		}
+		size_t i;
+		json_t *e;
+		json_array_foreach(entries, i, e)
+		{
+			print_stat_line(e);
+		}
+		return 0;
+	}
+	cleanup_free char *url = NULL;
+	cleanup_json json_t *body = NULL;
+	long want = 204;
+	if (!strcmp(sub, "mkdir")) {
+		url = xasprintf("/v1/sandboxes/%s/files/mkdir", id);
+		body = json_pack("{s:s, s:b}", "path", path, "parents", f.parents);
+		want = 201;
+	} else if (!strcmp(sub, "rm")) {
+		url = xasprintf("/v1/sandboxes/%s/files/remove", id);
+		body = json_pack("{s:s, s:b}", "path", path, "recursive", f.recursive);
+	} else if (is_mv) {
+		url = xasprintf("/v1/sandboxes/%s/files/rename", id);
+		body = json_pack("{s:s, s:s}", "path", path, "to", ops[2]);
+	} else {
+		return usage_error("fs: unknown subcommand \"%s\" (ls, stat, mkdir, rm, mv)", sub);
+	}
+	return call("POST", url, body, want, &resp);
+}

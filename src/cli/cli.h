@@ -1,0 +1,67 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Internal header of the airlock CLI: the connection, the shared helpers of
+ * cli-main.c, and the verbs each topic file implements. */
+#ifndef AIRLOCK_CLI_H
+#define AIRLOCK_CLI_H
+
+#include <getopt.h>
+#include <jansson.h>
+#include <stdbool.h>
+
+#include "cli-http.h"
+#include "json-cleanup.h"
+#include "util.h"
+
+#define EXIT_CLIENT 125 /* the request failed (not the command) */
+#define EXIT_USAGE 2
+#define EXIT_TIMEOUT 124
+
+/* Set once by main from the global options and the environment. */
+extern bool opt_json;
+
+/* Prints "airlock: MSG\nRun 'airlock --help' for usage." and returns EXIT_USAGE. */
+int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Prints "airlock: MSG" and returns EXIT_CLIENT. */
+int client_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Prints the daemon's error (or the transport's) and returns EXIT_CLIENT. */
+int report(long status, json_t *body, const char *transport_err);
+/* One JSON request; any status but want_status is reported (EXIT_CLIENT). On
+ * success *ret is the answer (an empty object for an empty body). */
+int call(const char *method, const char *path, json_t *body, long want_status, json_t **ret);
+/* Appends "key=value" of arg to obj; usage error if there is no '='. */
+int add_kv(json_t *obj, const char *flag, const char *arg);
+/* The exit status of an exit object (exit_code, signal, timed_out). */
+int exit_status_of(json_t *exit_obj);
+/* Prints json compactly (--json) or indented, with a newline. */
+void print_json(json_t *v, bool compact);
+/* "/v1/sandboxes/ID/REST?path=ESCAPED" with path URL-encoded. */
+char *path_with_query(const char *prefix, const char *key, const char *value);
+
+/* getopt_long for the small verbs: 'h' prints help, 'j' sets opt_json, any
+ * other option goes to on_opt (optarg set). *ret_first: the first operand. */
+int small_opts(int argc, char **argv, const char *shorts, const struct option *longs, int *ret_first,
+	       int (*on_opt)(int c, void *ud), void *ud);
+int no_opt(int c, void *ud);
+extern const struct option json_only[]; /* --json, --help */
+
+/* Verbs, each (argc, argv) with argv[0] the verb name. */
+int cmd_run(int argc, char **argv);
+int cmd_exec(int argc, char **argv);
+int cmd_ps(int argc, char **argv);
+int cmd_logs(int argc, char **argv);
+int cmd_kill(int argc, char **argv);
+int cmd_wait(int argc, char **argv);
+int cmd_cp(int argc, char **argv);
+int cmd_fs(int argc, char **argv);
+int cmd_stats(int argc, char **argv);
+int cmd_token(int argc, char **argv);
+int cmd_tenant(int argc, char **argv);
+int cmd_events(int argc, char **argv);
+
+/* cli-exec.c: creates the exec body's "cmd" and runs it streaming (or
+ * buffered with stream=false); returns the command's exit status. */
+int exec_run(const char *id, json_t *body, char **cmd, int n_cmd, bool stream, bool force_stdin);
+/* cli-pty.c: starts cmd with a PTY in sandbox id and attaches to it. */
+int pty_exec(const char *id, json_t *body, bool forward_stdin);
+
+#endif
