@@ -201,6 +201,19 @@ void channel_drop_partial(struct agent *a)
 	frame_reader_init(&reader);
 }
 
+size_t channel_queued_output(const struct agent *a, uint32_t stream)
+{
+	size_t n = 0;
+	for (const struct outbuf *b = a->q_head; b; b = b->next) {
+		struct airlock_frame_header h;
+		if (frame_header_decode(b->data, &h) < 0 || h.stream != stream)
+			continue;
+		if (h.type == AIRLOCK_FRAME_STDOUT || h.type == AIRLOCK_FRAME_STDERR || h.type == AIRLOCK_FRAME_FILE_DATA)
+			n += h.length;
+	}
+	return n;
+}
+
 /* ---- incoming ---- */
 
 json_t *json_parse_object(const uint8_t *payload, size_t len, char *err, size_t err_size)
@@ -239,6 +252,8 @@ static const char *frame_type_name(uint8_t type)
 		[AIRLOCK_FRAME_FILE_READ] = "FILE_READ", [AIRLOCK_FRAME_FILE_DATA] = "FILE_DATA",
 		[AIRLOCK_FRAME_OK] = "OK",             [AIRLOCK_FRAME_SHUTDOWN] = "SHUTDOWN",
 		[AIRLOCK_FRAME_SIGNAL] = "SIGNAL",     [AIRLOCK_FRAME_CREDIT] = "CREDIT",
+		[AIRLOCK_FRAME_RESIZE] = "RESIZE",     [AIRLOCK_FRAME_FILE_OP] = "FILE_OP",
+		[AIRLOCK_FRAME_METRICS] = "METRICS",
 	};
 	return type < ARRAY_SIZE(names) && names[type] ? names[type] : "?";
 }
@@ -281,6 +296,8 @@ static void channel_dispatch(struct agent *a, const struct airlock_frame_header 
 	case AIRLOCK_FRAME_EXEC:
 	case AIRLOCK_FRAME_FILE_WRITE:
 	case AIRLOCK_FRAME_FILE_READ:
+	case AIRLOCK_FRAME_FILE_OP:
+	case AIRLOCK_FRAME_METRICS:
 		if (s)
 			channel_reject(a, h, EEXIST, "the stream is already in use");
 		else if (a->n_streams >= AGENT_MAX_STREAMS)
@@ -289,8 +306,30 @@ static void channel_dispatch(struct agent *a, const struct airlock_frame_header 
 			exec_start(a, h->stream, p, h->length);
 		else if (h->type == AIRLOCK_FRAME_FILE_WRITE)
 			file_write_start(a, h->stream, p, h->length);
-		else
+		else if (h->type == AIRLOCK_FRAME_FILE_READ)
 			file_read_start(a, h->stream, p, h->length);
+		else if (h->type == AIRLOCK_FRAME_FILE_OP)
+			fileop_start(a, h->stream, p, h->length);
+		else
+			metrics_send(a, h->stream, p, h->length);
+		return;
+	case AIRLOCK_FRAME_CREDIT:
+		/* CREDIT races the end of its stream (the host credits output it
+		 * read just before EXIT): for an unknown stream it is ignored,
+		 * not answered with an ERROR. */
+		if (h->length != 4)
+			channel_reject(a, h, EINVAL, "the payload must be a 4-byte count, not %u bytes", h->length);
+		else if (s && s->kind == STREAM_FILE_WRITE)
+			channel_reject(a, h, EBADF, "the stream sends no output to credit");
+		else if (s)
+			stream_output_credit(s, ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) |
+							((uint32_t)p[2] << 8) | p[3]);
+		return;
+	case AIRLOCK_FRAME_RESIZE:
+		if (s && s->kind == STREAM_EXEC)
+			exec_resize(a, s, p, h->length);
+		else
+			channel_reject(a, h, EBADF, s ? "the stream is not an exec" : "no such stream");
 		return;
 	case AIRLOCK_FRAME_STDIN:
 	case AIRLOCK_FRAME_SIGNAL:

@@ -19,14 +19,29 @@
  * and written without blocking; each write returns CREDIT to the host. Data
  * for a stdin that is closed (by the child, by EOF, or "stdin":false) is
  * dropped and still credited.
+ *
+ * Output flow control: the pipes are read only while the stream has output
+ * credit (AIRLOCK_OUTPUT_WINDOW, replenished by the host's CREDIT frames);
+ * without it the process blocks on its next write. Time spent blocked does
+ * not count towards the pipe grace.
+ *
+ * PTY ("pty":{"rows":R,"cols":C}): the child gets a new session with the PTY
+ * slave as its controlling terminal and fds 0-2. The master is both the
+ * output (STDOUT frames; EIO once every slave fd is closed is the end of
+ * output) and the input (STDIN frames, so ^C is turned into SIGINT by the
+ * line discipline). A zero-length STDIN writes the terminal's VEOF character
+ * (^D) instead of closing anything; RESIZE sets the window size (the kernel
+ * sends SIGWINCH to the foreground process group).
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <termios.h>
 #include <unistd.h>
 
 #include "agent.h"
@@ -57,6 +72,8 @@ struct exec_req {
 	gid_t gid;
 	uint64_t timeout_ms;
 	bool stdin_pipe;
+	bool pty;
+	unsigned short rows, cols;
 };
 
 static void exec_req_release(struct exec_req *r)
@@ -115,6 +132,18 @@ static bool json_get_id(json_t *o, const char *key, uint32_t *ret, bool *present
 	return true;
 }
 
+/* A PTY dimension: absent keeps the default, else an integer in 1..65535. */
+static bool pty_dim_get(json_t *o, const char *key, unsigned short *ret)
+{
+	json_t *v = json_object_get(o, key);
+	if (!v)
+		return true;
+	if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > AGENT_PTY_MAX_DIM)
+		return false;
+	*ret = (unsigned short)json_integer_value(v);
+	return true;
+}
+
 /* SECURITY: the EXEC request comes from the host; types and sizes are checked
  * before anything is used (the payload itself is at most 64 KiB). */
 static int exec_req_parse(json_t *o, struct exec_req *r, char *err, size_t err_size)
@@ -145,7 +174,7 @@ static int exec_req_parse(json_t *o, struct exec_req *r, char *err, size_t err_s
 		snprintf(err, err_size, "\"env\" has more than %d entries", AGENT_EXEC_MAX_ENV);
 		return -EINVAL;
 	}
-	r->envp = xcalloc(n_env + 3, sizeof(char *));
+	r->envp = xcalloc(n_env + 4, sizeof(char *));
 	for (size_t i = 0; i < n_env; i++) {
 		const char *s = json_get_cstring(json_array_get(env, i));
 		if (!s || s[0] == '=' || !strchr(s, '=')) {
@@ -192,6 +221,20 @@ static int exec_req_parse(json_t *o, struct exec_req *r, char *err, size_t err_s
 	}
 	r->stdin_pipe = json_is_true(in);
 
+	json_t *pty = json_object_get(o, "pty");
+	if (pty && !json_is_null(pty)) {
+		r->rows = 24;
+		r->cols = 80;
+		if (!json_is_object(pty) || !pty_dim_get(pty, "rows", &r->rows) || !pty_dim_get(pty, "cols", &r->cols)) {
+			snprintf(err, err_size, "\"pty\" must be an object {\"rows\":N,\"cols\":N} with N in 1..%d",
+				 AGENT_PTY_MAX_DIM);
+			return -EINVAL;
+		}
+		r->pty = true;
+		if (!env_has(r->envp, r->envc, "TERM"))
+			r->envp[r->envc++] = xstrdup("TERM=xterm-256color");
+	}
+
 	if (!env_has(r->envp, r->envc, "PATH"))
 		r->envp[r->envc++] = xstrdup("PATH=" AGENT_DEFAULT_PATH);
 	if (!env_has(r->envp, r->envc, "HOME")) {
@@ -225,6 +268,10 @@ static void __attribute__((noreturn)) child_run(const struct exec_req *r, int in
 	for (int sig = 1; sig < NSIG; sig++)
 		signal(sig, SIG_DFL); /* ignored signals survive exec (SIGPIPE) */
 	if (setsid() < 0)
+		child_fail(report_fd, STAGE_SETUP, errno);
+	/* With a PTY, in/out/err are all its slave: make it the controlling
+	 * terminal of the new session, so ^C and job control work. */
+	if (r->pty && ioctl(in_fd, TIOCSCTTY, 0) < 0)
 		child_fail(report_fd, STAGE_SETUP, errno);
 	if (in_fd < 0)
 		in_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
@@ -287,19 +334,57 @@ static int make_pipe(int *ret_r, int *ret_w)
 	return 0;
 }
 
+/* A new PTY pair, both ends close-on-exec, with the requested window size. */
+static int pty_open(const struct exec_req *r, int *ret_master, int *ret_slave)
+{
+	cleanup_close int m = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+	if (m < 0 || grantpt(m) < 0 || unlockpt(m) < 0)
+		return -errno;
+	int sl = -1;
+#ifdef TIOCGPTPEER
+	/* The peer of this very master, without a path lookup in /dev/pts. */
+	sl = ioctl(m, TIOCGPTPEER, O_RDWR | O_NOCTTY | O_CLOEXEC);
+#endif
+	if (sl < 0) {
+		char name[64];
+		int e = ptsname_r(m, name, sizeof(name));
+		if (e != 0)
+			return -e;
+		sl = open(name, O_RDWR | O_NOCTTY | O_CLOEXEC);
+		if (sl < 0)
+			return -errno;
+	}
+	struct winsize ws = {.ws_row = r->rows, .ws_col = r->cols};
+	if (ioctl(m, TIOCSWINSZ, &ws) < 0) {
+		int e = errno;
+		close(sl);
+		return -e;
+	}
+	*ret_master = TAKE_FD(m);
+	*ret_slave = sl;
+	return 0;
+}
+
 static void exec_spawn(struct agent *a, uint32_t id, struct exec_req *r)
 {
 	cleanup_close int in_r = -1, in_w = -1, out_r = -1, out_w = -1, err_r = -1, err_w = -1, rep_r = -1,
-			  rep_w = -1;
-	int rc = r->stdin_pipe ? make_pipe(&in_r, &in_w) : 0;
-	if (rc == 0)
-		rc = make_pipe(&out_r, &out_w);
-	if (rc == 0)
-		rc = make_pipe(&err_r, &err_w);
+			  rep_w = -1, master = -1, slave = -1;
+	int rc = 0;
+	const char *what = "pipe";
+	if (r->pty) {
+		what = "open a PTY";
+		rc = pty_open(r, &master, &slave);
+	} else {
+		rc = r->stdin_pipe ? make_pipe(&in_r, &in_w) : 0;
+		if (rc == 0)
+			rc = make_pipe(&out_r, &out_w);
+		if (rc == 0)
+			rc = make_pipe(&err_r, &err_w);
+	}
 	if (rc == 0)
 		rc = make_pipe(&rep_r, &rep_w);
 	if (rc < 0) {
-		channel_send_error(a, id, -rc, "EXEC: pipe: %s", strerror(-rc));
+		channel_send_error(a, id, -rc, "EXEC: %s: %s", what, strerror(-rc));
 		return;
 	}
 
@@ -308,10 +393,14 @@ static void exec_spawn(struct agent *a, uint32_t id, struct exec_req *r)
 		channel_send_error(a, id, errno, "EXEC: fork: %s", strerror(errno));
 		return;
 	}
-	if (pid == 0)
+	if (pid == 0) {
+		if (r->pty)
+			child_run(r, slave, slave, slave, rep_w);
 		child_run(r, in_r, out_w, err_w, rep_w);
+	}
 
 	close_fd(&rep_w);
+	close_fd(&slave); /* the child's copy is the only one: EIO on the master when it is gone */
 	/* Blocks only until the child has exec'd (the pipe closes) or failed. */
 	struct exec_report rep;
 	if (read_full(rep_r, &rep, sizeof(rep)) == (ssize_t)sizeof(rep)) {
@@ -323,12 +412,19 @@ static void exec_spawn(struct agent *a, uint32_t id, struct exec_req *r)
 
 	struct stream *s = stream_new(a, id, STREAM_EXEC);
 	s->pid = pid;
-	s->out_fd = TAKE_FD(out_r);
-	s->err_fd = TAKE_FD(err_r);
-	s->in_fd = TAKE_FD(in_w);
+	if (r->pty) {
+		s->pty = true;
+		s->in_fd = fcntl(master, F_DUPFD_CLOEXEC, 3); /* -1: stdin is lost, output still works */
+		s->out_fd = TAKE_FD(master);
+	} else {
+		s->out_fd = TAKE_FD(out_r);
+		s->err_fd = TAKE_FD(err_r);
+		s->in_fd = TAKE_FD(in_w);
+	}
 	s->stdin_gone = s->in_fd < 0;
 	set_nonblock(s->out_fd);
-	set_nonblock(s->err_fd);
+	if (s->err_fd >= 0)
+		set_nonblock(s->err_fd);
 	if (s->in_fd >= 0)
 		set_nonblock(s->in_fd);
 	s->last_output_ms = now_ms_monotonic();
@@ -369,28 +465,57 @@ static void stdin_close(struct agent *a, struct stream *s)
 		channel_send_credit(a, s->id, s->in_len);
 	s->in_len = 0;
 	s->in_off = 0;
+	s->n_veof = 0;
 	free(s->in_buf);
 	s->in_buf = NULL;
 	close_fd(&s->in_fd);
 	s->stdin_gone = true;
 }
 
+/* The PTY's end-of-file character as the child has set it (TCGETS on a
+ * master reads the slave's termios), ^D if that cannot be known. */
+static uint8_t pty_veof_char(int master_fd)
+{
+	struct termios t;
+	if (tcgetattr(master_fd, &t) == 0 && t.c_cc[VEOF] != _POSIX_VDISABLE)
+		return t.c_cc[VEOF];
+	return 0x04;
+}
+
+/* One write to the child: host bytes up to the next pending VEOF, or that
+ * VEOF itself. 1 = progress, 0 = would block, < 0 = stdin closed. */
+static int stdin_write_once(struct agent *a, struct stream *s)
+{
+	bool veof = s->n_veof > 0 && s->veof_at[0] == s->in_written;
+	uint8_t c = veof ? pty_veof_char(s->in_fd) : 0;
+	size_t want = s->in_len;
+	if (s->n_veof > 0)
+		want = MIN(want, (size_t)(s->veof_at[0] - s->in_written));
+	ssize_t n = veof ? write(s->in_fd, &c, 1) : write(s->in_fd, s->in_buf + s->in_off, want);
+	if (n < 0) {
+		if (errno == EINTR)
+			return 1;
+		if (errno == EAGAIN)
+			return 0;
+		stdin_close(a, s); /* EPIPE: the child closed its stdin (EIO: the PTY is gone) */
+		return -1;
+	}
+	if (veof) {
+		memmove(s->veof_at, s->veof_at + 1, --s->n_veof * sizeof(s->veof_at[0]));
+		return 1;
+	}
+	s->in_off += (size_t)n;
+	s->in_len -= (size_t)n;
+	s->in_written += (uint64_t)n;
+	channel_send_credit(a, s->id, (size_t)n);
+	return 1;
+}
+
 static void stdin_pump(struct agent *a, struct stream *s)
 {
-	while (s->in_len > 0 && s->in_fd >= 0) {
-		ssize_t n = write(s->in_fd, s->in_buf + s->in_off, s->in_len);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			if (errno == EAGAIN)
-				return;
-			stdin_close(a, s); /* EPIPE: the child closed its stdin */
+	while ((s->in_len > 0 || s->n_veof > 0) && s->in_fd >= 0)
+		if (stdin_write_once(a, s) <= 0)
 			return;
-		}
-		s->in_off += (size_t)n;
-		s->in_len -= (size_t)n;
-		channel_send_credit(a, s->id, (size_t)n);
-	}
 	if (s->in_len == 0) {
 		s->in_off = 0;
 		if (s->stdin_eof && s->in_fd >= 0)
@@ -400,6 +525,14 @@ static void stdin_pump(struct agent *a, struct stream *s)
 
 void exec_stdin(struct agent *a, struct stream *s, const uint8_t *data, size_t len)
 {
+	if (len == 0 && s->pty) {
+		/* ^D through the line discipline; the terminal stays open. More
+		 * than AGENT_PTY_VEOF_MAX pending (nobody reads) are dropped. */
+		if (s->in_fd >= 0 && s->n_veof < AGENT_PTY_VEOF_MAX)
+			s->veof_at[s->n_veof++] = s->in_written + s->in_len;
+		stdin_pump(a, s);
+		return;
+	}
 	if (len == 0) {
 		s->stdin_eof = true;
 		stdin_pump(a, s);
@@ -448,6 +581,30 @@ void exec_signal(struct agent *a, struct stream *s, const uint8_t *payload, size
 	json_decref(o);
 }
 
+void exec_resize(struct agent *a, struct stream *s, const uint8_t *payload, size_t len)
+{
+	char err[512];
+	json_t *o = json_parse_object(payload, len, err, sizeof(err));
+	unsigned short rows = 0, cols = 0;
+	/* Errors on stream 0: the process goes on. */
+	if (!o || !json_object_get(o, "rows") || !json_object_get(o, "cols") || !pty_dim_get(o, "rows", &rows) ||
+	    !pty_dim_get(o, "cols", &cols)) {
+		if (o)
+			snprintf(err, sizeof(err), "\"rows\" and \"cols\" must be integers in 1..%d", AGENT_PTY_MAX_DIM);
+		channel_send_error(a, 0, EINVAL, "RESIZE on stream %u: %s", s->id, err);
+	} else if (!s->pty) {
+		channel_send_error(a, 0, ENOTTY, "RESIZE on stream %u: the process has no PTY (EXEC without \"pty\")",
+				   s->id);
+	} else {
+		struct winsize ws = {.ws_row = rows, .ws_col = cols};
+		int fd = s->in_fd >= 0 ? s->in_fd : s->out_fd;
+		/* Both closed: the terminal is gone with its processes; nothing to resize. */
+		if (fd >= 0 && ioctl(fd, TIOCSWINSZ, &ws) < 0)
+			channel_send_error(a, 0, errno, "RESIZE on stream %u: %s", s->id, strerror(errno));
+	}
+	json_decref(o);
+}
+
 void exec_reap(struct agent *a)
 {
 	for (;;) {
@@ -461,6 +618,7 @@ void exec_reap(struct agent *a)
 				s->reaped = true;
 				s->wait_status = status;
 				s->reaped_ms = now_ms_monotonic();
+				s->grace_base_ms = s->reaped_ms;
 				break;
 			}
 		}
@@ -470,7 +628,8 @@ void exec_reap(struct agent *a)
 
 void exec_poll_add(struct agent *a, struct stream *s, struct pollfd *pfds, size_t *n)
 {
-	bool room = a->q_bytes < AGENT_OUTQ_SOFT_BYTES;
+	/* Closing: exec_tick drains the pipes itself. */
+	bool room = stream_output_room(a, s) > 0 && !s->closing;
 	if (s->out_fd >= 0 && room) {
 		s->poll_out = (int)*n;
 		pfds[(*n)++] = (struct pollfd){.fd = s->out_fd, .events = POLLIN};
@@ -479,35 +638,43 @@ void exec_poll_add(struct agent *a, struct stream *s, struct pollfd *pfds, size_
 		s->poll_err = (int)*n;
 		pfds[(*n)++] = (struct pollfd){.fd = s->err_fd, .events = POLLIN};
 	}
-	if (s->in_fd >= 0 && s->in_len > 0) {
+	if (s->in_fd >= 0 && (s->in_len > 0 || s->n_veof > 0)) {
 		s->poll_in = (int)*n;
 		pfds[(*n)++] = (struct pollfd){.fd = s->in_fd, .events = POLLOUT};
 	}
 }
 
-/* Reads at most one frame's worth: a flooding process gets one frame per
- * loop iteration like everyone else. Returns false at EOF or error. */
-static bool output_read(struct agent *a, struct stream *s, int *fd, uint8_t type, uint64_t now_ms)
+/* Reads at most one frame's worth, within the stream's output credit and
+ * max_bytes: a flooding process gets one frame per loop iteration like
+ * everyone else. > 0 bytes sent, 0 nothing now (no data or no credit),
+ * -1 at EOF or error (EIO from a PTY master: the terminal is gone), which
+ * closes *fd. */
+static ssize_t output_read(struct agent *a, struct stream *s, int *fd, uint8_t type, uint64_t now_ms,
+			   size_t max_bytes)
 {
 	static uint8_t buf[AIRLOCK_FRAME_MAX_PAYLOAD];
-	ssize_t n = read(*fd, buf, sizeof(buf));
+	size_t room = MIN(stream_output_room(a, s), max_bytes);
+	if (room == 0)
+		return 0;
+	ssize_t n = read(*fd, buf, room);
 	if (n > 0) {
 		channel_send(a, type, s->id, buf, (size_t)n);
+		stream_output_sent(s, (size_t)n);
 		s->last_output_ms = now_ms;
-		return true;
+		return n;
 	}
 	if (n < 0 && (errno == EAGAIN || errno == EINTR))
-		return false;
+		return 0;
 	close_fd(fd);
-	return false;
+	return -1;
 }
 
 void exec_poll_handle(struct agent *a, struct stream *s, const struct pollfd *pfds, uint64_t now_ms)
 {
 	if (s->poll_out >= 0 && pfds[s->poll_out].revents && s->out_fd >= 0)
-		output_read(a, s, &s->out_fd, AIRLOCK_FRAME_STDOUT, now_ms);
+		output_read(a, s, &s->out_fd, AIRLOCK_FRAME_STDOUT, now_ms, SIZE_MAX);
 	if (s->poll_err >= 0 && pfds[s->poll_err].revents && s->err_fd >= 0)
-		output_read(a, s, &s->err_fd, AIRLOCK_FRAME_STDERR, now_ms);
+		output_read(a, s, &s->err_fd, AIRLOCK_FRAME_STDERR, now_ms, SIZE_MAX);
 	if (s->poll_in >= 0 && pfds[s->poll_in].revents && s->in_fd >= 0) {
 		if (pfds[s->poll_in].revents & POLLERR)
 			stdin_close(a, s);
@@ -516,13 +683,21 @@ void exec_poll_handle(struct agent *a, struct stream *s, const struct pollfd *pf
 	}
 }
 
-/* Closing a pipe that background processes hold: first take what it has. */
-static void output_drain_close(struct agent *a, struct stream *s, int *fd, uint8_t type, uint64_t now_ms)
+/* Closing a pipe that background processes may hold: first take what it
+ * has (at most drain_left more). False while the stream is out of credit
+ * with data left: the pipe stays open until CREDIT comes. */
+static bool output_drain_close(struct agent *a, struct stream *s, int *fd, uint8_t type, uint64_t now_ms)
 {
-	for (int i = 0; i < 16 && *fd >= 0; i++)
-		if (!output_read(a, s, fd, type, now_ms))
+	while (*fd >= 0 && s->drain_left > 0) {
+		if (stream_output_room(a, s) == 0)
+			return false;
+		ssize_t n = output_read(a, s, fd, type, now_ms, s->drain_left);
+		if (n <= 0)
 			break;
+		s->drain_left -= (size_t)n;
+	}
 	close_fd(fd);
+	return true;
 }
 
 static void exec_send_exit(struct agent *a, struct stream *s)
@@ -557,21 +732,33 @@ bool exec_tick(struct agent *a, struct stream *s, uint64_t now_ms, int *timeout_
 		}
 		return false;
 	}
-	if (s->out_fd >= 0 || s->err_fd >= 0) {
-		/* While the host is slow the agent is not reading: that is not quiet. */
-		if (a->q_bytes >= AGENT_OUTQ_SOFT_BYTES)
-			s->last_output_ms = now_ms;
-		uint64_t idle_end = MAX(s->last_output_ms, s->reaped_ms) + AGENT_PIPE_GRACE_IDLE_MS;
-		uint64_t end = MIN(idle_end, s->reaped_ms + AGENT_PIPE_GRACE_MAX_MS);
+	if ((s->out_fd >= 0 || s->err_fd >= 0) && !s->closing) {
+		/* While the host is slow (queue full, or no credit) the agent is
+		 * not reading: that is not quiet, and that time is not grace. A
+		 * CREDIT or a flush to the host wakes the loop. */
+		if (stream_output_room(a, s) == 0) {
+			if (!s->blocked_since_ms)
+				s->blocked_since_ms = MAX(now_ms, 1);
+			return false;
+		}
+		if (s->blocked_since_ms) {
+			s->grace_base_ms += now_ms - s->blocked_since_ms;
+			s->blocked_since_ms = 0;
+			s->last_output_ms = MAX(s->last_output_ms, now_ms);
+		}
+		uint64_t idle_end = MAX(s->last_output_ms, s->grace_base_ms) + AGENT_PIPE_GRACE_IDLE_MS;
+		uint64_t end = MIN(idle_end, s->grace_base_ms + AGENT_PIPE_GRACE_MAX_MS);
 		if (now_ms < end) {
 			lower_timeout(timeout_ms, now_ms, end);
 			return false;
 		}
-		if (s->out_fd >= 0)
-			output_drain_close(a, s, &s->out_fd, AIRLOCK_FRAME_STDOUT, now_ms);
-		if (s->err_fd >= 0)
-			output_drain_close(a, s, &s->err_fd, AIRLOCK_FRAME_STDERR, now_ms);
+		s->closing = true;
+		s->drain_left = AGENT_PIPE_DRAIN_MAX_BYTES;
 	}
+	if (s->out_fd >= 0 && !output_drain_close(a, s, &s->out_fd, AIRLOCK_FRAME_STDOUT, now_ms))
+		return false;
+	if (s->err_fd >= 0 && !output_drain_close(a, s, &s->err_fd, AIRLOCK_FRAME_STDERR, now_ms))
+		return false;
 	exec_send_exit(a, s);
 	stream_free(a, s);
 	return true;

@@ -6,9 +6,14 @@
  *   the same directory, which is fsync'd and renamed over the path at the end,
  *   so a failed or abandoned write never leaves a half file. Answer: OK
  *   {"size":N} or ERROR. After an ERROR the rest of the stream's FILE_DATA is
- *   dropped quietly up to its zero-length end.
+ *   dropped quietly up to its zero-length end. Every FILE_DATA byte is
+ *   credited back (CREDIT) as it is written to the file, so the host keeps
+ *   at most AIRLOCK_STDIN_WINDOW in flight (not enforced: nothing is
+ *   buffered, each chunk is written at once).
  *   FILE_READ {"path":"/abs"}: FILE_DATA chunks then a zero-length FILE_DATA,
  *   or ERROR. Only regular files (no FIFOs or devices, which could block).
+ *   Chunks are sent only within the stream's output credit
+ *   (AIRLOCK_OUTPUT_WINDOW).
  * Parent directories are not created.
  */
 #include <errno.h>
@@ -24,14 +29,20 @@
 /* SECURITY: paths come from the host; they must be absolute, bounded and
  * NUL-free. The agent runs as root and the host is entitled to any path in the
  * guest, so there is no confinement beyond that. */
-static const char *path_get(json_t *o, char *err, size_t err_size)
+const char *json_get_path(json_t *o, const char *key, char *err, size_t err_size)
 {
-	const char *p = json_get_cstring(json_object_get(o, "path"));
+	const char *p = json_get_cstring(json_object_get(o, key));
 	if (!p || p[0] != '/' || strlen(p) >= PATH_MAX) {
-		snprintf(err, err_size, "\"path\" must be an absolute path shorter than %d bytes", PATH_MAX);
+		snprintf(err, err_size, "\"%s\" must be an absolute path shorter than %d bytes, without NUL bytes", key,
+			 PATH_MAX);
 		return NULL;
 	}
 	return p;
+}
+
+static const char *path_get(json_t *o, char *err, size_t err_size)
+{
+	return json_get_path(o, "path", err, err_size);
 }
 
 static void file_fail(struct agent *a, struct stream *s, int errnum, const char *what)
@@ -108,8 +119,11 @@ void file_write_data(struct agent *a, struct stream *s, const uint8_t *data, siz
 		stream_free(a, s);
 		return;
 	}
+	/* After an ERROR (the stream's last frame) the data is dropped unanswered. */
 	if (s->failed)
 		return;
+	/* Written synchronously below (or failed, and then ERROR follows). */
+	channel_send_credit(a, s->id, len);
 	int r = write_full(s->file_fd, data, len);
 	if (r < 0) {
 		file_fail(a, s, -r, "write");
@@ -151,9 +165,12 @@ void file_read_start(struct agent *a, uint32_t id, const uint8_t *payload, size_
 bool file_read_pump(struct agent *a, struct stream *s)
 {
 	static uint8_t buf[AIRLOCK_FRAME_MAX_PAYLOAD];
+	size_t room = stream_output_room(a, s);
+	if (room == 0)
+		return false; /* the caller checks; wait for CREDIT */
 	ssize_t n;
 	do
-		n = read(s->file_fd, buf, sizeof(buf));
+		n = read(s->file_fd, buf, room);
 	while (n < 0 && errno == EINTR);
 	if (n < 0) {
 		channel_send_error(a, s->id, errno, "read \"%s\": %s", s->path, strerror(errno));
@@ -161,6 +178,7 @@ bool file_read_pump(struct agent *a, struct stream *s)
 		return true;
 	}
 	channel_send(a, AIRLOCK_FRAME_FILE_DATA, s->id, buf, (size_t)n);
+	stream_output_sent(s, (size_t)n);
 	if (n == 0) {
 		stream_free(a, s);
 		return true;

@@ -5,9 +5,10 @@
  * As PID 1 (the guest's /init) it boots the guest first (agent-init.c). Then,
  * in every mode, it opens the channel, says HELLO and serves frames from one
  * poll(2) loop over: the port, a signalfd for SIGCHLD (PID 1 reaps every
- * zombie, orphans included), each exec's stdout/stderr (read only while the
- * outgoing queue has room, one frame per fd per iteration, round-robin so a
- * flood cannot starve other streams) and stdin (written when data is
+ * zombie, orphans included), each exec's stdout/stderr or PTY master (read
+ * only while the outgoing queue has room and the stream has output credit,
+ * one frame per fd per iteration, round-robin so a flood cannot starve other
+ * streams) and stdin (written when data is
  * pending), and poll timeouts for exec deadlines and pipe grace periods.
  *
  * Usage: airlock-agent                  (as /init, or on a guest with the port)
@@ -46,6 +47,7 @@ struct stream *stream_new(struct agent *a, uint32_t id, enum stream_kind kind)
 	s->kind = kind;
 	s->out_fd = s->err_fd = s->in_fd = s->file_fd = -1;
 	s->poll_out = s->poll_err = s->poll_in = -1;
+	s->out_window = AIRLOCK_OUTPUT_WINDOW;
 	a->streams[a->n_streams++] = s;
 	return s;
 }
@@ -61,6 +63,9 @@ void stream_free(struct agent *a, struct stream *s)
 	free(s->tmp_path);
 	free(s->path);
 	free(s->in_buf);
+	if (s->dir)
+		closedir(s->dir);
+	free(s->pending);
 	for (size_t i = 0; i < a->n_streams; i++) {
 		if (a->streams[i] == s) {
 			a->streams[i] = a->streams[--a->n_streams];
@@ -69,6 +74,29 @@ void stream_free(struct agent *a, struct stream *s)
 		}
 	}
 	free(s);
+}
+
+size_t stream_output_room(const struct agent *a, const struct stream *s)
+{
+	if (a->q_bytes >= AGENT_OUTQ_SOFT_BYTES)
+		return 0;
+	return MIN((size_t)s->out_window, (size_t)AIRLOCK_FRAME_MAX_PAYLOAD);
+}
+
+void stream_output_sent(struct stream *s, size_t n)
+{
+	if (n > s->out_window)
+		abort(); /* every reader is bounded by stream_output_room */
+	s->out_window -= (uint32_t)n;
+}
+
+/* SECURITY: the host may credit more than it was sent (a bug); the window
+ * never grows beyond AIRLOCK_OUTPUT_WINDOW, so that cannot be used to make
+ * the agent queue more than the window for one stream. */
+void stream_output_credit(struct stream *s, uint32_t n)
+{
+	uint64_t w = (uint64_t)s->out_window + n;
+	s->out_window = (uint32_t)MIN(w, (uint64_t)AIRLOCK_OUTPUT_WINDOW);
 }
 
 static void agent_identity(struct agent *a)
@@ -128,6 +156,14 @@ static void port_hung_up(struct agent *a, uint64_t now_ms)
 		for (size_t i = a->n_streams; i-- > 0;)
 			if (a->streams[i]->kind != STREAM_EXEC)
 				stream_free(a, a->streams[i]);
+		/* What the old host did not credit is lost with it. The next
+		 * host starts each exec with a full window, less the output still
+		 * queued, which it will receive. */
+		for (size_t i = 0; i < a->n_streams; i++) {
+			struct stream *s = a->streams[i];
+			size_t queued = channel_queued_output(a, s->id);
+			s->out_window = AIRLOCK_OUTPUT_WINDOW - (uint32_t)MIN(queued, (size_t)AIRLOCK_OUTPUT_WINDOW);
+		}
 	}
 	a->port_hup = true;
 	a->port_recheck_ms = now_ms + AGENT_PORT_RECHECK_MS;
@@ -170,8 +206,9 @@ static void agent_loop(struct agent *a)
 			s->poll_out = s->poll_err = s->poll_in = -1;
 			if (s->kind == STREAM_EXEC)
 				exec_poll_add(a, s, pfds, &n);
-			else if (s->kind == STREAM_FILE_READ && a->q_bytes < AGENT_OUTQ_SOFT_BYTES)
-				timeout = 0; /* regular files are always readable */
+			else if ((s->kind == STREAM_FILE_READ && stream_output_room(a, s) > 0) ||
+				 (s->kind == STREAM_FILE_LIST && fileop_list_ready(a, s)))
+				timeout = 0; /* regular files and directories are always readable */
 		}
 
 		if (poll(pfds, n, timeout) < 0) {
@@ -192,16 +229,18 @@ static void agent_loop(struct agent *a)
 		size_t count = a->n_streams;
 		for (size_t k = 0; k < count; k++) {
 			struct stream *s = a->streams[(a->rr + k) % count];
-			if (s->kind == STREAM_EXEC && a->q_bytes < AGENT_OUTQ_SOFT_BYTES)
+			if (s->kind == STREAM_EXEC)
 				exec_poll_handle(a, s, pfds, now);
 		}
 		a->rr++;
-		/* File reads; walking down so a freed stream's replacement (moved
-		 * from the end) has already had its turn. */
+		/* File reads and listings; walking down so a freed stream's
+		 * replacement (moved from the end) has already had its turn. */
 		for (size_t i = a->n_streams; i-- > 0;) {
 			struct stream *s = a->streams[i];
-			if (s->kind == STREAM_FILE_READ && a->q_bytes < AGENT_OUTQ_SOFT_BYTES)
+			if (s->kind == STREAM_FILE_READ && stream_output_room(a, s) > 0)
 				file_read_pump(a, s);
+			else if (s->kind == STREAM_FILE_LIST && fileop_list_ready(a, s))
+				fileop_list_pump(a, s);
 		}
 
 		if (port_idx >= 0) {

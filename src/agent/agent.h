@@ -2,12 +2,15 @@
 /*
  * airlock-agent: PID 1 of every guest. Boots the guest (agent-init.c), opens
  * the virtio-serial port to the host (agent-channel.c) and serves the frames
- * of include/airlock/proto.h: exec streams (agent-exec.c) and file transfers
- * (agent-files.c), all from one poll loop (agent-main.c).
+ * of include/airlock/proto.h: exec streams with pipes or a PTY
+ * (agent-exec.c), file transfers (agent-files.c), file operations
+ * (agent-fileops.c) and metrics (agent-metrics.c), all from one poll loop
+ * (agent-main.c).
  */
 #ifndef AIRLOCK_AGENT_H
 #define AIRLOCK_AGENT_H
 
+#include <dirent.h>
 #include <jansson.h>
 #include <poll.h>
 #include <stdbool.h>
@@ -38,6 +41,15 @@
  * this long without data, or at most this long after the reap, then sends EXIT. */
 #define AGENT_PIPE_GRACE_IDLE_MS 100
 #define AGENT_PIPE_GRACE_MAX_MS 1000
+/* At the end of the grace, at most this much more is read from each pipe
+ * (within the output window) before it is closed: more than a pipe or PTY
+ * holds, so everything the main process wrote is sent. */
+#define AGENT_PIPE_DRAIN_MAX_BYTES (1024u * 1024u)
+
+/* PTY window sizes the host may ask for; pending end-of-file marks (^D) per
+ * PTY beyond which more are dropped (the child is not reading). */
+#define AGENT_PTY_MAX_DIM 65535
+#define AGENT_PTY_VEOF_MAX 16
 
 /* While the host side of the port is closed, poll(2) reports POLLHUP at once:
  * the agent looks again at this interval instead of spinning. */
@@ -52,6 +64,7 @@ enum stream_kind {
 	STREAM_EXEC,
 	STREAM_FILE_WRITE,
 	STREAM_FILE_READ,
+	STREAM_FILE_LIST, /* FILE_OP "list": entries go out as the window allows */
 };
 
 struct stream {
@@ -59,24 +72,48 @@ struct stream {
 	enum stream_kind kind;
 	/* Index of each fd in this iteration's pollfd array, -1 = not polled. */
 	int poll_out, poll_err, poll_in;
+	/* Output (STDOUT+STDERR, or FILE_DATA of a read or list) the agent may
+	 * still send before the host returns CREDIT (AIRLOCK_OUTPUT_WINDOW). */
+	uint32_t out_window;
 
-	/* STREAM_EXEC. pid is also the process group (the child calls setsid). */
+	/* STREAM_EXEC. pid is also the process group (the child calls setsid).
+	 * With a PTY, out_fd is the master and in_fd a dup of it; err_fd is -1. */
 	pid_t pid;
 	int out_fd, err_fd, in_fd;
+	bool pty;
 	uint8_t *in_buf; /* pending stdin, in_buf[in_off .. in_off + in_len) */
 	size_t in_off, in_len;
+	uint64_t in_written; /* host bytes written to the child so far */
+	/* PTY: a zero-length STDIN queues VEOF after the host bytes before it
+	 * (positions in in_written terms); VEOF bytes are not host data and are
+	 * not credited. */
+	uint64_t veof_at[AGENT_PTY_VEOF_MAX];
+	size_t n_veof;
 	bool stdin_eof;  /* host sent EOF: close in_fd once drained */
 	bool stdin_gone; /* no pipe, or it is closed: drop data, still credit it */
 	uint64_t deadline_ms; /* 0 = no timeout */
 	bool timed_out, reaped;
 	int wait_status;
 	uint64_t reaped_ms, last_output_ms;
+	/* Pipe grace after the reap: grace_base_ms starts at the reap and moves
+	 * on by the time the stream was blocked by flow control (a slow host is
+	 * not a quiet pipe); then the pipes are drained (drain_left) and closed. */
+	uint64_t grace_base_ms, blocked_since_ms;
+	bool closing;
+	size_t drain_left;
 
 	/* STREAM_FILE_WRITE, STREAM_FILE_READ */
 	int file_fd;
 	char *path, *tmp_path;
 	uint64_t size;
 	bool failed; /* FILE_WRITE failed: ERROR sent, FILE_DATA dropped until EOF */
+
+	/* STREAM_FILE_LIST: the directory, one entry that did not fit the last
+	 * chunk (JSON text), and the entries sent so far. */
+	DIR *dir;
+	char *pending;
+	size_t list_need; /* output room the pending entry needs */
+	uint64_t count;
 };
 
 struct outbuf;
@@ -115,6 +152,8 @@ void channel_send_hello(struct agent *a);
 void channel_send_credit(struct agent *a, uint32_t stream, size_t n);
 int channel_flush(struct agent *a);
 void channel_drop_partial(struct agent *a);
+/* Payload bytes of output frames (STDOUT, STDERR, FILE_DATA) queued for a stream. */
+size_t channel_queued_output(const struct agent *a, uint32_t stream);
 /* Reads what the port has and handles whole frames. -EPIPE when the host
  * side is closed. */
 int channel_read(struct agent *a);
@@ -124,11 +163,17 @@ const char *errno_code(int errnum);
 struct stream *stream_find(struct agent *a, uint32_t id);
 struct stream *stream_new(struct agent *a, uint32_t id, enum stream_kind kind);
 void stream_free(struct agent *a, struct stream *s);
+/* Output flow control: bytes the stream may send now (0 = wait for CREDIT),
+ * and the accounting of what was sent and credited. */
+size_t stream_output_room(const struct agent *a, const struct stream *s);
+void stream_output_sent(struct stream *s, size_t n);
+void stream_output_credit(struct stream *s, uint32_t n);
 
 /* agent-exec.c */
 void exec_start(struct agent *a, uint32_t id, const uint8_t *payload, size_t len);
 void exec_stdin(struct agent *a, struct stream *s, const uint8_t *data, size_t len);
 void exec_signal(struct agent *a, struct stream *s, const uint8_t *payload, size_t len);
+void exec_resize(struct agent *a, struct stream *s, const uint8_t *payload, size_t len);
 void exec_reap(struct agent *a);
 void exec_poll_add(struct agent *a, struct stream *s, struct pollfd *pfds, size_t *n);
 void exec_poll_handle(struct agent *a, struct stream *s, const struct pollfd *pfds, uint64_t now_ms);
@@ -143,6 +188,18 @@ void file_write_data(struct agent *a, struct stream *s, const uint8_t *data, siz
 void file_read_start(struct agent *a, uint32_t id, const uint8_t *payload, size_t len);
 /* Sends one chunk; true when the stream ended (and was freed). */
 bool file_read_pump(struct agent *a, struct stream *s);
+/* SECURITY: paths from the host: absolute, shorter than PATH_MAX, no NULs. */
+const char *json_get_path(json_t *o, const char *key, char *err, size_t err_size);
+
+/* agent-fileops.c */
+void fileop_start(struct agent *a, uint32_t id, const uint8_t *payload, size_t len);
+/* Whether a listing can send its next chunk (it has the credit for it). */
+bool fileop_list_ready(const struct agent *a, const struct stream *s);
+/* Sends one chunk of a listing; true when the stream ended (and was freed). */
+bool fileop_list_pump(struct agent *a, struct stream *s);
+
+/* agent-metrics.c */
+void metrics_send(struct agent *a, uint32_t id, const uint8_t *payload, size_t len);
 
 /* JSON helpers shared by the parsers of host requests. */
 json_t *json_parse_object(const uint8_t *payload, size_t len, char *err, size_t err_size);
