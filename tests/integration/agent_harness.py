@@ -29,12 +29,17 @@ AGENT = os.path.join(BUILD, "airlock-agent")
 IMAGES = os.path.join(BUILD, "images")
 
 VERSION = 1
-HELLO, EXEC, STDIN, STDOUT, STDERR, EXIT, ERROR, FILE_WRITE, FILE_READ, FILE_DATA, OK, SHUTDOWN, SIGNAL, CREDIT = range(1, 15)
+(HELLO, EXEC, STDIN, STDOUT, STDERR, EXIT, ERROR, FILE_WRITE, FILE_READ, FILE_DATA, OK, SHUTDOWN, SIGNAL, CREDIT,
+ RESIZE, FILE_OP, METRICS) = range(1, 18)
 NAMES = {v: k for k, v in dict(HELLO=HELLO, EXEC=EXEC, STDIN=STDIN, STDOUT=STDOUT, STDERR=STDERR, EXIT=EXIT,
                                ERROR=ERROR, FILE_WRITE=FILE_WRITE, FILE_READ=FILE_READ, FILE_DATA=FILE_DATA,
-                               OK=OK, SHUTDOWN=SHUTDOWN, SIGNAL=SIGNAL, CREDIT=CREDIT).items()}
+                               OK=OK, SHUTDOWN=SHUTDOWN, SIGNAL=SIGNAL, CREDIT=CREDIT, RESIZE=RESIZE,
+                               FILE_OP=FILE_OP, METRICS=METRICS).items()}
+TYPE_MAX = METRICS
 MAX_PAYLOAD = 64 * 1024
 STDIN_WINDOW = 256 * 1024
+OUTPUT_WINDOW = 1024 * 1024
+MIB = 1024 * 1024
 HDR = struct.Struct(">BBHII")
 
 
@@ -46,6 +51,11 @@ class Conn:
         self.buf = b""
         self.pending = []  # frames read but not yet taken
 
+    def credit(self, stream, n):
+        """Returns output credit (AIRLOCK_OUTPUT_WINDOW) for n bytes consumed."""
+        if n:
+            self.send(CREDIT, stream, struct.pack(">I", n))
+
     def send(self, ftype, stream, payload=b""):
         if isinstance(payload, (dict, list)):
             payload = json.dumps(payload).encode()
@@ -56,7 +66,7 @@ class Conn:
         while True:
             if len(self.buf) >= HDR.size:
                 ver, ftype, flags, stream, length = HDR.unpack_from(self.buf)
-                assert ver == VERSION and flags == 0 and 1 <= ftype <= 14 and length <= MAX_PAYLOAD, \
+                assert ver == VERSION and flags == 0 and 1 <= ftype <= TYPE_MAX and length <= MAX_PAYLOAD, \
                     f"bad header {self.buf[:12].hex()}"
                 if len(self.buf) >= HDR.size + length:
                     payload = self.buf[HDR.size:HDR.size + length]
@@ -94,21 +104,38 @@ class Conn:
 class Exec:
     """An exec stream driven step by step (stdin with credit, signals)."""
 
-    def __init__(self, conn, stream, argv, stdin=False, **kw):
+    def __init__(self, conn, stream, argv, stdin=False, auto_credit=True, **kw):
         self.conn, self.stream = conn, stream
         self.stdout, self.stderr = bytearray(), bytearray()
         self.exit = self.error = None
         self.credit = STDIN_WINDOW
+        # Output flow control: with auto_credit every byte read is credited
+        # back at once; without, the caller calls grant().
+        self.auto_credit = auto_credit
+        self.uncredited = 0  # output received and not yet credited
         req = {"argv": argv, "stdin": stdin}
         req.update(kw)
         conn.send(EXEC, stream, req)
+
+    def grant(self, n=None):
+        n = self.uncredited if n is None else n
+        self.conn.credit(self.stream, n)
+        self.uncredited -= n
+
+    def _output(self, p):
+        self.uncredited += len(p)
+        assert self.uncredited <= OUTPUT_WINDOW, f"stream {self.stream}: {self.uncredited} bytes beyond the window"
+        if self.auto_credit:
+            self.grant()
 
     def _take(self, timeout):
         ftype, _, p = self.conn.recv(self.stream, timeout)
         if ftype == STDOUT:
             self.stdout += p
+            self._output(p)
         elif ftype == STDERR:
             self.stderr += p
+            self._output(p)
         elif ftype == CREDIT:
             self.credit += struct.unpack(">I", p)[0]
         elif ftype == EXIT:
@@ -140,6 +167,29 @@ class Exec:
     def signal(self, sig):
         self.conn.send(SIGNAL, self.stream, {"signal": sig})
 
+    def resize(self, rows, cols):
+        self.conn.send(RESIZE, self.stream, {"rows": rows, "cols": cols})
+
+    def read_until(self, needle, timeout=30):
+        """Takes frames until stdout contains needle (PTY conversations)."""
+        deadline = time.monotonic() + timeout
+        while needle not in self.stdout:
+            assert not self.done, (needle, bytes(self.stdout), self.exit, self.error)
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"no {needle!r} in {bytes(self.stdout)!r}")
+            self._take(left)
+
+    def take_for(self, seconds):
+        """Takes frames for a while (until nothing comes for that long)."""
+        while True:
+            try:
+                self._take(seconds)
+            except (TimeoutError, socket.timeout):
+                return
+            if self.done:
+                return
+
     def wait(self, timeout=60):
         deadline = time.monotonic() + timeout
         while not self.done:
@@ -168,26 +218,85 @@ class Client(Conn):
         return e.wait(timeout)
 
     def write_file(self, path, data, mode=0o644, chunk=MAX_PAYLOAD, **kw):
+        """FILE_WRITE with at most STDIN_WINDOW in flight, as CREDIT allows."""
         s = self.new_stream()
         self.send(FILE_WRITE, s, dict(path=path, mode=mode, **kw))
+        credit, credited = STDIN_WINDOW, 0
         for i in range(0, len(data), chunk):
-            self.send(FILE_DATA, s, data[i:i + chunk])
+            piece = data[i:i + chunk]
+            while credit < len(piece):
+                ftype, _, p = self.recv(s)
+                if ftype != CREDIT:
+                    return NAMES[ftype], json.loads(p)  # an early ERROR
+                credit += struct.unpack(">I", p)[0]
+                credited += struct.unpack(">I", p)[0]
+            self.send(FILE_DATA, s, piece)
+            credit -= len(piece)
         self.send(FILE_DATA, s, b"")
-        ftype, _, p = self.recv(s)
+        while True:
+            ftype, _, p = self.recv(s)
+            if ftype != CREDIT:
+                break
+            credited += struct.unpack(">I", p)[0]
+        if ftype == OK:
+            assert credited == len(data), (credited, len(data))
         return NAMES[ftype], json.loads(p)
 
-    def read_file(self, path):
+    def read_file(self, path, auto_credit=True, stall_s=None):
+        """FILE_READ, crediting what it reads; with auto_credit=False it
+        checks that the agent stops at the window (for stall_s), then credits."""
         s = self.new_stream()
         self.send(FILE_READ, s, {"path": path})
         out = bytearray()
+        uncredited = 0
         while True:
-            ftype, _, p = self.recv(s)
+            try:
+                ftype, _, p = self.recv(s, stall_s if not auto_credit and stall_s else 30)
+            except (TimeoutError, socket.timeout):
+                assert uncredited == OUTPUT_WINDOW, uncredited
+                self.stalled = len(out)
+                auto_credit = True
+                self.credit(s, uncredited)
+                uncredited = 0
+                continue
             if ftype == ERROR:
                 return "ERROR", json.loads(p)
             assert ftype == FILE_DATA, NAMES[ftype]
             if not p:
                 return "OK", bytes(out)
             out += p
+            uncredited += len(p)
+            assert uncredited <= OUTPUT_WINDOW, uncredited
+            if auto_credit:
+                self.credit(s, uncredited)
+                uncredited = 0
+
+    def file_op(self, op, path, auto_credit=True, **kw):
+        """FILE_OP: ("OK", payload, entries) or ("ERROR", payload, None)."""
+        s = self.new_stream()
+        self.send(FILE_OP, s, dict(op=op, path=path, **kw))
+        entries, uncredited = [], 0
+        self.chunks = 0
+        while True:
+            ftype, _, p = self.recv(s)
+            if ftype == FILE_DATA:
+                assert len(p) <= MAX_PAYLOAD
+                entries += json.loads(p)["entries"]
+                self.chunks += 1
+                uncredited += len(p)
+                assert uncredited <= OUTPUT_WINDOW, uncredited
+                if auto_credit:
+                    self.credit(s, uncredited)
+                    uncredited = 0
+                continue
+            assert ftype in (OK, ERROR), NAMES[ftype]
+            return NAMES[ftype], json.loads(p), entries if op == "list" and ftype == OK else None
+
+    def metrics(self):
+        s = self.new_stream()
+        self.send(METRICS, s, {})
+        ftype, _, p = self.recv(s)
+        return NAMES[ftype], json.loads(p)
 
 
 class LocalAgent:
@@ -405,6 +514,263 @@ def check_common(c, in_vm):
     assert c.hello()["proto"] == 1  # still alive
 
 
+def proc_state(c, pid):
+    """The state letter of a guest process (R, S, Z ...), or None if gone."""
+    e = c.run(["sh", "-c", f"cat /proc/{pid}/stat 2>/dev/null"])
+    text = e.stdout.decode()
+    return text[text.rindex(")") + 2] if text else None
+
+
+def check_output_window(c):
+    # No credit: the agent stops at exactly the window; the producer blocks
+    # (not killed), other streams go on; credit lets the rest through.
+    e = c.start(["sh", "-c", f"echo $$ >&2; exec head -c {5 * MIB} /dev/zero"], auto_credit=False)
+    e.take_for(0.5)
+    got = len(e.stdout) + len(e.stderr)
+    assert got == OUTPUT_WINDOW and not e.done, (got, e.exit, e.error)
+    pid = int(e.stderr)
+    assert c.run(["echo", "other"]).stdout == b"other\n"  # another stream is not affected
+    assert proc_state(c, pid) == "S", proc_state(c, pid)  # blocked writing its pipe
+    e.auto_credit = True
+    e.grant()
+    e.wait()
+    assert e.exit == {"exit_code": 0} and len(e.stdout) == 5 * MIB, (e.exit, len(e.stdout))
+
+    # Slow credit (256 KiB at a time, late): still everything, never beyond the window.
+    t0 = time.monotonic()
+    e = c.start(["head", "-c", str(5 * MIB), "/dev/urandom"], auto_credit=False)
+    while not e.done:
+        e._take(30)
+        if e.uncredited >= 256 * 1024 or (e.uncredited and e.stdout and len(e.stdout) % MIB == 0):
+            time.sleep(0.02)
+            e.grant()
+    assert e.exit == {"exit_code": 0} and len(e.stdout) == 5 * MIB, (e.exit, len(e.stdout))
+    print(f"  5 MiB with slow credit in {time.monotonic() - t0:.2f} s")
+
+    # Output held back by flow control after the process exited still all
+    # comes before EXIT (the pipe grace does not run while blocked).
+    e = c.start(["sh", "-c", f"head -c {OUTPUT_WINDOW + 40000} /dev/zero; echo tail"], auto_credit=False)
+    e.take_for(1.5)  # longer than the pipe grace
+    assert not e.done and len(e.stdout) == OUTPUT_WINDOW, (e.exit, len(e.stdout))
+    e.auto_credit = True
+    e.grant()
+    e.wait()
+    assert e.exit == {"exit_code": 0} and bytes(e.stdout).endswith(b"\0tail\n"), (e.exit, e.stdout[-10:])
+    assert len(e.stdout) == OUTPUT_WINDOW + 40005
+
+
+def check_pty(c):
+    pty = {"rows": 24, "cols": 80}
+    # The terminal echoes input, possibly before the prompt: look for what
+    # only the command's output can contain.
+    e = c.start(["sh"], pty=pty)
+    e.write(b"echo hi\r")
+    deadline = time.monotonic() + 30
+    while e.stdout.count(b"hi\r\n") < 2:  # the echo of the input, then the output
+        e._take(max(0.01, deadline - time.monotonic()))
+    e.write(b"echo T=$TERM\r")
+    e.read_until(b"T=xterm-256color\r\n")
+    e.write(b"echo S=$(stty size)\r")
+    e.read_until(b"S=24 80\r\n")
+    e.resize(40, 100)
+    e.write(b"echo S=$(stty size)\r")
+    e.read_until(b"S=40 100\r\n")
+    e.write(b"test -t 0 && test -t 1 && test -t 2 && echo tty-$((1+1))\r")
+    e.read_until(b"tty-2\r\n")
+    e.write(b"exit 3\r")
+    e.wait()
+    assert e.exit == {"exit_code": 3}, vars(e)
+
+    # ^C through the line discipline: SIGINT to the foreground process.
+    e = c.start(["sleep", "100"], pty=pty)
+    time.sleep(0.2)
+    t0 = time.monotonic()
+    e.write(b"\x03")
+    e.wait(10)
+    assert e.exit == {"signal": 2}, vars(e)
+    assert time.monotonic() - t0 < 5
+    # ^C to a shell's foreground job: the shell reports 130.
+    e = c.start(["sh", "-c", "sleep 100; echo status=$?"], pty=pty)
+    time.sleep(0.3)
+    e.write(b"\x03")
+    e.wait(10)
+    assert e.exit in ({"signal": 2}, {"exit_code": 130}) or b"status=130" in e.stdout, vars(e)
+
+    # A zero-length STDIN is ^D: cat sees end of file at the start of a line.
+    e = c.start(["cat"], pty=pty)
+    e.write(b"abc\r")
+    e.read_until(b"abc\r\nabc\r\n")
+    e.close_stdin()
+    e.wait(10)
+    assert e.exit == {"exit_code": 0}, vars(e)
+
+    # A 2 MiB burst through a PTY with slow credit; output ends at EIO.
+    e = c.start(["head", "-c", str(2 * MIB), "/dev/zero"], pty=pty, auto_credit=False)
+    while not e.done:
+        e._take(30)
+        if e.uncredited >= 512 * 1024:
+            e.grant()
+    assert e.exit == {"exit_code": 0} and len(e.stdout) == 2 * MIB, (e.exit, len(e.stdout))
+
+    # Errors: RESIZE to an exec without a PTY (on stream 0, the exec goes on), bad pty.
+    e = c.start(["sh", "-c", "read x; echo $x"], stdin=True)
+    e.resize(10, 10)
+    f = c.recv(0)
+    assert f[0] == ERROR and json.loads(f[2])["code"] == "enotty", f
+    c.send(RESIZE, e.stream, {"rows": 0, "cols": 10})
+    f = c.recv(0)
+    assert f[0] == ERROR and json.loads(f[2])["code"] == "einval", f
+    e.write(b"fine\n")
+    e.wait()
+    assert e.stdout == b"fine\n", vars(e)
+    e = c.run(["true"], pty={"rows": 70000, "cols": 80})
+    assert e.error and e.error["code"] == "einval", vars(e)
+
+
+def check_file_ops(c, base, in_vm):
+    def ok(op, path, **kw):
+        kind, p, entries = c.file_op(op, path, **kw)
+        assert kind == "OK", (op, path, kw, p)
+        return p if entries is None else (p, entries)
+
+    def err(code, op, path, **kw):
+        kind, p, _ = c.file_op(op, path, **kw)
+        assert kind == "ERROR" and p["code"] == code, (op, path, kw, kind, p)
+
+    tree, outside = f"{base}/tree", f"{base}/outside"
+    ok("mkdir", f"{tree}/a/b/c", parents=True, mode=0o700)
+    ok("mkdir", f"{tree}/a/b/c", parents=True)  # exists: fine with parents
+    err("eexist", "mkdir", f"{tree}/a/b/c")
+    err("enoent", "mkdir", f"{tree}/x/y")
+    ok("mkdir", outside)
+    assert c.write_file(f"{outside}/keep.txt", b"keep")[0] == "OK"
+    assert c.write_file(f"{tree}/a/f.txt", b"0123456789", mode=0o640)[0] == "OK"
+    e = c.run(["sh", "-c", f"ln -s {outside} {tree}/a/link && ln -s {outside} {tree}/link2"])
+    assert e.exit == {"exit_code": 0}, vars(e)
+
+    st = ok("stat", f"{tree}/a/b/c")
+    assert st["type"] == "dir" and st["mode"] == 0o700 and st["name"] == "c", st
+    st = ok("stat", f"{tree}/a/f.txt")
+    assert st["type"] == "file" and st["size"] == 10 and st["mode"] == 0o640 and st["name"] == "f.txt", st
+    assert abs(st["mtime_ms"] / 1000 - time.time()) < 300 or in_vm, st
+    assert isinstance(st["uid"], int) and isinstance(st["gid"], int) and "target" not in st, st
+    st = ok("stat", f"{tree}/a/link")
+    assert st["type"] == "symlink" and st["target"] == outside, st
+    assert ok("stat", "/")["type"] == "dir"
+    err("enoent", "stat", f"{tree}/nope")
+
+    p, entries = ok("list", f"{tree}/a")
+    byname = {x["name"]: x for x in entries}
+    assert p == {"count": 3} and sorted(byname) == ["b", "f.txt", "link"], (p, entries)
+    assert byname["b"]["type"] == "dir" and byname["f.txt"]["size"] == 10 and byname["link"]["target"] == outside
+    err("enotdir", "list", f"{tree}/a/f.txt")
+    err("enoent", "list", f"{tree}/nope")
+
+    # A listing bigger than the window: several chunks, each a JSON object
+    # within a frame; without credit it stops within the window.
+    n = 6000
+    e = c.run(["sh", "-c", f"mkdir {tree}/big && cd {tree}/big && i=0; "
+                           f"while [ $i -lt {n} ]; do : > {'n' * 150}$i; i=$((i+1)); done"])
+    assert e.exit == {"exit_code": 0}, vars(e)
+    p, entries = ok("list", f"{tree}/big")
+    assert p == {"count": n} and len({x["name"] for x in entries}) == n and c.chunks > 16, (p, c.chunks)
+    s = c.new_stream()
+    c.send(FILE_OP, s, {"op": "list", "path": f"{tree}/big"})
+    got = 0
+    try:
+        while True:
+            ftype, _, payload = c.recv(s, 0.5)
+            assert ftype == FILE_DATA, NAMES[ftype]
+            got += len(payload)
+    except (TimeoutError, socket.timeout):
+        pass
+    assert OUTPUT_WINDOW - MAX_PAYLOAD < got <= OUTPUT_WINDOW, got
+    c.credit(s, got)
+    while True:
+        ftype, _, payload = c.recv(s)
+        if ftype == OK:
+            assert json.loads(payload) == {"count": n}
+            break
+        c.credit(s, len(payload))
+
+    ok("rename", f"{tree}/a/f.txt", to=f"{tree}/a/g.txt")
+    err("enoent", "stat", f"{tree}/a/f.txt")
+    assert ok("stat", f"{tree}/a/g.txt")["size"] == 10
+    err("enoent", "rename", f"{tree}/a/f.txt", to=f"{tree}/a/h.txt")
+    err("einval", "rename", f"{tree}/a/g.txt", to="relative")
+
+    err("enotempty", "remove", f"{tree}/a")
+    ok("remove", f"{tree}/link2", recursive=True)  # the link, not what it points to
+    ok("remove", f"{tree}/a", recursive=True)  # holds a symlink to outside: not followed
+    err("enoent", "stat", f"{tree}/a")
+    assert c.read_file(f"{outside}/keep.txt") == ("OK", b"keep")
+    ok("remove", f"{outside}/keep.txt")
+    ok("remove", outside)
+    err("enoent", "remove", outside)
+    ok("remove", tree, recursive=True)
+    err("ebusy", "remove", "/", recursive=True)
+    err("ebusy", "remove", "//", recursive=True)
+    err("einval", "remove", "/tmp/..", recursive=True)
+
+    # Bad requests.
+    err("einval", "stat", "relative")
+    err("einval", "stat", "/tmp/a\0b")
+    err("einval", "stat", "/" + "x" * 5000)
+    err("einval", "chmod", "/tmp")
+    c.send(FILE_OP, 905, b"[]")
+    assert c.recv(905)[0] == ERROR
+
+
+def check_file_read_window(c, base):
+    blob = os.urandom(5 * MIB)
+    path = f"{base}/big.bin"
+    t0 = time.monotonic()
+    assert c.write_file(path, blob) == ("OK", {"size": len(blob)})  # checks that every byte was credited
+    t1 = time.monotonic()
+    assert c.read_file(path) == ("OK", blob)
+    t2 = time.monotonic()
+    c.stalled = None
+    assert c.read_file(path, auto_credit=False, stall_s=0.5) == ("OK", blob)
+    assert c.stalled == OUTPUT_WINDOW, c.stalled
+    assert c.file_op("remove", path)[0] == "OK"
+    print(f"  5 MiB FILE_WRITE {t1 - t0:.2f} s, FILE_READ {t2 - t1:.2f} s")
+
+
+def check_metrics(c, in_vm):
+    kind, m = c.metrics()
+    assert kind == "OK", m
+    keys = ["cpu_usage_usec", "cpus", "mem_total_kib", "mem_available_kib", "disk_total_bytes", "disk_used_bytes",
+            "uptime_ms", "processes"]
+    assert sorted(m) == sorted(keys) and all(isinstance(m[k], int) for k in keys), m
+    assert m["cpus"] >= 1 and m["cpu_usage_usec"] > 0 and m["uptime_ms"] > 0 and m["processes"] >= 1, m
+    assert 0 < m["mem_available_kib"] <= m["mem_total_kib"], m
+    assert 0 < m["disk_used_bytes"] <= m["disk_total_bytes"], m
+    if in_vm:
+        assert m["cpus"] == 1 and 128 * 1024 < m["mem_total_kib"] <= 256 * 1024, m
+        assert m["disk_total_bytes"] < 128 * MIB, m  # the 64 MiB minimal template
+    c.run(["sh", "-c", "i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done"])  # burn some CPU
+    kind, m2 = c.metrics()
+    assert m2["cpu_usage_usec"] > m["cpu_usage_usec"] and m2["uptime_ms"] > m["uptime_ms"], (m, m2)
+    c.send(METRICS, 906, b"nope")
+    f = c.recv(906)
+    assert f[0] == ERROR and json.loads(f[2])["code"] == "einval", f
+    c.send(METRICS, 0, b"{}")
+    assert c.recv(0)[0] == ERROR
+
+
+def check_features(c, in_vm):
+    base = "/tmp/airlock-harness" if in_vm else tempfile.mkdtemp(prefix="airlock-h-")
+    try:
+        check_output_window(c)
+        check_pty(c)
+        check_file_ops(c, base, in_vm)
+        check_file_read_window(c, base)
+        check_metrics(c, in_vm)
+    finally:
+        if not in_vm:
+            shutil.rmtree(base, ignore_errors=True)
+
+
 def check_vm_only(c):
     e = c.run(["sh", "-c", "id -u; id -g; echo $HOME; hostname; cat /proc/1/comm; mount | grep ' / '"], uid=1000)
     lines = e.stdout.decode().splitlines()
@@ -430,6 +796,7 @@ def run_local():
     try:
         assert a.hello["proto"] == 1
         check_common(a.client, in_vm=False)
+        check_features(a.client, in_vm=False)
     finally:
         a.close()
     print("  ok")
@@ -442,6 +809,7 @@ def run_vm():
     try:
         boots.append(vm.boot_s)
         check_common(vm.client, in_vm=True)
+        check_features(vm.client, in_vm=True)
         check_vm_only(vm.client)
         # Re-attach: a new connection gets a HELLO on request, and an exec
         # that outlived the old connection still delivers its output and EXIT.
