@@ -23,7 +23,7 @@ DAEMON_OBJ := $(DAEMON_SRC:%.c=$(BUILD)/obj/%.o)
 CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
 AGENT_OBJ := $(AGENT_SRC:%.c=$(BUILD)/obj/%.o)
 
-DAEMON_LIBS := -lmicrohttpd -ljansson -lsqlite3 -lpthread
+DAEMON_LIBS := -lmicrohttpd -ljansson -lsqlite3 -lcrypto -lpthread
 CLI_LIBS := -lcurl -ljansson
 
 .PHONY: build-clang all deps test unit fuzz-smoke integration demo images clean format format-check bench test-kvm

@@ -3,7 +3,7 @@
 # Idempotent: skips apt entirely when everything is already installed.
 set -eu
 PKGS="build-essential gcc clang clang-format libclang-rt-14-dev make pkg-config
- libmicrohttpd-dev libjansson-dev libsqlite3-dev libcmocka-dev libcurl4-openssl-dev
+ libmicrohttpd-dev libjansson-dev libsqlite3-dev libcmocka-dev libcurl4-openssl-dev libssl-dev
  qemu-system-x86 qemu-utils busybox-static mmdebstrap e2fsprogs cpio kmod zstd
  python3-pytest iproute2 procps psmisc"
 missing=""

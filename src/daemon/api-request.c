@@ -160,7 +160,7 @@ static int parse_kv(json_t *obj, const char *field, bool env, struct kv_list *re
 int create_request_parse(const char *body, size_t len, unsigned host_memory_mib, struct create_request *ret,
 			 struct al_error *err)
 {
-	static const char *const fields[] = {"template", "vcpus", "memory_mib", "env", "metadata", NULL};
+	static const char *const fields[] = {"template", "vcpus", "memory_mib", "env", "metadata", "tenant", NULL};
 	cleanup_json json_t *j = NULL;
 	struct create_request r = {0};
 	int rc;
@@ -179,6 +179,15 @@ int create_request_parse(const char *body, size_t len, unsigned host_memory_mib,
 				    SANDBOX_TEMPLATE_NAME_MAX);
 	} else {
 		strlcpy_al(r.template_name, json_string_value(t), sizeof(r.template_name));
+	}
+
+	json_t *tn = json_object_get(j, "tenant");
+	if (tn && !json_is_null(tn)) {
+		/* Same alphabet as template names. */
+		if (!json_is_string(tn) || has_nul(tn) || !template_name_valid(json_string_value(tn)))
+			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+					    "tenant: must be a name of 1 to 63 characters from [a-z0-9_-]");
+		strlcpy_al(r.tenant, json_string_value(tn), sizeof(r.tenant));
 	}
 
 	long long v;
@@ -274,10 +283,62 @@ static int parse_stdin(json_t *j, struct exec_request *r, struct al_error *err)
 	return 0;
 }
 
+static int get_bool(json_t *obj, const char *field, bool *ret, struct al_error *err)
+{
+	json_t *v = json_object_get(obj, field);
+	if (!v || json_is_null(v)) {
+		*ret = false;
+		return 0;
+	}
+	if (!json_is_boolean(v))
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "%s: must be true or false", field);
+	*ret = json_is_true(v);
+	return 0;
+}
+
+/* stream, stdin_stream, pty, tag: what the streaming and process endpoints add. */
+static int parse_exec_extras(json_t *j, struct exec_request *r, struct al_error *err)
+{
+	int rc;
+	if ((rc = get_bool(j, "stream", &r->stream, err)) < 0 ||
+	    (rc = get_bool(j, "stdin_stream", &r->stdin_stream, err)) < 0)
+		return rc;
+	if (r->stdin_stream && r->stdin_data)
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+				    "stdin and stdin_stream: give one or the other");
+	json_t *pty = json_object_get(j, "pty");
+	if (pty && !json_is_null(pty)) {
+		static const char *const pty_fields[] = {"rows", "cols", NULL};
+		if (!json_is_object(pty))
+			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+					    "pty: must be an object {\"rows\": R, \"cols\": C}");
+		if ((rc = check_fields(pty, pty_fields, err)) < 0) {
+			al_error_prefix(err, "pty");
+			return rc;
+		}
+		long long v;
+		if ((rc = get_uint(pty, "rows", 1, PTY_ROWS_MAX, 24, &v, err)) < 0)
+			return rc;
+		r->pty_rows = (unsigned)v;
+		if ((rc = get_uint(pty, "cols", 1, PTY_COLS_MAX, 80, &v, err)) < 0)
+			return rc;
+		r->pty_cols = (unsigned)v;
+	}
+	json_t *tag = json_object_get(j, "tag");
+	if (tag && !json_is_null(tag)) {
+		if (!json_is_string(tag) || has_nul(tag) || json_string_length(tag) > EXEC_TAG_MAX)
+			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+					    "tag: must be a string of at most %d bytes", EXEC_TAG_MAX);
+		strlcpy_al(r->tag, json_string_value(tag), sizeof(r->tag));
+	}
+	return 0;
+}
+
 int exec_request_parse(const char *body, size_t len, struct exec_request *ret, struct al_error *err)
 {
-	static const char *const fields[] = {"cmd", "env", "cwd", "stdin", "stdin_encoding", "uid", "gid",
-					     "timeout_s", "max_output_bytes", NULL};
+	static const char *const fields[] = {"cmd",	  "env",       "cwd",	       "stdin", "stdin_encoding",
+					     "uid",	  "gid",       "timeout_s",    "max_output_bytes",
+					     "stream", "stdin_stream", "pty",	       "tag",	NULL};
 	cleanup_json json_t *j = NULL;
 	struct exec_request r = {0};
 	int rc;
@@ -314,6 +375,9 @@ int exec_request_parse(const char *body, size_t len, struct exec_request *ret, s
 	if ((rc = get_uint(j, "timeout_s", 1, EXEC_TIMEOUT_S_MAX, EXEC_TIMEOUT_S_DEFAULT, &v, err)) < 0)
 		goto fail;
 	r.timeout_s = (unsigned)v;
+	r.timeout_given = json_object_get(j, "timeout_s") && !json_is_null(json_object_get(j, "timeout_s"));
+	if ((rc = parse_exec_extras(j, &r, err)) < 0)
+		goto fail;
 	if ((rc = get_uint(j, "max_output_bytes", 1, EXEC_OUTPUT_MAX, EXEC_OUTPUT_DEFAULT, &v, err)) < 0)
 		goto fail;
 	r.max_output_bytes = (size_t)v;

@@ -33,6 +33,9 @@
 #define EXEC_OUTPUT_DEFAULT (16u << 20)
 #define EXEC_OUTPUT_MAX (64u << 20)
 #define EXEC_ID_MAX 65534
+#define EXEC_TAG_MAX 64
+#define PTY_ROWS_MAX 1000
+#define PTY_COLS_MAX 1000
 
 /* A list of "KEY=VALUE" strings (env) or of key/value pairs (metadata). */
 struct kv_list {
@@ -44,6 +47,7 @@ void kv_list_release(struct kv_list *l);
 
 struct create_request {
 	char template_name[SANDBOX_TEMPLATE_NAME_MAX + 1];
+	char tenant[64]; /* "" when not given */
 	unsigned vcpus;
 	unsigned memory_mib;
 	struct kv_list env;
@@ -59,7 +63,12 @@ struct exec_request {
 	size_t stdin_len;
 	unsigned uid, gid;
 	unsigned timeout_s;
+	bool timeout_given;
 	size_t max_output_bytes;
+	bool stream;       /* exec: answer with JSON lines as the process writes */
+	bool stdin_stream; /* keep stdin open for POST .../stdin */
+	unsigned pty_rows, pty_cols; /* 0: no PTY */
+	char tag[EXEC_TAG_MAX + 1];
 };
 
 /* SECURITY: bodies come from any client allowed on the socket. Each parser

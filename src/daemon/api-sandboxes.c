@@ -1,55 +1,47 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Routing and the /v1/sandboxes resource. */
+/* /healthz and the /v1/sandboxes resource: create, list, get, delete, exec
+ * (collected or streamed), metrics. */
+#include <time.h>
+
+#include "api-handlers.h"
 #include "api-request.h"
-#include "api.h"
+#include "auth.h"
+#include "events.h"
 #include "json-cleanup.h"
+#include "metrics.h"
+#include "process.h"
 #include "sandbox.h"
 #include "util.h"
 #include "version.h"
 
-static const char *const healthz_path = "/healthz";
-static const char *const sandboxes_path = "/v1/sandboxes";
+#define METADATA_FILTERS_MAX 16
 
-static const struct daemon_config *api_cfg;
+/* ---- shared helpers ------------------------------------------------------------------------------- */
 
-void api_set_config(const struct daemon_config *cfg);
-void api_set_config(const struct daemon_config *cfg)
+struct sandbox *api_sandbox_acquire(const struct api_request *req, struct api_response *resp)
 {
-	api_cfg = cfg;
-}
-
-/* Splits /v1/sandboxes/{id}[/{action}]; false if the path is not of that shape. */
-static bool split_sandbox_path(const char *path, char id[64], char action[32])
-{
-	size_t n = strlen(sandboxes_path);
-	if (strncmp(path, sandboxes_path, n) != 0 || path[n] != '/')
-		return false;
-	const char *p = path + n + 1;
-	const char *slash = strchr(p, '/');
-	size_t id_len = slash ? (size_t)(slash - p) : strlen(p);
-	if (id_len == 0 || id_len >= 64)
-		return false;
-	memcpy(id, p, id_len);
-	id[id_len] = '\0';
-	action[0] = '\0';
-	if (slash) {
-		if (strlen(slash + 1) == 0 || strlen(slash + 1) >= 32 || strchr(slash + 1, '/'))
-			return false;
-		strlcpy_al(action, slash + 1, 32);
+	struct al_error err = {0};
+	struct sandbox *sb = NULL;
+	if (sandbox_acquire(req->params[0], req->tenant, &sb, &err) < 0) {
+		api_response_error(resp, &err);
+		return NULL;
 	}
-	return true;
+	return sb;
 }
 
-size_t api_body_limit(const char *method, const char *path)
+json_t *api_parse_json_object(const struct api_request *req, struct api_response *resp)
 {
-	char id[64], action[32];
-	if (strcmp(method, "POST") != 0)
-		return 0;
-	if (!strcmp(path, sandboxes_path))
-		return API_CREATE_BODY_MAX;
-	if (split_sandbox_path(path, id, action) && !strcmp(action, "exec"))
-		return API_EXEC_BODY_MAX;
-	return API_CREATE_BODY_MAX;
+	json_error_t jerr;
+	json_t *j = json_loadb(req->body_len ? req->body : "{}", req->body_len ? req->body_len : 2,
+			       JSON_REJECT_DUPLICATES, &jerr);
+	if (!json_is_object(j)) {
+		if (j)
+			json_decref(j);
+		api_response_errorf(resp, AL_ERR_INVALID_ARGUMENT, "request body must be a JSON object%s%s",
+				    jerr.text[0] ? ": " : "", jerr.text);
+		return NULL;
+	}
+	return j;
 }
 
 static json_t *json_from_text(const char *text)
@@ -63,35 +55,47 @@ static json_t *sandbox_to_json(const struct sandbox_record *r)
 	char created[32], updated[32];
 	format_time_rfc3339(r->created_ms, created);
 	format_time_rfc3339(r->updated_ms, updated);
-	return json_pack("{s:s, s:s, s:s, s:I, s:I, s:o, s:o, s:s, s:s, s:s, s:s, s:o, s:o}", "id", r->id, "state",
-			 sandbox_state_name(r->state), "template", r->template_name, "vcpus", (json_int_t)r->vcpus,
-			 "memory_mib", (json_int_t)r->memory_mib, "env", json_from_text(r->env_json), "metadata",
-			 json_from_text(r->metadata_json), "backend", r->backend, "accel", r->accel, "created_at",
-			 created, "updated_at", updated, "boot_ms",
+	return json_pack("{s:s, s:s, s:s, s:s, s:I, s:I, s:o, s:o, s:s, s:s, s:s, s:s, s:o, s:o}", "id", r->id,
+			 "tenant", r->tenant, "state", sandbox_state_name(r->state), "template", r->template_name,
+			 "vcpus", (json_int_t)r->vcpus, "memory_mib", (json_int_t)r->memory_mib, "env",
+			 json_from_text(r->env_json), "metadata", json_from_text(r->metadata_json), "backend",
+			 r->backend, "accel", r->accel, "created_at", created, "updated_at", updated, "boot_ms",
 			 r->boot_ms >= 0 ? json_integer(r->boot_ms) : json_null(), "error",
 			 r->error ? json_string(r->error) : json_null());
 }
 
-static void method_not_allowed(const struct api_request *req, struct api_response *resp, const char *allowed)
+/* ---- /healthz ------------------------------------------------------------------------------------- */
+
+API_HANDLER(api_healthz)
 {
-	struct al_error err;
-	al_error_set(&err, AL_ERR_METHOD, EINVAL, "%s is not allowed on %s (allowed: %s)", req->method, req->path,
-		     allowed);
-	api_response_error(resp, &err);
+	(void)req;
+	const struct daemon_config *cfg = api_config();
+	resp->body = json_pack("{s:s, s:s, s:s, s:s}", "status", "ok", "version", AIRLOCK_VERSION, "backend",
+			       cfg->vmm->name, "accel", cfg->vmm->accel());
 }
 
-static void handle_create(const struct api_request *req, struct api_response *resp)
+/* ---- create, list, get, delete ------------------------------------------------------------------- */
+
+API_HANDLER(api_sandbox_create)
 {
 	struct al_error err = {0};
 	struct create_request cr;
-	if (create_request_parse(req->body, req->body_len, api_cfg->host_memory_mib, &cr, &err) < 0) {
+	const struct daemon_config *cfg = api_config();
+	if (create_request_parse(req->body, req->body_len, cfg->host_memory_mib, &cr, &err) < 0) {
 		api_response_error(resp, &err);
 		return;
 	}
+	const char *tenant = req->tenant ? req->tenant : cr.tenant[0] ? cr.tenant : TENANT_DEFAULT;
+	struct tenant_quota quota = {0};
 	struct sandbox_record rec;
-	if (sandbox_create(&cr, &rec, &err) < 0) {
+	uint64_t t0 = now_ms_monotonic();
+	if (auth_quota_get(tenant, &quota, &err) < 0 ||
+	    sandbox_create(&cr, req->tenant, &quota, &rec, &err) < 0) {
+		if (err.code == AL_ERR_BOOT_FAILED)
+			metrics_count_boot_failure();
 		api_response_error(resp, &err);
 	} else {
+		metrics_observe_create((double)(now_ms_monotonic() - t0) / 1000.0);
 		resp->status = 201;
 		resp->body = sandbox_to_json(&rec);
 		sandbox_record_release(&rec);
@@ -99,13 +103,60 @@ static void handle_create(const struct api_request *req, struct api_response *re
 	create_request_release(&cr);
 }
 
-static void handle_list(const struct api_request *req, struct api_response *resp)
+struct list_filter {
+	size_t n;
+	const char *keys[METADATA_FILTERS_MAX];
+	const char *values[METADATA_FILTERS_MAX];
+	bool bad;
+	char bad_key[80];
+};
+
+static void collect_filter(void *ctx, const char *key, const char *value)
+{
+	struct list_filter *f = ctx;
+	if (!strcmp(key, "all"))
+		return;
+	if (strncmp(key, "metadata.", 9) != 0 || !key[9] || strlen(key) > 9 + METADATA_KEY_MAX ||
+	    strlen(value) > METADATA_VALUE_MAX || f->n >= METADATA_FILTERS_MAX) {
+		f->bad = true;
+		strlcpy_al(f->bad_key, key, sizeof(f->bad_key));
+		return;
+	}
+	f->keys[f->n] = key + 9;
+	f->values[f->n] = value;
+	f->n++;
+}
+
+static bool filter_matches(const struct list_filter *f, const char *metadata_json)
+{
+	if (f->n == 0)
+		return true;
+	cleanup_json json_t *m = json_from_text(metadata_json);
+	for (size_t i = 0; i < f->n; i++) {
+		json_t *v = json_object_get(m, f->keys[i]);
+		if (!json_is_string(v) || strcmp(json_string_value(v), f->values[i]))
+			return false;
+	}
+	return true;
+}
+
+API_HANDLER(api_sandbox_list)
 {
 	struct al_error err = {0};
-	bool all = req->arg_all && (!strcmp(req->arg_all, "true") || !strcmp(req->arg_all, "1"));
+	const char *all_arg = api_query(req, "all");
+	bool all = all_arg && (!strcmp(all_arg, "true") || !strcmp(all_arg, "1"));
+	struct list_filter f = {0};
+	api_query_foreach(req, collect_filter, &f);
+	if (f.bad) {
+		api_response_errorf(resp, AL_ERR_INVALID_ARGUMENT,
+				    "query argument \"%.64s\": only all=true and up to %d metadata.KEY=VALUE filters "
+				    "are allowed",
+				    f.bad_key, METADATA_FILTERS_MAX);
+		return;
+	}
 	struct sandbox_record *recs = NULL;
 	size_t n = 0;
-	if (store_sandbox_list(api_cfg->store, all, &recs, &n, &err) < 0) {
+	if (store_sandbox_list(api_config()->store, all, &recs, &n, &err) < 0) {
 		api_response_error(resp, &err);
 		return;
 	}
@@ -113,70 +164,25 @@ static void handle_list(const struct api_request *req, struct api_response *resp
 	for (size_t i = 0; i < n; i++) {
 		/* The live view is fresher than the store for running sandboxes. */
 		struct sandbox_record live;
-		if (sandbox_get(recs[i].id, &live, &err) == 0) {
-			json_array_append_new(arr, sandbox_to_json(&live));
+		struct sandbox_record *r = &recs[i];
+		bool have_live = sandbox_get(recs[i].id, req->tenant, &live, &err) == 0;
+		if (have_live)
+			r = &live;
+		if ((!req->tenant || !strcmp(req->tenant, r->tenant)) && filter_matches(&f, r->metadata_json))
+			json_array_append_new(arr, sandbox_to_json(r));
+		if (have_live)
 			sandbox_record_release(&live);
-		} else {
-			json_array_append_new(arr, sandbox_to_json(&recs[i]));
-		}
 		sandbox_record_release(&recs[i]);
 	}
 	free(recs);
 	resp->body = json_pack("{s:o}", "sandboxes", arr);
 }
 
-static json_t *output_json(const struct exec_output *o, const char **ret_encoding)
-{
-	if (utf8_valid(o->data, o->len)) {
-		*ret_encoding = "utf8";
-		return json_stringn(o->len ? (const char *)o->data : "", o->len);
-	}
-	*ret_encoding = "base64";
-	cleanup_free char *b = base64_encode(o->data, o->len, NULL);
-	return json_string(b);
-}
-
-static void handle_exec(const char *id, const struct api_request *req, struct api_response *resp)
-{
-	struct al_error err = {0};
-	struct exec_request er;
-	if (exec_request_parse(req->body, req->body_len, &er, &err) < 0) {
-		api_response_error(resp, &err);
-		return;
-	}
-	struct exec_result res;
-	if (sandbox_exec(id, &er, &res, &err) < 0) {
-		api_response_error(resp, &err);
-		exec_request_release(&er);
-		return;
-	}
-	const char *enc_out, *enc_err;
-	json_t *out = output_json(&res.out[0], &enc_out);
-	json_t *errj = output_json(&res.out[1], &enc_err);
-	resp->body = json_pack("{s:o, s:o, s:b, s:o, s:o, s:s, s:s, s:b, s:b, s:I}", "exit_code",
-			       res.exited ? json_integer(res.exit_code) : json_null(), "signal",
-			       res.exited ? json_null() : json_integer(res.signal), "timed_out", res.timed_out,
-			       "stdout", out, "stderr", errj, "stdout_encoding", enc_out, "stderr_encoding", enc_err,
-			       "stdout_truncated", res.out[0].truncated, "stderr_truncated", res.out[1].truncated,
-			       "duration_ms", (json_int_t)res.duration_ms);
-	exec_result_release(&res);
-	exec_request_release(&er);
-}
-
-static void handle_sandbox(const char *id, const struct api_request *req, struct api_response *resp)
+API_HANDLER(api_sandbox_get)
 {
 	struct al_error err = {0};
 	struct sandbox_record rec;
-	int r;
-	if (!strcmp(req->method, "GET"))
-		r = sandbox_get(id, &rec, &err);
-	else if (!strcmp(req->method, "DELETE"))
-		r = sandbox_delete(id, &rec, &err);
-	else {
-		method_not_allowed(req, resp, "GET, DELETE");
-		return;
-	}
-	if (r < 0) {
+	if (sandbox_get(req->params[0], req->tenant, &rec, &err) < 0) {
 		api_response_error(resp, &err);
 		return;
 	}
@@ -184,46 +190,265 @@ static void handle_sandbox(const char *id, const struct api_request *req, struct
 	sandbox_record_release(&rec);
 }
 
-void api_dispatch(const struct api_request *req, struct api_response *resp)
+API_HANDLER(api_sandbox_delete)
 {
-	char id[64], action[32];
-	if (!strcmp(req->path, healthz_path)) {
-		if (strcmp(req->method, "GET")) {
-			method_not_allowed(req, resp, "GET");
-			return;
-		}
-		resp->body = json_pack("{s:s, s:s, s:s, s:s}", "status", "ok", "version", AIRLOCK_VERSION, "backend",
-				       api_cfg->vmm->name, "accel", api_cfg->vmm->accel());
+	struct al_error err = {0};
+	struct sandbox_record rec;
+	if (sandbox_delete(req->params[0], req->tenant, &rec, &err) < 0) {
+		api_response_error(resp, &err);
 		return;
 	}
-	if (!strcmp(req->path, sandboxes_path) || !strcmp(req->path, "/v1/sandboxes/")) {
-		if (!strcmp(req->method, "GET")) {
-			handle_list(req, resp);
-			return;
+	resp->body = sandbox_to_json(&rec);
+	sandbox_record_release(&rec);
+}
+
+/* ---- exec ----------------------------------------------------------------------------------------- */
+
+static json_t *output_json(const uint8_t *data, size_t len, const char **ret_encoding)
+{
+	if (utf8_valid(data, len)) {
+		*ret_encoding = "utf8";
+		return json_stringn(len ? (const char *)data : "", len);
+	}
+	*ret_encoding = "base64";
+	cleanup_free char *b = base64_encode(data, len, NULL);
+	return json_string(b);
+}
+
+json_t *api_output_line(uint8_t type, const uint8_t *data, size_t len)
+{
+	const char *enc;
+	json_t *d = output_json(data, len, &enc);
+	return json_pack("{s:s, s:o, s:s}", "type", type == AIRLOCK_FRAME_STDERR ? "stderr" : "stdout", "data", d,
+			 "encoding", enc);
+}
+
+json_t *api_exit_line(uint8_t type, json_t *result, uint64_t duration_ms)
+{
+	struct exec_exit ex;
+	struct al_error err = {0};
+	if (guest_result_to_exit(type, result, &ex, &err) < 0)
+		return json_pack("{s:s, s:{s:s, s:s}}", "type", "error", "error", "code", al_error_code_name(err.code),
+				 "message", err.message);
+	return json_pack("{s:s, s:o, s:o, s:b, s:I}", "type", "exit", "exit_code",
+			 ex.exited ? json_integer(ex.exit_code) : json_null(), "signal",
+			 ex.exited ? json_null() : json_integer(ex.signal), "timed_out", ex.timed_out, "duration_ms",
+			 (json_int_t)duration_ms);
+}
+
+/* A streamed exec or process output: JSON lines from a log cursor. */
+struct output_stream {
+	struct sandbox *sb;
+	struct guest_channel *ch;
+	struct guest_stream *s; /* our reference */
+	struct guest_cursor cur;
+	struct line_stream *ls;
+	bool follow;         /* else stop at the present */
+	bool kill_on_close;  /* a streaming exec: the process dies with the request */
+	bool finished;
+	uint64_t start_ms;
+	uint64_t stop_at; /* !follow: the log position when the request came */
+};
+
+static ssize_t output_stream_read(void *ctx, uint8_t *buf, size_t max)
+{
+	struct output_stream *os = ctx;
+	for (;;) {
+		if (!line_stream_empty(os->ls))
+			return (ssize_t)line_stream_take(os->ls, buf, max);
+		if (os->finished)
+			return 0;
+		if (!os->follow && os->cur.pos >= os->stop_at) {
+			os->finished = true;
+			continue;
 		}
-		if (!strcmp(req->method, "POST")) {
-			handle_create(req, resp);
-			return;
+		uint8_t type;
+		uint8_t *data = NULL;
+		size_t len;
+		uint64_t dropped = 0;
+		int r = guest_cursor_read(os->ch, &os->cur, now_ms_monotonic() + 500, &type, &data, &len, &dropped);
+		if (r == -ETIMEDOUT) {
+			if (api_client_gone(line_stream_fd(os->ls)))
+				return -1;
+			continue;
 		}
-		method_not_allowed(req, resp, "GET, POST");
+		if (dropped)
+			line_stream_push(os->ls, json_pack("{s:s, s:I}", "type", "dropped", "bytes", (json_int_t)dropped));
+		if (r == 1) {
+			line_stream_push(os->ls, api_output_line(type, data, len));
+			free(data);
+			continue;
+		}
+		/* The end of the output: the process ended. */
+		uint8_t rtype = 0;
+		cleanup_json json_t *result = NULL;
+		guest_stream_done(os->ch, os->s, &rtype, &result);
+		line_stream_push(os->ls, api_exit_line(rtype, result, now_ms_monotonic() - os->start_ms));
+		os->finished = true;
+	}
+}
+
+static void output_stream_free(void *ctx)
+{
+	struct output_stream *os = ctx;
+	if (os->kill_on_close && !guest_stream_done(os->ch, os->s, NULL, NULL)) {
+		/* The client went away from a streaming exec: the process goes too. */
+		cleanup_json json_t *sig = json_pack("{s:i}", "signal", 9);
+		guest_stream_send_control(os->ch, os->s, AIRLOCK_FRAME_SIGNAL, sig);
+	}
+	guest_cursor_close(os->ch, &os->cur);
+	guest_stream_unref(os->ch, os->s);
+	line_stream_free(os->ls);
+	sandbox_release(os->sb);
+	free(os);
+}
+
+/* Sets resp to stream the output of s (a reference is taken over). */
+void api_stream_output(const struct api_request *req, struct api_response *resp, struct sandbox *sb,
+		       struct guest_stream *s, bool from_start, bool follow, bool kill_on_close, json_t *first_line)
+{
+	struct output_stream *os = xcalloc(1, sizeof(*os));
+	os->sb = sb;
+	os->ch = sandbox_channel(sb);
+	os->s = s;
+	os->ls = line_stream_new(req->conn_fd);
+	os->follow = follow;
+	os->kill_on_close = kill_on_close;
+	os->start_ms = now_ms_monotonic();
+	if (guest_cursor_open(os->ch, s, from_start, &os->cur) < 0) {
+		guest_stream_unref(os->ch, s);
+		line_stream_free(os->ls);
+		sandbox_release(sb);
+		free(os);
+		if (first_line)
+			json_decref(first_line);
+		api_response_errorf(resp, AL_ERR_CONFLICT, "too many readers of this process's output; try later");
 		return;
 	}
-	if (split_sandbox_path(req->path, id, action)) {
-		if (!action[0]) {
-			handle_sandbox(id, req, resp);
-			return;
-		}
-		if (!strcmp(action, "exec")) {
-			if (strcmp(req->method, "POST")) {
-				method_not_allowed(req, resp, "POST");
-				return;
-			}
-			handle_exec(id, req, resp);
-			return;
+	uint64_t bytes = 0, dropped = 0;
+	guest_stream_stats(os->ch, s, &bytes, &dropped);
+	os->stop_at = bytes;
+	if (first_line)
+		line_stream_push(os->ls, first_line);
+	resp->status = 200;
+	resp->reader = output_stream_read;
+	resp->reader_free = output_stream_free;
+	resp->reader_ctx = os;
+	resp->content_type = "application/x-ndjson";
+	resp->content_length = -1;
+}
+
+static void exec_collected(const struct api_request *req, struct api_response *resp, struct exec_request *er)
+{
+	struct al_error err = {0};
+	struct exec_result res;
+	char pid[32] = "";
+	if (sandbox_exec(req->params[0], req->tenant, er, &res, pid, &err) < 0) {
+		api_response_error(resp, &err);
+		return;
+	}
+	const char *enc_out, *enc_err;
+	json_t *out = output_json(res.out[0].data, res.out[0].len, &enc_out);
+	json_t *errj = output_json(res.out[1].data, res.out[1].len, &enc_err);
+	resp->body = json_pack("{s:s, s:o, s:o, s:b, s:o, s:o, s:s, s:s, s:b, s:b, s:I}", "process_id", pid,
+			       "exit_code", res.status.exited ? json_integer(res.status.exit_code) : json_null(),
+			       "signal", res.status.exited ? json_null() : json_integer(res.status.signal),
+			       "timed_out", res.status.timed_out, "stdout", out, "stderr", errj, "stdout_encoding",
+			       enc_out, "stderr_encoding", enc_err, "stdout_truncated", res.out[0].truncated,
+			       "stderr_truncated", res.out[1].truncated, "duration_ms", (json_int_t)res.duration_ms);
+	exec_result_release(&res);
+}
+
+/* Starts a process for a request (env merged, stdin sent); answers errors itself. */
+int api_start_process(const struct api_request *req, struct api_response *resp, struct sandbox *sb,
+		      const struct exec_request *er, char ret_pid[32], struct guest_stream **ret_stream)
+{
+	(void)req;
+	struct al_error err = {0};
+	size_t n_env = 0;
+	char **env = sandbox_env_merge(sb, &er->env, &n_env);
+	struct guest_channel *ch = sandbox_channel(sb);
+	char pid[PROCESS_ID_MAX + 1];
+	struct guest_stream *s = NULL;
+	int r = process_start(sandbox_processes(sb), ch, er, env, n_env, GUEST_STREAM_LOG, pid, &s, &err);
+	env_free(env, n_env);
+	if (r < 0) {
+		api_response_error(resp, &err);
+		return r;
+	}
+	if (er->stdin_data) {
+		uint64_t deadline = now_ms_monotonic() + 60000;
+		r = guest_stream_send_data(ch, s, AIRLOCK_FRAME_STDIN, er->stdin_data, er->stdin_len, deadline);
+		if (r == 0 && er->stdin_len > 0)
+			guest_stream_send_data(ch, s, AIRLOCK_FRAME_STDIN, NULL, 0, deadline);
+	}
+	json_t *cmd = json_array();
+	for (size_t i = 0; i < er->argc; i++)
+		json_array_append_new(cmd, json_string(er->argv[i]));
+	events_emit("exec.start", sandbox_tenant(sb), sandbox_id(sb),
+		    json_pack("{s:s, s:o}", "process_id", pid, "cmd", cmd));
+	strlcpy_al(ret_pid, pid, 32);
+	*ret_stream = s;
+	return 0;
+}
+
+API_HANDLER(api_sandbox_exec)
+{
+	struct al_error err = {0};
+	struct exec_request er;
+	if (exec_request_parse(req->body, req->body_len, &er, &err) < 0) {
+		api_response_error(resp, &err);
+		return;
+	}
+	if (er.pty_rows) {
+		api_response_errorf(resp, AL_ERR_INVALID_ARGUMENT,
+				    "pty: start a PTY process with POST /v1/sandboxes/{id}/processes and attach to it");
+	} else if (!er.stream) {
+		if (er.stdin_stream)
+			api_response_errorf(resp, AL_ERR_INVALID_ARGUMENT,
+					    "stdin_stream needs \"stream\": true (or a background process)");
+		else
+			exec_collected(req, resp, &er);
+	} else {
+		struct sandbox *sb = api_sandbox_acquire(req, resp);
+		char pid[32];
+		struct guest_stream *s = NULL;
+		if (sb && api_start_process(req, resp, sb, &er, pid, &s) == 0)
+			api_stream_output(req, resp, sb, s, true, true, true,
+					  json_pack("{s:s, s:s}", "type", "start", "process_id", pid));
+		else
+			sandbox_release(sb);
+	}
+	exec_request_release(&er);
+}
+
+/* ---- metrics of one sandbox ---------------------------------------------------------------------- */
+
+API_HANDLER(api_sandbox_metrics)
+{
+	struct sandbox *sb = api_sandbox_acquire(req, resp);
+	if (!sb)
+		return;
+	struct al_error err = {0};
+	struct guest_channel *ch = sandbox_channel(sb);
+	struct guest_stream *s = NULL;
+	cleanup_json json_t *msg = json_object();
+	if (guest_stream_start(ch, AIRLOCK_FRAME_METRICS, msg, GUEST_STREAM_COLLECT, 0, &s, &err) < 0) {
+		api_response_error(resp, &err);
+	} else if (guest_stream_wait_done(ch, s, now_ms_monotonic() + 10000) < 0) {
+		api_response_errorf(resp, AL_ERR_GUEST, "the guest agent did not answer the metrics request");
+	} else {
+		uint8_t type = 0;
+		json_t *result = NULL;
+		guest_stream_done(ch, s, &type, &result);
+		if (type == AIRLOCK_FRAME_OK) {
+			resp->body = result;
+		} else {
+			guest_result_to_error(result, "the metrics request", &err);
+			api_response_error(resp, &err);
+			json_decref(result);
 		}
 	}
-	struct al_error err;
-	al_error_set(&err, AL_ERR_NOT_FOUND, ENOENT, "no such endpoint: %s %.200s (see docs/api.md)", req->method,
-		     req->path);
-	api_response_error(resp, &err);
+	guest_stream_unref(ch, s);
+	sandbox_release(sb);
 }

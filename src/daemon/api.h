@@ -1,37 +1,118 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The HTTP API: server glue (api-server.c) and one handler file per resource. */
+/* The HTTP API: server glue (api-server.c), the route table (api-routes.c)
+ * and one handler file per resource (api-sandboxes.c, api-processes.c,
+ * api-files.c, api-admin.c). */
 #ifndef AIRLOCK_API_H
 #define AIRLOCK_API_H
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
 
 #include "error.h"
 
+#define API_PARAMS_MAX 4
+#define API_PARAM_MAX 64
+#define API_QUERY_VALUE_MAX 4096
+
 struct api_request {
 	const char *method;
-	const char *path;    /* without the query string */
-	const char *arg_all; /* ?all=..., or NULL */
+	const char *path; /* without the query string */
+	const char *tenant; /* NULL: the admin (unix socket); else the token's tenant */
+	const char *remote; /* "unix" or the peer address */
 	const char *body;
 	size_t body_len;
+	char params[API_PARAMS_MAX][API_PARAM_MAX + 1]; /* the {…} parts of the route, in order */
+	void *conn;  /* the MHD connection, for query arguments and headers */
+	int conn_fd; /* to notice a client that went away during a long answer */
 };
+
+/* A query argument or request header, NULL when absent. */
+const char *api_query(const struct api_request *req, const char *name);
+const char *api_header(const struct api_request *req, const char *name);
+/* Calls fn for every query argument. */
+void api_query_foreach(const struct api_request *req, void (*fn)(void *ctx, const char *key, const char *value),
+		       void *ctx);
+/* True once the client closed its connection. */
+bool api_client_gone(int conn_fd);
 
 struct api_response {
 	int status;   /* HTTP status */
-	json_t *body; /* owned; NULL for no body */
+	json_t *body; /* owned; NULL for no body (unless a reader is set) */
+	/* A streamed body: reader returns bytes written into buf (> 0), 0 at
+	 * the end, < 0 on failure (the connection is cut). It may block. */
+	ssize_t (*reader)(void *ctx, uint8_t *buf, size_t max);
+	void (*reader_free)(void *ctx);
+	void *reader_ctx;
+	const char *content_type; /* default application/json */
+	int64_t content_length;   /* of a streamed body; -1: unknown (chunked) */
+	/* 101 Switching Protocols: after the answer, run(ctx, fd, extra, n)
+	 * owns the connection's socket in a thread of its own; it returns when
+	 * done and the server closes the connection. */
+	void (*upgrade)(void *ctx, int fd, const uint8_t *extra, size_t extra_len);
+	void (*upgrade_free)(void *ctx);
+	void *upgrade_ctx;
+	const char *upgrade_protocol;
 };
 
 /* Sets an error answer from err. */
 void api_response_error(struct api_response *resp, const struct al_error *err);
+void api_response_errorf(struct api_response *resp, enum al_error_code code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
 
-/* Max body size accepted for a method + path (0: no body allowed). */
-size_t api_body_limit(const char *method, const char *path);
-/* Routes one request. */
-void api_dispatch(const struct api_request *req, struct api_response *resp);
+/* A handler that takes its body as a stream (file uploads, stdin). */
+struct api_upload {
+	/* Each piece of the body, in order; < 0 stops forwarding (err kept for the answer). */
+	int (*data)(void *ctx, const uint8_t *buf, size_t len, struct al_error *err);
+	/* The whole body arrived (failed is true when data failed): answer. */
+	void (*end)(void *ctx, bool failed, const struct al_error *data_err, struct api_response *resp);
+	/* Always called last, also when the client went away. */
+	void (*release)(void *ctx);
+	void *ctx;
+};
 
-/* The server: listens on a unix socket (mode 0660). */
+struct api_route {
+	const char *method;
+	const char *pattern; /* "/v1/sandboxes/{id}/exec" */
+	size_t body_max;     /* JSON routes: max body; upload routes: 0 = --max-file-bytes */
+	void (*handle)(const struct api_request *req, struct api_response *resp);
+	int (*upload_begin)(const struct api_request *req, struct api_upload *ret, struct al_error *err);
+	bool admin_only;
+};
+
+/* The route table (api-routes.c). */
+extern const struct api_route api_routes[];
+extern const size_t api_routes_count;
+/* Finds the route for method + path and fills req->params. NULL with *ret_path_known
+ * telling 404 from 405. */
+const struct api_route *api_route_match(const char *method, const char *path, struct api_request *req,
+					bool *ret_path_known, char *allowed, size_t allowed_size);
+void api_print_routes(FILE *f);
+
+/* Settings the handlers need. */
+struct daemon_config;
+void api_set_config(const struct daemon_config *cfg, uint64_t max_file_bytes);
+const struct daemon_config *api_config(void);
+uint64_t api_max_file_bytes(void);
+
+/* The servers: a unix socket (mode 0660, the admin interface) and an optional
+ * TCP listener that requires bearer tokens. */
 struct api_server;
-int api_server_start(const char *socket_path, struct api_server **ret, struct al_error *err);
+int api_server_start_unix(const char *socket_path, struct api_server **ret, struct al_error *err);
+int api_server_start_tcp(const char *addr_port, struct api_server **ret, struct al_error *err);
 void api_server_stop(struct api_server *s);
+
+/* JSON-lines streaming shared by exec, process output and events. */
+struct line_stream;
+struct line_stream *line_stream_new(int conn_fd);
+/* Appends one JSON value as a line (stolen). */
+void line_stream_push(struct line_stream *ls, json_t *line);
+/* Copies buffered lines into buf; 0 when the buffer is empty. */
+size_t line_stream_take(struct line_stream *ls, uint8_t *buf, size_t max);
+bool line_stream_empty(struct line_stream *ls);
+int line_stream_fd(struct line_stream *ls);
+void line_stream_free(struct line_stream *ls);
 
 #endif

@@ -8,7 +8,11 @@
 #include <sys/stat.h>
 
 #include "api.h"
+#include "auth.h"
+#include "events.h"
 #include "log.h"
+#include "metrics.h"
+#include "process.h"
 #include "sandbox.h"
 #include "util.h"
 #include "version.h"
@@ -18,16 +22,20 @@
 #define DEFAULT_BOOT_TIMEOUT_S 60
 #define BOOT_TIMEOUT_S_MAX 3600
 
-void api_set_config(const struct daemon_config *cfg);
+#define DEFAULT_MAX_FILE_BYTES (1ull << 30)
 
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: airlockd [--socket PATH] [--state-dir DIR] [--image-dir DIR] [--boot-timeout-s N]\n"
+		   "                [--listen ADDR:PORT] [--max-file-bytes N] [--print-routes]\n"
 		   "\n"
 		   "  --socket PATH        API socket (default " DEFAULT_SOCKET ")\n"
 		   "  --state-dir DIR      database, sandboxes, logs (default " DEFAULT_STATE_DIR ")\n"
 		   "  --image-dir DIR      kernels/ and templates/ (default: the state dir)\n"
-		   "  --boot-timeout-s N   a guest that has not said hello after N s is an error (default %d)\n",
+		   "  --boot-timeout-s N   a guest that has not said hello after N s is an error (default %d)\n"
+		   "  --listen ADDR:PORT   also serve the API over TCP; every request needs a bearer token\n"
+		   "  --max-file-bytes N   largest file or archive upload (default 1 GiB)\n"
+		   "  --print-routes       print every route of the API and exit\n",
 		DEFAULT_BOOT_TIMEOUT_S);
 }
 
@@ -44,16 +52,35 @@ static bool qemu_present(void)
 	return false;
 }
 
+/* Every process end: an event and the exec latency histogram. */
+static void on_process_exit(const char *sandbox_id, const char *tenant, const char *process_id, uint8_t type,
+			    json_t *result, uint64_t duration_ms)
+{
+	json_t *data = json_pack("{s:s, s:I}", "process_id", process_id, "duration_ms", (json_int_t)duration_ms);
+	if (type == AIRLOCK_FRAME_EXIT && result) {
+		json_object_set(data, "exit_code", json_object_get(result, "exit_code") ?: json_null());
+		json_object_set(data, "signal", json_object_get(result, "signal") ?: json_null());
+	} else {
+		json_object_set_new(data, "error", json_string("the process did not run to its end"));
+	}
+	events_emit("exec.exit", tenant, sandbox_id, data);
+	metrics_observe_exec((double)duration_ms / 1000.0);
+}
+
 int main(int argc, char **argv)
 {
 	const char *socket_path = DEFAULT_SOCKET;
 	const char *state_dir = DEFAULT_STATE_DIR;
 	const char *image_dir = NULL;
 	long boot_timeout_s = DEFAULT_BOOT_TIMEOUT_S;
+	const char *listen_addr = NULL;
+	uint64_t max_file_bytes = DEFAULT_MAX_FILE_BYTES;
 	static const struct option opts[] = {
 		{"socket", required_argument, NULL, 's'},  {"state-dir", required_argument, NULL, 'd'},
 		{"image-dir", required_argument, NULL, 'i'}, {"boot-timeout-s", required_argument, NULL, 't'},
 		{"help", no_argument, NULL, 'h'},          {"version", no_argument, NULL, 'V'},
+		{"listen", required_argument, NULL, 'l'},  {"max-file-bytes", required_argument, NULL, 'm'},
+		{"print-routes", no_argument, NULL, 'r'},
 		{NULL, 0, NULL, 0},
 	};
 	int c;
@@ -74,6 +101,18 @@ int main(int argc, char **argv)
 				return 2;
 			}
 			break;
+		case 'l':
+			listen_addr = optarg;
+			break;
+		case 'm':
+			if (parse_u64(optarg, &max_file_bytes) < 0 || max_file_bytes == 0) {
+				fprintf(stderr, "airlockd: --max-file-bytes takes a positive number of bytes\n");
+				return 2;
+			}
+			break;
+		case 'r':
+			api_print_routes(stdout);
+			return 0;
 		case 'h':
 			usage(stdout);
 			return 0;
@@ -132,7 +171,13 @@ int main(int argc, char **argv)
 		.vmm = &vmm_qemu_ops,
 		.store = store,
 	};
-	api_set_config(&cfg);
+	api_set_config(&cfg, max_file_bytes);
+	if (auth_init(store, &err) < 0 || events_init(store, &err) < 0) {
+		log_error("%s", err.message);
+		store_close(store);
+		return 1;
+	}
+	process_set_exit_hook(on_process_exit);
 	log_info("airlockd %s starting: backend %s, accel %s%s, state dir %s, image dir %s", AIRLOCK_VERSION,
 		 cfg.vmm->name, cfg.vmm->accel(),
 		 strcmp(cfg.vmm->accel(), "kvm") ? " (no /dev/kvm: software emulation, slower)" : "", state_abs,
@@ -142,21 +187,28 @@ int main(int argc, char **argv)
 		store_close(store);
 		return 1;
 	}
-	struct api_server *server = NULL;
-	if (api_server_start(socket_path, &server, &err) < 0) {
+	struct api_server *server = NULL, *tcp = NULL;
+	if (api_server_start_unix(socket_path, &server, &err) < 0 ||
+	    (listen_addr && api_server_start_tcp(listen_addr, &tcp, &err) < 0)) {
 		log_error("%s", err.message);
+		api_server_stop(server);
 		sandboxes_shutdown();
+		events_shutdown();
 		store_close(store);
 		return 1;
 	}
-	log_info("listening on %s", socket_path);
+	log_info("listening on %s%s%s%s", socket_path, listen_addr ? " and on TCP " : "", listen_addr ? listen_addr : "",
+		 listen_addr ? " (bearer tokens)" : "");
 
 	int sig = 0;
 	while (sigwait(&sigs, &sig) == 0 && sig == SIGHUP)
 		log_info("SIGHUP ignored");
 	log_info("signal %d: shutting down (VMs keep running and are re-attached at the next start)", sig);
+	events_shutdown();
 	sandboxes_shutdown();
+	api_server_stop(tcp);
 	api_server_stop(server);
+	auth_shutdown();
 	store_close(store);
 	log_info("stopped");
 	return 0;

@@ -3,30 +3,61 @@
 
 #include <fcntl.h>
 #include <pthread.h>
+#include <sys/eventfd.h>
 #include <time.h>
 
 #include "json-cleanup.h"
 #include "util.h"
 
-struct gc_stream {
+struct gc_chunk {
+	struct gc_chunk *next;
+	uint64_t offset; /* of data[0] in the stream's output */
+	uint32_t len;
+	uint8_t type;
+	uint8_t data[];
+};
+
+struct guest_stream {
 	uint32_t id;
+	int refs;
+	bool listed; /* still in ch->streams (frames are routed to it) */
+	enum guest_stream_mode mode;
 	bool done;
-	uint8_t result_type; /* EXIT, ERROR or OK once done */
+	uint8_t result_type; /* EXIT, ERROR or OK once done; 0 if the channel died */
 	json_t *result;
+	guest_stream_done_fn done_fn;
+	void *done_ctx;
+	/* COLLECT */
 	struct exec_output out[2];
-	uint64_t stdin_credit;
-	struct gc_stream *next;
+	/* LOG */
+	struct gc_chunk *head, *tail;
+	uint64_t log_start, log_end;
+	size_t log_bytes;
+	uint64_t *followers[GUEST_FOLLOWERS_MAX];
+	/* flow control */
+	uint64_t out_pending; /* output received, not yet credited to the agent */
+	uint64_t in_sent, in_credit;
+	struct guest_stream *next;
+};
+
+struct gc_outframe {
+	struct gc_outframe *next;
+	size_t len, off;
+	uint8_t data[];
 };
 
 struct guest_channel {
-	pthread_mutex_t lock; /* everything below but fd and reader */
+	pthread_mutex_t lock; /* everything but fd and reader */
 	pthread_cond_t cond;
-	pthread_mutex_t write_lock; /* one frame at a time on the wire */
 	int fd;
-	struct frame_reader *reader; /* used by the reading thread only */
+	int wake_fd;
+	struct frame_reader *reader; /* monitor thread only */
+	struct gc_outframe *out_head, *out_tail;
+	size_t out_bytes;
+	uint64_t out_progress_ms;
 	uint32_t next_stream;
 	size_t n_streams;
-	struct gc_stream *streams;
+	struct guest_stream *streams;
 	bool hello;
 	struct guest_hello hello_info;
 	bool dead;
@@ -50,21 +81,35 @@ struct guest_channel *guest_channel_new(int fd)
 	pthread_cond_init(&ch->cond, &ca);
 	pthread_condattr_destroy(&ca);
 	pthread_mutex_init(&ch->lock, NULL);
-	pthread_mutex_init(&ch->write_lock, NULL);
 	ch->fd = fd;
 	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+	ch->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (ch->wake_fd < 0)
+		abort();
 	ch->reader = xmalloc(sizeof(*ch->reader));
 	frame_reader_init(ch->reader);
 	ch->next_stream = 1;
 	return ch;
 }
 
-static void stream_free(struct gc_stream *s)
+static void log_clear(struct guest_stream *s)
+{
+	while (s->head) {
+		struct gc_chunk *c = s->head;
+		s->head = c->next;
+		free(c);
+	}
+	s->tail = NULL;
+	s->log_bytes = 0;
+}
+
+static void stream_free(struct guest_stream *s)
 {
 	if (s->result)
 		json_decref(s->result);
 	free(s->out[0].data);
 	free(s->out[1].data);
+	log_clear(s);
 	free(s);
 }
 
@@ -73,16 +118,21 @@ void guest_channel_free(struct guest_channel *ch)
 	if (!ch)
 		return;
 	while (ch->streams) {
-		struct gc_stream *s = ch->streams;
+		struct guest_stream *s = ch->streams;
 		ch->streams = s->next;
 		stream_free(s);
 	}
+	while (ch->out_head) {
+		struct gc_outframe *f = ch->out_head;
+		ch->out_head = f->next;
+		free(f);
+	}
 	if (ch->fd >= 0)
 		close(ch->fd);
+	close(ch->wake_fd);
 	free(ch->reader);
 	pthread_cond_destroy(&ch->cond);
 	pthread_mutex_destroy(&ch->lock);
-	pthread_mutex_destroy(&ch->write_lock);
 	free(ch);
 }
 
@@ -91,11 +141,128 @@ int guest_channel_fd(struct guest_channel *ch)
 	return ch->fd;
 }
 
+int guest_channel_wake_fd(struct guest_channel *ch)
+{
+	return ch->wake_fd;
+}
+
+/* ---- outgoing queue ---------------------------------------------------------------------------- */
+
+static void wake_monitor(struct guest_channel *ch)
+{
+	uint64_t one = 1;
+	ssize_t r = write(ch->wake_fd, &one, sizeof(one));
+	(void)r; /* EAGAIN: already signalled */
+}
+
+/* Queues one frame; with ch->lock held. Never blocks. */
+static int enqueue_locked(struct guest_channel *ch, uint8_t type, uint32_t stream, const void *payload, size_t len)
+{
+	if (ch->dead)
+		return -ECONNRESET;
+	if (len > AIRLOCK_FRAME_MAX_PAYLOAD)
+		return -EMSGSIZE;
+	struct gc_outframe *f = xmalloc(sizeof(*f) + AIRLOCK_FRAME_HEADER_SIZE + len);
+	struct airlock_frame_header h = {
+		.version = AIRLOCK_PROTO_VERSION,
+		.type = type,
+		.stream = stream,
+		.length = (uint32_t)len,
+	};
+	frame_header_encode(&h, f->data);
+	if (len)
+		memcpy(f->data + AIRLOCK_FRAME_HEADER_SIZE, payload, len);
+	f->len = AIRLOCK_FRAME_HEADER_SIZE + len;
+	f->off = 0;
+	f->next = NULL;
+	if (!ch->out_head) {
+		ch->out_head = f;
+		ch->out_progress_ms = now_ms_monotonic();
+	} else {
+		ch->out_tail->next = f;
+	}
+	ch->out_tail = f;
+	ch->out_bytes += f->len;
+	wake_monitor(ch);
+	return 0;
+}
+
+static void kill_locked(struct guest_channel *ch, const char *reason);
+
+bool guest_channel_want_write(struct guest_channel *ch)
+{
+	pthread_mutex_lock(&ch->lock);
+	bool want = ch->out_head != NULL && !ch->dead;
+	pthread_mutex_unlock(&ch->lock);
+	return want;
+}
+
+int guest_channel_flush(struct guest_channel *ch)
+{
+	uint64_t drained;
+	while (read(ch->wake_fd, &drained, sizeof(drained)) > 0)
+		;
+	int r = 0;
+	pthread_mutex_lock(&ch->lock);
+	bool progressed = false;
+	while (ch->out_head && !ch->dead) {
+		struct gc_outframe *f = ch->out_head;
+		ssize_t n = write(ch->fd, f->data + f->off, f->len - f->off);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno != EAGAIN) {
+				kill_locked(ch, "writing to the guest channel failed");
+				r = -EPIPE;
+			}
+			break;
+		}
+		progressed = true;
+		f->off += (size_t)n;
+		ch->out_bytes -= (size_t)n;
+		if (f->off == f->len) {
+			ch->out_head = f->next;
+			if (!ch->out_head)
+				ch->out_tail = NULL;
+			free(f);
+		}
+	}
+	uint64_t now = now_ms_monotonic();
+	if (progressed)
+		ch->out_progress_ms = now;
+	else if (ch->out_head && !ch->dead && now - ch->out_progress_ms > GUEST_WRITE_TIMEOUT_MS) {
+		kill_locked(ch, "the guest agent stopped reading its channel");
+		r = -ETIMEDOUT;
+	}
+	if (progressed)
+		pthread_cond_broadcast(&ch->cond);
+	pthread_mutex_unlock(&ch->lock);
+	return r;
+}
+
+/* ---- life and death ----------------------------------------------------------------------------- */
+
+static void stream_finish_locked(struct guest_stream *s, uint8_t type, json_t *result)
+{
+	if (s->done) {
+		if (result)
+			json_decref(result);
+		return;
+	}
+	s->done = true;
+	s->result_type = type;
+	s->result = result;
+	if (s->done_fn)
+		s->done_fn(s->done_ctx, type, result);
+}
+
 static void kill_locked(struct guest_channel *ch, const char *reason)
 {
 	if (!ch->dead) {
 		ch->dead = true;
 		strlcpy_al(ch->dead_reason, reason, sizeof(ch->dead_reason));
+		for (struct guest_stream *s = ch->streams; s; s = s->next)
+			stream_finish_locked(s, 0, json_pack("{s:s, s:s}", "code", "guest_gone", "message", reason));
 	}
 	pthread_cond_broadcast(&ch->cond);
 }
@@ -117,15 +284,15 @@ bool guest_channel_dead(struct guest_channel *ch, char *reason, size_t reason_si
 	return dead;
 }
 
-static struct gc_stream *stream_find(struct guest_channel *ch, uint32_t id)
+/* ---- incoming frames ---------------------------------------------------------------------------- */
+
+static struct guest_stream *stream_find(struct guest_channel *ch, uint32_t id)
 {
-	for (struct gc_stream *s = ch->streams; s; s = s->next)
+	for (struct guest_stream *s = ch->streams; s; s = s->next)
 		if (s->id == id)
 			return s;
 	return NULL;
 }
-
-static void stream_close(struct guest_channel *ch, struct gc_stream *s);
 
 static void copy_json_string(json_t *obj, const char *key, char *dst, size_t size)
 {
@@ -185,19 +352,91 @@ static void output_append(struct exec_output *o, const uint8_t *data, size_t len
 	o->len += len;
 }
 
+/* The position of the slowest reader, or log_end when nobody reads. */
+static uint64_t slowest_reader(const struct guest_stream *s)
+{
+	uint64_t min = s->log_end;
+	for (size_t i = 0; i < GUEST_FOLLOWERS_MAX; i++)
+		if (s->followers[i] && *s->followers[i] < min)
+			min = *s->followers[i];
+	return min;
+}
+
+/* Returns consumed output to the agent as credit, unless a reader lags (then
+ * the producer waits for it); with ch->lock held. */
+static void credit_locked(struct guest_channel *ch, struct guest_stream *s, bool force)
+{
+	if (s->out_pending == 0 || s->done)
+		return;
+	if (s->mode == GUEST_STREAM_LOG && s->log_end - slowest_reader(s) > GUEST_LOG_CAPACITY / 2)
+		return;
+	if (!force && s->out_pending < GUEST_CREDIT_BATCH)
+		return;
+	while (s->out_pending > 0) {
+		uint32_t n = (uint32_t)MIN(s->out_pending, (uint64_t)UINT32_MAX);
+		uint8_t be[4] = {(uint8_t)(n >> 24), (uint8_t)(n >> 16), (uint8_t)(n >> 8), (uint8_t)n};
+		if (enqueue_locked(ch, AIRLOCK_FRAME_CREDIT, s->id, be, sizeof(be)) < 0)
+			return;
+		s->out_pending -= n;
+	}
+}
+
+static void log_append(struct guest_stream *s, uint8_t type, const uint8_t *data, size_t len)
+{
+	if (len == 0)
+		return;
+	struct gc_chunk *c = xmalloc(sizeof(*c) + len);
+	c->next = NULL;
+	c->offset = s->log_end;
+	c->len = (uint32_t)len;
+	c->type = type;
+	memcpy(c->data, data, len);
+	if (s->tail)
+		s->tail->next = c;
+	else
+		s->head = c;
+	s->tail = c;
+	s->log_end += len;
+	s->log_bytes += len;
+	/* Forget the oldest output beyond the capacity, but never what a reader
+	 * has not read yet (the withheld credit bounds that). */
+	uint64_t keep_from = slowest_reader(s);
+	while (s->head && s->log_bytes > GUEST_LOG_CAPACITY && s->head->offset + s->head->len <= keep_from) {
+		struct gc_chunk *old = s->head;
+		s->head = old->next;
+		if (!s->head)
+			s->tail = NULL;
+		s->log_bytes -= old->len;
+		s->log_start = old->offset + old->len;
+		free(old);
+	}
+}
+
+static void handle_data_locked(struct guest_channel *ch, struct guest_stream *s, uint8_t type,
+			       const uint8_t *payload, size_t len)
+{
+	if (s->mode == GUEST_STREAM_COLLECT)
+		output_append(&s->out[type == AIRLOCK_FRAME_STDERR ? 1 : 0], payload, len);
+	else
+		log_append(s, type, payload, len);
+	s->out_pending += len;
+	credit_locked(ch, s, false);
+}
+
 int guest_channel_handle_frame(struct guest_channel *ch, const struct airlock_frame_header *h,
 			       const uint8_t *payload)
 {
 	if (h->stream == 0) {
 		if (h->type == AIRLOCK_FRAME_HELLO)
 			return handle_hello(ch, payload, h->length);
+		/* Stream-0 ERRORs report a misused stream; nothing waits on them. */
 		pthread_mutex_lock(&ch->lock);
 		ch->dropped_frames++;
 		pthread_mutex_unlock(&ch->lock);
 		return 0;
 	}
 	pthread_mutex_lock(&ch->lock);
-	struct gc_stream *s = stream_find(ch, h->stream);
+	struct guest_stream *s = stream_find(ch, h->stream);
 	if (!s || s->done) {
 		/* Late output of a stream nobody waits for any more. */
 		ch->dropped_frames++;
@@ -207,29 +446,33 @@ int guest_channel_handle_frame(struct guest_channel *ch, const struct airlock_fr
 	switch (h->type) {
 	case AIRLOCK_FRAME_STDOUT:
 	case AIRLOCK_FRAME_STDERR:
+		handle_data_locked(ch, s, h->type, payload, h->length);
+		break;
 	case AIRLOCK_FRAME_FILE_DATA:
-		output_append(&s->out[h->type == AIRLOCK_FRAME_STDERR ? 1 : 0], payload, h->length);
+		/* A zero-length FILE_DATA ends a read: it carries no bytes. */
+		if (h->length > 0)
+			handle_data_locked(ch, s, h->type, payload, h->length);
+		else
+			stream_finish_locked(s, AIRLOCK_FRAME_OK, json_object());
 		break;
 	case AIRLOCK_FRAME_CREDIT:
 		if (h->length == 4)
-			s->stdin_credit += ((uint32_t)payload[0] << 24) | ((uint32_t)payload[1] << 16) |
-					   ((uint32_t)payload[2] << 8) | payload[3];
+			s->in_credit += ((uint32_t)payload[0] << 24) | ((uint32_t)payload[1] << 16) |
+					((uint32_t)payload[2] << 8) | payload[3];
 		break;
 	case AIRLOCK_FRAME_EXIT:
 	case AIRLOCK_FRAME_ERROR:
 	case AIRLOCK_FRAME_OK: {
 		json_t *j = json_loadb((const char *)payload, h->length, 0, NULL);
+		uint8_t type = h->type;
 		if (!json_is_object(j)) {
 			if (j)
 				json_decref(j);
 			j = json_pack("{s:s, s:s}", "code", "bad_reply", "message",
 				      "the guest agent sent a malformed reply");
-			s->result_type = AIRLOCK_FRAME_ERROR;
-		} else {
-			s->result_type = h->type;
+			type = AIRLOCK_FRAME_ERROR;
 		}
-		s->result = j;
-		s->done = true;
+		stream_finish_locked(s, type, j);
 		break;
 	}
 	default:
@@ -277,33 +520,24 @@ int guest_channel_read(struct guest_channel *ch)
 	return 0;
 }
 
-static int channel_send(struct guest_channel *ch, uint8_t type, uint32_t stream, const void *payload, size_t len)
+/* ---- hello, shutdown ------------------------------------------------------------------------------ */
+
+static int send_control0(struct guest_channel *ch, uint8_t type)
 {
-	pthread_mutex_lock(&ch->write_lock);
-	int r = frame_write(ch->fd, type, stream, payload, len, GUEST_WRITE_TIMEOUT_MS);
-	pthread_mutex_unlock(&ch->write_lock);
-	if (r < 0) {
-		/* A partial frame leaves no way to resynchronise. */
-		guest_channel_kill(ch, r == -ETIMEDOUT ? "the guest agent stopped reading its channel"
-						       : "writing to the guest channel failed");
-	}
+	pthread_mutex_lock(&ch->lock);
+	int r = enqueue_locked(ch, type, 0, "{}", 2);
+	pthread_mutex_unlock(&ch->lock);
 	return r;
 }
 
 int guest_channel_request_hello(struct guest_channel *ch)
 {
-	return channel_send(ch, AIRLOCK_FRAME_HELLO, 0, "{}", 2);
+	return send_control0(ch, AIRLOCK_FRAME_HELLO);
 }
 
 int guest_channel_shutdown(struct guest_channel *ch)
 {
-	return channel_send(ch, AIRLOCK_FRAME_SHUTDOWN, 0, "{}", 2);
-}
-
-static void deadline_to_timespec(uint64_t deadline_ms, struct timespec *ts)
-{
-	ts->tv_sec = (time_t)(deadline_ms / 1000u);
-	ts->tv_nsec = (long)(deadline_ms % 1000u) * 1000000L;
+	return send_control0(ch, AIRLOCK_FRAME_SHUTDOWN);
 }
 
 /* Waits on the channel's condition with ch->lock held; false once the deadline passed. */
@@ -311,8 +545,7 @@ static bool wait_locked(struct guest_channel *ch, uint64_t deadline_ms)
 {
 	if (now_ms_monotonic() >= deadline_ms)
 		return false;
-	struct timespec ts;
-	deadline_to_timespec(deadline_ms, &ts);
+	struct timespec ts = {.tv_sec = (time_t)(deadline_ms / 1000u), .tv_nsec = (long)(deadline_ms % 1000u) * 1000000L};
 	pthread_cond_timedwait(&ch->cond, &ch->lock, &ts);
 	return true;
 }
@@ -334,66 +567,303 @@ int guest_channel_wait_hello(struct guest_channel *ch, uint64_t deadline_ms, str
 	return r;
 }
 
-static int stream_open(struct guest_channel *ch, struct gc_stream **ret, struct al_error *err)
+/* ---- streams ------------------------------------------------------------------------------------ */
+
+int guest_stream_start(struct guest_channel *ch, uint8_t type, json_t *msg, enum guest_stream_mode mode,
+		       size_t collect_limit, struct guest_stream **ret, struct al_error *err)
 {
+	cleanup_free char *text = json_dumps(msg, JSON_COMPACT);
+	if (!text)
+		abort();
+	size_t len = strlen(text);
+	if (len > AIRLOCK_FRAME_MAX_PAYLOAD)
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, E2BIG,
+				    "the request takes %zu bytes once encoded for the guest; the limit is %u (pass "
+				    "large inputs through stdin or a file)",
+				    len, AIRLOCK_FRAME_MAX_PAYLOAD);
 	pthread_mutex_lock(&ch->lock);
-	if (ch->dead) {
-		int r = al_error_set(err, AL_ERR_CONFLICT, EPIPE, "the sandbox's guest is gone: %s", ch->dead_reason);
+	int r = 0;
+	if (ch->dead)
+		r = al_error_set(err, AL_ERR_CONFLICT, EPIPE, "the sandbox's guest is gone: %s", ch->dead_reason);
+	else if (ch->n_streams >= GUEST_STREAMS_MAX)
+		r = al_error_set(err, AL_ERR_CONFLICT, EBUSY,
+				 "the sandbox already runs %d operations; wait for one to finish", GUEST_STREAMS_MAX);
+	if (r < 0) {
 		pthread_mutex_unlock(&ch->lock);
 		return r;
 	}
-	if (ch->n_streams >= GUEST_STREAMS_MAX) {
-		pthread_mutex_unlock(&ch->lock);
-		return al_error_set(err, AL_ERR_CONFLICT, EBUSY,
-				    "the sandbox already runs %d operations; wait for one to finish",
-				    GUEST_STREAMS_MAX);
-	}
-	struct gc_stream *s = xcalloc(1, sizeof(*s));
-	s->id = ch->next_stream++;
-	if (ch->next_stream == 0)
-		ch->next_stream = 1;
+	struct guest_stream *s = xcalloc(1, sizeof(*s));
+	do {
+		s->id = ch->next_stream++;
+		if (ch->next_stream == 0)
+			ch->next_stream = 1;
+	} while (stream_find(ch, s->id));
+	s->refs = 1;
+	s->listed = true;
+	s->mode = mode;
+	s->out[0].limit = s->out[1].limit = collect_limit;
 	s->next = ch->streams;
 	ch->streams = s;
 	ch->n_streams++;
+	enqueue_locked(ch, type, s->id, text, len);
 	pthread_mutex_unlock(&ch->lock);
 	*ret = s;
 	return 0;
 }
 
-int guest_channel_stream_open(struct guest_channel *ch, size_t max_output, uint32_t *ret_id, struct al_error *err)
+void guest_stream_set_done_cb(struct guest_channel *ch, struct guest_stream *s, guest_stream_done_fn fn,
+			      void *ctx)
 {
-	struct gc_stream *s = NULL;
-	int r = stream_open(ch, &s, err);
-	if (r < 0)
-		return r;
-	s->out[0].limit = s->out[1].limit = max_output;
-	*ret_id = s->id;
+	pthread_mutex_lock(&ch->lock);
+	s->done_fn = fn;
+	s->done_ctx = ctx;
+	bool done = s->done;
+	pthread_mutex_unlock(&ch->lock);
+	if (done && fn)
+		fn(ctx, s->result_type, s->result);
+}
+
+uint32_t guest_stream_id(struct guest_stream *s)
+{
+	return s->id;
+}
+
+void guest_stream_ref(struct guest_channel *ch, struct guest_stream *s)
+{
+	pthread_mutex_lock(&ch->lock);
+	s->refs++;
+	pthread_mutex_unlock(&ch->lock);
+}
+
+void guest_stream_unref(struct guest_channel *ch, struct guest_stream *s)
+{
+	if (!s)
+		return;
+	pthread_mutex_lock(&ch->lock);
+	bool last = --s->refs == 0;
+	if (last && s->listed) {
+		for (struct guest_stream **pp = &ch->streams; *pp; pp = &(*pp)->next)
+			if (*pp == s) {
+				*pp = s->next;
+				ch->n_streams--;
+				break;
+			}
+	}
+	pthread_mutex_unlock(&ch->lock);
+	if (last)
+		stream_free(s);
+}
+
+int guest_stream_send_data(struct guest_channel *ch, struct guest_stream *s, uint8_t type, const void *data,
+			   size_t len, uint64_t deadline_ms)
+{
+	const uint8_t *p = data;
+	int r = 0;
+	pthread_mutex_lock(&ch->lock);
+	do {
+		size_t n = MIN(len, (size_t)AIRLOCK_FRAME_MAX_PAYLOAD);
+		/* Wait for the agent's window and for room in our queue. */
+		while (!ch->dead && !s->done &&
+		       (s->in_sent + n - s->in_credit > AIRLOCK_STDIN_WINDOW || ch->out_bytes > GUEST_OUTQ_MAX))
+			if (!wait_locked(ch, deadline_ms)) {
+				r = -ETIMEDOUT;
+				break;
+			}
+		if (r < 0)
+			break;
+		if (ch->dead) {
+			r = -ECONNRESET;
+			break;
+		}
+		if (s->done) {
+			r = -EPIPE;
+			break;
+		}
+		if ((r = enqueue_locked(ch, type, s->id, p, n)) < 0)
+			break;
+		s->in_sent += n;
+		p += n;
+		len -= n;
+	} while (len > 0);
+	pthread_mutex_unlock(&ch->lock);
+	return r;
+}
+
+int guest_stream_send_control(struct guest_channel *ch, struct guest_stream *s, uint8_t type, json_t *msg)
+{
+	cleanup_free char *text = json_dumps(msg, JSON_COMPACT);
+	if (!text)
+		abort();
+	pthread_mutex_lock(&ch->lock);
+	int r = s->done ? -EPIPE : enqueue_locked(ch, type, s->id, text, strlen(text));
+	pthread_mutex_unlock(&ch->lock);
+	return r;
+}
+
+int guest_stream_wait_done(struct guest_channel *ch, struct guest_stream *s, uint64_t deadline_ms)
+{
+	int r = 0;
+	pthread_mutex_lock(&ch->lock);
+	while (!s->done)
+		if (!wait_locked(ch, deadline_ms)) {
+			r = -ETIMEDOUT;
+			break;
+		}
+	if (r == 0 && s->result_type == 0)
+		r = -ECONNRESET;
+	pthread_mutex_unlock(&ch->lock);
+	return r;
+}
+
+bool guest_stream_done(struct guest_channel *ch, struct guest_stream *s, uint8_t *ret_type, json_t **ret_result)
+{
+	pthread_mutex_lock(&ch->lock);
+	bool done = s->done;
+	if (done) {
+		if (ret_type)
+			*ret_type = s->result_type;
+		if (ret_result)
+			*ret_result = s->result ? json_incref(s->result) : json_object();
+	}
+	pthread_mutex_unlock(&ch->lock);
+	return done;
+}
+
+void guest_stream_take_output(struct guest_channel *ch, struct guest_stream *s, struct exec_output out[2])
+{
+	pthread_mutex_lock(&ch->lock);
+	out[0] = s->out[0];
+	out[1] = s->out[1];
+	s->out[0].data = s->out[1].data = NULL;
+	s->out[0].len = s->out[1].len = s->out[0].cap = s->out[1].cap = 0;
+	pthread_mutex_unlock(&ch->lock);
+}
+
+void guest_stream_stats(struct guest_channel *ch, struct guest_stream *s, uint64_t *ret_bytes,
+			uint64_t *ret_dropped)
+{
+	pthread_mutex_lock(&ch->lock);
+	if (s->mode == GUEST_STREAM_LOG) {
+		*ret_bytes = s->log_end;
+		*ret_dropped = s->log_start;
+	} else {
+		*ret_bytes = s->out[0].total + s->out[1].total;
+		*ret_dropped = (s->out[0].total - s->out[0].len) + (s->out[1].total - s->out[1].len);
+	}
+	pthread_mutex_unlock(&ch->lock);
+}
+
+/* ---- readers ------------------------------------------------------------------------------------ */
+
+int guest_cursor_open(struct guest_channel *ch, struct guest_stream *s, bool from_start, struct guest_cursor *ret)
+{
+	pthread_mutex_lock(&ch->lock);
+	int slot = -1;
+	for (int i = 0; i < GUEST_FOLLOWERS_MAX; i++)
+		if (!s->followers[i]) {
+			slot = i;
+			break;
+		}
+	if (slot < 0) {
+		pthread_mutex_unlock(&ch->lock);
+		return -EBUSY;
+	}
+	*ret = (struct guest_cursor){.s = s, .pos = from_start ? s->log_start : s->log_end, .slot = slot};
+	s->followers[slot] = &ret->pos;
+	s->refs++;
+	pthread_mutex_unlock(&ch->lock);
 	return 0;
 }
 
-void guest_channel_stream_close(struct guest_channel *ch, uint32_t id)
+void guest_cursor_close(struct guest_channel *ch, struct guest_cursor *c)
 {
+	if (!c->s)
+		return;
 	pthread_mutex_lock(&ch->lock);
-	struct gc_stream *s = stream_find(ch, id);
+	c->s->followers[c->slot] = NULL;
+	credit_locked(ch, c->s, true);
 	pthread_mutex_unlock(&ch->lock);
-	if (s)
-		stream_close(ch, s);
+	guest_stream_unref(ch, c->s);
+	c->s = NULL;
 }
 
-static void stream_close(struct guest_channel *ch, struct gc_stream *s)
+int guest_cursor_read(struct guest_channel *ch, struct guest_cursor *c, uint64_t deadline_ms, uint8_t *ret_type,
+		      uint8_t **ret_data, size_t *ret_len, uint64_t *ret_dropped)
 {
+	struct guest_stream *s = c->s;
+	int r = 0;
 	pthread_mutex_lock(&ch->lock);
-	for (struct gc_stream **pp = &ch->streams; *pp; pp = &(*pp)->next)
-		if (*pp == s) {
-			*pp = s->next;
-			ch->n_streams--;
+	while (c->pos >= s->log_end && !s->done)
+		if (!wait_locked(ch, deadline_ms)) {
+			r = -ETIMEDOUT;
 			break;
 		}
+	if (r == 0 && c->pos >= s->log_end) {
+		r = 0; /* finished and fully read */
+	} else if (r == 0) {
+		*ret_dropped = c->pos < s->log_start ? s->log_start - c->pos : 0;
+		if (c->pos < s->log_start)
+			c->pos = s->log_start;
+		struct gc_chunk *k = s->head;
+		while (k && k->offset + k->len <= c->pos)
+			k = k->next;
+		/* k exists: log_start <= pos < log_end */
+		size_t skip = (size_t)(c->pos - k->offset);
+		*ret_type = k->type;
+		*ret_len = k->len - skip;
+		*ret_data = xmalloc(*ret_len);
+		memcpy(*ret_data, k->data + skip, *ret_len);
+		c->pos += *ret_len;
+		credit_locked(ch, s, false);
+		r = 1;
+	}
 	pthread_mutex_unlock(&ch->lock);
-	stream_free(s);
+	return r;
 }
 
-static json_t *exec_message(const struct exec_request *req, char **env, size_t n_env)
+/* ---- results ------------------------------------------------------------------------------------ */
+
+int guest_result_to_exit(uint8_t type, json_t *result, struct exec_exit *ret, struct al_error *err)
+{
+	if (type != AIRLOCK_FRAME_EXIT)
+		return guest_result_to_error(result, "the command", err);
+	json_t *code = json_object_get(result, "exit_code");
+	json_t *sig = json_object_get(result, "signal");
+	struct exec_exit e = {.timed_out = json_is_true(json_object_get(result, "timed_out"))};
+	if (json_is_integer(code) && json_integer_value(code) >= 0 && json_integer_value(code) <= 255) {
+		e.exited = true;
+		e.exit_code = (int)json_integer_value(code);
+	} else if (json_is_integer(sig) && json_integer_value(sig) > 0 && json_integer_value(sig) < 128) {
+		e.signal = (int)json_integer_value(sig);
+	} else {
+		return al_error_set(err, AL_ERR_GUEST, EBADMSG, "the guest agent sent an invalid exit status");
+	}
+	*ret = e;
+	return 0;
+}
+
+int guest_result_to_error(json_t *result, const char *what, struct al_error *err)
+{
+	char code[64] = "error", msg[512] = "the operation failed";
+	copy_json_string(result, "code", code, sizeof(code));
+	copy_json_string(result, "message", msg, sizeof(msg));
+	static const struct {
+		const char *code;
+		enum al_error_code al;
+	} map[] = {
+		{"enoent", AL_ERR_NOT_FOUND},  {"eexist", AL_ERR_CONFLICT},   {"enotempty", AL_ERR_CONFLICT},
+		{"eisdir", AL_ERR_CONFLICT},   {"enotdir", AL_ERR_CONFLICT},  {"ebusy", AL_ERR_CONFLICT},
+		{"eacces", AL_ERR_FORBIDDEN},  {"eperm", AL_ERR_FORBIDDEN},   {"guest_gone", AL_ERR_GUEST},
+		{"bad_reply", AL_ERR_GUEST},
+	};
+	enum al_error_code al = AL_ERR_INVALID_ARGUMENT;
+	for (size_t i = 0; i < ARRAY_SIZE(map); i++)
+		if (!strcmp(code, map[i].code))
+			al = map[i].al;
+	return al_error_set(err, al, EINVAL, "the guest could not run %s: %s (%s)", what, msg, code);
+}
+
+json_t *guest_exec_message(const struct exec_request *req, char **env, size_t n_env)
 {
 	json_t *argv = json_array();
 	for (size_t i = 0; i < req->argc; i++)
@@ -401,115 +871,11 @@ static json_t *exec_message(const struct exec_request *req, char **env, size_t n
 	json_t *jenv = json_array();
 	for (size_t i = 0; i < n_env; i++)
 		json_array_append_new(jenv, json_string(env[i]));
-	return json_pack("{s:o, s:o, s:s, s:I, s:I, s:I, s:b}", "argv", argv, "env", jenv, "cwd", req->cwd, "uid",
-			 (json_int_t)req->uid, "gid", (json_int_t)req->gid, "timeout_ms",
-			 (json_int_t)req->timeout_s * 1000, "stdin", req->stdin_data != NULL);
-}
-
-/* Sends stdin within the agent's credit window, then EOF. */
-static int exec_send_stdin(struct guest_channel *ch, struct gc_stream *s, const struct exec_request *req,
-			   uint64_t deadline_ms)
-{
-	size_t sent = 0;
-	while (sent < req->stdin_len) {
-		pthread_mutex_lock(&ch->lock);
-		while (!s->done && !ch->dead && sent - s->stdin_credit >= AIRLOCK_STDIN_WINDOW)
-			if (!wait_locked(ch, deadline_ms))
-				break;
-		bool stop = s->done || ch->dead || sent - s->stdin_credit >= AIRLOCK_STDIN_WINDOW;
-		size_t room = stop ? 0 : AIRLOCK_STDIN_WINDOW - (size_t)(sent - s->stdin_credit);
-		pthread_mutex_unlock(&ch->lock);
-		if (stop)
-			return 0; /* the process ended or the guest went away: the wait below says which */
-		size_t n = MIN(MIN(room, (size_t)AIRLOCK_FRAME_MAX_PAYLOAD), req->stdin_len - sent);
-		int r = channel_send(ch, AIRLOCK_FRAME_STDIN, s->id, req->stdin_data + sent, n);
-		if (r < 0)
-			return r;
-		sent += n;
-	}
-	return channel_send(ch, AIRLOCK_FRAME_STDIN, s->id, NULL, 0);
-}
-
-static int exec_collect(struct guest_channel *ch, struct gc_stream *s, uint64_t deadline_ms,
-			struct exec_result *ret, struct al_error *err)
-{
-	pthread_mutex_lock(&ch->lock);
-	while (!s->done && !ch->dead)
-		if (!wait_locked(ch, deadline_ms))
-			break;
-	if (!s->done) {
-		int r = ch->dead ? al_error_set(err, AL_ERR_GUEST, EPIPE, "the sandbox's guest went away during the "
-									   "command: %s",
-						ch->dead_reason)
-				 : al_error_set(err, AL_ERR_TIMEOUT, ETIMEDOUT,
-						"the guest agent did not report the command's end in time");
-		pthread_mutex_unlock(&ch->lock);
-		return r;
-	}
-	json_t *res = s->result;
-	int r = 0;
-	if (s->result_type == AIRLOCK_FRAME_EXIT) {
-		json_t *code = json_object_get(res, "exit_code");
-		json_t *sig = json_object_get(res, "signal");
-		ret->timed_out = json_is_true(json_object_get(res, "timed_out"));
-		if (json_is_integer(code) && json_integer_value(code) >= 0 && json_integer_value(code) <= 255) {
-			ret->exited = true;
-			ret->exit_code = (int)json_integer_value(code);
-		} else if (json_is_integer(sig) && json_integer_value(sig) > 0 && json_integer_value(sig) < 128) {
-			ret->signal = (int)json_integer_value(sig);
-		} else {
-			r = al_error_set(err, AL_ERR_GUEST, EBADMSG, "the guest agent sent an invalid exit status");
-		}
-		ret->out[0] = s->out[0];
-		ret->out[1] = s->out[1];
-		s->out[0] = s->out[1] = (struct exec_output){0};
-	} else {
-		char code[64] = "error", msg[512] = "the command could not be started";
-		copy_json_string(res, "code", code, sizeof(code));
-		copy_json_string(res, "message", msg, sizeof(msg));
-		r = al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "the guest could not run the command: %s (%s)",
-				 msg, code);
-	}
-	pthread_mutex_unlock(&ch->lock);
-	return r;
-}
-
-int guest_channel_exec(struct guest_channel *ch, const struct exec_request *req, char **env, size_t n_env,
-		       struct exec_result *ret, struct al_error *err)
-{
-	uint64_t start = now_ms_monotonic();
-	uint64_t deadline = start + (uint64_t)req->timeout_s * 1000u + GUEST_EXEC_GRACE_MS;
-	cleanup_json json_t *msg = exec_message(req, env, n_env);
-	cleanup_free char *text = json_dumps(msg, JSON_COMPACT);
-	if (!text)
-		abort();
-	size_t len = strlen(text);
-	if (len > AIRLOCK_FRAME_MAX_PAYLOAD)
-		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, E2BIG,
-				    "cmd, env and cwd together take %zu bytes once encoded; the limit is %u: pass "
-				    "large scripts through stdin or a file",
-				    len, AIRLOCK_FRAME_MAX_PAYLOAD);
-
-	struct gc_stream *s = NULL;
-	int r = stream_open(ch, &s, err);
-	if (r < 0)
-		return r;
-	s->out[0].limit = s->out[1].limit = req->max_output_bytes;
-	struct exec_result res = {0};
-	r = channel_send(ch, AIRLOCK_FRAME_EXEC, s->id, text, len);
-	if (r == 0 && req->stdin_data)
-		r = exec_send_stdin(ch, s, req, deadline);
-	if (r < 0)
-		r = al_error_set(err, AL_ERR_GUEST, -r, "cannot send the command to the guest agent: %s",
-				 strerror(-r));
-	else
-		r = exec_collect(ch, s, deadline, &res, err);
-	stream_close(ch, s);
-	if (r < 0) {
-		exec_result_release(&res);
-		return r;
-	}
-	res.duration_ms = now_ms_monotonic() - start;
-	*ret = res;
-	return 0;
+	json_t *m = json_pack("{s:o, s:o, s:s, s:I, s:I, s:I, s:b}", "argv", argv, "env", jenv, "cwd", req->cwd,
+			      "uid", (json_int_t)req->uid, "gid", (json_int_t)req->gid, "timeout_ms",
+			      (json_int_t)req->timeout_s * 1000, "stdin", req->stdin_data != NULL || req->stdin_stream);
+	if (req->pty_rows)
+		json_object_set_new(m, "pty", json_pack("{s:I, s:I}", "rows", (json_int_t)req->pty_rows, "cols",
+							(json_int_t)req->pty_cols));
+	return m;
 }

@@ -1,9 +1,15 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Host side of the host <-> guest channel: frames in and out, multiplexed
- * streams, the agent's hello. One per running sandbox. */
+ * streams with flow control both ways, the agent's hello. One per running
+ * sandbox.
+ *
+ * Threads: the sandbox's monitor thread does all I/O on the fd (reads
+ * frames, flushes the outgoing queue); request threads start streams, queue
+ * frames and wait on the channel's condition. Nothing blocks on the fd. */
 #ifndef AIRLOCK_GUEST_CHANNEL_H
 #define AIRLOCK_GUEST_CHANNEL_H
 
+#include <jansson.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -12,15 +18,23 @@
 #include "error.h"
 #include "frame.h"
 
-/* A write to the guest that makes no progress for this long means the agent
- * stopped reading: the channel is declared dead. */
+/* Queued frames that make no progress for this long mean the agent stopped
+ * reading: the channel is declared dead. */
 #define GUEST_WRITE_TIMEOUT_MS 30000
-/* Concurrent operations per sandbox. */
+/* Concurrent streams per sandbox (processes, file transfers...). */
 #define GUEST_STREAMS_MAX 256
 /* Extra time past an exec's own timeout before the host gives up on the agent. */
 #define GUEST_EXEC_GRACE_MS 15000
+/* Bulk senders (stdin, uploads) wait while this much is queued for the guest. */
+#define GUEST_OUTQ_MAX (512u * 1024u)
+/* Output kept per logged stream for readers that come later. */
+#define GUEST_LOG_CAPACITY (1u << 20)
+/* Output is credited back to the agent in batches of this size. */
+#define GUEST_CREDIT_BATCH (64u * 1024u)
+#define GUEST_FOLLOWERS_MAX 16
 
 struct guest_channel;
+struct guest_stream;
 
 struct guest_hello {
 	unsigned proto;
@@ -37,11 +51,16 @@ struct exec_output {
 	bool truncated;
 };
 
-struct exec_result {
+/* How a process ended. */
+struct exec_exit {
 	bool exited; /* exit_code valid; else signal valid */
 	int exit_code;
 	int signal;
 	bool timed_out;
+};
+
+struct exec_result {
+	struct exec_exit status;
 	struct exec_output out[2]; /* stdout, stderr */
 	uint64_t duration_ms;
 };
@@ -50,7 +69,16 @@ void exec_result_release(struct exec_result *r);
 /* Takes ownership of fd (made non-blocking). */
 struct guest_channel *guest_channel_new(int fd);
 void guest_channel_free(struct guest_channel *ch);
+
+/* For the monitor thread's poll: the channel fd (POLLIN, plus POLLOUT when
+ * guest_channel_want_write) and an eventfd that is readable when frames were
+ * queued from another thread. */
 int guest_channel_fd(struct guest_channel *ch);
+int guest_channel_wake_fd(struct guest_channel *ch);
+bool guest_channel_want_write(struct guest_channel *ch);
+/* Writes queued frames without blocking; kills the channel when the guest has
+ * not taken any for GUEST_WRITE_TIMEOUT_MS. */
+int guest_channel_flush(struct guest_channel *ch);
 
 /* Reads what is available and handles whole frames. < 0 when the channel is
  * finished: -EPROTO for a protocol violation by the guest, else EOF or an I/O
@@ -58,8 +86,9 @@ int guest_channel_fd(struct guest_channel *ch);
 int guest_channel_read(struct guest_channel *ch);
 /* SECURITY: handles one frame from the guest. Everything in it is hostile:
  * unknown streams and unexpected types are dropped, control payloads are
- * parsed as bounded JSON with type checks, output is capped per stream. < 0
- * only for violations that make the channel unusable. Exposed for fuzzing. */
+ * parsed as bounded JSON with type checks, output is capped per stream and
+ * credited back only as it is consumed. < 0 only for violations that make
+ * the channel unusable. Exposed for fuzzing. */
 int guest_channel_handle_frame(struct guest_channel *ch, const struct airlock_frame_header *h,
 			       const uint8_t *payload);
 
@@ -72,17 +101,77 @@ int guest_channel_request_hello(struct guest_channel *ch);
 /* Waits until the agent said hello (0), the channel died (-EPIPE) or the
  * deadline passed (-ETIMEDOUT). */
 int guest_channel_wait_hello(struct guest_channel *ch, uint64_t deadline_ms, struct guest_hello *ret);
-
-/* Runs a command to completion. env is the merged list of KEY=VALUE. */
-int guest_channel_exec(struct guest_channel *ch, const struct exec_request *req, char **env, size_t n_env,
-		       struct exec_result *ret, struct al_error *err);
-
-/* A stream for an operation driven by the caller (and by the fuzzer): output
- * is capped at max_output per stream. */
-int guest_channel_stream_open(struct guest_channel *ch, size_t max_output, uint32_t *ret_id, struct al_error *err);
-void guest_channel_stream_close(struct guest_channel *ch, uint32_t id);
-
 /* Best effort: asks the agent to power off. */
 int guest_channel_shutdown(struct guest_channel *ch);
+
+/* ---- streams -------------------------------------------------------------------------------- */
+
+enum guest_stream_mode {
+	/* Output gathered whole, up to a limit per stream (the rest dropped). */
+	GUEST_STREAM_COLLECT,
+	/* Output kept in a log of GUEST_LOG_CAPACITY for readers (cursors); while
+	 * a reader lags, the agent gets no credit and the producer slows down. */
+	GUEST_STREAM_LOG,
+};
+
+/* Called once, from the monitor thread, when a stream ends (EXIT, ERROR, OK,
+ * or the channel died: type 0). Must not call into the channel. */
+typedef void (*guest_stream_done_fn)(void *ctx, uint8_t type, json_t *result);
+
+/* Opens a stream and sends its first frame (EXEC, FILE_READ, FILE_WRITE,
+ * FILE_OP, METRICS) with msg as payload. The caller owns one reference. */
+int guest_stream_start(struct guest_channel *ch, uint8_t type, json_t *msg, enum guest_stream_mode mode,
+		       size_t collect_limit, struct guest_stream **ret, struct al_error *err);
+void guest_stream_set_done_cb(struct guest_channel *ch, struct guest_stream *s, guest_stream_done_fn fn,
+			      void *ctx);
+uint32_t guest_stream_id(struct guest_stream *s);
+/* Drops a reference; the stream is forgotten by the channel with the last. */
+void guest_stream_unref(struct guest_channel *ch, struct guest_stream *s);
+void guest_stream_ref(struct guest_channel *ch, struct guest_stream *s);
+
+/* Sends STDIN or FILE_DATA within the agent's window, waiting for credit and
+ * queue space until the deadline. len 0 = EOF. 0, or -EPIPE when the stream
+ * already ended (the rest is not wanted), -ETIMEDOUT, -ECONNRESET when the
+ * channel died. */
+int guest_stream_send_data(struct guest_channel *ch, struct guest_stream *s, uint8_t type, const void *data,
+			   size_t len, uint64_t deadline_ms);
+/* Queues a control frame (SIGNAL, RESIZE) for a stream. */
+int guest_stream_send_control(struct guest_channel *ch, struct guest_stream *s, uint8_t type, json_t *msg);
+
+/* Waits until the stream ended: 0, -ETIMEDOUT, or -ECONNRESET (the channel
+ * died first). */
+int guest_stream_wait_done(struct guest_channel *ch, struct guest_stream *s, uint64_t deadline_ms);
+/* Whether it ended, and how: type EXIT/ERROR/OK (0 if the channel died) and a
+ * new reference to the result object. */
+bool guest_stream_done(struct guest_channel *ch, struct guest_stream *s, uint8_t *ret_type, json_t **ret_result);
+/* Moves the collected output out of a COLLECT stream. */
+void guest_stream_take_output(struct guest_channel *ch, struct guest_stream *s, struct exec_output out[2]);
+/* Bytes of output received and bytes dropped from the log. */
+void guest_stream_stats(struct guest_channel *ch, struct guest_stream *s, uint64_t *ret_bytes,
+			uint64_t *ret_dropped);
+
+/* A reader of a LOG stream. */
+struct guest_cursor {
+	struct guest_stream *s;
+	uint64_t pos;
+	int slot;
+};
+/* Registers a reader from the oldest kept byte or from now; -EBUSY when the
+ * stream has GUEST_FOLLOWERS_MAX readers. Holds a stream reference. */
+int guest_cursor_open(struct guest_channel *ch, struct guest_stream *s, bool from_start, struct guest_cursor *ret);
+void guest_cursor_close(struct guest_channel *ch, struct guest_cursor *c);
+/* Next piece of output at the cursor: 1 with a copy (type STDOUT, STDERR or
+ * FILE_DATA; *ret_dropped = bytes lost before it), 0 at the end of a finished
+ * stream, -ETIMEDOUT when nothing came before the deadline. */
+int guest_cursor_read(struct guest_channel *ch, struct guest_cursor *c, uint64_t deadline_ms, uint8_t *ret_type,
+		      uint8_t **ret_data, size_t *ret_len, uint64_t *ret_dropped);
+
+/* Parses an EXIT result. */
+int guest_result_to_exit(uint8_t type, json_t *result, struct exec_exit *ret, struct al_error *err);
+/* Turns an ERROR result into an API error (enoent -> 404 and so on). */
+int guest_result_to_error(json_t *result, const char *what, struct al_error *err);
+
+/* The EXEC message for a request; env is the merged list of KEY=VALUE. */
+json_t *guest_exec_message(const struct exec_request *req, char **env, size_t n_env);
 
 #endif

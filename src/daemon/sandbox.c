@@ -12,8 +12,11 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 
+#include "auth.h"
+#include "events.h"
 #include "json-cleanup.h"
 #include "log.h"
+#include "process.h"
 #include "util.h"
 
 struct sandbox {
@@ -28,6 +31,7 @@ struct sandbox {
 	int pidfd;
 	bool our_child;
 	struct guest_channel *ch;
+	struct process_table *procs;
 	int console_fd;
 	int console_log_fd;
 	size_t console_log_size;
@@ -70,6 +74,10 @@ static struct sandbox *sandbox_new(const struct sandbox_record *rec)
 
 static void sandbox_close_runtime(struct sandbox *sb)
 {
+	if (sb->procs) {
+		process_table_free(sb->procs, sb->ch);
+		sb->procs = NULL;
+	}
 	if (sb->ch) {
 		guest_channel_free(sb->ch);
 		sb->ch = NULL;
@@ -150,6 +158,10 @@ static int set_state_locked(struct sandbox *sb, enum sandbox_state st, const cha
 	sandbox_record_release(&sb->rec);
 	sb->rec = next;
 	log_info("sandbox %s: %s%s%s", sb->rec.id, sandbox_state_name(st), error ? ": " : "", error ? error : "");
+	json_t *data = json_pack("{s:s}", "state", sandbox_state_name(st));
+	if (error)
+		json_object_set_new(data, "error", json_string(error));
+	events_emit("sandbox.state", sb->rec.tenant, sb->rec.id, data);
 	return 0;
 }
 
@@ -304,20 +316,26 @@ static void *monitor_main(void *arg)
 {
 	struct sandbox *sb = arg;
 	for (;;) {
-		struct pollfd p[4];
+		struct pollfd p[5];
 		int n = 0;
 		p[n++] = (struct pollfd){.fd = sb->wake_fd, .events = POLLIN};
 		p[n++] = (struct pollfd){.fd = sb->pidfd, .events = POLLIN};
-		int con_i = -1, ch_i = -1;
+		int con_i = -1, ch_i = -1, chw_i = -1;
 		if (sb->console_fd >= 0) {
 			con_i = n;
 			p[n++] = (struct pollfd){.fd = sb->console_fd, .events = POLLIN};
 		}
+		bool want_write = false;
 		if (sb->ch && !guest_channel_dead(sb->ch, NULL, 0)) {
+			want_write = guest_channel_want_write(sb->ch);
 			ch_i = n;
-			p[n++] = (struct pollfd){.fd = guest_channel_fd(sb->ch), .events = POLLIN};
+			p[n++] = (struct pollfd){.fd = guest_channel_fd(sb->ch),
+						 .events = (short)(POLLIN | (want_write ? POLLOUT : 0))};
+			chw_i = n;
+			p[n++] = (struct pollfd){.fd = guest_channel_wake_fd(sb->ch), .events = POLLIN};
 		}
-		if (poll(p, (nfds_t)n, -1) < 0) {
+		/* While frames wait for the guest, wake up to notice a stalled agent. */
+		if (poll(p, (nfds_t)n, want_write ? 1000 : -1) < 0) {
 			if (errno == EINTR)
 				continue;
 			log_error("sandbox %s: poll: %m", sb->rec.id);
@@ -327,7 +345,8 @@ static void *monitor_main(void *arg)
 			break;
 		if (con_i >= 0 && p[con_i].revents)
 			console_drain(sb);
-		if (ch_i >= 0 && p[ch_i].revents && guest_channel_read(sb->ch) == -EPROTO) {
+		if (ch_i >= 0 && (p[ch_i].revents & (POLLIN | POLLHUP | POLLERR)) &&
+		    guest_channel_read(sb->ch) == -EPROTO) {
 			/* SECURITY: a guest that sends garbage gets no second chance. */
 			char why[512];
 			guest_channel_dead(sb->ch, why, sizeof(why));
@@ -335,6 +354,8 @@ static void *monitor_main(void *arg)
 			cfg->vmm->stop(&vc, sb->pid);
 			sandbox_fail(sb, why);
 		}
+		if (ch_i >= 0 && (want_write || (chw_i >= 0 && p[chw_i].revents)))
+			guest_channel_flush(sb->ch);
 		if (p[1].revents) {
 			if (sb->console_fd >= 0)
 				console_drain(sb);
@@ -435,6 +456,7 @@ static int attach(struct sandbox *sb, uint64_t deadline_ms, struct al_error *err
 	struct guest_channel *ch = guest_channel_new(ch_fd);
 	pthread_mutex_lock(&sb->lock);
 	sb->ch = ch;
+	sb->procs = process_table_new(sb->rec.id, sb->rec.tenant);
 	bool cancel = sb->cancel;
 	pthread_mutex_unlock(&sb->lock);
 	if (cancel)
@@ -502,6 +524,103 @@ static int resolve_images(const char *template_name, struct images *ret, struct 
 }
 
 /* ---- operations -------------------------------------------------------------------------- */
+
+static bool tenant_sees(const char *tenant, const struct sandbox_record *rec)
+{
+	return !tenant || !strcmp(tenant, rec->tenant);
+}
+
+static int not_found(const char *id, struct al_error *err)
+{
+	return al_error_set(err, AL_ERR_NOT_FOUND, ENOENT, "no sandbox with id \"%.64s\"", id);
+}
+
+void sandbox_usage(const char *tenant, unsigned *ret_sandboxes, unsigned *ret_vcpus, unsigned *ret_memory_mib)
+{
+	unsigned n = 0, vcpus = 0, mem = 0;
+	pthread_mutex_lock(&registry_lock);
+	for (struct sandbox *sb = registry; sb; sb = sb->next) {
+		pthread_mutex_lock(&sb->lock);
+		bool live = sb->rec.state == SANDBOX_CREATING || sb->rec.state == SANDBOX_RUNNING;
+		if (live && !strcmp(sb->rec.tenant, tenant)) {
+			n++;
+			vcpus += sb->rec.vcpus;
+			mem += sb->rec.memory_mib;
+		}
+		pthread_mutex_unlock(&sb->lock);
+	}
+	pthread_mutex_unlock(&registry_lock);
+	*ret_sandboxes = n;
+	*ret_vcpus = vcpus;
+	*ret_memory_mib = mem;
+}
+
+int sandbox_acquire(const char *id, const char *tenant, struct sandbox **ret, struct al_error *err)
+{
+	if (!sandbox_id_valid(id))
+		return not_found(id, err);
+	struct sandbox *sb = registry_find(id);
+	if (!sb) {
+		struct sandbox_record rec;
+		int r = store_sandbox_get(cfg->store, id, &rec, err);
+		if (r < 0)
+			return r;
+		if (!tenant_sees(tenant, &rec))
+			r = not_found(id, err);
+		else
+			r = al_error_set(err, AL_ERR_CONFLICT, EBUSY, "sandbox %s is %s, not running", id,
+					 sandbox_state_name(rec.state));
+		sandbox_record_release(&rec);
+		return r;
+	}
+	pthread_mutex_lock(&sb->lock);
+	int r = 0;
+	if (!tenant_sees(tenant, &sb->rec))
+		r = not_found(id, err);
+	else if (sb->rec.state != SANDBOX_RUNNING || !sb->ch || sb->stopping)
+		r = al_error_set(err, AL_ERR_CONFLICT, EBUSY, "sandbox %s is %s, not running", id,
+				 sandbox_state_name(sb->rec.state));
+	pthread_mutex_unlock(&sb->lock);
+	if (r < 0) {
+		sandbox_unref(sb);
+		return r;
+	}
+	*ret = sb;
+	return 0;
+}
+
+void sandbox_release(struct sandbox *sb)
+{
+	if (sb)
+		sandbox_unref(sb);
+}
+
+const char *sandbox_id(const struct sandbox *sb)
+{
+	return sb->rec.id;
+}
+
+const char *sandbox_tenant(const struct sandbox *sb)
+{
+	return sb->rec.tenant;
+}
+
+struct guest_channel *sandbox_channel(struct sandbox *sb)
+{
+	return sb->ch;
+}
+
+struct process_table *sandbox_processes(struct sandbox *sb)
+{
+	return sb->procs;
+}
+
+void env_free(char **env, size_t n)
+{
+	for (size_t i = 0; env && i < n; i++)
+		free(env[i]);
+	free(env);
+}
 
 static char *kv_to_json(const struct kv_list *l)
 {
@@ -597,8 +716,42 @@ static void teardown(struct sandbox *sb)
 		console_drain(sb);
 }
 
-int sandbox_create(const struct create_request *req, struct sandbox_record *ret, struct al_error *err)
+/* Quota check and registration in one step, so two creates cannot both take the last slot. */
+static int registry_add_within_quota(struct sandbox *sb, const struct tenant_quota *quota, struct al_error *err)
 {
+	pthread_mutex_lock(&registry_lock);
+	if (quota) {
+		struct tenant_usage used = {0};
+		for (struct sandbox *o = registry; o; o = o->next) {
+			pthread_mutex_lock(&o->lock);
+			if ((o->rec.state == SANDBOX_CREATING || o->rec.state == SANDBOX_RUNNING) &&
+			    !strcmp(o->rec.tenant, sb->rec.tenant)) {
+				used.sandboxes++;
+				used.vcpus += o->rec.vcpus;
+				used.memory_mib += o->rec.memory_mib;
+			}
+			pthread_mutex_unlock(&o->lock);
+		}
+		int r = quota_check(sb->rec.tenant, quota, &used, sb->rec.vcpus, sb->rec.memory_mib, err);
+		if (r < 0) {
+			pthread_mutex_unlock(&registry_lock);
+			return r;
+		}
+	}
+	sb->refs++;
+	sb->next = registry;
+	registry = sb;
+	pthread_mutex_unlock(&registry_lock);
+	return 0;
+}
+
+int sandbox_create(const struct create_request *req, const char *tenant, const struct tenant_quota *quota,
+		   struct sandbox_record *ret, struct al_error *err)
+{
+	if (tenant && req->tenant[0] && strcmp(tenant, req->tenant))
+		return al_error_set(err, AL_ERR_FORBIDDEN, EPERM,
+				    "tenant: your token belongs to tenant \"%s\"; it cannot create sandboxes for \"%s\"",
+				    tenant, req->tenant);
 	struct images im;
 	int r = resolve_images(req->template_name, &im, err);
 	if (r < 0)
@@ -610,20 +763,24 @@ int sandbox_create(const struct create_request *req, struct sandbox_record *ret,
 		.boot_ms = -1,
 	};
 	new_id(rec.id);
+	strlcpy_al(rec.tenant, tenant ? tenant : req->tenant[0] ? req->tenant : TENANT_DEFAULT, sizeof(rec.tenant));
 	strlcpy_al(rec.template_name, req->template_name, sizeof(rec.template_name));
 	strlcpy_al(rec.backend, cfg->vmm->name, sizeof(rec.backend));
 	strlcpy_al(rec.accel, cfg->vmm->accel(), sizeof(rec.accel));
 	rec.created_ms = rec.updated_ms = now_ms_realtime();
 	rec.env_json = kv_to_json(&req->env);
 	rec.metadata_json = kv_to_json(&req->metadata);
-	r = store_sandbox_insert(cfg->store, &rec, err);
-	if (r < 0) {
-		sandbox_record_release(&rec);
-		return r;
-	}
 	struct sandbox *sb = sandbox_new(&rec);
 	sandbox_record_release(&rec);
-	registry_add(sb);
+	if ((r = registry_add_within_quota(sb, quota, err)) < 0) {
+		sandbox_unref(sb);
+		return r;
+	}
+	if ((r = store_sandbox_insert(cfg->store, &sb->rec, err)) < 0) {
+		registry_remove(sb);
+		sandbox_unref(sb);
+		return r;
+	}
 	log_info("sandbox %s: creating (template %s, %u vCPU, %u MiB, %s/%s)", sb->rec.id, sb->rec.template_name,
 		 sb->rec.vcpus, sb->rec.memory_mib, sb->rec.backend, sb->rec.accel);
 
@@ -653,32 +810,53 @@ int sandbox_create(const struct create_request *req, struct sandbox_record *ret,
 	return r;
 }
 
-int sandbox_get(const char *id, struct sandbox_record *ret, struct al_error *err)
+int sandbox_get(const char *id, const char *tenant, struct sandbox_record *ret, struct al_error *err)
 {
 	if (!sandbox_id_valid(id))
-		return al_error_set(err, AL_ERR_NOT_FOUND, ENOENT, "no sandbox with id \"%.64s\"", id);
+		return not_found(id, err);
+	struct sandbox_record rec;
 	struct sandbox *sb = registry_find(id);
 	if (sb) {
 		pthread_mutex_lock(&sb->lock);
-		sandbox_record_copy(ret, &sb->rec);
+		sandbox_record_copy(&rec, &sb->rec);
 		pthread_mutex_unlock(&sb->lock);
 		sandbox_unref(sb);
-		return 0;
+	} else {
+		int r = store_sandbox_get(cfg->store, id, &rec, err);
+		if (r < 0)
+			return r;
 	}
-	return store_sandbox_get(cfg->store, id, ret, err);
+	if (!tenant_sees(tenant, &rec)) {
+		sandbox_record_release(&rec);
+		return not_found(id, err);
+	}
+	*ret = rec;
+	return 0;
 }
 
-int sandbox_delete(const char *id, struct sandbox_record *ret, struct al_error *err)
+int sandbox_delete(const char *id, const char *tenant, struct sandbox_record *ret, struct al_error *err)
 {
 	if (!sandbox_id_valid(id))
-		return al_error_set(err, AL_ERR_NOT_FOUND, ENOENT, "no sandbox with id \"%.64s\"", id);
+		return not_found(id, err);
 	struct sandbox *sb = registry_find(id);
-	if (!sb) {
+	if (sb) {
+		pthread_mutex_lock(&sb->lock);
+		bool visible = tenant_sees(tenant, &sb->rec);
+		pthread_mutex_unlock(&sb->lock);
+		if (!visible) {
+			sandbox_unref(sb);
+			return not_found(id, err);
+		}
+	} else {
 		/* Not live: deleted already, or a record whose VMM is long gone. */
 		struct sandbox_record rec;
 		int r = store_sandbox_get(cfg->store, id, &rec, err);
 		if (r < 0)
 			return r;
+		if (!tenant_sees(tenant, &rec)) {
+			sandbox_record_release(&rec);
+			return not_found(id, err);
+		}
 		if (rec.state != SANDBOX_DELETED) {
 			sb = sandbox_new(&rec); /* our reference */
 			registry_add(sb);       /* and the registry's */
@@ -733,9 +911,11 @@ int sandbox_delete(const char *id, struct sandbox_record *ret, struct al_error *
 	return r;
 }
 
-static char **merge_env(const char *sandbox_env_json, const struct kv_list *over, size_t *ret_n)
+char **sandbox_env_merge(struct sandbox *sb, const struct kv_list *over, size_t *ret_n)
 {
-	cleanup_json json_t *o = json_loads(sandbox_env_json, 0, NULL);
+	pthread_mutex_lock(&sb->lock);
+	cleanup_json json_t *o = json_loads(sb->rec.env_json, 0, NULL);
+	pthread_mutex_unlock(&sb->lock);
 	if (!json_is_object(o)) {
 		json_decref(o);
 		o = json_object();
@@ -754,36 +934,57 @@ static char **merge_env(const char *sandbox_env_json, const struct kv_list *over
 	return env;
 }
 
-int sandbox_exec(const char *id, const struct exec_request *req, struct exec_result *ret, struct al_error *err)
+int sandbox_exec(const char *id, const char *tenant, const struct exec_request *req, struct exec_result *ret,
+		 char ret_process_id[32], struct al_error *err)
 {
-	if (!sandbox_id_valid(id))
-		return al_error_set(err, AL_ERR_NOT_FOUND, ENOENT, "no sandbox with id \"%.64s\"", id);
-	struct sandbox *sb = registry_find(id);
-	if (!sb) {
-		struct sandbox_record rec;
-		int r = store_sandbox_get(cfg->store, id, &rec, err);
-		if (r < 0)
-			return r;
-		r = al_error_set(err, AL_ERR_CONFLICT, EBUSY,
-				 "sandbox %s is %s, not running: create a new sandbox to run commands", id,
-				 sandbox_state_name(rec.state));
-		sandbox_record_release(&rec);
+	struct sandbox *sb = NULL;
+	int r = sandbox_acquire(id, tenant, &sb, err);
+	if (r < 0)
 		return r;
-	}
-	pthread_mutex_lock(&sb->lock);
-	int r = 0;
-	if (sb->rec.state != SANDBOX_RUNNING || !sb->ch || sb->stopping)
-		r = al_error_set(err, AL_ERR_CONFLICT, EBUSY, "sandbox %s is %s, not running", id,
-				 sandbox_state_name(sb->rec.state));
 	size_t n_env = 0;
-	char **env = r == 0 ? merge_env(sb->rec.env_json, &req->env, &n_env) : NULL;
-	pthread_mutex_unlock(&sb->lock);
-	if (r == 0)
-		r = guest_channel_exec(sb->ch, req, env, n_env, ret, err);
-	for (size_t i = 0; env && i < n_env; i++)
-		free(env[i]);
-	free(env);
-	sandbox_unref(sb);
+	char **env = sandbox_env_merge(sb, &req->env, &n_env);
+	struct guest_channel *ch = sb->ch;
+	uint64_t start = now_ms_monotonic();
+	uint64_t deadline = start + (uint64_t)req->timeout_s * 1000u + GUEST_EXEC_GRACE_MS;
+	struct guest_stream *s = NULL;
+	char pid[PROCESS_ID_MAX + 1];
+	r = process_start(sb->procs, ch, req, env, n_env, GUEST_STREAM_COLLECT, pid, &s, err);
+	env_free(env, n_env);
+	if (r == 0 && req->stdin_data) {
+		/* A zero-length send is the EOF, so empty stdin is just that. */
+		r = guest_stream_send_data(ch, s, AIRLOCK_FRAME_STDIN, req->stdin_data, req->stdin_len, deadline);
+		if (r == 0 && req->stdin_len > 0)
+			r = guest_stream_send_data(ch, s, AIRLOCK_FRAME_STDIN, NULL, 0, deadline);
+		if (r == -EPIPE)
+			r = 0; /* the process ended without reading it all */
+		if (r < 0)
+			r = al_error_set(err, r == -ETIMEDOUT ? AL_ERR_TIMEOUT : AL_ERR_GUEST, -r,
+					 "cannot send stdin to the command: %s", strerror(-r));
+	}
+	if (r == 0 && (r = guest_stream_wait_done(ch, s, deadline)) < 0) {
+		char why[512] = "";
+		guest_channel_dead(ch, why, sizeof(why));
+		r = r == -ETIMEDOUT ? al_error_set(err, AL_ERR_TIMEOUT, ETIMEDOUT,
+						   "the guest agent did not report the command's end in time")
+				    : al_error_set(err, AL_ERR_GUEST, -r,
+						   "the sandbox's guest went away during the command: %s", why);
+	}
+	if (r == 0) {
+		uint8_t type = 0;
+		cleanup_json json_t *result = NULL;
+		guest_stream_done(ch, s, &type, &result);
+		struct exec_result res = {0};
+		r = guest_result_to_exit(type, result, &res.status, err);
+		if (r == 0) {
+			guest_stream_take_output(ch, s, res.out);
+			res.duration_ms = now_ms_monotonic() - start;
+			*ret = res;
+			strlcpy_al(ret_process_id, pid, 32);
+		}
+	}
+	if (s)
+		guest_stream_unref(ch, s);
+	sandbox_release(sb);
 	return r;
 }
 

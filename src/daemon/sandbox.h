@@ -30,10 +30,33 @@ int sandboxes_init(const struct daemon_config *cfg, struct al_error *err);
 /* Stops supervising (VMMs keep running; a restarted daemon re-attaches). */
 void sandboxes_shutdown(void);
 
-int sandbox_create(const struct create_request *req, struct sandbox_record *ret, struct al_error *err);
-int sandbox_get(const char *id, struct sandbox_record *ret, struct al_error *err);
-int sandbox_delete(const char *id, struct sandbox_record *ret, struct al_error *err);
-int sandbox_exec(const char *id, const struct exec_request *req, struct exec_result *ret, struct al_error *err);
+/* `tenant` scopes every call: NULL is the admin (every tenant); otherwise a
+ * sandbox of another tenant answers "not found", as if it did not exist. */
+
+/* Checks the tenant's quota (NULL: none) atomically with the creation. */
+struct tenant_quota;
+int sandbox_create(const struct create_request *req, const char *tenant, const struct tenant_quota *quota,
+		   struct sandbox_record *ret, struct al_error *err);
+int sandbox_get(const char *id, const char *tenant, struct sandbox_record *ret, struct al_error *err);
+int sandbox_delete(const char *id, const char *tenant, struct sandbox_record *ret, struct al_error *err);
+int sandbox_exec(const char *id, const char *tenant, const struct exec_request *req, struct exec_result *ret,
+		 char ret_process_id[32], struct al_error *err);
+
+/* A running sandbox, held for an operation (it cannot be freed meanwhile; a
+ * delete makes its channel fail). */
+struct sandbox;
+int sandbox_acquire(const char *id, const char *tenant, struct sandbox **ret, struct al_error *err);
+void sandbox_release(struct sandbox *sb);
+const char *sandbox_id(const struct sandbox *sb);
+const char *sandbox_tenant(const struct sandbox *sb);
+struct guest_channel *sandbox_channel(struct sandbox *sb);
+struct process_table *sandbox_processes(struct sandbox *sb);
+/* The sandbox's env with `over` applied, as KEY=VALUE strings. */
+char **sandbox_env_merge(struct sandbox *sb, const struct kv_list *over, size_t *ret_n);
+void env_free(char **env, size_t n);
+
+/* Live sandboxes (creating or running) of a tenant and what they hold. */
+void sandbox_usage(const char *tenant, unsigned *ret_sandboxes, unsigned *ret_vcpus, unsigned *ret_memory_mib);
 
 /* Sandbox ids are "sb-" + 16 lowercase hex digits. */
 bool sandbox_id_valid(const char *id);

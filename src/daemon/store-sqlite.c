@@ -59,7 +59,8 @@ static const char schema[] = "CREATE TABLE IF NOT EXISTS sandboxes ("
 			     " updated_ms INTEGER NOT NULL,"
 			     " boot_ms INTEGER NOT NULL,"
 			     " error TEXT,"
-			     " vmm_pid INTEGER NOT NULL);"
+			     " vmm_pid INTEGER NOT NULL,"
+			     " tenant TEXT NOT NULL DEFAULT 'default');"
 			     "CREATE INDEX IF NOT EXISTS sandboxes_created ON sandboxes(created_ms);";
 
 static int db_error(struct store *s, struct al_error *err, const char *what)
@@ -83,6 +84,11 @@ int store_open(const char *path, struct store **ret, struct al_error *err)
 	rc = sqlite3_exec(s->db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;", NULL, NULL, &msg);
 	if (rc == SQLITE_OK)
 		rc = sqlite3_exec(s->db, schema, NULL, NULL, &msg);
+	if (rc == SQLITE_OK) {
+		/* Databases from before tenants: add the column (an error just means it is there). */
+		sqlite3_exec(s->db, "ALTER TABLE sandboxes ADD COLUMN tenant TEXT NOT NULL DEFAULT 'default'", NULL,
+			     NULL, NULL);
+	}
 	if (rc != SQLITE_OK) {
 		int r = al_error_set(err, AL_ERR_INTERNAL, EIO, "cannot initialise state store %s: %s", path,
 				     msg ? msg : sqlite3_errstr(rc));
@@ -100,6 +106,11 @@ void store_close(struct store *s)
 		return;
 	sqlite3_close(s->db);
 	free(s);
+}
+
+struct sqlite3 *store_db(struct store *s)
+{
+	return s->db;
 }
 
 static void bind_record(sqlite3_stmt *st, const struct sandbox_record *r)
@@ -121,6 +132,7 @@ static void bind_record(sqlite3_stmt *st, const struct sandbox_record *r)
 	else
 		sqlite3_bind_null(st, 13);
 	sqlite3_bind_int64(st, 14, r->vmm_pid);
+	sqlite3_bind_text(st, 15, r->tenant[0] ? r->tenant : "default", -1, SQLITE_STATIC);
 }
 
 static int exec_write(struct store *s, const char *sql, const struct sandbox_record *r, const char *what,
@@ -145,8 +157,8 @@ int store_sandbox_insert(struct store *s, const struct sandbox_record *r, struct
 {
 	return exec_write(s,
 			  "INSERT INTO sandboxes (id, state, template, vcpus, memory_mib, env, metadata, backend,"
-			  " accel, created_ms, updated_ms, boot_ms, error, vmm_pid)"
-			  " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+			  " accel, created_ms, updated_ms, boot_ms, error, vmm_pid, tenant)"
+			  " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
 			  r, "insert", err);
 }
 
@@ -155,7 +167,7 @@ int store_sandbox_update(struct store *s, const struct sandbox_record *r, struct
 	return exec_write(s,
 			  "UPDATE sandboxes SET state=?2, template=?3, vcpus=?4, memory_mib=?5, env=?6,"
 			  " metadata=?7, backend=?8, accel=?9, created_ms=?10, updated_ms=?11, boot_ms=?12,"
-			  " error=?13, vmm_pid=?14 WHERE id=?1",
+			  " error=?13, vmm_pid=?14, tenant=?15 WHERE id=?1",
 			  r, "update", err);
 }
 
@@ -183,12 +195,13 @@ static int row_to_record(sqlite3_stmt *st, struct sandbox_record *r)
 	r->boot_ms = sqlite3_column_int64(st, 11);
 	r->error = sqlite3_column_type(st, 12) == SQLITE_NULL ? NULL : xstrdup(col_text(st, 12));
 	r->vmm_pid = sqlite3_column_int64(st, 13);
+	strlcpy_al(r->tenant, col_text(st, 14), sizeof(r->tenant));
 	return 0;
 }
 
 #define SELECT_COLUMNS                                                                                      \
 	"SELECT id, state, template, vcpus, memory_mib, env, metadata, backend, accel, created_ms,"         \
-	" updated_ms, boot_ms, error, vmm_pid FROM sandboxes"
+	" updated_ms, boot_ms, error, vmm_pid, tenant FROM sandboxes"
 
 int store_sandbox_get(struct store *s, const char *id, struct sandbox_record *ret, struct al_error *err)
 {

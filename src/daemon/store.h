@@ -27,6 +27,7 @@ int sandbox_state_from_name(const char *name, enum sandbox_state *ret);
 
 struct sandbox_record {
 	char id[SANDBOX_ID_MAX + 1];
+	char tenant[64];
 	enum sandbox_state state;
 	char template_name[64];
 	unsigned vcpus;
@@ -49,6 +50,9 @@ struct store;
 
 int store_open(const char *path, struct store **ret, struct al_error *err);
 void store_close(struct store *s);
+/* The connection, for modules that keep their own tables in the same database
+ * (auth, events). Serialized (SQLITE_OPEN_FULLMUTEX); owned by the store. */
+struct sqlite3 *store_db(struct store *s);
 
 /* -EEXIST if the id is taken. */
 int store_sandbox_insert(struct store *s, const struct sandbox_record *r, struct al_error *err);

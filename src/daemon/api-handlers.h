@@ -1,0 +1,67 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Handlers of the route table (api-routes.c); one file per resource. */
+#ifndef AIRLOCK_API_HANDLERS_H
+#define AIRLOCK_API_HANDLERS_H
+
+#include "api.h"
+
+#define API_HANDLER(name) void name(const struct api_request *req __attribute__((unused)), struct api_response *resp)
+#define API_UPLOAD(name) int name(const struct api_request *req, struct api_upload *ret, struct al_error *err)
+
+/* api-sandboxes.c */
+API_HANDLER(api_healthz);
+API_HANDLER(api_sandbox_list);
+API_HANDLER(api_sandbox_create);
+API_HANDLER(api_sandbox_get);
+API_HANDLER(api_sandbox_delete);
+API_HANDLER(api_sandbox_exec);
+API_HANDLER(api_sandbox_metrics);
+/* api-processes.c */
+API_HANDLER(api_process_start);
+API_HANDLER(api_process_list);
+API_HANDLER(api_process_get);
+API_HANDLER(api_process_output);
+API_UPLOAD(api_process_stdin);
+API_HANDLER(api_process_signal);
+API_HANDLER(api_process_resize);
+API_HANDLER(api_process_wait);
+API_HANDLER(api_process_attach);
+/* api-files.c */
+API_HANDLER(api_file_get);
+API_UPLOAD(api_file_put);
+API_HANDLER(api_file_stat);
+API_HANDLER(api_file_list);
+API_HANDLER(api_file_mkdir);
+API_HANDLER(api_file_remove);
+API_HANDLER(api_file_rename);
+API_HANDLER(api_archive_get);
+API_UPLOAD(api_archive_put);
+/* api-admin.c */
+API_HANDLER(api_token_create);
+API_HANDLER(api_token_list);
+API_HANDLER(api_token_revoke);
+API_HANDLER(api_tenant_put);
+API_HANDLER(api_tenant_get);
+API_HANDLER(api_events);
+API_HANDLER(api_prometheus);
+
+/* Shared by the handlers: the running sandbox named by the first path
+ * parameter, within the caller's tenant; answers the error itself. */
+struct sandbox;
+struct sandbox *api_sandbox_acquire(const struct api_request *req, struct api_response *resp);
+/* Answers a JSON body parse failure etc. */
+json_t *api_parse_json_object(const struct api_request *req, struct api_response *resp);
+
+/* api-sandboxes.c: JSON lines of process output. */
+struct guest_stream;
+struct exec_request;
+json_t *api_output_line(uint8_t type, const uint8_t *data, size_t len);
+json_t *api_exit_line(uint8_t type, json_t *result, uint64_t duration_ms);
+/* Answers with the JSON lines of s's output; takes over the sandbox and stream references. */
+void api_stream_output(const struct api_request *req, struct api_response *resp, struct sandbox *sb,
+		       struct guest_stream *s, bool from_start, bool follow, bool kill_on_close, json_t *first_line);
+/* Starts a LOG-mode process (env merged, stdin sent); answers errors itself. */
+int api_start_process(const struct api_request *req, struct api_response *resp, struct sandbox *sb,
+		      const struct exec_request *er, char ret_pid[32], struct guest_stream **ret_stream);
+
+#endif

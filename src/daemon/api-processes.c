@@ -1,0 +1,460 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* /v1/sandboxes/{id}/processes: background processes, their output, stdin,
+ * signals, PTY resize and attach (HTTP Upgrade). */
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/socket.h>
+
+#include "api-handlers.h"
+#include "api-request.h"
+#include "json-cleanup.h"
+#include "process.h"
+#include "sandbox.h"
+#include "util.h"
+
+#define PTY_MSG_MAX 65536u
+#define PTY_PROTOCOL "airlock-pty/1"
+#define WAIT_DEFAULT_S 60
+#define WAIT_MAX_S 3600
+
+enum { PTY_IN_DATA = 0, PTY_IN_RESIZE = 1, PTY_OUT_DATA = 2, PTY_OUT_EXIT = 3 };
+
+/* The process named by the second path parameter: its JSON and a stream reference. */
+static int lookup(const struct api_request *req, struct api_response *resp, struct sandbox *sb, json_t **ret_json,
+		  struct guest_stream **ret_stream)
+{
+	struct al_error err = {0};
+	if (!process_id_valid(req->params[1])) {
+		api_response_errorf(resp, AL_ERR_NOT_FOUND, "no process \"%.32s\" in sandbox %s", req->params[1],
+				    sandbox_id(sb));
+		return -ENOENT;
+	}
+	int r = process_get(sandbox_processes(sb), sandbox_channel(sb), req->params[1], ret_json, ret_stream, &err);
+	if (r < 0)
+		api_response_error(resp, &err);
+	return r;
+}
+
+/* The stream of a process that still has one (output forgotten otherwise). */
+static struct guest_stream *lookup_stream(const struct api_request *req, struct api_response *resp,
+					  struct sandbox *sb)
+{
+	struct guest_stream *s = NULL;
+	if (lookup(req, resp, sb, NULL, &s) < 0)
+		return NULL;
+	if (!s)
+		api_response_errorf(resp, AL_ERR_CONFLICT, "process %s ended long ago; its output is no longer kept",
+				    req->params[1]);
+	return s;
+}
+
+API_HANDLER(api_process_start)
+{
+	struct al_error err = {0};
+	struct exec_request er;
+	if (exec_request_parse(req->body, req->body_len, &er, &err) < 0) {
+		api_response_error(resp, &err);
+		return;
+	}
+	if (er.stream) {
+		api_response_errorf(resp, AL_ERR_INVALID_ARGUMENT,
+				    "stream: a background process is read with GET .../processes/{pid}/output");
+		exec_request_release(&er);
+		return;
+	}
+	if (!er.timeout_given)
+		er.timeout_s = 0; /* background processes run until they end */
+	struct sandbox *sb = api_sandbox_acquire(req, resp);
+	char pid[32];
+	struct guest_stream *s = NULL;
+	if (sb && api_start_process(req, resp, sb, &er, pid, &s) == 0) {
+		json_t *obj = NULL;
+		guest_stream_unref(sandbox_channel(sb), s);
+		if (process_get(sandbox_processes(sb), sandbox_channel(sb), pid, &obj, NULL, &err) < 0) {
+			api_response_error(resp, &err);
+		} else {
+			resp->status = 201;
+			resp->body = obj;
+		}
+	}
+	sandbox_release(sb);
+	exec_request_release(&er);
+}
+
+API_HANDLER(api_process_list)
+{
+	struct sandbox *sb = api_sandbox_acquire(req, resp);
+	if (!sb)
+		return;
+	resp->body = json_pack("{s:o}", "processes", process_list(sandbox_processes(sb), sandbox_channel(sb)));
+	sandbox_release(sb);
+}
+
+API_HANDLER(api_process_get)
+{
+	struct sandbox *sb = api_sandbox_acquire(req, resp);
+	json_t *obj = NULL;
+	if (sb && lookup(req, resp, sb, &obj, NULL) == 0)
+		resp->body = obj;
+	sandbox_release(sb);
+}
+
+API_HANDLER(api_process_output)
+{
+	const char *from = api_query(req, "from"), *follow = api_query(req, "follow");
+	if ((from && strcmp(from, "start") && strcmp(from, "now")) ||
+	    (follow && strcmp(follow, "true") && strcmp(follow, "false"))) {
+		api_response_errorf(resp, AL_ERR_INVALID_ARGUMENT,
+				    "from must be start or now, follow must be true or false");
+		return;
+	}
+	struct sandbox *sb = api_sandbox_acquire(req, resp);
+	struct guest_stream *s = sb ? lookup_stream(req, resp, sb) : NULL;
+	if (!s) {
+		sandbox_release(sb);
+		return;
+	}
+	bool from_start = !from || !strcmp(from, "start");
+	bool follow_on = follow && !strcmp(follow, "true");
+	api_stream_output(req, resp, sb, s, from_start, follow_on, false, NULL);
+}
+
+/* ---- stdin ---------------------------------------------------------------------------------------- */
+
+struct stdin_upload {
+	struct sandbox *sb;
+	struct guest_stream *s;
+	bool eof;
+	bool ended_early; /* the process stopped reading: the rest is dropped */
+};
+
+static int stdin_data(void *ctx, const uint8_t *buf, size_t len, struct al_error *err)
+{
+	struct stdin_upload *u = ctx;
+	if (u->ended_early)
+		return 0;
+	int r = guest_stream_send_data(sandbox_channel(u->sb), u->s, AIRLOCK_FRAME_STDIN, buf, len,
+				       now_ms_monotonic() + 60000);
+	if (r == -EPIPE) {
+		u->ended_early = true;
+		return 0;
+	}
+	if (r < 0)
+		return al_error_set(err, r == -ETIMEDOUT ? AL_ERR_TIMEOUT : AL_ERR_GUEST, -r,
+				    "cannot pass stdin to the process: %s", strerror(-r));
+	return 0;
+}
+
+static void stdin_end(void *ctx, bool failed, const struct al_error *data_err, struct api_response *resp)
+{
+	struct stdin_upload *u = ctx;
+	if (failed) {
+		api_response_error(resp, data_err);
+		return;
+	}
+	if (u->eof && !u->ended_early)
+		guest_stream_send_data(sandbox_channel(u->sb), u->s, AIRLOCK_FRAME_STDIN, NULL, 0,
+				       now_ms_monotonic() + 60000);
+	resp->status = 204;
+}
+
+static void stdin_release(void *ctx)
+{
+	struct stdin_upload *u = ctx;
+	guest_stream_unref(sandbox_channel(u->sb), u->s);
+	sandbox_release(u->sb);
+	free(u);
+}
+
+API_UPLOAD(api_process_stdin)
+{
+	const char *eof = api_query(req, "eof");
+	if (eof && strcmp(eof, "true") && strcmp(eof, "false"))
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "eof must be true or false");
+	struct api_response tmp = {0};
+	struct sandbox *sb = api_sandbox_acquire(req, &tmp);
+	struct guest_stream *s = sb ? lookup_stream(req, &tmp, sb) : NULL;
+	if (!s) {
+		sandbox_release(sb);
+		if (tmp.body) {
+			json_t *e = json_object_get(tmp.body, "error");
+			al_error_set(err, AL_ERR_NOT_FOUND, ENOENT, "%s", json_string_value(json_object_get(e, "message")));
+			err->code = tmp.status == 409 ? AL_ERR_CONFLICT : tmp.status == 404 ? AL_ERR_NOT_FOUND
+											     : AL_ERR_INVALID_ARGUMENT;
+			json_decref(tmp.body);
+		}
+		return -ENOENT;
+	}
+	struct stdin_upload *u = xcalloc(1, sizeof(*u));
+	u->sb = sb;
+	u->s = s;
+	u->eof = eof && !strcmp(eof, "true");
+	*ret = (struct api_upload){.data = stdin_data, .end = stdin_end, .release = stdin_release, .ctx = u};
+	return 0;
+}
+
+/* ---- signal, resize, wait ------------------------------------------------------------------------ */
+
+static int parse_signal(json_t *v)
+{
+	static const struct {
+		const char *name;
+		int sig;
+	} names[] = {
+		{"HUP", SIGHUP},   {"INT", SIGINT},   {"QUIT", SIGQUIT}, {"KILL", SIGKILL}, {"USR1", SIGUSR1},
+		{"USR2", SIGUSR2}, {"TERM", SIGTERM}, {"STOP", SIGSTOP}, {"CONT", SIGCONT}, {"ALRM", SIGALRM},
+		{"WINCH", SIGWINCH},
+	};
+	if (json_is_integer(v) && json_integer_value(v) >= 1 && json_integer_value(v) <= 64)
+		return (int)json_integer_value(v);
+	if (!json_is_string(v))
+		return -EINVAL;
+	const char *s = json_string_value(v);
+	if (!strncmp(s, "SIG", 3))
+		s += 3;
+	for (size_t i = 0; i < ARRAY_SIZE(names); i++)
+		if (!strcmp(s, names[i].name))
+			return names[i].sig;
+	return -EINVAL;
+}
+
+/* Sends a control frame built from the body to the process's stream. */
+static void process_control(const struct api_request *req, struct api_response *resp, uint8_t type)
+{
+	cleanup_json json_t *body = api_parse_json_object(req, resp);
+	if (!body)
+		return;
+	cleanup_json json_t *msg = NULL;
+	if (type == AIRLOCK_FRAME_SIGNAL) {
+		int sig = json_object_size(body) == 1 ? parse_signal(json_object_get(body, "signal")) : -EINVAL;
+		if (sig < 0) {
+			api_response_errorf(resp, AL_ERR_INVALID_ARGUMENT,
+					    "body must be {\"signal\": NAME or NUMBER}, e.g. {\"signal\": \"TERM\"}");
+			return;
+		}
+		msg = json_pack("{s:i}", "signal", sig);
+	} else {
+		json_t *rows = json_object_get(body, "rows"), *cols = json_object_get(body, "cols");
+		if (json_object_size(body) != 2 || !json_is_integer(rows) || !json_is_integer(cols) ||
+		    json_integer_value(rows) < 1 || json_integer_value(rows) > PTY_ROWS_MAX ||
+		    json_integer_value(cols) < 1 || json_integer_value(cols) > PTY_COLS_MAX) {
+			api_response_errorf(resp, AL_ERR_INVALID_ARGUMENT,
+					    "body must be {\"rows\": 1..%d, \"cols\": 1..%d}", PTY_ROWS_MAX, PTY_COLS_MAX);
+			return;
+		}
+		msg = json_pack("{s:O, s:O}", "rows", rows, "cols", cols);
+	}
+	struct sandbox *sb = api_sandbox_acquire(req, resp);
+	struct guest_stream *s = sb ? lookup_stream(req, resp, sb) : NULL;
+	if (s) {
+		if (guest_stream_send_control(sandbox_channel(sb), s, type, msg) < 0)
+			api_response_errorf(resp, AL_ERR_CONFLICT, "process %s has ended", req->params[1]);
+		else
+			resp->status = 204;
+		guest_stream_unref(sandbox_channel(sb), s);
+	}
+	sandbox_release(sb);
+}
+
+API_HANDLER(api_process_signal)
+{
+	process_control(req, resp, AIRLOCK_FRAME_SIGNAL);
+}
+
+API_HANDLER(api_process_resize)
+{
+	process_control(req, resp, AIRLOCK_FRAME_RESIZE);
+}
+
+API_HANDLER(api_process_wait)
+{
+	long timeout_s = WAIT_DEFAULT_S;
+	const char *t = api_query(req, "timeout_s");
+	if (t && parse_int_range(t, 0, WAIT_MAX_S, &timeout_s) < 0) {
+		api_response_errorf(resp, AL_ERR_INVALID_ARGUMENT, "timeout_s must be from 0 to %d", WAIT_MAX_S);
+		return;
+	}
+	struct sandbox *sb = api_sandbox_acquire(req, resp);
+	struct guest_stream *s = NULL;
+	if (!sb || lookup(req, resp, sb, NULL, &s) < 0) {
+		sandbox_release(sb);
+		return;
+	}
+	struct guest_channel *ch = sandbox_channel(sb);
+	int r = 0;
+	if (s) {
+		/* Wait in slices so that a client that gave up is noticed. */
+		uint64_t deadline = now_ms_monotonic() + (uint64_t)timeout_s * 1000u;
+		do {
+			uint64_t slice = MIN(deadline, now_ms_monotonic() + 1000);
+			r = guest_stream_wait_done(ch, s, slice);
+		} while (r == -ETIMEDOUT && now_ms_monotonic() < deadline && !api_client_gone(req->conn_fd));
+		guest_stream_unref(ch, s);
+	}
+	json_t *obj = NULL;
+	struct al_error err = {0};
+	if (process_get(sandbox_processes(sb), ch, req->params[1], &obj, NULL, &err) < 0) {
+		api_response_error(resp, &err);
+	} else {
+		resp->status = r == -ETIMEDOUT ? 408 : 200;
+		resp->body = obj;
+	}
+	sandbox_release(sb);
+}
+
+/* ---- attach: the PTY protocol over an upgraded connection ------------------------------------------ */
+
+struct attach {
+	struct sandbox *sb;
+	struct guest_stream *s;
+	int fd;
+	bool client_gone;
+	pthread_mutex_t lock; /* writes to fd */
+	uint8_t *extra;       /* bytes the client sent before it saw our 101 */
+	size_t extra_len, extra_off;
+};
+
+/* Reads exactly n bytes: first what came with the request, then the socket. */
+static bool attach_read(struct attach *a, uint8_t *buf, size_t n)
+{
+	size_t from_extra = MIN(n, a->extra_len - a->extra_off);
+	memcpy(buf, a->extra + a->extra_off, from_extra);
+	a->extra_off += from_extra;
+	if (from_extra == n)
+		return true;
+	return read_full(a->fd, buf + from_extra, n - from_extra) == (ssize_t)(n - from_extra);
+}
+
+static int send_msg(struct attach *a, uint8_t type, const void *data, size_t len)
+{
+	uint8_t hdr[5] = {type, (uint8_t)(len >> 24), (uint8_t)(len >> 16), (uint8_t)(len >> 8), (uint8_t)len};
+	pthread_mutex_lock(&a->lock);
+	int r = write_full_timeout(a->fd, hdr, sizeof(hdr), 30000);
+	if (r == 0 && len)
+		r = write_full_timeout(a->fd, data, len, 30000);
+	pthread_mutex_unlock(&a->lock);
+	return r;
+}
+
+/* SECURITY: client messages are bounded (PTY_MSG_MAX) and typed; anything
+ * else ends the session (the process keeps running). */
+static void *attach_input(void *arg)
+{
+	struct attach *a = arg;
+	struct guest_channel *ch = sandbox_channel(a->sb);
+	uint8_t *buf = xmalloc(PTY_MSG_MAX);
+	for (;;) {
+		uint8_t hdr[5];
+		if (!attach_read(a, hdr, sizeof(hdr)))
+			break;
+		uint32_t len = ((uint32_t)hdr[1] << 24) | ((uint32_t)hdr[2] << 16) | ((uint32_t)hdr[3] << 8) | hdr[4];
+		if (len > PTY_MSG_MAX || (hdr[0] != PTY_IN_DATA && hdr[0] != PTY_IN_RESIZE))
+			break;
+		if (!attach_read(a, buf, len))
+			break;
+		if (hdr[0] == PTY_IN_DATA) {
+			if (len && guest_stream_send_data(ch, a->s, AIRLOCK_FRAME_STDIN, buf, len,
+							  now_ms_monotonic() + 30000) < 0)
+				break;
+			continue;
+		}
+		cleanup_json json_t *j = json_loadb((const char *)buf, len, 0, NULL);
+		json_t *rows = json_object_get(j, "rows"), *cols = json_object_get(j, "cols");
+		if (!json_is_integer(rows) || !json_is_integer(cols) || json_integer_value(rows) < 1 ||
+		    json_integer_value(rows) > PTY_ROWS_MAX || json_integer_value(cols) < 1 ||
+		    json_integer_value(cols) > PTY_COLS_MAX)
+			break;
+		cleanup_json json_t *msg = json_pack("{s:O, s:O}", "rows", rows, "cols", cols);
+		guest_stream_send_control(ch, a->s, AIRLOCK_FRAME_RESIZE, msg);
+	}
+	free(buf);
+	__atomic_store_n(&a->client_gone, true, __ATOMIC_RELEASE);
+	shutdown(a->fd, SHUT_RD);
+	return NULL;
+}
+
+static void attach_run(void *ctx, int fd, const uint8_t *extra, size_t extra_len)
+{
+	struct attach *a = ctx;
+	struct guest_channel *ch = sandbox_channel(a->sb);
+	a->fd = fd;
+	/* Bytes the client sent right after its request belong to the session. */
+	if (extra_len > 0) {
+		a->extra = xmalloc(extra_len);
+		memcpy(a->extra, extra, extra_len);
+		a->extra_len = extra_len;
+	}
+	pthread_t input;
+	bool have_input = pthread_create(&input, NULL, attach_input, a) == 0;
+	struct guest_cursor cur;
+	if (guest_cursor_open(ch, a->s, true, &cur) == 0) {
+		uint64_t start = now_ms_monotonic();
+		for (;;) {
+			uint8_t type;
+			uint8_t *data = NULL;
+			size_t len;
+			uint64_t dropped;
+			int r = guest_cursor_read(ch, &cur, now_ms_monotonic() + 300, &type, &data, &len, &dropped);
+			if (r == 1) {
+				int w = send_msg(a, PTY_OUT_DATA, data, len);
+				free(data);
+				if (w < 0)
+					break;
+				continue;
+			}
+			if (r == 0) {
+				uint8_t rtype = 0;
+				cleanup_json json_t *result = NULL;
+				guest_stream_done(ch, a->s, &rtype, &result);
+				cleanup_json json_t *line = api_exit_line(rtype, result, now_ms_monotonic() - start);
+				cleanup_free char *text = json_dumps(line, JSON_COMPACT);
+				send_msg(a, PTY_OUT_EXIT, text, strlen(text));
+				break;
+			}
+			if (__atomic_load_n(&a->client_gone, __ATOMIC_ACQUIRE))
+				break;
+		}
+		guest_cursor_close(ch, &cur);
+	}
+	shutdown(fd, SHUT_RDWR);
+	if (have_input)
+		pthread_join(input, NULL);
+}
+
+static void attach_free(void *ctx)
+{
+	struct attach *a = ctx;
+	guest_stream_unref(sandbox_channel(a->sb), a->s);
+	sandbox_release(a->sb);
+	pthread_mutex_destroy(&a->lock);
+	free(a->extra);
+	free(a);
+}
+
+API_HANDLER(api_process_attach)
+{
+	const char *upgrade = api_header(req, "Upgrade");
+	if (!upgrade || strcasecmp(upgrade, PTY_PROTOCOL)) {
+		api_response_errorf(resp, AL_ERR_INVALID_ARGUMENT,
+				    "attach needs the headers \"Connection: Upgrade\" and \"Upgrade: " PTY_PROTOCOL
+				    "\" (see docs/api.md, the PTY protocol)");
+		return;
+	}
+	struct sandbox *sb = api_sandbox_acquire(req, resp);
+	struct guest_stream *s = sb ? lookup_stream(req, resp, sb) : NULL;
+	if (!s) {
+		sandbox_release(sb);
+		return;
+	}
+	struct attach *a = xcalloc(1, sizeof(*a));
+	a->sb = sb;
+	a->s = s;
+	a->fd = -1;
+	pthread_mutex_init(&a->lock, NULL);
+	resp->status = 101;
+	resp->upgrade = attach_run;
+	resp->upgrade_free = attach_free;
+	resp->upgrade_ctx = a;
+	resp->upgrade_protocol = PTY_PROTOCOL;
+}

@@ -1,0 +1,106 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Every route of the API in one table: what the server matches, what
+ * `airlockd --print-routes` prints, and what docs/api/openapi.yaml must
+ * describe (tests/integration/test_openapi.py checks both ways). */
+#include "api-handlers.h"
+#include "api-request.h"
+#include "auth.h"
+#include "util.h"
+
+#define KIB 1024u
+#define SMALL (64u * KIB)
+
+const struct api_route api_routes[] = {
+	{"GET", "/healthz", 0, api_healthz, NULL, false},
+	{"GET", "/metrics", 0, api_prometheus, NULL, false},
+	{"GET", "/v1/sandboxes", 0, api_sandbox_list, NULL, false},
+	{"POST", "/v1/sandboxes", API_CREATE_BODY_MAX, api_sandbox_create, NULL, false},
+	{"GET", "/v1/sandboxes/{id}", 0, api_sandbox_get, NULL, false},
+	{"DELETE", "/v1/sandboxes/{id}", 0, api_sandbox_delete, NULL, false},
+	{"POST", "/v1/sandboxes/{id}/exec", API_EXEC_BODY_MAX, api_sandbox_exec, NULL, false},
+	{"GET", "/v1/sandboxes/{id}/metrics", 0, api_sandbox_metrics, NULL, false},
+	{"POST", "/v1/sandboxes/{id}/processes", API_EXEC_BODY_MAX, api_process_start, NULL, false},
+	{"GET", "/v1/sandboxes/{id}/processes", 0, api_process_list, NULL, false},
+	{"GET", "/v1/sandboxes/{id}/processes/{pid}", 0, api_process_get, NULL, false},
+	{"GET", "/v1/sandboxes/{id}/processes/{pid}/output", 0, api_process_output, NULL, false},
+	{"POST", "/v1/sandboxes/{id}/processes/{pid}/stdin", EXEC_STDIN_MAX * 2, NULL, api_process_stdin, false},
+	{"POST", "/v1/sandboxes/{id}/processes/{pid}/signal", SMALL, api_process_signal, NULL, false},
+	{"POST", "/v1/sandboxes/{id}/processes/{pid}/resize", SMALL, api_process_resize, NULL, false},
+	{"GET", "/v1/sandboxes/{id}/processes/{pid}/wait", 0, api_process_wait, NULL, false},
+	{"GET", "/v1/sandboxes/{id}/processes/{pid}/attach", 0, api_process_attach, NULL, false},
+	{"GET", "/v1/sandboxes/{id}/files", 0, api_file_get, NULL, false},
+	{"PUT", "/v1/sandboxes/{id}/files", 0, NULL, api_file_put, false},
+	{"GET", "/v1/sandboxes/{id}/files/stat", 0, api_file_stat, NULL, false},
+	{"GET", "/v1/sandboxes/{id}/files/list", 0, api_file_list, NULL, false},
+	{"POST", "/v1/sandboxes/{id}/files/mkdir", SMALL, api_file_mkdir, NULL, false},
+	{"POST", "/v1/sandboxes/{id}/files/remove", SMALL, api_file_remove, NULL, false},
+	{"POST", "/v1/sandboxes/{id}/files/rename", SMALL, api_file_rename, NULL, false},
+	{"GET", "/v1/sandboxes/{id}/archive", 0, api_archive_get, NULL, false},
+	{"PUT", "/v1/sandboxes/{id}/archive", 0, NULL, api_archive_put, false},
+	{"POST", "/v1/tokens", AUTH_BODY_MAX, api_token_create, NULL, true},
+	{"GET", "/v1/tokens", 0, api_token_list, NULL, true},
+	{"DELETE", "/v1/tokens/{id}", 0, api_token_revoke, NULL, true},
+	{"PUT", "/v1/tenants/{name}", AUTH_BODY_MAX, api_tenant_put, NULL, true},
+	{"GET", "/v1/tenants/{name}", 0, api_tenant_get, NULL, false},
+	{"GET", "/v1/events", 0, api_events, NULL, false},
+};
+const size_t api_routes_count = ARRAY_SIZE(api_routes);
+
+/* Matches one path against a pattern, collecting the {…} segments. */
+static bool pattern_match(const char *pattern, const char *path, struct api_request *req)
+{
+	size_t n_params = 0;
+	const char *p = pattern, *u = path;
+	while (*p && *u) {
+		if (*p != '/' || *u != '/')
+			return false;
+		p++;
+		u++;
+		const char *pe = strchrnul(p, '/'), *ue = strchrnul(u, '/');
+		size_t plen = (size_t)(pe - p), ulen = (size_t)(ue - u);
+		if (plen > 2 && p[0] == '{' && p[plen - 1] == '}') {
+			/* SECURITY: a parameter is one non-empty segment of bounded length; each
+			 * handler validates its shape (ids, names) before using it. */
+			if (ulen == 0 || ulen > API_PARAM_MAX || n_params >= API_PARAMS_MAX)
+				return false;
+			if (req) {
+				memcpy(req->params[n_params], u, ulen);
+				req->params[n_params][ulen] = '\0';
+			}
+			n_params++;
+		} else if (plen != ulen || memcmp(p, u, plen) != 0) {
+			return false;
+		}
+		p = pe;
+		u = ue;
+	}
+	return *p == '\0' && (*u == '\0' || (u[0] == '/' && u[1] == '\0'));
+}
+
+const struct api_route *api_route_match(const char *method, const char *path, struct api_request *req,
+					bool *ret_path_known, char *allowed, size_t allowed_size)
+{
+	*ret_path_known = false;
+	size_t o = 0;
+	if (allowed_size)
+		allowed[0] = '\0';
+	for (size_t i = 0; i < api_routes_count; i++) {
+		if (!pattern_match(api_routes[i].pattern, path, NULL))
+			continue;
+		*ret_path_known = true;
+		if (!strcmp(api_routes[i].method, method)) {
+			pattern_match(api_routes[i].pattern, path, req);
+			return &api_routes[i];
+		}
+		int n = snprintf(allowed + o, allowed_size - o, "%s%s", o ? ", " : "", api_routes[i].method);
+		if (n > 0 && (size_t)n < allowed_size - o)
+			o += (size_t)n;
+	}
+	return NULL;
+}
+
+void api_print_routes(FILE *f)
+{
+	for (size_t i = 0; i < api_routes_count; i++)
+		fprintf(f, "%s %s\n", api_routes[i].method, api_routes[i].pattern);
+}
