@@ -23,6 +23,13 @@ UNIT_LIBS_api-request := -ljansson
 UNIT_SRC_store := $(wildcard src/daemon/store*.c)
 UNIT_LIBS_store := -lsqlite3
 UNIT_SRC_cli-tar := src/cli/cli-tar.c
+# Tokens, tenants and quotas; the event bus; Prometheus metrics.
+UNIT_SRC_auth := src/daemon/auth.c src/daemon/events.c src/daemon/log.c $(wildcard src/daemon/store*.c)
+UNIT_LIBS_auth := -lsqlite3 -ljansson -lcrypto -lpthread
+UNIT_SRC_events := src/daemon/events.c src/daemon/log.c $(wildcard src/daemon/store*.c)
+UNIT_LIBS_events := -lsqlite3 -ljansson -lpthread
+UNIT_SRC_metrics := src/daemon/metrics.c
+UNIT_LIBS_metrics := -lpthread -lm
 
 UNIT_ALL := $(patsubst tests/unit/test-%.c,%,$(wildcard tests/unit/test-*.c))
 unit_missing = $(strip $(foreach f,$(UNIT_SRC_$(1)),$(if $(wildcard $(f)),,$(f))) \
@@ -73,6 +80,11 @@ FUZZ_MAXLEN_fuzz-api-request := 8192
 FUZZ_SRC_fuzz-guest-channel := src/daemon/guest-channel.c
 FUZZ_LIBS_fuzz-guest-channel := -ljansson -lpthread
 FUZZ_MAXLEN_fuzz-guest-channel := 200000
+# Authorization header and the token/quota request bodies (auth.c's pure
+# parsers; the rest of auth.c only links).
+FUZZ_SRC_fuzz-auth-header := src/daemon/auth.c src/daemon/events.c src/daemon/log.c src/daemon/store-sqlite.c
+FUZZ_LIBS_fuzz-auth-header := -ljansson -lcrypto -lsqlite3 -lpthread
+FUZZ_MAXLEN_fuzz-auth-header := 8192
 
 FUZZ_ALL := $(patsubst tests/fuzz/%.c,%,$(wildcard tests/fuzz/fuzz-*.c))
 fuzz_missing = $(strip $(foreach f,$(FUZZ_SRC_$(1)),$(if $(wildcard $(f)),,$(f))))

@@ -52,6 +52,9 @@ static const struct {
 	[AL_ERR_UNAVAILABLE] = {"unavailable", 503},
 	[AL_ERR_TIMEOUT] = {"timeout", 504},
 	[AL_ERR_GUEST] = {"guest_error", 502},
+	[AL_ERR_QUOTA] = {"quota_exceeded", 429},
+	[AL_ERR_UNAUTHORIZED] = {"unauthorized", 401},
+	[AL_ERR_FORBIDDEN] = {"forbidden", 403},
 };
 
 const char *al_error_code_name(enum al_error_code code)

@@ -22,6 +22,10 @@ enum al_error_code {
 	AL_ERR_UNAVAILABLE,      /* 503 */
 	AL_ERR_TIMEOUT,          /* 504 */
 	AL_ERR_GUEST,            /* 502: the guest misbehaved or went away */
+	AL_ERR_QUOTA,            /* 429: a tenant quota would be exceeded */
+	AL_ERR_UNAUTHORIZED,     /* 401: missing, invalid or revoked token */
+	AL_ERR_FORBIDDEN,        /* 403: the token's tenant may not do this */
+	AL_ERR__COUNT,           /* keep last: the number of codes */
 };
 
 struct al_error {

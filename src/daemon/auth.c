@@ -1,0 +1,694 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include "auth.h"
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <pthread.h>
+#include <sqlite3.h>
+
+#include "events.h"
+#include "json-cleanup.h"
+#include "store.h"
+#include "util.h"
+
+#define TOKEN_HASH_LEN 32 /* SHA-256 */
+#define TOKEN_RANDOM_BYTES 32
+#define TOKEN_PREFIX "alk_"
+#define TOKEN_ID_PREFIX "tok-"
+#define TOKEN_CREATE_ATTEMPTS 4
+
+/* The connection of the state store. `life` is read-held while it is in use
+ * and write-held to set or clear it, so auth_shutdown() waits for users. */
+static pthread_rwlock_t life = PTHREAD_RWLOCK_INITIALIZER;
+static sqlite3 *auth_db;
+
+static const char schema[] = "CREATE TABLE IF NOT EXISTS tokens ("
+                             " id TEXT PRIMARY KEY,"
+                             " tenant TEXT NOT NULL,"
+                             " description TEXT NOT NULL,"
+                             " hash BLOB NOT NULL UNIQUE,"
+                             " created_ms INTEGER NOT NULL,"
+                             " revoked_ms INTEGER);"
+                             "CREATE TABLE IF NOT EXISTS tenants ("
+                             " name TEXT PRIMARY KEY,"
+                             " max_sandboxes INTEGER,"
+                             " max_vcpus INTEGER,"
+                             " max_memory_mib INTEGER);";
+
+/* ------------------------------------------------------------ database access */
+
+/* Holds `life` (read) and the connection's mutex, so that a sequence of calls
+ * (step, changes, errmsg) is not interleaved with another thread's. Never
+ * call events_emit() while holding it (events takes its locks first). */
+static sqlite3 *db_acquire(void)
+{
+	pthread_rwlock_rdlock(&life);
+	if (!auth_db) {
+		pthread_rwlock_unlock(&life);
+		return NULL;
+	}
+	sqlite3_mutex_enter(sqlite3_db_mutex(auth_db));
+	return auth_db;
+}
+
+static void db_releasep(sqlite3 **db)
+{
+	if (!*db)
+		return;
+	sqlite3_mutex_leave(sqlite3_db_mutex(*db));
+	pthread_rwlock_unlock(&life);
+	*db = NULL;
+}
+#define cleanup_db __attribute__((cleanup(db_releasep)))
+
+static void stmt_finalizep(sqlite3_stmt **st)
+{
+	sqlite3_finalize(*st); /* accepts NULL */
+}
+#define cleanup_stmt __attribute__((cleanup(stmt_finalizep)))
+
+static int db_closed(struct al_error *err)
+{
+	return al_error_set(err, AL_ERR_UNAVAILABLE, ESHUTDOWN,
+	                    "tokens and tenants are unavailable: the daemon is "
+	                    "shutting down");
+}
+
+static int db_error(sqlite3 *db, struct al_error *err, const char *what)
+{
+	return al_error_set(err, AL_ERR_INTERNAL, EIO, "state store: %s: %s", what, sqlite3_errmsg(db));
+}
+
+int auth_init(struct store *s, struct al_error *err)
+{
+	sqlite3 *db = store_db(s);
+	char *msg = NULL;
+	int rc = sqlite3_exec(db, schema, NULL, NULL, &msg);
+	if (rc != SQLITE_OK) {
+		int r = al_error_set(err, AL_ERR_INTERNAL, EIO, "cannot create the token tables: %s",
+		                     msg ? msg : sqlite3_errstr(rc));
+		sqlite3_free(msg);
+		return r;
+	}
+	pthread_rwlock_wrlock(&life);
+	auth_db = db;
+	pthread_rwlock_unlock(&life);
+	return 0;
+}
+
+void auth_shutdown(void)
+{
+	pthread_rwlock_wrlock(&life);
+	auth_db = NULL;
+	pthread_rwlock_unlock(&life);
+}
+
+/* ------------------------------------------------------------ names and secrets */
+
+bool tenant_name_valid(const char *name)
+{
+	size_t n = strnlen(name, TENANT_NAME_MAX + 1);
+	if (n == 0 || n > TENANT_NAME_MAX)
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		char c = name[i];
+		bool ok = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || (i > 0 && (c == '-' || c == '_'));
+		if (!ok)
+			return false;
+	}
+	return true;
+}
+
+/* At most TOKEN_DESCRIPTION_MAX bytes of UTF-8, no control characters (it is
+ * shown in terminals). */
+static bool description_valid(const char *d)
+{
+	size_t n = strnlen(d, TOKEN_DESCRIPTION_MAX + 1);
+	if (n > TOKEN_DESCRIPTION_MAX || !utf8_valid((const uint8_t *)d, n))
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)d[i];
+		if (c < 0x20 || c == 0x7f)
+			return false;
+	}
+	return true;
+}
+
+static void sha256(const char *s, size_t n, uint8_t out[TOKEN_HASH_LEN])
+{
+	unsigned int len = 0;
+	if (EVP_Digest(s, n, out, &len, EVP_sha256(), NULL) != 1 || len != TOKEN_HASH_LEN)
+		abort(); /* libcrypto cannot hash: nothing sensible to do */
+}
+
+/* "alk_" + base64url (no padding) of 32 random bytes: 43 characters. */
+static void secret_generate(char out[TOKEN_SECRET_LEN + 1])
+{
+	uint8_t raw[TOKEN_RANDOM_BYTES];
+	random_bytes(raw, sizeof(raw));
+	size_t len = 0;
+	cleanup_free char *b64 = base64_encode(raw, sizeof(raw), &len);
+	explicit_bzero(raw, sizeof(raw));
+	size_t o = strlcpy_al(out, TOKEN_PREFIX, TOKEN_SECRET_LEN + 1);
+	for (size_t i = 0; i < len && b64[i] != '=' && o < TOKEN_SECRET_LEN; i++)
+		out[o++] = b64[i] == '+' ? '-' : b64[i] == '/' ? '_' : b64[i];
+	out[o] = '\0';
+	explicit_bzero(b64, len);
+}
+
+static void token_id_generate(char out[TOKEN_ID_LEN + 1])
+{
+	uint8_t raw[8];
+	char hex[2 * sizeof(raw) + 1];
+	random_bytes(raw, sizeof(raw));
+	hex_encode(raw, sizeof(raw), hex);
+	snprintf(out, TOKEN_ID_LEN + 1, TOKEN_ID_PREFIX "%s", hex);
+}
+
+/* RFC 6750 b64token = 1*( ALPHA / DIGIT / "-" / "." / "_" / "~" / "+" / "/" ) *"=" */
+static bool b64token_char(char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '.' ||
+	       c == '_' || c == '~' || c == '+' || c == '/';
+}
+
+static bool ascii_prefix_caseless(const char *s, const char *prefix)
+{
+	for (; *prefix; s++, prefix++) {
+		char c = *s;
+		if (c >= 'A' && c <= 'Z')
+			c = (char)(c - 'A' + 'a');
+		if (c != *prefix)
+			return false;
+	}
+	return true;
+}
+
+int auth_header_parse(const char *value, char *ret_token, size_t size)
+{
+	/* SECURITY: value is an untrusted header; only its first
+	 * AUTH_HEADER_MAX + 1 bytes are ever looked at. */
+	if (!value)
+		return -EINVAL;
+	size_t n = strnlen(value, AUTH_HEADER_MAX + 1);
+	if (n > AUTH_HEADER_MAX)
+		return -E2BIG;
+	static const size_t scheme_len = sizeof("bearer ") - 1;
+	if (n <= scheme_len || !ascii_prefix_caseless(value, "bearer") || value[scheme_len - 1] != ' ')
+		return -EINVAL;
+	const char *t = value + scheme_len;
+	size_t tn = n - scheme_len, i = 0;
+	while (i < tn && b64token_char(t[i]))
+		i++;
+	if (i == 0)
+		return -EINVAL;
+	while (i < tn && t[i] == '=')
+		i++;
+	if (i != tn)
+		return -EINVAL;
+	if (tn >= size)
+		return -E2BIG;
+	memcpy(ret_token, t, tn);
+	ret_token[tn] = '\0';
+	return 0;
+}
+
+/* ------------------------------------------------------------ tokens */
+
+static void token_from_row(sqlite3_stmt *st, struct token_info *t)
+{
+	*t = (struct token_info){0};
+	strlcpy_al(t->id, (const char *)sqlite3_column_text(st, 0), sizeof(t->id));
+	strlcpy_al(t->tenant, (const char *)sqlite3_column_text(st, 1), sizeof(t->tenant));
+	strlcpy_al(t->description, (const char *)sqlite3_column_text(st, 2), sizeof(t->description));
+	t->created_ms = (uint64_t)sqlite3_column_int64(st, 3);
+	t->revoked_ms = sqlite3_column_type(st, 4) == SQLITE_NULL ? 0 : (uint64_t)sqlite3_column_int64(st, 4);
+}
+
+/* Inserts t with the hash of secret. -EEXIST if the id or hash is taken. */
+static int token_insert(const struct token_info *t, const uint8_t hash[TOKEN_HASH_LEN], struct al_error *err)
+{
+	cleanup_db sqlite3 *db = db_acquire();
+	if (!db)
+		return db_closed(err);
+	cleanup_stmt sqlite3_stmt *st = NULL;
+	if (sqlite3_prepare_v2(db,
+	                       "INSERT INTO tokens (id, tenant, description, hash, created_ms, revoked_ms)"
+	                       " VALUES (?1, ?2, ?3, ?4, ?5, NULL)",
+	                       -1, &st, NULL) != SQLITE_OK)
+		return db_error(db, err, "insert token");
+	sqlite3_bind_text(st, 1, t->id, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 2, t->tenant, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 3, t->description, -1, SQLITE_STATIC);
+	sqlite3_bind_blob(st, 4, hash, TOKEN_HASH_LEN, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 5, (sqlite3_int64)t->created_ms);
+	int rc = sqlite3_step(st);
+	if (rc == SQLITE_CONSTRAINT)
+		return -EEXIST;
+	if (rc != SQLITE_DONE)
+		return db_error(db, err, "insert token");
+	return 0;
+}
+
+int auth_token_create(const char *tenant, const char *description, struct token_info *ret,
+                      char ret_secret[TOKEN_SECRET_LEN + 1], struct al_error *err)
+{
+	if (!tenant || !tenant_name_valid(tenant))
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+		                    "tenant: must match [a-z0-9][a-z0-9_-]{0,62}, got \"%.64s\"", tenant ? tenant : "");
+	if (!description)
+		description = "";
+	if (!description_valid(description))
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+		                    "description: must be at most %d bytes of UTF-8 without control characters",
+		                    TOKEN_DESCRIPTION_MAX);
+
+	struct token_info t = {.created_ms = now_ms_realtime()};
+	strlcpy_al(t.tenant, tenant, sizeof(t.tenant));
+	strlcpy_al(t.description, description, sizeof(t.description));
+	char secret[TOKEN_SECRET_LEN + 1];
+	uint8_t hash[TOKEN_HASH_LEN];
+	int r = -EEXIST;
+	/* A collision of 64-bit ids (or of SHA-256) is next to impossible; a
+	 * few fresh attempts make it a non-event rather than an error. */
+	for (int attempt = 0; attempt < TOKEN_CREATE_ATTEMPTS && r == -EEXIST; attempt++) {
+		token_id_generate(t.id);
+		secret_generate(secret);
+		sha256(secret, strlen(secret), hash);
+		r = token_insert(&t, hash, err);
+	}
+	if (r == -EEXIST)
+		r = al_error_set(err, AL_ERR_INTERNAL, EEXIST, "cannot create a token: %d id collisions in a row",
+		                 TOKEN_CREATE_ATTEMPTS);
+	if (r < 0) {
+		explicit_bzero(secret, sizeof(secret));
+		return r;
+	}
+	events_emit("token.created", t.tenant, NULL, json_pack("{s:s, s:s}", "id", t.id, "description", t.description));
+	*ret = t;
+	memcpy(ret_secret, secret, sizeof(secret));
+	explicit_bzero(secret, sizeof(secret));
+	return 0;
+}
+
+int auth_token_list(const char *tenant, struct token_info **ret, size_t *ret_n, struct al_error *err)
+{
+	cleanup_db sqlite3 *db = db_acquire();
+	if (!db)
+		return db_closed(err);
+	cleanup_stmt sqlite3_stmt *st = NULL;
+	if (sqlite3_prepare_v2(db,
+	                       "SELECT id, tenant, description, created_ms, revoked_ms FROM tokens"
+	                       " WHERE ?1 IS NULL OR tenant = ?1 ORDER BY created_ms, id",
+	                       -1, &st, NULL) != SQLITE_OK)
+		return db_error(db, err, "list tokens");
+	if (tenant)
+		sqlite3_bind_text(st, 1, tenant, -1, SQLITE_STATIC);
+	cleanup_free struct token_info *v = NULL;
+	size_t n = 0, cap = 0;
+	int rc;
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		if (n == cap) {
+			cap = cap ? 2 * cap : 16;
+			v = xrealloc(v, cap * sizeof(*v));
+		}
+		token_from_row(st, &v[n++]);
+	}
+	if (rc != SQLITE_DONE)
+		return db_error(db, err, "list tokens");
+	*ret = TAKE_PTR(v);
+	*ret_n = n;
+	return 0;
+}
+
+/* Marks the token revoked; writes its tenant. -ENOENT if unknown or revoked. */
+static int token_mark_revoked(const char *id, char tenant[TENANT_NAME_MAX + 1], struct al_error *err)
+{
+	cleanup_db sqlite3 *db = db_acquire();
+	if (!db)
+		return db_closed(err);
+	cleanup_stmt sqlite3_stmt *st = NULL;
+	if (sqlite3_prepare_v2(
+	        db, "UPDATE tokens SET revoked_ms = ?1 WHERE id = ?2 AND revoked_ms IS NULL RETURNING tenant", -1, &st,
+	        NULL) != SQLITE_OK)
+		return db_error(db, err, "revoke token");
+	sqlite3_bind_int64(st, 1, (sqlite3_int64)now_ms_realtime());
+	sqlite3_bind_text(st, 2, id, -1, SQLITE_STATIC);
+	int rc = sqlite3_step(st);
+	if (rc == SQLITE_DONE)
+		return al_error_set(err, AL_ERR_NOT_FOUND, ENOENT,
+		                    "no valid token %.32s (unknown or already revoked); GET /v1/tokens lists them", id);
+	if (rc != SQLITE_ROW)
+		return db_error(db, err, "revoke token");
+	strlcpy_al(tenant, (const char *)sqlite3_column_text(st, 0), TENANT_NAME_MAX + 1);
+	if (sqlite3_step(st) != SQLITE_DONE)
+		return db_error(db, err, "revoke token");
+	return 0;
+}
+
+int auth_token_revoke(const char *id, struct al_error *err)
+{
+	char tenant[TENANT_NAME_MAX + 1];
+	int r = token_mark_revoked(id, tenant, err);
+	if (r < 0)
+		return r;
+	events_emit("token.revoked", tenant, NULL, json_pack("{s:s}", "id", id));
+	return 0;
+}
+
+enum lookup_result { LOOKUP_VALID, LOOKUP_UNKNOWN, LOOKUP_REVOKED };
+
+static int token_lookup(const uint8_t hash[TOKEN_HASH_LEN], enum lookup_result *ret,
+                        char ret_tenant[TENANT_NAME_MAX + 1], struct al_error *err)
+{
+	cleanup_db sqlite3 *db = db_acquire();
+	if (!db)
+		return db_closed(err);
+	cleanup_stmt sqlite3_stmt *st = NULL;
+	if (sqlite3_prepare_v2(db, "SELECT tenant, hash, revoked_ms FROM tokens WHERE hash = ?1", -1, &st, NULL) !=
+	    SQLITE_OK)
+		return db_error(db, err, "look up token");
+	sqlite3_bind_blob(st, 1, hash, TOKEN_HASH_LEN, SQLITE_STATIC);
+	int rc = sqlite3_step(st);
+	if (rc == SQLITE_DONE) {
+		*ret = LOOKUP_UNKNOWN;
+		return 0;
+	}
+	if (rc != SQLITE_ROW)
+		return db_error(db, err, "look up token");
+	/* SECURITY: the index lookup is not constant-time; compare the stored
+	 * hash again with CRYPTO_memcmp so that the decision itself is. */
+	const void *stored = sqlite3_column_blob(st, 1);
+	if (sqlite3_column_bytes(st, 1) != TOKEN_HASH_LEN || !stored ||
+	    CRYPTO_memcmp(stored, hash, TOKEN_HASH_LEN) != 0) {
+		*ret = LOOKUP_UNKNOWN;
+		return 0;
+	}
+	if (sqlite3_column_type(st, 2) != SQLITE_NULL) {
+		*ret = LOOKUP_REVOKED;
+		return 0;
+	}
+	strlcpy_al(ret_tenant, (const char *)sqlite3_column_text(st, 0), TENANT_NAME_MAX + 1);
+	*ret = LOOKUP_VALID;
+	return 0;
+}
+
+int auth_token_verify(const char *authorization, const char *remote, char ret_tenant[TENANT_NAME_MAX + 1],
+                      struct al_error *err)
+{
+	char token[AUTH_HEADER_MAX + 1];
+	char tenant[TENANT_NAME_MAX + 1];
+	const char *reason = NULL, *msg = NULL;
+	enum lookup_result found = LOOKUP_UNKNOWN;
+
+	if (!authorization || !*authorization) {
+		reason = "missing";
+		msg = "this endpoint needs a token: send \"Authorization: Bearer <token>\" with a token from POST "
+		      "/v1/tokens";
+	} else if (auth_header_parse(authorization, token, sizeof(token)) < 0) {
+		reason = "malformed";
+		msg = "the Authorization header must be \"Bearer <token>\" (one space, at most 256 characters)";
+	} else {
+		uint8_t hash[TOKEN_HASH_LEN];
+		sha256(token, strlen(token), hash);
+		explicit_bzero(token, sizeof(token));
+		int r = token_lookup(hash, &found, tenant, err);
+		if (r < 0)
+			return r;
+		if (found != LOOKUP_VALID) {
+			/* The client sees one message for both; the event says which. */
+			reason = found == LOOKUP_REVOKED ? "revoked" : "unknown";
+			msg = "the token is not valid (unknown or revoked); ask an administrator for a new one";
+		}
+	}
+	if (reason) {
+		events_emit("auth.failure", NULL, NULL, json_pack("{s:s, s:s?}", "reason", reason, "remote", remote));
+		return al_error_set(err, AL_ERR_UNAUTHORIZED, EACCES, "%s", msg);
+	}
+	strlcpy_al(ret_tenant, tenant, TENANT_NAME_MAX + 1);
+	return 0;
+}
+
+static void format_time_or_null(uint64_t ms, json_t **ret)
+{
+	char buf[32];
+	if (!ms) {
+		*ret = json_null();
+		return;
+	}
+	format_time_rfc3339(ms, buf);
+	*ret = json_string(buf);
+}
+
+json_t *token_info_to_json(const struct token_info *t)
+{
+	json_t *created, *revoked;
+	format_time_or_null(t->created_ms, &created);
+	format_time_or_null(t->revoked_ms, &revoked);
+	json_t *j = json_pack("{s:s, s:s, s:s, s:o, s:o}", "id", t->id, "tenant", t->tenant, "description",
+	                      t->description, "created_at", created, "revoked_at", revoked);
+	if (!j)
+		abort(); /* only allocation (or a bug) can fail here */
+	return j;
+}
+
+/* ------------------------------------------------------------ tenants and quotas */
+
+static int quota_validate(const struct tenant_quota *q, struct al_error *err)
+{
+	const struct {
+		const char *name;
+		unsigned v;
+	} f[] = {
+	    {"max_sandboxes", q->max_sandboxes}, {"max_vcpus", q->max_vcpus}, {"max_memory_mib", q->max_memory_mib}};
+	for (size_t i = 0; i < ARRAY_SIZE(f); i++)
+		if (f[i].v > QUOTA_MAX)
+			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+			                    "%s: must be an integer from 0 (unlimited) to %u, got %u", f[i].name,
+			                    QUOTA_MAX, f[i].v);
+	return 0;
+}
+
+static int tenant_check(const char *name, struct al_error *err)
+{
+	if (!name || !tenant_name_valid(name))
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+		                    "tenant name must match [a-z0-9][a-z0-9_-]{0,62}, got \"%.64s\"", name ? name : "");
+	return 0;
+}
+
+int auth_quota_set(const char *tenant, const struct tenant_quota *q, struct al_error *err)
+{
+	int r = tenant_check(tenant, err);
+	if (r < 0)
+		return r;
+	r = quota_validate(q, err);
+	if (r < 0)
+		return r;
+	cleanup_db sqlite3 *db = db_acquire();
+	if (!db)
+		return db_closed(err);
+	cleanup_stmt sqlite3_stmt *st = NULL;
+	if (sqlite3_prepare_v2(db,
+	                       "INSERT INTO tenants (name, max_sandboxes, max_vcpus, max_memory_mib)"
+	                       " VALUES (?1, ?2, ?3, ?4) ON CONFLICT(name) DO UPDATE SET"
+	                       " max_sandboxes = ?2, max_vcpus = ?3, max_memory_mib = ?4",
+	                       -1, &st, NULL) != SQLITE_OK)
+		return db_error(db, err, "set quotas");
+	sqlite3_bind_text(st, 1, tenant, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 2, q->max_sandboxes);
+	sqlite3_bind_int64(st, 3, q->max_vcpus);
+	sqlite3_bind_int64(st, 4, q->max_memory_mib);
+	if (sqlite3_step(st) != SQLITE_DONE)
+		return db_error(db, err, "set quotas");
+	return 0;
+}
+
+static unsigned column_quota(sqlite3_stmt *st, int i)
+{
+	sqlite3_int64 v = sqlite3_column_int64(st, i); /* NULL reads as 0 */
+	return v < 0 ? 0 : v > (sqlite3_int64)QUOTA_MAX ? QUOTA_MAX : (unsigned)v;
+}
+
+int auth_quota_get(const char *tenant, struct tenant_quota *ret, struct al_error *err)
+{
+	int r = tenant_check(tenant, err);
+	if (r < 0)
+		return r;
+	cleanup_db sqlite3 *db = db_acquire();
+	if (!db)
+		return db_closed(err);
+	cleanup_stmt sqlite3_stmt *st = NULL;
+	if (sqlite3_prepare_v2(db, "SELECT max_sandboxes, max_vcpus, max_memory_mib FROM tenants WHERE name = ?1", -1,
+	                       &st, NULL) != SQLITE_OK)
+		return db_error(db, err, "get quotas");
+	sqlite3_bind_text(st, 1, tenant, -1, SQLITE_STATIC);
+	int rc = sqlite3_step(st);
+	struct tenant_quota q = {0};
+	if (rc == SQLITE_ROW)
+		q = (struct tenant_quota){column_quota(st, 0), column_quota(st, 1), column_quota(st, 2)};
+	else if (rc != SQLITE_DONE)
+		return db_error(db, err, "get quotas");
+	*ret = q;
+	return 0;
+}
+
+int quota_check(const char *tenant, const struct tenant_quota *q, const struct tenant_usage *used, unsigned add_vcpus,
+                unsigned add_memory_mib, struct al_error *err)
+{
+	/* 64-bit sums: usage + request cannot wrap. */
+	if (q->max_sandboxes && (uint64_t)used->sandboxes + 1 > q->max_sandboxes)
+		return al_error_set(err, AL_ERR_QUOTA, EDQUOT,
+		                    "tenant %s may run at most %u sandboxes and has %u; delete one or raise the quota "
+		                    "with PUT /v1/tenants/%s",
+		                    tenant, q->max_sandboxes, used->sandboxes, tenant);
+	if (q->max_vcpus && (uint64_t)used->vcpus + add_vcpus > q->max_vcpus)
+		return al_error_set(err, AL_ERR_QUOTA, EDQUOT,
+		                    "tenant %s may use at most %u vCPUs and uses %u, so %u more do not fit; delete a "
+		                    "sandbox, ask for fewer vCPUs or raise the quota with PUT /v1/tenants/%s",
+		                    tenant, q->max_vcpus, used->vcpus, add_vcpus, tenant);
+	if (q->max_memory_mib && (uint64_t)used->memory_mib + add_memory_mib > q->max_memory_mib)
+		return al_error_set(err, AL_ERR_QUOTA, EDQUOT,
+		                    "tenant %s may use at most %u MiB of memory and uses %u MiB, so %u MiB more do not "
+		                    "fit; delete a sandbox, ask for less memory or raise the quota with PUT "
+		                    "/v1/tenants/%s",
+		                    tenant, q->max_memory_mib, used->memory_mib, add_memory_mib, tenant);
+	return 0;
+}
+
+json_t *tenant_to_json(const char *name, const struct tenant_quota *q, const struct tenant_usage *usage)
+{
+	json_t *j =
+	    json_pack("{s:s, s:{s:I, s:I, s:I}}", "name", name, "quotas", "max_sandboxes", (json_int_t)q->max_sandboxes,
+	              "max_vcpus", (json_int_t)q->max_vcpus, "max_memory_mib", (json_int_t)q->max_memory_mib);
+	if (!j)
+		abort();
+	if (usage)
+		json_object_set_new(j, "usage",
+		                    json_pack("{s:I, s:I, s:I}", "sandboxes", (json_int_t)usage->sandboxes, "vcpus",
+		                              (json_int_t)usage->vcpus, "memory_mib", (json_int_t)usage->memory_mib));
+	return j;
+}
+
+/* ------------------------------------------------------------ request bodies */
+
+static void join_names(const char *const *names, char *buf, size_t size)
+{
+	size_t off = 0;
+	buf[0] = '\0';
+	for (size_t i = 0; names[i] && off < size; i++) {
+		int n = snprintf(buf + off, size - off, "%s%s", i ? ", " : "", names[i]);
+		if (n < 0)
+			break;
+		off += (size_t)n;
+	}
+}
+
+static int parse_object(const char *body, size_t len, const char *const *allowed, json_t **ret, struct al_error *err)
+{
+	if (len > AUTH_BODY_MAX)
+		return al_error_set(err, AL_ERR_TOO_LARGE, E2BIG, "request body is %zu bytes; the limit is %d", len,
+		                    AUTH_BODY_MAX);
+	json_error_t jerr;
+	/* JSON_REJECT_DUPLICATES: two "tenant" keys must not mean whichever came last. */
+	cleanup_json json_t *j = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
+	if (!j)
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+		                    "request body is not valid JSON: %s (line %d, column %d)", jerr.text, jerr.line,
+		                    jerr.column);
+	if (!json_is_object(j))
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "request body must be a JSON object");
+	const char *key;
+	json_t *v;
+	json_object_foreach (j, key, v) {
+		bool ok = false;
+		for (size_t i = 0; allowed[i] && !ok; i++)
+			ok = !strcmp(key, allowed[i]);
+		if (!ok) {
+			char list[128];
+			join_names(allowed, list, sizeof(list));
+			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+			                    "unknown field \"%.64s\" (allowed: %s)", key, list);
+		}
+	}
+	*ret = TAKE_PTR(j);
+	return 0;
+}
+
+/* A string field without NUL bytes; absent or null leaves *ret NULL. */
+static int get_string(json_t *obj, const char *field, const char **ret, struct al_error *err)
+{
+	json_t *v = json_object_get(obj, field);
+	*ret = NULL;
+	if (!v || json_is_null(v))
+		return 0;
+	if (!json_is_string(v) || strlen(json_string_value(v)) != json_string_length(v))
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "%s: must be a string without NUL bytes",
+		                    field);
+	*ret = json_string_value(v);
+	return 0;
+}
+
+int token_create_request_parse(const char *body, size_t len, struct token_create_request *ret, struct al_error *err)
+{
+	/* SECURITY: body is client input capped by the caller; checked here
+	 * field by field before anything is copied. */
+	static const char *const allowed[] = {"tenant", "description", NULL};
+	cleanup_json json_t *j = NULL;
+	int r = parse_object(body, len, allowed, &j, err);
+	if (r < 0)
+		return r;
+	const char *tenant, *description;
+	r = get_string(j, "tenant", &tenant, err);
+	if (r < 0)
+		return r;
+	if (!tenant)
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+		                    "tenant: required (the tenant the token acts for, e.g. \"default\")");
+	if (!tenant_name_valid(tenant))
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+		                    "tenant: must match [a-z0-9][a-z0-9_-]{0,62}, got \"%.64s\"", tenant);
+	r = get_string(j, "description", &description, err);
+	if (r < 0)
+		return r;
+	if (description && !description_valid(description))
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+		                    "description: must be at most %d bytes of UTF-8 without control characters",
+		                    TOKEN_DESCRIPTION_MAX);
+	struct token_create_request t = {0};
+	strlcpy_al(t.tenant, tenant, sizeof(t.tenant));
+	strlcpy_al(t.description, description ? description : "", sizeof(t.description));
+	*ret = t;
+	return 0;
+}
+
+static int get_quota(json_t *obj, const char *field, unsigned *ret, struct al_error *err)
+{
+	json_t *v = json_object_get(obj, field);
+	if (!v || json_is_null(v)) {
+		*ret = 0;
+		return 0;
+	}
+	if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > (json_int_t)QUOTA_MAX)
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+		                    "%s: must be an integer from 0 (unlimited) to %u", field, QUOTA_MAX);
+	*ret = (unsigned)json_integer_value(v);
+	return 0;
+}
+
+int quota_request_parse(const char *body, size_t len, struct tenant_quota *ret, struct al_error *err)
+{
+	/* SECURITY: body is client input capped by the caller. */
+	static const char *const allowed[] = {"max_sandboxes", "max_vcpus", "max_memory_mib", NULL};
+	cleanup_json json_t *j = NULL;
+	int r = parse_object(body, len, allowed, &j, err);
+	if (r < 0)
+		return r;
+	struct tenant_quota q;
+	if ((r = get_quota(j, "max_sandboxes", &q.max_sandboxes, err)) < 0 ||
+	    (r = get_quota(j, "max_vcpus", &q.max_vcpus, err)) < 0 ||
+	    (r = get_quota(j, "max_memory_mib", &q.max_memory_mib, err)) < 0)
+		return r;
+	*ret = q;
+	return 0;
+}

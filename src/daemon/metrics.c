@@ -1,0 +1,191 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include "metrics.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdint.h>
+
+#include "error.h"
+#include "util.h"
+
+#define HIST_BUCKETS_MAX 16
+#define HTTP_STATUS_MIN 100
+#define HTTP_STATUS_MAX 599
+
+struct histogram {
+	const char *name;
+	const char *help;
+	size_t n_bounds;
+	double bounds[HIST_BUCKETS_MAX];       /* upper bounds, increasing; +Inf is implicit */
+	uint64_t counts[HIST_BUCKETS_MAX + 1]; /* per bucket (not cumulative); last is +Inf */
+	double sum;
+	uint64_t count;
+};
+
+struct metrics {
+	struct histogram create, exec;
+	uint64_t requests[HTTP_STATUS_MAX - HTTP_STATUS_MIN + 1];
+	uint64_t errors[AL_ERR__COUNT];
+	uint64_t boot_failures;
+};
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+
+#define METRICS_INIT                                                                                                   \
+	{                                                                                                              \
+		.create = {.name = "airlock_sandbox_create_seconds",                                                   \
+		           .help = "Time from a create request to a running sandbox (or failure).",                    \
+		           .n_bounds = 11,                                                                             \
+		           .bounds = {0.25, 0.5, 1, 2, 3, 5, 8, 13, 20, 30, 60}},                                      \
+		.exec = {.name = "airlock_exec_seconds",                                                               \
+		         .help = "Duration of exec commands, start to exit.",                                          \
+		         .n_bounds = 11,                                                                               \
+		         .bounds = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}},                         \
+	}
+
+static struct metrics m = METRICS_INIT;
+
+void metrics_reset(void)
+{
+	pthread_mutex_lock(&lock);
+	m = (struct metrics)METRICS_INIT;
+	pthread_mutex_unlock(&lock);
+}
+
+static void histogram_observe(struct histogram *h, double v)
+{
+	if (isnan(v) || v < 0) /* a clock glitch: count it as 0 */
+		v = 0;
+	size_t i = 0;
+	while (i < h->n_bounds && v > h->bounds[i])
+		i++;
+	pthread_mutex_lock(&lock);
+	h->counts[i]++;
+	if (isfinite(v))
+		h->sum += v;
+	h->count++;
+	pthread_mutex_unlock(&lock);
+}
+
+void metrics_observe_create(double seconds)
+{
+	histogram_observe(&m.create, seconds);
+}
+
+void metrics_observe_exec(double seconds)
+{
+	histogram_observe(&m.exec, seconds);
+}
+
+void metrics_count_request(int http_status)
+{
+	if (http_status < HTTP_STATUS_MIN || http_status > HTTP_STATUS_MAX)
+		return;
+	pthread_mutex_lock(&lock);
+	m.requests[http_status - HTTP_STATUS_MIN]++;
+	pthread_mutex_unlock(&lock);
+}
+
+void metrics_count_error(const char *code)
+{
+	if (!code)
+		return;
+	/* Only names from the error table become labels, so a caller cannot grow
+	 * the series set with arbitrary strings. */
+	for (int i = AL_ERR_NONE + 1; i < AL_ERR__COUNT; i++) {
+		if (!strcmp(code, al_error_code_name((enum al_error_code)i))) {
+			pthread_mutex_lock(&lock);
+			m.errors[i]++;
+			pthread_mutex_unlock(&lock);
+			return;
+		}
+	}
+}
+
+void metrics_count_boot_failure(void)
+{
+	pthread_mutex_lock(&lock);
+	m.boot_failures++;
+	pthread_mutex_unlock(&lock);
+}
+
+/* Label values: backslash, double quote and newline escaped (format 0.0.4). */
+static void put_label_value(FILE *f, const char *s)
+{
+	for (; *s; s++) {
+		if (*s == '\\')
+			fputs("\\\\", f);
+		else if (*s == '"')
+			fputs("\\\"", f);
+		else if (*s == '\n')
+			fputs("\\n", f);
+		else
+			fputc(*s, f);
+	}
+}
+
+static void render_histogram(FILE *f, const struct histogram *h)
+{
+	fprintf(f, "# HELP %s %s\n# TYPE %s histogram\n", h->name, h->help, h->name);
+	uint64_t cumulative = 0;
+	for (size_t i = 0; i < h->n_bounds; i++) {
+		cumulative += h->counts[i];
+		fprintf(f, "%s_bucket{le=\"%g\"} %llu\n", h->name, h->bounds[i], (unsigned long long)cumulative);
+	}
+	cumulative += h->counts[h->n_bounds];
+	fprintf(f, "%s_bucket{le=\"+Inf\"} %llu\n", h->name, (unsigned long long)cumulative);
+	fprintf(f, "%s_sum %.9g\n", h->name, h->sum);
+	fprintf(f, "%s_count %llu\n", h->name, (unsigned long long)h->count);
+}
+
+char *metrics_render(const unsigned state_counts[], size_t n_states, const char *const state_names[])
+{
+	pthread_mutex_lock(&lock);
+	struct metrics snap = m;
+	pthread_mutex_unlock(&lock);
+
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+	if (!f)
+		abort();
+
+	fputs("# HELP airlock_sandboxes Sandboxes by state.\n# TYPE airlock_sandboxes gauge\n", f);
+	for (size_t i = 0; i < n_states; i++) {
+		if (!state_names[i])
+			continue;
+		fputs("airlock_sandboxes{state=\"", f);
+		put_label_value(f, state_names[i]);
+		fprintf(f, "\"} %u\n", state_counts[i]);
+	}
+
+	render_histogram(f, &snap.create);
+	render_histogram(f, &snap.exec);
+
+	fputs("# HELP airlock_api_requests_total API responses by HTTP status.\n"
+	      "# TYPE airlock_api_requests_total counter\n",
+	      f);
+	for (int i = 0; i < (int)ARRAY_SIZE(snap.requests); i++)
+		if (snap.requests[i])
+			fprintf(f, "airlock_api_requests_total{code=\"%d\"} %llu\n", i + HTTP_STATUS_MIN,
+			        (unsigned long long)snap.requests[i]);
+
+	/* Every error code is rendered, zeros too: a bounded set, and rate()
+	 * works from the first error on. */
+	fputs("# HELP airlock_errors_total API error responses by error code.\n"
+	      "# TYPE airlock_errors_total counter\n",
+	      f);
+	for (int i = AL_ERR_NONE + 1; i < AL_ERR__COUNT; i++)
+		fprintf(f, "airlock_errors_total{code=\"%s\"} %llu\n", al_error_code_name((enum al_error_code)i),
+		        (unsigned long long)snap.errors[i]);
+
+	fprintf(f,
+	        "# HELP airlock_boot_failures_total Sandboxes whose VM did not come up.\n"
+	        "# TYPE airlock_boot_failures_total counter\n"
+	        "airlock_boot_failures_total %llu\n",
+	        (unsigned long long)snap.boot_failures);
+
+	if (fclose(f) != 0 || !buf)
+		abort();
+	return buf;
+}

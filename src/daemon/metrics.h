@@ -1,0 +1,42 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Daemon-wide Prometheus metrics for GET /metrics (docs/api.md, "Prometheus
+ * metrics"), rendered in text exposition format 0.0.4:
+ *
+ *   airlock_sandboxes{state="…"}                 gauge (counts given to render)
+ *   airlock_sandbox_create_seconds               histogram
+ *   airlock_exec_seconds                         histogram
+ *   airlock_api_requests_total{code="<HTTP status>"}  counter
+ *   airlock_errors_total{code="<al_error code name>"} counter
+ *   airlock_boot_failures_total                  counter
+ *
+ * All functions are thread-safe and never fail; state is process-global and
+ * needs no initialisation. Label sets are bounded: HTTP statuses 100..599 and
+ * the names of enum al_error_code.
+ */
+#ifndef AIRLOCK_METRICS_H
+#define AIRLOCK_METRICS_H
+
+#include <stddef.h>
+
+/* Seconds from POST /v1/sandboxes to running (or failure). Negative or NaN
+ * values count as 0. */
+void metrics_observe_create(double seconds);
+/* Seconds of one exec, start to exit. */
+void metrics_observe_exec(double seconds);
+/* One API response with this status; statuses outside 100..599 are ignored. */
+void metrics_count_request(int http_status);
+/* One error response, by al_error_code_name() (e.g. "invalid_argument");
+ * a name that is not one of those is ignored (bounded label set). */
+void metrics_count_error(const char *code);
+void metrics_count_boot_failure(void);
+
+/* The whole exposition, NUL-terminated, for the caller to free. state_counts[i]
+ * is the number of sandboxes in state state_names[i] (e.g. sandbox_state_name()
+ * for each enum sandbox_state). n_states may be 0. */
+char *metrics_render(const unsigned state_counts[], size_t n_states, const char *const state_names[]);
+
+/* Zeroes everything (tests). */
+void metrics_reset(void);
+
+#endif
