@@ -36,7 +36,11 @@ static json_t *json_string_lossy(const char *s, size_t n)
 	size_t o = 0;
 	for (size_t i = 0; i < n;) {
 		uint8_t c = (uint8_t)s[i];
-		size_t len = c < 0x80 ? 1 : (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3 : (c & 0xf8) == 0xf0 ? 4 : 0;
+		size_t len = c < 0x80             ? 1
+		             : (c & 0xe0) == 0xc0 ? 2
+		             : (c & 0xf0) == 0xe0 ? 3
+		             : (c & 0xf8) == 0xf0 ? 4
+		                                  : 0;
 		if (len && i + len <= n && utf8_valid((const uint8_t *)s + i, len)) {
 			memcpy(out + o, s + i, len);
 			o += len;
@@ -69,7 +73,7 @@ static int entry_json(int dir_fd, const char *name, const char *display, json_t 
 	json_object_set_new(o, "uid", json_integer(st.st_uid));
 	json_object_set_new(o, "gid", json_integer(st.st_gid));
 	json_object_set_new(o, "mtime_ms",
-			   json_integer((json_int_t)st.st_mtim.tv_sec * 1000 + st.st_mtim.tv_nsec / 1000000));
+	                    json_integer((json_int_t)st.st_mtim.tv_sec * 1000 + st.st_mtim.tv_nsec / 1000000));
 	if (S_ISLNK(st.st_mode)) {
 		char target[PATH_MAX];
 		ssize_t n = readlinkat(dir_fd, name, target, sizeof(target));
@@ -260,8 +264,9 @@ static void op_mkdir(struct agent *a, uint32_t id, json_t *o, const char *path)
 	json_t *jp = json_object_get(o, "parents"), *jm = json_object_get(o, "mode");
 	if ((jp && !json_is_boolean(jp)) ||
 	    (jm && (!json_is_integer(jm) || json_integer_value(jm) < 0 || json_integer_value(jm) > 07777))) {
-		channel_send_error(a, id, EINVAL,
-				   "FILE_OP mkdir: \"parents\" must be a boolean and \"mode\" an integer in 0..4095 (07777)");
+		channel_send_error(
+		    a, id, EINVAL,
+		    "FILE_OP mkdir: \"parents\" must be a boolean and \"mode\" an integer in 0..4095 (07777)");
 		return;
 	}
 	mode_t mode = jm ? (mode_t)json_integer_value(jm) : 0755;
@@ -277,7 +282,7 @@ static void op_mkdir(struct agent *a, uint32_t id, json_t *o, const char *path)
 }
 
 struct rm_ctx {
-	dev_t dev;	     /* the filesystem of the start: mount points below are not entered */
+	dev_t dev;            /* the filesystem of the start: mount points below are not entered */
 	char where[PATH_MAX]; /* the path being worked on, for the message */
 };
 

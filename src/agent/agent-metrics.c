@@ -37,8 +37,8 @@ static int cpu_usage_usec(uint64_t *ret)
 		return -EBADMSG;
 	/* user nice system idle iowait irq softirq steal [guest guest_nice] */
 	unsigned long long v[8];
-	if (sscanf(text + 4, "%llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5],
-		   &v[6], &v[7]) != 8)
+	if (sscanf(text + 4, "%llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6],
+	           &v[7]) != 8)
 		return -EBADMSG;
 	long hz = sysconf(_SC_CLK_TCK);
 	if (hz <= 0)
@@ -129,10 +129,10 @@ void metrics_send(struct agent *a, uint32_t id, const uint8_t *payload, size_t l
 	uint64_t total = (uint64_t)vfs.f_blocks * vfs.f_frsize;
 	uint64_t used = (uint64_t)(vfs.f_blocks - vfs.f_bfree) * vfs.f_frsize;
 	uint64_t uptime_ms = (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-	json_t *o = json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "cpu_usage_usec", (json_int_t)cpu, "cpus",
-			      (json_int_t)(cpus > 0 ? cpus : 1), "mem_total_kib", (json_int_t)mem_total,
-			      "mem_available_kib", (json_int_t)mem_avail, "disk_total_bytes", (json_int_t)total,
-			      "disk_used_bytes", (json_int_t)used, "uptime_ms", (json_int_t)uptime_ms, "processes",
-			      (json_int_t)procs);
+	json_t *o =
+	    json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "cpu_usage_usec", (json_int_t)cpu, "cpus",
+	              (json_int_t)(cpus > 0 ? cpus : 1), "mem_total_kib", (json_int_t)mem_total, "mem_available_kib",
+	              (json_int_t)mem_avail, "disk_total_bytes", (json_int_t)total, "disk_used_bytes", (json_int_t)used,
+	              "uptime_ms", (json_int_t)uptime_ms, "processes", (json_int_t)procs);
 	channel_send_json(a, AIRLOCK_FRAME_OK, id, o);
 }

@@ -666,32 +666,37 @@ def check_file_ops(c, base, in_vm):
     err("enotdir", "list", f"{tree}/a/f.txt")
     err("enoent", "list", f"{tree}/nope")
 
-    # A listing bigger than the window: several chunks, each a JSON object
-    # within a frame; without credit it stops within the window.
-    n = 6000
+    # A listing bigger than the window: without credit it stops within the
+    # window; with credit it completes, in many chunks, each a JSON object
+    # within a frame.
+    n = 3200
     e = c.run(["sh", "-c", f"mkdir {tree}/big && cd {tree}/big && i=0; "
-                           f"while [ $i -lt {n} ]; do : > {'n' * 150}$i; i=$((i+1)); done"])
+                           f"while [ $i -lt {n} ]; do : > {'n' * 240}$i; i=$((i+1)); done"])
     assert e.exit == {"exit_code": 0}, vars(e)
-    p, entries = ok("list", f"{tree}/big")
-    assert p == {"count": n} and len({x["name"] for x in entries}) == n and c.chunks > 16, (p, c.chunks)
     s = c.new_stream()
     c.send(FILE_OP, s, {"op": "list", "path": f"{tree}/big"})
-    got = 0
-    try:
-        while True:
-            ftype, _, payload = c.recv(s, 0.5)
-            assert ftype == FILE_DATA, NAMES[ftype]
-            got += len(payload)
-    except (TimeoutError, socket.timeout):
-        pass
-    assert OUTPUT_WINDOW - MAX_PAYLOAD < got <= OUTPUT_WINDOW, got
-    c.credit(s, got)
+    names, chunks, uncredited, stalled = set(), 0, 0, None
     while True:
-        ftype, _, payload = c.recv(s)
+        try:
+            ftype, _, payload = c.recv(s, 0.5 if stalled is None else 30)
+        except (TimeoutError, socket.timeout):
+            assert stalled is None and OUTPUT_WINDOW - MAX_PAYLOAD < uncredited <= OUTPUT_WINDOW, uncredited
+            stalled = uncredited
+            c.credit(s, uncredited)
+            uncredited = 0
+            continue
         if ftype == OK:
-            assert json.loads(payload) == {"count": n}
+            assert json.loads(payload) == {"count": n}, payload
             break
-        c.credit(s, len(payload))
+        assert ftype == FILE_DATA and len(payload) <= MAX_PAYLOAD, (NAMES[ftype], len(payload))
+        names |= {x["name"] for x in json.loads(payload)["entries"]}
+        chunks += 1
+        uncredited += len(payload)
+        assert uncredited <= OUTPUT_WINDOW, uncredited
+        if stalled is not None:
+            c.credit(s, uncredited)
+            uncredited = 0
+    assert stalled and len(names) == n and chunks > 16, (stalled, len(names), chunks)
 
     ok("rename", f"{tree}/a/f.txt", to=f"{tree}/a/g.txt")
     err("enoent", "stat", f"{tree}/a/f.txt")
@@ -761,11 +766,15 @@ def check_metrics(c, in_vm):
 def check_features(c, in_vm):
     base = "/tmp/airlock-harness" if in_vm else tempfile.mkdtemp(prefix="airlock-h-")
     try:
-        check_output_window(c)
-        check_pty(c)
-        check_file_ops(c, base, in_vm)
-        check_file_read_window(c, base)
-        check_metrics(c, in_vm)
+        times = []
+        for name, check in [("output window", lambda: check_output_window(c)), ("pty", lambda: check_pty(c)),
+                            ("file ops", lambda: check_file_ops(c, base, in_vm)),
+                            ("file read", lambda: check_file_read_window(c, base)),
+                            ("metrics", lambda: check_metrics(c, in_vm))]:
+            t0 = time.monotonic()
+            check()
+            times.append(f"{name} {time.monotonic() - t0:.1f}")
+        print("  checks (s): " + ", ".join(times))
     finally:
         if not in_vm:
             shutil.rmtree(base, ignore_errors=True)
@@ -783,6 +792,14 @@ def check_vm_only(c):
     time.sleep(0.5)
     e = c.run(["sh", "-c", "cat /proc/[0-9]*/stat 2>/dev/null | awk '$3==\"Z\"' | wc -l"])
     assert e.stdout.strip() == b"0", e.stdout
+    # A recursive remove does not enter another filesystem mounted below.
+    e = c.run(["sh", "-c", "mkdir -p /tmp/mnt-t/m && mount -t tmpfs none /tmp/mnt-t/m && echo x > /tmp/mnt-t/m/f"])
+    assert e.exit == {"exit_code": 0}, vars(e)
+    kind, p, _ = c.file_op("remove", "/tmp/mnt-t", recursive=True)
+    assert kind == "ERROR" and p["code"] == "ebusy" and "mnt-t/m" in p["message"], (kind, p)
+    assert c.read_file("/tmp/mnt-t/m/f") == ("OK", b"x\n")
+    assert c.run(["umount", "/tmp/mnt-t/m"]).exit == {"exit_code": 0}
+    assert c.file_op("remove", "/tmp/mnt-t", recursive=True)[0] == "OK"
     # Many concurrent streams.
     es = [c.start(["sh", "-c", f"echo {i}"]) for i in range(20)]
     for i, x in enumerate(es):
