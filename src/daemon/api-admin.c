@@ -28,7 +28,6 @@ API_HANDLER(api_token_create)
 	explicit_bzero(secret, sizeof(secret));
 	resp->status = 201;
 	resp->body = o;
-	events_emit("token.created", info.tenant, NULL, json_pack("{s:s}", "token_id", info.id));
 }
 
 API_HANDLER(api_token_list)
@@ -55,7 +54,6 @@ API_HANDLER(api_token_revoke)
 		return;
 	}
 	resp->status = 204;
-	events_emit("token.revoked", NULL, NULL, json_pack("{s:s}", "token_id", req->params[0]));
 }
 
 /* ---- tenants -------------------------------------------------------------------------------------- */

@@ -825,8 +825,13 @@ int guest_cursor_read(struct guest_channel *ch, struct guest_cursor *c, uint64_t
 
 int guest_result_to_exit(uint8_t type, json_t *result, struct exec_exit *ret, struct al_error *err)
 {
-	if (type != AIRLOCK_FRAME_EXIT)
-		return guest_result_to_error(result, "the command", err);
+	if (type != AIRLOCK_FRAME_EXIT) {
+		/* A command that cannot start is a bad request, whatever the errno (docs/api.md). */
+		int r = guest_result_to_error(result, "the command", err);
+		if (err && err->code != AL_ERR_GUEST)
+			err->code = AL_ERR_INVALID_ARGUMENT;
+		return r;
+	}
 	json_t *code = json_object_get(result, "exit_code");
 	json_t *sig = json_object_get(result, "signal");
 	struct exec_exit e = {.timed_out = json_is_true(json_object_get(result, "timed_out"))};
