@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Hostile guest frames through the host side of the channel: the frame
- * reader, then the per-frame handler with a few streams open (HELLO parsing,
- * output caps, CREDIT, EXIT/ERROR/OK payloads, unknown streams and types). */
+ * reader, then the per-frame handler with streams of both kinds open (HELLO
+ * parsing, output caps and logs, CREDIT, EXIT/ERROR/OK payloads, unknown
+ * streams and types), and a reader draining the log as the daemon would. */
 #include <stdint.h>
 #include <sys/socket.h>
 
@@ -14,10 +15,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
 		abort();
 	struct guest_channel *ch = guest_channel_new(sv[0]);
-	uint32_t ids[3];
+	struct guest_stream *s[3] = {NULL};
+	json_t *msg = json_object();
 	for (size_t i = 0; i < 3; i++)
-		if (guest_channel_stream_open(ch, 4096, &ids[i], NULL) < 0)
+		if (guest_stream_start(ch, AIRLOCK_FRAME_EXEC, msg,
+				       i == 0 ? GUEST_STREAM_COLLECT : GUEST_STREAM_LOG, 4096, &s[i], NULL) < 0)
 			abort();
+	json_decref(msg);
+	struct guest_cursor cur;
+	if (guest_cursor_open(ch, s[1], true, &cur) < 0)
+		abort();
 	struct frame_reader *r = xmalloc(sizeof(*r));
 	frame_reader_init(r);
 	size_t off = 0;
@@ -40,11 +47,26 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				break;
 			}
 		}
+		/* Drain what the reader can see now, like a streaming response. */
+		for (;;) {
+			uint8_t type, *chunk = NULL;
+			size_t len;
+			uint64_t dropped;
+			if (guest_cursor_read(ch, &cur, 0, &type, &chunk, &len, &dropped) != 1)
+				break;
+			free(chunk);
+		}
+		guest_channel_flush(ch);
 	}
 	struct guest_hello hello;
 	(void)guest_channel_wait_hello(ch, 0, &hello);
+	struct exec_output out[2];
+	guest_stream_take_output(ch, s[0], out);
+	free(out[0].data);
+	free(out[1].data);
+	guest_cursor_close(ch, &cur);
 	for (size_t i = 0; i < 3; i++)
-		guest_channel_stream_close(ch, ids[i]);
+		guest_stream_unref(ch, s[i]);
 	free(r);
 	guest_channel_free(ch);
 	close(sv[1]);
