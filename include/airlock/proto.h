@@ -91,7 +91,9 @@ enum airlock_frame_type {
 	AIRLOCK_FRAME_OK = 11,
 	/* host -> guest, stream 0: sync and power off. */
 	AIRLOCK_FRAME_SHUTDOWN = 12,
-	/* host -> guest: {"signal":N} to a stream's process group. */
+	/* host -> guest: {"signal":N} to a stream's process group. On a
+	 * FILE_WRITE stream: cancel the upload (temp file removed, ERROR
+	 * "ecanceled" ends the stream). */
 	AIRLOCK_FRAME_SIGNAL = 13,
 	/* u32 big-endian byte count.
 	 * guest -> host: bytes of STDIN (or FILE_DATA of a FILE_WRITE) consumed

@@ -333,7 +333,10 @@ static void channel_dispatch(struct agent *a, const struct airlock_frame_header 
 		return;
 	case AIRLOCK_FRAME_STDIN:
 	case AIRLOCK_FRAME_SIGNAL:
-		if (s && s->kind == STREAM_EXEC) {
+		if (s && s->kind == STREAM_FILE_WRITE && h->type == AIRLOCK_FRAME_SIGNAL) {
+			/* The host gave up on the upload: nothing of it may stay behind. */
+			file_write_cancel(a, s);
+		} else if (s && s->kind == STREAM_EXEC) {
 			if (h->type == AIRLOCK_FRAME_STDIN)
 				exec_stdin(a, s, p, h->length);
 			else

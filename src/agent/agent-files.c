@@ -132,6 +132,13 @@ void file_write_data(struct agent *a, struct stream *s, const uint8_t *data, siz
 	s->size += len;
 }
 
+void file_write_cancel(struct agent *a, struct stream *s)
+{
+	if (!s->failed)
+		file_fail(a, s, ECANCELED, "upload cancelled by the host:");
+	stream_free(a, s);
+}
+
 void file_read_start(struct agent *a, uint32_t id, const uint8_t *payload, size_t len)
 {
 	char err[512];

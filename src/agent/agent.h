@@ -185,6 +185,8 @@ void exec_kill_all(struct agent *a);
 /* agent-files.c */
 void file_write_start(struct agent *a, uint32_t id, const uint8_t *payload, size_t len);
 void file_write_data(struct agent *a, struct stream *s, const uint8_t *data, size_t len);
+/* SIGNAL on a FILE_WRITE stream: remove the temp file, answer ERROR ecanceled, end the stream. */
+void file_write_cancel(struct agent *a, struct stream *s);
 void file_read_start(struct agent *a, uint32_t id, const uint8_t *payload, size_t len);
 /* Sends one chunk; true when the stream ended (and was freed). */
 bool file_read_pump(struct agent *a, struct stream *s);
