@@ -98,14 +98,15 @@ int cmd_token(int argc, char **argv)
 			print_json(list, true);
 			return 0;
 		}
-		printf("%-24s %-16s %-25s %s\n", "ID", "TENANT", "CREATED", "DESCRIPTION");
+		printf("%-24s %-16s %-8s %-25s %s\n", "ID", "TENANT", "STATE", "CREATED", "DESCRIPTION");
 		size_t i;
 		json_t *t;
 		json_array_foreach(list, i, t)
 		{
 			const char *d = json_string_value(json_object_get(t, "description"));
-			printf("%-24s %-16s %-25s %s\n", json_string_value(json_object_get(t, "id")),
-			       json_string_value(json_object_get(t, "tenant")),
+			bool revoked = json_is_string(json_object_get(t, "revoked_at"));
+			printf("%-24s %-16s %-8s %-25s %s\n", json_string_value(json_object_get(t, "id")),
+			       json_string_value(json_object_get(t, "tenant")), revoked ? "revoked" : "active",
 			       json_string_value(json_object_get(t, "created_at")), d ? d : "");
 		}
 		return 0;

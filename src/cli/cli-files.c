@@ -80,12 +80,12 @@ static int remote_stat(const char *id, const char *path, json_t **ret)
 	json_t *resp = NULL;
 	if (cli_http("GET", url, NULL, &status, &resp, errbuf, sizeof(errbuf)) < 0)
 		return report(0, NULL, errbuf);
-	if (status == 404 && json_is_string(json_object_get(json_object_get(resp, "error"), "code")) &&
-	    strcmp(json_string_value(json_object_get(json_object_get(resp, "error"), "code")), "not_found") == 0) {
+	if (status == 404) {
 		/* Unknown sandbox or missing path: tell them apart by the sandbox. */
 		cleanup_free char *sb = xasprintf("/v1/sandboxes/%s", id);
 		cleanup_json json_t *o = NULL;
-		json_decref(resp);
+		if (resp)
+			json_decref(resp);
 		int r = call("GET", sb, NULL, 200, &o);
 		return r ? r : -ENOENT;
 	}

@@ -176,6 +176,8 @@ int cli_request(struct cli_req *req, long *ret_status, json_t **ret_body, char *
 	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, 10L);
 	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http");
+	if (getenv("AIRLOCK_DEBUG_HTTP"))
+		curl_easy_setopt(c, CURLOPT_VERBOSE, 1L);
 	headers = curl_slist_append(headers, "Expect:");
 	if (auth)
 		headers = curl_slist_append(headers, auth);
