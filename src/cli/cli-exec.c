@@ -88,6 +88,12 @@ static int on_output_line(void *ud, char *line, size_t len)
 		s->failed = true;
 		return 0;
 	}
+	if (!strcmp(type, "dropped")) {
+		fprintf(stderr, "airlock: %lld bytes of output were dropped before this reader got them (the daemon "
+				"keeps the last 1 MiB)\n",
+			(long long)json_integer_value(json_object_get(o, "bytes")));
+		return 0;
+	}
 	return 0; /* a newer daemon's event: ignored */
 }
 
