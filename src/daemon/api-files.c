@@ -110,7 +110,9 @@ API_HANDLER(api_file_stat)
 	struct sandbox *sb = path ? api_sandbox_acquire(req, resp) : NULL;
 	if (!sb)
 		return;
-	resp->body = stat_path(req, resp, sb, path);
+	json_t *st = stat_path(req, resp, sb, path);
+	if (st)
+		resp->body = st;
 	sandbox_release(sb);
 }
 

@@ -16,6 +16,8 @@ API_HANDLER(api_sandbox_get);
 API_HANDLER(api_sandbox_delete);
 API_HANDLER(api_sandbox_exec);
 API_HANDLER(api_sandbox_metrics);
+API_HANDLER(api_sandbox_pause);
+API_HANDLER(api_sandbox_resume);
 /* api-processes.c */
 API_HANDLER(api_process_start);
 API_HANDLER(api_process_list);

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* /v1/sandboxes/{id}/processes: background processes, their output, stdin,
  * signals, PTY resize and attach (HTTP Upgrade). */
+#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -379,6 +380,8 @@ static void attach_run(void *ctx, int fd, const uint8_t *extra, size_t extra_len
 	struct attach *a = ctx;
 	struct guest_channel *ch = sandbox_channel(a->sb);
 	a->fd = fd;
+	/* MHD hands the socket over non-blocking; the input thread reads it blocking. */
+	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
 	/* Bytes the client sent right after its request belong to the session. */
 	if (extra_len > 0) {
 		a->extra = xmalloc(extra_len);

@@ -19,6 +19,8 @@ const struct api_route api_routes[] = {
 	{"DELETE", "/v1/sandboxes/{id}", 0, api_sandbox_delete, NULL, false},
 	{"POST", "/v1/sandboxes/{id}/exec", API_EXEC_BODY_MAX, api_sandbox_exec, NULL, false},
 	{"GET", "/v1/sandboxes/{id}/metrics", 0, api_sandbox_metrics, NULL, false},
+	{"POST", "/v1/sandboxes/{id}/pause", 0, api_sandbox_pause, NULL, false},
+	{"POST", "/v1/sandboxes/{id}/resume", 0, api_sandbox_resume, NULL, false},
 	{"POST", "/v1/sandboxes/{id}/processes", API_EXEC_BODY_MAX, api_process_start, NULL, false},
 	{"GET", "/v1/sandboxes/{id}/processes", 0, api_process_list, NULL, false},
 	{"GET", "/v1/sandboxes/{id}/processes/{pid}", 0, api_process_get, NULL, false},

@@ -22,6 +22,21 @@ struct sandbox *api_sandbox_acquire(const struct api_request *req, struct api_re
 {
 	struct al_error err = {0};
 	struct sandbox *sb = NULL;
+	const char *resume = api_query(req, "resume");
+	if (resume && strcmp(resume, "true") && strcmp(resume, "false")) {
+		api_response_errorf(resp, AL_ERR_INVALID_ARGUMENT, "resume must be true or false");
+		return NULL;
+	}
+	if (resume && !strcmp(resume, "true")) {
+		/* Resume first when asked to; a sandbox that is not paused is left as it is. */
+		struct sandbox_record rec;
+		if (sandbox_resume(req->params[0], req->tenant, &rec, &err) == 0)
+			sandbox_record_release(&rec);
+		else if (err.code == AL_ERR_NOT_FOUND) {
+			api_response_error(resp, &err);
+			return NULL;
+		}
+	}
 	if (sandbox_acquire(req->params[0], req->tenant, &sb, &err) < 0) {
 		api_response_error(resp, &err);
 		return NULL;
@@ -200,6 +215,30 @@ API_HANDLER(api_sandbox_delete)
 	}
 	resp->body = sandbox_to_json(&rec);
 	sandbox_record_release(&rec);
+}
+
+static void pause_or_resume(const struct api_request *req, struct api_response *resp, bool pause)
+{
+	struct al_error err = {0};
+	struct sandbox_record rec;
+	int r = pause ? sandbox_pause(req->params[0], req->tenant, &rec, &err)
+		      : sandbox_resume(req->params[0], req->tenant, &rec, &err);
+	if (r < 0) {
+		api_response_error(resp, &err);
+		return;
+	}
+	resp->body = sandbox_to_json(&rec);
+	sandbox_record_release(&rec);
+}
+
+API_HANDLER(api_sandbox_pause)
+{
+	pause_or_resume(req, resp, true);
+}
+
+API_HANDLER(api_sandbox_resume)
+{
+	pause_or_resume(req, resp, false);
 }
 
 /* ---- exec ----------------------------------------------------------------------------------------- */

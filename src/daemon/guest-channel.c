@@ -63,6 +63,7 @@ struct guest_channel {
 	bool dead;
 	char dead_reason[512];
 	uint64_t dropped_frames;
+	bool paused;
 };
 
 void exec_result_release(struct exec_result *r)
@@ -230,6 +231,8 @@ int guest_channel_flush(struct guest_channel *ch)
 	uint64_t now = now_ms_monotonic();
 	if (progressed)
 		ch->out_progress_ms = now;
+	else if (ch->paused)
+		ch->out_progress_ms = now;
 	else if (ch->out_head && !ch->dead && now - ch->out_progress_ms > GUEST_WRITE_TIMEOUT_MS) {
 		kill_locked(ch, "the guest agent stopped reading its channel");
 		r = -ETIMEDOUT;
@@ -238,6 +241,14 @@ int guest_channel_flush(struct guest_channel *ch)
 		pthread_cond_broadcast(&ch->cond);
 	pthread_mutex_unlock(&ch->lock);
 	return r;
+}
+
+void guest_channel_set_paused(struct guest_channel *ch, bool paused)
+{
+	pthread_mutex_lock(&ch->lock);
+	ch->paused = paused;
+	ch->out_progress_ms = now_ms_monotonic();
+	pthread_mutex_unlock(&ch->lock);
 }
 
 /* ---- life and death ----------------------------------------------------------------------------- */

@@ -80,6 +80,10 @@ bool guest_channel_want_write(struct guest_channel *ch);
  * not taken any for GUEST_WRITE_TIMEOUT_MS. */
 int guest_channel_flush(struct guest_channel *ch);
 
+/* While the guest is paused it cannot read: a queue that does not drain is
+ * then no sign of a stuck agent. */
+void guest_channel_set_paused(struct guest_channel *ch, bool paused);
+
 /* Reads what is available and handles whole frames. < 0 when the channel is
  * finished: -EPROTO for a protocol violation by the guest, else EOF or an I/O
  * error (the reason is kept). */

@@ -302,7 +302,7 @@ static void describe_exit(struct sandbox *sb, const char *what, char *out, size_
 static void sandbox_fail(struct sandbox *sb, const char *what)
 {
 	pthread_mutex_lock(&sb->lock);
-	if (!sb->stopping && (sb->rec.state == SANDBOX_RUNNING)) {
+	if (!sb->stopping && (sb->rec.state == SANDBOX_RUNNING || sb->rec.state == SANDBOX_PAUSED)) {
 		char reason[2048];
 		describe_exit(sb, what, reason, sizeof(reason));
 		struct al_error e;
@@ -541,7 +541,8 @@ void sandbox_usage(const char *tenant, unsigned *ret_sandboxes, unsigned *ret_vc
 	pthread_mutex_lock(&registry_lock);
 	for (struct sandbox *sb = registry; sb; sb = sb->next) {
 		pthread_mutex_lock(&sb->lock);
-		bool live = sb->rec.state == SANDBOX_CREATING || sb->rec.state == SANDBOX_RUNNING;
+		bool live = sb->rec.state == SANDBOX_CREATING || sb->rec.state == SANDBOX_RUNNING ||
+			    sb->rec.state == SANDBOX_PAUSED;
 		if (live && !strcmp(sb->rec.tenant, tenant)) {
 			n++;
 			vcpus += sb->rec.vcpus;
@@ -577,6 +578,11 @@ int sandbox_acquire(const char *id, const char *tenant, struct sandbox **ret, st
 	int r = 0;
 	if (!tenant_sees(tenant, &sb->rec))
 		r = not_found(id, err);
+	else if (sb->rec.state == SANDBOX_PAUSED)
+		r = al_error_set(err, AL_ERR_CONFLICT, EBUSY,
+				 "sandbox %s is paused: resume it first (POST /v1/sandboxes/%s/resume), or add "
+				 "?resume=true to the request",
+				 id, id);
 	else if (sb->rec.state != SANDBOX_RUNNING || !sb->ch || sb->stopping)
 		r = al_error_set(err, AL_ERR_CONFLICT, EBUSY, "sandbox %s is %s, not running", id,
 				 sandbox_state_name(sb->rec.state));
@@ -724,7 +730,8 @@ static int registry_add_within_quota(struct sandbox *sb, const struct tenant_quo
 		struct tenant_usage used = {0};
 		for (struct sandbox *o = registry; o; o = o->next) {
 			pthread_mutex_lock(&o->lock);
-			if ((o->rec.state == SANDBOX_CREATING || o->rec.state == SANDBOX_RUNNING) &&
+			if ((o->rec.state == SANDBOX_CREATING || o->rec.state == SANDBOX_RUNNING ||
+			     o->rec.state == SANDBOX_PAUSED) &&
 			    !strcmp(o->rec.tenant, sb->rec.tenant)) {
 				used.sandboxes++;
 				used.vcpus += o->rec.vcpus;
@@ -911,6 +918,77 @@ int sandbox_delete(const char *id, const char *tenant, struct sandbox_record *re
 	return r;
 }
 
+/* Pause or resume under the sandbox's operation lock: lifecycle calls on one
+ * sandbox are serialized, never interleaved. */
+static int pause_resume(const char *id, const char *tenant, bool pause, struct sandbox_record *ret,
+			struct al_error *err)
+{
+	if (!sandbox_id_valid(id))
+		return not_found(id, err);
+	struct sandbox *sb = registry_find(id);
+	if (!sb) {
+		struct sandbox_record rec;
+		int r = store_sandbox_get(cfg->store, id, &rec, err);
+		if (r < 0)
+			return r;
+		r = tenant_sees(tenant, &rec) ? al_error_set(err, AL_ERR_CONFLICT, EBUSY, "sandbox %s is %s", id,
+							     sandbox_state_name(rec.state))
+					      : not_found(id, err);
+		sandbox_record_release(&rec);
+		return r;
+	}
+	pthread_mutex_lock(&sb->op_lock);
+	pthread_mutex_lock(&sb->lock);
+	int r = 0;
+	enum sandbox_state from = pause ? SANDBOX_RUNNING : SANDBOX_PAUSED;
+	if (!tenant_sees(tenant, &sb->rec))
+		r = not_found(id, err);
+	else if (sb->rec.state == (pause ? SANDBOX_PAUSED : SANDBOX_RUNNING))
+		r = 1; /* already there: idempotent */
+	else if (sb->rec.state != from || sb->stopping || !sb->ch)
+		r = al_error_set(err, AL_ERR_CONFLICT, EBUSY, "sandbox %s is %s: only a %s sandbox can be %s", id,
+				 sandbox_state_name(sb->rec.state), sandbox_state_name(from),
+				 pause ? "paused" : "resumed");
+	pthread_mutex_unlock(&sb->lock);
+	if (r == 0) {
+		struct vmm_config vc = {.sandbox_id = sb->rec.id, .dir = sb->dir, .dirfd = sb->dirfd};
+		if (pause) {
+			guest_channel_set_paused(sb->ch, true);
+			r = cfg->vmm->pause(&vc, err);
+			if (r < 0)
+				guest_channel_set_paused(sb->ch, false);
+		} else {
+			r = cfg->vmm->resume(&vc, err);
+			if (r == 0)
+				guest_channel_set_paused(sb->ch, false);
+		}
+		if (r == 0) {
+			pthread_mutex_lock(&sb->lock);
+			r = set_state_locked(sb, pause ? SANDBOX_PAUSED : SANDBOX_RUNNING, NULL, err);
+			pthread_mutex_unlock(&sb->lock);
+		}
+	}
+	if (r >= 0) {
+		pthread_mutex_lock(&sb->lock);
+		sandbox_record_copy(ret, &sb->rec);
+		pthread_mutex_unlock(&sb->lock);
+		r = 0;
+	}
+	pthread_mutex_unlock(&sb->op_lock);
+	sandbox_unref(sb);
+	return r;
+}
+
+int sandbox_pause(const char *id, const char *tenant, struct sandbox_record *ret, struct al_error *err)
+{
+	return pause_resume(id, tenant, true, ret, err);
+}
+
+int sandbox_resume(const char *id, const char *tenant, struct sandbox_record *ret, struct al_error *err)
+{
+	return pause_resume(id, tenant, false, ret, err);
+}
+
 char **sandbox_env_merge(struct sandbox *sb, const struct kv_list *over, size_t *ret_n)
 {
 	pthread_mutex_lock(&sb->lock);
@@ -1022,12 +1100,17 @@ static void recover_one(struct sandbox_record *rec)
 		sb->pid = pid;
 		sb->pidfd = pidfd_open_(pid);
 	}
-	if (rec->state == SANDBOX_RUNNING && alive) {
+	if ((rec->state == SANDBOX_RUNNING || rec->state == SANDBOX_PAUSED) && alive) {
 		sb->dirfd = open(sb->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 		uint64_t deadline = now_ms_monotonic() + REATTACH_TIMEOUT_MS;
+		bool paused = rec->state == SANDBOX_PAUSED;
+		/* A paused guest cannot answer: its hello is asked for when it resumes. */
 		if (sb->pidfd < 0 || sb->dirfd < 0 || attach(sb, deadline, &e) < 0 ||
-		    guest_channel_request_hello(sb->ch) < 0 || guest_channel_wait_hello(sb->ch, deadline, NULL) < 0)
+		    guest_channel_request_hello(sb->ch) < 0 ||
+		    (!paused && guest_channel_wait_hello(sb->ch, deadline, NULL) < 0))
 			why = "airlockd restarted and could not re-attach to the VM";
+		else if (paused)
+			guest_channel_set_paused(sb->ch, true);
 	} else if (alive) {
 		/* Half-done create or delete: finish it the safe way. */
 		why = "airlockd restarted while the sandbox was being created or stopped";
@@ -1064,7 +1147,7 @@ int sandboxes_init(const struct daemon_config *c, struct al_error *err)
 		return r;
 	for (size_t i = 0; i < n; i++) {
 		if (recs[i].state == SANDBOX_CREATING || recs[i].state == SANDBOX_RUNNING ||
-		    recs[i].state == SANDBOX_STOPPING)
+		    recs[i].state == SANDBOX_STOPPING || recs[i].state == SANDBOX_PAUSED)
 			recover_one(&recs[i]);
 		sandbox_record_release(&recs[i]);
 	}

@@ -42,6 +42,10 @@ int sandbox_delete(const char *id, const char *tenant, struct sandbox_record *re
 int sandbox_exec(const char *id, const char *tenant, const struct exec_request *req, struct exec_result *ret,
 		 char ret_process_id[32], struct al_error *err);
 
+/* Freezes a running sandbox (no CPU; memory stays resident) / thaws it. */
+int sandbox_pause(const char *id, const char *tenant, struct sandbox_record *ret, struct al_error *err);
+int sandbox_resume(const char *id, const char *tenant, struct sandbox_record *ret, struct al_error *err);
+
 /* A running sandbox, held for an operation (it cannot be freed meanwhile; a
  * delete makes its channel fail). */
 struct sandbox;

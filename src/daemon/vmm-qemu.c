@@ -153,12 +153,34 @@ static int qemu_stop(const struct vmm_config *cfg, pid_t pid)
 	return 0;
 }
 
+static int qemu_run_state(const struct vmm_config *cfg, const char *command, const char *what,
+			  struct al_error *err)
+{
+	char why[256];
+	int r = qmp_command(cfg->dirfd, command, NULL, NULL, why, sizeof(why));
+	if (r < 0)
+		return al_error_set(err, AL_ERR_INTERNAL, -r, "cannot %s the VM: %s", what, why);
+	return 0;
+}
+
+static int qemu_pause(const struct vmm_config *cfg, struct al_error *err)
+{
+	return qemu_run_state(cfg, "stop", "pause", err);
+}
+
+static int qemu_resume(const struct vmm_config *cfg, struct al_error *err)
+{
+	return qemu_run_state(cfg, "cont", "resume", err);
+}
+
 const struct vmm_ops vmm_qemu_ops = {
 	.name = "qemu",
 	.accel = qemu_accel,
 	.prepare_disk = qemu_prepare_disk,
 	.spawn = qemu_spawn,
 	.stop = qemu_stop,
+	.pause = qemu_pause,
+	.resume = qemu_resume,
 };
 
 int unix_connect_at(int dirfd, const char *name, int *ret_fd)

@@ -27,6 +27,7 @@ struct vmm_config {
 	const char *rootfs;  /* template image (read-only base of the disk) */
 	unsigned vcpus;
 	unsigned memory_mib;
+	int dirfd; /* the sandbox directory, for the VMM's sockets */
 };
 
 struct vmm_ops {
@@ -40,9 +41,17 @@ struct vmm_ops {
 	int (*spawn)(const struct vmm_config *cfg, pid_t *ret_pid, struct al_error *err);
 	/* Asks the VMM to stop now (no guest cooperation needed). */
 	int (*stop)(const struct vmm_config *cfg, pid_t pid);
+	/* Freezes / thaws the guest's vCPUs; memory stays resident. */
+	int (*pause)(const struct vmm_config *cfg, struct al_error *err);
+	int (*resume)(const struct vmm_config *cfg, struct al_error *err);
 };
 
 extern const struct vmm_ops vmm_qemu_ops;
+
+/* Runs one QMP command on the VMM whose sandbox directory is dirfd; *ret gets
+ * its "return" value (optional). On failure errbuf says why. */
+#include <jansson.h>
+int qmp_command(int dirfd, const char *command, json_t *arguments, json_t **ret, char *errbuf, size_t errsize);
 
 /* Connects to a unix socket named `name` in directory fd `dirfd`, whatever the
  * length of the directory's path. */

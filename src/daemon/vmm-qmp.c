@@ -1,0 +1,119 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* A small QMP client: one connection per command (QMP allows several
+ * clients one after the other), bounded lines, a deadline on everything. */
+#include <fcntl.h>
+#include <poll.h>
+
+#include "json-cleanup.h"
+#include "util.h"
+#include "vmm.h"
+
+#define QMP_LINE_MAX (64u * 1024u)
+#define QMP_TIMEOUT_MS 10000
+
+struct qmp_conn {
+	int fd;
+	char buf[QMP_LINE_MAX];
+	size_t len;
+	uint64_t deadline;
+};
+
+/* SECURITY: QEMU's answers are bounded to QMP_LINE_MAX per line; QEMU is
+ * ours, but it runs next to a hostile guest, so nothing is trusted blindly. */
+static int qmp_read_line(struct qmp_conn *q, json_t **ret)
+{
+	for (;;) {
+		char *nl = memchr(q->buf, '\n', q->len);
+		if (nl) {
+			size_t n = (size_t)(nl - q->buf);
+			json_t *j = json_loadb(q->buf, n, 0, NULL);
+			memmove(q->buf, nl + 1, q->len - n - 1);
+			q->len -= n + 1;
+			if (!json_is_object(j)) {
+				json_decref(j);
+				return -EBADMSG;
+			}
+			*ret = j;
+			return 0;
+		}
+		if (q->len == sizeof(q->buf))
+			return -EMSGSIZE;
+		uint64_t now = now_ms_monotonic();
+		if (now >= q->deadline)
+			return -ETIMEDOUT;
+		struct pollfd p = {.fd = q->fd, .events = POLLIN};
+		int r = poll(&p, 1, (int)(q->deadline - now));
+		if (r < 0 && errno != EINTR)
+			return -errno;
+		if (r <= 0)
+			continue;
+		ssize_t n = read(q->fd, q->buf + q->len, sizeof(q->buf) - q->len);
+		if (n < 0 && errno != EINTR && errno != EAGAIN)
+			return -errno;
+		if (n == 0)
+			return -ECONNRESET;
+		if (n > 0)
+			q->len += (size_t)n;
+	}
+}
+
+/* Sends one command and returns its "return" value (or -EIO with QEMU's error text). */
+static int qmp_exchange(struct qmp_conn *q, json_t *cmd, json_t **ret, char *errbuf, size_t errsize)
+{
+	cleanup_free char *text = json_dumps(cmd, JSON_COMPACT);
+	if (!text)
+		abort();
+	size_t n = strlen(text);
+	text = xrealloc(text, n + 2);
+	text[n] = '\n';
+	int r = write_full_timeout(q->fd, text, n + 1, QMP_TIMEOUT_MS);
+	if (r < 0)
+		return r;
+	for (;;) {
+		json_t *j = NULL;
+		if ((r = qmp_read_line(q, &j)) < 0)
+			return r;
+		if (json_object_get(j, "event")) {
+			json_decref(j);
+			continue;
+		}
+		json_t *e = json_object_get(j, "error");
+		if (e) {
+			snprintf(errbuf, errsize, "%s", json_string_value(json_object_get(e, "desc")) ?: "QMP error");
+			json_decref(j);
+			return -EIO;
+		}
+		if (ret)
+			*ret = json_incref(json_object_get(j, "return"));
+		json_decref(j);
+		return 0;
+	}
+}
+
+int qmp_command(int dirfd, const char *command, json_t *arguments, json_t **ret, char *errbuf, size_t errsize)
+{
+	struct qmp_conn q = {.fd = -1, .deadline = now_ms_monotonic() + QMP_TIMEOUT_MS};
+	snprintf(errbuf, errsize, "QMP failed");
+	int r = unix_connect_at(dirfd, VMM_QMP_SOCK, &q.fd);
+	if (r < 0) {
+		snprintf(errbuf, errsize, "cannot connect to QEMU's QMP socket: %s", strerror(-r));
+		return r;
+	}
+	fcntl(q.fd, F_SETFL, fcntl(q.fd, F_GETFL) | O_NONBLOCK);
+	json_t *greeting = NULL;
+	if ((r = qmp_read_line(&q, &greeting)) == 0) {
+		json_decref(greeting);
+		cleanup_json json_t *caps = json_pack("{s:s}", "execute", "qmp_capabilities");
+		r = qmp_exchange(&q, caps, NULL, errbuf, errsize);
+	}
+	if (r == 0) {
+		cleanup_json json_t *cmd = json_pack("{s:s}", "execute", command);
+		if (arguments)
+			json_object_set(cmd, "arguments", arguments);
+		r = qmp_exchange(&q, cmd, ret, errbuf, errsize);
+	}
+	if (r < 0 && r != -EIO)
+		snprintf(errbuf, errsize, "QMP %s: %s", command, strerror(-r));
+	close(q.fd);
+	return r;
+}
