@@ -23,6 +23,7 @@ static const char usage_text[] =
 	"  ls [--all] [--filter K=V]... [--json]   list sandboxes\n"
 	"  inspect ID [--json]   show one sandbox\n"
 	"  rm ID...              delete sandboxes\n"
+	"  pause ID... / resume ID...   freeze sandboxes (no CPU, memory kept) / thaw them\n"
 	"  stats ID [--json]     the sandbox's CPU, memory and disk figures\n"
 	"Processes:\n"
 	"  exec [-i] [-t] [-d] [--tag T] [--env K=V]... [--cwd DIR] [--timeout S] [--no-stream] ID -- CMD [ARG...]\n"
@@ -477,7 +478,9 @@ static int cmd_inspect(int argc, char **argv)
 	return 0;
 }
 
-static int cmd_rm(int argc, char **argv)
+
+/* METHOD /v1/sandboxes/{id}SUFFIX for each id (rm, pause, resume); prints each id done. */
+static int each_id(int argc, char **argv, const char *method, const char *suffix)
 {
 	static const int allowed[] = {0};
 	struct verb_args a = {0};
@@ -485,17 +488,32 @@ static int cmd_rm(int argc, char **argv)
 	if (r)
 		return r;
 	if (optind >= argc)
-		return usage_error("rm takes one or more sandbox ids");
+		return usage_error("%s takes one or more sandbox ids", argv[0]);
 	int status = 0;
 	for (int i = optind; i < argc; i++) {
-		cleanup_free char *path = xasprintf("/v1/sandboxes/%s", argv[i]);
+		cleanup_free char *path = xasprintf("/v1/sandboxes/%s%s", argv[i], suffix);
 		cleanup_json json_t *resp = NULL;
-		if (call("DELETE", path, NULL, 200, &resp))
+		if (call(method, path, NULL, 200, &resp))
 			status = EXIT_CLIENT;
 		else
 			printf("%s\n", argv[i]);
 	}
 	return status;
+}
+
+static int cmd_rm(int argc, char **argv)
+{
+	return each_id(argc, argv, "DELETE", "");
+}
+
+static int cmd_pause(int argc, char **argv)
+{
+	return each_id(argc, argv, "POST", "/pause");
+}
+
+static int cmd_resume(int argc, char **argv)
+{
+	return each_id(argc, argv, "POST", "/resume");
 }
 
 /* --host / --socket / --token, then the environment for what is not given. */
@@ -563,6 +581,7 @@ int main(int argc, char **argv)
 		{"inspect", cmd_inspect}, {"rm", cmd_rm},       {"ps", cmd_ps},         {"logs", cmd_logs},
 		{"kill", cmd_kill},     {"wait", cmd_wait},     {"cp", cmd_cp},         {"fs", cmd_fs},
 		{"stats", cmd_stats},   {"token", cmd_token},   {"tenant", cmd_tenant}, {"events", cmd_events},
+		{"pause", cmd_pause},   {"resume", cmd_resume},
 	};
 	const char *verb = argv[optind];
 	if (!strcmp(verb, "version")) {

@@ -18,25 +18,31 @@
 
 /* ---- shared helpers ------------------------------------------------------------------------------- */
 
+/* ?resume=true: resume a paused sandbox before the operation. False when the
+ * answer is already an error. */
+static bool maybe_resume(const struct api_request *req, struct api_response *resp)
+{
+	const char *resume = api_query(req, "resume");
+	if (resume && strcmp(resume, "true") && strcmp(resume, "false")) {
+		api_response_errorf(resp, AL_ERR_INVALID_ARGUMENT, "resume must be true or false");
+		return false;
+	}
+	if (resume && !strcmp(resume, "true")) {
+		/* A sandbox that is not paused is left as it is; acquiring it says what is wrong. */
+		struct al_error err = {0};
+		struct sandbox_record rec;
+		if (sandbox_resume(req->params[0], req->tenant, &rec, &err) == 0)
+			sandbox_record_release(&rec);
+	}
+	return true;
+}
+
 struct sandbox *api_sandbox_acquire(const struct api_request *req, struct api_response *resp)
 {
 	struct al_error err = {0};
 	struct sandbox *sb = NULL;
-	const char *resume = api_query(req, "resume");
-	if (resume && strcmp(resume, "true") && strcmp(resume, "false")) {
-		api_response_errorf(resp, AL_ERR_INVALID_ARGUMENT, "resume must be true or false");
+	if (!maybe_resume(req, resp))
 		return NULL;
-	}
-	if (resume && !strcmp(resume, "true")) {
-		/* Resume first when asked to; a sandbox that is not paused is left as it is. */
-		struct sandbox_record rec;
-		if (sandbox_resume(req->params[0], req->tenant, &rec, &err) == 0)
-			sandbox_record_release(&rec);
-		else if (err.code == AL_ERR_NOT_FOUND) {
-			api_response_error(resp, &err);
-			return NULL;
-		}
-	}
 	if (sandbox_acquire(req->params[0], req->tenant, &sb, &err) < 0) {
 		api_response_error(resp, &err);
 		return NULL;
@@ -382,6 +388,8 @@ static void exec_collected(const struct api_request *req, struct api_response *r
 	struct al_error err = {0};
 	struct exec_result res;
 	char pid[32] = "";
+	if (!maybe_resume(req, resp))
+		return;
 	if (sandbox_exec(req->params[0], req->tenant, er, &res, pid, &err) < 0) {
 		api_response_error(resp, &err);
 		return;
