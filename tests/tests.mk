@@ -68,7 +68,7 @@ unit: $(UNIT_BINS)
 # directly (with the fuzzer's instrumentation), not taken from the gcc-built .a.
 FUZZ_CC ?= clang
 FUZZ_SECONDS ?= 20
-FUZZ_CFLAGS = $(CFLAGS_BASE) -Isrc/daemon -fsanitize=fuzzer,address,undefined \
+FUZZ_CFLAGS = $(CFLAGS_BASE) -Isrc/daemon -Isrc/cli -fsanitize=fuzzer,address,undefined \
 	-fno-sanitize-recover=undefined -fno-omit-frame-pointer
 FUZZ_SRC_fuzz-frame :=
 FUZZ_LIBS_fuzz-frame :=
@@ -80,6 +80,10 @@ FUZZ_MAXLEN_fuzz-api-request := 8192
 FUZZ_SRC_fuzz-guest-channel := src/daemon/guest-channel.c
 FUZZ_LIBS_fuzz-guest-channel := -ljansson -lpthread
 FUZZ_MAXLEN_fuzz-guest-channel := 200000
+# The CLI's tar extractor (archives come from the guest).
+FUZZ_SRC_fuzz-cli-tar := src/cli/cli-tar.c
+FUZZ_LIBS_fuzz-cli-tar :=
+FUZZ_MAXLEN_fuzz-cli-tar := 16384
 # Authorization header and the token/quota request bodies (auth.c's pure
 # parsers; the rest of auth.c only links).
 FUZZ_SRC_fuzz-auth-header := src/daemon/auth.c src/daemon/events.c src/daemon/log.c src/daemon/store-sqlite.c
