@@ -119,7 +119,22 @@ enum airlock_frame_type {
 	 * "disk_total_bytes":N, "disk_used_bytes":N (root filesystem),
 	 * "uptime_ms":N, "processes":N}. */
 	AIRLOCK_FRAME_METRICS = 17,
-	AIRLOCK_FRAME_TYPE_MAX = 17,
+	/* host -> guest, on a new stream: {} before a snapshot. The agent stops
+	 * every guest process but itself (SIGSTOP to all), syncs filesystems, and
+	 * answers OK {"stopped":N}. Nothing but the agent runs until THAW. */
+	AIRLOCK_FRAME_FREEZE = 18,
+	/* host -> guest, on a new stream, after a snapshot (on the original) or a
+	 * restore (on each clone), before anything else:
+	 * {"generation":N, "entropy":"<base64, >= 32 bytes>", "time_ms":EPOCH_MS,
+	 *  "sandbox_id":"sb-...", "hostname":"...", "orphan_streams":bool}
+	 * The agent mixes the entropy into the kernel RNG and reseeds it
+	 * (RNDADDENTROPY + RNDRESEEDCRNG), sets CLOCK_REALTIME, sets the hostname,
+	 * writes /run/airlock/{generation,sandbox_id}, and with orphan_streams
+	 * forgets every stream it had (their processes keep running; their
+	 * output is read and dropped) — then SIGCONTs the processes it stopped and
+	 * answers OK {"generation":N}. The HELLOs it sends afterwards carry N. */
+	AIRLOCK_FRAME_THAW = 19,
+	AIRLOCK_FRAME_TYPE_MAX = 19,
 };
 
 struct airlock_frame_header {
