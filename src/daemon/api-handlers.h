@@ -18,6 +18,11 @@ API_HANDLER(api_sandbox_exec);
 API_HANDLER(api_sandbox_metrics);
 API_HANDLER(api_sandbox_pause);
 API_HANDLER(api_sandbox_resume);
+API_HANDLER(api_sandbox_fork);
+API_HANDLER(api_snapshot_create);
+API_HANDLER(api_snapshot_list);
+API_HANDLER(api_snapshot_get);
+API_HANDLER(api_snapshot_delete);
 /* api-processes.c */
 API_HANDLER(api_process_start);
 API_HANDLER(api_process_list);

@@ -160,7 +160,8 @@ static int parse_kv(json_t *obj, const char *field, bool env, struct kv_list *re
 int create_request_parse(const char *body, size_t len, unsigned host_memory_mib, struct create_request *ret,
 			 struct al_error *err)
 {
-	static const char *const fields[] = {"template", "vcpus", "memory_mib", "env", "metadata", "tenant", NULL};
+	static const char *const fields[] = {"template", "vcpus",  "memory_mib", "env",
+					     "metadata", "tenant", "snapshot",	 NULL};
 	cleanup_json json_t *j = NULL;
 	struct create_request r = {0};
 	int rc;
@@ -188,6 +189,18 @@ int create_request_parse(const char *body, size_t len, unsigned host_memory_mib,
 			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
 					    "tenant: must be a name of 1 to 63 characters from [a-z0-9_-]");
 		strlcpy_al(r.tenant, json_string_value(tn), sizeof(r.tenant));
+	}
+
+	json_t *snap = json_object_get(j, "snapshot");
+	if (snap && !json_is_null(snap)) {
+		const char *sv = json_is_string(snap) ? json_string_value(snap) : "";
+		bool ok = json_string_length(snap) == 21 && !strncmp(sv, "snap-", 5);
+		for (size_t i = 5; ok && i < 21; i++)
+			ok = (sv[i] >= '0' && sv[i] <= '9') || (sv[i] >= 'a' && sv[i] <= 'f');
+		if (!ok)
+			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+					    "snapshot: must be a snapshot id (snap- and 16 hex digits)");
+		strlcpy_al(r.snapshot, sv, sizeof(r.snapshot));
 	}
 
 	long long v;

@@ -47,7 +47,8 @@ void kv_list_release(struct kv_list *l);
 
 struct create_request {
 	char template_name[SANDBOX_TEMPLATE_NAME_MAX + 1];
-	char tenant[64]; /* "" when not given */
+	char tenant[64];   /* "" when not given */
+	char snapshot[32]; /* restore this snapshot; "" to boot the template */
 	unsigned vcpus;
 	unsigned memory_mib;
 	struct kv_list env;

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* /healthz and the /v1/sandboxes resource: create, list, get, delete, exec
  * (collected or streamed), metrics. */
+#include <inttypes.h>
 #include <time.h>
 
 #include "api-handlers.h"
@@ -11,6 +12,7 @@
 #include "metrics.h"
 #include "process.h"
 #include "sandbox.h"
+#include "snapshot.h"
 #include "util.h"
 #include "version.h"
 
@@ -109,9 +111,12 @@ API_HANDLER(api_sandbox_create)
 	const char *tenant = req->tenant ? req->tenant : cr.tenant[0] ? cr.tenant : TENANT_DEFAULT;
 	struct tenant_quota quota = {0};
 	struct sandbox_record rec;
+	struct snapshot_info snap;
 	uint64_t t0 = now_ms_monotonic();
-	if (auth_quota_get(tenant, &quota, &err) < 0 ||
-	    sandbox_create(&cr, req->tenant, &quota, &rec, &err) < 0) {
+	/* A restore: the snapshot must be the caller's, intact, and for this kernel. */
+	if ((cr.snapshot[0] && sandbox_snapshot_usable(cr.snapshot, req->tenant, &snap, &err) < 0) ||
+	    auth_quota_get(tenant, &quota, &err) < 0 ||
+	    sandbox_create(&cr, req->tenant, &quota, cr.snapshot[0] ? &snap : NULL, &rec, &err) < 0) {
 		if (err.code == AL_ERR_BOOT_FAILED)
 			metrics_count_boot_failure();
 		api_response_error(resp, &err);
@@ -245,6 +250,124 @@ API_HANDLER(api_sandbox_pause)
 API_HANDLER(api_sandbox_resume)
 {
 	pause_or_resume(req, resp, false);
+}
+
+/* ---- snapshots and forks ------------------------------------------------------------------------- */
+
+API_HANDLER(api_snapshot_create)
+{
+	cleanup_json json_t *body = api_parse_json_object(req, resp);
+	if (!body)
+		return;
+	json_t *name = json_object_get(body, "name");
+	if (json_object_size(body) > (name ? 1u : 0u) ||
+	    (name && (!json_is_string(name) || !snapshot_name_valid(json_string_value(name)) ||
+		      strlen(json_string_value(name)) != json_string_length(name)))) {
+		api_response_errorf(resp, AL_ERR_INVALID_ARGUMENT,
+				    "body: {\"name\": 1 to %d printable characters} (the only field)", SNAPSHOT_NAME_MAX);
+		return;
+	}
+	struct al_error err = {0};
+	struct snapshot_info info;
+	struct tenant_quota quota = {0};
+	struct sandbox_record rec;
+	if (sandbox_get(req->params[0], req->tenant, &rec, &err) < 0) {
+		api_response_error(resp, &err);
+		return;
+	}
+	int r = auth_quota_get(rec.tenant, &quota, &err);
+	uint64_t used = snapshot_tenant_bytes(rec.tenant);
+	if (r == 0 && quota.max_snapshot_mib && used >= (uint64_t)quota.max_snapshot_mib << 20)
+		r = al_error_set(&err, AL_ERR_QUOTA, EDQUOT,
+				 "tenant %s may keep %u MiB of snapshots and holds %" PRIu64
+				 " MiB; delete some or raise the quota with PUT /v1/tenants/%s",
+				 rec.tenant, quota.max_snapshot_mib, used >> 20, rec.tenant);
+	sandbox_record_release(&rec);
+	if (r == 0)
+		r = sandbox_snapshot(req->params[0], req->tenant, name ? json_string_value(name) : req->params[0], false,
+				     &info, &err);
+	if (r < 0) {
+		api_response_error(resp, &err);
+		return;
+	}
+	resp->status = 201;
+	resp->body = snapshot_to_json(&info);
+}
+
+API_HANDLER(api_snapshot_list)
+{
+	struct al_error err = {0};
+	struct snapshot_info *v = NULL;
+	size_t n = 0;
+	const char *sandbox = api_query(req, "sandbox");
+	if (snapshot_list(req->tenant, sandbox, &v, &n, &err) < 0) {
+		api_response_error(resp, &err);
+		return;
+	}
+	json_t *arr = json_array();
+	for (size_t i = 0; i < n; i++)
+		json_array_append_new(arr, snapshot_to_json(&v[i]));
+	free(v);
+	resp->body = json_pack("{s:o}", "snapshots", arr);
+}
+
+API_HANDLER(api_snapshot_get)
+{
+	struct al_error err = {0};
+	struct snapshot_info info;
+	if (snapshot_get(req->params[0], req->tenant, &info, &err) < 0 || info.internal) {
+		if (!err.message[0])
+			al_error_set(&err, AL_ERR_NOT_FOUND, ENOENT, "no snapshot with id \"%s\"", req->params[0]);
+		api_response_error(resp, &err);
+		return;
+	}
+	resp->body = snapshot_to_json(&info);
+}
+
+API_HANDLER(api_snapshot_delete)
+{
+	struct al_error err = {0};
+	if (snapshot_delete(req->params[0], req->tenant, &err) < 0) {
+		api_response_error(resp, &err);
+		return;
+	}
+	resp->status = 204;
+}
+
+API_HANDLER(api_sandbox_fork)
+{
+	cleanup_json json_t *body = api_parse_json_object(req, resp);
+	if (!body)
+		return;
+	json_t *count = json_object_get(body, "count");
+	if (json_object_size(body) > (count ? 1u : 0u) || (count && !json_is_integer(count))) {
+		api_response_errorf(resp, AL_ERR_INVALID_ARGUMENT, "body: {\"count\": N} (1 to 16; the only field)");
+		return;
+	}
+	struct al_error err = {0};
+	struct sandbox_record parent, *recs = NULL;
+	if (sandbox_get(req->params[0], req->tenant, &parent, &err) < 0) {
+		api_response_error(resp, &err);
+		return;
+	}
+	struct tenant_quota quota = {0};
+	unsigned n = count ? (unsigned)MAX(0, MIN(json_integer_value(count), 1000)) : 1;
+	int r = auth_quota_get(parent.tenant, &quota, &err);
+	sandbox_record_release(&parent);
+	if (r == 0)
+		r = sandbox_fork(req->params[0], req->tenant, &quota, n, &recs, &err);
+	if (r < 0) {
+		api_response_error(resp, &err);
+		return;
+	}
+	json_t *arr = json_array();
+	for (unsigned i = 0; i < n; i++) {
+		json_array_append_new(arr, sandbox_to_json(&recs[i]));
+		sandbox_record_release(&recs[i]);
+	}
+	free(recs);
+	resp->status = 201;
+	resp->body = json_pack("{s:o}", "sandboxes", arr);
 }
 
 /* ---- exec ----------------------------------------------------------------------------------------- */

@@ -33,7 +33,8 @@ static const char schema[] = "CREATE TABLE IF NOT EXISTS tokens ("
                              " name TEXT PRIMARY KEY,"
                              " max_sandboxes INTEGER,"
                              " max_vcpus INTEGER,"
-                             " max_memory_mib INTEGER);";
+                             " max_memory_mib INTEGER,"
+                             " max_snapshot_mib INTEGER);";
 
 /* ------------------------------------------------------------ database access */
 
@@ -90,6 +91,8 @@ int auth_init(struct store *s, struct al_error *err)
 		sqlite3_free(msg);
 		return r;
 	}
+	/* Databases from before snapshot quotas: add the column (an error means it is there). */
+	sqlite3_exec(db, "ALTER TABLE tenants ADD COLUMN max_snapshot_mib INTEGER", NULL, NULL, NULL);
 	pthread_rwlock_wrlock(&life);
 	auth_db = db;
 	pthread_rwlock_unlock(&life);
@@ -460,7 +463,10 @@ static int quota_validate(const struct tenant_quota *q, struct al_error *err)
 		const char *name;
 		unsigned v;
 	} f[] = {
-	    {"max_sandboxes", q->max_sandboxes}, {"max_vcpus", q->max_vcpus}, {"max_memory_mib", q->max_memory_mib}};
+	    {"max_sandboxes", q->max_sandboxes},
+	    {"max_vcpus", q->max_vcpus},
+	    {"max_memory_mib", q->max_memory_mib},
+	    {"max_snapshot_mib", q->max_snapshot_mib}};
 	for (size_t i = 0; i < ARRAY_SIZE(f); i++)
 		if (f[i].v > QUOTA_MAX)
 			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
@@ -490,15 +496,16 @@ int auth_quota_set(const char *tenant, const struct tenant_quota *q, struct al_e
 		return db_closed(err);
 	cleanup_stmt sqlite3_stmt *st = NULL;
 	if (sqlite3_prepare_v2(db,
-	                       "INSERT INTO tenants (name, max_sandboxes, max_vcpus, max_memory_mib)"
-	                       " VALUES (?1, ?2, ?3, ?4) ON CONFLICT(name) DO UPDATE SET"
-	                       " max_sandboxes = ?2, max_vcpus = ?3, max_memory_mib = ?4",
+	                       "INSERT INTO tenants (name, max_sandboxes, max_vcpus, max_memory_mib, max_snapshot_mib)"
+	                       " VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT(name) DO UPDATE SET"
+	                       " max_sandboxes = ?2, max_vcpus = ?3, max_memory_mib = ?4, max_snapshot_mib = ?5",
 	                       -1, &st, NULL) != SQLITE_OK)
 		return db_error(db, err, "set quotas");
 	sqlite3_bind_text(st, 1, tenant, -1, SQLITE_STATIC);
 	sqlite3_bind_int64(st, 2, q->max_sandboxes);
 	sqlite3_bind_int64(st, 3, q->max_vcpus);
 	sqlite3_bind_int64(st, 4, q->max_memory_mib);
+	sqlite3_bind_int64(st, 5, q->max_snapshot_mib);
 	if (sqlite3_step(st) != SQLITE_DONE)
 		return db_error(db, err, "set quotas");
 	return 0;
@@ -519,14 +526,15 @@ int auth_quota_get(const char *tenant, struct tenant_quota *ret, struct al_error
 	if (!db)
 		return db_closed(err);
 	cleanup_stmt sqlite3_stmt *st = NULL;
-	if (sqlite3_prepare_v2(db, "SELECT max_sandboxes, max_vcpus, max_memory_mib FROM tenants WHERE name = ?1", -1,
+	if (sqlite3_prepare_v2(db, "SELECT max_sandboxes, max_vcpus, max_memory_mib, max_snapshot_mib FROM tenants WHERE name = ?1", -1,
 	                       &st, NULL) != SQLITE_OK)
 		return db_error(db, err, "get quotas");
 	sqlite3_bind_text(st, 1, tenant, -1, SQLITE_STATIC);
 	int rc = sqlite3_step(st);
 	struct tenant_quota q = {0};
 	if (rc == SQLITE_ROW)
-		q = (struct tenant_quota){column_quota(st, 0), column_quota(st, 1), column_quota(st, 2)};
+		q = (struct tenant_quota){column_quota(st, 0), column_quota(st, 1), column_quota(st, 2),
+		                          column_quota(st, 3)};
 	else if (rc != SQLITE_DONE)
 		return db_error(db, err, "get quotas");
 	*ret = q;
@@ -559,8 +567,9 @@ int quota_check(const char *tenant, const struct tenant_quota *q, const struct t
 json_t *tenant_to_json(const char *name, const struct tenant_quota *q, const struct tenant_usage *usage)
 {
 	json_t *j =
-	    json_pack("{s:s, s:{s:I, s:I, s:I}}", "name", name, "quotas", "max_sandboxes", (json_int_t)q->max_sandboxes,
-	              "max_vcpus", (json_int_t)q->max_vcpus, "max_memory_mib", (json_int_t)q->max_memory_mib);
+	    json_pack("{s:s, s:{s:I, s:I, s:I, s:I}}", "name", name, "quotas", "max_sandboxes",
+	              (json_int_t)q->max_sandboxes, "max_vcpus", (json_int_t)q->max_vcpus, "max_memory_mib",
+	              (json_int_t)q->max_memory_mib, "max_snapshot_mib", (json_int_t)q->max_snapshot_mib);
 	if (!j)
 		abort();
 	if (usage)
@@ -679,7 +688,7 @@ static int get_quota(json_t *obj, const char *field, unsigned *ret, struct al_er
 int quota_request_parse(const char *body, size_t len, struct tenant_quota *ret, struct al_error *err)
 {
 	/* SECURITY: body is client input capped by the caller. */
-	static const char *const allowed[] = {"max_sandboxes", "max_vcpus", "max_memory_mib", NULL};
+	static const char *const allowed[] = {"max_sandboxes", "max_vcpus", "max_memory_mib", "max_snapshot_mib", NULL};
 	cleanup_json json_t *j = NULL;
 	int r = parse_object(body, len, allowed, &j, err);
 	if (r < 0)
@@ -687,7 +696,8 @@ int quota_request_parse(const char *body, size_t len, struct tenant_quota *ret, 
 	struct tenant_quota q;
 	if ((r = get_quota(j, "max_sandboxes", &q.max_sandboxes, err)) < 0 ||
 	    (r = get_quota(j, "max_vcpus", &q.max_vcpus, err)) < 0 ||
-	    (r = get_quota(j, "max_memory_mib", &q.max_memory_mib, err)) < 0)
+	    (r = get_quota(j, "max_memory_mib", &q.max_memory_mib, err)) < 0 ||
+	    (r = get_quota(j, "max_snapshot_mib", &q.max_snapshot_mib, err)) < 0)
 		return r;
 	*ret = q;
 	return 0;

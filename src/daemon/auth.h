@@ -97,6 +97,7 @@ struct tenant_quota {
 	unsigned max_sandboxes;
 	unsigned max_vcpus;
 	unsigned max_memory_mib;
+	unsigned max_snapshot_mib; /* storage of the tenant's snapshots */
 };
 
 /* What a tenant's live sandboxes use now (computed by the caller). */

@@ -13,6 +13,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "process.h"
+#include "snapshot.h"
 #include "sandbox.h"
 #include "util.h"
 #include "version.h"
@@ -172,7 +173,7 @@ int main(int argc, char **argv)
 		.store = store,
 	};
 	api_set_config(&cfg, max_file_bytes);
-	if (auth_init(store, &err) < 0 || events_init(store, &err) < 0) {
+	if (auth_init(store, &err) < 0 || events_init(store, &err) < 0 || snapshots_init(store, state_abs, &err) < 0) {
 		log_error("%s", err.message);
 		store_close(store);
 		return 1;

@@ -895,3 +895,32 @@ json_t *guest_exec_message(const struct exec_request *req, char **env, size_t n_
 							(json_int_t)req->pty_cols));
 	return m;
 }
+
+int guest_channel_call(struct guest_channel *ch, uint8_t type, json_t *msg, uint64_t deadline_ms, const char *what,
+		       json_t **ret_result, struct al_error *err)
+{
+	struct guest_stream *s = NULL;
+	int r = guest_stream_start(ch, type, msg, GUEST_STREAM_COLLECT, 0, &s, err);
+	if (r < 0)
+		return r;
+	r = guest_stream_wait_done(ch, s, deadline_ms);
+	if (r < 0) {
+		guest_stream_unref(ch, s);
+		return al_error_set(err, r == -ETIMEDOUT ? AL_ERR_TIMEOUT : AL_ERR_GUEST, -r,
+				    "the guest agent did not finish %s", what);
+	}
+	uint8_t rtype = 0;
+	json_t *result = NULL;
+	guest_stream_done(ch, s, &rtype, &result);
+	guest_stream_unref(ch, s);
+	if (rtype != AIRLOCK_FRAME_OK) {
+		r = guest_result_to_error(result, what, err);
+		json_decref(result);
+		return r;
+	}
+	if (ret_result)
+		*ret_result = result;
+	else
+		json_decref(result);
+	return 0;
+}

@@ -170,6 +170,12 @@ void guest_cursor_close(struct guest_channel *ch, struct guest_cursor *c);
 int guest_cursor_read(struct guest_channel *ch, struct guest_cursor *c, uint64_t deadline_ms, uint8_t *ret_type,
 		      uint8_t **ret_data, size_t *ret_len, uint64_t *ret_dropped);
 
+/* One request/answer operation (FILE_OP, METRICS, FREEZE, THAW): sends msg
+ * on a new stream and waits for OK, whose payload is *ret_result. An ERROR
+ * becomes an API error ("what" names the operation). */
+int guest_channel_call(struct guest_channel *ch, uint8_t type, json_t *msg, uint64_t deadline_ms, const char *what,
+		       json_t **ret_result, struct al_error *err);
+
 /* Parses an EXIT result. */
 int guest_result_to_exit(uint8_t type, json_t *result, struct exec_exit *ret, struct al_error *err);
 /* Turns an ERROR result into an API error (enoent -> 404 and so on). */

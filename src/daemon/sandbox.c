@@ -2,6 +2,7 @@
 #include "sandbox.h"
 
 #include <dirent.h>
+#include <inttypes.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
@@ -17,6 +18,7 @@
 #include "json-cleanup.h"
 #include "log.h"
 #include "process.h"
+#include "snapshot.h"
 #include "util.h"
 
 struct sandbox {
@@ -44,6 +46,7 @@ struct sandbox {
 	int vmm_status;
 	bool stopping; /* delete or failed boot in progress: exits are expected */
 	bool cancel;   /* deleted while booting */
+	uint64_t generation; /* of the guest: 0 at boot, one more than its snapshot's after a restore */
 };
 
 static const struct daemon_config *cfg;
@@ -649,7 +652,57 @@ static void new_id(char out[SANDBOX_ID_MAX + 1])
 }
 
 /* Boots the VMM of a freshly inserted sandbox and waits for the agent. */
-static int boot(struct sandbox *sb, const struct images *im, struct al_error *err)
+#define THAW_TIMEOUT_MS 30000
+#define FREEZE_TIMEOUT_MS 30000
+#define RESTORE_TIMEOUT_MS 120000
+
+/* Tells the guest who it is now and makes it unique (proto.h, THAW). */
+static int thaw(struct sandbox *sb, bool orphan_streams, struct al_error *err)
+{
+	uint8_t entropy[64];
+	random_bytes(entropy, sizeof(entropy));
+	cleanup_free char *b64 = base64_encode(entropy, sizeof(entropy), NULL);
+	explicit_bzero(entropy, sizeof(entropy));
+	char hostname[32];
+	snprintf(hostname, sizeof(hostname), "%s", sb->rec.id);
+	cleanup_json json_t *msg = json_pack("{s:I, s:s, s:I, s:s, s:s, s:b}", "generation", (json_int_t)sb->generation,
+					     "entropy", b64, "time_ms", (json_int_t)now_ms_realtime(), "sandbox_id",
+					     sb->rec.id, "hostname", hostname, "orphan_streams", orphan_streams);
+	return guest_channel_call(sb->ch, AIRLOCK_FRAME_THAW, msg, now_ms_monotonic() + THAW_TIMEOUT_MS,
+				  "the restore hooks (THAW)", NULL, err);
+}
+
+/* The disk and memory of a restore, from its snapshot; before the VMM starts. */
+static int restore_prepare(struct sandbox *sb, const struct snapshot_info *from, struct al_error *err)
+{
+	cleanup_free char *snap = snapshot_dir(from->id);
+	cleanup_free char *src = xasprintf("%s/%s", snap, SNAPSHOT_DISK);
+	cleanup_free char *dst = xasprintf("%s/%s", sb->dir, VMM_DISK);
+	int r = copy_file(src, dst, 0600);
+	if (r < 0)
+		return al_error_set(err, AL_ERR_INTERNAL, -r, "cannot copy the snapshot's disk: %s", strerror(-r));
+	/* The memory is read in place: a restore never modifies its snapshot. */
+	cleanup_free char *mem = xasprintf("%s/%s", snap, SNAPSHOT_MEMORY);
+	if (symlinkat(mem, sb->dirfd, "mem.in") < 0)
+		return al_error_set(err, AL_ERR_INTERNAL, errno, "cannot link the snapshot's memory: %m");
+	return 0;
+}
+
+/* After the VMM loaded the snapshot: run it, find its agent, make it unique. */
+static int restore_finish(struct sandbox *sb, const struct vmm_config *vc, uint64_t deadline, struct al_error *err)
+{
+	int r = cfg->vmm->wait_incoming(vc, deadline, err);
+	if (r == 0)
+		r = cfg->vmm->resume(vc, err);
+	if (r < 0)
+		return r;
+	if (guest_channel_request_hello(sb->ch) < 0 || guest_channel_wait_hello(sb->ch, deadline, NULL) < 0)
+		return al_error_set(err, AL_ERR_BOOT_FAILED, ETIMEDOUT, "the restored guest agent did not answer");
+	return thaw(sb, true, err);
+}
+
+static int boot(struct sandbox *sb, const struct images *im, const struct snapshot_info *from,
+		struct al_error *err)
 {
 	uint64_t t0 = now_ms_monotonic();
 	uint64_t deadline = t0 + (uint64_t)cfg->boot_timeout_s * 1000u;
@@ -667,7 +720,16 @@ static int boot(struct sandbox *sb, const struct images *im, struct al_error *er
 	sb->dirfd = open(sb->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (sb->dirfd < 0)
 		return al_error_set(err, AL_ERR_INTERNAL, errno, "cannot open %s: %m", sb->dir);
-	int r = cfg->vmm->prepare_disk(&vc, err);
+	vc.dirfd = sb->dirfd;
+	int r;
+	if (from) {
+		sb->generation = from->generation + 1;
+		vc.incoming = "mem.in";
+		deadline = t0 + RESTORE_TIMEOUT_MS;
+		r = restore_prepare(sb, from, err);
+	} else {
+		r = cfg->vmm->prepare_disk(&vc, err);
+	}
 	if (r < 0)
 		return r;
 	pid_t pid;
@@ -686,6 +748,15 @@ static int boot(struct sandbox *sb, const struct images *im, struct al_error *er
 		return pr;
 	if ((r = attach(sb, deadline, err)) < 0)
 		return r;
+	if (from) {
+		if ((r = restore_finish(sb, &vc, deadline, err)) < 0)
+			return r;
+		pthread_mutex_lock(&sb->lock);
+		sb->rec.boot_ms = (int64_t)(now_ms_monotonic() - t0);
+		r = set_state_locked(sb, SANDBOX_RUNNING, NULL, err);
+		pthread_mutex_unlock(&sb->lock);
+		return r;
+	}
 	r = guest_channel_wait_hello(sb->ch, deadline, NULL);
 	if (r == 0) {
 		pthread_mutex_lock(&sb->lock);
@@ -753,25 +824,25 @@ static int registry_add_within_quota(struct sandbox *sb, const struct tenant_quo
 }
 
 int sandbox_create(const struct create_request *req, const char *tenant, const struct tenant_quota *quota,
-		   struct sandbox_record *ret, struct al_error *err)
+		   const struct snapshot_info *from, struct sandbox_record *ret, struct al_error *err)
 {
 	if (tenant && req->tenant[0] && strcmp(tenant, req->tenant))
 		return al_error_set(err, AL_ERR_FORBIDDEN, EPERM,
 				    "tenant: your token belongs to tenant \"%s\"; it cannot create sandboxes for \"%s\"",
 				    tenant, req->tenant);
 	struct images im;
-	int r = resolve_images(req->template_name, &im, err);
+	int r = resolve_images(from ? from->template_name : req->template_name, &im, err);
 	if (r < 0)
 		return r;
 	struct sandbox_record rec = {
 		.state = SANDBOX_CREATING,
-		.vcpus = req->vcpus,
-		.memory_mib = req->memory_mib,
+		.vcpus = from ? from->vcpus : req->vcpus,
+		.memory_mib = from ? from->memory_mib : req->memory_mib,
 		.boot_ms = -1,
 	};
 	new_id(rec.id);
 	strlcpy_al(rec.tenant, tenant ? tenant : req->tenant[0] ? req->tenant : TENANT_DEFAULT, sizeof(rec.tenant));
-	strlcpy_al(rec.template_name, req->template_name, sizeof(rec.template_name));
+	strlcpy_al(rec.template_name, from ? from->template_name : req->template_name, sizeof(rec.template_name));
 	strlcpy_al(rec.backend, cfg->vmm->name, sizeof(rec.backend));
 	strlcpy_al(rec.accel, cfg->vmm->accel(), sizeof(rec.accel));
 	rec.created_ms = rec.updated_ms = now_ms_realtime();
@@ -788,11 +859,12 @@ int sandbox_create(const struct create_request *req, const char *tenant, const s
 		sandbox_unref(sb);
 		return r;
 	}
-	log_info("sandbox %s: creating (template %s, %u vCPU, %u MiB, %s/%s)", sb->rec.id, sb->rec.template_name,
-		 sb->rec.vcpus, sb->rec.memory_mib, sb->rec.backend, sb->rec.accel);
+	log_info("sandbox %s: creating (template %s, %u vCPU, %u MiB, %s/%s%s%s)", sb->rec.id, sb->rec.template_name,
+		 sb->rec.vcpus, sb->rec.memory_mib, sb->rec.backend, sb->rec.accel, from ? ", from snapshot " : "",
+		 from ? from->id : "");
 
 	pthread_mutex_lock(&sb->op_lock);
-	r = boot(sb, &im, err);
+	r = boot(sb, &im, from, err);
 	if (r < 0) {
 		teardown(sb);
 		pthread_mutex_lock(&sb->lock);
@@ -987,6 +1059,248 @@ int sandbox_pause(const char *id, const char *tenant, struct sandbox_record *ret
 int sandbox_resume(const char *id, const char *tenant, struct sandbox_record *ret, struct al_error *err)
 {
 	return pause_resume(id, tenant, false, ret, err);
+}
+
+/* ---- snapshots, restores, forks ------------------------------------------------------------------ */
+
+static int images_digests(const char *template_name, char kernel_sha[65], char initrd_sha[65],
+			  struct al_error *err)
+{
+	struct images im;
+	int r = resolve_images(template_name, &im, err);
+	if (r < 0)
+		return r;
+	if ((r = file_sha256(im.kernel, kernel_sha)) < 0 || (r = file_sha256(im.initrd, initrd_sha)) < 0)
+		return al_error_set(err, AL_ERR_INTERNAL, -r, "cannot read the guest kernel: %s", strerror(-r));
+	return 0;
+}
+
+int sandbox_snapshot_usable(const char *snapshot_id, const char *tenant, struct snapshot_info *ret,
+			    struct al_error *err)
+{
+	struct snapshot_info info;
+	int r = snapshot_get(snapshot_id, tenant, &info, err);
+	if (r < 0)
+		return r;
+	if (strcmp(info.backend, cfg->vmm->name))
+		return al_error_set(err, AL_ERR_CONFLICT, EINVAL,
+				    "snapshot %s was taken with the %s backend; this daemon runs %s", info.id,
+				    info.backend, cfg->vmm->name);
+	char kernel_sha[65], initrd_sha[65];
+	if ((r = images_digests(info.template_name, kernel_sha, initrd_sha, err)) < 0) {
+		if (err->code == AL_ERR_INVALID_ARGUMENT)
+			err->code = AL_ERR_CONFLICT;
+		return r;
+	}
+	/* A guest's memory only makes sense with the kernel it was running. */
+	if (strcmp(kernel_sha, info.kernel_sha) || strcmp(initrd_sha, info.initrd_sha))
+		return al_error_set(err, AL_ERR_CONFLICT, EINVAL,
+				    "snapshot %s was taken with another guest kernel or initramfs than the one "
+				    "installed now; it cannot be restored",
+				    info.id);
+	if ((r = snapshot_verify(&info, err)) < 0)
+		return r;
+	*ret = info;
+	return 0;
+}
+
+/* Writes the snapshot's files into dir (a fresh directory); the guest is paused. */
+static int snapshot_write(struct sandbox *sb, const struct vmm_config *vc, const char *dir, struct al_error *err)
+{
+	/* QEMU writes relative to its cwd, the sandbox dir: reach the snapshot dir through a link. */
+	unlinkat(sb->dirfd, "snap-out", 0);
+	if (symlinkat(dir, sb->dirfd, "snap-out") < 0)
+		return al_error_set(err, AL_ERR_INTERNAL, errno, "cannot link the snapshot dir: %m");
+	int r = cfg->vmm->save(vc, "snap-out/" SNAPSHOT_MEMORY, err);
+	unlinkat(sb->dirfd, "snap-out", 0);
+	if (r < 0)
+		return r;
+	cleanup_free char *src = xasprintf("%s/%s", sb->dir, VMM_DISK);
+	cleanup_free char *dst = xasprintf("%s/%s", dir, SNAPSHOT_DISK);
+	if ((r = copy_file(src, dst, 0600)) < 0)
+		return al_error_set(err, AL_ERR_INTERNAL, -r, "cannot copy the disk into the snapshot: %s%s",
+				    strerror(-r), r == -ENOSPC ? " (the state dir's filesystem is full)" : "");
+	return 0;
+}
+
+/* Digests, size and metadata of the files in dir. */
+static int snapshot_describe(const char *dir, struct snapshot_info *info, struct al_error *err)
+{
+	cleanup_free char *mem = xasprintf("%s/%s", dir, SNAPSHOT_MEMORY);
+	cleanup_free char *disk = xasprintf("%s/%s", dir, SNAPSHOT_DISK);
+	int r;
+	if ((r = file_sha256(mem, info->memory_sha)) < 0 || (r = file_sha256(disk, info->disk_sha)) < 0)
+		return al_error_set(err, AL_ERR_INTERNAL, -r, "cannot read the snapshot back: %s", strerror(-r));
+	struct stat a, b;
+	if (stat(mem, &a) == 0 && stat(disk, &b) == 0)
+		info->size_bytes = (uint64_t)a.st_blocks * 512u + (uint64_t)b.st_blocks * 512u;
+	cleanup_json json_t *meta = snapshot_to_json(info);
+	cleanup_free char *text = json_dumps(meta, JSON_INDENT(2));
+	cleanup_free char *path = xasprintf("%s/%s", dir, SNAPSHOT_META);
+	if ((r = write_file_atomic(path, text, strlen(text), 0600)) < 0)
+		return al_error_set(err, AL_ERR_INTERNAL, -r, "cannot write %s: %s", path, strerror(-r));
+	return 0;
+}
+
+int sandbox_snapshot(const char *id, const char *tenant, const char *name, bool internal,
+		     struct snapshot_info *ret, struct al_error *err)
+{
+	struct sandbox *sb = NULL;
+	if (!sandbox_id_valid(id) || !(sb = registry_find(id))) {
+		struct sandbox_record rec;
+		int r = sandbox_get(id, tenant, &rec, err);
+		if (r == 0) {
+			r = al_error_set(err, AL_ERR_CONFLICT, EBUSY, "sandbox %s is %s: only a running or paused "
+								       "sandbox can be snapshotted",
+					 id, sandbox_state_name(rec.state));
+			sandbox_record_release(&rec);
+		}
+		return r;
+	}
+	pthread_mutex_lock(&sb->op_lock);
+	pthread_mutex_lock(&sb->lock);
+	int r = 0;
+	enum sandbox_state before = sb->rec.state;
+	if (!tenant_sees(tenant, &sb->rec))
+		r = not_found(id, err);
+	else if ((before != SANDBOX_RUNNING && before != SANDBOX_PAUSED) || sb->stopping || !sb->ch)
+		r = al_error_set(err, AL_ERR_CONFLICT, EBUSY,
+				 "sandbox %s is %s: only a running or paused sandbox can be snapshotted", id,
+				 sandbox_state_name(before));
+	struct snapshot_info info = {0};
+	if (r == 0) {
+		snapshot_new_id(info.id);
+		strlcpy_al(info.name, name, sizeof(info.name));
+		strlcpy_al(info.sandbox_id, sb->rec.id, sizeof(info.sandbox_id));
+		strlcpy_al(info.tenant, sb->rec.tenant, sizeof(info.tenant));
+		strlcpy_al(info.template_name, sb->rec.template_name, sizeof(info.template_name));
+		strlcpy_al(info.backend, cfg->vmm->name, sizeof(info.backend));
+		info.vcpus = sb->rec.vcpus;
+		info.memory_mib = sb->rec.memory_mib;
+		info.generation = sb->generation;
+		info.internal = internal;
+		info.created_ms = now_ms_realtime();
+		r = set_state_locked(sb, SANDBOX_SNAPSHOTTING, NULL, err);
+	}
+	pthread_mutex_unlock(&sb->lock);
+	if (r < 0) {
+		pthread_mutex_unlock(&sb->op_lock);
+		sandbox_unref(sb);
+		return r;
+	}
+	bool running = before == SANDBOX_RUNNING;
+	struct vmm_config vc = {.sandbox_id = sb->rec.id, .dir = sb->dir, .dirfd = sb->dirfd};
+	/* Guest processes stop first (a paused guest cannot be asked: its vCPUs are stopped already). */
+	bool frozen = false;
+	if (running) {
+		cleanup_json json_t *msg = json_object();
+		r = guest_channel_call(sb->ch, AIRLOCK_FRAME_FREEZE, msg, now_ms_monotonic() + FREEZE_TIMEOUT_MS,
+				       "the snapshot hook (FREEZE)", NULL, err);
+		frozen = r == 0;
+	}
+	if (r == 0)
+		r = images_digests(sb->rec.template_name, info.kernel_sha, info.initrd_sha, err);
+	bool vm_paused = false;
+	if (r == 0 && running) {
+		guest_channel_set_paused(sb->ch, true);
+		r = cfg->vmm->pause(&vc, err);
+		vm_paused = r == 0;
+	}
+	cleanup_free char *final_dir = snapshot_dir(info.id);
+	cleanup_free char *tmp_dir = xasprintf("%s.tmp", final_dir);
+	if (r == 0 && mkdir(tmp_dir, 0700) < 0)
+		r = al_error_set(err, AL_ERR_INTERNAL, errno, "cannot create %s: %m", tmp_dir);
+	if (r == 0)
+		r = snapshot_write(sb, &vc, tmp_dir, err);
+	if (r == 0)
+		r = snapshot_describe(tmp_dir, &info, err);
+	if (r == 0 && rename(tmp_dir, final_dir) < 0)
+		r = al_error_set(err, AL_ERR_INTERNAL, errno, "cannot publish the snapshot: %m");
+	if (r == 0 && (r = snapshot_insert(&info, err)) < 0)
+		rm_rf(final_dir);
+	if (r < 0)
+		rm_rf(tmp_dir); /* nothing half-written stays */
+	/* Whatever happened, the sandbox goes back to how it was. */
+	struct al_error back = {0};
+	if (vm_paused && cfg->vmm->resume(&vc, &back) == 0)
+		guest_channel_set_paused(sb->ch, false);
+	if (frozen && thaw(sb, false, &back) < 0)
+		log_error("sandbox %s: after the snapshot: %s", sb->rec.id, back.message);
+	pthread_mutex_lock(&sb->lock);
+	if (sb->rec.state == SANDBOX_SNAPSHOTTING && set_state_locked(sb, before, NULL, &back) < 0)
+		log_error("sandbox %s: %s", sb->rec.id, back.message);
+	pthread_mutex_unlock(&sb->lock);
+	pthread_mutex_unlock(&sb->op_lock);
+	sandbox_unref(sb);
+	if (r == 0) {
+		log_info("sandbox %s: snapshot %s (%s, %" PRIu64 " bytes)", id, info.id, info.name, info.size_bytes);
+		*ret = info;
+	}
+	return r;
+}
+
+#define FORK_MAX 16
+
+int sandbox_fork(const char *id, const char *tenant, const struct tenant_quota *quota, unsigned count,
+		 struct sandbox_record **ret, struct al_error *err)
+{
+	if (count < 1 || count > FORK_MAX)
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "count: from 1 to %d", FORK_MAX);
+	struct snapshot_info snap;
+	char name[SNAPSHOT_NAME_MAX + 1];
+	snprintf(name, sizeof(name), "fork of %s", id);
+	int r = sandbox_snapshot(id, tenant, name, true, &snap, err);
+	if (r < 0)
+		return r;
+	struct sandbox_record *recs = xcalloc(count, sizeof(*recs));
+	struct sandbox_record parent;
+	if ((r = sandbox_get(id, tenant, &parent, err)) < 0) {
+		free(recs);
+		snapshot_delete(snap.id, NULL, NULL);
+		return r;
+	}
+	struct create_request cr = {0};
+	strlcpy_al(cr.tenant, parent.tenant, sizeof(cr.tenant));
+	cleanup_json json_t *env = json_loads(parent.env_json, 0, NULL);
+	cleanup_json json_t *meta = json_loads(parent.metadata_json, 0, NULL);
+	sandbox_record_release(&parent);
+	unsigned made = 0;
+	for (; made < count && r == 0; made++) {
+		r = sandbox_create(&cr, tenant, quota, &snap, &recs[made], err);
+		if (r < 0)
+			break;
+		/* The copies keep the parent's env and metadata. */
+		struct sandbox *child = registry_find(recs[made].id);
+		if (child) {
+			pthread_mutex_lock(&child->lock);
+			free(child->rec.env_json);
+			free(child->rec.metadata_json);
+			child->rec.env_json = json_dumps(env ? env : json_object(), JSON_COMPACT | JSON_SORT_KEYS);
+			child->rec.metadata_json = json_dumps(meta ? meta : json_object(), JSON_COMPACT | JSON_SORT_KEYS);
+			struct al_error e2;
+			persist_locked(child, &e2);
+			sandbox_record_release(&recs[made]);
+			sandbox_record_copy(&recs[made], &child->rec);
+			pthread_mutex_unlock(&child->lock);
+			sandbox_unref(child);
+		}
+	}
+	/* The copies have their own disks and memory: the fork's snapshot goes. */
+	struct al_error e3;
+	snapshot_delete(snap.id, NULL, &e3);
+	if (r < 0) {
+		/* All or nothing. */
+		for (unsigned i = 0; i < made; i++) {
+			struct sandbox_record gone;
+			if (sandbox_delete(recs[i].id, NULL, &gone, &e3) == 0)
+				sandbox_record_release(&gone);
+			sandbox_record_release(&recs[i]);
+		}
+		free(recs);
+		return r;
+	}
+	*ret = recs;
+	return 0;
 }
 
 char **sandbox_env_merge(struct sandbox *sb, const struct kv_list *over, size_t *ret_n)

@@ -12,7 +12,7 @@ struct store {
 static const char *const state_names[SANDBOX_STATE_COUNT] = {
 	[SANDBOX_CREATING] = "creating", [SANDBOX_RUNNING] = "running", [SANDBOX_STOPPING] = "stopping",
 	[SANDBOX_STOPPED] = "stopped",   [SANDBOX_ERROR] = "error",     [SANDBOX_DELETED] = "deleted",
-	[SANDBOX_PAUSED] = "paused",
+	[SANDBOX_PAUSED] = "paused",     [SANDBOX_SNAPSHOTTING] = "snapshotting",
 };
 
 const char *sandbox_state_name(enum sandbox_state s)

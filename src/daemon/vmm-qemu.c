@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* QEMU backend: -M microvm, KVM where /dev/kvm exists, TCG otherwise. */
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -8,6 +9,7 @@
 #include <sys/wait.h>
 
 #include "airlock/proto.h"
+#include "json-cleanup.h"
 #include "util.h"
 #include "vmm.h"
 
@@ -112,7 +114,17 @@ static int qemu_spawn(const struct vmm_config *cfg, pid_t *ret_pid, struct al_er
 		"-device", "virtio-serial-device", "-chardev",
 		"socket,id=ctl,path=" VMM_CHANNEL_SOCK ",server=on,wait=off", "-device",
 		"virtserialport,chardev=ctl,name=" AIRLOCK_PORT_NAME_LITERAL, "-qmp",
-		"unix:" VMM_QMP_SOCK ",server=on,wait=off", NULL};
+		"unix:" VMM_QMP_SOCK ",server=on,wait=off", NULL, NULL, NULL};
+	char incoming[PATH_MAX];
+	if (cfg->incoming) {
+		/* A restore: the same machine, its state read from the snapshot. */
+		size_t n = 0;
+		while (argv[n])
+			n++;
+		snprintf(incoming, sizeof(incoming), "exec:cat %s", cfg->incoming);
+		argv[n] = "-incoming";
+		argv[n + 1] = incoming;
+	}
 
 	cleanup_close int log_fd = open_log(cfg->dir);
 	if (log_fd < 0)
@@ -173,6 +185,72 @@ static int qemu_resume(const struct vmm_config *cfg, struct al_error *err)
 	return qemu_run_state(cfg, "cont", "resume", err);
 }
 
+#define QEMU_SAVE_TIMEOUT_MS 600000
+#define QEMU_POLL_MS 20
+
+static int qemu_save(const struct vmm_config *cfg, const char *out, struct al_error *err)
+{
+	char why[256];
+	/* SECURITY: `out` is a name the daemon made (no shell metacharacters);
+	 * exec: runs it through /bin/sh in QEMU's cwd, the sandbox dir. */
+	for (const char *p = out; *p; p++)
+		if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '-' || *p == '.' || *p == '/' ||
+		      *p == '_'))
+			return al_error_set(err, AL_ERR_INTERNAL, EINVAL, "bad snapshot file name %s", out);
+	cleanup_free char *uri = xasprintf("exec:cat > %s", out);
+	json_t *args = json_pack("{s:s}", "uri", uri);
+	int r = qmp_command(cfg->dirfd, "migrate", args, NULL, why, sizeof(why));
+	json_decref(args);
+	if (r < 0)
+		return al_error_set(err, AL_ERR_INTERNAL, -r, "cannot start saving the VM: %s", why);
+	uint64_t deadline = now_ms_monotonic() + QEMU_SAVE_TIMEOUT_MS;
+	for (;;) {
+		json_t *ret = NULL;
+		r = qmp_command(cfg->dirfd, "query-migrate", NULL, &ret, why, sizeof(why));
+		if (r < 0)
+			return al_error_set(err, AL_ERR_INTERNAL, -r, "cannot follow the save: %s", why);
+		const char *status = json_string_value(json_object_get(ret, "status"));
+		char desc[256] = "";
+		snprintf(desc, sizeof(desc), "%s", json_string_value(json_object_get(ret, "error-desc")) ?: "");
+		bool done = status && !strcmp(status, "completed");
+		bool failed = status && (!strcmp(status, "failed") || !strcmp(status, "cancelled"));
+		json_decref(ret);
+		if (done)
+			return 0;
+		if (failed)
+			return al_error_set(err, AL_ERR_INTERNAL, EIO, "saving the VM failed%s%s (is the disk full?)",
+					    desc[0] ? ": " : "", desc);
+		if (now_ms_monotonic() > deadline) {
+			qmp_command(cfg->dirfd, "migrate_cancel", NULL, NULL, why, sizeof(why));
+			return al_error_set(err, AL_ERR_TIMEOUT, ETIMEDOUT, "saving the VM took too long");
+		}
+		usleep(QEMU_POLL_MS * 1000);
+	}
+}
+
+static int qemu_wait_incoming(const struct vmm_config *cfg, uint64_t deadline_ms, struct al_error *err)
+{
+	char why[256] = "";
+	for (;;) {
+		json_t *ret = NULL;
+		int r = qmp_command(cfg->dirfd, "query-status", NULL, &ret, why, sizeof(why));
+		if (r == 0) {
+			const char *status = json_string_value(json_object_get(ret, "status"));
+			bool loading = status && !strcmp(status, "inmigrate");
+			bool failed = status && (!strcmp(status, "internal-error") || !strcmp(status, "shutdown"));
+			json_decref(ret);
+			if (failed)
+				return al_error_set(err, AL_ERR_INTERNAL, EIO, "QEMU could not load the snapshot");
+			if (!loading)
+				return 0;
+		}
+		if (now_ms_monotonic() > deadline_ms)
+			return al_error_set(err, AL_ERR_TIMEOUT, ETIMEDOUT, "loading the snapshot took too long%s%s",
+					    why[0] ? ": " : "", why);
+		usleep(QEMU_POLL_MS * 1000);
+	}
+}
+
 const struct vmm_ops vmm_qemu_ops = {
 	.name = "qemu",
 	.accel = qemu_accel,
@@ -181,6 +259,8 @@ const struct vmm_ops vmm_qemu_ops = {
 	.stop = qemu_stop,
 	.pause = qemu_pause,
 	.resume = qemu_resume,
+	.save = qemu_save,
+	.wait_incoming = qemu_wait_incoming,
 };
 
 int unix_connect_at(int dirfd, const char *name, int *ret_fd)

@@ -5,6 +5,7 @@
 #define AIRLOCK_VMM_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "error.h"
@@ -28,6 +29,9 @@ struct vmm_config {
 	unsigned vcpus;
 	unsigned memory_mib;
 	int dirfd; /* the sandbox directory, for the VMM's sockets */
+	/* Restore: name (in the sandbox dir) of the saved memory and device state
+	 * to start from instead of booting; NULL to boot. */
+	const char *incoming;
 };
 
 struct vmm_ops {
@@ -44,6 +48,12 @@ struct vmm_ops {
 	/* Freezes / thaws the guest's vCPUs; memory stays resident. */
 	int (*pause)(const struct vmm_config *cfg, struct al_error *err);
 	int (*resume)(const struct vmm_config *cfg, struct al_error *err);
+	/* With the guest paused: writes its memory and device state to out (a
+	 * path relative to the sandbox dir) and waits until that is complete. */
+	int (*save)(const struct vmm_config *cfg, const char *out, struct al_error *err);
+	/* After a spawn with `incoming`: waits until the state is loaded (the
+	 * guest is then paused; resume runs it). */
+	int (*wait_incoming)(const struct vmm_config *cfg, uint64_t deadline_ms, struct al_error *err);
 };
 
 extern const struct vmm_ops vmm_qemu_ops;

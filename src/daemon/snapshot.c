@@ -1,0 +1,286 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include "snapshot.h"
+
+#include <fcntl.h>
+#include <openssl/evp.h>
+#include <sqlite3.h>
+#include <sys/stat.h>
+
+#include "store.h"
+#include "util.h"
+
+static sqlite3 *db;
+static char *snapshots_root;
+
+static const char schema[] = "CREATE TABLE IF NOT EXISTS snapshots ("
+			     " id TEXT PRIMARY KEY, name TEXT NOT NULL, sandbox_id TEXT NOT NULL,"
+			     " tenant TEXT NOT NULL, template TEXT NOT NULL, vcpus INTEGER NOT NULL,"
+			     " memory_mib INTEGER NOT NULL, backend TEXT NOT NULL, kernel_sha TEXT NOT NULL,"
+			     " initrd_sha TEXT NOT NULL, memory_sha TEXT NOT NULL, disk_sha TEXT NOT NULL,"
+			     " created_ms INTEGER NOT NULL, size_bytes INTEGER NOT NULL,"
+			     " generation INTEGER NOT NULL, internal INTEGER NOT NULL);";
+
+int snapshots_init(struct store *s, const char *state_dir, struct al_error *err)
+{
+	db = store_db(s);
+	free(snapshots_root);
+	snapshots_root = xasprintf("%s/snapshots", state_dir);
+	int r = mkdir_p(snapshots_root, 0700);
+	if (r < 0)
+		return al_error_set(err, AL_ERR_INTERNAL, -r, "cannot create %s: %s", snapshots_root, strerror(-r));
+	char *msg = NULL;
+	if (sqlite3_exec(db, schema, NULL, NULL, &msg) != SQLITE_OK) {
+		r = al_error_set(err, AL_ERR_INTERNAL, EIO, "state store: snapshots table: %s", msg ? msg : "?");
+		sqlite3_free(msg);
+		return r;
+	}
+	return 0;
+}
+
+bool snapshot_id_valid(const char *id)
+{
+	if (strlen(id) != 21 || strncmp(id, "snap-", 5))
+		return false;
+	for (size_t i = 5; i < 21; i++)
+		if (!((id[i] >= '0' && id[i] <= '9') || (id[i] >= 'a' && id[i] <= 'f')))
+			return false;
+	return true;
+}
+
+bool snapshot_name_valid(const char *name)
+{
+	size_t n = strlen(name);
+	if (n == 0 || n > SNAPSHOT_NAME_MAX)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if ((unsigned char)name[i] < 0x20 || name[i] == 0x7f)
+			return false;
+	return true;
+}
+
+void snapshot_new_id(char out[SNAPSHOT_ID_MAX + 1])
+{
+	uint8_t b[8];
+	char hex[17];
+	random_bytes(b, sizeof(b));
+	hex_encode(b, sizeof(b), hex);
+	snprintf(out, SNAPSHOT_ID_MAX + 1, "snap-%s", hex);
+}
+
+char *snapshot_dir(const char *id)
+{
+	return xasprintf("%s/%s", snapshots_root, id);
+}
+
+int file_sha256(const char *path, char out[65])
+{
+	cleanup_close int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return -errno;
+	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+	if (!ctx || EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) != 1)
+		abort();
+	uint8_t *buf = xmalloc(1 << 20);
+	int r = 0;
+	for (;;) {
+		ssize_t n = read(fd, buf, 1 << 20);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			r = -errno;
+			break;
+		}
+		if (n == 0)
+			break;
+		EVP_DigestUpdate(ctx, buf, (size_t)n);
+	}
+	uint8_t md[32];
+	unsigned len = 0;
+	EVP_DigestFinal_ex(ctx, md, &len);
+	EVP_MD_CTX_free(ctx);
+	free(buf);
+	if (r == 0)
+		hex_encode(md, 32, out);
+	return r;
+}
+
+static void bind_info(sqlite3_stmt *st, const struct snapshot_info *i)
+{
+	sqlite3_bind_text(st, 1, i->id, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 2, i->name, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 3, i->sandbox_id, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 4, i->tenant, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 5, i->template_name, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 6, i->vcpus);
+	sqlite3_bind_int64(st, 7, i->memory_mib);
+	sqlite3_bind_text(st, 8, i->backend, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 9, i->kernel_sha, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 10, i->initrd_sha, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 11, i->memory_sha, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 12, i->disk_sha, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 13, (sqlite3_int64)i->created_ms);
+	sqlite3_bind_int64(st, 14, (sqlite3_int64)i->size_bytes);
+	sqlite3_bind_int64(st, 15, (sqlite3_int64)i->generation);
+	sqlite3_bind_int(st, 16, i->internal);
+}
+
+static void copy_col(sqlite3_stmt *st, int col, char *dst, size_t size)
+{
+	const unsigned char *t = sqlite3_column_text(st, col);
+	strlcpy_al(dst, t ? (const char *)t : "", size);
+}
+
+static void row_to_info(sqlite3_stmt *st, struct snapshot_info *i)
+{
+	*i = (struct snapshot_info){0};
+	copy_col(st, 0, i->id, sizeof(i->id));
+	copy_col(st, 1, i->name, sizeof(i->name));
+	copy_col(st, 2, i->sandbox_id, sizeof(i->sandbox_id));
+	copy_col(st, 3, i->tenant, sizeof(i->tenant));
+	copy_col(st, 4, i->template_name, sizeof(i->template_name));
+	i->vcpus = (unsigned)sqlite3_column_int64(st, 5);
+	i->memory_mib = (unsigned)sqlite3_column_int64(st, 6);
+	copy_col(st, 7, i->backend, sizeof(i->backend));
+	copy_col(st, 8, i->kernel_sha, sizeof(i->kernel_sha));
+	copy_col(st, 9, i->initrd_sha, sizeof(i->initrd_sha));
+	copy_col(st, 10, i->memory_sha, sizeof(i->memory_sha));
+	copy_col(st, 11, i->disk_sha, sizeof(i->disk_sha));
+	i->created_ms = (uint64_t)sqlite3_column_int64(st, 12);
+	i->size_bytes = (uint64_t)sqlite3_column_int64(st, 13);
+	i->generation = (uint64_t)sqlite3_column_int64(st, 14);
+	i->internal = sqlite3_column_int(st, 15) != 0;
+}
+
+#define COLUMNS                                                                                                  \
+	"id, name, sandbox_id, tenant, template, vcpus, memory_mib, backend, kernel_sha, initrd_sha, memory_sha,"   \
+	" disk_sha, created_ms, size_bytes, generation, internal"
+
+int snapshot_insert(const struct snapshot_info *info, struct al_error *err)
+{
+	sqlite3_stmt *st = NULL;
+	if (sqlite3_prepare_v2(db,
+			       "INSERT INTO snapshots (" COLUMNS ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9,"
+			       " ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
+			       -1, &st, NULL) != SQLITE_OK)
+		return al_error_set(err, AL_ERR_INTERNAL, EIO, "state store: %s", sqlite3_errmsg(db));
+	bind_info(st, info);
+	int rc = sqlite3_step(st);
+	sqlite3_finalize(st);
+	if (rc != SQLITE_DONE)
+		return al_error_set(err, AL_ERR_INTERNAL, EIO, "state store: %s", sqlite3_errmsg(db));
+	return 0;
+}
+
+int snapshot_get(const char *id, const char *tenant, struct snapshot_info *ret, struct al_error *err)
+{
+	if (!snapshot_id_valid(id))
+		return al_error_set(err, AL_ERR_NOT_FOUND, ENOENT, "no snapshot with id \"%.64s\"", id);
+	sqlite3_stmt *st = NULL;
+	if (sqlite3_prepare_v2(db, "SELECT " COLUMNS " FROM snapshots WHERE id=?1", -1, &st, NULL) != SQLITE_OK)
+		return al_error_set(err, AL_ERR_INTERNAL, EIO, "state store: %s", sqlite3_errmsg(db));
+	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+	int rc = sqlite3_step(st);
+	int r = 0;
+	if (rc == SQLITE_ROW)
+		row_to_info(st, ret);
+	sqlite3_finalize(st);
+	if (rc != SQLITE_ROW || (tenant && strcmp(tenant, ret->tenant)))
+		r = al_error_set(err, AL_ERR_NOT_FOUND, ENOENT, "no snapshot with id \"%.64s\"", id);
+	return r;
+}
+
+int snapshot_list(const char *tenant, const char *sandbox_id, struct snapshot_info **ret, size_t *ret_n,
+		  struct al_error *err)
+{
+	sqlite3_stmt *st = NULL;
+	if (sqlite3_prepare_v2(db,
+			       "SELECT " COLUMNS " FROM snapshots WHERE internal=0 AND (?1 IS NULL OR tenant=?1)"
+			       " AND (?2 IS NULL OR sandbox_id=?2) ORDER BY created_ms DESC, id",
+			       -1, &st, NULL) != SQLITE_OK)
+		return al_error_set(err, AL_ERR_INTERNAL, EIO, "state store: %s", sqlite3_errmsg(db));
+	if (tenant)
+		sqlite3_bind_text(st, 1, tenant, -1, SQLITE_STATIC);
+	if (sandbox_id)
+		sqlite3_bind_text(st, 2, sandbox_id, -1, SQLITE_STATIC);
+	size_t n = 0, cap = 8;
+	struct snapshot_info *v = xcalloc(cap, sizeof(*v));
+	while (sqlite3_step(st) == SQLITE_ROW) {
+		if (n == cap)
+			v = xrealloc(v, (cap *= 2) * sizeof(*v));
+		row_to_info(st, &v[n++]);
+	}
+	sqlite3_finalize(st);
+	*ret = v;
+	*ret_n = n;
+	return 0;
+}
+
+int snapshot_delete(const char *id, const char *tenant, struct al_error *err)
+{
+	struct snapshot_info info;
+	int r = snapshot_get(id, tenant, &info, err);
+	if (r < 0)
+		return r;
+	/* Files first: a record without files is reported by verify; files
+	 * without a record would leak space nobody sees. */
+	cleanup_free char *dir = snapshot_dir(id);
+	if ((r = rm_rf(dir)) < 0)
+		return al_error_set(err, AL_ERR_INTERNAL, -r, "cannot remove %s: %s", dir, strerror(-r));
+	sqlite3_stmt *st = NULL;
+	if (sqlite3_prepare_v2(db, "DELETE FROM snapshots WHERE id=?1", -1, &st, NULL) != SQLITE_OK)
+		return al_error_set(err, AL_ERR_INTERNAL, EIO, "state store: %s", sqlite3_errmsg(db));
+	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+	sqlite3_step(st);
+	sqlite3_finalize(st);
+	return 0;
+}
+
+uint64_t snapshot_tenant_bytes(const char *tenant)
+{
+	sqlite3_stmt *st = NULL;
+	uint64_t total = 0;
+	if (sqlite3_prepare_v2(db, "SELECT COALESCE(SUM(size_bytes),0) FROM snapshots WHERE tenant=?1", -1, &st,
+			       NULL) != SQLITE_OK)
+		return 0;
+	sqlite3_bind_text(st, 1, tenant, -1, SQLITE_STATIC);
+	if (sqlite3_step(st) == SQLITE_ROW)
+		total = (uint64_t)sqlite3_column_int64(st, 0);
+	sqlite3_finalize(st);
+	return total;
+}
+
+int snapshot_verify(const struct snapshot_info *info, struct al_error *err)
+{
+	cleanup_free char *dir = snapshot_dir(info->id);
+	const struct {
+		const char *file;
+		const char *want;
+	} files[] = {{SNAPSHOT_MEMORY, info->memory_sha}, {SNAPSHOT_DISK, info->disk_sha}};
+	for (size_t i = 0; i < ARRAY_SIZE(files); i++) {
+		cleanup_free char *path = xasprintf("%s/%s", dir, files[i].file);
+		char got[65];
+		int r = file_sha256(path, got);
+		if (r < 0)
+			return al_error_set(err, AL_ERR_CONFLICT, -r, "snapshot %s is damaged: %s: %s", info->id,
+					    files[i].file, strerror(-r));
+		/* SECURITY: a snapshot whose files changed is never loaded into a VMM. */
+		if (strcmp(got, files[i].want))
+			return al_error_set(err, AL_ERR_CONFLICT, EBADMSG,
+					    "snapshot %s failed its digest check (%s changed since it was taken); it "
+					    "cannot be restored",
+					    info->id, files[i].file);
+	}
+	return 0;
+}
+
+json_t *snapshot_to_json(const struct snapshot_info *i)
+{
+	char created[32];
+	format_time_rfc3339(i->created_ms, created);
+	return json_pack("{s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:s, s:s, s:I, s:I, s:{s:s, s:s, s:s, s:s}}", "id",
+			 i->id, "name", i->name, "sandbox_id", i->sandbox_id, "tenant", i->tenant, "template",
+			 i->template_name, "vcpus", (json_int_t)i->vcpus, "memory_mib", (json_int_t)i->memory_mib,
+			 "backend", i->backend, "created_at", created, "size_bytes", (json_int_t)i->size_bytes,
+			 "generation", (json_int_t)i->generation, "digests", "memory", i->memory_sha, "disk",
+			 i->disk_sha, "kernel", i->kernel_sha, "initramfs", i->initrd_sha);
+}

@@ -1,0 +1,60 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Snapshot artifacts: <state-dir>/snapshots/<id>/ holding memory.bin (the
+ * VMM's saved memory and device state), disk.qcow2 (the sandbox's disk at
+ * that moment, over its template) and snapshot.json; records in the store.
+ * A snapshot is immutable: restores copy its disk and only read its memory. */
+#ifndef AIRLOCK_SNAPSHOT_H
+#define AIRLOCK_SNAPSHOT_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "error.h"
+
+#define SNAPSHOT_ID_MAX 31
+#define SNAPSHOT_NAME_MAX 64
+#define SNAPSHOT_MEMORY "memory.bin"
+#define SNAPSHOT_DISK "disk.qcow2"
+#define SNAPSHOT_META "snapshot.json"
+
+struct store;
+
+struct snapshot_info {
+	char id[SNAPSHOT_ID_MAX + 1];
+	char name[SNAPSHOT_NAME_MAX + 1];
+	char sandbox_id[32]; /* the parent */
+	char tenant[64];
+	char template_name[64];
+	unsigned vcpus, memory_mib;
+	char backend[16];
+	char kernel_sha[65], initrd_sha[65]; /* of the guest kernel and initramfs it ran */
+	char memory_sha[65], disk_sha[65];
+	uint64_t created_ms;
+	uint64_t size_bytes;
+	uint64_t generation; /* restores run at generation + 1 and up */
+	bool internal;       /* made for a fork; hidden and removed afterwards */
+};
+
+int snapshots_init(struct store *s, const char *state_dir, struct al_error *err);
+bool snapshot_id_valid(const char *id);
+bool snapshot_name_valid(const char *name);
+void snapshot_new_id(char out[SNAPSHOT_ID_MAX + 1]);
+/* <state-dir>/snapshots/<id> (malloc'd). */
+char *snapshot_dir(const char *id);
+
+int snapshot_insert(const struct snapshot_info *info, struct al_error *err);
+/* tenant NULL = any; another tenant's snapshot is "not found". */
+int snapshot_get(const char *id, const char *tenant, struct snapshot_info *ret, struct al_error *err);
+int snapshot_list(const char *tenant, const char *sandbox_id, struct snapshot_info **ret, size_t *ret_n,
+		  struct al_error *err);
+int snapshot_delete(const char *id, const char *tenant, struct al_error *err);
+/* Bytes of snapshots a tenant holds. */
+uint64_t snapshot_tenant_bytes(const char *tenant);
+/* Re-reads the files and compares their digests (-EBADMSG on a mismatch). */
+int snapshot_verify(const struct snapshot_info *info, struct al_error *err);
+
+int file_sha256(const char *path, char out[65]);
+json_t *snapshot_to_json(const struct snapshot_info *info);
+
+#endif
