@@ -334,6 +334,26 @@ API_HANDLER(api_snapshot_delete)
 	resp->status = 204;
 }
 
+API_HANDLER(api_sandbox_recover)
+{
+	cleanup_json json_t *body = api_parse_json_object(req, resp);
+	if (!body)
+		return;
+	json_t *memory = json_object_get(body, "memory");
+	if (json_object_size(body) > (memory ? 1u : 0u) || (memory && !json_is_boolean(memory))) {
+		api_response_errorf(resp, AL_ERR_INVALID_ARGUMENT, "body: {\"memory\": true|false} (the only field)");
+		return;
+	}
+	struct al_error err = {0};
+	struct sandbox_record rec;
+	if (sandbox_recover(req->params[0], req->tenant, !memory || json_is_true(memory), &rec, &err) < 0) {
+		api_response_error(resp, &err);
+		return;
+	}
+	resp->body = sandbox_to_json(&rec);
+	sandbox_record_release(&rec);
+}
+
 API_HANDLER(api_sandbox_fork)
 {
 	cleanup_json json_t *body = api_parse_json_object(req, resp);

@@ -47,6 +47,15 @@ struct sandbox {
 	bool stopping; /* delete or failed boot in progress: exits are expected */
 	bool cancel;   /* deleted while booting */
 	uint64_t generation; /* of the guest: 0 at boot, one more than its snapshot's after a restore */
+	struct retired *retired; /* runtimes of earlier lives (recover), freed with the sandbox */
+};
+
+/* A channel and process table an old VMM left: a request that still holds
+ * them may be returning, so they live as long as the sandbox. */
+struct retired {
+	struct retired *next;
+	struct guest_channel *ch;
+	struct process_table *procs;
 };
 
 static const struct daemon_config *cfg;
@@ -77,6 +86,13 @@ static struct sandbox *sandbox_new(const struct sandbox_record *rec)
 
 static void sandbox_close_runtime(struct sandbox *sb)
 {
+	while (sb->retired) {
+		struct retired *r = sb->retired;
+		sb->retired = r->next;
+		process_table_free(r->procs, r->ch);
+		guest_channel_free(r->ch);
+		free(r);
+	}
 	if (sb->procs) {
 		process_table_free(sb->procs, sb->ch);
 		sb->procs = NULL;
@@ -678,6 +694,8 @@ static int restore_prepare(struct sandbox *sb, const struct snapshot_info *from,
 	cleanup_free char *snap = snapshot_dir(from->id);
 	cleanup_free char *src = xasprintf("%s/%s", snap, SNAPSHOT_DISK);
 	cleanup_free char *dst = xasprintf("%s/%s", sb->dir, VMM_DISK);
+	unlink(dst); /* a recover replaces the disk it had */
+	unlinkat(sb->dirfd, "mem.in", 0);
 	int r = copy_file(src, dst, 0600);
 	if (r < 0)
 		return al_error_set(err, AL_ERR_INTERNAL, -r, "cannot copy the snapshot's disk: %s", strerror(-r));
@@ -701,7 +719,7 @@ static int restore_finish(struct sandbox *sb, const struct vmm_config *vc, uint6
 	return thaw(sb, true, err);
 }
 
-static int boot(struct sandbox *sb, const struct images *im, const struct snapshot_info *from,
+static int boot(struct sandbox *sb, const struct images *im, const struct snapshot_info *from, bool reuse,
 		struct al_error *err)
 {
 	uint64_t t0 = now_ms_monotonic();
@@ -715,8 +733,11 @@ static int boot(struct sandbox *sb, const struct images *im, const struct snapsh
 		.vcpus = sb->rec.vcpus,
 		.memory_mib = sb->rec.memory_mib,
 	};
-	if (mkdir(sb->dir, 0700) < 0)
+	/* A recover boots again in the directory the sandbox has. */
+	if (mkdir(sb->dir, 0700) < 0 && !(errno == EEXIST && reuse))
 		return al_error_set(err, AL_ERR_INTERNAL, errno, "cannot create %s: %m", sb->dir);
+	if (sb->dirfd >= 0)
+		close(sb->dirfd);
 	sb->dirfd = open(sb->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (sb->dirfd < 0)
 		return al_error_set(err, AL_ERR_INTERNAL, errno, "cannot open %s: %m", sb->dir);
@@ -727,6 +748,12 @@ static int boot(struct sandbox *sb, const struct images *im, const struct snapsh
 		vc.incoming = "mem.in";
 		deadline = t0 + RESTORE_TIMEOUT_MS;
 		r = restore_prepare(sb, from, err);
+	} else if (reuse) {
+		/* Cold boot of the disk the sandbox has. */
+		cleanup_free char *disk = xasprintf("%s/%s", sb->dir, VMM_DISK);
+		r = access(disk, R_OK) == 0 ? 0
+					    : al_error_set(err, AL_ERR_CONFLICT, ENOENT,
+							   "sandbox %s has no disk left to boot and no snapshot", sb->rec.id);
 	} else {
 		r = cfg->vmm->prepare_disk(&vc, err);
 	}
@@ -864,7 +891,7 @@ int sandbox_create(const struct create_request *req, const char *tenant, const s
 		 from ? from->id : "");
 
 	pthread_mutex_lock(&sb->op_lock);
-	r = boot(sb, &im, from, err);
+	r = boot(sb, &im, from, false, err);
 	if (r < 0) {
 		teardown(sb);
 		pthread_mutex_lock(&sb->lock);
@@ -1303,6 +1330,114 @@ int sandbox_fork(const char *id, const char *tenant, const struct tenant_quota *
 	return 0;
 }
 
+/* ---- recover ------------------------------------------------------------------------------------- */
+
+/* The latest user snapshot of a sandbox that can still be restored. */
+static bool latest_snapshot(const char *id, const char *tenant, struct snapshot_info *ret)
+{
+	struct snapshot_info *v = NULL;
+	size_t n = 0;
+	struct al_error e;
+	if (snapshot_list(NULL, id, &v, &n, &e) < 0)
+		return false;
+	bool found = false;
+	for (size_t i = 0; i < n && !found; i++) /* newest first */
+		found = sandbox_snapshot_usable(v[i].id, tenant, ret, &e) == 0;
+	free(v);
+	return found;
+}
+
+int sandbox_recover(const char *id, const char *tenant, bool memory, struct sandbox_record *ret,
+		    struct al_error *err)
+{
+	if (!sandbox_id_valid(id))
+		return not_found(id, err);
+	struct sandbox *sb = registry_find(id);
+	if (!sb) {
+		/* A record whose VMM died while the daemon was away: bring it back to life. */
+		struct sandbox_record rec;
+		int r = store_sandbox_get(cfg->store, id, &rec, err);
+		if (r < 0)
+			return r;
+		if (!tenant_sees(tenant, &rec) || rec.state != SANDBOX_ERROR) {
+			r = tenant_sees(tenant, &rec) ? al_error_set(err, AL_ERR_CONFLICT, EBUSY,
+								     "sandbox %s is %s: only a sandbox in state "
+								     "error can be recovered",
+								     id, sandbox_state_name(rec.state))
+						      : not_found(id, err);
+			sandbox_record_release(&rec);
+			return r;
+		}
+		sb = sandbox_new(&rec);
+		sandbox_record_release(&rec);
+		registry_add(sb);
+	}
+	pthread_mutex_lock(&sb->op_lock);
+	pthread_mutex_lock(&sb->lock);
+	int r = 0;
+	if (!tenant_sees(tenant, &sb->rec))
+		r = not_found(id, err);
+	else if (sb->rec.state != SANDBOX_ERROR)
+		r = al_error_set(err, AL_ERR_CONFLICT, EBUSY,
+				 "sandbox %s is %s: only a sandbox in state error can be recovered", id,
+				 sandbox_state_name(sb->rec.state));
+	pthread_mutex_unlock(&sb->lock);
+	struct snapshot_info snap;
+	bool from_snapshot = r == 0 && memory && latest_snapshot(id, tenant, &snap);
+	struct images im;
+	if (r == 0)
+		r = resolve_images(sb->rec.template_name, &im, err);
+	if (r == 0) {
+		/* Whatever is left of the old VMM goes; its channel retires. */
+		teardown(sb);
+		pthread_mutex_lock(&sb->lock);
+		if (sb->ch) {
+			struct retired *old = xcalloc(1, sizeof(*old));
+			old->ch = sb->ch;
+			old->procs = sb->procs;
+			old->next = sb->retired;
+			sb->retired = old;
+			sb->ch = NULL;
+			sb->procs = NULL;
+		}
+		int *fds[] = {&sb->pidfd, &sb->console_fd, &sb->console_log_fd, &sb->wake_fd};
+		for (size_t i = 0; i < ARRAY_SIZE(fds); i++)
+			if (*fds[i] >= 0) {
+				close(*fds[i]);
+				*fds[i] = -1;
+			}
+		sb->pid = 0;
+		sb->vmm_exited = false;
+		sb->stopping = false;
+		sb->cancel = false;
+		sb->rec.boot_ms = -1;
+		r = set_state_locked(sb, SANDBOX_CREATING, NULL, err);
+		pthread_mutex_unlock(&sb->lock);
+	}
+	if (r == 0) {
+		log_info("sandbox %s: recovering %s", id, from_snapshot ? snap.id : "by a cold boot of its disk");
+		r = boot(sb, &im, from_snapshot ? &snap : NULL, true, err);
+		if (r < 0) {
+			teardown(sb);
+			pthread_mutex_lock(&sb->lock);
+			char reason[2048];
+			describe_exit(sb, err->message, reason, sizeof(reason));
+			struct al_error e2;
+			set_state_locked(sb, SANDBOX_ERROR, reason, &e2);
+			pthread_mutex_unlock(&sb->lock);
+			al_error_prefix(err, "sandbox %s could not be recovered", id);
+		}
+	}
+	if (r == 0) {
+		pthread_mutex_lock(&sb->lock);
+		sandbox_record_copy(ret, &sb->rec);
+		pthread_mutex_unlock(&sb->lock);
+	}
+	pthread_mutex_unlock(&sb->op_lock);
+	sandbox_unref(sb);
+	return r;
+}
+
 char **sandbox_env_merge(struct sandbox *sb, const struct kv_list *over, size_t *ret_n)
 {
 	pthread_mutex_lock(&sb->lock);
@@ -1438,8 +1573,7 @@ static void recover_one(struct sandbox_record *rec)
 	}
 	teardown(sb);
 	pthread_mutex_lock(&sb->lock);
-	cleanup_free char *disk = xasprintf("%s/%s", sb->dir, VMM_DISK);
-	unlink(disk);
+	/* The disk stays: POST .../recover can boot it again. */
 	sb->rec.vmm_pid = 0;
 	if (set_state_locked(sb, SANDBOX_ERROR, why, &e) < 0)
 		log_error("sandbox %s: %s", rec->id, e.message);

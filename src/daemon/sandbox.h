@@ -45,6 +45,10 @@ int sandbox_snapshot_usable(const char *snapshot_id, const char *tenant, struct 
 /* Captures memory, devices and disk of a running (or paused) sandbox. */
 int sandbox_snapshot(const char *id, const char *tenant, const char *name, bool internal,
 		     struct snapshot_info *ret, struct al_error *err);
+/* Brings a sandbox in state error back: from its latest snapshot when memory
+ * is true and there is one, else by a cold boot of its disk. */
+int sandbox_recover(const char *id, const char *tenant, bool memory, struct sandbox_record *ret,
+		    struct al_error *err);
 /* count running copies of a running sandbox; *ret is an array of records. */
 int sandbox_fork(const char *id, const char *tenant, const struct tenant_quota *quota, unsigned count,
 		 struct sandbox_record **ret, struct al_error *err);
