@@ -17,9 +17,15 @@
 #include "agent.h"
 #include "util.h"
 
+/* The queue is in send order, but frames held back while frozen (FREEZE:
+ * frames of the streams that existed then) are skipped by the writer: other
+ * frames (answers to the host, new streams) overtake them. Order within one
+ * stream is kept (a stream's frames are all held or none is). */
 struct outbuf {
-	struct outbuf *next;
+	struct outbuf *next, *prev;
 	size_t len, off;
+	uint32_t stream;
+	bool held;
 	uint8_t data[];
 };
 
@@ -95,14 +101,20 @@ void channel_send(struct agent *a, uint8_t type, uint32_t stream, const void *pa
 	if (len)
 		memcpy(b->data + AIRLOCK_FRAME_HEADER_SIZE, payload, len);
 	b->next = NULL;
+	b->prev = a->q_tail;
 	b->len = AIRLOCK_FRAME_HEADER_SIZE + len;
 	b->off = 0;
+	b->stream = stream;
+	struct stream *s = a->frozen && stream != 0 ? stream_find(a, stream) : NULL;
+	b->held = s && s->held;
 	if (a->q_tail)
 		a->q_tail->next = b;
 	else
 		a->q_head = b;
 	a->q_tail = b;
 	a->q_bytes += b->len;
+	a->q_count++;
+	a->q_held += b->held;
 }
 
 void channel_send_json(struct agent *a, uint8_t type, uint32_t stream, json_t *obj)
@@ -162,20 +174,67 @@ void channel_send_credit(struct agent *a, uint32_t stream, size_t n)
 	}
 }
 
-static void outbuf_pop(struct agent *a)
+static void outbuf_unlink(struct agent *a, struct outbuf *b)
 {
-	struct outbuf *b = a->q_head;
-	a->q_head = b->next;
-	if (!a->q_head)
-		a->q_tail = NULL;
+	if (b->prev)
+		b->prev->next = b->next;
+	else
+		a->q_head = b->next;
+	if (b->next)
+		b->next->prev = b->prev;
+	else
+		a->q_tail = b->prev;
+	if (a->q_partial == b)
+		a->q_partial = NULL;
 	a->q_bytes -= b->len;
+	a->q_count--;
+	a->q_held -= b->held;
 	free(b);
+}
+
+/* The frame to write next: the one already started, else the first that is
+ * not held. */
+static struct outbuf *outbuf_next(const struct agent *a)
+{
+	if (a->q_partial)
+		return a->q_partial;
+	if (a->q_held == 0)
+		return a->q_head;
+	if (a->q_held == a->q_count)
+		return NULL;
+	for (struct outbuf *b = a->q_head; b; b = b->next)
+		if (!b->held)
+			return b;
+	return NULL;
+}
+
+bool channel_want_write(const struct agent *a)
+{
+	return a->q_partial || a->q_count > a->q_held;
+}
+
+void channel_release_held(struct agent *a)
+{
+	for (struct outbuf *b = a->q_head; b; b = b->next)
+		b->held = false;
+	a->q_held = 0;
+	for (size_t i = 0; i < a->n_streams; i++)
+		a->streams[i]->held = false;
+}
+
+void channel_drop_stream(struct agent *a, uint32_t stream)
+{
+	for (struct outbuf *b = a->q_head, *next; b; b = next) {
+		next = b->next;
+		if (b->stream == stream && b != a->q_partial)
+			outbuf_unlink(a, b);
+	}
 }
 
 int channel_flush(struct agent *a)
 {
-	while (a->q_head) {
-		struct outbuf *b = a->q_head;
+	struct outbuf *b;
+	while ((b = outbuf_next(a))) {
 		ssize_t n = write(a->port_fd, b->data + b->off, b->len - b->off);
 		if (n < 0) {
 			if (errno == EINTR)
@@ -186,7 +245,9 @@ int channel_flush(struct agent *a)
 		}
 		b->off += (size_t)n;
 		if (b->off == b->len)
-			outbuf_pop(a);
+			outbuf_unlink(a, b);
+		else
+			a->q_partial = b;
 	}
 	return 0;
 }
@@ -196,8 +257,8 @@ int channel_flush(struct agent *a)
  * stay queued for whoever connects next. */
 void channel_drop_partial(struct agent *a)
 {
-	if (a->q_head && a->q_head->off > 0)
-		outbuf_pop(a);
+	if (a->q_partial)
+		outbuf_unlink(a, a->q_partial);
 	frame_reader_init(&reader);
 }
 
@@ -206,7 +267,7 @@ size_t channel_queued_output(const struct agent *a, uint32_t stream)
 	size_t n = 0;
 	for (const struct outbuf *b = a->q_head; b; b = b->next) {
 		struct airlock_frame_header h;
-		if (frame_header_decode(b->data, &h) < 0 || h.stream != stream)
+		if (b->stream != stream || frame_header_decode(b->data, &h) < 0)
 			continue;
 		if (h.type == AIRLOCK_FRAME_STDOUT || h.type == AIRLOCK_FRAME_STDERR || h.type == AIRLOCK_FRAME_FILE_DATA)
 			n += h.length;
@@ -253,7 +314,8 @@ static const char *frame_type_name(uint8_t type)
 		[AIRLOCK_FRAME_OK] = "OK",             [AIRLOCK_FRAME_SHUTDOWN] = "SHUTDOWN",
 		[AIRLOCK_FRAME_SIGNAL] = "SIGNAL",     [AIRLOCK_FRAME_CREDIT] = "CREDIT",
 		[AIRLOCK_FRAME_RESIZE] = "RESIZE",     [AIRLOCK_FRAME_FILE_OP] = "FILE_OP",
-		[AIRLOCK_FRAME_METRICS] = "METRICS",
+		[AIRLOCK_FRAME_METRICS] = "METRICS",   [AIRLOCK_FRAME_FREEZE] = "FREEZE",
+		[AIRLOCK_FRAME_THAW] = "THAW",
 	};
 	return type < ARRAY_SIZE(names) && names[type] ? names[type] : "?";
 }
@@ -298,6 +360,8 @@ static void channel_dispatch(struct agent *a, const struct airlock_frame_header 
 	case AIRLOCK_FRAME_FILE_READ:
 	case AIRLOCK_FRAME_FILE_OP:
 	case AIRLOCK_FRAME_METRICS:
+	case AIRLOCK_FRAME_FREEZE:
+	case AIRLOCK_FRAME_THAW:
 		if (s)
 			channel_reject(a, h, EEXIST, "the stream is already in use");
 		else if (a->n_streams >= AGENT_MAX_STREAMS)
@@ -310,6 +374,10 @@ static void channel_dispatch(struct agent *a, const struct airlock_frame_header 
 			file_read_start(a, h->stream, p, h->length);
 		else if (h->type == AIRLOCK_FRAME_FILE_OP)
 			fileop_start(a, h->stream, p, h->length);
+		else if (h->type == AIRLOCK_FRAME_FREEZE)
+			snapshot_freeze(a, h->stream, p, h->length);
+		else if (h->type == AIRLOCK_FRAME_THAW)
+			snapshot_thaw(a, h->stream, p, h->length);
 		else
 			metrics_send(a, h->stream, p, h->length);
 		return;

@@ -461,7 +461,7 @@ static void exec_kill(struct stream *s, int sig)
 static void stdin_close(struct agent *a, struct stream *s)
 {
 	/* Whatever was still buffered will never reach the child: credit it. */
-	if (s->in_len)
+	if (s->in_len && !s->orphan)
 		channel_send_credit(a, s->id, s->in_len);
 	s->in_len = 0;
 	s->in_off = 0;
@@ -657,6 +657,10 @@ static ssize_t output_read(struct agent *a, struct stream *s, int *fd, uint8_t t
 	if (room == 0)
 		return 0;
 	ssize_t n = read(*fd, buf, room);
+	if (n > 0 && s->orphan) {
+		s->last_output_ms = now_ms; /* nobody wants it: dropped */
+		return n;
+	}
 	if (n > 0) {
 		channel_send(a, type, s->id, buf, (size_t)n);
 		stream_output_sent(s, (size_t)n);
@@ -759,9 +763,18 @@ bool exec_tick(struct agent *a, struct stream *s, uint64_t now_ms, int *timeout_
 		return false;
 	if (s->err_fd >= 0 && !output_drain_close(a, s, &s->err_fd, AIRLOCK_FRAME_STDERR, now_ms))
 		return false;
-	exec_send_exit(a, s);
+	if (!s->orphan)
+		exec_send_exit(a, s);
 	stream_free(a, s);
 	return true;
+}
+
+void exec_orphan(struct agent *a, struct stream *s)
+{
+	s->orphan = true;
+	/* Its stdin gets EOF (a PTY stays open: only its input side is gone). */
+	s->stdin_eof = true;
+	stdin_close(a, s);
 }
 
 void exec_kill_all(struct agent *a)

@@ -78,6 +78,8 @@ void stream_free(struct agent *a, struct stream *s)
 
 size_t stream_output_room(const struct agent *a, const struct stream *s)
 {
+	if (s->orphan)
+		return AIRLOCK_FRAME_MAX_PAYLOAD; /* read and dropped: never blocked */
 	if (a->q_bytes >= AGENT_OUTQ_SOFT_BYTES)
 		return 0;
 	return MIN((size_t)s->out_window, (size_t)AIRLOCK_FRAME_MAX_PAYLOAD);
@@ -99,13 +101,19 @@ void stream_output_credit(struct stream *s, uint32_t n)
 	s->out_window = (uint32_t)MIN(w, (uint64_t)AIRLOCK_OUTPUT_WINDOW);
 }
 
-static void agent_identity(struct agent *a)
+void agent_new_boot_id(struct agent *a, bool early)
 {
 	uint8_t id[16];
-	/* An identity, not a key: do not wait for the CRNG this early in boot. */
-	if (getrandom(id, sizeof(id), GRND_INSECURE) != (ssize_t)sizeof(id))
+	/* An identity, not a key: do not wait for the CRNG this early in boot.
+	 * After THAW's reseed the CRNG is ready and distinct in every clone. */
+	if (getrandom(id, sizeof(id), early ? GRND_INSECURE : GRND_NONBLOCK) != (ssize_t)sizeof(id))
 		random_bytes(id, sizeof(id));
 	hex_encode(id, sizeof(id), a->boot_id);
+}
+
+static void agent_identity(struct agent *a)
+{
+	agent_new_boot_id(a, true);
 	struct utsname u;
 	if (uname(&u) == 0)
 		strlcpy_al(a->kernel, u.release, sizeof(a->kernel));
@@ -128,6 +136,7 @@ static int signals_setup(void)
 static void __attribute__((noreturn)) agent_shutdown(struct agent *a)
 {
 	exec_kill_all(a);
+	channel_release_held(a); /* SHUTDOWN while frozen: say everything */
 	if (a->port_fd >= 0 && a->q_head) {
 		uint64_t end = now_ms_monotonic() + 1000;
 		while (a->q_head && now_ms_monotonic() < end) {
@@ -161,6 +170,8 @@ static void port_hung_up(struct agent *a, uint64_t now_ms)
 		 * queued, which it will receive. */
 		for (size_t i = 0; i < a->n_streams; i++) {
 			struct stream *s = a->streams[i];
+			if (s->orphan)
+				continue;
 			size_t queued = channel_queued_output(a, s->id);
 			s->out_window = AIRLOCK_OUTPUT_WINDOW - (uint32_t)MIN(queued, (size_t)AIRLOCK_OUTPUT_WINDOW);
 		}
@@ -193,7 +204,7 @@ static void agent_loop(struct agent *a)
 			if (timeout < 0 || t < timeout)
 				timeout = t;
 		} else {
-			short ev = a->q_head ? POLLOUT : 0;
+			short ev = channel_want_write(a) ? POLLOUT : 0;
 			if (a->q_bytes < AGENT_OUTQ_HARD_BYTES)
 				ev |= POLLIN;
 			port_idx = (int)n;
@@ -257,7 +268,7 @@ static void agent_loop(struct agent *a)
 				a->port_hup = false; /* the host is back */
 			}
 		}
-		if (a->q_head && !a->port_hup) {
+		if (channel_want_write(a) && !a->port_hup) {
 			int r = channel_flush(a);
 			if (r < 0) {
 				agent_log("write to the host channel: %s", strerror(-r));

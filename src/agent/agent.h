@@ -4,8 +4,8 @@
  * the virtio-serial port to the host (agent-channel.c) and serves the frames
  * of include/airlock/proto.h: exec streams with pipes or a PTY
  * (agent-exec.c), file transfers (agent-files.c), file operations
- * (agent-fileops.c) and metrics (agent-metrics.c), all from one poll loop
- * (agent-main.c).
+ * (agent-fileops.c), metrics (agent-metrics.c) and the FREEZE/THAW hooks of
+ * snapshots (agent-snapshot.c), all from one poll loop (agent-main.c).
  */
 #ifndef AIRLOCK_AGENT_H
 #define AIRLOCK_AGENT_H
@@ -58,6 +58,12 @@
 #define AGENT_ROOT_WAIT_MS 10000
 #define AGENT_PORT_WAIT_MS 10000
 
+/* FREEZE waits at most this long for the processes it stopped to be seen
+ * stopped (state T) before it answers. */
+#define AGENT_FREEZE_WAIT_MS 500
+/* THAW's state files (PID 1; a test agent takes $AIRLOCK_AGENT_RUN_DIR). */
+#define AGENT_RUN_DIR "/run/airlock"
+
 #define AGENT_DEFAULT_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 enum stream_kind {
@@ -68,8 +74,15 @@ enum stream_kind {
 };
 
 struct stream {
-	uint32_t id;
+	uint32_t id; /* 0 once orphaned (THAW orphan_streams): the host may reuse it */
 	enum stream_kind kind;
+	/* Existed at FREEZE: its frames queued while frozen are held back (not
+	 * written) until THAW, so a snapshot never holds a half-written frame. */
+	bool held;
+	/* THAW orphan_streams: the host forgot this exec. Its output is read
+	 * and dropped (no window, no frames), its stdin is closed, it is reaped
+	 * without EXIT. */
+	bool orphan;
 	/* Index of each fd in this iteration's pollfd array, -1 = not polled. */
 	int poll_out, poll_err, poll_in;
 	/* Output (STDOUT+STDERR, or FILE_DATA of a read or list) the agent may
@@ -131,9 +144,12 @@ struct agent {
 	struct stream *streams[AGENT_MAX_STREAMS];
 	size_t n_streams;
 	size_t rr; /* round-robin start, so no stream always reads first */
+	size_t q_count, q_held; /* queued frames; of them held back while frozen */
+	struct outbuf *q_partial; /* the frame being written, if its start went out */
 	char boot_id[33];
 	char kernel[65];
 	uint64_t generation;
+	bool frozen; /* FREEZE stopped the guest's processes; THAW continues them */
 };
 
 /* agent-init.c */
@@ -151,7 +167,14 @@ void channel_send_error(struct agent *a, uint32_t stream, int errnum, const char
 void channel_send_hello(struct agent *a);
 void channel_send_credit(struct agent *a, uint32_t stream, size_t n);
 int channel_flush(struct agent *a);
+/* Whether a frame is queued that may be written now (not held by FREEZE). */
+bool channel_want_write(const struct agent *a);
 void channel_drop_partial(struct agent *a);
+/* THAW: frames held since FREEZE may go out again. */
+void channel_release_held(struct agent *a);
+/* THAW orphan_streams: drops the queued frames of a stream (not one whose
+ * start was already written). */
+void channel_drop_stream(struct agent *a, uint32_t stream);
 /* Payload bytes of output frames (STDOUT, STDERR, FILE_DATA) queued for a stream. */
 size_t channel_queued_output(const struct agent *a, uint32_t stream);
 /* Reads what the port has and handles whole frames. -EPIPE when the host
@@ -181,6 +204,8 @@ void exec_poll_handle(struct agent *a, struct stream *s, const struct pollfd *pf
  * EXIT and frees the stream when it is done (returns true then). */
 bool exec_tick(struct agent *a, struct stream *s, uint64_t now_ms, int *timeout_ms);
 void exec_kill_all(struct agent *a);
+/* THAW orphan_streams: the exec goes on without a host (see struct stream). */
+void exec_orphan(struct agent *a, struct stream *s);
 
 /* agent-files.c */
 void file_write_start(struct agent *a, uint32_t id, const uint8_t *payload, size_t len);
@@ -199,6 +224,12 @@ void fileop_start(struct agent *a, uint32_t id, const uint8_t *payload, size_t l
 bool fileop_list_ready(const struct agent *a, const struct stream *s);
 /* Sends one chunk of a listing; true when the stream ended (and was freed). */
 bool fileop_list_pump(struct agent *a, struct stream *s);
+
+/* agent-snapshot.c */
+void snapshot_freeze(struct agent *a, uint32_t id, const uint8_t *payload, size_t len);
+void snapshot_thaw(struct agent *a, uint32_t id, const uint8_t *payload, size_t len);
+/* A new random boot_id (HELLO), e.g. after the RNG was reseeded. */
+void agent_new_boot_id(struct agent *a, bool early);
 
 /* agent-metrics.c */
 void metrics_send(struct agent *a, uint32_t id, const uint8_t *payload, size_t len);

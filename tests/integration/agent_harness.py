@@ -13,6 +13,7 @@ Two ways to reach an agent:
 Run the checks:  /usr/bin/python3 tests/integration/agent_harness.py [local|vm|all]
 (`make images` first for vm). Every QEMU started here is killed on exit.
 """
+import base64
 import json
 import os
 import shutil
@@ -30,12 +31,12 @@ IMAGES = os.path.join(BUILD, "images")
 
 VERSION = 1
 (HELLO, EXEC, STDIN, STDOUT, STDERR, EXIT, ERROR, FILE_WRITE, FILE_READ, FILE_DATA, OK, SHUTDOWN, SIGNAL, CREDIT,
- RESIZE, FILE_OP, METRICS) = range(1, 18)
+ RESIZE, FILE_OP, METRICS, FREEZE, THAW) = range(1, 20)
 NAMES = {v: k for k, v in dict(HELLO=HELLO, EXEC=EXEC, STDIN=STDIN, STDOUT=STDOUT, STDERR=STDERR, EXIT=EXIT,
                                ERROR=ERROR, FILE_WRITE=FILE_WRITE, FILE_READ=FILE_READ, FILE_DATA=FILE_DATA,
                                OK=OK, SHUTDOWN=SHUTDOWN, SIGNAL=SIGNAL, CREDIT=CREDIT, RESIZE=RESIZE,
-                               FILE_OP=FILE_OP, METRICS=METRICS).items()}
-TYPE_MAX = METRICS
+                               FILE_OP=FILE_OP, METRICS=METRICS, FREEZE=FREEZE, THAW=THAW).items()}
+TYPE_MAX = THAW
 MAX_PAYLOAD = 64 * 1024
 STDIN_WINDOW = 256 * 1024
 OUTPUT_WINDOW = 1024 * 1024
@@ -298,13 +299,34 @@ class Client(Conn):
         ftype, _, p = self.recv(s)
         return NAMES[ftype], json.loads(p)
 
+    def freeze(self, payload=None):
+        s = self.new_stream()
+        self.send(FREEZE, s, {} if payload is None else payload)
+        ftype, _, p = self.recv(s)
+        return NAMES[ftype], json.loads(p)
+
+    def thaw(self, generation=1, orphan_streams=False, time_ms=None, hostname="airlock", sandbox_id="sb-test",
+             entropy=None, raw=None):
+        s = self.new_stream()
+        req = raw if raw is not None else dict(
+            generation=generation, entropy=base64.b64encode(entropy or os.urandom(64)).decode(),
+            time_ms=int(time.time() * 1000) if time_ms is None else time_ms, sandbox_id=sandbox_id,
+            hostname=hostname, orphan_streams=orphan_streams)
+        self.send(THAW, s, req)
+        ftype, _, p = self.recv(s)
+        return NAMES[ftype], json.loads(p)
+
 
 class LocalAgent:
     """build/airlock-agent --channel-fd over a socketpair, on this host."""
 
-    def __init__(self):
+    def __init__(self, run_dir=None):
         host, guest = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.proc = subprocess.Popen([AGENT, "--channel-fd", str(guest.fileno())], pass_fds=[guest.fileno()])
+        env = dict(os.environ)
+        if run_dir:
+            env["AIRLOCK_AGENT_RUN_DIR"] = run_dir  # where THAW writes generation, sandbox_id
+        self.proc = subprocess.Popen([AGENT, "--channel-fd", str(guest.fileno())], pass_fds=[guest.fileno()],
+                                     env=env)
         guest.close()
         self.client = Client(host)
         self.hello = json.loads(self.client.recv(0, 10)[2])
@@ -807,15 +829,159 @@ def check_vm_only(c):
         assert x.stdout == f"{i}\n".encode() and x.exit == {"exit_code": 0}
 
 
+def host_proc_state(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            text = f.read()
+    except FileNotFoundError:
+        return None
+    return text[text.rindex(")") + 2]
+
+
+def wait_state(get, want, timeout=5):
+    deadline = time.monotonic() + timeout
+    while True:
+        st = get()
+        if st in want or time.monotonic() > deadline:
+            return st
+        time.sleep(0.02)
+
+
+def check_thaw_errors(c):
+    """Bad THAW payloads: ERROR einval, nothing done (the caller checks that)."""
+    good = dict(generation=5, entropy=base64.b64encode(os.urandom(32)).decode(), time_ms=int(time.time() * 1000),
+                sandbox_id="sb-0123abcd", hostname="sb-0123abcd", orphan_streams=False)
+    bad = [("generation", -1), ("generation", "5"), ("generation", 1.5), ("generation", None),
+           ("entropy", base64.b64encode(os.urandom(31)).decode()), ("entropy", base64.b64encode(os.urandom(513)).decode()),
+           ("entropy", "not base64!"), ("entropy", 123), ("time_ms", 0), ("time_ms", "now"), ("time_ms", 10 ** 15),
+           ("sandbox_id", "SB-UPPER"), ("sandbox_id", "sb_x"), ("sandbox_id", "s" * 64), ("sandbox_id", ""),
+           ("hostname", "-bad"), ("hostname", "a..b"), ("hostname", "h" * 64), ("hostname", "bad_name"),
+           ("hostname", "x\u00e9"), ("hostname", 7), ("orphan_streams", "yes")]
+    for key, val in bad:
+        req = dict(good)
+        req[key] = val
+        kind, p = c.thaw(raw=req)
+        assert kind == "ERROR" and p["code"] == "einval", (key, val, kind, p)
+    for key in ("generation", "entropy", "time_ms", "sandbox_id", "hostname"):
+        req = {k: v for k, v in good.items() if k != key}
+        kind, p = c.thaw(raw=req)
+        assert kind == "ERROR" and p["code"] == "einval", (key, kind, p)
+    for raw in (b"", b"[]", b"{nope"):
+        s = c.new_stream()
+        c.send(THAW, s, raw)
+        f = c.recv(s)
+        assert f[0] == ERROR and json.loads(f[2])["code"] == "einval", f
+    kind, p = c.freeze(b"[1]")
+    assert kind == "ERROR" and p["code"] == "einval", (kind, p)
+    c.send(THAW, 0, good)
+    assert c.recv(0)[0] == ERROR
+
+
+def check_snapshot_local(c, run_dir):
+    h0 = c.hello()
+    sleeper = c.start(["sh", "-c", "echo $$; exec sleep 100"])
+    sleeper.read_until(b"\n")
+    spid = int(sleeper.stdout)
+    # Blocked by its window with data in its pipe: what the agent reads after
+    # FREEZE is held back until THAW.
+    held = c.start(["sh", "-c", f"echo $$ >&2; exec head -c {OUTPUT_WINDOW + 100000} /dev/zero"], auto_credit=False)
+    held.take_for(0.5)
+    assert len(held.stdout) + len(held.stderr) == OUTPUT_WINDOW, len(held.stdout)
+    hpid = int(held.stderr)
+    first = len(held.stdout)
+
+    kind, p = c.freeze()
+    assert kind == "OK" and p["stopped"] >= 2, (kind, p)
+    assert host_proc_state(spid) == "T" and host_proc_state(hpid) == "T", (host_proc_state(spid),
+                                                                        host_proc_state(hpid))
+    held.grant()  # the agent reads the pipe, but may not send it now
+    held.take_for(0.5)
+    assert len(held.stdout) == first and not held.done, len(held.stdout)
+    assert c.run(["echo", "frozen"]).stdout == b"frozen\n"  # new streams work while frozen
+    assert c.hello()["generation"] == 0
+
+    check_thaw_errors(c)
+    assert host_proc_state(spid) == "T" and not os.listdir(run_dir), os.listdir(run_dir)
+
+    kind, p = c.thaw(generation=7, sandbox_id="sb-local")
+    assert kind == "OK" and p == {"generation": 7}, (kind, p)
+    assert wait_state(lambda: host_proc_state(spid), "SR") in "SR", host_proc_state(spid)
+    held.wait()
+    assert held.exit == {"exit_code": 0} and len(held.stdout) == OUTPUT_WINDOW + 100000, (held.exit, len(held.stdout))
+    h = c.hello()
+    assert h["generation"] == 7 and h["boot_id"] != h0["boot_id"] and len(h["boot_id"]) == 32, (h0, h)
+    for name, want in (("generation", "7\n"), ("sandbox_id", "sb-local\n")):
+        with open(os.path.join(run_dir, name)) as f:
+            assert f.read() == want
+        assert os.stat(os.path.join(run_dir, name)).st_mode & 0o777 == 0o644
+    assert sorted(os.listdir(run_dir)) == ["generation", "sandbox_id"], os.listdir(run_dir)
+    kind, p = c.thaw(generation=8)  # THAW without FREEZE is fine
+    assert kind == "OK" and p == {"generation": 8}, (kind, p)
+    sleeper.signal(9)
+    sleeper.wait()
+    assert sleeper.exit == {"signal": 9}, vars(sleeper)
+
+    # orphan_streams: a flood goes silent, stdin gets EOF, an upload is
+    # cancelled, and every id can be used again.
+    marker = os.path.join(run_dir, "eof-seen")
+    flood = c.start(["sh", "-c", "echo $$ >&2; exec yes"])
+    reader = c.start(["sh", "-c", f"echo $$; cat >/dev/null; echo eof > {marker}; exec sleep 100"], stdin=True)
+    reader.read_until(b"\n")
+    rpid = int(reader.stdout)
+    upload = c.new_stream()
+    target = os.path.join(run_dir, "upload.bin")
+    c.send(FILE_WRITE, upload, {"path": target, "mode": 0o644})
+    c.send(FILE_DATA, upload, b"x" * 1000)
+    while len(flood.stdout) < 200000:
+        flood._take(30)
+    fpid = int(flood.stderr.split(b"\n")[0])
+    assert any("upload.bin" in n for n in os.listdir(run_dir)), os.listdir(run_dir)  # its temp file
+    assert c.freeze()[0] == "OK"
+    kind, p = c.thaw(generation=9, orphan_streams=True)
+    assert kind == "OK", (kind, p)
+    # Frames sent before the OK may still arrive; none after it.
+    c.pending = [f for f in c.pending if f[1] not in (flood.stream, reader.stream, upload)]
+    time.sleep(0.5)
+    try:
+        while True:
+            f = c.recv(None, 0.3)
+            assert f[1] not in (flood.stream, reader.stream, upload), (NAMES[f[0]], f[1], f[2][:50])
+    except (TimeoutError, socket.timeout):
+        pass
+    assert host_proc_state(fpid) in ("R", "S"), host_proc_state(fpid)  # runs on, unread by anyone
+    assert wait_state(lambda: os.path.exists(marker), (True,)), "stdin of an orphan not closed"
+    assert not any("upload.bin" in n for n in os.listdir(run_dir)), os.listdir(run_dir)
+    for sid in (flood.stream, reader.stream, upload):
+        e = Exec(c, sid, ["echo", f"reuse {sid}"])
+        e.wait()
+        assert e.exit == {"exit_code": 0} and e.stdout == f"reuse {sid}\n".encode(), vars(e)
+    os.kill(fpid, 9)
+    os.kill(rpid, 9)
+    assert wait_state(lambda: host_proc_state(fpid), (None,)) is None  # reaped by the agent
+    time.sleep(0.2)
+    assert not c.pending, c.pending
+    try:
+        f = c.recv(None, 0.3)
+        raise AssertionError(f"frame for an orphan: {NAMES[f[0]]} on {f[1]}")
+    except (TimeoutError, socket.timeout):
+        pass
+    assert c.hello()["generation"] == 9
+
+
 def run_local():
     print("local agent (--channel-fd)")
-    a = LocalAgent()
+    run_dir = tempfile.mkdtemp(prefix="airlock-run-")
+    a = LocalAgent(run_dir=run_dir)
     try:
         assert a.hello["proto"] == 1
         check_common(a.client, in_vm=False)
         check_features(a.client, in_vm=False)
+        t0 = time.monotonic()
+        check_snapshot_local(a.client, run_dir)
+        print(f"  freeze/thaw {time.monotonic() - t0:.1f} s")
     finally:
         a.close()
+        shutil.rmtree(run_dir, ignore_errors=True)
     print("  ok")
 
 
