@@ -20,6 +20,7 @@ API_HANDLER(api_sandbox_pause);
 API_HANDLER(api_sandbox_resume);
 API_HANDLER(api_sandbox_fork);
 API_HANDLER(api_sandbox_recover);
+API_HANDLER(api_sandbox_timeout);
 API_HANDLER(api_snapshot_create);
 API_HANDLER(api_snapshot_list);
 API_HANDLER(api_snapshot_get);

@@ -157,11 +157,47 @@ static int parse_kv(json_t *obj, const char *field, bool env, struct kv_list *re
 	return 0;
 }
 
+static int parse_timeouts(json_t *j, struct timeout_request *t, struct al_error *err)
+{
+	long long v;
+	int rc;
+	*t = (struct timeout_request){0};
+	json_t *to = json_object_get(j, "timeout_s"), *on = json_object_get(j, "on_timeout"),
+	       *idle = json_object_get(j, "idle_timeout_s");
+	if ((rc = get_uint(j, "timeout_s", 0, SANDBOX_TIMEOUT_S_MAX, 0, &v, err)) < 0)
+		return rc;
+	t->timeout_s = (unsigned)v;
+	t->has_timeout = to && !json_is_null(to);
+	if ((rc = get_uint(j, "idle_timeout_s", 0, SANDBOX_TIMEOUT_S_MAX, 0, &v, err)) < 0)
+		return rc;
+	t->idle_timeout_s = (unsigned)v;
+	t->has_idle = idle && !json_is_null(idle);
+	strlcpy_al(t->on_timeout, "kill", sizeof(t->on_timeout));
+	if (on && !json_is_null(on)) {
+		if (!json_is_string(on) || (strcmp(json_string_value(on), "kill") && strcmp(json_string_value(on), "pause")))
+			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "on_timeout: must be \"kill\" or \"pause\"");
+		strlcpy_al(t->on_timeout, json_string_value(on), sizeof(t->on_timeout));
+		t->has_on_timeout = true;
+	}
+	return 0;
+}
+
+int timeout_request_parse(const char *body, size_t len, struct timeout_request *ret, struct al_error *err)
+{
+	static const char *const fields[] = {"timeout_s", "on_timeout", "idle_timeout_s", NULL};
+	cleanup_json json_t *j = NULL;
+	int rc;
+	if ((rc = parse_body(body, len, &j, err)) < 0 || (rc = check_fields(j, fields, err)) < 0)
+		return rc;
+	return parse_timeouts(j, ret, err);
+}
+
 int create_request_parse(const char *body, size_t len, unsigned host_memory_mib, struct create_request *ret,
 			 struct al_error *err)
 {
-	static const char *const fields[] = {"template", "vcpus",  "memory_mib", "env",
-					     "metadata", "tenant", "snapshot",	 NULL};
+	static const char *const fields[] = {"template", "vcpus",	 "memory_mib",	    "env",
+					     "metadata", "tenant", "snapshot",	    "timeout_s",
+					     "on_timeout", "idle_timeout_s", NULL};
 	cleanup_json json_t *j = NULL;
 	struct create_request r = {0};
 	int rc;
@@ -214,6 +250,8 @@ int create_request_parse(const char *body, size_t len, unsigned host_memory_mib,
 		return rc;
 	r.memory_mib = (unsigned)v;
 
+	if ((rc = parse_timeouts(j, &r.timeouts, err)) < 0)
+		return rc;
 	if ((rc = parse_kv(j, "env", true, &r.env, err)) < 0)
 		return rc;
 	if ((rc = parse_kv(j, "metadata", false, &r.metadata, err)) < 0) {

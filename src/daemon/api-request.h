@@ -45,10 +45,22 @@ struct kv_list {
 };
 void kv_list_release(struct kv_list *l);
 
+#define SANDBOX_TIMEOUT_S_MAX (30u * 24u * 3600u)
+
+/* timeout_s, on_timeout, idle_timeout_s: at create and on their own. */
+struct timeout_request {
+	bool has_timeout, has_on_timeout, has_idle;
+	unsigned timeout_s;
+	char on_timeout[8]; /* "kill" or "pause" */
+	unsigned idle_timeout_s;
+};
+int timeout_request_parse(const char *body, size_t len, struct timeout_request *ret, struct al_error *err);
+
 struct create_request {
 	char template_name[SANDBOX_TEMPLATE_NAME_MAX + 1];
 	char tenant[64];   /* "" when not given */
 	char snapshot[32]; /* restore this snapshot; "" to boot the template */
+	struct timeout_request timeouts;
 	unsigned vcpus;
 	unsigned memory_mib;
 	struct kv_list env;

@@ -78,13 +78,20 @@ static json_t *sandbox_to_json(const struct sandbox_record *r)
 	char created[32], updated[32];
 	format_time_rfc3339(r->created_ms, created);
 	format_time_rfc3339(r->updated_ms, updated);
-	return json_pack("{s:s, s:s, s:s, s:s, s:I, s:I, s:o, s:o, s:s, s:s, s:s, s:s, s:o, s:o}", "id", r->id,
+	uint64_t now = now_ms_realtime();
+	uint64_t running_ms = r->run_ms + (r->running_since_ms && now > r->running_since_ms ? now - r->running_since_ms : 0);
+	json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:I, s:I, s:o, s:o, s:s, s:s, s:s, s:s, s:o, s:o}", "id", r->id,
 			 "tenant", r->tenant, "state", sandbox_state_name(r->state), "template", r->template_name,
 			 "vcpus", (json_int_t)r->vcpus, "memory_mib", (json_int_t)r->memory_mib, "env",
 			 json_from_text(r->env_json), "metadata", json_from_text(r->metadata_json), "backend",
 			 r->backend, "accel", r->accel, "created_at", created, "updated_at", updated, "boot_ms",
 			 r->boot_ms >= 0 ? json_integer(r->boot_ms) : json_null(), "error",
 			 r->error ? json_string(r->error) : json_null());
+	json_object_set_new(o, "timeout_s", json_integer(r->timeout_s));
+	json_object_set_new(o, "on_timeout", json_string(r->on_timeout[0] ? r->on_timeout : "kill"));
+	json_object_set_new(o, "idle_timeout_s", json_integer(r->idle_timeout_s));
+	json_object_set_new(o, "running_ms", json_integer((json_int_t)running_ms));
+	return o;
 }
 
 /* ---- /healthz ------------------------------------------------------------------------------------- */
@@ -332,6 +339,20 @@ API_HANDLER(api_snapshot_delete)
 		return;
 	}
 	resp->status = 204;
+}
+
+API_HANDLER(api_sandbox_timeout)
+{
+	struct al_error err = {0};
+	struct timeout_request t;
+	struct sandbox_record rec;
+	if (timeout_request_parse(req->body_len ? req->body : "{}", req->body_len ? req->body_len : 2, &t, &err) < 0 ||
+	    sandbox_set_timeouts(req->params[0], req->tenant, &t, &rec, &err) < 0) {
+		api_response_error(resp, &err);
+		return;
+	}
+	resp->body = sandbox_to_json(&rec);
+	sandbox_record_release(&rec);
 }
 
 API_HANDLER(api_sandbox_recover)

@@ -48,6 +48,7 @@ struct sandbox {
 	bool cancel;   /* deleted while booting */
 	uint64_t generation; /* of the guest: 0 at boot, one more than its snapshot's after a restore */
 	struct retired *retired; /* runtimes of earlier lives (recover), freed with the sandbox */
+	uint64_t last_activity_ms; /* monotonic; any API request about it (idle timeout) */
 };
 
 /* A channel and process table an old VMM left: a request that still holds
@@ -81,6 +82,7 @@ static struct sandbox *sandbox_new(const struct sandbox_record *rec)
 	sb->dir = xasprintf("%s/sandboxes/%s", cfg->state_dir, rec->id);
 	sb->dirfd = sb->pidfd = sb->console_fd = sb->console_log_fd = sb->wake_fd = -1;
 	sb->refs = 1;
+	sb->last_activity_ms = now_ms_monotonic();
 	return sb;
 }
 
@@ -167,6 +169,13 @@ static int set_state_locked(struct sandbox *sb, enum sandbox_state st, const cha
 	sandbox_record_copy(&next, &sb->rec);
 	next.state = st;
 	next.updated_ms = now_ms_realtime();
+	/* Timeouts count running time only: close or open the running interval. */
+	if (next.running_since_ms && st != SANDBOX_RUNNING) {
+		next.run_ms += next.updated_ms > next.running_since_ms ? next.updated_ms - next.running_since_ms : 0;
+		next.running_since_ms = 0;
+	} else if (!next.running_since_ms && st == SANDBOX_RUNNING) {
+		next.running_since_ms = next.updated_ms;
+	}
 	free(next.error);
 	next.error = error ? xstrdup(error) : NULL;
 	int r = store_sandbox_update(cfg->store, &next, err);
@@ -595,6 +604,7 @@ int sandbox_acquire(const char *id, const char *tenant, struct sandbox **ret, st
 	}
 	pthread_mutex_lock(&sb->lock);
 	int r = 0;
+	sb->last_activity_ms = now_ms_monotonic();
 	if (!tenant_sees(tenant, &sb->rec))
 		r = not_found(id, err);
 	else if (sb->rec.state == SANDBOX_PAUSED)
@@ -875,6 +885,10 @@ int sandbox_create(const struct create_request *req, const char *tenant, const s
 	rec.created_ms = rec.updated_ms = now_ms_realtime();
 	rec.env_json = kv_to_json(&req->env);
 	rec.metadata_json = kv_to_json(&req->metadata);
+	rec.timeout_s = req->timeouts.timeout_s;
+	rec.idle_timeout_s = req->timeouts.idle_timeout_s;
+	strlcpy_al(rec.on_timeout, req->timeouts.on_timeout[0] ? req->timeouts.on_timeout : "kill",
+		   sizeof(rec.on_timeout));
 	struct sandbox *sb = sandbox_new(&rec);
 	sandbox_record_release(&rec);
 	if ((r = registry_add_within_quota(sb, quota, err)) < 0) {
@@ -1515,6 +1529,166 @@ int sandbox_exec(const char *id, const char *tenant, const struct exec_request *
 	return r;
 }
 
+/* ---- timeouts ------------------------------------------------------------------------------------ */
+
+#define REAPER_PERIOD_MS 1000
+
+int sandbox_set_timeouts(const char *id, const char *tenant, const struct timeout_request *t,
+			 struct sandbox_record *ret, struct al_error *err)
+{
+	if (!sandbox_id_valid(id))
+		return not_found(id, err);
+	struct sandbox *sb = registry_find(id);
+	if (!sb) {
+		struct sandbox_record rec;
+		int r = sandbox_get(id, tenant, &rec, err);
+		if (r == 0) {
+			r = al_error_set(err, AL_ERR_CONFLICT, EBUSY, "sandbox %s is %s", id, sandbox_state_name(rec.state));
+			sandbox_record_release(&rec);
+		}
+		return r;
+	}
+	pthread_mutex_lock(&sb->lock);
+	int r = 0;
+	if (!tenant_sees(tenant, &sb->rec)) {
+		r = not_found(id, err);
+	} else {
+		/* A new timeout counts from now, like setting an alarm. */
+		if (t->has_timeout) {
+			sb->rec.timeout_s = t->timeout_s;
+			sb->rec.run_ms = 0;
+			if (sb->rec.running_since_ms)
+				sb->rec.running_since_ms = now_ms_realtime();
+		}
+		if (t->has_on_timeout)
+			strlcpy_al(sb->rec.on_timeout, t->on_timeout, sizeof(sb->rec.on_timeout));
+		if (t->has_idle)
+			sb->rec.idle_timeout_s = t->idle_timeout_s;
+		sb->last_activity_ms = now_ms_monotonic();
+		r = persist_locked(sb, err);
+		if (r == 0)
+			sandbox_record_copy(ret, &sb->rec);
+	}
+	pthread_mutex_unlock(&sb->lock);
+	sandbox_unref(sb);
+	return r;
+}
+
+enum timeout_action { TIMEOUT_NONE, TIMEOUT_KILL, TIMEOUT_PAUSE };
+
+static enum timeout_action due(struct sandbox *sb, const char **ret_why)
+{
+	enum timeout_action a = TIMEOUT_NONE;
+	pthread_mutex_lock(&sb->lock);
+	if (sb->rec.state == SANDBOX_RUNNING && !sb->stopping) {
+		uint64_t now = now_ms_realtime();
+		uint64_t used = sb->rec.run_ms + (sb->rec.running_since_ms && now > sb->rec.running_since_ms
+							  ? now - sb->rec.running_since_ms
+							  : 0);
+		if (sb->rec.timeout_s && used >= (uint64_t)sb->rec.timeout_s * 1000u) {
+			a = strcmp(sb->rec.on_timeout, "pause") ? TIMEOUT_KILL : TIMEOUT_PAUSE;
+			*ret_why = "timeout";
+		} else if (sb->rec.idle_timeout_s &&
+			   now_ms_monotonic() - sb->last_activity_ms >= (uint64_t)sb->rec.idle_timeout_s * 1000u) {
+			a = TIMEOUT_PAUSE;
+			*ret_why = "idle_timeout";
+		}
+	}
+	pthread_mutex_unlock(&sb->lock);
+	return a;
+}
+
+/* After a timeout paused a sandbox, its timeout counts again from zero once it is resumed. */
+static void timeout_rearm(const char *id)
+{
+	struct sandbox *sb = registry_find(id);
+	if (!sb)
+		return;
+	pthread_mutex_lock(&sb->lock);
+	sb->rec.run_ms = 0;
+	struct al_error e;
+	persist_locked(sb, &e);
+	pthread_mutex_unlock(&sb->lock);
+	sandbox_unref(sb);
+}
+
+static pthread_t reaper;
+static bool reaper_running;
+static bool reaper_stop;
+static pthread_mutex_t reaper_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t reaper_cond = PTHREAD_COND_INITIALIZER;
+
+static void *reaper_main(void *arg)
+{
+	(void)arg;
+	for (;;) {
+		pthread_mutex_lock(&reaper_lock);
+		if (!reaper_stop) {
+			struct timespec ts;
+			clock_gettime(CLOCK_REALTIME, &ts);
+			ts.tv_sec += REAPER_PERIOD_MS / 1000;
+			pthread_cond_timedwait(&reaper_cond, &reaper_lock, &ts);
+		}
+		bool stop = reaper_stop;
+		pthread_mutex_unlock(&reaper_lock);
+		if (stop)
+			break;
+		/* Collect the due ones under the registry lock; act without it. */
+		char ids[64][SANDBOX_ID_MAX + 1], tenants[64][64];
+		enum timeout_action acts[64];
+		const char *whys[64];
+		size_t n = 0;
+		pthread_mutex_lock(&registry_lock);
+		for (struct sandbox *sb = registry; sb && n < ARRAY_SIZE(ids); sb = sb->next) {
+			const char *why = NULL;
+			enum timeout_action a = due(sb, &why);
+			if (a != TIMEOUT_NONE) {
+				strlcpy_al(ids[n], sb->rec.id, sizeof(ids[n]));
+				strlcpy_al(tenants[n], sb->rec.tenant, sizeof(tenants[n]));
+				acts[n] = a;
+				whys[n++] = why;
+			}
+		}
+		pthread_mutex_unlock(&registry_lock);
+		for (size_t i = 0; i < n; i++) {
+			struct sandbox_record rec;
+			struct al_error e = {0};
+			log_info("sandbox %s: %s: %s", ids[i], whys[i], acts[i] == TIMEOUT_KILL ? "deleting" : "pausing");
+			events_emit("sandbox.timeout", tenants[i], ids[i],
+				    json_pack("{s:s, s:s}", "reason", whys[i], "action",
+					      acts[i] == TIMEOUT_KILL ? "kill" : "pause"));
+			int r = acts[i] == TIMEOUT_KILL ? sandbox_delete(ids[i], NULL, &rec, &e)
+							: sandbox_pause(ids[i], NULL, &rec, &e);
+			if (r == 0)
+				sandbox_record_release(&rec);
+			else
+				log_error("sandbox %s: %s", ids[i], e.message);
+			if (r == 0 && acts[i] == TIMEOUT_PAUSE && !strcmp(whys[i], "timeout"))
+				timeout_rearm(ids[i]);
+		}
+	}
+	return NULL;
+}
+
+static void reaper_start(void)
+{
+	reaper_stop = false;
+	if (pthread_create(&reaper, NULL, reaper_main, NULL) == 0)
+		reaper_running = true;
+}
+
+static void reaper_join(void)
+{
+	if (!reaper_running)
+		return;
+	pthread_mutex_lock(&reaper_lock);
+	reaper_stop = true;
+	pthread_cond_broadcast(&reaper_cond);
+	pthread_mutex_unlock(&reaper_lock);
+	pthread_join(reaper, NULL);
+	reaper_running = false;
+}
+
 /* ---- start-up and shutdown ------------------------------------------------------------------ */
 
 /* SECURITY: a pid from the store may have been reused: it counts as our VMM
@@ -1600,11 +1774,13 @@ int sandboxes_init(const struct daemon_config *c, struct al_error *err)
 		sandbox_record_release(&recs[i]);
 	}
 	free(recs);
+	reaper_start();
 	return 0;
 }
 
 void sandboxes_shutdown(void)
 {
+	reaper_join();
 	for (;;) {
 		pthread_mutex_lock(&registry_lock);
 		struct sandbox *sb = registry;

@@ -45,6 +45,11 @@ int sandbox_snapshot_usable(const char *snapshot_id, const char *tenant, struct 
 /* Captures memory, devices and disk of a running (or paused) sandbox. */
 int sandbox_snapshot(const char *id, const char *tenant, const char *name, bool internal,
 		     struct snapshot_info *ret, struct al_error *err);
+/* Changes timeout_s (counted again from now), on_timeout and idle_timeout_s. */
+struct timeout_request;
+int sandbox_set_timeouts(const char *id, const char *tenant, const struct timeout_request *t,
+			 struct sandbox_record *ret, struct al_error *err);
+
 /* Brings a sandbox in state error back: from its latest snapshot when memory
  * is true and there is one, else by a cold boot of its disk. */
 int sandbox_recover(const char *id, const char *tenant, bool memory, struct sandbox_record *ret,

@@ -60,8 +60,7 @@ static const char schema[] = "CREATE TABLE IF NOT EXISTS sandboxes ("
 			     " updated_ms INTEGER NOT NULL,"
 			     " boot_ms INTEGER NOT NULL,"
 			     " error TEXT,"
-			     " vmm_pid INTEGER NOT NULL,"
-			     " tenant TEXT NOT NULL DEFAULT 'default');"
+			     " vmm_pid INTEGER NOT NULL);"
 			     "CREATE INDEX IF NOT EXISTS sandboxes_created ON sandboxes(created_ms);";
 
 static int db_error(struct store *s, struct al_error *err, const char *what)
@@ -87,8 +86,16 @@ int store_open(const char *path, struct store **ret, struct al_error *err)
 		rc = sqlite3_exec(s->db, schema, NULL, NULL, &msg);
 	if (rc == SQLITE_OK) {
 		/* Databases from before tenants: add the column (an error just means it is there). */
-		sqlite3_exec(s->db, "ALTER TABLE sandboxes ADD COLUMN tenant TEXT NOT NULL DEFAULT 'default'", NULL,
-			     NULL, NULL);
+		static const char *const added[] = {
+			"ALTER TABLE sandboxes ADD COLUMN tenant TEXT NOT NULL DEFAULT 'default'",
+			"ALTER TABLE sandboxes ADD COLUMN timeout_s INTEGER NOT NULL DEFAULT 0",
+			"ALTER TABLE sandboxes ADD COLUMN on_timeout TEXT NOT NULL DEFAULT 'kill'",
+			"ALTER TABLE sandboxes ADD COLUMN idle_timeout_s INTEGER NOT NULL DEFAULT 0",
+			"ALTER TABLE sandboxes ADD COLUMN run_ms INTEGER NOT NULL DEFAULT 0",
+			"ALTER TABLE sandboxes ADD COLUMN running_since_ms INTEGER NOT NULL DEFAULT 0",
+		};
+		for (size_t i = 0; i < ARRAY_SIZE(added); i++)
+			sqlite3_exec(s->db, added[i], NULL, NULL, NULL);
 	}
 	if (rc != SQLITE_OK) {
 		int r = al_error_set(err, AL_ERR_INTERNAL, EIO, "cannot initialise state store %s: %s", path,
@@ -134,6 +141,11 @@ static void bind_record(sqlite3_stmt *st, const struct sandbox_record *r)
 		sqlite3_bind_null(st, 13);
 	sqlite3_bind_int64(st, 14, r->vmm_pid);
 	sqlite3_bind_text(st, 15, r->tenant[0] ? r->tenant : "default", -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 16, r->timeout_s);
+	sqlite3_bind_text(st, 17, r->on_timeout[0] ? r->on_timeout : "kill", -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 18, r->idle_timeout_s);
+	sqlite3_bind_int64(st, 19, (sqlite3_int64)r->run_ms);
+	sqlite3_bind_int64(st, 20, (sqlite3_int64)r->running_since_ms);
 }
 
 static int exec_write(struct store *s, const char *sql, const struct sandbox_record *r, const char *what,
@@ -158,8 +170,10 @@ int store_sandbox_insert(struct store *s, const struct sandbox_record *r, struct
 {
 	return exec_write(s,
 			  "INSERT INTO sandboxes (id, state, template, vcpus, memory_mib, env, metadata, backend,"
-			  " accel, created_ms, updated_ms, boot_ms, error, vmm_pid, tenant)"
-			  " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
+			  " accel, created_ms, updated_ms, boot_ms, error, vmm_pid, tenant, timeout_s, on_timeout,"
+			  " idle_timeout_s, run_ms, running_since_ms)"
+			  " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18,"
+			  " ?19, ?20)",
 			  r, "insert", err);
 }
 
@@ -168,7 +182,8 @@ int store_sandbox_update(struct store *s, const struct sandbox_record *r, struct
 	return exec_write(s,
 			  "UPDATE sandboxes SET state=?2, template=?3, vcpus=?4, memory_mib=?5, env=?6,"
 			  " metadata=?7, backend=?8, accel=?9, created_ms=?10, updated_ms=?11, boot_ms=?12,"
-			  " error=?13, vmm_pid=?14, tenant=?15 WHERE id=?1",
+			  " error=?13, vmm_pid=?14, tenant=?15, timeout_s=?16, on_timeout=?17, idle_timeout_s=?18,"
+			  " run_ms=?19, running_since_ms=?20 WHERE id=?1",
 			  r, "update", err);
 }
 
@@ -197,12 +212,18 @@ static int row_to_record(sqlite3_stmt *st, struct sandbox_record *r)
 	r->error = sqlite3_column_type(st, 12) == SQLITE_NULL ? NULL : xstrdup(col_text(st, 12));
 	r->vmm_pid = sqlite3_column_int64(st, 13);
 	strlcpy_al(r->tenant, col_text(st, 14), sizeof(r->tenant));
+	r->timeout_s = (unsigned)sqlite3_column_int64(st, 15);
+	strlcpy_al(r->on_timeout, col_text(st, 16), sizeof(r->on_timeout));
+	r->idle_timeout_s = (unsigned)sqlite3_column_int64(st, 17);
+	r->run_ms = (uint64_t)sqlite3_column_int64(st, 18);
+	r->running_since_ms = (uint64_t)sqlite3_column_int64(st, 19);
 	return 0;
 }
 
 #define SELECT_COLUMNS                                                                                      \
 	"SELECT id, state, template, vcpus, memory_mib, env, metadata, backend, accel, created_ms,"         \
-	" updated_ms, boot_ms, error, vmm_pid, tenant FROM sandboxes"
+	" updated_ms, boot_ms, error, vmm_pid, tenant, timeout_s, on_timeout, idle_timeout_s, run_ms,"   \
+	" running_since_ms FROM sandboxes"
 
 int store_sandbox_get(struct store *s, const char *id, struct sandbox_record *ret, struct al_error *err)
 {

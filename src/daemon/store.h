@@ -43,6 +43,13 @@ struct sandbox_record {
 	int64_t boot_ms; /* -1 until booted */
 	char *error;     /* NULL unless state is error */
 	int64_t vmm_pid; /* 0 when no VMM */
+	/* Timeouts: running time (paused time does not count) after which
+	 * on_timeout ("kill" or "pause") happens; idle: no API activity. 0 = none. */
+	unsigned timeout_s;
+	char on_timeout[8];
+	unsigned idle_timeout_s;
+	uint64_t run_ms;           /* running time accumulated before running_since_ms */
+	uint64_t running_since_ms; /* epoch ms when it last became running; 0 when not running */
 };
 
 void sandbox_record_release(struct sandbox_record *r);
