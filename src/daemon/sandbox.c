@@ -1723,7 +1723,42 @@ static void recover_one(struct sandbox_record *rec)
 		sb->pid = pid;
 		sb->pidfd = pidfd_open_(pid);
 	}
-	if ((rec->state == SANDBOX_RUNNING || rec->state == SANDBOX_PAUSED) && alive) {
+	if (rec->state == SANDBOX_STOPPING) {
+		/* An interrupted delete: finish it. */
+		teardown(sb);
+		pthread_mutex_lock(&sb->lock);
+		rm_rf(sb->dir);
+		sb->rec.vmm_pid = 0;
+		if (set_state_locked(sb, SANDBOX_DELETED, NULL, &e) < 0)
+			log_error("sandbox %s: %s", rec->id, e.message);
+		pthread_mutex_unlock(&sb->lock);
+		registry_remove(sb);
+		sandbox_unref(sb);
+		return;
+	}
+	if (rec->state == SANDBOX_SNAPSHOTTING && alive) {
+		/* An interrupted snapshot: roll it back (its files are swept as *.tmp)
+		 * and give the guest back its CPU and its processes. */
+		sb->dirfd = open(sb->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		uint64_t deadline = now_ms_monotonic() + REATTACH_TIMEOUT_MS;
+		struct vmm_config vc = {.sandbox_id = rec->id, .dir = sb->dir, .dirfd = sb->dirfd};
+		struct al_error ignored;
+		if (sb->dirfd >= 0)
+			unlinkat(sb->dirfd, "snap-out", 0);
+		if (sb->pidfd < 0 || sb->dirfd < 0 || attach(sb, deadline, &e) < 0) {
+			why = "airlockd restarted during a snapshot and could not re-attach to the VM";
+		} else {
+			cfg->vmm->resume(&vc, &ignored);
+			if (guest_channel_request_hello(sb->ch) < 0 || guest_channel_wait_hello(sb->ch, deadline, NULL) < 0 ||
+			    thaw(sb, false, &ignored) < 0)
+				why = "airlockd restarted during a snapshot and the guest did not come back";
+		}
+		if (!why) {
+			pthread_mutex_lock(&sb->lock);
+			set_state_locked(sb, SANDBOX_RUNNING, NULL, &ignored);
+			pthread_mutex_unlock(&sb->lock);
+		}
+	} else if ((rec->state == SANDBOX_RUNNING || rec->state == SANDBOX_PAUSED) && alive) {
 		sb->dirfd = open(sb->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 		uint64_t deadline = now_ms_monotonic() + REATTACH_TIMEOUT_MS;
 		bool paused = rec->state == SANDBOX_PAUSED;
@@ -1756,6 +1791,79 @@ static void recover_one(struct sandbox_record *rec)
 	sandbox_unref(sb);
 }
 
+/* SECURITY/hygiene: after a crash, nothing may be left that no record owns:
+ * half-written snapshots, directories of deleted sandboxes, and VMMs running
+ * from our state dir whose sandbox is gone. */
+static void sweep_orphans(void)
+{
+	cleanup_free char *snaps = xasprintf("%s/snapshots", cfg->state_dir);
+	cleanup_free char *boxes = xasprintf("%s/sandboxes", cfg->state_dir);
+	DIR *d = opendir(snaps);
+	struct dirent *de;
+	while (d && (de = readdir(d))) {
+		size_t n = strlen(de->d_name);
+		if (n > 4 && !strcmp(de->d_name + n - 4, ".tmp")) {
+			cleanup_free char *p = xasprintf("%s/%s", snaps, de->d_name);
+			log_info("removing the half-written snapshot %s", p);
+			rm_rf(p);
+		}
+	}
+	if (d)
+		closedir(d);
+	/* VMMs first: their cwd is the sandbox dir. */
+	d = opendir("/proc");
+	while (d && (de = readdir(d))) {
+		if (de->d_name[0] < '1' || de->d_name[0] > '9')
+			continue;
+		char link[300], cwd[PATH_MAX];
+		snprintf(link, sizeof(link), "/proc/%s/cwd", de->d_name);
+		ssize_t n = readlink(link, cwd, sizeof(cwd) - 1);
+		if (n <= 0)
+			continue;
+		cwd[n] = '\0';
+		size_t blen = strlen(boxes);
+		if (strncmp(cwd, boxes, blen) || cwd[blen] != '/' || !sandbox_id_valid(cwd + blen + 1))
+			continue;
+		const char *id = cwd + blen + 1;
+		struct sandbox *sb = registry_find(id);
+		if (sb) {
+			sandbox_unref(sb);
+			continue;
+		}
+		long pid;
+		if (parse_int_range(de->d_name, 1, INT32_MAX, &pid) < 0 || !vmm_alive(id, (pid_t)pid))
+			continue;
+		log_info("killing VMM %ld of sandbox %s, which no live record owns", pid, id);
+		kill((pid_t)pid, SIGKILL);
+	}
+	if (d)
+		closedir(d);
+	d = opendir(boxes);
+	while (d && (de = readdir(d))) {
+		if (!sandbox_id_valid(de->d_name))
+			continue;
+		struct sandbox *sb = registry_find(de->d_name);
+		if (sb) {
+			sandbox_unref(sb);
+			continue;
+		}
+		struct sandbox_record rec;
+		struct al_error e = {0};
+		bool got = store_sandbox_get(cfg->store, de->d_name, &rec, &e) == 0;
+		/* Only what the store says is deleted or unknown goes; a store error keeps it. */
+		bool keep = got ? rec.state != SANDBOX_DELETED : e.code != AL_ERR_NOT_FOUND;
+		if (got)
+			sandbox_record_release(&rec);
+		if (!keep) {
+			cleanup_free char *p = xasprintf("%s/%s", boxes, de->d_name);
+			log_info("removing %s, which belongs to no sandbox", p);
+			rm_rf(p);
+		}
+	}
+	if (d)
+		closedir(d);
+}
+
 int sandboxes_init(const struct daemon_config *c, struct al_error *err)
 {
 	cfg = c;
@@ -1769,11 +1877,13 @@ int sandboxes_init(const struct daemon_config *c, struct al_error *err)
 		return r;
 	for (size_t i = 0; i < n; i++) {
 		if (recs[i].state == SANDBOX_CREATING || recs[i].state == SANDBOX_RUNNING ||
-		    recs[i].state == SANDBOX_STOPPING || recs[i].state == SANDBOX_PAUSED)
+		    recs[i].state == SANDBOX_STOPPING || recs[i].state == SANDBOX_PAUSED ||
+		    recs[i].state == SANDBOX_SNAPSHOTTING)
 			recover_one(&recs[i]);
 		sandbox_record_release(&recs[i]);
 	}
 	free(recs);
+	sweep_orphans();
 	reaper_start();
 	return 0;
 }
