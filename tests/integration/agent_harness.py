@@ -351,14 +351,23 @@ def host_tsc_khz():
 class VmAgent:
     """A QEMU microVM booted from build/images with the agent as /init."""
 
-    def __init__(self, template="minimal", rootfs=None, mem_mib=256, root_arg=True, connect=True):
+    def __init__(self, template="minimal", rootfs=None, mem_mib=256, root_arg=True, connect=True, qmp=False,
+                 overlay=None, incoming=None):
+        """qmp: also a QMP socket (self.qmp_path). overlay: start from a copy
+        of this qcow2 overlay (a snapshot's disk) instead of a new one.
+        incoming: QEMU's -incoming (a restore; see snapshot_restore)."""
         self.dir = tempfile.mkdtemp(prefix="airlock-vm-")
         self.sock_path = os.path.join(self.dir, "ctl.sock")
+        self.qmp_path = os.path.join(self.dir, "qmp.sock") if qmp else None
         self.console = os.path.join(self.dir, "console.log")
         rootfs = rootfs or os.path.join(IMAGES, "templates", template, "rootfs.ext4")
-        overlay = os.path.join(self.dir, "disk.qcow2")
-        subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", "-F", "raw", "-b", os.path.realpath(rootfs),
-                        overlay], check=True)
+        self.overlay = os.path.join(self.dir, "disk.qcow2")
+        if overlay:
+            shutil.copyfile(overlay, self.overlay)
+        else:
+            subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", "-F", "raw", "-b", os.path.realpath(rootfs),
+                            self.overlay], check=True)
+        overlay = self.overlay
         append = f"console=ttyS0 quiet panic=-1 tsc_early_khz={host_tsc_khz()}"
         if root_arg:
             append += " airlock.root=/dev/vda"
@@ -373,6 +382,11 @@ class VmAgent:
                "-device", "virtio-serial-device",
                "-chardev", f"socket,id=ctl,path={self.sock_path},server=on,wait=off",
                "-device", "virtserialport,chardev=ctl,name=org.airlock.agent.0"]
+        if qmp:
+            cmd += ["-qmp", f"unix:{self.qmp_path},server=on,wait=off"]
+        if incoming:
+            cmd += ["-incoming", incoming]
+        self.cmd = cmd
         self.t0 = time.monotonic()
         self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL)
         self.client = None
@@ -380,7 +394,8 @@ class VmAgent:
         if connect:
             self.connect()
 
-    def connect(self, timeout=60):
+    def connect(self, timeout=60, hello=False):
+        """hello=True: ask for HELLO (a restored agent does not say it unasked)."""
         deadline = time.monotonic() + timeout
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         while True:
@@ -394,6 +409,9 @@ class VmAgent:
                     raise
                 time.sleep(0.01)
         self.client = Client(sock)
+        if hello:
+            self.hello = self.client.hello(timeout)
+            return
         ftype, _, p = self.client.recv(0, timeout)
         assert ftype == HELLO, NAMES[ftype]
         self.boot_s = time.monotonic() - self.t0
@@ -408,6 +426,37 @@ class VmAgent:
 
     def wait_exit(self, timeout):
         return self.proc.wait(timeout)
+
+    def qmp(self, command, **arguments):
+        """One QMP command on a fresh connection (greeting, qmp_capabilities)."""
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                sock.connect(self.qmp_path)
+                break
+            except (FileNotFoundError, ConnectionRefusedError):
+                if time.monotonic() > deadline or self.proc.poll() is not None:
+                    raise
+                time.sleep(0.01)
+        sock.settimeout(60)
+        f = sock.makefile("rwb")
+        try:
+            json.loads(f.readline())  # greeting
+            for cmd in ({"execute": "qmp_capabilities"}, dict(execute=command, arguments=arguments)):
+                f.write(json.dumps(cmd).encode() + b"\n")
+                f.flush()
+                while True:
+                    msg = json.loads(f.readline())
+                    if "event" in msg:
+                        continue
+                    if "error" in msg:
+                        raise RuntimeError(f"QMP {command}: {msg['error']}")
+                    break
+            return msg["return"]
+        finally:
+            f.close()
+            sock.close()
 
     def close(self):
         if self.client:
@@ -968,6 +1017,177 @@ def check_snapshot_local(c, run_dir):
     assert c.hello()["generation"] == 9
 
 
+def guest_sh(c, script):
+    e = c.run(["sh", "-c", script])
+    assert e.exit == {"exit_code": 0}, (script, vars(e))
+    return e.stdout.decode()
+
+
+def check_freeze_thaw_vm(c):
+    h0 = c.hello()
+    sleeper = c.start(["sh", "-c", "echo $$; exec sleep 100"])
+    sleeper.read_until(b"\n")
+    spid = int(sleeper.stdout)
+    kind, p = c.freeze()
+    assert kind == "OK" and p["stopped"] >= 1, (kind, p)
+    assert proc_state(c, spid) == "T", proc_state(c, spid)  # new execs run while frozen
+    check_thaw_errors(c)
+    assert proc_state(c, spid) == "T" and guest_sh(c, "ls /run/airlock 2>/dev/null; hostname") == "airlock\n"
+
+    ahead = int(time.time() * 1000) + 3600 * 1000
+    kind, p = c.thaw(generation=3, time_ms=ahead, hostname="clone-a.example", sandbox_id="sb-vmtest")
+    assert kind == "OK" and p == {"generation": 3}, (kind, p)
+    out = guest_sh(c, "date +%s; hostname; cat /run/airlock/generation /run/airlock/sandbox_id; "
+                      "stat -c %a /run/airlock /run/airlock/generation /run/airlock/sandbox_id")
+    lines = out.split()
+    assert abs(int(lines[0]) - ahead / 1000) < 60, (lines, ahead)
+    assert lines[1:] == ["clone-a.example", "3", "sb-vmtest", "755", "644", "644"], lines
+    assert wait_state(lambda: proc_state(c, spid), "S") == "S", proc_state(c, spid)
+    h = c.hello()
+    assert h["generation"] == 3 and h["boot_id"] != h0["boot_id"], (h0, h)
+    kind, p = c.thaw(generation=3, hostname="airlock", sandbox_id="sb-vmtest")  # the clock back, no FREEZE
+    assert kind == "OK", (kind, p)
+    assert abs(int(guest_sh(c, "date +%s")) - time.time()) < 60
+    sleeper.signal(9)
+    sleeper.wait()
+
+
+def urandom16(c):
+    return guest_sh(c, "head -c 16 /dev/urandom | od -x | head -1")
+
+
+def snapshot_take(vm, snap_dir):
+    """FREEZE, stop, save memory and disk; the VM stays stopped (postmigrate)."""
+    kind, p = vm.client.freeze()
+    assert kind == "OK", (kind, p)
+    t0 = time.monotonic()
+    vm.qmp("stop")
+    mem = os.path.join(snap_dir, "mem.bin")
+    vm.qmp("migrate", uri=f"exec:cat > {mem}")
+    while True:
+        st = vm.qmp("query-migrate")
+        if st.get("status") == "completed":
+            break
+        assert st.get("status") in ("setup", "active", "device", None), st
+        time.sleep(0.02)
+    shutil.copyfile(vm.overlay, os.path.join(snap_dir, "disk.qcow2"))
+    return p["stopped"], time.monotonic() - t0
+
+
+def snapshot_restore(snap_dir, generation, sandbox_id, connect_first=False):
+    """connect_first: connect to the channel (and send HELLO) while the VM is
+    still loading, as a daemon may; else after cont."""
+    t0 = time.monotonic()
+    vm = VmAgent(qmp=True, overlay=os.path.join(snap_dir, "disk.qcow2"),
+                 incoming=f"exec:cat {os.path.join(snap_dir, 'mem.bin')}", connect=False)
+    try:
+        if connect_first:
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            deadline = time.monotonic() + 30
+            while True:
+                try:
+                    sock.connect(vm.sock_path)
+                    break
+                except (FileNotFoundError, ConnectionRefusedError):
+                    assert time.monotonic() < deadline and vm.proc.poll() is None
+                    time.sleep(0.01)
+            vm.client = Client(sock)
+            vm.client.send(HELLO, 0, {})
+        while vm.qmp("query-status")["status"] == "inmigrate":
+            time.sleep(0.02)
+        vm.qmp("cont")
+        t1 = time.monotonic()
+        if connect_first:
+            while True:
+                ftype, _, p = vm.client.recv(0, 30)
+                if ftype == HELLO:
+                    vm.hello = json.loads(p)
+                    break
+        else:
+            vm.connect(timeout=30, hello=True)
+        t2 = time.monotonic()
+        kind, p = vm.client.thaw(generation=generation, orphan_streams=True, sandbox_id=sandbox_id,
+                                 hostname=sandbox_id)
+        assert kind == "OK" and p == {"generation": generation}, (kind, p)
+        print(f"  restore {sandbox_id}: loaded+cont {t1 - t0:.2f} s, HELLO {t2 - t1:.2f} s, "
+              f"THAW {time.monotonic() - t2:.2f} s")
+        return vm
+    except BaseException:
+        print(vm.console_text())
+        vm.close()
+        raise
+
+
+def run_snapshot():
+    """A real snapshot (QMP stop + migrate to a file + the disk overlay) and
+    two restores from it, each made unique by THAW."""
+    print("snapshot and restore (QEMU migration to a file)")
+    snap_dir = tempfile.mkdtemp(prefix="airlock-snap-")
+    vms = []
+    try:
+        a = VmAgent(qmp=True)
+        vms.append(a)
+        c = a.client
+        guest_sh(c, "(i=0; while :; do i=$((i+1)); echo $i > /tmp/counter; sleep 0.1; done) "
+                    "</dev/null >/dev/null 2>&1 &")
+        tick = c.start(["sh", "-c", "while :; do echo tick; sleep 0.1; done"])
+        tick.read_until(b"tick\ntick\n")
+        time.sleep(0.5)
+        a_boot = c.hello()["boot_id"]
+        stopped, dt = snapshot_take(a, snap_dir)
+        print(f"  snapshot: {stopped} processes stopped, stop+migrate+disk {dt:.2f} s, "
+              f"{os.path.getsize(os.path.join(snap_dir, 'mem.bin')) >> 20} MiB")
+        # The original goes on: cont, then THAW (the agent must run to answer).
+        a.qmp("cont")
+        kind, p = c.thaw(generation=0, orphan_streams=False, sandbox_id="sb-orig", hostname="sb-orig")
+        assert kind == "OK", (kind, p)
+        v_a = int(guest_sh(c, "cat /tmp/counter"))
+        n = tick.stdout.count(b"tick")
+        tick.read_until(b"tick\n" * (n + 3))  # its stream survived on the original
+        tick.signal(9)
+        tick.wait()
+
+        b = snapshot_restore(snap_dir, 1, "sb-clone-b")
+        vms.append(b)
+        assert b.hello["generation"] == 0 and b.hello["boot_id"] == a_boot, b.hello  # the snapshot's agent
+        cb = b.client
+        cb.next_stream = tick.stream  # the orphaned tick stream's id is free in the clone
+        v_b = int(guest_sh(cb, "cat /tmp/counter"))
+        assert v_b <= v_a + 2, (v_a, v_b)  # continues from the snapshot, not from where A is now
+        time.sleep(1)
+        v_b2 = int(guest_sh(cb, "cat /tmp/counter"))
+        assert v_b2 > v_b, (v_b, v_b2)
+        h = cb.hello()
+        assert h["generation"] == 1 and h["boot_id"] != a_boot, h
+        assert guest_sh(cb, "hostname; cat /run/airlock/generation /run/airlock/sandbox_id").split() == [
+            "sb-clone-b", "1", "sb-clone-b"]
+        ticks = guest_sh(cb, "ps -o pid,args | grep -c '[e]cho tick' || true")
+        assert ticks.strip() == "1", ticks  # the orphaned loop runs on, unseen
+        try:
+            f = cb.recv(None, 0.5)
+            raise AssertionError(f"stale frame in the clone: {NAMES[f[0]]} on {f[1]}")
+        except (TimeoutError, socket.timeout):
+            pass
+
+        cc = snapshot_restore(snap_dir, 2, "sb-clone-c", connect_first=True)
+        vms.append(cc)
+        r = {"A": urandom16(c), "B": urandom16(cb), "C": urandom16(cc.client)}
+        print("  /dev/urandom: " + "; ".join(f"{k} {v.split(None, 1)[1].strip()}" for k, v in r.items()))
+        assert len(set(r.values())) == 3, r
+        assert int(guest_sh(cc.client, "cat /tmp/counter")) <= v_a + 2
+        assert cc.client.hello()["boot_id"] not in (a_boot, h["boot_id"])
+        print(f"  counter: A at {v_a} after the snapshot, B from {v_b} to {v_b2}; tick loop in B: {ticks.strip()}")
+    except BaseException:
+        for vm in vms:
+            print(vm.console_text()[-3000:])
+        raise
+    finally:
+        for vm in vms:
+            vm.close()
+        shutil.rmtree(snap_dir, ignore_errors=True)
+    print("  ok")
+
+
 def run_local():
     print("local agent (--channel-fd)")
     run_dir = tempfile.mkdtemp(prefix="airlock-run-")
@@ -1013,6 +1233,9 @@ def run_vm():
         flood.wait()  # part of its output went to the old connection
         assert flood.exit == {"exit_code": 0}, vars(flood)
         assert c.run(["echo", "again"]).stdout == b"again\n"
+        t0 = time.monotonic()
+        check_freeze_thaw_vm(c)  # after the re-attach: THAW changes the boot_id
+        print(f"  freeze/thaw {time.monotonic() - t0:.1f} s")
         vm.client.send(SHUTDOWN, 0)
         assert vm.wait_exit(30) == 0
         print("  shutdown ended QEMU")
@@ -1049,3 +1272,5 @@ if __name__ == "__main__":
         run_local()
     if what in ("vm", "all"):
         run_vm()
+    if what in ("snapshot", "all"):
+        run_snapshot()
