@@ -89,7 +89,12 @@ struct guest_channel *guest_channel_new(int fd)
 		abort();
 	ch->reader = xmalloc(sizeof(*ch->reader));
 	frame_reader_init(ch->reader);
-	ch->next_stream = 1;
+	/* A guest re-attached after a daemon restart, or restored from a
+	 * snapshot, may still run streams an earlier channel opened: start at
+	 * a random id so that new streams do not collide with them. */
+	uint32_t r;
+	random_bytes(&r, sizeof(r));
+	ch->next_stream = 1 + (r & 0x7fffffffu);
 	return ch;
 }
 
