@@ -584,30 +584,47 @@ void sandbox_usage(const char *tenant, unsigned *ret_sandboxes, unsigned *ret_vc
 	*ret_memory_mib = mem;
 }
 
-int sandbox_acquire(const char *id, const char *tenant, struct sandbox **ret, struct al_error *err)
+/* The live sandbox `id` as the caller may see it: a new reference, or
+ * "not found" (unknown, another tenant's) or a conflict naming its state and
+ * what the operation needs (`needs`, e.g. "not running"). */
+static int find_live(const char *id, const char *tenant, const char *needs, struct sandbox **ret,
+		     struct al_error *err)
 {
 	if (!sandbox_id_valid(id))
 		return not_found(id, err);
 	struct sandbox *sb = registry_find(id);
-	if (!sb) {
-		struct sandbox_record rec;
-		int r = store_sandbox_get(cfg->store, id, &rec, err);
-		if (r < 0)
-			return r;
-		if (!tenant_sees(tenant, &rec))
-			r = not_found(id, err);
-		else
-			r = al_error_set(err, AL_ERR_CONFLICT, EBUSY, "sandbox %s is %s, not running", id,
-					 sandbox_state_name(rec.state));
-		sandbox_record_release(&rec);
-		return r;
+	if (sb) {
+		pthread_mutex_lock(&sb->lock);
+		bool visible = tenant_sees(tenant, &sb->rec);
+		pthread_mutex_unlock(&sb->lock);
+		if (visible) {
+			*ret = sb;
+			return 0;
+		}
+		sandbox_unref(sb);
+		return not_found(id, err);
 	}
+	struct sandbox_record rec;
+	int r = store_sandbox_get(cfg->store, id, &rec, err);
+	if (r < 0)
+		return r;
+	r = tenant_sees(tenant, &rec) ? al_error_set(err, AL_ERR_CONFLICT, EBUSY, "sandbox %s is %s%s%s", id,
+						     sandbox_state_name(rec.state), needs[0] ? ", " : "", needs)
+				      : not_found(id, err);
+	sandbox_record_release(&rec);
+	return r;
+}
+
+int sandbox_acquire(const char *id, const char *tenant, struct sandbox **ret, struct al_error *err)
+{
+	struct sandbox *sb = NULL;
+	int fr = find_live(id, tenant, "not running", &sb, err);
+	if (fr < 0)
+		return fr;
 	pthread_mutex_lock(&sb->lock);
 	int r = 0;
 	sb->last_activity_ms = now_ms_monotonic();
-	if (!tenant_sees(tenant, &sb->rec))
-		r = not_found(id, err);
-	else if (sb->rec.state == SANDBOX_PAUSED)
+	if (sb->rec.state == SANDBOX_PAUSED)
 		r = al_error_set(err, AL_ERR_CONFLICT, EBUSY,
 				 "sandbox %s is paused: resume it first (POST /v1/sandboxes/%s/resume), or add "
 				 "?resume=true to the request",
@@ -1036,27 +1053,16 @@ int sandbox_delete(const char *id, const char *tenant, struct sandbox_record *re
 static int pause_resume(const char *id, const char *tenant, bool pause, struct sandbox_record *ret,
 			struct al_error *err)
 {
-	if (!sandbox_id_valid(id))
-		return not_found(id, err);
-	struct sandbox *sb = registry_find(id);
-	if (!sb) {
-		struct sandbox_record rec;
-		int r = store_sandbox_get(cfg->store, id, &rec, err);
-		if (r < 0)
-			return r;
-		r = tenant_sees(tenant, &rec) ? al_error_set(err, AL_ERR_CONFLICT, EBUSY, "sandbox %s is %s", id,
-							     sandbox_state_name(rec.state))
-					      : not_found(id, err);
-		sandbox_record_release(&rec);
-		return r;
-	}
+	struct sandbox *sb = NULL;
+	int fr = find_live(id, tenant, pause ? "only a running sandbox can be paused" : "only a paused sandbox can be resumed",
+			   &sb, err);
+	if (fr < 0)
+		return fr;
 	pthread_mutex_lock(&sb->op_lock);
 	pthread_mutex_lock(&sb->lock);
 	int r = 0;
 	enum sandbox_state from = pause ? SANDBOX_RUNNING : SANDBOX_PAUSED;
-	if (!tenant_sees(tenant, &sb->rec))
-		r = not_found(id, err);
-	else if (sb->rec.state == (pause ? SANDBOX_PAUSED : SANDBOX_RUNNING))
+	if (sb->rec.state == (pause ? SANDBOX_PAUSED : SANDBOX_RUNNING))
 		r = 1; /* already there: idempotent */
 	else if (sb->rec.state != from || sb->stopping || !sb->ch)
 		r = al_error_set(err, AL_ERR_CONFLICT, EBUSY, "sandbox %s is %s: only a %s sandbox can be %s", id,
@@ -1187,24 +1193,14 @@ int sandbox_snapshot(const char *id, const char *tenant, const char *name, bool 
 		     struct snapshot_info *ret, struct al_error *err)
 {
 	struct sandbox *sb = NULL;
-	if (!sandbox_id_valid(id) || !(sb = registry_find(id))) {
-		struct sandbox_record rec;
-		int r = sandbox_get(id, tenant, &rec, err);
-		if (r == 0) {
-			r = al_error_set(err, AL_ERR_CONFLICT, EBUSY, "sandbox %s is %s: only a running or paused "
-								       "sandbox can be snapshotted",
-					 id, sandbox_state_name(rec.state));
-			sandbox_record_release(&rec);
-		}
-		return r;
-	}
+	int fr = find_live(id, tenant, "only a running or paused sandbox can be snapshotted", &sb, err);
+	if (fr < 0)
+		return fr;
 	pthread_mutex_lock(&sb->op_lock);
 	pthread_mutex_lock(&sb->lock);
 	int r = 0;
 	enum sandbox_state before = sb->rec.state;
-	if (!tenant_sees(tenant, &sb->rec))
-		r = not_found(id, err);
-	else if ((before != SANDBOX_RUNNING && before != SANDBOX_PAUSED) || sb->stopping || !sb->ch)
+	if ((before != SANDBOX_RUNNING && before != SANDBOX_PAUSED) || sb->stopping || !sb->ch)
 		r = al_error_set(err, AL_ERR_CONFLICT, EBUSY,
 				 "sandbox %s is %s: only a running or paused sandbox can be snapshotted", id,
 				 sandbox_state_name(before));
@@ -1536,39 +1532,26 @@ int sandbox_exec(const char *id, const char *tenant, const struct exec_request *
 int sandbox_set_timeouts(const char *id, const char *tenant, const struct timeout_request *t,
 			 struct sandbox_record *ret, struct al_error *err)
 {
-	if (!sandbox_id_valid(id))
-		return not_found(id, err);
-	struct sandbox *sb = registry_find(id);
-	if (!sb) {
-		struct sandbox_record rec;
-		int r = sandbox_get(id, tenant, &rec, err);
-		if (r == 0) {
-			r = al_error_set(err, AL_ERR_CONFLICT, EBUSY, "sandbox %s is %s", id, sandbox_state_name(rec.state));
-			sandbox_record_release(&rec);
-		}
+	struct sandbox *sb = NULL;
+	int r = find_live(id, tenant, "", &sb, err);
+	if (r < 0)
 		return r;
-	}
 	pthread_mutex_lock(&sb->lock);
-	int r = 0;
-	if (!tenant_sees(tenant, &sb->rec)) {
-		r = not_found(id, err);
-	} else {
-		/* A new timeout counts from now, like setting an alarm. */
-		if (t->has_timeout) {
-			sb->rec.timeout_s = t->timeout_s;
-			sb->rec.run_ms = 0;
-			if (sb->rec.running_since_ms)
-				sb->rec.running_since_ms = now_ms_realtime();
-		}
-		if (t->has_on_timeout)
-			strlcpy_al(sb->rec.on_timeout, t->on_timeout, sizeof(sb->rec.on_timeout));
-		if (t->has_idle)
-			sb->rec.idle_timeout_s = t->idle_timeout_s;
-		sb->last_activity_ms = now_ms_monotonic();
-		r = persist_locked(sb, err);
-		if (r == 0)
-			sandbox_record_copy(ret, &sb->rec);
+	/* A new timeout counts from now, like setting an alarm. */
+	if (t->has_timeout) {
+		sb->rec.timeout_s = t->timeout_s;
+		sb->rec.run_ms = 0;
+		if (sb->rec.running_since_ms)
+			sb->rec.running_since_ms = now_ms_realtime();
 	}
+	if (t->has_on_timeout)
+		strlcpy_al(sb->rec.on_timeout, t->on_timeout, sizeof(sb->rec.on_timeout));
+	if (t->has_idle)
+		sb->rec.idle_timeout_s = t->idle_timeout_s;
+	sb->last_activity_ms = now_ms_monotonic();
+	r = persist_locked(sb, err);
+	if (r == 0)
+		sandbox_record_copy(ret, &sb->rec);
 	pthread_mutex_unlock(&sb->lock);
 	sandbox_unref(sb);
 	return r;
