@@ -31,27 +31,27 @@ static const char *path_arg(const struct api_request *req, struct api_response *
 	return p;
 }
 
-/* Runs one request/answer operation (FILE_OP); *ret_result is the OK payload. */
+/* Runs one FILE_OP; *ret_result is the OK payload. A list also gathers the
+ * FILE_DATA chunks of {"entries": [...]} it answers with into entries. */
 static int run_op(struct sandbox *sb, json_t *msg, const char *what, json_t **ret_result, json_t *entries,
 		  struct al_error *err)
 {
 	struct guest_channel *ch = sandbox_channel(sb);
+	uint64_t deadline = now_ms_monotonic() + FILE_OP_TIMEOUT_MS;
+	if (!entries)
+		return guest_channel_call(ch, AIRLOCK_FRAME_FILE_OP, msg, deadline, what, ret_result, err);
 	struct guest_stream *s = NULL;
-	/* list answers FILE_DATA chunks of {"entries": [...]}: read them from a log. */
-	int r = guest_stream_start(ch, AIRLOCK_FRAME_FILE_OP, msg, entries ? GUEST_STREAM_LOG : GUEST_STREAM_COLLECT,
-				   0, &s, err);
+	int r = guest_stream_start(ch, AIRLOCK_FRAME_FILE_OP, msg, GUEST_STREAM_LOG, 0, &s, err);
 	if (r < 0)
 		return r;
 	struct guest_cursor cur = {0};
-	if (entries && guest_cursor_open(ch, s, true, &cur) == 0) {
+	if (guest_cursor_open(ch, s, true, &cur) == 0) {
 		for (;;) {
 			uint8_t type;
 			uint8_t *data = NULL;
 			size_t len;
 			uint64_t dropped;
-			r = guest_cursor_read(ch, &cur, now_ms_monotonic() + FILE_OP_TIMEOUT_MS, &type, &data, &len,
-					      &dropped);
-			if (r != 1)
+			if (guest_cursor_read(ch, &cur, deadline, &type, &data, &len, &dropped) != 1)
 				break;
 			/* SECURITY: each chunk is one bounded JSON object from the guest. */
 			cleanup_json json_t *j = json_loadb((const char *)data, len, 0, NULL);
@@ -62,16 +62,15 @@ static int run_op(struct sandbox *sb, json_t *msg, const char *what, json_t **re
 		}
 		guest_cursor_close(ch, &cur);
 	}
-	r = guest_stream_wait_done(ch, s, now_ms_monotonic() + FILE_OP_TIMEOUT_MS);
-	if (r < 0) {
-		guest_stream_unref(ch, s);
-		return al_error_set(err, r == -ETIMEDOUT ? AL_ERR_TIMEOUT : AL_ERR_GUEST, -r,
-				    "the guest agent did not finish %s", what);
-	}
+	r = guest_stream_wait_done(ch, s, deadline);
 	uint8_t type = 0;
 	json_t *result = NULL;
-	guest_stream_done(ch, s, &type, &result);
+	if (r == 0)
+		guest_stream_done(ch, s, &type, &result);
 	guest_stream_unref(ch, s);
+	if (r < 0)
+		return al_error_set(err, r == -ETIMEDOUT ? AL_ERR_TIMEOUT : AL_ERR_GUEST, -r,
+				    "the guest agent did not finish %s", what);
 	if (type != AIRLOCK_FRAME_OK) {
 		r = guest_result_to_error(result, what, err);
 		json_decref(result);

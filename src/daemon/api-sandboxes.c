@@ -641,25 +641,12 @@ API_HANDLER(api_sandbox_metrics)
 	if (!sb)
 		return;
 	struct al_error err = {0};
-	struct guest_channel *ch = sandbox_channel(sb);
-	struct guest_stream *s = NULL;
 	cleanup_json json_t *msg = json_object();
-	if (guest_stream_start(ch, AIRLOCK_FRAME_METRICS, msg, GUEST_STREAM_COLLECT, 0, &s, &err) < 0) {
+	json_t *result = NULL;
+	if (guest_channel_call(sandbox_channel(sb), AIRLOCK_FRAME_METRICS, msg, now_ms_monotonic() + 10000,
+			       "the metrics request", &result, &err) < 0)
 		api_response_error(resp, &err);
-	} else if (guest_stream_wait_done(ch, s, now_ms_monotonic() + 10000) < 0) {
-		api_response_errorf(resp, AL_ERR_GUEST, "the guest agent did not answer the metrics request");
-	} else {
-		uint8_t type = 0;
-		json_t *result = NULL;
-		guest_stream_done(ch, s, &type, &result);
-		if (type == AIRLOCK_FRAME_OK) {
-			resp->body = result;
-		} else {
-			guest_result_to_error(result, "the metrics request", &err);
-			api_response_error(resp, &err);
-			json_decref(result);
-		}
-	}
-	guest_stream_unref(ch, s);
+	else
+		resp->body = result;
 	sandbox_release(sb);
 }
