@@ -16,19 +16,24 @@ COMMON_SRC := $(wildcard src/common/*.c)
 DAEMON_SRC := $(wildcard src/daemon/*.c)
 CLI_SRC := $(wildcard src/cli/*.c)
 AGENT_SRC := $(wildcard src/agent/*.c)
+EGRESS_SRC := $(wildcard src/egress/*.c)
 HEADERS := $(wildcard include/airlock/*.h src/*/*.h)
 
 COMMON_OBJ := $(COMMON_SRC:%.c=$(BUILD)/obj/%.o)
 DAEMON_OBJ := $(DAEMON_SRC:%.c=$(BUILD)/obj/%.o)
 CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
 AGENT_OBJ := $(AGENT_SRC:%.c=$(BUILD)/obj/%.o)
+EGRESS_OBJ := $(EGRESS_SRC:%.c=$(BUILD)/obj/%.o)
 
 DAEMON_LIBS := -lmicrohttpd -ljansson -lsqlite3 -lcrypto -lpthread
 CLI_LIBS := -lcurl -ljansson
+EGRESS_LIBS := -ljansson -lcrypto -lpthread
 
 .PHONY: build-clang all deps test unit fuzz-smoke integration demo images clean format format-check bench test-kvm
 
-all: $(BUILD)/airlockd $(BUILD)/airlock $(BUILD)/airlock-agent
+EGRESS_BIN := $(if $(EGRESS_SRC),$(BUILD)/airlock-egress)
+
+all: $(BUILD)/airlockd $(BUILD)/airlock $(BUILD)/airlock-agent $(EGRESS_BIN)
 
 $(BUILD)/obj/%.o: %.c $(HEADERS) Makefile
 	@mkdir -p $(dir $@)
@@ -43,6 +48,10 @@ $(BUILD)/airlockd: $(DAEMON_OBJ) $(BUILD)/libairlock-common.a
 
 $(BUILD)/airlock: $(CLI_OBJ) $(BUILD)/libairlock-common.a
 	$(CC) $(CFLAGS_ALL) -o $@ $(CLI_OBJ) $(BUILD)/libairlock-common.a $(CLI_LIBS)
+
+# The egress gateway: unprivileged, one per host.
+$(BUILD)/airlock-egress: $(EGRESS_OBJ) $(BUILD)/libairlock-common.a
+	$(CC) $(CFLAGS_ALL) -o $@ $(EGRESS_OBJ) $(BUILD)/libairlock-common.a $(EGRESS_LIBS)
 
 # The agent is PID 1 in the guest: static, no loader, no shared libraries.
 $(BUILD)/airlock-agent: $(AGENT_OBJ) $(BUILD)/libairlock-common.a
@@ -62,7 +71,8 @@ demo:
 
 # The tree must build warning-free under both compilers.
 build-clang:
-	$(MAKE) BUILD=$(BUILD)/clang CC=clang $(BUILD)/clang/airlockd $(BUILD)/clang/airlock $(BUILD)/clang/airlock-agent
+	$(MAKE) BUILD=$(BUILD)/clang CC=clang $(BUILD)/clang/airlockd $(BUILD)/clang/airlock $(BUILD)/clang/airlock-agent \
+		$(if $(EGRESS_SRC),$(BUILD)/clang/airlock-egress)
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h')
