@@ -231,6 +231,15 @@ void channel_drop_stream(struct agent *a, uint32_t stream)
 	}
 }
 
+void channel_drop_held(struct agent *a)
+{
+	for (struct outbuf *b = a->q_head, *next; b && a->q_held > 0; b = next) {
+		next = b->next;
+		if (b->held)
+			outbuf_unlink(a, b);
+	}
+}
+
 int channel_flush(struct agent *a)
 {
 	struct outbuf *b;

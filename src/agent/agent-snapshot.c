@@ -310,9 +310,11 @@ static int write_state(const char *dir, const char *name, const char *value)
 
 /* (e) The host forgot every stream it had: execs go on unseen, transfers
  * and listings end (an unfinished upload's temp file is removed), their
- * queued frames are dropped, their ids are free. */
+ * queued frames are dropped (also the held ones of streams that ended while
+ * frozen, a FILE_READ say), their ids are free. */
 static void orphan_all(struct agent *a)
 {
+	channel_drop_held(a);
 	for (size_t i = a->n_streams; i-- > 0;) {
 		struct stream *s = a->streams[i];
 		if (s->orphan)

@@ -175,6 +175,9 @@ void channel_release_held(struct agent *a);
 /* THAW orphan_streams: drops the queued frames of a stream (not one whose
  * start was already written). */
 void channel_drop_stream(struct agent *a, uint32_t stream);
+/* ... and every held frame (of streams that existed at FREEZE, including
+ * those that ended since). */
+void channel_drop_held(struct agent *a);
 /* Payload bytes of output frames (STDOUT, STDERR, FILE_DATA) queued for a stream. */
 size_t channel_queued_output(const struct agent *a, uint32_t stream);
 /* Reads what the port has and handles whole frames. -EPIPE when the host
