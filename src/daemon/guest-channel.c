@@ -23,6 +23,7 @@ struct guest_stream {
 	bool listed; /* still in ch->streams (frames are routed to it) */
 	enum guest_stream_mode mode;
 	bool done;
+	bool hold_on_ok; /* FREEZE: hold the outgoing queue the moment OK arrives */
 	uint8_t result_type; /* EXIT, ERROR or OK once done; 0 if the channel died */
 	json_t *result;
 	guest_stream_done_fn done_fn;
@@ -64,6 +65,9 @@ struct guest_channel {
 	char dead_reason[512];
 	uint64_t dropped_frames;
 	bool paused;
+	/* Between FREEZE's OK and the VMM's stop nothing may reach the guest: a
+	 * frame cut in half by the snapshot would be in every clone. */
+	bool hold;
 };
 
 void exec_result_release(struct exec_result *r)
@@ -211,7 +215,7 @@ int guest_channel_flush(struct guest_channel *ch)
 	int r = 0;
 	pthread_mutex_lock(&ch->lock);
 	bool progressed = false;
-	while (ch->out_head && !ch->dead) {
+	while (ch->out_head && !ch->dead && !ch->hold) {
 		struct gc_outframe *f = ch->out_head;
 		ssize_t n = write(ch->fd, f->data + f->off, f->len - f->off);
 		if (n < 0) {
@@ -236,7 +240,7 @@ int guest_channel_flush(struct guest_channel *ch)
 	uint64_t now = now_ms_monotonic();
 	if (progressed)
 		ch->out_progress_ms = now;
-	else if (ch->paused)
+	else if (ch->paused || ch->hold)
 		ch->out_progress_ms = now;
 	else if (ch->out_head && !ch->dead && now - ch->out_progress_ms > GUEST_WRITE_TIMEOUT_MS) {
 		kill_locked(ch, "the guest agent stopped reading its channel");
@@ -246,6 +250,45 @@ int guest_channel_flush(struct guest_channel *ch)
 		pthread_cond_broadcast(&ch->cond);
 	pthread_mutex_unlock(&ch->lock);
 	return r;
+}
+
+int guest_channel_freeze(struct guest_channel *ch, uint64_t deadline_ms, struct al_error *err)
+{
+	cleanup_json json_t *msg = json_object();
+	struct guest_stream *s = NULL;
+	int r = guest_stream_start(ch, AIRLOCK_FRAME_FREEZE, msg, GUEST_STREAM_COLLECT, 0, &s, err);
+	if (r < 0)
+		return r;
+	pthread_mutex_lock(&ch->lock);
+	s->hold_on_ok = true;
+	pthread_mutex_unlock(&ch->lock);
+	r = guest_stream_wait_done(ch, s, deadline_ms);
+	uint8_t type = 0;
+	json_t *result = NULL;
+	if (r == 0)
+		guest_stream_done(ch, s, &type, &result);
+	guest_stream_unref(ch, s);
+	if (r < 0) {
+		guest_channel_release_hold(ch);
+		return al_error_set(err, r == -ETIMEDOUT ? AL_ERR_TIMEOUT : AL_ERR_GUEST, -r,
+				    "the guest agent did not finish the snapshot hook (FREEZE)");
+	}
+	if (type != AIRLOCK_FRAME_OK) {
+		r = guest_result_to_error(result, "the snapshot hook (FREEZE)", err);
+		json_decref(result);
+		return r;
+	}
+	json_decref(result);
+	return 0;
+}
+
+void guest_channel_release_hold(struct guest_channel *ch)
+{
+	pthread_mutex_lock(&ch->lock);
+	ch->hold = false;
+	ch->out_progress_ms = now_ms_monotonic();
+	pthread_mutex_unlock(&ch->lock);
+	wake_monitor(ch);
 }
 
 void guest_channel_set_paused(struct guest_channel *ch, bool paused)
@@ -258,7 +301,7 @@ void guest_channel_set_paused(struct guest_channel *ch, bool paused)
 
 /* ---- life and death ----------------------------------------------------------------------------- */
 
-static void stream_finish_locked(struct guest_stream *s, uint8_t type, json_t *result)
+static void stream_finish_locked(struct guest_channel *ch, struct guest_stream *s, uint8_t type, json_t *result)
 {
 	if (s->done) {
 		if (result)
@@ -268,6 +311,8 @@ static void stream_finish_locked(struct guest_stream *s, uint8_t type, json_t *r
 	s->done = true;
 	s->result_type = type;
 	s->result = result;
+	if (s->hold_on_ok && type == AIRLOCK_FRAME_OK)
+		ch->hold = true;
 	if (s->done_fn)
 		s->done_fn(s->done_ctx, type, result);
 }
@@ -278,7 +323,7 @@ static void kill_locked(struct guest_channel *ch, const char *reason)
 		ch->dead = true;
 		strlcpy_al(ch->dead_reason, reason, sizeof(ch->dead_reason));
 		for (struct guest_stream *s = ch->streams; s; s = s->next)
-			stream_finish_locked(s, 0, json_pack("{s:s, s:s}", "code", "guest_gone", "message", reason));
+			stream_finish_locked(ch, s, 0, json_pack("{s:s, s:s}", "code", "guest_gone", "message", reason));
 	}
 	pthread_cond_broadcast(&ch->cond);
 }
@@ -469,7 +514,7 @@ int guest_channel_handle_frame(struct guest_channel *ch, const struct airlock_fr
 		if (h->length > 0)
 			handle_data_locked(ch, s, h->type, payload, h->length);
 		else
-			stream_finish_locked(s, AIRLOCK_FRAME_OK, json_object());
+			stream_finish_locked(ch, s, AIRLOCK_FRAME_OK, json_object());
 		break;
 	case AIRLOCK_FRAME_CREDIT:
 		if (h->length == 4)
@@ -488,7 +533,7 @@ int guest_channel_handle_frame(struct guest_channel *ch, const struct airlock_fr
 				      "the guest agent sent a malformed reply");
 			type = AIRLOCK_FRAME_ERROR;
 		}
-		stream_finish_locked(s, type, j);
+		stream_finish_locked(ch, s, type, j);
 		break;
 	}
 	default:

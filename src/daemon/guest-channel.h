@@ -80,6 +80,13 @@ bool guest_channel_want_write(struct guest_channel *ch);
  * not taken any for GUEST_WRITE_TIMEOUT_MS. */
 int guest_channel_flush(struct guest_channel *ch);
 
+/* FREEZE (proto.h): from the moment the agent's OK arrives, nothing more is
+ * written to the guest until guest_channel_release_hold, so that the VMM can
+ * be stopped with no host frame half-delivered. The hold is released on
+ * failure. */
+int guest_channel_freeze(struct guest_channel *ch, uint64_t deadline_ms, struct al_error *err);
+void guest_channel_release_hold(struct guest_channel *ch);
+
 /* While the guest is paused it cannot read: a queue that does not drain is
  * then no sign of a stuck agent. */
 void guest_channel_set_paused(struct guest_channel *ch, bool paused);

@@ -1229,16 +1229,15 @@ int sandbox_snapshot(const char *id, const char *tenant, const char *name, bool 
 	struct vmm_config vc = {.sandbox_id = sb->rec.id, .dir = sb->dir, .dirfd = sb->dirfd};
 	/* Guest processes stop first (a paused guest cannot be asked: its vCPUs are stopped already). */
 	bool frozen = false;
-	if (running) {
-		cleanup_json json_t *msg = json_object();
-		r = guest_channel_call(sb->ch, AIRLOCK_FRAME_FREEZE, msg, now_ms_monotonic() + FREEZE_TIMEOUT_MS,
-				       "the snapshot hook (FREEZE)", NULL, err);
-		frozen = r == 0;
-	}
 	if (r == 0)
 		r = images_digests(sb->rec.template_name, info.kernel_sha, info.initrd_sha, err);
+	if (r == 0 && running) {
+		r = guest_channel_freeze(sb->ch, now_ms_monotonic() + FREEZE_TIMEOUT_MS, err);
+		frozen = r == 0;
+	}
 	bool vm_paused = false;
 	if (r == 0 && running) {
+		/* The channel holds everything since FREEZE's OK, until the memory is saved. */
 		guest_channel_set_paused(sb->ch, true);
 		r = cfg->vmm->pause(&vc, err);
 		vm_paused = r == 0;
@@ -1261,6 +1260,8 @@ int sandbox_snapshot(const char *id, const char *tenant, const char *name, bool 
 	struct al_error back = {0};
 	if (vm_paused && cfg->vmm->resume(&vc, &back) == 0)
 		guest_channel_set_paused(sb->ch, false);
+	if (frozen)
+		guest_channel_release_hold(sb->ch);
 	if (frozen && thaw(sb, false, &back) < 0)
 		log_error("sandbox %s: after the snapshot: %s", sb->rec.id, back.message);
 	pthread_mutex_lock(&sb->lock);
