@@ -175,7 +175,26 @@ API_UPLOAD(api_process_stdin)
 		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "eof must be true or false");
 	struct api_response tmp = {0};
 	struct sandbox *sb = api_sandbox_acquire(req, &tmp);
-	struct guest_stream *s = sb ? lookup_stream(req, &tmp, sb) : NULL;
+	json_t *obj = NULL;
+	struct guest_stream *s = NULL;
+	if (sb && lookup(req, &tmp, sb, &obj, &s) == 0) {
+		/* Bytes nobody will read are refused, not silently dropped. */
+		const char *state = json_string_value(json_object_get(obj, "state"));
+		if (!json_is_true(json_object_get(obj, "stdin_stream")))
+			api_response_errorf(&tmp, AL_ERR_CONFLICT,
+					    "process %s was started without \"stdin_stream\": true; it takes no stdin",
+					    req->params[1]);
+		else if (state && !strcmp(state, "exited"))
+			api_response_errorf(&tmp, AL_ERR_CONFLICT, "process %s has ended", req->params[1]);
+		if (tmp.body && s) {
+			guest_stream_unref(sandbox_channel(sb), s);
+			s = NULL;
+		}
+	}
+	if (obj)
+		json_decref(obj);
+	if (!s && sb && !tmp.body)
+		api_response_errorf(&tmp, AL_ERR_CONFLICT, "process %s has ended", req->params[1]);
 	if (!s) {
 		sandbox_release(sb);
 		if (tmp.body) {

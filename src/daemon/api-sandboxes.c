@@ -593,11 +593,6 @@ int api_start_process(const struct api_request *req, struct api_response *resp, 
 		if (r == 0 && er->stdin_len > 0)
 			guest_stream_send_data(ch, s, AIRLOCK_FRAME_STDIN, NULL, 0, deadline);
 	}
-	json_t *cmd = json_array();
-	for (size_t i = 0; i < er->argc; i++)
-		json_array_append_new(cmd, json_string(er->argv[i]));
-	events_emit("exec.start", sandbox_tenant(sb), sandbox_id(sb),
-		    json_pack("{s:s, s:o}", "process_id", pid, "cmd", cmd));
 	strlcpy_al(ret_pid, pid, 32);
 	*ret_stream = s;
 	return 0;

@@ -111,7 +111,6 @@ void api_response_error(struct api_response *resp, const struct al_error *err)
 	resp->status = al_error_http_status(err->code);
 	resp->body = json_pack("{s:{s:s, s:s}}", "error", "code", al_error_code_name(err->code), "message",
 			       err->message);
-	metrics_count_error(al_error_code_name(err->code));
 }
 
 void api_response_errorf(struct api_response *resp, enum al_error_code code, const char *fmt, ...)
@@ -166,12 +165,16 @@ static enum MHD_Result send_response(struct MHD_Connection *c, struct api_respon
 {
 	struct MHD_Response *r;
 	metrics_count_request(resp->status);
+	/* Errors are counted once, as they are answered. */
+	const char *code = json_string_value(json_object_get(json_object_get(resp->body, "error"), "code"));
+	if (code && resp->status >= 400)
+		metrics_count_error(code);
 	if (resp->upgrade) {
 		struct stream_ctx *sc = xcalloc(1, sizeof(*sc));
 		sc->resp = *resp;
 		r = MHD_create_response_for_upgrade(upgrade_cb, sc);
+		/* MHD adds "Connection: Upgrade" itself. */
 		MHD_add_response_header(r, MHD_HTTP_HEADER_UPGRADE, resp->upgrade_protocol);
-		MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "Upgrade");
 		enum MHD_Result ret = MHD_queue_response(c, MHD_HTTP_SWITCHING_PROTOCOLS, r);
 		MHD_destroy_response(r);
 		if (ret != MHD_YES) {

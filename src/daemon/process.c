@@ -3,6 +3,7 @@
 
 #include <pthread.h>
 
+#include "events.h"
 #include "json-cleanup.h"
 #include "util.h"
 
@@ -12,6 +13,7 @@ struct process {
 	json_t *cmd;
 	char tag[EXEC_TAG_MAX + 1];
 	bool pty;
+	bool stdin_stream; /* takes stdin through POST .../stdin */
 	struct guest_stream *stream; /* NULL once the output is forgotten */
 	uint64_t started_ms;         /* realtime */
 	uint64_t start_mono;
@@ -143,6 +145,7 @@ int process_start(struct process_table *t, struct guest_channel *ch, const struc
 		json_array_append_new(p->cmd, json_string(req->argv[i]));
 	strlcpy_al(p->tag, req->tag, sizeof(p->tag));
 	p->pty = req->pty_rows > 0;
+	p->stdin_stream = req->stdin_stream || p->pty;
 	p->stream = s;
 	p->started_ms = now_ms_realtime();
 	p->start_mono = now_ms_monotonic();
@@ -153,6 +156,8 @@ int process_start(struct process_table *t, struct guest_channel *ch, const struc
 	table_trim(t, ch);
 	guest_stream_ref(ch, s);
 	pthread_mutex_unlock(&t->lock);
+	events_emit("exec.start", t->tenant, t->sandbox_id,
+		    json_pack("{s:s, s:O}", "process_id", p->id, "cmd", p->cmd));
 	guest_stream_set_done_cb(ch, s, on_done, p);
 	strlcpy_al(ret_id, p->id, PROCESS_ID_MAX + 1);
 	*ret_stream = s;
@@ -179,8 +184,9 @@ static json_t *process_to_json(struct process *p, struct guest_channel *ch)
 		guest_stream_stats(ch, p->stream, &bytes, &dropped);
 	struct exec_exit ex = {0};
 	bool have_exit = done && result && guest_result_to_exit(type, result, &ex, NULL) == 0;
-	json_t *o = json_pack("{s:s, s:O, s:s, s:s, s:b, s:o, s:o, s:b, s:o, s:o, s:I, s:I}", "id", p->id, "cmd",
-			      p->cmd, "tag", p->tag, "state", done ? "exited" : "running", "pty", p->pty, "exit_code",
+	json_t *o = json_pack("{s:s, s:O, s:s, s:s, s:b, s:b, s:o, s:o, s:b, s:o, s:o, s:I, s:I}", "id", p->id, "cmd",
+			      p->cmd, "tag", p->tag, "state", done ? "exited" : "running", "pty", p->pty,
+			      "stdin_stream", p->stdin_stream, "exit_code",
 			      have_exit && ex.exited ? json_integer(ex.exit_code) : json_null(), "signal",
 			      have_exit && !ex.exited ? json_integer(ex.signal) : json_null(), "timed_out",
 			      have_exit && ex.timed_out, "started_at", time_or_null(p->started_ms), "ended_at",

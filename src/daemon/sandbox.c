@@ -917,6 +917,7 @@ int sandbox_create(const struct create_request *req, const char *tenant, const s
 		sandbox_unref(sb);
 		return r;
 	}
+	events_emit("sandbox.state", sb->rec.tenant, sb->rec.id, json_pack("{s:s}", "state", "creating"));
 	log_info("sandbox %s: creating (template %s, %u vCPU, %u MiB, %s/%s%s%s)", sb->rec.id, sb->rec.template_name,
 		 sb->rec.vcpus, sb->rec.memory_mib, sb->rec.backend, sb->rec.accel, from ? ", from snapshot " : "",
 		 from ? from->id : "");

@@ -145,7 +145,8 @@ def test_tenants_and_auth(ld, admin, tokens):
     check_error(r, 429, "quota_exceeded")
     t = admin.request("GET", "/v1/tenants/a")
     assert t.status == 200, t
-    assert t.json == {"name": "a", "quotas": {"max_sandboxes": 1, "max_vcpus": 0, "max_memory_mib": 0},
+    assert t.json == {"name": "a", "quotas": {"max_sandboxes": 1, "max_vcpus": 0, "max_memory_mib": 0,
+                                               "max_snapshot_mib": 0},
                       "usage": {"sandboxes": 1, "vcpus": 1, "memory_mib": 256}}, t
     assert a.request("GET", "/v1/tenants/a").json == t.json  # its own, over TCP
     check_error(a.request("GET", "/v1/tenants/b"), 404, "not_found")
