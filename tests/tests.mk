@@ -30,6 +30,11 @@ UNIT_SRC_events := src/daemon/events.c src/daemon/log.c $(wildcard src/daemon/st
 UNIT_LIBS_events := -lsqlite3 -ljansson -lpthread
 UNIT_SRC_metrics := src/daemon/metrics.c
 UNIT_LIBS_metrics := -lpthread -lm
+# The egress gateway's parsers of guest input and its address classifier.
+UNIT_SRC_egress-tls := src/egress/egress-tls.c
+UNIT_SRC_egress-http := src/egress/egress-http.c
+UNIT_SRC_egress-host := src/egress/egress-host.c src/egress/egress-addr.c
+UNIT_SRC_egress-addr := src/egress/egress-addr.c
 
 UNIT_ALL := $(patsubst tests/unit/test-%.c,%,$(wildcard tests/unit/test-*.c))
 unit_missing = $(strip $(foreach f,$(UNIT_SRC_$(1)),$(if $(wildcard $(f)),,$(f))) \
@@ -38,7 +43,7 @@ UNIT_READY := $(foreach t,$(UNIT_ALL),$(if $(call unit_missing,$(t)),,$(t)))
 UNIT_SKIPPED := $(filter-out $(UNIT_READY),$(UNIT_ALL))
 UNIT_BINS := $(UNIT_READY:%=$(TEST_BUILD)/test-%)
 
-TEST_CFLAGS = $(CFLAGS_ALL) $(SAN_FLAGS) -Isrc/daemon
+TEST_CFLAGS = $(CFLAGS_ALL) $(SAN_FLAGS) -Isrc/daemon -Isrc/egress
 TEST_COMMON_OBJ := $(COMMON_SRC:%.c=$(TEST_BUILD)/obj/%.o)
 
 $(TEST_BUILD)/obj/%.o: %.c $(HEADERS) $(wildcard tests/unit/*.h) Makefile tests/tests.mk
@@ -68,7 +73,7 @@ unit: $(UNIT_BINS)
 # directly (with the fuzzer's instrumentation), not taken from the gcc-built .a.
 FUZZ_CC ?= clang
 FUZZ_SECONDS ?= 20
-FUZZ_CFLAGS = $(CFLAGS_BASE) -Isrc/daemon -Isrc/cli -fsanitize=fuzzer,address,undefined \
+FUZZ_CFLAGS = $(CFLAGS_BASE) -Isrc/daemon -Isrc/cli -Isrc/egress -fsanitize=fuzzer,address,undefined \
 	-fno-sanitize-recover=undefined -fno-omit-frame-pointer
 FUZZ_SRC_fuzz-frame :=
 FUZZ_LIBS_fuzz-frame :=
@@ -89,6 +94,17 @@ FUZZ_MAXLEN_fuzz-cli-tar := 16384
 FUZZ_SRC_fuzz-auth-header := src/daemon/auth.c src/daemon/events.c src/daemon/log.c src/daemon/store-sqlite.c
 FUZZ_LIBS_fuzz-auth-header := -ljansson -lcrypto -lsqlite3 -lpthread
 FUZZ_MAXLEN_fuzz-auth-header := 8192
+# The egress gateway: TLS ClientHello peek, HTTP request head, host names and
+# policy patterns (all guest input).
+FUZZ_SRC_fuzz-egress-tls := src/egress/egress-tls.c
+FUZZ_LIBS_fuzz-egress-tls :=
+FUZZ_MAXLEN_fuzz-egress-tls := 20000
+FUZZ_SRC_fuzz-egress-http := src/egress/egress-http.c
+FUZZ_LIBS_fuzz-egress-http :=
+FUZZ_MAXLEN_fuzz-egress-http := 20000
+FUZZ_SRC_fuzz-egress-host := src/egress/egress-host.c src/egress/egress-addr.c
+FUZZ_LIBS_fuzz-egress-host :=
+FUZZ_MAXLEN_fuzz-egress-host := 4096
 
 FUZZ_ALL := $(patsubst tests/fuzz/%.c,%,$(wildcard tests/fuzz/fuzz-*.c))
 fuzz_missing = $(strip $(foreach f,$(FUZZ_SRC_$(1)),$(if $(wildcard $(f)),,$(f))))
@@ -141,7 +157,10 @@ test:
 	@$(MAKE) --no-print-directory fuzz-smoke
 	@$(MAKE) --no-print-directory integration
 
+# Every benchmark in bench/ (they print figures and assert nothing).
 bench: all images
-	bench/boot
+	@for b in bench/boot bench/exec bench/lifecycle bench/egress; do \
+		if [ -x $$b ]; then echo "== $$b"; $$b || exit 1; fi; \
+	done
 
 .PHONY: fuzz-build
