@@ -599,7 +599,8 @@ static void test_json(void **state)
 	cleanup_json json_t *tj = tenant_to_json("team-a", &q, &u);
 	cleanup_free char *text = json_dumps(tj, JSON_COMPACT | JSON_SORT_KEYS);
 	assert_string_equal(text, "{\"name\":\"team-a\",\"quotas\":{\"max_memory_mib\":4096,\"max_sandboxes\":2,"
-	                          "\"max_vcpus\":8},\"usage\":{\"memory_mib\":512,\"sandboxes\":1,\"vcpus\":2}}");
+	                          "\"max_snapshot_mib\":0,\"max_vcpus\":8},\"usage\":{\"memory_mib\":512,"
+	                          "\"sandboxes\":1,\"vcpus\":2}}");
 	cleanup_json json_t *tn = tenant_to_json("team-a", &q, NULL);
 	assert_null(json_object_get(tn, "usage"));
 }

@@ -56,7 +56,9 @@ static struct sandbox_record record(const char *id, enum sandbox_state st, uint6
 static void test_state_names(void **state)
 {
 	(void)state;
-	const char *names[] = {"creating", "running", "stopping", "stopped", "error", "deleted"};
+	const char *names[] = {"creating", "running", "stopping", "stopped", "error", "deleted", "paused",
+			       "snapshotting"};
+	assert_int_equal(ARRAY_SIZE(names), SANDBOX_STATE_COUNT);
 	for (int i = 0; i < SANDBOX_STATE_COUNT; i++) {
 		assert_string_equal(sandbox_state_name((enum sandbox_state)i), names[i]);
 		enum sandbox_state s;
@@ -64,7 +66,7 @@ static void test_state_names(void **state)
 		assert_int_equal(s, i);
 	}
 	enum sandbox_state s = SANDBOX_RUNNING;
-	assert_true(sandbox_state_from_name("paused", &s) < 0);
+	assert_true(sandbox_state_from_name("frozen", &s) < 0);
 	assert_true(sandbox_state_from_name("", &s) < 0);
 	assert_int_equal(s, SANDBOX_RUNNING);
 }
