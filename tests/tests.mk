@@ -3,7 +3,7 @@
 #
 #   make unit        cmocka unit tests (one program per module), ASan+UBSan
 #   make fuzz-smoke  libFuzzer targets: corpus as a regression test, then a
-#                    short fuzzing run each (FUZZ_SECONDS, default 20)
+#                    short fuzzing run each (FUZZ_SECONDS, default 15)
 #   make integration pytest against the real daemon, CLI and VMs
 #   make test        all of the above after deps, all and images
 #   make bench       bench/boot (figures, no assertions)
@@ -72,7 +72,7 @@ unit: $(UNIT_BINS)
 # libFuzzer needs clang; the common sources are compiled into each target
 # directly (with the fuzzer's instrumentation), not taken from the gcc-built .a.
 FUZZ_CC ?= clang
-FUZZ_SECONDS ?= 20
+FUZZ_SECONDS ?= 15
 FUZZ_CFLAGS = $(CFLAGS_BASE) -Isrc/daemon -Isrc/cli -Isrc/egress -fsanitize=fuzzer,address,undefined \
 	-fno-sanitize-recover=undefined -fno-omit-frame-pointer
 FUZZ_SRC_fuzz-frame :=
