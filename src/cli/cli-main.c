@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* airlock: a thin client of airlockd's API with docker-like verbs. This file:
- * global options, the sandbox verbs (create, ls, inspect, rm) and the helpers
+ * global options, the sandbox verbs (create, ls, inspect, rm, pause, resume) and the helpers
  * the topic files share (cli.h). */
 #include <curl/curl.h>
 #include <jansson.h>
@@ -25,6 +25,13 @@ static const char usage_text[] =
 	"  rm ID...              delete sandboxes\n"
 	"  pause ID... / resume ID...   freeze sandboxes (no CPU, memory kept) / thaw them\n"
 	"  stats ID [--json]     the sandbox's CPU, memory and disk figures\n"
+	"Lifecycle:\n"
+	"  snapshot ID NAME [--json]   snapshot a running or paused sandbox; prints the snapshot id\n"
+	"  snapshots [ls] [--sandbox ID] [--json]; snapshots inspect SNAP [--json]; snapshots rm SNAP...\n"
+	"  restore SNAP [--json]       a new sandbox from a snapshot; prints its id\n"
+	"  fork ID [-n N] [--json]     N (1-16, default 1) copies of a running sandbox; prints their ids\n"
+	"  recover ID [--no-memory]    bring back a sandbox in state error (latest snapshot, else its disk)\n"
+	"  timeout ID SECONDS [--on-timeout kill|pause] [--idle S]   limit running time (0 = none)\n"
 	"Processes:\n"
 	"  exec [-i] [-t] [-d] [--tag T] [--env K=V]... [--cwd DIR] [--timeout S] [--no-stream] ID -- CMD [ARG...]\n"
 	"                    run CMD in a running sandbox (-it: with a terminal; -d: in the background)\n"
@@ -581,7 +588,8 @@ int main(int argc, char **argv)
 		{"inspect", cmd_inspect}, {"rm", cmd_rm},       {"ps", cmd_ps},         {"logs", cmd_logs},
 		{"kill", cmd_kill},     {"wait", cmd_wait},     {"cp", cmd_cp},         {"fs", cmd_fs},
 		{"stats", cmd_stats},   {"token", cmd_token},   {"tenant", cmd_tenant}, {"events", cmd_events},
-		{"pause", cmd_pause},   {"resume", cmd_resume},
+		{"pause", cmd_pause},   {"resume", cmd_resume}, {"snapshot", cmd_snapshot}, {"snapshots", cmd_snapshots},
+		{"restore", cmd_restore}, {"fork", cmd_fork},   {"recover", cmd_recover}, {"timeout", cmd_timeout},
 	};
 	const char *verb = argv[optind];
 	if (!strcmp(verb, "version")) {

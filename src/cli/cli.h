@@ -57,6 +57,12 @@ int cmd_stats(int argc, char **argv);
 int cmd_token(int argc, char **argv);
 int cmd_tenant(int argc, char **argv);
 int cmd_events(int argc, char **argv);
+int cmd_snapshot(int argc, char **argv);
+int cmd_snapshots(int argc, char **argv);
+int cmd_restore(int argc, char **argv);
+int cmd_fork(int argc, char **argv);
+int cmd_recover(int argc, char **argv);
+int cmd_timeout(int argc, char **argv);
 
 /* cli-exec.c: creates the exec body's "cmd" and runs it streaming (or
  * buffered with stream=false); returns the command's exit status. */

@@ -1,0 +1,294 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The lifecycle verbs: snapshot, snapshots (ls, inspect, rm), restore, fork,
+ * recover and timeout. */
+#include "cli.h"
+
+#define FORK_MAX 16
+
+/* ------------------------------------------------------------ snapshot */
+
+int cmd_snapshot(int argc, char **argv)
+{
+	int first = 0, r = small_opts(argc, argv, "h", json_only, &first, no_opt, NULL);
+	if (r)
+		return r;
+	int n = argc - first;
+	if (n < 1 || n > 2)
+		return usage_error("snapshot takes a sandbox id and a name: snapshot ID NAME");
+	cleanup_free char *path = xasprintf("/v1/sandboxes/%s/snapshots", argv[first]);
+	cleanup_json json_t *body = json_object();
+	if (n == 2)
+		json_object_set_new(body, "name", json_string(argv[first + 1]));
+	cleanup_json json_t *snap = NULL;
+	if ((r = call("POST", path, body, 201, &snap)))
+		return r;
+	const char *id = json_string_value(json_object_get(snap, "id"));
+	if (!id)
+		return client_error("the daemon's answer has no snapshot id");
+	if (opt_json)
+		print_json(snap, true);
+	else
+		printf("%s\n", id);
+	return 0;
+}
+
+/* ------------------------------------------------------------ snapshots */
+
+static int snapshots_opt(int c, void *ud)
+{
+	const char **sandbox = ud;
+	if (c == 's')
+		*sandbox = optarg;
+	return 0;
+}
+
+static void print_size(long long bytes, char *out, size_t size)
+{
+	if (bytes >= 1LL << 30)
+		snprintf(out, size, "%.1fG", (double)bytes / (double)(1LL << 30));
+	else
+		snprintf(out, size, "%.1fM", (double)bytes / (double)(1LL << 20));
+}
+
+static int snapshots_ls(const char *sandbox)
+{
+	cleanup_free char *path =
+	    sandbox ? path_with_query("/v1/snapshots", "sandbox", sandbox) : xstrdup("/v1/snapshots");
+	cleanup_json json_t *resp = NULL;
+	int r = call("GET", path, NULL, 200, &resp);
+	if (r)
+		return r;
+	json_t *list = json_object_get(resp, "snapshots");
+	if (opt_json) {
+		print_json(list, true);
+		return 0;
+	}
+	printf("%-22s %-20s %-12s %6s %8s %-25s %s\n", "ID", "SANDBOX", "TEMPLATE", "MEMORY", "SIZE", "CREATED",
+	       "NAME");
+	size_t i;
+	json_t *s;
+	json_array_foreach (list, i, s) {
+		char size[32];
+		print_size((long long)json_integer_value(json_object_get(s, "size_bytes")), size, sizeof(size));
+		printf("%-22s %-20s %-12s %5lldM %8s %-25s %s\n", json_string_value(json_object_get(s, "id")),
+		       json_string_value(json_object_get(s, "sandbox_id")),
+		       json_string_value(json_object_get(s, "template")),
+		       (long long)json_integer_value(json_object_get(s, "memory_mib")), size,
+		       json_string_value(json_object_get(s, "created_at")),
+		       json_string_value(json_object_get(s, "name")));
+	}
+	return 0;
+}
+
+int cmd_snapshots(int argc, char **argv)
+{
+	static const struct option longs[] = {{"sandbox", required_argument, NULL, 's'},
+	                                      {"json", no_argument, NULL, 'j'},
+	                                      {"help", no_argument, NULL, 'h'},
+	                                      {NULL, 0, NULL, 0}};
+	/* The subcommand is optional: "snapshots" and "snapshots --json" list. */
+	const char *sub = "ls";
+	int shift = 0;
+	if (argc >= 2 && argv[1][0] != '-') {
+		sub = argv[1];
+		shift = 1;
+	}
+	const char *sandbox = NULL;
+	int first = 0, r = small_opts(argc - shift, argv + shift, "h", longs, &first, snapshots_opt, &sandbox);
+	if (r)
+		return r;
+	char **ops = argv + shift + first;
+	int n = argc - shift - first;
+	if (sandbox && strcmp(sub, "ls"))
+		return usage_error("snapshots %s: --sandbox is for snapshots ls", sub);
+	if (!strcmp(sub, "ls")) {
+		if (n != 0)
+			return usage_error("snapshots ls takes no operands (filter with --sandbox ID)");
+		return snapshots_ls(sandbox);
+	}
+	if (!strcmp(sub, "inspect")) {
+		if (n != 1)
+			return usage_error("snapshots inspect takes one snapshot id");
+		cleanup_free char *path = xasprintf("/v1/snapshots/%s", ops[0]);
+		cleanup_json json_t *resp = NULL;
+		if ((r = call("GET", path, NULL, 200, &resp)))
+			return r;
+		print_json(resp, opt_json);
+		return 0;
+	}
+	if (!strcmp(sub, "rm")) {
+		if (n < 1)
+			return usage_error("snapshots rm takes one or more snapshot ids");
+		int status = 0;
+		for (int i = 0; i < n; i++) {
+			cleanup_free char *path = xasprintf("/v1/snapshots/%s", ops[i]);
+			cleanup_json json_t *d = NULL;
+			if (call("DELETE", path, NULL, 204, &d))
+				status = EXIT_CLIENT;
+			else
+				printf("%s\n", ops[i]);
+		}
+		return status;
+	}
+	return usage_error("snapshots: unknown subcommand \"%s\" (ls, inspect, rm)", sub);
+}
+
+/* ------------------------------------------------------------ restore */
+
+int cmd_restore(int argc, char **argv)
+{
+	int first = 0, r = small_opts(argc, argv, "h", json_only, &first, no_opt, NULL);
+	if (r)
+		return r;
+	if (argc - first != 1)
+		return usage_error("restore takes one snapshot id");
+	cleanup_json json_t *body = json_pack("{s:s}", "snapshot", argv[first]);
+	cleanup_json json_t *sb = NULL;
+	if ((r = call("POST", "/v1/sandboxes", body, 201, &sb)))
+		return r;
+	const char *id = json_string_value(json_object_get(sb, "id"));
+	if (!id)
+		return client_error("the daemon's answer has no sandbox id");
+	if (opt_json)
+		print_json(sb, true);
+	else
+		printf("%s\n", id);
+	return 0;
+}
+
+/* ------------------------------------------------------------ fork */
+
+static int fork_opt(int c, void *ud)
+{
+	long *count = ud;
+	if (c == 'n' && parse_int_range(optarg, 1, FORK_MAX, count) < 0)
+		return usage_error("fork: -n takes a whole number from 1 to %d, got \"%s\"", FORK_MAX, optarg);
+	return 0;
+}
+
+int cmd_fork(int argc, char **argv)
+{
+	static const struct option longs[] = {{"count", required_argument, NULL, 'n'},
+	                                      {"json", no_argument, NULL, 'j'},
+	                                      {"help", no_argument, NULL, 'h'},
+	                                      {NULL, 0, NULL, 0}};
+	long count = 1;
+	int first = 0, r = small_opts(argc, argv, "hn:", longs, &first, fork_opt, &count);
+	if (r)
+		return r;
+	if (argc - first != 1)
+		return usage_error("fork takes one sandbox id");
+	cleanup_free char *path = xasprintf("/v1/sandboxes/%s/fork", argv[first]);
+	cleanup_json json_t *body = json_pack("{s:I}", "count", (json_int_t)count);
+	cleanup_json json_t *resp = NULL;
+	if ((r = call("POST", path, body, 201, &resp)))
+		return r;
+	json_t *list = json_object_get(resp, "sandboxes");
+	if (opt_json) {
+		print_json(list, true);
+		return 0;
+	}
+	size_t i;
+	json_t *sb;
+	json_array_foreach (list, i, sb)
+		printf("%s\n", json_string_value(json_object_get(sb, "id")));
+	return 0;
+}
+
+/* ------------------------------------------------------------ recover */
+
+static int recover_opt(int c, void *ud)
+{
+	bool *no_memory = ud;
+	if (c == 'M')
+		*no_memory = true;
+	return 0;
+}
+
+int cmd_recover(int argc, char **argv)
+{
+	static const struct option longs[] = {{"no-memory", no_argument, NULL, 'M'},
+	                                      {"json", no_argument, NULL, 'j'},
+	                                      {"help", no_argument, NULL, 'h'},
+	                                      {NULL, 0, NULL, 0}};
+	bool no_memory = false;
+	int first = 0, r = small_opts(argc, argv, "h", longs, &first, recover_opt, &no_memory);
+	if (r)
+		return r;
+	if (argc - first != 1)
+		return usage_error("recover takes one sandbox id");
+	cleanup_free char *path = xasprintf("/v1/sandboxes/%s/recover", argv[first]);
+	cleanup_json json_t *body = json_pack("{s:b}", "memory", !no_memory);
+	cleanup_json json_t *sb = NULL;
+	if ((r = call("POST", path, body, 200, &sb)))
+		return r;
+	if (opt_json)
+		print_json(sb, true);
+	else
+		printf("%s\n", json_string_value(json_object_get(sb, "id")));
+	return 0;
+}
+
+/* ------------------------------------------------------------ timeout */
+
+struct timeout_opts {
+	json_t *body;
+};
+
+static int timeout_opt(int c, void *ud)
+{
+	struct timeout_opts *o = ud;
+	long v;
+	if (c == 'o') {
+		if (strcmp(optarg, "kill") && strcmp(optarg, "pause"))
+			return usage_error("timeout: --on-timeout takes kill or pause, got \"%s\"", optarg);
+		json_object_set_new(o->body, "on_timeout", json_string(optarg));
+	} else if (c == 'i') {
+		if (parse_int_range(optarg, 0, 2592000, &v) < 0)
+			return usage_error("timeout: --idle takes a number of seconds (0 = none), got \"%s\"", optarg);
+		json_object_set_new(o->body, "idle_timeout_s", json_integer(v));
+	}
+	return 0;
+}
+
+int cmd_timeout(int argc, char **argv)
+{
+	static const struct option longs[] = {{"on-timeout", required_argument, NULL, 'o'},
+	                                      {"idle", required_argument, NULL, 'i'},
+	                                      {"json", no_argument, NULL, 'j'},
+	                                      {"help", no_argument, NULL, 'h'},
+	                                      {NULL, 0, NULL, 0}};
+	cleanup_json json_t *body = json_object();
+	struct timeout_opts o = {.body = body};
+	int first = 0, r = small_opts(argc, argv, "h", longs, &first, timeout_opt, &o);
+	if (r)
+		return r;
+	if (argc - first != 2)
+		return usage_error("timeout takes a sandbox id and a number of seconds (0 = none): timeout ID SECONDS");
+	long secs;
+	if (parse_int_range(argv[first + 1], 0, 2592000, &secs) < 0)
+		return usage_error("timeout: SECONDS must be a whole number of seconds (0 = none), got \"%s\"",
+		                   argv[first + 1]);
+	json_object_set_new(body, "timeout_s", json_integer(secs));
+	cleanup_free char *path = xasprintf("/v1/sandboxes/%s/timeout", argv[first]);
+	cleanup_json json_t *sb = NULL;
+	if ((r = call("POST", path, body, 200, &sb)))
+		return r;
+	if (opt_json) {
+		print_json(sb, true);
+		return 0;
+	}
+	long long t = json_integer_value(json_object_get(sb, "timeout_s"));
+	long long idle = json_integer_value(json_object_get(sb, "idle_timeout_s"));
+	const char *on = json_string_value(json_object_get(sb, "on_timeout"));
+	printf("%s: ", json_string_value(json_object_get(sb, "id")));
+	if (t > 0)
+		printf("timeout %lld s of running time, then %s", t, on ? on : "kill");
+	else
+		printf("no timeout");
+	if (idle > 0)
+		printf("; paused after %lld s idle\n", idle);
+	else
+		printf("; no idle timeout\n");
+	return 0;
+}
