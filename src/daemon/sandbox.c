@@ -643,8 +643,13 @@ int sandbox_acquire(const char *id, const char *tenant, struct sandbox **ret, st
 
 void sandbox_release(struct sandbox *sb)
 {
-	if (sb)
-		sandbox_unref(sb);
+	if (!sb)
+		return;
+	/* The end of a request is activity too: idle counts from there. */
+	pthread_mutex_lock(&sb->lock);
+	sb->last_activity_ms = now_ms_monotonic();
+	pthread_mutex_unlock(&sb->lock);
+	sandbox_unref(sb);
 }
 
 const char *sandbox_id(const struct sandbox *sb)
@@ -1085,6 +1090,7 @@ static int pause_resume(const char *id, const char *tenant, bool pause, struct s
 		if (r == 0) {
 			pthread_mutex_lock(&sb->lock);
 			r = set_state_locked(sb, pause ? SANDBOX_PAUSED : SANDBOX_RUNNING, NULL, err);
+			sb->last_activity_ms = now_ms_monotonic(); /* a resume is activity: idle counts anew */
 			pthread_mutex_unlock(&sb->lock);
 		}
 	}
@@ -1218,7 +1224,11 @@ int sandbox_snapshot(const char *id, const char *tenant, const char *name, bool 
 		info.generation = sb->generation;
 		info.internal = internal;
 		info.created_ms = now_ms_realtime();
-		r = set_state_locked(sb, SANDBOX_SNAPSHOTTING, NULL, err);
+		/* A paused sandbox stays paused while it is saved: after a crash it
+		 * comes back paused. A running one is "snapshotting" and comes back
+		 * running. */
+		if (before == SANDBOX_RUNNING)
+			r = set_state_locked(sb, SANDBOX_SNAPSHOTTING, NULL, err);
 	}
 	pthread_mutex_unlock(&sb->lock);
 	if (r < 0) {
@@ -1573,8 +1583,9 @@ static enum timeout_action due(struct sandbox *sb, const char **ret_why)
 		if (sb->rec.timeout_s && used >= (uint64_t)sb->rec.timeout_s * 1000u) {
 			a = strcmp(sb->rec.on_timeout, "pause") ? TIMEOUT_KILL : TIMEOUT_PAUSE;
 			*ret_why = "timeout";
-		} else if (sb->rec.idle_timeout_s &&
+		} else if (sb->rec.idle_timeout_s && sb->refs <= 1 &&
 			   now_ms_monotonic() - sb->last_activity_ms >= (uint64_t)sb->rec.idle_timeout_s * 1000u) {
+			/* refs > 1: a request (an exec, a stream, an upload) holds it: not idle. */
 			a = TIMEOUT_PAUSE;
 			*ret_why = "idle_timeout";
 		}
@@ -1733,9 +1744,13 @@ static void recover_one(struct sandbox_record *rec)
 		if (sb->pidfd < 0 || sb->dirfd < 0 || attach(sb, deadline, &e) < 0) {
 			why = "airlockd restarted during a snapshot and could not re-attach to the VM";
 		} else {
-			cfg->vmm->resume(&vc, &ignored);
-			if (guest_channel_request_hello(sb->ch) < 0 || guest_channel_wait_hello(sb->ch, deadline, NULL) < 0 ||
-			    thaw(sb, false, &ignored) < 0)
+			/* QEMU may still be saving: a cont now would be undone when it finishes. */
+			if (cfg->vmm->cancel_save(&vc, &e) < 0)
+				why = "airlockd restarted during a snapshot and could not stop the save";
+			else
+				cfg->vmm->resume(&vc, &ignored);
+			if (!why && (guest_channel_request_hello(sb->ch) < 0 ||
+				     guest_channel_wait_hello(sb->ch, deadline, NULL) < 0 || thaw(sb, false, &ignored) < 0))
 				why = "airlockd restarted during a snapshot and the guest did not come back";
 		}
 		if (!why) {
@@ -1747,6 +1762,13 @@ static void recover_one(struct sandbox_record *rec)
 		sb->dirfd = open(sb->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 		uint64_t deadline = now_ms_monotonic() + REATTACH_TIMEOUT_MS;
 		bool paused = rec->state == SANDBOX_PAUSED;
+		if (paused && sb->dirfd >= 0) {
+			/* A paused sandbox may have been in the middle of a snapshot. */
+			struct vmm_config vc = {.sandbox_id = rec->id, .dir = sb->dir, .dirfd = sb->dirfd};
+			struct al_error ignored;
+			unlinkat(sb->dirfd, "snap-out", 0);
+			cfg->vmm->cancel_save(&vc, &ignored);
+		}
 		/* A paused guest cannot answer: its hello is asked for when it resumes. */
 		if (sb->pidfd < 0 || sb->dirfd < 0 || attach(sb, deadline, &e) < 0 ||
 		    guest_channel_request_hello(sb->ch) < 0 ||

@@ -228,6 +228,28 @@ static int qemu_save(const struct vmm_config *cfg, const char *out, struct al_er
 	}
 }
 
+static int qemu_cancel_save(const struct vmm_config *cfg, struct al_error *err)
+{
+	char why[256];
+	qmp_command(cfg->dirfd, "migrate_cancel", NULL, NULL, why, sizeof(why));
+	uint64_t deadline = now_ms_monotonic() + 30000;
+	for (;;) {
+		json_t *ret = NULL;
+		if (qmp_command(cfg->dirfd, "query-migrate", NULL, &ret, why, sizeof(why)) < 0)
+			return al_error_set(err, AL_ERR_INTERNAL, EIO, "cannot ask QEMU about the save: %s", why);
+		const char *status = json_string_value(json_object_get(ret, "status"));
+		/* Still moving: setup, active, device, pre-switchover, cancelling, wait-unplug. */
+		bool busy = status && strcmp(status, "completed") && strcmp(status, "failed") &&
+			    strcmp(status, "cancelled") && strcmp(status, "none");
+		json_decref(ret);
+		if (!busy)
+			return 0;
+		if (now_ms_monotonic() > deadline)
+			return al_error_set(err, AL_ERR_TIMEOUT, ETIMEDOUT, "QEMU did not stop saving");
+		usleep(QEMU_POLL_MS * 1000);
+	}
+}
+
 static int qemu_wait_incoming(const struct vmm_config *cfg, uint64_t deadline_ms, struct al_error *err)
 {
 	char why[256] = "";
@@ -261,6 +283,7 @@ const struct vmm_ops vmm_qemu_ops = {
 	.resume = qemu_resume,
 	.save = qemu_save,
 	.wait_incoming = qemu_wait_incoming,
+	.cancel_save = qemu_cancel_save,
 };
 
 int unix_connect_at(int dirfd, const char *name, int *ret_fd)

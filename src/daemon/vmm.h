@@ -51,6 +51,9 @@ struct vmm_ops {
 	/* With the guest paused: writes its memory and device state to out (a
 	 * path relative to the sandbox dir) and waits until that is complete. */
 	int (*save)(const struct vmm_config *cfg, const char *out, struct al_error *err);
+	/* After a crash during save: stops a save still in progress and waits
+	 * until the VMM is no longer saving (the guest stays paused). */
+	int (*cancel_save)(const struct vmm_config *cfg, struct al_error *err);
 	/* After a spawn with `incoming`: waits until the state is loaded (the
 	 * guest is then paused; resume runs it). */
 	int (*wait_incoming)(const struct vmm_config *cfg, uint64_t deadline_ms, struct al_error *err);
