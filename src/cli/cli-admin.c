@@ -114,16 +114,7 @@ int cmd_token(int argc, char **argv)
 	if (!strcmp(sub, "rm")) {
 		if (n < 1)
 			return usage_error("token rm takes one or more token ids");
-		int status = 0;
-		for (int i = 0; i < n; i++) {
-			cleanup_free char *path = xasprintf("/v1/tokens/%s", ops[i]);
-			cleanup_json json_t *d = NULL;
-			if (call("DELETE", path, NULL, 204, &d))
-				status = EXIT_CLIENT;
-			else
-				printf("%s\n", ops[i]);
-		}
-		return status;
+		return call_each("DELETE", "/v1/tokens", "", ops, n, 204);
 	}
 	return usage_error("token: unknown subcommand \"%s\" (create, ls, rm)", sub);
 }

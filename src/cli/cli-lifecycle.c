@@ -119,16 +119,7 @@ int cmd_snapshots(int argc, char **argv)
 	if (!strcmp(sub, "rm")) {
 		if (n < 1)
 			return usage_error("snapshots rm takes one or more snapshot ids");
-		int status = 0;
-		for (int i = 0; i < n; i++) {
-			cleanup_free char *path = xasprintf("/v1/snapshots/%s", ops[i]);
-			cleanup_json json_t *d = NULL;
-			if (call("DELETE", path, NULL, 204, &d))
-				status = EXIT_CLIENT;
-			else
-				printf("%s\n", ops[i]);
-		}
-		return status;
+		return call_each("DELETE", "/v1/snapshots", "", ops, n, 204);
 	}
 	return usage_error("snapshots: unknown subcommand \"%s\" (ls, inspect, rm)", sub);
 }

@@ -496,14 +496,19 @@ static int each_id(int argc, char **argv, const char *method, const char *suffix
 		return r;
 	if (optind >= argc)
 		return usage_error("%s takes one or more sandbox ids", argv[0]);
+	return call_each(method, "/v1/sandboxes", suffix, argv + optind, argc - optind, 200);
+}
+
+int call_each(const char *method, const char *prefix, const char *suffix, char **ids, int n, long want_status)
+{
 	int status = 0;
-	for (int i = optind; i < argc; i++) {
-		cleanup_free char *path = xasprintf("/v1/sandboxes/%s%s", argv[i], suffix);
+	for (int i = 0; i < n; i++) {
+		cleanup_free char *path = xasprintf("%s/%s%s", prefix, ids[i], suffix);
 		cleanup_json json_t *resp = NULL;
-		if (call(method, path, NULL, 200, &resp))
+		if (call(method, path, NULL, want_status, &resp))
 			status = EXIT_CLIENT;
 		else
-			printf("%s\n", argv[i]);
+			printf("%s\n", ids[i]);
 	}
 	return status;
 }

@@ -28,6 +28,8 @@ int report(long status, json_t *body, const char *transport_err);
 /* One JSON request; any status but want_status is reported (EXIT_CLIENT). On
  * success *ret is the answer (an empty object for an empty body). */
 int call(const char *method, const char *path, json_t *body, long want_status, json_t **ret);
+/* METHOD PREFIX/ID/SUFFIX for each of n ids, printing each id done; EXIT_CLIENT if any failed. */
+int call_each(const char *method, const char *prefix, const char *suffix, char **ids, int n, long want_status);
 /* Appends "key=value" of arg to obj; usage error if there is no '='. */
 int add_kv(json_t *obj, const char *flag, const char *arg);
 /* The exit status of an exit object (exit_code, signal, timed_out). */
