@@ -594,3 +594,32 @@ def _ignore_os_errors(fn, *args, **kw):
         fn(*args, **kw)
     except OSError:
         pass
+
+
+def test_disk_full_during_a_snapshot(tmp_path):
+    """A state dir too small for the memory file: the snapshot fails with a clear
+    error, the sandbox keeps running, and nothing half-written stays or is listed."""
+    import subprocess
+    small = tmp_path / "small"
+    small.mkdir()
+    # 48 MiB: room for the store, the sandbox's overlay and logs, not for ~90 MiB of memory.
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=48m", "tmpfs", str(small)], check=True)
+    d = None
+    try:
+        d = Daemon(tmp_path, state_dir=str(small / "state"), name="diskfull").start()
+        api = d.api
+        sid = api.create_ok()["id"]
+        r = api.request("POST", f"/v1/sandboxes/{sid}/snapshots", body={"name": "too big"})
+        assert r.status >= 500, r
+        assert "full" in r.json["error"]["message"] or "space" in r.json["error"]["message"].lower(), r
+        assert api.get(sid).json["state"] == "running"
+        out = api.exec_ok(sid, ["echo", "still here"])
+        assert out["stdout"] == "still here\n"
+        assert api.request("GET", "/v1/snapshots").json["snapshots"] == []
+        assert not ids_in(d, "snapshots"), ids_in(d, "snapshots")
+        api.delete_ok(sid)
+    finally:
+        if d is not None:
+            leftovers = d.cleanup()
+        subprocess.run(["umount", "-l", str(small)], check=False)
+    assert not leftovers, f"QEMU processes left: {leftovers}"
