@@ -485,21 +485,6 @@ static void upload_release(void *ctx)
 	free(u);
 }
 
-static int upload_error_from(struct api_response *tmp, struct al_error *err)
-{
-	json_t *e = json_object_get(tmp->body, "error");
-	const char *msg = json_string_value(json_object_get(e, "message"));
-	const char *code = json_string_value(json_object_get(e, "code"));
-	enum al_error_code c = AL_ERR_INVALID_ARGUMENT;
-	for (int i = 0; i < AL_ERR__COUNT; i++)
-		if (code && !strcmp(code, al_error_code_name((enum al_error_code)i)))
-			c = (enum al_error_code)i;
-	al_error_set(err, c, EINVAL, "%s", msg ? msg : "the request failed");
-	if (tmp->body)
-		json_decref(tmp->body);
-	return -EINVAL;
-}
-
 API_UPLOAD(api_file_put)
 {
 	struct api_response tmp = {0};
@@ -517,7 +502,7 @@ API_UPLOAD(api_file_put)
 	}
 	struct sandbox *sb = path ? api_sandbox_acquire(req, &tmp) : NULL;
 	if (!sb)
-		return upload_error_from(&tmp, err);
+		return api_response_to_error(&tmp, err);
 	struct guest_stream *s = NULL;
 	cleanup_json json_t *msg = json_pack("{s:s, s:I}", "path", path, "mode", (json_int_t)mode);
 	if (guest_stream_start(sandbox_channel(sb), AIRLOCK_FRAME_FILE_WRITE, msg, GUEST_STREAM_COLLECT, 0, &s, err) <
@@ -540,14 +525,14 @@ API_UPLOAD(api_archive_put)
 	const char *path = path_arg(req, &tmp);
 	struct sandbox *sb = path ? api_sandbox_acquire(req, &tmp) : NULL;
 	if (!sb)
-		return upload_error_from(&tmp, err);
+		return api_response_to_error(&tmp, err);
 	cleanup_json json_t *st = stat_path(req, &tmp, sb, path);
 	const char *type = json_string_value(json_object_get(st, "type"));
 	if (!st || !type || strcmp(type, "dir")) {
 		if (st)
 			api_response_errorf(&tmp, AL_ERR_CONFLICT, "%s is not a directory: extract archives into one", path);
 		sandbox_release(sb);
-		return upload_error_from(&tmp, err);
+		return api_response_to_error(&tmp, err);
 	}
 	char *argv[] = {"tar", "-C", (char *)path, "-xf", "-", NULL};
 	struct exec_request er = {

@@ -197,14 +197,7 @@ API_UPLOAD(api_process_stdin)
 		api_response_errorf(&tmp, AL_ERR_CONFLICT, "process %s has ended", req->params[1]);
 	if (!s) {
 		sandbox_release(sb);
-		if (tmp.body) {
-			json_t *e = json_object_get(tmp.body, "error");
-			al_error_set(err, AL_ERR_NOT_FOUND, ENOENT, "%s", json_string_value(json_object_get(e, "message")));
-			err->code = tmp.status == 409 ? AL_ERR_CONFLICT : tmp.status == 404 ? AL_ERR_NOT_FOUND
-											     : AL_ERR_INVALID_ARGUMENT;
-			json_decref(tmp.body);
-		}
-		return -ENOENT;
+		return api_response_to_error(&tmp, err);
 	}
 	struct stdin_upload *u = xcalloc(1, sizeof(*u));
 	u->sb = sb;

@@ -113,6 +113,22 @@ void api_response_error(struct api_response *resp, const struct al_error *err)
 			       err->message);
 }
 
+int api_response_to_error(struct api_response *resp, struct al_error *err)
+{
+	json_t *e = json_object_get(resp->body, "error");
+	const char *msg = json_string_value(json_object_get(e, "message"));
+	const char *code = json_string_value(json_object_get(e, "code"));
+	enum al_error_code c = AL_ERR_INVALID_ARGUMENT;
+	for (int i = 0; code && i < AL_ERR__COUNT; i++)
+		if (!strcmp(code, al_error_code_name((enum al_error_code)i)))
+			c = (enum al_error_code)i;
+	al_error_set(err, c, EINVAL, "%s", msg ? msg : "the request failed");
+	if (resp->body)
+		json_decref(resp->body);
+	resp->body = NULL;
+	return -EINVAL;
+}
+
 void api_response_errorf(struct api_response *resp, enum al_error_code code, const char *fmt, ...)
 {
 	struct al_error err = {.code = code};

@@ -59,6 +59,9 @@ struct api_response {
 
 /* Sets an error answer from err. */
 void api_response_error(struct api_response *resp, const struct al_error *err);
+/* The other way: an error answer (from a shared helper) back into err, for
+ * upload handlers that answer through their begin() error; frees the body. */
+int api_response_to_error(struct api_response *resp, struct al_error *err);
 void api_response_errorf(struct api_response *resp, enum al_error_code code, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
