@@ -92,10 +92,10 @@ void channel_send(struct agent *a, uint8_t type, uint32_t stream, const void *pa
 		abort(); /* every caller bounds its payload */
 	struct outbuf *b = xmalloc(sizeof(*b) + AIRLOCK_FRAME_HEADER_SIZE + len);
 	struct airlock_frame_header h = {
-		.version = AIRLOCK_PROTO_VERSION,
-		.type = type,
-		.stream = stream,
-		.length = (uint32_t)len,
+	    .version = AIRLOCK_PROTO_VERSION,
+	    .type = type,
+	    .stream = stream,
+	    .length = (uint32_t)len,
 	};
 	frame_header_encode(&h, b->data);
 	if (len)
@@ -153,14 +153,14 @@ void channel_send_error(struct agent *a, uint32_t stream, int errnum, const char
 	json_t *o = json_pack("{s:s, s:i, s:s}", "code", errno_code(errnum), "errno", errnum, "message", msg);
 	if (!o) /* msg was not UTF-8 (a path from the guest's disk, say) */
 		o = json_pack("{s:s, s:i, s:s}", "code", errno_code(errnum), "errno", errnum, "message",
-			      strerror(errnum));
+		              strerror(errnum));
 	channel_send_json(a, AIRLOCK_FRAME_ERROR, stream, o);
 }
 
 void channel_send_hello(struct agent *a)
 {
 	json_t *o = json_pack("{s:i, s:s, s:I, s:s, s:s}", "proto", AIRLOCK_PROTO_VERSION, "agent", AGENT_VERSION,
-			      "generation", (json_int_t)a->generation, "boot_id", a->boot_id, "kernel", a->kernel);
+	                      "generation", (json_int_t)a->generation, "boot_id", a->boot_id, "kernel", a->kernel);
 	channel_send_json(a, AIRLOCK_FRAME_HELLO, 0, o);
 }
 
@@ -278,7 +278,8 @@ size_t channel_queued_output(const struct agent *a, uint32_t stream)
 		struct airlock_frame_header h;
 		if (b->stream != stream || frame_header_decode(b->data, &h) < 0)
 			continue;
-		if (h.type == AIRLOCK_FRAME_STDOUT || h.type == AIRLOCK_FRAME_STDERR || h.type == AIRLOCK_FRAME_FILE_DATA)
+		if (h.type == AIRLOCK_FRAME_STDOUT || h.type == AIRLOCK_FRAME_STDERR ||
+		    h.type == AIRLOCK_FRAME_FILE_DATA)
 			n += h.length;
 	}
 	return n;
@@ -315,16 +316,25 @@ const char *json_get_cstring(json_t *v)
 static const char *frame_type_name(uint8_t type)
 {
 	static const char *const names[] = {
-		[AIRLOCK_FRAME_HELLO] = "HELLO",       [AIRLOCK_FRAME_EXEC] = "EXEC",
-		[AIRLOCK_FRAME_STDIN] = "STDIN",       [AIRLOCK_FRAME_STDOUT] = "STDOUT",
-		[AIRLOCK_FRAME_STDERR] = "STDERR",     [AIRLOCK_FRAME_EXIT] = "EXIT",
-		[AIRLOCK_FRAME_ERROR] = "ERROR",       [AIRLOCK_FRAME_FILE_WRITE] = "FILE_WRITE",
-		[AIRLOCK_FRAME_FILE_READ] = "FILE_READ", [AIRLOCK_FRAME_FILE_DATA] = "FILE_DATA",
-		[AIRLOCK_FRAME_OK] = "OK",             [AIRLOCK_FRAME_SHUTDOWN] = "SHUTDOWN",
-		[AIRLOCK_FRAME_SIGNAL] = "SIGNAL",     [AIRLOCK_FRAME_CREDIT] = "CREDIT",
-		[AIRLOCK_FRAME_RESIZE] = "RESIZE",     [AIRLOCK_FRAME_FILE_OP] = "FILE_OP",
-		[AIRLOCK_FRAME_METRICS] = "METRICS",   [AIRLOCK_FRAME_FREEZE] = "FREEZE",
-		[AIRLOCK_FRAME_THAW] = "THAW",
+	    [AIRLOCK_FRAME_HELLO] = "HELLO",
+	    [AIRLOCK_FRAME_EXEC] = "EXEC",
+	    [AIRLOCK_FRAME_STDIN] = "STDIN",
+	    [AIRLOCK_FRAME_STDOUT] = "STDOUT",
+	    [AIRLOCK_FRAME_STDERR] = "STDERR",
+	    [AIRLOCK_FRAME_EXIT] = "EXIT",
+	    [AIRLOCK_FRAME_ERROR] = "ERROR",
+	    [AIRLOCK_FRAME_FILE_WRITE] = "FILE_WRITE",
+	    [AIRLOCK_FRAME_FILE_READ] = "FILE_READ",
+	    [AIRLOCK_FRAME_FILE_DATA] = "FILE_DATA",
+	    [AIRLOCK_FRAME_OK] = "OK",
+	    [AIRLOCK_FRAME_SHUTDOWN] = "SHUTDOWN",
+	    [AIRLOCK_FRAME_SIGNAL] = "SIGNAL",
+	    [AIRLOCK_FRAME_CREDIT] = "CREDIT",
+	    [AIRLOCK_FRAME_RESIZE] = "RESIZE",
+	    [AIRLOCK_FRAME_FILE_OP] = "FILE_OP",
+	    [AIRLOCK_FRAME_METRICS] = "METRICS",
+	    [AIRLOCK_FRAME_FREEZE] = "FREEZE",
+	    [AIRLOCK_FRAME_THAW] = "THAW",
 	};
 	return type < ARRAY_SIZE(names) && names[type] ? names[type] : "?";
 }
@@ -400,7 +410,7 @@ static void channel_dispatch(struct agent *a, const struct airlock_frame_header 
 			channel_reject(a, h, EBADF, "the stream sends no output to credit");
 		else if (s)
 			stream_output_credit(s, ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) |
-							((uint32_t)p[2] << 8) | p[3]);
+			                            ((uint32_t)p[2] << 8) | p[3]);
 		return;
 	case AIRLOCK_FRAME_RESIZE:
 		if (s && s->kind == STREAM_EXEC)
@@ -458,7 +468,7 @@ int channel_read(struct agent *a)
 			/* No way to find the next frame boundary: drop what is
 			 * buffered and tell the host, which must re-attach. */
 			agent_log("corrupt frame from the host (%s); dropping %zu buffered bytes", strerror(-r),
-				  reader.len);
+			          reader.len);
 			channel_send_error(a, 0, -r, "corrupt frame from the host: %s; input discarded", strerror(-r));
 			frame_reader_init(&reader);
 			break;

@@ -150,7 +150,8 @@ static int exec_req_parse(json_t *o, struct exec_req *r, char *err, size_t err_s
 {
 	json_t *argv = json_object_get(o, "argv");
 	if (!json_is_array(argv) || json_array_size(argv) == 0 || json_array_size(argv) > AGENT_EXEC_MAX_ARGS) {
-		snprintf(err, err_size, "\"argv\" must be a non-empty array of at most %d strings", AGENT_EXEC_MAX_ARGS);
+		snprintf(err, err_size, "\"argv\" must be a non-empty array of at most %d strings",
+		         AGENT_EXEC_MAX_ARGS);
 		return -EINVAL;
 	}
 	r->argv = xcalloc(json_array_size(argv) + 1, sizeof(char *));
@@ -158,7 +159,7 @@ static int exec_req_parse(json_t *o, struct exec_req *r, char *err, size_t err_s
 		const char *s = json_get_cstring(json_array_get(argv, i));
 		if (!s || (i == 0 && s[0] == '\0')) {
 			snprintf(err, err_size, "\"argv\"[%zu] must be a %sstring without NUL bytes", i,
-				 i == 0 ? "non-empty " : "");
+			         i == 0 ? "non-empty " : "");
 			return -EINVAL;
 		}
 		r->argv[i] = (char *)s;
@@ -208,7 +209,7 @@ static int exec_req_parse(json_t *o, struct exec_req *r, char *err, size_t err_s
 		if (!json_is_integer(t) || json_integer_value(t) < 0 ||
 		    (uint64_t)json_integer_value(t) > AGENT_MAX_TIMEOUT_MS) {
 			snprintf(err, err_size, "\"timeout_ms\" must be an integer in 0..%llu",
-				 (unsigned long long)AGENT_MAX_TIMEOUT_MS);
+			         (unsigned long long)AGENT_MAX_TIMEOUT_MS);
 			return -EINVAL;
 		}
 		r->timeout_ms = (uint64_t)json_integer_value(t);
@@ -225,9 +226,10 @@ static int exec_req_parse(json_t *o, struct exec_req *r, char *err, size_t err_s
 	if (pty && !json_is_null(pty)) {
 		r->rows = 24;
 		r->cols = 80;
-		if (!json_is_object(pty) || !pty_dim_get(pty, "rows", &r->rows) || !pty_dim_get(pty, "cols", &r->cols)) {
+		if (!json_is_object(pty) || !pty_dim_get(pty, "rows", &r->rows) ||
+		    !pty_dim_get(pty, "cols", &r->cols)) {
 			snprintf(err, err_size, "\"pty\" must be an object {\"rows\":N,\"cols\":N} with N in 1..%d",
-				 AGENT_PTY_MAX_DIM);
+			         AGENT_PTY_MAX_DIM);
 			return -EINVAL;
 		}
 		r->pty = true;
@@ -259,8 +261,8 @@ static int move_fd(int from, int to)
 	return dup2(from, to);
 }
 
-static void __attribute__((noreturn)) child_run(const struct exec_req *r, int in_fd, int out_fd, int err_fd,
-						int report_fd)
+static void __attribute__((noreturn))
+child_run(const struct exec_req *r, int in_fd, int out_fd, int err_fd, int report_fd)
 {
 	sigset_t none;
 	sigemptyset(&none);
@@ -282,7 +284,7 @@ static void __attribute__((noreturn)) child_run(const struct exec_req *r, int in
 	/* An unprivileged agent (--channel-fd tests) can only run as itself. */
 	bool same = r->uid == getuid() && r->gid == getgid();
 	if (!(same && getuid() != 0) && (setgroups(1, &r->gid) < 0 || setresgid(r->gid, r->gid, r->gid) < 0 ||
-					 setresuid(r->uid, r->uid, r->uid) < 0))
+	                                 setresuid(r->uid, r->uid, r->uid) < 0))
 		child_fail(report_fd, STAGE_CRED, errno);
 	/* execvpe searches the PATH of the calling process: make it the new one. */
 	environ = r->envp;
@@ -313,7 +315,8 @@ static void exec_report_failure(struct agent *a, uint32_t id, const struct exec_
 		channel_send_error(a, id, rep->err, "chdir \"%s\": %s", r->cwd, e);
 		break;
 	case STAGE_CRED:
-		channel_send_error(a, id, rep->err, "switch to uid %u gid %u: %s", (unsigned)r->uid, (unsigned)r->gid, e);
+		channel_send_error(a, id, rep->err, "switch to uid %u gid %u: %s", (unsigned)r->uid, (unsigned)r->gid,
+		                   e);
 		break;
 	case STAGE_EXEC:
 		channel_send_error(a, id, rep->err, "exec \"%s\": %s", r->argv[0], e);
@@ -367,8 +370,8 @@ static int pty_open(const struct exec_req *r, int *ret_master, int *ret_slave)
 
 static void exec_spawn(struct agent *a, uint32_t id, struct exec_req *r)
 {
-	cleanup_close int in_r = -1, in_w = -1, out_r = -1, out_w = -1, err_r = -1, err_w = -1, rep_r = -1,
-			  rep_w = -1, master = -1, slave = -1;
+	cleanup_close int in_r = -1, in_w = -1, out_r = -1, out_w = -1, err_r = -1, err_w = -1, rep_r = -1, rep_w = -1,
+	                  master = -1, slave = -1;
 	int rc = 0;
 	const char *what = "pipe";
 	if (r->pty) {
@@ -548,9 +551,9 @@ void exec_stdin(struct agent *a, struct stream *s, const uint8_t *data, size_t l
 	if (s->in_len + len > AIRLOCK_STDIN_WINDOW) {
 		exec_kill(s, SIGKILL);
 		channel_send_error(a, s->id, ENOBUFS,
-				   "STDIN: %zu bytes pending exceed the window of %u bytes (host ignored CREDIT); "
-				   "process killed",
-				   s->in_len + len, AIRLOCK_STDIN_WINDOW);
+		                   "STDIN: %zu bytes pending exceed the window of %u bytes (host ignored CREDIT); "
+		                   "process killed",
+		                   s->in_len + len, AIRLOCK_STDIN_WINDOW);
 		stream_free(a, s);
 		return;
 	}
@@ -573,7 +576,7 @@ void exec_signal(struct agent *a, struct stream *s, const uint8_t *payload, size
 	if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > SIGRTMAX) {
 		/* On stream 0: the process is still running, its stream goes on. */
 		channel_send_error(a, 0, EINVAL, "SIGNAL on stream %u: %s", s->id,
-				   o ? "\"signal\" must be an integer signal number" : err);
+		                   o ? "\"signal\" must be an integer signal number" : err);
 		json_decref(o);
 		return;
 	}
@@ -590,11 +593,12 @@ void exec_resize(struct agent *a, struct stream *s, const uint8_t *payload, size
 	if (!o || !json_object_get(o, "rows") || !json_object_get(o, "cols") || !pty_dim_get(o, "rows", &rows) ||
 	    !pty_dim_get(o, "cols", &cols)) {
 		if (o)
-			snprintf(err, sizeof(err), "\"rows\" and \"cols\" must be integers in 1..%d", AGENT_PTY_MAX_DIM);
+			snprintf(err, sizeof(err), "\"rows\" and \"cols\" must be integers in 1..%d",
+			         AGENT_PTY_MAX_DIM);
 		channel_send_error(a, 0, EINVAL, "RESIZE on stream %u: %s", s->id, err);
 	} else if (!s->pty) {
 		channel_send_error(a, 0, ENOTTY, "RESIZE on stream %u: the process has no PTY (EXEC without \"pty\")",
-				   s->id);
+		                   s->id);
 	} else {
 		struct winsize ws = {.ws_row = rows, .ws_col = cols};
 		int fd = s->in_fd >= 0 ? s->in_fd : s->out_fd;
@@ -649,8 +653,7 @@ void exec_poll_add(struct agent *a, struct stream *s, struct pollfd *pfds, size_
  * everyone else. > 0 bytes sent, 0 nothing now (no data or no credit),
  * -1 at EOF or error (EIO from a PTY master: the terminal is gone), which
  * closes *fd. */
-static ssize_t output_read(struct agent *a, struct stream *s, int *fd, uint8_t type, uint64_t now_ms,
-			   size_t max_bytes)
+static ssize_t output_read(struct agent *a, struct stream *s, int *fd, uint8_t type, uint64_t now_ms, size_t max_bytes)
 {
 	static uint8_t buf[AIRLOCK_FRAME_MAX_PAYLOAD];
 	size_t room = MIN(stream_output_room(a, s), max_bytes);

@@ -34,7 +34,7 @@ const char *json_get_path(json_t *o, const char *key, char *err, size_t err_size
 	const char *p = json_get_cstring(json_object_get(o, key));
 	if (!p || p[0] != '/' || strlen(p) >= PATH_MAX) {
 		snprintf(err, err_size, "\"%s\" must be an absolute path shorter than %d bytes, without NUL bytes", key,
-			 PATH_MAX);
+		         PATH_MAX);
 		return NULL;
 	}
 	return p;
@@ -71,13 +71,13 @@ void file_write_start(struct agent *a, uint32_t id, const uint8_t *payload, size
 	json_t *juid = json_object_get(o, "uid"), *jgid = json_object_get(o, "gid");
 	if (!path) {
 		channel_send_error(a, id, EINVAL, "FILE_WRITE: %s", err);
-	} else if (jmode && (!json_is_integer(jmode) || json_integer_value(jmode) < 0 ||
-			     json_integer_value(jmode) > 07777)) {
+	} else if (jmode &&
+	           (!json_is_integer(jmode) || json_integer_value(jmode) < 0 || json_integer_value(jmode) > 07777)) {
 		channel_send_error(a, id, EINVAL, "FILE_WRITE: \"mode\" must be an integer in 0..4095 (07777)");
 	} else if ((juid && (!json_is_integer(juid) || json_integer_value(juid) < 0 ||
-			     json_integer_value(juid) > 4294967294LL)) ||
-		   (jgid && (!json_is_integer(jgid) || json_integer_value(jgid) < 0 ||
-			     json_integer_value(jgid) > 4294967294LL))) {
+	                     json_integer_value(juid) > 4294967294LL)) ||
+	           (jgid && (!json_is_integer(jgid) || json_integer_value(jgid) < 0 ||
+	                     json_integer_value(jgid) > 4294967294LL))) {
 		channel_send_error(a, id, EINVAL, "FILE_WRITE: \"uid\" and \"gid\" must be integers in 0..4294967294");
 	} else {
 		struct stream *s = stream_new(a, id, STREAM_FILE_WRITE);
@@ -86,7 +86,8 @@ void file_write_start(struct agent *a, uint32_t id, const uint8_t *payload, size
 		/* Same directory as the target, so rename(2) is atomic. */
 		const char *slash = strrchr(path, '/');
 		s->tmp_path = xasprintf("%.*s/.%s.airlock-XXXXXX", (int)(slash - path), path, slash + 1);
-		s->file_fd = strlen(s->tmp_path) < PATH_MAX ? mkostemp(s->tmp_path, O_CLOEXEC) : (errno = ENAMETOOLONG, -1);
+		s->file_fd =
+		    strlen(s->tmp_path) < PATH_MAX ? mkostemp(s->tmp_path, O_CLOEXEC) : (errno = ENAMETOOLONG, -1);
 		if (s->file_fd < 0) {
 			free(s->tmp_path);
 			s->tmp_path = NULL;
@@ -94,7 +95,7 @@ void file_write_start(struct agent *a, uint32_t id, const uint8_t *payload, size
 		} else if (fchmod(s->file_fd, mode) < 0) {
 			file_fail(a, s, errno, "chmod");
 		} else if ((juid || jgid) && fchown(s->file_fd, juid ? (uid_t)json_integer_value(juid) : (uid_t)-1,
-						    jgid ? (gid_t)json_integer_value(jgid) : (gid_t)-1) < 0) {
+		                                    jgid ? (gid_t)json_integer_value(jgid) : (gid_t)-1) < 0) {
 			file_fail(a, s, errno, "chown");
 		}
 	}
@@ -113,7 +114,7 @@ void file_write_data(struct agent *a, struct stream *s, const uint8_t *data, siz
 				free(s->tmp_path);
 				s->tmp_path = NULL;
 				channel_send_json(a, AIRLOCK_FRAME_OK, s->id,
-						  json_pack("{s:I}", "size", (json_int_t)s->size));
+				                  json_pack("{s:I}", "size", (json_int_t)s->size));
 			}
 		}
 		stream_free(a, s);

@@ -163,8 +163,8 @@ static void wait_for_block_device(const char *dev)
 			return;
 		}
 		if (now_ms_monotonic() >= deadline)
-			init_fatal("root device %s did not appear within %d ms (is the disk attached as virtio-blk?)", dev,
-				   AGENT_ROOT_WAIT_MS);
+			init_fatal("root device %s did not appear within %d ms (is the disk attached as virtio-blk?)",
+			           dev, AGENT_ROOT_WAIT_MS);
 		sleep_ms(5);
 	}
 }
@@ -190,7 +190,7 @@ static void init_switch_root(const char *dev)
 	mkdir("/newroot", 0755);
 	if (mount(dev, "/newroot", "ext4", MS_NOATIME, NULL) < 0)
 		init_fatal("mount root %s (ext4) on /newroot: %s (is the template image a valid ext4 filesystem?)", dev,
-			   strerror(errno));
+		           strerror(errno));
 	mount_move_into("/dev", "/newroot/dev");
 	mount_move_into("/proc", "/newroot/proc");
 	mount_move_into("/sys", "/newroot/sys");

@@ -218,7 +218,7 @@ static void agent_loop(struct agent *a)
 			if (s->kind == STREAM_EXEC)
 				exec_poll_add(a, s, pfds, &n);
 			else if ((s->kind == STREAM_FILE_READ && stream_output_room(a, s) > 0) ||
-				 (s->kind == STREAM_FILE_LIST && fileop_list_ready(a, s)))
+			         (s->kind == STREAM_FILE_LIST && fileop_list_ready(a, s)))
 				timeout = 0; /* regular files and directories are always readable */
 		}
 
@@ -316,8 +316,8 @@ int main(int argc, char **argv)
 		int r = channel_open_port(AGENT_PORT_WAIT_MS, &a->port_fd);
 		if (r < 0)
 			init_fatal("virtio-serial port \"%s\" not found within %d ms: %s (is the VM started with "
-				   "-device virtserialport,name=%s?)",
-				   AIRLOCK_PORT_NAME, AGENT_PORT_WAIT_MS, strerror(-r), AIRLOCK_PORT_NAME);
+			           "-device virtserialport,name=%s?)",
+			           AIRLOCK_PORT_NAME, AGENT_PORT_WAIT_MS, strerror(-r), AIRLOCK_PORT_NAME);
 	}
 	channel_send_hello(a);
 	agent_loop(a);

@@ -73,7 +73,7 @@ static size_t proc_list(struct proc_ent **ret)
 		unsigned long flags, fields[4];
 		/* ") S ppid pgrp session tty_nr tpgid flags" */
 		if (!p || sscanf(p + 1, " %c %d %lu %lu %lu %lu %lu", &state, &ppid, &fields[0], &fields[1], &fields[2],
-				 &fields[3], &flags) != 7)
+		                 &fields[3], &flags) != 7)
 			continue;
 		if (n == cap) {
 			cap *= 2;
@@ -85,8 +85,8 @@ static size_t proc_list(struct proc_ent **ret)
 		uint64_t pid;
 		if (parse_u64(de->d_name, &pid) < 0 || pid > INT32_MAX)
 			continue;
-		v[n++] = (struct proc_ent){.pid = (pid_t)pid, .ppid = ppid, .state = state,
-					   .kthread = (flags & PF_KTHREAD_FLAG) != 0};
+		v[n++] = (struct proc_ent){
+		    .pid = (pid_t)pid, .ppid = ppid, .state = state, .kthread = (flags & PF_KTHREAD_FLAG) != 0};
 	}
 	if (d)
 		closedir(d);
@@ -174,7 +174,8 @@ void snapshot_freeze(struct agent *a, uint32_t id, const uint8_t *payload, size_
 		sleep_ms(2);
 	}
 	if (running)
-		agent_log("FREEZE: %zu of %zu processes not stopped after %d ms", running, targets, AGENT_FREEZE_WAIT_MS);
+		agent_log("FREEZE: %zu of %zu processes not stopped after %d ms", running, targets,
+		          AGENT_FREEZE_WAIT_MS);
 	a->frozen = true;
 	for (size_t i = 0; i < a->n_streams; i++)
 		a->streams[i]->held = true;
@@ -239,7 +240,7 @@ static int thaw_parse(json_t *o, struct thaw_req *r, char *err, size_t err_size)
 	    base64_decode(e, strlen(e), &r->entropy, &r->entropy_len) < 0 || r->entropy_len < THAW_ENTROPY_MIN ||
 	    r->entropy_len > THAW_ENTROPY_MAX) {
 		snprintf(err, err_size, "\"entropy\" must be base64 of %d to %d bytes", THAW_ENTROPY_MIN,
-			 THAW_ENTROPY_MAX);
+		         THAW_ENTROPY_MAX);
 		return -EINVAL;
 	}
 
@@ -258,7 +259,7 @@ static int thaw_parse(json_t *o, struct thaw_req *r, char *err, size_t err_size)
 	r->hostname = json_get_cstring(json_object_get(o, "hostname"));
 	if (!r->hostname || !hostname_valid(r->hostname)) {
 		snprintf(err, err_size, "\"hostname\" must be a valid host name of at most %d characters",
-			 THAW_NAME_MAX);
+		         THAW_NAME_MAX);
 		return -EINVAL;
 	}
 	json_t *orph = json_object_get(o, "orphan_streams");
@@ -352,7 +353,8 @@ void snapshot_thaw(struct agent *a, uint32_t id, const uint8_t *payload, size_t 
 			channel_send_error(a, id, -rc, "THAW: reseed the kernel RNG (%s): %s", what, strerror(-rc));
 			goto out;
 		}
-		struct timespec ts = {.tv_sec = (time_t)(r.time_ms / 1000), .tv_nsec = (long)(r.time_ms % 1000) * 1000000L};
+		struct timespec ts = {.tv_sec = (time_t)(r.time_ms / 1000),
+		                      .tv_nsec = (long)(r.time_ms % 1000) * 1000000L};
 		if (clock_settime(CLOCK_REALTIME, &ts) < 0) {
 			channel_send_error(a, id, errno, "THAW: set the clock: %s", strerror(errno));
 			goto out;

@@ -102,8 +102,8 @@ struct stream {
 	 * not credited. */
 	uint64_t veof_at[AGENT_PTY_VEOF_MAX];
 	size_t n_veof;
-	bool stdin_eof;  /* host sent EOF: close in_fd once drained */
-	bool stdin_gone; /* no pipe, or it is closed: drop data, still credit it */
+	bool stdin_eof;       /* host sent EOF: close in_fd once drained */
+	bool stdin_gone;      /* no pipe, or it is closed: drop data, still credit it */
 	uint64_t deadline_ms; /* 0 = no timeout */
 	bool timed_out, reaped;
 	int wait_status;
@@ -133,9 +133,9 @@ struct outbuf;
 
 struct agent {
 	int port_fd;
-	bool port_hup;           /* host side closed: recheck at port_recheck_ms */
+	bool port_hup; /* host side closed: recheck at port_recheck_ms */
 	uint64_t port_recheck_ms;
-	bool port_is_socket;     /* --channel-fd test mode: EOF ends the agent */
+	bool port_is_socket; /* --channel-fd test mode: EOF ends the agent */
 	int sig_fd;
 	bool pid1;
 	bool shutdown;
@@ -143,8 +143,8 @@ struct agent {
 	size_t q_bytes;
 	struct stream *streams[AGENT_MAX_STREAMS];
 	size_t n_streams;
-	size_t rr; /* round-robin start, so no stream always reads first */
-	size_t q_count, q_held; /* queued frames; of them held back while frozen */
+	size_t rr;                /* round-robin start, so no stream always reads first */
+	size_t q_count, q_held;   /* queued frames; of them held back while frozen */
 	struct outbuf *q_partial; /* the frame being written, if its start went out */
 	char boot_id[33];
 	char kernel[65];
@@ -163,7 +163,7 @@ int channel_open_port(int timeout_ms, int *ret_fd);
 void channel_send(struct agent *a, uint8_t type, uint32_t stream, const void *payload, size_t len);
 void channel_send_json(struct agent *a, uint8_t type, uint32_t stream, json_t *obj /* stolen */);
 void channel_send_error(struct agent *a, uint32_t stream, int errnum, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
+    __attribute__((format(printf, 4, 5)));
 void channel_send_hello(struct agent *a);
 void channel_send_credit(struct agent *a, uint32_t stream, size_t n);
 int channel_flush(struct agent *a);

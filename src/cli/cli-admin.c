@@ -51,10 +51,10 @@ static int token_opt(int c, void *ud)
 int cmd_token(int argc, char **argv)
 {
 	static const struct option longs[] = {{"tenant", required_argument, NULL, 't'},
-					      {"description", required_argument, NULL, 'd'},
-					      {"json", no_argument, NULL, 'j'},
-					      {"help", no_argument, NULL, 'h'},
-					      {NULL, 0, NULL, 0}};
+	                                      {"description", required_argument, NULL, 'd'},
+	                                      {"json", no_argument, NULL, 'j'},
+	                                      {"help", no_argument, NULL, 'h'},
+	                                      {NULL, 0, NULL, 0}};
 	if (argc < 2)
 		return usage_error("token takes create, ls or rm");
 	const char *sub = argv[1];
@@ -83,7 +83,7 @@ int cmd_token(int argc, char **argv)
 		/* The secret alone on stdout (for $(...)); the id for 'token rm' on stderr. */
 		printf("%s\n", tok);
 		fprintf(stderr, "token id: %s (shown once; revoke with 'airlock token rm %s')\n",
-			json_string_value(json_object_get(resp, "id")), json_string_value(json_object_get(resp, "id")));
+		        json_string_value(json_object_get(resp, "id")), json_string_value(json_object_get(resp, "id")));
 		return 0;
 	}
 	if (o.tenant || o.description)
@@ -101,8 +101,7 @@ int cmd_token(int argc, char **argv)
 		printf("%-24s %-16s %-8s %-25s %s\n", "ID", "TENANT", "STATE", "CREATED", "DESCRIPTION");
 		size_t i;
 		json_t *t;
-		json_array_foreach(list, i, t)
-		{
+		json_array_foreach (list, i, t) {
 			const char *d = json_string_value(json_object_get(t, "description"));
 			bool revoked = json_is_string(json_object_get(t, "revoked_at"));
 			printf("%-24s %-16s %-8s %-25s %s\n", json_string_value(json_object_get(t, "id")),
@@ -138,11 +137,11 @@ static int tenant_opt(int c, void *ud)
 int cmd_tenant(int argc, char **argv)
 {
 	static const struct option longs[] = {{"max-sandboxes", required_argument, NULL, 1},
-					      {"max-vcpus", required_argument, NULL, 2},
-					      {"max-memory", required_argument, NULL, 3},
-					      {"json", no_argument, NULL, 'j'},
-					      {"help", no_argument, NULL, 'h'},
-					      {NULL, 0, NULL, 0}};
+	                                      {"max-vcpus", required_argument, NULL, 2},
+	                                      {"max-memory", required_argument, NULL, 3},
+	                                      {"json", no_argument, NULL, 'j'},
+	                                      {"help", no_argument, NULL, 'h'},
+	                                      {NULL, 0, NULL, 0}};
 	if (argc < 2 || strcmp(argv[1], "quota"))
 		return usage_error("tenant takes quota NAME [--max-sandboxes N] [--max-vcpus N] [--max-memory MIB]");
 	cleanup_json json_t *q = json_object();
@@ -163,8 +162,7 @@ int cmd_tenant(int argc, char **argv)
 		json_t *quotas = status == 200 ? json_object_get(cur, "quotas") : NULL;
 		const char *k;
 		json_t *v;
-		json_object_foreach(quotas, k, v)
-		{
+		json_object_foreach (quotas, k, v) {
 			if (!json_object_get(q, k) && json_is_integer(v))
 				json_object_set(q, k, v);
 		}
@@ -182,8 +180,8 @@ int cmd_tenant(int argc, char **argv)
 	printf("tenant %s\n", json_string_value(json_object_get(resp, "name")));
 	printf("%-10s %8s %10s\n", "", "USAGE", "QUOTA");
 	static const char *const rows[][3] = {{"sandboxes", "sandboxes", "max_sandboxes"},
-					      {"vcpus", "vcpus", "max_vcpus"},
-					      {"memory", "memory_mib", "max_memory_mib"}};
+	                                      {"vcpus", "vcpus", "max_vcpus"},
+	                                      {"memory", "memory_mib", "max_memory_mib"}};
 	for (size_t i = 0; i < ARRAY_SIZE(rows); i++) {
 		long long lim = json_integer_value(json_object_get(quotas, rows[i][2]));
 		char limbuf[32];
@@ -191,8 +189,8 @@ int cmd_tenant(int argc, char **argv)
 			snprintf(limbuf, sizeof(limbuf), "%lld%s", lim, i == 2 ? "M" : "");
 		else
 			snprintf(limbuf, sizeof(limbuf), "unlimited");
-		printf("%-10s %7lld%s %10s\n", rows[i][0], (long long)json_integer_value(json_object_get(usage, rows[i][1])),
-		       i == 2 ? "M" : " ", limbuf);
+		printf("%-10s %7lld%s %10s\n", rows[i][0],
+		       (long long)json_integer_value(json_object_get(usage, rows[i][1])), i == 2 ? "M" : " ", limbuf);
 	}
 	return 0;
 }
@@ -252,12 +250,12 @@ static int on_event(void *ud, char *line, size_t len)
 int cmd_events(int argc, char **argv)
 {
 	static const struct option longs[] = {{"sandbox", required_argument, NULL, 's'},
-					      {"type", required_argument, NULL, 't'},
-					      {"since", required_argument, NULL, 'S'},
-					      {"follow", no_argument, NULL, 'f'},
-					      {"json", no_argument, NULL, 'j'},
-					      {"help", no_argument, NULL, 'h'},
-					      {NULL, 0, NULL, 0}};
+	                                      {"type", required_argument, NULL, 't'},
+	                                      {"since", required_argument, NULL, 'S'},
+	                                      {"follow", no_argument, NULL, 'f'},
+	                                      {"json", no_argument, NULL, 'j'},
+	                                      {"help", no_argument, NULL, 'h'},
+	                                      {NULL, 0, NULL, 0}};
 	struct events_opts o = {0};
 	int first = 0, r = small_opts(argc, argv, "hf", longs, &first, events_opt, &o);
 	if (r)

@@ -8,7 +8,7 @@
 
 #include "cli.h"
 
-#define CLI_STDIN_MAX (8u << 20)    /* --no-stream: stdin sent in the request */
+#define CLI_STDIN_MAX (8u << 20)   /* --no-stream: stdin sent in the request */
 #define STDIN_CHUNK_MAX (1u << 20) /* streaming: bytes per POST .../stdin */
 
 /* ------------------------------------------------------------ output lines */
@@ -84,14 +84,15 @@ static int on_output_line(void *ud, char *line, size_t len)
 		const char *msg = json_string_value(json_object_get(e, "message"));
 		const char *code = json_string_value(json_object_get(e, "code"));
 		fprintf(stderr, "airlock: the command failed: %s (%s)\n", msg ? msg : "no reason given",
-			code ? code : "error");
+		        code ? code : "error");
 		s->failed = true;
 		return 0;
 	}
 	if (!strcmp(type, "dropped")) {
-		fprintf(stderr, "airlock: %lld bytes of output were dropped before this reader got them (the daemon "
-				"keeps the last 1 MiB)\n",
-			(long long)json_integer_value(json_object_get(o, "bytes")));
+		fprintf(stderr,
+		        "airlock: %lld bytes of output were dropped before this reader got them (the daemon "
+		        "keeps the last 1 MiB)\n",
+		        (long long)json_integer_value(json_object_get(o, "bytes")));
 		return 0;
 	}
 	return 0; /* a newer daemon's event: ignored */
@@ -101,8 +102,8 @@ static int on_output_line(void *ud, char *line, size_t len)
 
 static int post_stdin(struct exec_stream *s, const void *buf, size_t len, bool eof, long *ret_status)
 {
-	cleanup_free char *path = xasprintf("/v1/sandboxes/%s/processes/%s/stdin?eof=%s", s->sandbox, s->process_id,
-					    eof ? "true" : "false");
+	cleanup_free char *path =
+	    xasprintf("/v1/sandboxes/%s/processes/%s/stdin?eof=%s", s->sandbox, s->process_id, eof ? "true" : "false");
 	struct cli_req req = {.method = "POST", .path = path, .raw = buf ? buf : "", .raw_len = len};
 	char errbuf[CLI_ERRBUF];
 	cleanup_json json_t *body = NULL;
@@ -165,9 +166,10 @@ static int read_stdin_all(uint8_t **ret, size_t *ret_len)
 	for (;;) {
 		if (len == cap) {
 			if (cap > CLI_STDIN_MAX)
-				return client_error("standard input is larger than %u bytes; drop --no-stream to stream "
-						    "it, or copy big inputs into the sandbox with 'airlock cp'",
-						    CLI_STDIN_MAX);
+				return client_error(
+				    "standard input is larger than %u bytes; drop --no-stream to stream "
+				    "it, or copy big inputs into the sandbox with 'airlock cp'",
+				    CLI_STDIN_MAX);
 			cap *= 2;
 			b = xrealloc(b, cap);
 		}
@@ -182,7 +184,7 @@ static int read_stdin_all(uint8_t **ret, size_t *ret_len)
 	}
 	if (len > CLI_STDIN_MAX)
 		return client_error("standard input is larger than %u bytes; drop --no-stream to stream it",
-				    CLI_STDIN_MAX);
+		                    CLI_STDIN_MAX);
 	*ret = TAKE_PTR(b);
 	*ret_len = len;
 	return 0;
@@ -285,7 +287,7 @@ static int exec_streaming(const char *id, json_t *body, bool force_stdin)
 		return EXIT_CLIENT;
 	if (s.status < 0)
 		return client_error("the output stream ended before the command did (the daemon went away?); "
-				    "the command was killed");
+		                    "the command was killed");
 	return s.status;
 }
 
@@ -335,15 +337,13 @@ int cmd_ps(int argc, char **argv)
 	printf("%-10s %-8s %-7s %-16s %s\n", "ID", "STATE", "EXIT", "TAG", "CMD");
 	size_t i, j;
 	json_t *p, *arg;
-	json_array_foreach(list, i, p)
-	{
+	json_array_foreach (list, i, p) {
 		char exitbuf[32];
 		format_exit(p, exitbuf, sizeof(exitbuf));
 		const char *tag = json_string_value(json_object_get(p, "tag"));
 		printf("%-10s %-8s %-7s %-16s", json_string_value(json_object_get(p, "id")),
 		       json_string_value(json_object_get(p, "state")), exitbuf, tag && *tag ? tag : "-");
-		json_array_foreach(json_object_get(p, "cmd"), j, arg)
-		{
+		json_array_foreach (json_object_get(p, "cmd"), j, arg) {
 			printf(" %s", json_string_value(arg));
 		}
 		putchar('\n');
@@ -372,9 +372,9 @@ static int logs_opt(int c, void *ud)
 int cmd_logs(int argc, char **argv)
 {
 	static const struct option longs[] = {{"follow", no_argument, NULL, 'f'},
-					      {"from", required_argument, NULL, 'F'},
-					      {"help", no_argument, NULL, 'h'},
-					      {NULL, 0, NULL, 0}};
+	                                      {"from", required_argument, NULL, 'F'},
+	                                      {"help", no_argument, NULL, 'h'},
+	                                      {NULL, 0, NULL, 0}};
 	struct logs_opts o = {.from = "start"};
 	int first = 0, r = small_opts(argc, argv, "hf", longs, &first, logs_opt, &o);
 	if (r)
@@ -382,7 +382,7 @@ int cmd_logs(int argc, char **argv)
 	if (first + 2 != argc)
 		return usage_error("logs takes a sandbox id and a process id");
 	cleanup_free char *path = xasprintf("/v1/sandboxes/%s/processes/%s/output?from=%s&follow=%s", argv[first],
-					    argv[first + 1], o.from, o.follow ? "true" : "false");
+	                                    argv[first + 1], o.from, o.follow ? "true" : "false");
 	struct exec_stream s = {.sandbox = argv[first], .status = -1};
 	struct cli_req req = {.method = "GET", .path = path, .on_line = on_output_line, .ud = &s};
 	char errbuf[CLI_ERRBUF];
@@ -398,9 +398,9 @@ int cmd_logs(int argc, char **argv)
 }
 
 static const char *const signal_names[] = {
-	"HUP",  "INT",  "QUIT", "ILL",  "TRAP", "ABRT", "BUS",  "FPE",    "KILL", "USR1", "SEGV",
-	"USR2", "PIPE", "ALRM", "TERM", "CHLD", "CONT", "STOP", "TSTP",   "TTIN", "TTOU", "URG",
-	"XCPU", "XFSZ", "PROF", "WINCH", "IO",  "PWR",  "SYS",  "VTALRM", "STKFLT",
+    "HUP",  "INT",  "QUIT", "ILL",   "TRAP", "ABRT", "BUS",  "FPE",    "KILL",   "USR1", "SEGV",
+    "USR2", "PIPE", "ALRM", "TERM",  "CHLD", "CONT", "STOP", "TSTP",   "TTIN",   "TTOU", "URG",
+    "XCPU", "XFSZ", "PROF", "WINCH", "IO",   "PWR",  "SYS",  "VTALRM", "STKFLT",
 };
 
 /* "TERM", "SIGTERM", "term" or "15" to the signal field of the API. */
@@ -424,7 +424,7 @@ static int kill_opt(int c, void *ud)
 		*sig = parse_signal(optarg);
 		if (!*sig)
 			return usage_error("kill: unknown signal \"%s\" (use a name like TERM, KILL, INT or a number)",
-					   optarg);
+			                   optarg);
 	}
 	return 0;
 }
@@ -432,7 +432,7 @@ static int kill_opt(int c, void *ud)
 int cmd_kill(int argc, char **argv)
 {
 	static const struct option longs[] = {
-		{"signal", required_argument, NULL, 's'}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+	    {"signal", required_argument, NULL, 's'}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
 	cleanup_json json_t *sig = json_string("TERM");
 	int first = 0, r = small_opts(argc, argv, "hs:", longs, &first, kill_opt, &sig);
 	if (r)
@@ -456,7 +456,7 @@ static int wait_opt(int c, void *ud)
 int cmd_wait(int argc, char **argv)
 {
 	static const struct option longs[] = {
-		{"timeout", required_argument, NULL, 'T'}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+	    {"timeout", required_argument, NULL, 'T'}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
 	long timeout_s = 0;
 	int first = 0, r = small_opts(argc, argv, "h", longs, &first, wait_opt, &timeout_s);
 	if (r)
@@ -465,7 +465,7 @@ int cmd_wait(int argc, char **argv)
 		return usage_error("wait takes a sandbox id and a process id");
 	/* Without --timeout: wait as long as it takes, an hour per request. */
 	cleanup_free char *path = xasprintf("/v1/sandboxes/%s/processes/%s/wait?timeout_s=%ld", argv[first],
-					    argv[first + 1], timeout_s ? timeout_s : 3600);
+	                                    argv[first + 1], timeout_s ? timeout_s : 3600);
 	for (;;) {
 		char errbuf[CLI_ERRBUF];
 		long status = 0;
@@ -478,7 +478,7 @@ int cmd_wait(int argc, char **argv)
 			return report(status, resp, NULL);
 		if (timeout_s) {
 			fprintf(stderr, "airlock: process %s is still running after %ld s\n", argv[first + 1],
-				timeout_s);
+			        timeout_s);
 			return EXIT_TIMEOUT;
 		}
 	}

@@ -149,7 +149,8 @@ static int copy_file_from(const char *id, const char *src, json_t *st, int dirfd
 		tmp[255] = '\0';
 	mode_t mode = (mode_t)(json_integer_value(json_object_get(st, "mode")) & 0777);
 	unlinkat(dirfd, tmp, 0);
-	cleanup_close int fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode ? mode : 0644);
+	cleanup_close int fd =
+	    openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode ? mode : 0644);
 	if (fd < 0)
 		return client_error("cannot create a file in %s: %s", dir, strerror(errno));
 	cleanup_free char *url = sandbox_url(id, "files", src);
@@ -268,7 +269,7 @@ static int put_archive(const char *id, const char *dir, int fd, struct tar_gen *
 	cleanup_free char *url = sandbox_url(id, "archive", dir);
 	struct pipe_reader pr = {.fd = fd, .gen = gen};
 	struct cli_req req = {
-		.method = "PUT", .path = url, .reader = read_pipe, .reader_data = &pr, .content_type = "application/x-tar"};
+	    .method = "PUT", .path = url, .reader = read_pipe, .reader_data = &pr, .content_type = "application/x-tar"};
 	char errbuf[CLI_ERRBUF];
 	long status = 0;
 	cleanup_json json_t *resp = NULL;
@@ -298,15 +299,14 @@ static int cp_to_sandbox(const struct cp_spec *src, const struct cp_spec *dst)
 		dir = xstrdup(dst->path);
 		name = path_base(src->path);
 	} else if (r == 0 && S_ISDIR(lst.st_mode)) {
-		return client_error("cannot copy the directory %s onto the file %s in sandbox %s", src->path,
-				    dst->path, dst->id);
+		return client_error("cannot copy the directory %s onto the file %s in sandbox %s", src->path, dst->path,
+		                    dst->id);
 	} else {
 		dir = path_dir(dst->path);
 		name = path_base(dst->path);
 	}
 	if (!*name || !strcmp(name, ".") || !strcmp(name, ".."))
-		return client_error("cannot name a copy \"%s\"; give a destination path that ends with a name",
-				    name);
+		return client_error("cannot name a copy \"%s\"; give a destination path that ends with a name", name);
 	int fds[2];
 	if (pipe2(fds, O_CLOEXEC) < 0)
 		return client_error("cannot create a pipe: %s", strerror(errno));
@@ -395,10 +395,10 @@ static int fs_opt(int c, void *ud)
 int cmd_fs(int argc, char **argv)
 {
 	static const struct option longs[] = {{"json", no_argument, NULL, 'j'},
-					      {"parents", no_argument, NULL, 'p'},
-					      {"recursive", no_argument, NULL, 'r'},
-					      {"help", no_argument, NULL, 'h'},
-					      {NULL, 0, NULL, 0}};
+	                                      {"parents", no_argument, NULL, 'p'},
+	                                      {"recursive", no_argument, NULL, 'r'},
+	                                      {"help", no_argument, NULL, 'h'},
+	                                      {NULL, 0, NULL, 0}};
 	if (argc < 2)
 		return usage_error("fs takes ls, stat, mkdir, rm or mv");
 	const char *sub = argv[1];
@@ -431,8 +431,7 @@ int cmd_fs(int argc, char **argv)
 		}
 		size_t i;
 		json_t *e;
-		json_array_foreach(entries, i, e)
-		{
+		json_array_foreach (entries, i, e) {
 			print_stat_line(e);
 		}
 		return 0;

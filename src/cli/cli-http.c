@@ -40,7 +40,7 @@ const char *cli_conn_describe(void)
 	static char buf[512];
 	if (cli_conn.host)
 		snprintf(buf, sizeof(buf), "tcp://%s%s%s:%s", strchr(cli_conn.host, ':') ? "[" : "", cli_conn.host,
-			 strchr(cli_conn.host, ':') ? "]" : "", cli_conn.port);
+		         strchr(cli_conn.host, ':') ? "]" : "", cli_conn.port);
 	else
 		snprintf(buf, sizeof(buf), "%s", cli_conn.socket_path);
 	return buf;
@@ -76,7 +76,7 @@ static int sink_lines(struct sink *s, const char *p, size_t n)
 		size_t take = nl ? (size_t)(nl - p) : n;
 		if (s->len + take > CLI_LINE_MAX) {
 			snprintf(s->req->errmsg, sizeof(s->req->errmsg),
-				 "the daemon sent a line longer than %u bytes; the stream is broken", CLI_LINE_MAX);
+			         "the daemon sent a line longer than %u bytes; the stream is broken", CLI_LINE_MAX);
 			return -EMSGSIZE;
 		}
 		sink_append(s, p, take);
@@ -137,14 +137,14 @@ static void describe_failure(CURLcode rc, const char *cerr, struct sink *s, char
 		snprintf(errbuf, errbuf_size, "the daemon's answer is larger than %zu bytes", s->max);
 	else if (rc == CURLE_COULDNT_CONNECT && cli_conn.host)
 		snprintf(errbuf, errbuf_size,
-			 "cannot reach airlockd at %s (%s). Is the daemon running with --listen? Point --host / "
-			 "AIRLOCK_HOST at its TCP listener",
-			 where, why);
+		         "cannot reach airlockd at %s (%s). Is the daemon running with --listen? Point --host / "
+		         "AIRLOCK_HOST at its TCP listener",
+		         where, why);
 	else if (rc == CURLE_COULDNT_CONNECT)
 		snprintf(errbuf, errbuf_size,
-			 "cannot reach airlockd at %s (%s). Is the daemon running? Start it with "
-			 "'airlockd --socket %s', or point --socket / AIRLOCK_SOCKET at its socket",
-			 where, why, where);
+		         "cannot reach airlockd at %s (%s). Is the daemon running? Start it with "
+		         "'airlockd --socket %s', or point --socket / AIRLOCK_SOCKET at its socket",
+		         where, why, where);
 	else
 		snprintf(errbuf, errbuf_size, "request to airlockd at %s failed: %s", where, why);
 }
@@ -157,7 +157,7 @@ int cli_request(struct cli_req *req, long *ret_status, json_t **ret_body, char *
 	cleanup_free char *url = NULL;
 	if (cli_conn.host)
 		url = xasprintf("http://%s%s%s:%s%s", strchr(cli_conn.host, ':') ? "[" : "", cli_conn.host,
-				strchr(cli_conn.host, ':') ? "]" : "", cli_conn.port, req->path);
+		                strchr(cli_conn.host, ':') ? "]" : "", cli_conn.port, req->path);
 	else
 		url = xasprintf("http://airlockd%s", req->path);
 	cleanup_free char *payload = req->json ? json_dumps(req->json, JSON_COMPACT) : NULL;
@@ -186,7 +186,8 @@ int cli_request(struct cli_req *req, long *ret_status, json_t **ret_body, char *
 		curl_easy_setopt(c, CURLOPT_POSTFIELDS, payload);
 		curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(payload));
 	} else if (req->raw || req->reader) {
-		ctype = xasprintf("Content-Type: %s", req->content_type ? req->content_type : "application/octet-stream");
+		ctype =
+		    xasprintf("Content-Type: %s", req->content_type ? req->content_type : "application/octet-stream");
 		headers = curl_slist_append(headers, ctype);
 		if (req->reader) {
 			headers = curl_slist_append(headers, "Transfer-Encoding: chunked");
@@ -218,7 +219,7 @@ int cli_request(struct cli_req *req, long *ret_status, json_t **ret_body, char *
 			*ret_body = json_loadb(s.data, s.len, 0, &jerr);
 			if (!*ret_body) {
 				snprintf(errbuf, errbuf_size, "airlockd sent an answer that is not JSON (HTTP %ld): %s",
-					 *ret_status, jerr.text);
+				         *ret_status, jerr.text);
 				r = -EBADMSG;
 			}
 		}
@@ -230,7 +231,7 @@ int cli_request(struct cli_req *req, long *ret_status, json_t **ret_body, char *
 }
 
 int cli_http(const char *method, const char *path, json_t *body, long *ret_status, json_t **ret_body, char *errbuf,
-	     size_t errbuf_size)
+             size_t errbuf_size)
 {
 	struct cli_req req = {.method = method, .path = path, .json = body};
 	return cli_request(&req, ret_status, ret_body, errbuf, errbuf_size);

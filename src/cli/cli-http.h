@@ -57,6 +57,6 @@ int cli_request(struct cli_req *req, long *ret_status, json_t **ret_body, char *
 
 /* The plain JSON request of cli_request. */
 int cli_http(const char *method, const char *path, json_t *body, long *ret_status, json_t **ret_body, char *errbuf,
-	     size_t errbuf_size);
+             size_t errbuf_size);
 
 #endif

@@ -13,43 +13,43 @@
 bool opt_json;
 
 static const char usage_text[] =
-	"usage: airlock [--socket PATH | --host tcp://ADDR:PORT [--token TOKEN]] COMMAND ...\n"
-	"\n"
-	"Sandboxes:\n"
-	"  run [--template T] [--vcpus N] [--memory MIB] [--env K=V]... [--timeout S] [--no-stream] -- CMD [ARG...]\n"
-	"                    create a sandbox, run CMD in it, delete it; exits with CMD's status\n"
-	"  create [--template T] [--vcpus N] [--memory MIB] [--env K=V]... [--metadata K=V]... [--json]\n"
-	"                    create a sandbox and print its id\n"
-	"  ls [--all] [--filter K=V]... [--json]   list sandboxes\n"
-	"  inspect ID [--json]   show one sandbox\n"
-	"  rm ID...              delete sandboxes\n"
-	"  pause ID... / resume ID...   freeze sandboxes (no CPU, memory kept) / thaw them\n"
-	"  stats ID [--json]     the sandbox's CPU, memory and disk figures\n"
-	"Lifecycle:\n"
-	"  snapshot ID NAME [--json]   snapshot a running or paused sandbox; prints the snapshot id\n"
-	"  snapshots [ls] [--sandbox ID] [--json]; snapshots inspect SNAP [--json]; snapshots rm SNAP...\n"
-	"  restore SNAP [--json]       a new sandbox from a snapshot; prints its id\n"
-	"  fork ID [-n N] [--json]     N (1-16, default 1) copies of a running sandbox; prints their ids\n"
-	"  recover ID [--no-memory]    bring back a sandbox in state error (latest snapshot, else its disk)\n"
-	"  timeout ID SECONDS [--on-timeout kill|pause] [--idle S]   limit running time (0 = none)\n"
-	"Processes:\n"
-	"  exec [-i] [-t] [-d] [--tag T] [--env K=V]... [--cwd DIR] [--timeout S] [--no-stream] ID -- CMD [ARG...]\n"
-	"                    run CMD in a running sandbox (-it: with a terminal; -d: in the background)\n"
-	"  ps ID [--json]        list processes\n"
-	"  logs ID PID [-f] [--from start|now]   a process's output\n"
-	"  kill ID PID [-s SIGNAL]               signal a process (default TERM)\n"
-	"  wait ID PID [--timeout S]             wait for a process; exits with its status\n"
-	"Files:\n"
-	"  cp SRC DST            copy between host and sandbox; one side is ID:/path, '-' is a tar stream\n"
-	"  fs ls|stat ID PATH [--json]; fs mkdir [-p] ID PATH; fs rm [-r] ID PATH; fs mv ID FROM TO\n"
-	"Administration (unix socket):\n"
-	"  token create --tenant NAME [--description D]; token ls [--json]; token rm ID\n"
-	"  tenant quota NAME [--max-sandboxes N] [--max-vcpus N] [--max-memory MIB] [--json]\n"
-	"  events [--sandbox ID] [--type PREFIX] [--since SEQ] [-f] [--json]\n"
-	"  version\n"
-	"\n"
-	"The daemon is --host / $AIRLOCK_HOST (TCP, with --token / $AIRLOCK_TOKEN), else --socket PATH,\n"
-	"else $AIRLOCK_SOCKET, else " DEFAULT_SOCKET ".\n";
+    "usage: airlock [--socket PATH | --host tcp://ADDR:PORT [--token TOKEN]] COMMAND ...\n"
+    "\n"
+    "Sandboxes:\n"
+    "  run [--template T] [--vcpus N] [--memory MIB] [--env K=V]... [--timeout S] [--no-stream] -- CMD [ARG...]\n"
+    "                    create a sandbox, run CMD in it, delete it; exits with CMD's status\n"
+    "  create [--template T] [--vcpus N] [--memory MIB] [--env K=V]... [--metadata K=V]... [--json]\n"
+    "                    create a sandbox and print its id\n"
+    "  ls [--all] [--filter K=V]... [--json]   list sandboxes\n"
+    "  inspect ID [--json]   show one sandbox\n"
+    "  rm ID...              delete sandboxes\n"
+    "  pause ID... / resume ID...   freeze sandboxes (no CPU, memory kept) / thaw them\n"
+    "  stats ID [--json]     the sandbox's CPU, memory and disk figures\n"
+    "Lifecycle:\n"
+    "  snapshot ID NAME [--json]   snapshot a running or paused sandbox; prints the snapshot id\n"
+    "  snapshots [ls] [--sandbox ID] [--json]; snapshots inspect SNAP [--json]; snapshots rm SNAP...\n"
+    "  restore SNAP [--json]       a new sandbox from a snapshot; prints its id\n"
+    "  fork ID [-n N] [--json]     N (1-16, default 1) copies of a running sandbox; prints their ids\n"
+    "  recover ID [--no-memory]    bring back a sandbox in state error (latest snapshot, else its disk)\n"
+    "  timeout ID SECONDS [--on-timeout kill|pause] [--idle S]   limit running time (0 = none)\n"
+    "Processes:\n"
+    "  exec [-i] [-t] [-d] [--tag T] [--env K=V]... [--cwd DIR] [--timeout S] [--no-stream] ID -- CMD [ARG...]\n"
+    "                    run CMD in a running sandbox (-it: with a terminal; -d: in the background)\n"
+    "  ps ID [--json]        list processes\n"
+    "  logs ID PID [-f] [--from start|now]   a process's output\n"
+    "  kill ID PID [-s SIGNAL]               signal a process (default TERM)\n"
+    "  wait ID PID [--timeout S]             wait for a process; exits with its status\n"
+    "Files:\n"
+    "  cp SRC DST            copy between host and sandbox; one side is ID:/path, '-' is a tar stream\n"
+    "  fs ls|stat ID PATH [--json]; fs mkdir [-p] ID PATH; fs rm [-r] ID PATH; fs mv ID FROM TO\n"
+    "Administration (unix socket):\n"
+    "  token create --tenant NAME [--description D]; token ls [--json]; token rm ID\n"
+    "  tenant quota NAME [--max-sandboxes N] [--max-vcpus N] [--max-memory MIB] [--json]\n"
+    "  events [--sandbox ID] [--type PREFIX] [--since SEQ] [-f] [--json]\n"
+    "  version\n"
+    "\n"
+    "The daemon is --host / $AIRLOCK_HOST (TCP, with --token / $AIRLOCK_TOKEN), else --socket PATH,\n"
+    "else $AIRLOCK_SOCKET, else " DEFAULT_SOCKET ".\n";
 
 int usage_error(const char *fmt, ...)
 {
@@ -83,11 +83,11 @@ int report(long status, json_t *body, const char *transport_err)
 	const char *hint = "";
 	if (status == 401)
 		hint = cli_conn.token ? "; check the token (--token / AIRLOCK_TOKEN): it may be revoked"
-				      : "; the TCP listener needs a token: pass --token or set AIRLOCK_TOKEN";
+		                      : "; the TCP listener needs a token: pass --token or set AIRLOCK_TOKEN";
 	else if (status == 404 && !msg)
 		hint = "; this daemon may be older than the CLI and not have this endpoint";
 	fprintf(stderr, "airlock: %s (HTTP %ld%s%s)%s\n", msg ? msg : "the daemon refused the request", status,
-		code ? ", " : "", code ? code : "", hint);
+	        code ? ", " : "", code ? code : "", hint);
 	return EXIT_CLIENT;
 }
 
@@ -151,7 +151,7 @@ char *path_with_query(const char *prefix, const char *key, const char *value)
 }
 
 int small_opts(int argc, char **argv, const char *shorts, const struct option *longs, int *ret_first,
-		      int (*on_opt)(int c, void *ud), void *ud)
+               int (*on_opt)(int c, void *ud), void *ud)
 {
 	optind = 0;
 	int c;
@@ -182,7 +182,7 @@ int no_opt(int c, void *ud)
 }
 
 const struct option json_only[] = {
-	{"json", no_argument, NULL, 'j'}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+    {"json", no_argument, NULL, 'j'}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
 
 static int parse_uint_flag(const char *flag, const char *arg, long max, json_t *obj, const char *field)
 {
@@ -209,28 +209,28 @@ enum {
 };
 
 static const struct option verb_opts[] = {
-	{"template", required_argument, NULL, OPT_TEMPLATE},
-	{"vcpus", required_argument, NULL, OPT_VCPUS},
-	{"memory", required_argument, NULL, OPT_MEMORY},
-	{"env", required_argument, NULL, OPT_ENV},
-	{"metadata", required_argument, NULL, OPT_METADATA},
-	{"timeout", required_argument, NULL, OPT_TIMEOUT},
-	{"cwd", required_argument, NULL, OPT_CWD},
-	{"json", no_argument, NULL, OPT_JSON},
-	{"all", no_argument, NULL, OPT_ALL},
-	{"no-stream", no_argument, NULL, OPT_NO_STREAM},
-	{"filter", required_argument, NULL, OPT_FILTER},
-	{"tag", required_argument, NULL, OPT_TAG},
-	{"interactive", no_argument, NULL, 'i'},
-	{"tty", no_argument, NULL, 't'},
-	{"detach", no_argument, NULL, 'd'},
-	{"help", no_argument, NULL, 'h'},
-	{NULL, 0, NULL, 0},
+    {"template", required_argument, NULL, OPT_TEMPLATE},
+    {"vcpus", required_argument, NULL, OPT_VCPUS},
+    {"memory", required_argument, NULL, OPT_MEMORY},
+    {"env", required_argument, NULL, OPT_ENV},
+    {"metadata", required_argument, NULL, OPT_METADATA},
+    {"timeout", required_argument, NULL, OPT_TIMEOUT},
+    {"cwd", required_argument, NULL, OPT_CWD},
+    {"json", no_argument, NULL, OPT_JSON},
+    {"all", no_argument, NULL, OPT_ALL},
+    {"no-stream", no_argument, NULL, OPT_NO_STREAM},
+    {"filter", required_argument, NULL, OPT_FILTER},
+    {"tag", required_argument, NULL, OPT_TAG},
+    {"interactive", no_argument, NULL, 'i'},
+    {"tty", no_argument, NULL, 't'},
+    {"detach", no_argument, NULL, 'd'},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
 };
 
 struct verb_args {
-	json_t *create; /* body of POST /v1/sandboxes */
-	json_t *exec;   /* body of POST .../exec, without cmd */
+	json_t *create;  /* body of POST /v1/sandboxes */
+	json_t *exec;    /* body of POST .../exec, without cmd */
 	json_t *filters; /* ls --filter: object */
 	bool all, no_stream, interactive, tty, detach;
 };
@@ -325,7 +325,8 @@ static int split_cmd(int argc, char **argv, int *ret_first)
 
 int cmd_run(int argc, char **argv)
 {
-	static const int allowed[] = {OPT_TEMPLATE, OPT_VCPUS, OPT_MEMORY, OPT_ENV, OPT_TIMEOUT, OPT_CWD, OPT_NO_STREAM, 0};
+	static const int allowed[] = {OPT_TEMPLATE, OPT_VCPUS, OPT_MEMORY,    OPT_ENV,
+	                              OPT_TIMEOUT,  OPT_CWD,   OPT_NO_STREAM, 0};
 	cleanup_json json_t *create = new_create_body();
 	cleanup_json json_t *exec = json_object();
 	struct verb_args a = {.create = create, .exec = exec};
@@ -435,8 +436,7 @@ static int cmd_ls(int argc, char **argv)
 	cleanup_free char *path = xstrdup(a.all ? "/v1/sandboxes?all=true" : "/v1/sandboxes");
 	const char *key;
 	json_t *v;
-	json_object_foreach(filters, key, v)
-	{
+	json_object_foreach (filters, key, v) {
 		char *esc = curl_easy_escape(NULL, key, 0);
 		if (!esc)
 			abort();
@@ -457,10 +457,10 @@ static int cmd_ls(int argc, char **argv)
 	printf("%-20s %-9s %-12s %5s %7s  %s\n", "ID", "STATE", "TEMPLATE", "VCPUS", "MEMORY", "CREATED");
 	size_t i;
 	json_t *sb;
-	json_array_foreach(list, i, sb)
-	{
+	json_array_foreach (list, i, sb) {
 		printf("%-20s %-9s %-12s %5lld %6lldM  %s\n", json_string_value(json_object_get(sb, "id")),
-		       json_string_value(json_object_get(sb, "state")), json_string_value(json_object_get(sb, "template")),
+		       json_string_value(json_object_get(sb, "state")),
+		       json_string_value(json_object_get(sb, "template")),
 		       (long long)json_integer_value(json_object_get(sb, "vcpus")),
 		       (long long)json_integer_value(json_object_get(sb, "memory_mib")),
 		       json_string_value(json_object_get(sb, "created_at")));
@@ -484,7 +484,6 @@ static int cmd_inspect(int argc, char **argv)
 	print_json(resp, opt_json);
 	return 0;
 }
-
 
 /* METHOD /v1/sandboxes/{id}SUFFIX for each id (rm, pause, resume); prints each id done. */
 static int each_id(int argc, char **argv, const char *method, const char *suffix)
@@ -538,7 +537,8 @@ static int setup_connection(const char *socket_opt, const char *host_opt, const 
 		host = getenv("AIRLOCK_HOST");
 	if (host && *host) {
 		if (cli_conn_set_host(host) < 0)
-			return usage_error("--host takes tcp://ADDR:PORT (e.g. tcp://127.0.0.1:7070), got \"%s\"", host);
+			return usage_error("--host takes tcp://ADDR:PORT (e.g. tcp://127.0.0.1:7070), got \"%s\"",
+			                   host);
 	} else {
 		const char *s = socket_opt ? socket_opt : getenv("AIRLOCK_SOCKET");
 		cli_conn.socket_path = s && *s ? s : DEFAULT_SOCKET;
@@ -553,9 +553,9 @@ static int setup_connection(const char *socket_opt, const char *host_opt, const 
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{"socket", required_argument, NULL, 's'}, {"host", required_argument, NULL, 'H'},
-		{"token", required_argument, NULL, 'T'},  {"help", no_argument, NULL, 'h'},
-		{"version", no_argument, NULL, 'V'},      {NULL, 0, NULL, 0},
+	    {"socket", required_argument, NULL, 's'}, {"host", required_argument, NULL, 'H'},
+	    {"token", required_argument, NULL, 'T'},  {"help", no_argument, NULL, 'h'},
+	    {"version", no_argument, NULL, 'V'},      {NULL, 0, NULL, 0},
 	};
 	const char *socket_opt = NULL, *host_opt = NULL, *token_opt = NULL;
 	int c;
@@ -589,12 +589,30 @@ int main(int argc, char **argv)
 		const char *name;
 		int (*fn)(int, char **);
 	} verbs[] = {
-		{"run", cmd_run},       {"create", cmd_create}, {"exec", cmd_exec},     {"ls", cmd_ls},
-		{"inspect", cmd_inspect}, {"rm", cmd_rm},       {"ps", cmd_ps},         {"logs", cmd_logs},
-		{"kill", cmd_kill},     {"wait", cmd_wait},     {"cp", cmd_cp},         {"fs", cmd_fs},
-		{"stats", cmd_stats},   {"token", cmd_token},   {"tenant", cmd_tenant}, {"events", cmd_events},
-		{"pause", cmd_pause},   {"resume", cmd_resume}, {"snapshot", cmd_snapshot}, {"snapshots", cmd_snapshots},
-		{"restore", cmd_restore}, {"fork", cmd_fork},   {"recover", cmd_recover}, {"timeout", cmd_timeout},
+	    {"run", cmd_run},
+	    {"create", cmd_create},
+	    {"exec", cmd_exec},
+	    {"ls", cmd_ls},
+	    {"inspect", cmd_inspect},
+	    {"rm", cmd_rm},
+	    {"ps", cmd_ps},
+	    {"logs", cmd_logs},
+	    {"kill", cmd_kill},
+	    {"wait", cmd_wait},
+	    {"cp", cmd_cp},
+	    {"fs", cmd_fs},
+	    {"stats", cmd_stats},
+	    {"token", cmd_token},
+	    {"tenant", cmd_tenant},
+	    {"events", cmd_events},
+	    {"pause", cmd_pause},
+	    {"resume", cmd_resume},
+	    {"snapshot", cmd_snapshot},
+	    {"snapshots", cmd_snapshots},
+	    {"restore", cmd_restore},
+	    {"fork", cmd_fork},
+	    {"recover", cmd_recover},
+	    {"timeout", cmd_timeout},
 	};
 	const char *verb = argv[optind];
 	if (!strcmp(verb, "version")) {

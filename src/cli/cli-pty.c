@@ -15,11 +15,11 @@
 #include "cli.h"
 
 #define PTY_PAYLOAD_MAX 65536u
-#define PTY_HEAD_MAX (16u << 10)  /* the 101 answer's head */
-#define PTY_MSG_IN 0              /* client -> daemon: terminal input */
-#define PTY_MSG_RESIZE 1          /* client -> daemon: {"rows","cols"} */
-#define PTY_MSG_OUT 2             /* daemon -> client: terminal output */
-#define PTY_MSG_EXIT 3            /* daemon -> client: the exit object */
+#define PTY_HEAD_MAX (16u << 10) /* the 101 answer's head */
+#define PTY_MSG_IN 0             /* client -> daemon: terminal input */
+#define PTY_MSG_RESIZE 1         /* client -> daemon: {"rows","cols"} */
+#define PTY_MSG_OUT 2            /* daemon -> client: terminal output */
+#define PTY_MSG_EXIT 3           /* daemon -> client: the exit object */
 
 /* ------------------------------------------------------------ terminal state */
 
@@ -84,9 +84,9 @@ static int connect_unix(const char *path, char *err, size_t err_size)
 	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
 		int e = errno;
 		snprintf(err, err_size,
-			 "cannot reach airlockd at %s (%s). Is the daemon running? Point --socket / AIRLOCK_SOCKET at "
-			 "its socket",
-			 path, strerror(e));
+		         "cannot reach airlockd at %s (%s). Is the daemon running? Point --socket / AIRLOCK_SOCKET at "
+		         "its socket",
+		         path, strerror(e));
 		if (fd >= 0)
 			close(fd);
 		return -e;
@@ -114,7 +114,7 @@ static int connect_tcp(const char *host, const char *port, char *err, size_t err
 	freeaddrinfo(res);
 	if (fd < 0)
 		snprintf(err, err_size, "cannot reach airlockd at %s (%s). Is it running with --listen?",
-			 cli_conn_describe(), strerror(e));
+		         cli_conn_describe(), strerror(e));
 	return fd;
 }
 
@@ -124,8 +124,8 @@ static bool id_ok(const char *s)
 	if (!*s || strlen(s) > 128)
 		return false;
 	for (; *s; s++)
-		if (!(('a' <= *s && *s <= 'z') || ('A' <= *s && *s <= 'Z') || ('0' <= *s && *s <= '9') ||
-		      *s == '-' || *s == '_' || *s == '.'))
+		if (!(('a' <= *s && *s <= 'z') || ('A' <= *s && *s <= 'Z') || ('0' <= *s && *s <= '9') || *s == '-' ||
+		      *s == '_' || *s == '.'))
 			return false;
 	return true;
 }
@@ -212,7 +212,7 @@ static int pty_in_consume(struct pty_in *in)
 		uint32_t len = (uint32_t)h[1] << 24 | (uint32_t)h[2] << 16 | (uint32_t)h[3] << 8 | h[4];
 		if (len > PTY_PAYLOAD_MAX)
 			return client_error("the daemon sent a PTY message of %u bytes (limit %u); closing", len,
-					    PTY_PAYLOAD_MAX);
+			                    PTY_PAYLOAD_MAX);
 		if (in->len - off < 5 + (size_t)len)
 			break;
 		if (h[0] == PTY_MSG_OUT) {
@@ -221,7 +221,8 @@ static int pty_in_consume(struct pty_in *in)
 		} else if (h[0] == PTY_MSG_EXIT) {
 			cleanup_json json_t *o = json_loadb((const char *)h + 5, len, 0, NULL);
 			terminal_restore();
-			in->status = o ? exit_status_of(o) : client_error("the daemon sent an exit message that is not JSON");
+			in->status =
+			    o ? exit_status_of(o) : client_error("the daemon sent an exit message that is not JSON");
 			return 0;
 		}
 		off += 5 + len;
@@ -241,8 +242,8 @@ static int pty_loop(int fd, struct pty_in *in, bool forward_stdin, bool raw)
 		return r ? r : in->status;
 	for (;;) {
 		struct pollfd p[3] = {{.fd = fd, .events = POLLIN},
-				      {.fd = signal_pipe[0], .events = POLLIN},
-				      {.fd = stdin_open ? 0 : -1, .events = POLLIN}};
+		                      {.fd = signal_pipe[0], .events = POLLIN},
+		                      {.fd = stdin_open ? 0 : -1, .events = POLLIN}};
 		if (poll(p, 3, -1) < 0) {
 			if (errno == EINTR)
 				continue;
@@ -256,9 +257,10 @@ static int pty_loop(int fd, struct pty_in *in, bool forward_stdin, bool raw)
 						send_resize(fd);
 				} else {
 					terminal_restore();
-					fprintf(stderr, "\r\nairlock: detached on signal %d; the process keeps running "
-							"(see 'airlock ps')\n",
-						sig);
+					fprintf(stderr,
+					        "\r\nairlock: detached on signal %d; the process keeps running "
+					        "(see 'airlock ps')\n",
+					        sig);
 					return 128 + sig;
 				}
 			}
@@ -281,8 +283,9 @@ static int pty_loop(int fd, struct pty_in *in, bool forward_stdin, bool raw)
 				continue;
 			if (n <= 0) {
 				terminal_restore();
-				return client_error("the daemon closed the terminal connection before the command ended; "
-						    "the process may still run (see 'airlock ps')");
+				return client_error(
+				    "the daemon closed the terminal connection before the command ended; "
+				    "the process may still run (see 'airlock ps')");
 			}
 			in->len += (size_t)n;
 			if ((r = pty_in_consume(in)) || in->status >= 0)
@@ -308,14 +311,15 @@ static int attach(const char *id, const char *pid, bool forward_stdin)
 {
 	char err[CLI_ERRBUF];
 	cleanup_close int fd = cli_conn.host ? connect_tcp(cli_conn.host, cli_conn.port, err, sizeof(err))
-					    : connect_unix(cli_conn.socket_path, err, sizeof(err));
+	                                     : connect_unix(cli_conn.socket_path, err, sizeof(err));
 	if (fd < 0)
 		return client_error("%s", err);
 	cleanup_free char *auth = cli_conn.token ? xasprintf("Authorization: Bearer %s\r\n", cli_conn.token) : NULL;
-	cleanup_free char *reqs = xasprintf("GET /v1/sandboxes/%s/processes/%s/attach HTTP/1.1\r\n"
-					    "Host: %s\r\n%s"
-					    "Connection: Upgrade\r\nUpgrade: airlock-pty/1\r\n\r\n",
-					    id, pid, cli_conn.host ? cli_conn_describe() + 6 : "airlockd", auth ? auth : "");
+	cleanup_free char *reqs =
+	    xasprintf("GET /v1/sandboxes/%s/processes/%s/attach HTTP/1.1\r\n"
+	              "Host: %s\r\n%s"
+	              "Connection: Upgrade\r\nUpgrade: airlock-pty/1\r\n\r\n",
+	              id, pid, cli_conn.host ? cli_conn_describe() + 6 : "airlockd", auth ? auth : "");
 	if (write_full(fd, reqs, strlen(reqs)) < 0)
 		return client_error("cannot send the attach request: %s", strerror(errno));
 	static struct pty_in in;

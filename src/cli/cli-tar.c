@@ -317,7 +317,8 @@ static int pax_parse(struct tar_reader *t, char *err, size_t err_size)
 		size_t vlen = (size_t)(rec + len - 1 - value);
 		if (!strcmp(kv, "path") || !strcmp(kv, "linkpath")) {
 			if (vlen >= TAR_NAME_MAX || memchr(value, '\0', vlen))
-				return fail(err, err_size, ENAMETOOLONG, "a name in the archive is too long or has a NUL");
+				return fail(err, err_size, ENAMETOOLONG,
+				            "a name in the archive is too long or has a NUL");
 			char **dst = !strcmp(kv, "path") ? &t->next_path : &t->next_link;
 			free(*dst);
 			*dst = xstrndup(value, vlen);
@@ -336,12 +337,11 @@ static int pax_parse(struct tar_reader *t, char *err, size_t err_size)
  * is refused. Each directory on the way is opened relative to the destination
  * with O_NOFOLLOW, so no symlink (from the archive or already in the
  * destination) can lead outside it. Returns the parent dir fd and the leaf. */
-static int resolve(struct tar_reader *t, const char *name, int *ret_parent, char **ret_leaf, char *err,
-		   size_t err_size)
+static int resolve(struct tar_reader *t, const char *name, int *ret_parent, char **ret_leaf, char *err, size_t err_size)
 {
 	if (name[0] == '/')
 		return fail(err, err_size, EPERM, "the archive has an absolute name \"%.200s\"; refusing to extract it",
-			    name);
+		            name);
 	cleanup_free char *copy = xstrdup(name);
 	char *comps[TAR_NAME_MAX / 2 + 1];
 	size_t n = 0;
@@ -350,10 +350,10 @@ static int resolve(struct tar_reader *t, const char *name, int *ret_parent, char
 			continue;
 		if (!strcmp(c, ".."))
 			return fail(err, err_size, EPERM,
-				    "the archive has a name with \"..\" (\"%.200s\"); refusing to extract it", name);
+			            "the archive has a name with \"..\" (\"%.200s\"); refusing to extract it", name);
 		if (strlen(c) > NAME_MAX)
 			return fail(err, err_size, ENAMETOOLONG, "a name in the archive has a component over %d bytes",
-				    NAME_MAX);
+			            NAME_MAX);
 		comps[n++] = c;
 	}
 	if (n == 0) {
@@ -374,12 +374,13 @@ static int resolve(struct tar_reader *t, const char *name, int *ret_parent, char
 			int e = errno;
 			close(fd);
 			if (e == ELOOP || e == ENOTDIR)
-				return fail(err, err_size, EPERM,
-					    "\"%.200s\" would be written through a symlink or a non-directory (\"%s\"); "
-					    "refusing to extract it",
-					    name, comps[i]);
+				return fail(
+				    err, err_size, EPERM,
+				    "\"%.200s\" would be written through a symlink or a non-directory (\"%s\"); "
+				    "refusing to extract it",
+				    name, comps[i]);
 			return fail(err, err_size, e, "cannot create the directory for \"%.200s\": %s", name,
-				    strerror(e));
+			            strerror(e));
 		}
 		close(fd);
 		fd = next;
@@ -412,7 +413,7 @@ static int entry_begin(struct tar_reader *t, const struct ustar *h, char *err, s
 		size = t->next_size;
 	if (size > TAR_SIZE_MAX)
 		return fail(err, err_size, EFBIG, "an entry of the archive is larger than %llu bytes",
-			    (unsigned long long)TAR_SIZE_MAX);
+		            (unsigned long long)TAR_SIZE_MAX);
 	t->left = size;
 	t->pad_left = (TAR_BLOCK - size % TAR_BLOCK) % TAR_BLOCK;
 	t->sink = SINK_SKIP;
@@ -466,8 +467,8 @@ static int entry_begin(struct tar_reader *t, const struct ustar *h, char *err, s
 			struct stat st;
 			if (errno != EEXIST || fstatat(pfd, leaf, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(st.st_mode))
 				return fail(err, err_size, errno == EEXIST ? EEXIST : errno,
-					    "cannot create the directory \"%.200s\": it exists and is not a directory",
-					    name);
+				            "cannot create the directory \"%.200s\": it exists and is not a directory",
+				            name);
 		}
 		return 0;
 	}
@@ -475,11 +476,12 @@ static int entry_begin(struct tar_reader *t, const struct ustar *h, char *err, s
 		return r;
 	if (type == '2') {
 		if (!link[0])
-			return fail(err, err_size, EBADMSG, "the symlink \"%.200s\" in the archive has no target", name);
+			return fail(err, err_size, EBADMSG, "the symlink \"%.200s\" in the archive has no target",
+			            name);
 		/* The target is stored, never followed while extracting. */
 		if (symlinkat(link, pfd, leaf) < 0)
 			return fail(err, err_size, errno, "cannot create the symlink \"%.200s\": %s", name,
-				    strerror(errno));
+			            strerror(errno));
 		return 0;
 	}
 	/* open() applies our umask to perm, as for any file we create. */

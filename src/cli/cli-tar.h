@@ -7,7 +7,7 @@
 #include <stdint.h>
 
 #define TAR_BLOCK 512
-#define TAR_NAME_MAX 4096     /* an entry's whole name or link target */
+#define TAR_NAME_MAX 4096       /* an entry's whole name or link target */
 #define TAR_PAX_MAX (64u << 10) /* a pax extended header's data */
 
 struct tar_reader;

@@ -42,7 +42,7 @@ char *path_with_query(const char *prefix, const char *key, const char *value);
 /* getopt_long for the small verbs: 'h' prints help, 'j' sets opt_json, any
  * other option goes to on_opt (optarg set). *ret_first: the first operand. */
 int small_opts(int argc, char **argv, const char *shorts, const struct option *longs, int *ret_first,
-	       int (*on_opt)(int c, void *ud), void *ud);
+               int (*on_opt)(int c, void *ud), void *ud);
 int no_opt(int c, void *ud);
 extern const struct option json_only[]; /* --json, --help */
 

@@ -40,21 +40,21 @@ static const struct {
 	const char *name;
 	int status;
 } codes[] = {
-	[AL_ERR_NONE] = {"ok", 200},
-	[AL_ERR_INVALID_ARGUMENT] = {"invalid_argument", 400},
-	[AL_ERR_NOT_FOUND] = {"not_found", 404},
-	[AL_ERR_METHOD] = {"method_not_allowed", 405},
-	[AL_ERR_CONFLICT] = {"conflict", 409},
-	[AL_ERR_TOO_LARGE] = {"payload_too_large", 413},
-	[AL_ERR_UNSUPPORTED_MEDIA] = {"unsupported_media_type", 415},
-	[AL_ERR_BOOT_FAILED] = {"boot_failed", 500},
-	[AL_ERR_INTERNAL] = {"internal", 500},
-	[AL_ERR_UNAVAILABLE] = {"unavailable", 503},
-	[AL_ERR_TIMEOUT] = {"timeout", 504},
-	[AL_ERR_GUEST] = {"guest_error", 502},
-	[AL_ERR_QUOTA] = {"quota_exceeded", 429},
-	[AL_ERR_UNAUTHORIZED] = {"unauthorized", 401},
-	[AL_ERR_FORBIDDEN] = {"forbidden", 403},
+    [AL_ERR_NONE] = {"ok", 200},
+    [AL_ERR_INVALID_ARGUMENT] = {"invalid_argument", 400},
+    [AL_ERR_NOT_FOUND] = {"not_found", 404},
+    [AL_ERR_METHOD] = {"method_not_allowed", 405},
+    [AL_ERR_CONFLICT] = {"conflict", 409},
+    [AL_ERR_TOO_LARGE] = {"payload_too_large", 413},
+    [AL_ERR_UNSUPPORTED_MEDIA] = {"unsupported_media_type", 415},
+    [AL_ERR_BOOT_FAILED] = {"boot_failed", 500},
+    [AL_ERR_INTERNAL] = {"internal", 500},
+    [AL_ERR_UNAVAILABLE] = {"unavailable", 503},
+    [AL_ERR_TIMEOUT] = {"timeout", 504},
+    [AL_ERR_GUEST] = {"guest_error", 502},
+    [AL_ERR_QUOTA] = {"quota_exceeded", 429},
+    [AL_ERR_UNAUTHORIZED] = {"unauthorized", 401},
+    [AL_ERR_FORBIDDEN] = {"forbidden", 403},
 };
 
 const char *al_error_code_name(enum al_error_code code)

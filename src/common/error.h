@@ -11,21 +11,21 @@
 
 enum al_error_code {
 	AL_ERR_NONE = 0,
-	AL_ERR_INVALID_ARGUMENT, /* 400 */
-	AL_ERR_NOT_FOUND,        /* 404 */
-	AL_ERR_METHOD,           /* 405 */
-	AL_ERR_CONFLICT,         /* 409 */
-	AL_ERR_TOO_LARGE,        /* 413 */
-	AL_ERR_UNSUPPORTED_MEDIA,/* 415 */
-	AL_ERR_BOOT_FAILED,      /* 500 */
-	AL_ERR_INTERNAL,         /* 500 */
-	AL_ERR_UNAVAILABLE,      /* 503 */
-	AL_ERR_TIMEOUT,          /* 504 */
-	AL_ERR_GUEST,            /* 502: the guest misbehaved or went away */
-	AL_ERR_QUOTA,            /* 429: a tenant quota would be exceeded */
-	AL_ERR_UNAUTHORIZED,     /* 401: missing, invalid or revoked token */
-	AL_ERR_FORBIDDEN,        /* 403: the token's tenant may not do this */
-	AL_ERR__COUNT,           /* keep last: the number of codes */
+	AL_ERR_INVALID_ARGUMENT,  /* 400 */
+	AL_ERR_NOT_FOUND,         /* 404 */
+	AL_ERR_METHOD,            /* 405 */
+	AL_ERR_CONFLICT,          /* 409 */
+	AL_ERR_TOO_LARGE,         /* 413 */
+	AL_ERR_UNSUPPORTED_MEDIA, /* 415 */
+	AL_ERR_BOOT_FAILED,       /* 500 */
+	AL_ERR_INTERNAL,          /* 500 */
+	AL_ERR_UNAVAILABLE,       /* 503 */
+	AL_ERR_TIMEOUT,           /* 504 */
+	AL_ERR_GUEST,             /* 502: the guest misbehaved or went away */
+	AL_ERR_QUOTA,             /* 429: a tenant quota would be exceeded */
+	AL_ERR_UNAUTHORIZED,      /* 401: missing, invalid or revoked token */
+	AL_ERR_FORBIDDEN,         /* 403: the token's tenant may not do this */
+	AL_ERR__COUNT,            /* keep last: the number of codes */
 };
 
 struct al_error {
@@ -36,7 +36,7 @@ struct al_error {
 /* Sets code and message; returns -errnum (or -EINVAL if errnum is 0) so it can
  * be returned directly: return al_error_set(err, AL_ERR_..., EINVAL, "..."). */
 int al_error_set(struct al_error *err, enum al_error_code code, int errnum, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
+    __attribute__((format(printf, 4, 5)));
 /* Prepends "prefix: " to the message. */
 void al_error_prefix(struct al_error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Machine-readable code name ("invalid_argument") and HTTP status. */

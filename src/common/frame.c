@@ -42,11 +42,11 @@ void frame_header_encode(const struct airlock_frame_header *h, uint8_t out[AIRLO
 int frame_header_decode(const uint8_t in[AIRLOCK_FRAME_HEADER_SIZE], struct airlock_frame_header *ret)
 {
 	struct airlock_frame_header h = {
-		.version = in[0],
-		.type = in[1],
-		.flags = get_be16(in + 2),
-		.stream = get_be32(in + 4),
-		.length = get_be32(in + 8),
+	    .version = in[0],
+	    .type = in[1],
+	    .flags = get_be16(in + 2),
+	    .stream = get_be32(in + 4),
+	    .length = get_be32(in + 8),
 	};
 	if (h.version != AIRLOCK_PROTO_VERSION)
 		return -EPROTONOSUPPORT;
@@ -133,10 +133,10 @@ int frame_write(int fd, uint8_t type, uint32_t stream, const void *payload, size
 		return -EMSGSIZE;
 	uint8_t buf[AIRLOCK_FRAME_MAX_SIZE];
 	struct airlock_frame_header h = {
-		.version = AIRLOCK_PROTO_VERSION,
-		.type = type,
-		.stream = stream,
-		.length = (uint32_t)len,
+	    .version = AIRLOCK_PROTO_VERSION,
+	    .type = type,
+	    .stream = stream,
+	    .length = (uint32_t)len,
 	};
 	frame_header_encode(&h, buf);
 	if (len)

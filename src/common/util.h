@@ -19,20 +19,23 @@
 #define MIN(a, b) ((a) < (b) ? (a) : (b))
 #define MAX(a, b) ((a) > (b) ? (a) : (b))
 
-#define TAKE_PTR(p)                                                                      \
-	({                                                                                   \
-		__typeof__(p) _p = (p);                                                          \
-		(p) = NULL;                                                                      \
-		_p;                                                                              \
+#define TAKE_PTR(p)                                                                                                    \
+	({                                                                                                             \
+		__typeof__(p) _p = (p);                                                                                \
+		(p) = NULL;                                                                                            \
+		_p;                                                                                                    \
 	})
-#define TAKE_FD(fd)                                                                      \
-	({                                                                                   \
-		int _fd = (fd);                                                                  \
-		(fd) = -1;                                                                       \
-		_fd;                                                                             \
+#define TAKE_FD(fd)                                                                                                    \
+	({                                                                                                             \
+		int _fd = (fd);                                                                                        \
+		(fd) = -1;                                                                                             \
+		_fd;                                                                                                   \
 	})
 
-static inline void freep(void *p) { free(*(void **)p); }
+static inline void freep(void *p)
+{
+	free(*(void **)p);
+}
 static inline void closep(int *fd)
 {
 	if (*fd >= 0) {

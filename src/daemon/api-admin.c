@@ -77,7 +77,8 @@ API_HANDLER(api_tenant_put)
 	struct tenant_quota q;
 	const char *name = req->params[0];
 	if (!tenant_name_valid(name)) {
-		api_response_errorf(resp, AL_ERR_INVALID_ARGUMENT, "tenant names are 1 to 63 characters from [a-z0-9_-]");
+		api_response_errorf(resp, AL_ERR_INVALID_ARGUMENT,
+		                    "tenant names are 1 to 63 characters from [a-z0-9_-]");
 		return;
 	}
 	if (quota_request_parse(req->body, req->body_len, &q, &err) < 0 || auth_quota_set(name, &q, &err) < 0) {
@@ -123,8 +124,7 @@ static ssize_t event_stream_read(void *ctx, uint8_t *buf, size_t max)
 			return -1;
 		size_t i;
 		json_t *e;
-		json_array_foreach(arr, i, e)
-		{
+		json_array_foreach (arr, i, e) {
 			line_stream_push(es->ls, json_incref(e));
 		}
 		size_t n = json_array_size(arr);
@@ -156,7 +156,7 @@ API_HANDLER(api_events)
 	struct al_error err = {0};
 	struct event_stream *es = xcalloc(1, sizeof(*es));
 	if (event_filter_parse_query(api_query(req, "sandbox"), api_query(req, "type"), api_query(req, "since"),
-				     api_query(req, "follow"), &es->f, &es->follow, &err) < 0) {
+	                             api_query(req, "follow"), &es->f, &es->follow, &err) < 0) {
 		free(es);
 		api_response_error(resp, &err);
 		return;

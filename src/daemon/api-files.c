@@ -25,7 +25,7 @@ static const char *path_arg(const struct api_request *req, struct api_response *
 	const char *p = api_query(req, "path");
 	if (!guest_path_valid(p)) {
 		api_response_errorf(resp, AL_ERR_INVALID_ARGUMENT,
-				    "path: give ?path= an absolute guest path of at most %d bytes", EXEC_CWD_MAX);
+		                    "path: give ?path= an absolute guest path of at most %d bytes", EXEC_CWD_MAX);
 		return NULL;
 	}
 	return p;
@@ -34,7 +34,7 @@ static const char *path_arg(const struct api_request *req, struct api_response *
 /* Runs one FILE_OP; *ret_result is the OK payload. A list also gathers the
  * FILE_DATA chunks of {"entries": [...]} it answers with into entries. */
 static int run_op(struct sandbox *sb, json_t *msg, const char *what, json_t **ret_result, json_t *entries,
-		  struct al_error *err)
+                  struct al_error *err)
 {
 	struct guest_channel *ch = sandbox_channel(sb);
 	uint64_t deadline = now_ms_monotonic() + FILE_OP_TIMEOUT_MS;
@@ -70,7 +70,7 @@ static int run_op(struct sandbox *sb, json_t *msg, const char *what, json_t **re
 	guest_stream_unref(ch, s);
 	if (r < 0)
 		return al_error_set(err, r == -ETIMEDOUT ? AL_ERR_TIMEOUT : AL_ERR_GUEST, -r,
-				    "the guest agent did not finish %s", what);
+		                    "the guest agent did not finish %s", what);
 	if (type != AIRLOCK_FRAME_OK) {
 		r = guest_result_to_error(result, what, err);
 		json_decref(result);
@@ -82,7 +82,7 @@ static int run_op(struct sandbox *sb, json_t *msg, const char *what, json_t **re
 
 /* A FILE_OP for a handler: answers errors itself; NULL on failure. */
 static json_t *file_op(const struct api_request *req, struct api_response *resp, struct sandbox *sb, json_t *msg,
-		       const char *what, json_t *entries)
+                       const char *what, json_t *entries)
 {
 	struct al_error err = {0};
 	json_t *result = NULL;
@@ -94,8 +94,7 @@ static json_t *file_op(const struct api_request *req, struct api_response *resp,
 	return result;
 }
 
-static json_t *stat_path(const struct api_request *req, struct api_response *resp, struct sandbox *sb,
-			 const char *path)
+static json_t *stat_path(const struct api_request *req, struct api_response *resp, struct sandbox *sb, const char *path)
 {
 	cleanup_json json_t *msg = json_pack("{s:s, s:s}", "op", "stat", "path", path);
 	return file_op(req, resp, sb, msg, "stat", NULL);
@@ -135,15 +134,14 @@ API_HANDLER(api_file_list)
 
 /* Checks a JSON body against the fields it may have; path fields must be guest paths. */
 static json_t *op_body(const struct api_request *req, struct api_response *resp, const char *const *fields,
-		       const char *const *paths)
+                       const char *const *paths)
 {
 	json_t *body = api_parse_json_object(req, resp);
 	if (!body)
 		return NULL;
 	const char *key;
 	json_t *v;
-	json_object_foreach(body, key, v)
-	{
+	json_object_foreach (body, key, v) {
 		bool known = false;
 		for (size_t i = 0; fields[i]; i++)
 			known |= !strcmp(key, fields[i]);
@@ -158,8 +156,8 @@ static json_t *op_body(const struct api_request *req, struct api_response *resp,
 		if (!json_is_string(p) || !guest_path_valid(json_string_value(p)) ||
 		    strlen(json_string_value(p)) != json_string_length(p)) {
 			api_response_errorf(resp, AL_ERR_INVALID_ARGUMENT,
-					    "%s: required, an absolute guest path of at most %d bytes", paths[i],
-					    EXEC_CWD_MAX);
+			                    "%s: required, an absolute guest path of at most %d bytes", paths[i],
+			                    EXEC_CWD_MAX);
 			json_decref(body);
 			return NULL;
 		}
@@ -182,7 +180,7 @@ static bool optional_bool(json_t *body, const char *field, struct api_response *
 }
 
 static void simple_op(const struct api_request *req, struct api_response *resp, json_t *msg, const char *what,
-		      int ok_status)
+                      int ok_status)
 {
 	struct sandbox *sb = api_sandbox_acquire(req, resp);
 	if (!sb)
@@ -207,9 +205,9 @@ API_HANDLER(api_file_mkdir)
 		api_response_errorf(resp, AL_ERR_INVALID_ARGUMENT, "mode: an integer from 0 to 4095 (0o7777)");
 		return;
 	}
-	cleanup_json json_t *msg = json_pack("{s:s, s:O, s:b, s:I}", "op", "mkdir", "path",
-					     json_object_get(body, "path"), "parents", parents, "mode",
-					     mode ? json_integer_value(mode) : (json_int_t)0755);
+	cleanup_json json_t *msg =
+	    json_pack("{s:s, s:O, s:b, s:I}", "op", "mkdir", "path", json_object_get(body, "path"), "parents", parents,
+	              "mode", mode ? json_integer_value(mode) : (json_int_t)0755);
 	simple_op(req, resp, msg, "mkdir", 201);
 }
 
@@ -220,8 +218,8 @@ API_HANDLER(api_file_remove)
 	bool recursive;
 	if (!body || !optional_bool(body, "recursive", resp, &recursive))
 		return;
-	cleanup_json json_t *msg = json_pack("{s:s, s:O, s:b}", "op", "remove", "path", json_object_get(body, "path"),
-					     "recursive", recursive);
+	cleanup_json json_t *msg =
+	    json_pack("{s:s, s:O, s:b}", "op", "remove", "path", json_object_get(body, "path"), "recursive", recursive);
 	simple_op(req, resp, msg, "remove", 204);
 }
 
@@ -232,7 +230,7 @@ API_HANDLER(api_file_rename)
 	if (!body)
 		return;
 	cleanup_json json_t *msg = json_pack("{s:s, s:O, s:O}", "op", "rename", "path", json_object_get(body, "path"),
-					     "to", json_object_get(body, "to"));
+	                                     "to", json_object_get(body, "to"));
 	simple_op(req, resp, msg, "rename", 204);
 }
 
@@ -265,7 +263,7 @@ static ssize_t download_read(void *ctx, uint8_t *buf, size_t max)
 		uint8_t type;
 		uint64_t dropped;
 		int r = guest_cursor_read(ch, &d->cur, now_ms_monotonic() + 500, &type, &d->pending, &d->pending_len,
-					  &dropped);
+		                          &dropped);
 		if (r == -ETIMEDOUT) {
 			if (api_client_gone(d->conn_fd))
 				return -1;
@@ -309,7 +307,7 @@ static void download_free(void *ctx)
 }
 
 static void start_download(const struct api_request *req, struct api_response *resp, struct sandbox *sb,
-			   struct guest_stream *s, uint8_t data_type, const char *content_type)
+                           struct guest_stream *s, uint8_t data_type, const char *content_type)
 {
 	struct download *d = xcalloc(1, sizeof(*d));
 	d->sb = sb;
@@ -339,15 +337,16 @@ API_HANDLER(api_file_get)
 	cleanup_json json_t *st = stat_path(req, resp, sb, path);
 	const char *type = json_string_value(json_object_get(st, "type"));
 	if (st && (!type || strcmp(type, "file"))) {
-		api_response_errorf(resp, AL_ERR_INVALID_ARGUMENT,
-				    "%s is a %s, not a regular file: use GET /v1/sandboxes/{id}/archive for directories",
-				    path, type ? type : "special file");
+		api_response_errorf(
+		    resp, AL_ERR_INVALID_ARGUMENT,
+		    "%s is a %s, not a regular file: use GET /v1/sandboxes/{id}/archive for directories", path,
+		    type ? type : "special file");
 	} else if (st) {
 		struct al_error err = {0};
 		struct guest_stream *s = NULL;
 		cleanup_json json_t *msg = json_pack("{s:s}", "path", path);
-		if (guest_stream_start(sandbox_channel(sb), AIRLOCK_FRAME_FILE_READ, msg, GUEST_STREAM_LOG, 0, &s, &err) <
-		    0) {
+		if (guest_stream_start(sandbox_channel(sb), AIRLOCK_FRAME_FILE_READ, msg, GUEST_STREAM_LOG, 0, &s,
+		                       &err) < 0) {
 			api_response_error(resp, &err);
 		} else {
 			start_download(req, resp, sb, s, AIRLOCK_FRAME_FILE_DATA, "application/octet-stream");
@@ -410,7 +409,7 @@ static int upload_data(void *ctx, const uint8_t *buf, size_t len, struct al_erro
 {
 	struct upload *u = ctx;
 	int r = guest_stream_send_data(sandbox_channel(u->sb), u->s, u->data_type, buf, len,
-				       now_ms_monotonic() + FILE_OP_TIMEOUT_MS);
+	                               now_ms_monotonic() + FILE_OP_TIMEOUT_MS);
 	if (r == -EPIPE) {
 		/* The guest refused early: its reason is the answer. */
 		uint8_t type = 0;
@@ -420,7 +419,7 @@ static int upload_data(void *ctx, const uint8_t *buf, size_t len, struct al_erro
 	}
 	if (r < 0)
 		return al_error_set(err, r == -ETIMEDOUT ? AL_ERR_TIMEOUT : AL_ERR_GUEST, -r,
-				    "the guest stopped taking the upload: %s", strerror(-r));
+		                    "the guest stopped taking the upload: %s", strerror(-r));
 	u->size += len;
 	return 0;
 }
@@ -461,8 +460,9 @@ static void upload_end(void *ctx, bool failed, const struct al_error *data_err, 
 	if (!ex.exited || ex.exit_code != 0) {
 		struct exec_output out[2];
 		guest_stream_take_output(ch, u->s, out);
-		api_response_errorf(resp, AL_ERR_INVALID_ARGUMENT, "tar in the guest could not extract the archive: %.*s",
-				    (int)MIN(out[1].len, (size_t)512), out[1].data ? (const char *)out[1].data : "");
+		api_response_errorf(resp, AL_ERR_INVALID_ARGUMENT,
+		                    "tar in the guest could not extract the archive: %.*s",
+		                    (int)MIN(out[1].len, (size_t)512), out[1].data ? (const char *)out[1].data : "");
 		free(out[0].data);
 		free(out[1].data);
 		return;
@@ -530,13 +530,14 @@ API_UPLOAD(api_archive_put)
 	const char *type = json_string_value(json_object_get(st, "type"));
 	if (!st || !type || strcmp(type, "dir")) {
 		if (st)
-			api_response_errorf(&tmp, AL_ERR_CONFLICT, "%s is not a directory: extract archives into one", path);
+			api_response_errorf(&tmp, AL_ERR_CONFLICT, "%s is not a directory: extract archives into one",
+			                    path);
 		sandbox_release(sb);
 		return api_response_to_error(&tmp, err);
 	}
 	char *argv[] = {"tar", "-C", (char *)path, "-xf", "-", NULL};
 	struct exec_request er = {
-		.argc = 5, .argv = argv, .cwd = "/", .max_output_bytes = ARCHIVE_STDERR_MAX, .stdin_stream = true};
+	    .argc = 5, .argv = argv, .cwd = "/", .max_output_bytes = ARCHIVE_STDERR_MAX, .stdin_stream = true};
 	size_t n_env = 0;
 	struct kv_list none = {0};
 	char **env = sandbox_env_merge(sb, &none, &n_env);
@@ -544,7 +545,7 @@ API_UPLOAD(api_archive_put)
 	env_free(env, n_env);
 	struct guest_stream *s = NULL;
 	if (guest_stream_start(sandbox_channel(sb), AIRLOCK_FRAME_EXEC, msg, GUEST_STREAM_COLLECT, ARCHIVE_STDERR_MAX,
-			       &s, err) < 0) {
+	                       &s, err) < 0) {
 		sandbox_release(sb);
 		return -EIO;
 	}

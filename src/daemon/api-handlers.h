@@ -68,9 +68,9 @@ json_t *api_output_line(uint8_t type, const uint8_t *data, size_t len);
 json_t *api_exit_line(uint8_t type, json_t *result, uint64_t duration_ms);
 /* Answers with the JSON lines of s's output; takes over the sandbox and stream references. */
 void api_stream_output(const struct api_request *req, struct api_response *resp, struct sandbox *sb,
-		       struct guest_stream *s, bool from_start, bool follow, bool kill_on_close, json_t *first_line);
+                       struct guest_stream *s, bool from_start, bool follow, bool kill_on_close, json_t *first_line);
 /* Starts a LOG-mode process (env merged, stdin sent); answers errors itself. */
 int api_start_process(const struct api_request *req, struct api_response *resp, struct sandbox *sb,
-		      const struct exec_request *er, char ret_pid[32], struct guest_stream **ret_stream);
+                      const struct exec_request *er, char ret_pid[32], struct guest_stream **ret_stream);
 
 #endif

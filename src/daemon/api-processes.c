@@ -23,12 +23,12 @@ enum { PTY_IN_DATA = 0, PTY_IN_RESIZE = 1, PTY_OUT_DATA = 2, PTY_OUT_EXIT = 3 };
 
 /* The process named by the second path parameter: its JSON and a stream reference. */
 static int lookup(const struct api_request *req, struct api_response *resp, struct sandbox *sb, json_t **ret_json,
-		  struct guest_stream **ret_stream)
+                  struct guest_stream **ret_stream)
 {
 	struct al_error err = {0};
 	if (!process_id_valid(req->params[1])) {
 		api_response_errorf(resp, AL_ERR_NOT_FOUND, "no process \"%.32s\" in sandbox %s", req->params[1],
-				    sandbox_id(sb));
+		                    sandbox_id(sb));
 		return -ENOENT;
 	}
 	int r = process_get(sandbox_processes(sb), sandbox_channel(sb), req->params[1], ret_json, ret_stream, &err);
@@ -38,15 +38,14 @@ static int lookup(const struct api_request *req, struct api_response *resp, stru
 }
 
 /* The stream of a process that still has one (output forgotten otherwise). */
-static struct guest_stream *lookup_stream(const struct api_request *req, struct api_response *resp,
-					  struct sandbox *sb)
+static struct guest_stream *lookup_stream(const struct api_request *req, struct api_response *resp, struct sandbox *sb)
 {
 	struct guest_stream *s = NULL;
 	if (lookup(req, resp, sb, NULL, &s) < 0)
 		return NULL;
 	if (!s)
 		api_response_errorf(resp, AL_ERR_CONFLICT, "process %s ended long ago; its output is no longer kept",
-				    req->params[1]);
+		                    req->params[1]);
 	return s;
 }
 
@@ -60,7 +59,7 @@ API_HANDLER(api_process_start)
 	}
 	if (er.stream) {
 		api_response_errorf(resp, AL_ERR_INVALID_ARGUMENT,
-				    "stream: a background process is read with GET .../processes/{pid}/output");
+		                    "stream: a background process is read with GET .../processes/{pid}/output");
 		exec_request_release(&er);
 		return;
 	}
@@ -107,7 +106,7 @@ API_HANDLER(api_process_output)
 	if ((from && strcmp(from, "start") && strcmp(from, "now")) ||
 	    (follow && strcmp(follow, "true") && strcmp(follow, "false"))) {
 		api_response_errorf(resp, AL_ERR_INVALID_ARGUMENT,
-				    "from must be start or now, follow must be true or false");
+		                    "from must be start or now, follow must be true or false");
 		return;
 	}
 	struct sandbox *sb = api_sandbox_acquire(req, resp);
@@ -136,14 +135,14 @@ static int stdin_data(void *ctx, const uint8_t *buf, size_t len, struct al_error
 	if (u->ended_early)
 		return 0;
 	int r = guest_stream_send_data(sandbox_channel(u->sb), u->s, AIRLOCK_FRAME_STDIN, buf, len,
-				       now_ms_monotonic() + 60000);
+	                               now_ms_monotonic() + 60000);
 	if (r == -EPIPE) {
 		u->ended_early = true;
 		return 0;
 	}
 	if (r < 0)
 		return al_error_set(err, r == -ETIMEDOUT ? AL_ERR_TIMEOUT : AL_ERR_GUEST, -r,
-				    "cannot pass stdin to the process: %s", strerror(-r));
+		                    "cannot pass stdin to the process: %s", strerror(-r));
 	return 0;
 }
 
@@ -156,7 +155,7 @@ static void stdin_end(void *ctx, bool failed, const struct al_error *data_err, s
 	}
 	if (u->eof && !u->ended_early)
 		guest_stream_send_data(sandbox_channel(u->sb), u->s, AIRLOCK_FRAME_STDIN, NULL, 0,
-				       now_ms_monotonic() + 60000);
+		                       now_ms_monotonic() + 60000);
 	resp->status = 204;
 }
 
@@ -182,8 +181,8 @@ API_UPLOAD(api_process_stdin)
 		const char *state = json_string_value(json_object_get(obj, "state"));
 		if (!json_is_true(json_object_get(obj, "stdin_stream")))
 			api_response_errorf(&tmp, AL_ERR_CONFLICT,
-					    "process %s was started without \"stdin_stream\": true; it takes no stdin",
-					    req->params[1]);
+			                    "process %s was started without \"stdin_stream\": true; it takes no stdin",
+			                    req->params[1]);
 		else if (state && !strcmp(state, "exited"))
 			api_response_errorf(&tmp, AL_ERR_CONFLICT, "process %s has ended", req->params[1]);
 		if (tmp.body && s) {
@@ -215,9 +214,9 @@ static int parse_signal(json_t *v)
 		const char *name;
 		int sig;
 	} names[] = {
-		{"HUP", SIGHUP},   {"INT", SIGINT},   {"QUIT", SIGQUIT}, {"KILL", SIGKILL}, {"USR1", SIGUSR1},
-		{"USR2", SIGUSR2}, {"TERM", SIGTERM}, {"STOP", SIGSTOP}, {"CONT", SIGCONT}, {"ALRM", SIGALRM},
-		{"WINCH", SIGWINCH},
+	    {"HUP", SIGHUP},   {"INT", SIGINT},   {"QUIT", SIGQUIT},   {"KILL", SIGKILL},
+	    {"USR1", SIGUSR1}, {"USR2", SIGUSR2}, {"TERM", SIGTERM},   {"STOP", SIGSTOP},
+	    {"CONT", SIGCONT}, {"ALRM", SIGALRM}, {"WINCH", SIGWINCH},
 	};
 	if (json_is_integer(v) && json_integer_value(v) >= 1 && json_integer_value(v) <= 64)
 		return (int)json_integer_value(v);
@@ -243,7 +242,7 @@ static void process_control(const struct api_request *req, struct api_response *
 		int sig = json_object_size(body) == 1 ? parse_signal(json_object_get(body, "signal")) : -EINVAL;
 		if (sig < 0) {
 			api_response_errorf(resp, AL_ERR_INVALID_ARGUMENT,
-					    "body must be {\"signal\": NAME or NUMBER}, e.g. {\"signal\": \"TERM\"}");
+			                    "body must be {\"signal\": NAME or NUMBER}, e.g. {\"signal\": \"TERM\"}");
 			return;
 		}
 		msg = json_pack("{s:i}", "signal", sig);
@@ -253,7 +252,8 @@ static void process_control(const struct api_request *req, struct api_response *
 		    json_integer_value(rows) < 1 || json_integer_value(rows) > PTY_ROWS_MAX ||
 		    json_integer_value(cols) < 1 || json_integer_value(cols) > PTY_COLS_MAX) {
 			api_response_errorf(resp, AL_ERR_INVALID_ARGUMENT,
-					    "body must be {\"rows\": 1..%d, \"cols\": 1..%d}", PTY_ROWS_MAX, PTY_COLS_MAX);
+			                    "body must be {\"rows\": 1..%d, \"cols\": 1..%d}", PTY_ROWS_MAX,
+			                    PTY_COLS_MAX);
 			return;
 		}
 		msg = json_pack("{s:O, s:O}", "rows", rows, "cols", cols);
@@ -368,7 +368,7 @@ static void *attach_input(void *arg)
 			break;
 		if (hdr[0] == PTY_IN_DATA) {
 			if (len && guest_stream_send_data(ch, a->s, AIRLOCK_FRAME_STDIN, buf, len,
-							  now_ms_monotonic() + 30000) < 0)
+			                                  now_ms_monotonic() + 30000) < 0)
 				break;
 			continue;
 		}
@@ -452,8 +452,8 @@ API_HANDLER(api_process_attach)
 	const char *upgrade = api_header(req, "Upgrade");
 	if (!upgrade || strcasecmp(upgrade, PTY_PROTOCOL)) {
 		api_response_errorf(resp, AL_ERR_INVALID_ARGUMENT,
-				    "attach needs the headers \"Connection: Upgrade\" and \"Upgrade: " PTY_PROTOCOL
-				    "\" (see docs/api.md, the PTY protocol)");
+		                    "attach needs the headers \"Connection: Upgrade\" and \"Upgrade: " PTY_PROTOCOL
+		                    "\" (see docs/api.md, the PTY protocol)");
 		return;
 	}
 	struct sandbox *sb = api_sandbox_acquire(req, resp);

@@ -50,8 +50,8 @@ static int parse_body(const char *body, size_t len, json_t **ret, struct al_erro
 	json_t *j = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
 	if (!j)
 		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
-				    "request body is not valid JSON: %s (line %d, column %d)", jerr.text, jerr.line,
-				    jerr.column);
+		                    "request body is not valid JSON: %s (line %d, column %d)", jerr.text, jerr.line,
+		                    jerr.column);
 	if (!json_is_object(j)) {
 		json_decref(j);
 		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "request body must be a JSON object");
@@ -64,8 +64,7 @@ static int check_fields(json_t *obj, const char *const *allowed, struct al_error
 {
 	const char *key;
 	json_t *v;
-	json_object_foreach(obj, key, v)
-	{
+	json_object_foreach (obj, key, v) {
 		bool ok = false;
 		for (size_t i = 0; allowed[i]; i++)
 			if (!strcmp(key, allowed[i]))
@@ -74,16 +73,17 @@ static int check_fields(json_t *obj, const char *const *allowed, struct al_error
 			char list[256] = "";
 			size_t off = 0;
 			for (size_t i = 0; allowed[i] && off < sizeof(list); i++)
-				off += (size_t)snprintf(list + off, sizeof(list) - off, "%s%s", i ? ", " : "", allowed[i]);
-			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "unknown field \"%.64s\" (allowed: %s)",
-					    key, list);
+				off +=
+				    (size_t)snprintf(list + off, sizeof(list) - off, "%s%s", i ? ", " : "", allowed[i]);
+			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+			                    "unknown field \"%.64s\" (allowed: %s)", key, list);
 		}
 	}
 	return 0;
 }
 
-static int get_uint(json_t *obj, const char *field, long long min, long long max, long long def,
-		    long long *ret, struct al_error *err)
+static int get_uint(json_t *obj, const char *field, long long min, long long max, long long def, long long *ret,
+                    struct al_error *err)
 {
 	json_t *v = json_object_get(obj, field);
 	if (!v || json_is_null(v)) {
@@ -91,8 +91,8 @@ static int get_uint(json_t *obj, const char *field, long long min, long long max
 		return 0;
 	}
 	if (!json_is_integer(v) || json_integer_value(v) < min || json_integer_value(v) > max)
-		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
-				    "%s: must be an integer from %lld to %lld", field, min, max);
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "%s: must be an integer from %lld to %lld",
+		                    field, min, max);
 	*ret = json_integer_value(v);
 	return 0;
 }
@@ -115,34 +115,33 @@ static int parse_kv(json_t *obj, const char *field, bool env, struct kv_list *re
 	size_t n = json_object_size(m);
 	if (n > max_entries)
 		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "%s: at most %zu entries, got %zu", field,
-				    max_entries, n);
+		                    max_entries, n);
 	struct kv_list l = {.keys = xcalloc(n, sizeof(char *)), .values = xcalloc(n, sizeof(char *))};
 	const char *key;
 	json_t *v;
 	int r = 0;
-	json_object_foreach(m, key, v)
-	{
+	json_object_foreach (m, key, v) {
 		size_t klen = strlen(key);
 		if (env && !env_name_valid(key)) {
 			r = al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
-					 "%s: name \"%.64s\" must match [A-Za-z_][A-Za-z0-9_]* and be at most %d bytes",
-					 field, key, ENV_NAME_MAX);
+			                 "%s: name \"%.64s\" must match [A-Za-z_][A-Za-z0-9_]* and be at most %d bytes",
+			                 field, key, ENV_NAME_MAX);
 			break;
 		}
 		if (!env && (klen == 0 || klen > METADATA_KEY_MAX)) {
 			r = al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "%s: keys must be 1 to %d bytes", field,
-					 METADATA_KEY_MAX);
+			                 METADATA_KEY_MAX);
 			break;
 		}
 		if (!json_is_string(v) || has_nul(v)) {
 			r = al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
-					 "%s.%.64s: must be a string without NUL bytes", field, key);
+			                 "%s.%.64s: must be a string without NUL bytes", field, key);
 			break;
 		}
 		size_t max_value = env ? ENV_VALUE_MAX : METADATA_VALUE_MAX;
 		if (json_string_length(v) > max_value) {
 			r = al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "%s.%.64s: at most %zu bytes", field,
-					 key, max_value);
+			                 key, max_value);
 			break;
 		}
 		l.keys[l.n] = xstrdup(key);
@@ -174,8 +173,10 @@ static int parse_timeouts(json_t *j, struct timeout_request *t, struct al_error 
 	t->has_idle = idle && !json_is_null(idle);
 	strlcpy_al(t->on_timeout, "kill", sizeof(t->on_timeout));
 	if (on && !json_is_null(on)) {
-		if (!json_is_string(on) || (strcmp(json_string_value(on), "kill") && strcmp(json_string_value(on), "pause")))
-			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "on_timeout: must be \"kill\" or \"pause\"");
+		if (!json_is_string(on) ||
+		    (strcmp(json_string_value(on), "kill") && strcmp(json_string_value(on), "pause")))
+			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+			                    "on_timeout: must be \"kill\" or \"pause\"");
 		strlcpy_al(t->on_timeout, json_string_value(on), sizeof(t->on_timeout));
 		t->has_on_timeout = true;
 	}
@@ -193,11 +194,11 @@ int timeout_request_parse(const char *body, size_t len, struct timeout_request *
 }
 
 int create_request_parse(const char *body, size_t len, unsigned host_memory_mib, struct create_request *ret,
-			 struct al_error *err)
+                         struct al_error *err)
 {
-	static const char *const fields[] = {"template", "vcpus",	 "memory_mib",	    "env",
-					     "metadata", "tenant", "snapshot",	    "timeout_s",
-					     "on_timeout", "idle_timeout_s", NULL};
+	static const char *const fields[] = {"template",   "vcpus",          "memory_mib", "env",
+	                                     "metadata",   "tenant",         "snapshot",   "timeout_s",
+	                                     "on_timeout", "idle_timeout_s", NULL};
 	cleanup_json json_t *j = NULL;
 	struct create_request r = {0};
 	int rc;
@@ -212,8 +213,8 @@ int create_request_parse(const char *body, size_t len, unsigned host_memory_mib,
 		strlcpy_al(r.template_name, "minimal", sizeof(r.template_name));
 	} else if (!json_is_string(t) || has_nul(t) || !template_name_valid(json_string_value(t))) {
 		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
-				    "template: must be a name of 1 to %d characters from [a-z0-9_-]",
-				    SANDBOX_TEMPLATE_NAME_MAX);
+		                    "template: must be a name of 1 to %d characters from [a-z0-9_-]",
+		                    SANDBOX_TEMPLATE_NAME_MAX);
 	} else {
 		strlcpy_al(r.template_name, json_string_value(t), sizeof(r.template_name));
 	}
@@ -223,7 +224,7 @@ int create_request_parse(const char *body, size_t len, unsigned host_memory_mib,
 		/* Same alphabet as template names. */
 		if (!json_is_string(tn) || has_nul(tn) || !template_name_valid(json_string_value(tn)))
 			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
-					    "tenant: must be a name of 1 to 63 characters from [a-z0-9_-]");
+			                    "tenant: must be a name of 1 to 63 characters from [a-z0-9_-]");
 		strlcpy_al(r.tenant, json_string_value(tn), sizeof(r.tenant));
 	}
 
@@ -235,7 +236,7 @@ int create_request_parse(const char *body, size_t len, unsigned host_memory_mib,
 			ok = (sv[i] >= '0' && sv[i] <= '9') || (sv[i] >= 'a' && sv[i] <= 'f');
 		if (!ok)
 			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
-					    "snapshot: must be a snapshot id (snap- and 16 hex digits)");
+			                    "snapshot: must be a snapshot id (snap- and 16 hex digits)");
 		strlcpy_al(r.snapshot, sv, sizeof(r.snapshot));
 	}
 
@@ -273,24 +274,24 @@ static int parse_argv(json_t *j, struct exec_request *r, struct al_error *err)
 	json_t *cmd = json_object_get(j, "cmd");
 	if (!cmd)
 		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
-				    "cmd: required, an array of strings such as [\"sh\", \"-c\", \"echo hi\"]");
+		                    "cmd: required, an array of strings such as [\"sh\", \"-c\", \"echo hi\"]");
 	if (!json_is_array(cmd) || json_array_size(cmd) == 0 || json_array_size(cmd) > EXEC_ARGV_MAX)
-		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
-				    "cmd: must be an array of 1 to %d strings", EXEC_ARGV_MAX);
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "cmd: must be an array of 1 to %d strings",
+		                    EXEC_ARGV_MAX);
 	size_t n = json_array_size(cmd), total = 0;
 	for (size_t i = 0; i < n; i++) {
 		json_t *a = json_array_get(cmd, i);
 		if (!json_is_string(a) || has_nul(a))
 			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
-					    "cmd[%zu]: must be a string without NUL bytes", i);
+			                    "cmd[%zu]: must be a string without NUL bytes", i);
 		if (json_string_length(a) > EXEC_ARG_MAX)
 			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "cmd[%zu]: at most %u bytes", i,
-					    EXEC_ARG_MAX);
+			                    EXEC_ARG_MAX);
 		total += json_string_length(a);
 	}
 	if (total > EXEC_ARGV_TOTAL_MAX)
 		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "cmd: at most %u bytes in total",
-				    EXEC_ARGV_TOTAL_MAX);
+		                    EXEC_ARGV_TOTAL_MAX);
 	if (json_string_length(json_array_get(cmd, 0)) == 0)
 		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "cmd[0]: must not be empty");
 	r->argv = xcalloc(n + 1, sizeof(char *));
@@ -309,7 +310,7 @@ static int parse_stdin(json_t *j, struct exec_request *r, struct al_error *err)
 		if (!json_is_string(enc) ||
 		    (strcmp(json_string_value(enc), "utf8") && strcmp(json_string_value(enc), "base64")))
 			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
-					    "stdin_encoding: must be \"utf8\" or \"base64\"");
+			                    "stdin_encoding: must be \"utf8\" or \"base64\"");
 		b64 = !strcmp(json_string_value(enc), "base64");
 	}
 	if (!s || json_is_null(s))
@@ -321,7 +322,7 @@ static int parse_stdin(json_t *j, struct exec_request *r, struct al_error *err)
 	if (b64) {
 		if (n / 4 * 3 > EXEC_STDIN_MAX + 2)
 			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "stdin: at most %u bytes",
-					    EXEC_STDIN_MAX);
+			                    EXEC_STDIN_MAX);
 		if (base64_decode(v, n, &r->stdin_data, &r->stdin_len) < 0)
 			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "stdin: not valid base64");
 	} else {
@@ -356,13 +357,13 @@ static int parse_exec_extras(json_t *j, struct exec_request *r, struct al_error 
 		return rc;
 	if (r->stdin_stream && r->stdin_data)
 		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
-				    "stdin and stdin_stream: give one or the other");
+		                    "stdin and stdin_stream: give one or the other");
 	json_t *pty = json_object_get(j, "pty");
 	if (pty && !json_is_null(pty)) {
 		static const char *const pty_fields[] = {"rows", "cols", NULL};
 		if (!json_is_object(pty))
 			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
-					    "pty: must be an object {\"rows\": R, \"cols\": C}");
+			                    "pty: must be an object {\"rows\": R, \"cols\": C}");
 		if ((rc = check_fields(pty, pty_fields, err)) < 0) {
 			al_error_prefix(err, "pty");
 			return rc;
@@ -379,7 +380,7 @@ static int parse_exec_extras(json_t *j, struct exec_request *r, struct al_error 
 	if (tag && !json_is_null(tag)) {
 		if (!json_is_string(tag) || has_nul(tag) || json_string_length(tag) > EXEC_TAG_MAX)
 			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
-					    "tag: must be a string of at most %d bytes", EXEC_TAG_MAX);
+			                    "tag: must be a string of at most %d bytes", EXEC_TAG_MAX);
 		strlcpy_al(r->tag, json_string_value(tag), sizeof(r->tag));
 	}
 	return 0;
@@ -387,9 +388,20 @@ static int parse_exec_extras(json_t *j, struct exec_request *r, struct al_error 
 
 int exec_request_parse(const char *body, size_t len, struct exec_request *ret, struct al_error *err)
 {
-	static const char *const fields[] = {"cmd",	  "env",       "cwd",	       "stdin", "stdin_encoding",
-					     "uid",	  "gid",       "timeout_s",    "max_output_bytes",
-					     "stream", "stdin_stream", "pty",	       "tag",	NULL};
+	static const char *const fields[] = {"cmd",
+	                                     "env",
+	                                     "cwd",
+	                                     "stdin",
+	                                     "stdin_encoding",
+	                                     "uid",
+	                                     "gid",
+	                                     "timeout_s",
+	                                     "max_output_bytes",
+	                                     "stream",
+	                                     "stdin_stream",
+	                                     "pty",
+	                                     "tag",
+	                                     NULL};
 	cleanup_json json_t *j = NULL;
 	struct exec_request r = {0};
 	int rc;
@@ -406,7 +418,7 @@ int exec_request_parse(const char *body, size_t len, struct exec_request *ret, s
 		if (!json_is_string(cwd) || has_nul(cwd) || json_string_value(cwd)[0] != '/' ||
 		    json_string_length(cwd) > EXEC_CWD_MAX) {
 			rc = al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
-					  "cwd: must be an absolute path of at most %d bytes", EXEC_CWD_MAX);
+			                  "cwd: must be an absolute path of at most %d bytes", EXEC_CWD_MAX);
 			goto fail;
 		}
 		r.cwd = xstrdup(json_string_value(cwd));

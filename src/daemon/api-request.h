@@ -78,8 +78,8 @@ struct exec_request {
 	unsigned timeout_s;
 	bool timeout_given;
 	size_t max_output_bytes;
-	bool stream;       /* exec: answer with JSON lines as the process writes */
-	bool stdin_stream; /* keep stdin open for POST .../stdin */
+	bool stream;                 /* exec: answer with JSON lines as the process writes */
+	bool stdin_stream;           /* keep stdin open for POST .../stdin */
 	unsigned pty_rows, pty_cols; /* 0: no PTY */
 	char tag[EXEC_TAG_MAX + 1];
 };
@@ -89,7 +89,7 @@ struct exec_request {
  * wrong types and out-of-range values with AL_ERR_INVALID_ARGUMENT and a
  * message naming the field, and allocates nothing it does not return. */
 int create_request_parse(const char *body, size_t len, unsigned host_memory_mib, struct create_request *ret,
-			 struct al_error *err);
+                         struct al_error *err);
 void create_request_release(struct create_request *r);
 
 int exec_request_parse(const char *body, size_t len, struct exec_request *ret, struct al_error *err);

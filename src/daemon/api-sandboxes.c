@@ -56,12 +56,12 @@ json_t *api_parse_json_object(const struct api_request *req, struct api_response
 {
 	json_error_t jerr;
 	json_t *j = json_loadb(req->body_len ? req->body : "{}", req->body_len ? req->body_len : 2,
-			       JSON_REJECT_DUPLICATES, &jerr);
+	                       JSON_REJECT_DUPLICATES, &jerr);
 	if (!json_is_object(j)) {
 		if (j)
 			json_decref(j);
 		api_response_errorf(resp, AL_ERR_INVALID_ARGUMENT, "request body must be a JSON object%s%s",
-				    jerr.text[0] ? ": " : "", jerr.text);
+		                    jerr.text[0] ? ": " : "", jerr.text);
 		return NULL;
 	}
 	return j;
@@ -79,14 +79,15 @@ static json_t *sandbox_to_json(const struct sandbox_record *r)
 	format_time_rfc3339(r->created_ms, created);
 	format_time_rfc3339(r->updated_ms, updated);
 	uint64_t now = now_ms_realtime();
-	uint64_t running_ms = r->run_ms + (r->running_since_ms && now > r->running_since_ms ? now - r->running_since_ms : 0);
+	uint64_t running_ms =
+	    r->run_ms + (r->running_since_ms && now > r->running_since_ms ? now - r->running_since_ms : 0);
 	json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:I, s:I, s:o, s:o, s:s, s:s, s:s, s:s, s:o, s:o}", "id", r->id,
-			 "tenant", r->tenant, "state", sandbox_state_name(r->state), "template", r->template_name,
-			 "vcpus", (json_int_t)r->vcpus, "memory_mib", (json_int_t)r->memory_mib, "env",
-			 json_from_text(r->env_json), "metadata", json_from_text(r->metadata_json), "backend",
-			 r->backend, "accel", r->accel, "created_at", created, "updated_at", updated, "boot_ms",
-			 r->boot_ms >= 0 ? json_integer(r->boot_ms) : json_null(), "error",
-			 r->error ? json_string(r->error) : json_null());
+	                      "tenant", r->tenant, "state", sandbox_state_name(r->state), "template", r->template_name,
+	                      "vcpus", (json_int_t)r->vcpus, "memory_mib", (json_int_t)r->memory_mib, "env",
+	                      json_from_text(r->env_json), "metadata", json_from_text(r->metadata_json), "backend",
+	                      r->backend, "accel", r->accel, "created_at", created, "updated_at", updated, "boot_ms",
+	                      r->boot_ms >= 0 ? json_integer(r->boot_ms) : json_null(), "error",
+	                      r->error ? json_string(r->error) : json_null());
 	json_object_set_new(o, "timeout_s", json_integer(r->timeout_s));
 	json_object_set_new(o, "on_timeout", json_string(r->on_timeout[0] ? r->on_timeout : "kill"));
 	json_object_set_new(o, "idle_timeout_s", json_integer(r->idle_timeout_s));
@@ -101,7 +102,7 @@ API_HANDLER(api_healthz)
 	(void)req;
 	const struct daemon_config *cfg = api_config();
 	resp->body = json_pack("{s:s, s:s, s:s, s:s}", "status", "ok", "version", AIRLOCK_VERSION, "backend",
-			       cfg->vmm->name, "accel", cfg->vmm->accel());
+	                       cfg->vmm->name, "accel", cfg->vmm->accel());
 }
 
 /* ---- create, list, get, delete ------------------------------------------------------------------- */
@@ -182,9 +183,9 @@ API_HANDLER(api_sandbox_list)
 	api_query_foreach(req, collect_filter, &f);
 	if (f.bad) {
 		api_response_errorf(resp, AL_ERR_INVALID_ARGUMENT,
-				    "query argument \"%.64s\": only all=true and up to %d metadata.KEY=VALUE filters "
-				    "are allowed",
-				    f.bad_key, METADATA_FILTERS_MAX);
+		                    "query argument \"%.64s\": only all=true and up to %d metadata.KEY=VALUE filters "
+		                    "are allowed",
+		                    f.bad_key, METADATA_FILTERS_MAX);
 		return;
 	}
 	struct sandbox_record *recs = NULL;
@@ -240,7 +241,7 @@ static void pause_or_resume(const struct api_request *req, struct api_response *
 	struct al_error err = {0};
 	struct sandbox_record rec;
 	int r = pause ? sandbox_pause(req->params[0], req->tenant, &rec, &err)
-		      : sandbox_resume(req->params[0], req->tenant, &rec, &err);
+	              : sandbox_resume(req->params[0], req->tenant, &rec, &err);
 	if (r < 0) {
 		api_response_error(resp, &err);
 		return;
@@ -269,9 +270,10 @@ API_HANDLER(api_snapshot_create)
 	json_t *name = json_object_get(body, "name");
 	if (json_object_size(body) > (name ? 1u : 0u) ||
 	    (name && (!json_is_string(name) || !snapshot_name_valid(json_string_value(name)) ||
-		      strlen(json_string_value(name)) != json_string_length(name)))) {
+	              strlen(json_string_value(name)) != json_string_length(name)))) {
 		api_response_errorf(resp, AL_ERR_INVALID_ARGUMENT,
-				    "body: {\"name\": 1 to %d printable characters} (the only field)", SNAPSHOT_NAME_MAX);
+		                    "body: {\"name\": 1 to %d printable characters} (the only field)",
+		                    SNAPSHOT_NAME_MAX);
 		return;
 	}
 	struct al_error err = {0};
@@ -286,13 +288,13 @@ API_HANDLER(api_snapshot_create)
 	uint64_t used = snapshot_tenant_bytes(rec.tenant);
 	if (r == 0 && quota.max_snapshot_mib && used >= (uint64_t)quota.max_snapshot_mib << 20)
 		r = al_error_set(&err, AL_ERR_QUOTA, EDQUOT,
-				 "tenant %s may keep %u MiB of snapshots and holds %" PRIu64
-				 " MiB; delete some or raise the quota with PUT /v1/tenants/%s",
-				 rec.tenant, quota.max_snapshot_mib, used >> 20, rec.tenant);
+		                 "tenant %s may keep %u MiB of snapshots and holds %" PRIu64
+		                 " MiB; delete some or raise the quota with PUT /v1/tenants/%s",
+		                 rec.tenant, quota.max_snapshot_mib, used >> 20, rec.tenant);
 	sandbox_record_release(&rec);
 	if (r == 0)
-		r = sandbox_snapshot(req->params[0], req->tenant, name ? json_string_value(name) : req->params[0], false,
-				     &info, &err);
+		r = sandbox_snapshot(req->params[0], req->tenant, name ? json_string_value(name) : req->params[0],
+		                     false, &info, &err);
 	if (r < 0) {
 		api_response_error(resp, &err);
 		return;
@@ -429,7 +431,7 @@ json_t *api_output_line(uint8_t type, const uint8_t *data, size_t len)
 	const char *enc;
 	json_t *d = output_json(data, len, &enc);
 	return json_pack("{s:s, s:o, s:s}", "type", type == AIRLOCK_FRAME_STDERR ? "stderr" : "stdout", "data", d,
-			 "encoding", enc);
+	                 "encoding", enc);
 }
 
 json_t *api_exit_line(uint8_t type, json_t *result, uint64_t duration_ms)
@@ -438,11 +440,11 @@ json_t *api_exit_line(uint8_t type, json_t *result, uint64_t duration_ms)
 	struct al_error err = {0};
 	if (guest_result_to_exit(type, result, &ex, &err) < 0)
 		return json_pack("{s:s, s:{s:s, s:s}}", "type", "error", "error", "code", al_error_code_name(err.code),
-				 "message", err.message);
+		                 "message", err.message);
 	return json_pack("{s:s, s:o, s:o, s:b, s:I}", "type", "exit", "exit_code",
-			 ex.exited ? json_integer(ex.exit_code) : json_null(), "signal",
-			 ex.exited ? json_null() : json_integer(ex.signal), "timed_out", ex.timed_out, "duration_ms",
-			 (json_int_t)duration_ms);
+	                 ex.exited ? json_integer(ex.exit_code) : json_null(), "signal",
+	                 ex.exited ? json_null() : json_integer(ex.signal), "timed_out", ex.timed_out, "duration_ms",
+	                 (json_int_t)duration_ms);
 }
 
 /* A streamed exec or process output: JSON lines from a log cursor. */
@@ -452,8 +454,8 @@ struct output_stream {
 	struct guest_stream *s; /* our reference */
 	struct guest_cursor cur;
 	struct line_stream *ls;
-	bool follow;         /* else stop at the present */
-	bool kill_on_close;  /* a streaming exec: the process dies with the request */
+	bool follow;        /* else stop at the present */
+	bool kill_on_close; /* a streaming exec: the process dies with the request */
 	bool finished;
 	uint64_t start_ms;
 	uint64_t stop_at; /* !follow: the log position when the request came */
@@ -482,7 +484,8 @@ static ssize_t output_stream_read(void *ctx, uint8_t *buf, size_t max)
 			continue;
 		}
 		if (dropped)
-			line_stream_push(os->ls, json_pack("{s:s, s:I}", "type", "dropped", "bytes", (json_int_t)dropped));
+			line_stream_push(os->ls,
+			                 json_pack("{s:s, s:I}", "type", "dropped", "bytes", (json_int_t)dropped));
 		if (r == 1) {
 			line_stream_push(os->ls, api_output_line(type, data, len));
 			free(data);
@@ -514,7 +517,7 @@ static void output_stream_free(void *ctx)
 
 /* Sets resp to stream the output of s (a reference is taken over). */
 void api_stream_output(const struct api_request *req, struct api_response *resp, struct sandbox *sb,
-		       struct guest_stream *s, bool from_start, bool follow, bool kill_on_close, json_t *first_line)
+                       struct guest_stream *s, bool from_start, bool follow, bool kill_on_close, json_t *first_line)
 {
 	struct output_stream *os = xcalloc(1, sizeof(*os));
 	os->sb = sb;
@@ -562,17 +565,17 @@ static void exec_collected(const struct api_request *req, struct api_response *r
 	json_t *out = output_json(res.out[0].data, res.out[0].len, &enc_out);
 	json_t *errj = output_json(res.out[1].data, res.out[1].len, &enc_err);
 	resp->body = json_pack("{s:s, s:o, s:o, s:b, s:o, s:o, s:s, s:s, s:b, s:b, s:I}", "process_id", pid,
-			       "exit_code", res.status.exited ? json_integer(res.status.exit_code) : json_null(),
-			       "signal", res.status.exited ? json_null() : json_integer(res.status.signal),
-			       "timed_out", res.status.timed_out, "stdout", out, "stderr", errj, "stdout_encoding",
-			       enc_out, "stderr_encoding", enc_err, "stdout_truncated", res.out[0].truncated,
-			       "stderr_truncated", res.out[1].truncated, "duration_ms", (json_int_t)res.duration_ms);
+	                       "exit_code", res.status.exited ? json_integer(res.status.exit_code) : json_null(),
+	                       "signal", res.status.exited ? json_null() : json_integer(res.status.signal), "timed_out",
+	                       res.status.timed_out, "stdout", out, "stderr", errj, "stdout_encoding", enc_out,
+	                       "stderr_encoding", enc_err, "stdout_truncated", res.out[0].truncated, "stderr_truncated",
+	                       res.out[1].truncated, "duration_ms", (json_int_t)res.duration_ms);
 	exec_result_release(&res);
 }
 
 /* Starts a process for a request (env merged, stdin sent); answers errors itself. */
 int api_start_process(const struct api_request *req, struct api_response *resp, struct sandbox *sb,
-		      const struct exec_request *er, char ret_pid[32], struct guest_stream **ret_stream)
+                      const struct exec_request *er, char ret_pid[32], struct guest_stream **ret_stream)
 {
 	(void)req;
 	struct al_error err = {0};
@@ -608,11 +611,11 @@ API_HANDLER(api_sandbox_exec)
 	}
 	if (er.pty_rows) {
 		api_response_errorf(resp, AL_ERR_INVALID_ARGUMENT,
-				    "pty: start a PTY process with POST /v1/sandboxes/{id}/processes and attach to it");
+		                    "pty: start a PTY process with POST /v1/sandboxes/{id}/processes and attach to it");
 	} else if (!er.stream) {
 		if (er.stdin_stream)
 			api_response_errorf(resp, AL_ERR_INVALID_ARGUMENT,
-					    "stdin_stream needs \"stream\": true (or a background process)");
+			                    "stdin_stream needs \"stream\": true (or a background process)");
 		else
 			exec_collected(req, resp, &er);
 	} else {
@@ -621,7 +624,7 @@ API_HANDLER(api_sandbox_exec)
 		struct guest_stream *s = NULL;
 		if (sb && api_start_process(req, resp, sb, &er, pid, &s) == 0)
 			api_stream_output(req, resp, sb, s, true, true, true,
-					  json_pack("{s:s, s:s}", "type", "start", "process_id", pid));
+			                  json_pack("{s:s, s:s}", "type", "start", "process_id", pid));
 		else
 			sandbox_release(sb);
 	}
@@ -639,7 +642,7 @@ API_HANDLER(api_sandbox_metrics)
 	cleanup_json json_t *msg = json_object();
 	json_t *result = NULL;
 	if (guest_channel_call(sandbox_channel(sb), AIRLOCK_FRAME_METRICS, msg, now_ms_monotonic() + 10000,
-			       "the metrics request", &result, &err) < 0)
+	                       "the metrics request", &result, &err) < 0)
 		api_response_error(resp, &err);
 	else
 		resp->body = result;

@@ -90,7 +90,7 @@ static enum MHD_Result foreach_cb(void *cls, enum MHD_ValueKind kind, const char
 }
 
 void api_query_foreach(const struct api_request *req, void (*fn)(void *ctx, const char *key, const char *value),
-		       void *ctx)
+                       void *ctx)
 {
 	struct foreach_ctx f = {fn, ctx};
 	MHD_get_connection_values(req->conn, MHD_GET_ARGUMENT_KIND, foreach_cb, &f);
@@ -109,8 +109,8 @@ void api_response_error(struct api_response *resp, const struct al_error *err)
 	if (resp->body)
 		json_decref(resp->body);
 	resp->status = al_error_http_status(err->code);
-	resp->body = json_pack("{s:{s:s, s:s}}", "error", "code", al_error_code_name(err->code), "message",
-			       err->message);
+	resp->body =
+	    json_pack("{s:{s:s, s:s}}", "error", "code", al_error_code_name(err->code), "message", err->message);
 }
 
 int api_response_to_error(struct api_response *resp, struct al_error *err)
@@ -164,7 +164,7 @@ static void stream_free_cb(void *cls)
 }
 
 static void upgrade_cb(void *cls, struct MHD_Connection *c, void *con_cls, const char *extra_in, size_t extra_len,
-		       MHD_socket sock, struct MHD_UpgradeResponseHandle *urh)
+                       MHD_socket sock, struct MHD_UpgradeResponseHandle *urh)
 {
 	(void)c;
 	(void)con_cls;
@@ -204,10 +204,10 @@ static enum MHD_Result send_response(struct MHD_Connection *c, struct api_respon
 		struct stream_ctx *sc = xcalloc(1, sizeof(*sc));
 		sc->resp = *resp;
 		r = MHD_create_response_from_callback(resp->content_length >= 0 ? (uint64_t)resp->content_length
-										  : MHD_SIZE_UNKNOWN,
-						      API_STREAM_BLOCK, stream_cb, sc, stream_free_cb);
+		                                                                : MHD_SIZE_UNKNOWN,
+		                                      API_STREAM_BLOCK, stream_cb, sc, stream_free_cb);
 		MHD_add_response_header(r, "Content-Type",
-					resp->content_type ? resp->content_type : "application/x-ndjson");
+		                        resp->content_type ? resp->content_type : "application/x-ndjson");
 		if (resp->body)
 			json_decref(resp->body);
 	} else if (resp->body) {
@@ -231,7 +231,7 @@ static enum MHD_Result send_response(struct MHD_Connection *c, struct api_respon
 }
 
 static enum MHD_Result send_error(struct MHD_Connection *c, enum al_error_code code, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 static enum MHD_Result send_error(struct MHD_Connection *c, enum al_error_code code, const char *fmt, ...)
 {
 	struct al_error err = {.code = code};
@@ -280,8 +280,8 @@ static enum MHD_Result early(struct conn_state *st, enum MHD_Result r)
 	return r;
 }
 
-static enum MHD_Result on_headers(struct api_server *srv, struct MHD_Connection *c, const char *url,
-				  const char *method, struct conn_state *st)
+static enum MHD_Result on_headers(struct api_server *srv, struct MHD_Connection *c, const char *url, const char *method,
+                                  struct conn_state *st)
 {
 	char allowed[128] = "";
 	bool path_known = false;
@@ -306,16 +306,18 @@ static enum MHD_Result on_headers(struct api_server *srv, struct MHD_Connection 
 	st->route = api_route_match(method, url, &st->req, &path_known, allowed, sizeof(allowed));
 	if (!st->route) {
 		if (path_known)
-			return early(st, send_error(c, AL_ERR_METHOD, "%s is not allowed on %s (allowed: %s)", method, url, allowed));
-		return early(st, send_error(c, AL_ERR_NOT_FOUND, "no such endpoint: %s %.200s (see docs/api.md)", method, url));
+			return early(st, send_error(c, AL_ERR_METHOD, "%s is not allowed on %s (allowed: %s)", method,
+			                            url, allowed));
+		return early(
+		    st, send_error(c, AL_ERR_NOT_FOUND, "no such endpoint: %s %.200s (see docs/api.md)", method, url));
 	}
 	if (st->route->admin_only && st->req.tenant)
 		return early(st, send_error(c, AL_ERR_FORBIDDEN,
-				  "%s %s is for the operator: use the unix socket (tokens cannot do this)", method,
-				  st->route->pattern));
+		                            "%s %s is for the operator: use the unix socket (tokens cannot do this)",
+		                            method, st->route->pattern));
 
 	st->limit = st->route->upload_begin ? (st->route->body_max ? st->route->body_max : max_file_bytes)
-					    : st->route->body_max;
+	                                    : st->route->body_max;
 	const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
 	uint64_t declared = 0;
 	if (cl && parse_u64(cl, &declared) < 0)
@@ -323,9 +325,10 @@ static enum MHD_Result on_headers(struct api_server *srv, struct MHD_Connection 
 	if (declared > 0 && st->limit == 0)
 		return early(st, send_error(c, AL_ERR_INVALID_ARGUMENT, "%s %s takes no request body", method, url));
 	if (declared > st->limit)
-		return early(st, send_error(c, AL_ERR_TOO_LARGE,
-				  "request body of %" PRIu64 " bytes is above this endpoint's limit of %zu bytes", declared,
-				  st->limit));
+		return early(st,
+		             send_error(c, AL_ERR_TOO_LARGE,
+		                        "request body of %" PRIu64 " bytes is above this endpoint's limit of %zu bytes",
+		                        declared, st->limit));
 	if (!st->route->upload_begin && declared > 0 && !content_type_json(c))
 		return early(st, send_error(c, AL_ERR_UNSUPPORTED_MEDIA, "Content-Type must be application/json"));
 	if (st->route->upload_begin) {
@@ -338,8 +341,8 @@ static enum MHD_Result on_headers(struct api_server *srv, struct MHD_Connection 
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
-				  const char *version, const char *upload_data, size_t *upload_data_size,
-				  void **con_cls)
+                                  const char *version, const char *upload_data, size_t *upload_data_size,
+                                  void **con_cls)
 {
 	(void)version;
 	struct api_server *srv = cls;
@@ -375,7 +378,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 	st->answered = true;
 	if (st->too_large) {
 		return send_error(c, AL_ERR_TOO_LARGE, "request body is above this endpoint's limit of %zu bytes",
-				  st->limit);
+		                  st->limit);
 	}
 	struct api_response resp = {.status = 200, .content_length = -1};
 	if (st->uploading) {
@@ -420,13 +423,13 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
 
 static int start_mhd(struct api_server *s, struct al_error *err)
 {
-	s->mhd = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
-					  MHD_USE_ERROR_LOG | MHD_USE_ITC | MHD_ALLOW_UPGRADE,
-				  0, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
-				  MHD_OPTION_LISTEN_SOCKET, s->listen_fd, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
-				  NULL, MHD_OPTION_CONNECTION_LIMIT, (unsigned)API_CONNECTIONS_MAX,
-				  MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)API_CONNECTION_TIMEOUT_S,
-				  MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(API_HEADER_MAX * 8), MHD_OPTION_END);
+	s->mhd = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG |
+	                              MHD_USE_ITC | MHD_ALLOW_UPGRADE,
+	                          0, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
+	                          MHD_OPTION_LISTEN_SOCKET, s->listen_fd, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
+	                          NULL, MHD_OPTION_CONNECTION_LIMIT, (unsigned)API_CONNECTIONS_MAX,
+	                          MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)API_CONNECTION_TIMEOUT_S,
+	                          MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(API_HEADER_MAX * 8), MHD_OPTION_END);
 	if (!s->mhd)
 		return al_error_set(err, AL_ERR_INTERNAL, EIO, "cannot start the HTTP server");
 	return 0;
@@ -437,8 +440,8 @@ int api_server_start_unix(const char *socket_path, struct api_server **ret, stru
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	if (strlcpy_al(sa.sun_path, socket_path, sizeof(sa.sun_path)) >= sizeof(sa.sun_path))
 		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, ENAMETOOLONG,
-				    "socket path %s is longer than %zu bytes; pick a shorter --socket", socket_path,
-				    sizeof(sa.sun_path) - 1);
+		                    "socket path %s is longer than %zu bytes; pick a shorter --socket", socket_path,
+		                    sizeof(sa.sun_path) - 1);
 	cleanup_free char *dir = xstrdup(socket_path);
 	char *slash = strrchr(dir, '/');
 	if (slash && slash != dir) {
@@ -457,8 +460,8 @@ int api_server_start_unix(const char *socket_path, struct api_server **ret, stru
 		close(probe);
 		if (live)
 			return al_error_set(err, AL_ERR_CONFLICT, EADDRINUSE,
-					    "another airlockd is listening on %s; stop it or pick another --socket",
-					    socket_path);
+			                    "another airlockd is listening on %s; stop it or pick another --socket",
+			                    socket_path);
 	}
 	unlink(socket_path);
 	mode_t old = umask(0117);
@@ -492,7 +495,7 @@ int api_server_start_tcp(const char *addr_port, struct api_server **ret, struct 
 	long port;
 	if (!colon || (size_t)(colon - addr_port) >= sizeof(host) || parse_int_range(colon + 1, 1, 65535, &port) < 0)
 		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
-				    "--listen takes ADDR:PORT (e.g. 127.0.0.1:7070), got \"%s\"", addr_port);
+		                    "--listen takes ADDR:PORT (e.g. 127.0.0.1:7070), got \"%s\"", addr_port);
 	snprintf(host, sizeof(host), "%.*s", (int)(colon - addr_port), addr_port);
 	struct sockaddr_storage ss = {0};
 	socklen_t sl;
@@ -502,14 +505,16 @@ int api_server_start_tcp(const char *addr_port, struct api_server **ret, struct 
 		s6->sin6_family = AF_INET6;
 		s6->sin6_port = htons((uint16_t)port);
 		if (inet_pton(AF_INET6, host + 1, &s6->sin6_addr) != 1)
-			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "--listen: bad IPv6 address %s", host);
+			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "--listen: bad IPv6 address %s",
+			                    host);
 		sl = sizeof(*s6);
 	} else {
 		struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
 		s4->sin_family = AF_INET;
 		s4->sin_port = htons((uint16_t)port);
 		if (inet_pton(AF_INET, host, &s4->sin_addr) != 1)
-			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "--listen: bad IPv4 address %s", host);
+			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "--listen: bad IPv4 address %s",
+			                    host);
 		sl = sizeof(*s4);
 	}
 	cleanup_close int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);

@@ -19,14 +19,14 @@
 
 struct api_request {
 	const char *method;
-	const char *path; /* without the query string */
+	const char *path;   /* without the query string */
 	const char *tenant; /* NULL: the admin (unix socket); else the token's tenant */
 	const char *remote; /* "unix" or the peer address */
 	const char *body;
 	size_t body_len;
 	char params[API_PARAMS_MAX][API_PARAM_MAX + 1]; /* the {…} parts of the route, in order */
-	void *conn;  /* the MHD connection, for query arguments and headers */
-	int conn_fd; /* to notice a client that went away during a long answer */
+	void *conn;                                     /* the MHD connection, for query arguments and headers */
+	int conn_fd;                                    /* to notice a client that went away during a long answer */
 };
 
 /* A query argument or request header, NULL when absent. */
@@ -34,7 +34,7 @@ const char *api_query(const struct api_request *req, const char *name);
 const char *api_header(const struct api_request *req, const char *name);
 /* Calls fn for every query argument. */
 void api_query_foreach(const struct api_request *req, void (*fn)(void *ctx, const char *key, const char *value),
-		       void *ctx);
+                       void *ctx);
 /* True once the client closed its connection. */
 bool api_client_gone(int conn_fd);
 
@@ -63,7 +63,7 @@ void api_response_error(struct api_response *resp, const struct al_error *err);
  * upload handlers that answer through their begin() error; frees the body. */
 int api_response_to_error(struct api_response *resp, struct al_error *err);
 void api_response_errorf(struct api_response *resp, enum al_error_code code, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 
 /* A handler that takes its body as a stream (file uploads, stdin). */
 struct api_upload {
@@ -91,7 +91,7 @@ extern const size_t api_routes_count;
 /* Finds the route for method + path and fills req->params. NULL with *ret_path_known
  * telling 404 from 405. */
 const struct api_route *api_route_match(const char *method, const char *path, struct api_request *req,
-					bool *ret_path_known, char *allowed, size_t allowed_size);
+                                        bool *ret_path_known, char *allowed, size_t allowed_size);
 void api_print_routes(FILE *f);
 
 /* Settings the handlers need. */

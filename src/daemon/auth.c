@@ -462,11 +462,10 @@ static int quota_validate(const struct tenant_quota *q, struct al_error *err)
 	const struct {
 		const char *name;
 		unsigned v;
-	} f[] = {
-	    {"max_sandboxes", q->max_sandboxes},
-	    {"max_vcpus", q->max_vcpus},
-	    {"max_memory_mib", q->max_memory_mib},
-	    {"max_snapshot_mib", q->max_snapshot_mib}};
+	} f[] = {{"max_sandboxes", q->max_sandboxes},
+	         {"max_vcpus", q->max_vcpus},
+	         {"max_memory_mib", q->max_memory_mib},
+	         {"max_snapshot_mib", q->max_snapshot_mib}};
 	for (size_t i = 0; i < ARRAY_SIZE(f); i++)
 		if (f[i].v > QUOTA_MAX)
 			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
@@ -526,8 +525,9 @@ int auth_quota_get(const char *tenant, struct tenant_quota *ret, struct al_error
 	if (!db)
 		return db_closed(err);
 	cleanup_stmt sqlite3_stmt *st = NULL;
-	if (sqlite3_prepare_v2(db, "SELECT max_sandboxes, max_vcpus, max_memory_mib, max_snapshot_mib FROM tenants WHERE name = ?1", -1,
-	                       &st, NULL) != SQLITE_OK)
+	if (sqlite3_prepare_v2(
+	        db, "SELECT max_sandboxes, max_vcpus, max_memory_mib, max_snapshot_mib FROM tenants WHERE name = ?1",
+	        -1, &st, NULL) != SQLITE_OK)
 		return db_error(db, err, "get quotas");
 	sqlite3_bind_text(st, 1, tenant, -1, SQLITE_STATIC);
 	int rc = sqlite3_step(st);
@@ -566,10 +566,9 @@ int quota_check(const char *tenant, const struct tenant_quota *q, const struct t
 
 json_t *tenant_to_json(const char *name, const struct tenant_quota *q, const struct tenant_usage *usage)
 {
-	json_t *j =
-	    json_pack("{s:s, s:{s:I, s:I, s:I, s:I}}", "name", name, "quotas", "max_sandboxes",
-	              (json_int_t)q->max_sandboxes, "max_vcpus", (json_int_t)q->max_vcpus, "max_memory_mib",
-	              (json_int_t)q->max_memory_mib, "max_snapshot_mib", (json_int_t)q->max_snapshot_mib);
+	json_t *j = json_pack("{s:s, s:{s:I, s:I, s:I, s:I}}", "name", name, "quotas", "max_sandboxes",
+	                      (json_int_t)q->max_sandboxes, "max_vcpus", (json_int_t)q->max_vcpus, "max_memory_mib",
+	                      (json_int_t)q->max_memory_mib, "max_snapshot_mib", (json_int_t)q->max_snapshot_mib);
 	if (!j)
 		abort();
 	if (usage)

@@ -27,17 +27,18 @@
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: airlockd [--socket PATH] [--state-dir DIR] [--image-dir DIR] [--boot-timeout-s N]\n"
-		   "                [--listen ADDR:PORT] [--max-file-bytes N] [--print-routes]\n"
-		   "\n"
-		   "  --socket PATH        API socket (default " DEFAULT_SOCKET ")\n"
-		   "  --state-dir DIR      database, sandboxes, logs (default " DEFAULT_STATE_DIR ")\n"
-		   "  --image-dir DIR      kernels/ and templates/ (default: the state dir)\n"
-		   "  --boot-timeout-s N   a guest that has not said hello after N s is an error (default %d)\n"
-		   "  --listen ADDR:PORT   also serve the API over TCP; every request needs a bearer token\n"
-		   "  --max-file-bytes N   largest file or archive upload (default 1 GiB)\n"
-		   "  --print-routes       print every route of the API and exit\n",
-		DEFAULT_BOOT_TIMEOUT_S);
+	fprintf(f,
+	        "usage: airlockd [--socket PATH] [--state-dir DIR] [--image-dir DIR] [--boot-timeout-s N]\n"
+	        "                [--listen ADDR:PORT] [--max-file-bytes N] [--print-routes]\n"
+	        "\n"
+	        "  --socket PATH        API socket (default " DEFAULT_SOCKET ")\n"
+	        "  --state-dir DIR      database, sandboxes, logs (default " DEFAULT_STATE_DIR ")\n"
+	        "  --image-dir DIR      kernels/ and templates/ (default: the state dir)\n"
+	        "  --boot-timeout-s N   a guest that has not said hello after N s is an error (default %d)\n"
+	        "  --listen ADDR:PORT   also serve the API over TCP; every request needs a bearer token\n"
+	        "  --max-file-bytes N   largest file or archive upload (default 1 GiB)\n"
+	        "  --print-routes       print every route of the API and exit\n",
+	        DEFAULT_BOOT_TIMEOUT_S);
 }
 
 static bool qemu_present(void)
@@ -55,7 +56,7 @@ static bool qemu_present(void)
 
 /* Every process end: an event and the exec latency histogram. */
 static void on_process_exit(const char *sandbox_id, const char *tenant, const char *process_id, uint8_t type,
-			    json_t *result, uint64_t duration_ms)
+                            json_t *result, uint64_t duration_ms)
 {
 	json_t *data = json_pack("{s:s, s:I}", "process_id", process_id, "duration_ms", (json_int_t)duration_ms);
 	if (type == AIRLOCK_FRAME_EXIT && result) {
@@ -77,12 +78,16 @@ int main(int argc, char **argv)
 	const char *listen_addr = NULL;
 	uint64_t max_file_bytes = DEFAULT_MAX_FILE_BYTES;
 	static const struct option opts[] = {
-		{"socket", required_argument, NULL, 's'},  {"state-dir", required_argument, NULL, 'd'},
-		{"image-dir", required_argument, NULL, 'i'}, {"boot-timeout-s", required_argument, NULL, 't'},
-		{"help", no_argument, NULL, 'h'},          {"version", no_argument, NULL, 'V'},
-		{"listen", required_argument, NULL, 'l'},  {"max-file-bytes", required_argument, NULL, 'm'},
-		{"print-routes", no_argument, NULL, 'r'},
-		{NULL, 0, NULL, 0},
+	    {"socket", required_argument, NULL, 's'},
+	    {"state-dir", required_argument, NULL, 'd'},
+	    {"image-dir", required_argument, NULL, 'i'},
+	    {"boot-timeout-s", required_argument, NULL, 't'},
+	    {"help", no_argument, NULL, 'h'},
+	    {"version", no_argument, NULL, 'V'},
+	    {"listen", required_argument, NULL, 'l'},
+	    {"max-file-bytes", required_argument, NULL, 'm'},
+	    {"print-routes", no_argument, NULL, 'r'},
+	    {NULL, 0, NULL, 0},
 	};
 	int c;
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -98,7 +103,8 @@ int main(int argc, char **argv)
 			break;
 		case 't':
 			if (parse_int_range(optarg, 1, BOOT_TIMEOUT_S_MAX, &boot_timeout_s) < 0) {
-				fprintf(stderr, "airlockd: --boot-timeout-s must be from 1 to %d\n", BOOT_TIMEOUT_S_MAX);
+				fprintf(stderr, "airlockd: --boot-timeout-s must be from 1 to %d\n",
+				        BOOT_TIMEOUT_S_MAX);
 				return 2;
 			}
 			break;
@@ -165,12 +171,12 @@ int main(int argc, char **argv)
 	long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
 	static struct daemon_config cfg;
 	cfg = (struct daemon_config){
-		.state_dir = state_abs,
-		.image_dir = image_abs,
-		.boot_timeout_s = (unsigned)boot_timeout_s,
-		.host_memory_mib = pages > 0 && page > 0 ? (unsigned)((uint64_t)pages * (uint64_t)page >> 20) : 0,
-		.vmm = &vmm_qemu_ops,
-		.store = store,
+	    .state_dir = state_abs,
+	    .image_dir = image_abs,
+	    .boot_timeout_s = (unsigned)boot_timeout_s,
+	    .host_memory_mib = pages > 0 && page > 0 ? (unsigned)((uint64_t)pages * (uint64_t)page >> 20) : 0,
+	    .vmm = &vmm_qemu_ops,
+	    .store = store,
 	};
 	api_set_config(&cfg, max_file_bytes);
 	if (auth_init(store, &err) < 0 || events_init(store, &err) < 0 || snapshots_init(store, state_abs, &err) < 0) {
@@ -180,9 +186,9 @@ int main(int argc, char **argv)
 	}
 	process_set_exit_hook(on_process_exit);
 	log_info("airlockd %s starting: backend %s, accel %s%s, state dir %s, image dir %s", AIRLOCK_VERSION,
-		 cfg.vmm->name, cfg.vmm->accel(),
-		 strcmp(cfg.vmm->accel(), "kvm") ? " (no /dev/kvm: software emulation, slower)" : "", state_abs,
-		 image_abs);
+	         cfg.vmm->name, cfg.vmm->accel(),
+	         strcmp(cfg.vmm->accel(), "kvm") ? " (no /dev/kvm: software emulation, slower)" : "", state_abs,
+	         image_abs);
 	if (sandboxes_init(&cfg, &err) < 0) {
 		log_error("%s", err.message);
 		store_close(store);
@@ -198,8 +204,8 @@ int main(int argc, char **argv)
 		store_close(store);
 		return 1;
 	}
-	log_info("listening on %s%s%s%s", socket_path, listen_addr ? " and on TCP " : "", listen_addr ? listen_addr : "",
-		 listen_addr ? " (bearer tokens)" : "");
+	log_info("listening on %s%s%s%s", socket_path, listen_addr ? " and on TCP " : "",
+	         listen_addr ? listen_addr : "", listen_addr ? " (bearer tokens)" : "");
 
 	int sig = 0;
 	while (sigwait(&sigs, &sig) == 0 && sig == SIGHUP)

@@ -23,7 +23,7 @@ struct guest_stream {
 	bool listed; /* still in ch->streams (frames are routed to it) */
 	enum guest_stream_mode mode;
 	bool done;
-	bool hold_on_ok; /* FREEZE: hold the outgoing queue the moment OK arrives */
+	bool hold_on_ok;     /* FREEZE: hold the outgoing queue the moment OK arrives */
 	uint8_t result_type; /* EXIT, ERROR or OK once done; 0 if the channel died */
 	json_t *result;
 	guest_stream_done_fn done_fn;
@@ -174,10 +174,10 @@ static int enqueue_locked(struct guest_channel *ch, uint8_t type, uint32_t strea
 		return -EMSGSIZE;
 	struct gc_outframe *f = xmalloc(sizeof(*f) + AIRLOCK_FRAME_HEADER_SIZE + len);
 	struct airlock_frame_header h = {
-		.version = AIRLOCK_PROTO_VERSION,
-		.type = type,
-		.stream = stream,
-		.length = (uint32_t)len,
+	    .version = AIRLOCK_PROTO_VERSION,
+	    .type = type,
+	    .stream = stream,
+	    .length = (uint32_t)len,
 	};
 	frame_header_encode(&h, f->data);
 	if (len)
@@ -271,7 +271,7 @@ int guest_channel_freeze(struct guest_channel *ch, uint64_t deadline_ms, struct 
 	if (r < 0) {
 		guest_channel_release_hold(ch);
 		return al_error_set(err, r == -ETIMEDOUT ? AL_ERR_TIMEOUT : AL_ERR_GUEST, -r,
-				    "the guest agent did not finish the snapshot hook (FREEZE)");
+		                    "the guest agent did not finish the snapshot hook (FREEZE)");
 	}
 	if (type != AIRLOCK_FRAME_OK) {
 		r = guest_result_to_error(result, "the snapshot hook (FREEZE)", err);
@@ -323,7 +323,8 @@ static void kill_locked(struct guest_channel *ch, const char *reason)
 		ch->dead = true;
 		strlcpy_al(ch->dead_reason, reason, sizeof(ch->dead_reason));
 		for (struct guest_stream *s = ch->streams; s; s = s->next)
-			stream_finish_locked(ch, s, 0, json_pack("{s:s, s:s}", "code", "guest_gone", "message", reason));
+			stream_finish_locked(ch, s, 0,
+			                     json_pack("{s:s, s:s}", "code", "guest_gone", "message", reason));
 	}
 	pthread_cond_broadcast(&ch->cond);
 }
@@ -473,8 +474,8 @@ static void log_append(struct guest_stream *s, uint8_t type, const uint8_t *data
 	}
 }
 
-static void handle_data_locked(struct guest_channel *ch, struct guest_stream *s, uint8_t type,
-			       const uint8_t *payload, size_t len)
+static void handle_data_locked(struct guest_channel *ch, struct guest_stream *s, uint8_t type, const uint8_t *payload,
+                               size_t len)
 {
 	if (s->mode == GUEST_STREAM_COLLECT)
 		output_append(&s->out[type == AIRLOCK_FRAME_STDERR ? 1 : 0], payload, len);
@@ -484,8 +485,7 @@ static void handle_data_locked(struct guest_channel *ch, struct guest_stream *s,
 	credit_locked(ch, s, false);
 }
 
-int guest_channel_handle_frame(struct guest_channel *ch, const struct airlock_frame_header *h,
-			       const uint8_t *payload)
+int guest_channel_handle_frame(struct guest_channel *ch, const struct airlock_frame_header *h, const uint8_t *payload)
 {
 	if (h->stream == 0) {
 		if (h->type == AIRLOCK_FRAME_HELLO)
@@ -519,7 +519,7 @@ int guest_channel_handle_frame(struct guest_channel *ch, const struct airlock_fr
 	case AIRLOCK_FRAME_CREDIT:
 		if (h->length == 4)
 			s->in_credit += ((uint32_t)payload[0] << 24) | ((uint32_t)payload[1] << 16) |
-					((uint32_t)payload[2] << 8) | payload[3];
+			                ((uint32_t)payload[2] << 8) | payload[3];
 		break;
 	case AIRLOCK_FRAME_EXIT:
 	case AIRLOCK_FRAME_ERROR:
@@ -530,7 +530,7 @@ int guest_channel_handle_frame(struct guest_channel *ch, const struct airlock_fr
 			if (j)
 				json_decref(j);
 			j = json_pack("{s:s, s:s}", "code", "bad_reply", "message",
-				      "the guest agent sent a malformed reply");
+			              "the guest agent sent a malformed reply");
 			type = AIRLOCK_FRAME_ERROR;
 		}
 		stream_finish_locked(ch, s, type, j);
@@ -606,7 +606,8 @@ static bool wait_locked(struct guest_channel *ch, uint64_t deadline_ms)
 {
 	if (now_ms_monotonic() >= deadline_ms)
 		return false;
-	struct timespec ts = {.tv_sec = (time_t)(deadline_ms / 1000u), .tv_nsec = (long)(deadline_ms % 1000u) * 1000000L};
+	struct timespec ts = {.tv_sec = (time_t)(deadline_ms / 1000u),
+	                      .tv_nsec = (long)(deadline_ms % 1000u) * 1000000L};
 	pthread_cond_timedwait(&ch->cond, &ch->lock, &ts);
 	return true;
 }
@@ -631,7 +632,7 @@ int guest_channel_wait_hello(struct guest_channel *ch, uint64_t deadline_ms, str
 /* ---- streams ------------------------------------------------------------------------------------ */
 
 int guest_stream_start(struct guest_channel *ch, uint8_t type, json_t *msg, enum guest_stream_mode mode,
-		       size_t collect_limit, struct guest_stream **ret, struct al_error *err)
+                       size_t collect_limit, struct guest_stream **ret, struct al_error *err)
 {
 	cleanup_free char *text = json_dumps(msg, JSON_COMPACT);
 	if (!text)
@@ -639,16 +640,16 @@ int guest_stream_start(struct guest_channel *ch, uint8_t type, json_t *msg, enum
 	size_t len = strlen(text);
 	if (len > AIRLOCK_FRAME_MAX_PAYLOAD)
 		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, E2BIG,
-				    "the request takes %zu bytes once encoded for the guest; the limit is %u (pass "
-				    "large inputs through stdin or a file)",
-				    len, AIRLOCK_FRAME_MAX_PAYLOAD);
+		                    "the request takes %zu bytes once encoded for the guest; the limit is %u (pass "
+		                    "large inputs through stdin or a file)",
+		                    len, AIRLOCK_FRAME_MAX_PAYLOAD);
 	pthread_mutex_lock(&ch->lock);
 	int r = 0;
 	if (ch->dead)
 		r = al_error_set(err, AL_ERR_CONFLICT, EPIPE, "the sandbox's guest is gone: %s", ch->dead_reason);
 	else if (ch->n_streams >= GUEST_STREAMS_MAX)
 		r = al_error_set(err, AL_ERR_CONFLICT, EBUSY,
-				 "the sandbox already runs %d operations; wait for one to finish", GUEST_STREAMS_MAX);
+		                 "the sandbox already runs %d operations; wait for one to finish", GUEST_STREAMS_MAX);
 	if (r < 0) {
 		pthread_mutex_unlock(&ch->lock);
 		return r;
@@ -672,8 +673,7 @@ int guest_stream_start(struct guest_channel *ch, uint8_t type, json_t *msg, enum
 	return 0;
 }
 
-void guest_stream_set_done_cb(struct guest_channel *ch, struct guest_stream *s, guest_stream_done_fn fn,
-			      void *ctx)
+void guest_stream_set_done_cb(struct guest_channel *ch, struct guest_stream *s, guest_stream_done_fn fn, void *ctx)
 {
 	pthread_mutex_lock(&ch->lock);
 	s->done_fn = fn;
@@ -715,8 +715,8 @@ void guest_stream_unref(struct guest_channel *ch, struct guest_stream *s)
 		stream_free(s);
 }
 
-int guest_stream_send_data(struct guest_channel *ch, struct guest_stream *s, uint8_t type, const void *data,
-			   size_t len, uint64_t deadline_ms)
+int guest_stream_send_data(struct guest_channel *ch, struct guest_stream *s, uint8_t type, const void *data, size_t len,
+                           uint64_t deadline_ms)
 {
 	const uint8_t *p = data;
 	int r = 0;
@@ -800,8 +800,7 @@ void guest_stream_take_output(struct guest_channel *ch, struct guest_stream *s, 
 	pthread_mutex_unlock(&ch->lock);
 }
 
-void guest_stream_stats(struct guest_channel *ch, struct guest_stream *s, uint64_t *ret_bytes,
-			uint64_t *ret_dropped)
+void guest_stream_stats(struct guest_channel *ch, struct guest_stream *s, uint64_t *ret_bytes, uint64_t *ret_dropped)
 {
 	pthread_mutex_lock(&ch->lock);
 	if (s->mode == GUEST_STREAM_LOG) {
@@ -849,7 +848,7 @@ void guest_cursor_close(struct guest_channel *ch, struct guest_cursor *c)
 }
 
 int guest_cursor_read(struct guest_channel *ch, struct guest_cursor *c, uint64_t deadline_ms, uint8_t *ret_type,
-		      uint8_t **ret_data, size_t *ret_len, uint64_t *ret_dropped)
+                      uint8_t **ret_data, size_t *ret_len, uint64_t *ret_dropped)
 {
 	struct guest_stream *s = c->s;
 	int r = 0;
@@ -917,10 +916,10 @@ int guest_result_to_error(json_t *result, const char *what, struct al_error *err
 		const char *code;
 		enum al_error_code al;
 	} map[] = {
-		{"enoent", AL_ERR_NOT_FOUND},  {"eexist", AL_ERR_CONFLICT},   {"enotempty", AL_ERR_CONFLICT},
-		{"eisdir", AL_ERR_CONFLICT},   {"enotdir", AL_ERR_CONFLICT},  {"ebusy", AL_ERR_CONFLICT},
-		{"eacces", AL_ERR_FORBIDDEN},  {"eperm", AL_ERR_FORBIDDEN},   {"guest_gone", AL_ERR_GUEST},
-		{"bad_reply", AL_ERR_GUEST},
+	    {"enoent", AL_ERR_NOT_FOUND}, {"eexist", AL_ERR_CONFLICT},  {"enotempty", AL_ERR_CONFLICT},
+	    {"eisdir", AL_ERR_CONFLICT},  {"enotdir", AL_ERR_CONFLICT}, {"ebusy", AL_ERR_CONFLICT},
+	    {"eacces", AL_ERR_FORBIDDEN}, {"eperm", AL_ERR_FORBIDDEN},  {"guest_gone", AL_ERR_GUEST},
+	    {"bad_reply", AL_ERR_GUEST},
 	};
 	enum al_error_code al = AL_ERR_INVALID_ARGUMENT;
 	for (size_t i = 0; i < ARRAY_SIZE(map); i++)
@@ -937,17 +936,18 @@ json_t *guest_exec_message(const struct exec_request *req, char **env, size_t n_
 	json_t *jenv = json_array();
 	for (size_t i = 0; i < n_env; i++)
 		json_array_append_new(jenv, json_string(env[i]));
-	json_t *m = json_pack("{s:o, s:o, s:s, s:I, s:I, s:I, s:b}", "argv", argv, "env", jenv, "cwd", req->cwd,
-			      "uid", (json_int_t)req->uid, "gid", (json_int_t)req->gid, "timeout_ms",
-			      (json_int_t)req->timeout_s * 1000, "stdin", req->stdin_data != NULL || req->stdin_stream);
+	json_t *m = json_pack("{s:o, s:o, s:s, s:I, s:I, s:I, s:b}", "argv", argv, "env", jenv, "cwd", req->cwd, "uid",
+	                      (json_int_t)req->uid, "gid", (json_int_t)req->gid, "timeout_ms",
+	                      (json_int_t)req->timeout_s * 1000, "stdin", req->stdin_data != NULL || req->stdin_stream);
 	if (req->pty_rows)
-		json_object_set_new(m, "pty", json_pack("{s:I, s:I}", "rows", (json_int_t)req->pty_rows, "cols",
-							(json_int_t)req->pty_cols));
+		json_object_set_new(
+		    m, "pty",
+		    json_pack("{s:I, s:I}", "rows", (json_int_t)req->pty_rows, "cols", (json_int_t)req->pty_cols));
 	return m;
 }
 
 int guest_channel_call(struct guest_channel *ch, uint8_t type, json_t *msg, uint64_t deadline_ms, const char *what,
-		       json_t **ret_result, struct al_error *err)
+                       json_t **ret_result, struct al_error *err)
 {
 	struct guest_stream *s = NULL;
 	int r = guest_stream_start(ch, type, msg, GUEST_STREAM_COLLECT, 0, &s, err);
@@ -957,7 +957,7 @@ int guest_channel_call(struct guest_channel *ch, uint8_t type, json_t *msg, uint
 	if (r < 0) {
 		guest_stream_unref(ch, s);
 		return al_error_set(err, r == -ETIMEDOUT ? AL_ERR_TIMEOUT : AL_ERR_GUEST, -r,
-				    "the guest agent did not finish %s", what);
+		                    "the guest agent did not finish %s", what);
 	}
 	uint8_t rtype = 0;
 	json_t *result = NULL;

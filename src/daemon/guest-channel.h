@@ -100,8 +100,7 @@ int guest_channel_read(struct guest_channel *ch);
  * parsed as bounded JSON with type checks, output is capped per stream and
  * credited back only as it is consumed. < 0 only for violations that make
  * the channel unusable. Exposed for fuzzing. */
-int guest_channel_handle_frame(struct guest_channel *ch, const struct airlock_frame_header *h,
-			       const uint8_t *payload);
+int guest_channel_handle_frame(struct guest_channel *ch, const struct airlock_frame_header *h, const uint8_t *payload);
 
 /* Marks the channel dead (VMM gone, deleted...) and wakes every waiter. */
 void guest_channel_kill(struct guest_channel *ch, const char *reason);
@@ -132,9 +131,8 @@ typedef void (*guest_stream_done_fn)(void *ctx, uint8_t type, json_t *result);
 /* Opens a stream and sends its first frame (EXEC, FILE_READ, FILE_WRITE,
  * FILE_OP, METRICS) with msg as payload. The caller owns one reference. */
 int guest_stream_start(struct guest_channel *ch, uint8_t type, json_t *msg, enum guest_stream_mode mode,
-		       size_t collect_limit, struct guest_stream **ret, struct al_error *err);
-void guest_stream_set_done_cb(struct guest_channel *ch, struct guest_stream *s, guest_stream_done_fn fn,
-			      void *ctx);
+                       size_t collect_limit, struct guest_stream **ret, struct al_error *err);
+void guest_stream_set_done_cb(struct guest_channel *ch, struct guest_stream *s, guest_stream_done_fn fn, void *ctx);
 uint32_t guest_stream_id(struct guest_stream *s);
 /* Drops a reference; the stream is forgotten by the channel with the last. */
 void guest_stream_unref(struct guest_channel *ch, struct guest_stream *s);
@@ -144,8 +142,8 @@ void guest_stream_ref(struct guest_channel *ch, struct guest_stream *s);
  * queue space until the deadline. len 0 = EOF. 0, or -EPIPE when the stream
  * already ended (the rest is not wanted), -ETIMEDOUT, -ECONNRESET when the
  * channel died. */
-int guest_stream_send_data(struct guest_channel *ch, struct guest_stream *s, uint8_t type, const void *data,
-			   size_t len, uint64_t deadline_ms);
+int guest_stream_send_data(struct guest_channel *ch, struct guest_stream *s, uint8_t type, const void *data, size_t len,
+                           uint64_t deadline_ms);
 /* Queues a control frame (SIGNAL, RESIZE) for a stream. */
 int guest_stream_send_control(struct guest_channel *ch, struct guest_stream *s, uint8_t type, json_t *msg);
 
@@ -158,8 +156,7 @@ bool guest_stream_done(struct guest_channel *ch, struct guest_stream *s, uint8_t
 /* Moves the collected output out of a COLLECT stream. */
 void guest_stream_take_output(struct guest_channel *ch, struct guest_stream *s, struct exec_output out[2]);
 /* Bytes of output received and bytes dropped from the log. */
-void guest_stream_stats(struct guest_channel *ch, struct guest_stream *s, uint64_t *ret_bytes,
-			uint64_t *ret_dropped);
+void guest_stream_stats(struct guest_channel *ch, struct guest_stream *s, uint64_t *ret_bytes, uint64_t *ret_dropped);
 
 /* A reader of a LOG stream. */
 struct guest_cursor {
@@ -175,13 +172,13 @@ void guest_cursor_close(struct guest_channel *ch, struct guest_cursor *c);
  * FILE_DATA; *ret_dropped = bytes lost before it), 0 at the end of a finished
  * stream, -ETIMEDOUT when nothing came before the deadline. */
 int guest_cursor_read(struct guest_channel *ch, struct guest_cursor *c, uint64_t deadline_ms, uint8_t *ret_type,
-		      uint8_t **ret_data, size_t *ret_len, uint64_t *ret_dropped);
+                      uint8_t **ret_data, size_t *ret_len, uint64_t *ret_dropped);
 
 /* One request/answer operation (FILE_OP, METRICS, FREEZE, THAW): sends msg
  * on a new stream and waits for OK, whose payload is *ret_result. An ERROR
  * becomes an API error ("what" names the operation). */
 int guest_channel_call(struct guest_channel *ch, uint8_t type, json_t *msg, uint64_t deadline_ms, const char *what,
-		       json_t **ret_result, struct al_error *err);
+                       json_t **ret_result, struct al_error *err);
 
 /* Parses an EXIT result. */
 int guest_result_to_exit(uint8_t type, json_t *result, struct exec_exit *ret, struct al_error *err);

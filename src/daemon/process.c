@@ -13,7 +13,7 @@ struct process {
 	json_t *cmd;
 	char tag[EXEC_TAG_MAX + 1];
 	bool pty;
-	bool stdin_stream; /* takes stdin through POST .../stdin */
+	bool stdin_stream;           /* takes stdin through POST .../stdin */
 	struct guest_stream *stream; /* NULL once the output is forgotten */
 	uint64_t started_ms;         /* realtime */
 	uint64_t start_mono;
@@ -105,7 +105,7 @@ static void on_done(void *ctx, uint8_t type, json_t *result)
 	__atomic_store_n(&p->ended_ms, now ? now : 1, __ATOMIC_RELEASE);
 	if (exit_hook)
 		exit_hook(p->table->sandbox_id, p->table->tenant, p->id, type, result,
-			  now_ms_monotonic() - p->start_mono);
+		          now_ms_monotonic() - p->start_mono);
 }
 
 /* Keeps the table bounded; with t->lock held. */
@@ -130,8 +130,8 @@ static void table_trim(struct process_table *t, struct guest_channel *ch)
 }
 
 int process_start(struct process_table *t, struct guest_channel *ch, const struct exec_request *req, char **env,
-		  size_t n_env, enum guest_stream_mode mode, char ret_id[PROCESS_ID_MAX + 1],
-		  struct guest_stream **ret_stream, struct al_error *err)
+                  size_t n_env, enum guest_stream_mode mode, char ret_id[PROCESS_ID_MAX + 1],
+                  struct guest_stream **ret_stream, struct al_error *err)
 {
 	cleanup_json json_t *msg = guest_exec_message(req, env, n_env);
 	struct guest_stream *s = NULL;
@@ -157,7 +157,7 @@ int process_start(struct process_table *t, struct guest_channel *ch, const struc
 	guest_stream_ref(ch, s);
 	pthread_mutex_unlock(&t->lock);
 	events_emit("exec.start", t->tenant, t->sandbox_id,
-		    json_pack("{s:s, s:O}", "process_id", p->id, "cmd", p->cmd));
+	            json_pack("{s:s, s:O}", "process_id", p->id, "cmd", p->cmd));
 	guest_stream_set_done_cb(ch, s, on_done, p);
 	strlcpy_al(ret_id, p->id, PROCESS_ID_MAX + 1);
 	*ret_stream = s;
@@ -184,14 +184,14 @@ static json_t *process_to_json(struct process *p, struct guest_channel *ch)
 		guest_stream_stats(ch, p->stream, &bytes, &dropped);
 	struct exec_exit ex = {0};
 	bool have_exit = done && result && guest_result_to_exit(type, result, &ex, NULL) == 0;
-	json_t *o = json_pack("{s:s, s:O, s:s, s:s, s:b, s:b, s:o, s:o, s:b, s:o, s:o, s:I, s:I}", "id", p->id, "cmd",
-			      p->cmd, "tag", p->tag, "state", done ? "exited" : "running", "pty", p->pty,
-			      "stdin_stream", p->stdin_stream, "exit_code",
-			      have_exit && ex.exited ? json_integer(ex.exit_code) : json_null(), "signal",
-			      have_exit && !ex.exited ? json_integer(ex.signal) : json_null(), "timed_out",
-			      have_exit && ex.timed_out, "started_at", time_or_null(p->started_ms), "ended_at",
-			      time_or_null(done ? __atomic_load_n(&p->ended_ms, __ATOMIC_ACQUIRE) : 0), "output_bytes",
-			      (json_int_t)bytes, "output_dropped", (json_int_t)dropped);
+	json_t *o =
+	    json_pack("{s:s, s:O, s:s, s:s, s:b, s:b, s:o, s:o, s:b, s:o, s:o, s:I, s:I}", "id", p->id, "cmd", p->cmd,
+	              "tag", p->tag, "state", done ? "exited" : "running", "pty", p->pty, "stdin_stream",
+	              p->stdin_stream, "exit_code", have_exit && ex.exited ? json_integer(ex.exit_code) : json_null(),
+	              "signal", have_exit && !ex.exited ? json_integer(ex.signal) : json_null(), "timed_out",
+	              have_exit && ex.timed_out, "started_at", time_or_null(p->started_ms), "ended_at",
+	              time_or_null(done ? __atomic_load_n(&p->ended_ms, __ATOMIC_ACQUIRE) : 0), "output_bytes",
+	              (json_int_t)bytes, "output_dropped", (json_int_t)dropped);
 	if (done && !have_exit && result) {
 		/* It never ran, or the guest went away: say why. */
 		struct al_error e = {0};
@@ -204,7 +204,7 @@ static json_t *process_to_json(struct process *p, struct guest_channel *ch)
 }
 
 int process_get(struct process_table *t, struct guest_channel *ch, const char *id, json_t **ret_json,
-		struct guest_stream **ret_stream, struct al_error *err)
+                struct guest_stream **ret_stream, struct al_error *err)
 {
 	pthread_mutex_lock(&t->lock);
 	struct process *p = t->list;
@@ -213,7 +213,7 @@ int process_get(struct process_table *t, struct guest_channel *ch, const char *i
 	if (!p) {
 		pthread_mutex_unlock(&t->lock);
 		return al_error_set(err, AL_ERR_NOT_FOUND, ENOENT, "no process \"%.32s\" in sandbox %s", id,
-				    t->sandbox_id);
+		                    t->sandbox_id);
 	}
 	if (ret_json)
 		*ret_json = process_to_json(p, ch);

@@ -11,8 +11,8 @@
 #include "guest-channel.h"
 
 #define PROCESS_ID_MAX 23
-#define PROCESS_KEEP_EXITED 256    /* records of exited processes */
-#define PROCESS_KEEP_OUTPUT 32     /* of which keep their output */
+#define PROCESS_KEEP_EXITED 256 /* records of exited processes */
+#define PROCESS_KEEP_OUTPUT 32  /* of which keep their output */
 
 struct process_table;
 
@@ -22,19 +22,19 @@ void process_table_free(struct process_table *t, struct guest_channel *ch);
 
 /* Called when a process ends (from the channel's monitor thread). */
 typedef void (*process_exit_fn)(const char *sandbox_id, const char *tenant, const char *process_id, uint8_t type,
-				json_t *result, uint64_t duration_ms);
+                                json_t *result, uint64_t duration_ms);
 void process_set_exit_hook(process_exit_fn fn);
 
 /* Starts req (with env, the merged KEY=VALUE list) as a new process. Returns
  * its id and a new reference to its stream. */
 int process_start(struct process_table *t, struct guest_channel *ch, const struct exec_request *req, char **env,
-		  size_t n_env, enum guest_stream_mode mode, char ret_id[PROCESS_ID_MAX + 1],
-		  struct guest_stream **ret_stream, struct al_error *err);
+                  size_t n_env, enum guest_stream_mode mode, char ret_id[PROCESS_ID_MAX + 1],
+                  struct guest_stream **ret_stream, struct al_error *err);
 
 /* The process object (docs/api.md) and a new reference to its stream (NULL
  * when its output was forgotten). -ENOENT for an unknown id. */
 int process_get(struct process_table *t, struct guest_channel *ch, const char *id, json_t **ret_json,
-		struct guest_stream **ret_stream, struct al_error *err);
+                struct guest_stream **ret_stream, struct al_error *err);
 json_t *process_list(struct process_table *t, struct guest_channel *ch);
 
 bool process_id_valid(const char *id);

@@ -22,8 +22,8 @@
 #include "util.h"
 
 struct sandbox {
-	struct sandbox *next; /* registry list, under registry_lock */
-	int refs;             /* under registry_lock */
+	struct sandbox *next;    /* registry list, under registry_lock */
+	int refs;                /* under registry_lock */
 	pthread_mutex_t op_lock; /* one lifecycle operation (boot, delete) at a time */
 	pthread_mutex_t lock;    /* rec and the runtime fields below */
 	struct sandbox_record rec;
@@ -44,10 +44,10 @@ struct sandbox {
 	bool has_monitor;
 	bool vmm_exited;
 	int vmm_status;
-	bool stopping; /* delete or failed boot in progress: exits are expected */
-	bool cancel;   /* deleted while booting */
-	uint64_t generation; /* of the guest: 0 at boot, one more than its snapshot's after a restore */
-	struct retired *retired; /* runtimes of earlier lives (recover), freed with the sandbox */
+	bool stopping;             /* delete or failed boot in progress: exits are expected */
+	bool cancel;               /* deleted while booting */
+	uint64_t generation;       /* of the guest: 0 at boot, one more than its snapshot's after a restore */
+	struct retired *retired;   /* runtimes of earlier lives (recover), freed with the sandbox */
 	uint64_t last_activity_ms; /* monotonic; any API request about it (idle timeout) */
 };
 
@@ -211,7 +211,7 @@ static void console_append(struct sandbox *sb, const char *data, size_t n)
 			rename(cur, old);
 			close(sb->console_log_fd);
 			sb->console_log_fd =
-				open(cur, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0640);
+			    open(cur, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0640);
 			sb->console_log_size = 0;
 		}
 		if (sb->console_log_fd >= 0 && write_full(sb->console_log_fd, data, n) == 0)
@@ -323,7 +323,7 @@ static void describe_exit(struct sandbox *sb, const char *what, char *out, size_
 	char last[1024];
 	console_tail_lines(sb, 6, last, sizeof(last));
 	snprintf(out, size, "%s; guest console:\n%s%s%s", what, telling, telling[0] && last[0] ? "...\n" : "",
-		 last[0] || telling[0] ? last : "(nothing)");
+	         last[0] || telling[0] ? last : "(nothing)");
 }
 
 /* The VMM is gone or the guest broke the protocol while nobody expected it. */
@@ -358,7 +358,7 @@ static void *monitor_main(void *arg)
 			want_write = guest_channel_want_write(sb->ch);
 			ch_i = n;
 			p[n++] = (struct pollfd){.fd = guest_channel_fd(sb->ch),
-						 .events = (short)(POLLIN | (want_write ? POLLOUT : 0))};
+			                         .events = (short)(POLLIN | (want_write ? POLLOUT : 0))};
 			chw_i = n;
 			p[n++] = (struct pollfd){.fd = guest_channel_wake_fd(sb->ch), .events = POLLIN};
 		}
@@ -394,10 +394,10 @@ static void *monitor_main(void *arg)
 			int st = sb->vmm_status;
 			if (WIFSIGNALED(st))
 				snprintf(what, sizeof(what), "the VM exited unexpectedly (VMM killed by signal %d)",
-					 WTERMSIG(st));
+				         WTERMSIG(st));
 			else
 				snprintf(what, sizeof(what), "the VM exited unexpectedly (VMM exit status %d)",
-					 WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+				         WIFEXITED(st) ? WEXITSTATUS(st) : -1);
 			sandbox_fail(sb, what);
 			break;
 		}
@@ -470,9 +470,9 @@ static int attach(struct sandbox *sb, uint64_t deadline_ms, struct al_error *err
 			close(con_fd);
 		if (r == -ECHILD)
 			return al_error_set(err, AL_ERR_BOOT_FAILED, ECHILD, "the VMM exited at start (see %s/%s)",
-					    sb->dir, VMM_LOG);
+			                    sb->dir, VMM_LOG);
 		return al_error_set(err, AL_ERR_BOOT_FAILED, -r, "cannot connect to the VMM's sockets in %s: %s",
-				    sb->dir, strerror(-r));
+		                    sb->dir, strerror(-r));
 	}
 	fcntl(con_fd, F_SETFL, fcntl(con_fd, F_GETFL) | O_NONBLOCK);
 	sb->console_fd = con_fd;
@@ -542,12 +542,13 @@ static int resolve_images(const char *template_name, struct images *ret, struct 
 		char names[512];
 		list_templates(names, sizeof(names));
 		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, ENOENT,
-				    "template: unknown template \"%s\" (installed: %s)", template_name,
-				    names[0] ? names : "none; run 'make images'");
+		                    "template: unknown template \"%s\" (installed: %s)", template_name,
+		                    names[0] ? names : "none; run 'make images'");
 	}
 	if (access(ret->kernel, R_OK) < 0 || access(ret->initrd, R_OK) < 0)
 		return al_error_set(err, AL_ERR_INTERNAL, ENOENT,
-				    "the guest kernel or initramfs is missing under %s/kernels; run 'make images'", base);
+		                    "the guest kernel or initramfs is missing under %s/kernels; run 'make images'",
+		                    base);
 	return 0;
 }
 
@@ -570,7 +571,7 @@ void sandbox_usage(const char *tenant, unsigned *ret_sandboxes, unsigned *ret_vc
 	for (struct sandbox *sb = registry; sb; sb = sb->next) {
 		pthread_mutex_lock(&sb->lock);
 		bool live = sb->rec.state == SANDBOX_CREATING || sb->rec.state == SANDBOX_RUNNING ||
-			    sb->rec.state == SANDBOX_PAUSED;
+		            sb->rec.state == SANDBOX_PAUSED;
 		if (live && !strcmp(sb->rec.tenant, tenant)) {
 			n++;
 			vcpus += sb->rec.vcpus;
@@ -587,8 +588,7 @@ void sandbox_usage(const char *tenant, unsigned *ret_sandboxes, unsigned *ret_vc
 /* The live sandbox `id` as the caller may see it: a new reference, or
  * "not found" (unknown, another tenant's) or a conflict naming its state and
  * what the operation needs (`needs`, e.g. "not running"). */
-static int find_live(const char *id, const char *tenant, const char *needs, struct sandbox **ret,
-		     struct al_error *err)
+static int find_live(const char *id, const char *tenant, const char *needs, struct sandbox **ret, struct al_error *err)
 {
 	if (!sandbox_id_valid(id))
 		return not_found(id, err);
@@ -609,8 +609,8 @@ static int find_live(const char *id, const char *tenant, const char *needs, stru
 	if (r < 0)
 		return r;
 	r = tenant_sees(tenant, &rec) ? al_error_set(err, AL_ERR_CONFLICT, EBUSY, "sandbox %s is %s%s%s", id,
-						     sandbox_state_name(rec.state), needs[0] ? ", " : "", needs)
-				      : not_found(id, err);
+	                                             sandbox_state_name(rec.state), needs[0] ? ", " : "", needs)
+	                              : not_found(id, err);
 	sandbox_record_release(&rec);
 	return r;
 }
@@ -626,12 +626,12 @@ int sandbox_acquire(const char *id, const char *tenant, struct sandbox **ret, st
 	sb->last_activity_ms = now_ms_monotonic();
 	if (sb->rec.state == SANDBOX_PAUSED)
 		r = al_error_set(err, AL_ERR_CONFLICT, EBUSY,
-				 "sandbox %s is paused: resume it first (POST /v1/sandboxes/%s/resume), or add "
-				 "?resume=true to the request",
-				 id, id);
+		                 "sandbox %s is paused: resume it first (POST /v1/sandboxes/%s/resume), or add "
+		                 "?resume=true to the request",
+		                 id, id);
 	else if (sb->rec.state != SANDBOX_RUNNING || !sb->ch || sb->stopping)
 		r = al_error_set(err, AL_ERR_CONFLICT, EBUSY, "sandbox %s is %s, not running", id,
-				 sandbox_state_name(sb->rec.state));
+		                 sandbox_state_name(sb->rec.state));
 	pthread_mutex_unlock(&sb->lock);
 	if (r < 0) {
 		sandbox_unref(sb);
@@ -714,10 +714,10 @@ static int thaw(struct sandbox *sb, bool orphan_streams, struct al_error *err)
 	char hostname[32];
 	snprintf(hostname, sizeof(hostname), "%s", sb->rec.id);
 	cleanup_json json_t *msg = json_pack("{s:I, s:s, s:I, s:s, s:s, s:b}", "generation", (json_int_t)sb->generation,
-					     "entropy", b64, "time_ms", (json_int_t)now_ms_realtime(), "sandbox_id",
-					     sb->rec.id, "hostname", hostname, "orphan_streams", orphan_streams);
+	                                     "entropy", b64, "time_ms", (json_int_t)now_ms_realtime(), "sandbox_id",
+	                                     sb->rec.id, "hostname", hostname, "orphan_streams", orphan_streams);
 	return guest_channel_call(sb->ch, AIRLOCK_FRAME_THAW, msg, now_ms_monotonic() + THAW_TIMEOUT_MS,
-				  "the restore hooks (THAW)", NULL, err);
+	                          "the restore hooks (THAW)", NULL, err);
 }
 
 /* The disk and memory of a restore, from its snapshot; before the VMM starts. */
@@ -752,18 +752,18 @@ static int restore_finish(struct sandbox *sb, const struct vmm_config *vc, uint6
 }
 
 static int boot(struct sandbox *sb, const struct images *im, const struct snapshot_info *from, bool reuse,
-		struct al_error *err)
+                struct al_error *err)
 {
 	uint64_t t0 = now_ms_monotonic();
 	uint64_t deadline = t0 + (uint64_t)cfg->boot_timeout_s * 1000u;
 	struct vmm_config vc = {
-		.sandbox_id = sb->rec.id,
-		.dir = sb->dir,
-		.kernel = im->kernel,
-		.initrd = im->initrd,
-		.rootfs = im->rootfs,
-		.vcpus = sb->rec.vcpus,
-		.memory_mib = sb->rec.memory_mib,
+	    .sandbox_id = sb->rec.id,
+	    .dir = sb->dir,
+	    .kernel = im->kernel,
+	    .initrd = im->initrd,
+	    .rootfs = im->rootfs,
+	    .vcpus = sb->rec.vcpus,
+	    .memory_mib = sb->rec.memory_mib,
 	};
 	/* A recover boots again in the directory the sandbox has. */
 	if (mkdir(sb->dir, 0700) < 0 && !(errno == EEXIST && reuse))
@@ -783,9 +783,10 @@ static int boot(struct sandbox *sb, const struct images *im, const struct snapsh
 	} else if (reuse) {
 		/* Cold boot of the disk the sandbox has. */
 		cleanup_free char *disk = xasprintf("%s/%s", sb->dir, VMM_DISK);
-		r = access(disk, R_OK) == 0 ? 0
-					    : al_error_set(err, AL_ERR_CONFLICT, ENOENT,
-							   "sandbox %s has no disk left to boot and no snapshot", sb->rec.id);
+		r = access(disk, R_OK) == 0
+		        ? 0
+		        : al_error_set(err, AL_ERR_CONFLICT, ENOENT,
+		                       "sandbox %s has no disk left to boot and no snapshot", sb->rec.id);
 	} else {
 		r = cfg->vmm->prepare_disk(&vc, err);
 	}
@@ -829,10 +830,11 @@ static int boot(struct sandbox *sb, const struct images *im, const struct snapsh
 	poll(&p, 1, r == -ETIMEDOUT ? 0 : 500);
 	char what[256];
 	if (poll(&p, 1, 0) > 0)
-		snprintf(what, sizeof(what), "the VM exited before the guest agent said hello (did the guest kernel panic?)");
+		snprintf(what, sizeof(what),
+		         "the VM exited before the guest agent said hello (did the guest kernel panic?)");
 	else if (r == -ETIMEDOUT)
 		snprintf(what, sizeof(what), "the guest agent did not say hello within %u s (boot timeout)",
-			 cfg->boot_timeout_s);
+		         cfg->boot_timeout_s);
 	else
 		guest_channel_dead(sb->ch, what, sizeof(what));
 	return al_error_set(err, AL_ERR_BOOT_FAILED, -r, "%s", what);
@@ -883,21 +885,22 @@ static int registry_add_within_quota(struct sandbox *sb, const struct tenant_quo
 }
 
 int sandbox_create(const struct create_request *req, const char *tenant, const struct tenant_quota *quota,
-		   const struct snapshot_info *from, struct sandbox_record *ret, struct al_error *err)
+                   const struct snapshot_info *from, struct sandbox_record *ret, struct al_error *err)
 {
 	if (tenant && req->tenant[0] && strcmp(tenant, req->tenant))
-		return al_error_set(err, AL_ERR_FORBIDDEN, EPERM,
-				    "tenant: your token belongs to tenant \"%s\"; it cannot create sandboxes for \"%s\"",
-				    tenant, req->tenant);
+		return al_error_set(
+		    err, AL_ERR_FORBIDDEN, EPERM,
+		    "tenant: your token belongs to tenant \"%s\"; it cannot create sandboxes for \"%s\"", tenant,
+		    req->tenant);
 	struct images im;
 	int r = resolve_images(from ? from->template_name : req->template_name, &im, err);
 	if (r < 0)
 		return r;
 	struct sandbox_record rec = {
-		.state = SANDBOX_CREATING,
-		.vcpus = from ? from->vcpus : req->vcpus,
-		.memory_mib = from ? from->memory_mib : req->memory_mib,
-		.boot_ms = -1,
+	    .state = SANDBOX_CREATING,
+	    .vcpus = from ? from->vcpus : req->vcpus,
+	    .memory_mib = from ? from->memory_mib : req->memory_mib,
+	    .boot_ms = -1,
 	};
 	new_id(rec.id);
 	strlcpy_al(rec.tenant, tenant ? tenant : req->tenant[0] ? req->tenant : TENANT_DEFAULT, sizeof(rec.tenant));
@@ -910,7 +913,7 @@ int sandbox_create(const struct create_request *req, const char *tenant, const s
 	rec.timeout_s = req->timeouts.timeout_s;
 	rec.idle_timeout_s = req->timeouts.idle_timeout_s;
 	strlcpy_al(rec.on_timeout, req->timeouts.on_timeout[0] ? req->timeouts.on_timeout : "kill",
-		   sizeof(rec.on_timeout));
+	           sizeof(rec.on_timeout));
 	struct sandbox *sb = sandbox_new(&rec);
 	sandbox_record_release(&rec);
 	if ((r = registry_add_within_quota(sb, quota, err)) < 0) {
@@ -924,8 +927,8 @@ int sandbox_create(const struct create_request *req, const char *tenant, const s
 	}
 	events_emit("sandbox.state", sb->rec.tenant, sb->rec.id, json_pack("{s:s}", "state", "creating"));
 	log_info("sandbox %s: creating (template %s, %u vCPU, %u MiB, %s/%s%s%s)", sb->rec.id, sb->rec.template_name,
-		 sb->rec.vcpus, sb->rec.memory_mib, sb->rec.backend, sb->rec.accel, from ? ", from snapshot " : "",
-		 from ? from->id : "");
+	         sb->rec.vcpus, sb->rec.memory_mib, sb->rec.backend, sb->rec.accel, from ? ", from snapshot " : "",
+	         from ? from->id : "");
 
 	pthread_mutex_lock(&sb->op_lock);
 	r = boot(sb, &im, from, false, err);
@@ -1057,11 +1060,12 @@ int sandbox_delete(const char *id, const char *tenant, struct sandbox_record *re
 /* Pause or resume under the sandbox's operation lock: lifecycle calls on one
  * sandbox are serialized, never interleaved. */
 static int pause_resume(const char *id, const char *tenant, bool pause, struct sandbox_record *ret,
-			struct al_error *err)
+                        struct al_error *err)
 {
 	struct sandbox *sb = NULL;
-	int fr = find_live(id, tenant, pause ? "only a running sandbox can be paused" : "only a paused sandbox can be resumed",
-			   &sb, err);
+	int fr = find_live(id, tenant,
+	                   pause ? "only a running sandbox can be paused" : "only a paused sandbox can be resumed", &sb,
+	                   err);
 	if (fr < 0)
 		return fr;
 	pthread_mutex_lock(&sb->op_lock);
@@ -1072,8 +1076,8 @@ static int pause_resume(const char *id, const char *tenant, bool pause, struct s
 		r = 1; /* already there: idempotent */
 	else if (sb->rec.state != from || sb->stopping || !sb->ch)
 		r = al_error_set(err, AL_ERR_CONFLICT, EBUSY, "sandbox %s is %s: only a %s sandbox can be %s", id,
-				 sandbox_state_name(sb->rec.state), sandbox_state_name(from),
-				 pause ? "paused" : "resumed");
+		                 sandbox_state_name(sb->rec.state), sandbox_state_name(from),
+		                 pause ? "paused" : "resumed");
 	pthread_mutex_unlock(&sb->lock);
 	if (r == 0) {
 		struct vmm_config vc = {.sandbox_id = sb->rec.id, .dir = sb->dir, .dirfd = sb->dirfd};
@@ -1117,8 +1121,7 @@ int sandbox_resume(const char *id, const char *tenant, struct sandbox_record *re
 
 /* ---- snapshots, restores, forks ------------------------------------------------------------------ */
 
-static int images_digests(const char *template_name, char kernel_sha[65], char initrd_sha[65],
-			  struct al_error *err)
+static int images_digests(const char *template_name, char kernel_sha[65], char initrd_sha[65], struct al_error *err)
 {
 	struct images im;
 	int r = resolve_images(template_name, &im, err);
@@ -1130,7 +1133,7 @@ static int images_digests(const char *template_name, char kernel_sha[65], char i
 }
 
 int sandbox_snapshot_usable(const char *snapshot_id, const char *tenant, struct snapshot_info *ret,
-			    struct al_error *err)
+                            struct al_error *err)
 {
 	struct snapshot_info info;
 	int r = snapshot_get(snapshot_id, tenant, &info, err);
@@ -1138,8 +1141,8 @@ int sandbox_snapshot_usable(const char *snapshot_id, const char *tenant, struct 
 		return r;
 	if (strcmp(info.backend, cfg->vmm->name))
 		return al_error_set(err, AL_ERR_CONFLICT, EINVAL,
-				    "snapshot %s was taken with the %s backend; this daemon runs %s", info.id,
-				    info.backend, cfg->vmm->name);
+		                    "snapshot %s was taken with the %s backend; this daemon runs %s", info.id,
+		                    info.backend, cfg->vmm->name);
 	char kernel_sha[65], initrd_sha[65];
 	if ((r = images_digests(info.template_name, kernel_sha, initrd_sha, err)) < 0) {
 		if (err->code == AL_ERR_INVALID_ARGUMENT)
@@ -1149,9 +1152,9 @@ int sandbox_snapshot_usable(const char *snapshot_id, const char *tenant, struct 
 	/* A guest's memory only makes sense with the kernel it was running. */
 	if (strcmp(kernel_sha, info.kernel_sha) || strcmp(initrd_sha, info.initrd_sha))
 		return al_error_set(err, AL_ERR_CONFLICT, EINVAL,
-				    "snapshot %s was taken with another guest kernel or initramfs than the one "
-				    "installed now; it cannot be restored",
-				    info.id);
+		                    "snapshot %s was taken with another guest kernel or initramfs than the one "
+		                    "installed now; it cannot be restored",
+		                    info.id);
 	if ((r = snapshot_verify(&info, err)) < 0)
 		return r;
 	*ret = info;
@@ -1173,7 +1176,7 @@ static int snapshot_write(struct sandbox *sb, const struct vmm_config *vc, const
 	cleanup_free char *dst = xasprintf("%s/%s", dir, SNAPSHOT_DISK);
 	if ((r = copy_file(src, dst, 0600)) < 0)
 		return al_error_set(err, AL_ERR_INTERNAL, -r, "cannot copy the disk into the snapshot: %s%s",
-				    strerror(-r), r == -ENOSPC ? " (the state dir's filesystem is full)" : "");
+		                    strerror(-r), r == -ENOSPC ? " (the state dir's filesystem is full)" : "");
 	return 0;
 }
 
@@ -1196,8 +1199,8 @@ static int snapshot_describe(const char *dir, struct snapshot_info *info, struct
 	return 0;
 }
 
-int sandbox_snapshot(const char *id, const char *tenant, const char *name, bool internal,
-		     struct snapshot_info *ret, struct al_error *err)
+int sandbox_snapshot(const char *id, const char *tenant, const char *name, bool internal, struct snapshot_info *ret,
+                     struct al_error *err)
 {
 	struct sandbox *sb = NULL;
 	int fr = find_live(id, tenant, "only a running or paused sandbox can be snapshotted", &sb, err);
@@ -1209,8 +1212,8 @@ int sandbox_snapshot(const char *id, const char *tenant, const char *name, bool 
 	enum sandbox_state before = sb->rec.state;
 	if ((before != SANDBOX_RUNNING && before != SANDBOX_PAUSED) || sb->stopping || !sb->ch)
 		r = al_error_set(err, AL_ERR_CONFLICT, EBUSY,
-				 "sandbox %s is %s: only a running or paused sandbox can be snapshotted", id,
-				 sandbox_state_name(before));
+		                 "sandbox %s is %s: only a running or paused sandbox can be snapshotted", id,
+		                 sandbox_state_name(before));
 	struct snapshot_info info = {0};
 	if (r == 0) {
 		snapshot_new_id(info.id);
@@ -1291,7 +1294,7 @@ int sandbox_snapshot(const char *id, const char *tenant, const char *name, bool 
 #define FORK_MAX 16
 
 int sandbox_fork(const char *id, const char *tenant, const struct tenant_quota *quota, unsigned count,
-		 struct sandbox_record **ret, struct al_error *err)
+                 struct sandbox_record **ret, struct al_error *err)
 {
 	if (count < 1 || count > FORK_MAX)
 		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "count: from 1 to %d", FORK_MAX);
@@ -1325,7 +1328,8 @@ int sandbox_fork(const char *id, const char *tenant, const struct tenant_quota *
 			free(child->rec.env_json);
 			free(child->rec.metadata_json);
 			child->rec.env_json = json_dumps(env ? env : json_object(), JSON_COMPACT | JSON_SORT_KEYS);
-			child->rec.metadata_json = json_dumps(meta ? meta : json_object(), JSON_COMPACT | JSON_SORT_KEYS);
+			child->rec.metadata_json =
+			    json_dumps(meta ? meta : json_object(), JSON_COMPACT | JSON_SORT_KEYS);
 			struct al_error e2;
 			persist_locked(child, &e2);
 			sandbox_record_release(&recs[made]);
@@ -1369,8 +1373,7 @@ static bool latest_snapshot(const char *id, const char *tenant, struct snapshot_
 	return found;
 }
 
-int sandbox_recover(const char *id, const char *tenant, bool memory, struct sandbox_record *ret,
-		    struct al_error *err)
+int sandbox_recover(const char *id, const char *tenant, bool memory, struct sandbox_record *ret, struct al_error *err)
 {
 	if (!sandbox_id_valid(id))
 		return not_found(id, err);
@@ -1383,10 +1386,10 @@ int sandbox_recover(const char *id, const char *tenant, bool memory, struct sand
 			return r;
 		if (!tenant_sees(tenant, &rec) || rec.state != SANDBOX_ERROR) {
 			r = tenant_sees(tenant, &rec) ? al_error_set(err, AL_ERR_CONFLICT, EBUSY,
-								     "sandbox %s is %s: only a sandbox in state "
-								     "error can be recovered",
-								     id, sandbox_state_name(rec.state))
-						      : not_found(id, err);
+			                                             "sandbox %s is %s: only a sandbox in state "
+			                                             "error can be recovered",
+			                                             id, sandbox_state_name(rec.state))
+			                              : not_found(id, err);
 			sandbox_record_release(&rec);
 			return r;
 		}
@@ -1401,8 +1404,8 @@ int sandbox_recover(const char *id, const char *tenant, bool memory, struct sand
 		r = not_found(id, err);
 	else if (sb->rec.state != SANDBOX_ERROR)
 		r = al_error_set(err, AL_ERR_CONFLICT, EBUSY,
-				 "sandbox %s is %s: only a sandbox in state error can be recovered", id,
-				 sandbox_state_name(sb->rec.state));
+		                 "sandbox %s is %s: only a sandbox in state error can be recovered", id,
+		                 sandbox_state_name(sb->rec.state));
 	pthread_mutex_unlock(&sb->lock);
 	struct snapshot_info snap;
 	bool from_snapshot = r == 0 && memory && latest_snapshot(id, tenant, &snap);
@@ -1475,8 +1478,7 @@ char **sandbox_env_merge(struct sandbox *sb, const struct kv_list *over, size_t 
 	char **env = xcalloc(n + 1, sizeof(char *));
 	const char *key;
 	json_t *v;
-	json_object_foreach(o, key, v)
-	{
+	json_object_foreach (o, key, v) {
 		env[k++] = xasprintf("%s=%s", key, json_string_value(v));
 	}
 	*ret_n = k;
@@ -1484,7 +1486,7 @@ char **sandbox_env_merge(struct sandbox *sb, const struct kv_list *over, size_t 
 }
 
 int sandbox_exec(const char *id, const char *tenant, const struct exec_request *req, struct exec_result *ret,
-		 char ret_process_id[32], struct al_error *err)
+                 char ret_process_id[32], struct al_error *err)
 {
 	struct sandbox *sb = NULL;
 	int r = sandbox_acquire(id, tenant, &sb, err);
@@ -1508,15 +1510,15 @@ int sandbox_exec(const char *id, const char *tenant, const struct exec_request *
 			r = 0; /* the process ended without reading it all */
 		if (r < 0)
 			r = al_error_set(err, r == -ETIMEDOUT ? AL_ERR_TIMEOUT : AL_ERR_GUEST, -r,
-					 "cannot send stdin to the command: %s", strerror(-r));
+			                 "cannot send stdin to the command: %s", strerror(-r));
 	}
 	if (r == 0 && (r = guest_stream_wait_done(ch, s, deadline)) < 0) {
 		char why[512] = "";
 		guest_channel_dead(ch, why, sizeof(why));
 		r = r == -ETIMEDOUT ? al_error_set(err, AL_ERR_TIMEOUT, ETIMEDOUT,
-						   "the guest agent did not report the command's end in time")
-				    : al_error_set(err, AL_ERR_GUEST, -r,
-						   "the sandbox's guest went away during the command: %s", why);
+		                                   "the guest agent did not report the command's end in time")
+		                    : al_error_set(err, AL_ERR_GUEST, -r,
+		                                   "the sandbox's guest went away during the command: %s", why);
 	}
 	if (r == 0) {
 		uint8_t type = 0;
@@ -1542,7 +1544,7 @@ int sandbox_exec(const char *id, const char *tenant, const struct exec_request *
 #define REAPER_PERIOD_MS 1000
 
 int sandbox_set_timeouts(const char *id, const char *tenant, const struct timeout_request *t,
-			 struct sandbox_record *ret, struct al_error *err)
+                         struct sandbox_record *ret, struct al_error *err)
 {
 	struct sandbox *sb = NULL;
 	int r = find_live(id, tenant, "", &sb, err);
@@ -1577,14 +1579,14 @@ static enum timeout_action due(struct sandbox *sb, const char **ret_why)
 	pthread_mutex_lock(&sb->lock);
 	if (sb->rec.state == SANDBOX_RUNNING && !sb->stopping) {
 		uint64_t now = now_ms_realtime();
-		uint64_t used = sb->rec.run_ms + (sb->rec.running_since_ms && now > sb->rec.running_since_ms
-							  ? now - sb->rec.running_since_ms
-							  : 0);
+		uint64_t used =
+		    sb->rec.run_ms +
+		    (sb->rec.running_since_ms && now > sb->rec.running_since_ms ? now - sb->rec.running_since_ms : 0);
 		if (sb->rec.timeout_s && used >= (uint64_t)sb->rec.timeout_s * 1000u) {
 			a = strcmp(sb->rec.on_timeout, "pause") ? TIMEOUT_KILL : TIMEOUT_PAUSE;
 			*ret_why = "timeout";
 		} else if (sb->rec.idle_timeout_s && sb->refs <= 1 &&
-			   now_ms_monotonic() - sb->last_activity_ms >= (uint64_t)sb->rec.idle_timeout_s * 1000u) {
+		           now_ms_monotonic() - sb->last_activity_ms >= (uint64_t)sb->rec.idle_timeout_s * 1000u) {
 			/* refs > 1: a request (an exec, a stream, an upload) holds it: not idle. */
 			a = TIMEOUT_PAUSE;
 			*ret_why = "idle_timeout";
@@ -1649,12 +1651,13 @@ static void *reaper_main(void *arg)
 		for (size_t i = 0; i < n; i++) {
 			struct sandbox_record rec;
 			struct al_error e = {0};
-			log_info("sandbox %s: %s: %s", ids[i], whys[i], acts[i] == TIMEOUT_KILL ? "deleting" : "pausing");
+			log_info("sandbox %s: %s: %s", ids[i], whys[i],
+			         acts[i] == TIMEOUT_KILL ? "deleting" : "pausing");
 			events_emit("sandbox.timeout", tenants[i], ids[i],
-				    json_pack("{s:s, s:s}", "reason", whys[i], "action",
-					      acts[i] == TIMEOUT_KILL ? "kill" : "pause"));
+			            json_pack("{s:s, s:s}", "reason", whys[i], "action",
+			                      acts[i] == TIMEOUT_KILL ? "kill" : "pause"));
 			int r = acts[i] == TIMEOUT_KILL ? sandbox_delete(ids[i], NULL, &rec, &e)
-							: sandbox_pause(ids[i], NULL, &rec, &e);
+			                                : sandbox_pause(ids[i], NULL, &rec, &e);
 			if (r == 0)
 				sandbox_record_release(&rec);
 			else
@@ -1749,8 +1752,9 @@ static void recover_one(struct sandbox_record *rec)
 				why = "airlockd restarted during a snapshot and could not stop the save";
 			else
 				cfg->vmm->resume(&vc, &ignored);
-			if (!why && (guest_channel_request_hello(sb->ch) < 0 ||
-				     guest_channel_wait_hello(sb->ch, deadline, NULL) < 0 || thaw(sb, false, &ignored) < 0))
+			if (!why &&
+			    (guest_channel_request_hello(sb->ch) < 0 ||
+			     guest_channel_wait_hello(sb->ch, deadline, NULL) < 0 || thaw(sb, false, &ignored) < 0))
 				why = "airlockd restarted during a snapshot and the guest did not come back";
 		}
 		if (!why) {

@@ -38,29 +38,28 @@ struct tenant_quota;
 struct snapshot_info;
 /* With `from`, the new sandbox is a restore of that (verified) snapshot. */
 int sandbox_create(const struct create_request *req, const char *tenant, const struct tenant_quota *quota,
-		   const struct snapshot_info *from, struct sandbox_record *ret, struct al_error *err);
+                   const struct snapshot_info *from, struct sandbox_record *ret, struct al_error *err);
 /* Checks that a snapshot can be restored here: tenant, digests, kernel. */
 int sandbox_snapshot_usable(const char *snapshot_id, const char *tenant, struct snapshot_info *ret,
-			    struct al_error *err);
+                            struct al_error *err);
 /* Captures memory, devices and disk of a running (or paused) sandbox. */
-int sandbox_snapshot(const char *id, const char *tenant, const char *name, bool internal,
-		     struct snapshot_info *ret, struct al_error *err);
+int sandbox_snapshot(const char *id, const char *tenant, const char *name, bool internal, struct snapshot_info *ret,
+                     struct al_error *err);
 /* Changes timeout_s (counted again from now), on_timeout and idle_timeout_s. */
 struct timeout_request;
 int sandbox_set_timeouts(const char *id, const char *tenant, const struct timeout_request *t,
-			 struct sandbox_record *ret, struct al_error *err);
+                         struct sandbox_record *ret, struct al_error *err);
 
 /* Brings a sandbox in state error back: from its latest snapshot when memory
  * is true and there is one, else by a cold boot of its disk. */
-int sandbox_recover(const char *id, const char *tenant, bool memory, struct sandbox_record *ret,
-		    struct al_error *err);
+int sandbox_recover(const char *id, const char *tenant, bool memory, struct sandbox_record *ret, struct al_error *err);
 /* count running copies of a running sandbox; *ret is an array of records. */
 int sandbox_fork(const char *id, const char *tenant, const struct tenant_quota *quota, unsigned count,
-		 struct sandbox_record **ret, struct al_error *err);
+                 struct sandbox_record **ret, struct al_error *err);
 int sandbox_get(const char *id, const char *tenant, struct sandbox_record *ret, struct al_error *err);
 int sandbox_delete(const char *id, const char *tenant, struct sandbox_record *ret, struct al_error *err);
 int sandbox_exec(const char *id, const char *tenant, const struct exec_request *req, struct exec_result *ret,
-		 char ret_process_id[32], struct al_error *err);
+                 char ret_process_id[32], struct al_error *err);
 
 /* Freezes a running sandbox (no CPU; memory stays resident) / thaws it. */
 int sandbox_pause(const char *id, const char *tenant, struct sandbox_record *ret, struct al_error *err);

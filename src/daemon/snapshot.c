@@ -13,12 +13,12 @@ static sqlite3 *db;
 static char *snapshots_root;
 
 static const char schema[] = "CREATE TABLE IF NOT EXISTS snapshots ("
-			     " id TEXT PRIMARY KEY, name TEXT NOT NULL, sandbox_id TEXT NOT NULL,"
-			     " tenant TEXT NOT NULL, template TEXT NOT NULL, vcpus INTEGER NOT NULL,"
-			     " memory_mib INTEGER NOT NULL, backend TEXT NOT NULL, kernel_sha TEXT NOT NULL,"
-			     " initrd_sha TEXT NOT NULL, memory_sha TEXT NOT NULL, disk_sha TEXT NOT NULL,"
-			     " created_ms INTEGER NOT NULL, size_bytes INTEGER NOT NULL,"
-			     " generation INTEGER NOT NULL, internal INTEGER NOT NULL);";
+                             " id TEXT PRIMARY KEY, name TEXT NOT NULL, sandbox_id TEXT NOT NULL,"
+                             " tenant TEXT NOT NULL, template TEXT NOT NULL, vcpus INTEGER NOT NULL,"
+                             " memory_mib INTEGER NOT NULL, backend TEXT NOT NULL, kernel_sha TEXT NOT NULL,"
+                             " initrd_sha TEXT NOT NULL, memory_sha TEXT NOT NULL, disk_sha TEXT NOT NULL,"
+                             " created_ms INTEGER NOT NULL, size_bytes INTEGER NOT NULL,"
+                             " generation INTEGER NOT NULL, internal INTEGER NOT NULL);";
 
 int snapshots_init(struct store *s, const char *state_dir, struct al_error *err)
 {
@@ -151,17 +151,17 @@ static void row_to_info(sqlite3_stmt *st, struct snapshot_info *i)
 	i->internal = sqlite3_column_int(st, 15) != 0;
 }
 
-#define COLUMNS                                                                                                  \
-	"id, name, sandbox_id, tenant, template, vcpus, memory_mib, backend, kernel_sha, initrd_sha, memory_sha,"   \
+#define COLUMNS                                                                                                        \
+	"id, name, sandbox_id, tenant, template, vcpus, memory_mib, backend, kernel_sha, initrd_sha, memory_sha,"      \
 	" disk_sha, created_ms, size_bytes, generation, internal"
 
 int snapshot_insert(const struct snapshot_info *info, struct al_error *err)
 {
 	sqlite3_stmt *st = NULL;
 	if (sqlite3_prepare_v2(db,
-			       "INSERT INTO snapshots (" COLUMNS ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9,"
-			       " ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
-			       -1, &st, NULL) != SQLITE_OK)
+	                       "INSERT INTO snapshots (" COLUMNS ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9,"
+	                       " ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
+	                       -1, &st, NULL) != SQLITE_OK)
 		return al_error_set(err, AL_ERR_INTERNAL, EIO, "state store: %s", sqlite3_errmsg(db));
 	bind_info(st, info);
 	int rc = sqlite3_step(st);
@@ -190,13 +190,13 @@ int snapshot_get(const char *id, const char *tenant, struct snapshot_info *ret, 
 }
 
 int snapshot_list(const char *tenant, const char *sandbox_id, struct snapshot_info **ret, size_t *ret_n,
-		  struct al_error *err)
+                  struct al_error *err)
 {
 	sqlite3_stmt *st = NULL;
 	if (sqlite3_prepare_v2(db,
-			       "SELECT " COLUMNS " FROM snapshots WHERE internal=0 AND (?1 IS NULL OR tenant=?1)"
-			       " AND (?2 IS NULL OR sandbox_id=?2) ORDER BY created_ms DESC, id",
-			       -1, &st, NULL) != SQLITE_OK)
+	                       "SELECT " COLUMNS " FROM snapshots WHERE internal=0 AND (?1 IS NULL OR tenant=?1)"
+	                       " AND (?2 IS NULL OR sandbox_id=?2) ORDER BY created_ms DESC, id",
+	                       -1, &st, NULL) != SQLITE_OK)
 		return al_error_set(err, AL_ERR_INTERNAL, EIO, "state store: %s", sqlite3_errmsg(db));
 	if (tenant)
 		sqlite3_bind_text(st, 1, tenant, -1, SQLITE_STATIC);
@@ -240,7 +240,7 @@ uint64_t snapshot_tenant_bytes(const char *tenant)
 	sqlite3_stmt *st = NULL;
 	uint64_t total = 0;
 	if (sqlite3_prepare_v2(db, "SELECT COALESCE(SUM(size_bytes),0) FROM snapshots WHERE tenant=?1", -1, &st,
-			       NULL) != SQLITE_OK)
+	                       NULL) != SQLITE_OK)
 		return 0;
 	sqlite3_bind_text(st, 1, tenant, -1, SQLITE_STATIC);
 	if (sqlite3_step(st) == SQLITE_ROW)
@@ -262,13 +262,13 @@ int snapshot_verify(const struct snapshot_info *info, struct al_error *err)
 		int r = file_sha256(path, got);
 		if (r < 0)
 			return al_error_set(err, AL_ERR_CONFLICT, -r, "snapshot %s is damaged: %s: %s", info->id,
-					    files[i].file, strerror(-r));
+			                    files[i].file, strerror(-r));
 		/* SECURITY: a snapshot whose files changed is never loaded into a VMM. */
 		if (strcmp(got, files[i].want))
 			return al_error_set(err, AL_ERR_CONFLICT, EBADMSG,
-					    "snapshot %s failed its digest check (%s changed since it was taken); it "
-					    "cannot be restored",
-					    info->id, files[i].file);
+			                    "snapshot %s failed its digest check (%s changed since it was taken); it "
+			                    "cannot be restored",
+			                    info->id, files[i].file);
 	}
 	return 0;
 }
@@ -277,10 +277,10 @@ json_t *snapshot_to_json(const struct snapshot_info *i)
 {
 	char created[32];
 	format_time_rfc3339(i->created_ms, created);
-	return json_pack("{s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:s, s:s, s:I, s:I, s:{s:s, s:s, s:s, s:s}}", "id",
-			 i->id, "name", i->name, "sandbox_id", i->sandbox_id, "tenant", i->tenant, "template",
-			 i->template_name, "vcpus", (json_int_t)i->vcpus, "memory_mib", (json_int_t)i->memory_mib,
-			 "backend", i->backend, "created_at", created, "size_bytes", (json_int_t)i->size_bytes,
-			 "generation", (json_int_t)i->generation, "digests", "memory", i->memory_sha, "disk",
-			 i->disk_sha, "kernel", i->kernel_sha, "initramfs", i->initrd_sha);
+	return json_pack("{s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:s, s:s, s:I, s:I, s:{s:s, s:s, s:s, s:s}}", "id", i->id,
+	                 "name", i->name, "sandbox_id", i->sandbox_id, "tenant", i->tenant, "template",
+	                 i->template_name, "vcpus", (json_int_t)i->vcpus, "memory_mib", (json_int_t)i->memory_mib,
+	                 "backend", i->backend, "created_at", created, "size_bytes", (json_int_t)i->size_bytes,
+	                 "generation", (json_int_t)i->generation, "digests", "memory", i->memory_sha, "disk",
+	                 i->disk_sha, "kernel", i->kernel_sha, "initramfs", i->initrd_sha);
 }

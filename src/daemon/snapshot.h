@@ -47,7 +47,7 @@ int snapshot_insert(const struct snapshot_info *info, struct al_error *err);
 /* tenant NULL = any; another tenant's snapshot is "not found". */
 int snapshot_get(const char *id, const char *tenant, struct snapshot_info *ret, struct al_error *err);
 int snapshot_list(const char *tenant, const char *sandbox_id, struct snapshot_info **ret, size_t *ret_n,
-		  struct al_error *err);
+                  struct al_error *err);
 int snapshot_delete(const char *id, const char *tenant, struct al_error *err);
 /* Bytes of snapshots a tenant holds. */
 uint64_t snapshot_tenant_bytes(const char *tenant);

@@ -10,9 +10,10 @@ struct store {
 };
 
 static const char *const state_names[SANDBOX_STATE_COUNT] = {
-	[SANDBOX_CREATING] = "creating", [SANDBOX_RUNNING] = "running", [SANDBOX_STOPPING] = "stopping",
-	[SANDBOX_STOPPED] = "stopped",   [SANDBOX_ERROR] = "error",     [SANDBOX_DELETED] = "deleted",
-	[SANDBOX_PAUSED] = "paused",     [SANDBOX_SNAPSHOTTING] = "snapshotting",
+    [SANDBOX_CREATING] = "creating", [SANDBOX_RUNNING] = "running",
+    [SANDBOX_STOPPING] = "stopping", [SANDBOX_STOPPED] = "stopped",
+    [SANDBOX_ERROR] = "error",       [SANDBOX_DELETED] = "deleted",
+    [SANDBOX_PAUSED] = "paused",     [SANDBOX_SNAPSHOTTING] = "snapshotting",
 };
 
 const char *sandbox_state_name(enum sandbox_state s)
@@ -47,21 +48,21 @@ void sandbox_record_copy(struct sandbox_record *dst, const struct sandbox_record
 }
 
 static const char schema[] = "CREATE TABLE IF NOT EXISTS sandboxes ("
-			     " id TEXT PRIMARY KEY,"
-			     " state TEXT NOT NULL,"
-			     " template TEXT NOT NULL,"
-			     " vcpus INTEGER NOT NULL,"
-			     " memory_mib INTEGER NOT NULL,"
-			     " env TEXT NOT NULL,"
-			     " metadata TEXT NOT NULL,"
-			     " backend TEXT NOT NULL,"
-			     " accel TEXT NOT NULL,"
-			     " created_ms INTEGER NOT NULL,"
-			     " updated_ms INTEGER NOT NULL,"
-			     " boot_ms INTEGER NOT NULL,"
-			     " error TEXT,"
-			     " vmm_pid INTEGER NOT NULL);"
-			     "CREATE INDEX IF NOT EXISTS sandboxes_created ON sandboxes(created_ms);";
+                             " id TEXT PRIMARY KEY,"
+                             " state TEXT NOT NULL,"
+                             " template TEXT NOT NULL,"
+                             " vcpus INTEGER NOT NULL,"
+                             " memory_mib INTEGER NOT NULL,"
+                             " env TEXT NOT NULL,"
+                             " metadata TEXT NOT NULL,"
+                             " backend TEXT NOT NULL,"
+                             " accel TEXT NOT NULL,"
+                             " created_ms INTEGER NOT NULL,"
+                             " updated_ms INTEGER NOT NULL,"
+                             " boot_ms INTEGER NOT NULL,"
+                             " error TEXT,"
+                             " vmm_pid INTEGER NOT NULL);"
+                             "CREATE INDEX IF NOT EXISTS sandboxes_created ON sandboxes(created_ms);";
 
 static int db_error(struct store *s, struct al_error *err, const char *what)
 {
@@ -71,11 +72,11 @@ static int db_error(struct store *s, struct al_error *err, const char *what)
 int store_open(const char *path, struct store **ret, struct al_error *err)
 {
 	struct store *s = xcalloc(1, sizeof(*s));
-	int rc = sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX,
-				 NULL);
+	int rc =
+	    sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, NULL);
 	if (rc != SQLITE_OK) {
 		int r = al_error_set(err, AL_ERR_INTERNAL, EIO, "cannot open state store %s: %s", path,
-				     s->db ? sqlite3_errmsg(s->db) : sqlite3_errstr(rc));
+		                     s->db ? sqlite3_errmsg(s->db) : sqlite3_errstr(rc));
 		store_close(s);
 		return r;
 	}
@@ -87,19 +88,19 @@ int store_open(const char *path, struct store **ret, struct al_error *err)
 	if (rc == SQLITE_OK) {
 		/* Databases from before tenants: add the column (an error just means it is there). */
 		static const char *const added[] = {
-			"ALTER TABLE sandboxes ADD COLUMN tenant TEXT NOT NULL DEFAULT 'default'",
-			"ALTER TABLE sandboxes ADD COLUMN timeout_s INTEGER NOT NULL DEFAULT 0",
-			"ALTER TABLE sandboxes ADD COLUMN on_timeout TEXT NOT NULL DEFAULT 'kill'",
-			"ALTER TABLE sandboxes ADD COLUMN idle_timeout_s INTEGER NOT NULL DEFAULT 0",
-			"ALTER TABLE sandboxes ADD COLUMN run_ms INTEGER NOT NULL DEFAULT 0",
-			"ALTER TABLE sandboxes ADD COLUMN running_since_ms INTEGER NOT NULL DEFAULT 0",
+		    "ALTER TABLE sandboxes ADD COLUMN tenant TEXT NOT NULL DEFAULT 'default'",
+		    "ALTER TABLE sandboxes ADD COLUMN timeout_s INTEGER NOT NULL DEFAULT 0",
+		    "ALTER TABLE sandboxes ADD COLUMN on_timeout TEXT NOT NULL DEFAULT 'kill'",
+		    "ALTER TABLE sandboxes ADD COLUMN idle_timeout_s INTEGER NOT NULL DEFAULT 0",
+		    "ALTER TABLE sandboxes ADD COLUMN run_ms INTEGER NOT NULL DEFAULT 0",
+		    "ALTER TABLE sandboxes ADD COLUMN running_since_ms INTEGER NOT NULL DEFAULT 0",
 		};
 		for (size_t i = 0; i < ARRAY_SIZE(added); i++)
 			sqlite3_exec(s->db, added[i], NULL, NULL, NULL);
 	}
 	if (rc != SQLITE_OK) {
 		int r = al_error_set(err, AL_ERR_INTERNAL, EIO, "cannot initialise state store %s: %s", path,
-				     msg ? msg : sqlite3_errstr(rc));
+		                     msg ? msg : sqlite3_errstr(rc));
 		sqlite3_free(msg);
 		store_close(s);
 		return r;
@@ -149,7 +150,7 @@ static void bind_record(sqlite3_stmt *st, const struct sandbox_record *r)
 }
 
 static int exec_write(struct store *s, const char *sql, const struct sandbox_record *r, const char *what,
-		      struct al_error *err)
+                      struct al_error *err)
 {
 	sqlite3_stmt *st = NULL;
 	if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK)
@@ -169,22 +170,22 @@ static int exec_write(struct store *s, const char *sql, const struct sandbox_rec
 int store_sandbox_insert(struct store *s, const struct sandbox_record *r, struct al_error *err)
 {
 	return exec_write(s,
-			  "INSERT INTO sandboxes (id, state, template, vcpus, memory_mib, env, metadata, backend,"
-			  " accel, created_ms, updated_ms, boot_ms, error, vmm_pid, tenant, timeout_s, on_timeout,"
-			  " idle_timeout_s, run_ms, running_since_ms)"
-			  " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18,"
-			  " ?19, ?20)",
-			  r, "insert", err);
+	                  "INSERT INTO sandboxes (id, state, template, vcpus, memory_mib, env, metadata, backend,"
+	                  " accel, created_ms, updated_ms, boot_ms, error, vmm_pid, tenant, timeout_s, on_timeout,"
+	                  " idle_timeout_s, run_ms, running_since_ms)"
+	                  " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18,"
+	                  " ?19, ?20)",
+	                  r, "insert", err);
 }
 
 int store_sandbox_update(struct store *s, const struct sandbox_record *r, struct al_error *err)
 {
 	return exec_write(s,
-			  "UPDATE sandboxes SET state=?2, template=?3, vcpus=?4, memory_mib=?5, env=?6,"
-			  " metadata=?7, backend=?8, accel=?9, created_ms=?10, updated_ms=?11, boot_ms=?12,"
-			  " error=?13, vmm_pid=?14, tenant=?15, timeout_s=?16, on_timeout=?17, idle_timeout_s=?18,"
-			  " run_ms=?19, running_since_ms=?20 WHERE id=?1",
-			  r, "update", err);
+	                  "UPDATE sandboxes SET state=?2, template=?3, vcpus=?4, memory_mib=?5, env=?6,"
+	                  " metadata=?7, backend=?8, accel=?9, created_ms=?10, updated_ms=?11, boot_ms=?12,"
+	                  " error=?13, vmm_pid=?14, tenant=?15, timeout_s=?16, on_timeout=?17, idle_timeout_s=?18,"
+	                  " run_ms=?19, running_since_ms=?20 WHERE id=?1",
+	                  r, "update", err);
 }
 
 static const char *col_text(sqlite3_stmt *st, int i)
@@ -220,9 +221,9 @@ static int row_to_record(sqlite3_stmt *st, struct sandbox_record *r)
 	return 0;
 }
 
-#define SELECT_COLUMNS                                                                                      \
-	"SELECT id, state, template, vcpus, memory_mib, env, metadata, backend, accel, created_ms,"         \
-	" updated_ms, boot_ms, error, vmm_pid, tenant, timeout_s, on_timeout, idle_timeout_s, run_ms,"   \
+#define SELECT_COLUMNS                                                                                                 \
+	"SELECT id, state, template, vcpus, memory_mib, env, metadata, backend, accel, created_ms,"                    \
+	" updated_ms, boot_ms, error, vmm_pid, tenant, timeout_s, on_timeout, idle_timeout_s, run_ms,"                 \
 	" running_since_ms FROM sandboxes"
 
 int store_sandbox_get(struct store *s, const char *id, struct sandbox_record *ret, struct al_error *err)
@@ -244,11 +245,11 @@ int store_sandbox_get(struct store *s, const char *id, struct sandbox_record *re
 }
 
 int store_sandbox_list(struct store *s, bool include_deleted, struct sandbox_record **ret, size_t *ret_n,
-		       struct al_error *err)
+                       struct al_error *err)
 {
 	sqlite3_stmt *st = NULL;
 	const char *sql = include_deleted ? SELECT_COLUMNS " ORDER BY created_ms DESC, id"
-					  : SELECT_COLUMNS " WHERE state != 'deleted' ORDER BY created_ms DESC, id";
+	                                  : SELECT_COLUMNS " WHERE state != 'deleted' ORDER BY created_ms DESC, id";
 	if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK)
 		return db_error(s, err, "list");
 	size_t n = 0, cap = 16;

@@ -71,6 +71,6 @@ int store_sandbox_update(struct store *s, const struct sandbox_record *r, struct
 int store_sandbox_get(struct store *s, const char *id, struct sandbox_record *ret, struct al_error *err);
 /* Newest first. The caller releases each record and frees the array. */
 int store_sandbox_list(struct store *s, bool include_deleted, struct sandbox_record **ret, size_t *ret_n,
-		       struct al_error *err);
+                       struct al_error *err);
 
 #endif

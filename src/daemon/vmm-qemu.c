@@ -77,13 +77,13 @@ static int open_log(const char *dir)
 static int qemu_prepare_disk(const struct vmm_config *cfg, struct al_error *err)
 {
 	cleanup_close int log_fd = open_log(cfg->dir);
-	char *argv[] = {QEMU_IMG_BINARY, "create", "-q", "-f", "qcow2", "-F", "raw", "-b", (char *)cfg->rootfs,
-			VMM_DISK, NULL};
+	char *argv[] = {QEMU_IMG_BINARY,     "create", "-q", "-f", "qcow2", "-F", "raw", "-b",
+	                (char *)cfg->rootfs, VMM_DISK, NULL};
 	int r = run_wait(argv, cfg->dir, log_fd);
 	if (r < 0)
 		return al_error_set(err, AL_ERR_INTERNAL, -r,
-				    "cannot create the copy-on-write disk over %s with qemu-img (see %s/%s)",
-				    cfg->rootfs, cfg->dir, VMM_LOG);
+		                    "cannot create the copy-on-write disk over %s with qemu-img (see %s/%s)",
+		                    cfg->rootfs, cfg->dir, VMM_LOG);
 	return 0;
 }
 
@@ -105,16 +105,50 @@ static int qemu_spawn(const struct vmm_config *cfg, pid_t *ret_pid, struct al_er
 	char name[64];
 	snprintf(name, sizeof(name), "airlock-%s", cfg->sandbox_id);
 
-	char *argv[] = {
-		QEMU_BINARY, "-name", name, "-M", "microvm", "-accel", kvm ? "kvm" : "tcg", "-cpu",
-		kvm ? "host" : "max", "-smp", smp, "-m", mem, "-nodefaults", "-no-user-config", "-nographic",
-		"-no-reboot", "-kernel", (char *)cfg->kernel, "-initrd", (char *)cfg->initrd, "-append", append,
-		"-chardev", "socket,id=con,path=" VMM_CONSOLE_SOCK ",server=on,wait=off", "-serial", "chardev:con",
-		"-drive", drive, "-device", "virtio-blk-device,drive=root", "-device", "virtio-rng-device",
-		"-device", "virtio-serial-device", "-chardev",
-		"socket,id=ctl,path=" VMM_CHANNEL_SOCK ",server=on,wait=off", "-device",
-		"virtserialport,chardev=ctl,name=" AIRLOCK_PORT_NAME_LITERAL, "-qmp",
-		"unix:" VMM_QMP_SOCK ",server=on,wait=off", NULL, NULL, NULL};
+	char *argv[] = {QEMU_BINARY,
+	                "-name",
+	                name,
+	                "-M",
+	                "microvm",
+	                "-accel",
+	                kvm ? "kvm" : "tcg",
+	                "-cpu",
+	                kvm ? "host" : "max",
+	                "-smp",
+	                smp,
+	                "-m",
+	                mem,
+	                "-nodefaults",
+	                "-no-user-config",
+	                "-nographic",
+	                "-no-reboot",
+	                "-kernel",
+	                (char *)cfg->kernel,
+	                "-initrd",
+	                (char *)cfg->initrd,
+	                "-append",
+	                append,
+	                "-chardev",
+	                "socket,id=con,path=" VMM_CONSOLE_SOCK ",server=on,wait=off",
+	                "-serial",
+	                "chardev:con",
+	                "-drive",
+	                drive,
+	                "-device",
+	                "virtio-blk-device,drive=root",
+	                "-device",
+	                "virtio-rng-device",
+	                "-device",
+	                "virtio-serial-device",
+	                "-chardev",
+	                "socket,id=ctl,path=" VMM_CHANNEL_SOCK ",server=on,wait=off",
+	                "-device",
+	                "virtserialport,chardev=ctl,name=" AIRLOCK_PORT_NAME_LITERAL,
+	                "-qmp",
+	                "unix:" VMM_QMP_SOCK ",server=on,wait=off",
+	                NULL,
+	                NULL,
+	                NULL};
 	char incoming[PATH_MAX];
 	if (cfg->incoming) {
 		/* A restore: the same machine, its state read from the snapshot. */
@@ -165,8 +199,7 @@ static int qemu_stop(const struct vmm_config *cfg, pid_t pid)
 	return 0;
 }
 
-static int qemu_run_state(const struct vmm_config *cfg, const char *command, const char *what,
-			  struct al_error *err)
+static int qemu_run_state(const struct vmm_config *cfg, const char *command, const char *what, struct al_error *err)
 {
 	char why[256];
 	int r = qmp_command(cfg->dirfd, command, NULL, NULL, why, sizeof(why));
@@ -219,7 +252,7 @@ static int qemu_save(const struct vmm_config *cfg, const char *out, struct al_er
 			return 0;
 		if (failed)
 			return al_error_set(err, AL_ERR_INTERNAL, EIO, "saving the VM failed%s%s (is the disk full?)",
-					    desc[0] ? ": " : "", desc);
+			                    desc[0] ? ": " : "", desc);
 		if (now_ms_monotonic() > deadline) {
 			qmp_command(cfg->dirfd, "migrate_cancel", NULL, NULL, why, sizeof(why));
 			return al_error_set(err, AL_ERR_TIMEOUT, ETIMEDOUT, "saving the VM took too long");
@@ -240,7 +273,7 @@ static int qemu_cancel_save(const struct vmm_config *cfg, struct al_error *err)
 		const char *status = json_string_value(json_object_get(ret, "status"));
 		/* Still moving: setup, active, device, pre-switchover, cancelling, wait-unplug. */
 		bool busy = status && strcmp(status, "completed") && strcmp(status, "failed") &&
-			    strcmp(status, "cancelled") && strcmp(status, "none");
+		            strcmp(status, "cancelled") && strcmp(status, "none");
 		json_decref(ret);
 		if (!busy)
 			return 0;
@@ -268,22 +301,22 @@ static int qemu_wait_incoming(const struct vmm_config *cfg, uint64_t deadline_ms
 		}
 		if (now_ms_monotonic() > deadline_ms)
 			return al_error_set(err, AL_ERR_TIMEOUT, ETIMEDOUT, "loading the snapshot took too long%s%s",
-					    why[0] ? ": " : "", why);
+			                    why[0] ? ": " : "", why);
 		usleep(QEMU_POLL_MS * 1000);
 	}
 }
 
 const struct vmm_ops vmm_qemu_ops = {
-	.name = "qemu",
-	.accel = qemu_accel,
-	.prepare_disk = qemu_prepare_disk,
-	.spawn = qemu_spawn,
-	.stop = qemu_stop,
-	.pause = qemu_pause,
-	.resume = qemu_resume,
-	.save = qemu_save,
-	.wait_incoming = qemu_wait_incoming,
-	.cancel_save = qemu_cancel_save,
+    .name = "qemu",
+    .accel = qemu_accel,
+    .prepare_disk = qemu_prepare_disk,
+    .spawn = qemu_spawn,
+    .stop = qemu_stop,
+    .pause = qemu_pause,
+    .resume = qemu_resume,
+    .save = qemu_save,
+    .wait_incoming = qemu_wait_incoming,
+    .cancel_save = qemu_cancel_save,
 };
 
 int unix_connect_at(int dirfd, const char *name, int *ret_fd)

@@ -22,10 +22,10 @@
 
 struct vmm_config {
 	const char *sandbox_id;
-	const char *dir;     /* absolute sandbox directory, the VMM's cwd */
-	const char *kernel;  /* absolute paths */
+	const char *dir;    /* absolute sandbox directory, the VMM's cwd */
+	const char *kernel; /* absolute paths */
 	const char *initrd;
-	const char *rootfs;  /* template image (read-only base of the disk) */
+	const char *rootfs; /* template image (read-only base of the disk) */
 	unsigned vcpus;
 	unsigned memory_mib;
 	int dirfd; /* the sandbox directory, for the VMM's sockets */

@@ -25,27 +25,27 @@ struct v4_range {
 #define V4(a, b, c, d) (((uint32_t)(a) << 24) | ((uint32_t)(b) << 16) | ((uint32_t)(c) << 8) | (uint32_t)(d))
 
 static const struct v4_range v4_table[] = {
-	/* Instance metadata: AWS/GCP/Azure/OpenStack, Alibaba, Oracle, Azure WireServer. */
-	{V4(169, 254, 169, 254), 32, EGRESS_ADDR_METADATA},
-	{V4(100, 100, 100, 200), 32, EGRESS_ADDR_METADATA},
-	{V4(192, 0, 0, 192), 32, EGRESS_ADDR_METADATA},
-	{V4(168, 63, 129, 16), 32, EGRESS_ADDR_METADATA},
-	{V4(255, 255, 255, 255), 32, EGRESS_ADDR_BROADCAST},
-	{V4(0, 0, 0, 0), 8, EGRESS_ADDR_UNSPECIFIED},
-	{V4(10, 0, 0, 0), 8, EGRESS_ADDR_PRIVATE},
-	{V4(100, 64, 0, 0), 10, EGRESS_ADDR_CGNAT},
-	{V4(127, 0, 0, 0), 8, EGRESS_ADDR_LOOPBACK},
-	{V4(169, 254, 0, 0), 16, EGRESS_ADDR_LINK_LOCAL},
-	{V4(172, 16, 0, 0), 12, EGRESS_ADDR_PRIVATE},
-	{V4(192, 0, 0, 0), 24, EGRESS_ADDR_RESERVED}, /* IETF protocol assignments */
-	{V4(192, 0, 2, 0), 24, EGRESS_ADDR_DOCUMENTATION},
-	{V4(192, 88, 99, 0), 24, EGRESS_ADDR_RESERVED}, /* deprecated 6to4 relay anycast */
-	{V4(192, 168, 0, 0), 16, EGRESS_ADDR_PRIVATE},
-	{V4(198, 18, 0, 0), 15, EGRESS_ADDR_BENCHMARKING},
-	{V4(198, 51, 100, 0), 24, EGRESS_ADDR_DOCUMENTATION},
-	{V4(203, 0, 113, 0), 24, EGRESS_ADDR_DOCUMENTATION},
-	{V4(224, 0, 0, 0), 4, EGRESS_ADDR_MULTICAST},
-	{V4(240, 0, 0, 0), 4, EGRESS_ADDR_RESERVED},
+    /* Instance metadata: AWS/GCP/Azure/OpenStack, Alibaba, Oracle, Azure WireServer. */
+    {V4(169, 254, 169, 254), 32, EGRESS_ADDR_METADATA},
+    {V4(100, 100, 100, 200), 32, EGRESS_ADDR_METADATA},
+    {V4(192, 0, 0, 192), 32, EGRESS_ADDR_METADATA},
+    {V4(168, 63, 129, 16), 32, EGRESS_ADDR_METADATA},
+    {V4(255, 255, 255, 255), 32, EGRESS_ADDR_BROADCAST},
+    {V4(0, 0, 0, 0), 8, EGRESS_ADDR_UNSPECIFIED},
+    {V4(10, 0, 0, 0), 8, EGRESS_ADDR_PRIVATE},
+    {V4(100, 64, 0, 0), 10, EGRESS_ADDR_CGNAT},
+    {V4(127, 0, 0, 0), 8, EGRESS_ADDR_LOOPBACK},
+    {V4(169, 254, 0, 0), 16, EGRESS_ADDR_LINK_LOCAL},
+    {V4(172, 16, 0, 0), 12, EGRESS_ADDR_PRIVATE},
+    {V4(192, 0, 0, 0), 24, EGRESS_ADDR_RESERVED}, /* IETF protocol assignments */
+    {V4(192, 0, 2, 0), 24, EGRESS_ADDR_DOCUMENTATION},
+    {V4(192, 88, 99, 0), 24, EGRESS_ADDR_RESERVED}, /* deprecated 6to4 relay anycast */
+    {V4(192, 168, 0, 0), 16, EGRESS_ADDR_PRIVATE},
+    {V4(198, 18, 0, 0), 15, EGRESS_ADDR_BENCHMARKING},
+    {V4(198, 51, 100, 0), 24, EGRESS_ADDR_DOCUMENTATION},
+    {V4(203, 0, 113, 0), 24, EGRESS_ADDR_DOCUMENTATION},
+    {V4(224, 0, 0, 0), 4, EGRESS_ADDR_MULTICAST},
+    {V4(240, 0, 0, 0), 4, EGRESS_ADDR_RESERVED},
 };
 
 struct v6_range {
@@ -56,29 +56,29 @@ struct v6_range {
 };
 
 static const struct v6_range v6_table[] = {
-	{{0}, 128, EGRESS_ADDR_UNSPECIFIED, EGRESS_EMBED_NONE},
-	{{[15] = 1}, 128, EGRESS_ADDR_LOOPBACK, EGRESS_EMBED_NONE},
-	/* AWS IMDS over IPv6: fd00:ec2::254 */
-	{{0xfd, 0x00, 0x0e, 0xc2, [15] = 0x54, [14] = 0x02}, 128, EGRESS_ADDR_METADATA, EGRESS_EMBED_NONE},
-	{{[10] = 0xff, [11] = 0xff}, 96, EGRESS_ADDR_EMBEDDED_IPV4, EGRESS_EMBED_MAPPED},
-	{{0}, 96, EGRESS_ADDR_EMBEDDED_IPV4, EGRESS_EMBED_COMPAT},
-	{{0x00, 0x64, 0xff, 0x9b}, 96, EGRESS_ADDR_EMBEDDED_IPV4, EGRESS_EMBED_NAT64},
-	{{0x00, 0x64, 0xff, 0x9b, 0x00, 0x01}, 48, EGRESS_ADDR_RESERVED, EGRESS_EMBED_NONE}, /* local NAT64 */
-	{{0x01, 0x00}, 64, EGRESS_ADDR_RESERVED, EGRESS_EMBED_NONE},                         /* discard-only */
-	{{0x20, 0x01, 0x00, 0x00}, 32, EGRESS_ADDR_EMBEDDED_IPV4, EGRESS_EMBED_TEREDO},
-	{{0x20, 0x01, 0x00, 0x02, 0x00, 0x00}, 48, EGRESS_ADDR_BENCHMARKING, EGRESS_EMBED_NONE},
-	{{0x20, 0x01, 0x00, 0x10}, 28, EGRESS_ADDR_RESERVED, EGRESS_EMBED_NONE}, /* ORCHID */
-	{{0x20, 0x01, 0x00, 0x20}, 28, EGRESS_ADDR_RESERVED, EGRESS_EMBED_NONE}, /* ORCHIDv2 */
-	{{0x20, 0x01, 0x0d, 0xb8}, 32, EGRESS_ADDR_DOCUMENTATION, EGRESS_EMBED_NONE},
-	{{0x20, 0x02}, 16, EGRESS_ADDR_EMBEDDED_IPV4, EGRESS_EMBED_6TO4},
-	{{0x3f, 0xff}, 20, EGRESS_ADDR_DOCUMENTATION, EGRESS_EMBED_NONE},
-	{{0xfc}, 7, EGRESS_ADDR_PRIVATE, EGRESS_EMBED_NONE},
-	{{0xfe, 0x80}, 10, EGRESS_ADDR_LINK_LOCAL, EGRESS_EMBED_NONE},
-	{{0xfe, 0xc0}, 10, EGRESS_ADDR_PRIVATE, EGRESS_EMBED_NONE}, /* deprecated site-local */
-	{{0xff}, 8, EGRESS_ADDR_MULTICAST, EGRESS_EMBED_NONE},
-	/* Global unicast is 2000::/3; everything else is not (yet) a destination. */
-	{{0x20}, 3, EGRESS_ADDR_PUBLIC, EGRESS_EMBED_NONE},
-	{{0}, 0, EGRESS_ADDR_RESERVED, EGRESS_EMBED_NONE},
+    {{0}, 128, EGRESS_ADDR_UNSPECIFIED, EGRESS_EMBED_NONE},
+    {{[15] = 1}, 128, EGRESS_ADDR_LOOPBACK, EGRESS_EMBED_NONE},
+    /* AWS IMDS over IPv6: fd00:ec2::254 */
+    {{0xfd, 0x00, 0x0e, 0xc2, [15] = 0x54, [14] = 0x02}, 128, EGRESS_ADDR_METADATA, EGRESS_EMBED_NONE},
+    {{[10] = 0xff, [11] = 0xff}, 96, EGRESS_ADDR_EMBEDDED_IPV4, EGRESS_EMBED_MAPPED},
+    {{0}, 96, EGRESS_ADDR_EMBEDDED_IPV4, EGRESS_EMBED_COMPAT},
+    {{0x00, 0x64, 0xff, 0x9b}, 96, EGRESS_ADDR_EMBEDDED_IPV4, EGRESS_EMBED_NAT64},
+    {{0x00, 0x64, 0xff, 0x9b, 0x00, 0x01}, 48, EGRESS_ADDR_RESERVED, EGRESS_EMBED_NONE}, /* local NAT64 */
+    {{0x01, 0x00}, 64, EGRESS_ADDR_RESERVED, EGRESS_EMBED_NONE},                         /* discard-only */
+    {{0x20, 0x01, 0x00, 0x00}, 32, EGRESS_ADDR_EMBEDDED_IPV4, EGRESS_EMBED_TEREDO},
+    {{0x20, 0x01, 0x00, 0x02, 0x00, 0x00}, 48, EGRESS_ADDR_BENCHMARKING, EGRESS_EMBED_NONE},
+    {{0x20, 0x01, 0x00, 0x10}, 28, EGRESS_ADDR_RESERVED, EGRESS_EMBED_NONE}, /* ORCHID */
+    {{0x20, 0x01, 0x00, 0x20}, 28, EGRESS_ADDR_RESERVED, EGRESS_EMBED_NONE}, /* ORCHIDv2 */
+    {{0x20, 0x01, 0x0d, 0xb8}, 32, EGRESS_ADDR_DOCUMENTATION, EGRESS_EMBED_NONE},
+    {{0x20, 0x02}, 16, EGRESS_ADDR_EMBEDDED_IPV4, EGRESS_EMBED_6TO4},
+    {{0x3f, 0xff}, 20, EGRESS_ADDR_DOCUMENTATION, EGRESS_EMBED_NONE},
+    {{0xfc}, 7, EGRESS_ADDR_PRIVATE, EGRESS_EMBED_NONE},
+    {{0xfe, 0x80}, 10, EGRESS_ADDR_LINK_LOCAL, EGRESS_EMBED_NONE},
+    {{0xfe, 0xc0}, 10, EGRESS_ADDR_PRIVATE, EGRESS_EMBED_NONE}, /* deprecated site-local */
+    {{0xff}, 8, EGRESS_ADDR_MULTICAST, EGRESS_EMBED_NONE},
+    /* Global unicast is 2000::/3; everything else is not (yet) a destination. */
+    {{0x20}, 3, EGRESS_ADDR_PUBLIC, EGRESS_EMBED_NONE},
+    {{0}, 0, EGRESS_ADDR_RESERVED, EGRESS_EMBED_NONE},
 };
 
 static bool v4_in(uint32_t addr, uint32_t base, unsigned prefix_len)
@@ -181,19 +181,19 @@ bool egress_addr_is_forbidden(const struct egress_addr *a, bool explicitly_allow
 }
 
 static const char *const class_names[EGRESS_ADDR__COUNT] = {
-	[EGRESS_ADDR_PUBLIC] = "public",
-	[EGRESS_ADDR_LOOPBACK] = "loopback",
-	[EGRESS_ADDR_PRIVATE] = "private",
-	[EGRESS_ADDR_CGNAT] = "cgnat",
-	[EGRESS_ADDR_LINK_LOCAL] = "link_local",
-	[EGRESS_ADDR_MULTICAST] = "multicast",
-	[EGRESS_ADDR_UNSPECIFIED] = "unspecified",
-	[EGRESS_ADDR_BROADCAST] = "broadcast",
-	[EGRESS_ADDR_METADATA] = "metadata",
-	[EGRESS_ADDR_DOCUMENTATION] = "documentation",
-	[EGRESS_ADDR_BENCHMARKING] = "benchmarking",
-	[EGRESS_ADDR_RESERVED] = "reserved",
-	[EGRESS_ADDR_EMBEDDED_IPV4] = "embedded_ipv4",
+    [EGRESS_ADDR_PUBLIC] = "public",
+    [EGRESS_ADDR_LOOPBACK] = "loopback",
+    [EGRESS_ADDR_PRIVATE] = "private",
+    [EGRESS_ADDR_CGNAT] = "cgnat",
+    [EGRESS_ADDR_LINK_LOCAL] = "link_local",
+    [EGRESS_ADDR_MULTICAST] = "multicast",
+    [EGRESS_ADDR_UNSPECIFIED] = "unspecified",
+    [EGRESS_ADDR_BROADCAST] = "broadcast",
+    [EGRESS_ADDR_METADATA] = "metadata",
+    [EGRESS_ADDR_DOCUMENTATION] = "documentation",
+    [EGRESS_ADDR_BENCHMARKING] = "benchmarking",
+    [EGRESS_ADDR_RESERVED] = "reserved",
+    [EGRESS_ADDR_EMBEDDED_IPV4] = "embedded_ipv4",
 };
 
 const char *egress_addr_class_name(enum egress_addr_class cls)

@@ -38,18 +38,14 @@ enum script {
 
 /* The script combinations a single label may use (a subset of one of these). */
 static const unsigned script_sets[] = {
-	SC_LATIN,
-	SC_GREEK,
-	SC_CYRILLIC,
-	SC_LATIN | SC_HAN | SC_HIRAGANA | SC_KATAKANA,
-	SC_LATIN | SC_HAN | SC_HANGUL,
+    SC_LATIN, SC_GREEK, SC_CYRILLIC, SC_LATIN | SC_HAN | SC_HIRAGANA | SC_KATAKANA, SC_LATIN | SC_HAN | SC_HANGUL,
 };
 
 enum case_map {
-	MAP_NONE,      /* already lower case (or caseless) */
-	MAP_DELTA,     /* upper case: add delta */
-	MAP_EVEN_UP,   /* pairs: even code point upper, the next one its lower */
-	MAP_ODD_UP,    /* pairs: odd code point upper, the next one its lower */
+	MAP_NONE,    /* already lower case (or caseless) */
+	MAP_DELTA,   /* upper case: add delta */
+	MAP_EVEN_UP, /* pairs: even code point upper, the next one its lower */
+	MAP_ODD_UP,  /* pairs: odd code point upper, the next one its lower */
 };
 
 struct char_range {
@@ -60,43 +56,43 @@ struct char_range {
 };
 
 static const struct char_range char_table[] = {
-	{'-', '-', SC_COMMON, MAP_NONE, 0},
-	{'0', '9', SC_COMMON, MAP_NONE, 0},
-	{'A', 'Z', SC_LATIN, MAP_DELTA, 0x20},
-	{'a', 'z', SC_LATIN, MAP_NONE, 0},
-	{0x00c0, 0x00d6, SC_LATIN, MAP_DELTA, 0x20},
-	{0x00d8, 0x00de, SC_LATIN, MAP_DELTA, 0x20},
-	{0x00df, 0x00f6, SC_LATIN, MAP_NONE, 0}, /* includes sharp s, kept as in IDNA2008 */
-	{0x00f8, 0x00ff, SC_LATIN, MAP_NONE, 0},
-	{0x0100, 0x012f, SC_LATIN, MAP_EVEN_UP, 0},
-	{0x0131, 0x0131, SC_LATIN, MAP_NONE, 0},
-	{0x0134, 0x0137, SC_LATIN, MAP_EVEN_UP, 0},
-	{0x0138, 0x0138, SC_LATIN, MAP_NONE, 0},
-	{0x0139, 0x013e, SC_LATIN, MAP_ODD_UP, 0},
-	{0x0141, 0x0148, SC_LATIN, MAP_ODD_UP, 0},
-	{0x014a, 0x0177, SC_LATIN, MAP_EVEN_UP, 0},
-	{0x0178, 0x0178, SC_LATIN, MAP_DELTA, 0x00ff - 0x0178},
-	{0x0179, 0x017e, SC_LATIN, MAP_ODD_UP, 0},
-	{0x0386, 0x0386, SC_GREEK, MAP_DELTA, 0x03ac - 0x0386},
-	{0x0388, 0x038a, SC_GREEK, MAP_DELTA, 0x03ad - 0x0388},
-	{0x038c, 0x038c, SC_GREEK, MAP_DELTA, 0x03cc - 0x038c},
-	{0x038e, 0x038f, SC_GREEK, MAP_DELTA, 0x03cd - 0x038e},
-	{0x0390, 0x0390, SC_GREEK, MAP_NONE, 0},
-	{0x0391, 0x03a1, SC_GREEK, MAP_DELTA, 0x20},
-	{0x03a3, 0x03ab, SC_GREEK, MAP_DELTA, 0x20},
-	{0x03ac, 0x03ce, SC_GREEK, MAP_NONE, 0},
-	{0x0400, 0x040f, SC_CYRILLIC, MAP_DELTA, 0x50},
-	{0x0410, 0x042f, SC_CYRILLIC, MAP_DELTA, 0x20},
-	{0x0430, 0x045f, SC_CYRILLIC, MAP_NONE, 0},
-	{0x0490, 0x04bf, SC_CYRILLIC, MAP_EVEN_UP, 0},
-	{0x04c1, 0x04ce, SC_CYRILLIC, MAP_ODD_UP, 0},
-	{0x04d0, 0x04ff, SC_CYRILLIC, MAP_EVEN_UP, 0},
-	{0x3041, 0x3096, SC_HIRAGANA, MAP_NONE, 0},
-	{0x30a1, 0x30fa, SC_KATAKANA, MAP_NONE, 0},
-	{0x30fc, 0x30fc, SC_KATAKANA, MAP_NONE, 0}, /* prolonged sound mark */
-	{0x3400, 0x4dbf, SC_HAN, MAP_NONE, 0},
-	{0x4e00, 0x9fff, SC_HAN, MAP_NONE, 0},
-	{0xac00, 0xd7a3, SC_HANGUL, MAP_NONE, 0},
+    {'-', '-', SC_COMMON, MAP_NONE, 0},
+    {'0', '9', SC_COMMON, MAP_NONE, 0},
+    {'A', 'Z', SC_LATIN, MAP_DELTA, 0x20},
+    {'a', 'z', SC_LATIN, MAP_NONE, 0},
+    {0x00c0, 0x00d6, SC_LATIN, MAP_DELTA, 0x20},
+    {0x00d8, 0x00de, SC_LATIN, MAP_DELTA, 0x20},
+    {0x00df, 0x00f6, SC_LATIN, MAP_NONE, 0}, /* includes sharp s, kept as in IDNA2008 */
+    {0x00f8, 0x00ff, SC_LATIN, MAP_NONE, 0},
+    {0x0100, 0x012f, SC_LATIN, MAP_EVEN_UP, 0},
+    {0x0131, 0x0131, SC_LATIN, MAP_NONE, 0},
+    {0x0134, 0x0137, SC_LATIN, MAP_EVEN_UP, 0},
+    {0x0138, 0x0138, SC_LATIN, MAP_NONE, 0},
+    {0x0139, 0x013e, SC_LATIN, MAP_ODD_UP, 0},
+    {0x0141, 0x0148, SC_LATIN, MAP_ODD_UP, 0},
+    {0x014a, 0x0177, SC_LATIN, MAP_EVEN_UP, 0},
+    {0x0178, 0x0178, SC_LATIN, MAP_DELTA, 0x00ff - 0x0178},
+    {0x0179, 0x017e, SC_LATIN, MAP_ODD_UP, 0},
+    {0x0386, 0x0386, SC_GREEK, MAP_DELTA, 0x03ac - 0x0386},
+    {0x0388, 0x038a, SC_GREEK, MAP_DELTA, 0x03ad - 0x0388},
+    {0x038c, 0x038c, SC_GREEK, MAP_DELTA, 0x03cc - 0x038c},
+    {0x038e, 0x038f, SC_GREEK, MAP_DELTA, 0x03cd - 0x038e},
+    {0x0390, 0x0390, SC_GREEK, MAP_NONE, 0},
+    {0x0391, 0x03a1, SC_GREEK, MAP_DELTA, 0x20},
+    {0x03a3, 0x03ab, SC_GREEK, MAP_DELTA, 0x20},
+    {0x03ac, 0x03ce, SC_GREEK, MAP_NONE, 0},
+    {0x0400, 0x040f, SC_CYRILLIC, MAP_DELTA, 0x50},
+    {0x0410, 0x042f, SC_CYRILLIC, MAP_DELTA, 0x20},
+    {0x0430, 0x045f, SC_CYRILLIC, MAP_NONE, 0},
+    {0x0490, 0x04bf, SC_CYRILLIC, MAP_EVEN_UP, 0},
+    {0x04c1, 0x04ce, SC_CYRILLIC, MAP_ODD_UP, 0},
+    {0x04d0, 0x04ff, SC_CYRILLIC, MAP_EVEN_UP, 0},
+    {0x3041, 0x3096, SC_HIRAGANA, MAP_NONE, 0},
+    {0x30a1, 0x30fa, SC_KATAKANA, MAP_NONE, 0},
+    {0x30fc, 0x30fc, SC_KATAKANA, MAP_NONE, 0}, /* prolonged sound mark */
+    {0x3400, 0x4dbf, SC_HAN, MAP_NONE, 0},
+    {0x4e00, 0x9fff, SC_HAN, MAP_NONE, 0},
+    {0xac00, 0xd7a3, SC_HANGUL, MAP_NONE, 0},
 };
 
 /* Maps a code point to its canonical (lower-case) form and script; -EILSEQ
@@ -346,7 +342,7 @@ static bool is_ldh(char c)
 /* Checks the code points of a U-label (after mapping) and appends its
  * A-label to out. */
 static int ulabel_to_alabel(const uint32_t *cps, size_t n, char *out, size_t out_size, size_t *ret_len,
-			    struct al_error *err)
+                            struct al_error *err)
 {
 	unsigned mask = 0;
 	bool non_ascii = false;
@@ -355,7 +351,7 @@ static int ulabel_to_alabel(const uint32_t *cps, size_t n, char *out, size_t out
 		unsigned sc;
 		if (char_canonical(cps[i], &mapped, &sc) < 0 || mapped != cps[i])
 			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EILSEQ,
-					    "character U+%04X cannot be used in a host name", (unsigned)cps[i]);
+			                    "character U+%04X cannot be used in a host name", (unsigned)cps[i]);
 		mask |= sc;
 		non_ascii |= cps[i] >= 0x80;
 	}
@@ -366,7 +362,8 @@ static int ulabel_to_alabel(const uint32_t *cps, size_t n, char *out, size_t out
 	if (cps[0] == '-' || cps[n - 1] == '-')
 		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "a label starts or ends with a hyphen");
 	if (n >= 4 && cps[2] == '-' && cps[3] == '-')
-		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "an IDN label has hyphens in positions 3 and 4");
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+		                    "an IDN label has hyphens in positions 3 and 4");
 	if (out_size < 4)
 		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, ENAMETOOLONG, "a label is longer than 63 bytes");
 	memcpy(out, "xn--", 4);
@@ -399,11 +396,11 @@ static int label_canonical(const uint8_t *in, size_t len, char *out, size_t *ret
 			unsigned sc;
 			if (char_canonical(cp, &cp, &sc) < 0)
 				return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EILSEQ,
-						    "character U+%04X cannot be used in a host name", (unsigned)cp);
+				                    "character U+%04X cannot be used in a host name", (unsigned)cp);
 			/* Every code point takes at least one byte of the A-label. */
 			if (n >= ARRAY_SIZE(cps))
 				return al_error_set(err, AL_ERR_INVALID_ARGUMENT, ENAMETOOLONG,
-						    "a label is longer than 63 bytes");
+				                    "a label is longer than 63 bytes");
 			cps[n++] = cp;
 		}
 		return ulabel_to_alabel(cps, n, out, EGRESS_HOST_LABEL_MAX, ret_len, err);
@@ -417,7 +414,7 @@ static int label_canonical(const uint8_t *in, size_t len, char *out, size_t *ret
 			c = (char)(c + 0x20);
 		if (!is_ldh(c))
 			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
-					    "byte 0x%02x is not a letter, digit or hyphen", in[i]);
+			                    "byte 0x%02x is not a letter, digit or hyphen", in[i]);
 		out[i] = c;
 	}
 	if (out[0] == '-' || out[len - 1] == '-')
@@ -439,7 +436,7 @@ static int label_canonical(const uint8_t *in, size_t len, char *out, size_t *ret
 		}
 		if (again_len != len || memcmp(again, out, len) != 0)
 			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
-					    "\"xn--\" label is not in canonical form");
+			                    "\"xn--\" label is not in canonical form");
 	}
 	*ret_len = len;
 	return 0;
@@ -546,8 +543,8 @@ static int ipv6_parse(const uint8_t *in, size_t len, struct in6_addr *ret)
 		return -EINVAL;
 	for (size_t i = 0; i < len; i++) {
 		uint8_t c = in[i];
-		bool ok = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F') || c == ':' ||
-			  c == '.';
+		bool ok =
+		    (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F') || c == ':' || c == '.';
 		if (!ok)
 			return -EINVAL; /* includes '%' zone ids */
 	}
@@ -565,7 +562,7 @@ static int host_from_ipv6(const uint8_t *in, size_t len, struct egress_host *ret
 	struct egress_host h = {.kind = EGRESS_HOST_IPV6, .addr.family = AF_INET6};
 	if (len < 2 || in[len - 1] != ']' || ipv6_parse(in + 1, len - 2, &h.addr.v6) < 0)
 		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
-				    "not a valid bracketed IPv6 address (zone ids are not accepted)");
+		                    "not a valid bracketed IPv6 address (zone ids are not accepted)");
 	ipv6_format(&h.addr.v6, h.name, sizeof(h.name));
 	h.len = strlen(h.name);
 	*ret_host = h;
@@ -580,10 +577,10 @@ static int host_from_ipv4(const uint8_t *in, size_t len, struct egress_host *ret
 	 * different address than the dialler. Only one spelling is accepted. */
 	if (ipv4_parse_strict(in, len, &h.addr.v4) < 0)
 		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
-				    "\"%.*s\" is not a canonical IPv4 address: only four decimal parts without "
-				    "leading zeros are accepted (no octal, hex, shortened or integer forms, no "
-				    "trailing dot)",
-				    (int)MIN(len, (size_t)64), (const char *)in);
+		                    "\"%.*s\" is not a canonical IPv4 address: only four decimal parts without "
+		                    "leading zeros are accepted (no octal, hex, shortened or integer forms, no "
+		                    "trailing dot)",
+		                    (int)MIN(len, (size_t)64), (const char *)in);
 	inet_ntop(AF_INET, &h.addr.v4, h.name, sizeof(h.name));
 	h.len = strlen(h.name);
 	*ret_host = h;
@@ -596,12 +593,12 @@ int egress_host_canonicalize(const uint8_t *in, size_t len, struct egress_host *
 		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "empty host name");
 	if (len > EGRESS_HOST_INPUT_MAX)
 		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, ENAMETOOLONG, "host name longer than %d bytes",
-				    EGRESS_HOST_INPUT_MAX);
+		                    EGRESS_HOST_INPUT_MAX);
 	if (in[0] == '[')
 		return host_from_ipv6(in, len, ret_host, err);
 	if (memchr(in, ':', len))
 		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
-				    "host contains ':' (a port, or an IPv6 address without brackets)");
+		                    "host contains ':' (a port, or an IPv6 address without brackets)");
 	if (looks_numeric(in, len))
 		return host_from_ipv4(in, len, ret_host, err);
 	if (!utf8_valid(in, len))
@@ -622,7 +619,7 @@ int egress_host_canonicalize(const uint8_t *in, size_t len, struct egress_host *
 			return r;
 		if (o + (o ? 1 : 0) + llen > EGRESS_HOST_NAME_MAX)
 			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, ENAMETOOLONG,
-					    "host name longer than %d bytes", EGRESS_HOST_NAME_MAX);
+			                    "host name longer than %d bytes", EGRESS_HOST_NAME_MAX);
 		if (o)
 			h.name[o++] = '.';
 		memcpy(h.name + o, label, llen);
@@ -654,7 +651,7 @@ static int port_parse(const uint8_t *in, size_t len, uint16_t *ret)
 }
 
 int egress_host_split_port(const uint8_t *in, size_t len, const uint8_t **ret_host, size_t *ret_host_len,
-			   uint16_t *ret_port, struct al_error *err)
+                           uint16_t *ret_port, struct al_error *err)
 {
 	size_t host_len;
 	const uint8_t *rest;
@@ -665,21 +662,22 @@ int egress_host_split_port(const uint8_t *in, size_t len, const uint8_t **ret_ho
 		host_len = (size_t)(close - in) + 1;
 		rest = in + host_len;
 		if (host_len < len && *rest != ':')
-			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "bytes after ']' that are not a port");
+			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+			                    "bytes after ']' that are not a port");
 	} else {
 		const uint8_t *colon = memchr(in, ':', len);
 		host_len = colon ? (size_t)(colon - in) : len;
 		rest = in + host_len;
 		if (colon && memchr(colon + 1, ':', len - host_len - 1))
 			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
-					    "more than one ':' (an IPv6 address must be in brackets)");
+			                    "more than one ':' (an IPv6 address must be in brackets)");
 	}
 	if (host_len == 0)
 		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "empty host");
 	uint16_t port = 0;
 	if (host_len < len && port_parse(rest + 1, len - host_len - 1, &port) < 0)
 		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
-				    "invalid port: 1-65535 in decimal digits without leading zeros");
+		                    "invalid port: 1-65535 in decimal digits without leading zeros");
 	*ret_host = in;
 	*ret_host_len = host_len;
 	*ret_port = port;
@@ -728,7 +726,7 @@ static bool addr_in_net(const struct egress_addr *a, const struct egress_addr *n
 }
 
 static int rule_parse_cidr(const char *text, size_t len, const char *slash, struct egress_rule *ret_rule,
-			   struct al_error *err)
+                           struct al_error *err)
 {
 	struct egress_rule r = {.kind = EGRESS_RULE_CIDR};
 	const uint8_t *a = (const uint8_t *)text;
@@ -748,7 +746,7 @@ static int rule_parse_cidr(const char *text, size_t len, const char *slash, stru
 		max = 32;
 		if (ipv4_parse_strict(a, alen, &r.net.v4) < 0)
 			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
-					    "invalid IPv4 network address (dotted quad, no leading zeros)");
+			                    "invalid IPv4 network address (dotted quad, no leading zeros)");
 	}
 	const char *p = slash + 1;
 	size_t plen = len - (size_t)(p - text);
@@ -758,7 +756,7 @@ static int rule_parse_cidr(const char *text, size_t len, const char *slash, stru
 		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "invalid prefix length (0-%u)", max);
 	if (colon && port_parse((const uint8_t *)colon + 1, plen - digits - 1, &r.port) < 0)
 		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
-				    "invalid port: 1-65535 in decimal digits without leading zeros");
+		                    "invalid port: 1-65535 in decimal digits without leading zeros");
 	/* Host bits set ("203.0.113.5/24"): the author meant something else. */
 	const uint8_t *m = r.net.family == AF_INET ? (const uint8_t *)&r.net.v4 : r.net.v6.s6_addr;
 	for (unsigned bit = r.prefix_len; bit < max; bit++) {
@@ -775,7 +773,7 @@ int egress_rule_parse(const char *text, size_t len, struct egress_rule *ret_rule
 		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "empty rule");
 	if (len > EGRESS_HOST_RULE_MAX)
 		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, ENAMETOOLONG, "rule longer than %d bytes",
-				    EGRESS_HOST_RULE_MAX);
+		                    EGRESS_HOST_RULE_MAX);
 	const char *slash = memchr(text, '/', len);
 	if (slash)
 		return rule_parse_cidr(text, len, slash, ret_rule, err);
@@ -793,17 +791,17 @@ int egress_rule_parse(const char *text, size_t len, struct egress_rule *ret_rule
 	}
 	if (memchr(host, '*', host_len))
 		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
-				    "'*' is only allowed as a whole first label (\"*.example.com\")");
+		                    "'*' is only allowed as a whole first label (\"*.example.com\")");
 	ret = egress_host_canonicalize(host, host_len, &r.host, err);
 	if (ret < 0)
 		return ret;
 	if (r.kind == EGRESS_RULE_WILDCARD) {
 		if (r.host.kind != EGRESS_HOST_NAME)
 			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
-					    "a wildcard applies to names, not IP addresses");
+			                    "a wildcard applies to names, not IP addresses");
 		if (!memchr(r.host.name, '.', r.host.len))
 			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
-					    "a wildcard needs at least two labels after \"*.\"");
+			                    "a wildcard needs at least two labels after \"*.\"");
 	}
 	*ret_rule = r;
 	return 0;

@@ -72,7 +72,7 @@ int egress_host_canonicalize(const uint8_t *in, size_t len, struct egress_host *
  * never empty. Returns 0 or -EINVAL.
  */
 int egress_host_split_port(const uint8_t *in, size_t len, const uint8_t **ret_host, size_t *ret_host_len,
-			   uint16_t *ret_port, struct al_error *err);
+                           uint16_t *ret_port, struct al_error *err);
 
 /* Writes "name", "[v6]", or with a port "name:443" / "[v6]:443" (port 0: none). */
 int egress_host_format(const struct egress_host *host, uint16_t port, char *buf, size_t size);

@@ -129,7 +129,7 @@ static int parse_header_line(const uint8_t *line, size_t len, struct head_state 
 		return bad(err, "obsolete line folding (continuation line)");
 	if (++st->headers > EGRESS_HTTP_HEADERS_MAX)
 		return al_error_set(err, AL_ERR_TOO_LARGE, E2BIG, "HTTP request has more than %d header fields",
-				    EGRESS_HTTP_HEADERS_MAX);
+		                    EGRESS_HTTP_HEADERS_MAX);
 	size_t nlen = 0;
 	while (nlen < len && is_tchar(line[nlen]))
 		nlen++;
@@ -156,7 +156,7 @@ static int parse_header_line(const uint8_t *line, size_t len, struct head_state 
 		return bad(err, "empty Host header field");
 	if (vlen > EGRESS_HTTP_HOST_MAX)
 		return al_error_set(err, AL_ERR_TOO_LARGE, E2BIG, "Host header field longer than %d bytes",
-				    EGRESS_HTTP_HOST_MAX);
+		                    EGRESS_HTTP_HOST_MAX);
 	if (memchr(v, ' ', vlen) || memchr(v, '\t', vlen))
 		return bad(err, "whitespace inside the Host header field");
 	memcpy(st->req.host, v, vlen);
@@ -171,7 +171,7 @@ static int check_partial_line(const uint8_t *p, size_t n, bool request_line, str
 {
 	if (n > EGRESS_HTTP_LINE_MAX + 1)
 		return al_error_set(err, AL_ERR_TOO_LARGE, E2BIG, "HTTP request line or header longer than %d bytes",
-				    EGRESS_HTTP_LINE_MAX);
+		                    EGRESS_HTTP_LINE_MAX);
 	for (size_t i = 0; i < n; i++) {
 		if (p[i] == '\r' && i == n - 1)
 			break;
@@ -192,7 +192,7 @@ static int check_partial_line(const uint8_t *p, size_t n, bool request_line, str
 }
 
 int egress_http_read_request_head(const uint8_t *buf, size_t len, struct egress_http_request *ret_req,
-				  struct al_error *err)
+                                  struct al_error *err)
 {
 	struct head_state st = {0};
 	size_t scan = MIN(len, (size_t)EGRESS_HTTP_HEAD_MAX);
@@ -207,7 +207,7 @@ int egress_http_read_request_head(const uint8_t *buf, size_t len, struct egress_
 				return r;
 			if (len >= EGRESS_HTTP_HEAD_MAX)
 				return al_error_set(err, AL_ERR_TOO_LARGE, E2BIG,
-						    "HTTP request head longer than %d bytes", EGRESS_HTTP_HEAD_MAX);
+				                    "HTTP request head longer than %d bytes", EGRESS_HTTP_HEAD_MAX);
 			return -EAGAIN;
 		}
 		size_t end = (size_t)(lf - buf);
@@ -219,7 +219,7 @@ int egress_http_read_request_head(const uint8_t *buf, size_t len, struct egress_
 			return bad(err, "bare CR inside a line");
 		if (line_len > EGRESS_HTTP_LINE_MAX)
 			return al_error_set(err, AL_ERR_TOO_LARGE, E2BIG,
-					    "HTTP request line or header longer than %d bytes", EGRESS_HTTP_LINE_MAX);
+			                    "HTTP request line or header longer than %d bytes", EGRESS_HTTP_LINE_MAX);
 		pos = end + 1;
 		if (line_no == 0)
 			r = parse_request_line(line, line_len, &st, err);
@@ -236,8 +236,7 @@ int egress_http_read_request_head(const uint8_t *buf, size_t len, struct egress_
 	/* SECURITY: a proxy-style target wins over Host at the origin
 	 * (RFC 9112 3.2.2); both must name the same host or we would check one
 	 * and the server would serve the other. */
-	if (st.req.absolute_form &&
-	    !ascii_case_equal(st.authority, st.authority_len, st.req.host, st.req.host_len))
+	if (st.req.absolute_form && !ascii_case_equal(st.authority, st.authority_len, st.req.host, st.req.host_len))
 		return bad(err, "absolute-form request-target and Host name different hosts");
 	st.req.head_len = pos;
 	*ret_req = st.req;

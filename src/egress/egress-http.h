@@ -35,9 +35,9 @@ struct egress_http_request {
 	 * canonical: split it with egress_host_split_port() and canonicalise. */
 	char host[EGRESS_HTTP_HOST_MAX + 1];
 	size_t host_len;
-	int minor_version;   /* 0 or 1 (HTTP/1.0, HTTP/1.1) */
-	bool absolute_form;  /* the request-target was "http://authority/..." */
-	size_t head_len;     /* bytes up to and including the empty line */
+	int minor_version;  /* 0 or 1 (HTTP/1.0, HTTP/1.1) */
+	bool absolute_form; /* the request-target was "http://authority/..." */
+	size_t head_len;    /* bytes up to and including the empty line */
 };
 
 /*
@@ -56,6 +56,6 @@ struct egress_http_request {
  * err (may be NULL) says what was wrong.
  */
 int egress_http_read_request_head(const uint8_t *buf, size_t len, struct egress_http_request *ret_req,
-				  struct al_error *err);
+                                  struct al_error *err);
 
 #endif

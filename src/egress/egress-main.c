@@ -16,24 +16,23 @@
 
 static void usage(FILE *out)
 {
-	fprintf(out,
-		"Usage: airlock-egress [--help | --version]\n"
-		"\n"
-		"The egress gateway of Airlock: the only way out of a sandbox.\n"
-		"\n"
-		"airlockd hands it listening sockets created inside each sandbox's network\n"
-		"namespace; TCP from the guest is redirected to them. Per connection it\n"
-		"  - reads the HTTP Host header (port 80) or the TLS SNI from the ClientHello\n"
-		"    (port 443; no SNI or Encrypted ClientHello: denied), other ports only\n"
-		"    by an explicit host/CIDR:port rule;\n"
-		"  - canonicalises the name and matches it against the sandbox's policy;\n"
-		"  - resolves the name itself, refuses loopback, private, link-local,\n"
-		"    metadata and IPv4-in-IPv6 addresses unless a rule names them, and\n"
-		"    dials exactly the address it checked;\n"
-		"  - records every decision as an audit event.\n"
-		"Nothing is resolved or dialled for a denied connection.\n"
-		"\n"
-		"This build contains the parsers only; the runtime is not implemented yet.\n");
+	fprintf(out, "Usage: airlock-egress [--help | --version]\n"
+	             "\n"
+	             "The egress gateway of Airlock: the only way out of a sandbox.\n"
+	             "\n"
+	             "airlockd hands it listening sockets created inside each sandbox's network\n"
+	             "namespace; TCP from the guest is redirected to them. Per connection it\n"
+	             "  - reads the HTTP Host header (port 80) or the TLS SNI from the ClientHello\n"
+	             "    (port 443; no SNI or Encrypted ClientHello: denied), other ports only\n"
+	             "    by an explicit host/CIDR:port rule;\n"
+	             "  - canonicalises the name and matches it against the sandbox's policy;\n"
+	             "  - resolves the name itself, refuses loopback, private, link-local,\n"
+	             "    metadata and IPv4-in-IPv6 addresses unless a rule names them, and\n"
+	             "    dials exactly the address it checked;\n"
+	             "  - records every decision as an audit event.\n"
+	             "Nothing is resolved or dialled for a denied connection.\n"
+	             "\n"
+	             "This build contains the parsers only; the runtime is not implemented yet.\n");
 }
 
 int main(int argc, char **argv)

@@ -112,7 +112,7 @@ static int parse_server_name(struct cursor ext, struct egress_tls_client_hello *
 }
 
 static int parse_client_hello(const uint8_t *msg, size_t len, struct egress_tls_client_hello *hello,
-			      struct al_error *err)
+                              struct al_error *err)
 {
 	struct cursor c = {msg, len}, skip, exts;
 	uint8_t major, minor;
@@ -143,7 +143,7 @@ static int parse_client_hello(const uint8_t *msg, size_t len, struct egress_tls_
 			return malformed(err, "extension overruns the extensions block");
 		if (seen[type / 8] & (1u << (type % 8)))
 			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EBADMSG,
-					    "malformed TLS ClientHello: duplicate extension 0x%04x", type);
+			                    "malformed TLS ClientHello: duplicate extension 0x%04x", type);
 		seen[type / 8] |= (uint8_t)(1u << (type % 8));
 		if (is_ech(type))
 			ech = true;
@@ -157,8 +157,9 @@ static int parse_client_hello(const uint8_t *msg, size_t len, struct egress_tls_
 	/* SECURITY: with ECH the SNI is only the provider's public name; the
 	 * real destination is encrypted. */
 	if (ech)
-		return al_error_set(err, AL_ERR_FORBIDDEN, EACCES,
-				    "TLS ClientHello uses Encrypted ClientHello/ESNI: the destination cannot be checked");
+		return al_error_set(
+		    err, AL_ERR_FORBIDDEN, EACCES,
+		    "TLS ClientHello uses Encrypted ClientHello/ESNI: the destination cannot be checked");
 	if (!sni)
 		return al_error_set(err, AL_ERR_FORBIDDEN, ENODATA, "TLS ClientHello without server_name (SNI)");
 	return 0;
@@ -169,21 +170,22 @@ static int parse_client_hello(const uint8_t *msg, size_t len, struct egress_tls_
 /* Checks the handshake header once its 4 bytes are known: a ClientHello
  * within the limit. Returns the message's total length (header included). */
 static int check_handshake_header(const uint8_t h[EGRESS_TLS_HANDSHAKE_HEADER_SIZE], size_t *ret_total,
-				  struct al_error *err)
+                                  struct al_error *err)
 {
 	if (h[0] != TLS_HANDSHAKE_CLIENT_HELLO)
 		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EBADMSG,
-				    "malformed TLS ClientHello: first handshake message has type %u", h[0]);
+		                    "malformed TLS ClientHello: first handshake message has type %u", h[0]);
 	size_t body = ((size_t)h[1] << 16) | ((size_t)h[2] << 8) | h[3];
 	if (body + EGRESS_TLS_HANDSHAKE_HEADER_SIZE > EGRESS_TLS_CLIENT_HELLO_MAX)
-		return al_error_set(err, AL_ERR_TOO_LARGE, E2BIG, "TLS ClientHello of %zu bytes is over the limit of %d",
-				    body + EGRESS_TLS_HANDSHAKE_HEADER_SIZE, EGRESS_TLS_CLIENT_HELLO_MAX);
+		return al_error_set(err, AL_ERR_TOO_LARGE, E2BIG,
+		                    "TLS ClientHello of %zu bytes is over the limit of %d",
+		                    body + EGRESS_TLS_HANDSHAKE_HEADER_SIZE, EGRESS_TLS_CLIENT_HELLO_MAX);
 	*ret_total = body + EGRESS_TLS_HANDSHAKE_HEADER_SIZE;
 	return 0;
 }
 
 int egress_tls_read_client_hello(const uint8_t *buf, size_t len, struct egress_tls_client_hello *ret_hello,
-				 size_t *ret_need, struct al_error *err)
+                                 size_t *ret_need, struct al_error *err)
 {
 	uint8_t hs[EGRESS_TLS_CLIENT_HELLO_MAX]; /* reassembled handshake bytes */
 	size_t hs_len = 0, total = 0;            /* total: 0 until the header is known */
@@ -193,13 +195,13 @@ int egress_tls_read_client_hello(const uint8_t *buf, size_t len, struct egress_t
 	for (unsigned records = 0;; records++) {
 		if (records >= EGRESS_TLS_RECORDS_MAX)
 			return al_error_set(err, AL_ERR_TOO_LARGE, E2BIG,
-					    "TLS ClientHello split into more than %d records", EGRESS_TLS_RECORDS_MAX);
+			                    "TLS ClientHello split into more than %d records", EGRESS_TLS_RECORDS_MAX);
 		if (len - pos < EGRESS_TLS_RECORD_HEADER_SIZE) {
 			/* Reject early what cannot become a TLS handshake record. */
 			if (pos == 0 && ((len > 0 && buf[0] != TLS_CONTENT_HANDSHAKE) || (len > 1 && buf[1] != 3) ||
-					 (len > 2 && buf[2] > 4)))
+			                 (len > 2 && buf[2] > 4)))
 				return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EPROTO,
-						    "not TLS: the first bytes are not a TLS handshake record");
+				                    "not TLS: the first bytes are not a TLS handshake record");
 			*ret_need = pos + EGRESS_TLS_RECORD_HEADER_SIZE;
 			return -EAGAIN;
 		}
@@ -210,7 +212,7 @@ int egress_tls_read_client_hello(const uint8_t *buf, size_t len, struct egress_t
 		if (rec[0] != TLS_CONTENT_HANDSHAKE || rec[1] != 3 || rec[2] > 4) {
 			if (pos == 0)
 				return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EPROTO,
-						    "not TLS: first record is not a TLS handshake record");
+				                    "not TLS: first record is not a TLS handshake record");
 			return malformed(err, "a record that is not a handshake record inside the ClientHello");
 		}
 		if (rlen == 0 || rlen > EGRESS_TLS_RECORD_MAX)
@@ -243,7 +245,7 @@ int egress_tls_read_client_hello(const uint8_t *buf, size_t len, struct egress_t
 
 	struct egress_tls_client_hello hello = {.consumed = pos};
 	r = parse_client_hello(hs + EGRESS_TLS_HANDSHAKE_HEADER_SIZE, total - EGRESS_TLS_HANDSHAKE_HEADER_SIZE, &hello,
-			       err);
+	                       err);
 	if (r < 0)
 		return r;
 	*ret_hello = hello;

@@ -37,7 +37,7 @@
 struct egress_tls_client_hello {
 	uint8_t sni[EGRESS_TLS_SNI_MAX]; /* raw bytes, not terminated */
 	size_t sni_len;
-	size_t consumed;        /* bytes of input the ClientHello's records took */
+	size_t consumed;         /* bytes of input the ClientHello's records took */
 	uint16_t legacy_version; /* ClientHello.legacy_version, e.g. 0x0303 */
 };
 
@@ -64,6 +64,6 @@ struct egress_tls_client_hello {
  * Malformed wins over ECH, ECH over "no SNI".
  */
 int egress_tls_read_client_hello(const uint8_t *buf, size_t len, struct egress_tls_client_hello *ret_hello,
-				 size_t *ret_need, struct al_error *err);
+                                 size_t *ret_need, struct al_error *err);
 
 #endif

@@ -19,13 +19,12 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-#define CHECK(cond)                                                                      \
-	do {                                                                             \
-		if (!(cond)) {                                                           \
-			fprintf(stderr, "fuzz-api-request: check failed: %s (line %d)\n", \
-				#cond, __LINE__);                                        \
-			abort();                                                         \
-		}                                                                        \
+#define CHECK(cond)                                                                                                    \
+	do {                                                                                                           \
+		if (!(cond)) {                                                                                         \
+			fprintf(stderr, "fuzz-api-request: check failed: %s (line %d)\n", #cond, __LINE__);            \
+			abort();                                                                                       \
+		}                                                                                                      \
 	} while (0)
 
 static void check_error(const struct al_error *err)

@@ -22,13 +22,12 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-#define CHECK(cond)                                                                               \
-	do {                                                                                      \
-		if (!(cond)) {                                                                    \
-			fprintf(stderr, "fuzz-egress-host: check failed: %s (line %d)\n", #cond, \
-				__LINE__);                                                        \
-			abort();                                                                  \
-		}                                                                                 \
+#define CHECK(cond)                                                                                                    \
+	do {                                                                                                           \
+		if (!(cond)) {                                                                                         \
+			fprintf(stderr, "fuzz-egress-host: check failed: %s (line %d)\n", #cond, __LINE__);            \
+			abort();                                                                                       \
+		}                                                                                                      \
 	} while (0)
 
 static void check_name(const struct egress_host *h)

@@ -20,13 +20,12 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-#define CHECK(cond)                                                                               \
-	do {                                                                                      \
-		if (!(cond)) {                                                                    \
-			fprintf(stderr, "fuzz-egress-http: check failed: %s (line %d)\n", #cond, \
-				__LINE__);                                                        \
-			abort();                                                                  \
-		}                                                                                 \
+#define CHECK(cond)                                                                                                    \
+	do {                                                                                                           \
+		if (!(cond)) {                                                                                         \
+			fprintf(stderr, "fuzz-egress-http: check failed: %s (line %d)\n", #cond, __LINE__);            \
+			abort();                                                                                       \
+		}                                                                                                      \
 	} while (0)
 
 static void check_request(const struct egress_http_request *req, const uint8_t *data, size_t size)

@@ -23,13 +23,12 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-#define CHECK(cond)                                                                              \
-	do {                                                                                     \
-		if (!(cond)) {                                                                   \
-			fprintf(stderr, "fuzz-egress-tls: check failed: %s (line %d)\n", #cond, \
-				__LINE__);                                                       \
-			abort();                                                                 \
-		}                                                                                \
+#define CHECK(cond)                                                                                                    \
+	do {                                                                                                           \
+		if (!(cond)) {                                                                                         \
+			fprintf(stderr, "fuzz-egress-tls: check failed: %s (line %d)\n", #cond, __LINE__);             \
+			abort();                                                                                       \
+		}                                                                                                      \
 	} while (0)
 
 static uint8_t wrapped[2 * 20000 + 1024];
@@ -51,7 +50,7 @@ static size_t wrap(const uint8_t *msg, size_t len, size_t rec_size)
 }
 
 static void same_result(int r, const struct egress_tls_client_hello *h, int want,
-			const struct egress_tls_client_hello *want_h)
+                        const struct egress_tls_client_hello *want_h)
 {
 	CHECK(r == want);
 	if (r == 0) {

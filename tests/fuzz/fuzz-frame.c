@@ -22,13 +22,12 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-#define CHECK(cond)                                                                      \
-	do {                                                                             \
-		if (!(cond)) {                                                           \
-			fprintf(stderr, "fuzz-frame: check failed: %s (line %d)\n", #cond, \
-				__LINE__);                                               \
-			abort();                                                         \
-		}                                                                        \
+#define CHECK(cond)                                                                                                    \
+	do {                                                                                                           \
+		if (!(cond)) {                                                                                         \
+			fprintf(stderr, "fuzz-frame: check failed: %s (line %d)\n", #cond, __LINE__);                  \
+			abort();                                                                                       \
+		}                                                                                                      \
 	} while (0)
 
 /* The reference: walk the stream header by header. Returns the number of

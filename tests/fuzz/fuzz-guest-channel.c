@@ -18,8 +18,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct guest_stream *s[3] = {NULL};
 	json_t *msg = json_object();
 	for (size_t i = 0; i < 3; i++)
-		if (guest_stream_start(ch, AIRLOCK_FRAME_EXEC, msg,
-				       i == 0 ? GUEST_STREAM_COLLECT : GUEST_STREAM_LOG, 4096, &s[i], NULL) < 0)
+		if (guest_stream_start(ch, AIRLOCK_FRAME_EXEC, msg, i == 0 ? GUEST_STREAM_COLLECT : GUEST_STREAM_LOG,
+		                       4096, &s[i], NULL) < 0)
 			abort();
 	json_decref(msg);
 	struct guest_cursor cur;

@@ -148,8 +148,8 @@ static void test_create_defaults(void **state)
 	create_request_release(&r);
 
 	/* null means "the default". */
-	create_ok(body_str("{\"template\":null,\"vcpus\":null,\"memory_mib\":null,\"env\":null,\"metadata\":null}"),
-		  0, &r);
+	create_ok(body_str("{\"template\":null,\"vcpus\":null,\"memory_mib\":null,\"env\":null,\"metadata\":null}"), 0,
+	          &r);
 	assert_string_equal(r.template_name, "minimal");
 	assert_int_equal(r.vcpus, 1);
 	create_request_release(&r);
@@ -159,10 +159,9 @@ static void test_create_full(void **state)
 {
 	(void)state;
 	struct create_request r;
-	create_ok(body_json(json_pack("{s:s,s:i,s:i,s:{s:s,s:s},s:{s:s}}", "template", "base", "vcpus", 2,
-				      "memory_mib", 512, "env", "FOO", "bar", "_x9", "", "metadata", "owner",
-				      "alice")),
-		  0, &r);
+	create_ok(body_json(json_pack("{s:s,s:i,s:i,s:{s:s,s:s},s:{s:s}}", "template", "base", "vcpus", 2, "memory_mib",
+	                              512, "env", "FOO", "bar", "_x9", "", "metadata", "owner", "alice")),
+	          0, &r);
 	assert_string_equal(r.template_name, "base");
 	assert_int_equal(r.vcpus, 2);
 	assert_int_equal(r.memory_mib, 512);
@@ -300,9 +299,19 @@ static void test_create_malformed(void **state)
 {
 	(void)state;
 	const char *bad[] = {
-		"{",           "{\"vcpus\":",     "{\"vcpus\":1,}", "nul", "[]", "\"minimal\"", "1", "null",
-		"{} {}",       "{'vcpus':1}",     "\xff\xfe{}",     "{\"template\":\"\xc3\x28\"}",
-		"{\"vcpus\":1, \"vcpus\":2}", /* duplicate keys */
+	    "{",
+	    "{\"vcpus\":",
+	    "{\"vcpus\":1,}",
+	    "nul",
+	    "[]",
+	    "\"minimal\"",
+	    "1",
+	    "null",
+	    "{} {}",
+	    "{'vcpus':1}",
+	    "\xff\xfe{}",
+	    "{\"template\":\"\xc3\x28\"}",
+	    "{\"vcpus\":1, \"vcpus\":2}", /* duplicate keys */
 	};
 	for (size_t i = 0; i < ARRAY_SIZE(bad); i++)
 		create_bad(body_str(bad[i]), 0, NULL);
@@ -426,9 +435,8 @@ static void test_exec_stdin(void **state)
 	assert_memory_equal(r.stdin_data, "hello\n", 6);
 	exec_request_release(&r);
 
-	exec_ok(body_json(json_pack("{s:[s],s:s,s:s}", "cmd", "cat", "stdin", "AAEC/w==", "stdin_encoding",
-				    "base64")),
-		&r);
+	exec_ok(body_json(json_pack("{s:[s],s:s,s:s}", "cmd", "cat", "stdin", "AAEC/w==", "stdin_encoding", "base64")),
+	        &r);
 	assert_int_equal(r.stdin_len, 4);
 	assert_memory_equal(r.stdin_data, "\x00\x01\x02\xff", 4);
 	exec_request_release(&r);
@@ -449,19 +457,18 @@ static void test_exec_stdin(void **state)
 	cleanup_free char *b64_max = base64_encode(raw, EXEC_STDIN_MAX, NULL);
 	cleanup_free char *b64_over = base64_encode(raw, EXEC_STDIN_MAX + 1, NULL);
 	exec_ok(body_json(json_pack("{s:[s],s:s,s:s}", "cmd", "cat", "stdin", b64_max, "stdin_encoding", "base64")),
-		&r);
+	        &r);
 	assert_int_equal(r.stdin_len, EXEC_STDIN_MAX);
 	exec_request_release(&r);
-	exec_bad(body_json(json_pack("{s:[s],s:s,s:s}", "cmd", "cat", "stdin", b64_over, "stdin_encoding",
-				     "base64")),
-		 "stdin");
+	exec_bad(body_json(json_pack("{s:[s],s:s,s:s}", "cmd", "cat", "stdin", b64_over, "stdin_encoding", "base64")),
+	         "stdin");
 
 	exec_bad(body_json(json_pack("{s:[s],s:s,s:s}", "cmd", "cat", "stdin", "AAE", "stdin_encoding", "base64")),
-		 "stdin");
+	         "stdin");
 	exec_bad(body_json(json_pack("{s:[s],s:s,s:s}", "cmd", "cat", "stdin", "!!!!", "stdin_encoding", "base64")),
-		 "stdin");
+	         "stdin");
 	exec_bad(body_json(json_pack("{s:[s],s:s,s:s}", "cmd", "cat", "stdin", "x", "stdin_encoding", "latin1")),
-		 "stdin_encoding");
+	         "stdin_encoding");
 	exec_bad(exec_with("stdin_encoding", json_integer(1)), "stdin_encoding");
 	exec_bad(exec_with("stdin", json_integer(1)), "stdin");
 	exec_bad(exec_with("stdin", json_pack("[i]", 1)), "stdin");
@@ -472,16 +479,16 @@ static void test_exec_numbers(void **state)
 	(void)state;
 	struct exec_request r;
 	exec_ok(body_json(json_pack("{s:[s],s:i,s:i,s:i,s:I}", "cmd", "id", "uid", EXEC_ID_MAX, "gid", EXEC_ID_MAX,
-				    "timeout_s", EXEC_TIMEOUT_S_MAX, "max_output_bytes", (json_int_t)EXEC_OUTPUT_MAX)),
-		&r);
+	                            "timeout_s", EXEC_TIMEOUT_S_MAX, "max_output_bytes", (json_int_t)EXEC_OUTPUT_MAX)),
+	        &r);
 	assert_int_equal(r.uid, EXEC_ID_MAX);
 	assert_int_equal(r.gid, EXEC_ID_MAX);
 	assert_int_equal(r.timeout_s, EXEC_TIMEOUT_S_MAX);
 	assert_int_equal(r.max_output_bytes, EXEC_OUTPUT_MAX);
 	exec_request_release(&r);
 	exec_ok(body_json(json_pack("{s:[s],s:i,s:i,s:i,s:i}", "cmd", "id", "uid", 0, "gid", 0, "timeout_s", 1,
-				    "max_output_bytes", 1)),
-		&r);
+	                            "max_output_bytes", 1)),
+	        &r);
 	assert_int_equal(r.timeout_s, 1);
 	assert_int_equal(r.max_output_bytes, 1);
 	exec_request_release(&r);
@@ -502,8 +509,13 @@ static void test_exec_numbers(void **state)
 static void test_exec_malformed_and_unknown(void **state)
 {
 	(void)state;
-	const char *bad[] = {"", "{", "[\"echo\"]", "null", "{\"cmd\":[\"a\"],}", "{\"cmd\":[\"a\"]} x",
-			     "{\"cmd\":[\"a\"],\"cmd\":[\"b\"]}"};
+	const char *bad[] = {"",
+	                     "{",
+	                     "[\"echo\"]",
+	                     "null",
+	                     "{\"cmd\":[\"a\"],}",
+	                     "{\"cmd\":[\"a\"]} x",
+	                     "{\"cmd\":[\"a\"],\"cmd\":[\"b\"]}"};
 	for (size_t i = 0; i < ARRAY_SIZE(bad); i++)
 		exec_bad(body_str(bad[i]), NULL);
 	exec_bad(exec_with("command", json_pack("[s]", "a")), "command");
@@ -536,22 +548,22 @@ static void test_name_validators(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_create_defaults),
-		cmocka_unit_test(test_create_full),
-		cmocka_unit_test(test_create_template),
-		cmocka_unit_test(test_create_vcpus),
-		cmocka_unit_test(test_create_memory),
-		cmocka_unit_test(test_create_env),
-		cmocka_unit_test(test_create_metadata),
-		cmocka_unit_test(test_create_malformed),
-		cmocka_unit_test(test_create_unknown_field),
-		cmocka_unit_test(test_exec_defaults),
-		cmocka_unit_test(test_exec_cmd),
-		cmocka_unit_test(test_exec_env_and_cwd),
-		cmocka_unit_test(test_exec_stdin),
-		cmocka_unit_test(test_exec_numbers),
-		cmocka_unit_test(test_exec_malformed_and_unknown),
-		cmocka_unit_test(test_name_validators),
+	    cmocka_unit_test(test_create_defaults),
+	    cmocka_unit_test(test_create_full),
+	    cmocka_unit_test(test_create_template),
+	    cmocka_unit_test(test_create_vcpus),
+	    cmocka_unit_test(test_create_memory),
+	    cmocka_unit_test(test_create_env),
+	    cmocka_unit_test(test_create_metadata),
+	    cmocka_unit_test(test_create_malformed),
+	    cmocka_unit_test(test_create_unknown_field),
+	    cmocka_unit_test(test_exec_defaults),
+	    cmocka_unit_test(test_exec_cmd),
+	    cmocka_unit_test(test_exec_env_and_cwd),
+	    cmocka_unit_test(test_exec_stdin),
+	    cmocka_unit_test(test_exec_numbers),
+	    cmocka_unit_test(test_exec_malformed_and_unknown),
+	    cmocka_unit_test(test_name_validators),
 	};
 	return cmocka_run_group_tests_name("api-request", tests, NULL, NULL);
 }

@@ -100,7 +100,8 @@ static void test_round_trip(void **state)
 		assert_int_equal(extract_fd(fd, dfd, NULL, chunks[i], err, sizeof(err)), 0);
 		close(dfd);
 		cleanup_free char *oa = xasprintf("%s/tree/a.txt", out), *ob = xasprintf("%s/tree/sub/deep/b.bin", out);
-		cleanup_free char *ol = xasprintf("%s/tree/sub/%s", out, longname), *olink = xasprintf("%s/tree/link", out);
+		cleanup_free char *ol = xasprintf("%s/tree/sub/%s", out, longname),
+		                  *olink = xasprintf("%s/tree/link", out);
 		assert_same_file(a, oa);
 		assert_same_file(b, ob);
 		assert_same_file(l, ol);
@@ -345,13 +346,13 @@ static void test_truncated_archive(void **s)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_round_trip),
-		cmocka_unit_test(test_rejects_dotdot),
-		cmocka_unit_test(test_rejects_absolute),
-		cmocka_unit_test(test_rejects_symlink_escape),
-		cmocka_unit_test(test_rejects_malformed),
-		cmocka_unit_test(test_existing_symlink_in_destination_not_followed),
-		cmocka_unit_test(test_truncated_archive),
+	    cmocka_unit_test(test_round_trip),
+	    cmocka_unit_test(test_rejects_dotdot),
+	    cmocka_unit_test(test_rejects_absolute),
+	    cmocka_unit_test(test_rejects_symlink_escape),
+	    cmocka_unit_test(test_rejects_malformed),
+	    cmocka_unit_test(test_existing_symlink_in_destination_not_followed),
+	    cmocka_unit_test(test_truncated_archive),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -25,115 +25,119 @@ struct canon_case {
 #define V6 EGRESS_HOST_IPV6
 
 static const struct canon_case canon_cases[] = {
-	/* names */
-	{"example.com", "example.com", 0, NAME},
-	{"EXAMPLE.Com", "example.com", 0, NAME},
-	{"example.com.", "example.com", 0, NAME},
-	{"example.com..", NULL, -EINVAL, 0},
-	{".example.com", NULL, -EINVAL, 0},
-	{"a..b", NULL, -EINVAL, 0},
-	{".", NULL, -EINVAL, 0},
-	{"localhost", "localhost", 0, NAME},
-	{"a-b.c-d.example", "a-b.c-d.example", 0, NAME},
-	{"-a.example", NULL, -EINVAL, 0},
-	{"a-.example", NULL, -EINVAL, 0},
-	{"a_b.example", NULL, -EINVAL, 0},
-	{"a b.example", NULL, -EINVAL, 0},
-	{"a\tb", NULL, -EINVAL, 0},
-	{"exa*mple.com", NULL, -EINVAL, 0},
-	{"example.com:443", NULL, -EINVAL, 0},
-	{"0x7f.example", "0x7f.example", 0, NAME},
-	{"1.2.3.example", "1.2.3.example", 0, NAME},
-	{"ab--cd.example", "ab--cd.example", 0, NAME},
-	{"123.456a", "123.456a", 0, NAME},
-	{"", NULL, -EINVAL, 0},
-	/* IDN */
-	{"bücher.example", "xn--bcher-kva.example", 0, NAME},
-	{"BÜCHER.example", "xn--bcher-kva.example", 0, NAME},
-	{"xn--bcher-kva.example", "xn--bcher-kva.example", 0, NAME},
-	{"XN--BCHER-KVA.EXAMPLE", "xn--bcher-kva.example", 0, NAME},
-	{"münchen.de", "xn--mnchen-3ya.de", 0, NAME},
-	{"straße.de", "xn--strae-oqa.de", 0, NAME},
-	{"日本語.jp", "xn--wgv71a119e.jp", 0, NAME},
-	{"日本語jp.jp", "xn--jp-5t7du0ck91h.jp", 0, NAME},
-	{"例え.jp", "xn--r8jz45g.jp", 0, NAME},
-	{"пример.рф", "xn--e1afmkfd.xn--p1ai", 0, NAME},
-	{"ПРИМЕР.example", "xn--e1afmkfd.example", 0, NAME},
-	{"ελληνικά.gr", "xn--hxargifdar.gr", 0, NAME},
-	{"한국.kr", "xn--3e0b707e.kr", 0, NAME},
-	{"Ÿ.example", "xn--wda.example", 0, NAME},
-	{"xn--e1afmkfd.example", "xn--e1afmkfd.example", 0, NAME},
-	/* Cyrillic "а" + Latin "pple": a homograph, refused. */
-	{"\xd0\xb0pple.com", NULL, -EILSEQ, 0},
-	{"xn--pple-43d.com", NULL, -EILSEQ, 0},
-	/* Greek + Cyrillic */
-	{"\xce\xb1\xd0\xb0.example", NULL, -EILSEQ, 0},
-	/* combining diaeresis (not NFC), ligature fi, fullwidth A, ideographic full stop,
-	 * L with middle dot (compatibility), Hebrew (right-to-left) */
-	{"bu\xcc\x88" "cher.example", NULL, -EILSEQ, 0},
-	{"\xef\xac\x81.example", NULL, -EILSEQ, 0},
-	{"\xef\xbc\xa1.example", NULL, -EILSEQ, 0},
-	{"example\xe3\x80\x82" "com", NULL, -EILSEQ, 0},
-	{"\xc5\x80.example", NULL, -EILSEQ, 0},
-	{"\xd7\xa9\xd7\x9c\xd7\x95\xd7\x9d.example", NULL, -EILSEQ, 0},
-	/* invalid UTF-8: lone continuation, overlong, surrogate, truncated */
-	{"\x80.example", NULL, -EILSEQ, 0},
-	{"\xc0\xae.example", NULL, -EILSEQ, 0},
-	{"\xed\xa0\x80.example", NULL, -EILSEQ, 0},
-	{"b\xc3", NULL, -EILSEQ, 0},
-	/* A-labels that do not decode, or decode to something refused/non-canonical */
-	{"xn--.example", NULL, -EINVAL, 0},
-	{"xn--abc.example", NULL, -EILSEQ, 0},   /* decodes to U+0082 */
-	{"xn--abc-.example", NULL, -EINVAL, 0},  /* ASCII only (and a trailing hyphen) */
-	{"xn--ab-c.example", NULL, -EINVAL, 0},
-	{"xn--zzzzzzzzzzzzzzz.example", NULL, -EINVAL, 0},
-	{"xn--bcher-kva9.example", NULL, -EINVAL, 0},
-	{"xn--jm6c.example", NULL, -EILSEQ, 0}, /* U+FB01 */
-	{"xn--tda.example", "xn--tda.example", 0, NAME}, /* ü */
-	{"xn--wca.example", NULL, -EILSEQ, 0},           /* Ü (upper case): not what we would produce */
-	{"xn--0ca.example", "xn--0ca.example", 0, NAME}, /* à */
-	{"ü-.example", NULL, -EINVAL, 0},
-	{"üb--x.example", NULL, -EINVAL, 0},
-	/* IPv4 */
-	{"127.0.0.1", "127.0.0.1", 0, V4},
-	{"0.0.0.0", "0.0.0.0", 0, V4},
-	{"255.255.255.255", "255.255.255.255", 0, V4},
-	{"203.0.113.7", "203.0.113.7", 0, V4},
-	{"0177.0.0.1", NULL, -EINVAL, 0},
-	{"127.000.0.1", NULL, -EINVAL, 0},
-	{"127.0.0.01", NULL, -EINVAL, 0},
-	{"0x7f.0.0.1", NULL, -EINVAL, 0},
-	{"0x7f.1", NULL, -EINVAL, 0},
-	{"127.0.0.0x1", NULL, -EINVAL, 0},
-	{"127.1", NULL, -EINVAL, 0},
-	{"127.0.1", NULL, -EINVAL, 0},
-	{"2130706433", NULL, -EINVAL, 0},
-	{"0x7f000001", NULL, -EINVAL, 0},
-	{"017700000001", NULL, -EINVAL, 0},
-	{"256.0.0.1", NULL, -EINVAL, 0},
-	{"1.2.3.4.5", NULL, -EINVAL, 0},
-	{"1.2.3.4.", NULL, -EINVAL, 0},
-	{"example.123", NULL, -EINVAL, 0},
-	{"0x", NULL, -EINVAL, 0},
-	/* IPv6 */
-	{"[::1]", "::1", 0, V6},
-	{"[0:0:0:0:0:0:0:1]", "::1", 0, V6},
-	{"[::]", "::", 0, V6},
-	{"[2001:DB8::0001]", "2001:db8::1", 0, V6},
-	{"[2001:db8:0:0:1:0:0:1]", "2001:db8::1:0:0:1", 0, V6},
-	{"[2001:db8:0:1:1:1:1:1]", "2001:db8:0:1:1:1:1:1", 0, V6},
-	{"[2001:0:0:1:0:0:0:1]", "2001:0:0:1::1", 0, V6},
-	{"[::ffff:7f00:1]", "::ffff:127.0.0.1", 0, V6},
-	{"[::ffff:127.0.0.1]", "::ffff:127.0.0.1", 0, V6},
-	{"[fe80::1%eth0]", NULL, -EINVAL, 0},
-	{"[fe80::1%25eth0]", NULL, -EINVAL, 0},
-	{"[::1", NULL, -EINVAL, 0},
-	{"[]", NULL, -EINVAL, 0},
-	{"[1.2.3.4]", NULL, -EINVAL, 0},
-	{"[::ffff:127.0.0.01]", NULL, -EINVAL, 0},
-	{"::1", NULL, -EINVAL, 0},
-	{"[::1]:80", NULL, -EINVAL, 0},
-	{"[::1]x", NULL, -EINVAL, 0},
+    /* names */
+    {"example.com", "example.com", 0, NAME},
+    {"EXAMPLE.Com", "example.com", 0, NAME},
+    {"example.com.", "example.com", 0, NAME},
+    {"example.com..", NULL, -EINVAL, 0},
+    {".example.com", NULL, -EINVAL, 0},
+    {"a..b", NULL, -EINVAL, 0},
+    {".", NULL, -EINVAL, 0},
+    {"localhost", "localhost", 0, NAME},
+    {"a-b.c-d.example", "a-b.c-d.example", 0, NAME},
+    {"-a.example", NULL, -EINVAL, 0},
+    {"a-.example", NULL, -EINVAL, 0},
+    {"a_b.example", NULL, -EINVAL, 0},
+    {"a b.example", NULL, -EINVAL, 0},
+    {"a\tb", NULL, -EINVAL, 0},
+    {"exa*mple.com", NULL, -EINVAL, 0},
+    {"example.com:443", NULL, -EINVAL, 0},
+    {"0x7f.example", "0x7f.example", 0, NAME},
+    {"1.2.3.example", "1.2.3.example", 0, NAME},
+    {"ab--cd.example", "ab--cd.example", 0, NAME},
+    {"123.456a", "123.456a", 0, NAME},
+    {"", NULL, -EINVAL, 0},
+    /* IDN */
+    {"bücher.example", "xn--bcher-kva.example", 0, NAME},
+    {"BÜCHER.example", "xn--bcher-kva.example", 0, NAME},
+    {"xn--bcher-kva.example", "xn--bcher-kva.example", 0, NAME},
+    {"XN--BCHER-KVA.EXAMPLE", "xn--bcher-kva.example", 0, NAME},
+    {"münchen.de", "xn--mnchen-3ya.de", 0, NAME},
+    {"straße.de", "xn--strae-oqa.de", 0, NAME},
+    {"日本語.jp", "xn--wgv71a119e.jp", 0, NAME},
+    {"日本語jp.jp", "xn--jp-5t7du0ck91h.jp", 0, NAME},
+    {"例え.jp", "xn--r8jz45g.jp", 0, NAME},
+    {"пример.рф", "xn--e1afmkfd.xn--p1ai", 0, NAME},
+    {"ПРИМЕР.example", "xn--e1afmkfd.example", 0, NAME},
+    {"ελληνικά.gr", "xn--hxargifdar.gr", 0, NAME},
+    {"한국.kr", "xn--3e0b707e.kr", 0, NAME},
+    {"Ÿ.example", "xn--wda.example", 0, NAME},
+    {"xn--e1afmkfd.example", "xn--e1afmkfd.example", 0, NAME},
+    /* Cyrillic "а" + Latin "pple": a homograph, refused. */
+    {"\xd0\xb0pple.com", NULL, -EILSEQ, 0},
+    {"xn--pple-43d.com", NULL, -EILSEQ, 0},
+    /* Greek + Cyrillic */
+    {"\xce\xb1\xd0\xb0.example", NULL, -EILSEQ, 0},
+    /* combining diaeresis (not NFC), ligature fi, fullwidth A, ideographic full stop,
+     * L with middle dot (compatibility), Hebrew (right-to-left) */
+    {"bu\xcc\x88"
+     "cher.example",
+     NULL, -EILSEQ, 0},
+    {"\xef\xac\x81.example", NULL, -EILSEQ, 0},
+    {"\xef\xbc\xa1.example", NULL, -EILSEQ, 0},
+    {"example\xe3\x80\x82"
+     "com",
+     NULL, -EILSEQ, 0},
+    {"\xc5\x80.example", NULL, -EILSEQ, 0},
+    {"\xd7\xa9\xd7\x9c\xd7\x95\xd7\x9d.example", NULL, -EILSEQ, 0},
+    /* invalid UTF-8: lone continuation, overlong, surrogate, truncated */
+    {"\x80.example", NULL, -EILSEQ, 0},
+    {"\xc0\xae.example", NULL, -EILSEQ, 0},
+    {"\xed\xa0\x80.example", NULL, -EILSEQ, 0},
+    {"b\xc3", NULL, -EILSEQ, 0},
+    /* A-labels that do not decode, or decode to something refused/non-canonical */
+    {"xn--.example", NULL, -EINVAL, 0},
+    {"xn--abc.example", NULL, -EILSEQ, 0},  /* decodes to U+0082 */
+    {"xn--abc-.example", NULL, -EINVAL, 0}, /* ASCII only (and a trailing hyphen) */
+    {"xn--ab-c.example", NULL, -EINVAL, 0},
+    {"xn--zzzzzzzzzzzzzzz.example", NULL, -EINVAL, 0},
+    {"xn--bcher-kva9.example", NULL, -EINVAL, 0},
+    {"xn--jm6c.example", NULL, -EILSEQ, 0},          /* U+FB01 */
+    {"xn--tda.example", "xn--tda.example", 0, NAME}, /* ü */
+    {"xn--wca.example", NULL, -EILSEQ, 0},           /* Ü (upper case): not what we would produce */
+    {"xn--0ca.example", "xn--0ca.example", 0, NAME}, /* à */
+    {"ü-.example", NULL, -EINVAL, 0},
+    {"üb--x.example", NULL, -EINVAL, 0},
+    /* IPv4 */
+    {"127.0.0.1", "127.0.0.1", 0, V4},
+    {"0.0.0.0", "0.0.0.0", 0, V4},
+    {"255.255.255.255", "255.255.255.255", 0, V4},
+    {"203.0.113.7", "203.0.113.7", 0, V4},
+    {"0177.0.0.1", NULL, -EINVAL, 0},
+    {"127.000.0.1", NULL, -EINVAL, 0},
+    {"127.0.0.01", NULL, -EINVAL, 0},
+    {"0x7f.0.0.1", NULL, -EINVAL, 0},
+    {"0x7f.1", NULL, -EINVAL, 0},
+    {"127.0.0.0x1", NULL, -EINVAL, 0},
+    {"127.1", NULL, -EINVAL, 0},
+    {"127.0.1", NULL, -EINVAL, 0},
+    {"2130706433", NULL, -EINVAL, 0},
+    {"0x7f000001", NULL, -EINVAL, 0},
+    {"017700000001", NULL, -EINVAL, 0},
+    {"256.0.0.1", NULL, -EINVAL, 0},
+    {"1.2.3.4.5", NULL, -EINVAL, 0},
+    {"1.2.3.4.", NULL, -EINVAL, 0},
+    {"example.123", NULL, -EINVAL, 0},
+    {"0x", NULL, -EINVAL, 0},
+    /* IPv6 */
+    {"[::1]", "::1", 0, V6},
+    {"[0:0:0:0:0:0:0:1]", "::1", 0, V6},
+    {"[::]", "::", 0, V6},
+    {"[2001:DB8::0001]", "2001:db8::1", 0, V6},
+    {"[2001:db8:0:0:1:0:0:1]", "2001:db8::1:0:0:1", 0, V6},
+    {"[2001:db8:0:1:1:1:1:1]", "2001:db8:0:1:1:1:1:1", 0, V6},
+    {"[2001:0:0:1:0:0:0:1]", "2001:0:0:1::1", 0, V6},
+    {"[::ffff:7f00:1]", "::ffff:127.0.0.1", 0, V6},
+    {"[::ffff:127.0.0.1]", "::ffff:127.0.0.1", 0, V6},
+    {"[fe80::1%eth0]", NULL, -EINVAL, 0},
+    {"[fe80::1%25eth0]", NULL, -EINVAL, 0},
+    {"[::1", NULL, -EINVAL, 0},
+    {"[]", NULL, -EINVAL, 0},
+    {"[1.2.3.4]", NULL, -EINVAL, 0},
+    {"[::ffff:127.0.0.01]", NULL, -EINVAL, 0},
+    {"::1", NULL, -EINVAL, 0},
+    {"[::1]:80", NULL, -EINVAL, 0},
+    {"[::1]x", NULL, -EINVAL, 0},
 };
 
 static void test_canonicalize_table(void **state)
@@ -149,7 +153,7 @@ static void test_canonicalize_table(void **state)
 				fail_msg("\"%s\": refused (%d: %s), want \"%s\"", c->in, r, err.message, c->want);
 			if (strcmp(h.name, c->want) != 0 || h.len != strlen(c->want) || h.kind != c->kind)
 				fail_msg("\"%s\": got \"%s\" kind %d, want \"%s\" kind %d", c->in, h.name, h.kind,
-					 c->want, c->kind);
+				         c->want, c->kind);
 			/* canonical is a fixed point */
 			struct egress_host again;
 			if (c->kind == EGRESS_HOST_IPV6)
@@ -201,7 +205,7 @@ static void test_canonicalize_lengths(void **state)
 	assert_int_equal(egress_host_canonicalize((const uint8_t *)buf, o, &h, NULL), -ENAMETOOLONG);
 	memset(buf, 'a', sizeof(buf));
 	assert_int_equal(egress_host_canonicalize((const uint8_t *)buf, EGRESS_HOST_INPUT_MAX + 1, &h, NULL),
-			 -ENAMETOOLONG);
+	                 -ENAMETOOLONG);
 	/* NUL inside */
 	assert_int_equal(egress_host_canonicalize((const uint8_t *)"a\0b.example", 11, &h, NULL), -EINVAL);
 }
@@ -211,7 +215,7 @@ static void test_punycode_roundtrip(void **state)
 	(void)state;
 	/* RFC 3492 7.1 (A): Arabic (Egyptian) */
 	static const uint32_t arabic[] = {0x0644, 0x064A, 0x0647, 0x0645, 0x0627, 0x0628, 0x062A, 0x0643, 0x0644,
-					  0x0645, 0x0648, 0x0634, 0x0639, 0x0631, 0x0628, 0x064A, 0x061F};
+	                                  0x0645, 0x0648, 0x0634, 0x0639, 0x0631, 0x0628, 0x064A, 0x061F};
 	char out[128];
 	size_t len;
 	assert_int_equal(egress_punycode_encode(arabic, ARRAY_SIZE(arabic), out, sizeof(out), &len), 0);
@@ -236,25 +240,25 @@ struct split_case {
 };
 
 static const struct split_case split_cases[] = {
-	{"example.com", "example.com", 0},
-	{"example.com:80", "example.com", 80},
-	{"example.com:65535", "example.com", 65535},
-	{"example.com:1", "example.com", 1},
-	{"example.com:0", NULL, 0},
-	{"example.com:65536", NULL, 0},
-	{"example.com:080", NULL, 0},
-	{"example.com:", NULL, 0},
-	{"example.com:+80", NULL, 0},
-	{"example.com: 80", NULL, 0},
-	{"example.com:8a", NULL, 0},
-	{"example.com:123456", NULL, 0},
-	{"a:1:2", NULL, 0},
-	{"[::1]", "[::1]", 0},
-	{"[::1]:443", "[::1]", 443},
-	{"[::1]443", NULL, 0},
-	{"[::1", NULL, 0},
-	{":80", NULL, 0},
-	{"", NULL, 0},
+    {"example.com", "example.com", 0},
+    {"example.com:80", "example.com", 80},
+    {"example.com:65535", "example.com", 65535},
+    {"example.com:1", "example.com", 1},
+    {"example.com:0", NULL, 0},
+    {"example.com:65536", NULL, 0},
+    {"example.com:080", NULL, 0},
+    {"example.com:", NULL, 0},
+    {"example.com:+80", NULL, 0},
+    {"example.com: 80", NULL, 0},
+    {"example.com:8a", NULL, 0},
+    {"example.com:123456", NULL, 0},
+    {"a:1:2", NULL, 0},
+    {"[::1]", "[::1]", 0},
+    {"[::1]:443", "[::1]", 443},
+    {"[::1]443", NULL, 0},
+    {"[::1", NULL, 0},
+    {":80", NULL, 0},
+    {"", NULL, 0},
 };
 
 static void test_split_port(void **state)
@@ -296,40 +300,40 @@ static const struct {
 	const char *rule;
 	int err;
 } rule_parse_cases[] = {
-	{"example.com", 0},
-	{"*.example.com", 0},
-	{"*.example.com:8443", 0},
-	{"example.com:22", 0},
-	{"203.0.113.0/24", 0},
-	{"203.0.113.0/24:443", 0},
-	{"203.0.113.7", 0},
-	{"[2001:db8::1]:443", 0},
-	{"2001:db8::/32", 0},
-	{"2001:db8::/32:443", 0},
-	{"[2001:db8::]/32:443", 0},
-	{"0.0.0.0/0", 0},
-	{"*.bücher.example", 0},
-	{"*", -EINVAL},
-	{"*.", -EINVAL},
-	{"*.com", -EINVAL},
-	{"*example.com", -EINVAL},
-	{"a.*.example.com", -EINVAL},
-	{"*.*.example.com", -EINVAL},
-	{"ex*.example.com", -EINVAL},
-	{"*.203.0.113.7", -EINVAL},
-	{"203.0.113.5/24", -EINVAL},
-	{"203.0.113.0/33", -EINVAL},
-	{"203.0.113.0/024", -EINVAL},
-	{"203.0.113.0/", -EINVAL},
-	{"203.0.113.0/24:", -EINVAL},
-	{"203.0.113.0/24:0", -EINVAL},
-	{"0177.0.113.0/24", -EINVAL},
-	{"2001:db8::1/32", -EINVAL},
-	{"2001:db8::/129", -EINVAL},
-	{"example.com/24", -EINVAL},
-	{"2001:db8::1", -EINVAL},
-	{"example.com:0", -EINVAL},
-	{"", -EINVAL},
+    {"example.com", 0},
+    {"*.example.com", 0},
+    {"*.example.com:8443", 0},
+    {"example.com:22", 0},
+    {"203.0.113.0/24", 0},
+    {"203.0.113.0/24:443", 0},
+    {"203.0.113.7", 0},
+    {"[2001:db8::1]:443", 0},
+    {"2001:db8::/32", 0},
+    {"2001:db8::/32:443", 0},
+    {"[2001:db8::]/32:443", 0},
+    {"0.0.0.0/0", 0},
+    {"*.bücher.example", 0},
+    {"*", -EINVAL},
+    {"*.", -EINVAL},
+    {"*.com", -EINVAL},
+    {"*example.com", -EINVAL},
+    {"a.*.example.com", -EINVAL},
+    {"*.*.example.com", -EINVAL},
+    {"ex*.example.com", -EINVAL},
+    {"*.203.0.113.7", -EINVAL},
+    {"203.0.113.5/24", -EINVAL},
+    {"203.0.113.0/33", -EINVAL},
+    {"203.0.113.0/024", -EINVAL},
+    {"203.0.113.0/", -EINVAL},
+    {"203.0.113.0/24:", -EINVAL},
+    {"203.0.113.0/24:0", -EINVAL},
+    {"0177.0.113.0/24", -EINVAL},
+    {"2001:db8::1/32", -EINVAL},
+    {"2001:db8::/129", -EINVAL},
+    {"example.com/24", -EINVAL},
+    {"2001:db8::1", -EINVAL},
+    {"example.com:0", -EINVAL},
+    {"", -EINVAL},
 };
 
 static void test_rule_parse(void **state)
@@ -351,43 +355,43 @@ static const struct {
 	uint16_t port;
 	bool match;
 } match_cases[] = {
-	{"example.com", "example.com", 443, true},
-	{"example.com", "EXAMPLE.com.", 80, true},
-	{"example.com", "example.com", 22, false},
-	{"example.com", "www.example.com", 443, false},
-	{"example.com", "example.com.evil.test", 443, false},
-	{"example.com", "evilexample.com", 443, false},
-	{"example.com:22", "example.com", 22, true},
-	{"example.com:22", "example.com", 443, false},
-	{"*.example.com", "www.example.com", 443, true},
-	{"*.example.com", "a.b.example.com", 443, true},
-	{"*.example.com", "WWW.Example.Com.", 443, true},
-	{"*.example.com", "example.com", 443, false},
-	{"*.example.com", "evilexample.com", 443, false},
-	{"*.example.com", "example.com.evil.test", 443, false},
-	{"*.example.com", "www.example.com.evil.test", 443, false},
-	{"*.example.com", "xexample.com", 443, false},
-	{"*.example.com", "www.example.co", 443, false},
-	{"*.example.com", "www.example.com", 8443, false},
-	{"*.example.com:8443", "www.example.com", 8443, true},
-	{"*.example.com:8443", "www.example.com", 443, false},
-	{"*.bücher.example", "shop.xn--bcher-kva.example", 443, true},
-	{"xn--bcher-kva.example", "bücher.example", 443, true},
-	{"203.0.113.0/24", "203.0.113.7", 443, true},
-	{"203.0.113.0/24", "203.0.113.255", 80, true},
-	{"203.0.113.0/24", "203.0.114.0", 443, false},
-	{"203.0.113.0/24", "203.0.112.255", 443, false},
-	{"203.0.113.0/24:5432", "203.0.113.7", 5432, true},
-	{"203.0.113.0/24:5432", "203.0.113.7", 443, false},
-	{"203.0.113.0/24", "[::ffff:203.0.113.7]", 443, false},
-	{"203.0.113.0/24", "example.com", 443, false},
-	{"203.0.113.7", "203.0.113.7", 443, true},
-	{"203.0.113.7", "203.0.113.8", 443, false},
-	{"2001:db8::/32", "[2001:db8:1::5]", 443, true},
-	{"2001:db8::/32", "[2001:db9::]", 443, false},
-	{"[2001:db8::1]:443", "[2001:DB8:0::1]", 443, true},
-	{"0.0.0.0/0:443", "8.8.8.8", 443, true},
-	{"example.com", "203.0.113.7", 443, false},
+    {"example.com", "example.com", 443, true},
+    {"example.com", "EXAMPLE.com.", 80, true},
+    {"example.com", "example.com", 22, false},
+    {"example.com", "www.example.com", 443, false},
+    {"example.com", "example.com.evil.test", 443, false},
+    {"example.com", "evilexample.com", 443, false},
+    {"example.com:22", "example.com", 22, true},
+    {"example.com:22", "example.com", 443, false},
+    {"*.example.com", "www.example.com", 443, true},
+    {"*.example.com", "a.b.example.com", 443, true},
+    {"*.example.com", "WWW.Example.Com.", 443, true},
+    {"*.example.com", "example.com", 443, false},
+    {"*.example.com", "evilexample.com", 443, false},
+    {"*.example.com", "example.com.evil.test", 443, false},
+    {"*.example.com", "www.example.com.evil.test", 443, false},
+    {"*.example.com", "xexample.com", 443, false},
+    {"*.example.com", "www.example.co", 443, false},
+    {"*.example.com", "www.example.com", 8443, false},
+    {"*.example.com:8443", "www.example.com", 8443, true},
+    {"*.example.com:8443", "www.example.com", 443, false},
+    {"*.bücher.example", "shop.xn--bcher-kva.example", 443, true},
+    {"xn--bcher-kva.example", "bücher.example", 443, true},
+    {"203.0.113.0/24", "203.0.113.7", 443, true},
+    {"203.0.113.0/24", "203.0.113.255", 80, true},
+    {"203.0.113.0/24", "203.0.114.0", 443, false},
+    {"203.0.113.0/24", "203.0.112.255", 443, false},
+    {"203.0.113.0/24:5432", "203.0.113.7", 5432, true},
+    {"203.0.113.0/24:5432", "203.0.113.7", 443, false},
+    {"203.0.113.0/24", "[::ffff:203.0.113.7]", 443, false},
+    {"203.0.113.0/24", "example.com", 443, false},
+    {"203.0.113.7", "203.0.113.7", 443, true},
+    {"203.0.113.7", "203.0.113.8", 443, false},
+    {"2001:db8::/32", "[2001:db8:1::5]", 443, true},
+    {"2001:db8::/32", "[2001:db9::]", 443, false},
+    {"[2001:db8::1]:443", "[2001:DB8:0::1]", 443, true},
+    {"0.0.0.0/0:443", "8.8.8.8", 443, true},
+    {"example.com", "203.0.113.7", 443, false},
 };
 
 static void test_rule_match(void **state)
@@ -404,7 +408,7 @@ static void test_rule_match(void **state)
 			fail_msg("host \"%s\": %s", ht, err.message);
 		if (egress_rule_match(&r, &h, match_cases[i].port) != match_cases[i].match)
 			fail_msg("rule \"%s\" host \"%s\" port %u: want %s", rt, ht, match_cases[i].port,
-				 match_cases[i].match ? "match" : "no match");
+			         match_cases[i].match ? "match" : "no match");
 	}
 }
 
@@ -434,14 +438,14 @@ static void test_rule_match_addr(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_canonicalize_table),
-		cmocka_unit_test(test_canonicalize_lengths),
-		cmocka_unit_test(test_punycode_roundtrip),
-		cmocka_unit_test(test_split_port),
-		cmocka_unit_test(test_format),
-		cmocka_unit_test(test_rule_parse),
-		cmocka_unit_test(test_rule_match),
-		cmocka_unit_test(test_rule_match_addr),
+	    cmocka_unit_test(test_canonicalize_table),
+	    cmocka_unit_test(test_canonicalize_lengths),
+	    cmocka_unit_test(test_punycode_roundtrip),
+	    cmocka_unit_test(test_split_port),
+	    cmocka_unit_test(test_format),
+	    cmocka_unit_test(test_rule_parse),
+	    cmocka_unit_test(test_rule_match),
+	    cmocka_unit_test(test_rule_match_addr),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -27,68 +27,72 @@ struct http_case {
 };
 
 static const struct http_case cases[] = {
-	{"GET / HTTP/1.1\r\nHost: example.com\r\n\r\n", 0, "example.com"},
-	{"GET / HTTP/1.0\r\nHost: example.com\r\n\r\n", 0, "example.com"},
-	{"GET /a?b=c HTTP/1.1\r\nUser-Agent: x\r\nHOST:\t example.com:8080 \t\r\nAccept: */*\r\n\r\n", 0,
-	 "example.com:8080"},
-	{"POST /x HTTP/1.1\r\nhost: [::1]:80\r\nContent-Length: 3\r\n\r\nabc", 0, "[::1]:80"},
-	{"OPTIONS * HTTP/1.1\r\nHost: a.example\r\n\r\n", 0, "a.example"},
-	{"GET http://example.com/x HTTP/1.1\r\nHost: example.com\r\n\r\n", 0, "example.com"},
-	{"GET HTTP://Example.COM:8080?q HTTP/1.1\r\nHost: example.com:8080\r\n\r\n", 0, "example.com:8080"},
-	{"GET http://example.com HTTP/1.1\r\nHost: example.com\r\n\r\n", 0, "example.com"},
-	{"GET / HTTP/1.1\r\nHost: b\xc3\xbc" "cher.example\r\n\r\n", 0, "b\xc3\xbc" "cher.example"},
-	{"GET / HTTP/1.1\r\nX-Empty:\r\nHost: a\r\n\r\n", 0, "a"},
-	/* incomplete but valid so far */
-	{"", -EAGAIN, NULL},
-	{"G", -EAGAIN, NULL},
-	{"GET / HTTP/1.1\r", -EAGAIN, NULL},
-	{"GET / HTTP/1.1\r\nHost: a\r\n", -EAGAIN, NULL},
-	{"GET / HTTP/1.1\r\nHost: a\r\n\r", -EAGAIN, NULL},
-	/* Host */
-	{"GET / HTTP/1.1\r\n\r\n", -ENODATA, NULL},
-	{"GET / HTTP/1.1\r\nHost: a\r\nHost: a\r\n\r\n", -EBADMSG, NULL},
-	{"GET / HTTP/1.1\r\nHost: a\r\nhOsT: b\r\n", -EBADMSG, NULL}, /* refused before the head ends */
-	{"GET / HTTP/1.1\r\nHost:\r\n\r\n", -EBADMSG, NULL},
-	{"GET / HTTP/1.1\r\nHost:   \r\n\r\n", -EBADMSG, NULL},
-	{"GET / HTTP/1.1\r\nHost: a b\r\n\r\n", -EBADMSG, NULL},
-	{"GET / HTTP/1.1\r\nHost: a\x01\r\n\r\n", -EBADMSG, NULL},
-	{"GET / HTTP/1.1\r\nHost: a\x7f\r\n\r\n", -EBADMSG, NULL},
-	{"GET / HTTP/1.1\r\nHost : a\r\n\r\n", -EBADMSG, NULL},
-	{"GET / HTTP/1.1\r\nHost\r\n\r\n", -EBADMSG, NULL},
-	{"GET / HTTP/1.1\r\n: a\r\n\r\n", -EBADMSG, NULL},
-	/* obs-fold */
-	{"GET / HTTP/1.1\r\nHost: a\r\n b\r\n\r\n", -EBADMSG, NULL},
-	{"GET / HTTP/1.1\r\nX: a\r\n\tHost: b\r\n\r\n", -EBADMSG, NULL},
-	{"GET / HTTP/1.1\r\n Host: b\r\n\r\n", -EBADMSG, NULL},
-	/* line ends */
-	{"GET / HTTP/1.1\nHost: a\n\n", -EBADMSG, NULL},
-	{"GET / HTTP/1.1\r\nHost: a\nX: b\r\n\r\n", -EBADMSG, NULL},
-	{"GET / HTTP/1.1\r\nHost: a\rX: b\r\n\r\n", -EBADMSG, NULL},
-	{"GET / HTTP/1.1\r\nHost: a\r\n\n", -EBADMSG, NULL},
-	{"\r\nGET / HTTP/1.1\r\nHost: a\r\n\r\n", -EBADMSG, NULL},
-	/* request line */
-	{"GET / HTTP/2.0\r\nHost: a\r\n\r\n", -EBADMSG, NULL},
-	{"GET / HTTP/1.1 \r\nHost: a\r\n\r\n", -EBADMSG, NULL},
-	{"GET  / HTTP/1.1\r\nHost: a\r\n\r\n", -EBADMSG, NULL},
-	{"GET /\tx HTTP/1.1\r\nHost: a\r\n\r\n", -EBADMSG, NULL},
-	{"GET / http/1.1\r\nHost: a\r\n\r\n", -EBADMSG, NULL},
-	{"GET /\r\nHost: a\r\n\r\n", -EBADMSG, NULL},
-	{"GET\r\n\r\n", -EBADMSG, NULL},
-	{"G(T / HTTP/1.1\r\nHost: a\r\n\r\n", -EBADMSG, NULL},
-	{"G(", -EBADMSG, NULL},
-	{"\x16\x03\x01\x02\x00", -EBADMSG, NULL},
-	{"CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n", -EBADMSG, NULL},
-	{"GET example.com:80 HTTP/1.1\r\nHost: example.com:80\r\n\r\n", -EBADMSG, NULL},
-	{"GET * HTTP/1.1\r\nHost: a\r\n\r\n", -EBADMSG, NULL},
-	{"GET https://example.com/ HTTP/1.1\r\nHost: example.com\r\n\r\n", -EBADMSG, NULL},
-	{"GET /\x80 HTTP/1.1\r\nHost: a\r\n\r\n", -EBADMSG, NULL},
-	/* absolute-form must agree with Host */
-	{"GET http://evil.test/ HTTP/1.1\r\nHost: example.com\r\n\r\n", -EBADMSG, NULL},
-	{"GET http://example.com:8080/ HTTP/1.1\r\nHost: example.com\r\n\r\n", -EBADMSG, NULL},
-	{"GET http://example.com.evil.test/ HTTP/1.1\r\nHost: example.com\r\n\r\n", -EBADMSG, NULL},
-	{"GET http://example.com@evil.test/ HTTP/1.1\r\nHost: evil.test\r\n\r\n", -EBADMSG, NULL},
-	{"GET http:///x HTTP/1.1\r\nHost: a\r\n\r\n", -EBADMSG, NULL},
-	{"GET http://evil.test/ HTTP/1.1\r\n\r\n", -ENODATA, NULL},
+    {"GET / HTTP/1.1\r\nHost: example.com\r\n\r\n", 0, "example.com"},
+    {"GET / HTTP/1.0\r\nHost: example.com\r\n\r\n", 0, "example.com"},
+    {"GET /a?b=c HTTP/1.1\r\nUser-Agent: x\r\nHOST:\t example.com:8080 \t\r\nAccept: */*\r\n\r\n", 0,
+     "example.com:8080"},
+    {"POST /x HTTP/1.1\r\nhost: [::1]:80\r\nContent-Length: 3\r\n\r\nabc", 0, "[::1]:80"},
+    {"OPTIONS * HTTP/1.1\r\nHost: a.example\r\n\r\n", 0, "a.example"},
+    {"GET http://example.com/x HTTP/1.1\r\nHost: example.com\r\n\r\n", 0, "example.com"},
+    {"GET HTTP://Example.COM:8080?q HTTP/1.1\r\nHost: example.com:8080\r\n\r\n", 0, "example.com:8080"},
+    {"GET http://example.com HTTP/1.1\r\nHost: example.com\r\n\r\n", 0, "example.com"},
+    {"GET / HTTP/1.1\r\nHost: b\xc3\xbc"
+     "cher.example\r\n\r\n",
+     0,
+     "b\xc3\xbc"
+     "cher.example"},
+    {"GET / HTTP/1.1\r\nX-Empty:\r\nHost: a\r\n\r\n", 0, "a"},
+    /* incomplete but valid so far */
+    {"", -EAGAIN, NULL},
+    {"G", -EAGAIN, NULL},
+    {"GET / HTTP/1.1\r", -EAGAIN, NULL},
+    {"GET / HTTP/1.1\r\nHost: a\r\n", -EAGAIN, NULL},
+    {"GET / HTTP/1.1\r\nHost: a\r\n\r", -EAGAIN, NULL},
+    /* Host */
+    {"GET / HTTP/1.1\r\n\r\n", -ENODATA, NULL},
+    {"GET / HTTP/1.1\r\nHost: a\r\nHost: a\r\n\r\n", -EBADMSG, NULL},
+    {"GET / HTTP/1.1\r\nHost: a\r\nhOsT: b\r\n", -EBADMSG, NULL}, /* refused before the head ends */
+    {"GET / HTTP/1.1\r\nHost:\r\n\r\n", -EBADMSG, NULL},
+    {"GET / HTTP/1.1\r\nHost:   \r\n\r\n", -EBADMSG, NULL},
+    {"GET / HTTP/1.1\r\nHost: a b\r\n\r\n", -EBADMSG, NULL},
+    {"GET / HTTP/1.1\r\nHost: a\x01\r\n\r\n", -EBADMSG, NULL},
+    {"GET / HTTP/1.1\r\nHost: a\x7f\r\n\r\n", -EBADMSG, NULL},
+    {"GET / HTTP/1.1\r\nHost : a\r\n\r\n", -EBADMSG, NULL},
+    {"GET / HTTP/1.1\r\nHost\r\n\r\n", -EBADMSG, NULL},
+    {"GET / HTTP/1.1\r\n: a\r\n\r\n", -EBADMSG, NULL},
+    /* obs-fold */
+    {"GET / HTTP/1.1\r\nHost: a\r\n b\r\n\r\n", -EBADMSG, NULL},
+    {"GET / HTTP/1.1\r\nX: a\r\n\tHost: b\r\n\r\n", -EBADMSG, NULL},
+    {"GET / HTTP/1.1\r\n Host: b\r\n\r\n", -EBADMSG, NULL},
+    /* line ends */
+    {"GET / HTTP/1.1\nHost: a\n\n", -EBADMSG, NULL},
+    {"GET / HTTP/1.1\r\nHost: a\nX: b\r\n\r\n", -EBADMSG, NULL},
+    {"GET / HTTP/1.1\r\nHost: a\rX: b\r\n\r\n", -EBADMSG, NULL},
+    {"GET / HTTP/1.1\r\nHost: a\r\n\n", -EBADMSG, NULL},
+    {"\r\nGET / HTTP/1.1\r\nHost: a\r\n\r\n", -EBADMSG, NULL},
+    /* request line */
+    {"GET / HTTP/2.0\r\nHost: a\r\n\r\n", -EBADMSG, NULL},
+    {"GET / HTTP/1.1 \r\nHost: a\r\n\r\n", -EBADMSG, NULL},
+    {"GET  / HTTP/1.1\r\nHost: a\r\n\r\n", -EBADMSG, NULL},
+    {"GET /\tx HTTP/1.1\r\nHost: a\r\n\r\n", -EBADMSG, NULL},
+    {"GET / http/1.1\r\nHost: a\r\n\r\n", -EBADMSG, NULL},
+    {"GET /\r\nHost: a\r\n\r\n", -EBADMSG, NULL},
+    {"GET\r\n\r\n", -EBADMSG, NULL},
+    {"G(T / HTTP/1.1\r\nHost: a\r\n\r\n", -EBADMSG, NULL},
+    {"G(", -EBADMSG, NULL},
+    {"\x16\x03\x01\x02\x00", -EBADMSG, NULL},
+    {"CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n", -EBADMSG, NULL},
+    {"GET example.com:80 HTTP/1.1\r\nHost: example.com:80\r\n\r\n", -EBADMSG, NULL},
+    {"GET * HTTP/1.1\r\nHost: a\r\n\r\n", -EBADMSG, NULL},
+    {"GET https://example.com/ HTTP/1.1\r\nHost: example.com\r\n\r\n", -EBADMSG, NULL},
+    {"GET /\x80 HTTP/1.1\r\nHost: a\r\n\r\n", -EBADMSG, NULL},
+    /* absolute-form must agree with Host */
+    {"GET http://evil.test/ HTTP/1.1\r\nHost: example.com\r\n\r\n", -EBADMSG, NULL},
+    {"GET http://example.com:8080/ HTTP/1.1\r\nHost: example.com\r\n\r\n", -EBADMSG, NULL},
+    {"GET http://example.com.evil.test/ HTTP/1.1\r\nHost: example.com\r\n\r\n", -EBADMSG, NULL},
+    {"GET http://example.com@evil.test/ HTTP/1.1\r\nHost: evil.test\r\n\r\n", -EBADMSG, NULL},
+    {"GET http:///x HTTP/1.1\r\nHost: a\r\n\r\n", -EBADMSG, NULL},
+    {"GET http://evil.test/ HTTP/1.1\r\n\r\n", -ENODATA, NULL},
 };
 
 static void test_table(void **state)
@@ -151,9 +155,9 @@ static void test_limits(void **state)
 	memset(buf, 'a', EGRESS_HTTP_LINE_MAX + 2);
 	memcpy(buf, "GET /", 5);
 	assert_int_equal(egress_http_read_request_head((const uint8_t *)buf, EGRESS_HTTP_LINE_MAX + 2, &req, NULL),
-			 -E2BIG);
+	                 -E2BIG);
 	assert_int_equal(egress_http_read_request_head((const uint8_t *)buf, EGRESS_HTTP_LINE_MAX, &req, NULL),
-			 -EAGAIN);
+	                 -EAGAIN);
 
 	/* header count */
 	o = (size_t)snprintf(buf, sizeof(buf), "GET / HTTP/1.1\r\nHost: a\r\n");
@@ -174,9 +178,8 @@ static void test_limits(void **state)
 		o += (size_t)snprintf(buf + o, sizeof(buf) - o, "\r\n");
 	}
 	assert_int_equal(egress_http_read_request_head((const uint8_t *)buf, EGRESS_HTTP_HEAD_MAX - 1, &req, NULL),
-			 -EAGAIN);
-	assert_int_equal(egress_http_read_request_head((const uint8_t *)buf, EGRESS_HTTP_HEAD_MAX, &req, NULL),
-			 -E2BIG);
+	                 -EAGAIN);
+	assert_int_equal(egress_http_read_request_head((const uint8_t *)buf, EGRESS_HTTP_HEAD_MAX, &req, NULL), -E2BIG);
 	assert_int_equal(egress_http_read_request_head((const uint8_t *)buf, o, &req, NULL), -E2BIG);
 
 	/* a Host value over its limit */
@@ -195,10 +198,10 @@ static void test_limits(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_table),
-		cmocka_unit_test(test_fields),
-		cmocka_unit_test(test_every_prefix),
-		cmocka_unit_test(test_limits),
+	    cmocka_unit_test(test_table),
+	    cmocka_unit_test(test_fields),
+	    cmocka_unit_test(test_every_prefix),
+	    cmocka_unit_test(test_limits),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -121,11 +121,11 @@ static void typical(struct buf *msg, const char *name)
 	static uint8_t sni[600];
 	size_t sl = sni_body(sni, name, 1, 0);
 	struct ext exts[] = {
-		{0x0a0a, NULL, 0},
-		{0x0000, sni, sl},
-		{0x002b, versions, sizeof(versions)},
-		{0x0010, alpn, sizeof(alpn)},
-		{0x1a1a, grease_data, sizeof(grease_data)},
+	    {0x0a0a, NULL, 0},
+	    {0x0000, sni, sl},
+	    {0x002b, versions, sizeof(versions)},
+	    {0x0010, alpn, sizeof(alpn)},
+	    {0x1a1a, grease_data, sizeof(grease_data)},
 	};
 	build_hello(msg, exts, ARRAY_SIZE(exts), true);
 }
@@ -298,7 +298,7 @@ static void test_server_name_rules(void **state)
 	assert_int_equal(hello_with(&(struct ext){0, sni, sl}, 1), -EBADMSG);
 	sl = sni_body(sni, "a.example", 1, 0);
 	assert_int_equal(hello_with(&(struct ext){0, sni, sl - 1}, 1), -EBADMSG); /* list overruns */
-	sni[1]--;                                                              /* list shorter than ext */
+	sni[1]--;                                                                 /* list shorter than ext */
 	assert_int_equal(hello_with(&(struct ext){0, sni, sl}, 1), -EBADMSG);
 	/* 255 bytes fine, 256 not */
 	char name[300];
@@ -373,9 +373,8 @@ static void test_not_tls(void **state)
 		const char *b;
 		size_t n;
 	} inputs[] = {
-		{"GET / HTTP/1.1\r\n", 16}, {"\x80\x2e\x01\x03\x01", 5}, {"\x16\x02\x00\x00\x10", 5},
-		{"\x16\x02", 2},              {"\x16\x03\x05", 3},        {"\x17\x03\x03\x00\x10", 5},
-		{"\x16\x03\x05\x00\x10", 5}, {"G", 1},
+	    {"GET / HTTP/1.1\r\n", 16}, {"\x80\x2e\x01\x03\x01", 5}, {"\x16\x02\x00\x00\x10", 5}, {"\x16\x02", 2},
+	    {"\x16\x03\x05", 3},        {"\x17\x03\x03\x00\x10", 5}, {"\x16\x03\x05\x00\x10", 5}, {"G", 1},
 	};
 	for (size_t i = 0; i < ARRAY_SIZE(inputs); i++) {
 		tmp.n = inputs[i].n;
@@ -464,18 +463,18 @@ static void test_truncated_bodies(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_basic),
-		cmocka_unit_test(test_every_prefix_needs_more),
-		cmocka_unit_test(test_many_records),
-		cmocka_unit_test(test_later_records_are_not_read),
-		cmocka_unit_test(test_no_sni),
-		cmocka_unit_test(test_ech),
-		cmocka_unit_test(test_server_name_rules),
-		cmocka_unit_test(test_duplicates_and_grease),
-		cmocka_unit_test(test_size_limits),
-		cmocka_unit_test(test_not_tls),
-		cmocka_unit_test(test_malformed_records),
-		cmocka_unit_test(test_truncated_bodies),
+	    cmocka_unit_test(test_basic),
+	    cmocka_unit_test(test_every_prefix_needs_more),
+	    cmocka_unit_test(test_many_records),
+	    cmocka_unit_test(test_later_records_are_not_read),
+	    cmocka_unit_test(test_no_sni),
+	    cmocka_unit_test(test_ech),
+	    cmocka_unit_test(test_server_name_rules),
+	    cmocka_unit_test(test_duplicates_and_grease),
+	    cmocka_unit_test(test_size_limits),
+	    cmocka_unit_test(test_not_tls),
+	    cmocka_unit_test(test_malformed_records),
+	    cmocka_unit_test(test_truncated_bodies),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

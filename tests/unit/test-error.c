@@ -57,17 +57,17 @@ static void test_codes_and_statuses(void **state)
 		const char *name;
 		int status;
 	} want[] = {
-		{AL_ERR_INVALID_ARGUMENT, "invalid_argument", 400},
-		{AL_ERR_NOT_FOUND, "not_found", 404},
-		{AL_ERR_METHOD, "method_not_allowed", 405},
-		{AL_ERR_CONFLICT, "conflict", 409},
-		{AL_ERR_TOO_LARGE, "payload_too_large", 413},
-		{AL_ERR_UNSUPPORTED_MEDIA, "unsupported_media_type", 415},
-		{AL_ERR_BOOT_FAILED, "boot_failed", 500},
-		{AL_ERR_INTERNAL, "internal", 500},
-		{AL_ERR_UNAVAILABLE, "unavailable", 503},
-		{AL_ERR_TIMEOUT, "timeout", 504},
-		{AL_ERR_GUEST, "guest_error", 502},
+	    {AL_ERR_INVALID_ARGUMENT, "invalid_argument", 400},
+	    {AL_ERR_NOT_FOUND, "not_found", 404},
+	    {AL_ERR_METHOD, "method_not_allowed", 405},
+	    {AL_ERR_CONFLICT, "conflict", 409},
+	    {AL_ERR_TOO_LARGE, "payload_too_large", 413},
+	    {AL_ERR_UNSUPPORTED_MEDIA, "unsupported_media_type", 415},
+	    {AL_ERR_BOOT_FAILED, "boot_failed", 500},
+	    {AL_ERR_INTERNAL, "internal", 500},
+	    {AL_ERR_UNAVAILABLE, "unavailable", 503},
+	    {AL_ERR_TIMEOUT, "timeout", 504},
+	    {AL_ERR_GUEST, "guest_error", 502},
 	};
 	for (size_t i = 0; i < ARRAY_SIZE(want); i++) {
 		assert_string_equal(al_error_code_name(want[i].code), want[i].name);
@@ -76,17 +76,17 @@ static void test_codes_and_statuses(void **state)
 	/* Out of range: the safe answer is an internal error. */
 	assert_string_equal(al_error_code_name((enum al_error_code)1000), "internal");
 	assert_int_equal(al_error_http_status((enum al_error_code)1000), 500);
-	assert_string_equal(al_error_code_name((enum al_error_code)-1), "internal");
-	assert_int_equal(al_error_http_status((enum al_error_code)-1), 500);
+	assert_string_equal(al_error_code_name((enum al_error_code) - 1), "internal");
+	assert_int_equal(al_error_http_status((enum al_error_code) - 1), 500);
 }
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_set_returns_negative_errno),
-		cmocka_unit_test(test_prefix),
-		cmocka_unit_test(test_long_messages_truncate),
-		cmocka_unit_test(test_codes_and_statuses),
+	    cmocka_unit_test(test_set_returns_negative_errno),
+	    cmocka_unit_test(test_prefix),
+	    cmocka_unit_test(test_long_messages_truncate),
+	    cmocka_unit_test(test_codes_and_statuses),
 	};
 	return cmocka_run_group_tests_name("error", tests, NULL, NULL);
 }

@@ -16,10 +16,10 @@
 static void put_frame(uint8_t *buf, size_t *off, uint8_t type, uint32_t stream, uint32_t len, unsigned seed)
 {
 	struct airlock_frame_header h = {
-		.version = AIRLOCK_PROTO_VERSION,
-		.type = type,
-		.stream = stream,
-		.length = len,
+	    .version = AIRLOCK_PROTO_VERSION,
+	    .type = type,
+	    .stream = stream,
+	    .length = len,
 	};
 	frame_header_encode(&h, buf + *off);
 	*off += AIRLOCK_FRAME_HEADER_SIZE;
@@ -37,7 +37,7 @@ static void check_payload(const uint8_t *p, uint32_t len, unsigned seed)
 }
 
 static void raw_header(uint8_t out[AIRLOCK_FRAME_HEADER_SIZE], uint8_t version, uint8_t type, uint16_t flags,
-		       uint32_t stream, uint32_t length)
+                       uint32_t stream, uint32_t length)
 {
 	struct airlock_frame_header h = {version, type, flags, stream, length};
 	frame_header_encode(&h, out);
@@ -50,7 +50,7 @@ static void test_header_encode_is_big_endian(void **state)
 	(void)state;
 	uint8_t out[AIRLOCK_FRAME_HEADER_SIZE];
 	struct airlock_frame_header h = {
-		.version = 1, .type = 4, .flags = 0, .stream = 0x01020304u, .length = 0x0000a0b1u};
+	    .version = 1, .type = 4, .flags = 0, .stream = 0x01020304u, .length = 0x0000a0b1u};
 	frame_header_encode(&h, out);
 	const uint8_t want[AIRLOCK_FRAME_HEADER_SIZE] = {1, 4, 0, 0, 1, 2, 3, 4, 0, 0, 0xa0, 0xb1};
 	assert_memory_equal(out, want, sizeof(want));
@@ -65,10 +65,10 @@ static void test_header_roundtrip(void **state)
 		for (size_t s = 0; s < ARRAY_SIZE(streams); s++) {
 			for (size_t l = 0; l < ARRAY_SIZE(lengths); l++) {
 				struct airlock_frame_header in = {
-					.version = AIRLOCK_PROTO_VERSION,
-					.type = (uint8_t)type,
-					.stream = streams[s],
-					.length = lengths[l],
+				    .version = AIRLOCK_PROTO_VERSION,
+				    .type = (uint8_t)type,
+				    .stream = streams[s],
+				    .length = lengths[l],
 				};
 				uint8_t buf[AIRLOCK_FRAME_HEADER_SIZE];
 				frame_header_encode(&in, buf);
@@ -147,8 +147,8 @@ struct expect {
 	uint32_t len;
 };
 
-static size_t feed_chunked(struct frame_reader *r, const uint8_t *data, size_t n, size_t chunk, const struct expect *want,
-			   size_t nwant)
+static size_t feed_chunked(struct frame_reader *r, const uint8_t *data, size_t n, size_t chunk,
+                           const struct expect *want, size_t nwant)
 {
 	size_t got = 0, off = 0;
 	while (off < n) {
@@ -182,11 +182,8 @@ static void test_reader_byte_by_byte(void **state)
 {
 	(void)state;
 	const struct expect want[] = {
-		{AIRLOCK_FRAME_HELLO, 0, 40},
-		{AIRLOCK_FRAME_STDOUT, 1, 0},
-		{AIRLOCK_FRAME_STDOUT, 1, 1},
-		{AIRLOCK_FRAME_STDERR, 2, 300},
-		{AIRLOCK_FRAME_EXIT, 1, 13},
+	    {AIRLOCK_FRAME_HELLO, 0, 40},   {AIRLOCK_FRAME_STDOUT, 1, 0}, {AIRLOCK_FRAME_STDOUT, 1, 1},
+	    {AIRLOCK_FRAME_STDERR, 2, 300}, {AIRLOCK_FRAME_EXIT, 1, 13},
 	};
 	size_t cap = 4096, n = 0;
 	cleanup_free uint8_t *buf = xmalloc(cap);
@@ -250,9 +247,9 @@ static void test_reader_exactly_max_payload(void **state)
 	put_frame(buf, &n, AIRLOCK_FRAME_STDERR, 9, AIRLOCK_FRAME_MAX_PAYLOAD, 1);
 	put_frame(buf, &n, AIRLOCK_FRAME_EXIT, 9, 2, 2);
 	const struct expect want[] = {
-		{AIRLOCK_FRAME_STDOUT, 9, AIRLOCK_FRAME_MAX_PAYLOAD},
-		{AIRLOCK_FRAME_STDERR, 9, AIRLOCK_FRAME_MAX_PAYLOAD},
-		{AIRLOCK_FRAME_EXIT, 9, 2},
+	    {AIRLOCK_FRAME_STDOUT, 9, AIRLOCK_FRAME_MAX_PAYLOAD},
+	    {AIRLOCK_FRAME_STDERR, 9, AIRLOCK_FRAME_MAX_PAYLOAD},
+	    {AIRLOCK_FRAME_EXIT, 9, 2},
 	};
 	struct frame_reader *r = reader_new();
 	/* All at once (as much as the reader offers each time). */
@@ -429,7 +426,7 @@ static void test_frame_write_roundtrip(void **state)
 	assert_int_equal(frame_write(fds[1], AIRLOCK_FRAME_STDIN, 42, NULL, 0, 1000), 0);
 	assert_int_equal(frame_write(fds[1], AIRLOCK_FRAME_STDOUT, 1, payload, AIRLOCK_FRAME_MAX_PAYLOAD, 1000), 0);
 	assert_int_equal(frame_write(fds[1], AIRLOCK_FRAME_STDOUT, 1, payload, AIRLOCK_FRAME_MAX_PAYLOAD + 1, 1000),
-			 -EMSGSIZE);
+	                 -EMSGSIZE);
 	close(fds[1]);
 
 	size_t cap = 2 * AIRLOCK_FRAME_MAX_SIZE;
@@ -469,7 +466,7 @@ static void test_frame_write_times_out_on_full_pipe(void **state)
 	assert_true(size > 0);
 	cleanup_free uint8_t *payload = xcalloc(1, AIRLOCK_FRAME_MAX_PAYLOAD);
 	assert_int_equal(frame_write(fds[1], AIRLOCK_FRAME_STDOUT, 1, payload, AIRLOCK_FRAME_MAX_PAYLOAD, 50),
-			 -ETIMEDOUT);
+	                 -ETIMEDOUT);
 	close(fds[0]);
 	close(fds[1]);
 }
@@ -477,23 +474,23 @@ static void test_frame_write_times_out_on_full_pipe(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_header_encode_is_big_endian),
-		cmocka_unit_test(test_header_roundtrip),
-		cmocka_unit_test(test_header_rejects_bad_version),
-		cmocka_unit_test(test_header_rejects_bad_type),
-		cmocka_unit_test(test_header_rejects_flags),
-		cmocka_unit_test(test_header_rejects_oversize),
-		cmocka_unit_test(test_reader_byte_by_byte),
-		cmocka_unit_test(test_reader_partial_header_waits),
-		cmocka_unit_test(test_reader_several_frames_in_one_feed),
-		cmocka_unit_test(test_reader_exactly_max_payload),
-		cmocka_unit_test(test_reader_oversize_rejected_before_buffering),
-		cmocka_unit_test(test_reader_bad_header_after_good_frames),
-		cmocka_unit_test(test_reader_compaction_across_many_frames),
-		cmocka_unit_test(test_reader_space_never_zero_without_complete_frame),
-		cmocka_unit_test(test_reader_commit_clamped),
-		cmocka_unit_test(test_frame_write_roundtrip),
-		cmocka_unit_test(test_frame_write_times_out_on_full_pipe),
+	    cmocka_unit_test(test_header_encode_is_big_endian),
+	    cmocka_unit_test(test_header_roundtrip),
+	    cmocka_unit_test(test_header_rejects_bad_version),
+	    cmocka_unit_test(test_header_rejects_bad_type),
+	    cmocka_unit_test(test_header_rejects_flags),
+	    cmocka_unit_test(test_header_rejects_oversize),
+	    cmocka_unit_test(test_reader_byte_by_byte),
+	    cmocka_unit_test(test_reader_partial_header_waits),
+	    cmocka_unit_test(test_reader_several_frames_in_one_feed),
+	    cmocka_unit_test(test_reader_exactly_max_payload),
+	    cmocka_unit_test(test_reader_oversize_rejected_before_buffering),
+	    cmocka_unit_test(test_reader_bad_header_after_good_frames),
+	    cmocka_unit_test(test_reader_compaction_across_many_frames),
+	    cmocka_unit_test(test_reader_space_never_zero_without_complete_frame),
+	    cmocka_unit_test(test_reader_commit_clamped),
+	    cmocka_unit_test(test_frame_write_roundtrip),
+	    cmocka_unit_test(test_frame_write_times_out_on_full_pipe),
 	};
 	return cmocka_run_group_tests_name("frame", tests, NULL, NULL);
 }

@@ -35,16 +35,16 @@ static int teardown(void **state)
 static struct sandbox_record record(const char *id, enum sandbox_state st, uint64_t created_ms)
 {
 	struct sandbox_record r = {
-		.state = st,
-		.vcpus = 2,
-		.memory_mib = 512,
-		.env_json = (char *)"{\"A\":\"1\"}",
-		.metadata_json = (char *)"{\"owner\":\"alice\"}",
-		.created_ms = created_ms,
-		.updated_ms = created_ms + 5,
-		.boot_ms = -1,
-		.error = NULL,
-		.vmm_pid = 0,
+	    .state = st,
+	    .vcpus = 2,
+	    .memory_mib = 512,
+	    .env_json = (char *)"{\"A\":\"1\"}",
+	    .metadata_json = (char *)"{\"owner\":\"alice\"}",
+	    .created_ms = created_ms,
+	    .updated_ms = created_ms + 5,
+	    .boot_ms = -1,
+	    .error = NULL,
+	    .vmm_pid = 0,
 	};
 	strlcpy_al(r.id, id, sizeof(r.id));
 	strlcpy_al(r.template_name, "minimal", sizeof(r.template_name));
@@ -56,8 +56,8 @@ static struct sandbox_record record(const char *id, enum sandbox_state st, uint6
 static void test_state_names(void **state)
 {
 	(void)state;
-	const char *names[] = {"creating", "running", "stopping", "stopped", "error", "deleted", "paused",
-			       "snapshotting"};
+	const char *names[] = {"creating", "running", "stopping", "stopped",
+	                       "error",    "deleted", "paused",   "snapshotting"};
 	assert_int_equal(ARRAY_SIZE(names), SANDBOX_STATE_COUNT);
 	for (int i = 0; i < SANDBOX_STATE_COUNT; i++) {
 		assert_string_equal(sandbox_state_name((enum sandbox_state)i), names[i]);
@@ -127,7 +127,8 @@ static void test_list_and_persistence(void **state)
 	assert_int_equal(store_open(db, &s, &err), 0);
 	const char *ids[] = {"sb-0000000000000001", "sb-0000000000000002", "sb-0000000000000003"};
 	for (int i = 0; i < 3; i++) {
-		struct sandbox_record r = record(ids[i], i == 1 ? SANDBOX_DELETED : SANDBOX_RUNNING, 1000u + (unsigned)i);
+		struct sandbox_record r =
+		    record(ids[i], i == 1 ? SANDBOX_DELETED : SANDBOX_RUNNING, 1000u + (unsigned)i);
 		assert_int_equal(store_sandbox_insert(s, &r, &err), 0);
 	}
 	store_close(s);
@@ -185,11 +186,11 @@ static void test_open_fails_with_a_message(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_state_names),
-		cmocka_unit_test_setup_teardown(test_insert_get_update, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_list_and_persistence, setup, teardown),
-		cmocka_unit_test(test_record_copy),
-		cmocka_unit_test_setup_teardown(test_open_fails_with_a_message, setup, teardown),
+	    cmocka_unit_test(test_state_names),
+	    cmocka_unit_test_setup_teardown(test_insert_get_update, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_list_and_persistence, setup, teardown),
+	    cmocka_unit_test(test_record_copy),
+	    cmocka_unit_test_setup_teardown(test_open_fails_with_a_message, setup, teardown),
 	};
 	return cmocka_run_group_tests_name("store", tests, NULL, NULL);
 }

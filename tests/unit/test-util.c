@@ -84,11 +84,11 @@ static void test_base64_rejects_bad_input(void **state)
 {
 	(void)state;
 	const char *bad[] = {
-		"Z",        "Zg",       "Zg=",      "Zm9vY",    /* length not a multiple of 4 */
-		"Zm9v!A==", "Zm 9",     "Zm9v\n",   "Zm-_",     /* characters outside the alphabet */
-		"Zg==Zg==", "Zg=a",     "Z===",     "====",     /* padding in the wrong place */
-		"=AAA",     "A=AA",     "Zm9=Zm9v", "Zm9vZ===", /* padding not at the very end or too much */
-		"Zm8=\n",
+	    "Z",        "Zg",   "Zg=",      "Zm9vY",    /* length not a multiple of 4 */
+	    "Zm9v!A==", "Zm 9", "Zm9v\n",   "Zm-_",     /* characters outside the alphabet */
+	    "Zg==Zg==", "Zg=a", "Z===",     "====",     /* padding in the wrong place */
+	    "=AAA",     "A=AA", "Zm9=Zm9v", "Zm9vZ===", /* padding not at the very end or too much */
+	    "Zm8=\n",
 	};
 	for (size_t i = 0; i < ARRAY_SIZE(bad); i++)
 		expect_b64_invalid(bad[i], strlen(bad[i]));
@@ -196,8 +196,21 @@ static void test_parse_int_range(void **state)
 
 	v = 777;
 	const char *bad[] = {
-		"11", "-1", "17", "999999999999999999999999", "-999999999999999999999999", /* out of range */
-		"abc", "1x", "1 ", "0x10", "1.5", "1e3", "--1", "-", "+", "١",              /* not decimal */
+	    "11",
+	    "-1",
+	    "17",
+	    "999999999999999999999999",
+	    "-999999999999999999999999", /* out of range */
+	    "abc",
+	    "1x",
+	    "1 ",
+	    "0x10",
+	    "1.5",
+	    "1e3",
+	    "--1",
+	    "-",
+	    "+",
+	    "١", /* not decimal */
 	};
 	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
 		if (parse_int_range(bad[i], 0, 10, &v) >= 0)
@@ -389,20 +402,20 @@ static void test_write_and_read_file(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_base64_rfc4648_vectors),
-		cmocka_unit_test(test_base64_roundtrip_binary),
-		cmocka_unit_test(test_base64_rejects_bad_input),
-		cmocka_unit_test(test_utf8_valid_accepts),
-		cmocka_unit_test(test_utf8_valid_rejects),
-		cmocka_unit_test(test_parse_int_range),
-		cmocka_unit_test(test_parse_int_range_is_strict),
-		cmocka_unit_test(test_parse_u64),
-		cmocka_unit_test(test_strlcpy_al),
-		cmocka_unit_test(test_snprintf_ok),
-		cmocka_unit_test(test_hex_encode),
-		cmocka_unit_test(test_format_time_rfc3339),
-		cmocka_unit_test_setup_teardown(test_mkdir_p_and_rm_rf, setup_tmpdir, teardown_tmpdir),
-		cmocka_unit_test_setup_teardown(test_write_and_read_file, setup_tmpdir, teardown_tmpdir),
+	    cmocka_unit_test(test_base64_rfc4648_vectors),
+	    cmocka_unit_test(test_base64_roundtrip_binary),
+	    cmocka_unit_test(test_base64_rejects_bad_input),
+	    cmocka_unit_test(test_utf8_valid_accepts),
+	    cmocka_unit_test(test_utf8_valid_rejects),
+	    cmocka_unit_test(test_parse_int_range),
+	    cmocka_unit_test(test_parse_int_range_is_strict),
+	    cmocka_unit_test(test_parse_u64),
+	    cmocka_unit_test(test_strlcpy_al),
+	    cmocka_unit_test(test_snprintf_ok),
+	    cmocka_unit_test(test_hex_encode),
+	    cmocka_unit_test(test_format_time_rfc3339),
+	    cmocka_unit_test_setup_teardown(test_mkdir_p_and_rm_rf, setup_tmpdir, teardown_tmpdir),
+	    cmocka_unit_test_setup_teardown(test_write_and_read_file, setup_tmpdir, teardown_tmpdir),
 	};
 	return cmocka_run_group_tests_name("util", tests, NULL, NULL);
 }
