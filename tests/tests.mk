@@ -153,7 +153,7 @@ integration: all images
 test:
 	@$(MAKE) --no-print-directory deps
 	@$(MAKE) --no-print-directory all images
-	@$(MAKE) --no-print-directory build-clang
+	@$(MAKE) --no-print-directory build-clang format-check
 	@$(MAKE) --no-print-directory unit
 	@$(MAKE) --no-print-directory fuzz-smoke
 	@$(MAKE) --no-print-directory integration
