@@ -350,40 +350,50 @@ int rm_rf(const char *path)
 	return rm_rf_at(AT_FDCWD, path);
 }
 
+int utf8_next(const uint8_t *s, size_t n, uint32_t *ret_cp)
+{
+	if (n == 0)
+		return -EILSEQ;
+	uint8_t c = s[0];
+	size_t len;
+	uint32_t cp;
+	if (c < 0x80) {
+		*ret_cp = c;
+		return 1;
+	} else if ((c & 0xe0) == 0xc0) {
+		len = 2;
+		cp = c & 0x1f;
+	} else if ((c & 0xf0) == 0xe0) {
+		len = 3;
+		cp = c & 0x0f;
+	} else if ((c & 0xf8) == 0xf0) {
+		len = 4;
+		cp = c & 0x07;
+	} else {
+		return -EILSEQ;
+	}
+	if (len > n)
+		return -EILSEQ;
+	for (size_t k = 1; k < len; k++) {
+		if ((s[k] & 0xc0) != 0x80)
+			return -EILSEQ;
+		cp = (cp << 6) | (s[k] & 0x3f);
+	}
+	if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) || cp > 0x10ffff ||
+	    (cp >= 0xd800 && cp <= 0xdfff))
+		return -EILSEQ;
+	*ret_cp = cp;
+	return (int)len;
+}
+
 bool utf8_valid(const uint8_t *s, size_t n)
 {
-	size_t i = 0;
-	while (i < n) {
-		uint8_t c = s[i];
-		if (c < 0x80) {
-			i++;
-			continue;
-		}
-		size_t len;
+	for (size_t i = 0; i < n;) {
 		uint32_t cp;
-		if ((c & 0xe0) == 0xc0) {
-			len = 2;
-			cp = c & 0x1f;
-		} else if ((c & 0xf0) == 0xe0) {
-			len = 3;
-			cp = c & 0x0f;
-		} else if ((c & 0xf8) == 0xf0) {
-			len = 4;
-			cp = c & 0x07;
-		} else {
+		int len = utf8_next(s + i, n - i, &cp);
+		if (len < 0)
 			return false;
-		}
-		if (i + len > n)
-			return false;
-		for (size_t k = 1; k < len; k++) {
-			if ((s[i + k] & 0xc0) != 0x80)
-				return false;
-			cp = (cp << 6) | (s[i + k] & 0x3f);
-		}
-		if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
-		    cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-			return false;
-		i += len;
+		i += (size_t)len;
 	}
 	return true;
 }

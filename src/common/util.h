@@ -103,6 +103,9 @@ int mkdir_p(const char *path, mode_t mode);
 int rm_rf(const char *path);
 
 bool utf8_valid(const uint8_t *s, size_t n);
+/* Strict UTF-8 decoding of one code point (no overlongs, surrogates or values
+ * above U+10FFFF); returns its length or -EILSEQ. */
+int utf8_next(const uint8_t *s, size_t n, uint32_t *ret_cp);
 /* base64 (RFC 4648, with padding). Decode returns -EINVAL on bad input. */
 char *base64_encode(const uint8_t *in, size_t n, size_t *ret_len);
 int base64_decode(const char *in, size_t n, uint8_t **ret_out, size_t *ret_len);

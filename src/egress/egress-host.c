@@ -133,43 +133,6 @@ static bool scripts_ok(unsigned mask)
 	return false;
 }
 
-/* Strict UTF-8 decoding of one code point; returns its length or -EILSEQ. */
-static int utf8_next(const uint8_t *s, size_t n, uint32_t *ret_cp)
-{
-	if (n == 0)
-		return -EILSEQ;
-	uint8_t c = s[0];
-	size_t len;
-	uint32_t cp;
-	if (c < 0x80) {
-		*ret_cp = c;
-		return 1;
-	} else if ((c & 0xe0) == 0xc0) {
-		len = 2;
-		cp = c & 0x1f;
-	} else if ((c & 0xf0) == 0xe0) {
-		len = 3;
-		cp = c & 0x0f;
-	} else if ((c & 0xf8) == 0xf0) {
-		len = 4;
-		cp = c & 0x07;
-	} else {
-		return -EILSEQ;
-	}
-	if (len > n)
-		return -EILSEQ;
-	for (size_t k = 1; k < len; k++) {
-		if ((s[k] & 0xc0) != 0x80)
-			return -EILSEQ;
-		cp = (cp << 6) | (s[k] & 0x3f);
-	}
-	if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) || cp > 0x10ffff ||
-	    (cp >= 0xd800 && cp <= 0xdfff))
-		return -EILSEQ;
-	*ret_cp = cp;
-	return (int)len;
-}
-
 /* ------------------------------------------------------------ punycode (RFC 3492) */
 
 #define PUNY_BASE 36u
