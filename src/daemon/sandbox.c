@@ -585,28 +585,36 @@ void sandbox_usage(const char *tenant, unsigned *ret_sandboxes, unsigned *ret_vc
 	*ret_memory_mib = mem;
 }
 
+/* The registry's sandbox `id` if the caller may see it: 1 and a new
+ * reference; 0 when it is not live (ask the store); < 0 "not found". */
+static int registry_find_visible(const char *id, const char *tenant, struct sandbox **ret, struct al_error *err)
+{
+	if (!sandbox_id_valid(id))
+		return not_found(id, err);
+	struct sandbox *sb = registry_find(id);
+	if (!sb)
+		return 0;
+	pthread_mutex_lock(&sb->lock);
+	bool visible = tenant_sees(tenant, &sb->rec);
+	pthread_mutex_unlock(&sb->lock);
+	if (!visible) {
+		sandbox_unref(sb);
+		return not_found(id, err);
+	}
+	*ret = sb;
+	return 1;
+}
+
 /* The live sandbox `id` as the caller may see it: a new reference, or
  * "not found" (unknown, another tenant's) or a conflict naming its state and
  * what the operation needs (`needs`, e.g. "not running"). */
 static int find_live(const char *id, const char *tenant, const char *needs, struct sandbox **ret, struct al_error *err)
 {
-	if (!sandbox_id_valid(id))
-		return not_found(id, err);
-	struct sandbox *sb = registry_find(id);
-	if (sb) {
-		pthread_mutex_lock(&sb->lock);
-		bool visible = tenant_sees(tenant, &sb->rec);
-		pthread_mutex_unlock(&sb->lock);
-		if (visible) {
-			*ret = sb;
-			return 0;
-		}
-		sandbox_unref(sb);
-		return not_found(id, err);
-	}
+	int r = registry_find_visible(id, tenant, ret, err);
+	if (r != 0)
+		return r < 0 ? r : 0;
 	struct sandbox_record rec;
-	int r = store_sandbox_get(cfg->store, id, &rec, err);
-	if (r < 0)
+	if ((r = store_sandbox_get(cfg->store, id, &rec, err)) < 0)
 		return r;
 	r = tenant_sees(tenant, &rec) ? al_error_set(err, AL_ERR_CONFLICT, EBUSY, "sandbox %s is %s%s%s", id,
 	                                             sandbox_state_name(rec.state), needs[0] ? ", " : "", needs)
@@ -982,18 +990,11 @@ int sandbox_get(const char *id, const char *tenant, struct sandbox_record *ret, 
 
 int sandbox_delete(const char *id, const char *tenant, struct sandbox_record *ret, struct al_error *err)
 {
-	if (!sandbox_id_valid(id))
-		return not_found(id, err);
-	struct sandbox *sb = registry_find(id);
-	if (sb) {
-		pthread_mutex_lock(&sb->lock);
-		bool visible = tenant_sees(tenant, &sb->rec);
-		pthread_mutex_unlock(&sb->lock);
-		if (!visible) {
-			sandbox_unref(sb);
-			return not_found(id, err);
-		}
-	} else {
+	struct sandbox *sb = NULL;
+	int found = registry_find_visible(id, tenant, &sb, err);
+	if (found < 0)
+		return found;
+	if (!found) {
 		/* Not live: deleted already, or a record whose VMM is long gone. */
 		struct sandbox_record rec;
 		int r = store_sandbox_get(cfg->store, id, &rec, err);
