@@ -386,6 +386,20 @@ int utf8_next(const uint8_t *s, size_t n, uint32_t *ret_cp)
 	return (int)len;
 }
 
+bool name_valid(const char *name, size_t max)
+{
+	size_t n = strnlen(name, max + 1);
+	if (n == 0 || n > max)
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		char c = name[i];
+		bool ok = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || (i > 0 && (c == '-' || c == '_'));
+		if (!ok)
+			return false;
+	}
+	return true;
+}
+
 bool utf8_valid(const uint8_t *s, size_t n)
 {
 	for (size_t i = 0; i < n;) {

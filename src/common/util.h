@@ -102,6 +102,10 @@ int mkdir_p(const char *path, mode_t mode);
 /* Removes a tree without following symlinks; missing is fine. */
 int rm_rf(const char *path);
 
+/* A name that may become a path component or a label: [a-z0-9][a-z0-9_-]*,
+ * 1 to max bytes (templates, tenants). */
+bool name_valid(const char *name, size_t max);
+
 bool utf8_valid(const uint8_t *s, size_t n);
 /* Strict UTF-8 decoding of one code point (no overlongs, surrogates or values
  * above U+10FFFF); returns its length or -EILSEQ. */

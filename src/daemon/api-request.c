@@ -17,16 +17,7 @@ void kv_list_release(struct kv_list *l)
 
 bool template_name_valid(const char *name)
 {
-	size_t n = strlen(name);
-	if (n == 0 || n > SANDBOX_TEMPLATE_NAME_MAX)
-		return false;
-	for (size_t i = 0; i < n; i++) {
-		char c = name[i];
-		bool ok = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || (i > 0 && (c == '-' || c == '_'));
-		if (!ok)
-			return false;
-	}
-	return true;
+	return name_valid(name, SANDBOX_TEMPLATE_NAME_MAX);
 }
 
 bool env_name_valid(const char *name)

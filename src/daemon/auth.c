@@ -110,16 +110,7 @@ void auth_shutdown(void)
 
 bool tenant_name_valid(const char *name)
 {
-	size_t n = strnlen(name, TENANT_NAME_MAX + 1);
-	if (n == 0 || n > TENANT_NAME_MAX)
-		return false;
-	for (size_t i = 0; i < n; i++) {
-		char c = name[i];
-		bool ok = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || (i > 0 && (c == '-' || c == '_'));
-		if (!ok)
-			return false;
-	}
-	return true;
+	return name_valid(name, TENANT_NAME_MAX);
 }
 
 /* At most TOKEN_DESCRIPTION_MAX bytes of UTF-8, no control characters (it is
