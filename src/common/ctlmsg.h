@@ -1,0 +1,60 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Control messages between airlockd and airlock-egress: one JSON object per
+ * datagram on an AF_UNIX SOCK_SEQPACKET socket pair (created by airlockd, one
+ * end inherited by airlock-egress as --control-fd), with up to CTLMSG_FDS_MAX
+ * file descriptors attached by SCM_RIGHTS.
+ *
+ * The messages (docs/egress.md, "Control protocol"):
+ *
+ * airlockd -> airlock-egress
+ *   {"op":"add","seq":N,"sandbox":ID,"tenant":T|null,"policy":P}
+ *       + 3 fds: [TCP listener, DNS UDP socket, DNS TCP listener], all
+ *       created inside the sandbox's network namespace. Replaces an entry
+ *       with the same id (its old fds are closed, its connections kept).
+ *   {"op":"policy","seq":N,"sandbox":ID,"policy":P}
+ *       Replaces the policy atomically: connections and DNS queries decided
+ *       after the ack use the new one; none sees a mix.
+ *   {"op":"remove","seq":N,"sandbox":ID}
+ *       Closes the listeners and every open connection of the sandbox.
+ *   {"op":"ping","seq":N}
+ * P is {"allow":[RULE...],"deny":[RULE...]} with RULE text as parsed by
+ * egress_rule_parse(); airlockd has validated it already, airlock-egress
+ * parses it again and refuses the whole message if any rule is invalid.
+ *
+ * airlock-egress -> airlockd
+ *   {"op":"ack","seq":N}  or  {"op":"nack","seq":N,"error":"..."}
+ *       one per request, in order.
+ *   {"op":"event","sandbox":ID,"type":T,"data":{...}}
+ *       an audit record (types and fields in docs/egress.md).
+ *   {"op":"ready","version":V}
+ *       sent once at start, before anything else.
+ *
+ * SECURITY: airlockd trusts airlock-egress only as far as its messages go: a
+ * message is bounded (CTLMSG_MAX), must be one JSON object, and events are
+ * attributed to the sandbox id only after checking it is known. fds are
+ * accepted only by airlock-egress and only on "add".
+ */
+#ifndef AIRLOCK_CTLMSG_H
+#define AIRLOCK_CTLMSG_H
+
+#include <stddef.h>
+
+#include <jansson.h>
+
+#define CTLMSG_MAX (512 * 1024) /* bytes of one message (JSON text) */
+#define CTLMSG_FDS_MAX 4
+
+/* Sends one message (the object is not stolen) with nfds fds attached.
+ * Blocks until the whole datagram is queued. Returns 0 or -errno
+ * (-EMSGSIZE when the encoded object is over CTLMSG_MAX). */
+int ctlmsg_send(int sock, json_t *msg, const int *fds, size_t nfds);
+
+/* Receives one message: *ret_msg is a new object; received fds (up to
+ * CTLMSG_FDS_MAX, O_CLOEXEC) are stored in fds[] and their number in
+ * *ret_nfds (fds may be NULL when none are expected: any that arrive are
+ * closed and -EPROTO returned). Returns 0, -EPIPE at end of stream, -EBADMSG
+ * for a truncated or non-object message, or -errno. */
+int ctlmsg_recv(int sock, json_t **ret_msg, int *fds, size_t fds_max, size_t *ret_nfds);
+
+#endif
