@@ -20,7 +20,8 @@ EGRESS_SRC := $(wildcard src/egress/*.c)
 HEADERS := $(wildcard include/airlock/*.h src/*/*.h)
 
 COMMON_OBJ := $(COMMON_SRC:%.c=$(BUILD)/obj/%.o)
-DAEMON_OBJ := $(DAEMON_SRC:%.c=$(BUILD)/obj/%.o)
+# airlockd validates egress policies with the gateway's own rule parser.
+DAEMON_OBJ := $(DAEMON_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/src/egress/egress-host.o $(BUILD)/obj/src/egress/egress-addr.o
 CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
 AGENT_OBJ := $(AGENT_SRC:%.c=$(BUILD)/obj/%.o)
 EGRESS_OBJ := $(EGRESS_SRC:%.c=$(BUILD)/obj/%.o)
@@ -42,6 +43,8 @@ $(BUILD)/obj/%.o: %.c $(HEADERS) Makefile
 $(BUILD)/libairlock-common.a: $(COMMON_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
+
+$(DAEMON_SRC:%.c=$(BUILD)/obj/%.o): CFLAGS_ALL += -Isrc/egress
 
 $(BUILD)/airlockd: $(DAEMON_OBJ) $(BUILD)/libairlock-common.a
 	$(CC) $(CFLAGS_ALL) -o $@ $(DAEMON_OBJ) $(BUILD)/libairlock-common.a $(DAEMON_LIBS)

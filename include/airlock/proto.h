@@ -35,6 +35,25 @@
 #define AIRLOCK_PORT_NAME_LITERAL "org.airlock.agent.0"
 #define AIRLOCK_PORT_NAME AIRLOCK_PORT_NAME_LITERAL
 
+/* The network plan, the same in every sandbox (each has its own network
+ * namespace, so addresses never clash and clones need no renumbering). The
+ * agent configures eth0 with it at boot; airlockd gives tap0 the gateway
+ * address and binds the egress listeners there. Fixed MACs keep the guest's
+ * ARP cache valid across snapshot/restore into a new namespace. */
+#define AIRLOCK_NET_GUEST_ADDR "10.0.2.15"
+#define AIRLOCK_NET_GATEWAY "10.0.2.2"
+#define AIRLOCK_NET_PREFIX_LEN 24
+#define AIRLOCK_NET_NETMASK "255.255.255.0"
+#define AIRLOCK_NET_DNS AIRLOCK_NET_GATEWAY
+#define AIRLOCK_NET_GUEST_MAC "02:a1:0c:00:02:0f"
+#define AIRLOCK_NET_GATEWAY_MAC_BYTES                                                                                  \
+	{                                                                                                              \
+		0x02, 0xa1, 0x0c, 0x00, 0x02, 0x02                                                                     \
+	}
+#define AIRLOCK_NET_TAP "tap0"
+#define AIRLOCK_NET_EGRESS_PORT 15001 /* TCP from the guest is redirected here */
+#define AIRLOCK_NET_DNS_PORT 53
+
 /*
  * Bytes of STDIN the host may have in flight per stream before the agent
  * returns CREDIT. Keeps one exec's unread stdin from filling the agent's

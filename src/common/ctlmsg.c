@@ -59,8 +59,8 @@ int ctlmsg_recv(int sock, json_t **ret_msg, int *fds, size_t fds_max, size_t *re
 		char buf[CMSG_SPACE(sizeof(int) * CTLMSG_FDS_MAX)];
 		struct cmsghdr align;
 	} control;
-	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.buf,
-	                    .msg_controllen = sizeof(control.buf)};
+	struct msghdr mh = {
+	    .msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.buf, .msg_controllen = sizeof(control.buf)};
 	ssize_t n;
 	do
 		n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);

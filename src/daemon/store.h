@@ -50,7 +50,12 @@ struct sandbox_record {
 	unsigned idle_timeout_s;
 	uint64_t run_ms;           /* running time accumulated before running_since_ms */
 	uint64_t running_since_ms; /* epoch ms when it last became running; 0 when not running */
+	/* The egress policy, canonical JSON {"allow":[...],"deny":[...]}
+	 * (network-policy.h); never NULL after load. */
+	char *network_json;
 };
+
+#define NETWORK_POLICY_EMPTY "{\"allow\":[],\"deny\":[]}"
 
 void sandbox_record_release(struct sandbox_record *r);
 void sandbox_record_copy(struct sandbox_record *dst, const struct sandbox_record *src);

@@ -33,6 +33,9 @@
 #define EGRESS_DNS_ADDRS_MAX 16 /* addresses kept from one answer */
 #define EGRESS_DNS_TTL_MAX 300  /* seconds: cap on what we cache and hand out */
 #define EGRESS_DNS_TTL_MIN 1
+#define EGRESS_DNS_TTL_NEGATIVE 10    /* seconds: NXDOMAIN / no address of the family */
+#define EGRESS_DNS_CACHE_MAX 4096     /* resolver cache entries (one per name and family) */
+#define EGRESS_DNS_EDNS_UDP_SIZE 1232 /* UDP payload size advertised in our OPT records */
 
 enum {
 	EGRESS_DNS_TYPE_A = 1,
@@ -77,7 +80,8 @@ struct egress_dns_query {
  *             QDCOUNT != 1, ANCOUNT/NSCOUNT != 0, ARCOUNT > 1 or an
  *             additional record other than one OPT at the root, a
  *             compression pointer or a bad label, trailing bytes, a name
- *             over EGRESS_DNS_NAME_MAX;
+ *             over EGRESS_DNS_NAME_MAX, an OPT with EDNS version != 0 or
+ *             options that do not exactly fill its data;
  *   -EILSEQ   a label has bytes outside [A-Za-z0-9_-].
  * When the header at least could be read (len >= 12) *ret_id is set even on
  * error (ret_id may be NULL), so that a FORMERR can be sent back.
@@ -93,7 +97,11 @@ int egress_dns_parse_query(const uint8_t *buf, size_t len, struct egress_dns_que
  * be 0 (NODATA when rcode is NOERROR). If the answers do not fit in
  * out_size (use 512 for UDP without EDNS, else MIN(edns_udp_max,
  * EGRESS_DNS_UDP_MAX)), as many as fit are written and TC is set.
- * Returns 0 or -ENOBUFS (not even the header and question fit).
+ * Answers are written only with rcode NOERROR. When q->edns, an OPT record
+ * (EGRESS_DNS_EDNS_UDP_SIZE, version 0) ends the message; room for it is
+ * kept before answers are added. An rcode outside 0..15 is sent as
+ * SERVFAIL. Returns 0, -ENOBUFS (not even the header and question fit), or
+ * -EINVAL (q was not filled by egress_dns_parse_query()).
  */
 int egress_dns_build_response(const struct egress_dns_query *q, int rcode, const struct egress_addr *addrs, size_t n,
                               uint32_t ttl, uint8_t *out, size_t out_size, size_t *ret_len);
@@ -131,7 +139,10 @@ void egress_resolver_free(struct egress_resolver *r);
 int egress_resolve(struct egress_resolver *r, const char *name, int family, struct egress_addr *out, size_t max,
                    size_t *ret_n, uint32_t *ret_ttl, struct al_error *err);
 
-/* Counters for /metrics and tests: queries sent upstream, cache hits. */
+/* Counters for /metrics and tests, counted per (name, record type): an
+ * AF_UNSPEC call counts up to two. upstream_queries: ares_query() calls
+ * (c-ares' own retransmissions and TCP retries not counted); cache_hits:
+ * answers (positive or negative) taken from the cache. */
 void egress_resolver_stats(struct egress_resolver *r, uint64_t *ret_upstream_queries, uint64_t *ret_cache_hits);
 
 #endif

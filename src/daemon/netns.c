@@ -1,0 +1,424 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include "netns.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <linux/if_tun.h>
+#include <net/if.h>
+#include <net/if_arp.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "airlock/proto.h"
+#include "json-cleanup.h"
+#include "util.h"
+
+#define STR_(x) #x
+#define STR(x) STR_(x)
+
+#define NFT_OUTPUT_MAX (64 * 1024)
+#define NFT_TIMEOUT_MS 10000
+#define LISTEN_BACKLOG 1024
+#define ATTACH_BIND_RETRY_MS 3000
+
+/*
+ * The rules of every sandbox namespace. Nothing in the namespace routes
+ * anywhere (tap0 is its only interface besides lo), so what the guest can
+ * reach is exactly: the egress listener (all TCP, redirected), the DNS
+ * listeners (UDP/TCP 53 to any address, redirected), ARP for the gateway.
+ * The netdev table stops what is not the guest's own IPv4 or ARP before
+ * the stack sees it (other source addresses or MACs, IPv6, other
+ * ethertypes) and counts it.
+ */
+static const char nft_rules[] =
+    "table inet airlock {\n"
+    "  counter dropped {\n  }\n"
+    "  chain prerouting {\n"
+    "    type nat hook prerouting priority dstnat; policy accept;\n"
+    "    iifname \"" AIRLOCK_NET_TAP "\" udp dport 53 redirect to :" STR(AIRLOCK_NET_DNS_PORT) "\n"
+    "    iifname \"" AIRLOCK_NET_TAP "\" tcp dport 53 redirect to :" STR(AIRLOCK_NET_DNS_PORT) "\n"
+    "    iifname \"" AIRLOCK_NET_TAP "\" meta l4proto tcp redirect to :" STR(AIRLOCK_NET_EGRESS_PORT) "\n"
+    "  }\n"
+    "  chain input {\n"
+    "    type filter hook input priority filter; policy drop;\n"
+    "    iifname \"lo\" accept\n"
+    "    iifname \"" AIRLOCK_NET_TAP "\" ip daddr " AIRLOCK_NET_GATEWAY " tcp dport { " STR(AIRLOCK_NET_DNS_PORT) ", "
+        STR(AIRLOCK_NET_EGRESS_PORT) " } accept\n"
+    "    iifname \"" AIRLOCK_NET_TAP "\" ip daddr " AIRLOCK_NET_GATEWAY " udp dport " STR(AIRLOCK_NET_DNS_PORT) " accept\n"
+    "    counter name dropped drop\n"
+    "  }\n"
+    "  chain forward {\n"
+    "    type filter hook forward priority filter; policy drop;\n"
+    "    counter name dropped drop\n"
+    "  }\n"
+    "  chain output {\n"
+    "    type filter hook output priority filter; policy drop;\n"
+    "    oifname \"lo\" accept\n"
+    "    oifname \"" AIRLOCK_NET_TAP "\" ip daddr " AIRLOCK_NET_GUEST_ADDR " ct state established accept\n"
+    "    counter name dropped drop\n"
+    "  }\n"
+    "}\n"
+    "table netdev airlock_tap {\n"
+    "  counter dropped {\n  }\n"
+    "  chain ingress {\n"
+    "    type filter hook ingress device \"" AIRLOCK_NET_TAP "\" priority filter; policy accept;\n"
+    "    ether saddr != " AIRLOCK_NET_GUEST_MAC " counter name dropped drop\n"
+    "    meta protocol != { ip, arp } counter name dropped drop\n"
+    "    meta protocol ip ip saddr != " AIRLOCK_NET_GUEST_ADDR " counter name dropped drop\n"
+    "    meta protocol arp arp saddr ip != " AIRLOCK_NET_GUEST_ADDR " counter name dropped drop\n"
+    "  }\n"
+    "}\n";
+
+static const char *nft_path(void)
+{
+	static const char *const paths[] = {"/usr/sbin/nft", "/sbin/nft", "/usr/bin/nft"};
+	for (size_t i = 0; i < ARRAY_SIZE(paths); i++)
+		if (access(paths[i], X_OK) == 0)
+			return paths[i];
+	return NULL;
+}
+
+/* Runs `nft ARGS` inside the namespace with `input` on stdin; its output
+ * (stdout and stderr, bounded) in *ret_out when asked. */
+static int nft_run(int ns_fd, const char *const args[], const char *input, char **ret_out, struct al_error *err)
+{
+	const char *nft = nft_path();
+	if (!nft)
+		return al_error_set(err, AL_ERR_UNAVAILABLE, ENOENT,
+		                    "nftables: the nft tool is not installed (apt-get install nftables); "
+		                    "sandboxes cannot start without their network rules");
+	int in[2], out[2];
+	if (pipe2(in, O_CLOEXEC) < 0)
+		return al_error_set(err, AL_ERR_INTERNAL, errno, "nftables: pipe: %m");
+	if (pipe2(out, O_CLOEXEC) < 0) {
+		close(in[0]);
+		close(in[1]);
+		return al_error_set(err, AL_ERR_INTERNAL, errno, "nftables: pipe: %m");
+	}
+	char *argv[8] = {(char *)nft};
+	size_t n = 1;
+	for (size_t i = 0; args[i] && n < ARRAY_SIZE(argv) - 1; i++)
+		argv[n++] = (char *)args[i];
+	argv[n] = NULL;
+	pid_t pid = fork();
+	if (pid < 0) {
+		int e = errno;
+		close(in[0]), close(in[1]), close(out[0]), close(out[1]);
+		return al_error_set(err, AL_ERR_INTERNAL, e, "nftables: fork: %m");
+	}
+	if (pid == 0) {
+		if (setns(ns_fd, CLONE_NEWNET) < 0)
+			_exit(125);
+		dup2(in[0], 0);
+		dup2(out[1], 1);
+		dup2(out[1], 2);
+		close_range(3, ~0u, 0);
+		sigset_t none;
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, NULL);
+		char *envp[] = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C", NULL};
+		execve(argv[0], argv, envp);
+		_exit(127);
+	}
+	close(in[0]);
+	close(out[1]);
+	int wr = input ? write_full(in[1], input, strlen(input)) : 0;
+	close(in[1]);
+	cleanup_free char *buf = xmalloc(NFT_OUTPUT_MAX + 1);
+	size_t len = 0;
+	uint64_t deadline = now_ms_monotonic() + NFT_TIMEOUT_MS;
+	for (;;) {
+		uint64_t now = now_ms_monotonic();
+		struct pollfd p = {.fd = out[0], .events = POLLIN};
+		if (now >= deadline || poll(&p, 1, (int)(deadline - now)) == 0) {
+			kill(pid, SIGKILL);
+			break;
+		}
+		ssize_t k = read(out[0], buf + len, NFT_OUTPUT_MAX - len);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			break;
+		len += (size_t)k;
+		if (len == NFT_OUTPUT_MAX)
+			break;
+	}
+	close(out[0]);
+	buf[len] = '\0';
+	int status = 0;
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || wr < 0) {
+		/* nft names the line and column; keep the first line. */
+		char *nl = strchr(buf, '\n');
+		if (nl)
+			*nl = '\0';
+		return al_error_set(err, AL_ERR_INTERNAL, EIO, "nftables: %s %s failed (%s %d): %.300s", nft, args[0],
+		                    WIFEXITED(status) ? "exit" : "signal",
+		                    WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status),
+		                    len ? buf : "no output");
+	}
+	if (ret_out)
+		*ret_out = TAKE_PTR(buf);
+	return 0;
+}
+
+static int write_sysctl(const char *path, const char *value)
+{
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	int r = write_full(fd, value, strlen(value));
+	close(fd);
+	return r;
+}
+
+static int if_ioctl(int sock, unsigned long req, struct ifreq *ifr, const char *what, struct al_error *err)
+{
+	if (ioctl(sock, req, ifr) < 0)
+		return al_error_set(err, AL_ERR_INTERNAL, errno, "network namespace: %s of %s: %m", what, ifr->ifr_name);
+	return 0;
+}
+
+static void set_sin(struct sockaddr *sa, const char *addr)
+{
+	struct sockaddr_in sin = {.sin_family = AF_INET};
+	inet_pton(AF_INET, addr, &sin.sin_addr);
+	memcpy(sa, &sin, sizeof(sin));
+}
+
+/* In the new namespace: IPv6 off, lo up, tap0 (persistent, fixed MAC,
+ * the gateway address) up. */
+static int setup_links(struct al_error *err)
+{
+	/* SECURITY: no IPv6 at all in the namespace: no link-local address on
+	 * tap0, no router advertisements, nothing to route. */
+	static const char *const v6off[] = {"/proc/sys/net/ipv6/conf/all/disable_ipv6",
+	                                    "/proc/sys/net/ipv6/conf/default/disable_ipv6"};
+	for (size_t i = 0; i < ARRAY_SIZE(v6off); i++) {
+		int r = write_sysctl(v6off[i], "1");
+		if (r < 0 && r != -ENOENT) /* ENOENT: a kernel without IPv6 */
+			return al_error_set(err, AL_ERR_INTERNAL, -r, "network namespace: cannot write %s: %s",
+			                    v6off[i], strerror(-r));
+	}
+	cleanup_close int sock = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (sock < 0)
+		return al_error_set(err, AL_ERR_INTERNAL, errno, "network namespace: socket: %m");
+	struct ifreq ifr = {0};
+	strlcpy_al(ifr.ifr_name, "lo", IFNAMSIZ);
+	int r = if_ioctl(sock, SIOCGIFFLAGS, &ifr, "flags", err);
+	if (r < 0)
+		return r;
+	ifr.ifr_flags |= IFF_UP;
+	if ((r = if_ioctl(sock, SIOCSIFFLAGS, &ifr, "up", err)) < 0)
+		return r;
+
+	cleanup_close int tun = open("/dev/net/tun", O_RDWR | O_CLOEXEC);
+	if (tun < 0)
+		return al_error_set(err, AL_ERR_UNAVAILABLE, errno,
+		                    "network namespace: cannot open /dev/net/tun (%m); the host needs TUN/TAP");
+	struct ifreq tr = {0};
+	strlcpy_al(tr.ifr_name, AIRLOCK_NET_TAP, IFNAMSIZ);
+	tr.ifr_flags = IFF_TAP | IFF_NO_PI | IFF_VNET_HDR;
+	if (ioctl(tun, TUNSETIFF, &tr) < 0)
+		return al_error_set(err, AL_ERR_INTERNAL, errno, "network namespace: cannot create %s: %m",
+		                    AIRLOCK_NET_TAP);
+	/* It outlives this fd: the VMM opens it by name. It goes away with the
+	 * namespace. */
+	if (ioctl(tun, TUNSETPERSIST, 1) < 0)
+		return al_error_set(err, AL_ERR_INTERNAL, errno, "network namespace: TUNSETPERSIST: %m");
+
+	struct ifreq a = {0};
+	strlcpy_al(a.ifr_name, AIRLOCK_NET_TAP, IFNAMSIZ);
+	static const uint8_t mac[6] = AIRLOCK_NET_GATEWAY_MAC_BYTES;
+	a.ifr_hwaddr.sa_family = ARPHRD_ETHER;
+	memcpy(a.ifr_hwaddr.sa_data, mac, sizeof(mac));
+	if ((r = if_ioctl(sock, SIOCSIFHWADDR, &a, "MAC address", err)) < 0)
+		return r;
+	set_sin(&a.ifr_addr, AIRLOCK_NET_GATEWAY);
+	if ((r = if_ioctl(sock, SIOCSIFADDR, &a, "address", err)) < 0)
+		return r;
+	set_sin(&a.ifr_netmask, AIRLOCK_NET_NETMASK);
+	if ((r = if_ioctl(sock, SIOCSIFNETMASK, &a, "netmask", err)) < 0)
+		return r;
+	if ((r = if_ioctl(sock, SIOCGIFFLAGS, &a, "flags", err)) < 0)
+		return r;
+	a.ifr_flags |= IFF_UP;
+	return if_ioctl(sock, SIOCSIFFLAGS, &a, "up", err);
+}
+
+static int listener(int type, uint16_t port, bool retry, int *ret_fd, struct al_error *err)
+{
+	cleanup_close int fd = socket(AF_INET, type | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return al_error_set(err, AL_ERR_INTERNAL, errno, "egress listener: socket: %m");
+	int one = 1;
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons(port)};
+	inet_pton(AF_INET, AIRLOCK_NET_GATEWAY, &sin.sin_addr);
+	uint64_t deadline = now_ms_monotonic() + (retry ? ATTACH_BIND_RETRY_MS : 0);
+	/* After a daemon restart the old gateway may still hold the port for
+	 * a moment. */
+	while (bind(fd, (struct sockaddr *)&sin, sizeof(sin)) < 0) {
+		if (errno != EADDRINUSE || now_ms_monotonic() >= deadline)
+			return al_error_set(err, AL_ERR_INTERNAL, errno, "egress listener: bind %s:%u (%s): %m",
+			                    AIRLOCK_NET_GATEWAY, port, type == SOCK_STREAM ? "tcp" : "udp");
+		struct timespec ts = {0, 50 * 1000 * 1000};
+		nanosleep(&ts, NULL);
+	}
+	if (type == SOCK_STREAM && listen(fd, LISTEN_BACKLOG) < 0)
+		return al_error_set(err, AL_ERR_INTERNAL, errno, "egress listener: listen: %m");
+	*ret_fd = TAKE_FD(fd);
+	return 0;
+}
+
+static int listeners(struct netns *n, bool retry, struct al_error *err)
+{
+	int r = listener(SOCK_STREAM, AIRLOCK_NET_EGRESS_PORT, retry, &n->listen_fds[NETNS_LISTEN_TCP], err);
+	if (r == 0)
+		r = listener(SOCK_DGRAM, AIRLOCK_NET_DNS_PORT, retry, &n->listen_fds[NETNS_LISTEN_DNS_UDP], err);
+	if (r == 0)
+		r = listener(SOCK_STREAM, AIRLOCK_NET_DNS_PORT, retry, &n->listen_fds[NETNS_LISTEN_DNS_TCP], err);
+	return r;
+}
+
+struct ns_job {
+	bool create;
+	int attach_fd; /* attach: the namespace to enter */
+	struct netns n;
+	int r;
+	struct al_error err;
+};
+
+/* SECURITY: setns()/unshare() change only this thread's namespace; the
+ * thread exits right after, so no other work of the daemon ever runs in a
+ * sandbox's namespace. */
+static void *ns_thread(void *arg)
+{
+	struct ns_job *j = arg;
+	if (j->create) {
+		if (unshare(CLONE_NEWNET) < 0) {
+			j->r = al_error_set(&j->err, AL_ERR_UNAVAILABLE, errno,
+			                    "network namespace: unshare(CLONE_NEWNET): %m (airlockd needs CAP_SYS_ADMIN)");
+			return NULL;
+		}
+		j->n.ns_fd = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+		if (j->n.ns_fd < 0) {
+			j->r = al_error_set(&j->err, AL_ERR_INTERNAL, errno, "network namespace: open: %m");
+			return NULL;
+		}
+		if ((j->r = setup_links(&j->err)) < 0)
+			return NULL;
+	} else if (setns(j->attach_fd, CLONE_NEWNET) < 0) {
+		j->r = al_error_set(&j->err, AL_ERR_INTERNAL, errno, "network namespace: setns: %m");
+		return NULL;
+	}
+	j->r = listeners(&j->n, !j->create, &j->err);
+	return NULL;
+}
+
+static int run_ns_job(struct ns_job *j, struct al_error *err)
+{
+	pthread_t t;
+	int e = pthread_create(&t, NULL, ns_thread, j);
+	if (e)
+		return al_error_set(err, AL_ERR_INTERNAL, e, "network namespace: thread: %s", strerror(e));
+	pthread_join(t, NULL);
+	if (j->r < 0) {
+		*err = j->err;
+		netns_release(&j->n);
+		return j->r;
+	}
+	return 0;
+}
+
+int netns_create(struct netns *ret, struct al_error *err)
+{
+	struct ns_job j = {.create = true, .attach_fd = -1, .n = NETNS_INIT};
+	int r = run_ns_job(&j, err);
+	if (r < 0)
+		return r;
+	static const char *const args[] = {"-f", "-", NULL};
+	if ((r = nft_run(j.n.ns_fd, args, nft_rules, NULL, err)) < 0) {
+		netns_release(&j.n);
+		return r;
+	}
+	*ret = j.n;
+	return 0;
+}
+
+int netns_attach(pid_t pid, struct netns *ret, struct al_error *err)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/ns/net", (int)pid);
+	cleanup_close int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return al_error_set(err, AL_ERR_INTERNAL, errno, "network namespace of VMM %d: %m", (int)pid);
+	/* The VMM must be in a sandbox namespace, never in the daemon's own. */
+	struct stat mine, theirs;
+	if (fstat(fd, &theirs) < 0 || stat("/proc/self/ns/net", &mine) < 0 || mine.st_ino == theirs.st_ino)
+		return al_error_set(err, AL_ERR_INTERNAL, EPERM, "VMM %d is not in a sandbox network namespace",
+		                    (int)pid);
+	struct ns_job j = {.create = false, .attach_fd = fd, .n = NETNS_INIT};
+	j.n.ns_fd = TAKE_FD(fd);
+	int r = run_ns_job(&j, err);
+	if (r < 0)
+		return r;
+	static const char *const args[] = {"list", "table", "inet", "airlock", NULL};
+	if ((r = nft_run(j.n.ns_fd, args, NULL, NULL, err)) < 0) {
+		al_error_prefix(err, "the rules of VMM %d's namespace are gone", (int)pid);
+		netns_release(&j.n);
+		return r;
+	}
+	*ret = j.n;
+	return 0;
+}
+
+void netns_release(struct netns *n)
+{
+	if (n->ns_fd >= 0)
+		close(n->ns_fd);
+	n->ns_fd = -1;
+	for (size_t i = 0; i < NETNS_LISTEN_COUNT; i++) {
+		if (n->listen_fds[i] >= 0)
+			close(n->listen_fds[i]);
+		n->listen_fds[i] = -1;
+	}
+}
+
+int netns_dropped(int ns_fd, uint64_t *ret_packets, uint64_t *ret_bytes, struct al_error *err)
+{
+	static const char *const args[] = {"-j", "list", "counters", NULL};
+	cleanup_free char *out = NULL;
+	int r = nft_run(ns_fd, args, NULL, &out, err);
+	if (r < 0)
+		return r;
+	cleanup_json json_t *doc = json_loads(out, 0, NULL);
+	json_t *items = json_object_get(doc, "nftables");
+	uint64_t packets = 0, bytes = 0;
+	size_t i;
+	json_t *it;
+	json_array_foreach(items, i, it)
+	{
+		json_t *c = json_object_get(it, "counter");
+		if (!c)
+			continue;
+		packets += (uint64_t)json_integer_value(json_object_get(c, "packets"));
+		bytes += (uint64_t)json_integer_value(json_object_get(c, "bytes"));
+	}
+	*ret_packets = packets;
+	*ret_bytes = bytes;
+	return 0;
+}

@@ -1,0 +1,54 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The network namespace of a sandbox (DESIGN.md, "Network"): tap0 for the
+ * guest with the gateway address, no other interface and no route out,
+ * IPv6 disabled, and nftables rules that redirect the guest's TCP to the
+ * egress listener and its DNS (UDP/TCP 53, any destination) to the DNS
+ * listeners, and drop and count everything else. The three listening
+ * sockets are created inside the namespace here and handed to
+ * airlock-egress (egress-supervisor.c); a connection's sandbox is the
+ * listener it arrived on.
+ *
+ * Nothing is named in /run/netns: the namespace lives as long as something
+ * holds it (the fd here, the VMM that joined it, the listeners), so a
+ * crash cannot leave a named namespace behind, and deleting a sandbox
+ * leaves nothing once its VMM and listeners are gone.
+ */
+#ifndef AIRLOCK_NETNS_H
+#define AIRLOCK_NETNS_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "error.h"
+
+enum {
+	NETNS_LISTEN_TCP = 0, /* AIRLOCK_NET_GATEWAY:AIRLOCK_NET_EGRESS_PORT, stream */
+	NETNS_LISTEN_DNS_UDP, /* AIRLOCK_NET_GATEWAY:53, datagram */
+	NETNS_LISTEN_DNS_TCP, /* AIRLOCK_NET_GATEWAY:53, stream */
+	NETNS_LISTEN_COUNT,
+};
+
+struct netns {
+	int ns_fd; /* the namespace (for setns) */
+	int listen_fds[NETNS_LISTEN_COUNT];
+};
+
+#define NETNS_INIT {.ns_fd = -1, .listen_fds = {-1, -1, -1}}
+
+/* A new namespace, fully set up (tap, addresses, sysctls, nftables,
+ * listeners). On any failure nothing is left and the error says which step
+ * failed: the sandbox must not start. */
+int netns_create(struct netns *ret, struct al_error *err);
+
+/* The namespace the process pid (a running VMM) is in, with new listeners
+ * (after a daemon restart; the rules are still in place and are checked). */
+int netns_attach(pid_t pid, struct netns *ret, struct al_error *err);
+
+/* Closes what is still held (listener fds may have been taken). */
+void netns_release(struct netns *n);
+
+/* The counter of packets the rules dropped in the namespace. */
+int netns_dropped(int ns_fd, uint64_t *ret_packets, uint64_t *ret_bytes, struct al_error *err);
+
+#endif

@@ -1,0 +1,64 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include "network-policy.h"
+
+#include <string.h>
+
+#include "egress-host.h"
+#include "json-cleanup.h"
+#include "util.h"
+
+static int parse_list(const json_t *in, const char *key, json_t *out, struct al_error *err)
+{
+	const json_t *list = json_object_get(in, key);
+	if (!list)
+		return 0;
+	if (!json_is_array(list))
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "network.%s: must be an array of rules", key);
+	if (json_array_size(list) > NETWORK_POLICY_RULES_MAX)
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, E2BIG, "network.%s: at most %d rules", key,
+		                    NETWORK_POLICY_RULES_MAX);
+	size_t i;
+	const json_t *v;
+	json_array_foreach(list, i, v)
+	{
+		if (!json_is_string(v))
+			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "network.%s[%zu]: must be a string", key, i);
+		const char *text = json_string_value(v);
+		size_t len = json_string_length(v);
+		struct egress_rule rule;
+		struct al_error e;
+		if (len > EGRESS_HOST_RULE_MAX || strlen(text) != len)
+			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "network.%s[%zu]: not a rule (too long)", key,
+			                    i);
+		if (egress_rule_parse(text, len, &rule, &e) < 0)
+			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "network.%s[%zu] \"%.*s\": %s", key, i,
+			                    (int)MIN(len, 200), text, e.message);
+		json_array_append_new(out, json_stringn(text, len));
+	}
+	return 0;
+}
+
+int network_policy_parse(const json_t *in, char **ret_json, struct al_error *err)
+{
+	if (!json_is_object(in))
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+		                    "network: must be an object {\"allow\": [rules], \"deny\": [rules]}");
+	const char *key;
+	const json_t *v;
+	json_object_foreach((json_t *)in, key, v)
+	{
+		if (strcmp(key, "allow") && strcmp(key, "deny"))
+			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+			                    "network: unknown field \"%.64s\" (known: allow, deny)", key);
+	}
+	cleanup_json json_t *allow = json_array();
+	cleanup_json json_t *deny = json_array();
+	int r = parse_list(in, "allow", allow, err);
+	if (r == 0)
+		r = parse_list(in, "deny", deny, err);
+	if (r < 0)
+		return r;
+	cleanup_json json_t *out = json_pack("{sOsO}", "allow", allow, "deny", deny);
+	*ret_json = json_dumps(out, JSON_COMPACT | JSON_SORT_KEYS);
+	return 0;
+}
