@@ -35,6 +35,9 @@ UNIT_SRC_egress-tls := src/egress/egress-tls.c
 UNIT_SRC_egress-http := src/egress/egress-http.c
 UNIT_SRC_egress-host := src/egress/egress-host.c src/egress/egress-addr.c
 UNIT_SRC_egress-addr := src/egress/egress-addr.c
+# The gateway's policy object and its decisions (deny wins, ports, DNS names).
+UNIT_SRC_egress-policy := src/egress/egress-policy.c src/egress/egress-host.c src/egress/egress-addr.c
+UNIT_LIBS_egress-policy := -ljansson -lpthread
 
 UNIT_ALL := $(patsubst tests/unit/test-%.c,%,$(wildcard tests/unit/test-*.c))
 unit_missing = $(strip $(foreach f,$(UNIT_SRC_$(1)),$(if $(wildcard $(f)),,$(f))) \
