@@ -262,8 +262,11 @@ def require_build():
 class Daemon:
     """airlockd as a subprocess on its own state dir and socket."""
 
-    def __init__(self, base_dir, image_dir=IMAGES, boot_timeout_s=None, state_dir=None, name="airlockd"):
+    def __init__(self, base_dir, image_dir=IMAGES, boot_timeout_s=None, state_dir=None, name="airlockd",
+                 netns=None, extra_args=()):
         self.base_dir = str(base_dir)
+        self.netns = netns  # run as `ip netns exec NETNS airlockd ...` (see fakenet.py)
+        self.extra_args = list(extra_args)
         self.socket = os.path.join(self.base_dir, f"{name}.sock")
         self.state_dir = state_dir or os.path.join(self.base_dir, "state")
         self.image_dir = image_dir
@@ -277,15 +280,16 @@ class Daemon:
         argv = [AIRLOCKD, "--socket", self.socket, "--state-dir", self.state_dir, "--image-dir", self.image_dir]
         if self.boot_timeout_s is not None:
             argv += ["--boot-timeout-s", str(self.boot_timeout_s)]
-        return argv
+        return argv + self.extra_args
 
     def start(self):
         require_build()
         assert self.proc is None or self.proc.poll() is not None
         log = open(self.log_path, "ab")
-        log.write(f"==== start: {' '.join(self.argv())}\n".encode())
+        argv = (["ip", "netns", "exec", self.netns] if self.netns else []) + self.argv()
+        log.write(f"==== start: {' '.join(argv)}\n".encode())
         log.flush()
-        self.proc = subprocess.Popen(self.argv(), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+        self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                      close_fds=True)
         log.close()
         deadline = time.monotonic() + STARTUP_TIMEOUT_S
