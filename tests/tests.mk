@@ -18,7 +18,7 @@ PYTEST_ARGS ?=
 # src/common (UNIT_SRC_NAME) and extra libraries (UNIT_LIBS_NAME). A test whose
 # sources do not exist yet is skipped with a message, so the build stays green
 # while components are being written.
-UNIT_SRC_api-request := src/daemon/api-request.c
+UNIT_SRC_api-request := src/daemon/api-request.c src/daemon/network-policy.c src/egress/egress-host.c src/egress/egress-addr.c
 UNIT_LIBS_api-request := -ljansson
 UNIT_SRC_store := $(wildcard src/daemon/store*.c)
 UNIT_LIBS_store := -lsqlite3
@@ -38,6 +38,10 @@ UNIT_SRC_egress-addr := src/egress/egress-addr.c
 # The gateway's policy object and its decisions (deny wins, ports, DNS names).
 UNIT_SRC_egress-policy := src/egress/egress-policy.c src/egress/egress-host.c src/egress/egress-addr.c
 UNIT_LIBS_egress-policy := -ljansson -lpthread
+# The DNS codec of the gateway's listener and the upstream resolver (its test
+# runs a small DNS server on 127.0.0.1).
+UNIT_SRC_egress-dns := src/egress/egress-dns.c src/egress/egress-resolve.c src/egress/egress-addr.c
+UNIT_LIBS_egress-dns := -lcares -lpthread
 
 UNIT_ALL := $(patsubst tests/unit/test-%.c,%,$(wildcard tests/unit/test-*.c))
 unit_missing = $(strip $(foreach f,$(UNIT_SRC_$(1)),$(if $(wildcard $(f)),,$(f))) \
@@ -81,7 +85,8 @@ FUZZ_CFLAGS = $(CFLAGS_BASE) -Isrc/daemon -Isrc/cli -Isrc/egress -fsanitize=fuzz
 FUZZ_SRC_fuzz-frame :=
 FUZZ_LIBS_fuzz-frame :=
 FUZZ_MAXLEN_fuzz-frame := 200000
-FUZZ_SRC_fuzz-api-request := src/daemon/api-request.c
+FUZZ_SRC_fuzz-api-request := src/daemon/api-request.c src/daemon/network-policy.c src/egress/egress-host.c \
+	src/egress/egress-addr.c
 FUZZ_LIBS_fuzz-api-request := -ljansson
 FUZZ_MAXLEN_fuzz-api-request := 8192
 # The host side of the guest channel (hostile guest frames).
@@ -108,6 +113,10 @@ FUZZ_MAXLEN_fuzz-egress-http := 20000
 FUZZ_SRC_fuzz-egress-host := src/egress/egress-host.c src/egress/egress-addr.c
 FUZZ_LIBS_fuzz-egress-host :=
 FUZZ_MAXLEN_fuzz-egress-host := 4096
+# DNS queries from the guest (parser and the response built from them).
+FUZZ_SRC_fuzz-egress-dns := src/egress/egress-dns.c
+FUZZ_LIBS_fuzz-egress-dns :=
+FUZZ_MAXLEN_fuzz-egress-dns := 4096
 
 FUZZ_ALL := $(patsubst tests/fuzz/%.c,%,$(wildcard tests/fuzz/fuzz-*.c))
 fuzz_missing = $(strip $(foreach f,$(FUZZ_SRC_$(1)),$(if $(wildcard $(f)),,$(f))))

@@ -4,7 +4,8 @@
  *   mount /proc /sys /dev (+ /dev/pts /dev/shm), load /etc/airlock/modules,
  *   wait for airlock.root=DEV (kernel command line), mount it ext4 on /newroot,
  *   move /proc /sys /dev into it, remove the initramfs files, switch root
- *   (chdir, mount --move . /, chroot .), tmpfs on /run, hostname, loopback up.
+ *   (chdir, mount --move . /, chroot .), tmpfs on /run, hostname, loopback up,
+ *   eth0 with the network plan of airlock/proto.h and /etc/resolv.conf.
  * Without airlock.root= the agent stays in the initramfs. Any failure here is
  * fatal: a message on the console, then exit, which panics the kernel; with
  * panic=-1 and QEMU's -no-reboot that ends the VM, which is how the host
@@ -12,7 +13,10 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <arpa/inet.h>
 #include <net/if.h>
+#include <net/route.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -28,7 +32,10 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "airlock/proto.h"
 #include "util.h"
+
+#define GUEST_NIC "eth0"
 
 #define MODULES_LIST "/etc/airlock/modules"
 #define CMDLINE_MAX 4096
@@ -219,6 +226,66 @@ static void init_loopback_up(void)
 		agent_log("bring up lo: %s", strerror(errno));
 }
 
+static int set_addr(int fd, unsigned long req, const char *ifname, const char *addr)
+{
+	struct ifreq ifr = {0};
+	strlcpy_al(ifr.ifr_name, ifname, sizeof(ifr.ifr_name));
+	struct sockaddr_in sin = {.sin_family = AF_INET};
+	inet_pton(AF_INET, addr, &sin.sin_addr);
+	memcpy(&ifr.ifr_addr, &sin, sizeof(sin));
+	return ioctl(fd, req, &ifr);
+}
+
+/*
+ * eth0 (when the VM has a NIC) gets the network plan every sandbox shares
+ * (airlock/proto.h): its address, the gateway as default route and as the
+ * resolver. The host decides what any of it reaches; nothing here is a
+ * security boundary.
+ */
+static void init_network(void)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/sys/class/net/%s", GUEST_NIC);
+	for (int i = 0; i < 50 && access(path, F_OK) < 0; i++)
+		sleep_ms(10);
+	if (access(path, F_OK) < 0) {
+		agent_log("no %s: this sandbox has no network", GUEST_NIC);
+		return;
+	}
+	cleanup_close int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return;
+	if (set_addr(fd, SIOCSIFADDR, GUEST_NIC, AIRLOCK_NET_GUEST_ADDR) < 0 ||
+	    set_addr(fd, SIOCSIFNETMASK, GUEST_NIC, AIRLOCK_NET_NETMASK) < 0) {
+		agent_log("%s: address: %s", GUEST_NIC, strerror(errno));
+		return;
+	}
+	struct ifreq ifr = {0};
+	strlcpy_al(ifr.ifr_name, GUEST_NIC, sizeof(ifr.ifr_name));
+	if (ioctl(fd, SIOCGIFFLAGS, &ifr) == 0) {
+		ifr.ifr_flags |= IFF_UP;
+		if (ioctl(fd, SIOCSIFFLAGS, &ifr) < 0)
+			agent_log("%s: up: %s", GUEST_NIC, strerror(errno));
+	}
+	struct rtentry rt = {0};
+	struct sockaddr_in *dst = (struct sockaddr_in *)&rt.rt_dst, *gw = (struct sockaddr_in *)&rt.rt_gateway,
+	                   *mask = (struct sockaddr_in *)&rt.rt_genmask;
+	dst->sin_family = gw->sin_family = mask->sin_family = AF_INET;
+	inet_pton(AF_INET, AIRLOCK_NET_GATEWAY, &gw->sin_addr);
+	rt.rt_flags = RTF_UP | RTF_GATEWAY;
+	rt.rt_dev = (char *)GUEST_NIC;
+	if (ioctl(fd, SIOCADDRT, &rt) < 0 && errno != EEXIST)
+		agent_log("default route: %s", strerror(errno));
+	/* A symlink (to a resolver's runtime file) is replaced by a file. */
+	unlink("/etc/resolv.conf");
+	static const char resolv[] = "nameserver " AIRLOCK_NET_DNS "\n";
+	int rf = open("/etc/resolv.conf", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+	if (rf < 0 || write_full(rf, resolv, sizeof(resolv) - 1) < 0)
+		agent_log("/etc/resolv.conf: %s", strerror(errno));
+	if (rf >= 0)
+		close(rf);
+}
+
 void init_boot(void)
 {
 	init_console();
@@ -241,6 +308,7 @@ void init_boot(void)
 	if (sethostname("airlock", strlen("airlock")) < 0)
 		agent_log("sethostname: %s", strerror(errno));
 	init_loopback_up();
+	init_network();
 }
 
 void init_poweroff(void)

@@ -352,7 +352,7 @@ int cmd_ps(int argc, char **argv)
 }
 
 struct logs_opts {
-	bool follow;
+	bool follow, network;
 	const char *from;
 };
 
@@ -361,6 +361,8 @@ static int logs_opt(int c, void *ud)
 	struct logs_opts *o = ud;
 	if (c == 'f') {
 		o->follow = true;
+	} else if (c == 'n') {
+		o->network = true;
 	} else if (c == 'F') {
 		if (strcmp(optarg, "start") && strcmp(optarg, "now"))
 			return usage_error("logs: --from takes start or now, got \"%s\"", optarg);
@@ -371,14 +373,19 @@ static int logs_opt(int c, void *ud)
 
 int cmd_logs(int argc, char **argv)
 {
-	static const struct option longs[] = {{"follow", no_argument, NULL, 'f'},
-	                                      {"from", required_argument, NULL, 'F'},
-	                                      {"help", no_argument, NULL, 'h'},
-	                                      {NULL, 0, NULL, 0}};
+	static const struct option longs[] = {
+	    {"follow", no_argument, NULL, 'f'},  {"from", required_argument, NULL, 'F'},
+	    {"network", no_argument, NULL, 'n'}, {"json", no_argument, NULL, 'j'},
+	    {"help", no_argument, NULL, 'h'},    {NULL, 0, NULL, 0}};
 	struct logs_opts o = {.from = "start"};
 	int first = 0, r = small_opts(argc, argv, "hf", longs, &first, logs_opt, &o);
 	if (r)
 		return r;
+	if (o.network) {
+		if (first + 1 != argc)
+			return usage_error("logs --network takes a sandbox id");
+		return network_logs(argv[first], o.follow);
+	}
 	if (first + 2 != argc)
 		return usage_error("logs takes a sandbox id and a process id");
 	cleanup_free char *path = xasprintf("/v1/sandboxes/%s/processes/%s/output?from=%s&follow=%s", argv[first],

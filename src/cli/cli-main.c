@@ -16,10 +16,13 @@ static const char usage_text[] =
     "usage: airlock [--socket PATH | --host tcp://ADDR:PORT [--token TOKEN]] COMMAND ...\n"
     "\n"
     "Sandboxes:\n"
-    "  run [--template T] [--vcpus N] [--memory MIB] [--env K=V]... [--timeout S] [--no-stream] -- CMD [ARG...]\n"
+    "  run [--template T] [--vcpus N] [--memory MIB] [--env K=V]... [--timeout S] [--no-stream]\n"
+    "      [--allow RULE]... [--deny RULE]... -- CMD [ARG...]\n"
     "                    create a sandbox, run CMD in it, delete it; exits with CMD's status\n"
-    "  create [--template T] [--vcpus N] [--memory MIB] [--env K=V]... [--metadata K=V]... [--json]\n"
-    "                    create a sandbox and print its id\n"
+    "  create [--template T] [--vcpus N] [--memory MIB] [--env K=V]... [--metadata K=V]...\n"
+    "      [--allow RULE]... [--deny RULE]... [--json]\n"
+    "                    create a sandbox and print its id; RULE: example.com, *.example.com,\n"
+    "                    host:port, 203.0.113.0/24[:port] (no --allow: the daemon's default, deny all)\n"
     "  ls [--all] [--filter K=V]... [--json]   list sandboxes\n"
     "  inspect ID [--json]   show one sandbox\n"
     "  rm ID...              delete sandboxes\n"
@@ -37,6 +40,10 @@ static const char usage_text[] =
     "                    run CMD in a running sandbox (-it: with a terminal; -d: in the background)\n"
     "  ps ID [--json]        list processes\n"
     "  logs ID PID [-f] [--from start|now]   a process's output\n"
+    "Network:\n"
+    "  network ID [--json]                   the sandbox's egress policy and dropped packets\n"
+    "  network ID --allow RULE... [--deny RULE...] | --deny-all   replace the policy (atomic)\n"
+    "  logs --network ID [-f] [--json]       the egress gateway's decisions for the sandbox\n"
     "  kill ID PID [-s SIGNAL]               signal a process (default TERM)\n"
     "  wait ID PID [--timeout S]             wait for a process; exits with its status\n"
     "Files:\n"
@@ -206,6 +213,8 @@ enum {
 	OPT_NO_STREAM,
 	OPT_FILTER,
 	OPT_TAG,
+	OPT_ALLOW,
+	OPT_DENY,
 };
 
 static const struct option verb_opts[] = {
@@ -221,6 +230,8 @@ static const struct option verb_opts[] = {
     {"no-stream", no_argument, NULL, OPT_NO_STREAM},
     {"filter", required_argument, NULL, OPT_FILTER},
     {"tag", required_argument, NULL, OPT_TAG},
+    {"allow", required_argument, NULL, OPT_ALLOW},
+    {"deny", required_argument, NULL, OPT_DENY},
     {"interactive", no_argument, NULL, 'i'},
     {"tty", no_argument, NULL, 't'},
     {"detach", no_argument, NULL, 'd'},
@@ -281,6 +292,10 @@ static int parse_verb_opts(int argc, char **argv, const int *allowed, struct ver
 		case OPT_TAG:
 			json_object_set_new(a->exec, "tag", json_string(optarg));
 			break;
+		case OPT_ALLOW:
+		case OPT_DENY:
+			network_add_rule(a->create, c == OPT_ALLOW ? "allow" : "deny", optarg);
+			break;
 		case OPT_FILTER:
 			r = add_kv(a->filters, "--filter", optarg);
 			break;
@@ -325,8 +340,8 @@ static int split_cmd(int argc, char **argv, int *ret_first)
 
 int cmd_run(int argc, char **argv)
 {
-	static const int allowed[] = {OPT_TEMPLATE, OPT_VCPUS, OPT_MEMORY,    OPT_ENV,
-	                              OPT_TIMEOUT,  OPT_CWD,   OPT_NO_STREAM, 0};
+	static const int allowed[] = {OPT_TEMPLATE, OPT_VCPUS,     OPT_MEMORY, OPT_ENV,  OPT_TIMEOUT,
+	                              OPT_CWD,      OPT_NO_STREAM, OPT_ALLOW,  OPT_DENY, 0};
 	cleanup_json json_t *create = new_create_body();
 	cleanup_json json_t *exec = json_object();
 	struct verb_args a = {.create = create, .exec = exec};
@@ -352,7 +367,8 @@ int cmd_run(int argc, char **argv)
 
 static int cmd_create(int argc, char **argv)
 {
-	static const int allowed[] = {OPT_TEMPLATE, OPT_VCPUS, OPT_MEMORY, OPT_ENV, OPT_METADATA, OPT_JSON, 0};
+	static const int allowed[] = {OPT_TEMPLATE, OPT_VCPUS, OPT_MEMORY, OPT_ENV, OPT_METADATA,
+	                              OPT_JSON,     OPT_ALLOW, OPT_DENY,   0};
 	cleanup_json json_t *create = new_create_body();
 	struct verb_args a = {.create = create};
 	int r = parse_verb_opts(argc, argv, allowed, &a);
@@ -613,6 +629,7 @@ int main(int argc, char **argv)
 	    {"fork", cmd_fork},
 	    {"recover", cmd_recover},
 	    {"timeout", cmd_timeout},
+	    {"network", cmd_network},
 	};
 	const char *verb = argv[optind];
 	if (!strcmp(verb, "version")) {

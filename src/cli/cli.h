@@ -51,6 +51,11 @@ int cmd_run(int argc, char **argv);
 int cmd_exec(int argc, char **argv);
 int cmd_ps(int argc, char **argv);
 int cmd_logs(int argc, char **argv);
+int cmd_network(int argc, char **argv);
+/* logs --network: the gateway's decisions for one sandbox (events). */
+int network_logs(const char *sandbox, bool follow);
+/* Appends RULE to body.network.<list> (created on first use). */
+void network_add_rule(json_t *create_body, const char *list, const char *rule);
 int cmd_kill(int argc, char **argv);
 int cmd_wait(int argc, char **argv);
 int cmd_cp(int argc, char **argv);

@@ -21,6 +21,8 @@ API_HANDLER(api_sandbox_resume);
 API_HANDLER(api_sandbox_fork);
 API_HANDLER(api_sandbox_recover);
 API_HANDLER(api_sandbox_timeout);
+API_HANDLER(api_sandbox_network_get);
+API_HANDLER(api_sandbox_network_put);
 API_HANDLER(api_snapshot_create);
 API_HANDLER(api_snapshot_list);
 API_HANDLER(api_snapshot_get);

@@ -2,6 +2,7 @@
 #include "api-request.h"
 
 #include "json-cleanup.h"
+#include "network-policy.h"
 #include "util.h"
 
 void kv_list_release(struct kv_list *l)
@@ -189,7 +190,7 @@ int create_request_parse(const char *body, size_t len, unsigned host_memory_mib,
 {
 	static const char *const fields[] = {"template",   "vcpus",          "memory_mib", "env",
 	                                     "metadata",   "tenant",         "snapshot",   "timeout_s",
-	                                     "on_timeout", "idle_timeout_s", NULL};
+	                                     "on_timeout", "idle_timeout_s", "network",    NULL};
 	cleanup_json json_t *j = NULL;
 	struct create_request r = {0};
 	int rc;
@@ -250,6 +251,11 @@ int create_request_parse(const char *body, size_t len, unsigned host_memory_mib,
 		create_request_release(&r);
 		return rc;
 	}
+	json_t *net = json_object_get(j, "network");
+	if (net && !json_is_null(net) && (rc = network_policy_parse(net, &r.network_json, err)) < 0) {
+		create_request_release(&r);
+		return rc;
+	}
 	*ret = r;
 	return 0;
 }
@@ -258,6 +264,8 @@ void create_request_release(struct create_request *r)
 {
 	kv_list_release(&r->env);
 	kv_list_release(&r->metadata);
+	free(r->network_json);
+	r->network_json = NULL;
 }
 
 static int parse_argv(json_t *j, struct exec_request *r, struct al_error *err)

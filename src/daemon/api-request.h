@@ -11,6 +11,7 @@
 #include "error.h"
 
 #define API_CREATE_BODY_MAX (1u << 20)
+#define API_NETWORK_BODY_MAX (256u * 1024u) /* PUT /v1/sandboxes/{id}/network */
 #define API_EXEC_BODY_MAX (16u << 20)
 
 #define SANDBOX_VCPUS_MAX 16
@@ -65,6 +66,9 @@ struct create_request {
 	unsigned memory_mib;
 	struct kv_list env;
 	struct kv_list metadata;
+	/* The egress policy, canonical JSON (network-policy.h); NULL when the
+	 * request names none (the operator's default applies). */
+	char *network_json;
 };
 
 struct exec_request {

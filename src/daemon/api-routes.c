@@ -25,6 +25,8 @@ const struct api_route api_routes[] = {
     {"POST", "/v1/sandboxes/{id}/fork", SMALL, api_sandbox_fork, NULL, false},
     {"POST", "/v1/sandboxes/{id}/recover", SMALL, api_sandbox_recover, NULL, false},
     {"POST", "/v1/sandboxes/{id}/timeout", SMALL, api_sandbox_timeout, NULL, false},
+    {"GET", "/v1/sandboxes/{id}/network", 0, api_sandbox_network_get, NULL, false},
+    {"PUT", "/v1/sandboxes/{id}/network", API_NETWORK_BODY_MAX, api_sandbox_network_put, NULL, false},
     {"GET", "/v1/snapshots", 0, api_snapshot_list, NULL, false},
     {"GET", "/v1/snapshots/{id}", 0, api_snapshot_get, NULL, false},
     {"DELETE", "/v1/snapshots/{id}", 0, api_snapshot_delete, NULL, false},

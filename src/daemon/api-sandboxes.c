@@ -8,7 +8,9 @@
 #include "api-request.h"
 #include "auth.h"
 #include "events.h"
+#include "airlock/proto.h"
 #include "json-cleanup.h"
+#include "network-policy.h"
 #include "metrics.h"
 #include "process.h"
 #include "sandbox.h"
@@ -92,6 +94,7 @@ static json_t *sandbox_to_json(const struct sandbox_record *r)
 	json_object_set_new(o, "on_timeout", json_string(r->on_timeout[0] ? r->on_timeout : "kill"));
 	json_object_set_new(o, "idle_timeout_s", json_integer(r->idle_timeout_s));
 	json_object_set_new(o, "running_ms", json_integer((json_int_t)running_ms));
+	json_object_set_new(o, "network", json_from_text(r->network_json ? r->network_json : NETWORK_POLICY_EMPTY));
 	return o;
 }
 
@@ -354,6 +357,55 @@ API_HANDLER(api_sandbox_timeout)
 		return;
 	}
 	resp->body = sandbox_to_json(&rec);
+	sandbox_record_release(&rec);
+}
+
+/* ---- /v1/sandboxes/{id}/network ------------------------------------------------------------------ */
+
+#define STR_(x) #x
+#define STR(x) STR_(x)
+
+/* The policy, the guest's side of the network plan, and what the rules
+ * dropped (null when the namespace cannot be read). */
+static json_t *network_to_json(const struct sandbox_record *rec, const char *tenant)
+{
+	uint64_t packets = 0, bytes = 0;
+	struct al_error ignored;
+	bool have = sandbox_network_dropped(rec->id, tenant, &packets, &bytes, &ignored) == 0;
+	return json_pack("{s:s, s:o, s:{s:s, s:s, s:s, s:s}, s:o}", "sandbox", rec->id, "policy",
+	                 json_from_text(rec->network_json ? rec->network_json : NETWORK_POLICY_EMPTY), "guest",
+	                 "address", AIRLOCK_NET_GUEST_ADDR "/" STR(AIRLOCK_NET_PREFIX_LEN), "gateway",
+	                 AIRLOCK_NET_GATEWAY, "dns", AIRLOCK_NET_DNS, "mac", AIRLOCK_NET_GUEST_MAC, "dropped",
+	                 have ? json_pack("{s:I, s:I}", "packets", (json_int_t)packets, "bytes", (json_int_t)bytes)
+	                      : json_null());
+}
+
+API_HANDLER(api_sandbox_network_get)
+{
+	struct al_error err = {0};
+	struct sandbox_record rec;
+	if (sandbox_get(req->params[0], req->tenant, &rec, &err) < 0) {
+		api_response_error(resp, &err);
+		return;
+	}
+	resp->body = network_to_json(&rec, req->tenant);
+	sandbox_record_release(&rec);
+}
+
+API_HANDLER(api_sandbox_network_put)
+{
+	cleanup_json json_t *body = api_parse_json_object(req, resp);
+	if (!body)
+		return;
+	struct al_error err = {0};
+	cleanup_free char *policy = NULL;
+	struct sandbox_record rec;
+	if (network_policy_parse(body, &policy, &err) < 0 ||
+	    sandbox_network_set(req->params[0], req->tenant, policy, &rec, &err) < 0) {
+		api_response_error(resp, &err);
+		return;
+	}
+	resp->body = network_to_json(&rec, req->tenant);
 	sandbox_record_release(&rec);
 }
 

@@ -9,8 +9,11 @@
 
 #include "api.h"
 #include "auth.h"
+#include "egress-supervisor.h"
 #include "events.h"
+#include "json-cleanup.h"
 #include "log.h"
+#include "network-policy.h"
 #include "metrics.h"
 #include "process.h"
 #include "snapshot.h"
@@ -30,6 +33,8 @@ static void usage(FILE *f)
 	fprintf(f,
 	        "usage: airlockd [--socket PATH] [--state-dir DIR] [--image-dir DIR] [--boot-timeout-s N]\n"
 	        "                [--listen ADDR:PORT] [--max-file-bytes N] [--print-routes]\n"
+	        "                [--egress-bin PATH] [--resolver IP:PORT] [--egress-ca FILE]\n"
+	        "                [--network-policy FILE]\n"
 	        "\n"
 	        "  --socket PATH        API socket (default " DEFAULT_SOCKET ")\n"
 	        "  --state-dir DIR      database, sandboxes, logs (default " DEFAULT_STATE_DIR ")\n"
@@ -37,7 +42,13 @@ static void usage(FILE *f)
 	        "  --boot-timeout-s N   a guest that has not said hello after N s is an error (default %d)\n"
 	        "  --listen ADDR:PORT   also serve the API over TCP; every request needs a bearer token\n"
 	        "  --max-file-bytes N   largest file or archive upload (default 1 GiB)\n"
-	        "  --print-routes       print every route of the API and exit\n",
+	        "  --print-routes       print every route of the API and exit\n"
+	        "  --egress-bin PATH    the egress gateway (default: airlock-egress next to airlockd)\n"
+	        "  --resolver IP:PORT   upstream DNS server of the egress gateway\n"
+	        "                       (default: the first nameserver of /etc/resolv.conf)\n"
+	        "  --egress-ca FILE     extra CA certificates the gateway trusts upstream\n"
+	        "  --network-policy FILE  egress policy of sandboxes created without one,\n"
+	        "                       {\"allow\": [...], \"deny\": [...]} (default: deny everything)\n",
 	        DEFAULT_BOOT_TIMEOUT_S);
 }
 
@@ -52,6 +63,33 @@ static bool qemu_present(void)
 			return true;
 	}
 	return false;
+}
+
+/* A file next to the daemon's own binary. */
+static char *sibling_path(const char *name)
+{
+	char self[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	if (n <= 0)
+		return xstrdup(name);
+	self[n] = '\0';
+	char *slash = strrchr(self, '/');
+	if (slash)
+		*slash = '\0';
+	return xasprintf("%s/%s", self, name);
+}
+
+static int load_network_policy(const char *path, char **ret, struct al_error *err)
+{
+	json_error_t jerr;
+	cleanup_json json_t *j = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
+	if (!j)
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "--network-policy %s: %s (line %d)", path,
+		                    jerr.text, jerr.line);
+	int r = network_policy_parse(j, ret, err);
+	if (r < 0)
+		al_error_prefix(err, "--network-policy %s", path);
+	return r;
 }
 
 /* Every process end: an event and the exec latency histogram. */
@@ -77,6 +115,7 @@ int main(int argc, char **argv)
 	long boot_timeout_s = DEFAULT_BOOT_TIMEOUT_S;
 	const char *listen_addr = NULL;
 	uint64_t max_file_bytes = DEFAULT_MAX_FILE_BYTES;
+	const char *egress_bin = NULL, *resolver = NULL, *egress_ca = NULL, *network_policy_file = NULL;
 	static const struct option opts[] = {
 	    {"socket", required_argument, NULL, 's'},
 	    {"state-dir", required_argument, NULL, 'd'},
@@ -87,6 +126,10 @@ int main(int argc, char **argv)
 	    {"listen", required_argument, NULL, 'l'},
 	    {"max-file-bytes", required_argument, NULL, 'm'},
 	    {"print-routes", no_argument, NULL, 'r'},
+	    {"egress-bin", required_argument, NULL, 'E'},
+	    {"resolver", required_argument, NULL, 'R'},
+	    {"egress-ca", required_argument, NULL, 'C'},
+	    {"network-policy", required_argument, NULL, 'N'},
 	    {NULL, 0, NULL, 0},
 	};
 	int c;
@@ -120,6 +163,18 @@ int main(int argc, char **argv)
 		case 'r':
 			api_print_routes(stdout);
 			return 0;
+		case 'E':
+			egress_bin = optarg;
+			break;
+		case 'R':
+			resolver = optarg;
+			break;
+		case 'C':
+			egress_ca = optarg;
+			break;
+		case 'N':
+			network_policy_file = optarg;
+			break;
 		case 'h':
 			usage(stdout);
 			return 0;
@@ -161,7 +216,24 @@ int main(int argc, char **argv)
 		return 1;
 	}
 
+	if (access("/usr/sbin/nft", X_OK) < 0 && access("/sbin/nft", X_OK) < 0) {
+		log_error("nft not found: every sandbox's network rules need nftables ('make deps')");
+		return 1;
+	}
 	struct al_error err = {0};
+	cleanup_free char *default_network = NULL;
+	if (network_policy_file && load_network_policy(network_policy_file, &default_network, &err) < 0) {
+		log_error("%s", err.message);
+		return 1;
+	}
+	cleanup_free char *egress_default = egress_bin ? NULL : sibling_path("airlock-egress");
+	cleanup_free char *egress_log = xasprintf("%s/egress.log", state_abs);
+	struct egress_config ecfg = {
+	    .bin = egress_bin ? egress_bin : egress_default,
+	    .resolver = resolver,
+	    .trust_ca = egress_ca,
+	    .log_path = egress_log,
+	};
 	struct store *store = NULL;
 	cleanup_free char *db = xasprintf("%s/airlock.db", state_abs);
 	if (store_open(db, &store, &err) < 0) {
@@ -177,6 +249,7 @@ int main(int argc, char **argv)
 	    .host_memory_mib = pages > 0 && page > 0 ? (unsigned)((uint64_t)pages * (uint64_t)page >> 20) : 0,
 	    .vmm = &vmm_qemu_ops,
 	    .store = store,
+	    .default_network_json = default_network,
 	};
 	api_set_config(&cfg, max_file_bytes);
 	if (auth_init(store, &err) < 0 || events_init(store, &err) < 0 || snapshots_init(store, state_abs, &err) < 0) {
@@ -189,8 +262,10 @@ int main(int argc, char **argv)
 	         cfg.vmm->name, cfg.vmm->accel(),
 	         strcmp(cfg.vmm->accel(), "kvm") ? " (no /dev/kvm: software emulation, slower)" : "", state_abs,
 	         image_abs);
-	if (sandboxes_init(&cfg, &err) < 0) {
+	/* The gateway first: re-attached sandboxes hand it their listeners. */
+	if (egress_start(&ecfg, &err) < 0 || sandboxes_init(&cfg, &err) < 0) {
 		log_error("%s", err.message);
+		egress_stop();
 		store_close(store);
 		return 1;
 	}
@@ -200,6 +275,7 @@ int main(int argc, char **argv)
 		log_error("%s", err.message);
 		api_server_stop(server);
 		sandboxes_shutdown();
+		egress_stop();
 		events_shutdown();
 		store_close(store);
 		return 1;
@@ -213,6 +289,7 @@ int main(int argc, char **argv)
 	log_info("signal %d: shutting down (VMs keep running and are re-attached at the next start)", sig);
 	events_shutdown();
 	sandboxes_shutdown();
+	egress_stop();
 	api_server_stop(tcp);
 	api_server_stop(server);
 	auth_shutdown();

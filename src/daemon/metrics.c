@@ -27,7 +27,13 @@ struct metrics {
 	uint64_t requests[HTTP_STATUS_MAX - HTTP_STATUS_MIN + 1];
 	uint64_t errors[AL_ERR__COUNT];
 	uint64_t boot_failures;
+	uint64_t egress_decisions[4][2]; /* egress_protos x {allow, deny} */
+	uint64_t egress_bytes_up, egress_bytes_down;
+	uint64_t egress_restarts;
+	bool egress_up;
 };
+
+static const char *const egress_protos[] = {"http", "tls", "tcp", "dns"};
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -109,6 +115,39 @@ void metrics_count_boot_failure(void)
 	pthread_mutex_unlock(&lock);
 }
 
+void metrics_count_egress_decision(const char *proto, const char *verdict)
+{
+	int v = !strcmp(verdict, "allow") ? 0 : !strcmp(verdict, "deny") ? 1 : -1;
+	for (size_t i = 0; v >= 0 && i < ARRAY_SIZE(egress_protos); i++)
+		if (!strcmp(proto, egress_protos[i])) {
+			pthread_mutex_lock(&lock);
+			m.egress_decisions[i][v]++;
+			pthread_mutex_unlock(&lock);
+		}
+}
+
+void metrics_add_egress_bytes(uint64_t up, uint64_t down)
+{
+	pthread_mutex_lock(&lock);
+	m.egress_bytes_up += up;
+	m.egress_bytes_down += down;
+	pthread_mutex_unlock(&lock);
+}
+
+void metrics_set_egress_up(bool up)
+{
+	pthread_mutex_lock(&lock);
+	m.egress_up = up;
+	pthread_mutex_unlock(&lock);
+}
+
+void metrics_count_egress_restart(void)
+{
+	pthread_mutex_lock(&lock);
+	m.egress_restarts++;
+	pthread_mutex_unlock(&lock);
+}
+
 /* Label values: backslash, double quote and newline escaped (format 0.0.4). */
 static void put_label_value(FILE *f, const char *s)
 {
@@ -184,6 +223,28 @@ char *metrics_render(const unsigned state_counts[], size_t n_states, const char 
 	        "# TYPE airlock_boot_failures_total counter\n"
 	        "airlock_boot_failures_total %llu\n",
 	        (unsigned long long)snap.boot_failures);
+
+	fputs("# HELP airlock_egress_decisions_total Egress gateway decisions (connections and DNS queries).\n"
+	      "# TYPE airlock_egress_decisions_total counter\n",
+	      f);
+	for (size_t i = 0; i < ARRAY_SIZE(egress_protos); i++)
+		for (int v = 0; v < 2; v++)
+			fprintf(f, "airlock_egress_decisions_total{proto=\"%s\",verdict=\"%s\"} %llu\n",
+			        egress_protos[i], v ? "deny" : "allow",
+			        (unsigned long long)snap.egress_decisions[i][v]);
+	fprintf(f,
+	        "# HELP airlock_egress_bytes_total Bytes relayed by the egress gateway (up: guest to server).\n"
+	        "# TYPE airlock_egress_bytes_total counter\n"
+	        "airlock_egress_bytes_total{direction=\"up\"} %llu\n"
+	        "airlock_egress_bytes_total{direction=\"down\"} %llu\n"
+	        "# HELP airlock_egress_up Whether the egress gateway is running.\n"
+	        "# TYPE airlock_egress_up gauge\n"
+	        "airlock_egress_up %d\n"
+	        "# HELP airlock_egress_restarts_total Restarts of the egress gateway after it died.\n"
+	        "# TYPE airlock_egress_restarts_total counter\n"
+	        "airlock_egress_restarts_total %llu\n",
+	        (unsigned long long)snap.egress_bytes_up, (unsigned long long)snap.egress_bytes_down,
+	        snap.egress_up ? 1 : 0, (unsigned long long)snap.egress_restarts);
 
 	if (fclose(f) != 0 || !buf)
 		abort();

@@ -9,6 +9,10 @@
  *   airlock_api_requests_total{code="<HTTP status>"}  counter
  *   airlock_errors_total{code="<al_error code name>"} counter
  *   airlock_boot_failures_total                  counter
+ *   airlock_egress_decisions_total{proto="http|tls|tcp|dns",verdict="allow|deny"} counter
+ *   airlock_egress_bytes_total{direction="up|down"} counter
+ *   airlock_egress_up                            gauge (the gateway is running)
+ *   airlock_egress_restarts_total                counter
  *
  * All functions are thread-safe and never fail; state is process-global and
  * needs no initialisation. Label sets are bounded: HTTP statuses 100..599 and
@@ -17,7 +21,9 @@
 #ifndef AIRLOCK_METRICS_H
 #define AIRLOCK_METRICS_H
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /* Seconds from POST /v1/sandboxes to running (or failure). Negative or NaN
  * values count as 0. */
@@ -30,6 +36,13 @@ void metrics_count_request(int http_status);
  * a name that is not one of those is ignored (bounded label set). */
 void metrics_count_error(const char *code);
 void metrics_count_boot_failure(void);
+
+/* One decision of the egress gateway; other proto/verdict values are ignored
+ * (bounded label set). */
+void metrics_count_egress_decision(const char *proto, const char *verdict);
+void metrics_add_egress_bytes(uint64_t up, uint64_t down);
+void metrics_set_egress_up(bool up);
+void metrics_count_egress_restart(void);
 
 /* The whole exposition, NUL-terminated, for the caller to free. state_counts[i]
  * is the number of sandboxes in state state_names[i] (e.g. sandbox_state_name()

@@ -47,39 +47,67 @@ static const char nft_rules[] =
     "  counter dropped {\n  }\n"
     "  chain prerouting {\n"
     "    type nat hook prerouting priority dstnat; policy accept;\n"
-    "    iifname \"" AIRLOCK_NET_TAP "\" udp dport 53 redirect to :" STR(AIRLOCK_NET_DNS_PORT) "\n"
-    "    iifname \"" AIRLOCK_NET_TAP "\" tcp dport 53 redirect to :" STR(AIRLOCK_NET_DNS_PORT) "\n"
-    "    iifname \"" AIRLOCK_NET_TAP "\" meta l4proto tcp redirect to :" STR(AIRLOCK_NET_EGRESS_PORT) "\n"
-    "  }\n"
-    "  chain input {\n"
-    "    type filter hook input priority filter; policy drop;\n"
-    "    iifname \"lo\" accept\n"
-    "    iifname \"" AIRLOCK_NET_TAP "\" ip daddr " AIRLOCK_NET_GATEWAY " tcp dport { " STR(AIRLOCK_NET_DNS_PORT) ", "
-        STR(AIRLOCK_NET_EGRESS_PORT) " } accept\n"
-    "    iifname \"" AIRLOCK_NET_TAP "\" ip daddr " AIRLOCK_NET_GATEWAY " udp dport " STR(AIRLOCK_NET_DNS_PORT) " accept\n"
-    "    counter name dropped drop\n"
-    "  }\n"
-    "  chain forward {\n"
-    "    type filter hook forward priority filter; policy drop;\n"
-    "    counter name dropped drop\n"
-    "  }\n"
-    "  chain output {\n"
-    "    type filter hook output priority filter; policy drop;\n"
-    "    oifname \"lo\" accept\n"
-    "    oifname \"" AIRLOCK_NET_TAP "\" ip daddr " AIRLOCK_NET_GUEST_ADDR " ct state established accept\n"
-    "    counter name dropped drop\n"
-    "  }\n"
-    "}\n"
-    "table netdev airlock_tap {\n"
-    "  counter dropped {\n  }\n"
-    "  chain ingress {\n"
-    "    type filter hook ingress device \"" AIRLOCK_NET_TAP "\" priority filter; policy accept;\n"
-    "    ether saddr != " AIRLOCK_NET_GUEST_MAC " counter name dropped drop\n"
-    "    meta protocol != { ip, arp } counter name dropped drop\n"
-    "    meta protocol ip ip saddr != " AIRLOCK_NET_GUEST_ADDR " counter name dropped drop\n"
-    "    meta protocol arp arp saddr ip != " AIRLOCK_NET_GUEST_ADDR " counter name dropped drop\n"
-    "  }\n"
-    "}\n";
+    "    iifname \"" AIRLOCK_NET_TAP "\" udp dport 53 redirect to :" STR(
+        AIRLOCK_NET_DNS_PORT) "\n"
+                              "    iifname \"" AIRLOCK_NET_TAP "\" tcp dport 53 redirect to :" STR(
+                                  AIRLOCK_NET_DNS_PORT) "\n"
+                                                        "    iifname \"" AIRLOCK_NET_TAP
+                                                        "\" meta l4proto tcp redirect to :" STR(
+                                                            AIRLOCK_NET_EGRESS_PORT) "\n"
+                                                                                     "  }\n"
+                                                                                     "  chain input {\n"
+                                                                                     "    type filter hook input "
+                                                                                     "priority filter; policy drop;\n"
+                                                                                     "    iifname \"lo\" accept\n"
+                                                                                     "    iifname \"" AIRLOCK_NET_TAP
+                                                                                     "\" ip daddr " AIRLOCK_NET_GATEWAY
+                                                                                     " tcp dport { " STR(AIRLOCK_NET_DNS_PORT) ", " STR(
+                                                                                         AIRLOCK_NET_EGRESS_PORT) " } "
+                                                                                                                  "acce"
+                                                                                                                  "pt\n"
+                                                                                                                  "    "
+                                                                                                                  "iifn"
+                                                                                                                  "ame "
+                                                                                                                  "\"" AIRLOCK_NET_TAP
+                                                                                                                  "\" "
+                                                                                                                  "ip "
+                                                                                                                  "dadd"
+                                                                                                                  "r"
+                                                                                                                  " " AIRLOCK_NET_GATEWAY
+                                                                                                                  " udp"
+                                                                                                                  " dpo"
+                                                                                                                  "rt"
+                                                                                                                  " " STR(
+                                                                                                                      AIRLOCK_NET_DNS_PORT) " accept\n"
+                                                                                                                                            "    counter name dropped drop\n"
+                                                                                                                                            "  }\n"
+                                                                                                                                            "  chain forward {\n"
+                                                                                                                                            "    type filter hook forward priority filter; policy drop;\n"
+                                                                                                                                            "    counter name dropped drop\n"
+                                                                                                                                            "  }\n"
+                                                                                                                                            "  chain output {\n"
+                                                                                                                                            "    type filter hook output priority filter; policy drop;\n"
+                                                                                                                                            "    oifname \"lo\" accept\n"
+                                                                                                                                            "    oifname \"" AIRLOCK_NET_TAP
+                                                                                                                                            "\" ip daddr " AIRLOCK_NET_GUEST_ADDR
+                                                                                                                                            " ct state established accept\n"
+                                                                                                                                            "    counter name dropped drop\n"
+                                                                                                                                            "  }\n"
+                                                                                                                                            "}\n"
+                                                                                                                                            "table netdev airlock_tap {\n"
+                                                                                                                                            "  counter dropped {\n  }\n"
+                                                                                                                                            "  chain ingress {\n"
+                                                                                                                                            "    type filter hook ingress device \"" AIRLOCK_NET_TAP
+                                                                                                                                            "\" priority filter; policy accept;\n"
+                                                                                                                                            "    ether saddr != " AIRLOCK_NET_GUEST_MAC
+                                                                                                                                            " counter name dropped drop\n"
+                                                                                                                                            "    meta protocol != { ip, arp } counter name dropped drop\n"
+                                                                                                                                            "    meta protocol ip ip saddr != " AIRLOCK_NET_GUEST_ADDR
+                                                                                                                                            " counter name dropped drop\n"
+                                                                                                                                            "    meta protocol arp arp saddr ip != " AIRLOCK_NET_GUEST_ADDR
+                                                                                                                                            " counter name dropped drop\n"
+                                                                                                                                            "  }\n"
+                                                                                                                                            "}\n";
 
 static const char *nft_path(void)
 {
@@ -188,7 +216,8 @@ static int write_sysctl(const char *path, const char *value)
 static int if_ioctl(int sock, unsigned long req, struct ifreq *ifr, const char *what, struct al_error *err)
 {
 	if (ioctl(sock, req, ifr) < 0)
-		return al_error_set(err, AL_ERR_INTERNAL, errno, "network namespace: %s of %s: %m", what, ifr->ifr_name);
+		return al_error_set(err, AL_ERR_INTERNAL, errno, "network namespace: %s of %s: %m", what,
+		                    ifr->ifr_name);
 	return 0;
 }
 
@@ -310,8 +339,9 @@ static void *ns_thread(void *arg)
 	struct ns_job *j = arg;
 	if (j->create) {
 		if (unshare(CLONE_NEWNET) < 0) {
-			j->r = al_error_set(&j->err, AL_ERR_UNAVAILABLE, errno,
-			                    "network namespace: unshare(CLONE_NEWNET): %m (airlockd needs CAP_SYS_ADMIN)");
+			j->r =
+			    al_error_set(&j->err, AL_ERR_UNAVAILABLE, errno,
+			                 "network namespace: unshare(CLONE_NEWNET): %m (airlockd needs CAP_SYS_ADMIN)");
 			return NULL;
 		}
 		j->n.ns_fd = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
@@ -410,8 +440,7 @@ int netns_dropped(int ns_fd, uint64_t *ret_packets, uint64_t *ret_bytes, struct 
 	uint64_t packets = 0, bytes = 0;
 	size_t i;
 	json_t *it;
-	json_array_foreach(items, i, it)
-	{
+	json_array_foreach (items, i, it) {
 		json_t *c = json_object_get(it, "counter");
 		if (!c)
 			continue;

@@ -34,7 +34,10 @@ struct netns {
 	int listen_fds[NETNS_LISTEN_COUNT];
 };
 
-#define NETNS_INIT {.ns_fd = -1, .listen_fds = {-1, -1, -1}}
+#define NETNS_INIT                                                                                                     \
+	{                                                                                                              \
+		.ns_fd = -1, .listen_fds = { -1, -1, -1 }                                                              \
+	}
 
 /* A new namespace, fully set up (tap, addresses, sysctls, nftables,
  * listeners). On any failure nothing is left and the error says which step

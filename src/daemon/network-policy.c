@@ -19,20 +19,20 @@ static int parse_list(const json_t *in, const char *key, json_t *out, struct al_
 		                    NETWORK_POLICY_RULES_MAX);
 	size_t i;
 	const json_t *v;
-	json_array_foreach(list, i, v)
-	{
+	json_array_foreach (list, i, v) {
 		if (!json_is_string(v))
-			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "network.%s[%zu]: must be a string", key, i);
+			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "network.%s[%zu]: must be a string",
+			                    key, i);
 		const char *text = json_string_value(v);
 		size_t len = json_string_length(v);
 		struct egress_rule rule;
 		struct al_error e;
 		if (len > EGRESS_HOST_RULE_MAX || strlen(text) != len)
-			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "network.%s[%zu]: not a rule (too long)", key,
-			                    i);
+			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+			                    "network.%s[%zu]: not a rule (too long)", key, i);
 		if (egress_rule_parse(text, len, &rule, &e) < 0)
-			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "network.%s[%zu] \"%.*s\": %s", key, i,
-			                    (int)MIN(len, 200), text, e.message);
+			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "network.%s[%zu] \"%.*s\": %s", key,
+			                    i, (int)MIN(len, 200), text, e.message);
 		json_array_append_new(out, json_stringn(text, len));
 	}
 	return 0;
@@ -45,8 +45,7 @@ int network_policy_parse(const json_t *in, char **ret_json, struct al_error *err
 		                    "network: must be an object {\"allow\": [rules], \"deny\": [rules]}");
 	const char *key;
 	const json_t *v;
-	json_object_foreach((json_t *)in, key, v)
-	{
+	json_object_foreach ((json_t *)in, key, v) {
 		if (strcmp(key, "allow") && strcmp(key, "deny"))
 			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
 			                    "network: unknown field \"%.64s\" (known: allow, deny)", key);
@@ -59,6 +58,12 @@ int network_policy_parse(const json_t *in, char **ret_json, struct al_error *err
 	if (r < 0)
 		return r;
 	cleanup_json json_t *out = json_pack("{sOsO}", "allow", allow, "deny", deny);
-	*ret_json = json_dumps(out, JSON_COMPACT | JSON_SORT_KEYS);
+	char *text = json_dumps(out, JSON_COMPACT | JSON_SORT_KEYS);
+	if (strlen(text) > NETWORK_POLICY_JSON_MAX) {
+		free(text);
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, E2BIG, "network: the policy is over %u bytes",
+		                    NETWORK_POLICY_JSON_MAX);
+	}
+	*ret_json = text;
 	return 0;
 }

@@ -14,7 +14,8 @@
 
 #include "error.h"
 
-#define NETWORK_POLICY_RULES_MAX 512 /* per list */
+#define NETWORK_POLICY_RULES_MAX 512           /* per list */
+#define NETWORK_POLICY_JSON_MAX (256u * 1024u) /* canonical text; fits a control message */
 
 /*
  * Validates a policy object from a client or the operator's default and

@@ -14,9 +14,12 @@
 #include <sys/wait.h>
 
 #include "auth.h"
+#include "egress-supervisor.h"
 #include "events.h"
 #include "json-cleanup.h"
 #include "log.h"
+#include "netns.h"
+#include "network-policy.h"
 #include "process.h"
 #include "snapshot.h"
 #include "util.h"
@@ -49,6 +52,8 @@ struct sandbox {
 	uint64_t generation;       /* of the guest: 0 at boot, one more than its snapshot's after a restore */
 	struct retired *retired;   /* runtimes of earlier lives (recover), freed with the sandbox */
 	uint64_t last_activity_ms; /* monotonic; any API request about it (idle timeout) */
+	struct netns net;          /* its network namespace (listeners handed to the gateway) */
+	bool net_registered;       /* the egress gateway knows it */
 };
 
 /* A channel and process table an old VMM left: a request that still holds
@@ -83,6 +88,7 @@ static struct sandbox *sandbox_new(const struct sandbox_record *rec)
 	sb->dirfd = sb->pidfd = sb->console_fd = sb->console_log_fd = sb->wake_fd = -1;
 	sb->refs = 1;
 	sb->last_activity_ms = now_ms_monotonic();
+	sb->net = (struct netns)NETNS_INIT;
 	return sb;
 }
 
@@ -103,6 +109,7 @@ static void sandbox_close_runtime(struct sandbox *sb)
 		guest_channel_free(sb->ch);
 		sb->ch = NULL;
 	}
+	netns_release(&sb->net);
 	int *fds[] = {&sb->dirfd, &sb->pidfd, &sb->console_fd, &sb->console_log_fd, &sb->wake_fd};
 	for (size_t i = 0; i < ARRAY_SIZE(fds); i++)
 		if (*fds[i] >= 0) {
@@ -554,6 +561,24 @@ static int resolve_images(const char *template_name, struct images *ret, struct 
 
 /* ---- operations -------------------------------------------------------------------------- */
 
+/* The egress policy of a sandbox whose request names none: a restore keeps
+ * the policy its snapshot's sandbox has (if it still exists); everything
+ * else gets the operator's default (deny-all unless configured). */
+static char *default_network(const struct snapshot_info *from)
+{
+	if (from) {
+		struct sandbox_record parent;
+		struct al_error ignored;
+		if (store_sandbox_get(cfg->store, from->sandbox_id, &parent, &ignored) == 0) {
+			char *p = parent.network_json ? xstrdup(parent.network_json) : NULL;
+			sandbox_record_release(&parent);
+			if (p)
+				return p;
+		}
+	}
+	return xstrdup(cfg->default_network_json ? cfg->default_network_json : NETWORK_POLICY_EMPTY);
+}
+
 static bool tenant_sees(const char *tenant, const struct sandbox_record *rec)
 {
 	return !tenant || !strcmp(tenant, rec->tenant);
@@ -759,6 +784,39 @@ static int restore_finish(struct sandbox *sb, const struct vmm_config *vc, uint6
 	return thaw(sb, true, err);
 }
 
+/* The gateway forgets the sandbox and its namespace goes (with the VMM). */
+static void network_down(struct sandbox *sb)
+{
+	if (sb->net_registered) {
+		egress_sandbox_remove(sb->rec.id);
+		sb->net_registered = false;
+	}
+	netns_release(&sb->net);
+}
+
+/* A new namespace (attach_pid 0) or the one a running VMM is in, its
+ * listeners handed to the gateway with the sandbox's policy.
+ * SECURITY: fail closed: without its rules and listeners a sandbox does
+ * not start (or is not re-attached). */
+static int network_up(struct sandbox *sb, pid_t attach_pid, struct al_error *err)
+{
+	network_down(sb);
+	struct netns n = NETNS_INIT;
+	int r = attach_pid > 0 ? netns_attach(attach_pid, &n, err) : netns_create(&n, err);
+	if (r < 0)
+		return r;
+	pthread_mutex_lock(&sb->lock);
+	cleanup_free char *policy = xstrdup(sb->rec.network_json ? sb->rec.network_json : NETWORK_POLICY_EMPTY);
+	pthread_mutex_unlock(&sb->lock);
+	if ((r = egress_sandbox_add(sb->rec.id, sb->rec.tenant, policy, &n, err)) < 0) {
+		netns_release(&n);
+		return r;
+	}
+	sb->net = n;
+	sb->net_registered = true;
+	return 0;
+}
+
 static int boot(struct sandbox *sb, const struct images *im, const struct snapshot_info *from, bool reuse,
                 struct al_error *err)
 {
@@ -800,6 +858,9 @@ static int boot(struct sandbox *sb, const struct images *im, const struct snapsh
 	}
 	if (r < 0)
 		return r;
+	if ((r = network_up(sb, 0, err)) < 0)
+		return r;
+	vc.netns_fd = sb->net.ns_fd;
 	pid_t pid;
 	if ((r = cfg->vmm->spawn(&vc, &pid, err)) < 0)
 		return r;
@@ -858,6 +919,7 @@ static void teardown(struct sandbox *sb)
 		guest_channel_kill(sb->ch, "the sandbox is being stopped");
 	monitor_stop(sb);
 	vmm_stop_wait(sb);
+	network_down(sb);
 	if (sb->console_fd >= 0)
 		console_drain(sb);
 }
@@ -918,6 +980,7 @@ int sandbox_create(const struct create_request *req, const char *tenant, const s
 	rec.created_ms = rec.updated_ms = now_ms_realtime();
 	rec.env_json = kv_to_json(&req->env);
 	rec.metadata_json = kv_to_json(&req->metadata);
+	rec.network_json = req->network_json ? xstrdup(req->network_json) : default_network(from);
 	rec.timeout_s = req->timeouts.timeout_s;
 	rec.idle_timeout_s = req->timeouts.idle_timeout_s;
 	strlcpy_al(rec.on_timeout, req->timeouts.on_timeout[0] ? req->timeouts.on_timeout : "kill",
@@ -1314,6 +1377,9 @@ int sandbox_fork(const char *id, const char *tenant, const struct tenant_quota *
 	}
 	struct create_request cr = {0};
 	strlcpy_al(cr.tenant, parent.tenant, sizeof(cr.tenant));
+	/* The copies start with the parent's egress policy. */
+	cleanup_free char *parent_network = xstrdup(parent.network_json ? parent.network_json : NETWORK_POLICY_EMPTY);
+	cr.network_json = parent_network;
 	cleanup_json json_t *env = json_loads(parent.env_json, 0, NULL);
 	cleanup_json json_t *meta = json_loads(parent.metadata_json, 0, NULL);
 	sandbox_record_release(&parent);
@@ -1572,6 +1638,60 @@ int sandbox_set_timeouts(const char *id, const char *tenant, const struct timeou
 	return r;
 }
 
+int sandbox_network_set(const char *id, const char *tenant, const char *policy_json, struct sandbox_record *ret,
+                        struct al_error *err)
+{
+	struct sandbox *sb = NULL;
+	int r = find_live(id, tenant, "", &sb, err);
+	if (r < 0)
+		return r;
+	/* op_lock: not in the middle of a boot or teardown, so whether the
+	 * gateway knows the sandbox cannot change under us. */
+	pthread_mutex_lock(&sb->op_lock);
+	pthread_mutex_lock(&sb->lock);
+	char *old = TAKE_PTR(sb->rec.network_json);
+	sb->rec.network_json = xstrdup(policy_json);
+	r = persist_locked(sb, err);
+	pthread_mutex_unlock(&sb->lock);
+	if (r == 0 && sb->net_registered)
+		r = egress_sandbox_set_policy(sb->rec.id, policy_json, err);
+	pthread_mutex_lock(&sb->lock);
+	if (r < 0) {
+		/* Not applied: the record says what is enforced. */
+		free(sb->rec.network_json);
+		sb->rec.network_json = TAKE_PTR(old);
+		struct al_error ignored;
+		persist_locked(sb, &ignored);
+	} else {
+		sb->last_activity_ms = now_ms_monotonic();
+		sandbox_record_copy(ret, &sb->rec);
+	}
+	pthread_mutex_unlock(&sb->lock);
+	pthread_mutex_unlock(&sb->op_lock);
+	free(old);
+	if (r == 0) {
+		cleanup_json json_t *policy = json_loads(policy_json, 0, NULL);
+		events_emit("network.policy", ret->tenant, ret->id, json_pack("{sO}", "policy", policy));
+	}
+	sandbox_unref(sb);
+	return r;
+}
+
+int sandbox_network_dropped(const char *id, const char *tenant, uint64_t *ret_packets, uint64_t *ret_bytes,
+                            struct al_error *err)
+{
+	struct sandbox *sb = NULL;
+	int r = find_live(id, tenant, "", &sb, err);
+	if (r < 0)
+		return r;
+	pthread_mutex_lock(&sb->op_lock);
+	r = sb->net.ns_fd >= 0 ? netns_dropped(sb->net.ns_fd, ret_packets, ret_bytes, err)
+	                       : al_error_set(err, AL_ERR_CONFLICT, ENOENT, "sandbox %s has no network", id);
+	pthread_mutex_unlock(&sb->op_lock);
+	sandbox_unref(sb);
+	return r;
+}
+
 enum timeout_action { TIMEOUT_NONE, TIMEOUT_KILL, TIMEOUT_PAUSE };
 
 static enum timeout_action due(struct sandbox *sb, const char **ret_why)
@@ -1786,6 +1906,10 @@ static void recover_one(struct sandbox_record *rec)
 		why = "airlockd restarted while the sandbox was being created or stopped";
 	} else {
 		why = "the VM was gone when airlockd restarted";
+	}
+	if (!why && network_up(sb, pid, &e) < 0) {
+		log_error("sandbox %s: %s", rec->id, e.message);
+		why = "airlockd restarted and could not re-attach the sandbox's network";
 	}
 	if (!why) {
 		log_info("sandbox %s: re-attached to VMM %d", rec->id, (int)pid);

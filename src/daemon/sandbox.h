@@ -22,6 +22,9 @@ struct daemon_config {
 	unsigned host_memory_mib;
 	const struct vmm_ops *vmm;
 	struct store *store;
+	/* Egress policy of sandboxes whose create request names none
+	 * (canonical JSON); NULL: deny everything. */
+	const char *default_network_json;
 };
 
 /* Loads the registry and reconciles the store with the VMMs still running:
@@ -49,6 +52,15 @@ int sandbox_snapshot(const char *id, const char *tenant, const char *name, bool 
 struct timeout_request;
 int sandbox_set_timeouts(const char *id, const char *tenant, const struct timeout_request *t,
                          struct sandbox_record *ret, struct al_error *err);
+
+/* Replaces the egress policy (canonical JSON, network-policy.h) of a live
+ * sandbox: the gateway applies it atomically to new connections. */
+int sandbox_network_set(const char *id, const char *tenant, const char *policy_json, struct sandbox_record *ret,
+                        struct al_error *err);
+/* Packets and bytes the namespace's rules dropped (everything that is not
+ * DNS or TCP to the gateway). */
+int sandbox_network_dropped(const char *id, const char *tenant, uint64_t *ret_packets, uint64_t *ret_bytes,
+                            struct al_error *err);
 
 /* Brings a sandbox in state error back: from its latest snapshot when memory
  * is true and there is one, else by a cold boot of its disk. */

@@ -2,6 +2,7 @@
 /* QEMU backend: -M microvm, KVM where /dev/kvm exists, TCG otherwise. */
 #include <fcntl.h>
 #include <limits.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -148,16 +149,29 @@ static int qemu_spawn(const struct vmm_config *cfg, pid_t *ret_pid, struct al_er
 	                "unix:" VMM_QMP_SOCK ",server=on,wait=off",
 	                NULL,
 	                NULL,
+	                NULL,
+	                NULL,
+	                NULL,
+	                NULL,
 	                NULL};
+	size_t n = 0;
+	while (argv[n])
+		n++;
+	if (cfg->netns_fd >= 0) {
+		/* The guest's only NIC: tap0 of the sandbox's namespace (the VMM
+		 * joins it below). Never vhost (not available here, and the
+		 * kernel-side datapath is more attack surface). */
+		argv[n++] = "-netdev";
+		argv[n++] = "tap,id=n0,ifname=" AIRLOCK_NET_TAP ",script=no,downscript=no";
+		argv[n++] = "-device";
+		argv[n++] = "virtio-net-device,netdev=n0,mac=" AIRLOCK_NET_GUEST_MAC;
+	}
 	char incoming[PATH_MAX];
 	if (cfg->incoming) {
 		/* A restore: the same machine, its state read from the snapshot. */
-		size_t n = 0;
-		while (argv[n])
-			n++;
 		snprintf(incoming, sizeof(incoming), "exec:cat %s", cfg->incoming);
-		argv[n] = "-incoming";
-		argv[n + 1] = incoming;
+		argv[n++] = "-incoming";
+		argv[n++] = incoming;
 	}
 
 	cleanup_close int log_fd = open_log(cfg->dir);
@@ -172,6 +186,12 @@ static int qemu_spawn(const struct vmm_config *cfg, pid_t *ret_pid, struct al_er
 		setsid();
 		if (chdir(cfg->dir) < 0)
 			_exit(126);
+		/* SECURITY: the VMM lives in the sandbox's namespace, whose
+		 * only way out is the egress gateway. Not joining it is fatal. */
+		if (cfg->netns_fd >= 0 && setns(cfg->netns_fd, CLONE_NEWNET) < 0) {
+			dprintf(log_fd, "airlock: cannot join the sandbox's network namespace: %m\n");
+			_exit(126);
+		}
 		int nullfd = open("/dev/null", O_RDWR);
 		if (nullfd < 0)
 			_exit(126);

@@ -32,6 +32,9 @@ struct vmm_config {
 	/* Restore: name (in the sandbox dir) of the saved memory and device state
 	 * to start from instead of booting; NULL to boot. */
 	const char *incoming;
+	/* The sandbox's network namespace (netns.h): the VMM joins it before
+	 * it starts and attaches the guest's NIC to its tap0. -1: no NIC. */
+	int netns_fd;
 };
 
 struct vmm_ops {

@@ -1,0 +1,576 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include "egress-supervisor.h"
+
+#include <fcntl.h>
+#include <grp.h>
+#include <pthread.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "ctlmsg.h"
+#include "events.h"
+#include "json-cleanup.h"
+#include "log.h"
+#include "metrics.h"
+#include "store.h"
+#include "util.h"
+
+#define EGRESS_UID 65534 /* nobody */
+#define EGRESS_GID 65534 /* nogroup */
+#define READY_TIMEOUT_MS 5000
+#define REQUEST_TIMEOUT_MS 5000
+#define BACKOFF_MIN_MS 100
+#define BACKOFF_MAX_MS 2000
+#define HEALTHY_AFTER_MS 10000
+#define CTL_SNDBUF (4 * 1024 * 1024)
+#define EVENT_FIELDS_MAX 32
+#define EVENT_STRING_MAX 1024
+
+struct entry {
+	struct entry *next;
+	char id[SANDBOX_ID_MAX + 1];
+	char tenant[64];
+	char *policy;
+	int fds[NETNS_LISTEN_COUNT];
+};
+
+static struct egress_config conf;
+static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct entry *entries;
+
+/* req_lock serialises requests and the hand-over after a restart; st_lock
+ * guards the connection state below. Order: req_lock, then st_lock. */
+static pthread_mutex_t req_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t st_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t st_cond;
+static int ctl_fd = -1;
+static pid_t child_pid;
+static bool up, stopping, started;
+static uint64_t generation, next_seq, acked_seq, nack_seq;
+static char nack_error[256];
+static pthread_t sup_thread;
+
+static struct entry *entry_find(const char *id)
+{
+	for (struct entry *e = entries; e; e = e->next)
+		if (!strcmp(e->id, id))
+			return e;
+	return NULL;
+}
+
+static void entry_free(struct entry *e)
+{
+	for (size_t i = 0; i < NETNS_LISTEN_COUNT; i++)
+		if (e->fds[i] >= 0)
+			close(e->fds[i]);
+	free(e->policy);
+	free(e);
+}
+
+static json_t *add_message(const struct entry *e)
+{
+	cleanup_json json_t *policy = json_loads(e->policy, 0, NULL);
+	return json_pack("{sssssO}", "op", "add", "sandbox", e->id, "tenant", e->tenant, "policy",
+	                 policy ? policy : json_object());
+}
+
+/* Sends one request and waits for its answer. Called with req_lock held.
+ * -ENOTCONN: the gateway is down (or died meanwhile). */
+static int request(json_t *msg, const int *fds, size_t nfds, struct al_error *err)
+{
+	pthread_mutex_lock(&st_lock);
+	if (!up) {
+		pthread_mutex_unlock(&st_lock);
+		return -ENOTCONN;
+	}
+	uint64_t gen = generation, seq = ++next_seq;
+	int fd = ctl_fd;
+	pthread_mutex_unlock(&st_lock);
+
+	json_object_set_new(msg, "seq", json_integer((json_int_t)seq));
+	int r = ctlmsg_send(fd, msg, fds, nfds);
+	if (r < 0)
+		return r == -EMSGSIZE ? al_error_set(err, AL_ERR_INVALID_ARGUMENT, EMSGSIZE, "network policy too large")
+		                      : -ENOTCONN;
+
+	struct timespec deadline;
+	clock_gettime(CLOCK_MONOTONIC, &deadline);
+	deadline.tv_sec += REQUEST_TIMEOUT_MS / 1000;
+	pthread_mutex_lock(&st_lock);
+	r = 0;
+	while (acked_seq < seq && generation == gen && r == 0)
+		r = pthread_cond_timedwait(&st_cond, &st_lock, &deadline);
+	if (generation != gen)
+		r = -ENOTCONN;
+	else if (acked_seq < seq)
+		r = al_error_set(err, AL_ERR_UNAVAILABLE, ETIMEDOUT,
+		                 "the egress gateway did not answer within %d ms (it is being restarted)",
+		                 REQUEST_TIMEOUT_MS);
+	else if (nack_seq == seq)
+		r = al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "the egress gateway refused: %s", nack_error);
+	else
+		r = 0;
+	bool hung = r == -ETIMEDOUT;
+	pid_t pid = child_pid;
+	pthread_mutex_unlock(&st_lock);
+	/* A gateway that does not answer is restarted rather than trusted. */
+	if (hung && pid > 0)
+		kill(pid, SIGKILL);
+	return r;
+}
+
+int egress_sandbox_add(const char *id, const char *tenant, const char *policy_json, struct netns *n,
+                       struct al_error *err)
+{
+	struct entry *e = xcalloc(1, sizeof(*e));
+	strlcpy_al(e->id, id, sizeof(e->id));
+	strlcpy_al(e->tenant, tenant ? tenant : "", sizeof(e->tenant));
+	e->policy = xstrdup(policy_json);
+	for (size_t i = 0; i < NETNS_LISTEN_COUNT; i++)
+		e->fds[i] = TAKE_FD(n->listen_fds[i]);
+
+	pthread_mutex_lock(&req_lock);
+	pthread_mutex_lock(&reg_lock);
+	struct entry *old = entry_find(id);
+	if (old) {
+		pthread_mutex_unlock(&reg_lock);
+		pthread_mutex_unlock(&req_lock);
+		entry_free(e);
+		return al_error_set(err, AL_ERR_CONFLICT, EEXIST, "sandbox %s already has a network", id);
+	}
+	e->next = entries;
+	entries = e;
+	cleanup_json json_t *msg = add_message(e);
+	int fds[NETNS_LISTEN_COUNT];
+	memcpy(fds, e->fds, sizeof(fds));
+	pthread_mutex_unlock(&reg_lock);
+	int r = request(msg, fds, NETNS_LISTEN_COUNT, err);
+	pthread_mutex_unlock(&req_lock);
+	if (r == -ENOTCONN) {
+		log_info("sandbox %s: the egress gateway is down; its network starts when the gateway is back", id);
+		return 0;
+	}
+	if (r < 0)
+		egress_sandbox_remove(id);
+	return r;
+}
+
+int egress_sandbox_set_policy(const char *id, const char *policy_json, struct al_error *err)
+{
+	pthread_mutex_lock(&req_lock);
+	pthread_mutex_lock(&reg_lock);
+	struct entry *e = entry_find(id);
+	if (!e) {
+		pthread_mutex_unlock(&reg_lock);
+		pthread_mutex_unlock(&req_lock);
+		return al_error_set(err, AL_ERR_CONFLICT, ENOENT, "sandbox %s has no network (is it running?)", id);
+	}
+	char *old = e->policy;
+	e->policy = xstrdup(policy_json);
+	cleanup_json json_t *policy = json_loads(policy_json, 0, NULL);
+	pthread_mutex_unlock(&reg_lock);
+	cleanup_json json_t *msg = json_pack("{sssssO}", "op", "policy", "sandbox", id, "policy", policy);
+	int r = request(msg, NULL, 0, err);
+	if (r < 0 && r != -ENOTCONN) {
+		/* Not applied: keep what the gateway enforces. */
+		pthread_mutex_lock(&reg_lock);
+		if ((e = entry_find(id))) {
+			free(e->policy);
+			e->policy = TAKE_PTR(old);
+		}
+		pthread_mutex_unlock(&reg_lock);
+	}
+	pthread_mutex_unlock(&req_lock);
+	free(old);
+	return r == -ENOTCONN ? 0 : r;
+}
+
+void egress_sandbox_remove(const char *id)
+{
+	pthread_mutex_lock(&req_lock);
+	pthread_mutex_lock(&reg_lock);
+	struct entry **p = &entries, *e = NULL;
+	for (; *p; p = &(*p)->next)
+		if (!strcmp((*p)->id, id)) {
+			e = *p;
+			*p = e->next;
+			break;
+		}
+	pthread_mutex_unlock(&reg_lock);
+	if (e) {
+		cleanup_json json_t *msg = json_pack("{ssss}", "op", "remove", "sandbox", id);
+		struct al_error err;
+		int r = request(msg, NULL, 0, &err);
+		if (r < 0 && r != -ENOTCONN)
+			log_error("sandbox %s: egress gateway: %s", id, err.message);
+		entry_free(e);
+	}
+	pthread_mutex_unlock(&req_lock);
+}
+
+pid_t egress_pid(void)
+{
+	pthread_mutex_lock(&st_lock);
+	pid_t pid = up ? child_pid : 0;
+	pthread_mutex_unlock(&st_lock);
+	return pid;
+}
+
+/* ------------------------------------------------------------ messages */
+
+static bool event_data_ok(json_t *data)
+{
+	if (!json_is_object(data) || json_object_size(data) > EVENT_FIELDS_MAX)
+		return false;
+	const char *k;
+	json_t *v;
+	json_object_foreach (data, k, v) {
+		if (json_is_string(v) && json_string_length(v) > EVENT_STRING_MAX)
+			return false;
+		if (json_is_object(v))
+			return false;
+		if (json_is_array(v) && json_array_size(v) > EVENT_FIELDS_MAX)
+			return false;
+	}
+	return true;
+}
+
+/* SECURITY: the gateway is unprivileged and parses guest bytes; what it
+ * says is bounded and checked before it becomes an event: known types,
+ * known sandboxes, flat small data. */
+static void handle_event(json_t *msg)
+{
+	static const char *const types[] = {"network.allow", "network.deny", "network.close", "network.dns"};
+	const char *type = json_string_value(json_object_get(msg, "type"));
+	const char *id = json_string_value(json_object_get(msg, "sandbox"));
+	json_t *data = json_object_get(msg, "data");
+	bool known = false;
+	for (size_t i = 0; type && i < ARRAY_SIZE(types); i++)
+		known |= !strcmp(type, types[i]);
+	if (!known || !id || !event_data_ok(data))
+		return;
+	char tenant[64];
+	pthread_mutex_lock(&reg_lock);
+	struct entry *e = entry_find(id);
+	if (e)
+		strlcpy_al(tenant, e->tenant, sizeof(tenant));
+	pthread_mutex_unlock(&reg_lock);
+	if (!e)
+		return;
+	const char *proto = json_string_value(json_object_get(data, "proto"));
+	const char *verdict = json_string_value(json_object_get(data, "verdict"));
+	if (strcmp(type, "network.close") && proto && verdict)
+		metrics_count_egress_decision(proto, verdict);
+	if (!strcmp(type, "network.close")) {
+		json_int_t bu = json_integer_value(json_object_get(data, "bytes_up"));
+		json_int_t bd = json_integer_value(json_object_get(data, "bytes_down"));
+		metrics_add_egress_bytes(bu > 0 ? (uint64_t)bu : 0, bd > 0 ? (uint64_t)bd : 0);
+	}
+	events_emit(type, tenant[0] ? tenant : NULL, id, json_incref(data));
+}
+
+static void handle_message(json_t *msg)
+{
+	const char *op = json_string_value(json_object_get(msg, "op"));
+	if (!op)
+		return;
+	if (!strcmp(op, "event")) {
+		handle_event(msg);
+		return;
+	}
+	pthread_mutex_lock(&st_lock);
+	if (!strcmp(op, "ready")) {
+		up = true;
+	} else if (!strcmp(op, "ack") || !strcmp(op, "nack")) {
+		json_int_t seq = json_integer_value(json_object_get(msg, "seq"));
+		if (seq > 0 && (uint64_t)seq > acked_seq && (uint64_t)seq <= next_seq)
+			acked_seq = (uint64_t)seq;
+		if (!strcmp(op, "nack")) {
+			nack_seq = (uint64_t)seq;
+			const char *e = json_string_value(json_object_get(msg, "error"));
+			snprintf(nack_error, sizeof(nack_error), "%.200s", e ? e : "no reason given");
+		}
+	}
+	pthread_cond_broadcast(&st_cond);
+	pthread_mutex_unlock(&st_lock);
+}
+
+static void *reader_main(void *arg)
+{
+	int fd = (int)(intptr_t)arg;
+	for (;;) {
+		json_t *msg = NULL;
+		size_t nfds = 0;
+		int r = ctlmsg_recv(fd, &msg, NULL, 0, &nfds);
+		if (r == -EBADMSG || r == -EPROTO)
+			continue; /* dropped: a bad message is not a reason to stop */
+		if (r < 0)
+			break;
+		handle_message(msg);
+		json_decref(msg);
+	}
+	return NULL;
+}
+
+/* ------------------------------------------------------------ process */
+
+static int spawn(int *ret_fd, pid_t *ret_pid)
+{
+	int sv[2];
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+		return -errno;
+	int size = CTL_SNDBUF;
+	for (int i = 0; i < 2; i++) {
+		setsockopt(sv[i], SOL_SOCKET, SO_SNDBUFFORCE, &size, sizeof(size));
+		setsockopt(sv[i], SOL_SOCKET, SO_RCVBUFFORCE, &size, sizeof(size));
+	}
+	int logfd = open(conf.log_path ? conf.log_path : "/dev/null", O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
+	char *argv[12] = {(char *)conf.bin, "--control-fd", "3"};
+	size_t n = 3;
+	if (conf.resolver) {
+		argv[n++] = "--resolver";
+		argv[n++] = (char *)conf.resolver;
+	}
+	if (conf.trust_ca) {
+		argv[n++] = "--trust-ca";
+		argv[n++] = (char *)conf.trust_ca;
+	}
+	argv[n] = NULL;
+	pid_t parent = getpid();
+	pid_t pid = fork();
+	if (pid < 0) {
+		int e = errno;
+		close(sv[0]), close(sv[1]);
+		if (logfd >= 0)
+			close(logfd);
+		return -e;
+	}
+	if (pid == 0) {
+		/* Dies with the thread that forked it: the supervisor, which
+		 * lives as long as the daemon. */
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() != parent)
+			_exit(1);
+		int nullfd = open("/dev/null", O_RDWR);
+		dup2(nullfd, 0);
+		if (logfd >= 0) {
+			dup2(logfd, 1);
+			dup2(logfd, 2);
+		}
+		dup2(sv[1], 3);
+		close_range(4, ~0u, 0);
+		/* SECURITY: the gateway parses guest bytes; it runs with no
+		 * privilege at all: nobody, no groups, no capabilities (a
+		 * non-root uid after setresuid has none), no_new_privs. */
+		if (setgroups(0, NULL) < 0 || setresgid(EGRESS_GID, EGRESS_GID, EGRESS_GID) < 0 ||
+		    setresuid(EGRESS_UID, EGRESS_UID, EGRESS_UID) < 0 || prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) {
+			dprintf(2, "airlockd: cannot drop privileges for airlock-egress: %m\n");
+			_exit(126);
+		}
+		sigset_t none;
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, NULL);
+		char *envp[] = {"PATH=/usr/bin:/bin", "LC_ALL=C", NULL};
+		execve(argv[0], argv, envp);
+		dprintf(2, "airlockd: cannot run %s: %m\n", argv[0]);
+		_exit(127);
+	}
+	close(sv[1]);
+	if (logfd >= 0)
+		close(logfd);
+	*ret_fd = sv[0];
+	*ret_pid = pid;
+	return 0;
+}
+
+static void handover_all(void)
+{
+	pthread_mutex_lock(&req_lock);
+	pthread_mutex_lock(&reg_lock);
+	unsigned n = 0;
+	for (struct entry *e = entries; e; e = e->next) {
+		cleanup_json json_t *msg = add_message(e);
+		pthread_mutex_lock(&st_lock);
+		uint64_t seq = ++next_seq;
+		int fd = ctl_fd;
+		pthread_mutex_unlock(&st_lock);
+		json_object_set_new(msg, "seq", json_integer((json_int_t)seq));
+		if (ctlmsg_send(fd, msg, e->fds, NETNS_LISTEN_COUNT) < 0)
+			break;
+		n++;
+	}
+	pthread_mutex_unlock(&reg_lock);
+	pthread_mutex_unlock(&req_lock);
+	if (n)
+		log_info("egress gateway: handed the listeners of %u sandboxes back", n);
+}
+
+static bool wait_ready(pthread_t reader, uint64_t gen)
+{
+	(void)reader;
+	struct timespec deadline;
+	clock_gettime(CLOCK_MONOTONIC, &deadline);
+	deadline.tv_sec += READY_TIMEOUT_MS / 1000;
+	pthread_mutex_lock(&st_lock);
+	int r = 0;
+	while (!up && !stopping && generation == gen && r == 0)
+		r = pthread_cond_timedwait(&st_cond, &st_lock, &deadline);
+	bool ok = up;
+	pthread_mutex_unlock(&st_lock);
+	return ok;
+}
+
+static void sleep_interruptible(unsigned ms)
+{
+	struct timespec deadline;
+	clock_gettime(CLOCK_MONOTONIC, &deadline);
+	deadline.tv_sec += ms / 1000;
+	deadline.tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (deadline.tv_nsec >= 1000000000L) {
+		deadline.tv_sec++;
+		deadline.tv_nsec -= 1000000000L;
+	}
+	pthread_mutex_lock(&st_lock);
+	while (!stopping && pthread_cond_timedwait(&st_cond, &st_lock, &deadline) == 0)
+		;
+	pthread_mutex_unlock(&st_lock);
+}
+
+static void *supervisor_main(void *arg)
+{
+	(void)arg;
+	unsigned backoff = BACKOFF_MIN_MS;
+	bool first = true;
+	for (;;) {
+		int fd;
+		pid_t pid;
+		int r = spawn(&fd, &pid);
+		if (r < 0) {
+			log_error("egress gateway: cannot start %s: %s", conf.bin, strerror(-r));
+		} else {
+			pthread_mutex_lock(&st_lock);
+			ctl_fd = fd;
+			child_pid = pid;
+			uint64_t gen = generation;
+			pthread_mutex_unlock(&st_lock);
+			uint64_t t0 = now_ms_monotonic();
+			pthread_t reader;
+			pthread_create(&reader, NULL, reader_main, (void *)(intptr_t)fd);
+			if (wait_ready(reader, gen)) {
+				log_info("egress gateway: %s running as pid %d%s", conf.bin, (int)pid,
+				         first ? "" : " (restarted)");
+				metrics_set_egress_up(true);
+				handover_all();
+			} else {
+				log_error("egress gateway: %s did not become ready; killing it", conf.bin);
+				kill(pid, SIGKILL);
+			}
+			first = false;
+			pthread_join(reader, NULL);
+			pthread_mutex_lock(&st_lock);
+			up = false;
+			generation++;
+			pthread_cond_broadcast(&st_cond);
+			pthread_mutex_unlock(&st_lock);
+			metrics_set_egress_up(false);
+			pthread_mutex_lock(&req_lock);
+			close(fd);
+			pthread_mutex_lock(&st_lock);
+			ctl_fd = -1;
+			child_pid = 0;
+			pthread_mutex_unlock(&st_lock);
+			pthread_mutex_unlock(&req_lock);
+			kill(pid, SIGKILL);
+			int status = 0;
+			while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+				;
+			if (now_ms_monotonic() - t0 > HEALTHY_AFTER_MS)
+				backoff = BACKOFF_MIN_MS;
+			pthread_mutex_lock(&st_lock);
+			bool stop = stopping;
+			pthread_mutex_unlock(&st_lock);
+			if (stop)
+				break;
+			if (WIFSIGNALED(status))
+				log_error("egress gateway: pid %d killed by signal %d; restarting in %u ms", (int)pid,
+				          WTERMSIG(status), backoff);
+			else
+				log_error("egress gateway: pid %d exited with status %d; restarting in %u ms", (int)pid,
+				          WEXITSTATUS(status), backoff);
+			metrics_count_egress_restart();
+		}
+		sleep_interruptible(backoff);
+		backoff = MIN(backoff * 2, BACKOFF_MAX_MS);
+		pthread_mutex_lock(&st_lock);
+		bool stop = stopping;
+		pthread_mutex_unlock(&st_lock);
+		if (stop)
+			break;
+	}
+	return NULL;
+}
+
+int egress_start(const struct egress_config *c, struct al_error *err)
+{
+	if (access(c->bin, X_OK) < 0)
+		return al_error_set(err, AL_ERR_UNAVAILABLE, errno,
+		                    "egress gateway %s: %m (build it, or pass --egress-bin)", c->bin);
+	conf.bin = xstrdup(c->bin);
+	conf.resolver = c->resolver ? xstrdup(c->resolver) : NULL;
+	conf.trust_ca = c->trust_ca ? xstrdup(c->trust_ca) : NULL;
+	conf.log_path = c->log_path ? xstrdup(c->log_path) : NULL;
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&st_cond, &ca);
+	pthread_condattr_destroy(&ca);
+	stopping = false;
+	int e = pthread_create(&sup_thread, NULL, supervisor_main, NULL);
+	if (e)
+		return al_error_set(err, AL_ERR_INTERNAL, e, "egress gateway: thread: %s", strerror(e));
+	started = true;
+	/* Wait for the first start, so that the first sandboxes get a network
+	 * at once; a gateway that cannot start is retried in the background. */
+	struct timespec deadline;
+	clock_gettime(CLOCK_MONOTONIC, &deadline);
+	deadline.tv_sec += READY_TIMEOUT_MS / 1000;
+	pthread_mutex_lock(&st_lock);
+	int r = 0;
+	while (!up && r == 0)
+		r = pthread_cond_timedwait(&st_cond, &st_lock, &deadline);
+	bool ok = up;
+	pthread_mutex_unlock(&st_lock);
+	if (!ok)
+		log_error("egress gateway: not ready after %d ms; sandboxes have no network until it is",
+		          READY_TIMEOUT_MS);
+	return 0;
+}
+
+void egress_stop(void)
+{
+	if (!started)
+		return;
+	pthread_mutex_lock(&st_lock);
+	stopping = true;
+	pid_t pid = child_pid;
+	pthread_cond_broadcast(&st_cond);
+	pthread_mutex_unlock(&st_lock);
+	if (pid > 0)
+		kill(pid, SIGKILL);
+	pthread_join(sup_thread, NULL);
+	started = false;
+	pthread_mutex_lock(&reg_lock);
+	while (entries) {
+		struct entry *e = entries;
+		entries = e->next;
+		entry_free(e);
+	}
+	pthread_mutex_unlock(&reg_lock);
+}

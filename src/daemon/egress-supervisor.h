@@ -1,0 +1,47 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * airlockd's side of the egress gateway: starts airlock-egress as an
+ * unprivileged child (nobody, no capabilities, no_new_privs), hands it each
+ * sandbox's listeners and policy over the control channel (ctlmsg.h),
+ * turns its audit records into events and metrics, and restarts it when it
+ * dies, handing every listener back.
+ *
+ * Fail closed: while the gateway is down the sandboxes' rules still redirect
+ * everything to listeners nobody serves, so nothing leaves.
+ */
+#ifndef AIRLOCK_EGRESS_SUPERVISOR_H
+#define AIRLOCK_EGRESS_SUPERVISOR_H
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+#include "error.h"
+#include "netns.h"
+
+struct egress_config {
+	const char *bin;      /* airlock-egress */
+	const char *resolver; /* IP:PORT, NULL: the gateway's default (/etc/resolv.conf) */
+	const char *trust_ca; /* extra CA file for upstream TLS, or NULL */
+	const char *log_path; /* the gateway's stderr, appended */
+};
+
+/* Starts the gateway and waits (bounded) until it is ready. */
+int egress_start(const struct egress_config *c, struct al_error *err);
+/* Stops it (at daemon exit). */
+void egress_stop(void);
+
+/* Registers a sandbox: takes its listener fds (n->listen_fds are set to -1)
+ * and its policy (canonical JSON), and sends them to the gateway, waiting
+ * for its answer. While the gateway is down the sandbox is registered and
+ * handed over when it is back (its network is dead until then). */
+int egress_sandbox_add(const char *id, const char *tenant, const char *policy_json, struct netns *n,
+                       struct al_error *err);
+/* Replaces a sandbox's policy atomically. */
+int egress_sandbox_set_policy(const char *id, const char *policy_json, struct al_error *err);
+/* Forgets a sandbox: the gateway closes its listeners and connections. */
+void egress_sandbox_remove(const char *id);
+
+/* The gateway's pid (0 when down), for tests and /v1/admin. */
+pid_t egress_pid(void);
+
+#endif
