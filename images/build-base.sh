@@ -1,14 +1,14 @@
 #!/bin/sh
 # SPDX-License-Identifier: Apache-2.0
 # The `base` template: Debian bookworm (minbase) with python3, ca-certificates,
-# curl and git, plus a `user` account (uid 1000, home /home/user), as an ext4
+# curl, git, dig (dnsutils) and ip (iproute2), plus a `user` account (uid 1000, home /home/user), as an ext4
 # image of its content plus BASE_FREE_MIB of free space. Needs root (mmdebstrap
 # in root mode) and Debian's archive; ~35 s.
 # Usage: build-base.sh OUT_DIR   (writes OUT_DIR/rootfs.ext4, template.json)
 set -eu
 out=$1
 free_mib=${BASE_FREE_MIB:-512}
-packages=${BASE_PACKAGES:-python3,ca-certificates,curl,git}
+packages=${BASE_PACKAGES:-python3,ca-certificates,curl,git,dnsutils,iproute2}
 mirror=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 security=${DEBIAN_SECURITY_MIRROR:-http://deb.debian.org/debian-security}
 
@@ -35,5 +35,5 @@ rm -f "$out/rootfs.ext4.tmp"
 truncate -s "${size_mib}M" "$out/rootfs.ext4.tmp"
 mkfs.ext4 -q -F -d "$stage" -L base "$out/rootfs.ext4.tmp"
 mv -f "$out/rootfs.ext4.tmp" "$out/rootfs.ext4"
-printf '{"name":"base","description":"Debian bookworm with python3, ca-certificates, curl and git; root and user (uid 1000)"}\n' >"$out/template.json"
+printf '{"name":"base","description":"Debian bookworm with python3, ca-certificates, curl, git, dig and ip; root and user (uid 1000)"}\n' >"$out/template.json"
 echo "build-base: $out/rootfs.ext4: ${used_mib} MiB of files in a ${size_mib} MiB filesystem" >&2
