@@ -41,7 +41,7 @@ UNIT_LIBS_egress-policy := -ljansson -lpthread
 # The DNS codec of the gateway's listener and the upstream resolver (its test
 # runs a small DNS server on 127.0.0.1).
 UNIT_SRC_egress-dns := src/egress/egress-dns.c src/egress/egress-resolve.c src/egress/egress-addr.c
-UNIT_LIBS_egress-dns := -lcares -lpthread
+UNIT_LIBS_egress-dns := -lcares -lpthread -ljansson
 
 UNIT_ALL := $(patsubst tests/unit/test-%.c,%,$(wildcard tests/unit/test-*.c))
 unit_missing = $(strip $(foreach f,$(UNIT_SRC_$(1)),$(if $(wildcard $(f)),,$(f))) \
@@ -115,7 +115,7 @@ FUZZ_LIBS_fuzz-egress-host :=
 FUZZ_MAXLEN_fuzz-egress-host := 4096
 # DNS queries from the guest (parser and the response built from them).
 FUZZ_SRC_fuzz-egress-dns := src/egress/egress-dns.c
-FUZZ_LIBS_fuzz-egress-dns :=
+FUZZ_LIBS_fuzz-egress-dns := -ljansson
 FUZZ_MAXLEN_fuzz-egress-dns := 4096
 
 FUZZ_ALL := $(patsubst tests/fuzz/%.c,%,$(wildcard tests/fuzz/fuzz-*.c))
