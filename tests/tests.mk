@@ -15,7 +15,8 @@ PYTEST_ARGS ?=
 
 # ---------------------------------------------------------------- unit tests
 # A test tests/unit/test-NAME.c may name the sources it needs beyond
-# src/common (UNIT_SRC_NAME) and extra libraries (UNIT_LIBS_NAME). A test whose
+# src/common (UNIT_SRC_NAME) and extra libraries (UNIT_LIBS_NAME; jansson is always
+# linked: src/common/ctlmsg.c uses it). A test whose
 # sources do not exist yet is skipped with a message, so the build stays green
 # while components are being written.
 UNIT_SRC_api-request := src/daemon/api-request.c src/daemon/network-policy.c src/egress/egress-host.c src/egress/egress-addr.c
@@ -59,7 +60,7 @@ $(TEST_BUILD)/obj/%.o: %.c $(HEADERS) $(wildcard tests/unit/*.h) Makefile tests/
 
 define unit_rule
 $(TEST_BUILD)/test-$(1): $(TEST_BUILD)/obj/tests/unit/test-$(1).o $(TEST_COMMON_OBJ) $(patsubst %.c,$(TEST_BUILD)/obj/%.o,$(UNIT_SRC_$(1)))
-	$$(CC) $$(TEST_CFLAGS) -o $$@ $$^ -lcmocka $(UNIT_LIBS_$(1))
+	$$(CC) $$(TEST_CFLAGS) -o $$@ $$^ -lcmocka $(UNIT_LIBS_$(1)) -ljansson
 endef
 $(foreach t,$(UNIT_READY),$(eval $(call unit_rule,$(t))))
 
@@ -127,7 +128,7 @@ FUZZ_BINS := $(FUZZ_READY:%=$(FUZZ_BUILD)/%)
 define fuzz_rule
 $(FUZZ_BUILD)/$(1): tests/fuzz/$(1).c $(COMMON_SRC) $(FUZZ_SRC_$(1)) $(HEADERS) Makefile tests/tests.mk
 	@mkdir -p $$(dir $$@)
-	$$(FUZZ_CC) $$(FUZZ_CFLAGS) -o $$@ tests/fuzz/$(1).c $(COMMON_SRC) $(FUZZ_SRC_$(1)) $(FUZZ_LIBS_$(1))
+	$$(FUZZ_CC) $$(FUZZ_CFLAGS) -o $$@ tests/fuzz/$(1).c $(COMMON_SRC) $(FUZZ_SRC_$(1)) $(FUZZ_LIBS_$(1)) -ljansson
 endef
 $(foreach t,$(FUZZ_READY),$(eval $(call fuzz_rule,$(t))))
 
