@@ -332,6 +332,53 @@ static void test_create_unknown_field(void **state)
 
 /* ------------------------------------------------------------ exec */
 
+static void test_create_network(void **state)
+{
+	(void)state;
+	struct create_request r;
+	create_ok(body_str("{}"), 0, &r);
+	assert_null(r.network_json); /* absent: the daemon's default applies */
+	create_request_release(&r);
+
+	create_ok(body_str("{\"network\":{\"deny\":[\"evil.example.com\"],\"allow\":[\"*.Example.COM\",\"a.b:8443\","
+	                   "\"203.0.113.0/24:22\",\"[2001:db8::1]\"]}}"),
+	          0, &r);
+	/* Canonical text: sorted keys, both lists, rules as given (the gateway
+	 * canonicalises them once more itself). */
+	assert_string_equal(r.network_json, "{\"allow\":[\"*.Example.COM\",\"a.b:8443\",\"203.0.113.0/24:22\","
+	                                    "\"[2001:db8::1]\"],\"deny\":[\"evil.example.com\"]}");
+	create_request_release(&r);
+	create_ok(body_str("{\"network\":{}}"), 0, &r);
+	assert_string_equal(r.network_json, "{\"allow\":[],\"deny\":[]}");
+	create_request_release(&r);
+
+	static const char *const bad[] = {
+	    "[]",
+	    "{\"allow\":\"example.com\"}",
+	    "{\"allow\":[1]}",
+	    "{\"allow\":[\"*\"]}",
+	    "{\"allow\":[\"*.com\"]}",
+	    "{\"allow\":[\"*example.com\"]}",
+	    "{\"allow\":[\"a.*.example.com\"]}",
+	    "{\"allow\":[\"0x7f.0.0.1\"]}",
+	    "{\"allow\":[\"127.1\"]}",
+	    "{\"allow\":[\"203.0.113.1/24\"]}",
+	    "{\"allow\":[\"example.com:0\"]}",
+	    "{\"allow\":[\"example.com:65536\"]}",
+	    "{\"deny\":[\"exa mple.com\"]}",
+	    "{\"allow\":[],\"tls\":\"inspect\"}",
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+		json_error_t je;
+		create_bad(create_with("network", json_loads(bad[i], 0, &je)), 0, "network");
+	}
+	/* 513 rules */
+	json_t *many = json_array();
+	for (int i = 0; i < 513; i++)
+		json_array_append_new(many, json_sprintf("h%d.example.com", i));
+	create_bad(create_with("network", json_pack("{s:o}", "allow", many)), 0, "512");
+}
+
 static void test_exec_defaults(void **state)
 {
 	(void)state;
@@ -548,21 +595,14 @@ static void test_name_validators(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_create_defaults),
-	    cmocka_unit_test(test_create_full),
-	    cmocka_unit_test(test_create_template),
-	    cmocka_unit_test(test_create_vcpus),
-	    cmocka_unit_test(test_create_memory),
-	    cmocka_unit_test(test_create_env),
-	    cmocka_unit_test(test_create_metadata),
-	    cmocka_unit_test(test_create_malformed),
-	    cmocka_unit_test(test_create_unknown_field),
-	    cmocka_unit_test(test_exec_defaults),
-	    cmocka_unit_test(test_exec_cmd),
-	    cmocka_unit_test(test_exec_env_and_cwd),
-	    cmocka_unit_test(test_exec_stdin),
-	    cmocka_unit_test(test_exec_numbers),
-	    cmocka_unit_test(test_exec_malformed_and_unknown),
+	    cmocka_unit_test(test_create_defaults),  cmocka_unit_test(test_create_network),
+	    cmocka_unit_test(test_create_full),      cmocka_unit_test(test_create_template),
+	    cmocka_unit_test(test_create_vcpus),     cmocka_unit_test(test_create_memory),
+	    cmocka_unit_test(test_create_env),       cmocka_unit_test(test_create_metadata),
+	    cmocka_unit_test(test_create_malformed), cmocka_unit_test(test_create_unknown_field),
+	    cmocka_unit_test(test_exec_defaults),    cmocka_unit_test(test_exec_cmd),
+	    cmocka_unit_test(test_exec_env_and_cwd), cmocka_unit_test(test_exec_stdin),
+	    cmocka_unit_test(test_exec_numbers),     cmocka_unit_test(test_exec_malformed_and_unknown),
 	    cmocka_unit_test(test_name_validators),
 	};
 	return cmocka_run_group_tests_name("api-request", tests, NULL, NULL);
