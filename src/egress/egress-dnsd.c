@@ -1,0 +1,504 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The gateway's DNS listener (docs/egress.md, "DNS"): each sandbox's UDP
+ * socket and TCP listener on 10.0.2.2:53, to which the namespace's rules
+ * redirect every DNS query of the guest, whatever server it asked.
+ *
+ * Per query: a malformed one gets FORMERR (or nothing if even the header is
+ * unreadable); a type other than A/AAAA gets REFUSED; a name the policy does
+ * not allow gets NXDOMAIN at once, WITHOUT any upstream query (so DNS cannot
+ * carry data out); an allowed name is resolved by the gateway's own resolver,
+ * its answers filtered like the addresses the gateway dials, and answered
+ * with what is left. The answers are remembered per sandbox (address ->
+ * name) for connections to ports on which no name can be read.
+ *
+ * The epoll loop reads UDP queries and answers those it can decide alone;
+ * those that need the resolver go to a small pool of worker threads through
+ * a bounded queue (full: dropped, the guest retries), so a slow upstream
+ * never blocks another sandbox. DNS over TCP has a thread per connection.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "egress-runtime.h"
+#include "util.h"
+
+#define REASON_MAX 160
+#define DNS_RESPONSE_MAX EGRESS_DNS_UDP_MAX
+
+/* A query decided "allowed" and waiting for the resolver. */
+struct dns_pending {
+	struct egress_dns_query q;
+	struct egress_host host;
+	struct egress_policy *policy; /* the reference the decision used */
+	const char *rule;             /* in policy */
+	size_t out_max;               /* largest response the client takes */
+};
+
+struct egress_dns_job {
+	struct egress_dns_job *next;
+	struct egress_sandbox *sb; /* a reference */
+	int fd;                    /* a dup of the sandbox's UDP socket */
+	struct sockaddr_storage peer;
+	socklen_t peer_len;
+	struct dns_pending p;
+};
+
+enum dns_step {
+	DNS_ANSWERED, /* the response is in out */
+	DNS_RESOLVE,  /* allowed: needs the resolver (dns_pending filled) */
+	DNS_DROP,     /* not even a header: no response */
+};
+
+/* ------------------------------------------------------------ addresses */
+
+bool egress_addr_dialable(const struct egress_runtime *rt, const struct egress_policy *p,
+                          const struct egress_addr *addr, uint16_t port)
+{
+	bool explicit_ok = egress_policy_addr_explicit(p, addr, port);
+	for (size_t i = 0; !explicit_ok && i < rt->opt.n_public_cidrs; i++)
+		explicit_ok = egress_rule_match_addr(&rt->opt.public_cidrs[i], addr, EGRESS_PORT_HTTP);
+	return !egress_addr_is_forbidden(addr, explicit_ok);
+}
+
+int egress_resolve_checked(struct egress_runtime *rt, const struct egress_policy *p, const struct egress_host *host,
+                           uint16_t port, int family, struct egress_addr *out, size_t max, size_t *ret_n,
+                           uint32_t *ret_ttl, char *reason, size_t reason_size)
+{
+	struct egress_addr found[EGRESS_DNS_ADDRS_MAX];
+	size_t n = 0;
+	uint32_t ttl = 0;
+	struct al_error err = {0};
+	int r = egress_resolve(rt->resolver, host->name, family, found, ARRAY_SIZE(found), &n, &ttl, &err);
+	if (r < 0) {
+		if (r == -ENOENT)
+			snprintf(reason, reason_size, "%s has no %s address", host->name,
+			         family == AF_INET6 ? "IPv6" : "IPv4");
+		else
+			snprintf(reason, reason_size, "resolving %s: %s", host->name,
+			         err.message[0] ? err.message : strerror(-r));
+		return r == -ENOENT || r == -ETIMEDOUT ? r : -EIO;
+	}
+	size_t kept = 0;
+	const char *refused = NULL;
+	for (size_t i = 0; i < n && i < ARRAY_SIZE(found); i++) {
+		/* SECURITY: upstream answers are not trusted: each address is
+		 * classified, and only those the gateway may dial are kept. */
+		if (egress_addr_dialable(rt, p, &found[i], port)) {
+			if (kept < max)
+				out[kept++] = found[i];
+		} else if (!refused) {
+			struct egress_addr_info info;
+			egress_addr_classify(&found[i], &info);
+			refused = egress_addr_class_name(info.cls);
+		}
+	}
+	if (kept == 0) {
+		snprintf(reason, reason_size, "%s resolves to a forbidden address (%s)", host->name,
+		         refused ? refused : "none");
+		return -EACCES;
+	}
+	*ret_n = kept;
+	*ret_ttl = ttl;
+	return 0;
+}
+
+/* ------------------------------------------------------------ name map */
+
+void egress_namemap_add(struct egress_sandbox *sb, const struct egress_addr *addr, const char *name, uint32_t ttl_s)
+{
+	uint64_t now = now_ms_monotonic();
+	uint64_t expires = now + (uint64_t)ttl_s * 1000 + EGRESS_NAMEMAP_GRACE_MS;
+	pthread_mutex_lock(&sb->lock);
+	if (!sb->names)
+		sb->names = xcalloc(EGRESS_NAMEMAP_MAX, sizeof(*sb->names));
+	struct egress_namemap_entry *slot = NULL, *oldest = &sb->names[0];
+	for (size_t i = 0; i < EGRESS_NAMEMAP_MAX; i++) {
+		struct egress_namemap_entry *e = &sb->names[i];
+		if (e->expires_ms > now && egress_addr_equal(&e->addr, addr) && strcmp(e->name, name) == 0) {
+			slot = e;
+			break;
+		}
+		if (!slot && e->expires_ms <= now)
+			slot = e; /* free or expired */
+		if (e->expires_ms < oldest->expires_ms)
+			oldest = e;
+	}
+	/* Full: the entry closest to expiry makes room. */
+	if (!slot)
+		slot = oldest;
+	slot->addr = *addr;
+	strlcpy_al(slot->name, name, sizeof(slot->name));
+	slot->expires_ms = MAX(slot->expires_ms, expires);
+	pthread_mutex_unlock(&sb->lock);
+}
+
+size_t egress_namemap_find(struct egress_sandbox *sb, const struct egress_addr *addr,
+                           char (*names)[EGRESS_HOST_NAME_MAX + 1], size_t max)
+{
+	uint64_t now = now_ms_monotonic();
+	size_t n = 0;
+	pthread_mutex_lock(&sb->lock);
+	for (size_t i = 0; sb->names && i < EGRESS_NAMEMAP_MAX && n < max; i++) {
+		const struct egress_namemap_entry *e = &sb->names[i];
+		if (e->expires_ms > now && egress_addr_equal(&e->addr, addr))
+			strlcpy_al(names[n++], e->name, EGRESS_HOST_NAME_MAX + 1);
+	}
+	pthread_mutex_unlock(&sb->lock);
+	return n;
+}
+
+/* ------------------------------------------------------------ queries */
+
+static void dns_event(struct egress_sandbox *sb, const struct egress_dns_query *q, const struct egress_host *host,
+                      const char *asked, const char *verdict, const char *rule, json_t *answers, const char *reason)
+{
+	json_t *qtype = NULL;
+	if (!q)
+		qtype = json_null();
+	else if (q->qtype == EGRESS_DNS_TYPE_A)
+		qtype = json_string("A");
+	else if (q->qtype == EGRESS_DNS_TYPE_AAAA)
+		qtype = json_string("AAAA");
+	else
+		qtype = json_integer(q->qtype);
+	json_t *d =
+	    json_pack("{ssss?sossss?soss?}", "proto", "dns", "host", host ? host->name : NULL, "qtype", qtype,
+	              "verdict", verdict, "rule", rule, "answers", answers ? answers : json_array(), "reason", reason);
+	if (!d)
+		abort();
+	/* The codec returns LDH text only; escaped all the same. */
+	if (asked && asked[0] && (!host || strcmp(asked, host->name) != 0)) {
+		char shown[EGRESS_ASKED_HOST_MAX + 1];
+		egress_text_escape((const uint8_t *)asked, strlen(asked), shown, sizeof(shown));
+		json_object_set_new(d, "asked_host", json_string(shown));
+	}
+	egress_event(sb, "network.dns", d);
+}
+
+static size_t respond(const struct egress_dns_query *q, int rcode, const struct egress_addr *addrs, size_t n,
+                      uint32_t ttl, size_t out_max, uint8_t *out)
+{
+	size_t len = 0;
+	if (egress_dns_build_response(q, rcode, addrs, n, ttl, out, out_max, &len) < 0) {
+		egress_dns_build_error(q->id, EGRESS_DNS_RCODE_SERVFAIL, out);
+		len = 12;
+	}
+	return len;
+}
+
+/*
+ * Decides one query without the network. SECURITY: the message is guest
+ * input (any bytes, any size up to the buffer): the codec checks it
+ * strictly; the name is canonicalised before the policy sees it; a denied
+ * name is answered here, so the resolver never hears of it.
+ */
+static enum dns_step dns_decide(struct egress_sandbox *sb, const uint8_t *msg, size_t len, bool tcp,
+                                struct dns_pending *p, uint8_t *out, size_t *ret_len)
+{
+	struct al_error err = {0};
+	uint16_t id = 0;
+	*p = (struct dns_pending){0};
+	int r = egress_dns_parse_query(msg, len, &p->q, &id, &err);
+	if (r < 0) {
+		if (len < 12)
+			return DNS_DROP;
+		egress_dns_build_error(id, EGRESS_DNS_RCODE_FORMERR, out);
+		*ret_len = 12;
+		char reason[REASON_MAX];
+		egress_text_escape((const uint8_t *)err.message, strlen(err.message), reason, sizeof(reason));
+		dns_event(sb, NULL, NULL, NULL, "deny", NULL, NULL, reason);
+		return DNS_ANSWERED;
+	}
+	struct egress_dns_query *q = &p->q;
+	/* Without EDNS a UDP client takes 512 bytes. */
+	p->out_max = tcp ? DNS_RESPONSE_MAX
+	                 : (q->edns ? MIN((size_t)MAX(q->edns_udp_max, 512), (size_t)EGRESS_DNS_UDP_MAX) : 512);
+	bool canonical = egress_host_canonicalize((const uint8_t *)q->name, q->name_len, &p->host, &err) == 0 &&
+	                 p->host.kind == EGRESS_HOST_NAME;
+	if (q->qclass != EGRESS_DNS_CLASS_IN || (q->qtype != EGRESS_DNS_TYPE_A && q->qtype != EGRESS_DNS_TYPE_AAAA)) {
+		*ret_len = respond(q, EGRESS_DNS_RCODE_REFUSED, NULL, 0, 0, p->out_max, out);
+		dns_event(sb, q, canonical ? &p->host : NULL, q->name, "deny", NULL, NULL,
+		          "query type not served (only A and AAAA)");
+		return DNS_ANSWERED;
+	}
+	if (!canonical) {
+		*ret_len = respond(q, EGRESS_DNS_RCODE_NXDOMAIN, NULL, 0, 0, p->out_max, out);
+		dns_event(sb, q, NULL, q->name, "deny", NULL, NULL, "not a valid host name");
+		return DNS_ANSWERED;
+	}
+	p->policy = egress_policy_slot_get(&sb->policy);
+	if (!egress_policy_name_allowed(p->policy, &p->host, &p->rule)) {
+		*ret_len = respond(q, EGRESS_DNS_RCODE_NXDOMAIN, NULL, 0, 0, p->out_max, out);
+		dns_event(sb, q, &p->host, q->name, "deny", p->rule, NULL,
+		          p->rule ? "denied by rule" : "no rule allows this name");
+		egress_policy_unref(TAKE_PTR(p->policy));
+		return DNS_ANSWERED;
+	}
+	return DNS_RESOLVE;
+}
+
+/*
+ * An allowed name: resolve, filter, answer, remember. Decisions (documented
+ * in docs/egress.md): no address of the asked family -> NOERROR without
+ * answers (the resolver does not tell NXDOMAIN from NODATA, and NXDOMAIN
+ * for AAAA would hide the A records); every address forbidden -> NOERROR
+ * without answers and a deny event; a resolver failure -> SERVFAIL.
+ */
+static size_t dns_resolve(struct egress_runtime *rt, struct egress_sandbox *sb, struct dns_pending *p, uint8_t *out)
+{
+	struct egress_addr addrs[EGRESS_DNS_ADDRS_MAX];
+	size_t n = 0;
+	uint32_t ttl = 0;
+	char reason[REASON_MAX] = "";
+	int family = p->q.qtype == EGRESS_DNS_TYPE_A ? AF_INET : AF_INET6;
+	int r = egress_resolve_checked(rt, p->policy, &p->host, 0, family, addrs, ARRAY_SIZE(addrs), &n, &ttl, reason,
+	                               sizeof(reason));
+	size_t len;
+	if (r == 0) {
+		len = respond(&p->q, EGRESS_DNS_RCODE_NOERROR, addrs, n, ttl, p->out_max, out);
+		json_t *answers = json_array();
+		for (size_t i = 0; i < n; i++) {
+			char text[64];
+			egress_addr_format(&addrs[i], 0, text, sizeof(text));
+			json_array_append_new(answers, json_string(text));
+			egress_namemap_add(sb, &addrs[i], p->host.name, ttl);
+		}
+		dns_event(sb, &p->q, &p->host, p->q.name, "allow", p->rule, answers, NULL);
+	} else if (r == -ENOENT || r == -EACCES) {
+		len = respond(&p->q, EGRESS_DNS_RCODE_NOERROR, NULL, 0, 0, p->out_max, out);
+		dns_event(sb, &p->q, &p->host, p->q.name, r == -EACCES ? "deny" : "allow", p->rule, NULL, reason);
+	} else {
+		len = respond(&p->q, EGRESS_DNS_RCODE_SERVFAIL, NULL, 0, 0, p->out_max, out);
+		dns_event(sb, &p->q, &p->host, p->q.name, "allow", p->rule, NULL, reason);
+	}
+	return len;
+}
+
+/* ------------------------------------------------------------ UDP */
+
+static void job_free(struct egress_dns_job *job)
+{
+	egress_policy_unref(job->p.policy);
+	egress_sandbox_unref(job->sb);
+	if (job->fd >= 0)
+		close(job->fd);
+	free(job);
+}
+
+static void *dns_worker_main(void *arg)
+{
+	struct egress_runtime *rt = arg;
+	uint8_t out[DNS_RESPONSE_MAX];
+	for (;;) {
+		pthread_mutex_lock(&rt->dns_lock);
+		while (!rt->dns_head)
+			pthread_cond_wait(&rt->dns_cond, &rt->dns_lock);
+		struct egress_dns_job *job = rt->dns_head;
+		rt->dns_head = job->next;
+		if (!rt->dns_head)
+			rt->dns_tail = NULL;
+		rt->dns_len--;
+		pthread_mutex_unlock(&rt->dns_lock);
+
+		if (!egress_sandbox_removed(job->sb)) {
+			size_t len = dns_resolve(rt, job->sb, &job->p, out);
+			sendto(job->fd, out, len, MSG_DONTWAIT | MSG_NOSIGNAL, (struct sockaddr *)&job->peer,
+			       job->peer_len);
+		}
+		job_free(job);
+	}
+	return NULL;
+}
+
+static void dns_enqueue(struct egress_runtime *rt, struct egress_sandbox *sb, struct dns_pending *p,
+                        const struct sockaddr_storage *peer, socklen_t peer_len)
+{
+	pthread_mutex_lock(&rt->dns_lock);
+	bool full = rt->dns_len >= EGRESS_DNS_QUEUE_MAX;
+	uint64_t dropped = full ? ++rt->dns_dropped : 0;
+	pthread_mutex_unlock(&rt->dns_lock);
+	int fd = full ? -1 : fcntl(sb->fds[EGRESS_FD_DNS_UDP], F_DUPFD_CLOEXEC, 3);
+	if (fd < 0) {
+		/* The guest's resolver retries; a flood only hurts itself. */
+		if (dropped && (dropped & (dropped - 1)) == 0)
+			egress_log(EGRESS_LOG_WARN, "DNS queue full: %llu queries dropped so far",
+			           (unsigned long long)dropped);
+		egress_policy_unref(p->policy);
+		return;
+	}
+	struct egress_dns_job *job = xcalloc(1, sizeof(*job));
+	job->sb = egress_sandbox_ref(sb);
+	/* Its own fd: "remove" may close the sandbox's meanwhile. */
+	job->fd = fd;
+	job->peer = *peer;
+	job->peer_len = peer_len;
+	job->p = *p;
+	pthread_mutex_lock(&rt->dns_lock);
+	if (rt->dns_tail)
+		rt->dns_tail->next = job;
+	else
+		rt->dns_head = job;
+	rt->dns_tail = job;
+	rt->dns_len++;
+	pthread_cond_signal(&rt->dns_cond);
+	pthread_mutex_unlock(&rt->dns_lock);
+}
+
+void egress_dnsd_udp_ready(struct egress_runtime *rt, struct egress_sandbox *sb)
+{
+	int fd = sb->fds[EGRESS_FD_DNS_UDP];
+	uint8_t msg[EGRESS_DNS_UDP_MAX];
+	uint8_t out[DNS_RESPONSE_MAX];
+	for (int i = 0; i < EGRESS_LOOP_BATCH; i++) {
+		struct sockaddr_storage peer;
+		socklen_t peer_len = sizeof(peer);
+		ssize_t n =
+		    recvfrom(fd, msg, sizeof(msg), MSG_DONTWAIT | MSG_TRUNC, (struct sockaddr *)&peer, &peer_len);
+		if (n < 0) {
+			if (errno != EAGAIN && errno != EINTR)
+				egress_log(EGRESS_LOG_WARN, "%s: DNS recvfrom: %s", sb->id, strerror(errno));
+			return;
+		}
+		/* Over the limit (MSG_TRUNC tells): no query is that big; dropped. */
+		if ((size_t)n > sizeof(msg))
+			continue;
+		struct dns_pending p;
+		size_t out_len = 0;
+		enum dns_step step = dns_decide(sb, msg, (size_t)n, false, &p, out, &out_len);
+		if (step == DNS_ANSWERED)
+			sendto(fd, out, out_len, MSG_DONTWAIT | MSG_NOSIGNAL, (struct sockaddr *)&peer, peer_len);
+		else if (step == DNS_RESOLVE)
+			dns_enqueue(rt, sb, &p, &peer, peer_len);
+	}
+}
+
+/* ------------------------------------------------------------ TCP */
+
+struct dns_tcp {
+	struct egress_runtime *rt;
+	struct egress_sandbox *sb; /* a reference */
+	struct egress_track track;
+	int fd;
+};
+
+/* Reads exactly n bytes before deadline: 0, -EPIPE at EOF, -ETIMEDOUT, -errno. */
+static int read_exact(int fd, uint8_t *buf, size_t n, uint64_t deadline_ms)
+{
+	size_t got = 0;
+	while (got < n) {
+		ssize_t r = recv(fd, buf + got, n - got, MSG_DONTWAIT);
+		if (r > 0) {
+			got += (size_t)r;
+			continue;
+		}
+		if (r == 0)
+			return -EPIPE;
+		if (errno == EINTR)
+			continue;
+		if (errno != EAGAIN)
+			return -errno;
+		uint64_t now = now_ms_monotonic();
+		if (now >= deadline_ms)
+			return -ETIMEDOUT;
+		struct pollfd p = {.fd = fd, .events = POLLIN};
+		if (poll(&p, 1, (int)(deadline_ms - now)) < 0 && errno != EINTR)
+			return -errno;
+	}
+	return 0;
+}
+
+static void dns_tcp_serve(struct dns_tcp *t)
+{
+	uint8_t msg[EGRESS_DNS_TCP_MAX];
+	uint8_t out[2 + DNS_RESPONSE_MAX];
+	for (;;) {
+		/* SECURITY: the length prefix is guest input: bounded before
+		 * anything is read into the fixed buffer. */
+		uint8_t hdr[2];
+		uint64_t deadline = now_ms_monotonic() + EGRESS_DNS_TCP_IDLE_MS;
+		if (read_exact(t->fd, hdr, 2, deadline) < 0)
+			return;
+		size_t len = (size_t)hdr[0] << 8 | hdr[1];
+		if (len == 0 || len > sizeof(msg))
+			return;
+		if (read_exact(t->fd, msg, len, deadline) < 0)
+			return;
+		struct dns_pending p;
+		size_t out_len = 0;
+		enum dns_step step = dns_decide(t->sb, msg, len, true, &p, out + 2, &out_len);
+		if (step == DNS_DROP)
+			return;
+		if (step == DNS_RESOLVE) {
+			out_len = dns_resolve(t->rt, t->sb, &p, out + 2);
+			egress_policy_unref(p.policy);
+		}
+		out[0] = (uint8_t)(out_len >> 8);
+		out[1] = (uint8_t)out_len;
+		if (write_full_timeout(t->fd, out, 2 + out_len, EGRESS_DNS_TCP_IDLE_MS) < 0)
+			return;
+	}
+}
+
+static void *dns_tcp_main(void *arg)
+{
+	struct dns_tcp *t = arg;
+	dns_tcp_serve(t);
+	egress_sandbox_untrack(t->sb, &t->track, true);
+	close(t->fd);
+	atomic_fetch_sub(&t->rt->n_conns, 1);
+	egress_sandbox_unref(t->sb);
+	free(t);
+	return NULL;
+}
+
+void egress_dnsd_tcp_accept(struct egress_runtime *rt, struct egress_sandbox *sb)
+{
+	for (int i = 0; i < EGRESS_LOOP_BATCH; i++) {
+		int fd = egress_accept(rt, sb->fds[EGRESS_FD_DNS_TCP]);
+		if (fd < 0) {
+			if (fd != -EAGAIN && fd != -EMFILE)
+				egress_log(EGRESS_LOG_WARN, "%s: DNS accept: %s", sb->id, strerror(-fd));
+			return;
+		}
+		if (atomic_fetch_add(&rt->n_conns, 1) >= rt->opt.max_connections) {
+			atomic_fetch_sub(&rt->n_conns, 1);
+			egress_close_reset(fd);
+			continue;
+		}
+		struct dns_tcp *t = xcalloc(1, sizeof(*t));
+		*t = (struct dns_tcp){.rt = rt, .fd = fd};
+		t->track = (struct egress_track){.client_fd = fd, .upstream_fd = -1};
+		if (!egress_sandbox_track(sb, &t->track, true)) {
+			/* Over the per-sandbox DNS-over-TCP limit. */
+			atomic_fetch_sub(&rt->n_conns, 1);
+			egress_close_reset(fd);
+			free(t);
+			continue;
+		}
+		t->sb = egress_sandbox_ref(sb);
+		if (egress_thread_start(dns_tcp_main, t) < 0) {
+			egress_sandbox_untrack(sb, &t->track, true);
+			egress_sandbox_unref(sb);
+			atomic_fetch_sub(&rt->n_conns, 1);
+			egress_close_reset(fd);
+			free(t);
+		}
+	}
+}
+
+int egress_dnsd_start(struct egress_runtime *rt)
+{
+	for (int i = 0; i < EGRESS_DNS_WORKERS; i++) {
+		int r = egress_thread_start(dns_worker_main, rt);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}

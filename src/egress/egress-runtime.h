@@ -1,0 +1,245 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * airlock-egress's runtime, shared by its modules (internal to the binary):
+ *
+ *   egress-main.c   options, logging, start-up, the exit path
+ *   egress-ctl.c    the control channel from airlockd (a thread), the
+ *                   sandbox table, audit events (a sender thread)
+ *   egress-conn.c   the epoll loop over every sandbox's listeners (one
+ *                   thread) and a thread per guest TCP connection: sniff,
+ *                   decide, resolve, dial, splice
+ *   egress-dnsd.c   the DNS listener (UDP in the loop + worker threads, TCP a
+ *                   thread per connection), checked resolution, and each
+ *                   sandbox's map of the addresses its DNS answers named
+ *
+ * Locking, outermost first: rt->loop_lock (the sandbox table, every
+ * listener fd, the epoll set; held by the loop while it handles a batch of
+ * events and by the control thread while it changes a sandbox's listeners),
+ * then sandbox->lock (its connections, counters, name map), then the policy
+ * slot's lock. The event queue, DNS job queue and the send lock are leaves.
+ * Nothing is sent on the control socket with any other lock held.
+ */
+#ifndef AIRLOCK_EGRESS_RUNTIME_H
+#define AIRLOCK_EGRESS_RUNTIME_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include <jansson.h>
+
+#include "egress-addr.h"
+#include "egress-dns.h"
+#include "egress-host.h"
+#include "egress-policy.h"
+
+/* ------------------------------------------------------------ limits */
+
+#define EGRESS_SANDBOX_ID_MAX 64       /* [A-Za-z0-9._-], airlockd's ids are "sb-" + hex */
+#define EGRESS_TENANT_MAX 64           /* same alphabet, "" or absent for none */
+#define EGRESS_SANDBOXES_MAX 4096      /* "add" beyond this is refused */
+#define EGRESS_PUBLIC_CIDRS_MAX 16     /* --public-cidr */
+#define EGRESS_SNIFF_TIMEOUT_MS 10000  /* for the request head / ClientHello */
+#define EGRESS_RESOLVE_TIMEOUT_MS 2500 /* per upstream query (the resolver retries once) */
+#define EGRESS_DIAL_ATTEMPTS_MAX 3     /* addresses tried, each with --connect-timeout-ms */
+#define EGRESS_NAMEMAP_MAX 1024        /* address -> name entries per sandbox */
+#define EGRESS_NAMEMAP_GRACE_MS 60000  /* an entry outlives its TTL by this */
+#define EGRESS_NAMEMAP_NAMES_MAX 8     /* names looked at for one address */
+#define EGRESS_DNS_TCP_PER_SANDBOX 16  /* concurrent DNS-over-TCP connections */
+#define EGRESS_DNS_TCP_IDLE_MS 10000
+#define EGRESS_DNS_WORKERS 8        /* threads resolving UDP queries */
+#define EGRESS_DNS_QUEUE_MAX 256    /* UDP queries waiting for a worker; more are dropped */
+#define EGRESS_EVENT_QUEUE_MAX 8192 /* events waiting for the control socket; more are dropped */
+#define EGRESS_ASKED_HOST_MAX 256   /* "asked_host": escaped raw Host/SNI, bytes */
+#define EGRESS_LOOP_BATCH 64        /* accepts / datagrams per listener per wake-up */
+#define EGRESS_THREAD_STACK (256 * 1024)
+#define EGRESS_REPLY_TIMEOUT_MS 2000 /* writing a 403/502 to a guest */
+
+enum egress_log_level {
+	EGRESS_LOG_ERROR = 0,
+	EGRESS_LOG_WARN,
+	EGRESS_LOG_INFO,
+	EGRESS_LOG_DEBUG,
+};
+
+/* The command line (egress-main.c), read-only after start-up. */
+struct egress_options {
+	int control_fd;
+	struct sockaddr_storage resolver;
+	socklen_t resolver_len;
+	char resolver_text[64];
+	char *trust_ca; /* checked readable; used by TLS interception (later) */
+	unsigned connect_timeout_ms;
+	unsigned idle_timeout_s;
+	unsigned max_connection_s;
+	unsigned max_connections;
+	unsigned max_connections_per_sandbox;
+	enum egress_log_level log_level;
+	/* --public-cidr: networks dialled as if public (test networks built
+	 * from the documentation ranges); CIDR rules without a port. */
+	struct egress_rule public_cidrs[EGRESS_PUBLIC_CIDRS_MAX];
+	size_t n_public_cidrs;
+};
+
+/* ------------------------------------------------------------ sandboxes */
+
+enum {
+	EGRESS_FD_TCP = 0, /* the redirected TCP listener (10.0.2.2:15001) */
+	EGRESS_FD_DNS_UDP, /* 10.0.2.2:53 datagram */
+	EGRESS_FD_DNS_TCP, /* 10.0.2.2:53 stream listener */
+	EGRESS_FD_COUNT,
+};
+
+/* A connection (guest TCP or DNS over TCP) as its sandbox knows it, so that
+ * "remove" can shut it down. Fields under sandbox->lock; the fds stay owned
+ * (and are closed) by the connection's thread after it untracks itself. */
+struct egress_track {
+	struct egress_track *prev, *next;
+	int client_fd;
+	int upstream_fd; /* -1: none */
+};
+
+struct egress_namemap_entry {
+	struct egress_addr addr;
+	uint64_t expires_ms; /* monotonic; 0: free */
+	char name[EGRESS_HOST_NAME_MAX + 1];
+};
+
+struct egress_runtime;
+
+struct egress_sandbox {
+	atomic_uint refs;
+	struct egress_runtime *rt;
+	char id[EGRESS_SANDBOX_ID_MAX + 1];
+	struct egress_policy_slot policy;
+
+	/* Under rt->loop_lock. */
+	struct egress_sandbox *next;
+	uint64_t key; /* epoll tag: a stale event never finds a new sandbox */
+	int fds[EGRESS_FD_COUNT];
+	char tenant[EGRESS_TENANT_MAX + 1];
+
+	/* Under lock. */
+	pthread_mutex_t lock;
+	bool removed;
+	unsigned n_conns;
+	unsigned n_dns_tcp;
+	struct egress_track tracks;         /* circular list head */
+	struct egress_namemap_entry *names; /* EGRESS_NAMEMAP_MAX, allocated on first use */
+};
+
+/* ------------------------------------------------------------ the runtime */
+
+struct egress_event_node;
+struct egress_dns_job;
+
+struct egress_runtime {
+	struct egress_options opt;
+	struct egress_resolver *resolver;
+	int ctl_fd;
+	int epoll_fd;
+	int stop_fd;    /* eventfd: the control channel is gone, exit */
+	int reserve_fd; /* released to shed a connection when out of fds */
+
+	pthread_mutex_t loop_lock;
+	struct egress_sandbox *sandboxes;
+	size_t n_sandboxes;
+	uint64_t next_key;
+
+	atomic_uint n_conns; /* guest TCP + DNS-over-TCP connections, all sandboxes */
+
+	pthread_mutex_t send_lock; /* one ctlmsg_send at a time */
+
+	pthread_mutex_t ev_lock;
+	pthread_cond_t ev_cond;
+	struct egress_event_node *ev_head, *ev_tail;
+	size_t ev_len;
+	uint64_t ev_dropped;
+
+	pthread_mutex_t dns_lock;
+	pthread_cond_t dns_cond;
+	struct egress_dns_job *dns_head, *dns_tail;
+	size_t dns_len;
+	uint64_t dns_dropped;
+};
+
+/* ------------------------------------------------------------ egress-main.c */
+
+void egress_log(enum egress_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Starts a detached thread with the runtime's stack size. */
+int egress_thread_start(void *(*fn)(void *), void *arg);
+
+/* ------------------------------------------------------------ egress-ctl.c */
+
+/* Sends "ready", then starts the control reader and the event sender. */
+int egress_ctl_start(struct egress_runtime *rt);
+
+/* Queues an audit event {"op":"event","sandbox":ID,"type":type,"data":data}
+ * (data is stolen) and logs it; never blocks on the control socket. */
+void egress_event(struct egress_sandbox *sb, const char *type, json_t *data);
+
+struct egress_sandbox *egress_sandbox_ref(struct egress_sandbox *sb);
+void egress_sandbox_unref(struct egress_sandbox *sb);
+/* The sandbox with this epoll key, or NULL. Called with rt->loop_lock held;
+ * the pointer is valid while it is. */
+struct egress_sandbox *egress_sandbox_by_key(struct egress_runtime *rt, uint64_t key);
+bool egress_sandbox_removed(struct egress_sandbox *sb);
+
+/* Links a connection into its sandbox, if the sandbox's limit (dns: the
+ * DNS-over-TCP one) allows and it is not removed. */
+bool egress_sandbox_track(struct egress_sandbox *sb, struct egress_track *t, bool dns);
+void egress_sandbox_untrack(struct egress_sandbox *sb, struct egress_track *t, bool dns);
+/* Records the upstream socket so that "remove" shuts it down too;
+ * -ECANCELED when the sandbox is being removed. fd -1 forgets it. */
+int egress_sandbox_set_upstream(struct egress_sandbox *sb, struct egress_track *t, int fd);
+
+/* ------------------------------------------------------------ egress-conn.c */
+
+/* The epoll loop; returns when stop_fd is signalled. */
+int egress_loop_run(struct egress_runtime *rt);
+/* Adds / removes a sandbox's listeners to / from the epoll set (loop_lock held). */
+int egress_loop_watch(struct egress_runtime *rt, struct egress_sandbox *sb);
+void egress_loop_unwatch(struct egress_runtime *rt, struct egress_sandbox *sb);
+/* accept4() that sheds the connection instead of spinning when the process
+ * is out of fds. Returns the fd (O_CLOEXEC|O_NONBLOCK) or -errno. */
+int egress_accept(struct egress_runtime *rt, int listen_fd);
+/* Closes with a TCP reset (SO_LINGER 0). */
+void egress_close_reset(int fd);
+/* Handles readiness of a sandbox's TCP listener (loop thread). */
+void egress_conn_accept(struct egress_runtime *rt, struct egress_sandbox *sb);
+
+/* ------------------------------------------------------------ egress-dnsd.c */
+
+int egress_dnsd_start(struct egress_runtime *rt);
+void egress_dnsd_udp_ready(struct egress_runtime *rt, struct egress_sandbox *sb);
+void egress_dnsd_tcp_accept(struct egress_runtime *rt, struct egress_sandbox *sb);
+
+/* May the gateway dial this address for this policy and port (0: any)? Not
+ * forbidden, or named by an allow rule, or in a --public-cidr network. */
+bool egress_addr_dialable(const struct egress_runtime *rt, const struct egress_policy *p,
+                          const struct egress_addr *addr, uint16_t port);
+
+/*
+ * Resolves a canonical name (never an IP literal) and keeps the addresses
+ * egress_addr_dialable() accepts. Returns 0 (n >= 1), -ENOENT (no address),
+ * -EACCES (every address refused: reason says which class), -ETIMEDOUT or
+ * -EIO (resolver failure). reason (always set on error) is short, for
+ * events.
+ */
+int egress_resolve_checked(struct egress_runtime *rt, const struct egress_policy *p, const struct egress_host *host,
+                           uint16_t port, int family, struct egress_addr *out, size_t max, size_t *ret_n,
+                           uint32_t *ret_ttl, char *reason, size_t reason_size);
+
+/* The sandbox's map of addresses its DNS answers named. */
+void egress_namemap_add(struct egress_sandbox *sb, const struct egress_addr *addr, const char *name, uint32_t ttl_s);
+size_t egress_namemap_find(struct egress_sandbox *sb, const struct egress_addr *addr,
+                           char (*names)[EGRESS_HOST_NAME_MAX + 1], size_t max);
+
+bool egress_addr_equal(const struct egress_addr *a, const struct egress_addr *b);
+/* "203.0.113.7:443" / "[2001:db8::1]:443" (port 0: no port). */
+void egress_addr_format(const struct egress_addr *a, uint16_t port, char *buf, size_t size);
+
+#endif
