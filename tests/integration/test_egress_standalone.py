@@ -1,0 +1,820 @@
+# SPDX-License-Identifier: Apache-2.0
+"""airlock-egress alone: no airlockd, no VM.
+
+The test plays airlockd. It builds a small world of network namespaces:
+
+    aeg-cli-PID   the "guest": 10.0.2.15/24 on a veth, default route via
+                  10.0.2.2
+    aeg-sbx-PID   the "sandbox" namespace: 10.0.2.2/24 on the other end,
+                  nftables redirecting DNS (UDP/TCP 53, any destination) to
+                  10.0.2.2:53 and every other TCP connection to
+                  10.0.2.2:15001, no forwarding; the listening sockets
+                  bound there are created by this test (as airlockd does)
+    aeg-egr-PID   where airlock-egress runs, as nobody, and the "internet"
+                  it reaches: the test hosts' addresses on lo, tiny servers
+                  (HTTP :80, a TLS-ish :443 that logs the ClientHello, TCP
+                  echo :7000) and an authoritative DNS server that logs
+                  every query
+
+Sockets are created inside a namespace by a thread that joined it (setns(2)
+through ctypes; Debian's Python has no os.setns). airlock-egress gets one
+end of a SOCK_SEQPACKET pair as --control-fd; the test sends "add" with the
+three listeners and a policy, then acts as the guest. Nothing leaves the
+three namespaces. Run with `pytest-3`; needs root and build/airlock-egress.
+"""
+import ctypes
+import json
+import os
+import random
+import select
+import socket
+import ssl
+import struct
+import subprocess
+import threading
+import time
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BUILD = os.path.abspath(os.environ.get("BUILD", os.path.join(ROOT, "build")))
+EGRESS = os.path.join(BUILD, "airlock-egress")
+
+TAG = str(os.getpid())
+NS_CLIENT = f"aeg-cli-{TAG}"
+NS_SBX = f"aeg-sbx-{TAG}"
+NS_EGRESS = f"aeg-egr-{TAG}"
+
+GUEST_IP = "10.0.2.15"
+GATEWAY_IP = "10.0.2.2"
+EGRESS_PORT = 15001
+ALLOWED_IP = "192.0.2.10"
+OTHER_IP = "192.0.2.20"
+DNS_IP = "198.51.100.53"
+PRIVATE_IP = "10.1.2.3"
+
+RECORDS = {
+    "www.allowed.test": ALLOWED_IP,
+    "api.allowed.test": ALLOWED_IP,
+    "echo.allowed.test": ALLOWED_IP,
+    "blocked.allowed.test": ALLOWED_IP,
+    "private.allowed.test": PRIVATE_IP,
+    "www.other.test": OTHER_IP,
+}
+
+POLICY = {
+    "allow": ["*.allowed.test", "echo.allowed.test:7000", "echo.allowed.test:8000"],
+    "deny": ["blocked.allowed.test"],
+}
+
+SANDBOX = "sb-standalone"
+LOG = os.path.join(BUILD, "test-egress-standalone.log")  # the gateways' stderr
+TIMEOUT = 5
+
+libc = ctypes.CDLL(None, use_errno=True)
+CLONE_NEWNET = 0x40000000
+
+
+# ------------------------------------------------------------- namespaces
+
+def pattern(n):
+    block = bytes(range(256)) * 256
+    return (block * (n // len(block) + 1))[:n]
+
+
+def run(*cmd, ns=None, check=True):
+    full = (["ip", "netns", "exec", ns] if ns else []) + list(cmd)
+    return subprocess.run(full, check=check, capture_output=True, text=True)
+
+
+def in_netns(ns, fn):
+    """Runs fn() in a thread that joined netns ns (setns is per thread);
+    the sockets fn creates stay in that namespace."""
+    result = {}
+
+    def body():
+        try:
+            fd = os.open(f"/run/netns/{ns}", os.O_RDONLY | os.O_CLOEXEC)
+            try:
+                if libc.setns(fd, CLONE_NEWNET) != 0:
+                    err = ctypes.get_errno()
+                    raise OSError(err, f"setns {ns}: {os.strerror(err)}")
+            finally:
+                os.close(fd)
+            result["value"] = fn()
+        except BaseException as e:  # handed to the caller
+            result["error"] = e
+
+    t = threading.Thread(target=body)
+    t.start()
+    t.join()
+    if "error" in result:
+        raise result["error"]
+    return result["value"]
+
+
+def sock_in(ns, kind=socket.SOCK_STREAM, bind=None, listen=False):
+    def make():
+        s = socket.socket(socket.AF_INET, kind)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if bind:
+            s.bind(bind)
+        if listen:
+            s.listen(128)
+        return s
+    return in_netns(ns, make)
+
+
+def delete_namespaces():
+    for ns in (NS_CLIENT, NS_SBX, NS_EGRESS):
+        run("ip", "netns", "del", ns, check=False)
+
+
+NFT_RULES = f"""
+table inet airlock {{
+    chain prerouting {{
+        type nat hook prerouting priority dstnat; policy accept;
+        iifname "veth-sbx" udp dport 53 redirect to :53
+        iifname "veth-sbx" tcp dport 53 redirect to :53
+        iifname "veth-sbx" meta l4proto tcp redirect to :{EGRESS_PORT}
+    }}
+    chain input {{
+        type filter hook input priority filter; policy accept;
+        iifname "veth-sbx" meta nfproto ipv6 drop
+    }}
+}}
+"""
+
+
+def create_namespaces():
+    delete_namespaces()
+    for ns in (NS_CLIENT, NS_SBX, NS_EGRESS):
+        run("ip", "netns", "add", ns)
+        run("ip", "link", "set", "lo", "up", ns=ns)
+    run("ip", "link", "add", "veth-cli", "netns", NS_CLIENT, "type", "veth", "peer", "name", "veth-sbx",
+        "netns", NS_SBX)
+    run("ip", "addr", "add", f"{GUEST_IP}/24", "dev", "veth-cli", ns=NS_CLIENT)
+    run("ip", "link", "set", "veth-cli", "up", ns=NS_CLIENT)
+    run("ip", "route", "add", "default", "via", GATEWAY_IP, ns=NS_CLIENT)
+    run("ip", "addr", "add", f"{GATEWAY_IP}/24", "dev", "veth-sbx", ns=NS_SBX)
+    run("ip", "link", "set", "veth-sbx", "up", ns=NS_SBX)
+    subprocess.run(["ip", "netns", "exec", NS_SBX, "nft", "-f", "-"], input=NFT_RULES, text=True, check=True,
+                   capture_output=True)
+    for ip in (ALLOWED_IP, OTHER_IP, DNS_IP, PRIVATE_IP):
+        run("ip", "addr", "add", f"{ip}/32", "dev", "lo", ns=NS_EGRESS)
+
+
+# ------------------------------------------------------------- the "internet"
+
+class Internet:
+    """Servers inside NS_EGRESS; every connection and query is logged."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.log = []  # (kind, local_ip, detail)
+        self.sockets = []
+
+    def record(self, kind, local, detail):
+        with self.lock:
+            self.log.append((kind, local, detail))
+
+    def entries(self, kind):
+        with self.lock:
+            return [(local, detail) for k, local, detail in self.log if k == kind]
+
+    def dns_names(self):
+        return [name for _, (name, _) in self.entries("dns")]
+
+    def serve_tcp(self, ip, port, handler):
+        s = sock_in(NS_EGRESS, bind=(ip, port), listen=True)
+        self.sockets.append(s)
+
+        def loop():
+            while True:
+                try:
+                    c, _ = s.accept()
+                except OSError:
+                    return
+                threading.Thread(target=self._handle, args=(handler, c), daemon=True).start()
+        threading.Thread(target=loop, daemon=True).start()
+
+    @staticmethod
+    def _handle(handler, c):
+        with c:
+            c.settimeout(TIMEOUT)
+            try:
+                handler(c)
+            except OSError:
+                pass
+
+    def http(self, c):
+        data = b""
+        while b"\r\n\r\n" not in data:
+            chunk = c.recv(4096)
+            if not chunk:
+                return
+            data += chunk
+        head = data.split(b"\r\n\r\n", 1)[0].decode("latin-1").split("\r\n")
+        host = next((line.split(":", 1)[1].strip() for line in head[1:] if line.lower().startswith("host:")), None)
+        local = c.getsockname()[0]
+        self.record("http", local, host)
+        body = f"hello from {local} for {host}\n".encode()
+        c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n" % len(body) + body)
+
+    def tls(self, c):
+        data = b""
+        while len(data) < 5 or len(data) < 5 + struct.unpack(">H", data[3:5])[0]:
+            chunk = c.recv(65536)
+            if not chunk:
+                return
+            data += chunk
+        local = c.getsockname()[0]
+        self.record("tls", local, data)
+        c.sendall(f"tls-ish server {local}\n".encode())
+
+    def bulk(self, c):
+        """Sends the number of bytes asked for ("N\\n"), then closes."""
+        line = b""
+        while not line.endswith(b"\n"):
+            chunk = c.recv(100)
+            if not chunk:
+                return
+            line += chunk
+        n = int(line)
+        self.record("bulk", c.getsockname()[0], n)
+        c.sendall(pattern(n))
+
+    def echo(self, c):
+        self.record("echo", c.getsockname()[0], None)
+        while True:
+            chunk = c.recv(65536)
+            if not chunk:
+                return
+            c.sendall(chunk)
+
+    def serve_dns(self):
+        s = sock_in(NS_EGRESS, socket.SOCK_DGRAM, bind=(DNS_IP, 53))
+        self.sockets.append(s)
+
+        def loop():
+            while True:
+                try:
+                    q, peer = s.recvfrom(4096)
+                except OSError:
+                    return
+                try:
+                    s.sendto(self.dns_answer(q), peer)
+                except (OSError, IndexError, struct.error):
+                    pass
+        threading.Thread(target=loop, daemon=True).start()
+
+    def dns_answer(self, q):
+        qid, flags = struct.unpack(">HH", q[:4])
+        i, labels = 12, []
+        while q[i]:
+            labels.append(q[i + 1:i + 1 + q[i]].decode("ascii"))
+            i += 1 + q[i]
+        qtype, _ = struct.unpack(">HH", q[i + 1:i + 5])
+        question = q[12:i + 5]
+        name = ".".join(labels).lower()
+        self.record("dns", DNS_IP, (name, qtype))
+        answers, rcode = b"", 0
+        if name not in RECORDS:
+            rcode = 3
+        elif qtype == 1:
+            answers = b"\xc0\x0c" + struct.pack(">HHIH", 1, 1, 30, 4) + socket.inet_aton(RECORDS[name])
+        flags = 0x8000 | 0x0400 | (flags & 0x0100) | 0x0080 | rcode
+        return struct.pack(">HHHHHH", qid, flags, 1, 1 if answers else 0, 0, 0) + question + answers
+
+    def close(self):
+        for s in self.sockets:
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            s.close()
+
+
+# ------------------------------------------------------------- airlockd's part
+
+class Control:
+    """The airlockd end of the control channel."""
+
+    def __init__(self, sock):
+        self.sock = sock
+        self.seq = 0
+        self.cond = threading.Condition()
+        self.messages = []
+        self.closed = False
+        threading.Thread(target=self._reader, daemon=True).start()
+
+    def _reader(self):
+        while True:
+            try:
+                data, fds, _, _ = socket.recv_fds(self.sock, 512 * 1024, 4)
+            except OSError:
+                data = b""
+            for fd in fds:
+                os.close(fd)
+            with self.cond:
+                if not data:
+                    self.closed = True
+                    self.cond.notify_all()
+                    return
+                self.messages.append(json.loads(data))
+                self.cond.notify_all()
+
+    def wait_for(self, pred, timeout=TIMEOUT, what="a message"):
+        deadline = time.monotonic() + timeout
+        with self.cond:
+            while True:
+                for m in self.messages:
+                    if pred(m):
+                        return m
+                left = deadline - time.monotonic()
+                if left <= 0 or self.closed:
+                    raise AssertionError(f"no {what} within {timeout} s; got {self.messages[-20:]}")
+                self.cond.wait(left)
+
+    def send_raw(self, data, fds=()):
+        socket.send_fds(self.sock, [data], list(fds))
+
+    def request(self, msg, fds=()):
+        self.seq += 1
+        msg = dict(msg, seq=self.seq)
+        self.send_raw(json.dumps(msg).encode(), fds)
+        seq = self.seq
+        return self.wait_for(lambda m: m.get("op") in ("ack", "nack") and m.get("seq") == seq,
+                             what=f"reply to {msg['op']} #{seq}")
+
+    def events(self, type_=None, **fields):
+        with self.cond:
+            return [m for m in self.messages if m.get("op") == "event" and (type_ is None or m["type"] == type_)
+                    and all(m["data"].get(k) == v for k, v in fields.items())]
+
+    def wait_event(self, type_, **fields):
+        return self.wait_for(lambda m: m.get("op") == "event" and m["type"] == type_
+                             and all(m["data"].get(k) == v for k, v in fields.items()),
+                             what=f"{type_} event with {fields}")
+
+
+def start_egress(extra=()):
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    log = open(LOG, "ab")
+    # SECURITY: run exactly as airlockd does: unprivileged (nobody), so that
+    # the test proves the gateway needs no privilege.
+    cmd = ["ip", "netns", "exec", NS_EGRESS, "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+           "--no-new-privs", EGRESS, "--control-fd", str(theirs.fileno()), "--resolver", f"{DNS_IP}:53",
+           "--public-cidr", "192.0.2.0/24", "--public-cidr", "198.51.100.0/24", "--connect-timeout-ms", "2000",
+           "--log-level", "debug", *extra]
+    proc = subprocess.Popen(cmd, pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+    theirs.close()
+    log.close()
+    ctl = Control(ours)
+    ready = ctl.wait_for(lambda m: m.get("op") in ("ready", "ack", "nack", "event"), what="ready")
+    assert ready == {"op": "ready", "version": 1}, "the first message must be ready"
+    return proc, ctl
+
+
+def make_listeners():
+    return [
+        sock_in(NS_SBX, bind=(GATEWAY_IP, EGRESS_PORT), listen=True),
+        sock_in(NS_SBX, socket.SOCK_DGRAM, bind=(GATEWAY_IP, 53)),
+        sock_in(NS_SBX, bind=(GATEWAY_IP, 53), listen=True),
+    ]
+
+
+def add_sandbox(ctl, policy=POLICY, sandbox=SANDBOX):
+    listeners = make_listeners()
+    reply = ctl.request({"op": "add", "sandbox": sandbox, "tenant": "t1", "policy": policy},
+                        [s.fileno() for s in listeners])
+    # airlockd keeps its copies for a restart; here the gateway's must be
+    # the only ones, so that "remove" really closes the listeners.
+    for s in listeners:
+        s.close()
+    return reply
+
+
+class World:
+    def __init__(self, internet, proc, ctl):
+        self.internet, self.proc, self.ctl = internet, proc, ctl
+
+
+@pytest.fixture(scope="module")
+def world():
+    if os.geteuid() != 0:
+        pytest.skip("needs root (network namespaces)")
+    if not os.access(EGRESS, os.X_OK):
+        pytest.skip(f"{EGRESS} is not built (make)")
+    create_namespaces()
+    if os.path.exists(LOG):
+        os.unlink(LOG)
+    internet = Internet()
+    proc = None
+    try:
+        for ip in (ALLOWED_IP, OTHER_IP, PRIVATE_IP):
+            internet.serve_tcp(ip, 80, internet.http)
+            internet.serve_tcp(ip, 443, internet.tls)
+            internet.serve_tcp(ip, 7000, internet.echo)
+            internet.serve_tcp(ip, 8000, internet.bulk)
+        internet.serve_dns()
+        proc, ctl = start_egress()
+        reply = add_sandbox(ctl)
+        assert reply["op"] == "ack", reply
+        yield World(internet, proc, ctl)
+    finally:
+        if proc:
+            proc.kill()
+            proc.wait()
+        internet.close()
+        delete_namespaces()
+
+
+# ------------------------------------------------------------- the guest's side
+
+def guest_connect(ip, port):
+    s = sock_in(NS_CLIENT)
+    s.settimeout(TIMEOUT)
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    s.connect((ip, port))
+    return s
+
+
+def read_all(s):
+    data = b""
+    while True:
+        try:
+            chunk = s.recv(65536)
+        except ConnectionResetError:
+            return data
+        if not chunk:
+            return data
+        data += chunk
+
+
+def http_get(ip, host, port=80):
+    with guest_connect(ip, port) as s:
+        s.sendall(f"GET / HTTP/1.1\r\nHost: {host}\r\nUser-Agent: t\r\nConnection: close\r\n\r\n".encode())
+        return read_all(s)
+
+
+def client_hello(sni):
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+    obj = ctx.wrap_bio(incoming, outgoing, server_hostname=sni)
+    with pytest.raises(ssl.SSLWantReadError):
+        obj.do_handshake()
+    return outgoing.read()
+
+
+def tls_hello(ip, sni, chunks=1):
+    hello = client_hello(sni)
+    with guest_connect(ip, 443) as s:
+        step = -(-len(hello) // chunks)
+        for i in range(0, len(hello), step):
+            s.sendall(hello[i:i + step])
+            if chunks > 1:
+                time.sleep(0.05)
+        return hello, read_all(s)
+
+
+def dns_query(name, qtype=1, server="8.8.8.8", tcp=False, timeout=TIMEOUT):
+    qid = random.randrange(65536)
+    q = struct.pack(">HHHHHH", qid, 0x0100, 1, 0, 0, 0)
+    q += b"".join(bytes([len(label)]) + label.encode() for label in name.split(".")) + b"\0"
+    q += struct.pack(">HH", qtype, 1)
+    if tcp:
+        with guest_connect(server, 53) as s:
+            s.sendall(struct.pack(">H", len(q)) + q)
+            data = b""
+            while len(data) < 2 or len(data) < 2 + struct.unpack(">H", data[:2])[0]:
+                chunk = s.recv(4096)
+                assert chunk, "DNS over TCP: connection closed"
+                data += chunk
+            resp = data[2:]
+    else:
+        s = sock_in(NS_CLIENT, socket.SOCK_DGRAM)
+        with s:
+            s.settimeout(timeout)
+            s.sendto(q, (server, 53))
+            resp = s.recv(4096)
+    rid, flags, qd, an = struct.unpack(">HHHH", resp[:8])
+    assert rid == qid and flags & 0x8000
+    i = 12
+    for _ in range(qd):
+        while resp[i]:
+            i += 1 + resp[i]
+        i += 5
+    answers = []
+    for _ in range(an):
+        i += 2  # a pointer to the question
+        rtype, _, _, rdlen = struct.unpack(">HHIH", resp[i:i + 10])
+        rdata = resp[i + 10:i + 10 + rdlen]
+        i += 10 + rdlen
+        if rtype == 1:
+            answers.append(socket.inet_ntoa(rdata))
+    return flags & 0xF, answers
+
+
+def wait_until(pred, timeout=TIMEOUT):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return True
+        time.sleep(0.02)
+    return pred()
+
+
+# ------------------------------------------------------------- tests
+
+def test_allowed_http_reaches_the_server(world):
+    resp = http_get(ALLOWED_IP, "www.allowed.test")
+    assert resp.startswith(b"HTTP/1.1 200 OK"), resp
+    assert b"hello from 192.0.2.10 for www.allowed.test" in resp
+    ev = world.ctl.wait_event("network.allow", host="www.allowed.test", proto="http")
+    assert ev["sandbox"] == SANDBOX
+    d = ev["data"]
+    assert d["dst"] == "192.0.2.10:80" and d["port"] == 80
+    assert d["addr"] == "192.0.2.10:80" and d["verdict"] == "allow"
+    assert d["rule"] == "*.allowed.test" and d["reason"] is None
+    close = world.ctl.wait_event("network.close", host="www.allowed.test", proto="http")["data"]
+    assert close["bytes_up"] > 0 and close["bytes_down"] == len(resp)
+    assert close["duration_ms"] >= 0 and close["verdict"] == "allow"
+
+
+def test_denied_http_host_gets_403_and_nothing_is_resolved(world):
+    resp = http_get(OTHER_IP, "www.other.test")
+    assert resp.startswith(b"HTTP/1.1 403 Forbidden"), resp
+    assert b"egress policy" in resp and b"www.other.test" in resp
+    d = world.ctl.wait_event("network.deny", host="www.other.test")["data"]
+    assert d["proto"] == "http" and d["dst"] == "192.0.2.20:80" and d["verdict"] == "deny"
+    assert d["addr"] is None and d["rule"] is None and d["reason"]
+    assert "www.other.test" not in world.internet.dns_names()
+    assert not [e for e in world.internet.entries("http") if e[0] == OTHER_IP]
+
+
+def test_denied_host_to_the_address_of_an_allowed_host(world):
+    # The Host decides, not the address: a non-allowed Host to an allowed
+    # host's address is refused.
+    resp = http_get(ALLOWED_IP, "evil.example")
+    assert resp.startswith(b"HTTP/1.1 403"), resp
+    world.ctl.wait_event("network.deny", host="evil.example", dst="192.0.2.10:80")
+    assert "evil.example" not in world.internet.dns_names()
+
+
+def test_deny_rule_wins(world):
+    resp = http_get(ALLOWED_IP, "blocked.allowed.test")
+    assert resp.startswith(b"HTTP/1.1 403"), resp
+    d = world.ctl.wait_event("network.deny", host="blocked.allowed.test")["data"]
+    assert d["rule"] == "blocked.allowed.test"
+
+
+def test_host_port_must_be_the_destination_port(world):
+    resp = http_get(ALLOWED_IP, "www.allowed.test:8080")
+    assert resp.startswith(b"HTTP/1.1 403"), resp
+    d = world.ctl.wait_event("network.deny", asked_host="www.allowed.test:8080")["data"]
+    assert "port" in d["reason"]
+
+
+def test_unescaped_guest_bytes_never_reach_events(world):
+    with guest_connect(ALLOWED_IP, 80) as s:
+        s.sendall(b"GET / HTTP/1.1\r\nHost: \xc3\xa9vil\\.test\r\n\r\n")
+        resp = read_all(s)
+    assert resp.startswith(b"HTTP/1.1 403"), resp
+    d = world.ctl.wait_event("network.deny", dst="192.0.2.10:80", asked_host="\\xc3\\xa9vil\\x5c.test")["data"]
+    assert d["host"] is None
+
+
+def test_allowed_sni_reaches_only_the_allowed_host(world):
+    # SNI www.allowed.test sent to the other host's address: the gateway
+    # dials the SNI's name, so the bytes reach 192.0.2.10, never .20.
+    hello, resp = tls_hello(OTHER_IP, "www.allowed.test")
+    assert resp == b"tls-ish server 192.0.2.10\n"
+    assert (ALLOWED_IP, hello) in world.internet.entries("tls")
+    assert not [e for e in world.internet.entries("tls") if e[0] == OTHER_IP]
+    d = world.ctl.wait_event("network.allow", host="www.allowed.test", proto="tls")["data"]
+    assert d["dst"] == "192.0.2.20:443" and d["addr"] == "192.0.2.10:443"
+
+
+def test_client_hello_split_over_segments(world):
+    hello, resp = tls_hello(ALLOWED_IP, "api.allowed.test", chunks=4)
+    assert resp == b"tls-ish server 192.0.2.10\n"
+    world.ctl.wait_event("network.allow", host="api.allowed.test", proto="tls")
+
+
+def test_denied_sni_is_closed(world):
+    before = len(world.internet.entries("tls"))
+    hello, resp = tls_hello(OTHER_IP, "www.other.test")
+    assert resp == b""
+    d = world.ctl.wait_event("network.deny", host="www.other.test", proto="tls")["data"]
+    assert d["addr"] is None
+    assert len(world.internet.entries("tls")) == before
+    assert "www.other.test" not in world.internet.dns_names()
+
+
+def test_tls_without_sni_is_denied(world):
+    with guest_connect(ALLOWED_IP, 443) as s:
+        s.sendall(b"\x16\x03\x01\x00\x05\x01\x00\x00\x01\x00")  # truncated nonsense
+        assert read_all(s) == b""
+    world.ctl.wait_event("network.deny", proto="tls", dst="192.0.2.10:443")
+
+
+def test_allowed_name_with_a_private_address_is_refused(world):
+    resp = http_get(ALLOWED_IP, "private.allowed.test")
+    assert resp.startswith(b"HTTP/1.1 403"), resp
+    d = world.ctl.wait_event("network.deny", host="private.allowed.test")["data"]
+    assert "forbidden address (private)" in d["reason"]
+    assert not [e for e in world.internet.entries("http") if e[0] == PRIVATE_IP]
+
+
+def test_dns_answers_allowed_names_only(world):
+    rcode, answers = dns_query("www.allowed.test")
+    assert (rcode, answers) == (0, [ALLOWED_IP])
+    d = world.ctl.wait_event("network.dns", host="www.allowed.test", qtype="A")["data"]
+    assert d["verdict"] == "allow" and d["answers"] == [ALLOWED_IP] and d["rule"] == "*.allowed.test"
+
+    for name in ("www.other.test", "blocked.allowed.test", "nothing.example"):
+        rcode, answers = dns_query(name)
+        assert (rcode, answers) == (3, []), name
+        d = world.ctl.wait_event("network.dns", host=name)["data"]
+        assert d["verdict"] == "deny" and d["answers"] == []
+        assert name not in world.internet.dns_names(), f"{name} was asked upstream"
+
+    # DNS over TCP, to any server address, the same way.
+    assert dns_query("api.allowed.test", tcp=True, server="1.1.1.1") == (0, [ALLOWED_IP])
+    assert dns_query("www.other.test", tcp=True) == (3, [])
+    # Other types are refused; an allowed name resolving to a private
+    # address gets no answer.
+    assert dns_query("www.allowed.test", qtype=16)[0] == 5
+    assert dns_query("private.allowed.test") == (0, [])
+    d = world.ctl.wait_event("network.dns", host="private.allowed.test")["data"]
+    assert d["verdict"] == "deny" and "forbidden address" in d["reason"]
+
+
+def test_other_ports_need_a_rule_for_that_port(world):
+    # Direct IP, no DNS answer named it, no IP rule: refused.
+    with guest_connect(OTHER_IP, 7000) as s:
+        s.sendall(b"ping")
+        assert read_all(s) == b""
+    d = world.ctl.wait_event("network.deny", dst="192.0.2.20:7000")["data"]
+    assert d["proto"] == "tcp" and d["host"] is None
+
+    # echo.allowed.test:7000 is allowed once the guest's DNS named the address.
+    assert dns_query("echo.allowed.test") == (0, [ALLOWED_IP])
+    with guest_connect(ALLOWED_IP, 7000) as s:
+        s.sendall(b"ping")
+        assert s.recv(100) == b"ping"
+    d = world.ctl.wait_event("network.allow", host="echo.allowed.test", proto="tcp")["data"]
+    assert d["rule"] == "echo.allowed.test:7000" and d["addr"] == "192.0.2.10:7000"
+
+    # www.allowed.test names the same address, but its rule opens 80/443 only.
+    with guest_connect(ALLOWED_IP, 7001) as s:
+        assert read_all(s) == b""
+    world.ctl.wait_event("network.deny", dst="192.0.2.10:7001")
+
+
+def test_bulk_transfer_and_half_close(world):
+    assert dns_query("echo.allowed.test") == (0, [ALLOWED_IP])
+    size = 16 * 1024 * 1024
+    with guest_connect(ALLOWED_IP, 8000) as s:
+        s.sendall(b"%d\n" % size)
+        got = read_all(s)
+    assert len(got) == size and got == pattern(size)
+    d = world.ctl.wait_event("network.close", host="echo.allowed.test", port=8000)["data"]
+    assert d["bytes_down"] == size and d["bytes_up"] == len(b"%d\n" % size)
+
+    # The guest closes its sending side; the answer still comes back whole.
+    data = os.urandom(3 * 1024 * 1024 + 17)
+    with guest_connect(ALLOWED_IP, 7000) as s:
+        sender = threading.Thread(target=lambda: (s.sendall(data), s.shutdown(socket.SHUT_WR)))
+        sender.start()
+        got = read_all(s)
+        sender.join()
+    assert got == data
+    d = world.ctl.wait_event("network.close", port=7000, bytes_up=len(data))["data"]
+    assert d["bytes_down"] == len(data) and d["reason"] == "closed"
+
+
+def test_policy_update_takes_effect(world):
+    assert http_get(OTHER_IP, "www.other.test").startswith(b"HTTP/1.1 403")
+    new = {"allow": POLICY["allow"] + ["www.other.test"], "deny": POLICY["deny"]}
+    assert world.ctl.request({"op": "policy", "sandbox": SANDBOX, "policy": new})["op"] == "ack"
+    try:
+        resp = http_get(OTHER_IP, "www.other.test")
+        assert resp.startswith(b"HTTP/1.1 200"), resp
+        assert b"hello from 192.0.2.20 for www.other.test" in resp
+        assert dns_query("www.other.test") == (0, [OTHER_IP])
+
+        # A bad policy is refused whole, naming the rule; the current one stays.
+        bad = {"allow": ["ok.test", "*bad.test"]}
+        reply = world.ctl.request({"op": "policy", "sandbox": SANDBOX, "policy": bad})
+        assert reply["op"] == "nack" and "allow[1]" in reply["error"] and "*bad.test" in reply["error"]
+        assert http_get(OTHER_IP, "www.other.test").startswith(b"HTTP/1.1 200")
+    finally:
+        assert world.ctl.request({"op": "policy", "sandbox": SANDBOX, "policy": POLICY})["op"] == "ack"
+    assert http_get(OTHER_IP, "www.other.test").startswith(b"HTTP/1.1 403")
+
+
+def test_control_protocol_errors(world):
+    ctl = world.ctl
+    assert ctl.request({"op": "ping"}) == {"op": "ack", "seq": ctl.seq}
+    reply = ctl.request({"op": "frobnicate"})
+    assert reply["op"] == "nack" and "unknown op" in reply["error"]
+    reply = ctl.request({"op": "policy", "sandbox": "sb-nope", "policy": POLICY})
+    assert reply["op"] == "nack" and "sb-nope" in reply["error"]
+    reply = ctl.request({"op": "add", "sandbox": "sb-x", "policy": POLICY})
+    assert reply["op"] == "nack" and "3 fds" in reply["error"]
+    reply = ctl.request({"op": "add", "sandbox": "bad id!", "policy": POLICY})
+    assert reply["op"] == "nack" and "sandbox" in reply["error"]
+    reply = ctl.request({"op": "policy", "sandbox": SANDBOX, "policy": POLICY, "extra": 1})
+    assert reply["op"] == "nack" and "extra" in reply["error"]
+    ctl.send_raw(b"[1,2")
+    reply = ctl.wait_for(lambda m: m.get("op") == "nack" and m.get("seq") is None, what="nack for garbage")
+    assert "malformed" in reply["error"]
+    assert ctl.request({"op": "ping"})["op"] == "ack"
+
+
+def test_remove_closes_listeners_and_connections(world):
+    ctl = world.ctl
+    assert dns_query("echo.allowed.test") == (0, [ALLOWED_IP])
+    conn = guest_connect(ALLOWED_IP, 7000)
+    conn.sendall(b"x")
+    assert conn.recv(10) == b"x"
+
+    assert ctl.request({"op": "remove", "sandbox": SANDBOX})["op"] == "ack"
+    # The open connection ends...
+    assert read_all(conn) == b""
+    conn.close()
+    world.ctl.wait_event("network.close", host="echo.allowed.test", reason="sandbox removed")
+    # ...and nothing listens any more.
+    with pytest.raises(ConnectionRefusedError):
+        guest_connect(ALLOWED_IP, 80)
+    with pytest.raises(OSError):
+        dns_query("www.allowed.test", timeout=0.5)
+    # Removing again is harmless.
+    assert ctl.request({"op": "remove", "sandbox": SANDBOX})["op"] == "ack"
+
+    # Added back (as after a restart of the gateway): works again.
+    assert add_sandbox(ctl)["op"] == "ack"
+    assert http_get(ALLOWED_IP, "www.allowed.test").startswith(b"HTTP/1.1 200")
+
+
+def test_connection_limit_and_idle_timeout(world):
+    ctl = world.ctl
+    proc, ctl2 = start_egress(["--max-connections-per-sandbox", "1", "--idle-timeout-s", "1"])
+    try:
+        assert ctl.request({"op": "remove", "sandbox": SANDBOX})["op"] == "ack"
+        assert add_sandbox(ctl2)["op"] == "ack"
+        held = guest_connect(ALLOWED_IP, 80)  # holds the only slot while it says nothing
+        try:
+            time.sleep(0.2)
+            with guest_connect(ALLOWED_IP, 80) as s:
+                assert read_all(s) == b""
+            d = ctl2.wait_event("network.deny", reason="connection limit")["data"]
+            assert d["dst"] == "192.0.2.10:80"
+        finally:
+            held.close()
+
+        # An allowed connection without traffic ends after --idle-timeout-s.
+        assert dns_query("echo.allowed.test") == (0, [ALLOWED_IP])
+        # (once the held connection has given its slot back)
+        ctl2.wait_event("network.deny", reason="the guest closed the connection before sending its request")
+        time.sleep(0.1)
+        with guest_connect(ALLOWED_IP, 7000) as s:
+            start = time.monotonic()
+            s.sendall(b"x")
+            assert s.recv(1) == b"x"
+            assert read_all(s) == b""
+            assert 0.8 < time.monotonic() - start < 4
+        ctl2.wait_event("network.close", port=7000, reason="idle timeout")
+        assert ctl2.request({"op": "remove", "sandbox": SANDBOX})["op"] == "ack"
+    finally:
+        proc.kill()
+        proc.wait()
+        assert add_sandbox(ctl)["op"] == "ack"
+
+
+def test_exits_when_the_control_socket_closes(world):
+    proc, ctl = start_egress()
+    ctl.sock.shutdown(socket.SHUT_RDWR)
+    ctl.sock.close()
+    assert proc.wait(timeout=TIMEOUT) == 0
+
+
+def test_refuses_bad_command_lines():
+    if not os.access(EGRESS, os.X_OK):
+        pytest.skip(f"{EGRESS} is not built (make)")
+    out = subprocess.run([EGRESS, "--version"], capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout.startswith("airlock-egress ")
+    for args, message in (([], "--control-fd is required"),
+                          (["--control-fd", "0"], "not a SOCK_SEQPACKET socket"),
+                          (["--control-fd", "3", "--resolver", "dns.example"], "resolver"),
+                          (["--control-fd", "3", "--trust-ca", "/nonexistent"], "--trust-ca"),
+                          (["--control-fd", "3", "--public-cidr", "192.0.2.1/24"], "--public-cidr"),
+                          (["--control-fd", "3", "--max-connections", "0"], "--max-connections"),
+                          (["--bogus"], "unknown option")):
+        out = subprocess.run([EGRESS, *args], capture_output=True, text=True, stdin=subprocess.DEVNULL)
+        assert out.returncode == 2, (args, out.stderr)
+        assert message in out.stderr, (args, out.stderr)
