@@ -427,9 +427,8 @@ static int dial_list(struct conn *c, const struct egress_addr *addrs, size_t n, 
 /*
  * Resolves the allowed name and dials one of its checked addresses. IPv4
  * first (the guest has no IPv6); AAAA only when the name has no A record.
- * If the guest's own destination is among the checked addresses it is
- * tried first (connection affinity with the guest's DNS answer); otherwise
- * the guest's address is never dialled.
+ * SECURITY: the guest's destination address plays no part: a connection
+ * whose SNI or Host names an allowed host reaches that host only.
  * Returns 0, -EACCES (denied: every address forbidden) or another error
  * (allowed, but unreachable); reason says which.
  */
@@ -445,14 +444,6 @@ static int dial_name(struct conn *c, char *reason, size_t reason_size)
 		                           &ttl, reason, reason_size);
 	if (r < 0)
 		return r;
-	for (size_t i = 1; i < n; i++) {
-		if (egress_addr_equal(&addrs[i], &c->dst)) {
-			struct egress_addr t = addrs[0];
-			addrs[0] = addrs[i];
-			addrs[i] = t;
-			break;
-		}
-	}
 	return dial_list(c, addrs, n, reason, reason_size);
 }
 
@@ -537,12 +528,6 @@ static void relay_close(struct relay_dir *d)
 			close(d->pipe[i]);
 }
 
-/* Nothing more to read from the fd nor to write to it. */
-static bool relay_fd_done(const struct relay_dir *rd, const struct relay_dir *wr)
-{
-	return rd->eof && wr->shut;
-}
-
 static short relay_events(const struct relay_dir *rd, const struct relay_dir *wr)
 {
 	short ev = 0;
@@ -570,7 +555,7 @@ static const char *relay(struct conn *c)
 	uint64_t end_ms = c->start_ms + (uint64_t)o->max_connection_s * 1000;
 	uint64_t idle_ms = (uint64_t)o->idle_timeout_s * 1000;
 	uint64_t last_ms = now_ms_monotonic();
-	unsigned idle_wakeups = 0;
+	unsigned fruitless = 0;
 	for (;;) {
 		bool progress = false;
 		int r = relay_pump(&up, &progress);
@@ -582,14 +567,6 @@ static const char *relay(struct conn *c)
 		}
 		if (up.shut && down.shut)
 			break;
-		/* Woken again and again with nothing to move: a state poll
-		 * keeps reporting (say POLLHUP) that this loop cannot act
-		 * on. End rather than spin. */
-		idle_wakeups = progress ? 0 : idle_wakeups + 1;
-		if (idle_wakeups > 100) {
-			why = "peer closed";
-			break;
-		}
 		uint64_t now = now_ms_monotonic();
 		if (progress)
 			last_ms = now;
@@ -601,22 +578,24 @@ static const char *relay(struct conn *c)
 			why = "idle timeout";
 			break;
 		}
-		/* A side that is done in both directions reports POLLHUP
-		 * forever: leave it out. */
+		/* A side we want nothing from is left out: a socket reports
+		 * POLLHUP whether asked or not, and would wake us in a loop.
+		 * Errors show when we next read or write it. Both sides are
+		 * never left out: then both directions would be done. */
+		short ev_client = relay_events(&up, &down), ev_server = relay_events(&down, &up);
 		struct pollfd p[2] = {
-		    {.fd = relay_fd_done(&up, &down) ? -1 : c->fd, .events = relay_events(&up, &down)},
-		    {.fd = relay_fd_done(&down, &up) ? -1 : c->up, .events = relay_events(&down, &up)},
+		    {.fd = ev_client ? c->fd : -1, .events = ev_client},
+		    {.fd = ev_server ? c->up : -1, .events = ev_server},
 		};
+		/* POLLOUT can come a little before a splice would succeed:
+		 * after many fruitless wake-ups, breathe instead of spinning. */
+		fruitless = progress ? 0 : fruitless + 1;
+		if (fruitless > 64)
+			poll(NULL, 0, 1);
 		uint64_t wake = MIN(end_ms, last_ms + idle_ms);
 		int n = poll(p, 2, progress ? 0 : remaining_ms(wake));
 		if (n < 0 && errno != EINTR) {
 			why = "relay error";
-			break;
-		}
-		if (n == 0)
-			idle_wakeups = 0; /* a timeout, not a spin */
-		if (n > 0 && ((p[0].revents | p[1].revents) & (POLLERR | POLLNVAL))) {
-			why = "reset";
 			break;
 		}
 	}
