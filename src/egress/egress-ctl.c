@@ -477,9 +477,12 @@ static void handle_message(struct egress_runtime *rt, json_t *msg, int *fds, siz
 	}
 	/* fds not taken by a successful "add" are not ours to keep. */
 	close_fds(fds, nfds);
-	if (r < 0)
-		egress_log(EGRESS_LOG_WARN, "control: %s refused: %s", op && strlen(op) < 16 ? op : "request",
-		           err.message);
+	if (r < 0) {
+		char shown[32] = "request";
+		if (op)
+			egress_text_escape((const uint8_t *)op, strlen(op), shown, sizeof(shown));
+		egress_log(EGRESS_LOG_WARN, "control: %s refused: %s", shown, err.message);
+	}
 	reply(rt, seq, r, &err);
 }
 
