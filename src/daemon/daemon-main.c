@@ -34,7 +34,7 @@ static void usage(FILE *f)
 	        "usage: airlockd [--socket PATH] [--state-dir DIR] [--image-dir DIR] [--boot-timeout-s N]\n"
 	        "                [--listen ADDR:PORT] [--max-file-bytes N] [--print-routes]\n"
 	        "                [--egress-bin PATH] [--resolver IP:PORT] [--egress-ca FILE]\n"
-	        "                [--network-policy FILE]\n"
+	        "                [--network-policy FILE] [--egress-public-cidr CIDR]...\n"
 	        "\n"
 	        "  --socket PATH        API socket (default " DEFAULT_SOCKET ")\n"
 	        "  --state-dir DIR      database, sandboxes, logs (default " DEFAULT_STATE_DIR ")\n"
@@ -48,7 +48,9 @@ static void usage(FILE *f)
 	        "                       (default: the first nameserver of /etc/resolv.conf)\n"
 	        "  --egress-ca FILE     extra CA certificates the gateway trusts upstream\n"
 	        "  --network-policy FILE  egress policy of sandboxes created without one,\n"
-	        "                       {\"allow\": [...], \"deny\": [...]} (default: deny everything)\n",
+	        "                       {\"allow\": [...], \"deny\": [...]} (default: deny everything)\n"
+	        "  --egress-public-cidr CIDR  a network the gateway may dial although it is not public\n"
+	        "                       (e.g. an internal range; rules still decide); up to 16\n",
 	        DEFAULT_BOOT_TIMEOUT_S);
 }
 
@@ -116,6 +118,8 @@ int main(int argc, char **argv)
 	const char *listen_addr = NULL;
 	uint64_t max_file_bytes = DEFAULT_MAX_FILE_BYTES;
 	const char *egress_bin = NULL, *resolver = NULL, *egress_ca = NULL, *network_policy_file = NULL;
+	const char *public_cidrs[EGRESS_PUBLIC_CIDRS_MAX];
+	size_t n_public_cidrs = 0;
 	static const struct option opts[] = {
 	    {"socket", required_argument, NULL, 's'},
 	    {"state-dir", required_argument, NULL, 'd'},
@@ -130,6 +134,7 @@ int main(int argc, char **argv)
 	    {"resolver", required_argument, NULL, 'R'},
 	    {"egress-ca", required_argument, NULL, 'C'},
 	    {"network-policy", required_argument, NULL, 'N'},
+	    {"egress-public-cidr", required_argument, NULL, 'P'},
 	    {NULL, 0, NULL, 0},
 	};
 	int c;
@@ -174,6 +179,13 @@ int main(int argc, char **argv)
 			break;
 		case 'N':
 			network_policy_file = optarg;
+			break;
+		case 'P':
+			if (n_public_cidrs == EGRESS_PUBLIC_CIDRS_MAX) {
+				fprintf(stderr, "airlockd: at most %d --egress-public-cidr\n", EGRESS_PUBLIC_CIDRS_MAX);
+				return 2;
+			}
+			public_cidrs[n_public_cidrs++] = optarg;
 			break;
 		case 'h':
 			usage(stdout);
@@ -233,7 +245,9 @@ int main(int argc, char **argv)
 	    .resolver = resolver,
 	    .trust_ca = egress_ca,
 	    .log_path = egress_log,
+	    .n_public_cidrs = n_public_cidrs,
 	};
+	memcpy(ecfg.public_cidrs, public_cidrs, n_public_cidrs * sizeof(public_cidrs[0]));
 	struct store *store = NULL;
 	cleanup_free char *db = xasprintf("%s/airlock.db", state_abs);
 	if (store_open(db, &store, &err) < 0) {

@@ -77,7 +77,7 @@ static void entry_free(struct entry *e)
 static json_t *add_message(const struct entry *e)
 {
 	cleanup_json json_t *policy = json_loads(e->policy, 0, NULL);
-	return json_pack("{sssssO}", "op", "add", "sandbox", e->id, "tenant", e->tenant, "policy",
+	return json_pack("{s:s, s:s, s:s, s:O}", "op", "add", "sandbox", e->id, "tenant", e->tenant, "policy",
 	                 policy ? policy : json_object());
 }
 
@@ -96,9 +96,12 @@ static int request(json_t *msg, const int *fds, size_t nfds, struct al_error *er
 
 	json_object_set_new(msg, "seq", json_integer((json_int_t)seq));
 	int r = ctlmsg_send(fd, msg, fds, nfds);
-	if (r < 0)
-		return r == -EMSGSIZE ? al_error_set(err, AL_ERR_INVALID_ARGUMENT, EMSGSIZE, "network policy too large")
-		                      : -ENOTCONN;
+	if (r == -EMSGSIZE)
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EMSGSIZE, "network policy too large");
+	if (r < 0) {
+		log_error("egress gateway: sending a request: %s", strerror(-r));
+		return -ENOTCONN;
+	}
 
 	struct timespec deadline;
 	clock_gettime(CLOCK_MONOTONIC, &deadline);
@@ -332,7 +335,7 @@ static int spawn(int *ret_fd, pid_t *ret_pid)
 		setsockopt(sv[i], SOL_SOCKET, SO_RCVBUFFORCE, &size, sizeof(size));
 	}
 	int logfd = open(conf.log_path ? conf.log_path : "/dev/null", O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
-	char *argv[12] = {(char *)conf.bin, "--control-fd", "3"};
+	char *argv[12 + 2 * EGRESS_PUBLIC_CIDRS_MAX] = {(char *)conf.bin, "--control-fd", "3"};
 	size_t n = 3;
 	if (conf.resolver) {
 		argv[n++] = "--resolver";
@@ -341,6 +344,10 @@ static int spawn(int *ret_fd, pid_t *ret_pid)
 	if (conf.trust_ca) {
 		argv[n++] = "--trust-ca";
 		argv[n++] = (char *)conf.trust_ca;
+	}
+	for (size_t i = 0; i < conf.n_public_cidrs; i++) {
+		argv[n++] = "--public-cidr";
+		argv[n++] = (char *)conf.public_cidrs[i];
 	}
 	argv[n] = NULL;
 	pid_t parent = getpid();
@@ -526,6 +533,8 @@ int egress_start(const struct egress_config *c, struct al_error *err)
 	conf.resolver = c->resolver ? xstrdup(c->resolver) : NULL;
 	conf.trust_ca = c->trust_ca ? xstrdup(c->trust_ca) : NULL;
 	conf.log_path = c->log_path ? xstrdup(c->log_path) : NULL;
+	for (size_t i = 0; i < c->n_public_cidrs && i < EGRESS_PUBLIC_CIDRS_MAX; i++)
+		conf.public_cidrs[conf.n_public_cidrs++] = xstrdup(c->public_cidrs[i]);
 	pthread_condattr_t ca;
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);

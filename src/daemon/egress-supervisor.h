@@ -18,11 +18,17 @@
 #include "error.h"
 #include "netns.h"
 
+#define EGRESS_PUBLIC_CIDRS_MAX 16
+
 struct egress_config {
 	const char *bin;      /* airlock-egress */
 	const char *resolver; /* IP:PORT, NULL: the gateway's default (/etc/resolv.conf) */
 	const char *trust_ca; /* extra CA file for upstream TLS, or NULL */
 	const char *log_path; /* the gateway's stderr, appended */
+	/* Networks the gateway may dial as if public (a test network on
+	 * documentation addresses, an internal range); rules still decide. */
+	const char *public_cidrs[EGRESS_PUBLIC_CIDRS_MAX];
+	size_t n_public_cidrs;
 };
 
 /* Starts the gateway and waits (bounded) until it is ready. */

@@ -25,9 +25,6 @@
 #include "json-cleanup.h"
 #include "util.h"
 
-#define STR_(x) #x
-#define STR(x) STR_(x)
-
 #define NFT_OUTPUT_MAX (64 * 1024)
 #define NFT_TIMEOUT_MS 10000
 #define LISTEN_BACKLOG 1024
@@ -38,76 +35,58 @@
  * anywhere (tap0 is its only interface besides lo), so what the guest can
  * reach is exactly: the egress listener (all TCP, redirected), the DNS
  * listeners (UDP/TCP 53 to any address, redirected), ARP for the gateway.
- * The netdev table stops what is not the guest's own IPv4 or ARP before
- * the stack sees it (other source addresses or MACs, IPv6, other
- * ethertypes) and counts it.
+ * The netdev table stops, before the stack sees it, what is not the guest's
+ * own IPv4 or ARP (other source addresses or MACs, IPv6, other ethertypes)
+ * and every IPv4 packet that is neither TCP nor DNS (UDP, ICMP, ...): the
+ * stack would drop those too (no route out), but silently; here they are
+ * counted.
  */
-static const char nft_rules[] =
-    "table inet airlock {\n"
-    "  counter dropped {\n  }\n"
-    "  chain prerouting {\n"
-    "    type nat hook prerouting priority dstnat; policy accept;\n"
-    "    iifname \"" AIRLOCK_NET_TAP "\" udp dport 53 redirect to :" STR(
-        AIRLOCK_NET_DNS_PORT) "\n"
-                              "    iifname \"" AIRLOCK_NET_TAP "\" tcp dport 53 redirect to :" STR(
-                                  AIRLOCK_NET_DNS_PORT) "\n"
-                                                        "    iifname \"" AIRLOCK_NET_TAP
-                                                        "\" meta l4proto tcp redirect to :" STR(
-                                                            AIRLOCK_NET_EGRESS_PORT) "\n"
-                                                                                     "  }\n"
-                                                                                     "  chain input {\n"
-                                                                                     "    type filter hook input "
-                                                                                     "priority filter; policy drop;\n"
-                                                                                     "    iifname \"lo\" accept\n"
-                                                                                     "    iifname \"" AIRLOCK_NET_TAP
-                                                                                     "\" ip daddr " AIRLOCK_NET_GATEWAY
-                                                                                     " tcp dport { " STR(AIRLOCK_NET_DNS_PORT) ", " STR(
-                                                                                         AIRLOCK_NET_EGRESS_PORT) " } "
-                                                                                                                  "acce"
-                                                                                                                  "pt\n"
-                                                                                                                  "    "
-                                                                                                                  "iifn"
-                                                                                                                  "ame "
-                                                                                                                  "\"" AIRLOCK_NET_TAP
-                                                                                                                  "\" "
-                                                                                                                  "ip "
-                                                                                                                  "dadd"
-                                                                                                                  "r"
-                                                                                                                  " " AIRLOCK_NET_GATEWAY
-                                                                                                                  " udp"
-                                                                                                                  " dpo"
-                                                                                                                  "rt"
-                                                                                                                  " " STR(
-                                                                                                                      AIRLOCK_NET_DNS_PORT) " accept\n"
-                                                                                                                                            "    counter name dropped drop\n"
-                                                                                                                                            "  }\n"
-                                                                                                                                            "  chain forward {\n"
-                                                                                                                                            "    type filter hook forward priority filter; policy drop;\n"
-                                                                                                                                            "    counter name dropped drop\n"
-                                                                                                                                            "  }\n"
-                                                                                                                                            "  chain output {\n"
-                                                                                                                                            "    type filter hook output priority filter; policy drop;\n"
-                                                                                                                                            "    oifname \"lo\" accept\n"
-                                                                                                                                            "    oifname \"" AIRLOCK_NET_TAP
-                                                                                                                                            "\" ip daddr " AIRLOCK_NET_GUEST_ADDR
-                                                                                                                                            " ct state established accept\n"
-                                                                                                                                            "    counter name dropped drop\n"
-                                                                                                                                            "  }\n"
-                                                                                                                                            "}\n"
-                                                                                                                                            "table netdev airlock_tap {\n"
-                                                                                                                                            "  counter dropped {\n  }\n"
-                                                                                                                                            "  chain ingress {\n"
-                                                                                                                                            "    type filter hook ingress device \"" AIRLOCK_NET_TAP
-                                                                                                                                            "\" priority filter; policy accept;\n"
-                                                                                                                                            "    ether saddr != " AIRLOCK_NET_GUEST_MAC
-                                                                                                                                            " counter name dropped drop\n"
-                                                                                                                                            "    meta protocol != { ip, arp } counter name dropped drop\n"
-                                                                                                                                            "    meta protocol ip ip saddr != " AIRLOCK_NET_GUEST_ADDR
-                                                                                                                                            " counter name dropped drop\n"
-                                                                                                                                            "    meta protocol arp arp saddr ip != " AIRLOCK_NET_GUEST_ADDR
-                                                                                                                                            " counter name dropped drop\n"
-                                                                                                                                            "  }\n"
-                                                                                                                                            "}\n";
+/* %1$s tap, %2$s gateway address, %3$s guest address, %4$s guest MAC,
+ * %5$d DNS port, %6$d egress port. */
+static const char nft_rules_format[] = "table inet airlock {\n"
+                                       "  counter dropped {\n  }\n"
+                                       "  chain prerouting {\n"
+                                       "    type nat hook prerouting priority dstnat; policy accept;\n"
+                                       "    iifname \"%1$s\" udp dport 53 redirect to :%5$d\n"
+                                       "    iifname \"%1$s\" tcp dport 53 redirect to :%5$d\n"
+                                       "    iifname \"%1$s\" meta l4proto tcp redirect to :%6$d\n"
+                                       "  }\n"
+                                       "  chain input {\n"
+                                       "    type filter hook input priority filter; policy drop;\n"
+                                       "    iifname \"lo\" accept\n"
+                                       "    iifname \"%1$s\" ip daddr %2$s tcp dport { %5$d, %6$d } accept\n"
+                                       "    iifname \"%1$s\" ip daddr %2$s udp dport %5$d accept\n"
+                                       "    counter name dropped drop\n"
+                                       "  }\n"
+                                       "  chain forward {\n"
+                                       "    type filter hook forward priority filter; policy drop;\n"
+                                       "    counter name dropped drop\n"
+                                       "  }\n"
+                                       "  chain output {\n"
+                                       "    type filter hook output priority filter; policy drop;\n"
+                                       "    oifname \"lo\" accept\n"
+                                       "    oifname \"%1$s\" ip daddr %3$s ct state established accept\n"
+                                       "    counter name dropped drop\n"
+                                       "  }\n"
+                                       "}\n"
+                                       "table netdev airlock_tap {\n"
+                                       "  counter dropped {\n  }\n"
+                                       "  chain ingress {\n"
+                                       "    type filter hook ingress device \"%1$s\" priority filter; policy accept;\n"
+                                       "    ether saddr != %4$s counter name dropped drop\n"
+                                       "    meta protocol != { ip, arp } counter name dropped drop\n"
+                                       "    meta protocol ip ip saddr != %3$s counter name dropped drop\n"
+                                       "    meta protocol arp arp saddr ip != %3$s counter name dropped drop\n"
+                                       "    meta protocol ip meta l4proto != { tcp, udp } counter name dropped drop\n"
+                                       "    meta protocol ip udp dport != 53 counter name dropped drop\n"
+                                       "  }\n"
+                                       "}\n";
+
+static char *nft_rules(void)
+{
+	return xasprintf(nft_rules_format, AIRLOCK_NET_TAP, AIRLOCK_NET_GATEWAY, AIRLOCK_NET_GUEST_ADDR,
+	                 AIRLOCK_NET_GUEST_MAC, AIRLOCK_NET_DNS_PORT, AIRLOCK_NET_EGRESS_PORT);
+}
 
 static const char *nft_path(void)
 {
@@ -381,7 +360,8 @@ int netns_create(struct netns *ret, struct al_error *err)
 	if (r < 0)
 		return r;
 	static const char *const args[] = {"-f", "-", NULL};
-	if ((r = nft_run(j.n.ns_fd, args, nft_rules, NULL, err)) < 0) {
+	cleanup_free char *rules = nft_rules();
+	if ((r = nft_run(j.n.ns_fd, args, rules, NULL, err)) < 0) {
 		netns_release(&j.n);
 		return r;
 	}

@@ -58,13 +58,45 @@ enum dns_step {
 
 /* ------------------------------------------------------------ addresses */
 
+/* Is the address one of this host's own (in the gateway's namespace)? Only
+ * a local address can be bound (net.ipv4.ip_nonlocal_bind is off by
+ * default), which answers without enumerating interfaces and cannot go
+ * stale. */
+static bool addr_is_local(const struct egress_addr *a)
+{
+	struct sockaddr_storage ss = {0};
+	socklen_t len;
+	if (a->family == AF_INET) {
+		struct sockaddr_in *sin = (struct sockaddr_in *)&ss;
+		sin->sin_family = AF_INET;
+		sin->sin_addr = a->v4;
+		len = sizeof(*sin);
+	} else {
+		struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)&ss;
+		sin6->sin6_family = AF_INET6;
+		sin6->sin6_addr = a->v6;
+		len = sizeof(*sin6);
+	}
+	int fd = socket(a->family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return true; /* cannot tell: treat as local (refused) */
+	bool local = bind(fd, (struct sockaddr *)&ss, len) == 0 || errno == EADDRINUSE;
+	close(fd);
+	return local;
+}
+
 bool egress_addr_dialable(const struct egress_runtime *rt, const struct egress_policy *p,
                           const struct egress_addr *addr, uint16_t port)
 {
 	bool explicit_ok = egress_policy_addr_explicit(p, addr, port);
 	for (size_t i = 0; !explicit_ok && i < rt->opt.n_public_cidrs; i++)
 		explicit_ok = egress_rule_match_addr(&rt->opt.public_cidrs[i], addr, EGRESS_PORT_HTTP);
-	return !egress_addr_is_forbidden(addr, explicit_ok);
+	if (egress_addr_is_forbidden(addr, explicit_ok))
+		return false;
+	/* SECURITY: never the gateway host's own addresses, whatever a rule
+	 * says: they reach the host's services (airlockd's TCP API, sshd ...),
+	 * not the internet. */
+	return !addr_is_local(addr);
 }
 
 int egress_resolve_checked(struct egress_runtime *rt, const struct egress_policy *p, const struct egress_host *host,
