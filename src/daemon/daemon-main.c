@@ -13,6 +13,7 @@
 #include "events.h"
 #include "json-cleanup.h"
 #include "log.h"
+#include "netns.h"
 #include "network-policy.h"
 #include "metrics.h"
 #include "process.h"
@@ -228,8 +229,9 @@ int main(int argc, char **argv)
 		return 1;
 	}
 
-	if (access("/usr/sbin/nft", X_OK) < 0 && access("/sbin/nft", X_OK) < 0) {
-		log_error("nft not found: every sandbox's network rules need nftables ('make deps')");
+	if (!netns_nft_path()) {
+		log_error("nft not found (or $AIRLOCK_NFT not executable): every sandbox's network rules need "
+		          "nftables ('make deps')");
 		return 1;
 	}
 	struct al_error err = {0};

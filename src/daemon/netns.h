@@ -51,6 +51,9 @@ int netns_attach(pid_t pid, struct netns *ret, struct al_error *err);
 /* Closes what is still held (listener fds may have been taken). */
 void netns_release(struct netns *n);
 
+/* The nft binary: $AIRLOCK_NFT, else the usual places; NULL if none. */
+const char *netns_nft_path(void);
+
 /* The counter of packets the rules dropped in the namespace. */
 int netns_dropped(int ns_fd, uint64_t *ret_packets, uint64_t *ret_bytes, struct al_error *err);
 

@@ -485,3 +485,30 @@ def test_namespace_is_gone_after_delete(api, netd, fakenet):
                     pass
         return found
     wait_for(lambda: not holders(), 10, "no process left in the sandbox's namespace")
+
+
+def test_no_rules_no_sandbox(fakenet, tmp_path):
+    """Fail closed: when the namespace's rules cannot be installed, the
+    sandbox does not start, and nothing of it is left running."""
+    failing = tmp_path / "nft"
+    failing.write_text("#!/bin/sh\necho 'nft: simulated failure' >&2\nexit 1\n")
+    failing.chmod(0o755)
+    old = os.environ.get("AIRLOCK_NFT")
+    os.environ["AIRLOCK_NFT"] = str(failing)
+    try:
+        d = Daemon(tmp_path, netns=fakenet.host_ns, extra_args=["--resolver", fakenet.resolver]).start()
+    finally:
+        if old is None:
+            del os.environ["AIRLOCK_NFT"]
+        else:
+            os.environ["AIRLOCK_NFT"] = old
+    try:
+        r = d.api.create(template="minimal", network={"allow": [fn.WWW_ALLOWED]})
+        assert r.status >= 500, r
+        msg = r.json["error"]["message"]
+        assert "nftables" in msg and "simulated failure" in msg, msg
+        assert not d.qemus()
+        listed = d.api.list(all=True)
+        assert [s["state"] for s in listed] == ["error"], listed
+    finally:
+        d.cleanup()
