@@ -512,3 +512,31 @@ def test_no_rules_no_sandbox(fakenet, tmp_path):
         assert [s["state"] for s in listed] == ["error"], listed
     finally:
         d.cleanup()
+
+
+def test_cli_network_verbs(api, netd):
+    def cli(*args):
+        return subprocess.run([AIRLOCK, "--socket", netd.socket, *args], capture_output=True, text=True, timeout=60)
+    r = cli("create", "--template", "minimal", "--allow", fn.WWW_ALLOWED, "--allow", "echo.test:9000",
+            "--deny", "bad.allowed.test", "--json")
+    assert r.returncode == 0, r.stderr
+    sid = json.loads(r.stdout)["id"]
+    try:
+        assert json.loads(r.stdout)["network"] == {"allow": [fn.WWW_ALLOWED, "echo.test:9000"],
+                                                  "deny": ["bad.allowed.test"]}
+        r = cli("network", sid)
+        assert r.returncode == 0, r.stderr
+        assert f"allow: {fn.WWW_ALLOWED} echo.test:9000" in r.stdout and "deny: bad.allowed.test" in r.stdout
+        assert "guest: 10.0.2.15/24, gateway 10.0.2.2, dns 10.0.2.2" in r.stdout
+        assert re.search(r"dropped: \d+ packets", r.stdout)
+        r = cli("network", sid, "--allow", "*.example.test", "--json")
+        assert r.returncode == 0 and json.loads(r.stdout)["policy"] == {"allow": ["*.example.test"], "deny": []}
+        r = cli("network", sid, "--deny-all")
+        assert r.returncode == 0 and "allow: (none)" in r.stdout
+        r = cli("network", sid, "--allow", "*example.test")
+        assert r.returncode != 0 and "*example.test" in r.stderr
+        assert api.get(sid).json["network"] == {"allow": [], "deny": []}
+        r = cli("create", "--allow", "a.*.example.test")
+        assert r.returncode != 0 and "a.*.example.test" in r.stderr
+    finally:
+        api.delete(sid)
