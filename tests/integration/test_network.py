@@ -540,3 +540,20 @@ def test_cli_network_verbs(api, netd):
         assert r.returncode != 0 and "a.*.example.test" in r.stderr
     finally:
         api.delete(sid)
+
+
+def test_daemon_restart_reattaches_the_network(api, netd, sbx, fakenet):
+    set_policy(api, sbx, allow=[fn.WWW_ALLOWED])
+    assert netd.stop() == 0
+    netd.start()
+    deadline = time.monotonic() + 20
+    while True:
+        rc, status, body = curl(api, sbx, f"--max-time 5 http://{fn.WWW_ALLOWED}/")
+        if status == 200 or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert status == 200 and body.startswith(f"hello from {fn.WWW_ALLOWED}")
+    # The policy survived too.
+    rc, status, _ = curl(api, sbx, f"http://{fn.OTHER_IP}/")
+    assert status == 403
+    assert api.request("GET", f"/v1/sandboxes/{sbx}/network").json["policy"]["allow"] == [fn.WWW_ALLOWED]
