@@ -10,23 +10,26 @@ The test plays airlockd. It builds a small world of network namespaces:
                   10.0.2.2:53 and every other TCP connection to
                   10.0.2.2:15001, no forwarding; the listening sockets
                   bound there are created by this test (as airlockd does)
-    aeg-egr-PID   where airlock-egress runs, as nobody, and the "internet"
-                  it reaches: the test hosts' addresses on lo, tiny servers
-                  (HTTP :80, a TLS-ish :443 that logs the ClientHello, TCP
-                  echo :7000) and an authoritative DNS server that logs
-                  every query
+    aeg-egr-PID   where airlock-egress runs, as nobody: 203.0.113.1/30 on
+                  a veth, default route via 203.0.113.2; none of the test
+                  hosts' addresses is here (the gateway never dials its own
+                  namespace's addresses)
+    aeg-net-PID   the "internet": 203.0.113.2/30 on the other end (the
+                  route back is that link's own), the test hosts' addresses
+                  on lo, tiny servers (HTTP :80, a TLS-ish :443 that logs the
+                  ClientHello, TCP echo :7000, bulk :8000) and an
+                  authoritative DNS server that logs every query
 
 Sockets are created inside a namespace by a thread that joined it (setns(2)
 through ctypes; Debian's Python has no os.setns). airlock-egress gets one
 end of a SOCK_SEQPACKET pair as --control-fd; the test sends "add" with the
 three listeners and a policy, then acts as the guest. Nothing leaves the
-three namespaces. Run with `pytest-3`; needs root and build/airlock-egress.
+four namespaces. Run with `pytest-3`; needs root and build/airlock-egress.
 """
 import ctypes
 import json
 import os
 import random
-import select
 import socket
 import ssl
 import struct
@@ -44,6 +47,8 @@ TAG = str(os.getpid())
 NS_CLIENT = f"aeg-cli-{TAG}"
 NS_SBX = f"aeg-sbx-{TAG}"
 NS_EGRESS = f"aeg-egr-{TAG}"
+NS_NET = f"aeg-net-{TAG}"
+NS_KINDS = ("cli", "sbx", "egr", "net")
 
 GUEST_IP = "10.0.2.15"
 GATEWAY_IP = "10.0.2.2"
@@ -52,6 +57,11 @@ ALLOWED_IP = "192.0.2.10"
 OTHER_IP = "192.0.2.20"
 DNS_IP = "198.51.100.53"
 PRIVATE_IP = "10.1.2.3"
+# The link between the gateway and the "internet" (TEST-NET-3, like the
+# hosts, so that --public-cidr opens it): the gateway's end is one of its
+# own addresses, the one dialable in its own namespace that a rule can name.
+EGRESS_LINK_IP = "203.0.113.1"
+NET_LINK_IP = "203.0.113.2"
 
 RECORDS = {
     "www.allowed.test": ALLOWED_IP,
@@ -59,6 +69,7 @@ RECORDS = {
     "echo.allowed.test": ALLOWED_IP,
     "blocked.allowed.test": ALLOWED_IP,
     "private.allowed.test": PRIVATE_IP,
+    "local.allowed.test": EGRESS_LINK_IP,
     "www.other.test": OTHER_IP,
 }
 
@@ -125,8 +136,24 @@ def sock_in(ns, kind=socket.SOCK_STREAM, bind=None, listen=False):
     return in_netns(ns, make)
 
 
+def pid_alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return True
+
+
 def delete_namespaces():
-    for ns in (NS_CLIENT, NS_SBX, NS_EGRESS):
+    """Ours, and those a crashed run left behind (their PID is gone)."""
+    names = run("ip", "netns", "list", check=False).stdout.split()
+    stale = [name for name in names
+             if name.startswith("aeg-") and name.count("-") == 2 and name.split("-")[1] in NS_KINDS
+             and name.split("-")[2].isdigit() and int(name.split("-")[2]) != os.getpid()
+             and not pid_alive(int(name.split("-")[2]))]
+    for ns in (NS_CLIENT, NS_SBX, NS_EGRESS, NS_NET, *stale):
         run("ip", "netns", "del", ns, check=False)
 
 
@@ -148,7 +175,7 @@ table inet airlock {{
 
 def create_namespaces():
     delete_namespaces()
-    for ns in (NS_CLIENT, NS_SBX, NS_EGRESS):
+    for ns in (NS_CLIENT, NS_SBX, NS_EGRESS, NS_NET):
         run("ip", "netns", "add", ns)
         run("ip", "link", "set", "lo", "up", ns=ns)
     run("ip", "link", "add", "veth-cli", "netns", NS_CLIENT, "type", "veth", "peer", "name", "veth-sbx",
@@ -160,14 +187,22 @@ def create_namespaces():
     run("ip", "link", "set", "veth-sbx", "up", ns=NS_SBX)
     subprocess.run(["ip", "netns", "exec", NS_SBX, "nft", "-f", "-"], input=NFT_RULES, text=True, check=True,
                    capture_output=True)
+    run("ip", "link", "add", "veth-egr", "netns", NS_EGRESS, "type", "veth", "peer", "name", "veth-net",
+        "netns", NS_NET)
+    run("ip", "addr", "add", f"{EGRESS_LINK_IP}/30", "dev", "veth-egr", ns=NS_EGRESS)
+    run("ip", "link", "set", "veth-egr", "up", ns=NS_EGRESS)
+    run("ip", "route", "add", "default", "via", NET_LINK_IP, ns=NS_EGRESS)
+    run("ip", "addr", "add", f"{NET_LINK_IP}/30", "dev", "veth-net", ns=NS_NET)
+    run("ip", "link", "set", "veth-net", "up", ns=NS_NET)
     for ip in (ALLOWED_IP, OTHER_IP, DNS_IP, PRIVATE_IP):
-        run("ip", "addr", "add", f"{ip}/32", "dev", "lo", ns=NS_EGRESS)
+        run("ip", "addr", "add", f"{ip}/32", "dev", "lo", ns=NS_NET)
 
 
 # ------------------------------------------------------------- the "internet"
 
 class Internet:
-    """Servers inside NS_EGRESS; every connection and query is logged."""
+    """Servers inside NS_NET (or, for a test, NS_EGRESS); every connection
+    and query is logged."""
 
     def __init__(self):
         self.lock = threading.Lock()
@@ -185,8 +220,8 @@ class Internet:
     def dns_names(self):
         return [name for _, (name, _) in self.entries("dns")]
 
-    def serve_tcp(self, ip, port, handler):
-        s = sock_in(NS_EGRESS, bind=(ip, port), listen=True)
+    def serve_tcp(self, ip, port, handler, ns=NS_NET):
+        s = sock_in(ns, bind=(ip, port), listen=True)
         self.sockets.append(s)
 
         def loop():
@@ -253,7 +288,7 @@ class Internet:
             c.sendall(chunk)
 
     def serve_dns(self):
-        s = sock_in(NS_EGRESS, socket.SOCK_DGRAM, bind=(DNS_IP, 53))
+        s = sock_in(NS_NET, socket.SOCK_DGRAM, bind=(DNS_IP, 53))
         self.sockets.append(s)
 
         def loop():
@@ -365,8 +400,8 @@ def start_egress(extra=()):
     # the test proves the gateway needs no privilege.
     cmd = ["ip", "netns", "exec", NS_EGRESS, "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
            "--no-new-privs", EGRESS, "--control-fd", str(theirs.fileno()), "--resolver", f"{DNS_IP}:53",
-           "--public-cidr", "192.0.2.0/24", "--public-cidr", "198.51.100.0/24", "--connect-timeout-ms", "2000",
-           "--log-level", "debug", *extra]
+           "--public-cidr", "192.0.2.0/24", "--public-cidr", "198.51.100.0/24", "--public-cidr", "203.0.113.0/24",
+           "--connect-timeout-ms", "2000", "--log-level", "debug", *extra]
     proc = subprocess.Popen(cmd, pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, stdout=log, stderr=log)
     theirs.close()
     log.close()
@@ -639,6 +674,54 @@ def test_allowed_name_with_a_private_address_is_refused(world):
     d = world.ctl.wait_event("network.deny", host="private.allowed.test")["data"]
     assert "forbidden address (private)" in d["reason"]
     assert not [e for e in world.internet.entries("http") if e[0] == PRIVATE_IP]
+
+
+def test_the_gateways_own_address_is_never_dialled(world):
+    # SECURITY: an address of the gateway's own namespace reaches the host's
+    # services, not the internet: refused even though --public-cidr covers it
+    # and the policy names it, and whether the guest asks for it directly,
+    # as an IP-literal Host, or through an allowed name whose answer it is.
+    # The other end of the same link, just as named, shows that it is the
+    # address being local that is refused, not its range.
+    ctl, internet = world.ctl, world.internet
+    internet.serve_tcp(EGRESS_LINK_IP, 80, internet.http, ns=NS_EGRESS)
+    internet.serve_tcp(EGRESS_LINK_IP, 7000, internet.echo, ns=NS_EGRESS)
+    internet.serve_tcp(NET_LINK_IP, 7000, internet.echo)
+    link = EGRESS_LINK_IP.rsplit(".", 1)[0] + ".0/30"
+    new = {"allow": POLICY["allow"] + [f"{EGRESS_LINK_IP}:7000", f"{NET_LINK_IP}:7000", link],
+           "deny": POLICY["deny"]}
+    assert ctl.request({"op": "policy", "sandbox": SANDBOX, "policy": new})["op"] == "ack"
+    try:
+        with guest_connect(NET_LINK_IP, 7000) as s:
+            s.sendall(b"ping")
+            assert s.recv(100) == b"ping"
+        d = ctl.wait_event("network.allow", dst=f"{NET_LINK_IP}:7000")["data"]
+        assert d["addr"] == f"{NET_LINK_IP}:7000"
+
+        # An IP rule with the port names it.
+        assert_closed_at_once(EGRESS_LINK_IP, 7000, b"ping")
+        d = ctl.wait_event("network.deny", dst=f"{EGRESS_LINK_IP}:7000")["data"]
+        assert d["proto"] == "tcp" and d["addr"] is None and "forbidden address" in d["reason"]
+
+        # An IP-literal Host, allowed by the link's CIDR.
+        resp = http_get(EGRESS_LINK_IP, EGRESS_LINK_IP)
+        assert resp.startswith(b"HTTP/1.1 403"), resp
+        d = ctl.wait_event("network.deny", host=EGRESS_LINK_IP, dst=f"{EGRESS_LINK_IP}:80")["data"]
+        assert d["addr"] is None and "forbidden address" in d["reason"]
+
+        # An allowed name whose only address is the gateway's own: no DNS
+        # answer for the guest, and a connection by name is denied.
+        assert dns_query("local.allowed.test") == (0, [])
+        d = ctl.wait_event("network.dns", host="local.allowed.test")["data"]
+        assert d["verdict"] == "deny" and d["answers"] == [] and "forbidden address" in d["reason"]
+        resp = http_get(ALLOWED_IP, "local.allowed.test")
+        assert resp.startswith(b"HTTP/1.1 403"), resp
+        d = ctl.wait_event("network.deny", host="local.allowed.test")["data"]
+        assert d["addr"] is None and "local.allowed.test resolves to a forbidden address" in d["reason"]
+    finally:
+        assert ctl.request({"op": "policy", "sandbox": SANDBOX, "policy": POLICY})["op"] == "ack"
+    assert not [e for kind in ("http", "echo") for e in internet.entries(kind) if e[0] == EGRESS_LINK_IP]
+    assert (NET_LINK_IP, None) in internet.entries("echo")
 
 
 def test_dns_answers_allowed_names_only(world):
