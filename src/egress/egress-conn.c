@@ -452,9 +452,7 @@ static int dial_name(struct conn *c, char *reason, size_t reason_size)
 static int dial_addr(struct conn *c, const struct egress_addr *a, char *reason, size_t reason_size)
 {
 	if (!egress_addr_dialable(c->rt, c->policy, a, c->port)) {
-		struct egress_addr_info info;
-		egress_addr_classify(a, &info);
-		snprintf(reason, reason_size, "forbidden address (%s)", egress_addr_class_name(info.cls));
+		snprintf(reason, reason_size, "forbidden address (%s)", egress_addr_refusal(a));
 		return -EACCES;
 	}
 	return dial_list(c, a, 1, reason, reason_size);

@@ -62,7 +62,7 @@ enum dns_step {
  * a local address can be bound (net.ipv4.ip_nonlocal_bind is off by
  * default), which answers without enumerating interfaces and cannot go
  * stale. */
-static bool addr_is_local(const struct egress_addr *a)
+bool egress_addr_is_local(const struct egress_addr *a)
 {
 	struct sockaddr_storage ss = {0};
 	socklen_t len;
@@ -85,6 +85,15 @@ static bool addr_is_local(const struct egress_addr *a)
 	return local;
 }
 
+const char *egress_addr_refusal(const struct egress_addr *a)
+{
+	struct egress_addr_info info;
+	egress_addr_classify(a, &info);
+	if (!egress_addr_is_forbidden(a, true) && egress_addr_is_local(a))
+		return "the gateway host's own address";
+	return egress_addr_class_name(info.cls);
+}
+
 bool egress_addr_dialable(const struct egress_runtime *rt, const struct egress_policy *p,
                           const struct egress_addr *addr, uint16_t port)
 {
@@ -96,7 +105,7 @@ bool egress_addr_dialable(const struct egress_runtime *rt, const struct egress_p
 	/* SECURITY: never the gateway host's own addresses, whatever a rule
 	 * says: they reach the host's services (airlockd's TCP API, sshd ...),
 	 * not the internet. */
-	return !addr_is_local(addr);
+	return !egress_addr_is_local(addr);
 }
 
 int egress_resolve_checked(struct egress_runtime *rt, const struct egress_policy *p, const struct egress_host *host,
@@ -126,9 +135,7 @@ int egress_resolve_checked(struct egress_runtime *rt, const struct egress_policy
 			if (kept < max)
 				out[kept++] = found[i];
 		} else if (!refused) {
-			struct egress_addr_info info;
-			egress_addr_classify(&found[i], &info);
-			refused = egress_addr_class_name(info.cls);
+			refused = egress_addr_refusal(&found[i]);
 		}
 	}
 	if (kept == 0) {

@@ -219,6 +219,11 @@ void egress_dnsd_tcp_accept(struct egress_runtime *rt, struct egress_sandbox *sb
 
 /* May the gateway dial this address for this policy and port (0: any)? Not
  * forbidden, or named by an allow rule, or in a --public-cidr network. */
+/* Is the address one of the gateway host's own? (Never dialled.) */
+bool egress_addr_is_local(const struct egress_addr *a);
+/* Why an address is not dialable, for events: its class, or "the gateway
+ * host's own address". */
+const char *egress_addr_refusal(const struct egress_addr *a);
 bool egress_addr_dialable(const struct egress_runtime *rt, const struct egress_policy *p,
                           const struct egress_addr *addr, uint16_t port);
 

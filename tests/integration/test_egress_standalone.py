@@ -701,19 +701,19 @@ def test_the_gateways_own_address_is_never_dialled(world):
         # An IP rule with the port names it.
         assert_closed_at_once(EGRESS_LINK_IP, 7000, b"ping")
         d = ctl.wait_event("network.deny", dst=f"{EGRESS_LINK_IP}:7000")["data"]
-        assert d["proto"] == "tcp" and d["addr"] is None and "forbidden address" in d["reason"]
+        assert d["proto"] == "tcp" and d["addr"] is None and "own address" in d["reason"]
 
         # An IP-literal Host, allowed by the link's CIDR.
         resp = http_get(EGRESS_LINK_IP, EGRESS_LINK_IP)
         assert resp.startswith(b"HTTP/1.1 403"), resp
         d = ctl.wait_event("network.deny", host=EGRESS_LINK_IP, dst=f"{EGRESS_LINK_IP}:80")["data"]
-        assert d["addr"] is None and "forbidden address" in d["reason"]
+        assert d["addr"] is None and "own address" in d["reason"]
 
         # An allowed name whose only address is the gateway's own: no DNS
         # answer for the guest, and a connection by name is denied.
         assert dns_query("local.allowed.test") == (0, [])
         d = ctl.wait_event("network.dns", host="local.allowed.test")["data"]
-        assert d["verdict"] == "deny" and d["answers"] == [] and "forbidden address" in d["reason"]
+        assert d["verdict"] == "deny" and d["answers"] == [] and "own address" in d["reason"]
         resp = http_get(ALLOWED_IP, "local.allowed.test")
         assert resp.startswith(b"HTTP/1.1 403"), resp
         d = ctl.wait_event("network.deny", host="local.allowed.test")["data"]
