@@ -18,9 +18,30 @@
  *   {"op":"remove","seq":N,"sandbox":ID}
  *       Closes the listeners and every open connection of the sandbox.
  *   {"op":"ping","seq":N}
+ *   {"op":"secrets","seq":N,"sandbox":ID,"bindings":[B...]}
+ *       (issue 6) Replaces the sandbox's secret bindings atomically (a
+ *       rotated or deleted secret: new requests see the change at once).
+ *   {"op":"ca","seq":N,"cert_pem":"...","key_pem":"..."}
+ *       (issue 6) The Airlock CA that signs interception leaf certificates;
+ *       sent after "ready" (and again after every restart) before any
+ *       "add". The key is never written to disk by airlock-egress.
  * P is {"allow":[RULE...],"deny":[RULE...]} with RULE text as parsed by
  * egress_rule_parse(); airlockd has validated it already, airlock-egress
  * parses it again and refuses the whole message if any rule is invalid.
+ * (issue 6) P may also hold "tls":"passthrough"|"inspect" (default
+ * passthrough: only hosts a binding names are intercepted; inspect: every
+ * allowed TLS host is) and "pinned":[HOST PATTERN...] (never intercepted).
+ * "add" may carry "bindings":[B...] as well.
+ * B (one secret bound to one sandbox) is
+ *   {"secret":NAME, "placeholder":"airlock-ph-<64 hex>", "value":"...",
+ *    "hosts":[HOST PATTERN...], "paths":[PREFIX...] (empty: any),
+ *    "methods":["GET",...] (empty: any),
+ *    "header":NAME|null, "format":"Bearer {value}"|null}
+ * header set: the gateway removes every client-sent field of that name and
+ * adds NAME: format with {value} replaced; header null: every occurrence of
+ * the placeholder in request header values is replaced by the value.
+ * SECURITY: values travel only on this socket pair and live only in
+ * airlock-egress's memory; they are never logged or put in an event.
  *
  * airlock-egress -> airlockd
  *   {"op":"ack","seq":N}  or  {"op":"nack","seq":N,"error":"..."}
