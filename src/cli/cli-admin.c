@@ -271,7 +271,12 @@ int cmd_events(int argc, char **argv)
 		free(path);
 		path = next;
 	}
-	struct cli_req req = {.method = "GET", .path = path, .on_line = on_event};
+	return get_lines(path, on_event);
+}
+
+int get_lines(const char *path, int (*on_line)(void *ud, char *line, size_t len))
+{
+	struct cli_req req = {.method = "GET", .path = path, .on_line = on_line};
 	char errbuf[CLI_ERRBUF];
 	long status = 0;
 	cleanup_json json_t *resp = NULL;

@@ -129,13 +129,5 @@ int network_logs(const char *sandbox, bool follow)
 {
 	cleanup_free char *base = xstrdup(follow ? "/v1/events?type=network.&follow=true" : "/v1/events?type=network.");
 	cleanup_free char *path = path_with_query(base, "sandbox", sandbox);
-	struct cli_req req = {.method = "GET", .path = path, .on_line = on_network_event};
-	char errbuf[CLI_ERRBUF];
-	long status = 0;
-	cleanup_json json_t *resp = NULL;
-	if (cli_request(&req, &status, &resp, errbuf, sizeof(errbuf)) < 0)
-		return report(0, NULL, errbuf);
-	if (status != 200)
-		return report(status, resp, NULL);
-	return 0;
+	return get_lines(path, on_network_event);
 }

@@ -34,6 +34,9 @@ int call_each(const char *method, const char *prefix, const char *suffix, char *
 int add_kv(json_t *obj, const char *flag, const char *arg);
 /* The exit status of an exit object (exit_code, signal, timed_out). */
 int exit_status_of(json_t *exit_obj);
+/* GET path, each line of a 200 answer to on_line (JSON lines, followed
+ * streams); any other answer reported (EXIT_CLIENT). */
+int get_lines(const char *path, int (*on_line)(void *ud, char *line, size_t len));
 /* Prints json compactly (--json) or indented, with a newline. */
 void print_json(json_t *v, bool compact);
 /* "/v1/sandboxes/ID/REST?path=ESCAPED" with path URL-encoded. */
