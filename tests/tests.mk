@@ -4,9 +4,10 @@
 #   make unit        cmocka unit tests (one program per module), ASan+UBSan
 #   make fuzz-smoke  libFuzzer targets: corpus as a regression test, then a
 #                    short fuzzing run each (FUZZ_SECONDS, default 15)
-#   make integration pytest against the real daemon, CLI and VMs
-#   make test        all of the above after deps, all and images
-#   make bench       bench/boot (figures, no assertions)
+#   make integration pytest against the real daemon, CLI and VMs (minimal and
+#                    base templates: the network tests need curl, dig, python)
+#   make test        all of the above after deps, all and images-all
+#   make bench       bench/* (figures, no assertions)
 
 TEST_BUILD := $(BUILD)/test
 FUZZ_BUILD := $(BUILD)/fuzz
@@ -157,7 +158,7 @@ fuzz-smoke: $(FUZZ_BINS)
 	echo "fuzz-smoke: $(words $(FUZZ_READY)) targets passed"
 
 # ---------------------------------------------------------------- integration
-integration: all images
+integration: all images-all
 	$(PYTEST) -v $(PYTEST_ARGS) tests/integration
 
 # `make test`: everything a newcomer needs, in order. Sub-makes so that -j
@@ -165,7 +166,7 @@ integration: all images
 # last so that pytest's summary is the last thing printed.
 test:
 	@$(MAKE) --no-print-directory deps
-	@$(MAKE) --no-print-directory all images
+	@$(MAKE) --no-print-directory all images-all
 	@$(MAKE) --no-print-directory build-clang format-check
 	@$(MAKE) --no-print-directory unit
 	@$(MAKE) --no-print-directory fuzz-smoke
