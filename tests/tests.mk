@@ -32,6 +32,12 @@ UNIT_SRC_events := src/daemon/events.c src/daemon/log.c $(wildcard src/daemon/st
 UNIT_LIBS_events := -lsqlite3 -ljansson -lpthread
 UNIT_SRC_metrics := src/daemon/metrics.c
 UNIT_LIBS_metrics := -lpthread -lm
+# The secret store: AES-256-GCM, the host key file, the request parser,
+# the table and the sandboxes' bindings.
+UNIT_SRC_secrets := src/daemon/secrets.c src/daemon/api-request.c src/daemon/network-policy.c \
+	src/egress/egress-host.c src/egress/egress-addr.c src/daemon/events.c src/daemon/log.c \
+	$(wildcard src/daemon/store*.c)
+UNIT_LIBS_secrets := -lsqlite3 -ljansson -lcrypto -lpthread
 # The egress gateway's parsers of guest input and its address classifier.
 UNIT_SRC_egress-tls := src/egress/egress-tls.c
 UNIT_SRC_egress-http := src/egress/egress-http.c

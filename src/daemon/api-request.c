@@ -35,6 +35,21 @@ bool env_name_valid(const char *name)
 	return true;
 }
 
+bool secret_name_valid(const char *name)
+{
+	size_t n = strnlen(name, SECRET_NAME_MAX + 1);
+	if (n == 0 || n > SECRET_NAME_MAX)
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		char c = name[i];
+		bool ok =
+		    (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || (i > 0 && (c == '-' || c == '_' || c == '.'));
+		if (!ok)
+			return false;
+	}
+	return true;
+}
+
 static int parse_body(const char *body, size_t len, json_t **ret, struct al_error *err)
 {
 	json_error_t jerr;
@@ -148,6 +163,59 @@ static int parse_kv(json_t *obj, const char *field, bool env, struct kv_list *re
 	return 0;
 }
 
+int secret_grants_parse(const json_t *obj, const struct kv_list *env, struct kv_list *ret, struct al_error *err)
+{
+	/* SECURITY: client input; only names travel (never a value): each env
+	 * name as for env, each secret name of the secret alphabet. Whether the
+	 * secret exists is checked by the caller, for the sandbox's tenant. */
+	json_t *m = json_object_get(obj, "secrets");
+	*ret = (struct kv_list){0};
+	if (!m || json_is_null(m))
+		return 0;
+	if (!json_is_object(m))
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+		                    "secrets: must be an object {\"ENV_NAME\": \"secret-name\", ...}");
+	size_t n = json_object_size(m);
+	if (n > SANDBOX_SECRETS_MAX)
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "secrets: at most %d entries, got %zu",
+		                    SANDBOX_SECRETS_MAX, n);
+	struct kv_list l = {.keys = xcalloc(n ? n : 1, sizeof(char *)), .values = xcalloc(n ? n : 1, sizeof(char *))};
+	const char *key;
+	json_t *v;
+	int r = 0;
+	json_object_foreach (m, key, v) {
+		if (!env_name_valid(key)) {
+			r = al_error_set(
+			    err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+			    "secrets: name \"%.64s\" must match [A-Za-z_][A-Za-z0-9_]* and be at most %d bytes", key,
+			    ENV_NAME_MAX);
+			break;
+		}
+		if (!json_is_string(v) || has_nul(v) || !secret_name_valid(json_string_value(v))) {
+			r = al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+			                 "secrets.%.64s: must be a secret name ([a-z0-9][a-z0-9_.-]{0,62})", key);
+			break;
+		}
+		for (size_t i = 0; env && i < env->n && r == 0; i++)
+			if (!strcmp(env->keys[i], key))
+				r = al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+				                 "secrets.%.64s: also set in env; a variable is either a secret's "
+				                 "placeholder or a value",
+				                 key);
+		if (r < 0)
+			break;
+		l.keys[l.n] = xstrdup(key);
+		l.values[l.n] = xstrdup(json_string_value(v));
+		l.n++;
+	}
+	if (r < 0) {
+		kv_list_release(&l);
+		return r;
+	}
+	*ret = l;
+	return 0;
+}
+
 static int parse_timeouts(json_t *j, struct timeout_request *t, struct al_error *err)
 {
 	long long v;
@@ -188,9 +256,9 @@ int timeout_request_parse(const char *body, size_t len, struct timeout_request *
 int create_request_parse(const char *body, size_t len, unsigned host_memory_mib, struct create_request *ret,
                          struct al_error *err)
 {
-	static const char *const fields[] = {"template",   "vcpus",          "memory_mib", "env",
-	                                     "metadata",   "tenant",         "snapshot",   "timeout_s",
-	                                     "on_timeout", "idle_timeout_s", "network",    NULL};
+	static const char *const fields[] = {"template",   "vcpus",          "memory_mib", "env",     "metadata",
+	                                     "tenant",     "snapshot",       "timeout_s",  "network", "secrets",
+	                                     "on_timeout", "idle_timeout_s", NULL};
 	cleanup_json json_t *j = NULL;
 	struct create_request r = {0};
 	int rc;
@@ -256,6 +324,10 @@ int create_request_parse(const char *body, size_t len, unsigned host_memory_mib,
 		create_request_release(&r);
 		return rc;
 	}
+	if ((rc = secret_grants_parse(j, &r.env, &r.secrets, err)) < 0) {
+		create_request_release(&r);
+		return rc;
+	}
 	*ret = r;
 	return 0;
 }
@@ -264,6 +336,7 @@ void create_request_release(struct create_request *r)
 {
 	kv_list_release(&r->env);
 	kv_list_release(&r->metadata);
+	kv_list_release(&r->secrets);
 	free(r->network_json);
 	r->network_json = NULL;
 }

@@ -8,6 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
 #include "error.h"
 
 #define API_CREATE_BODY_MAX (1u << 20)
@@ -37,6 +39,8 @@
 #define EXEC_TAG_MAX 64
 #define PTY_ROWS_MAX 1000
 #define PTY_COLS_MAX 1000
+#define SECRET_NAME_MAX 63     /* [a-z0-9][a-z0-9_.-]{0,62} */
+#define SANDBOX_SECRETS_MAX 32 /* grants of one create (or fork) request */
 
 /* A list of "KEY=VALUE" strings (env) or of key/value pairs (metadata). */
 struct kv_list {
@@ -69,6 +73,9 @@ struct create_request {
 	/* The egress policy, canonical JSON (network-policy.h); NULL when the
 	 * request names none (the operator's default applies). */
 	char *network_json;
+	/* "secrets": env name -> secret name (secrets.h): the sandbox gets a
+	 * placeholder in that variable, the gateway the binding. */
+	struct kv_list secrets;
 };
 
 struct exec_request {
@@ -101,5 +108,11 @@ void exec_request_release(struct exec_request *r);
 
 bool template_name_valid(const char *name);
 bool env_name_valid(const char *name);
+bool secret_name_valid(const char *name);
+
+/* The "secrets" member of obj (create or fork body): an object of at most
+ * SANDBOX_SECRETS_MAX env name -> secret name; absent or null is none. An
+ * env name that `env` (may be NULL) also sets is refused. */
+int secret_grants_parse(const json_t *obj, const struct kv_list *env, struct kv_list *ret, struct al_error *err);
 
 #endif

@@ -1,0 +1,957 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include "secrets.h"
+
+#include <fcntl.h>
+#include <openssl/evp.h>
+#include <pthread.h>
+#include <sqlite3.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+
+#include "egress-host.h"
+#include "events.h"
+#include "json-cleanup.h"
+#include "store.h"
+#include "util.h"
+
+#define SECRET_AAD_MAX (1 + TENANT_NAME_MAX + 1 + SECRET_NAME_MAX)
+
+/* ------------------------------------------------------------ wiping */
+
+void secret_wipe_free(void *p, size_t len)
+{
+	if (!p)
+		return;
+	explicit_bzero(p, len);
+	free(p);
+}
+
+void secret_json_wipe(json_t *v)
+{
+	if (json_is_object(v)) {
+		const char *k;
+		json_t *m;
+		json_object_foreach (v, k, m) {
+			if (json_is_string(m) && (!strcmp(k, "value") || !strcmp(k, "key_pem")))
+				/* jansson owns a private copy of the text: wipe it in place. */
+				explicit_bzero((char *)json_string_value(m), json_string_length(m));
+			else
+				secret_json_wipe(m);
+		}
+	} else if (json_is_array(v)) {
+		size_t i;
+		json_t *m;
+		json_array_foreach (v, i, m)
+			secret_json_wipe(m);
+	}
+}
+
+/* ------------------------------------------------------------ the host key */
+
+static int key_create(const char *path, struct al_error *err)
+{
+	cleanup_free char *tmp = xasprintf("%s.tmp", path);
+	unlink(tmp); /* a crash during an earlier creation */
+	cleanup_close int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return al_error_set(err, AL_ERR_INTERNAL, errno, "cannot create the secrets key %s: %m", tmp);
+	uint8_t key[SECRET_KEY_BYTES];
+	random_bytes(key, sizeof(key));
+	int r = fchmod(fd, 0600) < 0 ? -errno : write_full(fd, key, sizeof(key));
+	explicit_bzero(key, sizeof(key));
+	if (r == 0 && fsync(fd) < 0)
+		r = -errno;
+	/* link, not rename: never replace a key that appeared meanwhile. */
+	if (r == 0 && link(tmp, path) < 0 && errno != EEXIST)
+		r = -errno;
+	unlink(tmp);
+	if (r < 0)
+		return al_error_set(err, AL_ERR_INTERNAL, -r, "cannot write the secrets key %s: %s", path,
+		                    strerror(-r));
+	return 0;
+}
+
+int secret_key_load(const char *path, uint8_t ret_key[SECRET_KEY_BYTES], struct al_error *err)
+{
+	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0 && errno == ENOENT) {
+		int r = key_create(path, err);
+		if (r < 0)
+			return r;
+		fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	}
+	if (fd < 0)
+		return al_error_set(err, AL_ERR_INTERNAL, errno, "cannot open the secrets key %s: %m", path);
+	cleanup_close int kfd = fd;
+	struct stat st;
+	if (fstat(kfd, &st) < 0)
+		return al_error_set(err, AL_ERR_INTERNAL, errno, "secrets key %s: %m", path);
+	/* SECURITY: whoever can read this file can read every secret in the
+	 * store: it must be ours alone. */
+	if (!S_ISREG(st.st_mode))
+		return al_error_set(err, AL_ERR_INTERNAL, EPERM, "secrets key %s is not a regular file", path);
+	if (st.st_uid != geteuid())
+		return al_error_set(err, AL_ERR_INTERNAL, EPERM,
+		                    "secrets key %s belongs to uid %u, not to airlockd's uid %u: chown it (or restore "
+		                    "the right file)",
+		                    path, (unsigned)st.st_uid, (unsigned)geteuid());
+	if (st.st_mode & 07177)
+		return al_error_set(err, AL_ERR_INTERNAL, EPERM,
+		                    "secrets key %s has mode %04o; it may be readable by others: chmod 600 it (and "
+		                    "consider rotating the secrets it protects)",
+		                    path, (unsigned)(st.st_mode & 07777));
+	if (st.st_size != SECRET_KEY_BYTES)
+		return al_error_set(err, AL_ERR_INTERNAL, EPERM,
+		                    "secrets key %s is %lld bytes, not %d: it is damaged (restore it from a backup; "
+		                    "without it the stored secrets cannot be read)",
+		                    path, (long long)st.st_size, SECRET_KEY_BYTES);
+	uint8_t key[SECRET_KEY_BYTES];
+	ssize_t n = read_full(kfd, key, sizeof(key));
+	if (n != SECRET_KEY_BYTES) {
+		explicit_bzero(key, sizeof(key));
+		return al_error_set(err, AL_ERR_INTERNAL, n < 0 ? (int)-n : EIO, "cannot read the secrets key %s",
+		                    path);
+	}
+	memcpy(ret_key, key, sizeof(key));
+	explicit_bzero(key, sizeof(key));
+	return 0;
+}
+
+/* ------------------------------------------------------------ AES-256-GCM */
+
+static size_t aad_build(const char *tenant, const char *name, uint8_t out[SECRET_AAD_MAX])
+{
+	size_t tl = strnlen(tenant, TENANT_NAME_MAX), nl = strnlen(name, SECRET_NAME_MAX);
+	out[0] = SECRET_BLOB_VERSION;
+	memcpy(out + 1, tenant, tl);
+	out[1 + tl] = '\0';
+	memcpy(out + 2 + tl, name, nl);
+	return 2 + tl + nl;
+}
+
+static void ctx_freep(EVP_CIPHER_CTX **c)
+{
+	EVP_CIPHER_CTX_free(*c);
+}
+#define cleanup_cipher __attribute__((cleanup(ctx_freep)))
+
+int secret_encrypt(const uint8_t key[SECRET_KEY_BYTES], const char *tenant, const char *name, const void *plain,
+                   size_t len, uint8_t **ret_blob, size_t *ret_len)
+{
+	if (len > SECRET_VALUE_MAX)
+		return -E2BIG;
+	uint8_t aad[SECRET_AAD_MAX];
+	size_t aad_len = aad_build(tenant, name, aad);
+	size_t total = 1 + SECRET_NONCE_BYTES + len + SECRET_TAG_BYTES;
+	uint8_t *blob = xmalloc(total);
+	blob[0] = SECRET_BLOB_VERSION;
+	uint8_t *nonce = blob + 1, *ct = nonce + SECRET_NONCE_BYTES, *tag = ct + len;
+	random_bytes(nonce, SECRET_NONCE_BYTES);
+	cleanup_cipher EVP_CIPHER_CTX *c = EVP_CIPHER_CTX_new();
+	int n = 0, fin = 0;
+	if (!c || EVP_EncryptInit_ex(c, EVP_aes_256_gcm(), NULL, NULL, NULL) != 1 ||
+	    EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_SET_IVLEN, SECRET_NONCE_BYTES, NULL) != 1 ||
+	    EVP_EncryptInit_ex(c, NULL, NULL, key, nonce) != 1 ||
+	    EVP_EncryptUpdate(c, NULL, &n, aad, (int)aad_len) != 1 ||
+	    EVP_EncryptUpdate(c, ct, &n, plain, (int)len) != 1 || EVP_EncryptFinal_ex(c, ct + n, &fin) != 1 ||
+	    (size_t)(n + fin) != len || EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_GET_TAG, SECRET_TAG_BYTES, tag) != 1) {
+		free(blob);
+		return -EIO;
+	}
+	*ret_blob = blob;
+	*ret_len = total;
+	return 0;
+}
+
+int secret_decrypt(const uint8_t key[SECRET_KEY_BYTES], const char *tenant, const char *name, const uint8_t *blob,
+                   size_t blob_len, char **ret_plain, size_t *ret_len)
+{
+	if (blob_len < 1 + SECRET_NONCE_BYTES + SECRET_TAG_BYTES || blob[0] != SECRET_BLOB_VERSION ||
+	    blob_len - (1 + SECRET_NONCE_BYTES + SECRET_TAG_BYTES) > SECRET_VALUE_MAX)
+		return -EBADMSG;
+	size_t len = blob_len - (1 + SECRET_NONCE_BYTES + SECRET_TAG_BYTES);
+	uint8_t aad[SECRET_AAD_MAX];
+	size_t aad_len = aad_build(tenant, name, aad);
+	const uint8_t *nonce = blob + 1, *ct = nonce + SECRET_NONCE_BYTES, *tag = ct + len;
+	uint8_t tagcopy[SECRET_TAG_BYTES];
+	memcpy(tagcopy, tag, sizeof(tagcopy));
+	char *plain = xmalloc(len + 1);
+	cleanup_cipher EVP_CIPHER_CTX *c = EVP_CIPHER_CTX_new();
+	int n = 0, fin = 0;
+	if (!c || EVP_DecryptInit_ex(c, EVP_aes_256_gcm(), NULL, NULL, NULL) != 1 ||
+	    EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_SET_IVLEN, SECRET_NONCE_BYTES, NULL) != 1 ||
+	    EVP_DecryptInit_ex(c, NULL, NULL, key, nonce) != 1 ||
+	    EVP_DecryptUpdate(c, NULL, &n, aad, (int)aad_len) != 1 ||
+	    EVP_DecryptUpdate(c, (uint8_t *)plain, &n, ct, (int)len) != 1 ||
+	    EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_SET_TAG, SECRET_TAG_BYTES, tagcopy) != 1 ||
+	    EVP_DecryptFinal_ex(c, (uint8_t *)plain + n, &fin) != 1 || (size_t)(n + fin) != len) {
+		/* SECURITY: nothing of an unauthenticated plaintext leaves. */
+		secret_wipe_free(plain, len + 1);
+		return -EBADMSG;
+	}
+	plain[len] = '\0';
+	*ret_plain = plain;
+	*ret_len = len;
+	return 0;
+}
+
+/* ------------------------------------------------------------ request bodies */
+
+void secret_request_release(struct secret_request *r)
+{
+	secret_wipe_free(r->value, r->value_len);
+	free(r->spec_json);
+	*r = (struct secret_request){0};
+}
+
+/* Header field values: visible ASCII, space, HT and UTF-8 (obs-text); no
+ * other control characters (CR and LF would split the header). */
+static bool header_text_valid(const char *s, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)s[i];
+		if ((c < 0x20 && c != '\t') || c == 0x7f)
+			return false;
+	}
+	return true;
+}
+
+static bool tchar(char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+	       strchr("!#$%&'*+-.^_`|~", c);
+}
+
+/* Headers that frame, route or upgrade a request: a secret must never be
+ * able to change where a request goes or where it ends. */
+static bool header_reserved(const char *h)
+{
+	static const char *const reserved[] = {
+	    "host", "content-length", "transfer-encoding", "connection",       "upgrade",
+	    "te",   "trailer",        "keep-alive",        "proxy-connection", "expect"};
+	for (size_t i = 0; i < ARRAY_SIZE(reserved); i++)
+		if (!strcasecmp(h, reserved[i]))
+			return true;
+	return false;
+}
+
+static int get_string_field(json_t *j, const char *field, json_t **ret, struct al_error *err)
+{
+	json_t *v = json_object_get(j, field);
+	*ret = NULL;
+	if (!v || json_is_null(v))
+		return 0;
+	if (!json_is_string(v) || strlen(json_string_value(v)) != json_string_length(v))
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "%s: must be a string without NUL bytes",
+		                    field);
+	*ret = v;
+	return 0;
+}
+
+static int parse_hosts(json_t *j, json_t *out, struct al_error *err)
+{
+	json_t *hosts = json_object_get(j, "hosts");
+	if (!json_is_array(hosts) || json_array_size(hosts) == 0 || json_array_size(hosts) > SECRET_HOSTS_MAX)
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+		                    "hosts: required, an array of 1 to %d host patterns (\"api.example.com\", "
+		                    "\"*.example.com\", optionally with :PORT) the secret may be sent to",
+		                    SECRET_HOSTS_MAX);
+	size_t i;
+	json_t *v;
+	json_array_foreach (hosts, i, v) {
+		const char *text = json_string_value(v);
+		size_t len = json_string_length(v);
+		struct egress_rule rule;
+		struct al_error e = {0};
+		if (!json_is_string(v) || strlen(text) != len || len > EGRESS_HOST_RULE_MAX)
+			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "hosts[%zu]: must be a host pattern",
+			                    i);
+		if (egress_rule_parse(text, len, &rule, &e) < 0)
+			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "hosts[%zu] \"%.*s\": %s", i,
+			                    (int)MIN(len, 200), text, e.message);
+		/* SECURITY: secrets are only put into TLS connections that the
+		 * gateway intercepts by SNI, which is a name: an address or a
+		 * network would bind nothing (or everything behind a CDN). */
+		if (rule.kind == EGRESS_RULE_CIDR || rule.host.kind != EGRESS_HOST_NAME)
+			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+			                    "hosts[%zu] \"%.*s\": a secret is bound to host names (TLS SNI), not to "
+			                    "addresses or networks",
+			                    i, (int)MIN(len, 200), text);
+		json_array_append_new(out, json_stringn(text, len));
+	}
+	return 0;
+}
+
+static int parse_paths(json_t *j, json_t *out, struct al_error *err)
+{
+	json_t *paths = json_object_get(j, "paths");
+	if (!paths || json_is_null(paths))
+		return 0;
+	if (!json_is_array(paths) || json_array_size(paths) > SECRET_PATHS_MAX)
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+		                    "paths: an array of at most %d path prefixes such as \"/v1/\" (empty: any path)",
+		                    SECRET_PATHS_MAX);
+	size_t i;
+	json_t *v;
+	json_array_foreach (paths, i, v) {
+		const char *p = json_string_value(v);
+		size_t len = json_string_length(v);
+		bool ok = json_is_string(v) && len >= 1 && len <= SECRET_PATH_MAX && p[0] == '/';
+		for (size_t k = 0; ok && k < len; k++)
+			ok = p[k] > 0x20 && p[k] < 0x7f && p[k] != '#';
+		if (!ok)
+			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+			                    "paths[%zu]: must start with \"/\" and be 1 to %d visible ASCII characters "
+			                    "(no spaces, no '#')",
+			                    i, SECRET_PATH_MAX);
+		json_array_append_new(out, json_stringn(p, len));
+	}
+	return 0;
+}
+
+static int parse_methods(json_t *j, json_t *out, struct al_error *err)
+{
+	/* TRACE would echo the credential back; CONNECT opens a tunnel. */
+	static const char *const known[] = {"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"};
+	json_t *methods = json_object_get(j, "methods");
+	if (!methods || json_is_null(methods))
+		return 0;
+	if (!json_is_array(methods) || json_array_size(methods) > ARRAY_SIZE(known))
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+		                    "methods: an array of GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS (empty: any of "
+		                    "them)");
+	bool seen[ARRAY_SIZE(known)] = {false};
+	size_t i;
+	json_t *v;
+	json_array_foreach (methods, i, v) {
+		size_t k = 0;
+		for (; json_is_string(v) && k < ARRAY_SIZE(known); k++)
+			if (!strcasecmp(json_string_value(v), known[k]) && json_string_length(v) == strlen(known[k]))
+				break;
+		if (!json_is_string(v) || k == ARRAY_SIZE(known))
+			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+			                    "methods[%zu]: must be one of GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS",
+			                    i);
+		seen[k] = true;
+	}
+	for (size_t k = 0; k < ARRAY_SIZE(known); k++)
+		if (seen[k])
+			json_array_append_new(out, json_string(known[k]));
+	return 0;
+}
+
+static int parse_header_format(json_t *j, json_t *spec, struct al_error *err)
+{
+	json_t *h, *f;
+	int r;
+	if ((r = get_string_field(j, "header", &h, err)) < 0 || (r = get_string_field(j, "format", &f, err)) < 0)
+		return r;
+	if (h) {
+		const char *name = json_string_value(h);
+		size_t len = json_string_length(h);
+		bool ok = len >= 1 && len <= SECRET_HEADER_MAX;
+		for (size_t i = 0; ok && i < len; i++)
+			ok = tchar(name[i]);
+		if (!ok)
+			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+			                    "header: must be a header name (1 to %d token characters, e.g. "
+			                    "\"Authorization\")",
+			                    SECRET_HEADER_MAX);
+		if (header_reserved(name))
+			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+			                    "header: \"%s\" frames or routes the request; a secret cannot be put there",
+			                    name);
+	}
+	if (f) {
+		const char *fmt = json_string_value(f);
+		size_t len = json_string_length(f);
+		const char *first = strstr(fmt, SECRET_FORMAT_VALUE);
+		if (!h)
+			return al_error_set(
+			    err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+			    "format: needs header (without a header the placeholder is replaced where it "
+			    "appears in request headers)");
+		if (len > SECRET_FORMAT_MAX || !header_text_valid(fmt, len) || !first ||
+		    strstr(first + 1, SECRET_FORMAT_VALUE))
+			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+			                    "format: at most %d characters without control characters, with "
+			                    "\"" SECRET_FORMAT_VALUE
+			                    "\" exactly once (e.g. \"Bearer " SECRET_FORMAT_VALUE "\")",
+			                    SECRET_FORMAT_MAX);
+	}
+	json_object_set_new(spec, "header", h ? json_copy(h) : json_null());
+	json_object_set_new(spec, "format", f ? json_copy(f) : h ? json_string(SECRET_FORMAT_VALUE) : json_null());
+	return 0;
+}
+
+static int parse_value(json_t *j, struct secret_request *r, struct al_error *err)
+{
+	/* SECURITY: no message here may quote the value. */
+	json_t *v = json_object_get(j, "value");
+	if (!json_is_string(v))
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+		                    "value: required, a string of 1 to %d bytes (it is stored encrypted and never "
+		                    "shown again)",
+		                    SECRET_VALUE_MAX);
+	const char *s = json_string_value(v);
+	size_t len = json_string_length(v);
+	if (len == 0 || len > SECRET_VALUE_MAX)
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "value: must be 1 to %d bytes, got %zu",
+		                    SECRET_VALUE_MAX, len);
+	if (strlen(s) != len || !header_text_valid(s, len))
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+		                    "value: must not contain NUL, CR, LF or other control characters (it goes into a "
+		                    "request header)");
+	r->value = xmalloc(len + 1);
+	memcpy(r->value, s, len + 1);
+	r->value_len = len;
+	return 0;
+}
+
+static int parse_fields(json_t *j, struct secret_request *r, json_t *spec, struct al_error *err)
+{
+	static const char *const allowed[] = {"name",    "value",  "hosts",  "paths",
+	                                      "methods", "header", "format", "tenant"};
+	const char *key;
+	json_t *v;
+	json_object_foreach (j, key, v) {
+		bool ok = false;
+		for (size_t i = 0; i < ARRAY_SIZE(allowed) && !ok; i++)
+			ok = !strcmp(key, allowed[i]);
+		if (!ok)
+			return al_error_set(
+			    err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+			    "unknown field \"%.64s\" (allowed: name, value, hosts, paths, methods, header, "
+			    "format, tenant)",
+			    key);
+	}
+	json_t *name, *tenant;
+	int rc;
+	if ((rc = get_string_field(j, "name", &name, err)) < 0)
+		return rc;
+	if (!name || !secret_name_valid(json_string_value(name)))
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+		                    "name: required, 1 to %d characters of [a-z0-9_.-] starting with a letter or digit",
+		                    SECRET_NAME_MAX);
+	strlcpy_al(r->name, json_string_value(name), sizeof(r->name));
+	if ((rc = get_string_field(j, "tenant", &tenant, err)) < 0)
+		return rc;
+	if (tenant && !name_valid(json_string_value(tenant), TENANT_NAME_MAX))
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+		                    "tenant: must be a name of 1 to 63 characters from [a-z0-9_-]");
+	if (tenant)
+		strlcpy_al(r->tenant, json_string_value(tenant), sizeof(r->tenant));
+	json_t *hosts = json_array(), *paths = json_array(), *methods = json_array();
+	json_object_set_new(spec, "hosts", hosts);
+	json_object_set_new(spec, "paths", paths);
+	json_object_set_new(spec, "methods", methods);
+	if ((rc = parse_hosts(j, hosts, err)) < 0 || (rc = parse_paths(j, paths, err)) < 0 ||
+	    (rc = parse_methods(j, methods, err)) < 0 || (rc = parse_header_format(j, spec, err)) < 0)
+		return rc;
+	return parse_value(j, r, err);
+}
+
+int secret_request_parse(const char *body, size_t len, struct secret_request *ret, struct al_error *err)
+{
+	if (len > SECRET_BODY_MAX)
+		return al_error_set(err, AL_ERR_TOO_LARGE, E2BIG, "request body is %zu bytes; the limit is %u", len,
+		                    SECRET_BODY_MAX);
+	json_error_t jerr;
+	cleanup_json json_t *j = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
+	/* SECURITY: jansson's message quotes the text near the error, which may
+	 * be the value: give the position only. */
+	if (!j)
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+		                    "request body is not valid JSON (line %d, column %d)", jerr.line, jerr.column);
+	if (!json_is_object(j)) {
+		secret_json_wipe(j);
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "request body must be a JSON object");
+	}
+	struct secret_request r = {0};
+	cleanup_json json_t *spec = json_object();
+	int rc = parse_fields(j, &r, spec, err);
+	secret_json_wipe(j);
+	if (rc < 0) {
+		secret_request_release(&r);
+		return rc;
+	}
+	r.spec_json = json_dumps(spec, JSON_COMPACT | JSON_SORT_KEYS);
+	if (!r.spec_json)
+		abort();
+	*ret = r;
+	return 0;
+}
+
+/* ------------------------------------------------------------ the store */
+
+static pthread_rwlock_t life = PTHREAD_RWLOCK_INITIALIZER;
+static sqlite3 *secrets_db;
+static uint8_t *host_key; /* SECRET_KEY_BYTES in a locked page, never in a core dump */
+static size_t key_page;
+
+static const char schema[] = "CREATE TABLE IF NOT EXISTS secrets ("
+                             " tenant TEXT NOT NULL,"
+                             " name TEXT NOT NULL,"
+                             " id TEXT NOT NULL UNIQUE,"
+                             " spec TEXT NOT NULL,"
+                             " value BLOB NOT NULL,"
+                             " created_ms INTEGER NOT NULL,"
+                             " updated_ms INTEGER NOT NULL,"
+                             " PRIMARY KEY (tenant, name));";
+
+/* `life` read-held and the connection's mutex, as in auth.c. Never call
+ * events_emit() while holding it. */
+static sqlite3 *db_acquire(void)
+{
+	pthread_rwlock_rdlock(&life);
+	if (!secrets_db) {
+		pthread_rwlock_unlock(&life);
+		return NULL;
+	}
+	sqlite3_mutex_enter(sqlite3_db_mutex(secrets_db));
+	return secrets_db;
+}
+
+static void db_releasep(sqlite3 **db)
+{
+	if (!*db)
+		return;
+	sqlite3_mutex_leave(sqlite3_db_mutex(*db));
+	pthread_rwlock_unlock(&life);
+	*db = NULL;
+}
+#define cleanup_db __attribute__((cleanup(db_releasep)))
+
+static void stmt_finalizep(sqlite3_stmt **st)
+{
+	sqlite3_finalize(*st);
+}
+#define cleanup_stmt __attribute__((cleanup(stmt_finalizep)))
+
+static int db_closed(struct al_error *err)
+{
+	return al_error_set(err, AL_ERR_UNAVAILABLE, ESHUTDOWN, "secrets are unavailable: the daemon is shutting down");
+}
+
+static int db_error(sqlite3 *db, struct al_error *err, const char *what)
+{
+	return al_error_set(err, AL_ERR_INTERNAL, EIO, "state store: %s: %s", what, sqlite3_errmsg(db));
+}
+
+int secrets_init(struct store *s, const char *state_dir, struct al_error *err)
+{
+	sqlite3 *db = store_db(s);
+	char *msg = NULL;
+	int rc = sqlite3_exec(db, schema, NULL, NULL, &msg);
+	if (rc != SQLITE_OK) {
+		int r = al_error_set(err, AL_ERR_INTERNAL, EIO, "cannot create the secrets table: %s",
+		                     msg ? msg : sqlite3_errstr(rc));
+		sqlite3_free(msg);
+		return r;
+	}
+	long page = sysconf(_SC_PAGESIZE);
+	size_t size = page > 0 ? (size_t)page : 4096;
+	uint8_t *mem = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (mem == MAP_FAILED)
+		return al_error_set(err, AL_ERR_INTERNAL, errno, "cannot map memory for the secrets key: %m");
+	/* Best effort: not swapped out, not in a core dump. */
+	mlock(mem, size);
+	madvise(mem, size, MADV_DONTDUMP);
+	cleanup_free char *path = xasprintf("%s/%s", state_dir, SECRET_KEY_FILE);
+	int r = secret_key_load(path, mem, err);
+	if (r < 0) {
+		explicit_bzero(mem, size);
+		munmap(mem, size);
+		return r;
+	}
+	pthread_rwlock_wrlock(&life);
+	secrets_db = db;
+	host_key = mem;
+	key_page = size;
+	pthread_rwlock_unlock(&life);
+	return 0;
+}
+
+void secrets_shutdown(void)
+{
+	pthread_rwlock_wrlock(&life);
+	secrets_db = NULL;
+	if (host_key) {
+		explicit_bzero(host_key, key_page);
+		munmap(host_key, key_page);
+		host_key = NULL;
+	}
+	pthread_rwlock_unlock(&life);
+}
+
+void secret_info_release(struct secret_info *s)
+{
+	free(s->spec_json);
+	s->spec_json = NULL;
+}
+
+static const char *col_text(sqlite3_stmt *st, int i)
+{
+	const unsigned char *t = sqlite3_column_text(st, i);
+	return t ? (const char *)t : "";
+}
+
+/* Columns: id, tenant, name, spec, created_ms, updated_ms. */
+#define INFO_COLUMNS "id, tenant, name, spec, created_ms, updated_ms"
+
+static void info_from_row(sqlite3_stmt *st, int first, struct secret_info *s)
+{
+	*s = (struct secret_info){0};
+	strlcpy_al(s->id, col_text(st, first), sizeof(s->id));
+	strlcpy_al(s->tenant, col_text(st, first + 1), sizeof(s->tenant));
+	strlcpy_al(s->name, col_text(st, first + 2), sizeof(s->name));
+	s->spec_json = xstrdup(col_text(st, first + 3));
+	s->created_ms = (uint64_t)sqlite3_column_int64(st, first + 4);
+	s->updated_ms = (uint64_t)sqlite3_column_int64(st, first + 5);
+}
+
+static int not_found(const char *tenant, const char *name, struct al_error *err)
+{
+	return al_error_set(err, AL_ERR_NOT_FOUND, ENOENT,
+	                    "no secret \"%.64s\" in tenant %s (GET /v1/secrets lists them)", name, tenant);
+}
+
+static int check_names(const char *tenant, const char *name, struct al_error *err)
+{
+	if (!tenant || !name_valid(tenant, TENANT_NAME_MAX))
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+		                    "tenant: must be a name of 1 to 63 characters from [a-z0-9_-]");
+	if (!name || !secret_name_valid(name))
+		return al_error_set(
+		    err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+		    "secret names are 1 to %d characters of [a-z0-9_.-] starting with a letter or digit",
+		    SECRET_NAME_MAX);
+	return 0;
+}
+
+static int upsert(const char *tenant, const struct secret_request *req, const uint8_t *blob, size_t blob_len,
+                  const char *new_id, struct secret_info *ret, struct al_error *err)
+{
+	cleanup_db sqlite3 *db = db_acquire();
+	if (!db)
+		return db_closed(err);
+	cleanup_stmt sqlite3_stmt *st = NULL;
+	if (sqlite3_prepare_v2(db,
+	                       "INSERT INTO secrets (tenant, name, id, spec, value, created_ms, updated_ms)"
+	                       " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6) ON CONFLICT(tenant, name) DO UPDATE SET"
+	                       " spec = excluded.spec, value = excluded.value, updated_ms = excluded.updated_ms"
+	                       " RETURNING " INFO_COLUMNS,
+	                       -1, &st, NULL) != SQLITE_OK)
+		return db_error(db, err, "set secret");
+	sqlite3_bind_text(st, 1, tenant, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 2, req->name, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 3, new_id, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 4, req->spec_json, -1, SQLITE_STATIC);
+	sqlite3_bind_blob(st, 5, blob, (int)blob_len, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 6, (sqlite3_int64)now_ms_realtime());
+	if (sqlite3_step(st) != SQLITE_ROW)
+		return db_error(db, err, "set secret");
+	info_from_row(st, 0, ret);
+	if (sqlite3_step(st) != SQLITE_DONE) {
+		secret_info_release(ret);
+		return db_error(db, err, "set secret");
+	}
+	return 0;
+}
+
+int secret_set(const char *tenant, const struct secret_request *req, bool *ret_created, struct secret_info *ret,
+               struct al_error *err)
+{
+	int r = check_names(tenant, req->name, err);
+	if (r < 0)
+		return r;
+	uint8_t raw[8];
+	char hex[17], new_id[SECRET_ID_LEN + 1];
+	random_bytes(raw, sizeof(raw));
+	hex_encode(raw, sizeof(raw), hex);
+	snprintf(new_id, sizeof(new_id), "sec-%s", hex);
+	cleanup_free uint8_t *blob = NULL;
+	size_t blob_len = 0;
+	pthread_rwlock_rdlock(&life);
+	r = host_key ? secret_encrypt(host_key, tenant, req->name, req->value, req->value_len, &blob, &blob_len)
+	             : -ESHUTDOWN;
+	pthread_rwlock_unlock(&life);
+	if (r == -ESHUTDOWN)
+		return db_closed(err);
+	if (r < 0)
+		return al_error_set(err, AL_ERR_INTERNAL, -r, "cannot encrypt the secret (libcrypto failed)");
+	struct secret_info info;
+	if ((r = upsert(tenant, req, blob, blob_len, new_id, &info, err)) < 0)
+		return r;
+	bool created = !strcmp(info.id, new_id);
+	events_emit("secret.set", tenant, NULL, json_pack("{s:s, s:b}", "name", req->name, "created", created));
+	*ret_created = created;
+	*ret = info;
+	return 0;
+}
+
+int secret_get(const char *tenant, const char *name, struct secret_info *ret, struct al_error *err)
+{
+	int r = check_names(tenant, name, err);
+	if (r < 0)
+		return r;
+	cleanup_db sqlite3 *db = db_acquire();
+	if (!db)
+		return db_closed(err);
+	cleanup_stmt sqlite3_stmt *st = NULL;
+	if (sqlite3_prepare_v2(db, "SELECT " INFO_COLUMNS " FROM secrets WHERE tenant = ?1 AND name = ?2", -1, &st,
+	                       NULL) != SQLITE_OK)
+		return db_error(db, err, "get secret");
+	sqlite3_bind_text(st, 1, tenant, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 2, name, -1, SQLITE_STATIC);
+	int rc = sqlite3_step(st);
+	if (rc == SQLITE_DONE)
+		return not_found(tenant, name, err);
+	if (rc != SQLITE_ROW)
+		return db_error(db, err, "get secret");
+	info_from_row(st, 0, ret);
+	return 0;
+}
+
+int secret_list(const char *tenant, struct secret_info **ret, size_t *ret_n, struct al_error *err)
+{
+	cleanup_db sqlite3 *db = db_acquire();
+	if (!db)
+		return db_closed(err);
+	cleanup_stmt sqlite3_stmt *st = NULL;
+	if (sqlite3_prepare_v2(db,
+	                       tenant ? "SELECT " INFO_COLUMNS " FROM secrets WHERE tenant = ?1 ORDER BY tenant, name"
+	                              : "SELECT " INFO_COLUMNS " FROM secrets ORDER BY tenant, name",
+	                       -1, &st, NULL) != SQLITE_OK)
+		return db_error(db, err, "list secrets");
+	if (tenant)
+		sqlite3_bind_text(st, 1, tenant, -1, SQLITE_STATIC);
+	size_t n = 0, cap = 0;
+	struct secret_info *v = NULL;
+	int rc;
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		if (n == cap) {
+			cap = cap ? 2 * cap : 16;
+			v = xrealloc(v, cap * sizeof(*v));
+		}
+		info_from_row(st, 0, &v[n++]);
+	}
+	if (rc != SQLITE_DONE) {
+		for (size_t i = 0; i < n; i++)
+			secret_info_release(&v[i]);
+		free(v);
+		return db_error(db, err, "list secrets");
+	}
+	*ret = v;
+	*ret_n = n;
+	return 0;
+}
+
+static int delete_row(const char *tenant, const char *name, struct secret_info *ret, struct al_error *err)
+{
+	cleanup_db sqlite3 *db = db_acquire();
+	if (!db)
+		return db_closed(err);
+	cleanup_stmt sqlite3_stmt *st = NULL;
+	if (sqlite3_prepare_v2(db, "DELETE FROM secrets WHERE tenant = ?1 AND name = ?2 RETURNING " INFO_COLUMNS, -1,
+	                       &st, NULL) != SQLITE_OK)
+		return db_error(db, err, "delete secret");
+	sqlite3_bind_text(st, 1, tenant, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 2, name, -1, SQLITE_STATIC);
+	int rc = sqlite3_step(st);
+	if (rc == SQLITE_DONE)
+		return not_found(tenant, name, err);
+	if (rc != SQLITE_ROW)
+		return db_error(db, err, "delete secret");
+	info_from_row(st, 0, ret);
+	if (sqlite3_step(st) != SQLITE_DONE) {
+		secret_info_release(ret);
+		return db_error(db, err, "delete secret");
+	}
+	return 0;
+}
+
+int secret_delete(const char *tenant, const char *name, struct secret_info *ret_deleted, struct al_error *err)
+{
+	int r = check_names(tenant, name, err);
+	if (r < 0)
+		return r;
+	struct secret_info info;
+	if ((r = delete_row(tenant, name, &info, err)) < 0)
+		return r;
+	events_emit("secret.deleted", tenant, NULL, json_pack("{s:s}", "name", name));
+	if (ret_deleted)
+		*ret_deleted = info;
+	else
+		secret_info_release(&info);
+	return 0;
+}
+
+json_t *secret_info_to_json(const struct secret_info *s)
+{
+	char created[32], updated[32];
+	format_time_rfc3339(s->created_ms, created);
+	format_time_rfc3339(s->updated_ms, updated);
+	cleanup_json json_t *spec = json_loads(s->spec_json ? s->spec_json : "{}", 0, NULL);
+	json_t *o = json_pack("{s:s, s:s, s:s}", "id", s->id, "tenant", s->tenant, "name", s->name);
+	if (!o)
+		abort();
+	static const char *const fields[] = {"hosts", "paths", "methods"};
+	for (size_t i = 0; i < ARRAY_SIZE(fields); i++) {
+		json_t *v = json_object_get(spec, fields[i]);
+		json_object_set_new(o, fields[i], json_is_array(v) ? json_incref(v) : json_array());
+	}
+	json_t *h = json_object_get(spec, "header"), *f = json_object_get(spec, "format");
+	json_object_set_new(o, "header", json_is_string(h) ? json_incref(h) : json_null());
+	json_object_set_new(o, "format", json_is_string(f) ? json_incref(f) : json_null());
+	json_object_set_new(o, "created_at", json_string(created));
+	json_object_set_new(o, "updated_at", json_string(updated));
+	return o;
+}
+
+/* ------------------------------------------------------------ bindings */
+
+int secret_bindings_grant(const char *tenant, const struct kv_list *grants, char **ret_json, struct al_error *err)
+{
+	cleanup_json json_t *arr = json_array();
+	for (size_t i = 0; i < grants->n; i++) {
+		struct secret_info info;
+		int r = secret_get(tenant, grants->values[i], &info, err);
+		if (r < 0) {
+			if (err->code == AL_ERR_NOT_FOUND)
+				r = al_error_set(err, AL_ERR_INVALID_ARGUMENT, ENOENT,
+				                 "secrets.%s: tenant %s has no secret \"%s\" (create it with POST "
+				                 "/v1/secrets or 'airlock secret set')",
+				                 grants->keys[i], tenant, grants->values[i]);
+			return r;
+		}
+		/* SECURITY: placeholders come from the kernel CSPRNG: 256 bits that
+		 * the guest cannot guess, new for every sandbox and secret. */
+		uint8_t raw[32];
+		char placeholder[SECRET_PLACEHOLDER_LEN + 1], hex[65];
+		random_bytes(raw, sizeof(raw));
+		hex_encode(raw, sizeof(raw), hex);
+		snprintf(placeholder, sizeof(placeholder), SECRET_PLACEHOLDER_PREFIX "%s", hex);
+		json_array_append_new(arr, json_pack("{s:s, s:s, s:s, s:s}", "env", grants->keys[i], "secret",
+		                                     info.name, "secret_id", info.id, "placeholder", placeholder));
+		secret_info_release(&info);
+	}
+	*ret_json = json_dumps(arr, JSON_COMPACT);
+	if (!*ret_json)
+		abort();
+	return 0;
+}
+
+/* The id, spec and decrypted value of one secret; -ENOENT if there is none. */
+static int load_value(const char *tenant, const char *name, char id[SECRET_ID_LEN + 1], json_t **ret_spec,
+                      char **ret_value, size_t *ret_len, struct al_error *err)
+{
+	cleanup_free uint8_t *blob = NULL;
+	size_t blob_len = 0;
+	{
+		cleanup_db sqlite3 *db = db_acquire();
+		if (!db)
+			return db_closed(err);
+		cleanup_stmt sqlite3_stmt *st = NULL;
+		if (sqlite3_prepare_v2(db, "SELECT id, spec, value FROM secrets WHERE tenant = ?1 AND name = ?2", -1,
+		                       &st, NULL) != SQLITE_OK)
+			return db_error(db, err, "read secret");
+		sqlite3_bind_text(st, 1, tenant, -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 2, name, -1, SQLITE_STATIC);
+		int rc = sqlite3_step(st);
+		if (rc == SQLITE_DONE)
+			return -ENOENT;
+		if (rc != SQLITE_ROW)
+			return db_error(db, err, "read secret");
+		strlcpy_al(id, col_text(st, 0), SECRET_ID_LEN + 1);
+		*ret_spec = json_loads(col_text(st, 1), 0, NULL);
+		blob_len = (size_t)sqlite3_column_bytes(st, 2);
+		blob = xmalloc(blob_len ? blob_len : 1);
+		if (blob_len)
+			memcpy(blob, sqlite3_column_blob(st, 2), blob_len);
+	}
+	pthread_rwlock_rdlock(&life);
+	int r = host_key ? secret_decrypt(host_key, tenant, name, blob, blob_len, ret_value, ret_len) : -ESHUTDOWN;
+	pthread_rwlock_unlock(&life);
+	if (r < 0) {
+		json_decref(*ret_spec);
+		*ret_spec = NULL;
+		if (r == -ESHUTDOWN)
+			return db_closed(err);
+		return al_error_set(err, AL_ERR_INTERNAL, EBADMSG,
+		                    "secret \"%s\" of tenant %s does not decrypt with this host's secrets key (was the "
+		                    "key or the database replaced?)",
+		                    name, tenant);
+	}
+	return 0;
+}
+
+int secret_bindings_resolve(const char *tenant, const char *bindings_json, json_t **ret_array, struct al_error *err)
+{
+	cleanup_json json_t *in = json_loads(bindings_json ? bindings_json : "[]", 0, NULL);
+	json_t *out = json_array();
+	size_t i;
+	json_t *b;
+	json_array_foreach (in, i, b) {
+		const char *name = json_string_value(json_object_get(b, "secret"));
+		const char *want = json_string_value(json_object_get(b, "secret_id"));
+		const char *ph = json_string_value(json_object_get(b, "placeholder"));
+		if (!name || !want || !ph)
+			continue;
+		char id[SECRET_ID_LEN + 1];
+		json_t *spec = NULL;
+		char *value = NULL;
+		size_t len = 0;
+		int r = load_value(tenant, name, id, &spec, &value, &len, err);
+		if (r == -ENOENT)
+			continue; /* deleted: the binding is gone */
+		if (r < 0) {
+			secret_json_wipe(out);
+			json_decref(out);
+			return r;
+		}
+		if (strcmp(id, want)) {
+			/* Another secret of the same name now: not granted. */
+			secret_wipe_free(value, len);
+			json_decref(spec);
+			continue;
+		}
+		json_t *o = json_pack("{s:s, s:s}", "secret", name, "placeholder", ph);
+		json_object_set_new(o, "value", json_stringn_nocheck(value, len));
+		secret_wipe_free(value, len);
+		static const char *const fields[] = {"hosts", "paths", "methods", "header", "format"};
+		for (size_t k = 0; k < ARRAY_SIZE(fields); k++) {
+			json_t *v = json_object_get(spec, fields[k]);
+			json_object_set_new(o, fields[k], v ? json_incref(v) : json_null());
+		}
+		json_decref(spec);
+		json_array_append_new(out, o);
+	}
+	*ret_array = out;
+	return 0;
+}
+
+bool secret_bindings_use(const char *bindings_json, const char *name)
+{
+	cleanup_json json_t *in = json_loads(bindings_json ? bindings_json : "[]", 0, NULL);
+	size_t i;
+	json_t *b;
+	json_array_foreach (in, i, b) {
+		const char *s = json_string_value(json_object_get(b, "secret"));
+		if (s && !strcmp(s, name))
+			return true;
+	}
+	return false;
+}
+
+void secret_bindings_env(const char *bindings_json, json_t *obj)
+{
+	cleanup_json json_t *in = json_loads(bindings_json ? bindings_json : "[]", 0, NULL);
+	size_t i;
+	json_t *b;
+	json_array_foreach (in, i, b) {
+		json_t *env = json_object_get(b, "env"), *ph = json_object_get(b, "placeholder");
+		if (json_is_string(env) && json_is_string(ph))
+			json_object_set(obj, json_string_value(env), ph);
+	}
+}
