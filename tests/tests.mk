@@ -38,6 +38,9 @@ UNIT_SRC_secrets := src/daemon/secrets.c src/daemon/api-request.c src/daemon/net
 	src/egress/egress-host.c src/egress/egress-addr.c src/daemon/events.c src/daemon/log.c \
 	$(wildcard src/daemon/store*.c)
 UNIT_LIBS_secrets := -lsqlite3 -ljansson -lcrypto -lpthread
+# The Airlock CA (made with OpenSSL's C API; mode and owner checks).
+UNIT_SRC_secrets-ca := src/daemon/ca.c
+UNIT_LIBS_secrets-ca := -lcrypto -lpthread
 # The egress gateway's parsers of guest input and its address classifier.
 UNIT_SRC_egress-tls := src/egress/egress-tls.c
 UNIT_SRC_egress-http := src/egress/egress-http.c
