@@ -14,6 +14,7 @@
 #include "metrics.h"
 #include "process.h"
 #include "sandbox.h"
+#include "secrets.h"
 #include "snapshot.h"
 #include "util.h"
 #include "version.h"
@@ -95,6 +96,18 @@ static json_t *sandbox_to_json(const struct sandbox_record *r)
 	json_object_set_new(o, "idle_timeout_s", json_integer(r->idle_timeout_s));
 	json_object_set_new(o, "running_ms", json_integer((json_int_t)running_ms));
 	json_object_set_new(o, "network", json_from_text(r->network_json ? r->network_json : NETWORK_POLICY_EMPTY));
+	/* Bindings without the secrets' ids (placeholders are not secret). */
+	json_t *secrets = json_array();
+	cleanup_json json_t *bindings = r->secrets_json ? json_loads(r->secrets_json, 0, NULL) : NULL;
+	size_t i;
+	json_t *b;
+	json_array_foreach (bindings, i, b) {
+		json_array_append_new(secrets, json_pack("{s:O, s:O, s:O}", "env", json_object_get(b, "env"), "secret",
+		                                         json_object_get(b, "secret"), "placeholder",
+		                                         json_object_get(b, "placeholder")));
+	}
+	json_object_set_new(o, "secrets", secrets);
+	json_object_set_new(o, "ca_bundle", r->ca_bundle[0] ? json_string(r->ca_bundle) : json_null());
 	return o;
 }
 
@@ -435,22 +448,37 @@ API_HANDLER(api_sandbox_fork)
 	if (!body)
 		return;
 	json_t *count = json_object_get(body, "count");
-	if (json_object_size(body) > (count ? 1u : 0u) || (count && !json_is_integer(count))) {
-		api_response_errorf(resp, AL_ERR_INVALID_ARGUMENT, "body: {\"count\": N} (1 to 16; the only field)");
+	size_t known = (count ? 1u : 0u) + (json_object_get(body, "secrets") ? 1u : 0u);
+	if (json_object_size(body) > known || (count && !json_is_integer(count))) {
+		api_response_errorf(
+		    resp, AL_ERR_INVALID_ARGUMENT,
+		    "body: {\"count\": N (1 to 16), \"secrets\": {\"ENV\": \"secret-name\", ...}} (both "
+		    "optional; no other field)");
 		return;
 	}
 	struct al_error err = {0};
+	struct kv_list grants = {0};
+	if (secret_grants_parse(body, NULL, &grants, &err) < 0) {
+		api_response_error(resp, &err);
+		return;
+	}
 	struct sandbox_record parent, *recs = NULL;
 	if (sandbox_get(req->params[0], req->tenant, &parent, &err) < 0) {
+		kv_list_release(&grants);
 		api_response_error(resp, &err);
 		return;
 	}
 	struct tenant_quota quota = {0};
 	unsigned n = count ? (unsigned)MAX(0, MIN(json_integer_value(count), 1000)) : 1;
-	int r = auth_quota_get(parent.tenant, &quota, &err);
+	/* The grants are checked before the fork's snapshot is taken. */
+	cleanup_free char *dry = NULL;
+	int r = secret_bindings_grant(parent.tenant, &grants, &dry, &err);
+	if (r == 0)
+		r = auth_quota_get(parent.tenant, &quota, &err);
 	sandbox_record_release(&parent);
 	if (r == 0)
-		r = sandbox_fork(req->params[0], req->tenant, &quota, n, &recs, &err);
+		r = sandbox_fork(req->params[0], req->tenant, &quota, n, &grants, &recs, &err);
+	kv_list_release(&grants);
 	if (r < 0) {
 		api_response_error(resp, &err);
 		return;

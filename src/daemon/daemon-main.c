@@ -9,6 +9,7 @@
 
 #include "api.h"
 #include "auth.h"
+#include "ca.h"
 #include "egress-supervisor.h"
 #include "events.h"
 #include "json-cleanup.h"
@@ -17,6 +18,7 @@
 #include "network-policy.h"
 #include "metrics.h"
 #include "process.h"
+#include "secrets.h"
 #include "snapshot.h"
 #include "sandbox.h"
 #include "util.h"
@@ -268,11 +270,16 @@ int main(int argc, char **argv)
 	    .default_network_json = default_network,
 	};
 	api_set_config(&cfg, max_file_bytes);
-	if (auth_init(store, &err) < 0 || events_init(store, &err) < 0 || snapshots_init(store, state_abs, &err) < 0) {
+	bool ca_created = false;
+	if (auth_init(store, &err) < 0 || events_init(store, &err) < 0 || snapshots_init(store, state_abs, &err) < 0 ||
+	    secrets_init(store, state_abs, &err) < 0 || ca_init(state_abs, &ca_created, &err) < 0) {
 		log_error("%s", err.message);
+		secrets_shutdown();
 		store_close(store);
 		return 1;
 	}
+	if (ca_created)
+		log_info("made the Airlock CA in %s/%s (every new sandbox trusts it)", state_abs, CA_DIR);
 	process_set_exit_hook(on_process_exit);
 	log_info("airlockd %s starting: backend %s, accel %s%s, state dir %s, image dir %s", AIRLOCK_VERSION,
 	         cfg.vmm->name, cfg.vmm->accel(),
@@ -282,6 +289,7 @@ int main(int argc, char **argv)
 	if (egress_start(&ecfg, &err) < 0 || sandboxes_init(&cfg, &err) < 0) {
 		log_error("%s", err.message);
 		egress_stop();
+		secrets_shutdown();
 		store_close(store);
 		return 1;
 	}
@@ -293,6 +301,7 @@ int main(int argc, char **argv)
 		sandboxes_shutdown();
 		egress_stop();
 		events_shutdown();
+		secrets_shutdown();
 		store_close(store);
 		return 1;
 	}
@@ -309,6 +318,8 @@ int main(int argc, char **argv)
 	api_server_stop(tcp);
 	api_server_stop(server);
 	auth_shutdown();
+	secrets_shutdown();
+	ca_shutdown();
 	store_close(store);
 	log_info("stopped");
 	return 0;

@@ -14,11 +14,13 @@
 
 #include <jansson.h>
 
+#include "ca.h"
 #include "ctlmsg.h"
 #include "events.h"
 #include "json-cleanup.h"
 #include "log.h"
 #include "metrics.h"
+#include "secrets.h"
 #include "store.h"
 #include "util.h"
 
@@ -38,6 +40,7 @@ struct entry {
 	char id[SANDBOX_ID_MAX + 1];
 	char tenant[64];
 	char *policy;
+	char *bindings; /* the sandbox's bindings (secrets.h), without values */
 	int fds[NETNS_LISTEN_COUNT];
 };
 
@@ -53,6 +56,8 @@ static pthread_cond_t st_cond;
 static int ctl_fd = -1;
 static pid_t child_pid;
 static bool up, stopping, started;
+/* The CA and every listener went over after "ready": requests may go now. */
+static bool handed_over;
 static uint64_t generation, next_seq, acked_seq, nack_seq;
 static char nack_error[256];
 static pthread_t sup_thread;
@@ -71,14 +76,78 @@ static void entry_free(struct entry *e)
 		if (e->fds[i] >= 0)
 			close(e->fds[i]);
 	free(e->policy);
+	free(e->bindings);
 	free(e);
 }
 
-static json_t *add_message(const struct entry *e)
+/* The "add" of an entry, with its bindings' values when it has any (and
+ * with_bindings). Release it with secret_json_releasep(). */
+static int add_message(const struct entry *e, bool with_bindings, json_t **ret, struct al_error *err)
 {
 	cleanup_json json_t *policy = json_loads(e->policy, 0, NULL);
-	return json_pack("{s:s, s:s, s:s, s:O}", "op", "add", "sandbox", e->id, "tenant", e->tenant, "policy",
-	                 policy ? policy : json_object());
+	json_t *msg = json_pack("{s:s, s:s, s:s, s:O}", "op", "add", "sandbox", e->id, "tenant", e->tenant, "policy",
+	                        policy ? policy : json_object());
+	json_t *bindings = NULL;
+	int r = secret_bindings_resolve(e->tenant, with_bindings ? e->bindings : "[]", &bindings, err);
+	if (r < 0) {
+		json_decref(msg);
+		return r;
+	}
+	if (json_array_size(bindings) > 0)
+		json_object_set_new(msg, "bindings", bindings);
+	else
+		json_decref(bindings);
+	*ret = msg;
+	return 0;
+}
+
+/* ctlmsg_send() for messages that may hold a secret value or the CA key:
+ * the encoded text is wiped once sent (ctlmsg_send frees it as it is). */
+static int ctl_send(int sock, json_t *msg, const int *fds, size_t nfds)
+{
+	if (nfds > CTLMSG_FDS_MAX)
+		return -EINVAL;
+	size_t len = json_dumpb(msg, NULL, 0, JSON_COMPACT);
+	if (len == 0)
+		return -ENOMEM;
+	if (len > CTLMSG_MAX)
+		return -EMSGSIZE;
+	char *text = xmalloc(len);
+	if (json_dumpb(msg, text, len, JSON_COMPACT) != len) {
+		free(text);
+		return -EIO;
+	}
+	struct iovec iov = {.iov_base = text, .iov_len = len};
+	union {
+		char buf[CMSG_SPACE(sizeof(int) * CTLMSG_FDS_MAX)];
+		struct cmsghdr align;
+	} control;
+	memset(&control, 0, sizeof(control));
+	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+	if (nfds > 0) {
+		mh.msg_control = control.buf;
+		mh.msg_controllen = CMSG_SPACE(sizeof(int) * nfds);
+		struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
+		memcpy(CMSG_DATA(c), fds, sizeof(int) * nfds);
+	}
+	int r;
+	for (;;) {
+		ssize_t n = sendmsg(sock, &mh, MSG_NOSIGNAL);
+		if (n >= 0) {
+			r = (size_t)n == len ? 0 : -EIO;
+			break;
+		}
+		if (errno != EINTR) {
+			r = -errno;
+			break;
+		}
+	}
+	explicit_bzero(text, len);
+	free(text);
+	return r;
 }
 
 /* Sends one request and waits for its answer. Called with req_lock held.
@@ -86,7 +155,7 @@ static json_t *add_message(const struct entry *e)
 static int request(json_t *msg, const int *fds, size_t nfds, struct al_error *err)
 {
 	pthread_mutex_lock(&st_lock);
-	if (!up) {
+	if (!up || !handed_over) {
 		pthread_mutex_unlock(&st_lock);
 		return -ENOTCONN;
 	}
@@ -95,9 +164,12 @@ static int request(json_t *msg, const int *fds, size_t nfds, struct al_error *er
 	pthread_mutex_unlock(&st_lock);
 
 	json_object_set_new(msg, "seq", json_integer((json_int_t)seq));
-	int r = ctlmsg_send(fd, msg, fds, nfds);
+	int r = ctl_send(fd, msg, fds, nfds);
 	if (r == -EMSGSIZE)
-		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EMSGSIZE, "network policy too large");
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EMSGSIZE,
+		                    "the sandbox's network policy and secret bindings together are over the egress "
+		                    "gateway's message limit of %d bytes",
+		                    CTLMSG_MAX);
 	if (r < 0) {
 		log_error("egress gateway: sending a request: %s", strerror(-r));
 		return -ENOTCONN;
@@ -129,13 +201,14 @@ static int request(json_t *msg, const int *fds, size_t nfds, struct al_error *er
 	return r;
 }
 
-int egress_sandbox_add(const char *id, const char *tenant, const char *policy_json, struct netns *n,
-                       struct al_error *err)
+int egress_sandbox_add(const char *id, const char *tenant, const char *policy_json, const char *bindings_json,
+                       struct netns *n, struct al_error *err)
 {
 	struct entry *e = xcalloc(1, sizeof(*e));
 	strlcpy_al(e->id, id, sizeof(e->id));
 	strlcpy_al(e->tenant, tenant ? tenant : "", sizeof(e->tenant));
 	e->policy = xstrdup(policy_json);
+	e->bindings = xstrdup(bindings_json ? bindings_json : "[]");
 	for (size_t i = 0; i < NETNS_LISTEN_COUNT; i++)
 		e->fds[i] = TAKE_FD(n->listen_fds[i]);
 
@@ -148,13 +221,20 @@ int egress_sandbox_add(const char *id, const char *tenant, const char *policy_js
 		entry_free(e);
 		return al_error_set(err, AL_ERR_CONFLICT, EEXIST, "sandbox %s already has a network", id);
 	}
+	cleanup_secret_json json_t *msg = NULL;
+	int r = add_message(e, true, &msg, err);
+	if (r < 0) {
+		pthread_mutex_unlock(&reg_lock);
+		pthread_mutex_unlock(&req_lock);
+		entry_free(e);
+		return r;
+	}
 	e->next = entries;
 	entries = e;
-	cleanup_json json_t *msg = add_message(e);
 	int fds[NETNS_LISTEN_COUNT];
 	memcpy(fds, e->fds, sizeof(fds));
 	pthread_mutex_unlock(&reg_lock);
-	int r = request(msg, fds, NETNS_LISTEN_COUNT, err);
+	r = request(msg, fds, NETNS_LISTEN_COUNT, err);
 	pthread_mutex_unlock(&req_lock);
 	if (r == -ENOTCONN) {
 		log_info("sandbox %s: the egress gateway is down; its network starts when the gateway is back", id);
@@ -215,6 +295,59 @@ void egress_sandbox_remove(const char *id)
 			log_error("sandbox %s: egress gateway: %s", id, err.message);
 		entry_free(e);
 	}
+	pthread_mutex_unlock(&req_lock);
+}
+
+/* A sandbox whose bindings name a changed secret: its id and bindings. */
+struct changed {
+	char id[SANDBOX_ID_MAX + 1];
+	char *bindings;
+};
+
+void egress_secret_changed(const char *tenant, const char *name)
+{
+	pthread_mutex_lock(&req_lock);
+	/* req_lock: no entry comes or goes meanwhile (add and remove take it). */
+	pthread_mutex_lock(&reg_lock);
+	size_t n = 0, cap = 0;
+	struct changed *v = NULL;
+	for (struct entry *e = entries; e; e = e->next) {
+		if (strcmp(e->tenant, tenant) || !secret_bindings_use(e->bindings, name))
+			continue;
+		if (n == cap) {
+			cap = cap ? 2 * cap : 8;
+			v = xrealloc(v, cap * sizeof(*v));
+		}
+		strlcpy_al(v[n].id, e->id, sizeof(v[n].id));
+		v[n++].bindings = xstrdup(e->bindings);
+	}
+	pthread_mutex_unlock(&reg_lock);
+	bool restart = false;
+	for (size_t i = 0; i < n; i++) {
+		struct al_error err = {0};
+		json_t *arr = NULL;
+		int r = secret_bindings_resolve(tenant, v[i].bindings, &arr, &err);
+		if (r == 0) {
+			cleanup_secret_json json_t *msg =
+			    json_pack("{s:s, s:s, s:o}", "op", "secrets", "sandbox", v[i].id, "bindings", arr);
+			r = request(msg, NULL, 0, &err);
+		}
+		if (r < 0 && r != -ENOTCONN) {
+			log_error("sandbox %s: the egress gateway did not take the new bindings of secret %s: %s; "
+			          "restarting it",
+			          v[i].id, name, err.message);
+			restart = true;
+		}
+		free(v[i].bindings);
+	}
+	free(v);
+	pthread_mutex_lock(&st_lock);
+	pid_t pid = up ? child_pid : 0;
+	pthread_mutex_unlock(&st_lock);
+	/* SECURITY: a gateway that may still hold an old value is replaced; the
+	 * hand-over after its restart sends what the store holds now. */
+	if (restart && pid > 0)
+		kill(pid, SIGKILL);
 	pthread_mutex_unlock(&req_lock);
 }
 
@@ -397,23 +530,64 @@ static int spawn(int *ret_fd, pid_t *ret_pid)
 	return 0;
 }
 
+/* Sends one message of the hand-over (no answer awaited: the acks come in
+ * order and the first real request waits behind them). */
+static int handover_send(json_t *msg, const int *fds, size_t nfds)
+{
+	pthread_mutex_lock(&st_lock);
+	uint64_t seq = ++next_seq;
+	int fd = ctl_fd;
+	pthread_mutex_unlock(&st_lock);
+	json_object_set_new(msg, "seq", json_integer((json_int_t)seq));
+	return ctl_send(fd, msg, fds, nfds);
+}
+
+/* The Airlock CA, before any "add": the key is read, sent and wiped. */
+static int handover_ca(void)
+{
+	const char *cert = ca_cert_pem();
+	if (!cert)
+		return 0;
+	struct al_error err = {0};
+	char *key = NULL;
+	size_t klen = 0;
+	if (ca_key_pem(&key, &klen, &err) < 0) {
+		log_error("egress gateway: cannot hand over the Airlock CA: %s (TLS to hosts with secrets will fail)",
+		          err.message);
+		return 0;
+	}
+	cleanup_secret_json json_t *msg = json_pack("{s:s, s:s}", "op", "ca", "cert_pem", cert);
+	json_object_set_new(msg, "key_pem", json_stringn_nocheck(key, klen));
+	secret_wipe_free(key, klen);
+	return handover_send(msg, NULL, 0);
+}
+
 static void handover_all(void)
 {
 	pthread_mutex_lock(&req_lock);
 	pthread_mutex_lock(&reg_lock);
 	unsigned n = 0;
-	for (struct entry *e = entries; e; e = e->next) {
-		cleanup_json json_t *msg = add_message(e);
-		pthread_mutex_lock(&st_lock);
-		uint64_t seq = ++next_seq;
-		int fd = ctl_fd;
-		pthread_mutex_unlock(&st_lock);
-		json_object_set_new(msg, "seq", json_integer((json_int_t)seq));
-		if (ctlmsg_send(fd, msg, e->fds, NETNS_LISTEN_COUNT) < 0)
-			break;
-		n++;
+	bool ok = handover_ca() == 0;
+	for (struct entry *e = entries; ok && e; e = e->next) {
+		struct al_error err = {0};
+		cleanup_secret_json json_t *msg = NULL;
+		if (add_message(e, true, &msg, &err) < 0) {
+			/* Without its bindings the sandbox's placeholders stay
+			 * placeholders: nothing leaks, nothing is injected. */
+			log_error("sandbox %s: cannot read its secrets for the egress gateway: %s", e->id, err.message);
+			if (add_message(e, false, &msg, &err) < 0)
+				continue;
+		}
+		if (handover_send(msg, e->fds, NETNS_LISTEN_COUNT) < 0)
+			ok = false;
+		else
+			n++;
 	}
 	pthread_mutex_unlock(&reg_lock);
+	pthread_mutex_lock(&st_lock);
+	handed_over = ok;
+	pthread_cond_broadcast(&st_cond);
+	pthread_mutex_unlock(&st_lock);
 	pthread_mutex_unlock(&req_lock);
 	if (n)
 		log_info("egress gateway: handed the listeners of %u sandboxes back", n);
@@ -483,6 +657,7 @@ static void *supervisor_main(void *arg)
 			pthread_join(reader, NULL);
 			pthread_mutex_lock(&st_lock);
 			up = false;
+			handed_over = false;
 			generation++;
 			pthread_cond_broadcast(&st_cond);
 			pthread_mutex_unlock(&st_lock);
@@ -552,9 +727,9 @@ int egress_start(const struct egress_config *c, struct al_error *err)
 	deadline.tv_sec += READY_TIMEOUT_MS / 1000;
 	pthread_mutex_lock(&st_lock);
 	int r = 0;
-	while (!up && r == 0)
+	while (!handed_over && r == 0)
 		r = pthread_cond_timedwait(&st_cond, &st_lock, &deadline);
-	bool ok = up;
+	bool ok = handed_over;
 	pthread_mutex_unlock(&st_lock);
 	if (!ok)
 		log_error("egress gateway: not ready after %d ms; sandboxes have no network until it is",

@@ -36,16 +36,26 @@ int egress_start(const struct egress_config *c, struct al_error *err);
 /* Stops it (at daemon exit). */
 void egress_stop(void);
 
-/* Registers a sandbox: takes its listener fds (n->listen_fds are set to -1)
- * and its policy (canonical JSON), and sends them to the gateway, waiting
- * for its answer. While the gateway is down the sandbox is registered and
- * handed over when it is back (its network is dead until then). */
-int egress_sandbox_add(const char *id, const char *tenant, const char *policy_json, struct netns *n,
-                       struct al_error *err);
+/* Registers a sandbox: takes its listener fds (n->listen_fds are set to -1),
+ * its policy (canonical JSON) and its secret bindings (secrets.h; NULL or
+ * "[]" for none), and sends them to the gateway ("add", with the bindings'
+ * values decrypted for the message and wiped after it), waiting for its
+ * answer. While the gateway is down the sandbox is registered and handed
+ * over when it is back (its network is dead until then). */
+int egress_sandbox_add(const char *id, const char *tenant, const char *policy_json, const char *bindings_json,
+                       struct netns *n, struct al_error *err);
 /* Replaces a sandbox's policy atomically. */
 int egress_sandbox_set_policy(const char *id, const char *policy_json, struct al_error *err);
 /* Forgets a sandbox: the gateway closes its listeners and connections. */
 void egress_sandbox_remove(const char *id);
+
+/* A secret of tenant was set (created or rotated) or deleted: every
+ * registered sandbox of that tenant whose bindings name it gets its whole
+ * binding list again ("secrets", acknowledged: new requests use the new
+ * value at once; a deleted secret's binding is gone). SECURITY: fail
+ * closed: if the gateway does not take the update it is restarted, and the
+ * hand-over after the restart carries only what the store holds now. */
+void egress_secret_changed(const char *tenant, const char *name);
 
 /* The gateway's pid (0 when down), for tests and /v1/admin. */
 pid_t egress_pid(void);

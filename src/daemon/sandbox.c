@@ -14,13 +14,16 @@
 #include <sys/wait.h>
 
 #include "auth.h"
+#include "ca.h"
 #include "egress-supervisor.h"
 #include "events.h"
+#include "guest-ca.h"
 #include "json-cleanup.h"
 #include "log.h"
 #include "netns.h"
 #include "network-policy.h"
 #include "process.h"
+#include "secrets.h"
 #include "snapshot.h"
 #include "util.h"
 
@@ -807,13 +810,31 @@ static int network_up(struct sandbox *sb, pid_t attach_pid, struct al_error *err
 		return r;
 	pthread_mutex_lock(&sb->lock);
 	cleanup_free char *policy = xstrdup(sb->rec.network_json ? sb->rec.network_json : NETWORK_POLICY_EMPTY);
+	cleanup_free char *bindings = xstrdup(sb->rec.secrets_json ? sb->rec.secrets_json : "[]");
 	pthread_mutex_unlock(&sb->lock);
-	if ((r = egress_sandbox_add(sb->rec.id, sb->rec.tenant, policy, &n, err)) < 0) {
+	if ((r = egress_sandbox_add(sb->rec.id, sb->rec.tenant, policy, bindings, &n, err)) < 0) {
 		netns_release(&n);
 		return r;
 	}
 	sb->net = n;
 	sb->net_registered = true;
+	return 0;
+}
+
+/* The guest trusts the Airlock CA before anything else runs in it (a
+ * restore or recover installs again: it finds what it had). */
+static int install_ca(struct sandbox *sb, uint64_t deadline, struct al_error *err)
+{
+	const char *pem = ca_cert_pem();
+	if (!pem)
+		return 0;
+	char bundle[sizeof(sb->rec.ca_bundle)];
+	int r = guest_ca_install(sb->ch, pem, deadline, bundle, sizeof(bundle), err);
+	if (r < 0)
+		return r;
+	pthread_mutex_lock(&sb->lock);
+	strlcpy_al(sb->rec.ca_bundle, bundle, sizeof(sb->rec.ca_bundle));
+	pthread_mutex_unlock(&sb->lock);
 	return 0;
 }
 
@@ -878,7 +899,7 @@ static int boot(struct sandbox *sb, const struct images *im, const struct snapsh
 	if ((r = attach(sb, deadline, err)) < 0)
 		return r;
 	if (from) {
-		if ((r = restore_finish(sb, &vc, deadline, err)) < 0)
+		if ((r = restore_finish(sb, &vc, deadline, err)) < 0 || (r = install_ca(sb, deadline, err)) < 0)
 			return r;
 		pthread_mutex_lock(&sb->lock);
 		sb->rec.boot_ms = (int64_t)(now_ms_monotonic() - t0);
@@ -888,6 +909,8 @@ static int boot(struct sandbox *sb, const struct images *im, const struct snapsh
 	}
 	r = guest_channel_wait_hello(sb->ch, deadline, NULL);
 	if (r == 0) {
+		if ((r = install_ca(sb, deadline, err)) < 0)
+			return r;
 		pthread_mutex_lock(&sb->lock);
 		sb->rec.boot_ms = (int64_t)(now_ms_monotonic() - t0);
 		r = set_state_locked(sb, SANDBOX_RUNNING, NULL, err);
@@ -974,6 +997,10 @@ int sandbox_create(const struct create_request *req, const char *tenant, const s
 	};
 	new_id(rec.id);
 	strlcpy_al(rec.tenant, tenant ? tenant : req->tenant[0] ? req->tenant : TENANT_DEFAULT, sizeof(rec.tenant));
+	/* Bindings only for what this request grants: a restore or fork never
+	 * inherits them; each binding gets a new placeholder. */
+	if ((r = secret_bindings_grant(rec.tenant, &req->secrets, &rec.secrets_json, err)) < 0)
+		return r;
 	strlcpy_al(rec.template_name, from ? from->template_name : req->template_name, sizeof(rec.template_name));
 	strlcpy_al(rec.backend, cfg->vmm->name, sizeof(rec.backend));
 	strlcpy_al(rec.accel, cfg->vmm->accel(), sizeof(rec.accel));
@@ -1358,7 +1385,7 @@ int sandbox_snapshot(const char *id, const char *tenant, const char *name, bool 
 #define FORK_MAX 16
 
 int sandbox_fork(const char *id, const char *tenant, const struct tenant_quota *quota, unsigned count,
-                 struct sandbox_record **ret, struct al_error *err)
+                 const struct kv_list *grants, struct sandbox_record **ret, struct al_error *err)
 {
 	if (count < 1 || count > FORK_MAX)
 		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "count: from 1 to %d", FORK_MAX);
@@ -1377,6 +1404,9 @@ int sandbox_fork(const char *id, const char *tenant, const struct tenant_quota *
 	}
 	struct create_request cr = {0};
 	strlcpy_al(cr.tenant, parent.tenant, sizeof(cr.tenant));
+	/* Borrowed: cr is not released. The parent's bindings are not copied. */
+	if (grants)
+		cr.secrets = *grants;
 	/* The copies start with the parent's egress policy. */
 	cleanup_free char *parent_network = xstrdup(parent.network_json ? parent.network_json : NETWORK_POLICY_EMPTY);
 	cr.network_json = parent_network;
@@ -1530,15 +1560,30 @@ int sandbox_recover(const char *id, const char *tenant, bool memory, struct sand
 	return r;
 }
 
+/* The variables that point TLS clients at a bundle that trusts the Airlock
+ * CA (the sandbox's own env may override them). */
+static void ca_env(const char *bundle, json_t *o)
+{
+	if (!bundle[0])
+		return;
+	static const char *const names[] = {"SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE"};
+	for (size_t i = 0; i < ARRAY_SIZE(names); i++)
+		json_object_set_new(o, names[i], json_string(bundle));
+	json_object_set_new(o, "NODE_EXTRA_CA_CERTS", json_string(CA_GUEST_CERT));
+}
+
 char **sandbox_env_merge(struct sandbox *sb, const struct kv_list *over, size_t *ret_n)
 {
+	/* Lowest first: the CA variables, the sandbox's env, the secrets'
+	 * placeholders, then the request's own env. */
+	cleanup_json json_t *o = json_object();
 	pthread_mutex_lock(&sb->lock);
-	cleanup_json json_t *o = json_loads(sb->rec.env_json, 0, NULL);
+	cleanup_json json_t *own = json_loads(sb->rec.env_json, 0, NULL);
+	ca_env(sb->rec.ca_bundle, o);
+	if (json_is_object(own))
+		json_object_update(o, own);
+	secret_bindings_env(sb->rec.secrets_json, o);
 	pthread_mutex_unlock(&sb->lock);
-	if (!json_is_object(o)) {
-		json_decref(o);
-		o = json_object();
-	}
 	for (size_t i = 0; i < over->n; i++)
 		json_object_set_new(o, over->keys[i], json_string(over->values[i]));
 	size_t n = json_object_size(o), k = 0;

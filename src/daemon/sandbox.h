@@ -65,9 +65,11 @@ int sandbox_network_dropped(const char *id, const char *tenant, uint64_t *ret_pa
 /* Brings a sandbox in state error back: from its latest snapshot when memory
  * is true and there is one, else by a cold boot of its disk. */
 int sandbox_recover(const char *id, const char *tenant, bool memory, struct sandbox_record *ret, struct al_error *err);
-/* count running copies of a running sandbox; *ret is an array of records. */
+/* count running copies of a running sandbox; *ret is an array of records.
+ * The copies get secret bindings only for what grants names (env name ->
+ * secret name; NULL: none), with new placeholders. */
 int sandbox_fork(const char *id, const char *tenant, const struct tenant_quota *quota, unsigned count,
-                 struct sandbox_record **ret, struct al_error *err);
+                 const struct kv_list *grants, struct sandbox_record **ret, struct al_error *err);
 int sandbox_get(const char *id, const char *tenant, struct sandbox_record *ret, struct al_error *err);
 int sandbox_delete(const char *id, const char *tenant, struct sandbox_record *ret, struct al_error *err);
 int sandbox_exec(const char *id, const char *tenant, const struct exec_request *req, struct exec_result *ret,

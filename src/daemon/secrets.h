@@ -77,6 +77,17 @@ void secret_wipe_free(void *p, size_t len);
  * "key_pem" anywhere in v (before it is released). */
 void secret_json_wipe(json_t *v);
 
+/* json_decref after secret_json_wipe, as a cleanup attribute. */
+static inline void secret_json_releasep(json_t **v)
+{
+	if (*v) {
+		secret_json_wipe(*v);
+		json_decref(*v);
+		*v = NULL;
+	}
+}
+#define cleanup_secret_json __attribute__((cleanup(secret_json_releasep)))
+
 /* ------------------------------------------------------------ requests (pure) */
 
 /* The body of POST /v1/secrets. spec_json is the canonical binding spec:

@@ -53,6 +53,12 @@ struct sandbox_record {
 	/* The egress policy, canonical JSON {"allow":[...],"deny":[...]}
 	 * (network-policy.h); never NULL after load. */
 	char *network_json;
+	/* The sandbox's secret bindings (secrets.h): JSON array text of
+	 * {"env","secret","secret_id","placeholder"}; never NULL after load. */
+	char *secrets_json;
+	/* The guest's CA bundle that trusts the Airlock CA (SSL_CERT_FILE etc.);
+	 * "" until the CA was installed. */
+	char ca_bundle[64];
 };
 
 #define NETWORK_POLICY_EMPTY "{\"allow\":[],\"deny\":[]}"
