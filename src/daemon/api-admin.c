@@ -228,13 +228,18 @@ API_HANDLER(api_prometheus)
 		sandbox_record_release(&recs[i]);
 	}
 	free(recs);
+	api_answer_text(resp, metrics_render(counts, SANDBOX_STATE_COUNT, names), "text/plain; version=0.0.4");
+}
+
+void api_answer_text(struct api_response *resp, char *text, const char *content_type)
+{
 	struct text_body *t = xcalloc(1, sizeof(*t));
-	t->text = metrics_render(counts, SANDBOX_STATE_COUNT, names);
+	t->text = text;
 	t->len = strlen(t->text);
 	resp->status = 200;
 	resp->reader = text_read;
 	resp->reader_free = text_free;
 	resp->reader_ctx = t;
-	resp->content_type = "text/plain; version=0.0.4";
+	resp->content_type = content_type;
 	resp->content_length = (int64_t)t->len;
 }

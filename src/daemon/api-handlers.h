@@ -55,6 +55,15 @@ API_HANDLER(api_tenant_put);
 API_HANDLER(api_tenant_get);
 API_HANDLER(api_events);
 API_HANDLER(api_prometheus);
+/* api-secrets.c */
+API_HANDLER(api_secret_set);
+API_HANDLER(api_secret_list);
+API_HANDLER(api_secret_get);
+API_HANDLER(api_secret_delete);
+API_HANDLER(api_ca_get);
+
+/* api-admin.c: a 200 answer with a text body (text is taken over). */
+void api_answer_text(struct api_response *resp, char *text, const char *content_type);
 
 /* Shared by the handlers: the running sandbox named by the first path
  * parameter, within the caller's tenant; answers the error itself. */

@@ -5,6 +5,7 @@
 #include "api-handlers.h"
 #include "api-request.h"
 #include "auth.h"
+#include "secrets.h"
 #include "util.h"
 
 #define KIB 1024u
@@ -54,6 +55,11 @@ const struct api_route api_routes[] = {
     {"PUT", "/v1/tenants/{name}", AUTH_BODY_MAX, api_tenant_put, NULL, true},
     {"GET", "/v1/tenants/{name}", 0, api_tenant_get, NULL, false},
     {"GET", "/v1/events", 0, api_events, NULL, false},
+    {"POST", "/v1/secrets", SECRET_BODY_MAX, api_secret_set, NULL, false},
+    {"GET", "/v1/secrets", 0, api_secret_list, NULL, false},
+    {"GET", "/v1/secrets/{name}", 0, api_secret_get, NULL, false},
+    {"DELETE", "/v1/secrets/{name}", 0, api_secret_delete, NULL, false},
+    {"GET", "/v1/ca", 0, api_ca_get, NULL, false},
 };
 const size_t api_routes_count = ARRAY_SIZE(api_routes);
 
