@@ -17,6 +17,8 @@ struct egress_policy {
 	atomic_uint refs;
 	struct egress_rule_list allow;
 	struct egress_rule_list deny;
+	enum egress_tls_mode tls;
+	struct egress_rule_list pinned; /* host patterns, never intercepted */
 };
 
 static void rule_list_release(struct egress_rule_list *l)
@@ -28,11 +30,29 @@ static void rule_list_release(struct egress_rule_list *l)
 	*l = (struct egress_rule_list){0};
 }
 
-static int rule_list_parse(const json_t *arr, const char *key, struct egress_rule_list *ret, struct al_error *err)
+int egress_host_pattern_parse(const char *text, size_t len, struct egress_rule *ret_rule, struct al_error *err)
+{
+	struct egress_rule rule;
+	int r = egress_rule_parse(text, len, &rule, err);
+	if (r < 0)
+		return r;
+	/* Interception happens on port 443 for a TLS server name, which is
+	 * never an IP address (RFC 6066): such patterns could never match. */
+	if (rule.kind == EGRESS_RULE_CIDR || rule.host.kind != EGRESS_HOST_NAME)
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+		                    "a host name or *.name pattern is needed here, not an IP address or network");
+	*ret_rule = rule;
+	return 0;
+}
+
+/* kind "rules" (allow, deny: egress_rule_parse) or "hosts" (pinned:
+ * egress_host_pattern_parse). */
+static int rule_list_parse(const json_t *arr, const char *key, bool hosts, struct egress_rule_list *ret,
+                           struct al_error *err)
 {
 	if (!json_is_array(arr))
-		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "policy: \"%s\" must be an array of rules",
-		                    key);
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "policy: \"%s\" must be an array of %s", key,
+		                    hosts ? "host patterns" : "rules");
 	size_t n = json_array_size(arr);
 	if (n > EGRESS_POLICY_RULES_MAX)
 		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "policy: \"%s\" has %zu rules, at most %d",
@@ -55,6 +75,8 @@ static int rule_list_parse(const json_t *arr, const char *key, struct egress_rul
 		int r = -EINVAL;
 		if (memchr(text, '\0', len))
 			al_error_set(&e, AL_ERR_INVALID_ARGUMENT, EINVAL, "NUL byte in rule");
+		else if (hosts)
+			r = egress_host_pattern_parse(text, len, &l.rules[i], &e);
 		else
 			r = egress_rule_parse(text, len, &l.rules[i], &e);
 		if (r < 0) {
@@ -79,22 +101,39 @@ int egress_policy_parse(const json_t *in, struct egress_policy **ret, struct al_
 	const char *key;
 	const json_t *v;
 	json_object_foreach ((json_t *)in, key, v) {
-		if (strcmp(key, "allow") != 0 && strcmp(key, "deny") != 0) {
+		if (strcmp(key, "allow") != 0 && strcmp(key, "deny") != 0 && strcmp(key, "tls") != 0 &&
+		    strcmp(key, "pinned") != 0) {
 			char shown[64];
 			egress_text_escape((const uint8_t *)key, strlen(key), shown, sizeof(shown));
 			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
-			                    "policy: unknown key \"%s\" (only \"allow\" and \"deny\")", shown);
+			                    "policy: unknown key \"%s\" (only \"allow\", \"deny\", \"tls\" and "
+			                    "\"pinned\")",
+			                    shown);
 		}
+	}
+	enum egress_tls_mode tls = EGRESS_TLS_PASSTHROUGH;
+	const json_t *tj = json_object_get(in, "tls");
+	if (tj && !json_is_null(tj)) {
+		const char *t = json_string_value(tj);
+		if (t && strcmp(t, "inspect") == 0 && json_string_length(tj) == 7)
+			tls = EGRESS_TLS_INSPECT;
+		else if (!t || strcmp(t, "passthrough") != 0 || json_string_length(tj) != 11)
+			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+			                    "policy: \"tls\" must be \"passthrough\" or \"inspect\"");
 	}
 	struct egress_policy *p = xcalloc(1, sizeof(*p));
 	atomic_init(&p->refs, 1);
+	p->tls = tls;
 	const json_t *allow = json_object_get(in, "allow");
 	const json_t *deny = json_object_get(in, "deny");
+	const json_t *pinned = json_object_get(in, "pinned");
 	int r = 0;
 	if (allow)
-		r = rule_list_parse(allow, "allow", &p->allow, err);
+		r = rule_list_parse(allow, "allow", false, &p->allow, err);
 	if (r == 0 && deny)
-		r = rule_list_parse(deny, "deny", &p->deny, err);
+		r = rule_list_parse(deny, "deny", false, &p->deny, err);
+	if (r == 0 && pinned)
+		r = rule_list_parse(pinned, "pinned", true, &p->pinned, err);
 	if (r < 0) {
 		egress_policy_unref(p);
 		return r;
@@ -116,6 +155,7 @@ void egress_policy_unref(struct egress_policy *p)
 		return;
 	rule_list_release(&p->allow);
 	rule_list_release(&p->deny);
+	rule_list_release(&p->pinned);
 	free(p);
 }
 
@@ -135,6 +175,24 @@ static const char *list_match_host(const struct egress_rule_list *l, const struc
 		if (egress_rule_match(&l->rules[i], host, port))
 			return l->texts[i];
 	return NULL;
+}
+
+enum egress_tls_mode egress_policy_tls_mode(const struct egress_policy *p)
+{
+	return p ? p->tls : EGRESS_TLS_PASSTHROUGH;
+}
+
+size_t egress_policy_pinned_count(const struct egress_policy *p)
+{
+	return p ? p->pinned.n : 0;
+}
+
+bool egress_policy_pinned(const struct egress_policy *p, const struct egress_host *host, const char **ret_pattern)
+{
+	const char *pattern = p ? list_match_host(&p->pinned, host, EGRESS_PORT_TLS) : NULL;
+	if (ret_pattern)
+		*ret_pattern = pattern;
+	return pattern != NULL;
 }
 
 static const char *list_match_addr(const struct egress_rule_list *l, const struct egress_addr *addr, uint16_t port)

@@ -35,14 +35,32 @@
 
 struct egress_policy;
 
+/* How TLS connections the policy allows are handled (docs/egress.md,
+ * "TLS interception"). */
+enum egress_tls_mode {
+	EGRESS_TLS_PASSTHROUGH = 0, /* spliced, unless a secret binding names the host */
+	EGRESS_TLS_INSPECT,         /* every allowed TLS host is intercepted (except pinned ones) */
+};
+
 /*
  * Parses a policy object: keys "allow" and "deny" (each optional, an array
- * of at most EGRESS_POLICY_RULES_MAX strings), no other key. Any invalid
- * rule refuses the whole policy; the message names the list, the index and
- * the rule (escaped). Returns 0 or -EINVAL (AL_ERR_INVALID_ARGUMENT).
+ * of at most EGRESS_POLICY_RULES_MAX strings), "tls" ("passthrough", the
+ * default, or "inspect"), "pinned" (host patterns, never intercepted:
+ * egress_host_pattern_parse), no other key. Any invalid rule refuses the
+ * whole policy; the message names the list, the index and the rule
+ * (escaped). Returns 0 or -EINVAL (AL_ERR_INVALID_ARGUMENT).
  * An empty allow list denies everything.
  */
 int egress_policy_parse(const json_t *in, struct egress_policy **ret, struct al_error *err);
+
+/*
+ * A host pattern where only TLS server names can match ("pinned", the
+ * "hosts" of a secret binding): a rule (egress_rule_parse) naming a host
+ * name or *.suffix, optionally with a port. It is matched with
+ * egress_rule_match() on port 443, where TLS is intercepted: a pattern with
+ * another port never matches. IP addresses and networks are refused.
+ */
+int egress_host_pattern_parse(const char *text, size_t len, struct egress_rule *ret_rule, struct al_error *err);
 
 /* Reference counting; unref accepts NULL. Thread-safe. */
 struct egress_policy *egress_policy_ref(struct egress_policy *p);
@@ -50,6 +68,13 @@ void egress_policy_unref(struct egress_policy *p);
 
 size_t egress_policy_allow_count(const struct egress_policy *p);
 size_t egress_policy_deny_count(const struct egress_policy *p);
+size_t egress_policy_pinned_count(const struct egress_policy *p);
+
+/* "tls" (NULL: passthrough). */
+enum egress_tls_mode egress_policy_tls_mode(const struct egress_policy *p);
+/* Is this canonical host pinned (never intercepted)? *ret_pattern (may be
+ * NULL): the matching pattern's text, living as long as the policy. */
+bool egress_policy_pinned(const struct egress_policy *p, const struct egress_host *host, const char **ret_pattern);
 
 /*
  * May a connection to this canonical host (a name or an IP literal) on this
