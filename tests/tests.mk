@@ -53,6 +53,11 @@ UNIT_LIBS_egress-policy := -ljansson -lpthread
 # runs a small DNS server on 127.0.0.1).
 UNIT_SRC_egress-dns := src/egress/egress-dns.c src/egress/egress-resolve.c src/egress/egress-addr.c
 UNIT_LIBS_egress-dns := -lcares -lpthread -ljansson
+# TLS interception: the Airlock CA's leaves and their cache, secret bindings,
+# the policy's "tls" and "pinned".
+UNIT_SRC_egress-intercept := src/egress/egress-ca.c src/egress/egress-bindings.c src/egress/egress-policy.c \
+	src/egress/egress-host.c src/egress/egress-addr.c
+UNIT_LIBS_egress-intercept := -lcrypto -ljansson -lpthread
 
 UNIT_ALL := $(patsubst tests/unit/test-%.c,%,$(wildcard tests/unit/test-*.c))
 unit_missing = $(strip $(foreach f,$(UNIT_SRC_$(1)),$(if $(wildcard $(f)),,$(f))) \

@@ -1,0 +1,492 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include "egress-bindings.h"
+
+#include <errno.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <strings.h>
+
+#include <openssl/crypto.h>
+
+#include "egress-policy.h"
+#include "util.h"
+
+struct egress_bindings {
+	atomic_uint refs;
+	size_t n;
+	struct egress_binding *items;
+};
+
+/* ------------------------------------------------------------ freeing */
+
+static void strv_free(char **v, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(v[i]);
+	free(v);
+}
+
+static void binding_release(struct egress_binding *b)
+{
+	free(b->secret);
+	free(b->placeholder);
+	if (b->value) {
+		/* SECURITY: the credential does not outlive its binding. */
+		OPENSSL_cleanse(b->value, b->value_len);
+		free(b->value);
+	}
+	free(b->hosts);
+	strv_free(b->host_texts, b->n_hosts);
+	strv_free(b->paths, b->n_paths);
+	strv_free(b->methods, b->n_methods);
+	free(b->header);
+	if (b->format) {
+		OPENSSL_cleanse(b->format, strlen(b->format));
+		free(b->format);
+	}
+	*b = (struct egress_binding){0};
+}
+
+/* ------------------------------------------------------------ checks */
+
+static bool is_tchar(unsigned char c)
+{
+	/* RFC 9110 token characters. */
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+	       strchr("!#$%&'*+-.^_`|~", c);
+}
+
+static bool token_valid(const char *s, size_t len, size_t max)
+{
+	if (len == 0 || len > max)
+		return false;
+	for (size_t i = 0; i < len; i++)
+		if (!s[i] || !is_tchar((unsigned char)s[i]))
+			return false;
+	return true;
+}
+
+/* Text that can stand in a header field value: HTAB, SP, visible ASCII and
+ * obs-text; no CR, LF, NUL or other control character (they would end the
+ * line or smuggle another field). airlockd checks the same. */
+static bool field_text_valid(const char *s, size_t len)
+{
+	for (size_t i = 0; i < len; i++) {
+		unsigned char c = (unsigned char)s[i];
+		if ((c < 0x20 && c != '\t') || c == 0x7f)
+			return false;
+	}
+	return true;
+}
+
+static bool printable_ascii(const char *s, size_t len, size_t max)
+{
+	if (len == 0 || len > max)
+		return false;
+	for (size_t i = 0; i < len; i++)
+		if (s[i] < 0x21 || s[i] > 0x7e)
+			return false;
+	return true;
+}
+
+static bool placeholder_valid(const char *s, size_t len)
+{
+	const size_t plen = sizeof(EGRESS_PLACEHOLDER_PREFIX) - 1;
+	if (len != EGRESS_PLACEHOLDER_LEN || memcmp(s, EGRESS_PLACEHOLDER_PREFIX, plen) != 0)
+		return false;
+	for (size_t i = plen; i < len; i++)
+		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+			return false;
+	return true;
+}
+
+/* Header fields a binding may not set: they frame the message, route it or
+ * belong to one hop. Setting them would let a secret change where or how
+ * the request goes. */
+static bool header_reserved(const char *name)
+{
+	static const char *const reserved[] = {
+	    "host", "content-length", "transfer-encoding", "connection",       "upgrade",
+	    "te",   "trailer",        "keep-alive",        "proxy-connection", "expect"};
+	for (size_t i = 0; i < ARRAY_SIZE(reserved); i++)
+		if (strcasecmp(name, reserved[i]) == 0)
+			return true;
+	return false;
+}
+
+static const char *format_value_at(const char *format)
+{
+	return strstr(format, "{value}");
+}
+
+/* A path prefix: "/" and visible ASCII. One that a safe path could never
+ * start with ("/a/../b", "/x?y") is harmless: requests whose path is not
+ * safe are refused before prefixes are looked at (egress_path_safe). */
+static bool path_prefix_valid(const char *s, size_t len)
+{
+	if (len == 0 || len > EGRESS_BINDING_PATH_MAX || s[0] != '/')
+		return false;
+	for (size_t i = 0; i < len; i++)
+		if (s[i] < 0x21 || s[i] > 0x7e)
+			return false;
+	return true;
+}
+
+/* ------------------------------------------------------------ parsing */
+
+/* An array of strings, each checked by ok(); at most max. */
+static int strv_parse(const json_t *arr, size_t max, bool (*ok)(const char *, size_t), char ***ret, size_t *ret_n,
+                      const char *what, char *why, size_t why_size)
+{
+	if (!arr || json_is_null(arr)) {
+		*ret = NULL;
+		*ret_n = 0;
+		return 0;
+	}
+	if (!json_is_array(arr) || json_array_size(arr) > max) {
+		snprintf(why, why_size, "\"%s\" must be an array of at most %zu strings", what, max);
+		return -EINVAL;
+	}
+	size_t n = json_array_size(arr);
+	char **v = n ? xcalloc(n, sizeof(*v)) : NULL;
+	for (size_t i = 0; i < n; i++) {
+		const json_t *e = json_array_get(arr, i);
+		const char *s = json_string_value(e);
+		size_t len = json_string_length(e);
+		if (!s || memchr(s, '\0', len) || !ok(s, len)) {
+			char shown[80];
+			if (s)
+				egress_text_escape((const uint8_t *)s, len, shown, sizeof(shown));
+			else
+				snprintf(shown, sizeof(shown), "(not a string)");
+			snprintf(why, why_size, "%s[%zu] \"%s\" is not valid", what, i, shown);
+			strv_free(v, n);
+			return -EINVAL;
+		}
+		v[i] = xstrndup(s, len);
+	}
+	*ret = v;
+	*ret_n = n;
+	return 0;
+}
+
+static bool method_ok(const char *s, size_t len)
+{
+	return token_valid(s, len, EGRESS_BINDING_METHOD_MAX);
+}
+
+static int hosts_parse(const json_t *arr, struct egress_binding *b, char *why, size_t why_size)
+{
+	if (!json_is_array(arr) || json_array_size(arr) == 0 || json_array_size(arr) > EGRESS_BINDING_HOSTS_MAX) {
+		snprintf(why, why_size, "\"hosts\" must be an array of 1 to %d host patterns",
+		         EGRESS_BINDING_HOSTS_MAX);
+		return -EINVAL;
+	}
+	size_t n = json_array_size(arr);
+	b->hosts = xcalloc(n, sizeof(*b->hosts));
+	b->host_texts = xcalloc(n, sizeof(*b->host_texts));
+	for (size_t i = 0; i < n; i++) {
+		const json_t *e = json_array_get(arr, i);
+		const char *s = json_string_value(e);
+		size_t len = json_string_length(e);
+		struct al_error perr = {0};
+		int r = -EINVAL;
+		if (s && !memchr(s, '\0', len))
+			r = egress_host_pattern_parse(s, len, &b->hosts[i], &perr);
+		if (r < 0) {
+			char shown[80] = "(not a string)";
+			if (s)
+				egress_text_escape((const uint8_t *)s, len, shown, sizeof(shown));
+			snprintf(why, why_size, "hosts[%zu] \"%s\": %.150s", i, shown,
+			         perr.message[0] ? perr.message : "not a host pattern");
+			return -EINVAL;
+		}
+		b->host_texts[i] = xstrndup(s, len);
+		b->n_hosts = i + 1;
+	}
+	return 0;
+}
+
+/* SECURITY: nothing of "value" (or of "format", which may hold a literal
+ * part of the credential) is ever copied into why. */
+static int binding_parse(const json_t *in, struct egress_binding *b, char *why, size_t why_size)
+{
+	static const char *const keys[] = {"secret", "placeholder", "value",  "hosts",
+	                                   "paths",  "methods",     "header", "format"};
+	if (!json_is_object(in)) {
+		snprintf(why, why_size, "must be an object");
+		return -EINVAL;
+	}
+	const char *key;
+	const json_t *v;
+	json_object_foreach ((json_t *)in, key, v) {
+		bool known = false;
+		for (size_t i = 0; i < ARRAY_SIZE(keys) && !known; i++)
+			known = strcmp(key, keys[i]) == 0;
+		if (!known) {
+			char shown[64];
+			egress_text_escape((const uint8_t *)key, strlen(key), shown, sizeof(shown));
+			snprintf(why, why_size, "unknown key \"%s\"", shown);
+			return -EINVAL;
+		}
+	}
+	const json_t *sj = json_object_get(in, "secret");
+	if (!json_is_string(sj) ||
+	    !printable_ascii(json_string_value(sj), json_string_length(sj), EGRESS_BINDING_SECRET_MAX)) {
+		snprintf(why, why_size, "\"secret\" must be a name of 1-%d printable ASCII characters",
+		         EGRESS_BINDING_SECRET_MAX);
+		return -EINVAL;
+	}
+	b->secret = xstrdup(json_string_value(sj));
+	const json_t *pj = json_object_get(in, "placeholder");
+	if (!json_is_string(pj) || !placeholder_valid(json_string_value(pj), json_string_length(pj))) {
+		snprintf(why, why_size, "\"placeholder\" must be \"" EGRESS_PLACEHOLDER_PREFIX "\" and 64 hex digits");
+		return -EINVAL;
+	}
+	b->placeholder = xstrdup(json_string_value(pj));
+	const json_t *vj = json_object_get(in, "value");
+	const char *value = json_string_value(vj);
+	size_t value_len = json_string_length(vj);
+	if (!value || value_len == 0 || value_len > EGRESS_BINDING_VALUE_MAX || memchr(value, '\0', value_len) ||
+	    !field_text_valid(value, value_len)) {
+		snprintf(why, why_size,
+		         "\"value\" must be a string of 1-%d bytes that can stand in a header field (no control "
+		         "characters)",
+		         EGRESS_BINDING_VALUE_MAX);
+		return -EINVAL;
+	}
+	b->value = xstrndup(value, value_len);
+	b->value_len = value_len;
+	if (strstr(b->value, EGRESS_PLACEHOLDER_PREFIX)) {
+		/* It would be replaced again on the next request's pass. */
+		snprintf(why, why_size, "\"value\" must not contain \"" EGRESS_PLACEHOLDER_PREFIX "\"");
+		return -EINVAL;
+	}
+	int r = hosts_parse(json_object_get(in, "hosts"), b, why, why_size);
+	if (r == 0)
+		r = strv_parse(json_object_get(in, "paths"), EGRESS_BINDING_PATHS_MAX, path_prefix_valid, &b->paths,
+		               &b->n_paths, "paths", why, why_size);
+	if (r == 0)
+		r = strv_parse(json_object_get(in, "methods"), EGRESS_BINDING_METHODS_MAX, method_ok, &b->methods,
+		               &b->n_methods, "methods", why, why_size);
+	if (r < 0)
+		return r;
+	const json_t *hj = json_object_get(in, "header");
+	const json_t *fj = json_object_get(in, "format");
+	if (hj && !json_is_null(hj)) {
+		const char *h = json_string_value(hj);
+		if (!h || !token_valid(h, json_string_length(hj), EGRESS_BINDING_HEADER_MAX)) {
+			snprintf(why, why_size, "\"header\" must be null or a header field name of 1-%d characters",
+			         EGRESS_BINDING_HEADER_MAX);
+			return -EINVAL;
+		}
+		if (header_reserved(h)) {
+			char shown[EGRESS_BINDING_HEADER_MAX + 1];
+			snprintf(shown, sizeof(shown), "%s", h);
+			snprintf(why, why_size, "\"header\" %s frames or routes the request and cannot be set", shown);
+			return -EINVAL;
+		}
+		b->header = xstrdup(h);
+		const char *f = fj && !json_is_null(fj) ? json_string_value(fj) : "{value}";
+		size_t flen = f ? (fj && !json_is_null(fj) ? json_string_length(fj) : strlen(f)) : 0;
+		const char *at = f ? format_value_at(f) : NULL;
+		if (!f || flen > EGRESS_BINDING_FORMAT_MAX || memchr(f, '\0', flen) || !field_text_valid(f, flen) ||
+		    !at || strstr(at + 1, "{value}")) {
+			snprintf(why, why_size,
+			         "\"format\" must be null or a header value of at most %d bytes with \"{value}\" "
+			         "exactly once",
+			         EGRESS_BINDING_FORMAT_MAX);
+			return -EINVAL;
+		}
+		b->format = xstrndup(f, flen);
+	} else if (fj && !json_is_null(fj)) {
+		snprintf(why, why_size, "\"format\" needs a \"header\" (without one the placeholder is replaced)");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+int egress_bindings_parse(const json_t *in, struct egress_bindings **ret, struct al_error *err)
+{
+	if (in && !json_is_null(in) && !json_is_array(in))
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "\"bindings\" must be an array");
+	size_t n = in ? json_array_size(in) : 0;
+	if (n > EGRESS_BINDINGS_MAX)
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "\"bindings\" has %zu entries, at most %d", n,
+		                    EGRESS_BINDINGS_MAX);
+	struct egress_bindings *b = xcalloc(1, sizeof(*b));
+	atomic_init(&b->refs, 1);
+	b->items = n ? xcalloc(n, sizeof(*b->items)) : NULL;
+	for (size_t i = 0; i < n; i++) {
+		char why[256] = "";
+		b->n = i + 1;
+		if (binding_parse(json_array_get(in, i), &b->items[i], why, sizeof(why)) < 0) {
+			const char *secret = b->items[i].secret;
+			al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "bindings[%zu]%s%s%s: %s", i,
+			             secret ? " (secret " : "", secret ? secret : "", secret ? ")" : "", why);
+			egress_bindings_unref(b);
+			return -EINVAL;
+		}
+	}
+	/* Two bindings with one placeholder would make "which secret was
+	 * seen" ambiguous in events; airlockd never sends that. */
+	for (size_t i = 0; i < n; i++)
+		for (size_t k = i + 1; k < n; k++)
+			if (strcmp(b->items[i].placeholder, b->items[k].placeholder) == 0) {
+				al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+				             "bindings[%zu] and bindings[%zu] have the same placeholder", i, k);
+				egress_bindings_unref(b);
+				return -EINVAL;
+			}
+	*ret = b;
+	return 0;
+}
+
+struct egress_bindings *egress_bindings_ref(struct egress_bindings *b)
+{
+	if (b)
+		atomic_fetch_add_explicit(&b->refs, 1, memory_order_relaxed);
+	return b;
+}
+
+void egress_bindings_unref(struct egress_bindings *b)
+{
+	if (!b || atomic_fetch_sub_explicit(&b->refs, 1, memory_order_acq_rel) != 1)
+		return;
+	for (size_t i = 0; i < b->n; i++)
+		binding_release(&b->items[i]);
+	free(b->items);
+	free(b);
+}
+
+size_t egress_bindings_count(const struct egress_bindings *b)
+{
+	return b ? b->n : 0;
+}
+
+const struct egress_binding *egress_bindings_get(const struct egress_bindings *b, size_t i)
+{
+	return b && i < b->n ? &b->items[i] : NULL;
+}
+
+/* ------------------------------------------------------------ matching */
+
+bool egress_binding_names_host(const struct egress_binding *b, const struct egress_host *host)
+{
+	for (size_t i = 0; i < b->n_hosts; i++)
+		if (egress_rule_match(&b->hosts[i], host, EGRESS_PORT_TLS))
+			return true;
+	return false;
+}
+
+bool egress_bindings_name_host(const struct egress_bindings *b, const struct egress_host *host, const char **ret_secret)
+{
+	for (size_t i = 0; b && i < b->n; i++)
+		if (egress_binding_names_host(&b->items[i], host)) {
+			if (ret_secret)
+				*ret_secret = b->items[i].secret;
+			return true;
+		}
+	return false;
+}
+
+enum egress_binding_verdict egress_binding_check(const struct egress_binding *b, const struct egress_host *host,
+                                                 const char *method, size_t method_len, const char *path,
+                                                 size_t path_len)
+{
+	if (!egress_binding_names_host(b, host))
+		return EGRESS_BINDING_HOST;
+	bool path_ok = b->n_paths == 0;
+	for (size_t i = 0; i < b->n_paths && !path_ok; i++) {
+		size_t plen = strlen(b->paths[i]);
+		path_ok = plen <= path_len && memcmp(path, b->paths[i], plen) == 0;
+	}
+	if (!path_ok)
+		return EGRESS_BINDING_PATH;
+	bool method_match = b->n_methods == 0;
+	for (size_t i = 0; i < b->n_methods && !method_match; i++)
+		method_match = strlen(b->methods[i]) == method_len && memcmp(b->methods[i], method, method_len) == 0;
+	return method_match ? EGRESS_BINDING_APPLIES : EGRESS_BINDING_METHOD;
+}
+
+const char *egress_binding_verdict_reason(enum egress_binding_verdict v)
+{
+	switch (v) {
+	case EGRESS_BINDING_HOST:
+		return "host not bound";
+	case EGRESS_BINDING_PATH:
+		return "path";
+	case EGRESS_BINDING_METHOD:
+		return "method";
+	default:
+		return NULL;
+	}
+}
+
+static int hexval(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+int egress_path_safe(const char *p, size_t len)
+{
+	for (size_t i = 0; i < len; i++) {
+		char c = p[i];
+		if (c == '\0' || c == '\\')
+			return -EINVAL;
+		if (c == '%') {
+			if (i + 2 >= len)
+				return -EINVAL;
+			int hi = hexval(p[i + 1]), lo = hexval(p[i + 2]);
+			if (hi < 0 || lo < 0)
+				return -EINVAL;
+			int byte = hi << 4 | lo;
+			if (byte == '.' || byte == '/' || byte == '\\' || byte == 0)
+				return -EINVAL;
+		}
+		/* ".." as a whole segment, or "..;params" (some servers strip
+		 * path parameters before normalising). */
+		if ((i == 0 || p[i - 1] == '/') && i + 1 < len && c == '.' && p[i + 1] == '.' &&
+		    (i + 2 == len || p[i + 2] == '/' || p[i + 2] == ';'))
+			return -EINVAL;
+	}
+	return 0;
+}
+
+/* ------------------------------------------------------------ the slot */
+
+void egress_bindings_slot_init(struct egress_bindings_slot *slot)
+{
+	pthread_mutex_init(&slot->lock, NULL);
+	slot->bindings = NULL;
+}
+
+struct egress_bindings *egress_bindings_slot_get(struct egress_bindings_slot *slot)
+{
+	pthread_mutex_lock(&slot->lock);
+	struct egress_bindings *b = egress_bindings_ref(slot->bindings);
+	pthread_mutex_unlock(&slot->lock);
+	return b;
+}
+
+void egress_bindings_slot_set(struct egress_bindings_slot *slot, struct egress_bindings *b)
+{
+	pthread_mutex_lock(&slot->lock);
+	struct egress_bindings *old = slot->bindings;
+	slot->bindings = b;
+	pthread_mutex_unlock(&slot->lock);
+	egress_bindings_unref(old);
+}
+
+void egress_bindings_slot_release(struct egress_bindings_slot *slot)
+{
+	egress_bindings_unref(slot->bindings);
+	slot->bindings = NULL;
+	pthread_mutex_destroy(&slot->lock);
+}
