@@ -126,14 +126,25 @@ int cmd_snapshots(int argc, char **argv)
 
 /* ------------------------------------------------------------ restore */
 
+/* --secret ENV=NAME (restore, fork): grants into the body. */
+static int grant_opt(int c, void *ud)
+{
+	return c == 'S' ? secret_grant_add(ud, optarg) : 0;
+}
+
 int cmd_restore(int argc, char **argv)
 {
-	int first = 0, r = small_opts(argc, argv, "h", json_only, &first, no_opt, NULL);
+	static const struct option longs[] = {{"secret", required_argument, NULL, 'S'},
+	                                      {"json", no_argument, NULL, 'j'},
+	                                      {"help", no_argument, NULL, 'h'},
+	                                      {NULL, 0, NULL, 0}};
+	cleanup_json json_t *body = json_object();
+	int first = 0, r = small_opts(argc, argv, "h", longs, &first, grant_opt, body);
 	if (r)
 		return r;
 	if (argc - first != 1)
 		return usage_error("restore takes one snapshot id");
-	cleanup_json json_t *body = json_pack("{s:s}", "snapshot", argv[first]);
+	json_object_set_new(body, "snapshot", json_string(argv[first]));
 	cleanup_json json_t *sb = NULL;
 	if ((r = call("POST", "/v1/sandboxes", body, 201, &sb)))
 		return r;
@@ -149,28 +160,35 @@ int cmd_restore(int argc, char **argv)
 
 /* ------------------------------------------------------------ fork */
 
+struct fork_opts {
+	long count;
+	json_t *body;
+};
+
 static int fork_opt(int c, void *ud)
 {
-	long *count = ud;
-	if (c == 'n' && parse_int_range(optarg, 1, FORK_MAX, count) < 0)
+	struct fork_opts *o = ud;
+	if (c == 'n' && parse_int_range(optarg, 1, FORK_MAX, &o->count) < 0)
 		return usage_error("fork: -n takes a whole number from 1 to %d, got \"%s\"", FORK_MAX, optarg);
-	return 0;
+	return c == 'S' ? secret_grant_add(o->body, optarg) : 0;
 }
 
 int cmd_fork(int argc, char **argv)
 {
 	static const struct option longs[] = {{"count", required_argument, NULL, 'n'},
+	                                      {"secret", required_argument, NULL, 'S'},
 	                                      {"json", no_argument, NULL, 'j'},
 	                                      {"help", no_argument, NULL, 'h'},
 	                                      {NULL, 0, NULL, 0}};
-	long count = 1;
-	int first = 0, r = small_opts(argc, argv, "hn:", longs, &first, fork_opt, &count);
+	cleanup_json json_t *body = json_object();
+	struct fork_opts o = {.count = 1, .body = body};
+	int first = 0, r = small_opts(argc, argv, "hn:", longs, &first, fork_opt, &o);
 	if (r)
 		return r;
 	if (argc - first != 1)
 		return usage_error("fork takes one sandbox id");
 	cleanup_free char *path = xasprintf("/v1/sandboxes/%s/fork", argv[first]);
-	cleanup_json json_t *body = json_pack("{s:I}", "count", (json_int_t)count);
+	json_object_set_new(body, "count", json_integer(o.count));
 	cleanup_json json_t *resp = NULL;
 	if ((r = call("POST", path, body, 201, &resp)))
 		return r;

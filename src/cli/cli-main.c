@@ -17,12 +17,13 @@ static const char usage_text[] =
     "\n"
     "Sandboxes:\n"
     "  run [--template T] [--vcpus N] [--memory MIB] [--env K=V]... [--timeout S] [--no-stream]\n"
-    "      [--allow RULE]... [--deny RULE]... -- CMD [ARG...]\n"
+    "      [--allow RULE]... [--deny RULE]... [--secret ENV=NAME]... -- CMD [ARG...]\n"
     "                    create a sandbox, run CMD in it, delete it; exits with CMD's status\n"
     "  create [--template T] [--vcpus N] [--memory MIB] [--env K=V]... [--metadata K=V]...\n"
-    "      [--allow RULE]... [--deny RULE]... [--json]\n"
+    "      [--allow RULE]... [--deny RULE]... [--secret ENV=NAME]... [--json]\n"
     "                    create a sandbox and print its id; RULE: example.com, *.example.com,\n"
-    "                    host:port, 203.0.113.0/24[:port] (no --allow: the daemon's default, deny all)\n"
+    "                    host:port, 203.0.113.0/24[:port] (no --allow: the daemon's default, deny all);\n"
+    "                    --secret ENV=NAME: ENV holds a placeholder the egress gateway swaps for secret NAME\n"
     "  ls [--all] [--filter K=V]... [--json]   list sandboxes\n"
     "  inspect ID [--json]   show one sandbox\n"
     "  rm ID...              delete sandboxes\n"
@@ -31,8 +32,9 @@ static const char usage_text[] =
     "Lifecycle:\n"
     "  snapshot ID NAME [--json]   snapshot a running or paused sandbox; prints the snapshot id\n"
     "  snapshots [ls] [--sandbox ID] [--json]; snapshots inspect SNAP [--json]; snapshots rm SNAP...\n"
-    "  restore SNAP [--json]       a new sandbox from a snapshot; prints its id\n"
-    "  fork ID [-n N] [--json]     N (1-16, default 1) copies of a running sandbox; prints their ids\n"
+    "  restore SNAP [--secret ENV=NAME]... [--json]   a new sandbox from a snapshot; prints its id\n"
+    "  fork ID [-n N] [--secret ENV=NAME]... [--json]  N (1-16, default 1) copies of a running sandbox\n"
+    "                    (restores and forks get only the secrets granted here, with new placeholders)\n"
     "  recover ID [--no-memory]    bring back a sandbox in state error (latest snapshot, else its disk)\n"
     "  timeout ID SECONDS [--on-timeout kill|pause] [--idle S]   limit running time (0 = none)\n"
     "Processes:\n"
@@ -46,6 +48,11 @@ static const char usage_text[] =
     "  logs --network ID [-f] [--json]       the egress gateway's decisions for the sandbox\n"
     "  kill ID PID [-s SIGNAL]               signal a process (default TERM)\n"
     "  wait ID PID [--timeout S]             wait for a process; exits with its status\n"
+    "Secrets (values never on the command line: stdin, or --value-file):\n"
+    "  secret set NAME --host H [--host H]... [--path P]... [--method M]... [--header NAME [--format FMT]]\n"
+    "      [--value-stdin | --value-file F] [--tenant T] [--json]   create or rotate a secret\n"
+    "  secret ls [--tenant T] [--json]; secret inspect NAME [--json]; secret rm NAME...\n"
+    "  ca                    print the Airlock CA certificate (PEM) that sandboxes trust\n"
     "Files:\n"
     "  cp SRC DST            copy between host and sandbox; one side is ID:/path, '-' is a tar stream\n"
     "  fs ls|stat ID PATH [--json]; fs mkdir [-p] ID PATH; fs rm [-r] ID PATH; fs mv ID FROM TO\n"
@@ -215,6 +222,7 @@ enum {
 	OPT_TAG,
 	OPT_ALLOW,
 	OPT_DENY,
+	OPT_SECRET,
 };
 
 static const struct option verb_opts[] = {
@@ -232,6 +240,7 @@ static const struct option verb_opts[] = {
     {"tag", required_argument, NULL, OPT_TAG},
     {"allow", required_argument, NULL, OPT_ALLOW},
     {"deny", required_argument, NULL, OPT_DENY},
+    {"secret", required_argument, NULL, OPT_SECRET},
     {"interactive", no_argument, NULL, 'i'},
     {"tty", no_argument, NULL, 't'},
     {"detach", no_argument, NULL, 'd'},
@@ -299,6 +308,9 @@ static int parse_verb_opts(int argc, char **argv, const int *allowed, struct ver
 		case OPT_FILTER:
 			r = add_kv(a->filters, "--filter", optarg);
 			break;
+		case OPT_SECRET:
+			r = secret_grant_add(a->create, optarg);
+			break;
 		case OPT_JSON:
 			opt_json = true;
 			break;
@@ -340,8 +352,8 @@ static int split_cmd(int argc, char **argv, int *ret_first)
 
 int cmd_run(int argc, char **argv)
 {
-	static const int allowed[] = {OPT_TEMPLATE, OPT_VCPUS,     OPT_MEMORY, OPT_ENV,  OPT_TIMEOUT,
-	                              OPT_CWD,      OPT_NO_STREAM, OPT_ALLOW,  OPT_DENY, 0};
+	static const int allowed[] = {OPT_TEMPLATE, OPT_VCPUS, OPT_MEMORY, OPT_ENV, OPT_TIMEOUT, OPT_CWD, OPT_NO_STREAM,
+	                              OPT_ALLOW,    OPT_DENY,  OPT_SECRET, 0};
 	cleanup_json json_t *create = new_create_body();
 	cleanup_json json_t *exec = json_object();
 	struct verb_args a = {.create = create, .exec = exec};
@@ -367,8 +379,8 @@ int cmd_run(int argc, char **argv)
 
 static int cmd_create(int argc, char **argv)
 {
-	static const int allowed[] = {OPT_TEMPLATE, OPT_VCPUS, OPT_MEMORY, OPT_ENV, OPT_METADATA,
-	                              OPT_JSON,     OPT_ALLOW, OPT_DENY,   0};
+	static const int allowed[] = {OPT_TEMPLATE, OPT_VCPUS, OPT_MEMORY, OPT_ENV,    OPT_METADATA,
+	                              OPT_JSON,     OPT_ALLOW, OPT_DENY,   OPT_SECRET, 0};
 	cleanup_json json_t *create = new_create_body();
 	struct verb_args a = {.create = create};
 	int r = parse_verb_opts(argc, argv, allowed, &a);
@@ -630,6 +642,8 @@ int main(int argc, char **argv)
 	    {"recover", cmd_recover},
 	    {"timeout", cmd_timeout},
 	    {"network", cmd_network},
+	    {"secret", cmd_secret},
+	    {"ca", cmd_ca},
 	};
 	const char *verb = argv[optind];
 	if (!strcmp(verb, "version")) {

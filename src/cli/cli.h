@@ -73,6 +73,10 @@ int cmd_restore(int argc, char **argv);
 int cmd_fork(int argc, char **argv);
 int cmd_recover(int argc, char **argv);
 int cmd_timeout(int argc, char **argv);
+int cmd_secret(int argc, char **argv);
+int cmd_ca(int argc, char **argv);
+/* --secret ENV=NAME: adds the grant to a create (or fork) body's "secrets". */
+int secret_grant_add(json_t *body, const char *arg);
 
 /* cli-exec.c: creates the exec body's "cmd" and runs it streaming (or
  * buffered with stream=false); returns the command's exit status. */

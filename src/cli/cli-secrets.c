@@ -1,0 +1,421 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* airlock secret (set, ls, inspect, rm), airlock ca, and --secret ENV=NAME
+ * for the verbs that create sandboxes.
+ *
+ * SECURITY: a secret's value never comes from the command line (which other
+ * users can read in /proc): it is read from stdin (without echo on a
+ * terminal) or a file, sent in a body we encode ourselves, and wiped. */
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <termios.h>
+
+#include "cli.h"
+
+#define SECRET_VALUE_MAX 8192 /* the daemon's limit (secrets.h) */
+
+/* ------------------------------------------------------------ --secret */
+
+int secret_grant_add(json_t *body, const char *arg)
+{
+	const char *eq = strchr(arg, '=');
+	if (!eq || eq == arg || !eq[1])
+		return usage_error("--secret takes ENV=SECRET_NAME (the variable gets the secret's placeholder), got "
+		                   "\"%s\"",
+		                   arg);
+	json_t *grants = json_object_get(body, "secrets");
+	if (!grants) {
+		grants = json_object();
+		json_object_set_new(body, "secrets", grants);
+	}
+	cleanup_free char *env = xstrndup(arg, (size_t)(eq - arg));
+	json_object_set_new(grants, env, json_string(eq + 1));
+	return 0;
+}
+
+/* ------------------------------------------------------------ the value */
+
+static void wipe_free(char *p, size_t len)
+{
+	if (p) {
+		explicit_bzero(p, len);
+		free(p);
+	}
+}
+
+/* Reads at most max bytes from fd into buf; -E2BIG if there is more. */
+static int read_bounded(int fd, char *buf, size_t max, size_t *ret_len)
+{
+	size_t len = 0;
+	for (;;) {
+		if (len > max)
+			return -E2BIG;
+		ssize_t n = read(fd, buf + len, max + 1 - len);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (n == 0)
+			break;
+		len += (size_t)n;
+	}
+	*ret_len = len;
+	return 0;
+}
+
+/* One line from the terminal, not echoed. */
+static int read_tty(const char *name, char *buf, size_t max, size_t *ret_len)
+{
+	struct termios old, quiet;
+	bool restore = tcgetattr(0, &old) == 0;
+	fprintf(stderr, "value of secret %s (not echoed; end with Enter): ", name);
+	fflush(stderr);
+	if (restore) {
+		quiet = old;
+		quiet.c_lflag &= ~(tcflag_t)ECHO;
+		quiet.c_lflag |= ECHONL;
+		tcsetattr(0, TCSAFLUSH, &quiet);
+	}
+	size_t len = 0;
+	int r = 0;
+	while (len <= max) {
+		ssize_t n = read(0, buf + len, 1);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0 || buf[len] == '\n') {
+			if (n > 0)
+				len++;
+			break;
+		}
+		len++;
+	}
+	if (len > max)
+		r = -E2BIG;
+	if (restore)
+		tcsetattr(0, TCSAFLUSH, &old);
+	*ret_len = len;
+	return r;
+}
+
+/* The value from --value-file, or stdin (a terminal is asked without echo),
+ * without one trailing newline ("\n" or "\r\n"). */
+static int read_value(const char *name, const char *file, char **ret, size_t *ret_len)
+{
+	size_t cap = SECRET_VALUE_MAX + 2; /* the value and a "\r\n" */
+	char *buf = xmalloc(cap + 2);
+	size_t len = 0;
+	int r;
+	if (file) {
+		int fd = open(file, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+		if (fd < 0) {
+			int e = errno;
+			wipe_free(buf, cap + 2);
+			return client_error("--value-file %s: %s", file, strerror(e));
+		}
+		r = read_bounded(fd, buf, cap, &len);
+		close(fd);
+	} else if (isatty(0)) {
+		r = read_tty(name, buf, cap, &len);
+	} else {
+		r = read_bounded(0, buf, cap, &len);
+	}
+	if (r == 0 && len > 0 && buf[len - 1] == '\n') {
+		len--;
+		if (len > 0 && buf[len - 1] == '\r')
+			len--;
+	}
+	if (r == -E2BIG || (r == 0 && len > SECRET_VALUE_MAX)) {
+		wipe_free(buf, cap + 2);
+		return client_error("the secret's value is longer than %d bytes", SECRET_VALUE_MAX);
+	}
+	if (r < 0) {
+		wipe_free(buf, cap + 2);
+		return client_error("cannot read the secret's value: %s", strerror(-r));
+	}
+	if (len == 0) {
+		wipe_free(buf, cap + 2);
+		return client_error("the secret's value is empty (give it on stdin or with --value-file FILE)");
+	}
+	if (memchr(buf, '\0', len) || memchr(buf, '\n', len) || memchr(buf, '\r', len)) {
+		wipe_free(buf, cap + 2);
+		return client_error("the secret's value must be one line (no NUL, CR or LF inside)");
+	}
+	buf[len] = '\0';
+	*ret = buf;
+	*ret_len = len;
+	return 0;
+}
+
+/* ------------------------------------------------------------ set */
+
+struct set_opts {
+	json_t *body;
+	const char *value_file;
+	bool value_stdin;
+	const char *tenant;
+};
+
+enum { OPT_HOST = 1, OPT_PATH, OPT_METHOD, OPT_HEADER, OPT_FORMAT, OPT_VALUE_STDIN, OPT_VALUE_FILE, OPT_TENANT };
+
+static int set_opt(int c, void *ud)
+{
+	struct set_opts *o = ud;
+	static const char *const lists[] = {[OPT_HOST] = "hosts", [OPT_PATH] = "paths", [OPT_METHOD] = "methods"};
+	switch (c) {
+	case OPT_HOST:
+	case OPT_PATH:
+	case OPT_METHOD:
+		json_array_append_new(json_object_get(o->body, lists[c]), json_string(optarg));
+		break;
+	case OPT_HEADER:
+		json_object_set_new(o->body, "header", json_string(optarg));
+		break;
+	case OPT_FORMAT:
+		json_object_set_new(o->body, "format", json_string(optarg));
+		break;
+	case OPT_VALUE_STDIN:
+		o->value_stdin = true;
+		break;
+	case OPT_VALUE_FILE:
+		o->value_file = optarg;
+		break;
+	case OPT_TENANT:
+		o->tenant = optarg;
+		break;
+	}
+	return 0;
+}
+
+static const struct option secret_longs[] = {{"host", required_argument, NULL, OPT_HOST},
+                                             {"path", required_argument, NULL, OPT_PATH},
+                                             {"method", required_argument, NULL, OPT_METHOD},
+                                             {"header", required_argument, NULL, OPT_HEADER},
+                                             {"format", required_argument, NULL, OPT_FORMAT},
+                                             {"value-stdin", no_argument, NULL, OPT_VALUE_STDIN},
+                                             {"value-file", required_argument, NULL, OPT_VALUE_FILE},
+                                             {"tenant", required_argument, NULL, OPT_TENANT},
+                                             {"json", no_argument, NULL, 'j'},
+                                             {"help", no_argument, NULL, 'h'},
+                                             {NULL, 0, NULL, 0}};
+
+/* Wipes, in place, the text of the body's "value". */
+static void wipe_value(json_t *body)
+{
+	json_t *v = json_object_get(body, "value");
+	if (json_is_string(v))
+		explicit_bzero((char *)json_string_value(v), json_string_length(v));
+}
+
+static void print_list(const char *title, json_t *list)
+{
+	printf("%-8s", title);
+	if (json_array_size(list) == 0)
+		printf(" (any)");
+	size_t i;
+	json_t *v;
+	json_array_foreach (list, i, v)
+		printf(" %s", json_string_value(v));
+	printf("\n");
+}
+
+static void print_secret(json_t *s)
+{
+	const char *header = json_string_value(json_object_get(s, "header"));
+	const char *format = json_string_value(json_object_get(s, "format"));
+	printf("name     %s\n", json_string_value(json_object_get(s, "name")));
+	printf("tenant   %s\n", json_string_value(json_object_get(s, "tenant")));
+	printf("id       %s\n", json_string_value(json_object_get(s, "id")));
+	print_list("hosts", json_object_get(s, "hosts"));
+	print_list("paths", json_object_get(s, "paths"));
+	print_list("methods", json_object_get(s, "methods"));
+	if (header)
+		printf("applied  header %s: %s\n", header, format ? format : "{value}");
+	else
+		printf("applied  the placeholder is replaced where it appears in request headers\n");
+	printf("created  %s\n", json_string_value(json_object_get(s, "created_at")));
+	printf("updated  %s\n", json_string_value(json_object_get(s, "updated_at")));
+}
+
+static int secret_set(const char *name, struct set_opts *o)
+{
+	if (o->value_file && o->value_stdin)
+		return usage_error("secret set: --value-stdin and --value-file name two values; give one");
+	if (json_array_size(json_object_get(o->body, "hosts")) == 0)
+		return usage_error("secret set: at least one --host HOST the secret may be sent to");
+	if (json_object_get(o->body, "format") && !json_object_get(o->body, "header"))
+		return usage_error("secret set: --format needs --header");
+	char *value = NULL;
+	size_t len = 0;
+	int r = read_value(name, o->value_file, &value, &len);
+	if (r)
+		return r;
+	json_object_set_new(o->body, "name", json_string(name));
+	if (o->tenant)
+		json_object_set_new(o->body, "tenant", json_string(o->tenant));
+	json_t *v = json_stringn(value, len);
+	wipe_free(value, len + 1);
+	if (!v)
+		return client_error("the secret's value must be UTF-8 text");
+	json_object_set_new(o->body, "value", v);
+	/* Encoded here (not by cli_http) so that the text can be wiped. */
+	size_t tlen = json_dumpb(o->body, NULL, 0, JSON_COMPACT);
+	char *text = tlen ? xmalloc(tlen) : NULL;
+	if (!text || json_dumpb(o->body, text, tlen, JSON_COMPACT) != tlen) {
+		wipe_value(o->body);
+		free(text);
+		return client_error("cannot encode the request");
+	}
+	wipe_value(o->body);
+	struct cli_req req = {
+	    .method = "POST", .path = "/v1/secrets", .raw = text, .raw_len = tlen, .content_type = "application/json"};
+	char errbuf[CLI_ERRBUF];
+	long status = 0;
+	cleanup_json json_t *resp = NULL;
+	r = cli_request(&req, &status, &resp, errbuf, sizeof(errbuf));
+	wipe_free(text, tlen);
+	if (r < 0)
+		return report(0, NULL, errbuf);
+	if (status != 200 && status != 201)
+		return report(status, resp, NULL);
+	if (opt_json)
+		print_json(resp, true);
+	else
+		printf("%s %s\n", json_string_value(json_object_get(resp, "name")),
+		       status == 201 ? "created" : "replaced");
+	return 0;
+}
+
+/* ------------------------------------------------------------ ls, inspect, rm */
+
+static char *secret_path(const char *name, const char *tenant)
+{
+	char *esc = curl_easy_escape(NULL, name, 0);
+	if (!esc)
+		abort();
+	char *p = xasprintf("/v1/secrets/%s", esc);
+	curl_free(esc);
+	if (tenant) {
+		char *q = path_with_query(p, "tenant", tenant);
+		free(p);
+		p = q;
+	}
+	return p;
+}
+
+static int secret_ls(const char *tenant)
+{
+	cleanup_free char *path = tenant ? path_with_query("/v1/secrets", "tenant", tenant) : xstrdup("/v1/secrets");
+	cleanup_json json_t *resp = NULL;
+	int r = call("GET", path, NULL, 200, &resp);
+	if (r)
+		return r;
+	json_t *list = json_object_get(resp, "secrets");
+	if (opt_json) {
+		print_json(list, true);
+		return 0;
+	}
+	printf("%-24s %-16s %-26s %-25s %s\n", "NAME", "TENANT", "APPLIED", "UPDATED", "HOSTS");
+	size_t i;
+	json_t *s;
+	json_array_foreach (list, i, s) {
+		const char *header = json_string_value(json_object_get(s, "header"));
+		cleanup_free char *applied = header ? xasprintf("header %s", header) : xstrdup("placeholder");
+		printf("%-24s %-16s %-26s %-25s", json_string_value(json_object_get(s, "name")),
+		       json_string_value(json_object_get(s, "tenant")), applied,
+		       json_string_value(json_object_get(s, "updated_at")));
+		size_t k;
+		json_t *h;
+		json_array_foreach (json_object_get(s, "hosts"), k, h)
+			printf("%s%s", k ? "," : " ", json_string_value(h));
+		printf("\n");
+	}
+	return 0;
+}
+
+int cmd_secret(int argc, char **argv)
+{
+	if (argc < 2)
+		return usage_error("secret takes set, ls, inspect or rm");
+	const char *sub = argv[1];
+	cleanup_json json_t *body = json_pack("{s:[], s:[], s:[]}", "hosts", "paths", "methods");
+	struct set_opts o = {.body = body};
+	int first = 0, r = small_opts(argc - 1, argv + 1, "h", secret_longs, &first, set_opt, &o);
+	if (r)
+		return r;
+	char **ops = argv + 1 + first;
+	int n = argc - 1 - first;
+	bool set_only = json_array_size(json_object_get(body, "hosts")) ||
+	                json_array_size(json_object_get(body, "paths")) ||
+	                json_array_size(json_object_get(body, "methods")) || json_object_get(body, "header") ||
+	                json_object_get(body, "format") || o.value_file || o.value_stdin;
+	if (!strcmp(sub, "set")) {
+		if (n != 1)
+			return usage_error(
+			    "secret set takes one name: secret set NAME --host HOST... (the value on stdin)");
+		return secret_set(ops[0], &o);
+	}
+	if (set_only)
+		return usage_error("secret %s: --host, --path, --method, --header, --format and --value-* are for "
+		                   "secret set",
+		                   sub);
+	if (!strcmp(sub, "ls")) {
+		if (n != 0)
+			return usage_error("secret ls takes no operands");
+		return secret_ls(o.tenant);
+	}
+	if (!strcmp(sub, "inspect")) {
+		if (n != 1)
+			return usage_error("secret inspect takes one name");
+		cleanup_free char *path = secret_path(ops[0], o.tenant);
+		cleanup_json json_t *resp = NULL;
+		if ((r = call("GET", path, NULL, 200, &resp)))
+			return r;
+		if (opt_json)
+			print_json(resp, true);
+		else
+			print_secret(resp);
+		return 0;
+	}
+	if (!strcmp(sub, "rm")) {
+		if (n < 1)
+			return usage_error("secret rm takes one or more names");
+		int status = 0;
+		for (int i = 0; i < n; i++) {
+			cleanup_free char *path = secret_path(ops[i], o.tenant);
+			cleanup_json json_t *resp = NULL;
+			if (call("DELETE", path, NULL, 204, &resp))
+				status = EXIT_CLIENT;
+			else
+				printf("%s\n", ops[i]);
+		}
+		return status;
+	}
+	return usage_error("secret: unknown subcommand \"%s\" (set, ls, inspect, rm)", sub);
+}
+
+/* ------------------------------------------------------------ ca */
+
+static int write_out(void *ud, const void *buf, size_t len)
+{
+	(void)ud;
+	return write_full(1, buf, len);
+}
+
+int cmd_ca(int argc, char **argv)
+{
+	static const struct option longs[] = {{"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+	int first = 0, r = small_opts(argc, argv, "h", longs, &first, no_opt, NULL);
+	if (r)
+		return r;
+	if (first != argc)
+		return usage_error("ca takes no operands");
+	struct cli_req req = {.method = "GET", .path = "/v1/ca", .on_bytes = write_out};
+	char errbuf[CLI_ERRBUF];
+	long status = 0;
+	cleanup_json json_t *resp = NULL;
+	if (cli_request(&req, &status, &resp, errbuf, sizeof(errbuf)) < 0)
+		return report(0, NULL, errbuf);
+	if (status != 200)
+		return report(status, resp, NULL);
+	return 0;
+}
