@@ -4,11 +4,14 @@
  * "Control protocol"): a thread reads airlockd's requests and applies them
  * (add, policy, remove, ping), answering each with ack or nack in order; a
  * second thread sends the audit events queued by every other thread. Also
- * the sandbox table and each sandbox's list of connections.
+ * the sandbox table and each sandbox's list of connections, its secret
+ * bindings ("secrets", or "bindings" in "add") and the Airlock CA ("ca").
  *
  * SECURITY: airlockd is trusted (it is the parent and holds every privilege
  * this process lacks), but its messages are still checked strictly: a
- * malformed request is refused, never half-applied. A sandbox's identity
+ * malformed request is refused, never half-applied. Secret values and the
+ * CA key are never logged or put in a reply, and their text in the received
+ * message is wiped before the message is released. A sandbox's identity
  * is the listener fds it was added with; nothing a guest sends can change
  * which sandbox a connection belongs to.
  */
@@ -19,6 +22,8 @@
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
+
+#include <openssl/crypto.h>
 
 #include "ctlmsg.h"
 #include "egress-runtime.h"
@@ -48,6 +53,7 @@ void egress_sandbox_unref(struct egress_sandbox *sb)
 		if (sb->fds[i] >= 0)
 			close(sb->fds[i]);
 	egress_policy_slot_release(&sb->policy);
+	egress_bindings_slot_release(&sb->bindings);
 	pthread_mutex_destroy(&sb->lock);
 	free(sb->names);
 	free(sb);
@@ -296,7 +302,7 @@ static int check_add_fds(const int *fds, size_t nfds, struct al_error *err)
 
 static int handle_add(struct egress_runtime *rt, const json_t *msg, int *fds, size_t nfds, struct al_error *err)
 {
-	static const char *const keys[] = {"op", "seq", "sandbox", "tenant", "policy"};
+	static const char *const keys[] = {"op", "seq", "sandbox", "tenant", "policy", "bindings"};
 	const char *id;
 	int r = check_keys(msg, keys, ARRAY_SIZE(keys), err);
 	if (r == 0)
@@ -316,11 +322,18 @@ static int handle_add(struct egress_runtime *rt, const json_t *msg, int *fds, si
 	struct egress_policy *policy = NULL;
 	if ((r = egress_policy_parse(pj, &policy, err)) < 0)
 		return r;
-	if ((r = check_add_fds(fds, nfds, err)) < 0) {
+	struct egress_bindings *bindings = NULL;
+	if ((r = egress_bindings_parse(json_object_get(msg, "bindings"), &bindings, err)) < 0) {
 		egress_policy_unref(policy);
 		return r;
 	}
+	if ((r = check_add_fds(fds, nfds, err)) < 0) {
+		egress_policy_unref(policy);
+		egress_bindings_unref(bindings);
+		return r;
+	}
 	size_t na = egress_policy_allow_count(policy), nd = egress_policy_deny_count(policy);
+	size_t nb = egress_bindings_count(bindings);
 
 	pthread_mutex_lock(&rt->loop_lock);
 	struct egress_sandbox *sb = sandbox_by_id(rt, id);
@@ -333,6 +346,7 @@ static int handle_add(struct egress_runtime *rt, const json_t *msg, int *fds, si
 	} else if (rt->n_sandboxes >= EGRESS_SANDBOXES_MAX) {
 		pthread_mutex_unlock(&rt->loop_lock);
 		egress_policy_unref(policy);
+		egress_bindings_unref(bindings);
 		return al_error_set(err, AL_ERR_UNAVAILABLE, ENOSPC, "too many sandboxes (at most %d)",
 		                    EGRESS_SANDBOXES_MAX);
 	} else {
@@ -341,6 +355,7 @@ static int handle_add(struct egress_runtime *rt, const json_t *msg, int *fds, si
 		sb->rt = rt;
 		strlcpy_al(sb->id, id, sizeof(sb->id));
 		egress_policy_slot_init(&sb->policy, NULL);
+		egress_bindings_slot_init(&sb->bindings);
 		pthread_mutex_init(&sb->lock, NULL);
 		sb->tracks.next = sb->tracks.prev = &sb->tracks;
 		created = true;
@@ -348,7 +363,11 @@ static int handle_add(struct egress_runtime *rt, const json_t *msg, int *fds, si
 	sb->key = rt->next_key++;
 	memcpy(sb->fds, fds, sizeof(sb->fds));
 	strlcpy_al(sb->tenant, tenant, sizeof(sb->tenant));
+	/* Policy and bindings: each swapped whole (a connection decided in
+	 * between may see the new policy with the old bindings; both are
+	 * complete, consistent objects). */
 	egress_policy_slot_set(&sb->policy, policy);
+	egress_bindings_slot_set(&sb->bindings, bindings);
 	r = egress_loop_watch(rt, sb);
 	if (r < 0) {
 		egress_loop_unwatch(rt, sb);
@@ -369,8 +388,8 @@ static int handle_add(struct egress_runtime *rt, const json_t *msg, int *fds, si
 	}
 	pthread_mutex_unlock(&rt->loop_lock);
 	if (r == 0)
-		egress_log(EGRESS_LOG_INFO, "sandbox %s%s%s %s: %zu allow, %zu deny rules", id,
-		           tenant[0] ? " tenant " : "", tenant, created ? "added" : "re-added", na, nd);
+		egress_log(EGRESS_LOG_INFO, "sandbox %s%s%s %s: %zu allow, %zu deny rules, %zu secret bindings", id,
+		           tenant[0] ? " tenant " : "", tenant, created ? "added" : "re-added", na, nd, nb);
 	return r;
 }
 
@@ -402,6 +421,101 @@ static int handle_policy(struct egress_runtime *rt, const json_t *msg, struct al
 	egress_sandbox_unref(sb);
 	egress_log(EGRESS_LOG_INFO, "sandbox %s: policy replaced: %zu allow, %zu deny rules", id, na, nd);
 	return 0;
+}
+
+/* "secrets": the sandbox's bindings replaced whole. */
+static int handle_secrets(struct egress_runtime *rt, const json_t *msg, struct al_error *err)
+{
+	static const char *const keys[] = {"op", "seq", "sandbox", "bindings"};
+	const char *id;
+	int r = check_keys(msg, keys, ARRAY_SIZE(keys), err);
+	if (r == 0)
+		r = get_sandbox_id(msg, &id, err);
+	if (r < 0)
+		return r;
+	const json_t *bj = json_object_get(msg, "bindings");
+	if (!json_is_array(bj))
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "\"secrets\" needs \"bindings\": [...]");
+	struct egress_bindings *bindings = NULL;
+	if ((r = egress_bindings_parse(bj, &bindings, err)) < 0)
+		return r;
+	pthread_mutex_lock(&rt->loop_lock);
+	struct egress_sandbox *sb = sandbox_by_id(rt, id);
+	if (sb)
+		egress_sandbox_ref(sb);
+	pthread_mutex_unlock(&rt->loop_lock);
+	if (!sb) {
+		egress_bindings_unref(bindings);
+		return al_error_set(err, AL_ERR_NOT_FOUND, ENOENT, "no sandbox %s", id);
+	}
+	size_t nb = egress_bindings_count(bindings);
+	/* SECURITY: one pointer swap: a rotated or deleted secret is used by
+	 * no request decided after the ack (a request already being rewritten
+	 * finishes with the set it took). */
+	egress_bindings_slot_set(&sb->bindings, bindings);
+	egress_sandbox_unref(sb);
+	egress_log(EGRESS_LOG_INFO, "sandbox %s: secret bindings replaced: %zu", id, nb);
+	return 0;
+}
+
+struct egress_ca *egress_ca_current(struct egress_runtime *rt)
+{
+	pthread_mutex_lock(&rt->ca_lock);
+	struct egress_ca *ca = egress_ca_ref(rt->ca);
+	pthread_mutex_unlock(&rt->ca_lock);
+	return ca;
+}
+
+/* "ca": the Airlock CA that signs interception leaves. A new CA replaces
+ * the old one for connections decided after the ack (with an empty leaf
+ * cache); connections that hold the old one finish with it. */
+static int handle_ca(struct egress_runtime *rt, const json_t *msg, struct al_error *err)
+{
+	static const char *const keys[] = {"op", "seq", "cert_pem", "key_pem"};
+	int r = check_keys(msg, keys, ARRAY_SIZE(keys), err);
+	if (r < 0)
+		return r;
+	const json_t *cj = json_object_get(msg, "cert_pem"), *kj = json_object_get(msg, "key_pem");
+	if (!json_is_string(cj) || !json_is_string(kj))
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+		                    "\"ca\" needs \"cert_pem\" and \"key_pem\" (PEM text)");
+	struct egress_ca *ca = NULL;
+	r = egress_ca_new(json_string_value(cj), json_string_length(cj), json_string_value(kj), json_string_length(kj),
+	                  EGRESS_LEAF_CACHE_MAX, &ca, err);
+	if (r < 0)
+		return r;
+	char desc[512];
+	egress_ca_describe(ca, desc, sizeof(desc));
+	pthread_mutex_lock(&rt->ca_lock);
+	struct egress_ca *old = rt->ca;
+	rt->ca = ca;
+	pthread_mutex_unlock(&rt->ca_lock);
+	egress_ca_unref(old);
+	egress_log(EGRESS_LOG_INFO, "Airlock CA %s: %s", old ? "replaced" : "loaded", desc);
+	return 0;
+}
+
+/* SECURITY: the received text of secret values and of the CA key is wiped
+ * in place before the message is released (jansson frees without
+ * clearing). Other copies are beyond reach here: the receive buffer in
+ * ctlmsg_recv() and jansson's parser. */
+static void wipe_secrets(json_t *v)
+{
+	const char *key;
+	json_t *e;
+	size_t i;
+	if (json_is_object(v)) {
+		json_object_foreach (v, key, e) {
+			if (json_is_string(e) &&
+			    (strcmp(key, "value") == 0 || strcmp(key, "key_pem") == 0 || strcmp(key, "format") == 0))
+				OPENSSL_cleanse((char *)json_string_value(e), json_string_length(e));
+			else
+				wipe_secrets(e);
+		}
+	} else if (json_is_array(v)) {
+		json_array_foreach (v, i, e)
+			wipe_secrets(e);
+	}
 }
 
 static int handle_remove(struct egress_runtime *rt, const json_t *msg, struct al_error *err)
@@ -467,6 +581,10 @@ static void handle_message(struct egress_runtime *rt, json_t *msg, int *fds, siz
 		r = handle_policy(rt, msg, &err);
 	} else if (strcmp(op, "remove") == 0) {
 		r = handle_remove(rt, msg, &err);
+	} else if (strcmp(op, "secrets") == 0) {
+		r = handle_secrets(rt, msg, &err);
+	} else if (strcmp(op, "ca") == 0) {
+		r = handle_ca(rt, msg, &err);
 	} else if (strcmp(op, "ping") == 0) {
 		static const char *const keys[] = {"op", "seq"};
 		r = check_keys(msg, keys, ARRAY_SIZE(keys), &err);
@@ -508,6 +626,7 @@ static void *ctl_main(void *arg)
 			break;
 		}
 		handle_message(rt, msg, fds, nfds);
+		wipe_secrets(msg);
 		json_decref(msg);
 	}
 	uint64_t one = 1;

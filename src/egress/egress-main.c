@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -89,12 +90,17 @@ static void usage(FILE *out)
 	        "  - records every decision as an audit event.\n"
 	        "Nothing is resolved or dialled for a denied connection. DNS queries for\n"
 	        "names the policy does not allow get NXDOMAIN without any upstream query.\n"
+	        "TLS to a host a secret of the sandbox is bound to (or every allowed TLS\n"
+	        "host, with \"tls\":\"inspect\") is intercepted: terminated with a leaf\n"
+	        "certificate of the Airlock CA airlockd sends, every HTTP/1.1 request checked\n"
+	        "(Host = SNI) and given its secrets, and re-encrypted to the verified server.\n"
 	        "\n"
 	        "Options:\n"
 	        "  --control-fd N                    the control socket (SOCK_SEQPACKET), required\n"
 	        "  --resolver IP[:PORT]              upstream DNS server (default: the first\n"
 	        "                                    nameserver of " RESOLV_CONF ", port 53)\n"
-	        "  --trust-ca FILE                   extra CA certificates for upstream TLS\n"
+	        "  --trust-ca FILE                   extra CA certificates (PEM) trusted, with the\n"
+	        "                                    system store, for servers of intercepted TLS\n"
 	        "  --connect-timeout-ms MS           per dialled address (default 10000)\n"
 	        "  --idle-timeout-s S                close a connection idle this long (default 300)\n"
 	        "  --max-connection-s S              close a connection after this long (default 3600)\n"
@@ -372,6 +378,10 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	log_level = rt.opt.log_level;
+	/* SECURITY: secret values and the CA key live in this process's
+	 * memory: no core dump, no ptrace or /proc/PID/mem by other processes
+	 * of the same (shared, "nobody") uid. */
+	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
 	/* A peer that went away is an error return (EPIPE), not a signal. */
 	signal(SIGPIPE, SIG_IGN);
 	raise_fd_limit(&rt.opt);
@@ -383,6 +393,7 @@ int main(int argc, char **argv)
 	pthread_cond_init(&rt.ev_cond, NULL);
 	pthread_mutex_init(&rt.dns_lock, NULL);
 	pthread_cond_init(&rt.dns_cond, NULL);
+	pthread_mutex_init(&rt.ca_lock, NULL);
 	rt.next_key = 1; /* 0 is the stop eventfd */
 
 	if (egress_resolver_new((struct sockaddr *)&rt.opt.resolver, rt.opt.resolver_len, EGRESS_RESOLVE_TIMEOUT_MS,

@@ -8,6 +8,11 @@
  *   egress-conn.c   the epoll loop over every sandbox's listeners (one
  *                   thread) and a thread per guest TCP connection: sniff,
  *                   decide, resolve, dial, splice
+ *   egress-intercept.c  TLS interception (issue 6): the TLS contexts, the
+ *                   decision to intercept, and for an intercepted
+ *                   connection TLS toward the guest (Airlock CA leaf) and
+ *                   toward the server (verified), every request checked
+ *                   and its secrets put in
  *   egress-dnsd.c   the DNS listener (UDP in the loop + worker threads, TCP a
  *                   thread per connection), checked resolution, and each
  *                   sandbox's map of the addresses its DNS answers named
@@ -16,7 +21,7 @@
  * listener fd, the epoll set; held by the loop while it handles a batch of
  * events and by the control thread while it changes a sandbox's listeners),
  * then sandbox->lock (its connections, counters, name map), then the policy
- * slot's lock. The event queue, DNS job queue and the send lock are leaves.
+ * and bindings slots' locks. rt->ca_lock is a leaf. The event queue, DNS job queue and the send lock are leaves.
  * Nothing is sent on the control socket with any other lock held.
  */
 #ifndef AIRLOCK_EGRESS_RUNTIME_H
@@ -31,7 +36,11 @@
 
 #include <jansson.h>
 
+#include <openssl/ssl.h>
+
 #include "egress-addr.h"
+#include "egress-bindings.h"
+#include "egress-ca.h"
 #include "egress-dns.h"
 #include "egress-host.h"
 #include "egress-policy.h"
@@ -71,7 +80,7 @@ struct egress_options {
 	struct sockaddr_storage resolver;
 	socklen_t resolver_len;
 	char resolver_text[64];
-	char *trust_ca; /* checked readable; used by TLS interception (later) */
+	char *trust_ca; /* extra CAs for verifying servers of intercepted connections */
 	unsigned connect_timeout_ms;
 	unsigned idle_timeout_s;
 	unsigned max_connection_s;
@@ -115,6 +124,7 @@ struct egress_sandbox {
 	struct egress_runtime *rt;
 	char id[EGRESS_SANDBOX_ID_MAX + 1];
 	struct egress_policy_slot policy;
+	struct egress_bindings_slot bindings; /* its secrets (issue 6) */
 
 	/* Under rt->loop_lock. */
 	struct egress_sandbox *next;
@@ -151,6 +161,13 @@ struct egress_runtime {
 
 	atomic_uint n_conns; /* guest TCP + DNS-over-TCP connections, all sandboxes */
 
+	/* TLS interception (egress-intercept.c): the contexts are built at
+	 * start-up and read-only after; the CA arrives by "ca". */
+	SSL_CTX *tls_guest;    /* we are the server toward the guest */
+	SSL_CTX *tls_upstream; /* we are the verifying client toward servers */
+	pthread_mutex_t ca_lock;
+	struct egress_ca *ca; /* NULL until airlockd sends "ca" */
+
 	pthread_mutex_t send_lock; /* one ctlmsg_send at a time */
 
 	pthread_mutex_t ev_lock;
@@ -165,6 +182,60 @@ struct egress_runtime {
 	size_t dns_len;
 	uint64_t dns_dropped;
 };
+
+/* ------------------------------------------------------------ connections */
+
+enum egress_conn_proto { EGRESS_PROTO_HTTP, EGRESS_PROTO_TLS, EGRESS_PROTO_TCP };
+
+/* How an allowed TLS connection is carried. */
+enum egress_tls_handling {
+	EGRESS_TLS_SPLICED = 0, /* bytes spliced, TLS not terminated */
+	EGRESS_TLS_INTERCEPTED, /* terminated: every request checked (egress-intercept.c) */
+};
+
+/* A guest TCP connection, owned by its thread (egress-conn.c; an
+ * intercepted one is carried on by egress-intercept.c). */
+struct egress_conn {
+	struct egress_runtime *rt;
+	struct egress_sandbox *sb; /* a reference */
+	struct egress_track track;
+	int fd; /* the guest's connection (owned) */
+	int up; /* the dialled server (owned), -1 */
+	uint64_t start_ms;
+
+	struct egress_addr dst; /* as the guest asked (IPv4) */
+	uint16_t port;
+	bool have_dst;
+	enum egress_conn_proto proto;
+
+	uint8_t *buf; /* what was read before deciding, forwarded first */
+	size_t len;
+
+	struct egress_host host; /* canonical */
+	bool have_host;
+	char asked[EGRESS_ASKED_HOST_MAX + 1]; /* escaped raw Host / SNI, "" */
+
+	struct egress_policy *policy; /* the reference every decision used */
+	const char *rule;             /* in policy */
+	char addr[64];                /* dialled "IP:PORT", "" */
+	uint64_t bytes_up, bytes_down;
+
+	/* TLS (issue 6): decided by egress_intercept_decide(). */
+	enum egress_tls_handling tls;
+	const char *tls_reason;           /* "binding", "inspect", "pinned" or NULL (static) */
+	struct egress_ca *ca;             /* a reference, when intercepted */
+	struct egress_bindings *bindings; /* a reference taken at the decision (plain HTTP: for events) */
+};
+
+/* The data of a connection event (egress-conn.c): proto, dst, port, host,
+ * asked_host, addr, verdict, rule, reason, and tls for TLS. */
+json_t *egress_conn_event_data(const struct egress_conn *c, const char *verdict, const char *reason);
+/* Waits until fd is ready for events or the deadline (monotonic ms)
+ * passes: 1 ready, 0 deadline, -errno. */
+int egress_wait_fd(int fd, short events, uint64_t deadline_ms);
+/* After a refusal: reads and drops what the guest still sends (bounded in
+ * bytes and time), so that closing does not reset a reply in flight. */
+void egress_drain(int fd);
 
 /* ------------------------------------------------------------ egress-main.c */
 
@@ -210,6 +281,35 @@ int egress_accept(struct egress_runtime *rt, int listen_fd);
 void egress_close_reset(int fd);
 /* Handles readiness of a sandbox's TCP listener (loop thread). */
 void egress_conn_accept(struct egress_runtime *rt, struct egress_sandbox *sb);
+
+/* The Airlock CA airlockd sent ("ca"), a new reference, or NULL. */
+struct egress_ca *egress_ca_current(struct egress_runtime *rt);
+
+/* ------------------------------------------------------------ egress-intercept.c */
+
+/* Builds the two TLS contexts (--trust-ca is loaded here). */
+int egress_intercept_init(struct egress_runtime *rt, struct al_error *err);
+
+/*
+ * For an allowed TLS connection (c->host the canonical SNI, c->policy the
+ * decision's policy): sets c->tls and c->tls_reason, and takes c->ca and
+ * c->bindings. Intercepted when a binding of the sandbox names the host or
+ * the policy says "tls":"inspect", unless a "pinned" pattern matches.
+ * Returns 0, or -ENOKEY (interception is needed but airlockd has sent no
+ * CA: the connection must be denied; reason says so).
+ */
+int egress_intercept_decide(struct egress_conn *c, char *reason, size_t reason_size);
+
+/* Carries an intercepted connection after the dial (c->up connected,
+ * c->buf holding the ClientHello) to its end; returns the reason for the
+ * close event. */
+const char *egress_intercept_run(struct egress_conn *c, char *reason, size_t reason_size);
+
+/* Plain HTTP (port 80) is never given a secret: a placeholder of the
+ * sandbox's bindings in the forwarded request head raises a
+ * "network.secret" event with verdict "not-substituted", reason "plain
+ * http". */
+void egress_intercept_plain_http(struct egress_conn *c, const uint8_t *head, size_t len);
 
 /* ------------------------------------------------------------ egress-dnsd.c */
 
