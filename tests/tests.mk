@@ -44,6 +44,7 @@ UNIT_LIBS_secrets-ca := -lcrypto -lpthread
 # The egress gateway's parsers of guest input and its address classifier.
 UNIT_SRC_egress-tls := src/egress/egress-tls.c
 UNIT_SRC_egress-http := src/egress/egress-http.c
+UNIT_SRC_egress-http1 := src/egress/egress-http1.c
 UNIT_SRC_egress-host := src/egress/egress-host.c src/egress/egress-addr.c
 UNIT_SRC_egress-addr := src/egress/egress-addr.c
 # The gateway's policy object and its decisions (deny wins, ports, DNS names).
@@ -126,6 +127,11 @@ FUZZ_MAXLEN_fuzz-egress-tls := 20000
 FUZZ_SRC_fuzz-egress-http := src/egress/egress-http.c
 FUZZ_LIBS_fuzz-egress-http :=
 FUZZ_MAXLEN_fuzz-egress-http := 20000
+# The HTTP/1.1 request stream of intercepted connections (pipelined
+# requests, chunked bodies, the head rewriter).
+FUZZ_SRC_fuzz-egress-http1 := src/egress/egress-http1.c
+FUZZ_LIBS_fuzz-egress-http1 :=
+FUZZ_MAXLEN_fuzz-egress-http1 := 40000
 FUZZ_SRC_fuzz-egress-host := src/egress/egress-host.c src/egress/egress-addr.c
 FUZZ_LIBS_fuzz-egress-host :=
 FUZZ_MAXLEN_fuzz-egress-host := 4096
