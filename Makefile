@@ -28,7 +28,7 @@ EGRESS_OBJ := $(EGRESS_SRC:%.c=$(BUILD)/obj/%.o)
 
 DAEMON_LIBS := -lmicrohttpd -ljansson -lsqlite3 -lcrypto -lpthread
 CLI_LIBS := -lcurl -ljansson
-EGRESS_LIBS := -ljansson -lcrypto -lpthread -lcares
+EGRESS_LIBS := -ljansson -lssl -lcrypto -lpthread -lcares
 
 .PHONY: build-clang all deps test unit fuzz-smoke integration demo images clean format format-check bench test-kvm
 

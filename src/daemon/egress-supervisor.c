@@ -383,7 +383,8 @@ static bool event_data_ok(json_t *data)
  * known sandboxes, flat small data. */
 static void handle_event(json_t *msg)
 {
-	static const char *const types[] = {"network.allow", "network.deny", "network.close", "network.dns"};
+	static const char *const types[] = {"network.allow", "network.deny", "network.close", "network.dns",
+	                                    "network.secret"};
 	const char *type = json_string_value(json_object_get(msg, "type"));
 	const char *id = json_string_value(json_object_get(msg, "sandbox"));
 	json_t *data = json_object_get(msg, "data");

@@ -14,7 +14,9 @@
  *      address merely because the guest asked for it);
  *   5. forwards what it read, then splices bytes both ways until both
  *      sides are done, an idle or total limit is hit, or the sandbox is
- *      removed.
+ *      removed; or, for TLS that a secret binding or "tls":"inspect" asks
+ *      to intercept (egress_intercept_decide), hands the connection to
+ *      egress-intercept.c, which terminates TLS and checks every request.
  * Each step that decides something emits an audit event.
  */
 #include <arpa/inet.h>
@@ -41,36 +43,9 @@
 #define DRAIN_MAX (64 * 1024) /* bytes read and dropped after a 403 */
 #define DRAIN_TIMEOUT_MS 1000
 #define PUMP_ROUNDS 16 /* splices per direction before looking at the other */
-#define REASON_MAX 160
+#define REASON_MAX 384
 
-enum conn_proto { PROTO_HTTP, PROTO_TLS, PROTO_TCP };
 static const char *const proto_names[] = {"http", "tls", "tcp"};
-
-struct conn {
-	struct egress_runtime *rt;
-	struct egress_sandbox *sb; /* a reference */
-	struct egress_track track;
-	int fd; /* the guest's connection (owned) */
-	int up; /* the dialled server (owned), -1 */
-	uint64_t start_ms;
-
-	struct egress_addr dst; /* as the guest asked (IPv4) */
-	uint16_t port;
-	bool have_dst;
-	enum conn_proto proto;
-
-	uint8_t *buf; /* what was read before deciding, forwarded first */
-	size_t len;
-
-	struct egress_host host; /* canonical */
-	bool have_host;
-	char asked[EGRESS_ASKED_HOST_MAX + 1]; /* escaped raw Host / SNI, "" */
-
-	struct egress_policy *policy; /* the reference every decision used */
-	const char *rule;             /* in policy */
-	char addr[64];                /* dialled "IP:PORT", "" */
-	uint64_t bytes_up, bytes_down;
-};
 
 /* ------------------------------------------------------------ helpers */
 
@@ -110,9 +85,26 @@ static int remaining_ms(uint64_t deadline_ms)
 	return left > INT32_MAX ? INT32_MAX : (int)left;
 }
 
-static enum conn_proto proto_of_port(uint16_t port)
+int egress_wait_fd(int fd, short events, uint64_t deadline_ms)
 {
-	return port == EGRESS_PORT_HTTP ? PROTO_HTTP : port == EGRESS_PORT_TLS ? PROTO_TLS : PROTO_TCP;
+	for (;;) {
+		struct pollfd p = {.fd = fd, .events = events};
+		int left = remaining_ms(deadline_ms);
+		if (left == 0)
+			return 0;
+		int n = poll(&p, 1, left);
+		if (n > 0)
+			return 1;
+		if (n < 0 && errno != EINTR)
+			return -errno;
+	}
+}
+
+static enum egress_conn_proto proto_of_port(uint16_t port)
+{
+	return port == EGRESS_PORT_HTTP  ? EGRESS_PROTO_HTTP
+	       : port == EGRESS_PORT_TLS ? EGRESS_PROTO_TLS
+	                                 : EGRESS_PROTO_TCP;
 }
 
 static int original_dst(int fd, struct egress_addr *ret, uint16_t *ret_port)
@@ -133,7 +125,7 @@ static int original_dst(int fd, struct egress_addr *ret, uint16_t *ret_port)
 
 /* ------------------------------------------------------------ events */
 
-static json_t *conn_event_data(const struct conn *c, const char *verdict, const char *reason)
+json_t *egress_conn_event_data(const struct egress_conn *c, const char *verdict, const char *reason)
 {
 	char dst[64] = "";
 	if (c->have_dst)
@@ -148,17 +140,22 @@ static json_t *conn_event_data(const struct conn *c, const char *verdict, const 
 		abort();
 	if (c->asked[0] && (!c->have_host || strcmp(c->asked, c->host.name) != 0))
 		json_object_set_new(d, "asked_host", json_string(c->asked));
+	if (c->proto == EGRESS_PROTO_TLS && strcmp(verdict, "allow") == 0) {
+		json_object_set_new(d, "tls",
+		                    json_string(c->tls == EGRESS_TLS_INTERCEPTED ? "intercepted" : "spliced"));
+		json_object_set_new(d, "tls_reason", c->tls_reason ? json_string(c->tls_reason) : json_null());
+	}
 	return d;
 }
 
-static void conn_event(struct conn *c, const char *type, const char *verdict, const char *reason)
+static void conn_event(struct egress_conn *c, const char *type, const char *verdict, const char *reason)
 {
-	egress_event(c->sb, type, conn_event_data(c, verdict, reason));
+	egress_event(c->sb, type, egress_conn_event_data(c, verdict, reason));
 }
 
-static void conn_event_close(struct conn *c, const char *reason)
+static void conn_event_close(struct egress_conn *c, const char *reason)
 {
-	json_t *d = conn_event_data(c, "allow", reason);
+	json_t *d = egress_conn_event_data(c, "allow", reason);
 	json_object_set_new(d, "bytes_up", json_integer((json_int_t)c->bytes_up));
 	json_object_set_new(d, "bytes_down", json_integer((json_int_t)c->bytes_down));
 	json_object_set_new(d, "duration_ms", json_integer((json_int_t)(now_ms_monotonic() - c->start_ms)));
@@ -169,7 +166,7 @@ static void conn_event_close(struct conn *c, const char *reason)
 
 /* After a reply the guest's unread request bytes would turn our close into
  * a reset that can destroy the reply in flight: read them away, bounded. */
-static void drain(int fd)
+void egress_drain(int fd)
 {
 	uint64_t deadline = now_ms_monotonic() + DRAIN_TIMEOUT_MS;
 	size_t total = 0;
@@ -187,7 +184,7 @@ static void drain(int fd)
 	}
 }
 
-static void http_reply(struct conn *c, int status, const char *status_text, const char *body)
+static void http_reply(struct egress_conn *c, int status, const char *status_text, const char *body)
 {
 	char resp[1024];
 	int n = snprintf(resp, sizeof(resp),
@@ -198,15 +195,15 @@ static void http_reply(struct conn *c, int status, const char *status_text, cons
 		return;
 	if (write_full_timeout(c->fd, resp, (size_t)n, EGRESS_REPLY_TIMEOUT_MS) == 0) {
 		shutdown(c->fd, SHUT_WR);
-		drain(c->fd);
+		egress_drain(c->fd);
 	}
 }
 
 /* Denied: the event, then the guest learns it (HTTP: 403; else a reset). */
-static void conn_deny(struct conn *c, const char *reason)
+static void conn_deny(struct egress_conn *c, const char *reason)
 {
 	conn_event(c, "network.deny", "deny", reason);
-	if (c->proto == PROTO_HTTP && c->len > 0) {
+	if (c->proto == EGRESS_PROTO_HTTP && c->len > 0) {
 		char body[512];
 		snprintf(body, sizeof(body), "Forbidden by airlock's egress policy: %s (%s)\n",
 		         c->have_host ? c->host.name : "this request", reason);
@@ -222,7 +219,7 @@ static void conn_deny(struct conn *c, const char *reason)
 /* Reads what is there, up to cap bytes in all (<= CONN_BUF_MAX), waiting
  * until deadline. Returns bytes read, 0 at EOF, -ETIMEDOUT, -ENOBUFS (cap
  * reached) or -errno. */
-static ssize_t conn_read_more(struct conn *c, size_t cap, uint64_t deadline_ms)
+static ssize_t conn_read_more(struct egress_conn *c, size_t cap, uint64_t deadline_ms)
 {
 	if (c->len >= cap)
 		return -ENOBUFS;
@@ -256,7 +253,7 @@ static const char *read_failure(ssize_t n, const char *what)
 
 /* Takes a raw Host or SNI: the escaped text for "asked_host", then the
  * canonical host. SECURITY: raw guest bytes go no further than here. */
-static int conn_set_host(struct conn *c, const uint8_t *raw, size_t len, char *reason, size_t reason_size)
+static int conn_set_host(struct egress_conn *c, const uint8_t *raw, size_t len, char *reason, size_t reason_size)
 {
 	egress_text_escape(raw, len, c->asked, sizeof(c->asked));
 	struct al_error err = {0};
@@ -271,7 +268,7 @@ static int conn_set_host(struct conn *c, const uint8_t *raw, size_t len, char *r
 /* SECURITY: the request head is guest input, read into a bounded buffer
  * until the strict parser says it is complete; anything it refuses, and a
  * Host whose port is not the destination port, is denied. */
-static int sniff_http(struct conn *c, char *reason, size_t reason_size)
+static int sniff_http(struct egress_conn *c, char *reason, size_t reason_size)
 {
 	uint64_t deadline = now_ms_monotonic() + EGRESS_SNIFF_TIMEOUT_MS;
 	struct egress_http_request req;
@@ -312,7 +309,7 @@ static int sniff_http(struct conn *c, char *reason, size_t reason_size)
 /* SECURITY: the ClientHello is guest input, reassembled from as many
  * segments and records as it comes in (bounded); no SNI, an Encrypted
  * ClientHello, anything malformed, or an IP address as SNI is denied. */
-static int sniff_tls(struct conn *c, char *reason, size_t reason_size)
+static int sniff_tls(struct egress_conn *c, char *reason, size_t reason_size)
 {
 	uint64_t deadline = now_ms_monotonic() + EGRESS_SNIFF_TIMEOUT_MS;
 	struct egress_tls_client_hello hello;
@@ -354,7 +351,7 @@ static int sniff_tls(struct conn *c, char *reason, size_t reason_size)
 
 /* ------------------------------------------------------------ dialling */
 
-static int connect_one(struct conn *c, const struct egress_addr *a, char *reason, size_t reason_size)
+static int connect_one(struct egress_conn *c, const struct egress_addr *a, char *reason, size_t reason_size)
 {
 	struct sockaddr_storage ss = {0};
 	socklen_t sl;
@@ -412,7 +409,7 @@ static int connect_one(struct conn *c, const struct egress_addr *a, char *reason
 	return 0;
 }
 
-static int dial_list(struct conn *c, const struct egress_addr *addrs, size_t n, char *reason, size_t reason_size)
+static int dial_list(struct egress_conn *c, const struct egress_addr *addrs, size_t n, char *reason, size_t reason_size)
 {
 	int r = -EHOSTUNREACH;
 	snprintf(reason, reason_size, "no address to dial");
@@ -432,7 +429,7 @@ static int dial_list(struct conn *c, const struct egress_addr *addrs, size_t n, 
  * Returns 0, -EACCES (denied: every address forbidden) or another error
  * (allowed, but unreachable); reason says which.
  */
-static int dial_name(struct conn *c, char *reason, size_t reason_size)
+static int dial_name(struct egress_conn *c, char *reason, size_t reason_size)
 {
 	struct egress_addr addrs[EGRESS_DNS_ADDRS_MAX];
 	size_t n = 0;
@@ -449,7 +446,7 @@ static int dial_name(struct conn *c, char *reason, size_t reason_size)
 
 /* An IP literal (Host: 203.0.113.7, or an address allowed by an IP rule):
  * exactly that address, if it may be dialled. */
-static int dial_addr(struct conn *c, const struct egress_addr *a, char *reason, size_t reason_size)
+static int dial_addr(struct egress_conn *c, const struct egress_addr *a, char *reason, size_t reason_size)
 {
 	if (!egress_addr_dialable(c->rt, c->policy, a, c->port)) {
 		snprintf(reason, reason_size, "forbidden address (%s)", egress_addr_refusal(a));
@@ -541,7 +538,7 @@ static short relay_events(const struct relay_dir *rd, const struct relay_dir *wr
 
 /* Splices both ways until both directions are closed. Returns the reason
  * the connection ended (for the close event). */
-static const char *relay(struct conn *c)
+static const char *relay(struct egress_conn *c)
 {
 	struct relay_dir up, down;
 	const char *why = "closed";
@@ -608,7 +605,7 @@ static const char *relay(struct conn *c)
  * is allowed by an IP/CIDR rule for that port, or by a rule for that port
  * naming one of the names this sandbox's DNS answers gave for the address.
  * A deny rule matching the address or any of those names wins. */
-static int decide_other(struct conn *c, bool *ret_by_name, char *reason, size_t reason_size)
+static int decide_other(struct egress_conn *c, bool *ret_by_name, char *reason, size_t reason_size)
 {
 	const char *addr_rule = NULL, *deny_rule = NULL, *name_rule = NULL;
 	bool addr_ok = egress_policy_decide_addr(c->policy, &c->dst, c->port, &addr_rule);
@@ -658,7 +655,7 @@ static int decide_other(struct conn *c, bool *ret_by_name, char *reason, size_t 
 	return -EACCES;
 }
 
-static void conn_run(struct conn *c)
+static void conn_run(struct egress_conn *c)
 {
 	char reason[REASON_MAX] = "";
 	int r = original_dst(c->fd, &c->dst, &c->port);
@@ -670,9 +667,9 @@ static void conn_run(struct conn *c)
 	c->proto = proto_of_port(c->port);
 	c->buf = xmalloc(CONN_BUF_MAX);
 
-	if (c->proto == PROTO_HTTP)
+	if (c->proto == EGRESS_PROTO_HTTP)
 		r = sniff_http(c, reason, sizeof(reason));
-	else if (c->proto == PROTO_TLS)
+	else if (c->proto == EGRESS_PROTO_TLS)
 		r = sniff_tls(c, reason, sizeof(reason));
 	if (r < 0) {
 		conn_deny(c, reason);
@@ -682,7 +679,7 @@ static void conn_run(struct conn *c)
 	/* SECURITY: one policy reference for the whole decision. */
 	c->policy = egress_policy_slot_get(&c->sb->policy);
 	bool by_name;
-	if (c->proto == PROTO_TCP) {
+	if (c->proto == EGRESS_PROTO_TCP) {
 		r = decide_other(c, &by_name, reason, sizeof(reason));
 	} else {
 		by_name = c->host.kind == EGRESS_HOST_NAME;
@@ -691,6 +688,8 @@ static void conn_run(struct conn *c)
 			r = -EACCES;
 		}
 	}
+	if (r == 0 && c->proto == EGRESS_PROTO_TLS)
+		r = egress_intercept_decide(c, reason, sizeof(reason));
 	if (r < 0) {
 		conn_deny(c, reason);
 		return;
@@ -700,14 +699,14 @@ static void conn_run(struct conn *c)
 	if (by_name)
 		r = dial_name(c, reason, sizeof(reason));
 	else
-		r = dial_addr(c, c->proto == PROTO_TCP ? &c->dst : &c->host.addr, reason, sizeof(reason));
+		r = dial_addr(c, c->proto == EGRESS_PROTO_TCP ? &c->dst : &c->host.addr, reason, sizeof(reason));
 	if (r == -EACCES) {
 		conn_deny(c, reason);
 		return;
 	}
 	conn_event(c, "network.allow", "allow", r < 0 ? reason : NULL);
 	if (r < 0) {
-		if (c->proto == PROTO_HTTP && r != -ECANCELED) {
+		if (c->proto == EGRESS_PROTO_HTTP && r != -ECANCELED) {
 			char body[512];
 			snprintf(body, sizeof(body), "airlock egress gateway: cannot reach %s: %s\n", c->host.name,
 			         reason);
@@ -716,6 +715,14 @@ static void conn_run(struct conn *c)
 		conn_event_close(c, reason);
 		return;
 	}
+
+	if (c->tls == EGRESS_TLS_INTERCEPTED) {
+		const char *why = egress_intercept_run(c, reason, sizeof(reason));
+		conn_event_close(c, egress_sandbox_removed(c->sb) ? "sandbox removed" : why);
+		return;
+	}
+	if (c->proto == EGRESS_PROTO_HTTP)
+		egress_intercept_plain_http(c, c->buf, c->len);
 
 	/* What was read to decide goes first, unchanged. */
 	if (c->len > 0) {
@@ -733,7 +740,7 @@ static void conn_run(struct conn *c)
 	conn_event_close(c, why);
 }
 
-static void conn_free(struct conn *c)
+static void conn_free(struct egress_conn *c)
 {
 	egress_sandbox_untrack(c->sb, &c->track, false);
 	if (c->fd >= 0)
@@ -742,6 +749,8 @@ static void conn_free(struct conn *c)
 		close(c->up);
 	free(c->buf);
 	egress_policy_unref(c->policy);
+	egress_bindings_unref(c->bindings);
+	egress_ca_unref(c->ca);
 	egress_sandbox_unref(c->sb);
 	atomic_fetch_sub(&c->rt->n_conns, 1);
 	free(c);
@@ -749,7 +758,7 @@ static void conn_free(struct conn *c)
 
 static void *conn_main(void *arg)
 {
-	struct conn *c = arg;
+	struct egress_conn *c = arg;
 	conn_run(c);
 	conn_free(c);
 	return NULL;
@@ -758,12 +767,12 @@ static void *conn_main(void *arg)
 /* Refused before a thread exists: the event, then a reset. */
 static void conn_refuse(struct egress_runtime *rt, struct egress_sandbox *sb, int fd, const char *reason)
 {
-	struct conn c = {.rt = rt, .sb = sb, .fd = fd, .up = -1};
+	struct egress_conn c = {.rt = rt, .sb = sb, .fd = fd, .up = -1};
 	if (original_dst(fd, &c.dst, &c.port) == 0) {
 		c.have_dst = true;
 		c.proto = proto_of_port(c.port);
 	} else {
-		c.proto = PROTO_TCP;
+		c.proto = EGRESS_PROTO_TCP;
 	}
 	conn_event(&c, "network.deny", "deny", reason);
 	egress_close_reset(fd);
@@ -776,8 +785,8 @@ static void conn_start(struct egress_runtime *rt, struct egress_sandbox *sb, int
 		conn_refuse(rt, sb, fd, "connection limit");
 		return;
 	}
-	struct conn *c = xcalloc(1, sizeof(*c));
-	*c = (struct conn){.rt = rt, .fd = fd, .up = -1, .start_ms = now_ms_monotonic()};
+	struct egress_conn *c = xcalloc(1, sizeof(*c));
+	*c = (struct egress_conn){.rt = rt, .fd = fd, .up = -1, .start_ms = now_ms_monotonic()};
 	c->track = (struct egress_track){.client_fd = fd, .upstream_fd = -1};
 	if (!egress_sandbox_track(sb, &c->track, false)) {
 		free(c);

@@ -396,6 +396,11 @@ int main(int argc, char **argv)
 	pthread_mutex_init(&rt.ca_lock, NULL);
 	rt.next_key = 1; /* 0 is the stop eventfd */
 
+	if (egress_intercept_init(&rt, &err) < 0) {
+		egress_log(EGRESS_LOG_ERROR, "TLS interception: %s", err.message);
+		return err.code == AL_ERR_INVALID_ARGUMENT ? 2 : 1;
+	}
+
 	if (egress_resolver_new((struct sockaddr *)&rt.opt.resolver, rt.opt.resolver_len, EGRESS_RESOLVE_TIMEOUT_MS,
 	                        &rt.resolver, &err) < 0) {
 		egress_log(EGRESS_LOG_ERROR, "resolver %s: %s", rt.opt.resolver_text, err.message);

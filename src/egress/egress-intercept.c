@@ -1,0 +1,914 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * TLS interception (issue 6; docs/egress.md "TLS interception"): for an
+ * allowed TLS connection to a host that one of the sandbox's secrets is
+ * bound to (or to any allowed host when the policy says "tls":"inspect"),
+ * the gateway
+ *   1. terminates the guest's TLS (1.2/1.3, ALPN http/1.1 only) with a leaf
+ *      certificate for the SNI issued by the Airlock CA, feeding OpenSSL the
+ *      ClientHello bytes that were already read to decide;
+ *   2. opens TLS to the server it dialled (the same checked address as a
+ *      spliced connection) with full verification: the system store plus
+ *      --trust-ca, hostname = the SNI;
+ *   3. reads every request of the guest with egress-http1's strict parser:
+ *      Host must be the SNI (421), the host must still be allowed by the
+ *      sandbox's current policy (403), paths a binding could apply to must
+ *      not hide another path (400); then each binding that applies (host,
+ *      path prefix, method) sets its header or replaces its placeholder in
+ *      header values, and the rewritten head goes upstream, followed by the
+ *      body as it arrives (never buffered whole);
+ *   4. relays responses unchanged (redirects are the guest's business: the
+ *      next host is another connection and another decision).
+ * Every substitution, and every placeholder seen where no binding applies,
+ * is a "network.secret" event (the secret's name, never its value).
+ *
+ * SECURITY: the bindings are taken from the sandbox's slot for each request,
+ * so a rotated or deleted secret is used by no request read after the
+ * change. Secret bytes exist only in the binding set, in the head buffer
+ * between the rewrite and the write to the server (wiped right after), and
+ * in OpenSSL's record buffers (freed with the connection; OpenSSL clears
+ * them on free only for some buffers). None is ever logged or put in an
+ * event or a reply.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include <openssl/crypto.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
+
+#include "egress-http1.h"
+#include "egress-runtime.h"
+#include "util.h"
+
+#define ICPT_CHUNK (16 * 1024)    /* plaintext read from either side at once */
+#define ICPT_HANDSHAKE_MS 10000   /* each TLS handshake */
+#define ICPT_REFUSE_QUIET_MS 1000 /* after a refusal: upstream silence that ends the wait */
+#define ICPT_REFUSE_MAX_MS 10000  /* after a refusal: the longest wait for earlier responses */
+#define ICPT_SECRET_EVENTS_MAX 32 /* network.secret events per request */
+#define ICPT_PATH_SHOWN 200       /* bytes of an escaped path in events */
+#define ICPT_REASON_MAX 384
+
+static const unsigned char alpn_http11[] = "\x08http/1.1";
+
+static BIO_METHOD *prefix_method; /* built by egress_intercept_init() */
+static int prefix_read(BIO *b, char *out, size_t outl, size_t *readbytes);
+static long prefix_ctrl(BIO *b, int cmd, long num, void *ptr);
+
+/* ------------------------------------------------------------ contexts */
+
+/* ALPN toward the guest: http/1.1 or nothing. A guest that offers only h2
+ * gets no ALPN answer; it may go on with HTTP/1.1 or give up (documented). */
+static int alpn_select(SSL *ssl, const unsigned char **out, unsigned char *outlen, const unsigned char *in,
+                       unsigned int inlen, void *arg)
+{
+	(void)ssl;
+	(void)arg;
+	unsigned char *sel = NULL;
+	unsigned char sel_len = 0;
+	if (SSL_select_next_proto(&sel, &sel_len, alpn_http11, sizeof(alpn_http11) - 1, in, inlen) !=
+	    OPENSSL_NPN_NEGOTIATED)
+		return SSL_TLSEXT_ERR_NOACK;
+	*out = sel;
+	*outlen = sel_len;
+	return SSL_TLSEXT_ERR_OK;
+}
+
+static const char *openssl_reason(void)
+{
+	unsigned long e = ERR_peek_last_error();
+	const char *r = e ? ERR_reason_error_string(e) : NULL;
+	return r ? r : "unknown error";
+}
+
+int egress_intercept_init(struct egress_runtime *rt, struct al_error *err)
+{
+	SSL_CTX *g = SSL_CTX_new(TLS_server_method());
+	SSL_CTX *u = SSL_CTX_new(TLS_client_method());
+	if (!g || !u) {
+		SSL_CTX_free(g);
+		SSL_CTX_free(u);
+		return al_error_set(err, AL_ERR_INTERNAL, ENOMEM, "SSL_CTX_new: %s", openssl_reason());
+	}
+	const uint64_t opts = SSL_OP_NO_COMPRESSION | SSL_OP_NO_RENEGOTIATION | SSL_OP_IGNORE_UNEXPECTED_EOF;
+	SSL_CTX_set_min_proto_version(g, TLS1_2_VERSION);
+	SSL_CTX_set_options(g, opts | SSL_OP_NO_TICKET | SSL_OP_CIPHER_SERVER_PREFERENCE);
+	/* No resumption: every connection is decided and shown its leaf
+	 * afresh, and no session outlives the CA or the policy it met. */
+	SSL_CTX_set_session_cache_mode(g, SSL_SESS_CACHE_OFF);
+	SSL_CTX_set_num_tickets(g, 0);
+	SSL_CTX_set_alpn_select_cb(g, alpn_select, NULL);
+	SSL_CTX_set_mode(g, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER |
+	                        SSL_MODE_RELEASE_BUFFERS);
+
+	SSL_CTX_set_min_proto_version(u, TLS1_2_VERSION);
+	SSL_CTX_set_options(u, opts | SSL_OP_NO_TICKET);
+	SSL_CTX_set_mode(u, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER |
+	                        SSL_MODE_RELEASE_BUFFERS);
+	SSL_CTX_set_alpn_protos(u, alpn_http11, sizeof(alpn_http11) - 1);
+	/* SECURITY: full verification of every server: chain to a trusted
+	 * root, validity, and (per connection) the host name. */
+	SSL_CTX_set_verify(u, SSL_VERIFY_PEER, NULL);
+	if (SSL_CTX_set_default_verify_paths(u) != 1)
+		egress_log(EGRESS_LOG_WARN, "the system's CA store could not be loaded: %s", openssl_reason());
+	ERR_clear_error();
+	if (rt->opt.trust_ca && SSL_CTX_load_verify_locations(u, rt->opt.trust_ca, NULL) != 1) {
+		al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+		             "--trust-ca %s: no PEM certificate could be loaded (%s)", rt->opt.trust_ca,
+		             openssl_reason());
+		ERR_clear_error();
+		SSL_CTX_free(g);
+		SSL_CTX_free(u);
+		return -EINVAL;
+	}
+	prefix_method = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "airlock-clienthello-prefix");
+	if (!prefix_method || BIO_meth_set_read_ex(prefix_method, prefix_read) != 1 ||
+	    BIO_meth_set_ctrl(prefix_method, prefix_ctrl) != 1)
+		abort();
+	rt->tls_guest = g;
+	rt->tls_upstream = u;
+	return 0;
+}
+
+/* ------------------------------------------------------------ deciding */
+
+int egress_intercept_decide(struct egress_conn *c, char *reason, size_t reason_size)
+{
+	c->bindings = egress_bindings_slot_get(&c->sb->bindings);
+	bool bound = egress_bindings_name_host(c->bindings, &c->host, NULL);
+	bool inspect = egress_policy_tls_mode(c->policy) == EGRESS_TLS_INSPECT;
+	c->tls = EGRESS_TLS_SPLICED;
+	c->tls_reason = NULL;
+	if (!bound && !inspect)
+		return 0;
+	/* SECURITY: a pinned host is never intercepted, not even for a
+	 * secret: its placeholder then reaches it as the useless placeholder. */
+	if (egress_policy_pinned(c->policy, &c->host, NULL)) {
+		c->tls_reason = "pinned";
+		return 0;
+	}
+	c->ca = egress_ca_current(c->rt);
+	if (!c->ca) {
+		/* Fail closed: splicing would skip the checks inspection or
+		 * a secret binding asked for. */
+		snprintf(reason, reason_size, "TLS interception needed (%s) but airlockd has sent no CA",
+		         bound ? "a secret is bound to this host" : "\"tls\":\"inspect\"");
+		return -ENOKEY;
+	}
+	c->tls = EGRESS_TLS_INTERCEPTED;
+	c->tls_reason = bound ? "binding" : "inspect";
+	return 0;
+}
+
+/* ------------------------------------------------------------ events */
+
+/* "network.secret": never a value; the path escaped and cut. */
+static void secret_event(struct egress_conn *c, const char *proto, const struct egress_binding *b, const char *verdict,
+                         const char *reason, const char *method, const char *path)
+{
+	json_t *d = json_pack("{ssssssssssss?ss?ss?}", "proto", proto, "host", c->host.name, "secret", b->secret,
+	                      "verdict", verdict, "mode", b->header ? "header" : "placeholder", "reason", reason,
+	                      "method", method, "path", path);
+	if (!d)
+		abort();
+	if (b->header)
+		json_object_set_new(d, "header", json_string(b->header));
+	egress_event(c->sb, "network.secret", d);
+}
+
+static bool contains(const uint8_t *buf, size_t len, const char *needle)
+{
+	return memmem(buf, len, needle, strlen(needle)) != NULL;
+}
+
+void egress_intercept_plain_http(struct egress_conn *c, const uint8_t *head, size_t len)
+{
+	if (!c->bindings)
+		c->bindings = egress_bindings_slot_get(&c->sb->bindings);
+	/* SECURITY: plain HTTP is readable on the way: never a secret, even
+	 * to a bound host. The placeholder goes as it is. */
+	for (size_t i = 0; i < egress_bindings_count(c->bindings); i++) {
+		const struct egress_binding *b = egress_bindings_get(c->bindings, i);
+		if (contains(head, len, b->placeholder))
+			secret_event(c, "http", b, "not-substituted", "plain http", NULL, NULL);
+	}
+}
+
+/* ------------------------------------------------------------ TLS plumbing */
+
+/* The guest side's read BIO: first the ClientHello bytes already read to
+ * decide, then the socket. Writes go to a plain socket BIO. */
+struct prefix_bio {
+	const uint8_t *buf;
+	size_t len, off;
+	int fd;
+	bool eof;
+};
+
+static int prefix_read(BIO *b, char *out, size_t outl, size_t *readbytes)
+{
+	struct prefix_bio *p = BIO_get_data(b);
+	BIO_clear_retry_flags(b);
+	if (p->off < p->len) {
+		size_t n = MIN(outl, p->len - p->off);
+		memcpy(out, p->buf + p->off, n);
+		p->off += n;
+		*readbytes = n;
+		return 1;
+	}
+	ssize_t n;
+	do
+		n = recv(p->fd, out, outl, 0);
+	while (n < 0 && errno == EINTR);
+	if (n > 0) {
+		*readbytes = (size_t)n;
+		return 1;
+	}
+	if (n == 0)
+		p->eof = true;
+	else if (errno == EAGAIN || errno == EWOULDBLOCK)
+		BIO_set_retry_read(b);
+	return 0;
+}
+
+static long prefix_ctrl(BIO *b, int cmd, long num, void *ptr)
+{
+	(void)num;
+	(void)ptr;
+	struct prefix_bio *p = BIO_get_data(b);
+	switch (cmd) {
+	case BIO_CTRL_EOF:
+		return p->eof; /* lets OpenSSL tell a TCP end of stream from an error */
+	case BIO_CTRL_FLUSH:
+		return 1;
+	default:
+		return 0;
+	}
+}
+
+/* Drives a handshake on a non-blocking socket until it is done or the
+ * deadline passes. */
+static int handshake(SSL *s, int fd, uint64_t deadline_ms)
+{
+	for (;;) {
+		ERR_clear_error();
+		int r = SSL_do_handshake(s);
+		if (r == 1)
+			return 0;
+		int e = SSL_get_error(s, r);
+		short ev = e == SSL_ERROR_WANT_READ ? POLLIN : e == SSL_ERROR_WANT_WRITE ? POLLOUT : 0;
+		if (!ev)
+			return -EPROTO;
+		int w = egress_wait_fd(fd, ev, deadline_ms);
+		if (w == 0)
+			return -ETIMEDOUT;
+		if (w < 0)
+			return w;
+	}
+}
+
+/* Writes all of buf, waiting at most until the deadline. */
+static int ssl_write_all(SSL *s, int fd, const void *buf, size_t len, uint64_t deadline_ms)
+{
+	size_t off = 0;
+	while (off < len) {
+		size_t n = 0;
+		ERR_clear_error();
+		int r = SSL_write_ex(s, (const uint8_t *)buf + off, len - off, &n);
+		if (r == 1) {
+			off += n;
+			continue;
+		}
+		int e = SSL_get_error(s, r);
+		short ev = e == SSL_ERROR_WANT_READ ? POLLIN : e == SSL_ERROR_WANT_WRITE ? POLLOUT : 0;
+		if (!ev)
+			return -EPIPE;
+		int w = egress_wait_fd(fd, ev, deadline_ms);
+		if (w <= 0)
+			return w == 0 ? -ETIMEDOUT : w;
+	}
+	return 0;
+}
+
+enum { IO_DONE = 0, IO_WAIT, IO_EOF };
+
+/* The outcome of a non-blocking SSL_read_ex/SSL_write_ex that returned r:
+ * IO_WAIT (with the poll events it waits for added to *ev), IO_EOF, or a
+ * negative errno. */
+static int io_result(SSL *s, int r, short *ev)
+{
+	switch (SSL_get_error(s, r)) {
+	case SSL_ERROR_WANT_READ:
+		*ev |= POLLIN;
+		return IO_WAIT;
+	case SSL_ERROR_WANT_WRITE:
+		*ev |= POLLOUT;
+		return IO_WAIT;
+	case SSL_ERROR_ZERO_RETURN:
+		return IO_EOF;
+	case SSL_ERROR_SYSCALL:
+		return errno == ECONNRESET || errno == EPIPE ? -errno : -EIO;
+	default:
+		return -EPROTO;
+	}
+}
+
+static int io_read(SSL *s, uint8_t *buf, size_t len, size_t *ret_n, short *ev)
+{
+	ERR_clear_error();
+	return SSL_read_ex(s, buf, len, ret_n) == 1 ? IO_DONE : io_result(s, 0, ev);
+}
+
+static int io_write(SSL *s, const uint8_t *buf, size_t len, size_t *ret_n, short *ev)
+{
+	ERR_clear_error();
+	return SSL_write_ex(s, buf, len, ret_n) == 1 ? IO_DONE : io_result(s, 0, ev);
+}
+
+/* ------------------------------------------------------------ a connection */
+
+struct icpt {
+	struct egress_conn *c;
+	SSL *g; /* toward the guest (we are the server) */
+	SSL *u; /* toward the server (we are the client) */
+	struct prefix_bio pb;
+	struct egress_http1_parser *parser;
+
+	uint8_t *in; /* guest plaintext, fed to the parser */
+	size_t in_len, in_off;
+	bool parse_pending; /* the parser may have an event without more bytes */
+	bool in_body;       /* between a head and the end of its request */
+	bool g_eof;
+
+	uint8_t *head;      /* EGRESS_HTTP1_OUT_MAX: a rewritten head (may hold secrets) */
+	const uint8_t *out; /* what goes to the server next: head, or body bytes in in */
+	size_t out_len, out_off;
+	bool out_secret;    /* out is head: wipe it once written */
+	unsigned forwarded; /* request heads sent to the server */
+	bool u_shut;        /* our side toward the server is closed */
+
+	uint8_t *down; /* server plaintext, relayed unchanged */
+	size_t down_len, down_off;
+	bool u_eof;
+	uint64_t last_down_ms;
+
+	/* A refused request: its answer waits until the server is done with
+	 * the requests before it (pipelining), then the connection ends. */
+	bool refusing;
+	int status;
+	const char *status_text;
+	char reason[ICPT_REASON_MAX];
+	uint64_t refuse_ms;
+};
+
+static void icpt_release(struct icpt *ic)
+{
+	SSL_free(ic->g);
+	SSL_free(ic->u);
+	egress_http1_parser_free(ic->parser);
+	if (ic->head) {
+		OPENSSL_cleanse(ic->head, EGRESS_HTTP1_OUT_MAX);
+		free(ic->head);
+	}
+	free(ic->in);
+	free(ic->down);
+}
+
+/* The answer to a refused request, over the guest's TLS, then the end. */
+static void guest_reply(struct icpt *ic, int status, const char *status_text, const char *reason)
+{
+	char resp[1024];
+	char body[512];
+	snprintf(body, sizeof(body), "airlock egress gateway: %s\n", reason);
+	int n = snprintf(resp, sizeof(resp),
+	                 "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: %zu\r\n"
+	                 "Connection: close\r\nCache-Control: no-store\r\n\r\n%s",
+	                 status, status_text, strlen(body), body);
+	if (n <= 0 || (size_t)n >= sizeof(resp))
+		return;
+	uint64_t deadline = now_ms_monotonic() + EGRESS_REPLY_TIMEOUT_MS;
+	if (ssl_write_all(ic->g, ic->c->fd, resp, (size_t)n, deadline) == 0) {
+		ERR_clear_error();
+		SSL_shutdown(ic->g);
+		shutdown(ic->c->fd, SHUT_WR);
+		egress_drain(ic->c->fd);
+	}
+}
+
+/* "network.deny" for one request of an intercepted connection (the
+ * connection itself was allowed): proto "https", the Host as asked. */
+static void request_deny_event(struct icpt *ic, const char *asked, const char *method, const char *path,
+                               const char *rule, const char *reason)
+{
+	struct egress_conn *c = ic->c;
+	json_t *d = egress_conn_event_data(c, "deny", reason);
+	json_object_set_new(d, "proto", json_string("https"));
+	json_object_set_new(d, "rule", rule ? json_string(rule) : json_null());
+	if (asked && strcmp(asked, c->host.name) != 0)
+		json_object_set_new(d, "asked_host", json_string(asked));
+	else
+		json_object_del(d, "asked_host");
+	if (method)
+		json_object_set_new(d, "method", json_string(method));
+	if (path)
+		json_object_set_new(d, "path", json_string(path));
+	egress_event(c->sb, "network.deny", d);
+}
+
+static void refuse(struct icpt *ic, int status, const char *status_text, const char *reason)
+{
+	ic->refusing = true;
+	ic->status = status;
+	ic->status_text = status_text;
+	snprintf(ic->reason, sizeof(ic->reason), "%s", reason);
+	ic->refuse_ms = now_ms_monotonic();
+}
+
+/* What one request does with the sandbox's secrets. */
+struct plan {
+	const char *remove[EGRESS_HTTP1_REWRITE_OPS_MAX];
+	size_t n_remove;
+	struct egress_http1_field_add add[EGRESS_HTTP1_REWRITE_OPS_MAX];
+	char *add_value[EGRESS_HTTP1_REWRITE_OPS_MAX]; /* secrets: wiped */
+	size_t n_add;
+	struct egress_http1_subst subst[EGRESS_HTTP1_REWRITE_OPS_MAX];
+	size_t n_subst;
+	struct plan_event {
+		const struct egress_binding *b;
+		const char *verdict, *reason;
+	} ev[ICPT_SECRET_EVENTS_MAX];
+	size_t n_ev;
+};
+
+static void plan_release(struct plan *pl)
+{
+	for (size_t i = 0; i < pl->n_add; i++) {
+		OPENSSL_cleanse(pl->add_value[i], pl->add[i].value_len);
+		free(pl->add_value[i]);
+	}
+	pl->n_add = 0;
+}
+
+static void plan_event(struct plan *pl, const struct egress_binding *b, const char *verdict, const char *reason)
+{
+	if (pl->n_ev < ICPT_SECRET_EVENTS_MAX)
+		pl->ev[pl->n_ev++] = (struct plan_event){.b = b, .verdict = verdict, .reason = reason};
+}
+
+/* format with "{value}" replaced by the value: a new buffer (a secret). */
+static char *format_value(const struct egress_binding *b, size_t *ret_len)
+{
+	const char *at = strstr(b->format, "{value}");
+	size_t pre = (size_t)(at - b->format), post = strlen(at + 7);
+	size_t len = pre + b->value_len + post;
+	char *v = xmalloc(len + 1);
+	memcpy(v, b->format, pre);
+	memcpy(v + pre, b->value, b->value_len);
+	memcpy(v + pre + b->value_len, at + 7, post + 1);
+	*ret_len = len;
+	return v;
+}
+
+/* Adds what binding b does to a request it applies to. -E2BIG: more
+ * operations than one rewrite takes. */
+static int plan_binding(struct plan *pl, const struct egress_binding *b, const struct egress_http1_head *h)
+{
+	if (b->header) {
+		if (pl->n_remove == EGRESS_HTTP1_REWRITE_OPS_MAX || pl->n_add == EGRESS_HTTP1_REWRITE_OPS_MAX)
+			return -E2BIG;
+		/* SECURITY: every client-sent field of that name goes first:
+		 * the guest cannot add its own next to the real one. */
+		pl->remove[pl->n_remove++] = b->header;
+		size_t len;
+		pl->add_value[pl->n_add] = format_value(b, &len);
+		pl->add[pl->n_add] = (struct egress_http1_field_add){
+		    .name = b->header, .value = pl->add_value[pl->n_add], .value_len = len};
+		pl->n_add++;
+		plan_event(pl, b, "substituted", NULL);
+		return 0;
+	}
+	size_t line = (size_t)h->request_line.off + h->request_line.len;
+	bool in_line = contains(h->raw + h->request_line.off, h->request_line.len, b->placeholder);
+	bool in_fields = contains(h->raw + line, h->len - line, b->placeholder);
+	if (in_fields) {
+		if (pl->n_subst == EGRESS_HTTP1_REWRITE_OPS_MAX)
+			return -E2BIG;
+		pl->subst[pl->n_subst++] = (struct egress_http1_subst){.placeholder = b->placeholder,
+		                                                       .placeholder_len = strlen(b->placeholder),
+		                                                       .value = b->value,
+		                                                       .value_len = b->value_len};
+		plan_event(pl, b, "substituted", NULL);
+	}
+	/* Only header fields are ever substituted (the request line reaches
+	 * logs and other hosts through redirects). */
+	if (in_line)
+		plan_event(pl, b, "not-substituted", "not in a header field");
+	return 0;
+}
+
+/* EGRESS_HTTP1_EV_HEAD: check the request, rewrite it into ic->head. On
+ * refusal ic->refusing is set. */
+static void on_head(struct icpt *ic)
+{
+	struct egress_conn *c = ic->c;
+	const struct egress_http1_head *h = egress_http1_parser_head(ic->parser);
+	char asked[EGRESS_ASKED_HOST_MAX + 1], path_shown[ICPT_PATH_SHOWN + 1], why[ICPT_REASON_MAX];
+	egress_text_escape((const uint8_t *)h->host, h->host_len, asked, sizeof(asked));
+	egress_text_escape((const uint8_t *)egress_http1_span_ptr(h, h->path), h->path.len, path_shown,
+	                   sizeof(path_shown));
+	const char *method = h->method;
+
+	/* SECURITY: the Host routes the request at the server (virtual
+	 * hosts, CDNs): it must be the name the connection was decided,
+	 * dialled, verified and given secrets for. */
+	const uint8_t *hp;
+	size_t hl;
+	uint16_t hport = 0;
+	struct egress_host host;
+	if (egress_host_split_port((const uint8_t *)h->host, h->host_len, &hp, &hl, &hport, NULL) < 0 ||
+	    egress_host_canonicalize(hp, hl, &host, NULL) < 0) {
+		request_deny_event(ic, asked, method, path_shown, NULL, "invalid Host");
+		refuse(ic, 400, "Bad Request", "invalid Host");
+		return;
+	}
+	if ((hport != 0 && hport != c->port) || strcmp(host.name, c->host.name) != 0) {
+		snprintf(why, sizeof(why), "Host %.80s is not the TLS server name %.80s", asked, c->host.name);
+		request_deny_event(ic, asked, method, path_shown, NULL, why);
+		refuse(ic, 421, "Misdirected Request", why);
+		return;
+	}
+	/* The sandbox's policy as it is now (it may have changed since the
+	 * connection was decided). */
+	struct egress_policy *policy = egress_policy_slot_get(&c->sb->policy);
+	const char *rule = NULL;
+	bool allowed = egress_policy_decide_host(policy, &host, c->port, &rule);
+	if (!allowed) {
+		snprintf(why, sizeof(why), "%s is not allowed by the sandbox's egress policy", host.name);
+		request_deny_event(ic, asked, method, path_shown, rule, why);
+		egress_policy_unref(policy);
+		refuse(ic, 403, "Forbidden", why);
+		return;
+	}
+	egress_policy_unref(policy);
+
+	struct egress_bindings *bs = egress_bindings_slot_get(&c->sb->bindings);
+	const char *path = egress_http1_span_ptr(h, h->path);
+	size_t path_len = h->path.len;
+	if (path_len == 0 && h->form != EGRESS_HTTP1_ASTERISK_FORM) {
+		path = "/";
+		path_len = 1;
+	}
+	/* SECURITY: a prefix "/v1/" must not let "/v1/../admin" through. */
+	if (egress_bindings_name_host(bs, &host, NULL) && egress_path_safe(path, path_len) < 0) {
+		egress_bindings_unref(bs);
+		snprintf(why, sizeof(why), "a path with a \"..\" segment or an encoded '/', '.' or '\\' is refused");
+		request_deny_event(ic, asked, method, path_shown, NULL, why);
+		refuse(ic, 400, "Bad Request", why);
+		return;
+	}
+	struct plan pl = {0};
+	int r = 0;
+	for (size_t i = 0; r == 0 && i < egress_bindings_count(bs); i++) {
+		const struct egress_binding *b = egress_bindings_get(bs, i);
+		enum egress_binding_verdict v = egress_binding_check(b, &host, method, strlen(method), path, path_len);
+		if (v == EGRESS_BINDING_APPLIES)
+			r = plan_binding(&pl, b, h);
+		else if (contains(h->raw, h->len, b->placeholder))
+			plan_event(&pl, b, "not-substituted", egress_binding_verdict_reason(v));
+	}
+	size_t len = 0;
+	struct al_error err = {0};
+	if (r == 0) {
+		struct egress_http1_rewrite rw = {.remove = pl.remove,
+		                                  .n_remove = pl.n_remove,
+		                                  .add = pl.add,
+		                                  .n_add = pl.n_add,
+		                                  .subst = pl.subst,
+		                                  .n_subst = pl.n_subst};
+		r = egress_http1_head_rewrite(h, &rw, ic->head, EGRESS_HTTP1_OUT_MAX, &len, &err);
+	}
+	plan_release(&pl);
+	if (r < 0) {
+		/* SECURITY: the rewriter's messages never quote values. */
+		snprintf(why, sizeof(why), "the request cannot be given its secrets: %.100s",
+		         err.message[0] ? err.message : "too many secrets apply");
+		request_deny_event(ic, asked, method, path_shown, NULL, why);
+		egress_bindings_unref(bs);
+		if (r == -E2BIG)
+			refuse(ic, 431, "Request Header Fields Too Large", why);
+		else
+			refuse(ic, 502, "Bad Gateway", why);
+		return;
+	}
+	for (size_t i = 0; i < pl.n_ev; i++)
+		secret_event(c, "https", pl.ev[i].b, pl.ev[i].verdict, pl.ev[i].reason, method, path_shown);
+	egress_bindings_unref(bs);
+	ic->out = ic->head;
+	ic->out_len = len;
+	ic->out_off = 0;
+	ic->out_secret = true;
+	ic->forwarded++;
+}
+
+/* A request the parser refused (its message quotes no guest bytes). */
+static void on_parse_error(struct icpt *ic, int r, const struct al_error *err)
+{
+	const char *msg = err->message[0] ? err->message : "malformed request";
+	char why[ICPT_REASON_MAX];
+	snprintf(why, sizeof(why), "%.150s", msg);
+	request_deny_event(ic, NULL, NULL, NULL, NULL, why);
+	if (err->code == AL_ERR_METHOD)
+		refuse(ic, 405, "Method Not Allowed", why);
+	else if (err->code == AL_ERR_FORBIDDEN)
+		refuse(ic, 403, "Forbidden", why);
+	else if (r == -E2BIG && ic->in_body)
+		refuse(ic, 413, "Content Too Large", why);
+	else if (r == -E2BIG)
+		refuse(ic, 431, "Request Header Fields Too Large", why);
+	else
+		refuse(ic, 400, "Bad Request", why);
+}
+
+/* Feeds the parser once and acts on its event. */
+static void parse_step(struct icpt *ic)
+{
+	size_t used = 0;
+	struct al_error err = {0};
+	const uint8_t *data = ic->in + ic->in_off;
+	int ev = egress_http1_feed(ic->parser, data, ic->in_len - ic->in_off, &used, &err);
+	if (ev < 0) {
+		on_parse_error(ic, ev, &err);
+		return;
+	}
+	ic->in_off += used;
+	ic->parse_pending = ev != EGRESS_HTTP1_EV_NEED_MORE;
+	switch (ev) {
+	case EGRESS_HTTP1_EV_HEAD:
+		ic->in_body = true;
+		on_head(ic);
+		break;
+	case EGRESS_HTTP1_EV_BODY:
+		/* Forwarded as framed, unchanged, straight from the buffer
+		 * (nothing more is read into it until this is written). */
+		ic->out = data;
+		ic->out_len = used;
+		ic->out_off = 0;
+		ic->out_secret = false;
+		break;
+	case EGRESS_HTTP1_EV_END:
+		ic->in_body = false;
+		break;
+	default:
+		break;
+	}
+}
+
+/* Our side toward the server is done: close_notify, then the TCP FIN (a
+ * server answers what it has and closes). Best effort. */
+static void upstream_half_close(struct icpt *ic)
+{
+	ERR_clear_error();
+	SSL_shutdown(ic->u);
+	shutdown(ic->c->up, SHUT_WR);
+	ic->u_shut = true;
+}
+
+static const char *io_failure(int r, const char *side)
+{
+	if (r == -ECONNRESET)
+		return "reset";
+	if (r == -EPIPE)
+		return "peer closed";
+	return side;
+}
+
+/* Relays until the connection ends; returns why (for the close event). */
+static const char *pump(struct icpt *ic)
+{
+	struct egress_conn *c = ic->c;
+	const struct egress_options *o = &c->rt->opt;
+	uint64_t end_ms = c->start_ms + (uint64_t)o->max_connection_s * 1000;
+	uint64_t idle_ms = (uint64_t)o->idle_timeout_s * 1000;
+	uint64_t last_ms = now_ms_monotonic();
+	for (;;) {
+		short gev = 0, uev = 0;
+		bool progress = false;
+		size_t n = 0;
+		int r;
+
+		/* guest -> server: what the parser let through. */
+		if (ic->out_off < ic->out_len) {
+			r = io_write(ic->u, ic->out + ic->out_off, ic->out_len - ic->out_off, &n, &uev);
+			if (r < 0 || r == IO_EOF)
+				return io_failure(r, "writing to the server failed");
+			if (r == IO_DONE) {
+				ic->out_off += n;
+				c->bytes_up += n;
+				progress = true;
+				if (ic->out_off == ic->out_len) {
+					if (ic->out_secret)
+						OPENSSL_cleanse(ic->head, ic->out_len);
+					ic->out_len = ic->out_off = 0;
+				}
+			}
+		}
+		while (!ic->refusing && ic->out_len == 0 && (ic->in_off < ic->in_len || ic->parse_pending)) {
+			parse_step(ic);
+			progress = true;
+		}
+		if (!ic->refusing && ic->out_len == 0 && ic->in_off == ic->in_len && !ic->g_eof) {
+			r = io_read(ic->g, ic->in, ICPT_CHUNK, &n, &gev);
+			if (r < 0)
+				return io_failure(r, "reading from the guest failed");
+			if (r == IO_DONE) {
+				ic->in_len = n;
+				ic->in_off = 0;
+				progress = true;
+			} else if (r == IO_EOF) {
+				ic->g_eof = true;
+				progress = true;
+			}
+		}
+		if (ic->g_eof && !ic->refusing && ic->out_len == 0 && ic->in_off == ic->in_len && !ic->u_shut) {
+			if (!egress_http1_parser_idle(ic->parser))
+				return "the guest closed in the middle of a request";
+			upstream_half_close(ic);
+			progress = true;
+		}
+		if (ic->refusing && !ic->u_shut) {
+			if (ic->forwarded == 0) {
+				guest_reply(ic, ic->status, ic->status_text, ic->reason);
+				return ic->reason;
+			}
+			upstream_half_close(ic);
+			progress = true;
+		}
+
+		/* server -> guest: unchanged. */
+		if (ic->down_off < ic->down_len) {
+			r = io_write(ic->g, ic->down + ic->down_off, ic->down_len - ic->down_off, &n, &gev);
+			if (r < 0 || r == IO_EOF)
+				return io_failure(r, "writing to the guest failed");
+			if (r == IO_DONE) {
+				ic->down_off += n;
+				c->bytes_down += n;
+				progress = true;
+				if (ic->down_off == ic->down_len)
+					ic->down_len = ic->down_off = 0;
+			}
+		} else if (!ic->u_eof) {
+			r = io_read(ic->u, ic->down, ICPT_CHUNK, &n, &uev);
+			if (r < 0)
+				return io_failure(r, "reading from the server failed");
+			if (r == IO_DONE) {
+				ic->down_len = n;
+				ic->down_off = 0;
+				ic->last_down_ms = now_ms_monotonic();
+				progress = true;
+			} else if (r == IO_EOF) {
+				ic->u_eof = true;
+				progress = true;
+			}
+		}
+		uint64_t now = now_ms_monotonic();
+		if (ic->u_eof && ic->down_len == 0) {
+			if (ic->refusing) {
+				guest_reply(ic, ic->status, ic->status_text, ic->reason);
+				return ic->reason;
+			}
+			ERR_clear_error();
+			SSL_shutdown(ic->g);
+			return "closed";
+		}
+		if (ic->refusing) {
+			/* Earlier requests' answers had their chance: the
+			 * server went quiet, or took too long. */
+			uint64_t quiet_since = MAX(ic->last_down_ms, ic->refuse_ms);
+			if (now >= quiet_since + ICPT_REFUSE_QUIET_MS || now >= ic->refuse_ms + ICPT_REFUSE_MAX_MS) {
+				guest_reply(ic, ic->status, ic->status_text, ic->reason);
+				return ic->reason;
+			}
+		}
+		if (progress)
+			last_ms = now;
+		if (now >= end_ms)
+			return "max duration";
+		if (now >= last_ms + idle_ms)
+			return "idle timeout";
+		if (progress)
+			continue;
+		uint64_t wake = MIN(end_ms, last_ms + idle_ms);
+		if (ic->refusing)
+			wake = MIN(wake, MAX(ic->last_down_ms, ic->refuse_ms) + ICPT_REFUSE_QUIET_MS);
+		struct pollfd p[2] = {
+		    {.fd = gev ? c->fd : -1, .events = gev},
+		    {.fd = uev ? c->up : -1, .events = uev},
+		};
+		if (!gev && !uev)
+			return "relay stalled"; /* cannot happen: something always waits */
+		uint64_t left = wake > now ? wake - now : 0;
+		if (poll(p, 2, (int)MIN(left, (uint64_t)INT32_MAX)) < 0 && errno != EINTR)
+			return "relay error";
+	}
+}
+
+/* TLS toward the guest with a leaf for the SNI, the ClientHello bytes
+ * already read going first. */
+static int guest_accept(struct icpt *ic, char *reason, size_t reason_size)
+{
+	struct egress_conn *c = ic->c;
+	X509 *leaf = NULL;
+	EVP_PKEY *key = NULL;
+	if (egress_ca_leaf(c->ca, c->host.name, time(NULL), &leaf, &key, NULL) < 0) {
+		snprintf(reason, reason_size, "issuing a certificate for %s failed", c->host.name);
+		return -EIO;
+	}
+	ic->g = SSL_new(c->rt->tls_guest);
+	BIO *rb = BIO_new(prefix_method);
+	BIO *wb = BIO_new_socket(c->fd, BIO_NOCLOSE);
+	if (!ic->g || !rb || !wb || SSL_use_certificate(ic->g, leaf) != 1 || SSL_use_PrivateKey(ic->g, key) != 1) {
+		BIO_free(rb);
+		BIO_free(wb);
+		X509_free(leaf);
+		EVP_PKEY_free(key);
+		snprintf(reason, reason_size, "TLS toward the guest: %s", openssl_reason());
+		return -EIO;
+	}
+	X509_free(leaf);
+	EVP_PKEY_free(key);
+	ic->pb = (struct prefix_bio){.buf = c->buf, .len = c->len, .fd = c->fd};
+	BIO_set_data(rb, &ic->pb);
+	BIO_set_init(rb, 1);
+	SSL_set_bio(ic->g, rb, wb);
+	SSL_set_accept_state(ic->g);
+	int r = handshake(ic->g, c->fd, now_ms_monotonic() + ICPT_HANDSHAKE_MS);
+	if (r < 0)
+		snprintf(reason, reason_size, "TLS handshake with the guest: %s",
+		         r == -ETIMEDOUT ? "timed out" : openssl_reason());
+	return r;
+}
+
+/* TLS toward the server, verified against the trust store, name = SNI. */
+static int upstream_connect(struct icpt *ic, char *reason, size_t reason_size)
+{
+	struct egress_conn *c = ic->c;
+	ic->u = SSL_new(c->rt->tls_upstream);
+	if (!ic->u || SSL_set_fd(ic->u, c->up) != 1 || SSL_set_tlsext_host_name(ic->u, c->host.name) != 1) {
+		snprintf(reason, reason_size, "TLS toward the server: %s", openssl_reason());
+		return -EIO;
+	}
+	/* SECURITY: the certificate must name the host the guest asked for
+	 * (no partial wildcards such as "f*.example.com"). */
+	SSL_set_hostflags(ic->u, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
+	if (SSL_set1_host(ic->u, c->host.name) != 1) {
+		snprintf(reason, reason_size, "TLS toward the server: %s", openssl_reason());
+		return -EIO;
+	}
+	SSL_set_connect_state(ic->u);
+	int r = handshake(ic->u, c->up, now_ms_monotonic() + ICPT_HANDSHAKE_MS);
+	if (r < 0) {
+		long v = SSL_get_verify_result(ic->u);
+		if (v != X509_V_OK)
+			snprintf(reason, reason_size, "upstream certificate: %s", X509_verify_cert_error_string(v));
+		else
+			snprintf(reason, reason_size, "upstream TLS handshake: %s",
+			         r == -ETIMEDOUT ? "timed out" : openssl_reason());
+	}
+	return r;
+}
+
+const char *egress_intercept_run(struct egress_conn *c, char *reason, size_t reason_size)
+{
+	struct icpt ic = {.c = c};
+	int r = guest_accept(&ic, reason, reason_size);
+	if (r == 0) {
+		r = upstream_connect(&ic, reason, reason_size);
+		if (r < 0) {
+			char body[ICPT_REASON_MAX + 128];
+			snprintf(body, sizeof(body), "cannot open a verified TLS connection to %s (%.100s)",
+			         c->host.name, reason);
+			guest_reply(&ic, 502, "Bad Gateway", body);
+		}
+	}
+	const char *why = reason;
+	if (r == 0) {
+		ic.parser = egress_http1_parser_new();
+		ic.in = xmalloc(ICPT_CHUNK);
+		ic.down = xmalloc(ICPT_CHUNK);
+		ic.head = xmalloc(EGRESS_HTTP1_OUT_MAX);
+		why = pump(&ic);
+		if (why == ic.reason) {
+			/* It lives in ic: the caller gets a copy. */
+			snprintf(reason, reason_size, "%s", ic.reason);
+			why = reason;
+		}
+	}
+	icpt_release(&ic);
+	ERR_clear_error();
+	return why;
+}
