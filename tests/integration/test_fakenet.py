@@ -259,15 +259,21 @@ def test_host_namespace_cannot_reach_root_loopback(fakenet):
 
 # ---------------------------------------------------------------- lifecycle
 
+def ours():
+    """The fake internet's namespaces (other tests on the machine may make
+    their own meanwhile)."""
+    return {n for n in fn.netns_list() if n.startswith(fn.NS_PREFIX)}
+
+
 def test_teardown_and_stale_cleanup():
-    before = set(fn.netns_list())
+    before = ours()
     net = fn.FakeNet().start()
     assert {net.host_ns, net.inet_ns} <= set(fn.netns_list())
     assert net.setup_seconds < 10
     server, tmp = net.server, net.dir
     net.teardown()
     net.teardown()  # idempotent
-    assert set(fn.netns_list()) == before
+    assert ours() == before
     assert server.poll() is not None and not os.path.exists(tmp)
     assert not os.path.exists(f"/etc/netns/{net.host_ns}")
     # A namespace left by a run whose process is gone is removed; ours stay.
@@ -279,7 +285,7 @@ def test_teardown_and_stale_cleanup():
         assert stale in fn.remove_stale_namespaces()
     finally:
         subprocess.run(["ip", "netns", "del", stale], stderr=subprocess.DEVNULL)
-    assert set(fn.netns_list()) == before
+    assert ours() == before
 
 
 def test_daemon_runs_in_the_host_namespace(fakenet, tmp_path):
