@@ -9,14 +9,8 @@
 #include "json-cleanup.h"
 #include "util.h"
 
-int ctlmsg_send(int sock, json_t *msg, const int *fds, size_t nfds)
+static int send_text(int sock, char *text, size_t len, const int *fds, size_t nfds)
 {
-	if (nfds > CTLMSG_FDS_MAX)
-		return -EINVAL;
-	cleanup_free char *text = json_dumps(msg, JSON_COMPACT);
-	if (!text)
-		return -ENOMEM;
-	size_t len = strlen(text);
 	if (len > CTLMSG_MAX)
 		return -EMSGSIZE;
 
@@ -45,15 +39,39 @@ int ctlmsg_send(int sock, json_t *msg, const int *fds, size_t nfds)
 	}
 }
 
+int ctlmsg_send(int sock, json_t *msg, const int *fds, size_t nfds)
+{
+	if (nfds > CTLMSG_FDS_MAX)
+		return -EINVAL;
+	char *text = json_dumps(msg, JSON_COMPACT);
+	if (!text)
+		return -ENOMEM;
+	size_t len = strlen(text);
+	int r = send_text(sock, text, len, fds, nfds);
+	explicit_bzero(text, len);
+	free(text);
+	return r;
+}
+
 static void close_all(int *fds, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
 		close(fds[i]);
 }
 
+/* Messages may carry secret values (bindings, the CA key): the buffers that
+ * held their text are wiped before they are freed. */
+static void wipe_freep(char **p)
+{
+	if (*p) {
+		explicit_bzero(*p, CTLMSG_MAX + 1);
+		free(*p);
+	}
+}
+
 int ctlmsg_recv(int sock, json_t **ret_msg, int *fds, size_t fds_max, size_t *ret_nfds)
 {
-	cleanup_free char *buf = xmalloc(CTLMSG_MAX + 1);
+	__attribute__((cleanup(wipe_freep))) char *buf = xmalloc(CTLMSG_MAX + 1);
 	struct iovec iov = {.iov_base = buf, .iov_len = CTLMSG_MAX + 1};
 	union {
 		char buf[CMSG_SPACE(sizeof(int) * CTLMSG_FDS_MAX)];
