@@ -7,7 +7,9 @@
 #include "json-cleanup.h"
 #include "util.h"
 
-static int parse_list(const json_t *in, const char *key, json_t *out, struct al_error *err)
+/* names_only: "pinned" holds TLS server names, never addresses (as
+ * egress_host_pattern_parse() in the gateway). */
+static int parse_list(const json_t *in, const char *key, bool names_only, json_t *out, struct al_error *err)
 {
 	const json_t *list = json_object_get(in, key);
 	if (!list)
@@ -33,6 +35,11 @@ static int parse_list(const json_t *in, const char *key, json_t *out, struct al_
 		if (egress_rule_parse(text, len, &rule, &e) < 0)
 			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "network.%s[%zu] \"%.*s\": %s", key,
 			                    i, (int)MIN(len, 200), text, e.message);
+		if (names_only && (rule.kind == EGRESS_RULE_CIDR || rule.host.kind != EGRESS_HOST_NAME))
+			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+			                    "network.%s[%zu] \"%.*s\": a host name or *.name pattern is needed here, "
+			                    "not an IP address or network",
+			                    key, i, (int)MIN(len, 200), text);
 		json_array_append_new(out, json_stringn(text, len));
 	}
 	return 0;
@@ -46,18 +53,32 @@ int network_policy_parse(const json_t *in, char **ret_json, struct al_error *err
 	const char *key;
 	const json_t *v;
 	json_object_foreach ((json_t *)in, key, v) {
-		if (strcmp(key, "allow") && strcmp(key, "deny"))
+		if (strcmp(key, "allow") && strcmp(key, "deny") && strcmp(key, "tls") && strcmp(key, "pinned"))
 			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
-			                    "network: unknown field \"%.64s\" (known: allow, deny)", key);
+			                    "network: unknown field \"%.64s\" (known: allow, deny, tls, pinned)", key);
 	}
 	cleanup_json json_t *allow = json_array();
 	cleanup_json json_t *deny = json_array();
-	int r = parse_list(in, "allow", allow, err);
+	cleanup_json json_t *pinned = json_array();
+	int r = parse_list(in, "allow", false, allow, err);
 	if (r == 0)
-		r = parse_list(in, "deny", deny, err);
+		r = parse_list(in, "deny", false, deny, err);
+	if (r == 0)
+		r = parse_list(in, "pinned", true, pinned, err);
 	if (r < 0)
 		return r;
+	const json_t *tls = json_object_get(in, "tls");
+	const char *mode = json_string_value(tls);
+	if (tls && !json_is_null(tls) && (!mode || (strcmp(mode, "passthrough") && strcmp(mode, "inspect"))))
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+		                    "network.tls: \"passthrough\" (default: only hosts a secret is bound to are "
+		                    "intercepted) or \"inspect\" (every allowed TLS host is)");
 	cleanup_json json_t *out = json_pack("{sOsO}", "allow", allow, "deny", deny);
+	/* Defaults are left out, so that a policy has one spelling. */
+	if (mode && !strcmp(mode, "inspect"))
+		json_object_set_new(out, "tls", json_string("inspect"));
+	if (json_array_size(pinned) > 0)
+		json_object_set(out, "pinned", pinned);
 	char *text = json_dumps(out, JSON_COMPACT | JSON_SORT_KEYS);
 	if (strlen(text) > NETWORK_POLICY_JSON_MAX) {
 		free(text);

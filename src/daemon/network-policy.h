@@ -4,8 +4,9 @@
  * {"allow":[RULE...],"deny":[RULE...]}, RULE as egress_rule_parse() reads it
  * ("example.com", "*.example.com", "api.example.com:8443", "203.0.113.0/24",
  * "203.0.113.7:22", "[2001:db8::1]:443"). Deny wins over allow; an empty
- * allow list denies everything (the default). docs/egress.md has the
- * decision rules.
+ * allow list denies everything (the default). Optional (issue 6):
+ * "tls":"passthrough"|"inspect" and "pinned":[host patterns never
+ * intercepted]. docs/egress.md has the decision rules.
  */
 #ifndef AIRLOCK_NETWORK_POLICY_H
 #define AIRLOCK_NETWORK_POLICY_H

@@ -178,7 +178,14 @@ class Handler(BaseHTTPRequestHandler):
             if not 0 <= n <= BIG_SIZE:
                 return self._send(400, f"N must be 0..{BIG_SIZE}\n")
             return self._send_stream(n)
-        if path == "/echo-headers":
+        if path == "/redirect":
+            # /redirect?to=URL: 302 to URL (secrets must not follow it)
+            from urllib.parse import parse_qs, urlsplit
+            to = parse_qs(urlsplit(self.path).query).get("to", [""])[0]
+            if not to.startswith(("http://", "https://")):
+                return self._send(400, "to must be an http(s) URL\n")
+            return self._send(302, f"see {to}\n", extra=[("Location", to)])
+        if path == "/echo-headers" or path.endswith("/echo-headers"):
             hdrs = {}
             for k, v in self.headers.items():
                 hdrs[k.lower()] = v

@@ -351,6 +351,15 @@ static void test_create_network(void **state)
 	create_ok(body_str("{\"network\":{}}"), 0, &r);
 	assert_string_equal(r.network_json, "{\"allow\":[],\"deny\":[]}");
 	create_request_release(&r);
+	/* Issue 6: TLS inspection and pinned hosts; defaults are left out. */
+	create_ok(body_str("{\"network\":{\"tls\":\"passthrough\",\"pinned\":[]}}"), 0, &r);
+	assert_string_equal(r.network_json, "{\"allow\":[],\"deny\":[]}");
+	create_request_release(&r);
+	create_ok(body_str("{\"network\":{\"tls\":\"inspect\",\"pinned\":[\"*.bank.example\"],\"allow\":[\"a.b\"]}}"),
+	          0, &r);
+	assert_string_equal(r.network_json,
+	                    "{\"allow\":[\"a.b\"],\"deny\":[],\"pinned\":[\"*.bank.example\"],\"tls\":\"inspect\"}");
+	create_request_release(&r);
 
 	static const char *const bad[] = {
 	    "[]",
@@ -366,7 +375,11 @@ static void test_create_network(void **state)
 	    "{\"allow\":[\"example.com:0\"]}",
 	    "{\"allow\":[\"example.com:65536\"]}",
 	    "{\"deny\":[\"exa mple.com\"]}",
-	    "{\"allow\":[],\"tls\":\"inspect\"}",
+	    "{\"allow\":[],\"tls\":\"decrypt\"}",
+	    "{\"allow\":[],\"tls\":true}",
+	    "{\"pinned\":[\"203.0.113.0/24\"]}",
+	    "{\"pinned\":[\"203.0.113.7\"]}",
+	    "{\"allow\":[],\"other\":1}",
 	};
 	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
 		json_error_t je;
