@@ -568,7 +568,7 @@ def test_placeholders_lifecycle_and_what_the_gateway_gets(api, daemon, gw):
         assert api.request("DELETE", f"/v1/secrets/{name}").status == 204
 
 
-def test_gateway_restart_hands_everything_over_again(api, daemon, gw):
+def test_gateway_and_daemon_restarts_hand_everything_over_again(api, daemon, gw):
     v = new_value("restart")
     set_secret(api, "restart", v, hosts=["api.example.com"])
     cli = [AIRLOCK, "--socket", daemon.socket]
@@ -588,6 +588,20 @@ def test_gateway_restart_hands_everything_over_again(api, daemon, gw):
     add = [m for m in again if m["op"] == "add" and m["sandbox"] == sb["id"]][0]
     assert [(x["placeholder"], x["value_sha256"]) for x in add["bindings"]] == [(ph, sha(v))], add
     # The sandbox keeps working, with the same placeholder.
+    assert exec_env(api, sb["id"])["TOK"] == ph
+
+    # A restart of the daemon: the re-attached sandbox keeps its binding and
+    # the new gateway gets the CA, then the sandbox with its binding.
+    n = len(gw.messages())
+    assert daemon.stop() == 0
+    daemon.start()
+    wait_until(lambda: any(m["op"] == "add" and m["sandbox"] == sb["id"] for m in gw.messages()[n:]), 60,
+               "the re-attached sandbox to reach the new gateway")
+    again = gw.messages()[n:]
+    assert again[0]["op"] == "ca", again[:2]
+    add = [m for m in again if m["op"] == "add" and m["sandbox"] == sb["id"]][0]
+    assert [(x["placeholder"], x["value_sha256"]) for x in add["bindings"]] == [(ph, sha(v))], add
+    assert api.get(sb["id"]).json["secrets"][0]["placeholder"] == ph
     assert exec_env(api, sb["id"])["TOK"] == ph
     p = subprocess.run(cli + ["rm", sb["id"]], capture_output=True, timeout=300)
     assert p.returncode == 0, p
