@@ -102,7 +102,8 @@ static int add_message(const struct entry *e, bool with_bindings, json_t **ret, 
 }
 
 /* ctlmsg_send() for messages that may hold a secret value or the CA key:
- * the encoded text is wiped once sent (ctlmsg_send frees it as it is). */
+ * json_dumpb() encodes straight into one buffer (json_dumps leaves copies
+ * in the buffer it grows), which is wiped once sent. */
 static int ctl_send(int sock, json_t *msg, const int *fds, size_t nfds)
 {
 	if (nfds > CTLMSG_FDS_MAX)
