@@ -340,6 +340,11 @@ static int parse_methods(json_t *j, json_t *out, struct al_error *err)
 	return 0;
 }
 
+static bool edge_space(const char *s, size_t len)
+{
+	return len > 0 && (s[0] == ' ' || s[0] == '\t' || s[len - 1] == ' ' || s[len - 1] == '\t');
+}
+
 static int parse_header_format(json_t *j, json_t *spec, struct al_error *err)
 {
 	json_t *h, *f;
@@ -372,9 +377,10 @@ static int parse_header_format(json_t *j, json_t *spec, struct al_error *err)
 			    "format: needs header (without a header the placeholder is replaced where it "
 			    "appears in request headers)");
 		if (len > SECRET_FORMAT_MAX || !header_text_valid(fmt, len) || !first ||
-		    strstr(first + 1, SECRET_FORMAT_VALUE))
+		    strstr(first + 1, SECRET_FORMAT_VALUE) || edge_space(fmt, len))
 			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
-			                    "format: at most %d characters without control characters, with "
+			                    "format: at most %d characters without control characters or spaces at "
+			                    "either end, with "
 			                    "\"" SECRET_FORMAT_VALUE
 			                    "\" exactly once (e.g. \"Bearer " SECRET_FORMAT_VALUE "\")",
 			                    SECRET_FORMAT_MAX);
@@ -402,6 +408,11 @@ static int parse_value(json_t *j, struct secret_request *r, struct al_error *err
 		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
 		                    "value: must not contain NUL, CR, LF or other control characters (it goes into a "
 		                    "request header)");
+	/* A header field value cannot begin or end with whitespace (RFC 9110
+	 * 5.5): the gateway would refuse to send it. */
+	if (edge_space(s, len))
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+		                    "value: must not begin or end with a space or tab (it goes into a request header)");
 	r->value = xmalloc(len + 1);
 	memcpy(r->value, s, len + 1);
 	r->value_len = len;

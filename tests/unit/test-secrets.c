@@ -252,6 +252,11 @@ static void test_request_table(void **state)
 	    {"{\"name\":\"gh\",\"value\":\"\",\"hosts\":[\"a.example\"]}", "value: must be 1 to"},
 	    {"{\"name\":\"gh\",\"value\":5,\"hosts\":[\"a.example\"]}", "value: required"},
 	    {big_value, "value: must be 1 to"},
+	    {"{\"name\":\"gh\",\"value\":\" " VALUE "\",\"hosts\":[\"a.example\"]}", "space or tab"},
+	    {"{\"name\":\"gh\",\"value\":\"" VALUE "\\t\",\"hosts\":[\"a.example\"]}", "space or tab"},
+	    {"{\"name\":\"gh\",\"value\":\"" VALUE "\",\"hosts\":[\"a.example\"],\"header\":\"X-K\","
+	     "\"format\":\"Bearer {value} \"}",
+	     "format:"},
 	    {"{\"name\":\"gh\",\"value\":\"" VALUE "\\r\\nX-Evil: 1\",\"hosts\":[\"a.example\"]}",
 	     "control characters"},
 	    {"{\"name\":\"gh\",\"value\":\"" VALUE "\\n\",\"hosts\":[\"a.example\"]}", "control characters"},
