@@ -140,6 +140,13 @@ FUZZ_SRC_fuzz-egress-dns := src/egress/egress-dns.c
 FUZZ_LIBS_fuzz-egress-dns := -ljansson
 FUZZ_MAXLEN_fuzz-egress-dns := 4096
 
+# The body of POST /v1/secrets (a credential: no message may quote it).
+FUZZ_SRC_fuzz-secret-request := src/daemon/secrets.c src/daemon/api-request.c src/daemon/network-policy.c \
+	src/egress/egress-host.c src/egress/egress-addr.c src/daemon/events.c src/daemon/log.c \
+	$(wildcard src/daemon/store*.c)
+FUZZ_LIBS_fuzz-secret-request := -lsqlite3 -lcrypto -lpthread
+FUZZ_MAXLEN_fuzz-secret-request := 16384
+
 FUZZ_ALL := $(patsubst tests/fuzz/%.c,%,$(wildcard tests/fuzz/fuzz-*.c))
 fuzz_missing = $(strip $(foreach f,$(FUZZ_SRC_$(1)),$(if $(wildcard $(f)),,$(f))))
 FUZZ_READY := $(foreach t,$(FUZZ_ALL),$(if $(call fuzz_missing,$(t)),,$(t)))
