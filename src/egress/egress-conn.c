@@ -16,7 +16,9 @@
  *      sides are done, an idle or total limit is hit, or the sandbox is
  *      removed; or, for TLS that a secret binding or "tls":"inspect" asks
  *      to intercept (egress_intercept_decide), hands the connection to
- *      egress-intercept.c, which terminates TLS and checks every request.
+ *      egress-intercept.c, which terminates TLS and checks every request;
+ *      or, for plain HTTP, hands it to egress-plain.c, which checks every
+ *      request too (responses stay spliced).
  * Each step that decides something emits an audit event.
  */
 #include <arpa/inet.h>
@@ -31,6 +33,7 @@
 #include <unistd.h>
 
 #include "egress-http.h"
+#include "egress-http1.h"
 #include "egress-runtime.h"
 #include "egress-tls.h"
 #include "util.h"
@@ -184,7 +187,7 @@ void egress_drain(int fd)
 	}
 }
 
-static void http_reply(struct egress_conn *c, int status, const char *status_text, const char *body)
+void egress_http_reply(int fd, int status, const char *status_text, const char *body)
 {
 	char resp[1024];
 	int n = snprintf(resp, sizeof(resp),
@@ -193,21 +196,26 @@ static void http_reply(struct egress_conn *c, int status, const char *status_tex
 	                 status, status_text, strlen(body), body);
 	if (n <= 0 || (size_t)n >= sizeof(resp))
 		return;
-	if (write_full_timeout(c->fd, resp, (size_t)n, EGRESS_REPLY_TIMEOUT_MS) == 0) {
-		shutdown(c->fd, SHUT_WR);
-		egress_drain(c->fd);
+	if (write_full_timeout(fd, resp, (size_t)n, EGRESS_REPLY_TIMEOUT_MS) == 0) {
+		shutdown(fd, SHUT_WR);
+		egress_drain(fd);
 	}
 }
 
-/* Denied: the event, then the guest learns it (HTTP: 403; else a reset). */
+/* Denied: the event, then the guest learns it (HTTP: 403, or the status
+ * egress_plain_first() chose; else a reset). */
 static void conn_deny(struct egress_conn *c, const char *reason)
 {
 	conn_event(c, "network.deny", "deny", reason);
 	if (c->proto == EGRESS_PROTO_HTTP && c->len > 0) {
 		char body[512];
-		snprintf(body, sizeof(body), "Forbidden by airlock's egress policy: %s (%s)\n",
-		         c->have_host ? c->host.name : "this request", reason);
-		http_reply(c, 403, "Forbidden", body);
+		if (c->http_status)
+			snprintf(body, sizeof(body), "airlock egress gateway: %s\n", reason);
+		else
+			snprintf(body, sizeof(body), "Forbidden by airlock's egress policy: %s (%s)\n",
+			         c->have_host ? c->host.name : "this request", reason);
+		egress_http_reply(c->fd, c->http_status ? c->http_status : 403,
+		                  c->http_status ? c->http_status_text : "Forbidden", body);
 		close(TAKE_FD(c->fd));
 		return;
 	}
@@ -267,7 +275,10 @@ static int conn_set_host(struct egress_conn *c, const uint8_t *raw, size_t len, 
 
 /* SECURITY: the request head is guest input, read into a bounded buffer
  * until the strict parser says it is complete; anything it refuses, and a
- * Host whose port is not the destination port, is denied. */
+ * Host whose port is not the destination port, is denied. The head must
+ * also pass egress-http1's parser, which then reads every later request of
+ * the connection (egress-plain.c): what that one refuses is answered with
+ * its status (400, 403, 405, 431), not 403. */
 static int sniff_http(struct egress_conn *c, char *reason, size_t reason_size)
 {
 	uint64_t deadline = now_ms_monotonic() + EGRESS_SNIFF_TIMEOUT_MS;
@@ -303,7 +314,10 @@ static int sniff_http(struct egress_conn *c, char *reason, size_t reason_size)
 		snprintf(reason, reason_size, "the Host port (%u) is not the destination port (%u)", hport, c->port);
 		return -EINVAL;
 	}
-	return conn_set_host(c, h, hlen, reason, reason_size);
+	r = conn_set_host(c, h, hlen, reason, reason_size);
+	if (r < 0)
+		return r;
+	return egress_plain_first(c, req.head_len, reason, reason_size);
 }
 
 /* SECURITY: the ClientHello is guest input, reassembled from as many
@@ -457,24 +471,19 @@ static int dial_addr(struct egress_conn *c, const struct egress_addr *a, char *r
 
 /* ------------------------------------------------------------ relaying */
 
-struct relay_dir {
-	int from, to;
-	int pipe[2];
-	size_t inpipe, pipe_size;
-	bool eof, shut;
-	uint64_t *bytes;
-};
-
 /* Moves what can be moved without blocking. Returns 0 or -errno. */
-static int relay_pump(struct relay_dir *d, bool *progress)
+int egress_splice_pump(struct egress_splice *d, bool *progress)
 {
 	for (int round = 0; round < PUMP_ROUNDS; round++) {
 		bool moved = false;
-		if (!d->eof && d->inpipe < d->pipe_size) {
-			ssize_t n = splice(d->from, NULL, d->pipe[1], NULL, d->pipe_size - d->inpipe,
-			                   SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+		if (!d->eof && d->inpipe < d->pipe_size && d->limit > 0) {
+			ssize_t n =
+			    splice(d->from, NULL, d->pipe[1], NULL, (size_t)MIN(d->pipe_size - d->inpipe, d->limit),
+			           SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
 			if (n > 0) {
 				d->inpipe += (size_t)n;
+				d->bytes_in += (uint64_t)n;
+				d->limit -= (uint64_t)n;
 				moved = true;
 			} else if (n == 0) {
 				d->eof = true;
@@ -493,7 +502,7 @@ static int relay_pump(struct relay_dir *d, bool *progress)
 				return -errno;
 			}
 		}
-		if (d->eof && d->inpipe == 0 && !d->shut) {
+		if (d->eof && d->inpipe == 0 && !d->shut && !d->hold_shut) {
 			/* Half-close: the other side sees EOF, the other
 			 * direction goes on. */
 			shutdown(d->to, SHUT_WR);
@@ -506,9 +515,9 @@ static int relay_pump(struct relay_dir *d, bool *progress)
 	return 0;
 }
 
-static bool relay_open(struct relay_dir *d, int from, int to, uint64_t *bytes)
+bool egress_splice_open(struct egress_splice *d, int from, int to, uint64_t *bytes)
 {
-	*d = (struct relay_dir){.from = from, .to = to, .pipe = {-1, -1}, .bytes = bytes};
+	*d = (struct egress_splice){.from = from, .to = to, .pipe = {-1, -1}, .limit = UINT64_MAX, .bytes = bytes};
 	if (pipe2(d->pipe, O_CLOEXEC | O_NONBLOCK) < 0)
 		return false;
 	int size = fcntl(d->pipe[1], F_GETPIPE_SZ);
@@ -516,20 +525,26 @@ static bool relay_open(struct relay_dir *d, int from, int to, uint64_t *bytes)
 	return true;
 }
 
-static void relay_close(struct relay_dir *d)
+void egress_splice_close(struct egress_splice *d)
 {
 	for (int i = 0; i < 2; i++)
 		if (d->pipe[i] >= 0)
 			close(d->pipe[i]);
+	d->pipe[0] = d->pipe[1] = -1;
 }
 
-static short relay_events(const struct relay_dir *rd, const struct relay_dir *wr)
+bool egress_splice_wants_in(const struct egress_splice *d)
 {
-	short ev = 0;
 	/* Read only into an empty pipe: a pipe holding data waits for the
 	 * writer's POLLOUT instead (a pipe can be full with fewer bytes than
 	 * its size, so "not empty" is the only safe test). */
-	if (!rd->eof && rd->inpipe == 0)
+	return !d->eof && d->inpipe == 0 && d->limit > 0;
+}
+
+static short relay_events(const struct egress_splice *rd, const struct egress_splice *wr)
+{
+	short ev = 0;
+	if (egress_splice_wants_in(rd))
 		ev |= POLLIN;
 	if (wr->inpipe > 0)
 		ev |= POLLOUT;
@@ -540,10 +555,11 @@ static short relay_events(const struct relay_dir *rd, const struct relay_dir *wr
  * the connection ended (for the close event). */
 static const char *relay(struct egress_conn *c)
 {
-	struct relay_dir up, down;
+	struct egress_splice up, down;
 	const char *why = "closed";
-	if (!relay_open(&up, c->fd, c->up, &c->bytes_up) || !relay_open(&down, c->up, c->fd, &c->bytes_down)) {
-		relay_close(&up);
+	if (!egress_splice_open(&up, c->fd, c->up, &c->bytes_up) ||
+	    !egress_splice_open(&down, c->up, c->fd, &c->bytes_down)) {
+		egress_splice_close(&up);
 		return "out of resources (pipe)";
 	}
 	const struct egress_options *o = &c->rt->opt;
@@ -553,9 +569,9 @@ static const char *relay(struct egress_conn *c)
 	unsigned fruitless = 0;
 	for (;;) {
 		bool progress = false;
-		int r = relay_pump(&up, &progress);
+		int r = egress_splice_pump(&up, &progress);
 		if (r == 0)
-			r = relay_pump(&down, &progress);
+			r = egress_splice_pump(&down, &progress);
 		if (r < 0) {
 			why = r == -ECONNRESET ? "reset" : r == -EPIPE ? "peer closed" : "relay error";
 			break;
@@ -594,8 +610,8 @@ static const char *relay(struct egress_conn *c)
 			break;
 		}
 	}
-	relay_close(&up);
-	relay_close(&down);
+	egress_splice_close(&up);
+	egress_splice_close(&down);
 	return why;
 }
 
@@ -710,7 +726,7 @@ static void conn_run(struct egress_conn *c)
 			char body[512];
 			snprintf(body, sizeof(body), "airlock egress gateway: cannot reach %s: %s\n", c->host.name,
 			         reason);
-			http_reply(c, 502, "Bad Gateway", body);
+			egress_http_reply(c->fd, 502, "Bad Gateway", body);
 		}
 		conn_event_close(c, reason);
 		return;
@@ -721,8 +737,11 @@ static void conn_run(struct egress_conn *c)
 		conn_event_close(c, egress_sandbox_removed(c->sb) ? "sandbox removed" : why);
 		return;
 	}
-	if (c->proto == EGRESS_PROTO_HTTP)
-		egress_intercept_plain_http(c, c->buf, c->len);
+	if (c->proto == EGRESS_PROTO_HTTP) {
+		const char *why = egress_plain_run(c, reason, sizeof(reason));
+		conn_event_close(c, egress_sandbox_removed(c->sb) ? "sandbox removed" : why);
+		return;
+	}
 
 	/* What was read to decide goes first, unchanged. */
 	if (c->len > 0) {
@@ -748,6 +767,7 @@ static void conn_free(struct egress_conn *c)
 	if (c->up >= 0)
 		close(c->up);
 	free(c->buf);
+	egress_http1_parser_free(c->http1);
 	egress_policy_unref(c->policy);
 	egress_bindings_unref(c->bindings);
 	egress_ca_unref(c->ca);

@@ -8,6 +8,9 @@
  *   egress-conn.c   the epoll loop over every sandbox's listeners (one
  *                   thread) and a thread per guest TCP connection: sniff,
  *                   decide, resolve, dial, splice
+ *   egress-plain.c  plain HTTP after the dial: every request of the
+ *                   connection checked (Host, policy, framing) before it is
+ *                   forwarded; responses spliced
  *   egress-intercept.c  TLS interception (issue 6): the TLS contexts, the
  *                   decision to intercept, and for an intercepted
  *                   connection TLS toward the guest (Airlock CA leaf) and
@@ -145,6 +148,7 @@ struct egress_sandbox {
 
 struct egress_event_node;
 struct egress_dns_job;
+struct egress_http1_parser;
 
 struct egress_runtime {
 	struct egress_options opt;
@@ -215,6 +219,12 @@ struct egress_conn {
 	bool have_host;
 	char asked[EGRESS_ASKED_HOST_MAX + 1]; /* escaped raw Host / SNI, "" */
 
+	/* Plain HTTP: egress-http1's parser, which checked the first request
+	 * head (egress_plain_first) and reads every later one. */
+	struct egress_http1_parser *http1;
+	int http_status;              /* a refused plain HTTP request: the answer (0: 403) */
+	const char *http_status_text; /* static */
+
 	struct egress_policy *policy; /* the reference every decision used */
 	const char *rule;             /* in policy */
 	char addr[64];                /* dialled "IP:PORT", "" */
@@ -236,6 +246,30 @@ int egress_wait_fd(int fd, short events, uint64_t deadline_ms);
 /* After a refusal: reads and drops what the guest still sends (bounded in
  * bytes and time), so that closing does not reset a reply in flight. */
 void egress_drain(int fd);
+/* Answers a plain HTTP request: status, "Connection: close", a text body;
+ * then our side's end and egress_drain(). Bounded in time. */
+void egress_http_reply(int fd, int status, const char *status_text, const char *body);
+
+/* One direction of a spliced relay: from -> a pipe -> to, zero-copy. */
+struct egress_splice {
+	int from, to;
+	int pipe[2];
+	size_t inpipe, pipe_size;
+	bool eof;          /* from reached its end */
+	bool shut;         /* to was shut down for writing (the end passed on) */
+	bool hold_shut;    /* keep to open for writing after the end (a reply follows) */
+	uint64_t limit;    /* bytes that may still be read from from (UINT64_MAX: no limit) */
+	uint64_t bytes_in; /* read from from */
+	uint64_t *bytes;   /* written to to: added here */
+};
+bool egress_splice_open(struct egress_splice *d, int from, int to, uint64_t *bytes);
+void egress_splice_close(struct egress_splice *d);
+/* Moves what can be moved without blocking (sets *progress if anything
+ * moved); passes the end on unless hold_shut. Returns 0 or -errno. */
+int egress_splice_pump(struct egress_splice *d, bool *progress);
+/* Whether to wait for POLLIN on from (else, with bytes in the pipe, for
+ * POLLOUT on to). */
+bool egress_splice_wants_in(const struct egress_splice *d);
 
 /* ------------------------------------------------------------ egress-main.c */
 
@@ -310,6 +344,22 @@ const char *egress_intercept_run(struct egress_conn *c, char *reason, size_t rea
  * "network.secret" event with verdict "not-substituted", reason "plain
  * http". */
 void egress_intercept_plain_http(struct egress_conn *c, const uint8_t *head, size_t len);
+
+/* ------------------------------------------------------------ egress-plain.c */
+
+/*
+ * The first request head of a plain HTTP connection, c->buf[0, head_len)
+ * (egress-http.c accepted it; c->host is its canonical Host), must pass
+ * egress-http1's parser too: c->http1 is created and keeps reading the
+ * connection's requests after the dial. Returns 0, or -errno with reason and
+ * c->http_status / c->http_status_text (400, 403, 405, 431) set.
+ */
+int egress_plain_first(struct egress_conn *c, size_t head_len, char *reason, size_t reason_size);
+
+/* Carries an allowed plain HTTP connection after the dial (c->up connected,
+ * c->buf holding what was read to decide) to its end, checking every request
+ * after the first; returns the reason for the close event. */
+const char *egress_plain_run(struct egress_conn *c, char *reason, size_t reason_size);
 
 /* ------------------------------------------------------------ egress-dnsd.c */
 
