@@ -27,6 +27,7 @@ three listeners and a policy, then acts as the guest. Nothing leaves the
 four namespaces. Run with `pytest-3`; needs root and build/airlock-egress.
 """
 import ctypes
+import hashlib
 import json
 import os
 import random
@@ -243,18 +244,72 @@ class Internet:
                 pass
 
     def http(self, c):
-        data = b""
-        while b"\r\n\r\n" not in data:
-            chunk = c.recv(4096)
-            if not chunk:
-                return
-            data += chunk
-        head = data.split(b"\r\n\r\n", 1)[0].decode("latin-1").split("\r\n")
-        host = next((line.split(":", 1)[1].strip() for line in head[1:] if line.lower().startswith("host:")), None)
+        """HTTP/1.1 with keep-alive and pipelining. Each request is logged
+        ("http": its Host; "http-req": (Host, method, path, body length, body
+        sha256)) and answered "hello from LOCAL for HOST" (with a body: then
+        "body LENGTH SHA256"); a request with Connection: close, or the
+        client's end, ends the connection, which is logged too ("http-conn":
+        (the paths of its requests, every byte received))."""
         local = c.getsockname()[0]
-        self.record("http", local, host)
-        body = f"hello from {local} for {host}\n".encode()
-        c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n" % len(body) + body)
+        conn = {"buf": b"", "total": 0}
+        paths = []
+
+        def fill():
+            chunk = c.recv(65536)
+            if not chunk:
+                raise EOFError
+            conn["buf"] += chunk
+            conn["total"] += len(chunk)
+
+        def take(n):
+            while len(conn["buf"]) < n:
+                fill()
+            out, conn["buf"] = conn["buf"][:n], conn["buf"][n:]
+            return out
+
+        def line(end=b"\r\n"):
+            while end not in conn["buf"]:
+                fill()
+            out, conn["buf"] = conn["buf"].split(end, 1)
+            return out
+
+        try:
+            while True:
+                head = line(b"\r\n\r\n").decode("latin-1").split("\r\n")
+                method, path = head[0].split(" ")[:2]
+                fields = [(k.strip().lower(), v.strip()) for k, v in (h.split(":", 1) for h in head[1:] if ":" in h)]
+                field = dict(fields).get
+                host = field("host")
+                self.record("http", local, host)
+                paths.append(path)
+                digest, n = hashlib.sha256(), 0
+                if (field("transfer-encoding") or "").lower() == "chunked":
+                    while True:
+                        size = int(line().split(b";")[0], 16)
+                        if size == 0:
+                            while line():  # trailers
+                                pass
+                            break
+                        digest.update(take(size))
+                        n += size
+                        take(2)
+                elif field("content-length"):
+                    n = int(field("content-length"))
+                    for off in range(0, n, 1 << 20):
+                        digest.update(take(min(1 << 20, n - off)))
+                self.record("http-req", local, (host, method, path, n, digest.hexdigest()))
+                body = f"hello from {local} for {host}\n"
+                if n or method in ("POST", "PUT"):
+                    body += f"body {n} {digest.hexdigest()}\n"
+                close = (field("connection") or "").lower() == "close"
+                c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n%s\r\n" % (
+                    len(body), b"Connection: close\r\n" if close else b"") + body.encode())
+                if close:
+                    return
+        except (EOFError, ValueError, IndexError):
+            pass
+        finally:
+            self.record("http-conn", local, (paths, conn["total"]))
 
     def tls(self, c):
         data = b""
@@ -505,6 +560,44 @@ def http_get(ip, host, port=80):
         return read_all(s)
 
 
+def request_bytes(method, path, host, headers=(), body=b"", close=False):
+    lines = [f"{method} {path} HTTP/1.1", f"Host: {host}", *(f"{k}: {v}" for k, v in headers)]
+    if body or method in ("POST", "PUT"):
+        lines.append(f"Content-Length: {len(body)}")
+    if close:
+        lines.append("Connection: close")
+    return ("\r\n".join(lines) + "\r\n\r\n").encode() + body
+
+
+def read_response(f):
+    """(status, {lower-case name: value}, body) of the next response on a
+    socket's file, or None at its end."""
+    try:
+        line = f.readline()
+        if not line:
+            return None
+        status = int(line.split()[1])
+        headers = {}
+        while True:
+            h = f.readline().rstrip(b"\r\n")
+            if not h:
+                break
+            k, v = h.decode("latin-1").split(":", 1)
+            headers[k.strip().lower()] = v.strip()
+        return status, headers, f.read(int(headers.get("content-length", "0")))
+    except ConnectionResetError:
+        return None
+
+
+def server_conn(internet, first_path):
+    """(paths of its requests, bytes received) of the server connection
+    whose first request was for first_path, once it has ended; else None."""
+    for _, (paths, total) in internet.entries("http-conn"):
+        if paths and paths[0] == first_path:
+            return paths, total
+    return None
+
+
 def client_hello(sni):
     ctx = ssl.create_default_context()
     ctx.check_hostname = False
@@ -632,6 +725,146 @@ def test_unescaped_guest_bytes_never_reach_events(world):
     assert resp.startswith(b"HTTP/1.1 403"), resp
     d = world.ctl.wait_event("network.deny", dst="192.0.2.10:80", asked_host="\\xc3\\xa9vil\\x5c.test")["data"]
     assert d["host"] is None
+
+
+# Plain HTTP checks every request of a connection, not only the first: a
+# kept-alive connection to a shared server (virtual hosts, a CDN) must not
+# carry a request for another site (domain fronting over plain HTTP).
+WWW = "www.allowed.test"
+
+
+@pytest.mark.parametrize("other", ["api.allowed.test", "www.other.test"])
+def test_keep_alive_request_for_another_host_is_misdirected(world, other):
+    # Both names resolve to the address the connection was dialled to; one
+    # is allowed, one is not: either way the connection stays WWW's.
+    first = f"/ka-first-{other}"
+    with guest_connect(ALLOWED_IP, 80) as s, s.makefile("rb") as f:
+        s.sendall(request_bytes("GET", first, WWW))
+        assert read_response(f) == (200, {"content-length": "43"}, b"hello from 192.0.2.10 for www.allowed.test\n")
+        s.sendall(request_bytes("GET", "/ka-second", other))
+        status, headers, body = read_response(f)
+        assert status == 421 and headers["connection"] == "close", body
+        assert read_response(f) is None
+    d = world.ctl.wait_event("network.deny", proto="http", path="/ka-second", asked_host=other)["data"]
+    assert d["host"] == WWW and d["method"] == "GET" and d["addr"] == "192.0.2.10:80"
+    assert "not this connection's host" in d["reason"]
+    assert wait_until(lambda: server_conn(world.internet, first))
+    assert server_conn(world.internet, first) == ([first], len(request_bytes("GET", first, WWW)))
+    world.ctl.wait_event("network.close", proto="http", reason=d["reason"])
+
+
+def test_keep_alive_request_after_a_policy_change_is_forbidden(world):
+    ctl = world.ctl
+    with guest_connect(ALLOWED_IP, 80) as s, s.makefile("rb") as f:
+        s.sendall(request_bytes("GET", "/pc-first", WWW))
+        assert read_response(f)[0] == 200
+        denied = {"allow": POLICY["allow"], "deny": POLICY["deny"] + [WWW]}
+        assert ctl.request({"op": "policy", "sandbox": SANDBOX, "policy": denied})["op"] == "ack"
+        try:
+            # The same host, on the open connection: the policy in force now.
+            s.sendall(request_bytes("GET", "/pc-second", WWW))
+            status, headers, body = read_response(f)
+            assert status == 403 and headers["connection"] == "close"
+            assert b"www.allowed.test is not allowed" in body
+            assert read_response(f) is None
+        finally:
+            assert ctl.request({"op": "policy", "sandbox": SANDBOX, "policy": POLICY})["op"] == "ack"
+    d = ctl.wait_event("network.deny", proto="http", path="/pc-second")["data"]
+    assert d["host"] == WWW and d["rule"] == WWW and "asked_host" not in d
+    assert wait_until(lambda: server_conn(world.internet, "/pc-first"))
+    assert server_conn(world.internet, "/pc-first")[0] == ["/pc-first"]
+
+
+def test_pipelined_requests_to_the_same_host_reach_the_server(world):
+    # The same host, spelled three ways (canonicalised alike).
+    data = (request_bytes("GET", "/pipe-1", WWW)
+            + request_bytes("POST", "/pipe-2", "www.allowed.test:80", body=b"hello")
+            + request_bytes("GET", "/pipe-3", "WWW.Allowed.Test.", close=True))
+    with guest_connect(ALLOWED_IP, 80) as s, s.makefile("rb") as f:
+        s.sendall(data)
+        r1, r2, r3 = read_response(f), read_response(f), read_response(f)
+        assert read_response(f) is None
+    assert (r1[0], r2[0], r3[0]) == (200, 200, 200)
+    assert r2[2].endswith(b"body 5 %s\n" % hashlib.sha256(b"hello").hexdigest().encode())
+    assert wait_until(lambda: server_conn(world.internet, "/pipe-1"))
+    assert server_conn(world.internet, "/pipe-1") == (["/pipe-1", "/pipe-2", "/pipe-3"], len(data))
+
+
+def chunked(body, seed):
+    """body in chunks of mixed sizes (with an extension), then a trailer."""
+    rng, out, i = random.Random(seed), [], 0
+    while i < len(body):
+        n = rng.choice((1, 7, 4096, 65536, 300000, 1 << 20))
+        out.append(b"%x;ext=1\r\n" % len(body[i:i + n]) + body[i:i + n] + b"\r\n")
+        i += n
+    return b"".join(out) + b"0\r\nX-Trailer: done\r\n\r\n"
+
+
+@pytest.mark.parametrize("framing", ["content-length", "chunked"])
+def test_large_uploads_arrive_intact(world, framing):
+    # Two 8 MiB uploads on one connection: the first request's body and a
+    # later one's both go through the parser, streamed.
+    size = 8 * 1024 * 1024
+    bodies = [os.urandom(size), os.urandom(size)]
+    first = f"/upload-{framing}-1"
+    with guest_connect(ALLOWED_IP, 80) as s, s.makefile("rb") as f:
+        for i, body in enumerate(bodies):
+            path, close = (first, False) if i == 0 else (f"/upload-{framing}-2", True)
+            if framing == "chunked":
+                head = f"PUT {path} HTTP/1.1\r\nHost: {WWW}\r\nTransfer-Encoding: chunked\r\n"
+                s.sendall((head + ("Connection: close\r\n" if close else "") + "\r\n").encode()
+                          + chunked(body, i))
+            else:
+                s.sendall(request_bytes("POST", path, WWW, body=body, close=close))
+            status, _, answer = read_response(f)
+            assert status == 200
+            assert answer.endswith(b"body %d %s\n" % (size, hashlib.sha256(body).hexdigest().encode()))
+        assert read_response(f) is None
+    d = world.ctl.wait_for(lambda m: m.get("op") == "event" and m["type"] == "network.close"
+                           and m["data"]["host"] == WWW and m["data"]["bytes_up"] > 2 * size, what="close")["data"]
+    assert d["reason"] == "closed"
+    assert wait_until(lambda: server_conn(world.internet, first))
+    assert server_conn(world.internet, first)[0] == [first, f"/upload-{framing}-2"]
+
+
+def test_smuggling_in_a_later_request_is_refused(world):
+    # Content-Length and Transfer-Encoding together: one server would read
+    # a body, another a second request for another host. Nothing of it,
+    # nor anything after it, reaches the server.
+    first = request_bytes("GET", "/smuggle-1", WWW)
+    smuggled = (b"POST /smuggle-2 HTTP/1.1\r\nHost: www.allowed.test\r\nContent-Length: 48\r\n"
+                b"Transfer-Encoding: chunked\r\n\r\n0\r\n\r\nGET /smuggle-3 HTTP/1.1\r\nHost: www.other.test\r\n\r\n")
+    with guest_connect(ALLOWED_IP, 80) as s, s.makefile("rb") as f:
+        s.sendall(first + smuggled)
+        assert read_response(f)[0] == 200
+        status, headers, body = read_response(f)
+        assert status == 400 and headers["connection"] == "close", body
+        assert b"both Content-Length and Transfer-Encoding" in body
+        assert read_response(f) is None
+    d = world.ctl.wait_for(lambda m: m.get("op") == "event" and m["type"] == "network.deny"
+                           and "both Content-Length and Transfer-Encoding" in m["data"]["reason"], what="deny")["data"]
+    assert d["proto"] == "http" and d["host"] == WWW and d["addr"] == "192.0.2.10:80"
+    assert wait_until(lambda: server_conn(world.internet, "/smuggle-1"))
+    assert server_conn(world.internet, "/smuggle-1") == (["/smuggle-1"], len(first))
+
+
+@pytest.mark.parametrize("head,status", [
+    (b"POST /first HTTP/1.1\r\nHost: www.allowed.test\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n", 400),
+    (b"TRACE /first HTTP/1.1\r\nHost: www.allowed.test\r\n\r\n", 405),
+    (b"GET /first HTTP/1.1\r\nHost: www.allowed.test\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n", 403),
+], ids=["content-length-and-chunked", "trace", "websocket-upgrade"])
+def test_first_request_refused_by_the_stream_parser(world, head, status):
+    # The first head reader accepts these; the parser that reads the rest
+    # of the connection does not: refused before anything is dialled.
+    mark = len(world.ctl.events("network.deny"))
+    with guest_connect(ALLOWED_IP, 80) as s:
+        s.sendall(head)
+        resp = read_all(s)
+    assert resp.startswith(b"HTTP/1.1 %d " % status) and b"Connection: close" in resp, resp
+    world.ctl.wait_for(lambda m: len(world.ctl.events("network.deny")) > mark, what="network.deny")
+    d = world.ctl.events("network.deny")[mark]["data"]
+    assert d["proto"] == "http" and d["host"] == WWW and d["addr"] is None
+    assert not [e for e in world.internet.entries("http-req") if e[1][2] == "/first"]
 
 
 def test_allowed_sni_reaches_only_the_allowed_host(world):
