@@ -10,8 +10,9 @@
  * the colon, no control characters in values, exactly one Host, and an
  * absolute-form target whose authority equals Host. Where two parsers could
  * read the head differently the request is refused. Only the first request
- * of a connection is read here: the gateway must not let later requests on
- * the same connection name another Host unchecked.
+ * of a connection is read here (to decide and dial); every later request on
+ * the connection is checked by egress-plain.c with egress-http1.c (same
+ * host, still allowed).
  */
 #ifndef AIRLOCK_EGRESS_HTTP_H
 #define AIRLOCK_EGRESS_HTTP_H
