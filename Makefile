@@ -17,6 +17,7 @@ DAEMON_SRC := $(wildcard src/daemon/*.c)
 CLI_SRC := $(wildcard src/cli/*.c)
 AGENT_SRC := $(wildcard src/agent/*.c)
 EGRESS_SRC := $(wildcard src/egress/*.c)
+JAILER_SRC := $(wildcard src/jailer/*.c)
 HEADERS := $(wildcard include/airlock/*.h src/*/*.h)
 
 COMMON_OBJ := $(COMMON_SRC:%.c=$(BUILD)/obj/%.o)
@@ -25,16 +26,19 @@ DAEMON_OBJ := $(DAEMON_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/src/egress/egress-
 CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
 AGENT_OBJ := $(AGENT_SRC:%.c=$(BUILD)/obj/%.o)
 EGRESS_OBJ := $(EGRESS_SRC:%.c=$(BUILD)/obj/%.o)
+JAILER_OBJ := $(JAILER_SRC:%.c=$(BUILD)/obj/%.o)
 
 DAEMON_LIBS := -lmicrohttpd -ljansson -lsqlite3 -lcrypto -lpthread
 CLI_LIBS := -lcurl -ljansson
 EGRESS_LIBS := -ljansson -lssl -lcrypto -lpthread -lcares
+JAILER_LIBS := -lseccomp -ljansson
 
 .PHONY: build-clang all deps test unit fuzz-smoke integration demo images clean format format-check bench test-kvm
 
 EGRESS_BIN := $(if $(EGRESS_SRC),$(BUILD)/airlock-egress)
+JAILER_BIN := $(if $(JAILER_SRC),$(BUILD)/airlock-jailer)
 
-all: $(BUILD)/airlockd $(BUILD)/airlock $(BUILD)/airlock-agent $(EGRESS_BIN)
+all: $(BUILD)/airlockd $(BUILD)/airlock $(BUILD)/airlock-agent $(EGRESS_BIN) $(JAILER_BIN)
 
 $(BUILD)/obj/%.o: %.c $(HEADERS) Makefile
 	@mkdir -p $(dir $@)
@@ -56,6 +60,10 @@ $(BUILD)/airlock: $(CLI_OBJ) $(BUILD)/libairlock-common.a
 $(BUILD)/airlock-egress: $(EGRESS_OBJ) $(BUILD)/libairlock-common.a
 	$(CC) $(CFLAGS_ALL) -o $@ $(EGRESS_OBJ) $(BUILD)/libairlock-common.a $(EGRESS_LIBS)
 
+# The jailer: one-shot, puts one VMM in its jail and execs it (docs/jailer.md).
+$(BUILD)/airlock-jailer: $(JAILER_OBJ) $(BUILD)/libairlock-common.a
+	$(CC) $(CFLAGS_ALL) -o $@ $(JAILER_OBJ) $(BUILD)/libairlock-common.a $(JAILER_LIBS)
+
 # The agent is PID 1 in the guest: static, no loader, no shared libraries.
 $(BUILD)/airlock-agent: $(AGENT_OBJ) $(BUILD)/libairlock-common.a
 	$(CC) $(CFLAGS_ALL) -static -o $@ $(AGENT_OBJ) $(BUILD)/libairlock-common.a -ljansson
@@ -75,7 +83,7 @@ demo:
 # The tree must build warning-free under both compilers.
 build-clang:
 	$(MAKE) BUILD=$(BUILD)/clang CC=clang $(BUILD)/clang/airlockd $(BUILD)/clang/airlock $(BUILD)/clang/airlock-agent \
-		$(if $(EGRESS_SRC),$(BUILD)/clang/airlock-egress)
+		$(if $(EGRESS_SRC),$(BUILD)/clang/airlock-egress) $(if $(JAILER_SRC),$(BUILD)/clang/airlock-jailer)
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h')
@@ -84,4 +92,4 @@ format-check:
 	clang-format --dry-run --Werror $$(git ls-files '*.c' '*.h')
 
 clean:
-	rm -rf $(BUILD)/obj $(BUILD)/test $(BUILD)/fuzz $(BUILD)/*.a $(BUILD)/airlockd $(BUILD)/airlock $(BUILD)/airlock-agent
+	rm -rf $(BUILD)/obj $(BUILD)/test $(BUILD)/fuzz $(BUILD)/*.a $(BUILD)/airlockd $(BUILD)/airlock $(BUILD)/airlock-agent $(BUILD)/airlock-jailer
