@@ -59,6 +59,10 @@ UNIT_LIBS_egress-dns := -lcares -lpthread -ljansson
 UNIT_SRC_egress-intercept := src/egress/egress-ca.c src/egress/egress-bindings.c src/egress/egress-policy.c \
 	src/egress/egress-host.c src/egress/egress-addr.c
 UNIT_LIBS_egress-intercept := -lcrypto -ljansson -lpthread
+# The jailer's command line, path checks and seccomp profile parser.
+UNIT_SRC_jailer := src/jailer/jailer-args.c src/jailer/jailer-path.c src/jailer/jailer-seccomp.c
+UNIT_LIBS_jailer := -lseccomp
+$(TEST_BUILD)/obj/tests/unit/test-jailer.o: TEST_CFLAGS += -Isrc/jailer
 
 UNIT_ALL := $(patsubst tests/unit/test-%.c,%,$(wildcard tests/unit/test-*.c))
 unit_missing = $(strip $(foreach f,$(UNIT_SRC_$(1)),$(if $(wildcard $(f)),,$(f))) \

@@ -376,7 +376,7 @@ int jail_args_parse(int argc, char **argv, struct jail_config *ret, struct al_er
 	jail_config_init(&cfg);
 	bool seen_uid = false, seen_gid = false;
 	const char *cgroup_parent = NULL;
-	optind = 1;
+	optind = 0; /* 0: a full re-initialisation (the unit tests parse many times) */
 	opterr = 0;
 	for (;;) {
 		int longindex = -1;
