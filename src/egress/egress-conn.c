@@ -45,6 +45,10 @@
 #define CONN_BUF_MAX MAX(EGRESS_HTTP_HEAD_MAX, EGRESS_TLS_PEEK_MAX)
 #define DRAIN_MAX (64 * 1024) /* bytes read and dropped after a 403 */
 #define DRAIN_TIMEOUT_MS 1000
+#define EGRESS_PIPE_SIZE (256 * 1024)
+#define EGRESS_BIG_PIPES_MAX 64 /* 16 MiB of pipe buffers at most */
+
+static atomic_uint big_pipes;
 #define PUMP_ROUNDS 16 /* splices per direction before looking at the other */
 #define REASON_MAX 384
 
@@ -520,6 +524,16 @@ bool egress_splice_open(struct egress_splice *d, int from, int to, uint64_t *byt
 	*d = (struct egress_splice){.from = from, .to = to, .pipe = {-1, -1}, .limit = UINT64_MAX, .bytes = bytes};
 	if (pipe2(d->pipe, O_CLOEXEC | O_NONBLOCK) < 0)
 		return false;
+	/* A bigger pipe moves more per splice (a third less CPU per GiB,
+	 * bench/egress). Pipes are charged to the gateway's user (64 MiB soft
+	 * limit by default, then new pipes get one page): only the first
+	 * EGRESS_BIG_PIPES_MAX are enlarged, so a connection flood still gets
+	 * default-size pipes. */
+	if (atomic_fetch_add(&big_pipes, 1) < EGRESS_BIG_PIPES_MAX &&
+	    fcntl(d->pipe[1], F_SETPIPE_SZ, EGRESS_PIPE_SIZE) > 0)
+		d->big_pipe = true;
+	else
+		atomic_fetch_sub(&big_pipes, 1);
 	int size = fcntl(d->pipe[1], F_GETPIPE_SZ);
 	d->pipe_size = size > 0 ? (size_t)size : 65536;
 	return true;
@@ -527,6 +541,10 @@ bool egress_splice_open(struct egress_splice *d, int from, int to, uint64_t *byt
 
 void egress_splice_close(struct egress_splice *d)
 {
+	if (d->big_pipe) {
+		atomic_fetch_sub(&big_pipes, 1);
+		d->big_pipe = false;
+	}
 	for (int i = 0; i < 2; i++)
 		if (d->pipe[i] >= 0)
 			close(d->pipe[i]);

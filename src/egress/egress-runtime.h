@@ -261,6 +261,7 @@ struct egress_splice {
 	uint64_t limit;    /* bytes that may still be read from from (UINT64_MAX: no limit) */
 	uint64_t bytes_in; /* read from from */
 	uint64_t *bytes;   /* written to to: added here */
+	bool big_pipe;     /* counted in the budget of enlarged pipes */
 };
 bool egress_splice_open(struct egress_splice *d, int from, int to, uint64_t *bytes);
 void egress_splice_close(struct egress_splice *d);
