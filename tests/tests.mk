@@ -32,6 +32,9 @@ UNIT_SRC_events := src/daemon/events.c src/daemon/log.c $(wildcard src/daemon/st
 UNIT_LIBS_events := -lsqlite3 -ljansson -lpthread
 UNIT_SRC_metrics := src/daemon/metrics.c
 UNIT_LIBS_metrics := -lpthread -lm
+# The token buckets of the per-tenant API rate limit.
+UNIT_SRC_api-ratelimit := src/daemon/api-ratelimit.c
+UNIT_LIBS_api-ratelimit := -lpthread
 # The secret store: AES-256-GCM, the host key file, the request parser,
 # the table and the sandboxes' bindings.
 UNIT_SRC_secrets := src/daemon/secrets.c src/daemon/api-request.c src/daemon/network-policy.c \
