@@ -31,9 +31,18 @@ struct metrics {
 	uint64_t egress_bytes_up, egress_bytes_down;
 	uint64_t egress_restarts;
 	bool egress_up;
+	uint64_t rate_limited;
+	unsigned starts_active, starts_waiting;
+	uint64_t start_waits, start_rejections;
+	uint64_t exec_truncated;
+	uint64_t output_dropped[3]; /* dropped_kinds */
+	uint64_t console_rotations;
+	uint64_t watchdog_kills[2]; /* watchdog_whats */
 };
 
 static const char *const egress_protos[] = {"http", "tls", "tcp", "dns"};
+static const char *const dropped_kinds[] = {"exec", "log", "console"};
+static const char *const watchdog_whats[] = {"vmm", "agent"};
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -148,6 +157,63 @@ void metrics_count_egress_restart(void)
 	pthread_mutex_unlock(&lock);
 }
 
+static void count(uint64_t *counter, uint64_t n)
+{
+	pthread_mutex_lock(&lock);
+	*counter += n;
+	pthread_mutex_unlock(&lock);
+}
+
+void metrics_count_rate_limited(void)
+{
+	count(&m.rate_limited, 1);
+}
+
+void metrics_set_starts(unsigned active, unsigned waiting)
+{
+	pthread_mutex_lock(&lock);
+	m.starts_active = active;
+	m.starts_waiting = waiting;
+	pthread_mutex_unlock(&lock);
+}
+
+void metrics_count_start_waited(void)
+{
+	count(&m.start_waits, 1);
+}
+
+void metrics_count_start_rejected(void)
+{
+	count(&m.start_rejections, 1);
+}
+
+void metrics_count_exec_truncated(uint64_t dropped)
+{
+	pthread_mutex_lock(&lock);
+	m.exec_truncated++;
+	m.output_dropped[0] += dropped;
+	pthread_mutex_unlock(&lock);
+}
+
+void metrics_add_output_dropped(const char *kind, uint64_t bytes)
+{
+	for (size_t i = 1; kind && i < ARRAY_SIZE(dropped_kinds); i++)
+		if (!strcmp(kind, dropped_kinds[i]))
+			count(&m.output_dropped[i], bytes);
+}
+
+void metrics_count_console_rotation(void)
+{
+	count(&m.console_rotations, 1);
+}
+
+void metrics_count_watchdog_kill(const char *unresponsive)
+{
+	for (size_t i = 0; unresponsive && i < ARRAY_SIZE(watchdog_whats); i++)
+		if (!strcmp(unresponsive, watchdog_whats[i]))
+			count(&m.watchdog_kills[i], 1);
+}
+
 /* Label values: backslash, double quote and newline escaped (format 0.0.4). */
 static void put_label_value(FILE *f, const char *s)
 {
@@ -245,6 +311,47 @@ char *metrics_render(const unsigned state_counts[], size_t n_states, const char 
 	        "airlock_egress_restarts_total %llu\n",
 	        (unsigned long long)snap.egress_bytes_up, (unsigned long long)snap.egress_bytes_down,
 	        snap.egress_up ? 1 : 0, (unsigned long long)snap.egress_restarts);
+
+	fprintf(f,
+	        "# HELP airlock_rate_limited_total API requests refused (429) because a tenant passed its rate.\n"
+	        "# TYPE airlock_rate_limited_total counter\n"
+	        "airlock_rate_limited_total %llu\n"
+	        "# HELP airlock_starts_active Sandbox boots and restores running now.\n"
+	        "# TYPE airlock_starts_active gauge\n"
+	        "airlock_starts_active %u\n"
+	        "# HELP airlock_starts_waiting Creates waiting for a start slot (--max-concurrent-starts).\n"
+	        "# TYPE airlock_starts_waiting gauge\n"
+	        "airlock_starts_waiting %u\n"
+	        "# HELP airlock_start_waits_total Creates that had to wait for a start slot.\n"
+	        "# TYPE airlock_start_waits_total counter\n"
+	        "airlock_start_waits_total %llu\n"
+	        "# HELP airlock_start_rejections_total Creates refused (503) after waiting for a start slot too long.\n"
+	        "# TYPE airlock_start_rejections_total counter\n"
+	        "airlock_start_rejections_total %llu\n"
+	        "# HELP airlock_exec_output_truncated_total Collected execs whose output passed max_output_bytes.\n"
+	        "# TYPE airlock_exec_output_truncated_total counter\n"
+	        "airlock_exec_output_truncated_total %llu\n",
+	        (unsigned long long)snap.rate_limited, snap.starts_active, snap.starts_waiting,
+	        (unsigned long long)snap.start_waits, (unsigned long long)snap.start_rejections,
+	        (unsigned long long)snap.exec_truncated);
+	fputs("# HELP airlock_output_dropped_bytes_total Guest output dropped by a bounded buffer (exec: past "
+	      "max_output_bytes; log: out of a process's kept log; console: rotated away).\n"
+	      "# TYPE airlock_output_dropped_bytes_total counter\n",
+	      f);
+	for (size_t i = 0; i < ARRAY_SIZE(dropped_kinds); i++)
+		fprintf(f, "airlock_output_dropped_bytes_total{kind=\"%s\"} %llu\n", dropped_kinds[i],
+		        (unsigned long long)snap.output_dropped[i]);
+	fprintf(f,
+	        "# HELP airlock_console_rotations_total Rotations of a sandbox's console log (it keeps one old file).\n"
+	        "# TYPE airlock_console_rotations_total counter\n"
+	        "airlock_console_rotations_total %llu\n",
+	        (unsigned long long)snap.console_rotations);
+	fputs("# HELP airlock_watchdog_kills_total VMMs the watchdog killed, by what stopped answering.\n"
+	      "# TYPE airlock_watchdog_kills_total counter\n",
+	      f);
+	for (size_t i = 0; i < ARRAY_SIZE(watchdog_whats); i++)
+		fprintf(f, "airlock_watchdog_kills_total{unresponsive=\"%s\"} %llu\n", watchdog_whats[i],
+		        (unsigned long long)snap.watchdog_kills[i]);
 
 	if (fclose(f) != 0 || !buf)
 		abort();

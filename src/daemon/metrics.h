@@ -13,6 +13,13 @@
  *   airlock_egress_bytes_total{direction="up|down"} counter
  *   airlock_egress_up                            gauge (the gateway is running)
  *   airlock_egress_restarts_total                counter
+ *   airlock_rate_limited_total                   counter (429: a tenant over its request rate)
+ *   airlock_starts_active, airlock_starts_waiting    gauges (boots/restores running, waiting for a slot)
+ *   airlock_start_waits_total, airlock_start_rejections_total  counters (waited; 503 after waiting)
+ *   airlock_exec_output_truncated_total          counter (collected execs past max_output_bytes)
+ *   airlock_output_dropped_bytes_total{kind="exec|log|console"}  counter
+ *   airlock_console_rotations_total              counter
+ *   airlock_watchdog_kills_total{unresponsive="vmm|agent"}  counter
  *
  * All functions are thread-safe and never fail; state is process-global and
  * needs no initialisation. Label sets are bounded: HTTP statuses 100..599 and
@@ -43,6 +50,20 @@ void metrics_count_egress_decision(const char *proto, const char *verdict);
 void metrics_add_egress_bytes(uint64_t up, uint64_t down);
 void metrics_set_egress_up(bool up);
 void metrics_count_egress_restart(void);
+
+/* Limits (docs/api.md, "Limits"). */
+void metrics_count_rate_limited(void);
+void metrics_set_starts(unsigned active, unsigned waiting);
+void metrics_count_start_waited(void);
+void metrics_count_start_rejected(void);
+/* A collected exec whose output passed max_output_bytes by dropped bytes. */
+void metrics_count_exec_truncated(uint64_t dropped);
+/* Output that fell out of a bounded buffer: "log" (a process's kept log),
+ * "console" (the rotated console log); other kinds are ignored. */
+void metrics_add_output_dropped(const char *kind, uint64_t bytes);
+void metrics_count_console_rotation(void);
+/* The watchdog killed a VMM: what stopped answering, "vmm" or "agent". */
+void metrics_count_watchdog_kill(const char *unresponsive);
 
 /* The whole exposition, NUL-terminated, for the caller to free. state_counts[i]
  * is the number of sandboxes in state state_names[i] (e.g. sandbox_state_name()
