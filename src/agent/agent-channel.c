@@ -384,7 +384,10 @@ static void channel_dispatch(struct agent *a, const struct airlock_frame_header 
 		if (s)
 			channel_reject(a, h, EEXIST, "the stream is already in use");
 		else if (a->n_streams >= AGENT_MAX_STREAMS)
-			channel_reject(a, h, EMFILE, "too many streams (at most %d)", AGENT_MAX_STREAMS);
+			channel_reject(a, h, EMFILE,
+			               "too many streams: the agent runs at most %d processes and transfers at once; "
+			               "wait for one to end",
+			               AGENT_MAX_STREAMS);
 		else if (h->type == AIRLOCK_FRAME_EXEC)
 			exec_start(a, h->stream, p, h->length);
 		else if (h->type == AIRLOCK_FRAME_FILE_WRITE)

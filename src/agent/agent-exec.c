@@ -39,6 +39,7 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <termios.h>
@@ -281,6 +282,16 @@ child_run(const struct exec_req *r, int in_fd, int out_fd, int err_fd, int repor
 		child_fail(report_fd, STAGE_SETUP, errno);
 	if (chdir(r->cwd) < 0)
 		child_fail(report_fd, STAGE_CWD, errno);
+	/* The limits of what the agent starts (agent.h), not the agent's own.
+	 * An unprivileged agent (tests) may not be able to raise them: best effort there. */
+	struct rlimit nofile = {AGENT_CHILD_NOFILE_SOFT, AGENT_CHILD_NOFILE_HARD}, nproc;
+	/* Processes: the kernel's own default (half of threads-max, so it
+	 * follows the guest's memory) when that is lower. */
+	if (getrlimit(RLIMIT_NPROC, &nproc) < 0 || nproc.rlim_max > AGENT_CHILD_NPROC)
+		nproc.rlim_max = AGENT_CHILD_NPROC;
+	nproc.rlim_cur = nproc.rlim_max;
+	if ((setrlimit(RLIMIT_NOFILE, &nofile) < 0 || setrlimit(RLIMIT_NPROC, &nproc) < 0) && getuid() == 0)
+		child_fail(report_fd, STAGE_SETUP, errno);
 	/* An unprivileged agent (--channel-fd tests) can only run as itself. */
 	bool same = r->uid == getuid() && r->gid == getgid();
 	if (!(same && getuid() != 0) && (setgroups(1, &r->gid) < 0 || setresgid(r->gid, r->gid, r->gid) < 0 ||

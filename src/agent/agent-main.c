@@ -21,6 +21,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/utsname.h>
 #include <unistd.h>
@@ -131,6 +132,17 @@ static int signals_setup(void)
 		return -errno;
 	signal(SIGPIPE, SIG_IGN);
 	return fd;
+}
+
+/* The agent's own open files (agent.h); what it starts gets its own limits. */
+static void agent_raise_nofile(void)
+{
+	struct rlimit want = {AGENT_NOFILE, AGENT_NOFILE}, cur;
+	if (setrlimit(RLIMIT_NOFILE, &want) == 0 || getrlimit(RLIMIT_NOFILE, &cur) < 0)
+		return;
+	/* Unprivileged (tests): as far as the hard limit goes. */
+	cur.rlim_cur = cur.rlim_max < AGENT_NOFILE ? cur.rlim_max : AGENT_NOFILE;
+	setrlimit(RLIMIT_NOFILE, &cur);
 }
 
 static void __attribute__((noreturn)) agent_shutdown(struct agent *a)
@@ -307,6 +319,7 @@ int main(int argc, char **argv)
 	else
 		prctl(PR_SET_CHILD_SUBREAPER, 1); /* orphans of our execs come back to us */
 
+	agent_raise_nofile();
 	a->sig_fd = signals_setup();
 	if (a->sig_fd < 0)
 		init_fatal("signalfd: %s", strerror(-a->sig_fd));

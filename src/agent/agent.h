@@ -24,10 +24,24 @@
 
 /* Limits on what the host may ask for (SECURITY: the host is trusted to drive
  * the guest, but a buggy or compromised daemon must not crash PID 1). */
-#define AGENT_MAX_STREAMS 256
+#define AGENT_MAX_STREAMS 256 /* processes and transfers at once; more are refused (EMFILE) */
 #define AGENT_EXEC_MAX_ARGS 4096
 #define AGENT_EXEC_MAX_ENV 4096
 #define AGENT_MAX_TIMEOUT_MS (7ull * 24 * 3600 * 1000)
+
+/* Open files of the agent itself: enough for every stream's pipes (at most
+ * 4 fds each) with room to spare, so that it never runs out before the
+ * stream limit does. */
+#define AGENT_NOFILE 8192
+/* Resource limits of every process the agent starts (soft, hard): open
+ * files, and processes of its uid: AGENT_CHILD_NPROC, or the kernel's
+ * default for the guest's memory (half of threads-max) when that is lower.
+ * The kernel does not apply RLIMIT_NPROC to root, whose processes are
+ * bounded by the guest's memory and pid space; the VM is the wall around
+ * them either way. */
+#define AGENT_CHILD_NOFILE_SOFT 1024
+#define AGENT_CHILD_NOFILE_HARD 4096
+#define AGENT_CHILD_NPROC 4096
 
 /* Output queue towards the host: above SOFT the agent stops reading children's
  * pipes and files (they block on their pipes, nothing is lost); above HARD it
