@@ -58,8 +58,13 @@ struct guest_channel {
 	uint64_t out_progress_ms;
 	uint32_t next_stream;
 	size_t n_streams;
+	/* Of them, those not finished yet: what GUEST_STREAMS_MAX bounds (the
+	 * finished ones are kept by their readers or a process's kept output,
+	 * each bounded on its own). */
+	size_t n_live;
 	struct guest_stream *streams;
 	bool hello;
+	uint64_t hellos;
 	struct guest_hello hello_info;
 	bool dead;
 	char dead_reason[512];
@@ -309,6 +314,8 @@ static void stream_finish_locked(struct guest_channel *ch, struct guest_stream *
 		return;
 	}
 	s->done = true;
+	if (s->listed)
+		ch->n_live--;
 	s->result_type = type;
 	s->result = result;
 	if (s->hold_on_ok && type == AIRLOCK_FRAME_OK)
@@ -387,6 +394,7 @@ static int handle_hello(struct guest_channel *ch, const uint8_t *payload, size_t
 		h.generation = (uint64_t)json_integer_value(g);
 	pthread_mutex_lock(&ch->lock);
 	ch->hello = true;
+	ch->hellos++;
 	ch->hello_info = h;
 	pthread_cond_broadcast(&ch->cond);
 	pthread_mutex_unlock(&ch->lock);
@@ -596,6 +604,14 @@ int guest_channel_request_hello(struct guest_channel *ch)
 	return send_control0(ch, AIRLOCK_FRAME_HELLO);
 }
 
+uint64_t guest_channel_hellos(struct guest_channel *ch)
+{
+	pthread_mutex_lock(&ch->lock);
+	uint64_t n = ch->hellos;
+	pthread_mutex_unlock(&ch->lock);
+	return n;
+}
+
 int guest_channel_shutdown(struct guest_channel *ch)
 {
 	return send_control0(ch, AIRLOCK_FRAME_SHUTDOWN);
@@ -647,9 +663,11 @@ int guest_stream_start(struct guest_channel *ch, uint8_t type, json_t *msg, enum
 	int r = 0;
 	if (ch->dead)
 		r = al_error_set(err, AL_ERR_CONFLICT, EPIPE, "the sandbox's guest is gone: %s", ch->dead_reason);
-	else if (ch->n_streams >= GUEST_STREAMS_MAX)
+	else if (ch->n_live >= GUEST_STREAMS_MAX)
 		r = al_error_set(err, AL_ERR_CONFLICT, EBUSY,
-		                 "the sandbox already runs %d operations; wait for one to finish", GUEST_STREAMS_MAX);
+		                 "the sandbox already runs %d processes and transfers, the most it may run at once; "
+		                 "wait for one to finish (or signal one)",
+		                 GUEST_STREAMS_MAX);
 	if (r < 0) {
 		pthread_mutex_unlock(&ch->lock);
 		return r;
@@ -667,6 +685,7 @@ int guest_stream_start(struct guest_channel *ch, uint8_t type, json_t *msg, enum
 	s->next = ch->streams;
 	ch->streams = s;
 	ch->n_streams++;
+	ch->n_live++;
 	enqueue_locked(ch, type, s->id, text, len);
 	pthread_mutex_unlock(&ch->lock);
 	*ret = s;
@@ -707,6 +726,8 @@ void guest_stream_unref(struct guest_channel *ch, struct guest_stream *s)
 			if (*pp == s) {
 				*pp = s->next;
 				ch->n_streams--;
+				if (!s->done)
+					ch->n_live--;
 				break;
 			}
 	}

@@ -111,6 +111,9 @@ int guest_channel_request_hello(struct guest_channel *ch);
 /* Waits until the agent said hello (0), the channel died (-EPIPE) or the
  * deadline passed (-ETIMEDOUT). */
 int guest_channel_wait_hello(struct guest_channel *ch, uint64_t deadline_ms, struct guest_hello *ret);
+/* HELLOs the agent sent so far (each answer to guest_channel_request_hello
+ * is one): the watchdog's sign of life. */
+uint64_t guest_channel_hellos(struct guest_channel *ch);
 /* Best effort: asks the agent to power off. */
 int guest_channel_shutdown(struct guest_channel *ch);
 
