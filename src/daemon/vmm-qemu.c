@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* QEMU backend: -M microvm, KVM where /dev/kvm exists, TCG otherwise. */
 #include <fcntl.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <sched.h>
 #include <signal.h>
@@ -78,8 +79,23 @@ static int open_log(const char *dir)
 static int qemu_prepare_disk(const struct vmm_config *cfg, struct al_error *err)
 {
 	cleanup_close int log_fd = open_log(cfg->dir);
-	char *argv[] = {QEMU_IMG_BINARY,     "create", "-q", "-f", "qcow2", "-F", "raw", "-b",
-	                (char *)cfg->rootfs, VMM_DISK, NULL};
+	/* With a size the guest sees a bigger block device than the template
+	 * (the filesystem on it is not grown); the qcow2 file can never hold
+	 * more than that many bytes of data. */
+	char size[32];
+	snprintf(size, sizeof(size), "%" PRIu64 "M", cfg->disk_mib);
+	char *argv[] = {QEMU_IMG_BINARY,
+	                "create",
+	                "-q",
+	                "-f",
+	                "qcow2",
+	                "-F",
+	                "raw",
+	                "-b",
+	                (char *)cfg->rootfs,
+	                VMM_DISK,
+	                cfg->disk_mib ? size : NULL,
+	                NULL};
 	int r = run_wait(argv, cfg->dir, log_fd);
 	if (r < 0)
 		return al_error_set(err, AL_ERR_INTERNAL, -r,
@@ -326,6 +342,20 @@ static int qemu_wait_incoming(const struct vmm_config *cfg, uint64_t deadline_ms
 	}
 }
 
+static int qemu_probe(const struct vmm_config *cfg, unsigned timeout_ms, struct al_error *err)
+{
+	char why[256];
+	json_t *ret = NULL;
+	/* query-status is answered by QEMU's main loop: it is what stops when
+	 * the process is stopped, wedged or starved. */
+	int r = qmp_command_timeout(cfg->dirfd, "query-status", NULL, &ret, timeout_ms, why, sizeof(why));
+	json_decref(ret);
+	if (r < 0)
+		return al_error_set(err, AL_ERR_UNAVAILABLE, -r, "QEMU did not answer query-status within %u ms: %s",
+		                    timeout_ms, why);
+	return 0;
+}
+
 const struct vmm_ops vmm_qemu_ops = {
     .name = "qemu",
     .accel = qemu_accel,
@@ -337,14 +367,15 @@ const struct vmm_ops vmm_qemu_ops = {
     .save = qemu_save,
     .wait_incoming = qemu_wait_incoming,
     .cancel_save = qemu_cancel_save,
+    .probe = qemu_probe,
 };
 
-int unix_connect_at(int dirfd, const char *name, int *ret_fd)
+static int connect_at(int dirfd, const char *name, int flags, int *ret_fd)
 {
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	if (snprintf_ok(sa.sun_path, sizeof(sa.sun_path), "/proc/self/fd/%d/%s", dirfd, name) < 0)
 		return -ENAMETOOLONG;
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | flags, 0);
 	if (fd < 0)
 		return -errno;
 	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
@@ -354,4 +385,16 @@ int unix_connect_at(int dirfd, const char *name, int *ret_fd)
 	}
 	*ret_fd = fd;
 	return 0;
+}
+
+int unix_connect_at(int dirfd, const char *name, int *ret_fd)
+{
+	return connect_at(dirfd, name, 0, ret_fd);
+}
+
+int unix_connect_at_nonblock(int dirfd, const char *name, int *ret_fd)
+{
+	/* A unix stream connect never completes later: it is there at once, or
+	 * EAGAIN when the backlog is full. */
+	return connect_at(dirfd, name, SOCK_NONBLOCK, ret_fd);
 }

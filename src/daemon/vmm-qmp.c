@@ -66,7 +66,10 @@ static int qmp_exchange(struct qmp_conn *q, json_t *cmd, json_t **ret, char *err
 	size_t n = strlen(text);
 	text = xrealloc(text, n + 2);
 	text[n] = '\n';
-	int r = write_full_timeout(q->fd, text, n + 1, QMP_TIMEOUT_MS);
+	uint64_t now = now_ms_monotonic();
+	if (now >= q->deadline)
+		return -ETIMEDOUT;
+	int r = write_full_timeout(q->fd, text, n + 1, (int)(q->deadline - now));
 	if (r < 0)
 		return r;
 	for (;;) {
@@ -90,13 +93,16 @@ static int qmp_exchange(struct qmp_conn *q, json_t *cmd, json_t **ret, char *err
 	}
 }
 
-int qmp_command(int dirfd, const char *command, json_t *arguments, json_t **ret, char *errbuf, size_t errsize)
+static int qmp_run(int dirfd, const char *command, json_t *arguments, json_t **ret, unsigned timeout_ms,
+                   bool nonblock_connect, char *errbuf, size_t errsize)
 {
-	struct qmp_conn q = {.fd = -1, .deadline = now_ms_monotonic() + QMP_TIMEOUT_MS};
+	struct qmp_conn q = {.fd = -1, .deadline = now_ms_monotonic() + timeout_ms};
 	snprintf(errbuf, errsize, "QMP failed");
-	int r = unix_connect_at(dirfd, VMM_QMP_SOCK, &q.fd);
+	int r = nonblock_connect ? unix_connect_at_nonblock(dirfd, VMM_QMP_SOCK, &q.fd)
+	                         : unix_connect_at(dirfd, VMM_QMP_SOCK, &q.fd);
 	if (r < 0) {
-		snprintf(errbuf, errsize, "cannot connect to QEMU's QMP socket: %s", strerror(-r));
+		snprintf(errbuf, errsize, "cannot connect to QEMU's QMP socket: %s",
+		         r == -EAGAIN ? "QEMU is not accepting connections" : strerror(-r));
 		return r;
 	}
 	fcntl(q.fd, F_SETFL, fcntl(q.fd, F_GETFL) | O_NONBLOCK);
@@ -116,4 +122,15 @@ int qmp_command(int dirfd, const char *command, json_t *arguments, json_t **ret,
 		snprintf(errbuf, errsize, "QMP %s: %s", command, strerror(-r));
 	close(q.fd);
 	return r;
+}
+
+int qmp_command(int dirfd, const char *command, json_t *arguments, json_t **ret, char *errbuf, size_t errsize)
+{
+	return qmp_run(dirfd, command, arguments, ret, QMP_TIMEOUT_MS, false, errbuf, errsize);
+}
+
+int qmp_command_timeout(int dirfd, const char *command, json_t *arguments, json_t **ret, unsigned timeout_ms,
+                        char *errbuf, size_t errsize)
+{
+	return qmp_run(dirfd, command, arguments, ret, timeout_ms, true, errbuf, errsize);
 }

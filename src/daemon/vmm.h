@@ -26,6 +26,10 @@ struct vmm_config {
 	const char *kernel; /* absolute paths */
 	const char *initrd;
 	const char *rootfs; /* template image (read-only base of the disk) */
+	/* Size of the sandbox's disk as the guest sees it (>= the template's);
+	 * 0: the template's size. Its file on the host never grows beyond it
+	 * (plus the image format's metadata). */
+	uint64_t disk_mib;
 	unsigned vcpus;
 	unsigned memory_mib;
 	int dirfd; /* the sandbox directory, for the VMM's sockets */
@@ -60,6 +64,10 @@ struct vmm_ops {
 	/* After a spawn with `incoming`: waits until the state is loaded (the
 	 * guest is then paused; resume runs it). */
 	int (*wait_incoming)(const struct vmm_config *cfg, uint64_t deadline_ms, struct al_error *err);
+	/* The watchdog's question: does the VMM still answer (a status query
+	 * through its control socket, within timeout_ms; never blocks longer)?
+	 * 0 if it answered. */
+	int (*probe)(const struct vmm_config *cfg, unsigned timeout_ms, struct al_error *err);
 };
 
 extern const struct vmm_ops vmm_qemu_ops;
@@ -68,9 +76,16 @@ extern const struct vmm_ops vmm_qemu_ops;
  * its "return" value (optional). On failure errbuf says why. */
 #include <jansson.h>
 int qmp_command(int dirfd, const char *command, json_t *arguments, json_t **ret, char *errbuf, size_t errsize);
+/* The same within timeout_ms in all (connect included: a VMM that does not
+ * accept its socket any more is not waited for). */
+int qmp_command_timeout(int dirfd, const char *command, json_t *arguments, json_t **ret, unsigned timeout_ms,
+                        char *errbuf, size_t errsize);
 
 /* Connects to a unix socket named `name` in directory fd `dirfd`, whatever the
  * length of the directory's path. */
 int unix_connect_at(int dirfd, const char *name, int *ret_fd);
+/* The same without ever blocking: -EAGAIN when the listener's backlog is
+ * full (its process is not accepting). The fd is non-blocking. */
+int unix_connect_at_nonblock(int dirfd, const char *name, int *ret_fd);
 
 #endif
