@@ -258,7 +258,7 @@ int create_request_parse(const char *body, size_t len, unsigned host_memory_mib,
 {
 	static const char *const fields[] = {"template",   "vcpus",          "memory_mib", "env",     "metadata",
 	                                     "tenant",     "snapshot",       "timeout_s",  "network", "secrets",
-	                                     "on_timeout", "idle_timeout_s", NULL};
+	                                     "on_timeout", "idle_timeout_s", "disk_mib",   NULL};
 	cleanup_json json_t *j = NULL;
 	struct create_request r = {0};
 	int rc;
@@ -310,6 +310,10 @@ int create_request_parse(const char *body, size_t len, unsigned host_memory_mib,
 	if ((rc = get_uint(j, "memory_mib", SANDBOX_MEMORY_MIB_MIN, mem_max, 256, &v, err)) < 0)
 		return rc;
 	r.memory_mib = (unsigned)v;
+	/* Against the template's size and --max-disk-mib when the template is known. */
+	if ((rc = get_uint(j, "disk_mib", 1, SANDBOX_DISK_MIB_MAX, 0, &v, err)) < 0)
+		return rc;
+	r.disk_mib = (unsigned)v;
 
 	if ((rc = parse_timeouts(j, &r.timeouts, err)) < 0)
 		return rc;

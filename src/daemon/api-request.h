@@ -19,6 +19,7 @@
 #define SANDBOX_VCPUS_MAX 16
 #define SANDBOX_MEMORY_MIB_MIN 128
 #define SANDBOX_MEMORY_MIB_MAX 16384
+#define SANDBOX_DISK_MIB_MAX (1024u * 1024u) /* 1 TiB: the largest disk_mib (and --max-disk-mib) */
 #define SANDBOX_TEMPLATE_NAME_MAX 63
 #define ENV_ENTRIES_MAX 256
 #define ENV_NAME_MAX 128
@@ -68,6 +69,7 @@ struct create_request {
 	struct timeout_request timeouts;
 	unsigned vcpus;
 	unsigned memory_mib;
+	unsigned disk_mib; /* 0: the template's size */
 	struct kv_list env;
 	struct kv_list metadata;
 	/* The egress policy, canonical JSON (network-policy.h); NULL when the

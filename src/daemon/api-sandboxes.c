@@ -91,6 +91,7 @@ static json_t *sandbox_to_json(const struct sandbox_record *r)
 	                      r->backend, "accel", r->accel, "created_at", created, "updated_at", updated, "boot_ms",
 	                      r->boot_ms >= 0 ? json_integer(r->boot_ms) : json_null(), "error",
 	                      r->error ? json_string(r->error) : json_null());
+	json_object_set_new(o, "disk_mib", r->disk_mib ? json_integer(r->disk_mib) : json_null());
 	json_object_set_new(o, "timeout_s", json_integer(r->timeout_s));
 	json_object_set_new(o, "on_timeout", json_string(r->on_timeout[0] ? r->on_timeout : "kill"));
 	json_object_set_new(o, "idle_timeout_s", json_integer(r->idle_timeout_s));
@@ -144,6 +145,8 @@ API_HANDLER(api_sandbox_create)
 		if (err.code == AL_ERR_BOOT_FAILED)
 			metrics_count_boot_failure();
 		api_response_error(resp, &err);
+		if (err.code == AL_ERR_UNAVAILABLE)
+			resp->retry_after_s = 1; /* no start slot came free: nothing was created */
 	} else {
 		metrics_observe_create((double)(now_ms_monotonic() - t0) / 1000.0);
 		resp->status = 201;

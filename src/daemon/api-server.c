@@ -13,11 +13,13 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 
+#include "api-ratelimit.h"
 #include "api.h"
 #include "auth.h"
 #include "events.h"
 #include "log.h"
 #include "metrics.h"
+#include "sandbox.h"
 #include "util.h"
 
 #define API_HEADER_MAX 8192
@@ -49,6 +51,8 @@ struct conn_state {
 
 static uint64_t max_file_bytes;
 static const struct daemon_config *config;
+/* Per tenant on the TCP listener; NULL: no limit (or no listener). */
+static struct rate_limiter *rate_limiter;
 
 void api_set_config(const struct daemon_config *cfg, uint64_t max_file)
 {
@@ -225,6 +229,11 @@ static enum MHD_Result send_response(struct MHD_Connection *c, struct api_respon
 		r = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
 	}
 	resp->body = NULL;
+	if (resp->retry_after_s) {
+		char after[16];
+		snprintf(after, sizeof(after), "%u", resp->retry_after_s);
+		MHD_add_response_header(r, "Retry-After", after);
+	}
 	enum MHD_Result ret = MHD_queue_response(c, (unsigned)resp->status, r);
 	MHD_destroy_response(r);
 	return ret;
@@ -302,6 +311,17 @@ static enum MHD_Result on_headers(struct api_server *srv, struct MHD_Connection 
 		if (auth_token_verify(auth, st->remote, st->tenant, &err) < 0)
 			return early(st, send_error(c, err.code ? err.code : AL_ERR_UNAUTHORIZED, "%s", err.message));
 		st->req.tenant = st->tenant;
+		/* A tenant over its rate gets nothing done, not even routing. */
+		unsigned after = 0;
+		if (rate_limiter && !rate_limiter_allow(rate_limiter, st->tenant, now_ms_monotonic(), &after)) {
+			metrics_count_rate_limited();
+			struct api_response resp = {.retry_after_s = after};
+			api_response_errorf(&resp, AL_ERR_QUOTA,
+			                    "tenant %s: more than %u API requests a second (burst %u; airlockd "
+			                    "--rate-limit-rps, --rate-limit-burst); retry after %u s",
+			                    st->tenant, config->rate_limit_rps, config->rate_limit_burst, after);
+			return early(st, send_response(c, &resp));
+		}
 	}
 	st->route = api_route_match(method, url, &st->req, &path_known, allowed, sizeof(allowed));
 	if (!st->route) {
@@ -527,6 +547,8 @@ int api_server_start_tcp(const char *addr_port, struct api_server **ret, struct 
 	struct api_server *s = xcalloc(1, sizeof(*s));
 	s->listen_fd = TAKE_FD(fd);
 	s->tcp = true;
+	if (config && config->rate_limit_rps && !rate_limiter)
+		rate_limiter = rate_limiter_new(config->rate_limit_rps, config->rate_limit_burst, RATELIMIT_KEYS_MAX);
 	if (start_mhd(s, err) < 0) {
 		close(s->listen_fd);
 		free(s);
@@ -545,6 +567,10 @@ void api_server_stop(struct api_server *s)
 		unlink(s->path);
 	MHD_stop_daemon(s->mhd);
 	close(s->listen_fd);
+	if (s->tcp) {
+		rate_limiter_free(rate_limiter);
+		rate_limiter = NULL;
+	}
 	free(s->path);
 	free(s);
 }

@@ -47,6 +47,7 @@ struct api_response {
 	void (*reader_free)(void *ctx);
 	void *reader_ctx;
 	const char *content_type; /* default application/json */
+	unsigned retry_after_s;   /* > 0: a Retry-After header (429, 503) */
 	int64_t content_length;   /* of a streamed body; -1: unknown (chunked) */
 	/* 101 Switching Protocols: after the answer, run(ctx, fd, extra, n)
 	 * owns the connection's socket in a thread of its own; it returns when

@@ -31,6 +31,34 @@
 
 #define DEFAULT_MAX_FILE_BYTES (1ull << 30)
 
+/* Long-only flags of the limits (docs/api.md, "Limits"). */
+enum {
+	OPT_FIRST = 1000,
+	OPT_MAX_VCPUS = OPT_FIRST,
+	OPT_MAX_MEMORY,
+	OPT_MAX_DISK,
+	OPT_MAX_STARTS,
+	OPT_START_QUEUE,
+	OPT_RATE_RPS,
+	OPT_RATE_BURST,
+	OPT_END,
+};
+#define LIMIT(opt) ((opt)-OPT_FIRST)
+
+/* Indexed by LIMIT(OPT_*); `def` -1: computed from other settings. */
+static const struct {
+	const char *name;
+	long min, max, def;
+} limit_flags[LIMIT(OPT_END)] = {
+    [LIMIT(OPT_MAX_VCPUS)] = {"max-vcpus", 1, SANDBOX_VCPUS_MAX, SANDBOX_VCPUS_MAX},
+    [LIMIT(OPT_MAX_MEMORY)] = {"max-memory-mib", SANDBOX_MEMORY_MIB_MIN, SANDBOX_MEMORY_MIB_MAX, -1},
+    [LIMIT(OPT_MAX_DISK)] = {"max-disk-mib", 1, SANDBOX_DISK_MIB_MAX, DEFAULT_MAX_DISK_MIB},
+    [LIMIT(OPT_MAX_STARTS)] = {"max-concurrent-starts", 1, MAX_CONCURRENT_STARTS_MAX, DEFAULT_MAX_CONCURRENT_STARTS},
+    [LIMIT(OPT_START_QUEUE)] = {"start-queue-timeout-s", 0, BOOT_TIMEOUT_S_MAX, -1},
+    [LIMIT(OPT_RATE_RPS)] = {"rate-limit-rps", 0, RATE_LIMIT_MAX, DEFAULT_RATE_LIMIT_RPS},
+    [LIMIT(OPT_RATE_BURST)] = {"rate-limit-burst", 1, RATE_LIMIT_MAX, DEFAULT_RATE_LIMIT_BURST},
+};
+
 static void usage(FILE *f)
 {
 	fprintf(f,
@@ -38,6 +66,9 @@ static void usage(FILE *f)
 	        "                [--listen ADDR:PORT] [--max-file-bytes N] [--print-routes]\n"
 	        "                [--egress-bin PATH] [--resolver IP:PORT] [--egress-ca FILE]\n"
 	        "                [--network-policy FILE] [--egress-public-cidr CIDR]...\n"
+	        "                [--max-vcpus N] [--max-memory-mib N] [--max-disk-mib N]\n"
+	        "                [--max-concurrent-starts N] [--start-queue-timeout-s N]\n"
+	        "                [--rate-limit-rps N] [--rate-limit-burst N]\n"
 	        "\n"
 	        "  --socket PATH        API socket (default " DEFAULT_SOCKET ")\n"
 	        "  --state-dir DIR      database, sandboxes, logs (default " DEFAULT_STATE_DIR ")\n"
@@ -53,8 +84,17 @@ static void usage(FILE *f)
 	        "  --network-policy FILE  egress policy of sandboxes created without one,\n"
 	        "                       {\"allow\": [...], \"deny\": [...]} (default: deny everything)\n"
 	        "  --egress-public-cidr CIDR  a network the gateway may dial although it is not public\n"
-	        "                       (e.g. an internal range; rules still decide); up to 16\n",
-	        DEFAULT_BOOT_TIMEOUT_S);
+	        "                       (e.g. an internal range; rules still decide); up to 16\n"
+	        "  --max-vcpus N        most vCPUs of one sandbox (default %d)\n"
+	        "  --max-memory-mib N   most memory of one sandbox (default: the host's, at most %d)\n"
+	        "  --max-disk-mib N     largest disk of one sandbox, disk_mib of a create (default %d)\n"
+	        "  --max-concurrent-starts N  boots and restores at once; more creates wait (default %d)\n"
+	        "  --start-queue-timeout-s N  a create waits this long for a start, then 503\n"
+	        "                       (default: the boot timeout)\n"
+	        "  --rate-limit-rps N   API requests a second per tenant over TCP (default %d; 0 = off)\n"
+	        "  --rate-limit-burst N requests a tenant may make at once (default %d)\n",
+	        DEFAULT_BOOT_TIMEOUT_S, SANDBOX_VCPUS_MAX, SANDBOX_MEMORY_MIB_MAX, DEFAULT_MAX_DISK_MIB,
+	        DEFAULT_MAX_CONCURRENT_STARTS, DEFAULT_RATE_LIMIT_RPS, DEFAULT_RATE_LIMIT_BURST);
 }
 
 static bool qemu_present(void)
@@ -123,6 +163,9 @@ int main(int argc, char **argv)
 	const char *egress_bin = NULL, *resolver = NULL, *egress_ca = NULL, *network_policy_file = NULL;
 	const char *public_cidrs[EGRESS_PUBLIC_CIDRS_MAX];
 	size_t n_public_cidrs = 0;
+	long limits[LIMIT(OPT_END)];
+	for (size_t i = 0; i < ARRAY_SIZE(limits); i++)
+		limits[i] = limit_flags[i].def;
 	static const struct option opts[] = {
 	    {"socket", required_argument, NULL, 's'},
 	    {"state-dir", required_argument, NULL, 'd'},
@@ -138,6 +181,13 @@ int main(int argc, char **argv)
 	    {"egress-ca", required_argument, NULL, 'C'},
 	    {"network-policy", required_argument, NULL, 'N'},
 	    {"egress-public-cidr", required_argument, NULL, 'P'},
+	    {"max-vcpus", required_argument, NULL, OPT_MAX_VCPUS},
+	    {"max-memory-mib", required_argument, NULL, OPT_MAX_MEMORY},
+	    {"max-disk-mib", required_argument, NULL, OPT_MAX_DISK},
+	    {"max-concurrent-starts", required_argument, NULL, OPT_MAX_STARTS},
+	    {"start-queue-timeout-s", required_argument, NULL, OPT_START_QUEUE},
+	    {"rate-limit-rps", required_argument, NULL, OPT_RATE_RPS},
+	    {"rate-limit-burst", required_argument, NULL, OPT_RATE_BURST},
 	    {NULL, 0, NULL, 0},
 	};
 	int c;
@@ -190,6 +240,21 @@ int main(int argc, char **argv)
 			}
 			public_cidrs[n_public_cidrs++] = optarg;
 			break;
+		case OPT_MAX_VCPUS:
+		case OPT_MAX_MEMORY:
+		case OPT_MAX_DISK:
+		case OPT_MAX_STARTS:
+		case OPT_START_QUEUE:
+		case OPT_RATE_RPS:
+		case OPT_RATE_BURST: {
+			size_t i = (size_t)LIMIT(c);
+			if (parse_int_range(optarg, limit_flags[i].min, limit_flags[i].max, &limits[i]) < 0) {
+				fprintf(stderr, "airlockd: --%s must be from %ld to %ld\n", limit_flags[i].name,
+				        limit_flags[i].min, limit_flags[i].max);
+				return 2;
+			}
+			break;
+		}
 		case 'h':
 			usage(stdout);
 			return 0;
@@ -268,7 +333,19 @@ int main(int argc, char **argv)
 	    .vmm = &vmm_qemu_ops,
 	    .store = store,
 	    .default_network_json = default_network,
+	    .max_vcpus = (unsigned)limits[LIMIT(OPT_MAX_VCPUS)],
+	    .max_disk_mib = (unsigned)limits[LIMIT(OPT_MAX_DISK)],
+	    .max_concurrent_starts = (unsigned)limits[LIMIT(OPT_MAX_STARTS)],
+	    .start_queue_timeout_s =
+	        (unsigned)(limits[LIMIT(OPT_START_QUEUE)] >= 0 ? limits[LIMIT(OPT_START_QUEUE)] : boot_timeout_s),
+	    .rate_limit_rps = (unsigned)limits[LIMIT(OPT_RATE_RPS)],
+	    .rate_limit_burst = (unsigned)limits[LIMIT(OPT_RATE_BURST)],
 	};
+	/* Memory: what the operator allows, never more than the host has. */
+	long mem = limits[LIMIT(OPT_MAX_MEMORY)];
+	cfg.max_memory_mib = mem > 0 ? (unsigned)mem : SANDBOX_MEMORY_MIB_MAX;
+	if (cfg.host_memory_mib && cfg.host_memory_mib < cfg.max_memory_mib)
+		cfg.max_memory_mib = cfg.host_memory_mib;
 	api_set_config(&cfg, max_file_bytes);
 	bool ca_created = false;
 	if (auth_init(store, &err) < 0 || events_init(store, &err) < 0 || snapshots_init(store, state_abs, &err) < 0 ||
@@ -285,6 +362,11 @@ int main(int argc, char **argv)
 	         cfg.vmm->name, cfg.vmm->accel(),
 	         strcmp(cfg.vmm->accel(), "kvm") ? " (no /dev/kvm: software emulation, slower)" : "", state_abs,
 	         image_abs);
+	log_info("limits: a sandbox has at most %u vCPUs, %u MiB of memory, %u MiB of disk; %u starts at once "
+	         "(a create waits up to %u s); TCP API %u requests/s per tenant%s, burst %u",
+	         cfg.max_vcpus, cfg.max_memory_mib, cfg.max_disk_mib, cfg.max_concurrent_starts,
+	         cfg.start_queue_timeout_s, cfg.rate_limit_rps, cfg.rate_limit_rps ? "" : " (off)",
+	         cfg.rate_limit_burst);
 	/* The gateway first: re-attached sandboxes hand it their listeners. */
 	if (egress_start(&ecfg, &err) < 0 || sandboxes_init(&cfg, &err) < 0) {
 		log_error("%s", err.message);

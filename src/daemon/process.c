@@ -5,6 +5,7 @@
 
 #include "events.h"
 #include "json-cleanup.h"
+#include "metrics.h"
 #include "util.h"
 
 struct process {
@@ -71,6 +72,8 @@ static void process_forget_output(struct process *p, struct guest_channel *ch)
 		p->final_result = json_pack("{s:s, s:s}", "code", "forgotten", "message", "the process was dropped");
 	}
 	guest_stream_stats(ch, p->stream, &p->final_bytes, &p->final_dropped);
+	/* Bytes that fell out of its kept log (no reader came for them). */
+	metrics_add_output_dropped("log", p->final_dropped);
 	p->final_dropped = p->final_bytes; /* none of it can be read any more */
 	guest_stream_unref(ch, p->stream);
 	p->stream = NULL;

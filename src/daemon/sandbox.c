@@ -20,6 +20,7 @@
 #include "guest-ca.h"
 #include "json-cleanup.h"
 #include "log.h"
+#include "metrics.h"
 #include "netns.h"
 #include "network-policy.h"
 #include "process.h"
@@ -218,6 +219,11 @@ static void console_append(struct sandbox *sb, const char *data, size_t n)
 		if (sb->console_log_size + n > CONSOLE_LOG_MAX) {
 			cleanup_free char *cur = xasprintf("%s/%s", sb->dir, VMM_CONSOLE_LOG);
 			cleanup_free char *old = xasprintf("%s/%s.1", sb->dir, VMM_CONSOLE_LOG);
+			/* What the rotation pushes out is counted, not kept. */
+			struct stat st;
+			if (stat(old, &st) == 0 && S_ISREG(st.st_mode))
+				metrics_add_output_dropped("console", (uint64_t)st.st_size);
+			metrics_count_console_rotation();
 			rename(cur, old);
 			close(sb->console_log_fd);
 			sb->console_log_fd =
@@ -441,8 +447,11 @@ static void vmm_stop_wait(struct sandbox *sb)
 {
 	if (sb->pid <= 0 || sb->vmm_exited)
 		return;
-	struct vmm_config vc = {.sandbox_id = sb->rec.id, .dir = sb->dir};
-	cfg->vmm->stop(&vc, sb->pid);
+	/* By pidfd when there is one: it names this process, never a reused pid. */
+	if (sb->pidfd < 0 || syscall(SYS_pidfd_send_signal, sb->pidfd, SIGKILL, NULL, 0) < 0) {
+		struct vmm_config vc = {.sandbox_id = sb->rec.id, .dir = sb->dir};
+		cfg->vmm->stop(&vc, sb->pid);
+	}
 	if (sb->pidfd >= 0) {
 		struct pollfd p = {.fd = sb->pidfd, .events = POLLIN};
 		if (poll(&p, 1, 10000) <= 0)
@@ -559,6 +568,135 @@ static int resolve_images(const char *template_name, struct images *ret, struct 
 		return al_error_set(err, AL_ERR_INTERNAL, ENOENT,
 		                    "the guest kernel or initramfs is missing under %s/kernels; run 'make images'",
 		                    base);
+	return 0;
+}
+
+/* ---- limits ------------------------------------------------------------------------------- */
+
+/* Boots and restores at once are bounded (--max-concurrent-starts): each
+ * holds a slot from before its VMM starts until the guest answered or the
+ * start failed. A create that finds none free waits (bounded by
+ * --start-queue-timeout-s), in order of nothing but the condition. */
+static pthread_mutex_t starts_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t starts_cond = PTHREAD_COND_INITIALIZER;
+static unsigned starts_active, starts_waiting;
+
+static int start_slot_acquire(const char *what, struct al_error *err)
+{
+	pthread_mutex_lock(&starts_lock);
+	if (starts_active >= cfg->max_concurrent_starts) {
+		struct timespec deadline;
+		clock_gettime(CLOCK_REALTIME, &deadline);
+		deadline.tv_sec += cfg->start_queue_timeout_s;
+		starts_waiting++;
+		metrics_set_starts(starts_active, starts_waiting);
+		metrics_count_start_waited();
+		int rc = 0;
+		while (starts_active >= cfg->max_concurrent_starts && rc != ETIMEDOUT)
+			rc = pthread_cond_timedwait(&starts_cond, &starts_lock, &deadline);
+		starts_waiting--;
+		if (starts_active >= cfg->max_concurrent_starts) {
+			metrics_set_starts(starts_active, starts_waiting);
+			pthread_mutex_unlock(&starts_lock);
+			metrics_count_start_rejected();
+			return al_error_set(err, AL_ERR_UNAVAILABLE, EBUSY,
+			                    "%s: %u sandboxes are starting already (airlockd --max-concurrent-starts "
+			                    "%u) and none finished within %u s (--start-queue-timeout-s); nothing was "
+			                    "created, try again later",
+			                    what, cfg->max_concurrent_starts, cfg->max_concurrent_starts,
+			                    cfg->start_queue_timeout_s);
+		}
+	}
+	starts_active++;
+	metrics_set_starts(starts_active, starts_waiting);
+	pthread_mutex_unlock(&starts_lock);
+	return 0;
+}
+
+static void start_slot_release(void)
+{
+	pthread_mutex_lock(&starts_lock);
+	starts_active--;
+	metrics_set_starts(starts_active, starts_waiting);
+	pthread_cond_signal(&starts_cond);
+	pthread_mutex_unlock(&starts_lock);
+}
+
+static unsigned size_mib_up(uint64_t bytes)
+{
+	uint64_t mib = (bytes + (1u << 20) - 1) >> 20;
+	return mib > UINT_MAX ? UINT_MAX : (unsigned)mib;
+}
+
+/* The virtual size of a qcow2 image (its header: magic "QFI\xfb", the
+ * size at offset 24, big-endian). */
+static int qcow2_virtual_size(const char *path, uint64_t *ret)
+{
+	cleanup_close int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	uint8_t h[32];
+	if (fd < 0)
+		return -errno;
+	if (read_full(fd, h, sizeof(h)) != (ssize_t)sizeof(h) || memcmp(h, "QFI\xfb", 4))
+		return -EINVAL;
+	uint64_t v = 0;
+	for (int i = 24; i < 32; i++)
+		v = v << 8 | h[i];
+	*ret = v;
+	return 0;
+}
+
+/* The host-wide maxima of one sandbox (--max-vcpus, --max-memory-mib,
+ * --max-disk-mib) and its disk size: the request's disk_mib, else the
+ * template's size; a restore keeps its snapshot's. */
+static int host_limits_check(const struct create_request *req, const struct snapshot_info *from,
+                             const struct images *im, unsigned vcpus, unsigned memory_mib, unsigned *ret_disk_mib,
+                             struct al_error *err)
+{
+	const char *of = from ? " (the snapshot's)" : "";
+	if (vcpus > cfg->max_vcpus)
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+		                    "vcpus: %u%s is above this host's maximum of %u per sandbox (airlockd --max-vcpus)",
+		                    vcpus, of, cfg->max_vcpus);
+	if (memory_mib > cfg->max_memory_mib)
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+		                    "memory_mib: %u%s is above this host's maximum of %u per sandbox (airlockd "
+		                    "--max-memory-mib, at most the host's memory)",
+		                    memory_mib, of, cfg->max_memory_mib);
+	uint64_t bytes = 0;
+	int r;
+	if (from) {
+		cleanup_free char *snap = snapshot_dir(from->id);
+		cleanup_free char *disk = xasprintf("%s/%s", snap, SNAPSHOT_DISK);
+		r = qcow2_virtual_size(disk, &bytes);
+	} else {
+		struct stat st;
+		r = stat(im->rootfs, &st) == 0 ? 0 : -errno;
+		bytes = r == 0 ? (uint64_t)st.st_size : 0;
+	}
+	if (r < 0)
+		return al_error_set(err, AL_ERR_INTERNAL, -r, "cannot read the size of %s disk: %s",
+		                    from ? "the snapshot's" : "the template's", strerror(-r));
+	unsigned base_mib = size_mib_up(bytes);
+	unsigned disk_mib = !from && req->disk_mib ? req->disk_mib : base_mib;
+	if (!from && req->disk_mib && req->disk_mib < base_mib)
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+		                    "disk_mib: %u is below the size of template %s (%u MiB); a disk can only be "
+		                    "made bigger",
+		                    req->disk_mib, req->template_name, base_mib);
+	if (disk_mib > cfg->max_disk_mib) {
+		char what[128];
+		if (from)
+			snprintf(what, sizeof(what), "snapshot %s: its disk of", from->id);
+		else if (!req->disk_mib)
+			snprintf(what, sizeof(what), "template %s: its disk of", req->template_name);
+		else
+			snprintf(what, sizeof(what), "disk_mib:");
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+		                    "%s %u MiB is above this host's maximum of %u MiB per sandbox (airlockd "
+		                    "--max-disk-mib)",
+		                    what, disk_mib, cfg->max_disk_mib);
+	}
+	*ret_disk_mib = disk_mib;
 	return 0;
 }
 
@@ -875,6 +1013,10 @@ static int boot(struct sandbox *sb, const struct images *im, const struct snapsh
 		        : al_error_set(err, AL_ERR_CONFLICT, ENOENT,
 		                       "sandbox %s has no disk left to boot and no snapshot", sb->rec.id);
 	} else {
+		/* A disk bigger than the template's (create's disk_mib). */
+		struct stat st;
+		if (stat(im->rootfs, &st) == 0 && sb->rec.disk_mib > size_mib_up((uint64_t)st.st_size))
+			vc.disk_mib = sb->rec.disk_mib;
 		r = cfg->vmm->prepare_disk(&vc, err);
 	}
 	if (r < 0)
@@ -977,22 +1119,18 @@ static int registry_add_within_quota(struct sandbox *sb, const struct tenant_quo
 	return 0;
 }
 
-int sandbox_create(const struct create_request *req, const char *tenant, const struct tenant_quota *quota,
-                   const struct snapshot_info *from, struct sandbox_record *ret, struct al_error *err)
+/* A create that holds a start slot: the record, the registry, the boot. */
+static int create_started(const struct create_request *req, const char *tenant, const struct tenant_quota *quota,
+                          const struct snapshot_info *from, const struct images *images, unsigned disk_mib,
+                          struct sandbox_record *ret, struct al_error *err)
 {
-	if (tenant && req->tenant[0] && strcmp(tenant, req->tenant))
-		return al_error_set(
-		    err, AL_ERR_FORBIDDEN, EPERM,
-		    "tenant: your token belongs to tenant \"%s\"; it cannot create sandboxes for \"%s\"", tenant,
-		    req->tenant);
-	struct images im;
-	int r = resolve_images(from ? from->template_name : req->template_name, &im, err);
-	if (r < 0)
-		return r;
+	struct images im = *images;
+	int r;
 	struct sandbox_record rec = {
 	    .state = SANDBOX_CREATING,
 	    .vcpus = from ? from->vcpus : req->vcpus,
 	    .memory_mib = from ? from->memory_mib : req->memory_mib,
+	    .disk_mib = disk_mib,
 	    .boot_ms = -1,
 	};
 	new_id(rec.id);
@@ -1051,6 +1189,30 @@ int sandbox_create(const struct create_request *req, const char *tenant, const s
 	}
 	pthread_mutex_unlock(&sb->op_lock);
 	sandbox_unref(sb);
+	return r;
+}
+
+int sandbox_create(const struct create_request *req, const char *tenant, const struct tenant_quota *quota,
+                   const struct snapshot_info *from, struct sandbox_record *ret, struct al_error *err)
+{
+	if (tenant && req->tenant[0] && strcmp(tenant, req->tenant))
+		return al_error_set(
+		    err, AL_ERR_FORBIDDEN, EPERM,
+		    "tenant: your token belongs to tenant \"%s\"; it cannot create sandboxes for \"%s\"", tenant,
+		    req->tenant);
+	struct images im;
+	int r = resolve_images(from ? from->template_name : req->template_name, &im, err);
+	if (r < 0)
+		return r;
+	unsigned disk_mib = 0;
+	if ((r = host_limits_check(req, from, &im, from ? from->vcpus : req->vcpus,
+	                           from ? from->memory_mib : req->memory_mib, &disk_mib, err)) < 0)
+		return r;
+	/* Before anything is recorded: a create refused here leaves nothing. */
+	if ((r = start_slot_acquire(from ? "restore" : "create", err)) < 0)
+		return r;
+	r = create_started(req, tenant, quota, from, &im, disk_mib, ret, err);
+	start_slot_release();
 	return r;
 }
 
@@ -1509,6 +1671,10 @@ int sandbox_recover(const char *id, const char *tenant, bool memory, struct sand
 	struct images im;
 	if (r == 0)
 		r = resolve_images(sb->rec.template_name, &im, err);
+	/* A slot before anything changes: a recover refused here leaves the sandbox as it was. */
+	bool slot = false;
+	if (r == 0)
+		slot = (r = start_slot_acquire("recover", err)) == 0;
 	if (r == 0) {
 		/* Whatever is left of the old VMM goes; its channel retires. */
 		teardown(sb);
@@ -1550,6 +1716,8 @@ int sandbox_recover(const char *id, const char *tenant, bool memory, struct sand
 			al_error_prefix(err, "sandbox %s could not be recovered", id);
 		}
 	}
+	if (slot)
+		start_slot_release();
 	if (r == 0) {
 		pthread_mutex_lock(&sb->lock);
 		sandbox_record_copy(ret, &sb->rec);
@@ -1640,6 +1808,10 @@ int sandbox_exec(const char *id, const char *tenant, const struct exec_request *
 		r = guest_result_to_exit(type, result, &res.status, err);
 		if (r == 0) {
 			guest_stream_take_output(ch, s, res.out);
+			/* Past max_output_bytes the output was dropped as it came: counted. */
+			if (res.out[0].truncated || res.out[1].truncated)
+				metrics_count_exec_truncated((res.out[0].total - res.out[0].len) +
+				                             (res.out[1].total - res.out[1].len));
 			res.duration_ms = now_ms_monotonic() - start;
 			*ret = res;
 			strlcpy_al(ret_process_id, pid, 32);
@@ -1776,27 +1948,110 @@ static void timeout_rearm(const char *id)
 	sandbox_unref(sb);
 }
 
+/* ---- reclaiming ------------------------------------------------------------------------- */
+
+/* Hook for what the jailer (issue 7) will give each VMM: its cgroup and its
+ * jail directory are removed here once they exist. Nothing yet. */
+static void jail_release(struct sandbox *sb)
+{
+	(void)sb;
+}
+
+/* Whether a sandbox in error still holds host resources; with op_lock held. */
+static bool holds_runtime(struct sandbox *sb)
+{
+	return sb->has_monitor || sb->net_registered || sb->net.ns_fd >= 0 || (sb->pid > 0 && !sb->vmm_exited);
+}
+
+/* Everything a sandbox in error holds on the host goes: its monitor, the
+ * VMM (killed by pidfd and waited for), its network namespace (the
+ * gateway's listeners, the daemon's fd), the sockets in its directory. Its
+ * disk and logs stay (recover, inspect); the record says why. With op_lock
+ * held. */
+static void reclaim_locked(struct sandbox *sb)
+{
+	teardown(sb);
+	static const char *const sockets[] = {VMM_CHANNEL_SOCK, VMM_CONSOLE_SOCK, VMM_QMP_SOCK};
+	for (size_t i = 0; i < ARRAY_SIZE(sockets); i++) {
+		cleanup_free char *p = xasprintf("%s/%s", sb->dir, sockets[i]);
+		unlink(p);
+	}
+	jail_release(sb);
+}
+
+/* Every sandbox of the registry, each with a reference the caller drops. */
+static struct sandbox **registry_snapshot(size_t *ret_n)
+{
+	pthread_mutex_lock(&registry_lock);
+	size_t n = 0, i = 0;
+	for (struct sandbox *sb = registry; sb; sb = sb->next)
+		n++;
+	struct sandbox **v = xcalloc(n ? n : 1, sizeof(*v));
+	for (struct sandbox *sb = registry; sb; sb = sb->next) {
+		sb->refs++;
+		v[i++] = sb;
+	}
+	pthread_mutex_unlock(&registry_lock);
+	*ret_n = n;
+	return v;
+}
+
+/* Sandboxes whose VMM died (or was killed for breaking the protocol) are in
+ * error with their namespace and sockets still there: reclaim them. */
+static void reclaim_errored(void)
+{
+	size_t n;
+	struct sandbox **v = registry_snapshot(&n);
+	for (size_t i = 0; i < n; i++) {
+		struct sandbox *sb = v[i];
+		pthread_mutex_lock(&sb->lock);
+		bool errored = sb->rec.state == SANDBOX_ERROR && !sb->stopping;
+		pthread_mutex_unlock(&sb->lock);
+		/* Busy: a recover or delete is at it, and does its own teardown. */
+		if (errored && pthread_mutex_trylock(&sb->op_lock) == 0) {
+			pthread_mutex_lock(&sb->lock);
+			errored = sb->rec.state == SANDBOX_ERROR && !sb->stopping;
+			pthread_mutex_unlock(&sb->lock);
+			if (errored && holds_runtime(sb)) {
+				reclaim_locked(sb);
+				log_info("sandbox %s: in error; its VMM, network namespace and sockets are gone",
+				         sb->rec.id);
+			}
+			pthread_mutex_unlock(&sb->op_lock);
+		}
+		sandbox_unref(sb);
+	}
+	free(v);
+}
+
 static pthread_t reaper;
 static bool reaper_running;
 static bool reaper_stop;
 static pthread_mutex_t reaper_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t reaper_cond = PTHREAD_COND_INITIALIZER;
 
+/* Waits for period_ms or until the threads are told to stop (true then). */
+static bool reaper_sleep(uint64_t period_ms)
+{
+	pthread_mutex_lock(&reaper_lock);
+	if (!reaper_stop) {
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		uint64_t ns = (uint64_t)ts.tv_nsec + (period_ms % 1000u) * 1000000u;
+		ts.tv_sec += (time_t)(period_ms / 1000u + ns / 1000000000u);
+		ts.tv_nsec = (long)(ns % 1000000000u);
+		pthread_cond_timedwait(&reaper_cond, &reaper_lock, &ts);
+	}
+	bool stop = reaper_stop;
+	pthread_mutex_unlock(&reaper_lock);
+	return stop;
+}
+
 static void *reaper_main(void *arg)
 {
 	(void)arg;
-	for (;;) {
-		pthread_mutex_lock(&reaper_lock);
-		if (!reaper_stop) {
-			struct timespec ts;
-			clock_gettime(CLOCK_REALTIME, &ts);
-			ts.tv_sec += REAPER_PERIOD_MS / 1000;
-			pthread_cond_timedwait(&reaper_cond, &reaper_lock, &ts);
-		}
-		bool stop = reaper_stop;
-		pthread_mutex_unlock(&reaper_lock);
-		if (stop)
-			break;
+	while (!reaper_sleep(REAPER_PERIOD_MS)) {
+		reclaim_errored();
 		/* Collect the due ones under the registry lock; act without it. */
 		char ids[64][SANDBOX_ID_MAX + 1], tenants[64][64];
 		enum timeout_action acts[64];

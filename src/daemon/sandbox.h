@@ -25,7 +25,27 @@ struct daemon_config {
 	/* Egress policy of sandboxes whose create request names none
 	 * (canonical JSON); NULL: deny everything. */
 	const char *default_network_json;
+	/* Host-wide maxima of one sandbox (docs/api.md, "Limits"): a create or
+	 * restore above one answers 400 naming the flag. */
+	unsigned max_vcpus;      /* --max-vcpus */
+	unsigned max_memory_mib; /* --max-memory-mib */
+	unsigned max_disk_mib;   /* --max-disk-mib */
+	/* Boots and restores at once (--max-concurrent-starts); a create waits
+	 * for a slot at most start_queue_timeout_s, then answers 503. */
+	unsigned max_concurrent_starts;
+	unsigned start_queue_timeout_s;
+	/* Requests a second and burst per tenant on the TCP listener
+	 * (--rate-limit-rps, --rate-limit-burst); rps 0 = no limit. */
+	unsigned rate_limit_rps;
+	unsigned rate_limit_burst;
 };
+
+#define DEFAULT_MAX_DISK_MIB 4096
+#define DEFAULT_MAX_CONCURRENT_STARTS 4
+#define MAX_CONCURRENT_STARTS_MAX 1024
+#define DEFAULT_RATE_LIMIT_RPS 50
+#define DEFAULT_RATE_LIMIT_BURST 100
+#define RATE_LIMIT_MAX 1000000
 
 /* Loads the registry and reconciles the store with the VMMs still running:
  * live ones are re-attached, dead ones end in state error. */

@@ -59,6 +59,9 @@ struct sandbox_record {
 	/* The guest's CA bundle that trusts the Airlock CA (SSL_CERT_FILE etc.);
 	 * "" until the CA was installed. */
 	char ca_bundle[64];
+	/* Size of the sandbox's disk as the guest sees it; 0: not known (a
+	 * record from before disk sizes). */
+	unsigned disk_mib;
 };
 
 #define NETWORK_POLICY_EMPTY "{\"allow\":[],\"deny\":[]}"
