@@ -39,6 +39,7 @@ enum {
 	OPT_MAX_DISK,
 	OPT_MAX_STARTS,
 	OPT_START_QUEUE,
+	OPT_WATCHDOG,
 	OPT_RATE_RPS,
 	OPT_RATE_BURST,
 	OPT_END,
@@ -55,6 +56,7 @@ static const struct {
     [LIMIT(OPT_MAX_DISK)] = {"max-disk-mib", 1, SANDBOX_DISK_MIB_MAX, DEFAULT_MAX_DISK_MIB},
     [LIMIT(OPT_MAX_STARTS)] = {"max-concurrent-starts", 1, MAX_CONCURRENT_STARTS_MAX, DEFAULT_MAX_CONCURRENT_STARTS},
     [LIMIT(OPT_START_QUEUE)] = {"start-queue-timeout-s", 0, BOOT_TIMEOUT_S_MAX, -1},
+    [LIMIT(OPT_WATCHDOG)] = {"watchdog-s", 0, WATCHDOG_S_MAX, DEFAULT_WATCHDOG_S},
     [LIMIT(OPT_RATE_RPS)] = {"rate-limit-rps", 0, RATE_LIMIT_MAX, DEFAULT_RATE_LIMIT_RPS},
     [LIMIT(OPT_RATE_BURST)] = {"rate-limit-burst", 1, RATE_LIMIT_MAX, DEFAULT_RATE_LIMIT_BURST},
 };
@@ -67,7 +69,7 @@ static void usage(FILE *f)
 	        "                [--egress-bin PATH] [--resolver IP:PORT] [--egress-ca FILE]\n"
 	        "                [--network-policy FILE] [--egress-public-cidr CIDR]...\n"
 	        "                [--max-vcpus N] [--max-memory-mib N] [--max-disk-mib N]\n"
-	        "                [--max-concurrent-starts N] [--start-queue-timeout-s N]\n"
+	        "                [--max-concurrent-starts N] [--start-queue-timeout-s N] [--watchdog-s N]\n"
 	        "                [--rate-limit-rps N] [--rate-limit-burst N]\n"
 	        "\n"
 	        "  --socket PATH        API socket (default " DEFAULT_SOCKET ")\n"
@@ -91,10 +93,12 @@ static void usage(FILE *f)
 	        "  --max-concurrent-starts N  boots and restores at once; more creates wait (default %d)\n"
 	        "  --start-queue-timeout-s N  a create waits this long for a start, then 503\n"
 	        "                       (default: the boot timeout)\n"
+	        "  --watchdog-s N       kill a running VM whose QEMU or agent has not answered for N s\n"
+	        "                       (default %d; 0 = off)\n"
 	        "  --rate-limit-rps N   API requests a second per tenant over TCP (default %d; 0 = off)\n"
 	        "  --rate-limit-burst N requests a tenant may make at once (default %d)\n",
 	        DEFAULT_BOOT_TIMEOUT_S, SANDBOX_VCPUS_MAX, SANDBOX_MEMORY_MIB_MAX, DEFAULT_MAX_DISK_MIB,
-	        DEFAULT_MAX_CONCURRENT_STARTS, DEFAULT_RATE_LIMIT_RPS, DEFAULT_RATE_LIMIT_BURST);
+	        DEFAULT_MAX_CONCURRENT_STARTS, DEFAULT_WATCHDOG_S, DEFAULT_RATE_LIMIT_RPS, DEFAULT_RATE_LIMIT_BURST);
 }
 
 static bool qemu_present(void)
@@ -186,6 +190,7 @@ int main(int argc, char **argv)
 	    {"max-disk-mib", required_argument, NULL, OPT_MAX_DISK},
 	    {"max-concurrent-starts", required_argument, NULL, OPT_MAX_STARTS},
 	    {"start-queue-timeout-s", required_argument, NULL, OPT_START_QUEUE},
+	    {"watchdog-s", required_argument, NULL, OPT_WATCHDOG},
 	    {"rate-limit-rps", required_argument, NULL, OPT_RATE_RPS},
 	    {"rate-limit-burst", required_argument, NULL, OPT_RATE_BURST},
 	    {NULL, 0, NULL, 0},
@@ -245,6 +250,7 @@ int main(int argc, char **argv)
 		case OPT_MAX_DISK:
 		case OPT_MAX_STARTS:
 		case OPT_START_QUEUE:
+		case OPT_WATCHDOG:
 		case OPT_RATE_RPS:
 		case OPT_RATE_BURST: {
 			size_t i = (size_t)LIMIT(c);
@@ -338,6 +344,7 @@ int main(int argc, char **argv)
 	    .max_concurrent_starts = (unsigned)limits[LIMIT(OPT_MAX_STARTS)],
 	    .start_queue_timeout_s =
 	        (unsigned)(limits[LIMIT(OPT_START_QUEUE)] >= 0 ? limits[LIMIT(OPT_START_QUEUE)] : boot_timeout_s),
+	    .watchdog_s = (unsigned)limits[LIMIT(OPT_WATCHDOG)],
 	    .rate_limit_rps = (unsigned)limits[LIMIT(OPT_RATE_RPS)],
 	    .rate_limit_burst = (unsigned)limits[LIMIT(OPT_RATE_BURST)],
 	};
@@ -363,10 +370,10 @@ int main(int argc, char **argv)
 	         strcmp(cfg.vmm->accel(), "kvm") ? " (no /dev/kvm: software emulation, slower)" : "", state_abs,
 	         image_abs);
 	log_info("limits: a sandbox has at most %u vCPUs, %u MiB of memory, %u MiB of disk; %u starts at once "
-	         "(a create waits up to %u s); TCP API %u requests/s per tenant%s, burst %u",
+	         "(a create waits up to %u s); watchdog %u s%s; TCP API %u requests/s per tenant%s, burst %u",
 	         cfg.max_vcpus, cfg.max_memory_mib, cfg.max_disk_mib, cfg.max_concurrent_starts,
-	         cfg.start_queue_timeout_s, cfg.rate_limit_rps, cfg.rate_limit_rps ? "" : " (off)",
-	         cfg.rate_limit_burst);
+	         cfg.start_queue_timeout_s, cfg.watchdog_s, cfg.watchdog_s ? "" : " (off)", cfg.rate_limit_rps,
+	         cfg.rate_limit_rps ? "" : " (off)", cfg.rate_limit_burst);
 	/* The gateway first: re-attached sandboxes hand it their listeners. */
 	if (egress_start(&ecfg, &err) < 0 || sandboxes_init(&cfg, &err) < 0) {
 		log_error("%s", err.message);

@@ -58,6 +58,12 @@ struct sandbox {
 	uint64_t last_activity_ms; /* monotonic; any API request about it (idle timeout) */
 	struct netns net;          /* its network namespace (listeners handed to the gateway) */
 	bool net_registered;       /* the egress gateway knows it */
+	/* The watchdog's view (its thread only; `armed` also under lock):
+	 * when QMP and the agent last answered, and the agent's HELLO count. */
+	struct {
+		bool armed;
+		uint64_t qmp_ok_ms, agent_ok_ms, hellos;
+	} wd;
 };
 
 /* A channel and process table an old VMM left: a request that still holds
@@ -196,6 +202,7 @@ static int set_state_locked(struct sandbox *sb, enum sandbox_state st, const cha
 	}
 	sandbox_record_release(&sb->rec);
 	sb->rec = next;
+	sb->wd.armed = false; /* a new state: the watchdog starts counting again */
 	log_info("sandbox %s: %s%s%s", sb->rec.id, sandbox_state_name(st), error ? ": " : "", error ? error : "");
 	json_t *data = json_pack("{s:s}", "state", sandbox_state_name(st));
 	if (error)
@@ -1948,7 +1955,7 @@ static void timeout_rearm(const char *id)
 	sandbox_unref(sb);
 }
 
-/* ---- reclaiming ------------------------------------------------------------------------- */
+/* ---- reclaiming, and the watchdog ------------------------------------------------------ */
 
 /* Hook for what the jailer (issue 7) will give each VMM: its cgroup and its
  * jail directory are removed here once they exist. Nothing yet. */
@@ -2024,8 +2031,93 @@ static void reclaim_errored(void)
 	free(v);
 }
 
-static pthread_t reaper;
-static bool reaper_running;
+/* A query the watchdog makes of QEMU never waits longer than this. */
+#define WATCHDOG_PROBE_MS 1000u
+
+/* The watchdog found a VMM that does not answer: the sandbox goes to error
+ * with the reason, the VMM is killed by pidfd, everything is reclaimed.
+ * With op_lock held. */
+static void watchdog_kill(struct sandbox *sb, const char *unresponsive, uint64_t silent_ms, const char *detail)
+{
+	char why[512];
+	snprintf(why, sizeof(why), "the watchdog killed the VM: %s for %" PRIu64 " s (airlockd --watchdog-s %u)%s%s",
+	         strcmp(unresponsive, "vmm") ? "its guest agent did not answer (HELLO)"
+	                                     : "its VMM did not answer QMP (query-status)",
+	         silent_ms / 1000u, cfg->watchdog_s, detail[0] ? "; last: " : "", detail);
+	pthread_mutex_lock(&sb->lock);
+	bool running = sb->rec.state == SANDBOX_RUNNING && !sb->stopping;
+	pthread_mutex_unlock(&sb->lock);
+	if (!running)
+		return;
+	log_error("sandbox %s: %s", sb->rec.id, why);
+	events_emit("sandbox.watchdog", sb->rec.tenant, sb->rec.id,
+	            json_pack("{s:s, s:I, s:s}", "unresponsive", unresponsive, "silent_ms", (json_int_t)silent_ms,
+	                      "reason", why));
+	metrics_count_watchdog_kill(unresponsive);
+	pthread_mutex_lock(&sb->lock);
+	char reason[2048];
+	describe_exit(sb, why, reason, sizeof(reason));
+	struct al_error e;
+	if (set_state_locked(sb, SANDBOX_ERROR, reason, &e) < 0)
+		log_error("sandbox %s: %s", sb->rec.id, e.message);
+	pthread_mutex_unlock(&sb->lock);
+	/* Requests waiting on the guest get the reason; then the monitor stops
+	 * (it must not reap what we kill), and the VMM goes. */
+	if (sb->ch)
+		guest_channel_kill(sb->ch, why);
+	monitor_stop(sb);
+	vmm_stop_wait(sb);
+	reclaim_locked(sb);
+}
+
+/* One look at one sandbox: is a running sandbox's VMM still answering QMP,
+ * and its agent HELLO? A paused or snapshotting sandbox cannot answer and
+ * is not asked; nor is one whose operation lock is taken (a pause, a
+ * snapshot, a delete: each has its own deadlines). */
+static void watchdog_check(struct sandbox *sb)
+{
+	if (pthread_mutex_trylock(&sb->op_lock) != 0) {
+		pthread_mutex_lock(&sb->lock);
+		sb->wd.armed = false;
+		pthread_mutex_unlock(&sb->lock);
+		return;
+	}
+	uint64_t now = now_ms_monotonic();
+	pthread_mutex_lock(&sb->lock);
+	bool eligible = sb->rec.state == SANDBOX_RUNNING && !sb->stopping && sb->ch && sb->pid > 0 && !sb->vmm_exited &&
+	                sb->dirfd >= 0;
+	if (eligible && !sb->wd.armed) {
+		sb->wd.armed = true;
+		sb->wd.qmp_ok_ms = sb->wd.agent_ok_ms = now;
+		sb->wd.hellos = guest_channel_hellos(sb->ch);
+	} else if (!eligible) {
+		sb->wd.armed = false;
+	}
+	pthread_mutex_unlock(&sb->lock);
+	if (eligible) {
+		struct vmm_config vc = {.sandbox_id = sb->rec.id, .dir = sb->dir, .dirfd = sb->dirfd};
+		struct al_error e = {0};
+		if (cfg->vmm->probe(&vc, WATCHDOG_PROBE_MS, &e) == 0)
+			sb->wd.qmp_ok_ms = now_ms_monotonic();
+		/* An answer to the last ping is a HELLO more than before it. */
+		uint64_t hellos = guest_channel_hellos(sb->ch);
+		if (hellos != sb->wd.hellos) {
+			sb->wd.hellos = hellos;
+			sb->wd.agent_ok_ms = now;
+		}
+		guest_channel_request_hello(sb->ch);
+		now = now_ms_monotonic();
+		uint64_t limit = (uint64_t)cfg->watchdog_s * 1000u;
+		if (now - sb->wd.qmp_ok_ms >= limit)
+			watchdog_kill(sb, "vmm", now - sb->wd.qmp_ok_ms, e.message);
+		else if (now - sb->wd.agent_ok_ms >= limit)
+			watchdog_kill(sb, "agent", now - sb->wd.agent_ok_ms, "");
+	}
+	pthread_mutex_unlock(&sb->op_lock);
+}
+
+static pthread_t reaper, watchdog;
+static bool reaper_running, watchdog_running;
 static bool reaper_stop;
 static pthread_mutex_t reaper_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t reaper_cond = PTHREAD_COND_INITIALIZER;
@@ -2090,23 +2182,45 @@ static void *reaper_main(void *arg)
 	return NULL;
 }
 
+/* Every running sandbox, every third of --watchdog-s (at least a second). */
+static void *watchdog_main(void *arg)
+{
+	(void)arg;
+	uint64_t period = MAX(1000u, (uint64_t)cfg->watchdog_s * 1000u / 3u);
+	while (!reaper_sleep(period)) {
+		size_t n;
+		struct sandbox **v = registry_snapshot(&n);
+		for (size_t i = 0; i < n; i++) {
+			watchdog_check(v[i]);
+			sandbox_unref(v[i]);
+		}
+		free(v);
+	}
+	return NULL;
+}
+
 static void reaper_start(void)
 {
 	reaper_stop = false;
 	if (pthread_create(&reaper, NULL, reaper_main, NULL) == 0)
 		reaper_running = true;
+	if (cfg->watchdog_s && pthread_create(&watchdog, NULL, watchdog_main, NULL) == 0)
+		watchdog_running = true;
 }
 
 static void reaper_join(void)
 {
-	if (!reaper_running)
+	if (!reaper_running && !watchdog_running)
 		return;
 	pthread_mutex_lock(&reaper_lock);
 	reaper_stop = true;
 	pthread_cond_broadcast(&reaper_cond);
 	pthread_mutex_unlock(&reaper_lock);
-	pthread_join(reaper, NULL);
-	reaper_running = false;
+	if (reaper_running)
+		pthread_join(reaper, NULL);
+	if (watchdog_running)
+		pthread_join(watchdog, NULL);
+	reaper_running = watchdog_running = false;
 }
 
 /* ---- start-up and shutdown ------------------------------------------------------------------ */

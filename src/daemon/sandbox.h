@@ -34,6 +34,9 @@ struct daemon_config {
 	 * for a slot at most start_queue_timeout_s, then answers 503. */
 	unsigned max_concurrent_starts;
 	unsigned start_queue_timeout_s;
+	/* The watchdog (--watchdog-s): a running sandbox whose VMM (QMP) or
+	 * agent has not answered for this long is killed; 0 = off. */
+	unsigned watchdog_s;
 	/* Requests a second and burst per tenant on the TCP listener
 	 * (--rate-limit-rps, --rate-limit-burst); rps 0 = no limit. */
 	unsigned rate_limit_rps;
@@ -43,6 +46,8 @@ struct daemon_config {
 #define DEFAULT_MAX_DISK_MIB 4096
 #define DEFAULT_MAX_CONCURRENT_STARTS 4
 #define MAX_CONCURRENT_STARTS_MAX 1024
+#define DEFAULT_WATCHDOG_S 30
+#define WATCHDOG_S_MAX 3600
 #define DEFAULT_RATE_LIMIT_RPS 50
 #define DEFAULT_RATE_LIMIT_BURST 100
 #define RATE_LIMIT_MAX 1000000
