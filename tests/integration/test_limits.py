@@ -178,6 +178,9 @@ def test_guest_rlimits(api, sandbox):
         procs = re.search(r"Max processes\s+(\d+)\s+(\d+)", out)
         assert files and files.groups() == ("1024", "4096"), out
         assert procs and procs.group(1) == procs.group(2) and 0 < int(procs.group(1)) <= 4096, out
+    # The agent itself may hold more (its streams' pipes); that does not leak into what it starts.
+    out = sh(api, sid, "grep '^Max open files' /proc/1/limits")["stdout"]
+    assert re.search(r"Max open files\s+8192\s+8192", out), out
     # Enforced for a non-root uid: it cannot raise them past the hard limit.
     out = sh(api, sid, "ulimit -n 4097 2>&1; echo rc=$?", uid=1000, gid=1000)["stdout"]
     assert "rc=0" not in out, out
