@@ -568,7 +568,7 @@ def qemu_payload(incoming=None):
     return tuple(argv)
 
 
-def test_qemu_boots_in_the_jail_under_the_profile(jail_base):
+def test_qemu_boots_in_the_jail_under_the_profile(jail_base, bind_tree):
     for p in ("vmlinuz", "initramfs.cpio"):
         if not os.path.exists(os.path.join(IMAGES, "kernels", p)):
             pytest.skip("build/images missing (make images)")
@@ -578,7 +578,11 @@ def test_qemu_boots_in_the_jail_under_the_profile(jail_base):
     # What airlockd puts in the jail root: kernel, initramfs, the disk
     # overlay (its backing template is bound read-only at its own path),
     # all owned by the jail's uid; the tap belongs to that uid too.
-    rootfs = os.path.realpath(os.path.join(IMAGES, "templates", "minimal", "rootfs.ext4"))
+    # The template is bound from a copy outside /tmp: a checkout under /tmp
+    # (CI may clone there) cannot be bound, the jail has its own /tmp.
+    rootfs = os.path.join(bind_tree, "rootfs.ext4")
+    shutil.copyfile(os.path.realpath(os.path.join(IMAGES, "templates", "minimal", "rootfs.ext4")), rootfs)
+    os.chmod(rootfs, 0o644)
     for p in ("vmlinuz", "initramfs.cpio"):
         shutil.copyfile(os.path.join(IMAGES, "kernels", p), os.path.join(j.root, p))
     subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", "-F", "raw", "-b", rootfs,
