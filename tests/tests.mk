@@ -6,6 +6,9 @@
 #                    short fuzzing run each (FUZZ_SECONDS, default 15)
 #   make integration pytest against the real daemon, CLI and VMs (minimal and
 #                    base templates: the network tests need curl, dig, python)
+#   make security    tests/security: real attack attempts from guests and hostile
+#                    clients, each asserting containment (tests/security/README.md);
+#                    prints `N attempts, N contained` just before pytest's summary
 #   make test        all of the above after deps, all and images-all
 #   make bench       bench/* (figures, no assertions)
 
@@ -195,6 +198,15 @@ fuzz-smoke: $(FUZZ_BINS)
 integration: all images-all
 	$(PYTEST) -v $(PYTEST_ARGS) tests/integration
 
+# The security suite (issue 7): its own pytest run (its own fake internet and
+# daemon), which `make test` runs after integration, as its last stage. Its
+# conftest prints `N attempts, N contained` from pytest_terminal_summary,
+# which pytest runs before its final summary line, so pytest's summary (of
+# this run) stays the last thing `make test` prints.
+.PHONY: security
+security: all images-all
+	$(PYTEST) -v $(PYTEST_ARGS) tests/security
+
 # `make test`: everything a newcomer needs, in order. Sub-makes so that -j
 # never runs a later stage before an earlier one has passed; integration runs
 # last so that pytest's summary is the last thing printed.
@@ -205,6 +217,7 @@ test:
 	@$(MAKE) --no-print-directory unit
 	@$(MAKE) --no-print-directory fuzz-smoke
 	@$(MAKE) --no-print-directory integration
+	@$(MAKE) --no-print-directory security
 
 # Every benchmark in bench/ (they print figures and assert nothing).
 bench: all images
