@@ -266,9 +266,16 @@ void hex_encode(const uint8_t *in, size_t n, char *out)
 
 int copy_file(const char *src, const char *dst, mode_t mode)
 {
-	cleanup_close int in = open(src, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	/* SECURITY: src may be in a directory a VMM can write: never a link,
+	 * and never a FIFO or device (O_NONBLOCK: the open cannot hang). */
+	cleanup_close int in = open(src, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
 	if (in < 0)
 		return -errno;
+	struct stat st;
+	if (fstat(in, &st) < 0)
+		return -errno;
+	if (!S_ISREG(st.st_mode))
+		return -EINVAL;
 	cleanup_close int out = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode);
 	if (out < 0)
 		return -errno;
@@ -316,7 +323,7 @@ int mkdir_p(const char *path, mode_t mode)
 	return 0;
 }
 
-static int rm_rf_at(int parent_fd, const char *name)
+int rm_rf_at(int parent_fd, const char *name)
 {
 	if (unlinkat(parent_fd, name, 0) == 0 || errno == ENOENT)
 		return 0;

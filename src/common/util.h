@@ -101,6 +101,9 @@ int copy_file(const char *src, const char *dst, mode_t mode);
 int mkdir_p(const char *path, mode_t mode);
 /* Removes a tree without following symlinks; missing is fine. */
 int rm_rf(const char *path);
+/* The same for `name` in directory fd parent_fd (AT_FDCWD: a path); never
+ * follows a symlink. */
+int rm_rf_at(int parent_fd, const char *name);
 
 /* A name that may become a path component or a label: [a-z0-9][a-z0-9_-]*,
  * 1 to max bytes (templates, tenants). */

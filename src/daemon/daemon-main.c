@@ -17,6 +17,7 @@
 #include "netns.h"
 #include "network-policy.h"
 #include "metrics.h"
+#include "jail.h"
 #include "process.h"
 #include "secrets.h"
 #include "snapshot.h"
@@ -27,6 +28,7 @@
 #define DEFAULT_SOCKET "/run/airlock/airlockd.sock"
 #define DEFAULT_STATE_DIR "/var/lib/airlock"
 #define DEFAULT_BOOT_TIMEOUT_S 60
+#define DEFAULT_SECCOMP_INSTALLED "/usr/share/airlock/seccomp/qemu-x86_64.json"
 #define BOOT_TIMEOUT_S_MAX 3600
 
 #define DEFAULT_MAX_FILE_BYTES (1ull << 30)
@@ -43,6 +45,12 @@ enum {
 	OPT_RATE_RPS,
 	OPT_RATE_BURST,
 	OPT_END,
+	/* Not limits. */
+	OPT_JAILER = 2000,
+	OPT_SECCOMP,
+	OPT_JAIL_UID_BASE,
+	OPT_JAIL_UID_COUNT,
+	OPT_CGROUP_PARENT,
 };
 #define LIMIT(opt) ((opt)-OPT_FIRST)
 
@@ -71,6 +79,8 @@ static void usage(FILE *f)
 	        "                [--max-vcpus N] [--max-memory-mib N] [--max-disk-mib N]\n"
 	        "                [--max-concurrent-starts N] [--start-queue-timeout-s N] [--watchdog-s N]\n"
 	        "                [--rate-limit-rps N] [--rate-limit-burst N]\n"
+	        "                [--jailer PATH] [--seccomp-profile FILE] [--jail-uid-base N]\n"
+	        "                [--jail-uid-count N] [--cgroup-parent NAME]\n"
 	        "\n"
 	        "  --socket PATH        API socket (default " DEFAULT_SOCKET ")\n"
 	        "  --state-dir DIR      database, sandboxes, logs (default " DEFAULT_STATE_DIR ")\n"
@@ -96,9 +106,18 @@ static void usage(FILE *f)
 	        "  --watchdog-s N       kill a running VM whose QEMU or agent has not answered for N s\n"
 	        "                       (default %d; 0 = off)\n"
 	        "  --rate-limit-rps N   API requests a second per tenant over TCP (default %d; 0 = off)\n"
-	        "  --rate-limit-burst N requests a tenant may make at once (default %d)\n",
+	        "  --rate-limit-burst N requests a tenant may make at once (default %d)\n"
+	        "  --jailer PATH        airlock-jailer, which jails every VMM (default: next to airlockd)\n"
+	        "  --seccomp-profile FILE  the VMM's syscall allow-list (default: security/seccomp/\n"
+	        "                       qemu-x86_64.json of the source tree, else " DEFAULT_SECCOMP_INSTALLED ")\n"
+	        "  --jail-uid-base N    first uid (= gid) of the VMMs' jails (default %u)\n"
+	        "  --jail-uid-count N   uids in the range: one per live sandbox (default %u); give\n"
+	        "                       each airlockd of a host a range of its own\n"
+	        "  --cgroup-parent NAME the VMMs' cgroups are NAME/<sandbox id> (default " JAIL_DEFAULT_CGROUP_PARENT
+	        ")\n",
 	        DEFAULT_BOOT_TIMEOUT_S, SANDBOX_VCPUS_MAX, SANDBOX_MEMORY_MIB_MAX, DEFAULT_MAX_DISK_MIB,
-	        DEFAULT_MAX_CONCURRENT_STARTS, DEFAULT_WATCHDOG_S, DEFAULT_RATE_LIMIT_RPS, DEFAULT_RATE_LIMIT_BURST);
+	        DEFAULT_MAX_CONCURRENT_STARTS, DEFAULT_WATCHDOG_S, DEFAULT_RATE_LIMIT_RPS, DEFAULT_RATE_LIMIT_BURST,
+	        JAIL_DEFAULT_UID_BASE, JAIL_DEFAULT_UID_COUNT);
 }
 
 static bool qemu_present(void)
@@ -126,6 +145,18 @@ static char *sibling_path(const char *name)
 	if (slash)
 		*slash = '\0';
 	return xasprintf("%s/%s", self, name);
+}
+
+/* The VMM's seccomp profile: the source tree's (next to the build
+ * directory airlockd runs from), else the installed one; canonical (the
+ * jailer refuses symlinks). */
+static char *default_seccomp_profile(void)
+{
+	cleanup_free char *tree = sibling_path("../security/seccomp/qemu-x86_64.json");
+	char real[PATH_MAX];
+	if (realpath(tree, real))
+		return xstrdup(real);
+	return xstrdup(DEFAULT_SECCOMP_INSTALLED);
 }
 
 static int load_network_policy(const char *path, char **ret, struct al_error *err)
@@ -165,6 +196,8 @@ int main(int argc, char **argv)
 	const char *listen_addr = NULL;
 	uint64_t max_file_bytes = DEFAULT_MAX_FILE_BYTES;
 	const char *egress_bin = NULL, *resolver = NULL, *egress_ca = NULL, *network_policy_file = NULL;
+	const char *jailer_bin = NULL, *seccomp_profile = NULL, *cgroup_parent = JAIL_DEFAULT_CGROUP_PARENT;
+	long jail_uid_base = JAIL_DEFAULT_UID_BASE, jail_uid_count = JAIL_DEFAULT_UID_COUNT;
 	const char *public_cidrs[EGRESS_PUBLIC_CIDRS_MAX];
 	size_t n_public_cidrs = 0;
 	long limits[LIMIT(OPT_END)];
@@ -193,6 +226,11 @@ int main(int argc, char **argv)
 	    {"watchdog-s", required_argument, NULL, OPT_WATCHDOG},
 	    {"rate-limit-rps", required_argument, NULL, OPT_RATE_RPS},
 	    {"rate-limit-burst", required_argument, NULL, OPT_RATE_BURST},
+	    {"jailer", required_argument, NULL, OPT_JAILER},
+	    {"seccomp-profile", required_argument, NULL, OPT_SECCOMP},
+	    {"jail-uid-base", required_argument, NULL, OPT_JAIL_UID_BASE},
+	    {"jail-uid-count", required_argument, NULL, OPT_JAIL_UID_COUNT},
+	    {"cgroup-parent", required_argument, NULL, OPT_CGROUP_PARENT},
 	    {NULL, 0, NULL, 0},
 	};
 	int c;
@@ -237,6 +275,28 @@ int main(int argc, char **argv)
 			break;
 		case 'N':
 			network_policy_file = optarg;
+			break;
+		case OPT_JAILER:
+			jailer_bin = optarg;
+			break;
+		case OPT_SECCOMP:
+			seccomp_profile = optarg;
+			break;
+		case OPT_CGROUP_PARENT:
+			cgroup_parent = optarg;
+			break;
+		case OPT_JAIL_UID_BASE:
+			if (parse_int_range(optarg, 1000, UINT32_MAX - 2, &jail_uid_base) < 0) {
+				fprintf(stderr, "airlockd: --jail-uid-base must be from 1000 to %u\n", UINT32_MAX - 2);
+				return 2;
+			}
+			break;
+		case OPT_JAIL_UID_COUNT:
+			if (parse_int_range(optarg, 1, JAIL_UID_COUNT_MAX, &jail_uid_count) < 0) {
+				fprintf(stderr, "airlockd: --jail-uid-count must be from 1 to %u\n",
+				        JAIL_UID_COUNT_MAX);
+				return 2;
+			}
 			break;
 		case 'P':
 			if (n_public_cidrs == EGRESS_PUBLIC_CIDRS_MAX) {
@@ -308,6 +368,22 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	struct al_error err = {0};
+	/* Fail closed: no jail, no VMM, no daemon. */
+	cleanup_free char *jailer_default = jailer_bin ? NULL : sibling_path("airlock-jailer");
+	cleanup_free char *seccomp_default = seccomp_profile ? NULL : default_seccomp_profile();
+	struct jail_settings js = {
+	    .jailer = jailer_bin ? jailer_bin : jailer_default,
+	    .seccomp = seccomp_profile ? seccomp_profile : seccomp_default,
+	    .cgroup_parent = cgroup_parent,
+	    .uid_base = (uint32_t)jail_uid_base,
+	    .uid_count = (uint32_t)jail_uid_count,
+	};
+	if (jail_init(&js, &err) < 0) {
+		log_error("%s", err.message);
+		return 1;
+	}
+	log_info("jail: %s, seccomp profile %s, uids %u-%u, cgroups %s/<sandbox>", js.jailer, js.seccomp, js.uid_base,
+	         js.uid_base + js.uid_count - 1, js.cgroup_parent);
 	cleanup_free char *default_network = NULL;
 	if (network_policy_file && load_network_policy(network_policy_file, &default_network, &err) < 0) {
 		log_error("%s", err.message);

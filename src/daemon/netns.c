@@ -213,7 +213,7 @@ static void set_sin(struct sockaddr *sa, const char *addr)
 
 /* In the new namespace: IPv6 off, lo up, tap0 (persistent, fixed MAC,
  * the gateway address) up. */
-static int setup_links(struct al_error *err)
+static int setup_links(uid_t tap_owner, struct al_error *err)
 {
 	/* SECURITY: no IPv6 at all in the namespace: no link-local address on
 	 * tap0, no router advertisements, nothing to route. */
@@ -247,6 +247,12 @@ static int setup_links(struct al_error *err)
 	if (ioctl(tun, TUNSETIFF, &tr) < 0)
 		return al_error_set(err, AL_ERR_INTERNAL, errno, "network namespace: cannot create %s: %m",
 		                    AIRLOCK_NET_TAP);
+	/* Only the sandbox's jailed VMM (its own uid and gid, no capability)
+	 * may attach to it. */
+	if (ioctl(tun, TUNSETOWNER, (unsigned long)tap_owner) < 0 ||
+	    ioctl(tun, TUNSETGROUP, (unsigned long)tap_owner) < 0)
+		return al_error_set(err, AL_ERR_INTERNAL, errno, "network namespace: cannot give %s to uid %u: %m",
+		                    AIRLOCK_NET_TAP, (unsigned)tap_owner);
 	/* It outlives this fd: the VMM opens it by name. It goes away with the
 	 * namespace. */
 	if (ioctl(tun, TUNSETPERSIST, 1) < 0)
@@ -308,7 +314,8 @@ static int listeners(struct netns *n, bool retry, struct al_error *err)
 
 struct ns_job {
 	bool create;
-	int attach_fd; /* attach: the namespace to enter */
+	uid_t tap_owner; /* create: tap0's owner uid and group */
+	int attach_fd;   /* attach: the namespace to enter */
 	struct netns n;
 	int r;
 	struct al_error err;
@@ -332,7 +339,7 @@ static void *ns_thread(void *arg)
 			j->r = al_error_set(&j->err, AL_ERR_INTERNAL, errno, "network namespace: open: %m");
 			return NULL;
 		}
-		if ((j->r = setup_links(&j->err)) < 0)
+		if ((j->r = setup_links(j->tap_owner, &j->err)) < 0)
 			return NULL;
 	} else if (setns(j->attach_fd, CLONE_NEWNET) < 0) {
 		j->r = al_error_set(&j->err, AL_ERR_INTERNAL, errno, "network namespace: setns: %m");
@@ -357,9 +364,11 @@ static int run_ns_job(struct ns_job *j, struct al_error *err)
 	return 0;
 }
 
-int netns_create(struct netns *ret, struct al_error *err)
+int netns_create(uid_t tap_owner, struct netns *ret, struct al_error *err)
 {
-	struct ns_job j = {.create = true, .attach_fd = -1, .n = NETNS_INIT};
+	if (tap_owner == 0)
+		return al_error_set(err, AL_ERR_INTERNAL, EPERM, "network namespace: the tap needs a jail uid");
+	struct ns_job j = {.create = true, .tap_owner = tap_owner, .attach_fd = -1, .n = NETNS_INIT};
 	int r = run_ns_job(&j, err);
 	if (r < 0)
 		return r;

@@ -39,10 +39,10 @@ struct netns {
 		.ns_fd = -1, .listen_fds = { -1, -1, -1 }                                                              \
 	}
 
-/* A new namespace, fully set up (tap, addresses, sysctls, nftables,
- * listeners). On any failure nothing is left and the error says which step
- * failed: the sandbox must not start. */
-int netns_create(struct netns *ret, struct al_error *err);
+/* A new namespace, fully set up (tap owned by tap_owner's uid and gid,
+ * addresses, sysctls, nftables, listeners). On any failure nothing is left
+ * and the error says which step failed: the sandbox must not start. */
+int netns_create(uid_t tap_owner, struct netns *ret, struct al_error *err);
 
 /* The namespace the process pid (a running VMM) is in, with new listeners
  * (after a daemon restart; the rules are still in place and are checked). */

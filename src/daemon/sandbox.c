@@ -18,6 +18,7 @@
 #include "egress-supervisor.h"
 #include "events.h"
 #include "guest-ca.h"
+#include "jail.h"
 #include "json-cleanup.h"
 #include "log.h"
 #include "metrics.h"
@@ -51,6 +52,8 @@ struct sandbox {
 	bool has_monitor;
 	bool vmm_exited;
 	int vmm_status;
+	bool uid_held;             /* rec.jail_uid is reserved for it (jail_uid_take/reserve) */
+	char *root;                /* <dir>/vm: the VMM's jail root and cwd (owned by its uid); dirfd opens it */
 	bool stopping;             /* delete or failed boot in progress: exits are expected */
 	bool cancel;               /* deleted while booting */
 	uint64_t generation;       /* of the guest: 0 at boot, one more than its snapshot's after a restore */
@@ -95,6 +98,7 @@ static struct sandbox *sandbox_new(const struct sandbox_record *rec)
 	pthread_mutex_init(&sb->op_lock, NULL);
 	sandbox_record_copy(&sb->rec, rec);
 	sb->dir = xasprintf("%s/sandboxes/%s", cfg->state_dir, rec->id);
+	sb->root = xasprintf("%s/%s", sb->dir, SANDBOX_VM_DIR);
 	sb->dirfd = sb->pidfd = sb->console_fd = sb->console_log_fd = sb->wake_fd = -1;
 	sb->refs = 1;
 	sb->last_activity_ms = now_ms_monotonic();
@@ -140,6 +144,7 @@ static void sandbox_unref(struct sandbox *sb)
 	pthread_mutex_destroy(&sb->lock);
 	pthread_mutex_destroy(&sb->op_lock);
 	free(sb->dir);
+	free(sb->root);
 	free(sb);
 }
 
@@ -401,7 +406,7 @@ static void *monitor_main(void *arg)
 			/* SECURITY: a guest that sends garbage gets no second chance. */
 			char why[512];
 			guest_channel_dead(sb->ch, why, sizeof(why));
-			struct vmm_config vc = {.sandbox_id = sb->rec.id, .dir = sb->dir};
+			struct vmm_config vc = {.sandbox_id = sb->rec.id, .dir = sb->dir, .root = sb->root};
 			cfg->vmm->stop(&vc, sb->pid);
 			sandbox_fail(sb, why);
 		}
@@ -456,7 +461,7 @@ static void vmm_stop_wait(struct sandbox *sb)
 		return;
 	/* By pidfd when there is one: it names this process, never a reused pid. */
 	if (sb->pidfd < 0 || syscall(SYS_pidfd_send_signal, sb->pidfd, SIGKILL, NULL, 0) < 0) {
-		struct vmm_config vc = {.sandbox_id = sb->rec.id, .dir = sb->dir};
+		struct vmm_config vc = {.sandbox_id = sb->rec.id, .dir = sb->dir, .root = sb->root};
 		cfg->vmm->stop(&vc, sb->pid);
 	}
 	if (sb->pidfd >= 0) {
@@ -484,6 +489,8 @@ static int connect_retry(struct sandbox *sb, const char *name, uint64_t deadline
 	}
 }
 
+static bool jail_refusal(struct sandbox *sb, char *buf, size_t size);
+
 /* Opens the console and channel sockets of a started VMM and starts supervising. */
 static int attach(struct sandbox *sb, uint64_t deadline_ms, struct al_error *err)
 {
@@ -494,6 +501,10 @@ static int attach(struct sandbox *sb, uint64_t deadline_ms, struct al_error *err
 	if (r < 0) {
 		if (con_fd >= 0)
 			close(con_fd);
+		char refusal[200];
+		if (r == -ECHILD && jail_refusal(sb, refusal, sizeof(refusal)))
+			return al_error_set(err, AL_ERR_BOOT_FAILED, EPERM, "the VMM's jail could not be set up: %s",
+			                    refusal);
 		if (r == -ECHILD)
 			return al_error_set(err, AL_ERR_BOOT_FAILED, ECHILD, "the VMM exited at start (see %s/%s)",
 			                    sb->dir, VMM_LOG);
@@ -901,21 +912,23 @@ static int thaw(struct sandbox *sb, bool orphan_streams, struct al_error *err)
 	                          "the restore hooks (THAW)", NULL, err);
 }
 
-/* The disk and memory of a restore, from its snapshot; before the VMM starts. */
-static int restore_prepare(struct sandbox *sb, const struct snapshot_info *from, struct al_error *err)
+/* The disk and memory of a restore, from its snapshot; before the VMM
+ * starts. *ret_mem_fd: the memory, for the VMM to read (never by path: it
+ * is outside the jail, and a restore never modifies its snapshot). */
+static int restore_prepare(struct sandbox *sb, const struct snapshot_info *from, int *ret_mem_fd, struct al_error *err)
 {
 	cleanup_free char *snap = snapshot_dir(from->id);
 	cleanup_free char *src = xasprintf("%s/%s", snap, SNAPSHOT_DISK);
-	cleanup_free char *dst = xasprintf("%s/%s", sb->dir, VMM_DISK);
+	cleanup_free char *dst = xasprintf("%s/%s", sb->root, VMM_DISK);
 	unlink(dst); /* a recover replaces the disk it had */
-	unlinkat(sb->dirfd, "mem.in", 0);
 	int r = copy_file(src, dst, 0600);
 	if (r < 0)
 		return al_error_set(err, AL_ERR_INTERNAL, -r, "cannot copy the snapshot's disk: %s", strerror(-r));
-	/* The memory is read in place: a restore never modifies its snapshot. */
 	cleanup_free char *mem = xasprintf("%s/%s", snap, SNAPSHOT_MEMORY);
-	if (symlinkat(mem, sb->dirfd, "mem.in") < 0)
-		return al_error_set(err, AL_ERR_INTERNAL, errno, "cannot link the snapshot's memory: %m");
+	int fd = open(mem, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return al_error_set(err, AL_ERR_INTERNAL, errno, "cannot open the snapshot's memory: %m");
+	*ret_mem_fd = fd;
 	return 0;
 }
 
@@ -950,7 +963,7 @@ static int network_up(struct sandbox *sb, pid_t attach_pid, struct al_error *err
 {
 	network_down(sb);
 	struct netns n = NETNS_INIT;
-	int r = attach_pid > 0 ? netns_attach(attach_pid, &n, err) : netns_create(&n, err);
+	int r = attach_pid > 0 ? netns_attach(attach_pid, &n, err) : netns_create(sb->rec.jail_uid, &n, err);
 	if (r < 0)
 		return r;
 	pthread_mutex_lock(&sb->lock);
@@ -983,6 +996,104 @@ static int install_ca(struct sandbox *sb, uint64_t deadline, struct al_error *er
 	return 0;
 }
 
+/* ---- the VMM's jail (jail.h) ------------------------------------------------------------ */
+
+/* VMM overhead on top of guest memory in its cgroup's limit: QEMU itself,
+ * TCG's translation cache (vmm-qemu.c), the page cache of its disk and
+ * snapshot writes. */
+#define JAIL_VMM_OVERHEAD_MIB 384
+/* Tasks in the jail: QEMU's threads (main, RCU, vCPUs, I/O workers up to
+ * 64) and the supervising jailer. */
+#define JAIL_PIDS_MAX 128
+#define JAIL_NOFILE 4096
+
+/* The VMM's directory, owned by a uid of its own (taken here, kept in the
+ * record): nothing in it but the disk from an earlier life (sockets, the
+ * jail's mount points and anything an earlier VMM left are removed). */
+static int jail_enter_prepare(struct sandbox *sb, struct al_error *err)
+{
+	if (!sb->uid_held) {
+		uint32_t uid;
+		int r = jail_uid_take(&uid, err);
+		if (r < 0)
+			return r;
+		pthread_mutex_lock(&sb->lock);
+		sb->rec.jail_uid = uid;
+		sb->uid_held = true;
+		pthread_mutex_unlock(&sb->lock);
+	}
+	if (mkdir(sb->root, 0700) < 0 && errno != EEXIST)
+		return al_error_set(err, AL_ERR_INTERNAL, errno, "cannot create %s: %m", sb->root);
+	if (sb->dirfd >= 0)
+		close(sb->dirfd);
+	sb->dirfd = open(sb->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	if (sb->dirfd < 0)
+		return al_error_set(err, AL_ERR_INTERNAL, errno, "cannot open %s: %m", sb->root);
+	cleanup_close int scan = dup(sb->dirfd);
+	DIR *d = scan >= 0 ? fdopendir(scan) : NULL;
+	if (!d)
+		return al_error_set(err, AL_ERR_INTERNAL, errno, "cannot list %s: %m", sb->root);
+	scan = -1; /* the DIR has it */
+	struct dirent *de;
+	int r = 0;
+	while (r == 0 && (de = readdir(d)))
+		if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..") && strcmp(de->d_name, VMM_DISK))
+			r = rm_rf_at(sb->dirfd, de->d_name);
+	closedir(d);
+	if (r < 0)
+		return al_error_set(err, AL_ERR_INTERNAL, -r, "cannot clean %s: %s", sb->root, strerror(-r));
+	if (fchown(sb->dirfd, sb->rec.jail_uid, sb->rec.jail_uid) < 0 || fchmod(sb->dirfd, 0700) < 0)
+		return al_error_set(err, AL_ERR_INTERNAL, errno, "cannot give %s to the jail's uid: %m", sb->root);
+	return 0;
+}
+
+static void jail_spec(struct sandbox *sb, const struct images *im, struct vmm_jail *j)
+{
+	uint64_t disk_mib = sb->rec.disk_mib;
+	struct stat st;
+	if (stat(im->rootfs, &st) == 0 && size_mib_up((uint64_t)st.st_size) > disk_mib)
+		disk_mib = size_mib_up((uint64_t)st.st_size);
+	*j = (struct vmm_jail){
+	    .uid = sb->rec.jail_uid,
+	    .memory_limit_mib = (uint64_t)sb->rec.memory_mib + JAIL_VMM_OVERHEAD_MIB,
+	    .cpu_quota_pct = (sb->rec.vcpus + 1) * 100,
+	    .pids_max = JAIL_PIDS_MAX,
+	    /* Its disk and a snapshot of its memory are the largest files it writes. */
+	    .fsize_bytes = (disk_mib + sb->rec.memory_mib + 1024) << 20,
+	    .nofile = JAIL_NOFILE,
+	    .kvm = !strcmp(cfg->vmm->accel(), "kvm"),
+	    .tun = true,
+	};
+}
+
+/* The jailer's refusal in the VMM log, if that is why the VMM ended. */
+static bool jail_refusal(struct sandbox *sb, char *buf, size_t size)
+{
+	cleanup_free char *log = xasprintf("%s/%s", sb->dir, VMM_LOG);
+	return jail_failure_in_log(AT_FDCWD, log, buf, size);
+}
+
+/* After the VMM is gone: its cgroup goes, its uid is free again. */
+static void jail_release(struct sandbox *sb)
+{
+	if (sb->pid > 0 && !sb->vmm_exited)
+		return; /* still there: nothing may be reused */
+	if (sb->rec.jail_uid == 0 && sb->pid <= 0)
+		return;
+	struct al_error e = {0};
+	if (jail_cleanup(sb->rec.id, &e) < 0) {
+		/* Its uid stays taken: something of it may still run. */
+		log_error("sandbox %s: %s", sb->rec.id, e.message);
+		return;
+	}
+	pthread_mutex_lock(&sb->lock);
+	if (sb->uid_held)
+		jail_uid_put(sb->rec.jail_uid);
+	sb->uid_held = false;
+	sb->rec.jail_uid = 0;
+	pthread_mutex_unlock(&sb->lock);
+}
+
 static int boot(struct sandbox *sb, const struct images *im, const struct snapshot_info *from, bool reuse,
                 struct al_error *err)
 {
@@ -991,6 +1102,8 @@ static int boot(struct sandbox *sb, const struct images *im, const struct snapsh
 	struct vmm_config vc = {
 	    .sandbox_id = sb->rec.id,
 	    .dir = sb->dir,
+	    .incoming_fd = -1,
+	    .netns_fd = -1,
 	    .kernel = im->kernel,
 	    .initrd = im->initrd,
 	    .rootfs = im->rootfs,
@@ -1000,21 +1113,20 @@ static int boot(struct sandbox *sb, const struct images *im, const struct snapsh
 	/* A recover boots again in the directory the sandbox has. */
 	if (mkdir(sb->dir, 0700) < 0 && !(errno == EEXIST && reuse))
 		return al_error_set(err, AL_ERR_INTERNAL, errno, "cannot create %s: %m", sb->dir);
-	if (sb->dirfd >= 0)
-		close(sb->dirfd);
-	sb->dirfd = open(sb->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (sb->dirfd < 0)
-		return al_error_set(err, AL_ERR_INTERNAL, errno, "cannot open %s: %m", sb->dir);
+	int r = jail_enter_prepare(sb, err);
+	if (r < 0)
+		return r;
+	vc.root = sb->root;
 	vc.dirfd = sb->dirfd;
-	int r;
+	cleanup_close int mem_fd = -1;
 	if (from) {
 		sb->generation = from->generation + 1;
-		vc.incoming = "mem.in";
 		deadline = t0 + RESTORE_TIMEOUT_MS;
-		r = restore_prepare(sb, from, err);
+		r = restore_prepare(sb, from, &mem_fd, err);
+		vc.incoming_fd = mem_fd;
 	} else if (reuse) {
 		/* Cold boot of the disk the sandbox has. */
-		cleanup_free char *disk = xasprintf("%s/%s", sb->dir, VMM_DISK);
+		cleanup_free char *disk = xasprintf("%s/%s", sb->root, VMM_DISK);
 		r = access(disk, R_OK) == 0
 		        ? 0
 		        : al_error_set(err, AL_ERR_CONFLICT, ENOENT,
@@ -1026,11 +1138,18 @@ static int boot(struct sandbox *sb, const struct images *im, const struct snapsh
 			vc.disk_mib = sb->rec.disk_mib;
 		r = cfg->vmm->prepare_disk(&vc, err);
 	}
+	/* The disk is the VMM's to write (and nothing else in the jail root). */
+	if (r == 0 && (fchownat(sb->dirfd, VMM_DISK, sb->rec.jail_uid, sb->rec.jail_uid, AT_SYMLINK_NOFOLLOW) < 0 ||
+	               fchmodat(sb->dirfd, VMM_DISK, 0600, 0) < 0))
+		r = al_error_set(err, AL_ERR_INTERNAL, errno, "cannot give the disk to the jail's uid: %m");
 	if (r < 0)
 		return r;
 	if ((r = network_up(sb, 0, err)) < 0)
 		return r;
 	vc.netns_fd = sb->net.ns_fd;
+	struct vmm_jail jail;
+	jail_spec(sb, im, &jail);
+	vc.jail = &jail;
 	pid_t pid;
 	if ((r = cfg->vmm->spawn(&vc, &pid, err)) < 0)
 		return r;
@@ -1070,7 +1189,10 @@ static int boot(struct sandbox *sb, const struct images *im, const struct snapsh
 	struct pollfd p = {.fd = sb->pidfd, .events = POLLIN};
 	poll(&p, 1, r == -ETIMEDOUT ? 0 : 500);
 	char what[256];
-	if (poll(&p, 1, 0) > 0)
+	char refusal[200];
+	if (poll(&p, 1, 0) > 0 && jail_refusal(sb, refusal, sizeof(refusal)))
+		snprintf(what, sizeof(what), "the VMM's jail could not be set up: %s", refusal);
+	else if (poll(&p, 1, 0) > 0)
 		snprintf(what, sizeof(what),
 		         "the VM exited before the guest agent said hello (did the guest kernel panic?)");
 	else if (r == -ETIMEDOUT)
@@ -1094,6 +1216,7 @@ static void teardown(struct sandbox *sb)
 	network_down(sb);
 	if (sb->console_fd >= 0)
 		console_drain(sb);
+	jail_release(sb);
 }
 
 /* Quota check and registration in one step, so two creates cannot both take the last slot. */
@@ -1185,7 +1308,7 @@ static int create_started(const struct create_request *req, const char *tenant, 
 			log_error("sandbox %s: %s", sb->rec.id, e2.message);
 		pthread_mutex_unlock(&sb->lock);
 		/* The disk is large and useless now; the logs stay until rm. */
-		cleanup_free char *disk = xasprintf("%s/%s", sb->dir, VMM_DISK);
+		cleanup_free char *disk = xasprintf("%s/%s", sb->root, VMM_DISK);
 		unlink(disk);
 		/* The record has the console lines; the answer names the sandbox to inspect. */
 		al_error_prefix(err, "sandbox %s failed to boot (see 'airlock inspect %s')", sb->rec.id, sb->rec.id);
@@ -1340,7 +1463,7 @@ static int pause_resume(const char *id, const char *tenant, bool pause, struct s
 		                 pause ? "paused" : "resumed");
 	pthread_mutex_unlock(&sb->lock);
 	if (r == 0) {
-		struct vmm_config vc = {.sandbox_id = sb->rec.id, .dir = sb->dir, .dirfd = sb->dirfd};
+		struct vmm_config vc = {.sandbox_id = sb->rec.id, .dir = sb->dir, .root = sb->root, .dirfd = sb->dirfd};
 		if (pause) {
 			guest_channel_set_paused(sb->ch, true);
 			r = cfg->vmm->pause(&vc, err);
@@ -1424,15 +1547,18 @@ int sandbox_snapshot_usable(const char *snapshot_id, const char *tenant, struct 
 /* Writes the snapshot's files into dir (a fresh directory); the guest is paused. */
 static int snapshot_write(struct sandbox *sb, const struct vmm_config *vc, const char *dir, struct al_error *err)
 {
-	/* QEMU writes relative to its cwd, the sandbox dir: reach the snapshot dir through a link. */
-	unlinkat(sb->dirfd, "snap-out", 0);
-	if (symlinkat(dir, sb->dirfd, "snap-out") < 0)
-		return al_error_set(err, AL_ERR_INTERNAL, errno, "cannot link the snapshot dir: %m");
-	int r = cfg->vmm->save(vc, "snap-out/" SNAPSHOT_MEMORY, err);
-	unlinkat(sb->dirfd, "snap-out", 0);
+	/* The VMM gets the open file, not a path (it is outside its jail). */
+	cleanup_free char *mem = xasprintf("%s/%s", dir, SNAPSHOT_MEMORY);
+	cleanup_close int fd = open(mem, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0)
+		return al_error_set(err, AL_ERR_INTERNAL, errno, "cannot create %s: %m", mem);
+	int r = cfg->vmm->save(vc, fd, err);
 	if (r < 0)
 		return r;
-	cleanup_free char *src = xasprintf("%s/%s", sb->dir, VMM_DISK);
+	if (fsync(fd) < 0)
+		return al_error_set(err, AL_ERR_INTERNAL, errno, "cannot write the snapshot's memory: %m%s",
+		                    errno == ENOSPC ? " (the state dir's filesystem is full)" : "");
+	cleanup_free char *src = xasprintf("%s/%s", sb->root, VMM_DISK);
 	cleanup_free char *dst = xasprintf("%s/%s", dir, SNAPSHOT_DISK);
 	if ((r = copy_file(src, dst, 0600)) < 0)
 		return al_error_set(err, AL_ERR_INTERNAL, -r, "cannot copy the disk into the snapshot: %s%s",
@@ -1500,7 +1626,7 @@ int sandbox_snapshot(const char *id, const char *tenant, const char *name, bool 
 		return r;
 	}
 	bool running = before == SANDBOX_RUNNING;
-	struct vmm_config vc = {.sandbox_id = sb->rec.id, .dir = sb->dir, .dirfd = sb->dirfd};
+	struct vmm_config vc = {.sandbox_id = sb->rec.id, .dir = sb->dir, .root = sb->root, .dirfd = sb->dirfd};
 	/* Guest processes stop first (a paused guest cannot be asked: its vCPUs are stopped already). */
 	bool frozen = false;
 	if (r == 0)
@@ -1957,13 +2083,6 @@ static void timeout_rearm(const char *id)
 
 /* ---- reclaiming, and the watchdog ------------------------------------------------------ */
 
-/* Hook for what the jailer (issue 7) will give each VMM: its cgroup and its
- * jail directory are removed here once they exist. Nothing yet. */
-static void jail_release(struct sandbox *sb)
-{
-	(void)sb;
-}
-
 /* Whether a sandbox in error still holds host resources; with op_lock held. */
 static bool holds_runtime(struct sandbox *sb)
 {
@@ -1980,7 +2099,7 @@ static void reclaim_locked(struct sandbox *sb)
 	teardown(sb);
 	static const char *const sockets[] = {VMM_CHANNEL_SOCK, VMM_CONSOLE_SOCK, VMM_QMP_SOCK};
 	for (size_t i = 0; i < ARRAY_SIZE(sockets); i++) {
-		cleanup_free char *p = xasprintf("%s/%s", sb->dir, sockets[i]);
+		cleanup_free char *p = xasprintf("%s/%s", sb->root, sockets[i]);
 		unlink(p);
 	}
 	jail_release(sb);
@@ -2095,7 +2214,7 @@ static void watchdog_check(struct sandbox *sb)
 	}
 	pthread_mutex_unlock(&sb->lock);
 	if (eligible) {
-		struct vmm_config vc = {.sandbox_id = sb->rec.id, .dir = sb->dir, .dirfd = sb->dirfd};
+		struct vmm_config vc = {.sandbox_id = sb->rec.id, .dir = sb->dir, .root = sb->root, .dirfd = sb->dirfd};
 		struct al_error e = {0};
 		if (cfg->vmm->probe(&vc, WATCHDOG_PROBE_MS, &e) == 0)
 			sb->wd.qmp_ok_ms = now_ms_monotonic();
@@ -2256,6 +2375,15 @@ static void recover_one(struct sandbox_record *rec)
 	if (alive) {
 		sb->pid = pid;
 		sb->pidfd = pidfd_open_(pid);
+		/* SECURITY: its uid is its own again; one that another VMM has
+		 * or that is outside the configured range cannot be trusted. */
+		int q = jail_uid_reserve(rec->jail_uid);
+		if (q == 0)
+			sb->uid_held = true;
+		else if (rec->state != SANDBOX_STOPPING)
+			why = q == -EEXIST ? "airlockd restarted and found the VM's jail uid taken by another sandbox"
+			                   : "airlockd restarted and the VM's jail uid is outside "
+			                     "--jail-uid-base/--jail-uid-count";
 	}
 	if (rec->state == SANDBOX_STOPPING) {
 		/* An interrupted delete: finish it. */
@@ -2270,15 +2398,15 @@ static void recover_one(struct sandbox_record *rec)
 		sandbox_unref(sb);
 		return;
 	}
-	if (rec->state == SANDBOX_SNAPSHOTTING && alive) {
+	if (why) {
+		/* Not re-attached (above). */
+	} else if (rec->state == SANDBOX_SNAPSHOTTING && alive) {
 		/* An interrupted snapshot: roll it back (its files are swept as *.tmp)
 		 * and give the guest back its CPU and its processes. */
-		sb->dirfd = open(sb->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		sb->dirfd = open(sb->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
 		uint64_t deadline = now_ms_monotonic() + REATTACH_TIMEOUT_MS;
-		struct vmm_config vc = {.sandbox_id = rec->id, .dir = sb->dir, .dirfd = sb->dirfd};
+		struct vmm_config vc = {.sandbox_id = rec->id, .dir = sb->dir, .root = sb->root, .dirfd = sb->dirfd};
 		struct al_error ignored;
-		if (sb->dirfd >= 0)
-			unlinkat(sb->dirfd, "snap-out", 0);
 		if (sb->pidfd < 0 || sb->dirfd < 0 || attach(sb, deadline, &e) < 0) {
 			why = "airlockd restarted during a snapshot and could not re-attach to the VM";
 		} else {
@@ -2298,14 +2426,14 @@ static void recover_one(struct sandbox_record *rec)
 			pthread_mutex_unlock(&sb->lock);
 		}
 	} else if ((rec->state == SANDBOX_RUNNING || rec->state == SANDBOX_PAUSED) && alive) {
-		sb->dirfd = open(sb->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		sb->dirfd = open(sb->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
 		uint64_t deadline = now_ms_monotonic() + REATTACH_TIMEOUT_MS;
 		bool paused = rec->state == SANDBOX_PAUSED;
 		if (paused && sb->dirfd >= 0) {
 			/* A paused sandbox may have been in the middle of a snapshot. */
-			struct vmm_config vc = {.sandbox_id = rec->id, .dir = sb->dir, .dirfd = sb->dirfd};
+			struct vmm_config vc = {
+			    .sandbox_id = rec->id, .dir = sb->dir, .root = sb->root, .dirfd = sb->dirfd};
 			struct al_error ignored;
-			unlinkat(sb->dirfd, "snap-out", 0);
 			cfg->vmm->cancel_save(&vc, &ignored);
 		}
 		/* A paused guest cannot answer: its hello is asked for when it resumes. */
@@ -2371,10 +2499,16 @@ static void sweep_orphans(void)
 		if (n <= 0)
 			continue;
 		cwd[n] = '\0';
-		size_t blen = strlen(boxes);
-		if (strncmp(cwd, boxes, blen) || cwd[blen] != '/' || !sandbox_id_valid(cwd + blen + 1))
+		/* The jailer runs in <boxes>/<id>/vm. */
+		size_t blen = strlen(boxes), ilen = strlen("sb-0123456789abcdef");
+		if (strncmp(cwd, boxes, blen) || cwd[blen] != '/' ||
+		    strlen(cwd) != blen + 1 + ilen + 1 + strlen(SANDBOX_VM_DIR) || cwd[blen + 1 + ilen] != '/' ||
+		    strcmp(cwd + blen + 1 + ilen + 1, SANDBOX_VM_DIR))
 			continue;
+		cwd[blen + 1 + ilen] = '\0';
 		const char *id = cwd + blen + 1;
+		if (!sandbox_id_valid(id))
+			continue;
 		struct sandbox *sb = registry_find(id);
 		if (sb) {
 			sandbox_unref(sb);
@@ -2385,6 +2519,9 @@ static void sweep_orphans(void)
 			continue;
 		log_info("killing VMM %ld of sandbox %s, which no live record owns", pid, id);
 		kill((pid_t)pid, SIGKILL);
+		struct al_error e = {0};
+		if (jail_cleanup(id, &e) < 0)
+			log_error("sandbox %s: %s", id, e.message);
 	}
 	if (d)
 		closedir(d);
@@ -2407,6 +2544,8 @@ static void sweep_orphans(void)
 		if (!keep) {
 			cleanup_free char *p = xasprintf("%s/%s", boxes, de->d_name);
 			log_info("removing %s, which belongs to no sandbox", p);
+			if (jail_cleanup(de->d_name, &e) < 0)
+				log_error("sandbox %s: %s", de->d_name, e.message);
 			rm_rf(p);
 		}
 	}

@@ -102,6 +102,7 @@ int store_open(const char *path, struct store **ret, struct al_error *err)
 		    "ALTER TABLE sandboxes ADD COLUMN secrets TEXT NOT NULL DEFAULT '[]'",
 		    "ALTER TABLE sandboxes ADD COLUMN ca_bundle TEXT NOT NULL DEFAULT ''",
 		    "ALTER TABLE sandboxes ADD COLUMN disk_mib INTEGER NOT NULL DEFAULT 0",
+		    "ALTER TABLE sandboxes ADD COLUMN jail_uid INTEGER NOT NULL DEFAULT 0",
 		};
 		for (size_t i = 0; i < ARRAY_SIZE(added); i++)
 			sqlite3_exec(s->db, added[i], NULL, NULL, NULL);
@@ -159,6 +160,7 @@ static void bind_record(sqlite3_stmt *st, const struct sandbox_record *r)
 	sqlite3_bind_text(st, 22, r->secrets_json ? r->secrets_json : "[]", -1, SQLITE_STATIC);
 	sqlite3_bind_text(st, 23, r->ca_bundle, -1, SQLITE_STATIC);
 	sqlite3_bind_int64(st, 24, r->disk_mib);
+	sqlite3_bind_int64(st, 25, r->jail_uid);
 }
 
 static int exec_write(struct store *s, const char *sql, const struct sandbox_record *r, const char *what,
@@ -184,9 +186,9 @@ int store_sandbox_insert(struct store *s, const struct sandbox_record *r, struct
 	return exec_write(s,
 	                  "INSERT INTO sandboxes (id, state, template, vcpus, memory_mib, env, metadata, backend,"
 	                  " accel, created_ms, updated_ms, boot_ms, error, vmm_pid, tenant, timeout_s, on_timeout,"
-	                  " idle_timeout_s, run_ms, running_since_ms, network, secrets, ca_bundle, disk_mib)"
+	                  " idle_timeout_s, run_ms, running_since_ms, network, secrets, ca_bundle, disk_mib, jail_uid)"
 	                  " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18,"
-	                  " ?19, ?20, ?21, ?22, ?23, ?24)",
+	                  " ?19, ?20, ?21, ?22, ?23, ?24, ?25)",
 	                  r, "insert", err);
 }
 
@@ -196,7 +198,8 @@ int store_sandbox_update(struct store *s, const struct sandbox_record *r, struct
 	                  "UPDATE sandboxes SET state=?2, template=?3, vcpus=?4, memory_mib=?5, env=?6,"
 	                  " metadata=?7, backend=?8, accel=?9, created_ms=?10, updated_ms=?11, boot_ms=?12,"
 	                  " error=?13, vmm_pid=?14, tenant=?15, timeout_s=?16, on_timeout=?17, idle_timeout_s=?18,"
-	                  " run_ms=?19, running_since_ms=?20, network=?21, secrets=?22, ca_bundle=?23, disk_mib=?24"
+	                  " run_ms=?19, running_since_ms=?20, network=?21, secrets=?22, ca_bundle=?23, disk_mib=?24,"
+	                  " jail_uid=?25"
 	                  " WHERE id=?1",
 	                  r, "update", err);
 }
@@ -235,13 +238,14 @@ static int row_to_record(sqlite3_stmt *st, struct sandbox_record *r)
 	r->secrets_json = xstrdup(sqlite3_column_type(st, 21) == SQLITE_NULL ? "[]" : col_text(st, 21));
 	strlcpy_al(r->ca_bundle, col_text(st, 22), sizeof(r->ca_bundle));
 	r->disk_mib = (unsigned)sqlite3_column_int64(st, 23);
+	r->jail_uid = (uint32_t)sqlite3_column_int64(st, 24);
 	return 0;
 }
 
 #define SELECT_COLUMNS                                                                                                 \
 	"SELECT id, state, template, vcpus, memory_mib, env, metadata, backend, accel, created_ms,"                    \
 	" updated_ms, boot_ms, error, vmm_pid, tenant, timeout_s, on_timeout, idle_timeout_s, run_ms,"                 \
-	" running_since_ms, network, secrets, ca_bundle, disk_mib FROM sandboxes"
+	" running_since_ms, network, secrets, ca_bundle, disk_mib, jail_uid FROM sandboxes"
 
 int store_sandbox_get(struct store *s, const char *id, struct sandbox_record *ret, struct al_error *err)
 {

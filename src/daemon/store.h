@@ -62,6 +62,8 @@ struct sandbox_record {
 	/* Size of the sandbox's disk as the guest sees it; 0: not known (a
 	 * record from before disk sizes). */
 	unsigned disk_mib;
+	/* The uid (= gid) of its VMM's jail (jail.h) while it has one; 0: none. */
+	uint32_t jail_uid;
 };
 
 #define NETWORK_POLICY_EMPTY "{\"allow\":[],\"deny\":[]}"

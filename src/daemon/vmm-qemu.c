@@ -13,10 +13,18 @@
 #include "airlock/proto.h"
 #include "json-cleanup.h"
 #include "util.h"
+#include "jail.h"
 #include "vmm.h"
 
 #define QEMU_BINARY "qemu-system-x86_64"
 #define QEMU_IMG_BINARY "qemu-img"
+/* TCG's translation cache, MiB (part of the memory limit, jail.h). */
+#define QEMU_TCG_TB_MIB_STR "128"
+#define STR_(x) #x
+#define STR(x) STR_(x)
+#define FD_KERNEL_NUM 4
+#define FD_INITRD_NUM 5
+#define FD_INCOMING_NUM 7
 
 static bool have_kvm(void)
 {
@@ -81,7 +89,9 @@ static int qemu_prepare_disk(const struct vmm_config *cfg, struct al_error *err)
 	cleanup_close int log_fd = open_log(cfg->dir);
 	/* With a size the guest sees a bigger block device than the template
 	 * (the filesystem on it is not grown); the qcow2 file can never hold
-	 * more than that many bytes of data. */
+	 * more than that many bytes of data. The backing file named in the
+	 * overlay is never opened by that name: spawn gives QEMU the template
+	 * as an fd and names it as the backing node. */
 	char size[32];
 	snprintf(size, sizeof(size), "%" PRIu64 "M", cfg->disk_mib);
 	char *argv[] = {QEMU_IMG_BINARY,
@@ -96,7 +106,7 @@ static int qemu_prepare_disk(const struct vmm_config *cfg, struct al_error *err)
 	                VMM_DISK,
 	                cfg->disk_mib ? size : NULL,
 	                NULL};
-	int r = run_wait(argv, cfg->dir, log_fd);
+	int r = run_wait(argv, cfg->root, log_fd);
 	if (r < 0)
 		return al_error_set(err, AL_ERR_INTERNAL, -r,
 		                    "cannot create the copy-on-write disk over %s with qemu-img (see %s/%s)",
@@ -104,10 +114,48 @@ static int qemu_prepare_disk(const struct vmm_config *cfg, struct al_error *err)
 	return 0;
 }
 
+/* The absolute path of the QEMU binary (the jailer wants one): the first
+ * on PATH, canonical. */
+static int qemu_binary_path(char *out, size_t size)
+{
+	const char *path = getenv("PATH");
+	if (!path || !*path)
+		path = "/usr/local/bin:/usr/bin:/bin";
+	cleanup_free char *copy = xstrdup(path);
+	char *save = NULL;
+	for (char *dir = strtok_r(copy, ":", &save); dir; dir = strtok_r(NULL, ":", &save)) {
+		if (dir[0] != '/')
+			continue;
+		cleanup_free char *cand = xasprintf("%s/%s", dir, QEMU_BINARY);
+		char real[PATH_MAX];
+		if (access(cand, X_OK) == 0 && realpath(cand, real) && strlen(real) < size) {
+			memcpy(out, real, strlen(real) + 1);
+			return 0;
+		}
+	}
+	return -ENOENT;
+}
+
+/* The fds a VMM starts with, at these numbers (the jailer keeps them). */
+enum {
+	FD_NETNS = 3, /* joined and closed by the jailer */
+	FD_KERNEL = FD_KERNEL_NUM,
+	FD_INITRD = FD_INITRD_NUM,
+	FD_ROOTFS = 6,
+	FD_INCOMING = FD_INCOMING_NUM,
+	FD_COUNT = 8,
+};
+
 static int qemu_spawn(const struct vmm_config *cfg, pid_t *ret_pid, struct al_error *err)
 {
+	/* SECURITY: fail closed: a VMM never runs outside its jail. */
+	if (!cfg->jail)
+		return al_error_set(err, AL_ERR_INTERNAL, EPERM, "refusing to start a VMM without its jail");
+	char qemu[PATH_MAX];
+	if (qemu_binary_path(qemu, sizeof(qemu)) < 0)
+		return al_error_set(err, AL_ERR_INTERNAL, ENOENT, "%s is not on PATH", QEMU_BINARY);
 	bool kvm = have_kvm();
-	char smp[16], mem[24], append[512], drive[128];
+	char smp[16], mem[24], append[512];
 	snprintf(smp, sizeof(smp), "%u", cfg->vcpus);
 	snprintf(mem, sizeof(mem), "%uM", cfg->memory_mib);
 	/* panic=-1 + -no-reboot: a guest that panics ends its QEMU, which is how
@@ -118,77 +166,77 @@ static int qemu_spawn(const struct vmm_config *cfg, pid_t *ret_pid, struct al_er
 		if (khz)
 			snprintf(append + off, sizeof(append) - (size_t)off, " tsc_early_khz=%lu", khz);
 	}
-	snprintf(drive, sizeof(drive), "id=root,file=%s,format=qcow2,if=none,discard=unmap", VMM_DISK);
 	char name[64];
 	snprintf(name, sizeof(name), "airlock-%s", cfg->sandbox_id);
+	/* Inside the jail there is no kernel, initramfs or template by path:
+	 * QEMU reads them from the fds the daemon opened. The template is the
+	 * explicit backing node of the overlay (the path written in the
+	 * overlay is ignored), through an fd set: no reopen, so it needs no
+	 * permission for the jail's uid. */
+	char rootfs_fdset[32];
+	snprintf(rootfs_fdset, sizeof(rootfs_fdset), "fd=%d,set=1,opaque=rootfs", FD_ROOTFS);
 
-	char *argv[] = {QEMU_BINARY,
-	                "-name",
-	                name,
-	                "-M",
-	                "microvm",
-	                "-accel",
-	                kvm ? "kvm" : "tcg",
-	                "-cpu",
-	                kvm ? "host" : "max",
-	                "-smp",
-	                smp,
-	                "-m",
-	                mem,
-	                "-nodefaults",
-	                "-no-user-config",
-	                "-nographic",
-	                "-no-reboot",
-	                "-kernel",
-	                (char *)cfg->kernel,
-	                "-initrd",
-	                (char *)cfg->initrd,
-	                "-append",
-	                append,
-	                "-chardev",
-	                "socket,id=con,path=" VMM_CONSOLE_SOCK ",server=on,wait=off",
-	                "-serial",
-	                "chardev:con",
-	                "-drive",
-	                drive,
-	                "-device",
-	                "virtio-blk-device,drive=root",
-	                "-device",
-	                "virtio-rng-device",
-	                "-device",
-	                "virtio-serial-device",
-	                "-chardev",
-	                "socket,id=ctl,path=" VMM_CHANNEL_SOCK ",server=on,wait=off",
-	                "-device",
-	                "virtserialport,chardev=ctl,name=" AIRLOCK_PORT_NAME_LITERAL,
-	                "-qmp",
-	                "unix:" VMM_QMP_SOCK ",server=on,wait=off",
-	                NULL,
-	                NULL,
-	                NULL,
-	                NULL,
-	                NULL,
-	                NULL,
-	                NULL};
+	char *argv[] = {
+	    qemu, "-name", name, "-M", "microvm", "-accel",
+	    /* A bounded translation cache: it is host memory of the
+	     * sandbox's cgroup (QEMU's default is 1 GiB). */
+	    kvm ? "kvm" : "tcg,tb-size=" QEMU_TCG_TB_MIB_STR, "-cpu", kvm ? "host" : "max", "-smp", smp, "-m", mem,
+	    "-nodefaults", "-no-user-config", "-nographic", "-no-reboot",
+	    /* QEMU's own filter on top of the jailer's: no setuid,
+	     * no exec, no scheduler or resource changes. */
+	    "-sandbox", "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny", "-kernel",
+	    "/proc/self/fd/" STR(FD_KERNEL_NUM), "-initrd", "/proc/self/fd/" STR(FD_INITRD_NUM), "-append", append,
+	    "-chardev", "socket,id=con,path=" VMM_CONSOLE_SOCK ",server=on,wait=off", "-serial", "chardev:con",
+	    "-add-fd", rootfs_fdset, "-blockdev", "driver=file,node-name=base-file,filename=/dev/fdset/1,read-only=on",
+	    "-blockdev", "driver=raw,node-name=base,file=base-file,read-only=on", "-blockdev",
+	    "driver=file,node-name=disk-file,filename=" VMM_DISK ",discard=unmap", "-blockdev",
+	    "driver=qcow2,node-name=root,file=disk-file,backing=base,discard=unmap", "-device",
+	    "virtio-blk-device,drive=root", "-device", "virtio-rng-device", "-device", "virtio-serial-device",
+	    "-chardev", "socket,id=ctl,path=" VMM_CHANNEL_SOCK ",server=on,wait=off", "-device",
+	    "virtserialport,chardev=ctl,name=" AIRLOCK_PORT_NAME_LITERAL, "-qmp",
+	    "unix:" VMM_QMP_SOCK ",server=on,wait=off", NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	size_t n = 0;
 	while (argv[n])
 		n++;
 	if (cfg->netns_fd >= 0) {
-		/* The guest's only NIC: tap0 of the sandbox's namespace (the VMM
-		 * joins it below). Never vhost (not available here, and the
-		 * kernel-side datapath is more attack surface). */
+		/* The guest's only NIC: tap0 of the sandbox's namespace (the jailer
+		 * joins it; the tap belongs to the jail's uid). Never vhost (not
+		 * available here, and the kernel-side datapath is more attack
+		 * surface). */
 		argv[n++] = "-netdev";
 		argv[n++] = "tap,id=n0,ifname=" AIRLOCK_NET_TAP ",script=no,downscript=no";
 		argv[n++] = "-device";
 		argv[n++] = "virtio-net-device,netdev=n0,mac=" AIRLOCK_NET_GUEST_MAC;
 	}
-	char incoming[PATH_MAX];
-	if (cfg->incoming) {
+	if (cfg->incoming_fd >= 0) {
 		/* A restore: the same machine, its state read from the snapshot. */
-		snprintf(incoming, sizeof(incoming), "exec:cat %s", cfg->incoming);
 		argv[n++] = "-incoming";
-		argv[n++] = incoming;
+		argv[n++] = "fd:" STR(FD_INCOMING_NUM);
 	}
+
+	int keep[] = {FD_KERNEL, FD_INITRD, FD_ROOTFS, FD_INCOMING};
+	size_t nkeep = cfg->incoming_fd >= 0 ? 4 : 3;
+	cleanup_free char *arena = NULL;
+	cleanup_free char **jargv = jail_argv(cfg->sandbox_id, cfg->root, cfg->jail, cfg->netns_fd >= 0 ? FD_NETNS : -1,
+	                                      keep, nkeep, argv, &arena);
+
+	/* What the VMM starts with, opened here (the jail has none of them). */
+	int src[FD_COUNT];
+	for (int i = 0; i < FD_COUNT; i++)
+		src[i] = -1;
+	src[FD_NETNS] = cfg->netns_fd;
+	src[FD_INCOMING] = cfg->incoming_fd;
+	cleanup_close int kfd = open(cfg->kernel, O_RDONLY | O_CLOEXEC);
+	cleanup_close int ifd = open(cfg->initrd, O_RDONLY | O_CLOEXEC);
+	cleanup_close int rfd = open(cfg->rootfs, O_RDONLY | O_CLOEXEC);
+	if (kfd < 0 || ifd < 0 || rfd < 0)
+		return al_error_set(err, AL_ERR_INTERNAL, errno, "cannot open %s: %m",
+		                    kfd < 0   ? cfg->kernel
+		                    : ifd < 0 ? cfg->initrd
+		                              : cfg->rootfs);
+	src[FD_KERNEL] = kfd;
+	src[FD_INITRD] = ifd;
+	src[FD_ROOTFS] = rfd;
 
 	cleanup_close int log_fd = open_log(cfg->dir);
 	if (log_fd < 0)
@@ -198,27 +246,30 @@ static int qemu_spawn(const struct vmm_config *cfg, pid_t *ret_pid, struct al_er
 		return al_error_set(err, AL_ERR_INTERNAL, errno, "cannot fork the VMM: %m");
 	if (pid == 0) {
 		/* Own session: the VMM outlives a restart of the daemon and gets
-		 * none of its signals. Only stdio survives into it. */
+		 * none of its signals. The jailer's cwd is the VMM's dir (how a
+		 * restarted daemon finds VMMs no record owns). */
 		setsid();
-		if (chdir(cfg->dir) < 0)
+		if (chdir(cfg->root) < 0)
 			_exit(126);
-		/* SECURITY: the VMM lives in the sandbox's namespace, whose
-		 * only way out is the egress gateway. Not joining it is fatal. */
-		if (cfg->netns_fd >= 0 && setns(cfg->netns_fd, CLONE_NEWNET) < 0) {
-			dprintf(log_fd, "airlock: cannot join the sandbox's network namespace: %m\n");
-			_exit(126);
-		}
 		int nullfd = open("/dev/null", O_RDWR);
-		if (nullfd < 0)
+		if (nullfd < 0 || dup2(nullfd, 0) < 0 || dup2(log_fd, 1) < 0 || dup2(log_fd, 2) < 0)
 			_exit(126);
-		dup2(nullfd, 0);
-		dup2(log_fd, 1);
-		dup2(log_fd, 2);
-		close_range(3, ~0u, 0);
+		/* Every source out of the way first, then each to its number. */
+		int high[FD_COUNT];
+		for (int i = 0; i < FD_COUNT; i++) {
+			high[i] = src[i] >= 0 ? fcntl(src[i], F_DUPFD_CLOEXEC, 64) : -1;
+			if (src[i] >= 0 && high[i] < 0)
+				_exit(126);
+		}
+		for (int i = FD_NETNS; i < FD_COUNT; i++)
+			if (high[i] >= 0 && dup2(high[i], i) < 0)
+				_exit(126);
+		close_range(FD_COUNT, ~0u, 0);
 		sigset_t all;
 		sigemptyset(&all);
 		sigprocmask(SIG_SETMASK, &all, NULL);
-		execvp(argv[0], argv);
+		execv(jargv[0], jargv);
+		dprintf(2, "airlock-jailer: exec: cannot run %s: %m\n", jargv[0]);
 		_exit(127);
 	}
 	*ret_pid = pid;
@@ -257,18 +308,13 @@ static int qemu_resume(const struct vmm_config *cfg, struct al_error *err)
 #define QEMU_SAVE_TIMEOUT_MS 600000
 #define QEMU_POLL_MS 20
 
-static int qemu_save(const struct vmm_config *cfg, const char *out, struct al_error *err)
+static int qemu_save(const struct vmm_config *cfg, int out_fd, struct al_error *err)
 {
 	char why[256];
-	/* SECURITY: `out` is a name the daemon made (no shell metacharacters);
-	 * exec: runs it through /bin/sh in QEMU's cwd, the sandbox dir. */
-	for (const char *p = out; *p; p++)
-		if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '-' || *p == '.' || *p == '/' ||
-		      *p == '_'))
-			return al_error_set(err, AL_ERR_INTERNAL, EINVAL, "bad snapshot file name %s", out);
-	cleanup_free char *uri = xasprintf("exec:cat > %s", out);
-	json_t *args = json_pack("{s:s}", "uri", uri);
-	int r = qmp_command(cfg->dirfd, "migrate", args, NULL, why, sizeof(why));
+	/* The VMM gets the open file, never a path: it cannot write anywhere
+	 * else, and no shell runs in its jail (-sandbox spawn=deny). */
+	json_t *args = json_pack("{s:s}", "uri", "fd:snapshot");
+	int r = qmp_command_with_fd(cfg->dirfd, out_fd, "snapshot", "migrate", args, why, sizeof(why));
 	json_decref(args);
 	if (r < 0)
 		return al_error_set(err, AL_ERR_INTERNAL, -r, "cannot start saving the VM: %s", why);

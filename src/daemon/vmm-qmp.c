@@ -3,6 +3,7 @@
  * clients one after the other), bounded lines, a deadline on everything. */
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/socket.h>
 
 #include "json-cleanup.h"
 #include "util.h"
@@ -58,7 +59,45 @@ static int qmp_read_line(struct qmp_conn *q, json_t **ret)
 }
 
 /* Sends one command and returns its "return" value (or -EIO with QEMU's error text). */
-static int qmp_exchange(struct qmp_conn *q, json_t *cmd, json_t **ret, char *errbuf, size_t errsize)
+/* Writes the command's text with fd attached (SCM_RIGHTS on its first
+ * byte), then the rest; within the deadline. */
+static int qmp_send_fd(struct qmp_conn *q, const char *text, size_t n, int fd)
+{
+	char control[CMSG_SPACE(sizeof(int))];
+	memset(control, 0, sizeof(control));
+	struct iovec iov = {.iov_base = (void *)text, .iov_len = 1};
+	struct msghdr mh = {
+	    .msg_iov = &iov, .msg_iovlen = 1, .msg_control = control, .msg_controllen = sizeof(control)};
+	struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(c), &fd, sizeof(int));
+	for (;;) {
+		uint64_t now = now_ms_monotonic();
+		if (now >= q->deadline)
+			return -ETIMEDOUT;
+		struct pollfd p = {.fd = q->fd, .events = POLLOUT};
+		int pr = poll(&p, 1, (int)(q->deadline - now));
+		if (pr < 0 && errno != EINTR)
+			return -errno;
+		if (pr <= 0)
+			continue;
+		ssize_t w = sendmsg(q->fd, &mh, MSG_NOSIGNAL);
+		if (w == 1)
+			break;
+		if (w < 0 && errno != EINTR && errno != EAGAIN)
+			return -errno;
+	}
+	uint64_t now = now_ms_monotonic();
+	if (now >= q->deadline)
+		return -ETIMEDOUT;
+	return write_full_timeout(q->fd, text + 1, n - 1, (int)(q->deadline - now));
+}
+
+/* Sends one command (with fd attached unless it is -1) and returns its
+ * "return" value (or -EIO with QEMU's error text). */
+static int qmp_exchange_fd(struct qmp_conn *q, json_t *cmd, int fd, json_t **ret, char *errbuf, size_t errsize)
 {
 	cleanup_free char *text = json_dumps(cmd, JSON_COMPACT);
 	if (!text)
@@ -69,7 +108,8 @@ static int qmp_exchange(struct qmp_conn *q, json_t *cmd, json_t **ret, char *err
 	uint64_t now = now_ms_monotonic();
 	if (now >= q->deadline)
 		return -ETIMEDOUT;
-	int r = write_full_timeout(q->fd, text, n + 1, (int)(q->deadline - now));
+	int r = fd >= 0 ? qmp_send_fd(q, text, n + 1, fd)
+	                : write_full_timeout(q->fd, text, n + 1, (int)(q->deadline - now));
 	if (r < 0)
 		return r;
 	for (;;) {
@@ -93,8 +133,15 @@ static int qmp_exchange(struct qmp_conn *q, json_t *cmd, json_t **ret, char *err
 	}
 }
 
-static int qmp_run(int dirfd, const char *command, json_t *arguments, json_t **ret, unsigned timeout_ms,
-                   bool nonblock_connect, char *errbuf, size_t errsize)
+static int qmp_exchange(struct qmp_conn *q, json_t *cmd, json_t **ret, char *errbuf, size_t errsize)
+{
+	return qmp_exchange_fd(q, cmd, -1, ret, errbuf, errsize);
+}
+
+/* One connection: greeting, capabilities, then (when fd >= 0) getfd
+ * `fdname` with fd attached, then the command. */
+static int qmp_run_fd(int dirfd, int fd, const char *fdname, const char *command, json_t *arguments, json_t **ret,
+                      unsigned timeout_ms, bool nonblock_connect, char *errbuf, size_t errsize)
 {
 	struct qmp_conn q = {.fd = -1, .deadline = now_ms_monotonic() + timeout_ms};
 	snprintf(errbuf, errsize, "QMP failed");
@@ -112,6 +159,11 @@ static int qmp_run(int dirfd, const char *command, json_t *arguments, json_t **r
 		cleanup_json json_t *caps = json_pack("{s:s}", "execute", "qmp_capabilities");
 		r = qmp_exchange(&q, caps, NULL, errbuf, errsize);
 	}
+	if (r == 0 && fd >= 0) {
+		cleanup_json json_t *getfd =
+		    json_pack("{s:s, s:{s:s}}", "execute", "getfd", "arguments", "fdname", fdname);
+		r = qmp_exchange_fd(&q, getfd, fd, NULL, errbuf, errsize);
+	}
 	if (r == 0) {
 		cleanup_json json_t *cmd = json_pack("{s:s}", "execute", command);
 		if (arguments)
@@ -122,6 +174,18 @@ static int qmp_run(int dirfd, const char *command, json_t *arguments, json_t **r
 		snprintf(errbuf, errsize, "QMP %s: %s", command, strerror(-r));
 	close(q.fd);
 	return r;
+}
+
+static int qmp_run(int dirfd, const char *command, json_t *arguments, json_t **ret, unsigned timeout_ms,
+                   bool nonblock_connect, char *errbuf, size_t errsize)
+{
+	return qmp_run_fd(dirfd, -1, NULL, command, arguments, ret, timeout_ms, nonblock_connect, errbuf, errsize);
+}
+
+int qmp_command_with_fd(int dirfd, int fd, const char *fdname, const char *command, json_t *arguments, char *errbuf,
+                        size_t errsize)
+{
+	return qmp_run_fd(dirfd, fd, fdname, command, arguments, NULL, QMP_TIMEOUT_MS, false, errbuf, errsize);
 }
 
 int qmp_command(int dirfd, const char *command, json_t *arguments, json_t **ret, char *errbuf, size_t errsize)

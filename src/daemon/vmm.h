@@ -19,11 +19,16 @@
 #define VMM_DISK "disk.qcow2"
 #define VMM_LOG "vmm.log"
 #define VMM_CONSOLE_LOG "console.log"
+/* The VMM's own directory inside the sandbox directory: its jail root. */
+#define SANDBOX_VM_DIR "vm"
+
+struct vmm_jail;
 
 struct vmm_config {
 	const char *sandbox_id;
-	const char *dir;    /* absolute sandbox directory, the VMM's cwd */
-	const char *kernel; /* absolute paths */
+	const char *dir;    /* absolute sandbox directory: the daemon's (VMM_LOG is here) */
+	const char *root;   /* absolute VMM directory inside it: the VMM's jail root and cwd */
+	const char *kernel; /* absolute paths, opened by the daemon and passed as fds */
 	const char *initrd;
 	const char *rootfs; /* template image (read-only base of the disk) */
 	/* Size of the sandbox's disk as the guest sees it (>= the template's);
@@ -32,13 +37,15 @@ struct vmm_config {
 	uint64_t disk_mib;
 	unsigned vcpus;
 	unsigned memory_mib;
-	int dirfd; /* the sandbox directory, for the VMM's sockets */
-	/* Restore: name (in the sandbox dir) of the saved memory and device state
-	 * to start from instead of booting; NULL to boot. */
-	const char *incoming;
+	int dirfd; /* the VMM directory (root), for the VMM's sockets */
+	/* Restore: an fd of the saved memory and device state to start from
+	 * instead of booting (read by the VMM, never reopened); -1 to boot. */
+	int incoming_fd;
 	/* The sandbox's network namespace (netns.h): the VMM joins it before
 	 * it starts and attaches the guest's NIC to its tap0. -1: no NIC. */
 	int netns_fd;
+	/* The VMM's jail (jail.h); spawn refuses to run a VMM without one. */
+	const struct vmm_jail *jail;
 };
 
 struct vmm_ops {
@@ -55,9 +62,10 @@ struct vmm_ops {
 	/* Freezes / thaws the guest's vCPUs; memory stays resident. */
 	int (*pause)(const struct vmm_config *cfg, struct al_error *err);
 	int (*resume)(const struct vmm_config *cfg, struct al_error *err);
-	/* With the guest paused: writes its memory and device state to out (a
-	 * path relative to the sandbox dir) and waits until that is complete. */
-	int (*save)(const struct vmm_config *cfg, const char *out, struct al_error *err);
+	/* With the guest paused: writes its memory and device state to out_fd
+	 * (a file the daemon opened; the VMM gets the fd, never a path) and
+	 * waits until that is complete. */
+	int (*save)(const struct vmm_config *cfg, int out_fd, struct al_error *err);
 	/* After a crash during save: stops a save still in progress and waits
 	 * until the VMM is no longer saving (the guest stays paused). */
 	int (*cancel_save)(const struct vmm_config *cfg, struct al_error *err);
@@ -80,6 +88,11 @@ int qmp_command(int dirfd, const char *command, json_t *arguments, json_t **ret,
  * accept its socket any more is not waited for). */
 int qmp_command_timeout(int dirfd, const char *command, json_t *arguments, json_t **ret, unsigned timeout_ms,
                         char *errbuf, size_t errsize);
+/* Hands fd to QEMU as `fdname` (getfd, SCM_RIGHTS) and runs `command` with
+ * `arguments` on the same connection (named fds belong to the monitor
+ * connection that received them). */
+int qmp_command_with_fd(int dirfd, int fd, const char *fdname, const char *command, json_t *arguments, char *errbuf,
+                        size_t errsize);
 
 /* Connects to a unix socket named `name` in directory fd `dirfd`, whatever the
  * length of the directory's path. */

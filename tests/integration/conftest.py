@@ -13,6 +13,7 @@ import signal
 import socket
 import subprocess
 import time
+import zlib
 
 import pytest
 
@@ -178,6 +179,21 @@ def _read(path, binary=False):
         return None
 
 
+def vmm_dir(pid):
+    """The host directory a VMM runs in: its own cwd, or for a jailed VMM
+    (whose cwd is the root of its jail, "/" from here) its jailer's: the
+    sandbox's vm/ directory. "" once it is gone."""
+    try:
+        cwd = os.readlink(f"/proc/{pid}/cwd")
+        if cwd != "/":
+            return cwd
+        stat = _read(f"/proc/{pid}/stat") or ""
+        ppid = int(stat[stat.rfind(")") + 2:].split()[1])
+        return os.readlink(f"/proc/{ppid}/cwd") if ppid > 1 else ""
+    except (OSError, ValueError, IndexError):
+        return ""
+
+
 def qemu_processes(state_dir=None, needle=None):
     """QEMU processes (pid -> cmdline) whose working directory is under
     state_dir (the daemon runs each VMM in its sandbox dir), or whose command
@@ -194,10 +210,7 @@ def qemu_processes(state_dir=None, needle=None):
         if b"qemu-system" not in os.path.basename(argv[0]):
             continue
         cmdline = " ".join(a.decode("utf-8", "replace") for a in argv)
-        try:
-            cwd = os.readlink(f"/proc/{pid}/cwd")
-        except OSError:
-            cwd = ""
+        cwd = vmm_dir(pid)
         if (state_dir and (cwd == state_dir or cwd.startswith(state_dir.rstrip("/") + "/"))) or \
                 (needle and needle in cmdline):
             found[pid] = cmdline
@@ -259,6 +272,9 @@ def require_build():
                     "(or 'make integration', which does)", pytrace=False)
 
 
+JAIL_UID_COUNT = 4096
+
+
 class Daemon:
     """airlockd as a subprocess on its own state dir and socket."""
 
@@ -276,8 +292,16 @@ class Daemon:
         self.api = Api(self.socket)
         self.exit_codes = []
 
+    def jail_uids(self):
+        """A uid range of this state dir's own (a restart on the same state
+        dir gets the same): daemons of a host must not share sandbox uids."""
+        slot = zlib.crc32(os.path.abspath(self.state_dir).encode()) % 500000
+        return 1_000_000_000 + slot * JAIL_UID_COUNT, JAIL_UID_COUNT
+
     def argv(self):
         argv = [AIRLOCKD, "--socket", self.socket, "--state-dir", self.state_dir, "--image-dir", self.image_dir]
+        base, count = self.jail_uids()
+        argv += ["--jail-uid-base", str(base), "--jail-uid-count", str(count)]
         if self.boot_timeout_s is not None:
             argv += ["--boot-timeout-s", str(self.boot_timeout_s)]
         return argv + self.extra_args
@@ -333,6 +357,10 @@ class Daemon:
 
     def sandbox_dir(self, sid):
         return os.path.join(self.state_dir, "sandboxes", sid)
+
+    def vm_dir(self, sid):
+        """The VMM's own directory (its jail root): disk and sockets."""
+        return os.path.join(self.sandbox_dir(sid), "vm")
 
     def sandbox_dirs(self):
         d = os.path.join(self.state_dir, "sandboxes")

@@ -18,7 +18,7 @@ import time
 import pytest
 
 from apiutil import ListeningDaemon, TcpApi, free_port
-from conftest import Daemon, pid_alive, qemu_processes, wait_for
+from conftest import Daemon, pid_alive, qemu_processes, vmm_dir, wait_for
 from lifecycleutil import (WAIT_S, file_digests, flip_byte, guest_sh, ids_in, read_counter, restore,
                            snapshot, snapshot_dir, start_counter, state, vmm_pid, wait_counter_above,
                            wait_state)
@@ -448,11 +448,10 @@ def test_daemon_killed_during_a_lifecycle_loop(tmp_path):
 
 
 def qemu_owner(pid):
-    """The sandbox dir a VMM runs in ('' once it is gone)."""
-    try:
-        return os.readlink(f"/proc/{pid}/cwd")
-    except OSError:
-        return ""
+    """The sandbox dir a VMM runs in ('' once it is gone): the parent of
+    its vm/ directory (the jail's root)."""
+    d = vmm_dir(pid)
+    return os.path.dirname(d) if os.path.basename(d) == "vm" else d
 
 
 def _crash_and_check(d):

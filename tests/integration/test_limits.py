@@ -108,7 +108,7 @@ def test_guest_cannot_grow_its_disk_beyond_its_size(api, ld):
     assert "No space left" in out["stdout"], out
     out = sh(api, sid, "dd if=/dev/zero of=/dev/vda bs=1M conv=fsync 2>&1; echo done")
     assert "No space left" in out["stdout"], out
-    disk = os.path.join(ld.sandbox_dir(sid), "disk.qcow2")
+    disk = os.path.join(ld.vm_dir(sid), "disk.qcow2")
     st = os.stat(disk)
     assert st.st_blocks * 512 <= 96 * MIB + 2 * MIB, st
     assert st.st_size <= 96 * MIB + 2 * MIB, st

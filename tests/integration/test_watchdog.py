@@ -112,9 +112,9 @@ def assert_reclaimed(d, sid, pid, inode):
     wait_for(lambda: not netns_holders(inode), 15, "nothing to hold the sandbox's network namespace")
     sdir = d.sandbox_dir(sid)
     for name in ("ctl.sock", "con.sock", "qmp.sock"):
-        assert not os.path.exists(os.path.join(sdir, name)), name
+        assert not os.path.exists(os.path.join(d.vm_dir(sid), name)), name
     # The disk and the logs stay: recover can boot it again, inspect can say why.
-    assert os.path.exists(os.path.join(sdir, "disk.qcow2"))
+    assert os.path.exists(os.path.join(d.vm_dir(sid), "disk.qcow2"))
     assert os.path.exists(os.path.join(sdir, "console.log"))
 
 
@@ -171,7 +171,7 @@ def test_unresponsive_agent_is_killed(wd, api):
     pid = vmm_pid(wd, sid)
     inode = netns_inode(pid)
     # QEMU keeps answering QMP; the guest (its agent) does not run any more.
-    qmp_stop(os.path.join(wd.sandbox_dir(sid), "qmp.sock"))
+    qmp_stop(os.path.join(wd.vm_dir(sid), "qmp.sock"))
     sb = wait_for(lambda: (lambda s: s if s["state"] == "error" else None)(state(api, sid)), DETECT_S,
                   "the watchdog to notice the silent agent")
     assert "guest agent did not answer" in sb["error"], sb["error"]

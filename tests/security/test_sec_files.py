@@ -135,7 +135,7 @@ def test_disk_writes_stay_in_the_overlay(api, secd, scratch):
             assert pattern.encode() not in f.read(1 << 20)
         assert (sha256_file(template), os.stat(template).st_mtime_ns, os.path.getsize(template)) == before
 
-    overlay = os.path.join(secd.sandbox_dir(scratch), "disk.qcow2")
+    overlay = os.path.join(secd.vm_dir(scratch), "disk.qcow2")
 
     def overlay_info():
         r = subprocess.run(["qemu-img", "info", "-U", "--output", "json", overlay], capture_output=True, text=True,

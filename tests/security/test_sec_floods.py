@@ -113,7 +113,7 @@ def host_pids():
 # ------------------------------------------------------------------ the bomber: disk, memory, processes
 
 def test_disk_fill(api, secd, peer, bomber):
-    overlay = os.path.join(secd.sandbox_dir(bomber), "disk.qcow2")
+    overlay = os.path.join(secd.vm_dir(bomber), "disk.qcow2")
     vfs0 = os.statvfs(secd.state_dir)
     with attempt("floods", "disk-fill", "fill the guest's disk (dd until ENOSPC), twice"):
         with Responsiveness(api, peer["id"]) as resp:

@@ -1,0 +1,73 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Every VMM runs inside airlock-jailer (docs/jailer.md): its own uid/gid,
+ * cgroup, mount/pid/ipc/uts namespaces, no capabilities, a seccomp filter.
+ * This module is the daemon's side of it: the host check at start, the
+ * sandbox uids, the jailer's command line, and the cleanup after a VMM.
+ *
+ * SECURITY: fail closed. Without a working jailer the daemon does not
+ * start; a VMM whose jail cannot be built never runs.
+ */
+#ifndef AIRLOCK_JAIL_H
+#define AIRLOCK_JAIL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "error.h"
+
+struct jail_settings {
+	const char *jailer;        /* absolute path of airlock-jailer */
+	const char *seccomp;       /* absolute path of the VMM's syscall profile */
+	const char *cgroup_parent; /* [a-z0-9][a-z0-9_-]{0,62} */
+	uint32_t uid_base;         /* sandbox uids (= gids): [uid_base, uid_base + uid_count) */
+	uint32_t uid_count;
+};
+
+#define JAIL_DEFAULT_UID_BASE 1500000000u
+#define JAIL_DEFAULT_UID_COUNT 65536u
+#define JAIL_UID_COUNT_MAX 1048576u
+#define JAIL_DEFAULT_CGROUP_PARENT "airlock"
+
+/* Checks the settings and runs `airlock-jailer --check` (its findings are
+ * logged); fails when the host cannot jail a VMM. Keeps copies. */
+int jail_init(const struct jail_settings *s, struct al_error *err);
+void jail_shutdown(void);
+
+/* A free sandbox uid (the gid is the same number). */
+int jail_uid_take(uint32_t *ret, struct al_error *err);
+/* Marks uid as used by a VMM found running at start; -EEXIST when it is
+ * already taken, -ERANGE outside the range. */
+int jail_uid_reserve(uint32_t uid);
+/* Gives a uid back (0: nothing). */
+void jail_uid_put(uint32_t uid);
+
+/* What one VMM's jail is given. */
+struct vmm_jail {
+	uint32_t uid;              /* = gid */
+	uint64_t memory_limit_mib; /* cgroup memory incl. swap */
+	unsigned cpu_quota_pct;    /* of one CPU */
+	unsigned pids_max;
+	uint64_t fsize_bytes; /* largest file the VMM may write */
+	unsigned nofile;
+	bool kvm; /* /dev/kvm in the jail */
+	bool tun; /* /dev/net/tun in the jail */
+};
+
+/* The jailer's argv around vmm_argv (vmm_argv[0] must be absolute): the
+ * jail root `root`, the network namespace at fd netns_fd (-1: none), the fds
+ * keep[] passed through. Returns a NULL-terminated vector whose strings live
+ * in *ret_arena (free both with free()). */
+char **jail_argv(const char *id, const char *root, const struct vmm_jail *j, int netns_fd, const int *keep,
+                 size_t nkeep, char *const vmm_argv[], char **ret_arena);
+
+/* Removes the cgroup of sandbox id (after its VMM is gone): kills what is
+ * left in it first, retries a short while; 0 also when there was none. */
+int jail_cleanup(const char *id, struct al_error *err);
+
+/* The jailer's refusal in a VMM log (its line "airlock-jailer: STEP: ..."),
+ * if there is one: true and the line in buf. */
+bool jail_failure_in_log(int log_dirfd, const char *log_name, char *buf, size_t size);
+
+#endif
