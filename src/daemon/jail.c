@@ -17,6 +17,12 @@
 #define JAIL_RUN_TIMEOUT_MS 10000
 #define JAIL_CLEANUP_WAIT_MS 5000
 
+/* What of the host the VMM sees (read-only; Debian's merged /usr): its
+ * libraries and QEMU's modules, the ELF interpreter's link, its firmware.
+ * No shell and no other program, nothing of /etc. The VMM's binary is
+ * bound by the jailer. */
+static const char *const vmm_binds[] = {"/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/share/qemu"};
+
 static struct {
 	char *jailer, *seccomp, *cgroup_parent;
 	uint32_t uid_base, uid_count;
@@ -100,7 +106,8 @@ static bool cgroup_parent_valid(const char *s)
 int jail_init(const struct jail_settings *s, struct al_error *err)
 {
 	if (!s->jailer || s->jailer[0] != '/' || access(s->jailer, X_OK) < 0)
-		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, ENOENT, "the jailer %s is not an executable absolute path",
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, ENOENT,
+		                    "the jailer %s is not an executable absolute path",
 		                    s->jailer ? s->jailer : "(none)");
 	struct stat st;
 	if (!s->seccomp || s->seccomp[0] != '/' || stat(s->seccomp, &st) < 0 || !S_ISREG(st.st_mode))
@@ -112,7 +119,8 @@ int jail_init(const struct jail_settings *s, struct al_error *err)
 		                    "--cgroup-parent %s: must match [a-z0-9][a-z0-9_-]{0,62}", s->cgroup_parent);
 	/* Never 0-999 (system), never 65534 (nobody) or -1, and never wrapping. */
 	if (s->uid_count < 1 || s->uid_count > JAIL_UID_COUNT_MAX || s->uid_base < 1000 ||
-	    (uint64_t)s->uid_base + s->uid_count > UINT32_MAX - 1 || (s->uid_base <= 65534 && s->uid_base + s->uid_count > 65534))
+	    (uint64_t)s->uid_base + s->uid_count > UINT32_MAX - 1 ||
+	    (s->uid_base <= 65534 && s->uid_base + s->uid_count > 65534))
 		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, ERANGE,
 		                    "--jail-uid-base %" PRIu32 " --jail-uid-count %" PRIu32
 		                    ": the range must start at 1000 or more, not contain 65534 (nobody), end "
@@ -266,9 +274,13 @@ char **jail_argv(const char *id, const char *root, const struct vmm_jail *j, int
 	ab_add(&b, "--rlimit-nproc");
 	ab_add(&b, "%u", j->pids_max);
 	ab_add(&b, "--new-pid-ns");
-	/* QEMU's libraries, firmware (/usr/share/qemu); nothing of /etc. */
-	ab_add(&b, "--bind-ro");
-	ab_add(&b, "/usr");
+	for (size_t i = 0; i < ARRAY_SIZE(vmm_binds); i++) {
+		struct stat st;
+		if (stat(vmm_binds[i], &st) == 0) {
+			ab_add(&b, "--bind-ro");
+			ab_add(&b, "%s", vmm_binds[i]);
+		}
+	}
 	if (j->kvm) {
 		ab_add(&b, "--dev");
 		ab_add(&b, "/dev/kvm");

@@ -213,8 +213,9 @@ static int bind_ro(int rootfd, const char *path, const struct stat *want, struct
 }
 
 /* Debian's merged /usr: /bin, /lib... are symlinks into /usr. Mirror the
- * host's links when /usr is bound, so that the VMM's ELF interpreter
- * (/lib64/ld-linux-x86-64.so.2) and /bin/sh resolve inside the jail. */
+ * host's links when /usr or anything under it is bound, so that the VMM's
+ * ELF interpreter (/lib64/ld-linux-x86-64.so.2) and its libraries resolve
+ * inside the jail. */
 static int merged_usr_links(int rootfd, struct al_error *err)
 {
 	static const char *const names[] = {"bin", "sbin", "lib", "lib32", "lib64", "libx32"};
@@ -242,7 +243,7 @@ static int build_binds(int rootfd, const struct jail_config *cfg, const struct j
 		int r = bind_ro(rootfd, cfg->binds[i], &v->bind_st[i], err);
 		if (r < 0)
 			return r;
-		usr |= !strcmp(cfg->binds[i], "/usr");
+		usr |= !strncmp(cfg->binds[i], "/usr", 4) && (cfg->binds[i][4] == '\0' || cfg->binds[i][4] == '/');
 	}
 	if (v->vmm_bind) {
 		int r = bind_ro(rootfd, cfg->vmm_argv[0], &v->vmm_st, err);

@@ -281,7 +281,10 @@ class Daemon:
     def __init__(self, base_dir, image_dir=IMAGES, boot_timeout_s=None, state_dir=None, name="airlockd",
                  netns=None, extra_args=()):
         self.base_dir = str(base_dir)
-        self.netns = netns  # run as `ip netns exec NETNS airlockd ...` (see fakenet.py)
+        # Run in that network namespace (see fakenet.py), with nsenter: `ip
+        # netns exec` would also give it a fresh /sys without the cgroup
+        # hierarchies the VMMs' jails need. Pass --resolver.
+        self.netns = netns
         self.extra_args = list(extra_args)
         self.socket = os.path.join(self.base_dir, f"{name}.sock")
         self.state_dir = state_dir or os.path.join(self.base_dir, "state")
@@ -310,7 +313,7 @@ class Daemon:
         require_build()
         assert self.proc is None or self.proc.poll() is not None
         log = open(self.log_path, "ab")
-        argv = (["ip", "netns", "exec", self.netns] if self.netns else []) + self.argv()
+        argv = (["nsenter", f"--net=/run/netns/{self.netns}", "--"] if self.netns else []) + self.argv()
         log.write(f"==== start: {' '.join(argv)}\n".encode())
         log.flush()
         self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,

@@ -61,7 +61,9 @@ Use the session fixture by importing it into the test module:
         assert "www.other.test" not in [q["qname"] for q in fakenet.dns_queries()]
 
 `ip netns exec` also gives the process its own mount namespace (slave
-propagation, a fresh /sys): mounts it makes are not seen outside.
+propagation, a fresh /sys): mounts it makes are not seen outside. Daemons
+are started with `nsenter --net=` instead (conftest.Daemon): their VMMs'
+jails need the host's cgroup hierarchies under /sys/fs/cgroup.
 """
 import atexit
 import ctypes

@@ -3,9 +3,10 @@
 from /proc of the jailed process (never from the jailer's own word).
 
 Most tests jail a small payload (/usr/bin/sleep with --bind-ro /usr); one
-boots real QEMU (TCG) under the shipped seccomp profile, talks to the guest
-agent through the jail's channel socket, and takes and restores a snapshot
-through QEMU's exec: migration (which runs /bin/sh and cat inside the jail).
+boots real QEMU (TCG) with airlockd's command line under the shipped seccomp
+profile, talks to the guest agent through the jail's channel socket, and takes
+and restores a snapshot as airlockd does (QMP getfd + migrate fd:, then
+-incoming fd:): nothing but QEMU runs in the jail.
 Root only. Run: pytest-3 -v tests/integration/test_jailer.py
 """
 import json
@@ -503,7 +504,10 @@ def test_failures_after_the_cgroup_leave_none(jail_base):
 
 # ----------------------------------------------------------------- a real VMM
 
-def qmp(path, command, **arguments):
+def qmp(path, command, send_fd=None, **arguments):
+    """One command on its own connection, as airlockd's QMP client does
+    (src/daemon/vmm-qmp.c): with send_fd, first `getfd` "snapshot" carrying
+    that fd (SCM_RIGHTS), then the command, on the same connection."""
     deadline = time.monotonic() + 30
     while True:
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -515,19 +519,26 @@ def qmp(path, command, **arguments):
             assert time.monotonic() < deadline, f"no QMP at {path}"
             time.sleep(0.05)
     s.settimeout(60)
-    f = s.makefile("rwb")
+    f = s.makefile("rb")
+
+    def exchange(cmd, fd=None):
+        data = json.dumps(cmd).encode() + b"\n"
+        if fd is None:
+            s.sendall(data)
+        else:
+            assert socket.send_fds(s, [data], [fd]) == len(data)
+        while True:
+            msg = json.loads(f.readline())
+            if "event" in msg:
+                continue
+            assert "error" not in msg, (cmd, msg)
+            return msg.get("return")
     try:
         json.loads(f.readline())
-        for cmd in ({"execute": "qmp_capabilities"}, dict(execute=command, arguments=arguments)):
-            f.write(json.dumps(cmd).encode() + b"\n")
-            f.flush()
-            while True:
-                msg = json.loads(f.readline())
-                if "event" in msg:
-                    continue
-                assert "error" not in msg, (command, msg)
-                break
-        return msg.get("return")
+        exchange({"execute": "qmp_capabilities"})
+        if send_fd is not None:
+            exchange({"execute": "getfd", "arguments": {"fdname": "snapshot"}}, send_fd)
+        return exchange(dict(execute=command, arguments=arguments))
     finally:
         f.close()
         s.close()
@@ -547,15 +558,22 @@ def connect_unix(path, proc, timeout_s=60):
             time.sleep(0.02)
 
 
-def qemu_payload(incoming=None):
-    """vmm-qemu.c's command line, with the jail's paths: the jail root is the
-    sandbox dir and QEMU's cwd (/), so its relative socket names stay."""
+def qemu_payload(kernel_fd, initrd_fd, rootfs_fd, incoming_fd=None):
+    """vmm-qemu.c's command line (with the console in a file the test reads):
+    the kernel, initramfs and template are fds the test opened (kept with
+    --keep-fd at whatever numbers they have), QEMU's cwd is the jail root, so
+    its relative socket names stay."""
     append = f"console=ttyS0 quiet panic=-1 airlock.root=/dev/vda tsc_early_khz={ah.host_tsc_khz()}"
-    argv = ["/usr/bin/qemu-system-x86_64", "-name", "airlock-jailtest", "-M", "microvm", "-accel", "tcg",
+    argv = ["/usr/bin/qemu-system-x86_64", "-name", "airlock-jailtest", "-M", "microvm", "-accel", "tcg,tb-size=128",
             "-cpu", "max", "-smp", "1", "-m", "256M", "-nodefaults", "-no-user-config", "-nographic",
-            "-no-reboot", "-kernel", "/vmlinuz", "-initrd", "/initramfs.cpio", "-append", append,
+            "-no-reboot", "-sandbox", "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny",
+            "-kernel", f"/proc/self/fd/{kernel_fd}", "-initrd", f"/proc/self/fd/{initrd_fd}", "-append", append,
             "-serial", "file:console.log",
-            "-drive", "id=root,file=disk.qcow2,format=qcow2,if=none,discard=unmap",
+            "-add-fd", f"fd={rootfs_fd},set=1,opaque=rootfs",
+            "-blockdev", "driver=file,node-name=base-file,filename=/dev/fdset/1,read-only=on",
+            "-blockdev", "driver=raw,node-name=base,file=base-file,read-only=on",
+            "-blockdev", "driver=file,node-name=disk-file,filename=disk.qcow2,discard=unmap",
+            "-blockdev", "driver=qcow2,node-name=root,file=disk-file,backing=base,discard=unmap",
             "-device", "virtio-blk-device,drive=root", "-device", "virtio-rng-device",
             "-device", "virtio-serial-device",
             "-chardev", "socket,id=ctl,path=ctl.sock,server=on,wait=off",
@@ -563,39 +581,40 @@ def qemu_payload(incoming=None):
             "-qmp", "unix:qmp.sock,server=on,wait=off",
             "-netdev", "tap,id=n0,ifname=tap0,script=no,downscript=no",
             "-device", "virtio-net-device,netdev=n0,mac=52:54:00:12:34:56"]
-    if incoming:
-        argv += ["-incoming", incoming]
+    if incoming_fd is not None:
+        argv += ["-incoming", f"fd:{incoming_fd}"]
     return tuple(argv)
 
 
-def test_qemu_boots_in_the_jail_under_the_profile(jail_base, bind_tree):
+def test_qemu_boots_in_the_jail_under_the_profile(jail_base):
     for p in ("vmlinuz", "initramfs.cpio"):
         if not os.path.exists(os.path.join(IMAGES, "kernels", p)):
             pytest.skip("build/images missing (make images)")
     with open(PROFILE) as f:
         assert json.load(f)["default_action"] == "kill_process"
     j = Jail(jail_base, "q")
-    # What airlockd puts in the jail root: kernel, initramfs, the disk
-    # overlay (its backing template is bound read-only at its own path),
-    # all owned by the jail's uid; the tap belongs to that uid too.
-    # The template is bound from a copy outside /tmp: a checkout under /tmp
-    # (CI may clone there) cannot be bound, the jail has its own /tmp.
-    rootfs = os.path.join(bind_tree, "rootfs.ext4")
-    shutil.copyfile(os.path.realpath(os.path.join(IMAGES, "templates", "minimal", "rootfs.ext4")), rootfs)
-    os.chmod(rootfs, 0o644)
-    for p in ("vmlinuz", "initramfs.cpio"):
-        shutil.copyfile(os.path.join(IMAGES, "kernels", p), os.path.join(j.root, p))
+    # What airlockd puts in the jail root: the disk overlay, owned by the
+    # jail's uid (the backing name written in it is never opened: the
+    # template is an fd and the overlay's explicit backing node). The tap
+    # belongs to that uid too. Nothing of the images is in the jail.
+    rootfs = os.path.realpath(os.path.join(IMAGES, "templates", "minimal", "rootfs.ext4"))
     subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", "-F", "raw", "-b", rootfs,
                     os.path.join(j.root, "disk.qcow2")], check=True)
-    for p in os.listdir(j.root):
-        os.chown(os.path.join(j.root, p), j.uid, j.gid)
+    os.chown(os.path.join(j.root, "disk.qcow2"), j.uid, j.gid)
+    boot_fds = [os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+                for path in (os.path.join(IMAGES, "kernels", "vmlinuz"),
+                             os.path.join(IMAGES, "kernels", "initramfs.cpio"), rootfs)]
+    keep = [a for fd in boot_fds for a in ("--keep-fd", str(fd))]
     ns = Netns(f"airlock-jq-{os.getpid()}-{random.randrange(1 << 20):x}", tap_user=j.uid)
     common = ("--netns-fd", str(ns.fd), "--new-pid-ns", "--memory-mib", "768", "--pids-max", "128",
-              "--rlimit-nofile", "1024", "--bind-ro", "/usr", "--bind-ro", rootfs,
-              "--dev", "/dev/net/tun", "--dev", "/dev/null", "--seccomp", PROFILE)
+              "--rlimit-nofile", "1024", "--bind-ro", "/usr",
+              "--dev", "/dev/net/tun", "--dev", "/dev/null", "--seccomp", PROFILE, *keep)
     console = os.path.join(j.root, "console.log")
+    # The snapshot's memory goes outside the jail root, as airlockd writes
+    # it into the snapshot's directory: QEMU only ever has the fd.
+    mem = os.path.join(j.dir, "memory")
     try:
-        p = j.start(*common, payload=qemu_payload(), pass_fds=(ns.fd,), stderr=None)
+        p = j.start(*common, payload=qemu_payload(*boot_fds), pass_fds=(ns.fd, *boot_fds), stderr=None)
         vmm = only_child(p.pid)
         wait_exec(vmm, "/usr/bin/qemu-system-x86_64")
         st = status_fields(vmm)
@@ -608,23 +627,32 @@ def test_qemu_boots_in_the_jail_under_the_profile(jail_base, bind_tree):
         wait_for(lambda: os.path.getsize(console) > 0, 10, "the guest's first console lines")
         e = c.run(["sh", "-c", "echo hello from the jail; cat /proc/sys/kernel/random/boot_id"])
         assert e.exit == {"exit_code": 0} and e.stdout.startswith(b"hello from the jail\n"), vars(e)
-        # Pause, resume, and a snapshot through exec: migration: QEMU runs
-        # /bin/sh -c "cat > mem.bin" inside the jail, under the profile.
+        # Pause, resume, and a snapshot as airlockd takes it: a file opened
+        # here, handed over QMP (getfd), migrate fd: on the same connection.
         q = os.path.join(j.root, "qmp.sock")
         qmp(q, "stop")
         qmp(q, "cont")
         qmp(q, "stop")
-        qmp(q, "migrate", uri="exec:cat > mem.bin")
+        fd = os.open(mem, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        try:
+            qmp(q, "migrate", send_fd=fd, uri="fd:snapshot")
+        finally:
+            os.close(fd)
         wait_for(lambda: qmp(q, "query-migrate").get("status") in ("completed", "failed"), 120, "the snapshot")
         assert qmp(q, "query-migrate")["status"] == "completed"
-        assert os.path.getsize(os.path.join(j.root, "mem.bin")) > 1 << 20
+        assert os.path.getsize(mem) > 1 << 20
         qmp(q, "quit")
         assert p.wait(30) == 0  # not SIGSYS: every syscall it made was allowed
         c.sock.close()
         assert j.cleanup_cmd().returncode == 0
 
-        # A restore from that snapshot, again in the jail.
-        p = j.start(*common, payload=qemu_payload(incoming="exec:cat mem.bin"), pass_fds=(ns.fd,), stderr=None)
+        # A restore from that snapshot, again in the jail: -incoming fd:.
+        mem_fd = os.open(mem, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            p = j.start(*common, "--keep-fd", str(mem_fd), payload=qemu_payload(*boot_fds, incoming_fd=mem_fd),
+                        pass_fds=(ns.fd, *boot_fds, mem_fd), stderr=None)
+        finally:
+            os.close(mem_fd)
         wait_for(lambda: qmp(q, "query-status")["status"] != "inmigrate", 60, "the restore")
         qmp(q, "cont")
         c = ah.Client(connect_unix(os.path.join(j.root, "ctl.sock"), p))
@@ -637,5 +665,7 @@ def test_qemu_boots_in_the_jail_under_the_profile(jail_base, bind_tree):
         assert p.wait(30) == 0
         c.sock.close()
     finally:
+        for fd in boot_fds:
+            os.close(fd)
         j.close()
         ns.close()

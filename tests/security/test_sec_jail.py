@@ -1,9 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Category 8: the jail itself, read from /proc of a running VMM (the
-attacker's). airlock-jailer (issue 7, item 1) is being written and is not
-wired in yet: every check is xfail(strict=True), so it does not count as a
-contained attempt now, and the run fails (XPASS) the day a check starts
-passing, to have its mark removed. One test per jailer step."""
+attacker's): every VMM runs inside airlock-jailer (docs/jailer.md). One
+test per jailer step."""
 import os
 import re
 
@@ -11,9 +9,6 @@ import pytest
 
 import secutil as su
 from secutil import attempt
-
-JAILER_PENDING = pytest.mark.xfail(strict=True, reason="jailer not wired in yet (issue 7)")
-
 
 def status(pid):
     with open(f"/proc/{pid}/status") as f:
@@ -25,7 +20,6 @@ def vmm(attacker, peer):
     return {"pid": su.vmm_pid(attacker["id"]), "peer_pid": su.vmm_pid(peer["id"]), "sid": attacker["id"]}
 
 
-@JAILER_PENDING
 def test_vmm_runs_as_a_uid_of_its_own(vmm, secd):
     with attempt("jail", "vmm-uid", "the VMM runs as a non-root uid/gid unique to its sandbox"):
         a, b = status(vmm["pid"]), status(vmm["peer_pid"])
@@ -35,7 +29,6 @@ def test_vmm_runs_as_a_uid_of_its_own(vmm, secd):
         assert a["Uid"].split()[0] != str(os.stat(secd.state_dir).st_uid)
 
 
-@JAILER_PENDING
 def test_vmm_has_no_capabilities(vmm):
     with attempt("jail", "vmm-capabilities", "the VMM's effective, permitted, inheritable, ambient and bounding sets are empty"):
         s = status(vmm["pid"])
@@ -43,7 +36,6 @@ def test_vmm_has_no_capabilities(vmm):
             assert int(s[k], 16) == 0, (k, s[k])
 
 
-@JAILER_PENDING
 def test_vmm_has_no_new_privs_and_seccomp(vmm):
     with attempt("jail", "vmm-seccomp", "the VMM has no_new_privs and a seccomp filter (mode 2)"):
         s = status(vmm["pid"])
@@ -52,7 +44,6 @@ def test_vmm_has_no_new_privs_and_seccomp(vmm):
         assert int(s.get("Seccomp_filters", "0")) >= 1
 
 
-@JAILER_PENDING
 def test_vmm_namespaces(vmm, secd):
     with attempt("jail", "vmm-namespaces", "the VMM has its own mount and pid namespaces (and the sandbox's network one)"):
         d = secd.proc.pid
@@ -65,11 +56,13 @@ def test_vmm_namespaces(vmm, secd):
         assert len(nspid) >= 2, nspid  # a pid in a namespace of its own
 
 
-@JAILER_PENDING
 def test_vmm_root_holds_only_what_it_needs(vmm, secd):
     with attempt("jail", "vmm-root", "the VMM's root is its jail directory: no host files, no state dir, no other sandbox"):
         root = f"/proc/{vmm['pid']}/root"
-        assert os.path.realpath(root) != "/" or os.readlink(root) != "/", os.readlink(root)
+        # Its "/" is the sandbox's vm/ directory (a bind of it), never the host's.
+        st, host, jail = os.stat(root), os.stat("/"), os.stat(secd.vm_dir(vmm["sid"]))
+        assert (st.st_dev, st.st_ino) != (host.st_dev, host.st_ino)
+        assert (st.st_dev, st.st_ino) == (jail.st_dev, jail.st_ino)
         for host_path in ("etc/shadow", "etc/passwd", "home", "root", "usr/bin/sh", "bin/sh",
                           secd.state_dir.lstrip("/"), su.IMAGES.lstrip("/")):
             assert not os.path.lexists(os.path.join(root, host_path)), host_path
@@ -77,7 +70,6 @@ def test_vmm_root_holds_only_what_it_needs(vmm, secd):
         assert len(entries) <= 16, sorted(entries)
 
 
-@JAILER_PENDING
 def test_vmm_cgroup_limits(vmm, api):
     with attempt("jail", "vmm-cgroup", "the VMM is in a cgroup of its sandbox with memory (incl. swap), pids and cpu limits"):
         with open(f"/proc/{vmm['pid']}/cgroup") as f:
@@ -100,7 +92,6 @@ def test_vmm_cgroup_limits(vmm, api):
             assert pids != "max", pids
 
 
-@JAILER_PENDING
 def test_vmm_rlimits_and_environment(vmm):
     with attempt("jail", "vmm-rlimits-env", "the VMM has file size, open files and process rlimits, and an empty environment"):
         limits = open(f"/proc/{vmm['pid']}/limits").read()
@@ -113,4 +104,5 @@ def test_vmm_rlimits_and_environment(vmm):
             assert soft(name) != "unlimited", (name, limits)
         assert int(soft("Max open files")) <= 4096, limits
         env = open(f"/proc/{vmm['pid']}/environ", "rb").read().split(b"\0")
-        assert not [e for e in env if e and not e.startswith((b"LANG=", b"TZ="))], env
+        # Exactly the jailer's PATH: nothing of the daemon's environment.
+        assert [e for e in env if e] == [b"PATH=/usr/sbin:/usr/bin:/sbin:/bin"], env
