@@ -203,6 +203,21 @@ void jail_uid_put(uint32_t uid)
 	pthread_mutex_unlock(&jail_lock);
 }
 
+void jail_spec(struct vmm_jail *j, uint32_t uid, unsigned vcpus, unsigned memory_mib, uint64_t disk_mib, bool kvm)
+{
+	*j = (struct vmm_jail){
+	    .uid = uid,
+	    .memory_limit_mib = (uint64_t)memory_mib + JAIL_VMM_OVERHEAD_MIB,
+	    .cpu_quota_pct = (vcpus + 1) * 100,
+	    .pids_max = JAIL_PIDS_MAX,
+	    /* Its disk and a snapshot of its memory are the largest files it writes. */
+	    .fsize_bytes = (disk_mib + memory_mib + 1024) << 20,
+	    .nofile = JAIL_NOFILE,
+	    .kvm = kvm,
+	    .tun = true,
+	};
+}
+
 /* An argv under construction: pointers into one arena of strings. */
 struct argv_builder {
 	char **v;

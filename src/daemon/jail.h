@@ -55,6 +55,19 @@ struct vmm_jail {
 	bool tun; /* /dev/net/tun in the jail */
 };
 
+/* VMM overhead on top of guest memory in its cgroup's limit: QEMU itself,
+ * TCG's translation cache (vmm-qemu.c), the page cache of its disk and
+ * snapshot writes. */
+#define JAIL_VMM_OVERHEAD_MIB 384
+/* Tasks in the jail: QEMU's threads (main, RCU, vCPUs, I/O workers up to
+ * 64) and the supervising jailer. */
+#define JAIL_PIDS_MAX 128
+#define JAIL_NOFILE 4096
+
+/* The jail of a VMM with these resources (disk_mib: the largest disk it
+ * writes). */
+void jail_spec(struct vmm_jail *j, uint32_t uid, unsigned vcpus, unsigned memory_mib, uint64_t disk_mib, bool kvm);
+
 /* The jailer's argv around vmm_argv (vmm_argv[0] must be absolute): the
  * jail root `root`, the network namespace at fd netns_fd (-1: none), the fds
  * keep[] passed through. Returns a NULL-terminated vector whose strings live

@@ -998,15 +998,6 @@ static int install_ca(struct sandbox *sb, uint64_t deadline, struct al_error *er
 
 /* ---- the VMM's jail (jail.h) ------------------------------------------------------------ */
 
-/* VMM overhead on top of guest memory in its cgroup's limit: QEMU itself,
- * TCG's translation cache (vmm-qemu.c), the page cache of its disk and
- * snapshot writes. */
-#define JAIL_VMM_OVERHEAD_MIB 384
-/* Tasks in the jail: QEMU's threads (main, RCU, vCPUs, I/O workers up to
- * 64) and the supervising jailer. */
-#define JAIL_PIDS_MAX 128
-#define JAIL_NOFILE 4096
-
 /* The VMM's directory, owned by a uid of its own (taken here, kept in the
  * record): nothing in it but the disk from an earlier life (sockets, the
  * jail's mount points and anything an earlier VMM left are removed). */
@@ -1047,23 +1038,13 @@ static int jail_enter_prepare(struct sandbox *sb, struct al_error *err)
 	return 0;
 }
 
-static void jail_spec(struct sandbox *sb, const struct images *im, struct vmm_jail *j)
+static void sandbox_jail_spec(struct sandbox *sb, const struct images *im, struct vmm_jail *j)
 {
 	uint64_t disk_mib = sb->rec.disk_mib;
 	struct stat st;
 	if (stat(im->rootfs, &st) == 0 && size_mib_up((uint64_t)st.st_size) > disk_mib)
 		disk_mib = size_mib_up((uint64_t)st.st_size);
-	*j = (struct vmm_jail){
-	    .uid = sb->rec.jail_uid,
-	    .memory_limit_mib = (uint64_t)sb->rec.memory_mib + JAIL_VMM_OVERHEAD_MIB,
-	    .cpu_quota_pct = (sb->rec.vcpus + 1) * 100,
-	    .pids_max = JAIL_PIDS_MAX,
-	    /* Its disk and a snapshot of its memory are the largest files it writes. */
-	    .fsize_bytes = (disk_mib + sb->rec.memory_mib + 1024) << 20,
-	    .nofile = JAIL_NOFILE,
-	    .kvm = !strcmp(cfg->vmm->accel(), "kvm"),
-	    .tun = true,
-	};
+	jail_spec(j, sb->rec.jail_uid, sb->rec.vcpus, sb->rec.memory_mib, disk_mib, !strcmp(cfg->vmm->accel(), "kvm"));
 }
 
 /* The jailer's refusal in the VMM log, if that is why the VMM ended. */
@@ -1104,6 +1085,7 @@ static int boot(struct sandbox *sb, const struct images *im, const struct snapsh
 	    .dir = sb->dir,
 	    .incoming_fd = -1,
 	    .netns_fd = -1,
+	    .mem_fd = -1,
 	    .kernel = im->kernel,
 	    .initrd = im->initrd,
 	    .rootfs = im->rootfs,
@@ -1148,7 +1130,7 @@ static int boot(struct sandbox *sb, const struct images *im, const struct snapsh
 		return r;
 	vc.netns_fd = sb->net.ns_fd;
 	struct vmm_jail jail;
-	jail_spec(sb, im, &jail);
+	sandbox_jail_spec(sb, im, &jail);
 	vc.jail = &jail;
 	pid_t pid;
 	if ((r = cfg->vmm->spawn(&vc, &pid, err)) < 0)

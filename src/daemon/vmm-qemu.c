@@ -25,6 +25,7 @@
 #define FD_KERNEL_NUM 4
 #define FD_INITRD_NUM 5
 #define FD_INCOMING_NUM 7
+#define FD_MEM_NUM 8
 
 static bool have_kvm(void)
 {
@@ -143,7 +144,8 @@ enum {
 	FD_INITRD = FD_INITRD_NUM,
 	FD_ROOTFS = 6,
 	FD_INCOMING = FD_INCOMING_NUM,
-	FD_COUNT = 8,
+	FD_MEM = FD_MEM_NUM,
+	FD_COUNT = 9,
 };
 
 static int qemu_spawn(const struct vmm_config *cfg, pid_t *ret_pid, struct al_error *err)
@@ -176,46 +178,100 @@ static int qemu_spawn(const struct vmm_config *cfg, pid_t *ret_pid, struct al_er
 	char rootfs_fdset[32];
 	snprintf(rootfs_fdset, sizeof(rootfs_fdset), "fd=%d,set=1,opaque=rootfs", FD_ROOTFS);
 
-	char *argv[] = {
-	    qemu, "-name", name, "-M", "microvm", "-accel",
-	    /* A bounded translation cache: it is host memory of the
-	     * sandbox's cgroup (QEMU's default is 1 GiB). */
-	    kvm ? "kvm" : "tcg,tb-size=" QEMU_TCG_TB_MIB_STR, "-cpu", kvm ? "host" : "max", "-smp", smp, "-m", mem,
-	    "-nodefaults", "-no-user-config", "-nographic", "-no-reboot",
-	    /* QEMU's own filter on top of the jailer's: no setuid,
-	     * no exec, no scheduler or resource changes. */
-	    "-sandbox", "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny", "-kernel",
-	    "/proc/self/fd/" STR(FD_KERNEL_NUM), "-initrd", "/proc/self/fd/" STR(FD_INITRD_NUM), "-append", append,
-	    "-chardev", "socket,id=con,path=" VMM_CONSOLE_SOCK ",server=on,wait=off", "-serial", "chardev:con",
-	    "-add-fd", rootfs_fdset, "-blockdev", "driver=file,node-name=base-file,filename=/dev/fdset/1,read-only=on",
-	    "-blockdev", "driver=raw,node-name=base,file=base-file,read-only=on", "-blockdev",
-	    "driver=file,node-name=disk-file,filename=" VMM_DISK ",discard=unmap", "-blockdev",
-	    "driver=qcow2,node-name=root,file=disk-file,backing=base,discard=unmap", "-device",
-	    "virtio-blk-device,drive=root", "-device", "virtio-rng-device", "-device", "virtio-serial-device",
-	    "-chardev", "socket,id=ctl,path=" VMM_CHANNEL_SOCK ",server=on,wait=off", "-device",
-	    "virtserialport,chardev=ctl,name=" AIRLOCK_PORT_NAME_LITERAL, "-qmp",
-	    "unix:" VMM_QMP_SOCK ",server=on,wait=off", NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+	/* The RAM is always the backend "mem": its name is what a saved state
+	 * calls it, the same whatever backs it. */
+	char ram[160];
+	if (cfg->mem_fd >= 0)
+		snprintf(ram, sizeof(ram), "memory-backend-file,id=mem,size=%uM,mem-path=/proc/self/fd/%d,share=%s",
+		         cfg->memory_mib, FD_MEM, cfg->mem_shared ? "on" : "off");
+	else
+		snprintf(ram, sizeof(ram), "memory-backend-ram,id=mem,size=%uM", cfg->memory_mib);
+
+	char *argv[80];
 	size_t n = 0;
-	while (argv[n])
-		n++;
+#define ARG(x) (argv[n++] = (char *)(x))
+	ARG(qemu);
+	ARG("-name");
+	ARG(name);
+	ARG("-M");
+	ARG("microvm,memory-backend=mem");
+	ARG("-object");
+	ARG(ram);
+	ARG("-accel");
+	/* A bounded translation cache: it is host memory of the sandbox's
+	 * cgroup (QEMU's default is 1 GiB). */
+	ARG(kvm ? "kvm" : "tcg,tb-size=" QEMU_TCG_TB_MIB_STR);
+	ARG("-cpu");
+	ARG(kvm ? "host" : "max");
+	ARG("-smp");
+	ARG(smp);
+	ARG("-m");
+	ARG(mem);
+	ARG("-nodefaults");
+	ARG("-no-user-config");
+	ARG("-nographic");
+	ARG("-no-reboot");
+	/* QEMU's own filter on top of the jailer's: no setuid, no exec, no
+	 * scheduler or resource changes. */
+	ARG("-sandbox");
+	ARG("on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny");
+	ARG("-kernel");
+	ARG("/proc/self/fd/" STR(FD_KERNEL_NUM));
+	ARG("-initrd");
+	ARG("/proc/self/fd/" STR(FD_INITRD_NUM));
+	ARG("-append");
+	ARG(append);
+	ARG("-chardev");
+	ARG("socket,id=con,path=" VMM_CONSOLE_SOCK ",server=on,wait=off");
+	ARG("-serial");
+	ARG("chardev:con");
+	ARG("-add-fd");
+	ARG(rootfs_fdset);
+	ARG("-blockdev");
+	ARG("driver=file,node-name=base-file,filename=/dev/fdset/1,read-only=on");
+	ARG("-blockdev");
+	ARG("driver=raw,node-name=base,file=base-file,read-only=on");
+	ARG("-blockdev");
+	ARG("driver=file,node-name=disk-file,filename=" VMM_DISK ",discard=unmap");
+	ARG("-blockdev");
+	ARG("driver=qcow2,node-name=root,file=disk-file,backing=base,discard=unmap");
+	ARG("-device");
+	ARG("virtio-blk-device,drive=root");
+	ARG("-device");
+	ARG("virtio-rng-device");
+	ARG("-device");
+	ARG("virtio-serial-device");
+	ARG("-chardev");
+	ARG("socket,id=ctl,path=" VMM_CHANNEL_SOCK ",server=on,wait=off");
+	ARG("-device");
+	ARG("virtserialport,chardev=ctl,name=" AIRLOCK_PORT_NAME_LITERAL);
+	ARG("-qmp");
+	ARG("unix:" VMM_QMP_SOCK ",server=on,wait=off");
 	if (cfg->netns_fd >= 0) {
 		/* The guest's only NIC: tap0 of the sandbox's namespace (the jailer
 		 * joins it; the tap belongs to the jail's uid). Never vhost (not
 		 * available here, and the kernel-side datapath is more attack
 		 * surface). */
-		argv[n++] = "-netdev";
-		argv[n++] = "tap,id=n0,ifname=" AIRLOCK_NET_TAP ",script=no,downscript=no";
-		argv[n++] = "-device";
-		argv[n++] = "virtio-net-device,netdev=n0,mac=" AIRLOCK_NET_GUEST_MAC;
+		ARG("-netdev");
+		ARG("tap,id=n0,ifname=" AIRLOCK_NET_TAP ",script=no,downscript=no");
+		ARG("-device");
+		ARG("virtio-net-device,netdev=n0,mac=" AIRLOCK_NET_GUEST_MAC);
 	}
 	if (cfg->incoming_fd >= 0) {
-		/* A restore: the same machine, its state read from the snapshot. */
-		argv[n++] = "-incoming";
-		argv[n++] = "fd:" STR(FD_INCOMING_NUM);
+		/* A restore: the same machine, its state read from the snapshot
+		 * (fd FD_INCOMING) once wait_incoming has set the capabilities. */
+		ARG("-incoming");
+		ARG("defer");
 	}
+	argv[n] = NULL;
+#undef ARG
 
-	int keep[] = {FD_KERNEL, FD_INITRD, FD_ROOTFS, FD_INCOMING};
-	size_t nkeep = cfg->incoming_fd >= 0 ? 4 : 3;
+	int keep[4] = {FD_KERNEL, FD_INITRD, FD_ROOTFS};
+	size_t nkeep = 3;
+	if (cfg->incoming_fd >= 0)
+		keep[nkeep++] = FD_INCOMING;
+	if (cfg->mem_fd >= 0)
+		keep[nkeep++] = FD_MEM;
 	cleanup_free char *arena = NULL;
 	cleanup_free char **jargv = jail_argv(cfg->sandbox_id, cfg->root, cfg->jail, cfg->netns_fd >= 0 ? FD_NETNS : -1,
 	                                      keep, nkeep, argv, &arena);
@@ -226,6 +282,7 @@ static int qemu_spawn(const struct vmm_config *cfg, pid_t *ret_pid, struct al_er
 		src[i] = -1;
 	src[FD_NETNS] = cfg->netns_fd;
 	src[FD_INCOMING] = cfg->incoming_fd;
+	src[FD_MEM] = cfg->mem_fd;
 	cleanup_close int kfd = open(cfg->kernel, O_RDONLY | O_CLOEXEC);
 	cleanup_close int ifd = open(cfg->initrd, O_RDONLY | O_CLOEXEC);
 	cleanup_close int rfd = open(cfg->rootfs, O_RDONLY | O_CLOEXEC);
@@ -308,9 +365,21 @@ static int qemu_resume(const struct vmm_config *cfg, struct al_error *err)
 #define QEMU_SAVE_TIMEOUT_MS 600000
 #define QEMU_POLL_MS 20
 
+/* Every saved state is made and read with x-ignore-shared: the RAM of a
+ * shared file-backed memory (a template's boot) is left out, everything
+ * else is in it. Both sides must agree: it changes the stream's format. */
+static int set_migration_caps(const struct vmm_config *cfg, char *why, size_t size)
+{
+	cleanup_json json_t *args =
+	    json_pack("{s:[{s:s, s:b}]}", "capabilities", "capability", "x-ignore-shared", "state", 1);
+	return qmp_command(cfg->dirfd, "migrate-set-capabilities", args, NULL, why, size);
+}
+
 static int qemu_save(const struct vmm_config *cfg, int out_fd, struct al_error *err)
 {
 	char why[256];
+	if (set_migration_caps(cfg, why, sizeof(why)) < 0)
+		return al_error_set(err, AL_ERR_INTERNAL, EIO, "cannot prepare saving the VM: %s", why);
 	/* The VMM gets the open file, never a path: it cannot write anywhere
 	 * else, and no shell runs in its jail (-sandbox spawn=deny). */
 	json_t *args = json_pack("{s:s}", "uri", "fd:snapshot");
@@ -368,6 +437,12 @@ static int qemu_cancel_save(const struct vmm_config *cfg, struct al_error *err)
 static int qemu_wait_incoming(const struct vmm_config *cfg, uint64_t deadline_ms, struct al_error *err)
 {
 	char why[256] = "";
+	/* QEMU waits (-incoming defer) for the capabilities, then reads the
+	 * state from the fd it was given at start. */
+	cleanup_json json_t *uri = json_pack("{s:s}", "uri", "fd:" STR(FD_INCOMING_NUM));
+	if (set_migration_caps(cfg, why, sizeof(why)) < 0 ||
+	    qmp_command(cfg->dirfd, "migrate-incoming", uri, NULL, why, sizeof(why)) < 0)
+		return al_error_set(err, AL_ERR_INTERNAL, EIO, "QEMU could not start loading the snapshot: %s", why);
 	for (;;) {
 		json_t *ret = NULL;
 		int r = qmp_command(cfg->dirfd, "query-status", NULL, &ret, why, sizeof(why));

@@ -46,6 +46,14 @@ struct vmm_config {
 	int netns_fd;
 	/* The VMM's jail (jail.h); spawn refuses to run a VMM without one. */
 	const struct vmm_jail *jail;
+	/* Guest RAM: -1 anonymous memory; else an fd of the file that backs it
+	 * (a memfd), mapped shared (mem_shared: a template's boot, its RAM is
+	 * the file) or private copy-on-write (a restore from a template
+	 * snapshot: unchanged pages are shared by every such sandbox). A saved
+	 * state never carries the RAM of a shared mapping (x-ignore-shared),
+	 * and a restore takes none it does not carry. */
+	int mem_fd;
+	bool mem_shared;
 };
 
 struct vmm_ops {
