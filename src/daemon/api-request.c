@@ -258,7 +258,7 @@ int create_request_parse(const char *body, size_t len, unsigned host_memory_mib,
 {
 	static const char *const fields[] = {"template",   "vcpus",          "memory_mib", "env",     "metadata",
 	                                     "tenant",     "snapshot",       "timeout_s",  "network", "secrets",
-	                                     "on_timeout", "idle_timeout_s", "disk_mib",   NULL};
+	                                     "on_timeout", "idle_timeout_s", "disk_mib",   "boot",    NULL};
 	cleanup_json json_t *j = NULL;
 	struct create_request r = {0};
 	int rc;
@@ -314,6 +314,15 @@ int create_request_parse(const char *body, size_t len, unsigned host_memory_mib,
 	if ((rc = get_uint(j, "disk_mib", 1, SANDBOX_DISK_MIB_MAX, 0, &v, err)) < 0)
 		return rc;
 	r.disk_mib = (unsigned)v;
+	json_t *boot = json_object_get(j, "boot");
+	if (boot && !json_is_null(boot)) {
+		const char *bv = json_is_string(boot) && !has_nul(boot) ? json_string_value(boot) : "";
+		if (strcmp(bv, "auto") && strcmp(bv, "cold"))
+			return al_error_set(
+			    err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+			    "boot: \"auto\" (from the template's snapshot where there is one) or \"cold\"");
+		r.cold_boot = !strcmp(bv, "cold");
+	}
 
 	if ((rc = parse_timeouts(j, &r.timeouts, err)) < 0)
 		return rc;

@@ -70,6 +70,7 @@ struct create_request {
 	unsigned vcpus;
 	unsigned memory_mib;
 	unsigned disk_mib; /* 0: the template's size */
+	bool cold_boot;    /* "boot": "cold": never from the template's snapshot */
 	struct kv_list env;
 	struct kv_list metadata;
 	/* The egress policy, canonical JSON (network-policy.h); NULL when the

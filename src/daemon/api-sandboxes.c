@@ -92,6 +92,7 @@ static json_t *sandbox_to_json(const struct sandbox_record *r)
 	                      r->boot_ms >= 0 ? json_integer(r->boot_ms) : json_null(), "error",
 	                      r->error ? json_string(r->error) : json_null());
 	json_object_set_new(o, "disk_mib", r->disk_mib ? json_integer(r->disk_mib) : json_null());
+	json_object_set_new(o, "boot", r->boot_path[0] ? json_string(r->boot_path) : json_null());
 	json_object_set_new(o, "timeout_s", json_integer(r->timeout_s));
 	json_object_set_new(o, "on_timeout", json_string(r->on_timeout[0] ? r->on_timeout : "kill"));
 	json_object_set_new(o, "idle_timeout_s", json_integer(r->idle_timeout_s));

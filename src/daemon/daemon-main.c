@@ -51,6 +51,7 @@ enum {
 	OPT_JAIL_UID_BASE,
 	OPT_JAIL_UID_COUNT,
 	OPT_CGROUP_PARENT,
+	OPT_TEMPLATE_SNAPSHOTS,
 };
 #define LIMIT(opt) ((opt)-OPT_FIRST)
 
@@ -80,7 +81,7 @@ static void usage(FILE *f)
 	        "                [--max-concurrent-starts N] [--start-queue-timeout-s N] [--watchdog-s N]\n"
 	        "                [--rate-limit-rps N] [--rate-limit-burst N]\n"
 	        "                [--jailer PATH] [--seccomp-profile FILE] [--jail-uid-base N]\n"
-	        "                [--jail-uid-count N] [--cgroup-parent NAME]\n"
+	        "                [--jail-uid-count N] [--cgroup-parent NAME] [--template-snapshots on|off]\n"
 	        "\n"
 	        "  --socket PATH        API socket (default " DEFAULT_SOCKET ")\n"
 	        "  --state-dir DIR      database, sandboxes, logs (default " DEFAULT_STATE_DIR ")\n"
@@ -114,7 +115,8 @@ static void usage(FILE *f)
 	        "  --jail-uid-count N   uids in the range: one per live sandbox (default %u); give\n"
 	        "                       each airlockd of a host a range of its own\n"
 	        "  --cgroup-parent NAME the VMMs' cgroups are NAME/<sandbox id> (default " JAIL_DEFAULT_CGROUP_PARENT
-	        ")\n",
+	        ")\n"
+	        "  --template-snapshots on|off  create = a restore of the template booted once (default on)\n",
 	        DEFAULT_BOOT_TIMEOUT_S, SANDBOX_VCPUS_MAX, SANDBOX_MEMORY_MIB_MAX, DEFAULT_MAX_DISK_MIB,
 	        DEFAULT_MAX_CONCURRENT_STARTS, DEFAULT_WATCHDOG_S, DEFAULT_RATE_LIMIT_RPS, DEFAULT_RATE_LIMIT_BURST,
 	        JAIL_DEFAULT_UID_BASE, JAIL_DEFAULT_UID_COUNT);
@@ -198,6 +200,7 @@ int main(int argc, char **argv)
 	const char *egress_bin = NULL, *resolver = NULL, *egress_ca = NULL, *network_policy_file = NULL;
 	const char *jailer_bin = NULL, *seccomp_profile = NULL, *cgroup_parent = JAIL_DEFAULT_CGROUP_PARENT;
 	long jail_uid_base = JAIL_DEFAULT_UID_BASE, jail_uid_count = JAIL_DEFAULT_UID_COUNT;
+	bool template_snapshots = true;
 	const char *public_cidrs[EGRESS_PUBLIC_CIDRS_MAX];
 	size_t n_public_cidrs = 0;
 	long limits[LIMIT(OPT_END)];
@@ -231,6 +234,7 @@ int main(int argc, char **argv)
 	    {"jail-uid-base", required_argument, NULL, OPT_JAIL_UID_BASE},
 	    {"jail-uid-count", required_argument, NULL, OPT_JAIL_UID_COUNT},
 	    {"cgroup-parent", required_argument, NULL, OPT_CGROUP_PARENT},
+	    {"template-snapshots", required_argument, NULL, OPT_TEMPLATE_SNAPSHOTS},
 	    {NULL, 0, NULL, 0},
 	};
 	int c;
@@ -284,6 +288,13 @@ int main(int argc, char **argv)
 			break;
 		case OPT_CGROUP_PARENT:
 			cgroup_parent = optarg;
+			break;
+		case OPT_TEMPLATE_SNAPSHOTS:
+			if (strcmp(optarg, "on") && strcmp(optarg, "off")) {
+				fprintf(stderr, "airlockd: --template-snapshots takes on or off\n");
+				return 2;
+			}
+			template_snapshots = !strcmp(optarg, "on");
 			break;
 		case OPT_JAIL_UID_BASE:
 			if (parse_int_range(optarg, 1000, UINT32_MAX - 2, &jail_uid_base) < 0) {
@@ -423,6 +434,7 @@ int main(int argc, char **argv)
 	    .watchdog_s = (unsigned)limits[LIMIT(OPT_WATCHDOG)],
 	    .rate_limit_rps = (unsigned)limits[LIMIT(OPT_RATE_RPS)],
 	    .rate_limit_burst = (unsigned)limits[LIMIT(OPT_RATE_BURST)],
+	    .template_snapshots = template_snapshots,
 	};
 	/* Memory: what the operator allows, never more than the host has. */
 	long mem = limits[LIMIT(OPT_MAX_MEMORY)];

@@ -218,9 +218,10 @@ void jail_spec(struct vmm_jail *j, uint32_t uid, unsigned vcpus, unsigned memory
 	};
 }
 
-/* An argv under construction: pointers into one arena of strings. */
+/* An argv under construction: offsets into one arena of strings (the
+ * arena moves as it grows; pointers are made at the end). */
 struct argv_builder {
-	char **v;
+	size_t *off;
 	size_t n, cap;
 	char *arena;
 	size_t used, size;
@@ -236,24 +237,29 @@ static void ab_add(struct argv_builder *b, const char *fmt, ...)
 	if (n < 0)
 		abort();
 	if (b->used + (size_t)n + 1 > b->size) {
-		/* The strings move: keep offsets, fix the pointers after. */
-		size_t want = (b->size ? b->size * 2 : 1024) + (size_t)n + 1;
-		char *old = b->arena;
-		b->arena = xrealloc(b->arena, want);
-		for (size_t i = 0; i < b->n; i++)
-			b->v[i] = b->arena + (b->v[i] - old);
-		b->size = want;
+		b->size = (b->size ? b->size * 2 : 1024) + (size_t)n + 1;
+		b->arena = xrealloc(b->arena, b->size);
 	}
 	va_start(ap, fmt);
 	vsnprintf(b->arena + b->used, (size_t)n + 1, fmt, ap);
 	va_end(ap);
-	if (b->n + 2 > b->cap) {
+	if (b->n == b->cap) {
 		b->cap = b->cap ? b->cap * 2 : 64;
-		b->v = xrealloc(b->v, b->cap * sizeof(*b->v));
+		b->off = xrealloc(b->off, b->cap * sizeof(*b->off));
 	}
-	b->v[b->n++] = b->arena + b->used;
-	b->v[b->n] = NULL;
+	b->off[b->n++] = b->used;
 	b->used += (size_t)n + 1;
+}
+
+/* The NULL-terminated vector; the builder's arena goes to *ret_arena. */
+static char **ab_finish(struct argv_builder *b, char **ret_arena)
+{
+	char **v = xcalloc(b->n + 1, sizeof(*v));
+	for (size_t i = 0; i < b->n; i++)
+		v[i] = b->arena + b->off[i];
+	free(b->off);
+	*ret_arena = b->arena;
+	return v;
 }
 
 char **jail_argv(const char *id, const char *root, const struct vmm_jail *j, int netns_fd, const int *keep,
@@ -315,8 +321,7 @@ char **jail_argv(const char *id, const char *root, const struct vmm_jail *j, int
 	ab_add(&b, "--");
 	for (size_t i = 0; vmm_argv[i]; i++)
 		ab_add(&b, "%s", vmm_argv[i]);
-	*ret_arena = b.arena;
-	return b.v;
+	return ab_finish(&b, ret_arena);
 }
 
 int jail_cleanup(const char *id, struct al_error *err)

@@ -27,6 +27,7 @@
 #include "process.h"
 #include "secrets.h"
 #include "snapshot.h"
+#include "template-snap.h"
 #include "util.h"
 
 struct sandbox {
@@ -1075,6 +1076,35 @@ static void jail_release(struct sandbox *sb)
 	pthread_mutex_unlock(&sb->lock);
 }
 
+static void tsnap_putp(struct tsnap **t)
+{
+	tsnap_put(*t);
+}
+
+/* The snapshot of the sandbox's template (made now if needed), or NULL:
+ * then it boots cold (the reason is logged; making it is retried after a
+ * minute). */
+static struct tsnap *template_snapshot_for(struct sandbox *sb, const struct images *im)
+{
+	if (!cfg->template_snapshots)
+		return NULL;
+	struct tsnap_request tr = {
+	    .template_name = sb->rec.template_name,
+	    .vcpus = sb->rec.vcpus,
+	    .memory_mib = sb->rec.memory_mib,
+	    .kernel = im->kernel,
+	    .initrd = im->initrd,
+	    .rootfs = im->rootfs,
+	};
+	struct tsnap *ts = NULL;
+	struct al_error e = {0};
+	if (tsnap_get(&tr, &ts, &e) < 0) {
+		log_info("sandbox %s: boots cold: %s", sb->rec.id, e.message);
+		return NULL;
+	}
+	return ts;
+}
+
 static int boot(struct sandbox *sb, const struct images *im, const struct snapshot_info *from, bool reuse,
                 struct al_error *err)
 {
@@ -1101,6 +1131,8 @@ static int boot(struct sandbox *sb, const struct images *im, const struct snapsh
 	vc.root = sb->root;
 	vc.dirfd = sb->dirfd;
 	cleanup_close int mem_fd = -1;
+	/* Held until the VMM has its fds. */
+	__attribute__((cleanup(tsnap_putp))) struct tsnap *ts = NULL;
 	if (from) {
 		sb->generation = from->generation + 1;
 		deadline = t0 + RESTORE_TIMEOUT_MS;
@@ -1118,8 +1150,29 @@ static int boot(struct sandbox *sb, const struct images *im, const struct snapsh
 		struct stat st;
 		if (stat(im->rootfs, &st) == 0 && sb->rec.disk_mib > size_mib_up((uint64_t)st.st_size))
 			vc.disk_mib = sb->rec.disk_mib;
-		r = cfg->vmm->prepare_disk(&vc, err);
+		/* A restore of the template's snapshot where there can be one:
+		 * its RAM mapped copy-on-write, its disk copied (small). */
+		if (!vc.disk_mib && strcmp(sb->rec.boot_path, "cold"))
+			ts = template_snapshot_for(sb, im);
+		if (ts) {
+			sb->generation = 1;
+			deadline = t0 + RESTORE_TIMEOUT_MS;
+			cleanup_free char *disk = xasprintf("%s/%s", sb->root, VMM_DISK);
+			unlink(disk);
+			if ((r = copy_file(tsnap_disk_path(ts), disk, 0600)) < 0)
+				r = al_error_set(err, AL_ERR_INTERNAL, -r,
+				                 "cannot copy the template snapshot's disk: %s", strerror(-r));
+			else if ((mem_fd = open(tsnap_state_path(ts), O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) < 0)
+				r = al_error_set(err, AL_ERR_INTERNAL, errno, "cannot open the template snapshot: %m");
+			vc.incoming_fd = mem_fd;
+			vc.mem_fd = tsnap_mem_fd(ts);
+		} else {
+			r = cfg->vmm->prepare_disk(&vc, err);
+		}
 	}
+	pthread_mutex_lock(&sb->lock);
+	strlcpy_al(sb->rec.boot_path, from ? "snapshot" : ts ? "template" : "cold", sizeof(sb->rec.boot_path));
+	pthread_mutex_unlock(&sb->lock);
 	/* The disk is the VMM's to write (and nothing else in the jail root). */
 	if (r == 0 && (fchownat(sb->dirfd, VMM_DISK, sb->rec.jail_uid, sb->rec.jail_uid, AT_SYMLINK_NOFOLLOW) < 0 ||
 	               fchmodat(sb->dirfd, VMM_DISK, 0600, 0) < 0))
@@ -1148,7 +1201,7 @@ static int boot(struct sandbox *sb, const struct images *im, const struct snapsh
 		return pr;
 	if ((r = attach(sb, deadline, err)) < 0)
 		return r;
-	if (from) {
+	if (from || ts) {
 		if ((r = restore_finish(sb, &vc, deadline, err)) < 0 || (r = install_ca(sb, deadline, err)) < 0)
 			return r;
 		pthread_mutex_lock(&sb->lock);
@@ -1245,6 +1298,8 @@ static int create_started(const struct create_request *req, const char *tenant, 
 	    .disk_mib = disk_mib,
 	    .boot_ms = -1,
 	};
+	if (req->cold_boot)
+		strlcpy_al(rec.boot_path, "cold", sizeof(rec.boot_path));
 	new_id(rec.id);
 	strlcpy_al(rec.tenant, tenant ? tenant : req->tenant[0] ? req->tenant : TENANT_DEFAULT, sizeof(rec.tenant));
 	/* Bindings only for what this request grants: a restore or fork never
@@ -2555,6 +2610,7 @@ int sandboxes_init(const struct daemon_config *c, struct al_error *err)
 	}
 	free(recs);
 	sweep_orphans();
+	tsnap_init(cfg);
 	reaper_start();
 	return 0;
 }
@@ -2562,6 +2618,7 @@ int sandboxes_init(const struct daemon_config *c, struct al_error *err)
 void sandboxes_shutdown(void)
 {
 	reaper_join();
+	tsnap_shutdown();
 	for (;;) {
 		pthread_mutex_lock(&registry_lock);
 		struct sandbox *sb = registry;

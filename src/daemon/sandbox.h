@@ -41,6 +41,9 @@ struct daemon_config {
 	 * (--rate-limit-rps, --rate-limit-burst); rps 0 = no limit. */
 	unsigned rate_limit_rps;
 	unsigned rate_limit_burst;
+	/* Creates restore their template's snapshot (template-snap.h) unless
+	 * the request says "boot": "cold" (--template-snapshots off: never). */
+	bool template_snapshots;
 };
 
 #define DEFAULT_MAX_DISK_MIB 4096

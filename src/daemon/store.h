@@ -64,6 +64,10 @@ struct sandbox_record {
 	unsigned disk_mib;
 	/* The uid (= gid) of its VMM's jail (jail.h) while it has one; 0: none. */
 	uint32_t jail_uid;
+	/* How its VM last started: "template" (a restore of its template's
+	 * snapshot), "cold" (a boot) or "snapshot" (a restore of a snapshot);
+	 * "" before that. At create: "cold" when the request asks for it. */
+	char boot_path[12];
 };
 
 #define NETWORK_POLICY_EMPTY "{\"allow\":[],\"deny\":[]}"

@@ -266,7 +266,7 @@ static int qemu_spawn(const struct vmm_config *cfg, pid_t *ret_pid, struct al_er
 	argv[n] = NULL;
 #undef ARG
 
-	int keep[4] = {FD_KERNEL, FD_INITRD, FD_ROOTFS};
+	int keep[5] = {FD_KERNEL, FD_INITRD, FD_ROOTFS};
 	size_t nkeep = 3;
 	if (cfg->incoming_fd >= 0)
 		keep[nkeep++] = FD_INCOMING;

@@ -1,0 +1,481 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Template snapshots (template-snap.h). */
+#include <dirent.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+
+#include "guest-channel.h"
+#include "jail.h"
+#include "log.h"
+#include "netns.h"
+#include "sandbox.h"
+#include "template-snap.h"
+#include "util.h"
+#include "vmm.h"
+
+#define TSNAP_DIR "template-snapshots"
+#define TSNAP_STATE "state"
+#define TSNAP_RETRY_MS 60000
+#define TSNAP_SAVE_SEAL_TRIES 100
+
+struct tsnap {
+	char key[96]; /* template/vcpus/memory */
+	int mem_fd;
+	char *dir, *state_path, *disk_path;
+	struct stat images[3]; /* kernel, initrd, rootfs when it was made */
+	uint64_t build_ms, last_used_ms;
+	unsigned refs; /* the cache holds one */
+};
+
+static const struct daemon_config *cfg;
+static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t build_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct tsnap *cache[TSNAP_MAX];
+static struct {
+	char key[96];
+	uint64_t at_ms;
+} failures[TSNAP_MAX];
+
+static void tsnap_free(struct tsnap *t)
+{
+	if (t->mem_fd >= 0)
+		close(t->mem_fd);
+	if (t->dir)
+		rm_rf(t->dir);
+	free(t->dir);
+	free(t->state_path);
+	free(t->disk_path);
+	free(t);
+}
+
+void tsnap_put(struct tsnap *t)
+{
+	if (!t)
+		return;
+	pthread_mutex_lock(&cache_lock);
+	bool last = --t->refs == 0;
+	pthread_mutex_unlock(&cache_lock);
+	if (last)
+		tsnap_free(t);
+}
+
+int tsnap_mem_fd(const struct tsnap *t)
+{
+	return t->mem_fd;
+}
+
+const char *tsnap_state_path(const struct tsnap *t)
+{
+	return t->state_path;
+}
+
+const char *tsnap_disk_path(const struct tsnap *t)
+{
+	return t->disk_path;
+}
+
+uint64_t tsnap_build_ms(const struct tsnap *t)
+{
+	return t->build_ms;
+}
+
+static bool same_file(const struct stat *a, const struct stat *b)
+{
+	return a->st_dev == b->st_dev && a->st_ino == b->st_ino && a->st_size == b->st_size &&
+	       a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec;
+}
+
+static int stat_images(const struct tsnap_request *req, struct stat st[3])
+{
+	const char *paths[3] = {req->kernel, req->initrd, req->rootfs};
+	for (size_t i = 0; i < 3; i++)
+		if (stat(paths[i], &st[i]) < 0)
+			return -errno;
+	return 0;
+}
+
+/* VMMs of a build a crashed daemon left (their jailer runs in
+ * <state>/template-snapshots/<key>/vm): killed, their cgroups removed. */
+static void sweep_builds(const char *base)
+{
+	DIR *d = opendir("/proc");
+	struct dirent *de;
+	size_t blen = strlen(base);
+	while (d && (de = readdir(d))) {
+		long pid;
+		if (parse_int_range(de->d_name, 2, INT32_MAX, &pid) < 0)
+			continue;
+		char link[64], cwd[PATH_MAX];
+		snprintf(link, sizeof(link), "/proc/%ld/cwd", pid);
+		ssize_t n = readlink(link, cwd, sizeof(cwd) - 1);
+		if (n <= 0)
+			continue;
+		cwd[n] = '\0';
+		if (strncmp(cwd, base, blen) || cwd[blen] != '/')
+			continue;
+		/* Its id is the jailer's --id (tpl-<hex>). */
+		snprintf(link, sizeof(link), "/proc/%ld/cmdline", pid);
+		cleanup_free char *cmd = NULL;
+		size_t len = 0;
+		if (read_file_limited(link, 64 * 1024, &cmd, &len) < 0)
+			continue;
+		const char *id = NULL;
+		for (size_t i = 0; i + 1 < len; i += strlen(cmd + i) + 1)
+			if (!strcmp(cmd + i, "--id") && i + 3 < len)
+				id = cmd + i + 3;
+		if (!id || strncmp(id, "tpl-", 4))
+			continue;
+		log_info("killing the template build VMM %ld (%s) a previous airlockd left", pid, id);
+		kill((pid_t)pid, SIGKILL);
+		struct al_error e = {0};
+		if (jail_cleanup(id, &e) < 0)
+			log_error("%s", e.message);
+	}
+	if (d)
+		closedir(d);
+}
+
+void tsnap_init(const struct daemon_config *c)
+{
+	cfg = c;
+	cleanup_free char *base = xasprintf("%s/%s", cfg->state_dir, TSNAP_DIR);
+	sweep_builds(base);
+	/* Snapshots live as long as the daemon: what is on disk is stale. */
+	rm_rf(base);
+}
+
+void tsnap_shutdown(void)
+{
+	pthread_mutex_lock(&cache_lock);
+	struct tsnap *all[TSNAP_MAX];
+	memcpy(all, cache, sizeof(all));
+	memset(cache, 0, sizeof(cache));
+	pthread_mutex_unlock(&cache_lock);
+	for (size_t i = 0; i < TSNAP_MAX; i++)
+		tsnap_put(all[i]);
+}
+
+/* One build's runtime: what must go whatever happens. */
+struct build {
+	char id[24];
+	uint32_t uid;
+	bool uid_held;
+	struct netns net;
+	int dirfd, pidfd, ch_fd;
+	pid_t pid;
+	struct guest_channel *ch;
+};
+
+static void build_end(struct build *b)
+{
+	if (b->pid > 0) {
+		kill(b->pid, SIGKILL);
+		int status;
+		while (waitpid(b->pid, &status, 0) < 0 && errno == EINTR)
+			;
+		b->pid = 0;
+	}
+	struct al_error e = {0};
+	if (b->id[0] && jail_cleanup(b->id, &e) < 0) {
+		log_error("template build %s: %s", b->id, e.message);
+		b->uid_held = false; /* something may still run as it */
+	}
+	if (b->uid_held)
+		jail_uid_put(b->uid);
+	b->uid_held = false;
+	if (b->ch)
+		guest_channel_free(b->ch); /* closes ch_fd */
+	else if (b->ch_fd >= 0)
+		close(b->ch_fd);
+	b->ch = NULL;
+	b->ch_fd = -1;
+	netns_release(&b->net);
+	if (b->pidfd >= 0)
+		close(b->pidfd);
+	if (b->dirfd >= 0)
+		close(b->dirfd);
+	b->pidfd = b->dirfd = -1;
+}
+
+/* Until the agent's first HELLO (or the VMM's exit, or the deadline). */
+static int wait_agent(struct build *b, uint64_t deadline, struct al_error *err)
+{
+	for (;;) {
+		if (b->ch_fd < 0) {
+			int r = unix_connect_at(b->dirfd, VMM_CHANNEL_SOCK, &b->ch_fd);
+			if (r == 0) {
+				b->ch = guest_channel_new(b->ch_fd);
+			} else if (r != -ENOENT && r != -ECONNREFUSED) {
+				return al_error_set(err, AL_ERR_INTERNAL, -r, "cannot connect to the agent's channel: %s",
+				                    strerror(-r));
+			}
+		}
+		if (b->ch && guest_channel_hellos(b->ch) > 0)
+			return 0;
+		uint64_t now = now_ms_monotonic();
+		if (now >= deadline)
+			return al_error_set(err, AL_ERR_BOOT_FAILED, ETIMEDOUT,
+			                    "the template's agent did not say hello within %u s", cfg->boot_timeout_s);
+		struct pollfd p[2] = {{.fd = b->pidfd, .events = POLLIN}, {.fd = b->ch ? b->ch_fd : -1, .events = POLLIN}};
+		int pr = poll(p, 2, b->ch ? 100 : 10);
+		if (pr < 0 && errno != EINTR)
+			return al_error_set(err, AL_ERR_INTERNAL, errno, "poll: %m");
+		if (pr > 0 && p[0].revents)
+			return al_error_set(err, AL_ERR_BOOT_FAILED, ECHILD,
+			                    "the template's VM exited before its agent said hello (see %s)", VMM_LOG);
+		if (pr > 0 && p[1].revents && guest_channel_read(b->ch) < 0)
+			return al_error_set(err, AL_ERR_BOOT_FAILED, EPROTO, "the template's agent channel failed");
+	}
+}
+
+static int seal(int fd, struct al_error *err)
+{
+	/* The VMM's shared mapping goes when its process is gone, a moment
+	 * after its cgroup emptied: EBUSY until then. */
+	for (int i = 0; i < TSNAP_SAVE_SEAL_TRIES; i++) {
+		if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) == 0)
+			return 0;
+		if (errno != EBUSY)
+			break;
+		usleep(10 * 1000);
+	}
+	return al_error_set(err, AL_ERR_INTERNAL, errno, "cannot seal the template's memory: %m");
+}
+
+/* Boots the template to agent ready with its RAM in a new memfd, saves
+ * its device state, and keeps RAM (sealed), state and disk. */
+static int build(const struct tsnap_request *req, struct tsnap *t, struct al_error *err)
+{
+	uint64_t t0 = now_ms_monotonic();
+	struct build b = {.net = NETNS_INIT, .dirfd = -1, .pidfd = -1, .ch_fd = -1};
+	uint8_t rnd[8];
+	random_bytes(rnd, sizeof(rnd));
+	char hex[17];
+	hex_encode(rnd, sizeof(rnd), hex);
+	snprintf(b.id, sizeof(b.id), "tpl-%s", hex);
+	cleanup_free char *root = xasprintf("%s/vm", t->dir);
+	int r = 0;
+	if (mkdir_p(t->dir, 0700) < 0 || mkdir(root, 0700) < 0)
+		return al_error_set(err, AL_ERR_INTERNAL, errno, "cannot create %s: %m", root);
+	if ((r = jail_uid_take(&b.uid, err)) < 0)
+		return r;
+	b.uid_held = true;
+	b.dirfd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	if (b.dirfd < 0 || fchown(b.dirfd, b.uid, b.uid) < 0) {
+		r = al_error_set(err, AL_ERR_INTERNAL, errno, "cannot prepare %s: %m", root);
+		goto out;
+	}
+	t->mem_fd = memfd_create("airlock-template", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (t->mem_fd < 0 || ftruncate(t->mem_fd, (off_t)req->memory_mib << 20) < 0) {
+		r = al_error_set(err, AL_ERR_INTERNAL, errno, "cannot make the template's memory: %m");
+		goto out;
+	}
+	if ((r = netns_create(b.uid, &b.net, err)) < 0)
+		goto out;
+	struct vmm_jail jail;
+	struct stat st;
+	uint64_t disk_mib = stat(req->rootfs, &st) == 0 ? ((uint64_t)st.st_size + (1u << 20) - 1) >> 20 : 0;
+	jail_spec(&jail, b.uid, req->vcpus, req->memory_mib, disk_mib, !strcmp(cfg->vmm->accel(), "kvm"));
+	struct vmm_config vc = {
+	    .sandbox_id = b.id,
+	    .dir = t->dir,
+	    .root = root,
+	    .kernel = req->kernel,
+	    .initrd = req->initrd,
+	    .rootfs = req->rootfs,
+	    .vcpus = req->vcpus,
+	    .memory_mib = req->memory_mib,
+	    .dirfd = b.dirfd,
+	    .incoming_fd = -1,
+	    .netns_fd = b.net.ns_fd,
+	    .jail = &jail,
+	    .mem_fd = t->mem_fd,
+	    .mem_shared = true,
+	};
+	if ((r = cfg->vmm->prepare_disk(&vc, err)) < 0)
+		goto out;
+	if (fchownat(b.dirfd, VMM_DISK, b.uid, b.uid, AT_SYMLINK_NOFOLLOW) < 0 ||
+	    fchmodat(b.dirfd, VMM_DISK, 0600, 0) < 0) {
+		r = al_error_set(err, AL_ERR_INTERNAL, errno, "cannot give the template's disk to its VMM: %m");
+		goto out;
+	}
+	if ((r = cfg->vmm->spawn(&vc, &b.pid, err)) < 0)
+		goto out;
+	b.pidfd = (int)syscall(SYS_pidfd_open, b.pid, 0);
+	if (b.pidfd < 0) {
+		r = al_error_set(err, AL_ERR_INTERNAL, errno, "pidfd_open on the template's VMM: %m");
+		goto out;
+	}
+	if ((r = wait_agent(&b, t0 + (uint64_t)cfg->boot_timeout_s * 1000u, err)) < 0)
+		goto out;
+	if ((r = cfg->vmm->pause(&vc, err)) < 0)
+		goto out;
+	{
+		cleanup_close int fd = open(t->state_path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+		if (fd < 0) {
+			r = al_error_set(err, AL_ERR_INTERNAL, errno, "cannot create %s: %m", t->state_path);
+			goto out;
+		}
+		if ((r = cfg->vmm->save(&vc, fd, err)) < 0)
+			goto out;
+		if (fsync(fd) < 0) {
+			r = al_error_set(err, AL_ERR_INTERNAL, errno, "cannot write %s: %m", t->state_path);
+			goto out;
+		}
+	}
+	/* Its disk as the state knows it; the VMM is gone before it moves. */
+	build_end(&b);
+	{
+		cleanup_free char *from = xasprintf("%s/%s", root, VMM_DISK);
+		if (rename(from, t->disk_path) < 0 || chown(t->disk_path, 0, 0) < 0 || chmod(t->disk_path, 0600) < 0) {
+			r = al_error_set(err, AL_ERR_INTERNAL, errno, "cannot keep the template's disk: %m");
+			goto out;
+		}
+	}
+	rm_rf(root);
+	if ((r = seal(t->mem_fd, err)) < 0)
+		goto out;
+	t->build_ms = now_ms_monotonic() - t0;
+out:
+	build_end(&b);
+	return r;
+}
+
+static void note_failure(const char *key)
+{
+	size_t oldest = 0;
+	for (size_t i = 0; i < TSNAP_MAX; i++) {
+		if (!strcmp(failures[i].key, key)) {
+			oldest = i;
+			break;
+		}
+		if (failures[i].at_ms < failures[oldest].at_ms)
+			oldest = i;
+	}
+	strlcpy_al(failures[oldest].key, key, sizeof(failures[oldest].key));
+	failures[oldest].at_ms = now_ms_monotonic();
+}
+
+static bool failed_recently(const char *key)
+{
+	for (size_t i = 0; i < TSNAP_MAX; i++)
+		if (failures[i].at_ms && !strcmp(failures[i].key, key) &&
+		    now_ms_monotonic() - failures[i].at_ms < TSNAP_RETRY_MS)
+			return true;
+	return false;
+}
+
+/* With cache_lock held: the current snapshot for key, with a reference. */
+static struct tsnap *lookup_locked(const char *key, const struct stat images[3])
+{
+	for (size_t i = 0; i < TSNAP_MAX; i++) {
+		struct tsnap *t = cache[i];
+		if (!t || strcmp(t->key, key))
+			continue;
+		if (!same_file(&t->images[0], &images[0]) || !same_file(&t->images[1], &images[1]) ||
+		    !same_file(&t->images[2], &images[2]))
+			return NULL; /* stale: the build replaces it */
+		t->refs++;
+		t->last_used_ms = now_ms_monotonic();
+		return t;
+	}
+	return NULL;
+}
+
+int tsnap_get(const struct tsnap_request *req, struct tsnap **ret, struct al_error *err)
+{
+	char key[96];
+	if (snprintf_ok(key, sizeof(key), "%s/%u/%u", req->template_name, req->vcpus, req->memory_mib) < 0)
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, ENAMETOOLONG, "template name too long");
+	struct stat images[3];
+	int r = stat_images(req, images);
+	if (r < 0)
+		return al_error_set(err, AL_ERR_INTERNAL, -r, "cannot stat the template's images: %s", strerror(-r));
+	pthread_mutex_lock(&cache_lock);
+	struct tsnap *t = lookup_locked(key, images);
+	bool failed = !t && failed_recently(key);
+	pthread_mutex_unlock(&cache_lock);
+	if (t) {
+		*ret = t;
+		return 0;
+	}
+	if (failed)
+		return al_error_set(err, AL_ERR_UNAVAILABLE, EAGAIN,
+		                    "the template snapshot for %s failed less than a minute ago", key);
+	/* One build at a time; whoever waited finds it made. */
+	pthread_mutex_lock(&build_lock);
+	pthread_mutex_lock(&cache_lock);
+	t = lookup_locked(key, images);
+	pthread_mutex_unlock(&cache_lock);
+	if (t) {
+		pthread_mutex_unlock(&build_lock);
+		*ret = t;
+		return 0;
+	}
+	t = xcalloc(1, sizeof(*t));
+	t->mem_fd = -1;
+	t->refs = 1;
+	strlcpy_al(t->key, key, sizeof(t->key));
+	memcpy(t->images, images, sizeof(images));
+	/* A directory of its own: a replaced or evicted snapshot keeps its
+	 * files until its last user is done. */
+	uint8_t rnd[6];
+	random_bytes(rnd, sizeof(rnd));
+	char hex[13];
+	hex_encode(rnd, sizeof(rnd), hex);
+	t->dir = xasprintf("%s/%s/%s-%u-%u-%s", cfg->state_dir, TSNAP_DIR, req->template_name, req->vcpus,
+	                   req->memory_mib, hex);
+	t->state_path = xasprintf("%s/%s", t->dir, TSNAP_STATE);
+	t->disk_path = xasprintf("%s/%s", t->dir, VMM_DISK);
+	/* The stale one (if any) leaves the cache; it goes with its last user. */
+	pthread_mutex_lock(&cache_lock);
+	struct tsnap *old = NULL;
+	for (size_t i = 0; i < TSNAP_MAX; i++)
+		if (cache[i] && !strcmp(cache[i]->key, key)) {
+			old = cache[i];
+			cache[i] = NULL;
+		}
+	pthread_mutex_unlock(&cache_lock);
+	tsnap_put(old);
+	log_info("template snapshot %s: booting the template once", key);
+	r = build(req, t, err);
+	if (r < 0) {
+		al_error_prefix(err, "template snapshot %s", key);
+		log_error("%s (creates boot cold)", err->message);
+		pthread_mutex_lock(&cache_lock);
+		note_failure(key);
+		pthread_mutex_unlock(&cache_lock);
+		tsnap_put(t);
+		pthread_mutex_unlock(&build_lock);
+		return r;
+	}
+	log_info("template snapshot %s: ready in %" PRIu64 " ms", key, t->build_ms);
+	t->last_used_ms = now_ms_monotonic();
+	pthread_mutex_lock(&cache_lock);
+	size_t slot = TSNAP_MAX;
+	for (size_t i = 0; i < TSNAP_MAX && slot == TSNAP_MAX; i++)
+		if (!cache[i])
+			slot = i;
+	struct tsnap *evicted = NULL;
+	if (slot == TSNAP_MAX) {
+		slot = 0;
+		for (size_t i = 1; i < TSNAP_MAX; i++)
+			if (cache[i]->last_used_ms < cache[slot]->last_used_ms)
+				slot = i;
+		evicted = cache[slot];
+	}
+	cache[slot] = t;
+	t->refs++; /* the caller's */
+	pthread_mutex_unlock(&cache_lock);
+	pthread_mutex_unlock(&build_lock);
+	tsnap_put(evicted);
+	*ret = t;
+	return 0;
+}

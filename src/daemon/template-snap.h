@@ -1,0 +1,52 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Template snapshots (issue 9): a template is booted once, to "agent
+ * ready", with its RAM in a memfd mapped shared; its device state is saved
+ * without that RAM (x-ignore-shared), the memfd sealed. A sandbox created
+ * from the template is then a restore of that state over a private
+ * copy-on-write mapping of the memfd: nothing is read, unchanged guest
+ * pages are shared by every sandbox of the template, and the guest gets its
+ * own identity at THAW (sandbox.c).
+ *
+ * One snapshot per (template, vCPUs, memory), made on first use and kept
+ * while the daemon runs (at most TSNAP_MAX; the least recently used goes);
+ * a new kernel, initramfs or template image makes it again.
+ */
+#ifndef AIRLOCK_TEMPLATE_SNAP_H
+#define AIRLOCK_TEMPLATE_SNAP_H
+
+#include <stdint.h>
+
+#include "error.h"
+
+struct daemon_config;
+struct tsnap;
+
+#define TSNAP_MAX 8
+
+struct tsnap_request {
+	const char *template_name;
+	unsigned vcpus;
+	unsigned memory_mib;
+	const char *kernel, *initrd, *rootfs; /* resolved image paths */
+};
+
+void tsnap_init(const struct daemon_config *cfg);
+/* Frees every snapshot (the daemon stops). */
+void tsnap_shutdown(void);
+
+/* The snapshot for req, made now when there is none (or its images
+ * changed): a reference the caller puts back. -EAGAIN: making it failed
+ * recently (not tried again for a minute; the caller boots cold). */
+int tsnap_get(const struct tsnap_request *req, struct tsnap **ret, struct al_error *err);
+void tsnap_put(struct tsnap *t);
+
+/* The guest's RAM (a sealed memfd: map it private). */
+int tsnap_mem_fd(const struct tsnap *t);
+/* The saved device state (without RAM) and the disk overlay at that moment. */
+const char *tsnap_state_path(const struct tsnap *t);
+const char *tsnap_disk_path(const struct tsnap *t);
+/* How long making it took (ms). */
+uint64_t tsnap_build_ms(const struct tsnap *t);
+
+#endif
