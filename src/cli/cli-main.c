@@ -16,14 +16,15 @@ static const char usage_text[] =
     "usage: airlock [--socket PATH | --host tcp://ADDR:PORT [--token TOKEN]] COMMAND ...\n"
     "\n"
     "Sandboxes:\n"
-    "  run [--template T] [--vcpus N] [--memory MIB] [--env K=V]... [--timeout S] [--no-stream]\n"
+    "  run [--template T] [--vcpus N] [--memory MIB] [--env K=V]... [--timeout S] [--no-stream] [--cold]\n"
     "      [--allow RULE]... [--deny RULE]... [--secret ENV=NAME]... -- CMD [ARG...]\n"
     "                    create a sandbox, run CMD in it, delete it; exits with CMD's status\n"
-    "  create [--template T] [--vcpus N] [--memory MIB] [--env K=V]... [--metadata K=V]...\n"
+    "  create [--template T] [--vcpus N] [--memory MIB] [--env K=V]... [--metadata K=V]... [--cold]\n"
     "      [--allow RULE]... [--deny RULE]... [--secret ENV=NAME]... [--json]\n"
     "                    create a sandbox and print its id; RULE: example.com, *.example.com,\n"
     "                    host:port, 203.0.113.0/24[:port] (no --allow: the daemon's default, deny all);\n"
-    "                    --secret ENV=NAME: ENV holds a placeholder the egress gateway swaps for secret NAME\n"
+    "                    --secret ENV=NAME: ENV holds a placeholder the egress gateway swaps for secret NAME;\n"
+    "                    --cold: boot the kernel (default: restore the template's snapshot)\n"
     "  ls [--all] [--filter K=V]... [--json]   list sandboxes\n"
     "  inspect ID [--json]   show one sandbox\n"
     "  rm ID...              delete sandboxes\n"
@@ -223,6 +224,7 @@ enum {
 	OPT_ALLOW,
 	OPT_DENY,
 	OPT_SECRET,
+	OPT_COLD,
 };
 
 static const struct option verb_opts[] = {
@@ -241,6 +243,7 @@ static const struct option verb_opts[] = {
     {"allow", required_argument, NULL, OPT_ALLOW},
     {"deny", required_argument, NULL, OPT_DENY},
     {"secret", required_argument, NULL, OPT_SECRET},
+    {"cold", no_argument, NULL, OPT_COLD},
     {"interactive", no_argument, NULL, 'i'},
     {"tty", no_argument, NULL, 't'},
     {"detach", no_argument, NULL, 'd'},
@@ -279,6 +282,9 @@ static int parse_verb_opts(int argc, char **argv, const int *allowed, struct ver
 		switch (c) {
 		case OPT_TEMPLATE:
 			json_object_set_new(a->create, "template", json_string(optarg));
+			break;
+		case OPT_COLD:
+			json_object_set_new(a->create, "boot", json_string("cold"));
 			break;
 		case OPT_VCPUS:
 			r = parse_uint_flag("--vcpus", optarg, 1024, a->create, "vcpus");
@@ -352,8 +358,8 @@ static int split_cmd(int argc, char **argv, int *ret_first)
 
 int cmd_run(int argc, char **argv)
 {
-	static const int allowed[] = {OPT_TEMPLATE, OPT_VCPUS, OPT_MEMORY, OPT_ENV, OPT_TIMEOUT, OPT_CWD, OPT_NO_STREAM,
-	                              OPT_ALLOW,    OPT_DENY,  OPT_SECRET, 0};
+	static const int allowed[] = {OPT_TEMPLATE,  OPT_VCPUS, OPT_MEMORY, OPT_ENV,    OPT_TIMEOUT, OPT_CWD,
+	                              OPT_NO_STREAM, OPT_ALLOW, OPT_DENY,   OPT_SECRET, OPT_COLD,    0};
 	cleanup_json json_t *create = new_create_body();
 	cleanup_json json_t *exec = json_object();
 	struct verb_args a = {.create = create, .exec = exec};
@@ -379,8 +385,8 @@ int cmd_run(int argc, char **argv)
 
 static int cmd_create(int argc, char **argv)
 {
-	static const int allowed[] = {OPT_TEMPLATE, OPT_VCPUS, OPT_MEMORY, OPT_ENV,    OPT_METADATA,
-	                              OPT_JSON,     OPT_ALLOW, OPT_DENY,   OPT_SECRET, 0};
+	static const int allowed[] = {OPT_TEMPLATE, OPT_VCPUS,  OPT_MEMORY, OPT_ENV, OPT_METADATA, OPT_JSON, OPT_ALLOW,
+	                              OPT_DENY,     OPT_SECRET, OPT_COLD,   0};
 	cleanup_json json_t *create = new_create_body();
 	struct verb_args a = {.create = create};
 	int r = parse_verb_opts(argc, argv, allowed, &a);

@@ -6,11 +6,14 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 
+#include "ca.h"
+#include "guest-ca.h"
 #include "guest-channel.h"
 #include "jail.h"
 #include "log.h"
@@ -29,6 +32,7 @@ struct tsnap {
 	char key[96]; /* template/vcpus/memory */
 	int mem_fd;
 	char *dir, *state_path, *disk_path;
+	char ca_bundle[64];    /* where the guest has the Airlock CA ("": not installed) */
 	struct stat images[3]; /* kernel, initrd, rootfs when it was made */
 	uint64_t build_ms, last_used_ms;
 	unsigned refs; /* the cache holds one */
@@ -79,6 +83,11 @@ const char *tsnap_state_path(const struct tsnap *t)
 const char *tsnap_disk_path(const struct tsnap *t)
 {
 	return t->disk_path;
+}
+
+const char *tsnap_ca_bundle(const struct tsnap *t)
+{
+	return t->ca_bundle;
 }
 
 uint64_t tsnap_build_ms(const struct tsnap *t)
@@ -204,35 +213,78 @@ static void build_end(struct build *b)
 	b->pidfd = b->dirfd = -1;
 }
 
-/* Until the agent's first HELLO (or the VMM's exit, or the deadline). */
-static int wait_agent(struct build *b, uint64_t deadline, struct al_error *err)
+/* Reads and writes the build's agent channel (what a sandbox's monitor
+ * thread does) until stop_fd is written. */
+struct pump {
+	struct guest_channel *ch;
+	int stop_fd;
+	pthread_t thread;
+	bool running;
+};
+
+static void *pump_main(void *arg)
 {
-	for (;;) {
-		if (b->ch_fd < 0) {
-			int r = unix_connect_at(b->dirfd, VMM_CHANNEL_SOCK, &b->ch_fd);
-			if (r == 0) {
-				b->ch = guest_channel_new(b->ch_fd);
-			} else if (r != -ENOENT && r != -ECONNREFUSED) {
-				return al_error_set(err, AL_ERR_INTERNAL, -r, "cannot connect to the agent's channel: %s",
-				                    strerror(-r));
-			}
+	struct pump *p = arg;
+	while (!guest_channel_dead(p->ch, NULL, 0)) {
+		bool want_write = guest_channel_want_write(p->ch);
+		struct pollfd f[3] = {
+		    {.fd = p->stop_fd, .events = POLLIN},
+		    {.fd = guest_channel_fd(p->ch), .events = (short)(POLLIN | (want_write ? POLLOUT : 0))},
+		    {.fd = guest_channel_wake_fd(p->ch), .events = POLLIN},
+		};
+		if (poll(f, 3, want_write ? 1000 : -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			break;
 		}
-		if (b->ch && guest_channel_hellos(b->ch) > 0)
-			return 0;
-		uint64_t now = now_ms_monotonic();
-		if (now >= deadline)
-			return al_error_set(err, AL_ERR_BOOT_FAILED, ETIMEDOUT,
-			                    "the template's agent did not say hello within %u s", cfg->boot_timeout_s);
-		struct pollfd p[2] = {{.fd = b->pidfd, .events = POLLIN}, {.fd = b->ch ? b->ch_fd : -1, .events = POLLIN}};
-		int pr = poll(p, 2, b->ch ? 100 : 10);
-		if (pr < 0 && errno != EINTR)
-			return al_error_set(err, AL_ERR_INTERNAL, errno, "poll: %m");
-		if (pr > 0 && p[0].revents)
-			return al_error_set(err, AL_ERR_BOOT_FAILED, ECHILD,
-			                    "the template's VM exited before its agent said hello (see %s)", VMM_LOG);
-		if (pr > 0 && p[1].revents && guest_channel_read(b->ch) < 0)
-			return al_error_set(err, AL_ERR_BOOT_FAILED, EPROTO, "the template's agent channel failed");
+		if (f[0].revents)
+			break;
+		if (f[1].revents & (POLLIN | POLLHUP | POLLERR))
+			guest_channel_read(p->ch);
+		if (want_write || f[2].revents)
+			guest_channel_flush(p->ch);
 	}
+	return NULL;
+}
+
+static void pump_stop(struct pump *p)
+{
+	if (!p->running)
+		return;
+	uint64_t one = 1;
+	if (write(p->stop_fd, &one, sizeof(one)) < 0)
+		abort();
+	pthread_join(p->thread, NULL);
+	p->running = false;
+}
+
+/* Connects to the agent's channel (the VMM creates it a moment after it
+ * starts), runs its pump, and waits for the first HELLO. */
+static int wait_agent(struct build *b, struct pump *p, uint64_t deadline, struct al_error *err)
+{
+	while (b->ch_fd < 0) {
+		int r = unix_connect_at(b->dirfd, VMM_CHANNEL_SOCK, &b->ch_fd);
+		if (r < 0 && r != -ENOENT && r != -ECONNREFUSED)
+			return al_error_set(err, AL_ERR_INTERNAL, -r, "cannot connect to the agent's channel: %s",
+			                    strerror(-r));
+		struct pollfd f = {.fd = b->pidfd, .events = POLLIN};
+		if (r < 0 && poll(&f, 1, 5) > 0)
+			return al_error_set(err, AL_ERR_BOOT_FAILED, ECHILD,
+			                    "the template's VM exited at start (see %s)", VMM_LOG);
+		if (r < 0 && now_ms_monotonic() >= deadline)
+			return al_error_set(err, AL_ERR_BOOT_FAILED, ETIMEDOUT, "the template's VM did not start");
+	}
+	b->ch = guest_channel_new(b->ch_fd);
+	p->ch = b->ch;
+	if (pthread_create(&p->thread, NULL, pump_main, p) != 0)
+		abort();
+	p->running = true;
+	/* A VMM that dies closes the channel: the wait ends then. */
+	if (guest_channel_wait_hello(b->ch, deadline, NULL) < 0)
+		return al_error_set(err, AL_ERR_BOOT_FAILED, ETIMEDOUT,
+		                    "the template's agent did not say hello (within %u s, or its VM exited: see %s)",
+		                    cfg->boot_timeout_s, VMM_LOG);
+	return 0;
 }
 
 static int seal(int fd, struct al_error *err)
@@ -255,6 +307,9 @@ static int build(const struct tsnap_request *req, struct tsnap *t, struct al_err
 {
 	uint64_t t0 = now_ms_monotonic();
 	struct build b = {.net = NETNS_INIT, .dirfd = -1, .pidfd = -1, .ch_fd = -1};
+	struct pump pump = {.stop_fd = eventfd(0, EFD_CLOEXEC)};
+	if (pump.stop_fd < 0)
+		return al_error_set(err, AL_ERR_INTERNAL, errno, "eventfd: %m");
 	uint8_t rnd[8];
 	random_bytes(rnd, sizeof(rnd));
 	char hex[17];
@@ -313,8 +368,14 @@ static int build(const struct tsnap_request *req, struct tsnap *t, struct al_err
 		r = al_error_set(err, AL_ERR_INTERNAL, errno, "pidfd_open on the template's VMM: %m");
 		goto out;
 	}
-	if ((r = wait_agent(&b, t0 + (uint64_t)cfg->boot_timeout_s * 1000u, err)) < 0)
+	uint64_t deadline = t0 + (uint64_t)cfg->boot_timeout_s * 1000u;
+	if ((r = wait_agent(&b, &pump, deadline, err)) < 0)
 		goto out;
+	/* Every sandbox of the template trusts the Airlock CA from the start. */
+	const char *pem = ca_cert_pem();
+	if (pem && (r = guest_ca_install(b.ch, pem, deadline, t->ca_bundle, sizeof(t->ca_bundle), err)) < 0)
+		goto out;
+	pump_stop(&pump);
 	if ((r = cfg->vmm->pause(&vc, err)) < 0)
 		goto out;
 	{
@@ -331,6 +392,7 @@ static int build(const struct tsnap_request *req, struct tsnap *t, struct al_err
 		}
 	}
 	/* Its disk as the state knows it; the VMM is gone before it moves. */
+	pump_stop(&pump);
 	build_end(&b);
 	{
 		cleanup_free char *from = xasprintf("%s/%s", root, VMM_DISK);
@@ -344,7 +406,9 @@ static int build(const struct tsnap_request *req, struct tsnap *t, struct al_err
 		goto out;
 	t->build_ms = now_ms_monotonic() - t0;
 out:
+	pump_stop(&pump);
 	build_end(&b);
+	close(pump.stop_fd);
 	return r;
 }
 

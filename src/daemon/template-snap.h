@@ -46,6 +46,8 @@ int tsnap_mem_fd(const struct tsnap *t);
 /* The saved device state (without RAM) and the disk overlay at that moment. */
 const char *tsnap_state_path(const struct tsnap *t);
 const char *tsnap_disk_path(const struct tsnap *t);
+/* Where the guest has the Airlock CA ("": it was not installed). */
+const char *tsnap_ca_bundle(const struct tsnap *t);
 /* How long making it took (ms). */
 uint64_t tsnap_build_ms(const struct tsnap *t);
 

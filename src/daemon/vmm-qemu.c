@@ -364,6 +364,7 @@ static int qemu_resume(const struct vmm_config *cfg, struct al_error *err)
 
 #define QEMU_SAVE_TIMEOUT_MS 600000
 #define QEMU_POLL_MS 20
+#define QEMU_INCOMING_POLL_MS 3
 
 /* Every saved state is made and read with x-ignore-shared: the RAM of a
  * shared file-backed memory (a template's boot) is left out, everything
@@ -459,7 +460,7 @@ static int qemu_wait_incoming(const struct vmm_config *cfg, uint64_t deadline_ms
 		if (now_ms_monotonic() > deadline_ms)
 			return al_error_set(err, AL_ERR_TIMEOUT, ETIMEDOUT, "loading the snapshot took too long%s%s",
 			                    why[0] ? ": " : "", why);
-		usleep(QEMU_POLL_MS * 1000);
+		usleep(QEMU_INCOMING_POLL_MS * 1000); /* a template's state loads in a few ms */
 	}
 }
 
