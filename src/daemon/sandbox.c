@@ -1167,7 +1167,8 @@ static int boot(struct sandbox *sb, const struct images *im, const struct snapsh
 		if (!vc.disk_mib && strcmp(sb->rec.boot_path, "cold"))
 			ts = template_snapshot_for(sb, im);
 		if (ts) {
-			sb->generation = 1;
+			/* A new sandbox, as after a boot: its snapshots are generation 0's. */
+			sb->generation = 0;
 			deadline = t0 + RESTORE_TIMEOUT_MS;
 			cleanup_free char *disk = xasprintf("%s/%s", sb->root, VMM_DISK);
 			unlink(disk);
