@@ -5,6 +5,7 @@
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 
 #include "api.h"
@@ -42,6 +43,9 @@ enum {
 	OPT_WATCHDOG,
 	OPT_RATE_RPS,
 	OPT_RATE_BURST,
+	OPT_API_MAX_CONNECTIONS,
+	OPT_API_MAX_PER_CLIENT,
+	OPT_API_IDLE_TIMEOUT,
 	OPT_END,
 };
 #define LIMIT(opt) ((opt)-OPT_FIRST)
@@ -59,6 +63,10 @@ static const struct {
     [LIMIT(OPT_WATCHDOG)] = {"watchdog-s", 0, WATCHDOG_S_MAX, DEFAULT_WATCHDOG_S},
     [LIMIT(OPT_RATE_RPS)] = {"rate-limit-rps", 0, RATE_LIMIT_MAX, DEFAULT_RATE_LIMIT_RPS},
     [LIMIT(OPT_RATE_BURST)] = {"rate-limit-burst", 1, RATE_LIMIT_MAX, DEFAULT_RATE_LIMIT_BURST},
+    [LIMIT(OPT_API_MAX_CONNECTIONS)] = {"api-max-connections", 1, API_MAX_CONNECTIONS_MAX, DEFAULT_API_MAX_CONNECTIONS},
+    [LIMIT(OPT_API_MAX_PER_CLIENT)] = {"api-max-connections-per-client", 0, API_MAX_CONNECTIONS_MAX,
+                                       DEFAULT_API_MAX_CONNECTIONS_PER_CLIENT},
+    [LIMIT(OPT_API_IDLE_TIMEOUT)] = {"api-idle-timeout-s", 1, API_IDLE_TIMEOUT_S_MAX, DEFAULT_API_IDLE_TIMEOUT_S},
 };
 
 static void usage(FILE *f)
@@ -71,6 +79,8 @@ static void usage(FILE *f)
 	        "                [--max-vcpus N] [--max-memory-mib N] [--max-disk-mib N]\n"
 	        "                [--max-concurrent-starts N] [--start-queue-timeout-s N] [--watchdog-s N]\n"
 	        "                [--rate-limit-rps N] [--rate-limit-burst N]\n"
+	        "                [--api-max-connections N] [--api-max-connections-per-client N]\n"
+	        "                [--api-idle-timeout-s N]\n"
 	        "\n"
 	        "  --socket PATH        API socket (default " DEFAULT_SOCKET ")\n"
 	        "  --state-dir DIR      database, sandboxes, logs (default " DEFAULT_STATE_DIR ")\n"
@@ -96,9 +106,16 @@ static void usage(FILE *f)
 	        "  --watchdog-s N       kill a running VM whose QEMU or agent has not answered for N s\n"
 	        "                       (default %d; 0 = off)\n"
 	        "  --rate-limit-rps N   API requests a second per tenant over TCP (default %d; 0 = off)\n"
-	        "  --rate-limit-burst N requests a tenant may make at once (default %d)\n",
+	        "  --rate-limit-burst N requests a tenant may make at once (default %d)\n"
+	        "  --api-max-connections N  connections each listener (unix socket, TCP) holds; an idle one\n"
+	        "                       makes room for a new one (default %d)\n"
+	        "  --api-max-connections-per-client N  TCP connections from one client address\n"
+	        "                       (default %d; 0 = no cap)\n"
+	        "  --api-idle-timeout-s N   close a connection that sent no request for N s; streamed\n"
+	        "                       answers are not cut (default %d)\n",
 	        DEFAULT_BOOT_TIMEOUT_S, SANDBOX_VCPUS_MAX, SANDBOX_MEMORY_MIB_MAX, DEFAULT_MAX_DISK_MIB,
-	        DEFAULT_MAX_CONCURRENT_STARTS, DEFAULT_WATCHDOG_S, DEFAULT_RATE_LIMIT_RPS, DEFAULT_RATE_LIMIT_BURST);
+	        DEFAULT_MAX_CONCURRENT_STARTS, DEFAULT_WATCHDOG_S, DEFAULT_RATE_LIMIT_RPS, DEFAULT_RATE_LIMIT_BURST,
+	        DEFAULT_API_MAX_CONNECTIONS, DEFAULT_API_MAX_CONNECTIONS_PER_CLIENT, DEFAULT_API_IDLE_TIMEOUT_S);
 }
 
 static bool qemu_present(void)
@@ -156,6 +173,22 @@ static void on_process_exit(const char *sandbox_id, const char *tenant, const ch
 	metrics_observe_exec((double)duration_ms / 1000.0);
 }
 
+/* Each API connection holds an fd (and a thread); VMs, their channels and the
+ * store hold more. */
+static void raise_fd_limit(const struct daemon_config *cfg)
+{
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+		return;
+	rl.rlim_cur = rl.rlim_max;
+	setrlimit(RLIMIT_NOFILE, &rl);
+	rlim_t want = (rlim_t)cfg->api_max_connections * 2 * 5 / 4 + 4096;
+	if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < want)
+		log_info("RLIMIT_NOFILE is %llu; --api-max-connections %u on two listeners, with the VMs, would "
+		         "want %llu (raise LimitNOFILE=)",
+		         (unsigned long long)rl.rlim_cur, cfg->api_max_connections, (unsigned long long)want);
+}
+
 int main(int argc, char **argv)
 {
 	const char *socket_path = DEFAULT_SOCKET;
@@ -193,6 +226,9 @@ int main(int argc, char **argv)
 	    {"watchdog-s", required_argument, NULL, OPT_WATCHDOG},
 	    {"rate-limit-rps", required_argument, NULL, OPT_RATE_RPS},
 	    {"rate-limit-burst", required_argument, NULL, OPT_RATE_BURST},
+	    {"api-max-connections", required_argument, NULL, OPT_API_MAX_CONNECTIONS},
+	    {"api-max-connections-per-client", required_argument, NULL, OPT_API_MAX_PER_CLIENT},
+	    {"api-idle-timeout-s", required_argument, NULL, OPT_API_IDLE_TIMEOUT},
 	    {NULL, 0, NULL, 0},
 	};
 	int c;
@@ -252,7 +288,10 @@ int main(int argc, char **argv)
 		case OPT_START_QUEUE:
 		case OPT_WATCHDOG:
 		case OPT_RATE_RPS:
-		case OPT_RATE_BURST: {
+		case OPT_RATE_BURST:
+		case OPT_API_MAX_CONNECTIONS:
+		case OPT_API_MAX_PER_CLIENT:
+		case OPT_API_IDLE_TIMEOUT: {
 			size_t i = (size_t)LIMIT(c);
 			if (parse_int_range(optarg, limit_flags[i].min, limit_flags[i].max, &limits[i]) < 0) {
 				fprintf(stderr, "airlockd: --%s must be from %ld to %ld\n", limit_flags[i].name,
@@ -347,6 +386,9 @@ int main(int argc, char **argv)
 	    .watchdog_s = (unsigned)limits[LIMIT(OPT_WATCHDOG)],
 	    .rate_limit_rps = (unsigned)limits[LIMIT(OPT_RATE_RPS)],
 	    .rate_limit_burst = (unsigned)limits[LIMIT(OPT_RATE_BURST)],
+	    .api_max_connections = (unsigned)limits[LIMIT(OPT_API_MAX_CONNECTIONS)],
+	    .api_max_connections_per_client = (unsigned)limits[LIMIT(OPT_API_MAX_PER_CLIENT)],
+	    .api_idle_timeout_s = (unsigned)limits[LIMIT(OPT_API_IDLE_TIMEOUT)],
 	};
 	/* Memory: what the operator allows, never more than the host has. */
 	long mem = limits[LIMIT(OPT_MAX_MEMORY)];
@@ -354,6 +396,7 @@ int main(int argc, char **argv)
 	if (cfg.host_memory_mib && cfg.host_memory_mib < cfg.max_memory_mib)
 		cfg.max_memory_mib = cfg.host_memory_mib;
 	api_set_config(&cfg, max_file_bytes);
+	raise_fd_limit(&cfg);
 	bool ca_created = false;
 	if (auth_init(store, &err) < 0 || events_init(store, &err) < 0 || snapshots_init(store, state_abs, &err) < 0 ||
 	    secrets_init(store, state_abs, &err) < 0 || ca_init(state_abs, &ca_created, &err) < 0) {
@@ -396,6 +439,9 @@ int main(int argc, char **argv)
 	}
 	log_info("listening on %s%s%s%s", socket_path, listen_addr ? " and on TCP " : "",
 	         listen_addr ? listen_addr : "", listen_addr ? " (bearer tokens)" : "");
+	log_info("API: %u connections a listener, %u per TCP client%s, idle timeout %u s", cfg.api_max_connections,
+	         cfg.api_max_connections_per_client, cfg.api_max_connections_per_client ? "" : " (no cap)",
+	         cfg.api_idle_timeout_s);
 
 	int sig = 0;
 	while (sigwait(&sigs, &sig) == 0 && sig == SIGHUP)

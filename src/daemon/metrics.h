@@ -20,10 +20,12 @@
  *   airlock_output_dropped_bytes_total{kind="exec|log|console"}  counter
  *   airlock_console_rotations_total              counter
  *   airlock_watchdog_kills_total{unresponsive="vmm|agent"}  counter
+ *   airlock_api_connections_shed_total{listener="unix|tcp"}    counter (idle, closed to make room)
+ *   airlock_api_connections_refused_total{listener="unix|tcp"} counter (every slot busy)
  *
  * All functions are thread-safe and never fail; state is process-global and
- * needs no initialisation. Label sets are bounded: HTTP statuses 100..599 and
- * the names of enum al_error_code.
+ * needs no initialisation. Label sets are bounded: HTTP statuses 100..599,
+ * the names of enum al_error_code, and the fixed lists above.
  */
 #ifndef AIRLOCK_METRICS_H
 #define AIRLOCK_METRICS_H
@@ -64,6 +66,9 @@ void metrics_add_output_dropped(const char *kind, uint64_t bytes);
 void metrics_count_console_rotation(void);
 /* The watchdog killed a VMM: what stopped answering, "vmm" or "agent". */
 void metrics_count_watchdog_kill(const char *unresponsive);
+/* A connection to the "unix" or "tcp" listener was "shed" (idle, closed to
+ * make room) or "refused" (every slot in the way busy); others are ignored. */
+void metrics_count_api_connection(const char *listener, const char *what);
 
 /* The whole exposition, NUL-terminated, for the caller to free. state_counts[i]
  * is the number of sandboxes in state state_names[i] (e.g. sandbox_state_name()

@@ -41,6 +41,13 @@ struct daemon_config {
 	 * (--rate-limit-rps, --rate-limit-burst); rps 0 = no limit. */
 	unsigned rate_limit_rps;
 	unsigned rate_limit_burst;
+	/* The API listeners: connections per listener (--api-max-connections),
+	 * per client address on TCP (--api-max-connections-per-client; 0 = no
+	 * cap), and how long a connection may wait for its next request
+	 * (--api-idle-timeout-s). */
+	unsigned api_max_connections;
+	unsigned api_max_connections_per_client;
+	unsigned api_idle_timeout_s;
 };
 
 #define DEFAULT_MAX_DISK_MIB 4096
@@ -51,6 +58,11 @@ struct daemon_config {
 #define DEFAULT_RATE_LIMIT_RPS 50
 #define DEFAULT_RATE_LIMIT_BURST 100
 #define RATE_LIMIT_MAX 1000000
+#define DEFAULT_API_MAX_CONNECTIONS 1024
+#define API_MAX_CONNECTIONS_MAX 65536
+#define DEFAULT_API_MAX_CONNECTIONS_PER_CLIENT 64
+#define DEFAULT_API_IDLE_TIMEOUT_S 60
+#define API_IDLE_TIMEOUT_S_MAX 3600
 
 /* Loads the registry and reconciles the store with the VMMs still running:
  * live ones are re-attached, dead ones end in state error. */

@@ -252,9 +252,6 @@ def test_connection_abuse(api, secd, tcp, fakenet):
         healthy(api)
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: an unauthenticated TCP client holding ~1000 idle connections "
-                                       "takes every API connection slot (libmicrohttpd select(): fd < FD_SETSIZE, "
-                                       "no per-client limit, 3600 s idle timeout); the unix socket is refused too")
 def test_idle_connections_cannot_starve_the_api(api, secd, tcp):
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, 8192)), hard))
