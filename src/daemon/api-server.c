@@ -26,6 +26,7 @@
 #include "api-connlimit.h"
 #include "api-ratelimit.h"
 #include "api.h"
+#include "auth-failures.h"
 #include "auth.h"
 #include "events.h"
 #include "log.h"
@@ -74,6 +75,8 @@ static uint64_t max_file_bytes;
 static const struct daemon_config *config;
 /* Per tenant on the TCP listener; NULL: no limit (or no listener). */
 static struct rate_limiter *rate_limiter;
+/* auth.failure events per client address on the TCP listener; NULL: one per failure. */
+static struct authfail_limiter *auth_failures;
 
 void api_set_config(const struct daemon_config *cfg, uint64_t max_file)
 {
@@ -395,6 +398,53 @@ static void conn_stream_begin(struct api_server *srv, struct MHD_Connection *c, 
 		conn_table_pin(srv->conns, conn_slot_of(c));
 }
 
+/* ---- failed authentication ---------------------------------------------------------------------- */
+
+static void auth_summary_emit(void *ctx, const struct authfail_summary *sum)
+{
+	(void)ctx;
+	json_t *reasons = json_object();
+	for (int r = 0; r < AUTH_FAILURE__COUNT; r++)
+		if (sum->by_reason[r])
+			json_object_set_new(reasons, auth_failure_name((enum auth_failure)r),
+			                    json_integer((json_int_t)sum->by_reason[r]));
+	events_emit("auth.failure", NULL, NULL,
+	            json_pack("{s:s, s:s, s:I, s:o}", "reason", auth_failure_name(sum->top), "remote", sum->source,
+	                      "suppressed", (json_int_t)sum->suppressed, "reasons", reasons));
+}
+
+/* SECURITY: a client without a token decides how often this runs. Every
+ * failure is counted in /metrics; what it leaves in the event log is bounded
+ * per client address (IPv6: per /64) and in all (auth-failures.h), the rest
+ * is reported in summaries. */
+static void auth_failure_record(struct api_server *srv, struct MHD_Connection *c, const char *method, const char *url,
+                                const char *authorization, const char *remote, enum auth_failure failure)
+{
+	metrics_count_auth_failure(auth_failure_name(failure));
+	struct authfail_summary sum = {0};
+	bool record = true;
+	if (auth_failures) {
+		char source[CONN_SOURCE_MAX + 1];
+		peer_source(srv, c, true, source);
+		const char *const parts[] = {method, url, authorization};
+		record = authfail_limiter_note(auth_failures, source, failure, authfail_fingerprint(parts, 3),
+		                               now_ms_monotonic(), &sum);
+	}
+	if (sum.suppressed)
+		auth_summary_emit(NULL, &sum);
+	if (record)
+		events_emit("auth.failure", NULL, NULL,
+		            json_pack("{s:s, s:s}", "reason", auth_failure_name(failure), "remote", remote));
+	else
+		metrics_count_auth_failure_unrecorded();
+}
+
+void api_auth_failures_flush(bool all)
+{
+	if (auth_failures)
+		authfail_limiter_flush(auth_failures, now_ms_monotonic(), all, auth_summary_emit, NULL);
+}
+
 /* ---- requests ----------------------------------------------------------------------------------- */
 
 static bool content_type_json(struct MHD_Connection *c)
@@ -450,8 +500,13 @@ static enum MHD_Result on_headers(struct api_server *srv, struct MHD_Connection 
 		/* SECURITY: every TCP request carries a token; its tenant scopes everything it can see. */
 		struct al_error err = {0};
 		const char *auth = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
-		if (auth_token_verify(auth, st->remote, st->tenant, &err) < 0)
+		enum auth_failure failure = AUTH_FAILURE_MISSING;
+		int r = auth_token_verify(auth, st->tenant, &failure, &err);
+		if (r < 0) {
+			if (r == -EACCES)
+				auth_failure_record(srv, c, method, url, auth, st->remote, failure);
 			return early(st, send_error(c, err.code ? err.code : AL_ERR_UNAUTHORIZED, "%s", err.message));
+		}
 		st->req.tenant = st->tenant;
 		/* A tenant over its rate gets nothing done, not even routing. */
 		unsigned after = 0;
@@ -727,6 +782,12 @@ int api_server_start_tcp(const char *addr_port, struct api_server **ret, struct 
 	s->tcp = true;
 	if (config && config->rate_limit_rps && !rate_limiter)
 		rate_limiter = rate_limiter_new(config->rate_limit_rps, config->rate_limit_burst, RATELIMIT_KEYS_MAX);
+	if (config && config->auth_failure_per_min && !auth_failures) {
+		struct authfail_limits lim = {.per_min = config->auth_failure_per_min,
+		                              .burst = config->auth_failure_burst,
+		                              .summary_ms = AUTHFAIL_SUMMARY_MS};
+		auth_failures = authfail_limiter_new(&lim, AUTHFAIL_SOURCES_MAX);
+	}
 	if (start_mhd(s, err) < 0) {
 		close(s->listen_fd);
 		free(s);
@@ -749,6 +810,8 @@ void api_server_stop(struct api_server *s)
 	if (s->tcp) {
 		rate_limiter_free(rate_limiter);
 		rate_limiter = NULL;
+		authfail_limiter_free(auth_failures);
+		auth_failures = NULL;
 	}
 	free(s->path);
 	free(s);

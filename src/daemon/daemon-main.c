@@ -31,6 +31,8 @@
 #define BOOT_TIMEOUT_S_MAX 3600
 
 #define DEFAULT_MAX_FILE_BYTES (1ull << 30)
+/* How often the main thread does its rounds (summaries of failed authentications). */
+#define HOUSEKEEPING_S 5
 
 /* Long-only flags of the limits (docs/api.md, "Limits"). */
 enum {
@@ -46,6 +48,8 @@ enum {
 	OPT_API_MAX_CONNECTIONS,
 	OPT_API_MAX_PER_CLIENT,
 	OPT_API_IDLE_TIMEOUT,
+	OPT_AUTH_FAILURE_BURST,
+	OPT_AUTH_FAILURE_PER_MIN,
 	OPT_END,
 };
 #define LIMIT(opt) ((opt)-OPT_FIRST)
@@ -67,6 +71,9 @@ static const struct {
     [LIMIT(OPT_API_MAX_PER_CLIENT)] = {"api-max-connections-per-client", 0, API_MAX_CONNECTIONS_MAX,
                                        DEFAULT_API_MAX_CONNECTIONS_PER_CLIENT},
     [LIMIT(OPT_API_IDLE_TIMEOUT)] = {"api-idle-timeout-s", 1, API_IDLE_TIMEOUT_S_MAX, DEFAULT_API_IDLE_TIMEOUT_S},
+    [LIMIT(OPT_AUTH_FAILURE_BURST)] = {"auth-failure-burst", 1, AUTH_FAILURE_LIMIT_MAX, DEFAULT_AUTH_FAILURE_BURST},
+    [LIMIT(OPT_AUTH_FAILURE_PER_MIN)] = {"auth-failure-per-min", 0, AUTH_FAILURE_LIMIT_MAX,
+                                         DEFAULT_AUTH_FAILURE_PER_MIN},
 };
 
 static void usage(FILE *f)
@@ -80,7 +87,7 @@ static void usage(FILE *f)
 	        "                [--max-concurrent-starts N] [--start-queue-timeout-s N] [--watchdog-s N]\n"
 	        "                [--rate-limit-rps N] [--rate-limit-burst N]\n"
 	        "                [--api-max-connections N] [--api-max-connections-per-client N]\n"
-	        "                [--api-idle-timeout-s N]\n"
+	        "                [--api-idle-timeout-s N] [--auth-failure-burst N] [--auth-failure-per-min N]\n"
 	        "\n"
 	        "  --socket PATH        API socket (default " DEFAULT_SOCKET ")\n"
 	        "  --state-dir DIR      database, sandboxes, logs (default " DEFAULT_STATE_DIR ")\n"
@@ -112,10 +119,15 @@ static void usage(FILE *f)
 	        "  --api-max-connections-per-client N  TCP connections from one client address\n"
 	        "                       (default %d; 0 = no cap)\n"
 	        "  --api-idle-timeout-s N   close a connection that sent no request for N s; streamed\n"
-	        "                       answers are not cut (default %d)\n",
+	        "                       answers are not cut (default %d)\n"
+	        "  --auth-failure-burst N   auth.failure events a client address may cause at once\n"
+	        "                       (default %d)\n"
+	        "  --auth-failure-per-min N then N a minute, the rest summarized (default %d; 0 = one\n"
+	        "                       event per failure)\n",
 	        DEFAULT_BOOT_TIMEOUT_S, SANDBOX_VCPUS_MAX, SANDBOX_MEMORY_MIB_MAX, DEFAULT_MAX_DISK_MIB,
 	        DEFAULT_MAX_CONCURRENT_STARTS, DEFAULT_WATCHDOG_S, DEFAULT_RATE_LIMIT_RPS, DEFAULT_RATE_LIMIT_BURST,
-	        DEFAULT_API_MAX_CONNECTIONS, DEFAULT_API_MAX_CONNECTIONS_PER_CLIENT, DEFAULT_API_IDLE_TIMEOUT_S);
+	        DEFAULT_API_MAX_CONNECTIONS, DEFAULT_API_MAX_CONNECTIONS_PER_CLIENT, DEFAULT_API_IDLE_TIMEOUT_S,
+	        DEFAULT_AUTH_FAILURE_BURST, DEFAULT_AUTH_FAILURE_PER_MIN);
 }
 
 static bool qemu_present(void)
@@ -189,6 +201,25 @@ static void raise_fd_limit(const struct daemon_config *cfg)
 		         (unsigned long long)rl.rlim_cur, cfg->api_max_connections, (unsigned long long)want);
 }
 
+/* Until SIGTERM or SIGINT (SIGHUP is ignored), doing the rounds every
+ * HOUSEKEEPING_S. Returns the signal. */
+static int wait_for_signal(const sigset_t *sigs)
+{
+	for (;;) {
+		struct timespec tick = {.tv_sec = HOUSEKEEPING_S};
+		int sig = sigtimedwait(sigs, NULL, &tick);
+		if (sig == SIGHUP) {
+			log_info("SIGHUP ignored");
+		} else if (sig > 0) {
+			return sig;
+		} else if (errno != EAGAIN && errno != EINTR) {
+			log_error("sigtimedwait: %m");
+			return SIGTERM;
+		}
+		api_auth_failures_flush(false);
+	}
+}
+
 int main(int argc, char **argv)
 {
 	const char *socket_path = DEFAULT_SOCKET;
@@ -229,6 +260,8 @@ int main(int argc, char **argv)
 	    {"api-max-connections", required_argument, NULL, OPT_API_MAX_CONNECTIONS},
 	    {"api-max-connections-per-client", required_argument, NULL, OPT_API_MAX_PER_CLIENT},
 	    {"api-idle-timeout-s", required_argument, NULL, OPT_API_IDLE_TIMEOUT},
+	    {"auth-failure-burst", required_argument, NULL, OPT_AUTH_FAILURE_BURST},
+	    {"auth-failure-per-min", required_argument, NULL, OPT_AUTH_FAILURE_PER_MIN},
 	    {NULL, 0, NULL, 0},
 	};
 	int c;
@@ -291,7 +324,9 @@ int main(int argc, char **argv)
 		case OPT_RATE_BURST:
 		case OPT_API_MAX_CONNECTIONS:
 		case OPT_API_MAX_PER_CLIENT:
-		case OPT_API_IDLE_TIMEOUT: {
+		case OPT_API_IDLE_TIMEOUT:
+		case OPT_AUTH_FAILURE_BURST:
+		case OPT_AUTH_FAILURE_PER_MIN: {
 			size_t i = (size_t)LIMIT(c);
 			if (parse_int_range(optarg, limit_flags[i].min, limit_flags[i].max, &limits[i]) < 0) {
 				fprintf(stderr, "airlockd: --%s must be from %ld to %ld\n", limit_flags[i].name,
@@ -389,6 +424,8 @@ int main(int argc, char **argv)
 	    .api_max_connections = (unsigned)limits[LIMIT(OPT_API_MAX_CONNECTIONS)],
 	    .api_max_connections_per_client = (unsigned)limits[LIMIT(OPT_API_MAX_PER_CLIENT)],
 	    .api_idle_timeout_s = (unsigned)limits[LIMIT(OPT_API_IDLE_TIMEOUT)],
+	    .auth_failure_burst = (unsigned)limits[LIMIT(OPT_AUTH_FAILURE_BURST)],
+	    .auth_failure_per_min = (unsigned)limits[LIMIT(OPT_AUTH_FAILURE_PER_MIN)],
 	};
 	/* Memory: what the operator allows, never more than the host has. */
 	long mem = limits[LIMIT(OPT_MAX_MEMORY)];
@@ -439,14 +476,15 @@ int main(int argc, char **argv)
 	}
 	log_info("listening on %s%s%s%s", socket_path, listen_addr ? " and on TCP " : "",
 	         listen_addr ? listen_addr : "", listen_addr ? " (bearer tokens)" : "");
-	log_info("API: %u connections a listener, %u per TCP client%s, idle timeout %u s", cfg.api_max_connections,
-	         cfg.api_max_connections_per_client, cfg.api_max_connections_per_client ? "" : " (no cap)",
-	         cfg.api_idle_timeout_s);
+	log_info("API: %u connections a listener, %u per TCP client%s, idle timeout %u s; auth.failure events per "
+	         "client address: %u at once, then %u a minute%s",
+	         cfg.api_max_connections, cfg.api_max_connections_per_client,
+	         cfg.api_max_connections_per_client ? "" : " (no cap)", cfg.api_idle_timeout_s, cfg.auth_failure_burst,
+	         cfg.auth_failure_per_min, cfg.auth_failure_per_min ? "" : " (off: one per failure)");
 
-	int sig = 0;
-	while (sigwait(&sigs, &sig) == 0 && sig == SIGHUP)
-		log_info("SIGHUP ignored");
+	int sig = wait_for_signal(&sigs);
 	log_info("signal %d: shutting down (VMs keep running and are re-attached at the next start)", sig);
+	api_auth_failures_flush(true);
 	events_shutdown();
 	sandboxes_shutdown();
 	egress_stop();

@@ -48,6 +48,11 @@ struct daemon_config {
 	unsigned api_max_connections;
 	unsigned api_max_connections_per_client;
 	unsigned api_idle_timeout_s;
+	/* auth.failure events per client address on TCP: a burst, then so many
+	 * a minute (--auth-failure-burst, --auth-failure-per-min; 0 = one event
+	 * per failure); all addresses together get ten times that. */
+	unsigned auth_failure_burst;
+	unsigned auth_failure_per_min;
 };
 
 #define DEFAULT_MAX_DISK_MIB 4096
@@ -63,6 +68,9 @@ struct daemon_config {
 #define DEFAULT_API_MAX_CONNECTIONS_PER_CLIENT 64
 #define DEFAULT_API_IDLE_TIMEOUT_S 60
 #define API_IDLE_TIMEOUT_S_MAX 3600
+#define DEFAULT_AUTH_FAILURE_BURST 20
+#define DEFAULT_AUTH_FAILURE_PER_MIN 10
+#define AUTH_FAILURE_LIMIT_MAX 60000
 
 /* Loads the registry and reconciles the store with the VMMs still running:
  * live ones are re-attached, dead ones end in state error. */

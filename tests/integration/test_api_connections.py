@@ -4,7 +4,9 @@ daemon: a connection that sends no request is closed after
 --api-idle-timeout-s, a streamed answer or an upgraded connection is not,
 however long it is silent; on TCP one client address holds at most
 --api-max-connections-per-client connections, an idle one giving way to a
-new one and a busy one never."""
+new one and a busy one never; failed authentications leave a bounded number
+of auth.failure events (--auth-failure-burst, --auth-failure-per-min), the
+rest in summaries, every one counted in /metrics."""
 import http.client
 import json
 import select
@@ -25,7 +27,8 @@ SILENCE_S = 2 * IDLE_S + 1  # longer than the idle timeout, with margin
 def ld(tmp_path_factory):
     d = ListeningDaemon(tmp_path_factory.mktemp("connections"), free_port(), extra_args=[
         "--api-idle-timeout-s", str(IDLE_S), "--api-max-connections", "32",
-        "--api-max-connections-per-client", str(PER_CLIENT)]).start()
+        "--api-max-connections-per-client", str(PER_CLIENT),
+        "--auth-failure-burst", "5", "--auth-failure-per-min", "1"]).start()
     yield d
     leftovers = d.cleanup()
     assert not leftovers, f"QEMU processes left: {leftovers}; log:\n{d.log()}"
@@ -60,6 +63,17 @@ def metrics(api):
             name, value = line.rsplit(" ", 1)
             out[name] = float(value)
     return out
+
+
+def events(api, query):
+    r = api.request("GET", "/v1/events" + query)
+    assert r.status == 200, r
+    return [json.loads(line) for line in r.raw.splitlines() if line.strip()]
+
+
+def last_seq(api):
+    ev = events(api, "")
+    return ev[-1]["seq"] if ev else 0
 
 
 def seconds_until_closed(sock, limit_s):
@@ -219,3 +233,34 @@ def test_busy_connections_are_never_shed(ld, api, token, sandbox):
     r = TcpApi(ld.port, token).request("GET", "/v1/sandboxes", timeout=10)
     assert r.status == 200, r
 
+
+# ------------------------------------------------------------------ failed authentication
+
+def test_failed_authentications_leave_bounded_events(ld, api):
+    seq = last_seq(api)
+    before = metrics(api)
+    bad = TcpApi(ld.port, "alk_" + "q" * 43)
+    # One client retrying the same bad request: one event, the rest counted.
+    for _ in range(100):
+        assert bad.request("GET", "/v1/sandboxes").status == 401
+    # Another failure from the address is recorded, with the summary of the retries.
+    assert TcpApi(ld.port).request("GET", "/v1/sandboxes").status == 401
+    # Different tokens: the burst (5 an address: 2 used) is recorded, the rest counted.
+    for i in range(10):
+        assert TcpApi(ld.port, f"alk_{i:043d}").request("GET", "/v1/sandboxes").status == 401
+
+    got = events(api, f"?type=auth.failure&since={seq}")
+    plain = [e["data"] for e in got if "suppressed" not in e["data"]]
+    summaries = [e["data"] for e in got if "suppressed" in e["data"]]
+    assert [d["reason"] for d in plain] == ["unknown", "missing", "unknown", "unknown", "unknown"], got
+    assert all(d["remote"] == "127.0.0.1" for d in plain), got
+    assert summaries == [{"reason": "unknown", "remote": "127.0.0.1", "suppressed": 99,
+                          "reasons": {"unknown": 99}}], got
+    # The summary comes before the failure that carried it.
+    assert "suppressed" in got[1]["data"] and got[2]["data"]["reason"] == "missing", got
+
+    after = metrics(api)
+    delta = {k: after[k] - before.get(k, 0) for k in after if k.startswith("airlock_auth_failures")}
+    assert delta['airlock_auth_failures_total{reason="unknown"}'] == 110, delta
+    assert delta['airlock_auth_failures_total{reason="missing"}'] == 1, delta
+    assert delta["airlock_auth_failures_unrecorded_total"] == 99 + 7, delta
