@@ -38,6 +38,12 @@ UNIT_LIBS_metrics := -lpthread -lm
 # The token buckets of the per-tenant API rate limit.
 UNIT_SRC_api-ratelimit := src/daemon/api-ratelimit.c
 UNIT_LIBS_api-ratelimit := -lpthread
+# The connection slots of an API listener; what failed authentications leave
+# in the event log.
+UNIT_SRC_api-connlimit := src/daemon/api-connlimit.c
+UNIT_LIBS_api-connlimit := -lpthread
+UNIT_SRC_auth-failures := src/daemon/auth-failures.c
+UNIT_LIBS_auth-failures := -lpthread
 # The secret store: AES-256-GCM, the host key file, the request parser,
 # the table and the sandboxes' bindings.
 UNIT_SRC_secrets := src/daemon/secrets.c src/daemon/api-request.c src/daemon/network-policy.c \

@@ -2,19 +2,31 @@
 /* libmicrohttpd glue: one thread per connection, so a request that waits (a
  * boot, a long exec, a followed stream) never blocks requests about other
  * sandboxes. Routing, auth and body limits happen on the first call for a
- * request, before a byte of its body is read. */
+ * request, before a byte of its body is read.
+ *
+ * Each listener is its own MHD daemon with its own connection slots
+ * (api-connlimit.h), so nothing a TCP client does takes a slot of the
+ * operator's unix socket. Connections are polled with poll(), not select():
+ * any fd number works, however many the process holds. An idle connection
+ * (waiting for a request head, or between requests) is closed after
+ * --api-idle-timeout-s, or earlier when its slot is needed; a streamed answer
+ * or an upgraded connection is never timed out (its reader waits for the
+ * guest, not for the client). */
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 
+#include "api-connlimit.h"
 #include "api-ratelimit.h"
 #include "api.h"
+#include "auth-failures.h"
 #include "auth.h"
 #include "events.h"
 #include "log.h"
@@ -23,15 +35,24 @@
 #include "util.h"
 
 #define API_HEADER_MAX 8192
-#define API_CONNECTIONS_MAX 1024
-#define API_CONNECTION_TIMEOUT_S 3600
 #define API_STREAM_BLOCK 65536
+#define API_REFUSAL_LOG_MS 10000 /* at most one log line this often about refused connections */
+/* TCP keepalive of API connections: a streamed answer has no idle timeout,
+ * but a client that vanished is noticed after about two minutes. */
+#define API_KEEPALIVE_IDLE_S 60
+#define API_KEEPALIVE_INTERVAL_S 10
+#define API_KEEPALIVE_COUNT 6
 
 struct api_server {
 	struct MHD_Daemon *mhd;
 	int listen_fd;
 	char *path; /* unix socket to remove at stop, or NULL */
 	bool tcp;
+	const char *name; /* "unix" or "tcp": the listener label in /metrics */
+	struct conn_table *conns;
+	unsigned max_connections, max_per_client, idle_timeout_s;
+	/* Refused connections not yet logged; only the listening thread touches these. */
+	uint64_t refused_unlogged, refusal_logged_ms;
 };
 
 struct conn_state {
@@ -47,12 +68,15 @@ struct conn_state {
 	bool uploading;
 	bool upload_failed;
 	struct al_error upload_err;
+	bool streaming; /* the answer is streamed or upgraded: the idle timeout is off */
 };
 
 static uint64_t max_file_bytes;
 static const struct daemon_config *config;
 /* Per tenant on the TCP listener; NULL: no limit (or no listener). */
 static struct rate_limiter *rate_limiter;
+/* auth.failure events per client address on the TCP listener; NULL: one per failure. */
+static struct authfail_limiter *auth_failures;
 
 void api_set_config(const struct daemon_config *cfg, uint64_t max_file)
 {
@@ -253,6 +277,174 @@ static enum MHD_Result send_error(struct MHD_Connection *c, enum al_error_code c
 	return send_response(c, &resp);
 }
 
+/* ---- connections -------------------------------------------------------------------------------- */
+
+/* The client address of c as a key (conn_source_key); "unix" on the unix socket. */
+static void peer_source(const struct api_server *srv, struct MHD_Connection *c, bool prefix64,
+                        char out[CONN_SOURCE_MAX + 1])
+{
+	strlcpy_al(out, "unix", CONN_SOURCE_MAX + 1);
+	if (!srv->tcp)
+		return;
+	const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+	const struct sockaddr *sa = ci ? ci->client_addr : NULL;
+	socklen_t len = !sa                         ? 0
+	                : sa->sa_family == AF_INET6 ? (socklen_t)sizeof(struct sockaddr_in6)
+	                                            : (socklen_t)sizeof(struct sockaddr_in);
+	conn_source_key(sa, len, prefix64, out);
+}
+
+static struct conn_slot *conn_slot_of(struct MHD_Connection *c)
+{
+	const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+	return ci ? ci->socket_context : NULL;
+}
+
+static void conn_shed(void *ctx, int fd)
+{
+	struct api_server *srv = ctx;
+	/* The connection's own thread sees the hang-up and closes it: MHD closes
+	 * the fd only after conn_notify() removed it from the table. */
+	shutdown(fd, SHUT_RDWR);
+	metrics_count_api_connection(srv->name, "shed");
+}
+
+static void log_refusal(struct api_server *srv, const char *source, enum conn_verdict v)
+{
+	srv->refused_unlogged++;
+	uint64_t now = now_ms_monotonic();
+	if (srv->refusal_logged_ms && now - srv->refusal_logged_ms < API_REFUSAL_LOG_MS)
+		return;
+	if (v == CONN_REFUSE_SOURCE)
+		log_info("%s listener: refused %" PRIu64 " connection(s), the last from %s: its %u connections "
+		         "are all busy (--api-max-connections-per-client)",
+		         srv->name, srv->refused_unlogged, source, srv->max_per_client);
+	else
+		log_info("%s listener: refused %" PRIu64 " connection(s), the last from %s: all %u connections "
+		         "are busy (--api-max-connections)",
+		         srv->name, srv->refused_unlogged, source, srv->max_connections);
+	srv->refused_unlogged = 0;
+	srv->refusal_logged_ms = now;
+}
+
+/* SECURITY: runs for every accepted connection before MHD reads a byte of it.
+ * The caps are per listener (the unix socket has its own) and, on TCP, per
+ * client address; an idle connection gives way to a new one (api-connlimit.h),
+ * so only busy connections, which a client gets only by sending complete
+ * requests (authenticated, on TCP, and rate-limited), can fill a listener. */
+static enum MHD_Result conn_admit(void *cls, const struct sockaddr *addr, socklen_t len)
+{
+	struct api_server *srv = cls;
+	char source[CONN_SOURCE_MAX + 1] = "unix";
+	if (srv->tcp)
+		conn_source_key(addr, len, false, source);
+	enum conn_verdict v = conn_table_admit(srv->conns, source, conn_shed, srv);
+	if (v == CONN_ADMIT)
+		return MHD_YES;
+	metrics_count_api_connection(srv->name, "refused");
+	log_refusal(srv, source, v);
+	return MHD_NO;
+}
+
+static void conn_keepalive(int fd)
+{
+	int one = 1, idle = API_KEEPALIVE_IDLE_S, interval = API_KEEPALIVE_INTERVAL_S, count = API_KEEPALIVE_COUNT;
+	setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+	setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
+	setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof(interval));
+	setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof(count));
+}
+
+static void conn_notify(void *cls, struct MHD_Connection *c, void **socket_context,
+                        enum MHD_ConnectionNotificationCode code)
+{
+	struct api_server *srv = cls;
+	if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
+		conn_table_remove(srv->conns, *socket_context);
+		*socket_context = NULL;
+		return;
+	}
+	const union MHD_ConnectionInfo *fdi = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+	if (!fdi)
+		return;
+	char source[CONN_SOURCE_MAX + 1];
+	peer_source(srv, c, false, source);
+	if (srv->tcp)
+		conn_keepalive(fdi->connect_fd);
+	*socket_context = conn_table_add(srv->conns, source, fdi->connect_fd, now_ms_monotonic());
+}
+
+/* The idle timeout is the client's: while our code works on a request (a
+ * handler that boots a VM, an upload waiting for the guest's flow control)
+ * MHD's clock is stopped, and restarted after (a timeout set after none
+ * starts from now). */
+static void idle_clock_stop(struct MHD_Connection *c)
+{
+	MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, 0u);
+}
+
+static void idle_clock_restart(const struct api_server *srv, struct MHD_Connection *c)
+{
+	MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, srv->idle_timeout_s);
+}
+
+/* A streamed answer waits on the guest, not on the client, for as long as
+ * the process runs: the clock stays stopped until the request completes. An
+ * upgraded connection keeps its slot busy for good. */
+static void conn_stream_begin(struct api_server *srv, struct MHD_Connection *c, struct conn_state *st, bool upgrade)
+{
+	st->streaming = true;
+	if (upgrade)
+		conn_table_pin(srv->conns, conn_slot_of(c));
+}
+
+/* ---- failed authentication ---------------------------------------------------------------------- */
+
+static void auth_summary_emit(void *ctx, const struct authfail_summary *sum)
+{
+	(void)ctx;
+	json_t *reasons = json_object();
+	for (int r = 0; r < AUTH_FAILURE__COUNT; r++)
+		if (sum->by_reason[r])
+			json_object_set_new(reasons, auth_failure_name((enum auth_failure)r),
+			                    json_integer((json_int_t)sum->by_reason[r]));
+	events_emit("auth.failure", NULL, NULL,
+	            json_pack("{s:s, s:s, s:I, s:o}", "reason", auth_failure_name(sum->top), "remote", sum->source,
+	                      "suppressed", (json_int_t)sum->suppressed, "reasons", reasons));
+}
+
+/* SECURITY: a client without a token decides how often this runs. Every
+ * failure is counted in /metrics; what it leaves in the event log is bounded
+ * per client address (IPv6: per /64) and in all (auth-failures.h), the rest
+ * is reported in summaries. */
+static void auth_failure_record(struct api_server *srv, struct MHD_Connection *c, const char *method, const char *url,
+                                const char *authorization, const char *remote, enum auth_failure failure)
+{
+	metrics_count_auth_failure(auth_failure_name(failure));
+	struct authfail_summary sum = {0};
+	bool record = true;
+	if (auth_failures) {
+		char source[CONN_SOURCE_MAX + 1];
+		peer_source(srv, c, true, source);
+		const char *const parts[] = {method, url, authorization};
+		record = authfail_limiter_note(auth_failures, source, failure, authfail_fingerprint(parts, 3),
+		                               now_ms_monotonic(), &sum);
+	}
+	if (sum.suppressed)
+		auth_summary_emit(NULL, &sum);
+	if (record)
+		events_emit("auth.failure", NULL, NULL,
+		            json_pack("{s:s, s:s}", "reason", auth_failure_name(failure), "remote", remote));
+	else
+		metrics_count_auth_failure_unrecorded();
+}
+
+void api_auth_failures_flush(bool all)
+{
+	if (auth_failures)
+		authfail_limiter_flush(auth_failures, now_ms_monotonic(), all, auth_summary_emit, NULL);
+}
+
 /* ---- requests ----------------------------------------------------------------------------------- */
 
 static bool content_type_json(struct MHD_Connection *c)
@@ -308,8 +500,13 @@ static enum MHD_Result on_headers(struct api_server *srv, struct MHD_Connection 
 		/* SECURITY: every TCP request carries a token; its tenant scopes everything it can see. */
 		struct al_error err = {0};
 		const char *auth = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
-		if (auth_token_verify(auth, st->remote, st->tenant, &err) < 0)
+		enum auth_failure failure = AUTH_FAILURE_MISSING;
+		int r = auth_token_verify(auth, st->tenant, &failure, &err);
+		if (r < 0) {
+			if (r == -EACCES)
+				auth_failure_record(srv, c, method, url, auth, st->remote, failure);
 			return early(st, send_error(c, err.code ? err.code : AL_ERR_UNAUTHORIZED, "%s", err.message));
+		}
 		st->req.tenant = st->tenant;
 		/* A tenant over its rate gets nothing done, not even routing. */
 		unsigned after = 0;
@@ -351,9 +548,16 @@ static enum MHD_Result on_headers(struct api_server *srv, struct MHD_Connection 
 		                        declared, st->limit));
 	if (!st->route->upload_begin && declared > 0 && !content_type_json(c))
 		return early(st, send_error(c, AL_ERR_UNSUPPORTED_MEDIA, "Content-Type must be application/json"));
+	/* Accepted: from now on the connection is not shed to make room (an
+	 * early answer, a 401 included, leaves it idle, so a client cannot hold
+	 * a slot by sending a refused request's body slowly). */
+	conn_table_busy(srv->conns, conn_slot_of(c));
 	if (st->route->upload_begin) {
 		struct al_error err = {0};
-		if (st->route->upload_begin(&st->req, &st->upload, &err) < 0)
+		idle_clock_stop(c);
+		int r = st->route->upload_begin(&st->req, &st->upload, &err);
+		idle_clock_restart(srv, c);
+		if (r < 0)
 			return early(st, send_error(c, err.code, "%s", err.message));
 		st->uploading = true;
 	}
@@ -385,9 +589,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 			return MHD_YES; /* read and dropped; the answer says why */
 		st->len += n;
 		if (st->uploading) {
+			idle_clock_stop(c);
 			if (!st->upload_failed &&
 			    st->upload.data(st->upload.ctx, (const uint8_t *)upload_data, n, &st->upload_err) < 0)
 				st->upload_failed = true;
+			idle_clock_restart(srv, c);
 			return MHD_YES;
 		}
 		st->body = xrealloc(st->body, st->len + 1);
@@ -401,6 +607,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 		                  st->limit);
 	}
 	struct api_response resp = {.status = 200, .content_length = -1};
+	idle_clock_stop(c);
 	if (st->uploading) {
 		st->upload.end(st->upload.ctx, st->upload_failed, &st->upload_err, &resp);
 	} else {
@@ -408,17 +615,25 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 		st->req.body_len = st->len;
 		st->route->handle(&st->req, &resp);
 	}
+	if (resp.reader || resp.upgrade)
+		conn_stream_begin(srv, c, st, resp.upgrade != NULL);
+	else
+		idle_clock_restart(srv, c); /* a client that does not read its answer is idle */
 	return send_response(c, &resp);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe)
 {
-	(void)cls;
-	(void)c;
 	(void)toe;
+	struct api_server *srv = cls;
 	struct conn_state *st = *con_cls;
+	/* Waiting for the next request of a kept-alive connection: idle again
+	 * (setting a timeout after none restarts its clock). */
+	conn_table_idle(srv->conns, conn_slot_of(c), now_ms_monotonic());
 	if (!st)
 		return;
+	if (st->streaming)
+		idle_clock_restart(srv, c);
 	if (st->uploading && st->upload.release)
 		st->upload.release(st->upload.ctx);
 	free(st->body);
@@ -443,15 +658,33 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
 
 static int start_mhd(struct api_server *s, struct al_error *err)
 {
-	s->mhd = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG |
+	/* select() cannot watch an fd at or above FD_SETSIZE (1024), which a
+	 * daemon holding many connections and VMs reaches. */
+	if (MHD_is_feature_supported(MHD_FEATURE_POLL) != MHD_YES)
+		return al_error_set(err, AL_ERR_INTERNAL, ENOTSUP,
+		                    "libmicrohttpd was built without poll() support; install Debian's libmicrohttpd12");
+	s->name = s->tcp ? "tcp" : "unix";
+	s->max_connections = config ? config->api_max_connections : DEFAULT_API_MAX_CONNECTIONS;
+	s->max_per_client = !s->tcp  ? 0
+	                    : config ? config->api_max_connections_per_client
+	                             : DEFAULT_API_MAX_CONNECTIONS_PER_CLIENT;
+	s->idle_timeout_s = config ? config->api_idle_timeout_s : DEFAULT_API_IDLE_TIMEOUT_S;
+	s->conns = conn_table_new(s->max_connections, s->max_per_client);
+	/* MHD refuses at its own limit without asking conn_admit: keep it above
+	 * ours, with room for connections that were shed and are still closing. */
+	unsigned mhd_limit = s->max_connections + s->max_connections / 4 + 16;
+	s->mhd = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL_INTERNAL_THREAD | MHD_USE_ERROR_LOG |
 	                              MHD_USE_ITC | MHD_ALLOW_UPGRADE,
-	                          0, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
-	                          MHD_OPTION_LISTEN_SOCKET, s->listen_fd, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
-	                          NULL, MHD_OPTION_CONNECTION_LIMIT, (unsigned)API_CONNECTIONS_MAX,
-	                          MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)API_CONNECTION_TIMEOUT_S,
-	                          MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(API_HEADER_MAX * 8), MHD_OPTION_END);
-	if (!s->mhd)
+	                          0, conn_admit, s, on_request, s, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
+	                          MHD_OPTION_LISTEN_SOCKET, s->listen_fd, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+	                          MHD_OPTION_NOTIFY_CONNECTION, conn_notify, s, MHD_OPTION_CONNECTION_LIMIT, mhd_limit,
+	                          MHD_OPTION_CONNECTION_TIMEOUT, s->idle_timeout_s, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+	                          (size_t)(API_HEADER_MAX * 8), MHD_OPTION_END);
+	if (!s->mhd) {
+		conn_table_free(s->conns);
+		s->conns = NULL;
 		return al_error_set(err, AL_ERR_INTERNAL, EIO, "cannot start the HTTP server");
+	}
 	return 0;
 }
 
@@ -549,6 +782,12 @@ int api_server_start_tcp(const char *addr_port, struct api_server **ret, struct 
 	s->tcp = true;
 	if (config && config->rate_limit_rps && !rate_limiter)
 		rate_limiter = rate_limiter_new(config->rate_limit_rps, config->rate_limit_burst, RATELIMIT_KEYS_MAX);
+	if (config && config->auth_failure_per_min && !auth_failures) {
+		struct authfail_limits lim = {.per_min = config->auth_failure_per_min,
+		                              .burst = config->auth_failure_burst,
+		                              .summary_ms = AUTHFAIL_SUMMARY_MS};
+		auth_failures = authfail_limiter_new(&lim, AUTHFAIL_SOURCES_MAX);
+	}
 	if (start_mhd(s, err) < 0) {
 		close(s->listen_fd);
 		free(s);
@@ -567,9 +806,12 @@ void api_server_stop(struct api_server *s)
 		unlink(s->path);
 	MHD_stop_daemon(s->mhd);
 	close(s->listen_fd);
+	conn_table_free(s->conns);
 	if (s->tcp) {
 		rate_limiter_free(rate_limiter);
 		rate_limiter = NULL;
+		authfail_limiter_free(auth_failures);
+		auth_failures = NULL;
 	}
 	free(s->path);
 	free(s);

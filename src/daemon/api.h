@@ -107,6 +107,9 @@ struct api_server;
 int api_server_start_unix(const char *socket_path, struct api_server **ret, struct al_error *err);
 int api_server_start_tcp(const char *addr_port, struct api_server **ret, struct al_error *err);
 void api_server_stop(struct api_server *s);
+/* Records the summaries of failed authentications that are due (all: every
+ * pending one, before the event log shuts down). Call every few seconds. */
+void api_auth_failures_flush(bool all);
 
 /* JSON-lines streaming shared by exec, process output and events. */
 struct line_stream;

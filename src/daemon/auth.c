@@ -387,20 +387,32 @@ static int token_lookup(const uint8_t hash[TOKEN_HASH_LEN], enum lookup_result *
 	return 0;
 }
 
-int auth_token_verify(const char *authorization, const char *remote, char ret_tenant[TENANT_NAME_MAX + 1],
+const char *auth_failure_name(enum auth_failure f)
+{
+	static const char *const names[AUTH_FAILURE__COUNT] = {
+	    [AUTH_FAILURE_MISSING] = "missing",
+	    [AUTH_FAILURE_MALFORMED] = "malformed",
+	    [AUTH_FAILURE_UNKNOWN] = "unknown",
+	    [AUTH_FAILURE_REVOKED] = "revoked",
+	};
+	return (unsigned)f < AUTH_FAILURE__COUNT ? names[f] : "unknown";
+}
+
+int auth_token_verify(const char *authorization, char ret_tenant[TENANT_NAME_MAX + 1], enum auth_failure *ret_failure,
                       struct al_error *err)
 {
 	char token[AUTH_HEADER_MAX + 1];
 	char tenant[TENANT_NAME_MAX + 1];
-	const char *reason = NULL, *msg = NULL;
+	enum auth_failure failure;
+	const char *msg;
 	enum lookup_result found = LOOKUP_UNKNOWN;
 
 	if (!authorization || !*authorization) {
-		reason = "missing";
+		failure = AUTH_FAILURE_MISSING;
 		msg = "this endpoint needs a token: send \"Authorization: Bearer <token>\" with a token from POST "
 		      "/v1/tokens";
 	} else if (auth_header_parse(authorization, token, sizeof(token)) < 0) {
-		reason = "malformed";
+		failure = AUTH_FAILURE_MALFORMED;
 		msg = "the Authorization header must be \"Bearer <token>\" (one space, at most 256 characters)";
 	} else {
 		uint8_t hash[TOKEN_HASH_LEN];
@@ -409,18 +421,17 @@ int auth_token_verify(const char *authorization, const char *remote, char ret_te
 		int r = token_lookup(hash, &found, tenant, err);
 		if (r < 0)
 			return r;
-		if (found != LOOKUP_VALID) {
-			/* The client sees one message for both; the event says which. */
-			reason = found == LOOKUP_REVOKED ? "revoked" : "unknown";
-			msg = "the token is not valid (unknown or revoked); ask an administrator for a new one";
+		if (found == LOOKUP_VALID) {
+			strlcpy_al(ret_tenant, tenant, TENANT_NAME_MAX + 1);
+			return 0;
 		}
+		/* The client sees one message for both; the event says which. */
+		failure = found == LOOKUP_REVOKED ? AUTH_FAILURE_REVOKED : AUTH_FAILURE_UNKNOWN;
+		msg = "the token is not valid (unknown or revoked); ask an administrator for a new one";
 	}
-	if (reason) {
-		events_emit("auth.failure", NULL, NULL, json_pack("{s:s, s:s?}", "reason", reason, "remote", remote));
-		return al_error_set(err, AL_ERR_UNAUTHORIZED, EACCES, "%s", msg);
-	}
-	strlcpy_al(ret_tenant, tenant, TENANT_NAME_MAX + 1);
-	return 0;
+	if (ret_failure)
+		*ret_failure = failure;
+	return al_error_set(err, AL_ERR_UNAUTHORIZED, EACCES, "%s", msg);
 }
 
 static void format_time_or_null(uint64_t ms, json_t **ret)

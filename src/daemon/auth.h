@@ -63,6 +63,18 @@ int auth_token_list(const char *tenant, struct token_info **ret, size_t *ret_n, 
  * revoked. Emits a `token.revoked` event (data: id). */
 int auth_token_revoke(const char *id, struct al_error *err);
 
+/* Why an Authorization header was refused, for the caller's `auth.failure`
+ * event; auth_failure_name() gives "missing", "malformed", "unknown" or
+ * "revoked". */
+enum auth_failure {
+	AUTH_FAILURE_MISSING,
+	AUTH_FAILURE_MALFORMED,
+	AUTH_FAILURE_UNKNOWN,
+	AUTH_FAILURE_REVOKED,
+	AUTH_FAILURE__COUNT,
+};
+const char *auth_failure_name(enum auth_failure f);
+
 /*
  * Checks an Authorization header value (NULL when the header is absent) and
  * writes the token's tenant to ret_tenant.
@@ -71,12 +83,13 @@ int auth_token_revoke(const char *id, struct al_error *err);
  * It is parsed strictly (auth_header_parse), hashed, looked up by hash, and
  * the stored hash is compared again in constant time. Every failure returns
  * -EACCES with AL_ERR_UNAUTHORIZED and the same message, so that a client
- * cannot tell an unknown token from a revoked one; the reason ("missing",
- * "malformed", "unknown", "revoked") goes only into the `auth.failure` event
- * emitted here (data: reason, remote), with remote as given (NULL allowed).
- * A database failure is AL_ERR_INTERNAL (-EIO), not a 401.
+ * cannot tell an unknown token from a revoked one; the reason goes only to
+ * *ret_failure (written only when -EACCES is returned), for the caller's
+ * `auth.failure` event: the API server records it, bounded per client
+ * address (auth-failures.h), so that clients without a token cannot flood
+ * the event log. A database failure is AL_ERR_INTERNAL (-EIO), not a 401.
  */
-int auth_token_verify(const char *authorization, const char *remote, char ret_tenant[TENANT_NAME_MAX + 1],
+int auth_token_verify(const char *authorization, char ret_tenant[TENANT_NAME_MAX + 1], enum auth_failure *ret_failure,
                       struct al_error *err);
 
 /* The pure parse of "Bearer <token>": scheme case-insensitive, exactly one

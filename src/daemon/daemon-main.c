@@ -5,6 +5,7 @@
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 
 #include "api.h"
@@ -32,6 +33,8 @@
 #define BOOT_TIMEOUT_S_MAX 3600
 
 #define DEFAULT_MAX_FILE_BYTES (1ull << 30)
+/* How often the main thread does its rounds (summaries of failed authentications). */
+#define HOUSEKEEPING_S 5
 
 /* Long-only flags of the limits (docs/api.md, "Limits"). */
 enum {
@@ -44,6 +47,11 @@ enum {
 	OPT_WATCHDOG,
 	OPT_RATE_RPS,
 	OPT_RATE_BURST,
+	OPT_API_MAX_CONNECTIONS,
+	OPT_API_MAX_PER_CLIENT,
+	OPT_API_IDLE_TIMEOUT,
+	OPT_AUTH_FAILURE_BURST,
+	OPT_AUTH_FAILURE_PER_MIN,
 	OPT_END,
 	/* Not limits. */
 	OPT_JAILER = 2000,
@@ -68,6 +76,13 @@ static const struct {
     [LIMIT(OPT_WATCHDOG)] = {"watchdog-s", 0, WATCHDOG_S_MAX, DEFAULT_WATCHDOG_S},
     [LIMIT(OPT_RATE_RPS)] = {"rate-limit-rps", 0, RATE_LIMIT_MAX, DEFAULT_RATE_LIMIT_RPS},
     [LIMIT(OPT_RATE_BURST)] = {"rate-limit-burst", 1, RATE_LIMIT_MAX, DEFAULT_RATE_LIMIT_BURST},
+    [LIMIT(OPT_API_MAX_CONNECTIONS)] = {"api-max-connections", 1, API_MAX_CONNECTIONS_MAX, DEFAULT_API_MAX_CONNECTIONS},
+    [LIMIT(OPT_API_MAX_PER_CLIENT)] = {"api-max-connections-per-client", 0, API_MAX_CONNECTIONS_MAX,
+                                       DEFAULT_API_MAX_CONNECTIONS_PER_CLIENT},
+    [LIMIT(OPT_API_IDLE_TIMEOUT)] = {"api-idle-timeout-s", 1, API_IDLE_TIMEOUT_S_MAX, DEFAULT_API_IDLE_TIMEOUT_S},
+    [LIMIT(OPT_AUTH_FAILURE_BURST)] = {"auth-failure-burst", 1, AUTH_FAILURE_LIMIT_MAX, DEFAULT_AUTH_FAILURE_BURST},
+    [LIMIT(OPT_AUTH_FAILURE_PER_MIN)] = {"auth-failure-per-min", 0, AUTH_FAILURE_LIMIT_MAX,
+                                         DEFAULT_AUTH_FAILURE_PER_MIN},
 };
 
 static void usage(FILE *f)
@@ -82,6 +97,8 @@ static void usage(FILE *f)
 	        "                [--rate-limit-rps N] [--rate-limit-burst N]\n"
 	        "                [--jailer PATH] [--seccomp-profile FILE] [--jail-uid-base N]\n"
 	        "                [--jail-uid-count N] [--cgroup-parent NAME] [--template-snapshots on|off]\n"
+	        "                [--api-max-connections N] [--api-max-connections-per-client N]\n"
+	        "                [--api-idle-timeout-s N] [--auth-failure-burst N] [--auth-failure-per-min N]\n"
 	        "\n"
 	        "  --socket PATH        API socket (default " DEFAULT_SOCKET ")\n"
 	        "  --state-dir DIR      database, sandboxes, logs (default " DEFAULT_STATE_DIR ")\n"
@@ -116,10 +133,22 @@ static void usage(FILE *f)
 	        "                       each airlockd of a host a range of its own\n"
 	        "  --cgroup-parent NAME the VMMs' cgroups are NAME/<sandbox id> (default " JAIL_DEFAULT_CGROUP_PARENT
 	        ")\n"
-	        "  --template-snapshots on|off  create = a restore of the template booted once (default on)\n",
+	        "  --template-snapshots on|off  create = a restore of the template booted once (default on)\n"
+	        "  --api-max-connections N  connections each listener (unix socket, TCP) holds; an idle one\n"
+	        "                       makes room for a new one (default %d)\n"
+	        "  --api-max-connections-per-client N  TCP connections from one client address\n"
+	        "                       (default %d; 0 = no cap)\n"
+	        "  --api-idle-timeout-s N   close a connection that sent no request for N s; streamed\n"
+	        "                       answers are not cut (default %d)\n"
+	        "  --auth-failure-burst N   auth.failure events a client address may cause at once\n"
+	        "                       (default %d)\n"
+	        "  --auth-failure-per-min N then N a minute, the rest summarized (default %d; 0 = one\n"
+	        "                       event per failure)\n",
 	        DEFAULT_BOOT_TIMEOUT_S, SANDBOX_VCPUS_MAX, SANDBOX_MEMORY_MIB_MAX, DEFAULT_MAX_DISK_MIB,
 	        DEFAULT_MAX_CONCURRENT_STARTS, DEFAULT_WATCHDOG_S, DEFAULT_RATE_LIMIT_RPS, DEFAULT_RATE_LIMIT_BURST,
-	        JAIL_DEFAULT_UID_BASE, JAIL_DEFAULT_UID_COUNT);
+	        JAIL_DEFAULT_UID_BASE, JAIL_DEFAULT_UID_COUNT, DEFAULT_API_MAX_CONNECTIONS,
+	        DEFAULT_API_MAX_CONNECTIONS_PER_CLIENT, DEFAULT_API_IDLE_TIMEOUT_S, DEFAULT_AUTH_FAILURE_BURST,
+	        DEFAULT_AUTH_FAILURE_PER_MIN);
 }
 
 static bool qemu_present(void)
@@ -189,6 +218,41 @@ static void on_process_exit(const char *sandbox_id, const char *tenant, const ch
 	metrics_observe_exec((double)duration_ms / 1000.0);
 }
 
+/* Each API connection holds an fd (and a thread); VMs, their channels and the
+ * store hold more. */
+static void raise_fd_limit(const struct daemon_config *cfg)
+{
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+		return;
+	rl.rlim_cur = rl.rlim_max;
+	setrlimit(RLIMIT_NOFILE, &rl);
+	rlim_t want = (rlim_t)cfg->api_max_connections * 2 * 5 / 4 + 4096;
+	if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < want)
+		log_info("RLIMIT_NOFILE is %llu; --api-max-connections %u on two listeners, with the VMs, would "
+		         "want %llu (raise LimitNOFILE=)",
+		         (unsigned long long)rl.rlim_cur, cfg->api_max_connections, (unsigned long long)want);
+}
+
+/* Until SIGTERM or SIGINT (SIGHUP is ignored), doing the rounds every
+ * HOUSEKEEPING_S. Returns the signal. */
+static int wait_for_signal(const sigset_t *sigs)
+{
+	for (;;) {
+		struct timespec tick = {.tv_sec = HOUSEKEEPING_S};
+		int sig = sigtimedwait(sigs, NULL, &tick);
+		if (sig == SIGHUP) {
+			log_info("SIGHUP ignored");
+		} else if (sig > 0) {
+			return sig;
+		} else if (errno != EAGAIN && errno != EINTR) {
+			log_error("sigtimedwait: %m");
+			return SIGTERM;
+		}
+		api_auth_failures_flush(false);
+	}
+}
+
 int main(int argc, char **argv)
 {
 	const char *socket_path = DEFAULT_SOCKET;
@@ -235,6 +299,11 @@ int main(int argc, char **argv)
 	    {"jail-uid-count", required_argument, NULL, OPT_JAIL_UID_COUNT},
 	    {"cgroup-parent", required_argument, NULL, OPT_CGROUP_PARENT},
 	    {"template-snapshots", required_argument, NULL, OPT_TEMPLATE_SNAPSHOTS},
+	    {"api-max-connections", required_argument, NULL, OPT_API_MAX_CONNECTIONS},
+	    {"api-max-connections-per-client", required_argument, NULL, OPT_API_MAX_PER_CLIENT},
+	    {"api-idle-timeout-s", required_argument, NULL, OPT_API_IDLE_TIMEOUT},
+	    {"auth-failure-burst", required_argument, NULL, OPT_AUTH_FAILURE_BURST},
+	    {"auth-failure-per-min", required_argument, NULL, OPT_AUTH_FAILURE_PER_MIN},
 	    {NULL, 0, NULL, 0},
 	};
 	int c;
@@ -323,7 +392,12 @@ int main(int argc, char **argv)
 		case OPT_START_QUEUE:
 		case OPT_WATCHDOG:
 		case OPT_RATE_RPS:
-		case OPT_RATE_BURST: {
+		case OPT_RATE_BURST:
+		case OPT_API_MAX_CONNECTIONS:
+		case OPT_API_MAX_PER_CLIENT:
+		case OPT_API_IDLE_TIMEOUT:
+		case OPT_AUTH_FAILURE_BURST:
+		case OPT_AUTH_FAILURE_PER_MIN: {
 			size_t i = (size_t)LIMIT(c);
 			if (parse_int_range(optarg, limit_flags[i].min, limit_flags[i].max, &limits[i]) < 0) {
 				fprintf(stderr, "airlockd: --%s must be from %ld to %ld\n", limit_flags[i].name,
@@ -435,6 +509,11 @@ int main(int argc, char **argv)
 	    .rate_limit_rps = (unsigned)limits[LIMIT(OPT_RATE_RPS)],
 	    .rate_limit_burst = (unsigned)limits[LIMIT(OPT_RATE_BURST)],
 	    .template_snapshots = template_snapshots,
+	    .api_max_connections = (unsigned)limits[LIMIT(OPT_API_MAX_CONNECTIONS)],
+	    .api_max_connections_per_client = (unsigned)limits[LIMIT(OPT_API_MAX_PER_CLIENT)],
+	    .api_idle_timeout_s = (unsigned)limits[LIMIT(OPT_API_IDLE_TIMEOUT)],
+	    .auth_failure_burst = (unsigned)limits[LIMIT(OPT_AUTH_FAILURE_BURST)],
+	    .auth_failure_per_min = (unsigned)limits[LIMIT(OPT_AUTH_FAILURE_PER_MIN)],
 	};
 	/* Memory: what the operator allows, never more than the host has. */
 	long mem = limits[LIMIT(OPT_MAX_MEMORY)];
@@ -442,6 +521,7 @@ int main(int argc, char **argv)
 	if (cfg.host_memory_mib && cfg.host_memory_mib < cfg.max_memory_mib)
 		cfg.max_memory_mib = cfg.host_memory_mib;
 	api_set_config(&cfg, max_file_bytes);
+	raise_fd_limit(&cfg);
 	bool ca_created = false;
 	if (auth_init(store, &err) < 0 || events_init(store, &err) < 0 || snapshots_init(store, state_abs, &err) < 0 ||
 	    secrets_init(store, state_abs, &err) < 0 || ca_init(state_abs, &ca_created, &err) < 0) {
@@ -484,11 +564,15 @@ int main(int argc, char **argv)
 	}
 	log_info("listening on %s%s%s%s", socket_path, listen_addr ? " and on TCP " : "",
 	         listen_addr ? listen_addr : "", listen_addr ? " (bearer tokens)" : "");
+	log_info("API: %u connections a listener, %u per TCP client%s, idle timeout %u s; auth.failure events per "
+	         "client address: %u at once, then %u a minute%s",
+	         cfg.api_max_connections, cfg.api_max_connections_per_client,
+	         cfg.api_max_connections_per_client ? "" : " (no cap)", cfg.api_idle_timeout_s, cfg.auth_failure_burst,
+	         cfg.auth_failure_per_min, cfg.auth_failure_per_min ? "" : " (off: one per failure)");
 
-	int sig = 0;
-	while (sigwait(&sigs, &sig) == 0 && sig == SIGHUP)
-		log_info("SIGHUP ignored");
+	int sig = wait_for_signal(&sigs);
 	log_info("signal %d: shutting down (VMs keep running and are re-attached at the next start)", sig);
+	api_auth_failures_flush(true);
 	events_shutdown();
 	sandboxes_shutdown();
 	egress_stop();

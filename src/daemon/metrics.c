@@ -38,11 +38,16 @@ struct metrics {
 	uint64_t output_dropped[3]; /* dropped_kinds */
 	uint64_t console_rotations;
 	uint64_t watchdog_kills[2]; /* watchdog_whats */
+	uint64_t auth_failures[4];  /* auth_reasons */
+	uint64_t auth_unrecorded;
+	uint64_t api_shed[2], api_refused[2]; /* api_listeners */
 };
 
 static const char *const egress_protos[] = {"http", "tls", "tcp", "dns"};
 static const char *const dropped_kinds[] = {"exec", "log", "console"};
 static const char *const watchdog_whats[] = {"vmm", "agent"};
+static const char *const auth_reasons[] = {"missing", "malformed", "unknown", "revoked"};
+static const char *const api_listeners[] = {"unix", "tcp"};
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -214,6 +219,26 @@ void metrics_count_watchdog_kill(const char *unresponsive)
 			count(&m.watchdog_kills[i], 1);
 }
 
+void metrics_count_auth_failure(const char *reason)
+{
+	for (size_t i = 0; reason && i < ARRAY_SIZE(auth_reasons); i++)
+		if (!strcmp(reason, auth_reasons[i]))
+			count(&m.auth_failures[i], 1);
+}
+
+void metrics_count_auth_failure_unrecorded(void)
+{
+	count(&m.auth_unrecorded, 1);
+}
+
+void metrics_count_api_connection(const char *listener, const char *what)
+{
+	bool shed = what && !strcmp(what, "shed"), refused = what && !strcmp(what, "refused");
+	for (size_t i = 0; listener && (shed || refused) && i < ARRAY_SIZE(api_listeners); i++)
+		if (!strcmp(listener, api_listeners[i]))
+			count(shed ? &m.api_shed[i] : &m.api_refused[i], 1);
+}
+
 /* Label values: backslash, double quote and newline escaped (format 0.0.4). */
 static void put_label_value(FILE *f, const char *s)
 {
@@ -352,6 +377,31 @@ char *metrics_render(const unsigned state_counts[], size_t n_states, const char 
 	for (size_t i = 0; i < ARRAY_SIZE(watchdog_whats); i++)
 		fprintf(f, "airlock_watchdog_kills_total{unresponsive=\"%s\"} %llu\n", watchdog_whats[i],
 		        (unsigned long long)snap.watchdog_kills[i]);
+	fputs("# HELP airlock_auth_failures_total Failed authentications on the TCP listener (401), by reason.\n"
+	      "# TYPE airlock_auth_failures_total counter\n",
+	      f);
+	for (size_t i = 0; i < ARRAY_SIZE(auth_reasons); i++)
+		fprintf(f, "airlock_auth_failures_total{reason=\"%s\"} %llu\n", auth_reasons[i],
+		        (unsigned long long)snap.auth_failures[i]);
+	fprintf(f,
+	        "# HELP airlock_auth_failures_unrecorded_total Failed authentications counted in an auth.failure "
+	        "summary instead of an event of their own.\n"
+	        "# TYPE airlock_auth_failures_unrecorded_total counter\n"
+	        "airlock_auth_failures_unrecorded_total %llu\n",
+	        (unsigned long long)snap.auth_unrecorded);
+	fputs("# HELP airlock_api_connections_shed_total Idle API connections closed to make room for a new one.\n"
+	      "# TYPE airlock_api_connections_shed_total counter\n",
+	      f);
+	for (size_t i = 0; i < ARRAY_SIZE(api_listeners); i++)
+		fprintf(f, "airlock_api_connections_shed_total{listener=\"%s\"} %llu\n", api_listeners[i],
+		        (unsigned long long)snap.api_shed[i]);
+	fputs("# HELP airlock_api_connections_refused_total API connections refused: every connection in the way "
+	      "was busy.\n"
+	      "# TYPE airlock_api_connections_refused_total counter\n",
+	      f);
+	for (size_t i = 0; i < ARRAY_SIZE(api_listeners); i++)
+		fprintf(f, "airlock_api_connections_refused_total{listener=\"%s\"} %llu\n", api_listeners[i],
+		        (unsigned long long)snap.api_refused[i]);
 
 	if (fclose(f) != 0 || !buf)
 		abort();

@@ -20,10 +20,14 @@
  *   airlock_output_dropped_bytes_total{kind="exec|log|console"}  counter
  *   airlock_console_rotations_total              counter
  *   airlock_watchdog_kills_total{unresponsive="vmm|agent"}  counter
+ *   airlock_auth_failures_total{reason="missing|malformed|unknown|revoked"}  counter (every 401)
+ *   airlock_auth_failures_unrecorded_total       counter (401s folded into an auth.failure summary)
+ *   airlock_api_connections_shed_total{listener="unix|tcp"}    counter (idle, closed to make room)
+ *   airlock_api_connections_refused_total{listener="unix|tcp"} counter (every slot busy)
  *
  * All functions are thread-safe and never fail; state is process-global and
- * needs no initialisation. Label sets are bounded: HTTP statuses 100..599 and
- * the names of enum al_error_code.
+ * needs no initialisation. Label sets are bounded: HTTP statuses 100..599,
+ * the names of enum al_error_code, and the fixed lists above.
  */
 #ifndef AIRLOCK_METRICS_H
 #define AIRLOCK_METRICS_H
@@ -64,6 +68,14 @@ void metrics_add_output_dropped(const char *kind, uint64_t bytes);
 void metrics_count_console_rotation(void);
 /* The watchdog killed a VMM: what stopped answering, "vmm" or "agent". */
 void metrics_count_watchdog_kill(const char *unresponsive);
+/* A failed authentication on the TCP listener, by reason ("missing",
+ * "malformed", "unknown", "revoked"; others are ignored), and one that was
+ * not recorded as an event of its own (it is in a summary). */
+void metrics_count_auth_failure(const char *reason);
+void metrics_count_auth_failure_unrecorded(void);
+/* A connection to the "unix" or "tcp" listener was "shed" (idle, closed to
+ * make room) or "refused" (every slot in the way busy); others are ignored. */
+void metrics_count_api_connection(const char *listener, const char *what);
 
 /* The whole exposition, NUL-terminated, for the caller to free. state_counts[i]
  * is the number of sandboxes in state state_names[i] (e.g. sandbox_state_name()

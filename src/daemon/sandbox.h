@@ -44,6 +44,18 @@ struct daemon_config {
 	/* Creates restore their template's snapshot (template-snap.h) unless
 	 * the request says "boot": "cold" (--template-snapshots off: never). */
 	bool template_snapshots;
+	/* The API listeners: connections per listener (--api-max-connections),
+	 * per client address on TCP (--api-max-connections-per-client; 0 = no
+	 * cap), and how long a connection may wait for its next request
+	 * (--api-idle-timeout-s). */
+	unsigned api_max_connections;
+	unsigned api_max_connections_per_client;
+	unsigned api_idle_timeout_s;
+	/* auth.failure events per client address on TCP: a burst, then so many
+	 * a minute (--auth-failure-burst, --auth-failure-per-min; 0 = one event
+	 * per failure); all addresses together get ten times that. */
+	unsigned auth_failure_burst;
+	unsigned auth_failure_per_min;
 };
 
 #define DEFAULT_MAX_DISK_MIB 4096
@@ -54,6 +66,14 @@ struct daemon_config {
 #define DEFAULT_RATE_LIMIT_RPS 50
 #define DEFAULT_RATE_LIMIT_BURST 100
 #define RATE_LIMIT_MAX 1000000
+#define DEFAULT_API_MAX_CONNECTIONS 1024
+#define API_MAX_CONNECTIONS_MAX 65536
+#define DEFAULT_API_MAX_CONNECTIONS_PER_CLIENT 64
+#define DEFAULT_API_IDLE_TIMEOUT_S 60
+#define API_IDLE_TIMEOUT_S_MAX 3600
+#define DEFAULT_AUTH_FAILURE_BURST 20
+#define DEFAULT_AUTH_FAILURE_PER_MIN 10
+#define AUTH_FAILURE_LIMIT_MAX 60000
 
 /* Loads the registry and reconciles the store with the VMMs still running:
  * live ones are re-attached, dead ones end in state error. */

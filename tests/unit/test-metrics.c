@@ -186,6 +186,17 @@ static void test_histograms_and_counters(void **state)
 	metrics_count_error("made_up_code"); /* ignored: bounded labels */
 	metrics_count_error(NULL);
 	metrics_count_boot_failure();
+	metrics_count_auth_failure("unknown");
+	metrics_count_auth_failure("unknown");
+	metrics_count_auth_failure("missing");
+	metrics_count_auth_failure("made_up"); /* ignored: bounded labels */
+	metrics_count_auth_failure(NULL);
+	metrics_count_auth_failure_unrecorded();
+	metrics_count_api_connection("tcp", "shed");
+	metrics_count_api_connection("tcp", "shed");
+	metrics_count_api_connection("unix", "refused");
+	metrics_count_api_connection("udp", "shed");     /* ignored */
+	metrics_count_api_connection("tcp", "whatever"); /* ignored */
 	unsigned counts[] = {1, 3, 0};
 	cleanup_free char *text = metrics_render(counts, ARRAY_SIZE(counts), states);
 	static struct exposition e;
@@ -212,6 +223,15 @@ static void test_histograms_and_counters(void **state)
 	assert_true(find(&e, "airlock_boot_failures_total", "")->value == 1);
 	assert_true(find(&e, "airlock_sandboxes", "state=\"running\"")->value == 3);
 	assert_true(find(&e, "airlock_sandboxes", "state=\"stopped\"")->value == 0);
+	assert_true(find(&e, "airlock_auth_failures_total", "reason=\"unknown\"")->value == 2);
+	assert_true(find(&e, "airlock_auth_failures_total", "reason=\"missing\"")->value == 1);
+	assert_true(find(&e, "airlock_auth_failures_total", "reason=\"revoked\"")->value == 0);
+	assert_null(find(&e, "airlock_auth_failures_total", "reason=\"made_up\""));
+	assert_true(find(&e, "airlock_auth_failures_unrecorded_total", "")->value == 1);
+	assert_true(find(&e, "airlock_api_connections_shed_total", "listener=\"tcp\"")->value == 2);
+	assert_true(find(&e, "airlock_api_connections_shed_total", "listener=\"unix\"")->value == 0);
+	assert_true(find(&e, "airlock_api_connections_refused_total", "listener=\"unix\"")->value == 1);
+	assert_null(find(&e, "airlock_api_connections_shed_total", "listener=\"udp\""));
 
 	/* Families are typed once each, with the right type. */
 	for (size_t i = 0; i < e.n_typed; i++)
