@@ -1280,6 +1280,14 @@ static void teardown(struct sandbox *sb)
 	network_down(sb);
 	if (sb->console_fd >= 0)
 		console_drain(sb);
+	/* The VMM's sockets go with it (its disk stays for a recover). */
+	if (sb->pid <= 0 || sb->vmm_exited) {
+		static const char *const sockets[] = {VMM_CHANNEL_SOCK, VMM_CONSOLE_SOCK, VMM_QMP_SOCK};
+		for (size_t i = 0; i < ARRAY_SIZE(sockets); i++) {
+			cleanup_free char *p = xasprintf("%s/%s", sb->root, sockets[i]);
+			unlink(p);
+		}
+	}
 	jail_release(sb);
 }
 
@@ -2163,12 +2171,6 @@ static bool holds_runtime(struct sandbox *sb)
 static void reclaim_locked(struct sandbox *sb)
 {
 	teardown(sb);
-	static const char *const sockets[] = {VMM_CHANNEL_SOCK, VMM_CONSOLE_SOCK, VMM_QMP_SOCK};
-	for (size_t i = 0; i < ARRAY_SIZE(sockets); i++) {
-		cleanup_free char *p = xasprintf("%s/%s", sb->root, sockets[i]);
-		unlink(p);
-	}
-	jail_release(sb);
 }
 
 /* Every sandbox of the registry, each with a reference the caller drops. */

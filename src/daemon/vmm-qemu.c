@@ -441,8 +441,17 @@ static int qemu_wait_incoming(const struct vmm_config *cfg, uint64_t deadline_ms
 	/* QEMU waits (-incoming defer) for the capabilities, then reads the
 	 * state from the fd it was given at start. */
 	cleanup_json json_t *uri = json_pack("{s:s}", "uri", "fd:" STR(FD_INCOMING_NUM));
-	if (set_migration_caps(cfg, why, sizeof(why)) < 0 ||
-	    qmp_command(cfg->dirfd, "migrate-incoming", uri, NULL, why, sizeof(why)) < 0)
+	/* Its QMP socket appears a moment after the others. */
+	for (;;) {
+		int r = set_migration_caps(cfg, why, sizeof(why));
+		if (r == 0)
+			break;
+		if ((r != -ENOENT && r != -ECONNREFUSED) || now_ms_monotonic() > deadline_ms)
+			return al_error_set(err, AL_ERR_INTERNAL, EIO, "QEMU could not start loading the snapshot: %s",
+			                    why);
+		usleep(QEMU_INCOMING_POLL_MS * 1000);
+	}
+	if (qmp_command(cfg->dirfd, "migrate-incoming", uri, NULL, why, sizeof(why)) < 0)
 		return al_error_set(err, AL_ERR_INTERNAL, EIO, "QEMU could not start loading the snapshot: %s", why);
 	for (;;) {
 		json_t *ret = NULL;
