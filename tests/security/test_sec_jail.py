@@ -106,3 +106,49 @@ def test_vmm_rlimits_and_environment(vmm):
         env = open(f"/proc/{vmm['pid']}/environ", "rb").read().split(b"\0")
         # Exactly the jailer's PATH: nothing of the daemon's environment.
         assert [e for e in env if e] == [b"PATH=/usr/sbin:/usr/bin:/sbin:/bin"], env
+
+
+def _template_memfds(pid):
+    """The fds of VMM pid that are its template snapshot's memory."""
+    out = []
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            if os.readlink(f"/proc/{pid}/fd/{fd}").startswith("/memfd:airlock-template"):
+                out.append(int(fd))
+        except OSError:
+            pass
+    return out
+
+
+def test_template_memory_cannot_be_changed(vmm, api):
+    """Every sandbox of a template maps the same memfd (its RAM at agent
+    ready) copy-on-write: a VMM that could write it would reach every
+    later sandbox of that template. The memfd is sealed: not even root
+    holding it can write, grow, shrink or map it shared-writable."""
+    import fcntl
+    import mmap
+    assert api.get(vmm["sid"]).json["boot"] == "template"
+    fds = _template_memfds(vmm["pid"])
+    assert fds, "the attacker's VMM maps no template memory"
+    with attempt("jail", "template-memory-write", "write, truncate, grow, allocate and map shared-writable the template's memory (the VMM's memfd, as root)"):
+        f = os.open(f"/proc/{vmm['pid']}/fd/{fds[0]}", os.O_RDWR)
+        try:
+            F_GET_SEALS = 1034
+            seals = fcntl.fcntl(f, F_GET_SEALS)
+            assert seals & 0x0f == 0x0f, hex(seals)  # SEAL | SHRINK | GROW | WRITE
+            size = os.fstat(f).st_size
+            before = os.pread(f, 4096, 4096)
+            for what, op in (("write", lambda: os.pwrite(f, b"\xcc" * 4096, 4096)),
+                             ("truncate", lambda: os.ftruncate(f, 4096)),
+                             ("grow", lambda: os.ftruncate(f, size + 4096)),
+                             ("allocate", lambda: os.posix_fallocate(f, size, 4096)),
+                             ("mmap-shared", lambda: mmap.mmap(f, 4096, mmap.MAP_SHARED,
+                                                               mmap.PROT_READ | mmap.PROT_WRITE))):
+                try:
+                    op()
+                except (OSError, PermissionError):
+                    continue
+                raise AssertionError(f"{what} of the sealed template memory succeeded")
+            assert os.pread(f, 4096, 4096) == before and os.fstat(f).st_size == size
+        finally:
+            os.close(f)
