@@ -70,6 +70,12 @@ UNIT_SRC_jailer := src/jailer/jailer-args.c src/jailer/jailer-path.c src/jailer/
 UNIT_LIBS_jailer := -lseccomp
 $(TEST_BUILD)/obj/tests/unit/test-jailer.o: TEST_CFLAGS += -Isrc/jailer
 
+# The Firecracker backend (issue 8): its API client (the unix socket
+# connect lives with the QEMU backend's helpers in vmm-qemu.c), the hybrid
+# vsock handshake, the backend selection.
+UNIT_SRC_fc-api := src/daemon/fc-api.c src/daemon/vmm-qemu.c src/daemon/vmm-qmp.c
+UNIT_LIBS_fc-api := -lpthread
+
 UNIT_ALL := $(patsubst tests/unit/test-%.c,%,$(wildcard tests/unit/test-*.c))
 unit_missing = $(strip $(foreach f,$(UNIT_SRC_$(1)),$(if $(wildcard $(f)),,$(f))) \
 	$(if $(filter store,$(1)),$(if $(wildcard src/daemon/store*.c),,src/daemon/store*.c)))
@@ -156,6 +162,11 @@ FUZZ_SRC_fuzz-secret-request := src/daemon/secrets.c src/daemon/api-request.c sr
 	$(wildcard src/daemon/store*.c)
 FUZZ_LIBS_fuzz-secret-request := -lsqlite3 -lcrypto -lpthread
 FUZZ_MAXLEN_fuzz-secret-request := 16384
+
+# Answers on Firecracker's API socket (Firecracker runs next to the guest).
+FUZZ_SRC_fuzz-fc-response := src/daemon/fc-api.c src/daemon/vmm-qemu.c src/daemon/vmm-qmp.c
+FUZZ_LIBS_fuzz-fc-response :=
+FUZZ_MAXLEN_fuzz-fc-response := 70000
 
 FUZZ_ALL := $(patsubst tests/fuzz/%.c,%,$(wildcard tests/fuzz/fuzz-*.c))
 fuzz_missing = $(strip $(foreach f,$(FUZZ_SRC_$(1)),$(if $(wildcard $(f)),,$(f))))
