@@ -77,6 +77,7 @@ UNIT_SRC_fc-api := src/daemon/fc-api.c src/daemon/vmm-qemu.c src/daemon/vmm-qmp.
 UNIT_LIBS_fc-api := -lpthread
 UNIT_SRC_vsock-uds := src/daemon/vsock-uds.c src/daemon/vmm-qemu.c src/daemon/vmm-qmp.c
 UNIT_LIBS_vsock-uds := -lpthread
+UNIT_SRC_vmm-select := src/daemon/vmm-select.c
 
 UNIT_ALL := $(patsubst tests/unit/test-%.c,%,$(wildcard tests/unit/test-*.c))
 unit_missing = $(strip $(foreach f,$(UNIT_SRC_$(1)),$(if $(wildcard $(f)),,$(f))) \
