@@ -37,7 +37,7 @@
 #define FC_VSOCK_SOCK "v.sock"
 #define FC_CONSOLE_FIFO "con.fifo"
 #define FC_DISK "disk.raw"
-#define FC_STATE_FILE "vmstate.bin"
+#define FC_STATE_SUFFIX ".vmstate"
 #define FC_KERNEL "vmlinux"
 #define FC_DRIVE_ID "root"
 #define FC_IFACE_ID "eth0"
@@ -360,15 +360,14 @@ static int fc_resume(const struct vmm_config *cfg, struct al_error *err)
 }
 
 /* `out` is a name the daemon made, relative to the VMM's cwd; the device
- * state goes next to it (vmm_ops.state_file). */
+ * state goes to `out` + FC_STATE_SUFFIX (vmm_ops.state_suffix), so a Diff
+ * never overwrites the state of the Full it builds on. */
 static int state_path_for(const char *out, char *ret, size_t size, struct al_error *err)
 {
 	bool ok = out[0] && out[0] != '/' && !strstr(out, "..");
 	for (const char *p = out; *p && ok; p++)
 		ok = (*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || strchr("-._/", *p);
-	const char *slash = strrchr(out, '/');
-	int dir_len = slash ? (int)(slash - out + 1) : 0;
-	if (!ok || snprintf_ok(ret, size, "%.*s%s", dir_len, out, FC_STATE_FILE) < 0 || !strcmp(ret, out))
+	if (!ok || snprintf_ok(ret, size, "%s%s", out, FC_STATE_SUFFIX) < 0)
 		return al_error_set(err, AL_ERR_INTERNAL, EINVAL, "bad snapshot file name %s", out);
 	return 0;
 }
@@ -479,7 +478,7 @@ const struct vmm_ops vmm_firecracker_ops = {
     .probe = fc_probe,
     .disk_file = FC_DISK,
     .kernel_file = FC_KERNEL,
-    .state_file = FC_STATE_FILE,
+    .state_suffix = FC_STATE_SUFFIX,
     .channel_connect = fc_channel_connect,
     .console_open = fc_console_open,
     .channel_resets_on_save = true,

@@ -41,8 +41,8 @@ struct vmm_config {
 	int netns_fd;
 
 	/* ---- added with the Firecracker backend (issue 8) ---- */
-	/* Restore, backends with a state_file (below): name (in the sandbox
-	 * dir) of the device state saved next to `incoming`'s memory. */
+	/* Restore, backends with a state_suffix (vmm_ops): name (in the
+	 * sandbox dir) of the device state saved with `incoming`'s memory. */
 	const char *incoming_state;
 	/* Firecracker: track dirty pages from the start (or the restore), so
 	 * that save_diff can write only what changed since the last save. */
@@ -86,11 +86,11 @@ struct vmm_ops {
 	 * "vmlinuz", a bzImage; Firecracker boots the uncompressed ELF
 	 * "vmlinux" extracted from the same package: images/extract-vmlinux). */
 	const char *kernel_file;
-	/* When set, save() writes the device state to this name next to `out`
-	 * (`out` then holds the memory alone); a snapshot must keep and digest
-	 * both, and a restore gives it back as cfg->incoming_state. NULL: `out`
-	 * holds memory and device state (QEMU). */
-	const char *state_file;
+	/* When set, save() and save_diff() write the device state to `out`
+	 * with this suffix (`out` then holds the memory alone): a snapshot must
+	 * keep and digest both, and a restore gives it back as
+	 * cfg->incoming_state. NULL: `out` holds memory and device state (QEMU). */
+	const char *state_suffix;
 	/* Opens the host end of the guest channel, one attempt: -ENOENT or
 	 * -ECONNREFUSED while the VMM or the agent is not there yet (callers
 	 * retry those). Default: connect VMM_CHANNEL_SOCK. Firecracker: its
