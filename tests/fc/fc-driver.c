@@ -189,8 +189,8 @@ static void stop_vmm(const struct vmm_config *vc, pid_t pid)
 	int status = 0;
 	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
 		;
-	step_ok("stop", json_pack("{s:b, s:i}", "killed", WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL, "pid",
-	                          (int)pid));
+	step_ok("stop",
+	        json_pack("{s:b, s:i}", "killed", WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL, "pid", (int)pid));
 }
 
 static int open_dir(const char *dir)
@@ -330,10 +330,10 @@ int main(int argc, char **argv)
 	const char *cmd = argv[1];
 	struct opts o = {.timeout_ms = 5000};
 	static const struct option longopts[] = {
-	    {"dir", required_argument, NULL, 'd'},     {"kernel", required_argument, NULL, 'k'},
-	    {"initrd", required_argument, NULL, 'i'},  {"rootfs", required_argument, NULL, 'r'},
-	    {"netns", required_argument, NULL, 'n'},   {"from", required_argument, NULL, 'f'},
-	    {"disk-mib", required_argument, NULL, 'm'}, {"diff", no_argument, NULL, 'D'},
+	    {"dir", required_argument, NULL, 'd'},        {"kernel", required_argument, NULL, 'k'},
+	    {"initrd", required_argument, NULL, 'i'},     {"rootfs", required_argument, NULL, 'r'},
+	    {"netns", required_argument, NULL, 'n'},      {"from", required_argument, NULL, 'f'},
+	    {"disk-mib", required_argument, NULL, 'm'},   {"diff", no_argument, NULL, 'D'},
 	    {"timeout-ms", required_argument, NULL, 't'}, {NULL, 0, NULL, 0},
 	};
 	int c;
