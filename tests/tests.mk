@@ -221,7 +221,7 @@ $(TEST_BUILD)/fc-driver: $(FC_DRIVER_SRC:%.c=$(TEST_BUILD)/obj/%.o) $(TEST_COMMO
 	$(CC) $(TEST_CFLAGS) -o $@ $^ -ljansson -lpthread
 
 .PHONY: test-fc
-test-fc: $(TEST_BUILD)/fc-driver $(BUILD)/airlock-agent
+test-fc: $(TEST_BUILD)/fc-driver $(BUILD)/airlock-agent $(IMAGES_KERNEL)/vmlinux
 	$(PYTEST) -v $(PYTEST_ARGS) tests/fc
 
 # ---------------------------------------------------------------- integration
