@@ -9,7 +9,11 @@
 #   make security    tests/security: real attack attempts from guests and hostile
 #                    clients, each asserting containment (tests/security/README.md);
 #                    prints `N attempts, N contained` just before pytest's summary
-#   make test        all of the above after deps, all and images-all
+#   make test-fc     the Firecracker backend without KVM (tests/fc): every API
+#                    request against the spec, the vsock channel, vmlinux
+#   make test-kvm    integration + security with --backend firecracker, on a
+#                    KVM host with `firecracker` on PATH; elsewhere a clear SKIP
+#   make test        all of the above but test-kvm, after deps, all and images-all
 #   make bench       bench/* (figures, no assertions)
 
 TEST_BUILD := $(BUILD)/test
@@ -224,6 +228,13 @@ $(TEST_BUILD)/fc-driver: $(FC_DRIVER_SRC:%.c=$(TEST_BUILD)/obj/%.o) $(TEST_COMMO
 test-fc: $(TEST_BUILD)/fc-driver $(BUILD)/airlock-agent $(IMAGES_KERNEL)/vmlinux
 	$(PYTEST) -v $(PYTEST_ARGS) tests/fc
 
+# The whole integration and security suites on Firecracker (docs/kvm-host.md).
+# scripts/test-kvm.sh checks /dev/kvm and the binary first, and only then
+# builds the images and runs the suites; without them it prints why and exits 0.
+.PHONY: test-kvm
+test-kvm:
+	@MAKE="$(MAKE)" PYTEST="$(PYTEST)" PYTEST_ARGS="$(PYTEST_ARGS)" BUILD="$(BUILD)" scripts/test-kvm.sh
+
 # ---------------------------------------------------------------- integration
 integration: all images-all
 	$(PYTEST) -v $(PYTEST_ARGS) tests/integration
@@ -245,6 +256,7 @@ test:
 	@$(MAKE) --no-print-directory all images-all
 	@$(MAKE) --no-print-directory build-clang format-check
 	@$(MAKE) --no-print-directory unit
+	@$(MAKE) --no-print-directory test-fc
 	@$(MAKE) --no-print-directory fuzz-smoke
 	@$(MAKE) --no-print-directory integration
 	@$(MAKE) --no-print-directory security

@@ -280,6 +280,9 @@ class Daemon:
         argv = [AIRLOCKD, "--socket", self.socket, "--state-dir", self.state_dir, "--image-dir", self.image_dir]
         if self.boot_timeout_s is not None:
             argv += ["--boot-timeout-s", str(self.boot_timeout_s)]
+        # `make test-kvm` runs the suites against another backend (docs/kvm-host.md).
+        if os.environ.get("AIRLOCK_TEST_BACKEND"):
+            argv += ["--backend", os.environ["AIRLOCK_TEST_BACKEND"]]
         return argv + self.extra_args
 
     def start(self):
