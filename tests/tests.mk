@@ -225,7 +225,8 @@ $(TEST_BUILD)/fc-driver: $(FC_DRIVER_SRC:%.c=$(TEST_BUILD)/obj/%.o) $(TEST_COMMO
 	$(CC) $(TEST_CFLAGS) -o $@ $^ -ljansson -lpthread
 
 .PHONY: test-fc
-test-fc: $(TEST_BUILD)/fc-driver $(BUILD)/airlock-agent $(IMAGES_KERNEL)/vmlinux
+# (images.mk is included after this file: the path is spelled out.)
+test-fc: $(TEST_BUILD)/fc-driver $(BUILD)/airlock-agent $(BUILD)/images/kernels/vmlinux
 	$(PYTEST) -v $(PYTEST_ARGS) tests/fc
 
 # The whole integration and security suites on Firecracker (docs/kvm-host.md).
