@@ -210,8 +210,14 @@ static void host_accept(struct agent *a, uint64_t now_ms)
 {
 	int fd;
 	int r = channel_accept(a, &fd);
-	if (r < 0)
-		init_fatal("accept on the host channel: %s", strerror(-r));
+	if (r < 0) {
+		/* Out of fds or memory, say: not worth dying for as PID 1. The
+		 * pending connection stays; look again a little later instead
+		 * of spinning on it. */
+		agent_log("accept on the host channel: %s; retrying in %d ms", strerror(-r), AGENT_PORT_RECHECK_MS);
+		a->listen_pause_until_ms = now_ms + AGENT_PORT_RECHECK_MS;
+		return;
+	}
 	if (r == 0)
 		return;
 	if (a->port_fd >= 0) {
@@ -240,9 +246,13 @@ static void agent_loop(struct agent *a)
 
 		size_t n = 0;
 		int port_idx = -1, listen_idx = -1;
-		if (a->listen_fd >= 0) {
+		if (a->listen_fd >= 0 && now >= a->listen_pause_until_ms) {
 			listen_idx = (int)n;
 			pfds[n++] = (struct pollfd){.fd = a->listen_fd, .events = POLLIN};
+		} else if (a->listen_fd >= 0) {
+			int t = (int)(a->listen_pause_until_ms - now);
+			if (timeout < 0 || t < timeout)
+				timeout = t;
 		}
 		if (a->port_fd < 0) {
 			/* vsock, no host connected: only the listener. */

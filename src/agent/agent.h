@@ -147,9 +147,10 @@ struct stream {
 struct outbuf;
 
 struct agent {
-	int port_fd;   /* the host's byte stream; -1 on vsock while no host is connected */
-	int listen_fd; /* vsock (or --listen-unix): where hosts connect; -1 on virtio-serial */
-	bool port_hup; /* host side closed: recheck at port_recheck_ms */
+	int port_fd;                    /* the host's byte stream; -1 on vsock while no host is connected */
+	int listen_fd;                  /* vsock (or --listen-unix): where hosts connect; -1 on virtio-serial */
+	uint64_t listen_pause_until_ms; /* after a failed accept: not polled until then */
+	bool port_hup;                  /* host side closed: recheck at port_recheck_ms */
 	uint64_t port_recheck_ms;
 	bool port_is_socket; /* --channel-fd test mode: EOF ends the agent */
 	int sig_fd;
