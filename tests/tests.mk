@@ -226,7 +226,7 @@ $(TEST_BUILD)/fc-driver: $(FC_DRIVER_SRC:%.c=$(TEST_BUILD)/obj/%.o) $(TEST_COMMO
 
 .PHONY: test-fc
 # (images.mk is included after this file: the path is spelled out.)
-test-fc: $(TEST_BUILD)/fc-driver $(BUILD)/airlock-agent $(BUILD)/images/kernels/vmlinux
+test-fc: $(TEST_BUILD)/fc-driver $(BUILD)/airlockd $(BUILD)/airlock-agent $(BUILD)/images/kernels/vmlinux
 	$(PYTEST) -v $(PYTEST_ARGS) tests/fc
 
 # The whole integration and security suites on Firecracker (docs/kvm-host.md).
