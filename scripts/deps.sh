@@ -4,7 +4,7 @@
 set -eu
 PKGS="build-essential gcc clang clang-format libclang-rt-14-dev make pkg-config
  libmicrohttpd-dev libjansson-dev libsqlite3-dev libcmocka-dev libcurl4-openssl-dev libssl-dev
- qemu-system-x86 qemu-utils busybox-static mmdebstrap e2fsprogs cpio kmod zstd
+ qemu-system-x86 qemu-utils busybox-static mmdebstrap e2fsprogs cpio kmod zstd lz4
  python3-pytest python3-yaml iproute2 procps psmisc
  nftables libc-ares-dev openssl dnsutils
  libseccomp-dev strace"

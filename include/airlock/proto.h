@@ -35,6 +35,16 @@
 #define AIRLOCK_PORT_NAME_LITERAL "org.airlock.agent.0"
 #define AIRLOCK_PORT_NAME AIRLOCK_PORT_NAME_LITERAL
 
+/* The same byte stream over vsock (Firecracker, or QEMU with vhost-vsock):
+ * the agent listens on this port of its CID; the host connects (through
+ * Firecracker's hybrid vsock unix socket: "CONNECT 1024\n" -> "OK <n>\n").
+ * One host connection at a time; a new one replaces the one before (a
+ * snapshot resets every vsock connection, and the host then reconnects). */
+#define AIRLOCK_VSOCK_PORT 1024
+/* Every guest has this CID: each VM has its own vsock device, so CIDs never
+ * meet (vhost-vsock hosts give each VM its own CID instead). */
+#define AIRLOCK_VSOCK_GUEST_CID 3
+
 /* The network plan, the same in every sandbox (each has its own network
  * namespace, so addresses never clash and clones need no renumbering). The
  * agent configures eth0 with it at boot; airlockd gives tap0 the gateway

@@ -1,15 +1,19 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The channel to the host: finding and opening the virtio-serial port, a
- * bounded queue of outgoing frames written without blocking, and the
- * decoding and dispatch of incoming frames.
+ * The channel to the host: finding and opening the virtio-serial port (QEMU)
+ * or listening on vsock (Firecracker), a bounded queue of outgoing frames
+ * written without blocking, and the decoding and dispatch of incoming frames.
  */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/vm_sockets.h>
 #include <stdarg.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
@@ -60,7 +64,52 @@ static int port_find(char *ret_dev, size_t size)
 	return r;
 }
 
-int channel_open_port(int timeout_ms, int *ret_fd)
+/* A vsock device is bound to its transport: /dev/vsock then reports the
+ * guest's CID (VMADDR_CID_ANY while there is no device, e.g. under QEMU
+ * without vhost-vsock, where the transport module is loaded all the same). */
+static bool vsock_present(void)
+{
+	cleanup_close int fd = open("/dev/vsock", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	unsigned int cid = VMADDR_CID_ANY;
+	if (ioctl(fd, IOCTL_VM_SOCKETS_GET_LOCAL_CID, &cid) < 0)
+		return false;
+	return cid != VMADDR_CID_ANY && cid > VMADDR_CID_HOST;
+}
+
+static int listen_on(int fd, const struct sockaddr *sa, socklen_t len, int *ret_fd)
+{
+	if (bind(fd, sa, len) < 0 || listen(fd, 4) < 0) {
+		int r = -errno;
+		close(fd);
+		return r;
+	}
+	*ret_fd = fd;
+	return 0;
+}
+
+int channel_listen_vsock(unsigned port, int *ret_fd)
+{
+	int fd = socket(AF_VSOCK, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return -errno;
+	struct sockaddr_vm sa = {.svm_family = AF_VSOCK, .svm_cid = VMADDR_CID_ANY, .svm_port = port};
+	return listen_on(fd, (const struct sockaddr *)&sa, sizeof(sa), ret_fd);
+}
+
+int channel_listen_unix(const char *path, int *ret_fd)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	if (strlcpy_al(sa.sun_path, path, sizeof(sa.sun_path)) >= sizeof(sa.sun_path))
+		return -ENAMETOOLONG;
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return -errno;
+	return listen_on(fd, (const struct sockaddr *)&sa, sizeof(sa), ret_fd);
+}
+
+int channel_open(int timeout_ms, int *ret_port_fd, int *ret_listen_fd)
 {
 	uint64_t deadline = now_ms_monotonic() + (uint64_t)timeout_ms;
 	char dev[300];
@@ -70,18 +119,41 @@ int channel_open_port(int timeout_ms, int *ret_fd)
 			/* The device node can trail the sysfs entry by a moment. */
 			int fd = open(dev, O_RDWR | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
 			if (fd >= 0) {
-				*ret_fd = fd;
+				*ret_port_fd = fd;
 				return 0;
 			}
 			r = -errno;
 			if (r != -ENOENT)
 				return r;
+		} else if (vsock_present()) {
+			return channel_listen_vsock(AIRLOCK_VSOCK_PORT, ret_listen_fd);
 		}
 		if (now_ms_monotonic() >= deadline)
 			return r;
 		struct timespec ts = {.tv_nsec = 5 * 1000000L};
 		nanosleep(&ts, NULL);
 	}
+}
+
+int channel_accept(struct agent *a, int *ret_fd)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+	int fd = accept4(a->listen_fd, (struct sockaddr *)&ss, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+	if (fd < 0)
+		return errno == EAGAIN || errno == EINTR || errno == ECONNABORTED ? 0 : -errno;
+	/* SECURITY: only the host drives the agent. Through Firecracker's
+	 * hybrid vsock every host connection comes from CID 2; with
+	 * vhost-vsock nothing but the host can reach a guest either, but the
+	 * check does not rely on that. */
+	if (ss.ss_family == AF_VSOCK && ((struct sockaddr_vm *)&ss)->svm_cid != VMADDR_CID_HOST) {
+		agent_log("refused a vsock connection from CID %u (only the host, CID %u, may connect)",
+		          ((struct sockaddr_vm *)&ss)->svm_cid, VMADDR_CID_HOST);
+		close(fd);
+		return 0;
+	}
+	*ret_fd = fd;
+	return 1;
 }
 
 /* ---- outgoing ---- */

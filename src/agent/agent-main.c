@@ -4,7 +4,8 @@
  *
  * As PID 1 (the guest's /init) it boots the guest first (agent-init.c). Then,
  * in every mode, it opens the channel, says HELLO and serves frames from one
- * poll(2) loop over: the port, a signalfd for SIGCHLD (PID 1 reaps every
+ * poll(2) loop over: the port (on vsock: the listening socket and the host's
+ * current connection), a signalfd for SIGCHLD (PID 1 reaps every
  * zombie, orphans included), each exec's stdout/stderr or PTY master (read
  * only while the outgoing queue has room and the stream has output credit,
  * one frame per fd per iteration, round-robin so a flood cannot starve other
@@ -14,6 +15,8 @@
  * Usage: airlock-agent                  (as /init, or on a guest with the port)
  *        airlock-agent --channel-fd N   (tests: serve a socket given as fd N;
  *                                        its EOF ends the agent)
+ *        airlock-agent --listen-unix P  (tests: the vsock code path, listening
+ *                                        on the unix socket P instead)
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -168,6 +171,8 @@ static void port_hung_up(struct agent *a, uint64_t now_ms)
 {
 	if (a->port_is_socket)
 		exit(0); /* test mode: the host closed the socket */
+	if (a->port_fd < 0)
+		return;
 	if (!a->port_hup) {
 		channel_drop_partial(a);
 		/* A file transfer cannot outlive the connection that started it
@@ -188,13 +193,43 @@ static void port_hung_up(struct agent *a, uint64_t now_ms)
 			s->out_window = AIRLOCK_OUTPUT_WINDOW - (uint32_t)MIN(queued, (size_t)AIRLOCK_OUTPUT_WINDOW);
 		}
 	}
+	if (a->listen_fd >= 0) {
+		/* vsock: this connection is over (the host closed it, or a
+		 * snapshot reset it); the next host connects anew. */
+		close(a->port_fd);
+		a->port_fd = -1;
+		return;
+	}
 	a->port_hup = true;
 	a->port_recheck_ms = now_ms + AGENT_PORT_RECHECK_MS;
 }
 
+/* vsock: a host connected. It replaces the connection there was (after a
+ * snapshot or restore the guest may not have seen the old one end yet). */
+static void host_accept(struct agent *a, uint64_t now_ms)
+{
+	int fd;
+	int r = channel_accept(a, &fd);
+	if (r < 0) {
+		/* Out of fds or memory, say: not worth dying for as PID 1. The
+		 * pending connection stays; look again a little later instead
+		 * of spinning on it. */
+		agent_log("accept on the host channel: %s; retrying in %d ms", strerror(-r), AGENT_PORT_RECHECK_MS);
+		a->listen_pause_until_ms = now_ms + AGENT_PORT_RECHECK_MS;
+		return;
+	}
+	if (r == 0)
+		return;
+	if (a->port_fd >= 0) {
+		agent_log("a new host connection replaces the current one");
+		port_hung_up(a, now_ms);
+	}
+	a->port_fd = fd;
+}
+
 static void agent_loop(struct agent *a)
 {
-	static struct pollfd pfds[2 + 3 * AGENT_MAX_STREAMS];
+	static struct pollfd pfds[3 + 3 * AGENT_MAX_STREAMS];
 	for (;;) {
 		if (a->shutdown)
 			agent_shutdown(a);
@@ -210,8 +245,18 @@ static void agent_loop(struct agent *a)
 		}
 
 		size_t n = 0;
-		int port_idx = -1;
-		if (a->port_hup && now < a->port_recheck_ms) {
+		int port_idx = -1, listen_idx = -1;
+		if (a->listen_fd >= 0 && now >= a->listen_pause_until_ms) {
+			listen_idx = (int)n;
+			pfds[n++] = (struct pollfd){.fd = a->listen_fd, .events = POLLIN};
+		} else if (a->listen_fd >= 0) {
+			int t = (int)(a->listen_pause_until_ms - now);
+			if (timeout < 0 || t < timeout)
+				timeout = t;
+		}
+		if (a->port_fd < 0) {
+			/* vsock, no host connected: only the listener. */
+		} else if (a->port_hup && now < a->port_recheck_ms) {
 			int t = (int)(a->port_recheck_ms - now);
 			if (timeout < 0 || t < timeout)
 				timeout = t;
@@ -280,7 +325,10 @@ static void agent_loop(struct agent *a)
 				a->port_hup = false; /* the host is back */
 			}
 		}
-		if (channel_want_write(a) && !a->port_hup) {
+		/* After the port's events, which belong to the connection polled. */
+		if (listen_idx >= 0 && (pfds[listen_idx].revents & POLLIN))
+			host_accept(a, now);
+		if (channel_want_write(a) && !a->port_hup && a->port_fd >= 0) {
 			int r = channel_flush(a);
 			if (r < 0) {
 				agent_log("write to the host channel: %s", strerror(-r));
@@ -295,6 +343,7 @@ int main(int argc, char **argv)
 	struct agent *a = &agent;
 	a->pid1 = getpid() == 1;
 	a->port_fd = -1;
+	a->listen_fd = -1;
 	if (!a->pid1 && argc == 2 && strcmp(argv[1], "--version") == 0) {
 		printf("airlock-agent %s (protocol %d)\n", AGENT_VERSION, AIRLOCK_PROTO_VERSION);
 		return 0;
@@ -309,8 +358,14 @@ int main(int argc, char **argv)
 		a->port_is_socket = true;
 		fcntl(a->port_fd, F_SETFD, FD_CLOEXEC);
 		fcntl(a->port_fd, F_SETFL, fcntl(a->port_fd, F_GETFL) | O_NONBLOCK);
+	} else if (!a->pid1 && argc == 3 && strcmp(argv[1], "--listen-unix") == 0) {
+		int r = channel_listen_unix(argv[2], &a->listen_fd);
+		if (r < 0) {
+			fprintf(stderr, "airlock-agent: --listen-unix %s: %s\n", argv[2], strerror(-r));
+			return 2;
+		}
 	} else if (argc > 1 && !a->pid1) {
-		fprintf(stderr, "usage: airlock-agent [--channel-fd FD | --version]\n");
+		fprintf(stderr, "usage: airlock-agent [--channel-fd FD | --listen-unix PATH | --version]\n");
 		return 2;
 	}
 
@@ -325,12 +380,15 @@ int main(int argc, char **argv)
 		init_fatal("signalfd: %s", strerror(-a->sig_fd));
 	agent_identity(a);
 
-	if (a->port_fd < 0) {
-		int r = channel_open_port(AGENT_PORT_WAIT_MS, &a->port_fd);
+	if (a->port_fd < 0 && a->listen_fd < 0) {
+		int r = channel_open(AGENT_PORT_WAIT_MS, &a->port_fd, &a->listen_fd);
 		if (r < 0)
-			init_fatal("virtio-serial port \"%s\" not found within %d ms: %s (is the VM started with "
-			           "-device virtserialport,name=%s?)",
-			           AIRLOCK_PORT_NAME, AGENT_PORT_WAIT_MS, strerror(-r), AIRLOCK_PORT_NAME);
+			init_fatal("no channel to the host within %d ms: neither the virtio-serial port \"%s\" nor a "
+			           "vsock device (%s; is the VM started with -device virtserialport,name=%s, or with a "
+			           "vsock device?)",
+			           AGENT_PORT_WAIT_MS, AIRLOCK_PORT_NAME, strerror(-r), AIRLOCK_PORT_NAME);
+		if (a->listen_fd >= 0)
+			agent_log("listening for the host on vsock port %d", AIRLOCK_VSOCK_PORT);
 	}
 	channel_send_hello(a);
 	agent_loop(a);

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * airlock-agent: PID 1 of every guest. Boots the guest (agent-init.c), opens
- * the virtio-serial port to the host (agent-channel.c) and serves the frames
+ * the virtio-serial port to the host or listens on vsock (agent-channel.c) and
+ * serves the frames
  * of include/airlock/proto.h: exec streams with pipes or a PTY
  * (agent-exec.c), file transfers (agent-files.c), file operations
  * (agent-fileops.c), metrics (agent-metrics.c) and the FREEZE/THAW hooks of
@@ -146,8 +147,10 @@ struct stream {
 struct outbuf;
 
 struct agent {
-	int port_fd;
-	bool port_hup; /* host side closed: recheck at port_recheck_ms */
+	int port_fd;                    /* the host's byte stream; -1 on vsock while no host is connected */
+	int listen_fd;                  /* vsock (or --listen-unix): where hosts connect; -1 on virtio-serial */
+	uint64_t listen_pause_until_ms; /* after a failed accept: not polled until then */
+	bool port_hup;                  /* host side closed: recheck at port_recheck_ms */
 	uint64_t port_recheck_ms;
 	bool port_is_socket; /* --channel-fd test mode: EOF ends the agent */
 	int sig_fd;
@@ -173,7 +176,16 @@ void init_boot(void);
 void init_poweroff(void);
 
 /* agent-channel.c */
-int channel_open_port(int timeout_ms, int *ret_fd);
+/* Whichever channel this VM has: the virtio-serial port (*ret_port_fd) or a
+ * vsock device, on which it listens (*ret_listen_fd, AIRLOCK_VSOCK_PORT).
+ * Waits up to timeout_ms for either to appear. */
+int channel_open(int timeout_ms, int *ret_port_fd, int *ret_listen_fd);
+int channel_listen_vsock(unsigned port, int *ret_fd);
+/* Test mode (--listen-unix): the vsock code path over a unix socket. */
+int channel_listen_unix(const char *path, int *ret_fd);
+/* Takes the next host connection from listen_fd: 1 and *ret_fd, 0 when
+ * there is none (or it was refused), < 0 on error. */
+int channel_accept(struct agent *a, int *ret_fd);
 void channel_send(struct agent *a, uint8_t type, uint32_t stream, const void *payload, size_t len);
 void channel_send_json(struct agent *a, uint8_t type, uint32_t stream, json_t *obj /* stolen */);
 void channel_send_error(struct agent *a, uint32_t stream, int errnum, const char *fmt, ...)

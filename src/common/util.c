@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "util.h"
 
+#include "file-copy.h"
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -266,43 +268,7 @@ void hex_encode(const uint8_t *in, size_t n, char *out)
 
 int copy_file(const char *src, const char *dst, mode_t mode)
 {
-	/* SECURITY: src may be in a directory a VMM can write: never a link,
-	 * and never a FIFO or device (O_NONBLOCK: the open cannot hang). */
-	cleanup_close int in = open(src, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-	if (in < 0)
-		return -errno;
-	struct stat st;
-	if (fstat(in, &st) < 0)
-		return -errno;
-	if (!S_ISREG(st.st_mode))
-		return -EINVAL;
-	cleanup_close int out = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode);
-	if (out < 0)
-		return -errno;
-	for (;;) {
-		ssize_t n = copy_file_range(in, NULL, out, NULL, 1u << 30, 0);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0 && (errno == EXDEV || errno == ENOSYS || errno == EOPNOTSUPP || errno == EINVAL)) {
-			char buf[65536];
-			ssize_t m;
-			while ((m = read(in, buf, sizeof(buf))) > 0) {
-				int r = write_full(out, buf, (size_t)m);
-				if (r < 0)
-					return r;
-			}
-			if (m < 0)
-				return -errno;
-			break;
-		}
-		if (n < 0)
-			return -errno;
-		if (n == 0)
-			break;
-	}
-	if (fsync(out) < 0)
-		return -errno;
-	return 0;
+	return file_copy_cow(src, dst, mode, NULL);
 }
 
 int mkdir_p(const char *path, mode_t mode)

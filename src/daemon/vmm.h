@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The VMM backend interface. Backends live side by side (vmm-qemu.c, later
+/* The VMM backend interface. Backends live side by side (vmm-qemu.c,
  * vmm-firecracker.c); the daemon only talks to them through these ops. */
 #ifndef AIRLOCK_VMM_H
 #define AIRLOCK_VMM_H
@@ -54,6 +54,18 @@ struct vmm_config {
 	 * and a restore takes none it does not carry. */
 	int mem_fd;
 	bool mem_shared;
+
+	/* ---- added with the Firecracker backend (issue 8) ---- */
+	/* Restore, backends that load a snapshot by name (save_path):
+	 * name (in the sandbox dir) of the memory to start from; NULL: boot.
+	 * (QEMU reads incoming_fd instead.) */
+	const char *incoming;
+	/* Restore, backends with a state_suffix (vmm_ops): name (in the
+	 * sandbox dir) of the device state saved with `incoming`'s memory. */
+	const char *incoming_state;
+	/* Firecracker: track dirty pages from the start (or the restore), so
+	 * that save_diff can write only what changed since the last save. */
+	bool diff_snapshots;
 };
 
 struct vmm_ops {
@@ -74,6 +86,11 @@ struct vmm_ops {
 	 * (a file the daemon opened; the VMM gets the fd, never a path) and
 	 * waits until that is complete. */
 	int (*save)(const struct vmm_config *cfg, int out_fd, struct al_error *err);
+	/* The same for backends that can only write files by name (Firecracker,
+	 * which cannot be handed an fd once running): out is a name in the
+	 * VMM's directory. A backend has save or save_path. Not wired into
+	 * sandbox.c yet (docs/kvm-host.md, Status). */
+	int (*save_path)(const struct vmm_config *cfg, const char *out, struct al_error *err);
 	/* After a crash during save: stops a save still in progress and waits
 	 * until the VMM is no longer saving (the guest stays paused). */
 	int (*cancel_save)(const struct vmm_config *cfg, struct al_error *err);
@@ -84,9 +101,42 @@ struct vmm_ops {
 	 * through its control socket, within timeout_ms; never blocks longer)?
 	 * 0 if it answered. */
 	int (*probe)(const struct vmm_config *cfg, unsigned timeout_ms, struct al_error *err);
+
+	/* ---- added with the Firecracker backend (issue 8). NULL in a backend
+	 * means QEMU's way; the vmm_*() helpers below apply the defaults. ---- */
+	/* Name of the per-sandbox disk in the sandbox dir (default VMM_DISK,
+	 * QEMU's qcow2 overlay; Firecracker: a raw image). */
+	const char *disk_file;
+	/* Name of the guest kernel in the image dir's kernels/ (default
+	 * "vmlinuz", a bzImage; Firecracker boots the uncompressed ELF
+	 * "vmlinux" extracted from the same package: images/extract-vmlinux). */
+	const char *kernel_file;
+	/* When set, save() and save_diff() write the device state to `out`
+	 * with this suffix (`out` then holds the memory alone): a snapshot must
+	 * keep and digest both, and a restore gives it back as
+	 * cfg->incoming_state. NULL: `out` holds memory and device state (QEMU). */
+	const char *state_suffix;
+	/* Opens the host end of the guest channel, one attempt: -ENOENT or
+	 * -ECONNREFUSED while the VMM or the agent is not there yet (callers
+	 * retry those). Default: connect VMM_CHANNEL_SOCK. Firecracker: its
+	 * hybrid vsock socket and CONNECT AIRLOCK_VSOCK_PORT. */
+	int (*channel_connect)(const struct vmm_config *cfg, int *ret_fd, struct al_error *err);
+	/* Opens the guest's console output, read-only is enough, one attempt
+	 * like channel_connect. Default: connect VMM_CONSOLE_SOCK. */
+	int (*console_open)(const struct vmm_config *cfg, int *ret_fd, struct al_error *err);
+	/* A save() resets the guest channel's connection (Firecracker resets
+	 * every vsock connection at a snapshot; a restored guest starts without
+	 * one): after save() and after a restore the daemon opens the channel
+	 * again with channel_connect and asks for HELLO. */
+	bool channel_resets_on_save;
+	/* Like save(), only the memory written since the last save (the VM
+	 * started with cfg->diff_snapshots); NULL when unsupported. The file is
+	 * sparse: merged onto the last full memory file it is a full one. */
+	int (*save_diff)(const struct vmm_config *cfg, const char *out, struct al_error *err);
 };
 
 extern const struct vmm_ops vmm_qemu_ops;
+extern const struct vmm_ops vmm_firecracker_ops;
 
 /* Runs one QMP command on the VMM whose sandbox directory is dirfd; *ret gets
  * its "return" value (optional). On failure errbuf says why. */
@@ -108,5 +158,34 @@ int unix_connect_at(int dirfd, const char *name, int *ret_fd);
 /* The same without ever blocking: -EAGAIN when the listener's backlog is
  * full (its process is not accepting). The fd is non-blocking. */
 int unix_connect_at_nonblock(int dirfd, const char *name, int *ret_fd);
+
+/* The defaults of the ops added for Firecracker. */
+static inline const char *vmm_disk_file(const struct vmm_ops *ops)
+{
+	return ops->disk_file ? ops->disk_file : VMM_DISK;
+}
+
+static inline const char *vmm_kernel_file(const struct vmm_ops *ops)
+{
+	return ops->kernel_file ? ops->kernel_file : "vmlinuz";
+}
+
+static inline int vmm_channel_connect(const struct vmm_ops *ops, const struct vmm_config *cfg, int *ret_fd,
+                                      struct al_error *err)
+{
+	if (ops->channel_connect)
+		return ops->channel_connect(cfg, ret_fd, err);
+	int r = unix_connect_at(cfg->dirfd, VMM_CHANNEL_SOCK, ret_fd);
+	return r < 0 ? al_error_set(err, AL_ERR_UNAVAILABLE, -r, "cannot connect to %s", VMM_CHANNEL_SOCK) : 0;
+}
+
+static inline int vmm_console_open(const struct vmm_ops *ops, const struct vmm_config *cfg, int *ret_fd,
+                                   struct al_error *err)
+{
+	if (ops->console_open)
+		return ops->console_open(cfg, ret_fd, err);
+	int r = unix_connect_at(cfg->dirfd, VMM_CONSOLE_SOCK, ret_fd);
+	return r < 0 ? al_error_set(err, AL_ERR_UNAVAILABLE, -r, "cannot connect to %s", VMM_CONSOLE_SOCK) : 0;
+}
 
 #endif

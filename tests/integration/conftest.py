@@ -307,6 +307,9 @@ class Daemon:
         argv += ["--jail-uid-base", str(base), "--jail-uid-count", str(count)]
         if self.boot_timeout_s is not None:
             argv += ["--boot-timeout-s", str(self.boot_timeout_s)]
+        # `make test-kvm` runs the suites against another backend (docs/kvm-host.md).
+        if os.environ.get("AIRLOCK_TEST_BACKEND"):
+            argv += ["--backend", os.environ["AIRLOCK_TEST_BACKEND"]]
         return argv + self.extra_args
 
     def start(self):

@@ -1,0 +1,486 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Firecracker backend: one `firecracker` process per sandbox (KVM only),
+ * configured and driven through its REST API on a unix socket (fc-api.c;
+ * the spec is ../shared/firecracker/firecracker.yaml, against which
+ * tests/fc checks every request built here), the guest channel over its
+ * hybrid vsock (vsock-uds.c), a raw copy-on-write disk (file-copy.h).
+ *
+ * Everything the VMM touches is named relative to its cwd, the sandbox dir
+ * (later its jail root): the API and vsock sockets, the disk, the console
+ * FIFO, snapshot files. A snapshot records those names, so a restore in
+ * another sandbox dir (another namespace with its own tap0) finds its own.
+ *
+ * The console: Firecracker writes the guest's serial port to its stdout,
+ * unbounded. Its stdout is a FIFO in the sandbox dir that the VMM holds open
+ * read-write and non-blocking: nothing blocks and nothing grows while no one
+ * reads, the daemon reads it like QEMU's console socket, and what arrives
+ * while it does not is dropped by the kernel's 64 KiB pipe limit.
+ */
+#include <fcntl.h>
+#include <limits.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include "airlock/proto.h"
+#include "fc-api.h"
+#include "file-copy.h"
+#include "json-cleanup.h"
+#include "util.h"
+#include "vmm-select.h"
+#include "vmm.h"
+#include "vsock-uds.h"
+
+#define FC_API_SOCK "fc.sock"
+#define FC_VSOCK_SOCK "v.sock"
+#define FC_CONSOLE_FIFO "con.fifo"
+#define FC_DISK "disk.raw"
+#define FC_STATE_SUFFIX ".vmstate"
+#define FC_KERNEL "vmlinux"
+#define FC_DRIVE_ID "root"
+#define FC_IFACE_ID "eth0"
+
+#define FC_VCPUS_MAX 32
+#define FC_ID_MAX 64
+#define FC_START_TIMEOUT_MS 10000
+#define FC_CALL_TIMEOUT_MS 10000
+#define FC_SAVE_TIMEOUT_MS 600000
+#define FC_VSOCK_HANDSHAKE_MS 2000
+#define FC_POLL_MS 5
+
+/* panic=-1 reboots at once and reboot=k makes that a keyboard-controller
+ * reset, on which Firecracker exits: how the daemon learns of a panic. ACPI
+ * stays on: this kernel finds Firecracker's virtio-mmio devices through it
+ * (Firecracker >= 1.8 describes them in the DSDT). */
+#define FC_BOOT_ARGS "console=ttyS0 reboot=k panic=-1 pci=off quiet airlock.root=/dev/vda"
+
+static const char *fc_accel(void)
+{
+	return "kvm";
+}
+
+/* ---- requests, one builder per API resource ---------------------------------------------- */
+
+static json_t *machine_config_body(const struct vmm_config *cfg)
+{
+	json_t *o = json_pack("{s:I, s:I, s:b}", "vcpu_count", (json_int_t)cfg->vcpus, "mem_size_mib",
+	                      (json_int_t)cfg->memory_mib, "smt", 0);
+	if (cfg->diff_snapshots)
+		json_object_set_new(o, "track_dirty_pages", json_true());
+	return o;
+}
+
+static json_t *boot_source_body(const struct vmm_config *cfg)
+{
+	return json_pack("{s:s, s:s, s:s}", "kernel_image_path", cfg->kernel, "initrd_path", cfg->initrd, "boot_args",
+	                 FC_BOOT_ARGS);
+}
+
+/* Not the root device: the initramfs boots and the agent mounts /dev/vda
+ * (airlock.root), as under QEMU. Writeback: the guest's flushes (FREEZE
+ * syncs) reach the host file before a snapshot copies it. */
+static json_t *drive_body(void)
+{
+	return json_pack("{s:s, s:s, s:b, s:b, s:s}", "drive_id", FC_DRIVE_ID, "path_on_host", FC_DISK,
+	                 "is_root_device", 0, "is_read_only", 0, "cache_type", "Writeback");
+}
+
+static json_t *network_interface_body(void)
+{
+	return json_pack("{s:s, s:s, s:s}", "iface_id", FC_IFACE_ID, "host_dev_name", AIRLOCK_NET_TAP, "guest_mac",
+	                 AIRLOCK_NET_GUEST_MAC);
+}
+
+static json_t *vsock_body(void)
+{
+	return json_pack("{s:i, s:s}", "guest_cid", AIRLOCK_VSOCK_GUEST_CID, "uds_path", FC_VSOCK_SOCK);
+}
+
+static json_t *action_body(const char *action)
+{
+	return json_pack("{s:s}", "action_type", action);
+}
+
+static json_t *vm_state_body(const char *state)
+{
+	return json_pack("{s:s}", "state", state);
+}
+
+static json_t *snapshot_create_body(const char *mem, const char *state, const char *type)
+{
+	return json_pack("{s:s, s:s, s:s}", "snapshot_type", type, "snapshot_path", state, "mem_file_path", mem);
+}
+
+/* File backend: Firecracker maps the memory file MAP_PRIVATE, so every
+ * restore of one snapshot shares its pages through the page cache and
+ * copies only what it writes. Paused: the daemon resumes after THAW's
+ * preparations. */
+static json_t *snapshot_load_body(const struct vmm_config *cfg)
+{
+	json_t *o = json_pack("{s:s, s:{s:s, s:s}, s:b}", "snapshot_path", cfg->incoming_state, "mem_backend",
+	                      "backend_type", "File", "backend_path", cfg->incoming, "resume_vm", 0);
+	if (cfg->diff_snapshots)
+		json_object_set_new(o, "track_dirty_pages", json_true());
+	return o;
+}
+
+static int fc_send(const struct vmm_config *cfg, const char *method, const char *path, json_t *body,
+                   unsigned timeout_ms, struct al_error *err)
+{
+	cleanup_json json_t *b = body;
+	return fc_call(cfg->dirfd, FC_API_SOCK, method, path, b, timeout_ms, NULL, err);
+}
+
+/* GET / (InstanceInfo): its "state", "Not started", "Running" or "Paused". */
+static int fc_instance_state(const struct vmm_config *cfg, unsigned timeout_ms, char *state, size_t size,
+                             struct al_error *err)
+{
+	cleanup_json json_t *info = NULL;
+	int r = fc_call(cfg->dirfd, FC_API_SOCK, "GET", "/", NULL, timeout_ms, &info, err);
+	if (r < 0)
+		return r;
+	const char *s = json_string_value(json_object_get(info, "state"));
+	if (!s)
+		return al_error_set(err, AL_ERR_INTERNAL, EBADMSG, "Firecracker API GET /: no \"state\" in the answer");
+	strlcpy_al(state, s, size);
+	return 0;
+}
+
+/* ---- start ---------------------------------------------------------------------------- */
+
+static int config_check(const struct vmm_config *cfg, struct al_error *err)
+{
+	size_t n = strlen(cfg->sandbox_id);
+	bool id_ok = n > 0 && n <= FC_ID_MAX;
+	for (size_t i = 0; i < n && id_ok; i++)
+		id_ok = (cfg->sandbox_id[i] >= 'a' && cfg->sandbox_id[i] <= 'z') ||
+		        (cfg->sandbox_id[i] >= '0' && cfg->sandbox_id[i] <= '9') || cfg->sandbox_id[i] == '-';
+	if (!id_ok)
+		return al_error_set(err, AL_ERR_INTERNAL, EINVAL, "sandbox id %s cannot be a Firecracker --id",
+		                    cfg->sandbox_id);
+	if (cfg->incoming)
+		return cfg->incoming_state ? 0
+		                           : al_error_set(err, AL_ERR_INTERNAL, EINVAL,
+		                                          "a Firecracker restore needs the snapshot's device state "
+		                                          "(incoming_state) next to its memory");
+	if (cfg->vcpus < 1 || cfg->vcpus > FC_VCPUS_MAX)
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "Firecracker runs 1 to %d vCPUs, not %u",
+		                    FC_VCPUS_MAX, cfg->vcpus);
+	if (cfg->memory_mib < 1)
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "no memory for the VM");
+	/* Firecracker boots an uncompressed ELF kernel, not a bzImage. */
+	char magic[4] = "";
+	cleanup_close int fd = open(cfg->kernel, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || read(fd, magic, sizeof(magic)) != (ssize_t)sizeof(magic) || memcmp(magic, "\177ELF", 4) != 0)
+		return al_error_set(err, AL_ERR_INTERNAL, ENOEXEC,
+		                    "the guest kernel %s is not an uncompressed ELF vmlinux, which Firecracker needs; "
+		                    "'make images' extracts it from the Debian package (images/extract-vmlinux)",
+		                    cfg->kernel);
+	return 0;
+}
+
+/* The console FIFO, opened for the VMM's stdout (read-write: never blocks
+ * on open and never gets EPIPE; non-blocking: a full pipe drops output). */
+static int console_fifo_open(const struct vmm_config *cfg, struct al_error *err)
+{
+	if (mkfifoat(cfg->dirfd, FC_CONSOLE_FIFO, 0600) < 0 && errno != EEXIST)
+		return al_error_set(err, AL_ERR_INTERNAL, errno, "cannot create %s/%s: %m", cfg->dir, FC_CONSOLE_FIFO);
+	int fd = openat(cfg->dirfd, FC_CONSOLE_FIFO, O_RDWR | O_NONBLOCK | O_CLOEXEC | O_NOFOLLOW);
+	struct stat st;
+	if (fd < 0 || fstat(fd, &st) < 0 || !S_ISFIFO(st.st_mode)) {
+		int e = fd < 0 ? errno : EINVAL;
+		if (fd >= 0)
+			close(fd);
+		return al_error_set(err, AL_ERR_INTERNAL, e, "%s/%s is not a FIFO the VMM can write", cfg->dir,
+		                    FC_CONSOLE_FIFO);
+	}
+	return fd;
+}
+
+static void __attribute__((noreturn)) exec_firecracker(const struct vmm_config *cfg, int console_fd, int log_fd)
+{
+	/* Own session: the VMM outlives a restart of the daemon and gets none
+	 * of its signals. Only stdio survives into it. */
+	setsid();
+	if (fchdir(cfg->dirfd) < 0)
+		_exit(126);
+	/* SECURITY: the VMM lives in the sandbox's namespace, whose only way
+	 * out is the egress gateway. Not joining it is fatal. */
+	if (cfg->netns_fd >= 0 && setns(cfg->netns_fd, CLONE_NEWNET) < 0) {
+		dprintf(log_fd, "airlock: cannot join the sandbox's network namespace: %m\n");
+		_exit(126);
+	}
+	int nullfd = open("/dev/null", O_RDONLY);
+	if (nullfd < 0 || dup2(nullfd, 0) < 0 || dup2(console_fd, 1) < 0 || dup2(log_fd, 2) < 0)
+		_exit(126);
+	close_range(3, ~0u, 0);
+	sigset_t none;
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	char *argv[] = {VMM_FIRECRACKER_BINARY, "--api-sock", FC_API_SOCK, "--id", (char *)cfg->sandbox_id, NULL};
+	execvp(argv[0], argv);
+	dprintf(2, "airlock: cannot run %s: %m\n", VMM_FIRECRACKER_BINARY);
+	_exit(127);
+}
+
+/* Until the API socket accepts, or the VMM exited. */
+static int wait_api(const struct vmm_config *cfg, pid_t pid, struct al_error *err)
+{
+	uint64_t deadline = now_ms_monotonic() + FC_START_TIMEOUT_MS;
+	for (;;) {
+		int fd = -1;
+		int r = unix_connect_at_nonblock(cfg->dirfd, FC_API_SOCK, &fd);
+		if (r == 0) {
+			close(fd);
+			return 0;
+		}
+		int status;
+		if (waitpid(pid, &status, WNOHANG) == pid)
+			return al_error_set(
+			    err, AL_ERR_BOOT_FAILED, ECHILD, "firecracker exited at start (%s %d; see %s/%s)",
+			    WIFEXITED(status) ? "status" : "signal",
+			    WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status), cfg->dir, VMM_LOG);
+		if (r != -ENOENT && r != -ECONNREFUSED && r != -EAGAIN)
+			return al_error_set(err, AL_ERR_BOOT_FAILED, -r, "cannot connect to %s/%s: %s", cfg->dir,
+			                    FC_API_SOCK, strerror(-r));
+		if (now_ms_monotonic() >= deadline)
+			return al_error_set(err, AL_ERR_BOOT_FAILED, ETIMEDOUT,
+			                    "firecracker did not open its API socket within %d ms (see %s/%s)",
+			                    FC_START_TIMEOUT_MS, cfg->dir, VMM_LOG);
+		usleep(FC_POLL_MS * 1000);
+	}
+}
+
+/* A fresh VM: every device, then InstanceStart. */
+static int configure_boot(const struct vmm_config *cfg, struct al_error *err)
+{
+	int r;
+	if ((r = fc_send(cfg, "PUT", "/machine-config", machine_config_body(cfg), FC_CALL_TIMEOUT_MS, err)) < 0 ||
+	    (r = fc_send(cfg, "PUT", "/boot-source", boot_source_body(cfg), FC_CALL_TIMEOUT_MS, err)) < 0 ||
+	    (r = fc_send(cfg, "PUT", "/drives/" FC_DRIVE_ID, drive_body(), FC_CALL_TIMEOUT_MS, err)) < 0)
+		return r;
+	if (cfg->netns_fd >= 0 && (r = fc_send(cfg, "PUT", "/network-interfaces/" FC_IFACE_ID, network_interface_body(),
+	                                       FC_CALL_TIMEOUT_MS, err)) < 0)
+		return r;
+	if ((r = fc_send(cfg, "PUT", "/vsock", vsock_body(), FC_CALL_TIMEOUT_MS, err)) < 0 ||
+	    (r = fc_send(cfg, "PUT", "/entropy", json_object(), FC_CALL_TIMEOUT_MS, err)) < 0 ||
+	    (r = fc_send(cfg, "PUT", "/actions", action_body("InstanceStart"), FC_CALL_TIMEOUT_MS, err)) < 0)
+		return r;
+	return 0;
+}
+
+static int fc_spawn(const struct vmm_config *cfg, pid_t *ret_pid, struct al_error *err)
+{
+	int r = config_check(cfg, err);
+	if (r < 0)
+		return r;
+	/* Left by an earlier VMM in this dir (a recover): Firecracker will not
+	 * bind over them. */
+	unlinkat(cfg->dirfd, FC_API_SOCK, 0);
+	unlinkat(cfg->dirfd, FC_VSOCK_SOCK, 0);
+	cleanup_close int console_fd = console_fifo_open(cfg, err);
+	if (console_fd < 0)
+		return console_fd;
+	cleanup_close int log_fd =
+	    openat(cfg->dirfd, VMM_LOG, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0640);
+	if (log_fd < 0)
+		return al_error_set(err, AL_ERR_INTERNAL, errno, "cannot open %s/%s: %m", cfg->dir, VMM_LOG);
+	pid_t pid = fork();
+	if (pid < 0)
+		return al_error_set(err, AL_ERR_INTERNAL, errno, "cannot fork the VMM: %m");
+	if (pid == 0)
+		exec_firecracker(cfg, console_fd, log_fd);
+	r = wait_api(cfg, pid, err);
+	if (r == 0)
+		r = cfg->incoming
+		        ? fc_send(cfg, "PUT", "/snapshot/load", snapshot_load_body(cfg), FC_SAVE_TIMEOUT_MS, err)
+		        : configure_boot(cfg, err);
+	if (r < 0) {
+		/* Nothing half-configured survives; the error names the request. */
+		kill(pid, SIGKILL);
+		while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+			;
+		return r;
+	}
+	*ret_pid = pid;
+	return 0;
+}
+
+/* ---- the rest of the lifecycle ---------------------------------------------------------------- */
+
+static int fc_prepare_disk(const struct vmm_config *cfg, struct al_error *err)
+{
+	cleanup_free char *dst = xasprintf("%s/%s", cfg->dir, FC_DISK);
+	enum file_copy_method how;
+	int r = file_copy_cow(cfg->rootfs, dst, 0600, &how);
+	if (r < 0)
+		return al_error_set(err, AL_ERR_INTERNAL, -r, "cannot copy the template's disk %s to %s: %s%s",
+		                    cfg->rootfs, dst, strerror(-r),
+		                    r == -ENOSPC ? " (the state dir's filesystem is full)" : "");
+	/* The guest sees a bigger block device than the template (its
+	 * filesystem is not grown); the file stays sparse. */
+	if (cfg->disk_mib && (r = file_grow(dst, cfg->disk_mib << 20)) < 0)
+		return al_error_set(err, AL_ERR_INTERNAL, -r, "cannot grow %s to %llu MiB: %s", dst,
+		                    (unsigned long long)cfg->disk_mib, strerror(-r));
+	cleanup_close int log_fd =
+	    openat(cfg->dirfd, VMM_LOG, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0640);
+	if (log_fd >= 0)
+		dprintf(log_fd, "airlock: %s from %s by %s\n", FC_DISK, cfg->rootfs, file_copy_method_name(how));
+	return 0;
+}
+
+static int fc_stop(const struct vmm_config *cfg, pid_t pid)
+{
+	(void)cfg;
+	if (pid <= 0)
+		return 0;
+	if (kill(pid, SIGKILL) < 0 && errno != ESRCH)
+		return -errno;
+	return 0;
+}
+
+static int fc_set_state(const struct vmm_config *cfg, const char *state, const char *what, struct al_error *err)
+{
+	int r = fc_send(cfg, "PATCH", "/vm", vm_state_body(state), FC_CALL_TIMEOUT_MS, err);
+	if (r < 0)
+		al_error_prefix(err, "cannot %s the VM", what);
+	return r;
+}
+
+static int fc_pause(const struct vmm_config *cfg, struct al_error *err)
+{
+	return fc_set_state(cfg, "Paused", "pause", err);
+}
+
+static int fc_resume(const struct vmm_config *cfg, struct al_error *err)
+{
+	return fc_set_state(cfg, "Resumed", "resume", err);
+}
+
+/* `out` is a name the daemon made, relative to the VMM's cwd; the device
+ * state goes to `out` + FC_STATE_SUFFIX (vmm_ops.state_suffix), so a Diff
+ * never overwrites the state of the Full it builds on. */
+static int state_path_for(const char *out, char *ret, size_t size, struct al_error *err)
+{
+	bool ok = out[0] && out[0] != '/' && !strstr(out, "..");
+	for (const char *p = out; *p && ok; p++)
+		ok = (*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || strchr("-._/", *p);
+	if (!ok || snprintf_ok(ret, size, "%s%s", out, FC_STATE_SUFFIX) < 0)
+		return al_error_set(err, AL_ERR_INTERNAL, EINVAL, "bad snapshot file name %s", out);
+	return 0;
+}
+
+static int fc_snapshot(const struct vmm_config *cfg, const char *out, const char *type, struct al_error *err)
+{
+	char state[PATH_MAX];
+	int r = state_path_for(out, state, sizeof(state), err);
+	if (r < 0)
+		return r;
+	/* Synchronous: the answer comes when both files are written. */
+	r = fc_send(cfg, "PUT", "/snapshot/create", snapshot_create_body(out, state, type), FC_SAVE_TIMEOUT_MS, err);
+	if (r < 0)
+		al_error_prefix(err, "saving the VM failed (is the disk full?)");
+	return r;
+}
+
+static int fc_save(const struct vmm_config *cfg, const char *out, struct al_error *err)
+{
+	return fc_snapshot(cfg, out, "Full", err);
+}
+
+static int fc_save_diff(const struct vmm_config *cfg, const char *out, struct al_error *err)
+{
+	return fc_snapshot(cfg, out, "Diff", err);
+}
+
+/* A snapshot cannot be cancelled: it is one synchronous request. When the
+ * API answers again, none is in progress. */
+static int fc_cancel_save(const struct vmm_config *cfg, struct al_error *err)
+{
+	char state[32];
+	uint64_t deadline = now_ms_monotonic() + 30000;
+	for (;;) {
+		if (fc_instance_state(cfg, 1000, state, sizeof(state), err) == 0)
+			return 0;
+		if (now_ms_monotonic() > deadline) {
+			al_error_prefix(err, "Firecracker did not finish its snapshot");
+			return -ETIMEDOUT;
+		}
+		usleep(50 * 1000);
+	}
+}
+
+/* The load itself happened in spawn; this checks where it left the VM. */
+static int fc_wait_incoming(const struct vmm_config *cfg, uint64_t deadline_ms, struct al_error *err)
+{
+	char state[32];
+	for (;;) {
+		int r = fc_instance_state(cfg, FC_CALL_TIMEOUT_MS, state, sizeof(state), err);
+		if (r == 0 && (!strcmp(state, "Paused") || !strcmp(state, "Running")))
+			return 0;
+		if (r == 0)
+			return al_error_set(err, AL_ERR_INTERNAL, EIO,
+			                    "Firecracker did not load the snapshot (state %s)", state);
+		if (now_ms_monotonic() > deadline_ms) {
+			al_error_prefix(err, "loading the snapshot took too long");
+			return -ETIMEDOUT;
+		}
+		usleep(20 * 1000);
+	}
+}
+
+static int fc_probe(const struct vmm_config *cfg, unsigned timeout_ms, struct al_error *err)
+{
+	char state[32];
+	/* GET / is answered by Firecracker's API thread, which stops when the
+	 * process is stopped, wedged or starved. */
+	int r = fc_instance_state(cfg, timeout_ms, state, sizeof(state), err);
+	if (r < 0) {
+		al_error_prefix(err, "Firecracker did not answer GET / within %u ms", timeout_ms);
+		err->code = AL_ERR_UNAVAILABLE;
+	}
+	return r;
+}
+
+static int fc_channel_connect(const struct vmm_config *cfg, int *ret_fd, struct al_error *err)
+{
+	return vsock_uds_connect(cfg->dirfd, FC_VSOCK_SOCK, AIRLOCK_VSOCK_PORT, FC_VSOCK_HANDSHAKE_MS, ret_fd, err);
+}
+
+static int fc_console_open(const struct vmm_config *cfg, int *ret_fd, struct al_error *err)
+{
+	int fd = openat(cfg->dirfd, FC_CONSOLE_FIFO, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOFOLLOW);
+	struct stat st;
+	if (fd < 0 || fstat(fd, &st) < 0 || !S_ISFIFO(st.st_mode)) {
+		int e = fd < 0 ? errno : EINVAL;
+		if (fd >= 0)
+			close(fd);
+		return al_error_set(err, AL_ERR_UNAVAILABLE, e, "cannot open the console FIFO %s/%s: %s", cfg->dir,
+		                    FC_CONSOLE_FIFO, strerror(e));
+	}
+	*ret_fd = fd;
+	return 0;
+}
+
+const struct vmm_ops vmm_firecracker_ops = {
+    .name = "firecracker",
+    .accel = fc_accel,
+    .prepare_disk = fc_prepare_disk,
+    .spawn = fc_spawn,
+    .stop = fc_stop,
+    .pause = fc_pause,
+    .resume = fc_resume,
+    .save_path = fc_save,
+    .cancel_save = fc_cancel_save,
+    .wait_incoming = fc_wait_incoming,
+    .probe = fc_probe,
+    .disk_file = FC_DISK,
+    .kernel_file = FC_KERNEL,
+    .state_suffix = FC_STATE_SUFFIX,
+    .channel_connect = fc_channel_connect,
+    .console_open = fc_console_open,
+    .channel_resets_on_save = true,
+    .save_diff = fc_save_diff,
+};
