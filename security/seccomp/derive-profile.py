@@ -7,17 +7,37 @@ QEMU is started with airlockd's command line (src/daemon/vmm-qemu.c,
 qemu_spawn; TCG or KVM as the host has it, a tap in a network namespace):
 the kernel, initramfs and template are fds this script opened, at the
 numbers the jailer's --keep-fd hands over (-kernel /proc/self/fd/4, -initrd
-/proc/self/fd/5, -add-fd fd=6 under the overlay's backing node), TCG's
+/proc/self/fd/5, -add-fd fd=6 under the overlay's backing node), guest RAM
+is the memory backend "mem" (-M microvm,memory-backend=mem), TCG's
 translation cache is bounded (tb-size), and QEMU's own -sandbox is on with
 spawn=deny: QEMU runs no other program, so everything traced is QEMU's.
 
-What is exercised:
-  boot to the agent's HELLO; execs with stdin/stdout; a file written and read
-  back; console socket read; stop/cont (pause/resume); a snapshot as airlockd
-  takes it: `getfd` "snapshot" with the fd of a file this script created
-  (SCM_RIGHTS), then `migrate` "fd:snapshot" on the same QMP connection;
-  quit; then a restore with -incoming fd:7 (the snapshot opened read-only),
-  cont, HELLO, THAW, the same execs and file transfer, quit.
+What is exercised (each saved state is written and read with the migration
+capability x-ignore-shared, set by `migrate-set-capabilities` on its own QMP
+connection first, as airlockd does for every save and restore):
+  1. A cold boot, RAM `-object memory-backend-ram,id=mem,size=256M`: boot to
+     the agent's HELLO; execs with stdin/stdout; a file written and read
+     back; console socket read; stop/cont (pause/resume); a snapshot as
+     airlockd takes it (qemu_save): the capability, then `getfd` "snapshot"
+     with the fd of a file this script created (SCM_RIGHTS) and `migrate`
+     "fd:snapshot" on one QMP connection; cont, an exec; quit. Then a
+     restore (qemu_wait_incoming): `-incoming defer`, the capability,
+     `migrate-incoming` "fd:7" (the snapshot opened read-only), cont, HELLO,
+     THAW, the same execs and file transfer, quit.
+  2. A template snapshot (src/daemon/template-snap.c): a boot with RAM
+     `-object memory-backend-file,id=mem,size=256M,mem-path=/proc/self/fd/8,
+     share=on` on a memfd this script made (MFD_ALLOW_SEALING, ftruncated to
+     the RAM size), HELLO, stop, a save as above (x-ignore-shared: the
+     shared RAM stays in the memfd, out of the state), quit;
+     the memfd sealed (F_SEAL_SEAL|SHRINK|GROW|WRITE) once QEMU is gone and
+     the disk copied, as airlockd keeps them; then a sandbox restored from
+     it: the same RAM object with share=off (a private copy-on-write mapping
+     of the sealed memfd at fd 8), `-incoming defer`, the capability,
+     `migrate-incoming` "fd:7" (the state), cont, HELLO, THAW, the execs and
+     file transfer, quit.
+The script prints the syscalls only some runs made. Path 2 alone makes
+`fstatfs`: memory-backend-file's qemu_fd_getpagesize() asks whether the file
+is on hugetlbfs.
 
 Usage (root, after `make all images`):
   /usr/bin/python3 security/seccomp/derive-profile.py [--out FILE] [--merge]
@@ -47,7 +67,8 @@ IMAGES = os.path.join(os.environ.get("BUILD", os.path.join(ROOT, "build")), "ima
 PROFILE = os.path.join(HERE, "qemu-x86_64.json")
 # The fds QEMU starts with (vmm-qemu.c; 3 is the network namespace, which the
 # jailer joins and closes: here `ip netns exec` joins it).
-FD_KERNEL, FD_INITRD, FD_ROOTFS, FD_INCOMING = 4, 5, 6, 7
+FD_KERNEL, FD_INITRD, FD_ROOTFS, FD_INCOMING, FD_MEM = 4, 5, 6, 7, 8
+MEM_MIB = 256
 # Made by the jailer itself after the filter is loaded (its execve of the VMM,
 # and the message and exit if that execve fails), and the kernel's own
 # restart path for interrupted syscalls.
@@ -84,21 +105,32 @@ EXTRA = {
 ENOSYS = ["io_uring_setup", "io_uring_enter", "io_uring_register"]
 COMMENT = ("Syscalls QEMU -M microvm may make inside airlock-jailer, started as airlockd starts it "
            "(src/daemon/vmm-qemu.c: kernel, initramfs, template and snapshot as fds, -sandbox on with "
-           "spawn=deny, snapshots by QMP getfd + migrate fd:). Derived with strace -f -c by "
+           "spawn=deny, RAM memory-backend-ram or memory-backend-file on a memfd (share=on for a "
+           "template's boot, share=off for a restore from it), states saved by QMP getfd + migrate fd: "
+           "and restored by -incoming defer + migrate-incoming fd:7, with x-ignore-shared). "
+           "Derived with strace -f -c by "
            "security/seccomp/derive-profile.py; see docs/jailer.md. "
            "Name-only allow-list: arguments are not filtered.")
 
 
-def qemu_argv(restore=False, net=True):
+def qemu_argv(restore=False, mem_shared=None, net=True):
     """The command line of src/daemon/vmm-qemu.c (cwd = the sandbox dir,
-    fds FD_* open)."""
+    fds FD_* open). mem_shared None: anonymous RAM; True/False: RAM mapped
+    from the file at FD_MEM, shared (a template's boot) or private (a
+    sandbox restored from the template)."""
     kvm = os.path.exists("/dev/kvm")
     append = "console=ttyS0 quiet panic=-1 airlock.root=/dev/vda"
     if not kvm:
         append += f" tsc_early_khz={ah.host_tsc_khz()}"
-    argv = [shutil.which("qemu-system-x86_64"), "-name", "airlock-seccomp", "-M", "microvm",
+    if mem_shared is None:
+        ram = f"memory-backend-ram,id=mem,size={MEM_MIB}M"
+    else:
+        ram = (f"memory-backend-file,id=mem,size={MEM_MIB}M,mem-path=/proc/self/fd/{FD_MEM},"
+               f"share={'on' if mem_shared else 'off'}")
+    argv = [shutil.which("qemu-system-x86_64"), "-name", "airlock-seccomp",
+            "-M", "microvm,memory-backend=mem", "-object", ram,
             "-accel", "kvm" if kvm else "tcg,tb-size=128", "-cpu", "host" if kvm else "max", "-smp", "1",
-            "-m", "256M", "-nodefaults", "-no-user-config", "-nographic", "-no-reboot",
+            "-m", f"{MEM_MIB}M", "-nodefaults", "-no-user-config", "-nographic", "-no-reboot",
             "-sandbox", "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny",
             "-kernel", f"/proc/self/fd/{FD_KERNEL}", "-initrd", f"/proc/self/fd/{FD_INITRD}", "-append", append,
             "-chardev", "socket,id=con,path=con.sock,server=on,wait=off", "-serial", "chardev:con",
@@ -116,19 +148,24 @@ def qemu_argv(restore=False, net=True):
         argv += ["-netdev", "tap,id=n0,ifname=tap0,script=no,downscript=no",
                  "-device", "virtio-net-device,netdev=n0,mac=52:54:00:12:34:56"]
     if restore:
-        argv += ["-incoming", f"fd:{FD_INCOMING}"]
+        # The state is read from FD_INCOMING once the capability is set
+        # (wait_incoming).
+        argv += ["-incoming", "defer"]
     return argv
 
 
-def open_at_numbers(paths):
+def open_at_numbers(paths, mem_fd=None):
     """{number: path} → {number: fd} of each path opened read-only, at a
-    high number (close-on-exec) until the child puts it in place."""
+    high number (close-on-exec) until the child puts it in place; mem_fd,
+    when given, is duplicated the same way for FD_MEM."""
     fds = {}
     try:
         for num, path in paths.items():
             fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
             fds[num] = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 64)
             os.close(fd)
+        if mem_fd is not None:
+            fds[FD_MEM] = fcntl.fcntl(mem_fd, fcntl.F_DUPFD_CLOEXEC, 64)
     except OSError:
         for fd in fds.values():
             os.close(fd)
@@ -222,9 +259,10 @@ def summary_names(path):
     return names
 
 
-def traced_run(work, ns, tag, fds, restore=False, after_boot=None):
+def traced_run(work, ns, tag, fds, after_boot, restore=False, mem_shared=None):
     summary = os.path.join(work, f"strace-{tag}.txt")
-    cmd = ["ip", "netns", "exec", ns, "strace", "-f", "-qq", "-c", "-o", summary, "--"] + qemu_argv(restore)
+    cmd = (["ip", "netns", "exec", ns, "strace", "-f", "-qq", "-c", "-o", summary, "--"] +
+           qemu_argv(restore=restore, mem_shared=mem_shared))
     # close_fds=False: the fds placed at their numbers must survive exec;
     # everything else Python opened is close-on-exec.
     proc = subprocess.Popen(cmd, cwd=work, stdin=subprocess.DEVNULL, close_fds=False, preexec_fn=place_fds(fds))
@@ -240,53 +278,107 @@ def traced_run(work, ns, tag, fds, restore=False, after_boot=None):
     return summary_names(summary)
 
 
-def first_boot(work, mem):
+def set_caps(q, proc):
+    """set_migration_caps: every state is saved and read with x-ignore-shared
+    (its own QMP connection, before the migration)."""
+    qmp(q, proc, "migrate-set-capabilities", capabilities=[{"capability": "x-ignore-shared", "state": True}])
+
+
+def save(q, proc, path):
+    """qemu_save: the capability, then a new file opened here, handed over
+    QMP (getfd + migrate fd:snapshot on one connection); polled to the end."""
+    set_caps(q, proc)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    try:
+        qmp(q, proc, "migrate", send_fd=fd, uri="fd:snapshot")
+        while qmp(q, proc, "query-migrate").get("status") not in ("completed", "failed", "cancelled"):
+            time.sleep(0.02)
+        assert qmp(q, proc, "query-migrate")["status"] == "completed"
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return os.path.getsize(path)
+
+
+def hello(work, proc):
+    c = ah.Client(connect(os.path.join(work, "ctl.sock"), proc))
+    ftype, _, _ = c.recv(0, 120)
+    assert ftype == ah.HELLO
+    return c
+
+
+def first_boot(work, state):
+    """Path 1: a cold boot (anonymous RAM), its workload and a snapshot."""
     def run(proc):
-        c = ah.Client(connect(os.path.join(work, "ctl.sock"), proc))
-        ftype, _, _ = c.recv(0, 120)
-        assert ftype == ah.HELLO
+        c = hello(work, proc)
         workload(c)
         q = os.path.join(work, "qmp.sock")
         qmp(q, proc, "stop")
         qmp(q, proc, "cont")
         qmp(q, proc, "stop")
-        # As snapshot_write: a new file opened here, handed over QMP.
-        fd = os.open(mem, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
-        try:
-            qmp(q, proc, "migrate", send_fd=fd, uri="fd:snapshot")
-        finally:
-            os.close(fd)
-        while qmp(q, proc, "query-migrate").get("status") not in ("completed", "failed"):
-            time.sleep(0.05)
-        assert qmp(q, proc, "query-migrate")["status"] == "completed"
-        assert os.path.getsize(mem) > 1 << 20
+        # Anonymous RAM is not shared: all of it is in the state.
+        size = save(q, proc, state)
+        assert size > 1 << 20, f"snapshot of {size} bytes: where is the RAM?"
+        print(f"cold boot snapshot: {size} bytes")
         qmp(q, proc, "cont")
         c.run(["true"])
     return run
 
 
-def restore(work):
+def template_boot(work, state):
+    """Path 2, the template's boot (tsnap build): RAM shared into the memfd,
+    HELLO, stop, a save that leaves that RAM out (devices only)."""
+    def run(proc):
+        c = hello(work, proc)  # connected while saved, as the daemon's channel is
+        q = os.path.join(work, "qmp.sock")
+        qmp(q, proc, "stop")
+        size = save(q, proc, state)
+        # The guest's RAM (kernel, initramfs, agent: many MiB) is not in it.
+        assert size < 4 << 20, f"template state of {size} bytes: was the shared RAM written?"
+        print(f"template state: {size} bytes (RAM left in the memfd)")
+        c.sock.close()
+    return run
+
+
+def restore(work, generation):
+    """qemu_wait_incoming, then resume and THAW as restore_finish does."""
     def run(proc):
         q = os.path.join(work, "qmp.sock")
+        set_caps(q, proc)  # qmp() waits for the socket, as the daemon does
+        qmp(q, proc, "migrate-incoming", uri=f"fd:{FD_INCOMING}")
         while True:
-            try:
-                if qmp(q, proc, "query-status")["status"] != "inmigrate":
-                    break
-            except RuntimeError:
-                pass
-            time.sleep(0.05)
+            status = qmp(q, proc, "query-status")["status"]
+            assert status not in ("internal-error", "shutdown"), status
+            if status != "inmigrate":
+                break
+            time.sleep(0.01)
         qmp(q, proc, "cont")
         c = ah.Client(connect(os.path.join(work, "ctl.sock"), proc))
         c.hello(60)
-        kind, _ = c.thaw(generation=2, orphan_streams=True)
+        kind, _ = c.thaw(generation=generation, orphan_streams=True)
         assert kind == "OK", kind
         workload(c)
     return run
 
 
+def seal(fd):
+    """template-snap.c's seal(): the memory can never change again (EBUSY
+    while a shared writable mapping is left: QEMU is gone, so none)."""
+    fcntl.fcntl(fd, fcntl.F_ADD_SEALS,
+                fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE | fcntl.F_SEAL_SEAL)
+
+
 def close_all(fds):
     for fd in fds.values():
         os.close(fd)
+
+
+def traced(work, ns, tag, files, after_boot, mem_fd=None, **kw):
+    fds = open_at_numbers(files, mem_fd)
+    try:
+        return traced_run(work, ns, tag, fds, after_boot, **kw)
+    finally:
+        close_all(fds)
 
 
 def main():
@@ -295,35 +387,53 @@ def main():
     ap.add_argument("--merge", action="store_true")
     args = ap.parse_args()
     work = tempfile.mkdtemp(prefix="airlock-seccomp-")
-    # The snapshot is written outside QEMU's directory, as airlockd writes
-    # it into the snapshot's own (QEMU only ever sees the fd).
+    # QEMU's directory per run (its sockets and disk.qcow2 are relative).
+    cold, tpl, tpl_sb = (os.path.join(work, d) for d in ("cold", "tpl", "tpl-sb"))
+    for d in (cold, tpl, tpl_sb):
+        os.mkdir(d)
+    # States are written outside QEMU's directory, as airlockd writes them
+    # into the snapshot's own (QEMU only ever sees the fd).
     snapdir = tempfile.mkdtemp(prefix="airlock-seccomp-snap-")
-    mem = os.path.join(snapdir, "memory")
+    state, tpl_state = os.path.join(snapdir, "memory"), os.path.join(snapdir, "template-state")
     ns = f"airlock-seccomp-{os.getpid()}"
     template = os.path.realpath(os.path.join(IMAGES, "templates", "minimal", "rootfs.ext4"))
     boot_files = {FD_KERNEL: os.path.join(IMAGES, "kernels", "vmlinuz"),
                   FD_INITRD: os.path.join(IMAGES, "kernels", "initramfs.cpio"),
                   FD_ROOTFS: template}
+    seen = {}
+    mem_fd = -1
     subprocess.run(["ip", "netns", "add", ns], check=True)
     try:
         subprocess.run(["ip", "-n", ns, "tuntap", "add", "dev", "tap0", "mode", "tap"], check=True)
         subprocess.run(["ip", "-n", ns, "link", "set", "tap0", "up"], check=True)
-        subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", "-F", "raw", "-b", template,
-                        os.path.join(work, "disk.qcow2")], check=True)
-        fds = open_at_numbers(boot_files)
-        try:
-            names = traced_run(work, ns, "boot", fds, after_boot=first_boot(work, mem))
-        finally:
-            close_all(fds)
-        fds = open_at_numbers({**boot_files, FD_INCOMING: mem})
-        try:
-            names |= traced_run(work, ns, "restore", fds, restore=True, after_boot=restore(work))
-        finally:
-            close_all(fds)
+        for d in (cold, tpl):
+            subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", "-F", "raw", "-b", template,
+                            os.path.join(d, "disk.qcow2")], check=True)
+        # 1. Cold boot + snapshot, and a restore from it.
+        seen["boot"] = traced(cold, ns, "boot", boot_files, first_boot(cold, state))
+        seen["restore"] = traced(cold, ns, "restore", {**boot_files, FD_INCOMING: state}, restore(cold, 2),
+                                 restore=True)
+        # 2. The template snapshot: its boot into a shared memfd, then a
+        # sandbox restored from the sealed memfd (private) and the state.
+        mem_fd = os.memfd_create("airlock-template", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+        os.ftruncate(mem_fd, MEM_MIB << 20)
+        seen["template-boot"] = traced(tpl, ns, "template-boot", boot_files, template_boot(tpl, tpl_state),
+                                       mem_fd=mem_fd, mem_shared=True)
+        seal(mem_fd)
+        shutil.copyfile(os.path.join(tpl, "disk.qcow2"), os.path.join(tpl_sb, "disk.qcow2"))
+        seen["template-restore"] = traced(tpl_sb, ns, "template-restore", {**boot_files, FD_INCOMING: tpl_state},
+                                          restore(tpl_sb, 0), mem_fd=mem_fd, restore=True, mem_shared=False)
     finally:
+        if mem_fd >= 0:
+            os.close(mem_fd)
         subprocess.run(["ip", "netns", "del", ns])
         shutil.rmtree(work, ignore_errors=True)
         shutil.rmtree(snapdir, ignore_errors=True)
+    names = set().union(*seen.values())
+    print("seen per run: " + ", ".join(f"{tag} {len(got)}" for tag, got in seen.items()))
+    # Which path needs what (for the review of a change).
+    for name in sorted(n for n in names if any(n not in got for got in seen.values())):
+        print(f"  {name}: only in {' '.join(tag for tag, got in seen.items() if name in got)}")
     names |= ALWAYS | set(EXTRA)
     names -= set(ENOSYS)
     old = set()
