@@ -22,7 +22,7 @@ Environment:
   FAKE_FC_LOG          JSON lines: one record per request (and a start record)
   FAKE_FC_GUEST_SOCK   the "guest" behind vsock port 1024
   FAKE_FC_FAULT        "METHOD PATH": answer that request 400 with a fault
-  AIRLOCK_FC_SPEC      the spec (default ../shared/firecracker/firecracker.yaml)
+  AIRLOCK_FC_SPEC      the spec (default ../shared/firecracker/firecracker.yaml, else tests/fc/firecracker.yaml)
 """
 import json
 import os

@@ -15,8 +15,12 @@ import yaml
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
-DEFAULT_SPEC = os.environ.get("AIRLOCK_FC_SPEC") or os.path.join(
-    os.path.dirname(REPO), "shared", "firecracker", "firecracker.yaml")
+# The project's shared copy of Firecracker's API spec when this checkout sits
+# next to it; else the copy kept in the repository (tests/fc/firecracker.yaml,
+# the same file: test_fcspec.py checks they are equal where both exist).
+SHARED_SPEC = os.path.join(os.path.dirname(REPO), "shared", "firecracker", "firecracker.yaml")
+VENDORED_SPEC = os.path.join(HERE, "firecracker.yaml")
+DEFAULT_SPEC = os.environ.get("AIRLOCK_FC_SPEC") or (SHARED_SPEC if os.path.exists(SHARED_SPEC) else VENDORED_SPEC)
 
 
 class Spec:
