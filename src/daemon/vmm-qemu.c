@@ -446,7 +446,9 @@ static int qemu_wait_incoming(const struct vmm_config *cfg, uint64_t deadline_ms
 		int r = set_migration_caps(cfg, why, sizeof(why));
 		if (r == 0)
 			break;
-		if ((r != -ENOENT && r != -ECONNREFUSED) || now_ms_monotonic() > deadline_ms)
+		/* Not listening yet, or too busy to answer (a loaded host): again,
+		 * until the restore's own deadline. */
+		if ((r != -ENOENT && r != -ECONNREFUSED && r != -ETIMEDOUT) || now_ms_monotonic() > deadline_ms)
 			return al_error_set(err, AL_ERR_INTERNAL, EIO, "QEMU could not start loading the snapshot: %s",
 			                    why);
 		usleep(QEMU_INCOMING_POLL_MS * 1000);
