@@ -9,6 +9,7 @@
 #include <poll.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 
 void *xmalloc(size_t n)
@@ -269,6 +270,17 @@ void hex_encode(const uint8_t *in, size_t n, char *out)
 int copy_file(const char *src, const char *dst, mode_t mode)
 {
 	return file_copy_cow(src, dst, mode, NULL);
+}
+
+unsigned size_mib_up(uint64_t bytes)
+{
+	uint64_t mib = (bytes + (1u << 20) - 1) >> 20;
+	return mib > UINT_MAX ? UINT_MAX : (unsigned)mib;
+}
+
+int pidfd_open_pid(pid_t pid)
+{
+	return (int)syscall(SYS_pidfd_open, pid, 0);
 }
 
 int mkdir_p(const char *path, mode_t mode)

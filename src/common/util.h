@@ -100,6 +100,10 @@ int copy_file(const char *src, const char *dst, mode_t mode);
 
 /* Creates dir and parents with mode (existing dirs are fine). */
 int mkdir_p(const char *path, mode_t mode);
+/* bytes in MiB, rounded up (saturating at UINT_MAX). */
+unsigned size_mib_up(uint64_t bytes);
+/* A pidfd of pid (pidfd_open(2)); -1 with errno on failure. */
+int pidfd_open_pid(pid_t pid);
 /* Removes a tree without following symlinks; missing is fine. */
 int rm_rf(const char *path);
 /* The same for `name` in directory fd parent_fd (AT_FDCWD: a path); never

@@ -305,11 +305,6 @@ static void console_drain(struct sandbox *sb)
 
 /* ---- VMM supervision --------------------------------------------------------------------- */
 
-static int pidfd_open_(pid_t pid)
-{
-	return (int)syscall(SYS_pidfd_open, pid, 0);
-}
-
 static void reap_vmm(struct sandbox *sb)
 {
 	int status = 0;
@@ -639,12 +634,6 @@ static void start_slot_release(void)
 	metrics_set_starts(starts_active, starts_waiting);
 	pthread_cond_signal(&starts_cond);
 	pthread_mutex_unlock(&starts_lock);
-}
-
-static unsigned size_mib_up(uint64_t bytes)
-{
-	uint64_t mib = (bytes + (1u << 20) - 1) >> 20;
-	return mib > UINT_MAX ? UINT_MAX : (unsigned)mib;
 }
 
 /* The virtual size of a qcow2 image (its header: magic "QFI\xfb", the
@@ -1207,7 +1196,7 @@ static int boot(struct sandbox *sb, const struct images *im, const struct snapsh
 	pthread_mutex_lock(&sb->lock);
 	sb->pid = pid;
 	sb->our_child = true;
-	sb->pidfd = pidfd_open_(pid);
+	sb->pidfd = pidfd_open_pid(pid);
 	sb->rec.vmm_pid = pid;
 	int pr = persist_locked(sb, err);
 	pthread_mutex_unlock(&sb->lock);
@@ -2442,7 +2431,7 @@ static void recover_one(struct sandbox_record *rec)
 	bool alive = vmm_alive(rec->id, pid);
 	if (alive) {
 		sb->pid = pid;
-		sb->pidfd = pidfd_open_(pid);
+		sb->pidfd = pidfd_open_pid(pid);
 		/* SECURITY: its uid is its own again; one that another VMM has
 		 * or that is outside the configured range cannot be trusted. */
 		int q = jail_uid_reserve(rec->jail_uid);

@@ -9,7 +9,6 @@
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 
 #include "ca.h"
@@ -336,7 +335,7 @@ static int build(const struct tsnap_request *req, struct tsnap *t, struct al_err
 		goto out;
 	struct vmm_jail jail;
 	struct stat st;
-	uint64_t disk_mib = stat(req->rootfs, &st) == 0 ? ((uint64_t)st.st_size + (1u << 20) - 1) >> 20 : 0;
+	uint64_t disk_mib = stat(req->rootfs, &st) == 0 ? size_mib_up((uint64_t)st.st_size) : 0;
 	jail_spec(&jail, b.uid, req->vcpus, req->memory_mib, disk_mib, !strcmp(cfg->vmm->accel(), "kvm"));
 	struct vmm_config vc = {
 	    .sandbox_id = b.id,
@@ -363,7 +362,7 @@ static int build(const struct tsnap_request *req, struct tsnap *t, struct al_err
 	}
 	if ((r = cfg->vmm->spawn(&vc, &b.pid, err)) < 0)
 		goto out;
-	b.pidfd = (int)syscall(SYS_pidfd_open, b.pid, 0);
+	b.pidfd = pidfd_open_pid(b.pid);
 	if (b.pidfd < 0) {
 		r = al_error_set(err, AL_ERR_INTERNAL, errno, "pidfd_open on the template's VMM: %m");
 		goto out;

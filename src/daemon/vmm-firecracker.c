@@ -331,16 +331,6 @@ static int fc_prepare_disk(const struct vmm_config *cfg, struct al_error *err)
 	return 0;
 }
 
-static int fc_stop(const struct vmm_config *cfg, pid_t pid)
-{
-	(void)cfg;
-	if (pid <= 0)
-		return 0;
-	if (kill(pid, SIGKILL) < 0 && errno != ESRCH)
-		return -errno;
-	return 0;
-}
-
 static int fc_set_state(const struct vmm_config *cfg, const char *state, const char *what, struct al_error *err)
 {
 	int r = fc_send(cfg, "PATCH", "/vm", vm_state_body(state), FC_CALL_TIMEOUT_MS, err);
@@ -469,7 +459,7 @@ const struct vmm_ops vmm_firecracker_ops = {
     .accel = fc_accel,
     .prepare_disk = fc_prepare_disk,
     .spawn = fc_spawn,
-    .stop = fc_stop,
+    .stop = vmm_stop_by_kill,
     .pause = fc_pause,
     .resume = fc_resume,
     .save_path = fc_save,

@@ -333,7 +333,7 @@ static int qemu_spawn(const struct vmm_config *cfg, pid_t *ret_pid, struct al_er
 	return 0;
 }
 
-static int qemu_stop(const struct vmm_config *cfg, pid_t pid)
+int vmm_stop_by_kill(const struct vmm_config *cfg, pid_t pid)
 {
 	(void)cfg;
 	if (pid <= 0)
@@ -494,7 +494,7 @@ const struct vmm_ops vmm_qemu_ops = {
     .accel = qemu_accel,
     .prepare_disk = qemu_prepare_disk,
     .spawn = qemu_spawn,
-    .stop = qemu_stop,
+    .stop = vmm_stop_by_kill,
     .pause = qemu_pause,
     .resume = qemu_resume,
     .save = qemu_save,

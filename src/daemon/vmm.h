@@ -152,6 +152,10 @@ int qmp_command_timeout(int dirfd, const char *command, json_t *arguments, json_
 int qmp_command_with_fd(int dirfd, int fd, const char *fdname, const char *command, json_t *arguments, char *errbuf,
                         size_t errsize);
 
+/* The `stop` of both backends: SIGKILL to the VMM's process (the jailer's
+ * pid: the VMM dies with it). */
+int vmm_stop_by_kill(const struct vmm_config *cfg, pid_t pid);
+
 /* Connects to a unix socket named `name` in directory fd `dirfd`, whatever the
  * length of the directory's path. */
 int unix_connect_at(int dirfd, const char *name, int *ret_fd);
