@@ -61,6 +61,17 @@ def fakefc(tmp_path):
     return FakeFirecracker(tmp_path)
 
 
+def _unix_listening(path):
+    """Whether a unix socket bound to path is listening (__SO_ACCEPTCON)."""
+    with open("/proc/net/unix") as f:
+        next(f)
+        for line in f:
+            fields = line.split()
+            if len(fields) >= 8 and fields[7] == path and int(fields[3], 16) & 0x10000:
+                return True
+    return False
+
+
 class Guest:
     """airlock-agent --listen-unix: the vsock code path of the agent."""
 
@@ -73,8 +84,11 @@ class Guest:
                                      env=dict(os.environ, AIRLOCK_AGENT_RUN_DIR=self.run_dir),
                                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                      stderr=open(os.path.join(str(base), "agent.log"), "wb"))
+        # The path exists from bind(), connections are taken from listen():
+        # wait for the socket to be listening (/proc/net/unix), without
+        # connecting (a connection would be the agent's host).
         deadline = time.monotonic() + 10
-        while not os.path.exists(self.sock):
+        while not _unix_listening(self.sock):
             if time.monotonic() > deadline or self.proc.poll() is not None:
                 raise AssertionError("airlock-agent --listen-unix did not start")
             time.sleep(0.01)
