@@ -127,6 +127,7 @@ MANY_NAME = "many.allowed.test"          # 40 A records: too big for plain UDP (
 TXT_NAME = WWW_ALLOWED                   # also has a TXT record
 EXAMPLE = "example.test"                 # wildcard tests: *.example.test
 SUB_EXAMPLE = "sub.example.test"
+DNS_ONLY = "dns-only.allowed.test"       # A 192.0.2.10, resolved by one test only (never cached)
 EVIL_SUFFIX_EXAMPLE = "example.test.evil.test"
 EVIL_PREFIX_EXAMPLE = "evilexample.test"
 
@@ -178,6 +179,7 @@ def _records():
         DNS_HOST: [("A", DNS_IP)],
         EXAMPLE: [("A", ALLOWED_IP)],
         SUB_EXAMPLE: [("A", ALLOWED_IP)],
+        DNS_ONLY: [("A", ALLOWED_IP)],
         EVIL_SUFFIX_EXAMPLE: [("A", OTHER_IP)],
         EVIL_PREFIX_EXAMPLE: [("A", OTHER_IP)],
     }
