@@ -53,6 +53,7 @@ enum {
 	OPT_API_IDLE_TIMEOUT,
 	OPT_AUTH_FAILURE_BURST,
 	OPT_AUTH_FAILURE_PER_MIN,
+	OPT_NETNS_POOL,
 	OPT_END,
 	/* Not limits. */
 	OPT_JAILER = 2000,
@@ -84,6 +85,7 @@ static const struct {
     [LIMIT(OPT_AUTH_FAILURE_BURST)] = {"auth-failure-burst", 1, AUTH_FAILURE_LIMIT_MAX, DEFAULT_AUTH_FAILURE_BURST},
     [LIMIT(OPT_AUTH_FAILURE_PER_MIN)] = {"auth-failure-per-min", 0, AUTH_FAILURE_LIMIT_MAX,
                                          DEFAULT_AUTH_FAILURE_PER_MIN},
+    [LIMIT(OPT_NETNS_POOL)] = {"netns-pool", 0, NETNS_POOL_MAX, NETNS_POOL_DEFAULT},
 };
 
 static void usage(FILE *f)
@@ -100,7 +102,7 @@ static void usage(FILE *f)
 	        "                [--jail-uid-count N] [--cgroup-parent NAME] [--template-snapshots on|off]\n"
 	        "                [--api-max-connections N] [--api-max-connections-per-client N]\n"
 	        "                [--api-idle-timeout-s N] [--auth-failure-burst N] [--auth-failure-per-min N]\n"
-	        "                [--backend auto|qemu|firecracker] [--print-backend]\n"
+	        "                [--netns-pool N] [--backend auto|qemu|firecracker] [--print-backend]\n"
 	        "\n"
 	        "  --socket PATH        API socket (default " DEFAULT_SOCKET ")\n"
 	        "  --state-dir DIR      database, sandboxes, logs (default " DEFAULT_STATE_DIR ")\n"
@@ -146,6 +148,7 @@ static void usage(FILE *f)
 	        "                       (default %d)\n"
 	        "  --auth-failure-per-min N then N a minute, the rest summarized (default %d; 0 = one\n"
 	        "                       event per failure)\n"
+	        "  --netns-pool N       network namespaces made ahead for creates (default %d; 0 = none)\n"
 	        "  --backend B          the VMM: auto (default: firecracker when its binary is on PATH and\n"
 	        "                       /dev/kvm is usable, else qemu), qemu or firecracker (docs/kvm-host.md)\n"
 	        "  --print-backend      print the backend --backend selects on this host, and why, and exit\n",
@@ -153,7 +156,7 @@ static void usage(FILE *f)
 	        DEFAULT_MAX_CONCURRENT_STARTS, DEFAULT_WATCHDOG_S, DEFAULT_RATE_LIMIT_RPS, DEFAULT_RATE_LIMIT_BURST,
 	        JAIL_DEFAULT_UID_BASE, JAIL_DEFAULT_UID_COUNT, DEFAULT_API_MAX_CONNECTIONS,
 	        DEFAULT_API_MAX_CONNECTIONS_PER_CLIENT, DEFAULT_API_IDLE_TIMEOUT_S, DEFAULT_AUTH_FAILURE_BURST,
-	        DEFAULT_AUTH_FAILURE_PER_MIN);
+	        DEFAULT_AUTH_FAILURE_PER_MIN, NETNS_POOL_DEFAULT);
 }
 
 /* A file next to the daemon's own binary. */
@@ -298,6 +301,7 @@ int main(int argc, char **argv)
 	    {"api-idle-timeout-s", required_argument, NULL, OPT_API_IDLE_TIMEOUT},
 	    {"auth-failure-burst", required_argument, NULL, OPT_AUTH_FAILURE_BURST},
 	    {"auth-failure-per-min", required_argument, NULL, OPT_AUTH_FAILURE_PER_MIN},
+	    {"netns-pool", required_argument, NULL, OPT_NETNS_POOL},
 	    {"backend", required_argument, NULL, 'b'},
 	    {"print-backend", no_argument, NULL, 'B'},
 	    {NULL, 0, NULL, 0},
@@ -393,7 +397,8 @@ int main(int argc, char **argv)
 		case OPT_API_MAX_PER_CLIENT:
 		case OPT_API_IDLE_TIMEOUT:
 		case OPT_AUTH_FAILURE_BURST:
-		case OPT_AUTH_FAILURE_PER_MIN: {
+		case OPT_AUTH_FAILURE_PER_MIN:
+		case OPT_NETNS_POOL: {
 			size_t i = (size_t)LIMIT(c);
 			if (parse_int_range(optarg, limit_flags[i].min, limit_flags[i].max, &limits[i]) < 0) {
 				fprintf(stderr, "airlockd: --%s must be from %ld to %ld\n", limit_flags[i].name,
@@ -539,6 +544,7 @@ int main(int argc, char **argv)
 	    .api_idle_timeout_s = (unsigned)limits[LIMIT(OPT_API_IDLE_TIMEOUT)],
 	    .auth_failure_burst = (unsigned)limits[LIMIT(OPT_AUTH_FAILURE_BURST)],
 	    .auth_failure_per_min = (unsigned)limits[LIMIT(OPT_AUTH_FAILURE_PER_MIN)],
+	    .netns_pool = (unsigned)limits[LIMIT(OPT_NETNS_POOL)],
 	};
 	/* Memory: what the operator allows, never more than the host has. */
 	long mem = limits[LIMIT(OPT_MAX_MEMORY)];

@@ -41,6 +41,8 @@ struct metrics {
 	uint64_t auth_failures[4];  /* auth_reasons */
 	uint64_t auth_unrecorded;
 	uint64_t api_shed[2], api_refused[2]; /* api_listeners */
+	unsigned netns_pool_ready;
+	uint64_t netns_takes[2]; /* {new, pool} */
 };
 
 static const char *const egress_protos[] = {"http", "tls", "tcp", "dns"};
@@ -268,6 +270,20 @@ static void render_histogram(FILE *f, const struct histogram *h)
 	fprintf(f, "%s_count %llu\n", h->name, (unsigned long long)h->count);
 }
 
+void metrics_set_netns_pool(unsigned ready)
+{
+	pthread_mutex_lock(&lock);
+	m.netns_pool_ready = ready;
+	pthread_mutex_unlock(&lock);
+}
+
+void metrics_count_netns_take(bool pooled)
+{
+	pthread_mutex_lock(&lock);
+	m.netns_takes[pooled ? 1 : 0]++;
+	pthread_mutex_unlock(&lock);
+}
+
 char *metrics_render(const unsigned state_counts[], size_t n_states, const char *const state_names[])
 {
 	pthread_mutex_lock(&lock);
@@ -402,6 +418,18 @@ char *metrics_render(const unsigned state_counts[], size_t n_states, const char 
 	for (size_t i = 0; i < ARRAY_SIZE(api_listeners); i++)
 		fprintf(f, "airlock_api_connections_refused_total{listener=\"%s\"} %llu\n", api_listeners[i],
 		        (unsigned long long)snap.api_refused[i]);
+
+	fprintf(f,
+	        "# HELP airlock_netns_pool_ready Network namespaces made ahead, ready for a create (--netns-pool).\n"
+	        "# TYPE airlock_netns_pool_ready gauge\n"
+	        "airlock_netns_pool_ready %u\n"
+	        "# HELP airlock_netns_takes_total Network namespaces of starting sandboxes: from the pool or made "
+	        "then.\n"
+	        "# TYPE airlock_netns_takes_total counter\n"
+	        "airlock_netns_takes_total{from=\"pool\"} %llu\n"
+	        "airlock_netns_takes_total{from=\"new\"} %llu\n",
+	        snap.netns_pool_ready, (unsigned long long)snap.netns_takes[1],
+	        (unsigned long long)snap.netns_takes[0]);
 
 	if (fclose(f) != 0 || !buf)
 		abort();

@@ -77,6 +77,11 @@ void metrics_count_auth_failure_unrecorded(void);
  * make room) or "refused" (every slot in the way busy); others are ignored. */
 void metrics_count_api_connection(const char *listener, const char *what);
 
+/* The network namespace pool (netns.h): how many are ready; each start's
+ * namespace, from the pool or made then. */
+void metrics_set_netns_pool(unsigned ready);
+void metrics_count_netns_take(bool pooled);
+
 /* The whole exposition, NUL-terminated, for the caller to free. state_counts[i]
  * is the number of sandboxes in state state_names[i] (e.g. sandbox_state_name()
  * for each enum sandbox_state). n_states may be 0. */

@@ -23,6 +23,8 @@
 
 #include "airlock/proto.h"
 #include "json-cleanup.h"
+#include "log.h"
+#include "metrics.h"
 #include "util.h"
 
 #define NFT_OUTPUT_MAX (64 * 1024)
@@ -211,6 +213,43 @@ static void set_sin(struct sockaddr *sa, const char *addr)
 	memcpy(sa, &sin, sizeof(sin));
 }
 
+/* SECURITY: only the sandbox's jailed VMM (its own uid and gid, no
+ * capability) may attach to the tap; a pool's tap (owner 0) only root. An
+ * owner must be set: a tap without one is open to every process of the
+ * namespace. */
+static int set_tap_owner(int tun, uid_t owner, struct al_error *err)
+{
+	if (ioctl(tun, TUNSETOWNER, (unsigned long)owner) < 0 || ioctl(tun, TUNSETGROUP, (unsigned long)owner) < 0)
+		return al_error_set(err, AL_ERR_INTERNAL, errno, "network namespace: cannot give %s to uid %u: %m",
+		                    AIRLOCK_NET_TAP, (unsigned)owner);
+	return 0;
+}
+
+static int open_tap(int *ret_fd, struct al_error *err)
+{
+	cleanup_close int tun = open("/dev/net/tun", O_RDWR | O_CLOEXEC);
+	if (tun < 0)
+		return al_error_set(err, AL_ERR_UNAVAILABLE, errno,
+		                    "network namespace: cannot open /dev/net/tun (%m); the host needs TUN/TAP");
+	struct ifreq tr = {0};
+	strlcpy_al(tr.ifr_name, AIRLOCK_NET_TAP, IFNAMSIZ);
+	tr.ifr_flags = IFF_TAP | IFF_NO_PI | IFF_VNET_HDR;
+	if (ioctl(tun, TUNSETIFF, &tr) < 0)
+		return al_error_set(err, AL_ERR_INTERNAL, errno, "network namespace: cannot open %s: %m",
+		                    AIRLOCK_NET_TAP);
+	*ret_fd = TAKE_FD(tun);
+	return 0;
+}
+
+/* In a pool's namespace: its tap (persistent, made by setup_links) to the
+ * sandbox's jail uid. */
+static int give_tap(uid_t owner, struct al_error *err)
+{
+	cleanup_close int tun = -1;
+	int r = open_tap(&tun, err);
+	return r < 0 ? r : set_tap_owner(tun, owner, err);
+}
+
 /* In the new namespace: IPv6 off, lo up, tap0 (persistent, fixed MAC,
  * the gateway address) up. */
 static int setup_links(uid_t tap_owner, struct al_error *err)
@@ -237,22 +276,11 @@ static int setup_links(uid_t tap_owner, struct al_error *err)
 	if ((r = if_ioctl(sock, SIOCSIFFLAGS, &ifr, "up", err)) < 0)
 		return r;
 
-	cleanup_close int tun = open("/dev/net/tun", O_RDWR | O_CLOEXEC);
-	if (tun < 0)
-		return al_error_set(err, AL_ERR_UNAVAILABLE, errno,
-		                    "network namespace: cannot open /dev/net/tun (%m); the host needs TUN/TAP");
-	struct ifreq tr = {0};
-	strlcpy_al(tr.ifr_name, AIRLOCK_NET_TAP, IFNAMSIZ);
-	tr.ifr_flags = IFF_TAP | IFF_NO_PI | IFF_VNET_HDR;
-	if (ioctl(tun, TUNSETIFF, &tr) < 0)
-		return al_error_set(err, AL_ERR_INTERNAL, errno, "network namespace: cannot create %s: %m",
-		                    AIRLOCK_NET_TAP);
-	/* Only the sandbox's jailed VMM (its own uid and gid, no capability)
-	 * may attach to it. */
-	if (ioctl(tun, TUNSETOWNER, (unsigned long)tap_owner) < 0 ||
-	    ioctl(tun, TUNSETGROUP, (unsigned long)tap_owner) < 0)
-		return al_error_set(err, AL_ERR_INTERNAL, errno, "network namespace: cannot give %s to uid %u: %m",
-		                    AIRLOCK_NET_TAP, (unsigned)tap_owner);
+	cleanup_close int tun = -1;
+	if ((r = open_tap(&tun, err)) < 0)
+		return r;
+	if ((r = set_tap_owner(tun, tap_owner, err)) < 0)
+		return r;
 	/* It outlives this fd: the VMM opens it by name. It goes away with the
 	 * namespace. */
 	if (ioctl(tun, TUNSETPERSIST, 1) < 0)
@@ -313,9 +341,9 @@ static int listeners(struct netns *n, bool retry, struct al_error *err)
 }
 
 struct ns_job {
-	bool create;
-	uid_t tap_owner; /* create: tap0's owner uid and group */
-	int attach_fd;   /* attach: the namespace to enter */
+	enum { NS_CREATE, NS_ATTACH, NS_GIVE } kind;
+	uid_t tap_owner; /* create, give: tap0's owner uid and group */
+	int attach_fd;   /* attach, give: the namespace to enter */
 	struct netns n;
 	int r;
 	struct al_error err;
@@ -327,7 +355,7 @@ struct ns_job {
 static void *ns_thread(void *arg)
 {
 	struct ns_job *j = arg;
-	if (j->create) {
+	if (j->kind == NS_CREATE) {
 		if (unshare(CLONE_NEWNET) < 0) {
 			j->r =
 			    al_error_set(&j->err, AL_ERR_UNAVAILABLE, errno,
@@ -345,7 +373,7 @@ static void *ns_thread(void *arg)
 		j->r = al_error_set(&j->err, AL_ERR_INTERNAL, errno, "network namespace: setns: %m");
 		return NULL;
 	}
-	j->r = listeners(&j->n, !j->create, &j->err);
+	j->r = j->kind == NS_GIVE ? give_tap(j->tap_owner, &j->err) : listeners(&j->n, j->kind == NS_ATTACH, &j->err);
 	return NULL;
 }
 
@@ -364,11 +392,11 @@ static int run_ns_job(struct ns_job *j, struct al_error *err)
 	return 0;
 }
 
-int netns_create(uid_t tap_owner, struct netns *ret, struct al_error *err)
+/* tap_owner 0: a pool's namespace, its tap usable by root only until
+ * netns_take gives it to a jail uid. */
+static int create(uid_t tap_owner, struct netns *ret, struct al_error *err)
 {
-	if (tap_owner == 0)
-		return al_error_set(err, AL_ERR_INTERNAL, EPERM, "network namespace: the tap needs a jail uid");
-	struct ns_job j = {.create = true, .tap_owner = tap_owner, .attach_fd = -1, .n = NETNS_INIT};
+	struct ns_job j = {.kind = NS_CREATE, .tap_owner = tap_owner, .attach_fd = -1, .n = NETNS_INIT};
 	int r = run_ns_job(&j, err);
 	if (r < 0)
 		return r;
@@ -380,6 +408,148 @@ int netns_create(uid_t tap_owner, struct netns *ret, struct al_error *err)
 	}
 	*ret = j.n;
 	return 0;
+}
+
+int netns_create(uid_t tap_owner, struct netns *ret, struct al_error *err)
+{
+	if (tap_owner == 0)
+		return al_error_set(err, AL_ERR_INTERNAL, EPERM, "network namespace: the tap needs a jail uid");
+	return create(tap_owner, ret, err);
+}
+
+/* ---- the pool ------------------------------------------------------------------------------------ */
+
+/* Namespaces made ahead by a thread of their own (--netns-pool): a create
+ * takes one and only gives its tap to the jail uid (two ioctls instead of
+ * a namespace, its links and an nft run). A namespace is never used twice:
+ * a sandbox's goes with it, and the pool makes fresh ones. */
+static struct {
+	pthread_mutex_t lock;
+	pthread_cond_t cond; /* CLOCK_MONOTONIC */
+	pthread_t thread;
+	bool running, stop;
+	unsigned size, n;
+	struct netns ready[NETNS_POOL_MAX];
+} pool = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+#define POOL_RETRY_MIN_MS 1000
+#define POOL_RETRY_MAX_MS 30000
+
+static void pool_wait_ms(unsigned ms)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	ts.tv_sec += ms / 1000;
+	ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	pthread_cond_timedwait(&pool.cond, &pool.lock, &ts);
+}
+
+static void *pool_main(void *arg)
+{
+	(void)arg;
+	unsigned retry_ms = 0;
+	pthread_mutex_lock(&pool.lock);
+	while (!pool.stop) {
+		if (pool.n >= pool.size) {
+			pthread_cond_wait(&pool.cond, &pool.lock);
+			continue;
+		}
+		pthread_mutex_unlock(&pool.lock);
+		struct netns n = NETNS_INIT;
+		struct al_error e = {0};
+		int r = create(0, &n, &e);
+		pthread_mutex_lock(&pool.lock);
+		if (r < 0) {
+			/* Creates make their own meanwhile (and fail closed the
+			 * same way if the host cannot). */
+			retry_ms = retry_ms ? MIN(retry_ms * 2, POOL_RETRY_MAX_MS) : POOL_RETRY_MIN_MS;
+			log_error("network namespace pool: %s (next try in %u ms)", e.message, retry_ms);
+			uint64_t until = now_ms_monotonic() + retry_ms;
+			while (!pool.stop && now_ms_monotonic() < until)
+				pool_wait_ms((unsigned)(until - now_ms_monotonic()));
+			continue;
+		}
+		retry_ms = 0;
+		if (pool.stop || pool.n >= pool.size) {
+			netns_release(&n);
+			continue;
+		}
+		pool.ready[pool.n++] = n;
+		metrics_set_netns_pool(pool.n);
+	}
+	pthread_mutex_unlock(&pool.lock);
+	return NULL;
+}
+
+int netns_pool_start(unsigned size, struct al_error *err)
+{
+	if (size > NETNS_POOL_MAX)
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "network namespace pool: at most %d",
+		                    NETNS_POOL_MAX);
+	if (size == 0 || pool.running)
+		return 0;
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&pool.cond, &ca);
+	pthread_condattr_destroy(&ca);
+	pool.size = size;
+	pool.stop = false;
+	int e = pthread_create(&pool.thread, NULL, pool_main, NULL);
+	if (e) {
+		pthread_cond_destroy(&pool.cond);
+		return al_error_set(err, AL_ERR_INTERNAL, e, "network namespace pool: thread: %s", strerror(e));
+	}
+	pool.running = true;
+	return 0;
+}
+
+void netns_pool_stop(void)
+{
+	if (!pool.running)
+		return;
+	pthread_mutex_lock(&pool.lock);
+	pool.stop = true;
+	pthread_cond_broadcast(&pool.cond);
+	pthread_mutex_unlock(&pool.lock);
+	pthread_join(pool.thread, NULL);
+	while (pool.n > 0)
+		netns_release(&pool.ready[--pool.n]);
+	metrics_set_netns_pool(0);
+	pthread_cond_destroy(&pool.cond);
+	pool.running = false;
+}
+
+int netns_take(uid_t tap_owner, struct netns *ret, struct al_error *err)
+{
+	if (tap_owner == 0)
+		return al_error_set(err, AL_ERR_INTERNAL, EPERM, "network namespace: the tap needs a jail uid");
+	struct netns n = NETNS_INIT;
+	pthread_mutex_lock(&pool.lock);
+	bool pooled = pool.n > 0;
+	if (pooled) {
+		n = pool.ready[--pool.n];
+		metrics_set_netns_pool(pool.n);
+		pthread_cond_signal(&pool.cond);
+	}
+	pthread_mutex_unlock(&pool.lock);
+	if (pooled) {
+		struct ns_job j = {.kind = NS_GIVE, .tap_owner = tap_owner, .attach_fd = n.ns_fd, .n = NETNS_INIT};
+		struct al_error e = {0};
+		if (run_ns_job(&j, &e) == 0) {
+			metrics_count_netns_take(true);
+			*ret = n;
+			return 0;
+		}
+		log_error("network namespace pool: %s; making a new one", e.message);
+		netns_release(&n);
+	}
+	metrics_count_netns_take(false);
+	return create(tap_owner, ret, err);
 }
 
 int netns_attach(pid_t pid, struct netns *ret, struct al_error *err)
@@ -394,7 +564,7 @@ int netns_attach(pid_t pid, struct netns *ret, struct al_error *err)
 	if (fstat(fd, &theirs) < 0 || stat("/proc/self/ns/net", &mine) < 0 || mine.st_ino == theirs.st_ino)
 		return al_error_set(err, AL_ERR_INTERNAL, EPERM, "VMM %d is not in a sandbox network namespace",
 		                    (int)pid);
-	struct ns_job j = {.create = false, .attach_fd = fd, .n = NETNS_INIT};
+	struct ns_job j = {.kind = NS_ATTACH, .attach_fd = fd, .n = NETNS_INIT};
 	j.n.ns_fd = TAKE_FD(fd);
 	int r = run_ns_job(&j, err);
 	if (r < 0)

@@ -44,6 +44,19 @@ struct netns {
  * and the error says which step failed: the sandbox must not start. */
 int netns_create(uid_t tap_owner, struct netns *ret, struct al_error *err);
 
+/* Like netns_create, from the pool when it has one ready (its tap given to
+ * tap_owner), else a new one. */
+int netns_take(uid_t tap_owner, struct netns *ret, struct al_error *err);
+
+/* Keeps `size` namespaces ready (a thread makes them; 0: no pool). A pool
+ * that cannot make one logs why and retries with a growing pause; creates
+ * meanwhile make their own (and fail as netns_create does). */
+#define NETNS_POOL_MAX 64
+#define NETNS_POOL_DEFAULT 4
+int netns_pool_start(unsigned size, struct al_error *err);
+/* Stops the thread and frees the namespaces still ready. */
+void netns_pool_stop(void);
+
 /* The namespace the process pid (a running VMM) is in, with new listeners
  * (after a daemon restart; the rules are still in place and are checked). */
 int netns_attach(pid_t pid, struct netns *ret, struct al_error *err);

@@ -953,7 +953,7 @@ static int network_up(struct sandbox *sb, pid_t attach_pid, struct al_error *err
 {
 	network_down(sb);
 	struct netns n = NETNS_INIT;
-	int r = attach_pid > 0 ? netns_attach(attach_pid, &n, err) : netns_create(sb->rec.jail_uid, &n, err);
+	int r = attach_pid > 0 ? netns_attach(attach_pid, &n, err) : netns_take(sb->rec.jail_uid, &n, err);
 	if (r < 0)
 		return r;
 	pthread_mutex_lock(&sb->lock);
@@ -2630,6 +2630,8 @@ int sandboxes_init(const struct daemon_config *c, struct al_error *err)
 	}
 	free(recs);
 	sweep_orphans();
+	if ((r = netns_pool_start(cfg->netns_pool, err)) < 0)
+		return r;
 	tsnap_init(cfg);
 	reaper_start();
 	return 0;
@@ -2639,6 +2641,7 @@ void sandboxes_shutdown(void)
 {
 	reaper_join();
 	tsnap_shutdown();
+	netns_pool_stop();
 	for (;;) {
 		pthread_mutex_lock(&registry_lock);
 		struct sandbox *sb = registry;

@@ -56,6 +56,8 @@ struct daemon_config {
 	 * per failure); all addresses together get ten times that. */
 	unsigned auth_failure_burst;
 	unsigned auth_failure_per_min;
+	/* Network namespaces kept ready for creates (--netns-pool; netns.h). */
+	unsigned netns_pool;
 };
 
 #define DEFAULT_MAX_DISK_MIB 4096

@@ -331,7 +331,7 @@ static int build(const struct tsnap_request *req, struct tsnap *t, struct al_err
 		r = al_error_set(err, AL_ERR_INTERNAL, errno, "cannot make the template's memory: %m");
 		goto out;
 	}
-	if ((r = netns_create(b.uid, &b.net, err)) < 0)
+	if ((r = netns_take(b.uid, &b.net, err)) < 0)
 		goto out;
 	struct vmm_jail jail;
 	struct stat st;

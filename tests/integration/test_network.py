@@ -513,6 +513,10 @@ def test_no_rules_no_sandbox(fakenet, tmp_path):
         assert not d.qemus()
         listed = d.api.list(all=True)
         assert [s["state"] for s in listed] == ["error"], listed
+        # Nor does the pool of ready namespaces hold one: it says why and retries.
+        wait_for(lambda: "network namespace pool: nftables" in d.log(), 10, "the pool's error in the log")
+        m = d.api.request("GET", "/metrics").raw.decode()
+        assert "\nairlock_netns_pool_ready 0\n" in m
     finally:
         d.cleanup()
 
