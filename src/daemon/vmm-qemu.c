@@ -215,12 +215,19 @@ static int qemu_spawn(const struct vmm_config *cfg, pid_t *ret_pid, struct al_er
 	 * scheduler or resource changes. */
 	ARG("-sandbox");
 	ARG("on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny");
-	ARG("-kernel");
-	ARG("/proc/self/fd/" STR(FD_KERNEL_NUM));
-	ARG("-initrd");
-	ARG("/proc/self/fd/" STR(FD_INITRD_NUM));
-	ARG("-append");
-	ARG(append);
+	/* A restore runs the guest from its saved RAM and CPUs, never the
+	 * firmware: the kernel and initramfs would only be read into QEMU's
+	 * heap for fw_cfg (~16 MiB of every sandbox's private memory, and the
+	 * time to read them). A guest that reboots ends its QEMU (-no-reboot). */
+	bool boot_files = cfg->incoming_fd < 0;
+	if (boot_files) {
+		ARG("-kernel");
+		ARG("/proc/self/fd/" STR(FD_KERNEL_NUM));
+		ARG("-initrd");
+		ARG("/proc/self/fd/" STR(FD_INITRD_NUM));
+		ARG("-append");
+		ARG(append);
+	}
 	ARG("-chardev");
 	ARG("socket,id=con,path=" VMM_CONSOLE_SOCK ",server=on,wait=off");
 	ARG("-serial");
@@ -266,8 +273,12 @@ static int qemu_spawn(const struct vmm_config *cfg, pid_t *ret_pid, struct al_er
 	argv[n] = NULL;
 #undef ARG
 
-	int keep[5] = {FD_KERNEL, FD_INITRD, FD_ROOTFS};
-	size_t nkeep = 3;
+	int keep[5] = {FD_ROOTFS};
+	size_t nkeep = 1;
+	if (boot_files) {
+		keep[nkeep++] = FD_KERNEL;
+		keep[nkeep++] = FD_INITRD;
+	}
 	if (cfg->incoming_fd >= 0)
 		keep[nkeep++] = FD_INCOMING;
 	if (cfg->mem_fd >= 0)
@@ -283,14 +294,14 @@ static int qemu_spawn(const struct vmm_config *cfg, pid_t *ret_pid, struct al_er
 	src[FD_NETNS] = cfg->netns_fd;
 	src[FD_INCOMING] = cfg->incoming_fd;
 	src[FD_MEM] = cfg->mem_fd;
-	cleanup_close int kfd = open(cfg->kernel, O_RDONLY | O_CLOEXEC);
-	cleanup_close int ifd = open(cfg->initrd, O_RDONLY | O_CLOEXEC);
+	cleanup_close int kfd = boot_files ? open(cfg->kernel, O_RDONLY | O_CLOEXEC) : -1;
+	cleanup_close int ifd = boot_files ? open(cfg->initrd, O_RDONLY | O_CLOEXEC) : -1;
 	cleanup_close int rfd = open(cfg->rootfs, O_RDONLY | O_CLOEXEC);
-	if (kfd < 0 || ifd < 0 || rfd < 0)
+	if ((boot_files && (kfd < 0 || ifd < 0)) || rfd < 0)
 		return al_error_set(err, AL_ERR_INTERNAL, errno, "cannot open %s: %m",
-		                    kfd < 0   ? cfg->kernel
-		                    : ifd < 0 ? cfg->initrd
-		                              : cfg->rootfs);
+		                    rfd < 0   ? cfg->rootfs
+		                    : kfd < 0 ? cfg->kernel
+		                              : cfg->initrd);
 	src[FD_KERNEL] = kfd;
 	src[FD_INITRD] = ifd;
 	src[FD_ROOTFS] = rfd;
