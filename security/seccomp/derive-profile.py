@@ -131,19 +131,21 @@ def qemu_argv(restore=False, mem_shared=None, net=True):
             "-M", "microvm,memory-backend=mem", "-object", ram,
             "-accel", "kvm" if kvm else "tcg,tb-size=128", "-cpu", "host" if kvm else "max", "-smp", "1",
             "-m", f"{MEM_MIB}M", "-nodefaults", "-no-user-config", "-nographic", "-no-reboot",
-            "-sandbox", "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny",
-            "-kernel", f"/proc/self/fd/{FD_KERNEL}", "-initrd", f"/proc/self/fd/{FD_INITRD}", "-append", append,
-            "-chardev", "socket,id=con,path=con.sock,server=on,wait=off", "-serial", "chardev:con",
-            "-add-fd", f"fd={FD_ROOTFS},set=1,opaque=rootfs",
-            "-blockdev", "driver=file,node-name=base-file,filename=/dev/fdset/1,read-only=on",
-            "-blockdev", "driver=raw,node-name=base,file=base-file,read-only=on",
-            "-blockdev", "driver=file,node-name=disk-file,filename=disk.qcow2,discard=unmap",
-            "-blockdev", "driver=qcow2,node-name=root,file=disk-file,backing=base,discard=unmap",
-            "-device", "virtio-blk-device,drive=root", "-device", "virtio-rng-device",
-            "-device", "virtio-serial-device",
-            "-chardev", "socket,id=ctl,path=ctl.sock,server=on,wait=off",
-            "-device", "virtserialport,chardev=ctl,name=org.airlock.agent.0",
-            "-qmp", "unix:qmp.sock,server=on,wait=off"]
+            "-sandbox", "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny"]
+    # A restore runs from the saved RAM: no kernel or initramfs (vmm-qemu.c).
+    if not restore:
+        argv += ["-kernel", f"/proc/self/fd/{FD_KERNEL}", "-initrd", f"/proc/self/fd/{FD_INITRD}", "-append", append]
+    argv += ["-chardev", "socket,id=con,path=con.sock,server=on,wait=off", "-serial", "chardev:con",
+             "-add-fd", f"fd={FD_ROOTFS},set=1,opaque=rootfs",
+             "-blockdev", "driver=file,node-name=base-file,filename=/dev/fdset/1,read-only=on",
+             "-blockdev", "driver=raw,node-name=base,file=base-file,read-only=on",
+             "-blockdev", "driver=file,node-name=disk-file,filename=disk.qcow2,discard=unmap",
+             "-blockdev", "driver=qcow2,node-name=root,file=disk-file,backing=base,discard=unmap",
+             "-device", "virtio-blk-device,drive=root", "-device", "virtio-rng-device",
+             "-device", "virtio-serial-device",
+             "-chardev", "socket,id=ctl,path=ctl.sock,server=on,wait=off",
+             "-device", "virtserialport,chardev=ctl,name=org.airlock.agent.0",
+             "-qmp", "unix:qmp.sock,server=on,wait=off"]
     if net:
         argv += ["-netdev", "tap,id=n0,ifname=tap0,script=no,downscript=no",
                  "-device", "virtio-net-device,netdev=n0,mac=52:54:00:12:34:56"]
