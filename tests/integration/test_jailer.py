@@ -564,23 +564,25 @@ def qemu_payload(kernel_fd, initrd_fd, rootfs_fd, incoming_fd=None):
     --keep-fd at whatever numbers they have), QEMU's cwd is the jail root, so
     its relative socket names stay."""
     append = f"console=ttyS0 quiet panic=-1 airlock.root=/dev/vda tsc_early_khz={ah.host_tsc_khz()}"
-    argv = ["/usr/bin/qemu-system-x86_64", "-name", "airlock-jailtest", "-M", "microvm", "-accel", "tcg,tb-size=128",
+    argv = ["/usr/bin/qemu-system-x86_64", "-name", "airlock-jailtest", "-M", "microvm,memory-backend=mem",
+            "-object", "memory-backend-ram,id=mem,size=256M", "-accel", "tcg,tb-size=128",
             "-cpu", "max", "-smp", "1", "-m", "256M", "-nodefaults", "-no-user-config", "-nographic",
-            "-no-reboot", "-sandbox", "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny",
-            "-kernel", f"/proc/self/fd/{kernel_fd}", "-initrd", f"/proc/self/fd/{initrd_fd}", "-append", append,
-            "-serial", "file:console.log",
-            "-add-fd", f"fd={rootfs_fd},set=1,opaque=rootfs",
-            "-blockdev", "driver=file,node-name=base-file,filename=/dev/fdset/1,read-only=on",
-            "-blockdev", "driver=raw,node-name=base,file=base-file,read-only=on",
-            "-blockdev", "driver=file,node-name=disk-file,filename=disk.qcow2,discard=unmap",
-            "-blockdev", "driver=qcow2,node-name=root,file=disk-file,backing=base,discard=unmap",
-            "-device", "virtio-blk-device,drive=root", "-device", "virtio-rng-device",
-            "-device", "virtio-serial-device",
-            "-chardev", "socket,id=ctl,path=ctl.sock,server=on,wait=off",
-            "-device", "virtserialport,chardev=ctl,name=org.airlock.agent.0",
-            "-qmp", "unix:qmp.sock,server=on,wait=off",
-            "-netdev", "tap,id=n0,ifname=tap0,script=no,downscript=no",
-            "-device", "virtio-net-device,netdev=n0,mac=52:54:00:12:34:56"]
+            "-no-reboot", "-sandbox", "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny"]
+    if incoming_fd is None:  # a restore runs from the saved RAM, as airlockd's do
+        argv += ["-kernel", f"/proc/self/fd/{kernel_fd}", "-initrd", f"/proc/self/fd/{initrd_fd}", "-append", append]
+    argv += ["-serial", "file:console.log",
+             "-add-fd", f"fd={rootfs_fd},set=1,opaque=rootfs",
+             "-blockdev", "driver=file,node-name=base-file,filename=/dev/fdset/1,read-only=on",
+             "-blockdev", "driver=raw,node-name=base,file=base-file,read-only=on",
+             "-blockdev", "driver=file,node-name=disk-file,filename=disk.qcow2,discard=unmap",
+             "-blockdev", "driver=qcow2,node-name=root,file=disk-file,backing=base,discard=unmap",
+             "-device", "virtio-blk-device,drive=root", "-device", "virtio-rng-device",
+             "-device", "virtio-serial-device",
+             "-chardev", "socket,id=ctl,path=ctl.sock,server=on,wait=off",
+             "-device", "virtserialport,chardev=ctl,name=org.airlock.agent.0",
+             "-qmp", "unix:qmp.sock,server=on,wait=off",
+             "-netdev", "tap,id=n0,ifname=tap0,script=no,downscript=no",
+             "-device", "virtio-net-device,netdev=n0,mac=52:54:00:12:34:56"]
     if incoming_fd is not None:
         argv += ["-incoming", f"fd:{incoming_fd}"]
     return tuple(argv)
