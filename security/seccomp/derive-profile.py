@@ -121,7 +121,7 @@ def qemu_argv(restore=False, mem_shared=None, net=True):
     kvm = os.path.exists("/dev/kvm")
     append = "console=ttyS0 quiet panic=-1 airlock.root=/dev/vda"
     if not kvm:
-        append += f" tsc_early_khz={ah.host_tsc_khz()}"
+        append += f" tsc=reliable tsc_early_khz={ah.host_tsc_khz()}"
     if mem_shared is None:
         ram = f"memory-backend-ram,id=mem,size={MEM_MIB}M"
     else:

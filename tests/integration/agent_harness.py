@@ -368,7 +368,7 @@ class VmAgent:
             subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", "-F", "raw", "-b", os.path.realpath(rootfs),
                             self.overlay], check=True)
         overlay = self.overlay
-        append = f"console=ttyS0 quiet panic=-1 tsc_early_khz={host_tsc_khz()}"
+        append = f"console=ttyS0 quiet panic=-1 tsc=reliable tsc_early_khz={host_tsc_khz()}"
         if root_arg:
             append += " airlock.root=/dev/vda"
         cmd = ["qemu-system-x86_64", "-M", "microvm", "-accel", "tcg", "-cpu", "max", "-smp", "1",

@@ -563,7 +563,7 @@ def qemu_payload(kernel_fd, initrd_fd, rootfs_fd, incoming_fd=None):
     the kernel, initramfs and template are fds the test opened (kept with
     --keep-fd at whatever numbers they have), QEMU's cwd is the jail root, so
     its relative socket names stay."""
-    append = f"console=ttyS0 quiet panic=-1 airlock.root=/dev/vda tsc_early_khz={ah.host_tsc_khz()}"
+    append = f"console=ttyS0 quiet panic=-1 airlock.root=/dev/vda tsc=reliable tsc_early_khz={ah.host_tsc_khz()}"
     argv = ["/usr/bin/qemu-system-x86_64", "-name", "airlock-jailtest", "-M", "microvm,memory-backend=mem",
             "-object", "memory-backend-ram,id=mem,size=256M", "-accel", "tcg,tb-size=128",
             "-cpu", "max", "-smp", "1", "-m", "256M", "-nodefaults", "-no-user-config", "-nographic",
