@@ -2,7 +2,7 @@
 /*
  * The gateway's connections (docs/egress.md, "Decision rules"): the epoll
  * loop over every sandbox's listeners, and one thread per guest TCP
- * connection that
+ * connection (kept a while for the next one when it ends) that
  *   1. takes the destination the guest asked for from SO_ORIGINAL_DST;
  *   2. port 80: reads the HTTP request head (Host); port 443: the TLS
  *      ClientHello (SNI); other ports: the names this sandbox's DNS answers
@@ -30,6 +30,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "egress-http.h"
@@ -794,11 +795,74 @@ static void conn_free(struct egress_conn *c)
 	free(c);
 }
 
+/* ------------------------------------------------------------ threads */
+
+/*
+ * A connection's thread does not exit when the connection ends: it waits
+ * (at most CONN_IDLE_MS, at most CONN_IDLE_THREADS of them) for the next
+ * connection, which then costs a wake-up instead of a clone, a new stack
+ * and an exit (bench/egress: connection latency). A connection is handed
+ * to an idle thread only when one is free to take it; else it gets a new
+ * thread, as before. The connection limits count connections, not
+ * threads, and are unchanged.
+ */
+#define CONN_IDLE_THREADS 16
+#define CONN_IDLE_MS 10000
+
+static pthread_mutex_t idle_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t idle_cond;       /* CLOCK_MONOTONIC; initialised by egress_loop_run */
+static struct egress_conn *idle_queue; /* handed over, not yet taken (LIFO, linked by next_idle) */
+static unsigned idle_threads;          /* waiting for a connection */
+static unsigned idle_queued;           /* in idle_queue; always <= idle_threads */
+
+/* Hands c to an idle thread; false when none is free. */
+static bool conn_handoff(struct egress_conn *c)
+{
+	pthread_mutex_lock(&idle_lock);
+	bool ok = idle_threads > idle_queued;
+	if (ok) {
+		c->next_idle = idle_queue;
+		idle_queue = c;
+		idle_queued++;
+		pthread_cond_signal(&idle_cond);
+	}
+	pthread_mutex_unlock(&idle_lock);
+	return ok;
+}
+
+/* The next connection for this thread, or NULL (time to exit). */
+static struct egress_conn *conn_wait_next(void)
+{
+	struct timespec until;
+	clock_gettime(CLOCK_MONOTONIC, &until);
+	until.tv_sec += CONN_IDLE_MS / 1000;
+	pthread_mutex_lock(&idle_lock);
+	if (idle_threads >= CONN_IDLE_THREADS) {
+		pthread_mutex_unlock(&idle_lock);
+		return NULL;
+	}
+	idle_threads++;
+	int r = 0;
+	while (!idle_queue && r != ETIMEDOUT)
+		r = pthread_cond_timedwait(&idle_cond, &idle_lock, &until);
+	/* A queued connection is taken even after the time is up: it was
+	 * queued because this thread counted as idle. */
+	struct egress_conn *c = idle_queue;
+	if (c) {
+		idle_queue = c->next_idle;
+		idle_queued--;
+	}
+	idle_threads--;
+	pthread_mutex_unlock(&idle_lock);
+	return c;
+}
+
 static void *conn_main(void *arg)
 {
-	struct egress_conn *c = arg;
-	conn_run(c);
-	conn_free(c);
+	for (struct egress_conn *c = arg; c; c = conn_wait_next()) {
+		conn_run(c);
+		conn_free(c);
+	}
 	return NULL;
 }
 
@@ -833,6 +897,8 @@ static void conn_start(struct egress_runtime *rt, struct egress_sandbox *sb, int
 		return;
 	}
 	c->sb = egress_sandbox_ref(sb);
+	if (conn_handoff(c))
+		return;
 	int r = egress_thread_start(conn_main, c);
 	if (r < 0) {
 		egress_log(EGRESS_LOG_WARN, "%s: no thread for a connection: %s", sb->id, strerror(-r));
@@ -900,6 +966,11 @@ void egress_loop_unwatch(struct egress_runtime *rt, struct egress_sandbox *sb)
 
 int egress_loop_run(struct egress_runtime *rt)
 {
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&idle_cond, &ca);
+	pthread_condattr_destroy(&ca);
 	struct epoll_event evs[64];
 	for (;;) {
 		int n = epoll_wait(rt->epoll_fd, evs, ARRAY_SIZE(evs), -1);

@@ -201,7 +201,8 @@ enum egress_tls_handling {
  * intercepted one is carried on by egress-intercept.c). */
 struct egress_conn {
 	struct egress_runtime *rt;
-	struct egress_sandbox *sb; /* a reference */
+	struct egress_conn *next_idle; /* handed to an idle thread (egress-conn.c) */
+	struct egress_sandbox *sb;     /* a reference */
 	struct egress_track track;
 	int fd; /* the guest's connection (owned) */
 	int up; /* the dialled server (owned), -1 */
