@@ -628,6 +628,11 @@ static const char *relay(struct egress_conn *c)
 			why = "idle timeout";
 			break;
 		}
+		if (progress) {
+			/* Pumped again at once (a poll would only cost a syscall). */
+			fruitless = 0;
+			continue;
+		}
 		/* A side we want nothing from is left out: a socket reports
 		 * POLLHUP whether asked or not, and would wake us in a loop.
 		 * Errors show when we next read or write it. Both sides are
@@ -639,11 +644,10 @@ static const char *relay(struct egress_conn *c)
 		};
 		/* POLLOUT can come a little before a splice would succeed:
 		 * after many fruitless wake-ups, breathe instead of spinning. */
-		fruitless = progress ? 0 : fruitless + 1;
-		if (fruitless > 64)
+		if (++fruitless > 64)
 			poll(NULL, 0, 1);
 		uint64_t wake = MIN(end_ms, last_ms + idle_ms);
-		int n = poll(p, 2, progress ? 0 : remaining_ms(wake));
+		int n = poll(p, 2, remaining_ms(wake));
 		if (n < 0 && errno != EINTR) {
 			why = "relay error";
 			break;
