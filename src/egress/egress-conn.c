@@ -2,7 +2,7 @@
 /*
  * The gateway's connections (docs/egress.md, "Decision rules"): the epoll
  * loop over every sandbox's listeners, and one thread per guest TCP
- * connection that
+ * connection (kept a while for the next one when it ends) that
  *   1. takes the destination the guest asked for from SO_ORIGINAL_DST;
  *   2. port 80: reads the HTTP request head (Host); port 443: the TLS
  *      ClientHello (SNI); other ports: the names this sandbox's DNS answers
@@ -30,6 +30,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "egress-http.h"
@@ -45,10 +46,13 @@
 #define CONN_BUF_MAX MAX(EGRESS_HTTP_HEAD_MAX, EGRESS_TLS_PEEK_MAX)
 #define DRAIN_MAX (64 * 1024) /* bytes read and dropped after a 403 */
 #define DRAIN_TIMEOUT_MS 1000
-#define EGRESS_PIPE_SIZE (256 * 1024)
-#define EGRESS_BIG_PIPES_MAX 64 /* 16 MiB of pipe buffers at most */
+/* Enlarged pipes: EGRESS_PIPE_SIZE while the budget allows, then
+ * EGRESS_PIPE_SIZE_SMALL, then the default size. */
+#define EGRESS_PIPE_SIZE (1024 * 1024)
+#define EGRESS_PIPE_SIZE_SMALL (256 * 1024)
+#define EGRESS_BIG_PIPES_BYTES (16 * 1024 * 1024) /* 16 MiB of enlarged pipe buffers at most */
 
-static atomic_uint big_pipes;
+static atomic_size_t big_pipe_bytes;
 #define PUMP_ROUNDS 16 /* splices per direction before looking at the other */
 #define REASON_MAX 384
 
@@ -475,6 +479,31 @@ static int dial_addr(struct egress_conn *c, const struct egress_addr *a, char *r
 
 /* ------------------------------------------------------------ relaying */
 
+/* The pipe filled up: bulk data. A bigger pipe moves more per splice
+ * (256 KiB took a third less CPU per GiB than 64 KiB, 1 MiB a quarter less
+ * again: bench/egress), so it is enlarged, once; a connection that never
+ * fills its pipe (a small request or answer) keeps the default and costs
+ * no fcntl. Pipes are charged to the gateway's user (64 MiB soft limit by
+ * default, then new pipes get one page): enlarged pipes take at most
+ * EGRESS_BIG_PIPES_BYTES in all, so a connection flood still gets
+ * default-size pipes. */
+static void splice_grow(struct egress_splice *d)
+{
+	static const size_t sizes[] = {EGRESS_PIPE_SIZE, EGRESS_PIPE_SIZE_SMALL};
+	d->grown = true;
+	for (size_t i = 0; i < ARRAY_SIZE(sizes) && !d->big_bytes; i++) {
+		if (sizes[i] <= d->pipe_size)
+			break;
+		if (atomic_fetch_add(&big_pipe_bytes, sizes[i]) + sizes[i] <= EGRESS_BIG_PIPES_BYTES &&
+		    fcntl(d->pipe[1], F_SETPIPE_SZ, (int)sizes[i]) > 0) {
+			d->big_bytes = sizes[i];
+			d->pipe_size = sizes[i];
+		} else {
+			atomic_fetch_sub(&big_pipe_bytes, sizes[i]);
+		}
+	}
+}
+
 /* Moves what can be moved without blocking. Returns 0 or -errno. */
 int egress_splice_pump(struct egress_splice *d, bool *progress)
 {
@@ -489,6 +518,8 @@ int egress_splice_pump(struct egress_splice *d, bool *progress)
 				d->bytes_in += (uint64_t)n;
 				d->limit -= (uint64_t)n;
 				moved = true;
+				if (d->inpipe >= d->pipe_size && !d->grown)
+					splice_grow(d);
 			} else if (n == 0) {
 				d->eof = true;
 				moved = true;
@@ -524,16 +555,6 @@ bool egress_splice_open(struct egress_splice *d, int from, int to, uint64_t *byt
 	*d = (struct egress_splice){.from = from, .to = to, .pipe = {-1, -1}, .limit = UINT64_MAX, .bytes = bytes};
 	if (pipe2(d->pipe, O_CLOEXEC | O_NONBLOCK) < 0)
 		return false;
-	/* A bigger pipe moves more per splice (a third less CPU per GiB,
-	 * bench/egress). Pipes are charged to the gateway's user (64 MiB soft
-	 * limit by default, then new pipes get one page): only the first
-	 * EGRESS_BIG_PIPES_MAX are enlarged, so a connection flood still gets
-	 * default-size pipes. */
-	if (atomic_fetch_add(&big_pipes, 1) < EGRESS_BIG_PIPES_MAX &&
-	    fcntl(d->pipe[1], F_SETPIPE_SZ, EGRESS_PIPE_SIZE) > 0)
-		d->big_pipe = true;
-	else
-		atomic_fetch_sub(&big_pipes, 1);
 	int size = fcntl(d->pipe[1], F_GETPIPE_SZ);
 	d->pipe_size = size > 0 ? (size_t)size : 65536;
 	return true;
@@ -541,9 +562,9 @@ bool egress_splice_open(struct egress_splice *d, int from, int to, uint64_t *byt
 
 void egress_splice_close(struct egress_splice *d)
 {
-	if (d->big_pipe) {
-		atomic_fetch_sub(&big_pipes, 1);
-		d->big_pipe = false;
+	if (d->big_bytes) {
+		atomic_fetch_sub(&big_pipe_bytes, d->big_bytes);
+		d->big_bytes = 0;
 	}
 	for (int i = 0; i < 2; i++)
 		if (d->pipe[i] >= 0)
@@ -607,6 +628,11 @@ static const char *relay(struct egress_conn *c)
 			why = "idle timeout";
 			break;
 		}
+		if (progress) {
+			/* Pumped again at once (a poll would only cost a syscall). */
+			fruitless = 0;
+			continue;
+		}
 		/* A side we want nothing from is left out: a socket reports
 		 * POLLHUP whether asked or not, and would wake us in a loop.
 		 * Errors show when we next read or write it. Both sides are
@@ -618,11 +644,10 @@ static const char *relay(struct egress_conn *c)
 		};
 		/* POLLOUT can come a little before a splice would succeed:
 		 * after many fruitless wake-ups, breathe instead of spinning. */
-		fruitless = progress ? 0 : fruitless + 1;
-		if (fruitless > 64)
+		if (++fruitless > 64)
 			poll(NULL, 0, 1);
 		uint64_t wake = MIN(end_ms, last_ms + idle_ms);
-		int n = poll(p, 2, progress ? 0 : remaining_ms(wake));
+		int n = poll(p, 2, remaining_ms(wake));
 		if (n < 0 && errno != EINTR) {
 			why = "relay error";
 			break;
@@ -794,11 +819,74 @@ static void conn_free(struct egress_conn *c)
 	free(c);
 }
 
+/* ------------------------------------------------------------ threads */
+
+/*
+ * A connection's thread does not exit when the connection ends: it waits
+ * (at most CONN_IDLE_MS, at most CONN_IDLE_THREADS of them) for the next
+ * connection, which then costs a wake-up instead of a clone, a new stack
+ * and an exit (bench/egress: connection latency). A connection is handed
+ * to an idle thread only when one is free to take it; else it gets a new
+ * thread, as before. The connection limits count connections, not
+ * threads, and are unchanged.
+ */
+#define CONN_IDLE_THREADS 16
+#define CONN_IDLE_MS 10000
+
+static pthread_mutex_t idle_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t idle_cond;       /* CLOCK_MONOTONIC; initialised by egress_loop_run */
+static struct egress_conn *idle_queue; /* handed over, not yet taken (LIFO, linked by next_idle) */
+static unsigned idle_threads;          /* waiting for a connection */
+static unsigned idle_queued;           /* in idle_queue; always <= idle_threads */
+
+/* Hands c to an idle thread; false when none is free. */
+static bool conn_handoff(struct egress_conn *c)
+{
+	pthread_mutex_lock(&idle_lock);
+	bool ok = idle_threads > idle_queued;
+	if (ok) {
+		c->next_idle = idle_queue;
+		idle_queue = c;
+		idle_queued++;
+		pthread_cond_signal(&idle_cond);
+	}
+	pthread_mutex_unlock(&idle_lock);
+	return ok;
+}
+
+/* The next connection for this thread, or NULL (time to exit). */
+static struct egress_conn *conn_wait_next(void)
+{
+	struct timespec until;
+	clock_gettime(CLOCK_MONOTONIC, &until);
+	until.tv_sec += CONN_IDLE_MS / 1000;
+	pthread_mutex_lock(&idle_lock);
+	if (idle_threads >= CONN_IDLE_THREADS) {
+		pthread_mutex_unlock(&idle_lock);
+		return NULL;
+	}
+	idle_threads++;
+	int r = 0;
+	while (!idle_queue && r != ETIMEDOUT)
+		r = pthread_cond_timedwait(&idle_cond, &idle_lock, &until);
+	/* A queued connection is taken even after the time is up: it was
+	 * queued because this thread counted as idle. */
+	struct egress_conn *c = idle_queue;
+	if (c) {
+		idle_queue = c->next_idle;
+		idle_queued--;
+	}
+	idle_threads--;
+	pthread_mutex_unlock(&idle_lock);
+	return c;
+}
+
 static void *conn_main(void *arg)
 {
-	struct egress_conn *c = arg;
-	conn_run(c);
-	conn_free(c);
+	for (struct egress_conn *c = arg; c; c = conn_wait_next()) {
+		conn_run(c);
+		conn_free(c);
+	}
 	return NULL;
 }
 
@@ -833,6 +921,8 @@ static void conn_start(struct egress_runtime *rt, struct egress_sandbox *sb, int
 		return;
 	}
 	c->sb = egress_sandbox_ref(sb);
+	if (conn_handoff(c))
+		return;
 	int r = egress_thread_start(conn_main, c);
 	if (r < 0) {
 		egress_log(EGRESS_LOG_WARN, "%s: no thread for a connection: %s", sb->id, strerror(-r));
@@ -900,6 +990,11 @@ void egress_loop_unwatch(struct egress_runtime *rt, struct egress_sandbox *sb)
 
 int egress_loop_run(struct egress_runtime *rt)
 {
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&idle_cond, &ca);
+	pthread_condattr_destroy(&ca);
 	struct epoll_event evs[64];
 	for (;;) {
 		int n = epoll_wait(rt->epoll_fd, evs, ARRAY_SIZE(evs), -1);

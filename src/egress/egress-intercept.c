@@ -46,12 +46,16 @@
 #include "egress-runtime.h"
 #include "util.h"
 
-#define ICPT_CHUNK (16 * 1024)    /* plaintext read from either side at once */
-#define ICPT_HANDSHAKE_MS 10000   /* each TLS handshake */
-#define ICPT_REFUSE_QUIET_MS 1000 /* after a refusal: upstream silence that ends the wait */
-#define ICPT_REFUSE_MAX_MS 10000  /* after a refusal: the longest wait for earlier responses */
-#define ICPT_SECRET_EVENTS_MAX 32 /* network.secret events per request */
-#define ICPT_PATH_SHOWN 200       /* bytes of an escaped path in events */
+#define ICPT_CHUNK (16 * 1024)      /* guest plaintext read at once (fed to the parser) */
+#define ICPT_DOWN_CHUNK (64 * 1024) /* server plaintext relayed at once: several records */
+#define ICPT_READ_BUF (80 * 1024)   /* the server side's read-ahead: several records per recv */
+#define ICPT_GUEST_WBUF (64 * 1024) /* records toward the guest, sent together */
+#define ICPT_BUSY_ROUNDS 16         /* rounds with progress before the guest's readiness is polled */
+#define ICPT_HANDSHAKE_MS 10000     /* each TLS handshake */
+#define ICPT_REFUSE_QUIET_MS 1000   /* after a refusal: upstream silence that ends the wait */
+#define ICPT_REFUSE_MAX_MS 10000    /* after a refusal: the longest wait for earlier responses */
+#define ICPT_SECRET_EVENTS_MAX 32   /* network.secret events per request */
+#define ICPT_PATH_SHOWN 200         /* bytes of an escaped path in events */
 #define ICPT_REASON_MAX 384
 
 static const unsigned char alpn_http11[] = "\x08http/1.1";
@@ -111,6 +115,10 @@ int egress_intercept_init(struct egress_runtime *rt, struct al_error *err)
 	SSL_CTX_set_mode(u, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER |
 	                        SSL_MODE_RELEASE_BUFFERS);
 	SSL_CTX_set_alpn_protos(u, alpn_http11, sizeof(alpn_http11) - 1);
+	/* Several of the server's records per recv (a response's bulk), not
+	 * a header and a body read per record. */
+	SSL_CTX_set_read_ahead(u, 1);
+	SSL_CTX_set_default_read_buffer_len(u, ICPT_READ_BUF);
 	/* SECURITY: full verification of every server: chain to a trusted
 	 * root, validity, and (per connection) the host name. */
 	SSL_CTX_set_verify(u, SSL_VERIFY_PEER, NULL);
@@ -292,7 +300,17 @@ static int ssl_write_all(SSL *s, int fd, const void *buf, size_t len, uint64_t d
 		if (w <= 0)
 			return w == 0 ? -ETIMEDOUT : w;
 	}
-	return 0;
+	/* The guest side's records wait in a write buffer: out with them. */
+	BIO *wb = SSL_get_wbio(s);
+	for (;;) {
+		if (BIO_flush(wb) > 0)
+			return 0;
+		if (!BIO_should_retry(wb))
+			return -EPIPE;
+		int w = egress_wait_fd(fd, POLLOUT, deadline_ms);
+		if (w <= 0)
+			return w == 0 ? -ETIMEDOUT : w;
+	}
 }
 
 enum { IO_DONE = 0, IO_WAIT, IO_EOF };
@@ -352,9 +370,12 @@ struct icpt {
 	unsigned forwarded; /* request heads sent to the server */
 	bool u_shut;        /* our side toward the server is closed */
 
-	uint8_t *down; /* server plaintext, relayed unchanged */
+	uint8_t *down; /* server plaintext (ICPT_DOWN_CHUNK), relayed unchanged */
 	size_t down_len, down_off;
 	bool u_eof;
+	bool u_drained; /* the last read stopped because the server had no more yet */
+	int u_deferred; /* what ended a read after some records (IO_EOF or -errno), for the next read; 0 none */
+	BIO *g_wbuf;    /* g's write buffer (owned by g) */
 	uint64_t last_down_ms;
 
 	/* A refused request: its answer waits until the server is done with
@@ -365,6 +386,58 @@ struct icpt {
 	char reason[ICPT_REASON_MAX];
 	uint64_t refuse_ms;
 };
+
+/* Reads the server's plaintext into the empty down buffer, record after
+ * record, until it is full or nothing more has arrived. IO_DONE (*ret_n >
+ * 0), IO_WAIT (nothing; *ev says for what), IO_EOF or -errno. An end or
+ * error after some records is kept for the next call: what came before it
+ * goes to the guest first, as when each record was relayed alone. */
+static int read_down(struct icpt *ic, size_t *ret_n, short *ev)
+{
+	size_t total = 0;
+	ic->u_drained = false;
+	if (ic->u_deferred) {
+		int r = ic->u_deferred;
+		ic->u_deferred = 0;
+		return r;
+	}
+	while (total < ICPT_DOWN_CHUNK) {
+		size_t n = 0;
+		short want = 0;
+		int r = io_read(ic->u, ic->down + total, ICPT_DOWN_CHUNK - total, &n, &want);
+		if (r == IO_DONE) {
+			total += n;
+			continue;
+		}
+		if (total == 0) {
+			*ev |= want;
+			return r;
+		}
+		if (r == IO_WAIT)
+			ic->u_drained = true;
+		else
+			ic->u_deferred = r;
+		break;
+	}
+	*ret_n = total;
+	return IO_DONE;
+}
+
+/* Sends what waits in g's write buffer: IO_DONE (empty), IO_WAIT (the
+ * socket is full: POLLOUT added to *ev) or -errno. */
+static int guest_flush(struct icpt *ic, short *ev)
+{
+	if (BIO_wpending(ic->g_wbuf) == 0)
+		return IO_DONE;
+	errno = 0;
+	if (BIO_flush(ic->g_wbuf) > 0)
+		return IO_DONE;
+	if (BIO_should_retry(ic->g_wbuf)) {
+		*ev |= POLLOUT;
+		return IO_WAIT;
+	}
+	return errno == ECONNRESET || errno == EPIPE ? -errno : -EIO;
+}
 
 static void icpt_release(struct icpt *ic)
 {
@@ -695,6 +768,11 @@ static const char *pump(struct icpt *ic)
 	uint64_t end_ms = c->start_ms + (uint64_t)o->max_connection_s * 1000;
 	uint64_t idle_ms = (uint64_t)o->idle_timeout_s * 1000;
 	uint64_t last_ms = now_ms_monotonic();
+	/* The guest's last read would block: what it waits for. It is not
+	 * read again (a recv per round of a download) until poll says it is
+	 * ready: when we wait, or every ICPT_BUSY_ROUNDS busy rounds. */
+	short g_wait = 0;
+	unsigned busy = 0;
 	for (;;) {
 		short gev = 0, uev = 0;
 		bool progress = false;
@@ -721,8 +799,9 @@ static const char *pump(struct icpt *ic)
 			parse_step(ic);
 			progress = true;
 		}
-		if (!ic->refusing && ic->out_len == 0 && ic->in_off == ic->in_len && !ic->g_eof) {
-			r = io_read(ic->g, ic->in, ICPT_CHUNK, &n, &gev);
+		if (!ic->refusing && ic->out_len == 0 && ic->in_off == ic->in_len && !ic->g_eof && !g_wait) {
+			short ev = 0;
+			r = io_read(ic->g, ic->in, ICPT_CHUNK, &n, &ev);
 			if (r < 0)
 				return io_failure(r, "reading from the guest failed");
 			if (r == IO_DONE) {
@@ -732,6 +811,10 @@ static const char *pump(struct icpt *ic)
 			} else if (r == IO_EOF) {
 				ic->g_eof = true;
 				progress = true;
+			} else if (ic->pb.off >= ic->pb.len) {
+				g_wait = ev; /* (bytes of the prefix are not in the socket) */
+			} else {
+				gev |= ev;
 			}
 		}
 		if (ic->g_eof && !ic->refusing && ic->out_len == 0 && ic->in_off == ic->in_len && !ic->u_shut) {
@@ -749,7 +832,10 @@ static const char *pump(struct icpt *ic)
 			progress = true;
 		}
 
-		/* server -> guest: unchanged. */
+		/* server -> guest: unchanged. The records go through g's
+		 * write buffer, sent when it is full and whenever the server
+		 * has nothing more for now (never held while we wait). */
+		bool u_idle = ic->u_drained;
 		if (ic->down_off < ic->down_len) {
 			r = io_write(ic->g, ic->down + ic->down_off, ic->down_len - ic->down_off, &n, &gev);
 			if (r < 0 || r == IO_EOF)
@@ -762,7 +848,7 @@ static const char *pump(struct icpt *ic)
 					ic->down_len = ic->down_off = 0;
 			}
 		} else if (!ic->u_eof) {
-			r = io_read(ic->u, ic->down, ICPT_CHUNK, &n, &uev);
+			r = read_down(ic, &n, &uev);
 			if (r < 0)
 				return io_failure(r, "reading from the server failed");
 			if (r == IO_DONE) {
@@ -773,10 +859,17 @@ static const char *pump(struct icpt *ic)
 			} else if (r == IO_EOF) {
 				ic->u_eof = true;
 				progress = true;
+			} else {
+				u_idle = true;
 			}
 		}
+		if (ic->down_off == ic->down_len && (u_idle || ic->u_eof)) {
+			r = guest_flush(ic, &gev);
+			if (r < 0)
+				return io_failure(r, "writing to the guest failed");
+		}
 		uint64_t now = now_ms_monotonic();
-		if (ic->u_eof && ic->down_len == 0) {
+		if (ic->u_eof && ic->down_len == 0 && BIO_wpending(ic->g_wbuf) == 0) {
 			if (ic->refusing) {
 				guest_reply(ic, ic->status, ic->status_text, ic->reason);
 				return ic->reason;
@@ -800,8 +893,17 @@ static const char *pump(struct icpt *ic)
 			return "max duration";
 		if (now >= last_ms + idle_ms)
 			return "idle timeout";
-		if (progress)
+		if (progress) {
+			if (g_wait && ++busy >= ICPT_BUSY_ROUNDS) {
+				struct pollfd gp = {.fd = c->fd, .events = g_wait};
+				if (poll(&gp, 1, 0) > 0)
+					g_wait = 0;
+				busy = 0;
+			}
 			continue;
+		}
+		busy = 0;
+		gev |= g_wait;
 		uint64_t wake = MIN(end_ms, last_ms + idle_ms);
 		if (ic->refusing)
 			wake = MIN(wake, MAX(ic->last_down_ms, ic->refuse_ms) + ICPT_REFUSE_QUIET_MS);
@@ -814,6 +916,8 @@ static const char *pump(struct icpt *ic)
 		uint64_t left = wake > now ? wake - now : 0;
 		if (poll(p, 2, (int)MIN(left, (uint64_t)INT32_MAX)) < 0 && errno != EINTR)
 			return "relay error";
+		if (p[0].revents)
+			g_wait = 0;
 	}
 }
 
@@ -831,9 +935,12 @@ static int guest_accept(struct icpt *ic, char *reason, size_t reason_size)
 	ic->g = SSL_new(c->rt->tls_guest);
 	BIO *rb = BIO_new(prefix_method);
 	BIO *wb = BIO_new_socket(c->fd, BIO_NOCLOSE);
-	if (!ic->g || !rb || !wb || SSL_use_certificate(ic->g, leaf) != 1 || SSL_use_PrivateKey(ic->g, key) != 1) {
+	BIO *fb = BIO_new(BIO_f_buffer());
+	if (!ic->g || !rb || !wb || !fb || BIO_set_write_buffer_size(fb, ICPT_GUEST_WBUF) != 1 ||
+	    SSL_use_certificate(ic->g, leaf) != 1 || SSL_use_PrivateKey(ic->g, key) != 1) {
 		BIO_free(rb);
 		BIO_free(wb);
+		BIO_free(fb);
 		X509_free(leaf);
 		EVP_PKEY_free(key);
 		snprintf(reason, reason_size, "TLS toward the guest: %s", openssl_reason());
@@ -844,7 +951,8 @@ static int guest_accept(struct icpt *ic, char *reason, size_t reason_size)
 	ic->pb = (struct prefix_bio){.buf = c->buf, .len = c->len, .fd = c->fd};
 	BIO_set_data(rb, &ic->pb);
 	BIO_set_init(rb, 1);
-	SSL_set_bio(ic->g, rb, wb);
+	ic->g_wbuf = BIO_push(fb, wb);
+	SSL_set_bio(ic->g, rb, ic->g_wbuf);
 	SSL_set_accept_state(ic->g);
 	int r = handshake(ic->g, c->fd, now_ms_monotonic() + ICPT_HANDSHAKE_MS);
 	if (r < 0)
@@ -899,7 +1007,7 @@ const char *egress_intercept_run(struct egress_conn *c, char *reason, size_t rea
 	if (r == 0) {
 		ic.parser = egress_http1_parser_new();
 		ic.in = xmalloc(ICPT_CHUNK);
-		ic.down = xmalloc(ICPT_CHUNK);
+		ic.down = xmalloc(ICPT_DOWN_CHUNK);
 		ic.head = xmalloc(EGRESS_HTTP1_OUT_MAX);
 		why = pump(&ic);
 		if (why == ic.reason) {

@@ -201,7 +201,8 @@ enum egress_tls_handling {
  * intercepted one is carried on by egress-intercept.c). */
 struct egress_conn {
 	struct egress_runtime *rt;
-	struct egress_sandbox *sb; /* a reference */
+	struct egress_conn *next_idle; /* handed to an idle thread (egress-conn.c) */
+	struct egress_sandbox *sb;     /* a reference */
 	struct egress_track track;
 	int fd; /* the guest's connection (owned) */
 	int up; /* the dialled server (owned), -1 */
@@ -261,7 +262,8 @@ struct egress_splice {
 	uint64_t limit;    /* bytes that may still be read from from (UINT64_MAX: no limit) */
 	uint64_t bytes_in; /* read from from */
 	uint64_t *bytes;   /* written to to: added here */
-	bool big_pipe;     /* counted in the budget of enlarged pipes */
+	size_t big_bytes;  /* counted in the budget of enlarged pipes (0: default size) */
+	bool grown;        /* filled up once: enlarged if the budget allowed */
 };
 bool egress_splice_open(struct egress_splice *d, int from, int to, uint64_t *bytes);
 void egress_splice_close(struct egress_splice *d);
