@@ -289,6 +289,43 @@ def test_daemon_restart_reattaches(fcd, box):
     fcd.api.delete_ok(paused["id"])
 
 
+def _vmm_pid(fcd, sid):
+    pids = [r["pid"] for r in fcd.records("start") if f"airlock-{sid}" in r["argv"] and alive(r["pid"])]
+    assert len(pids) == 1, pids
+    return pids[0]
+
+
+def _wait_state(api, sid, want, timeout_s=20):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        sb = api.get(sid).json
+        if sb["state"] == want:
+            return sb
+        time.sleep(0.1)
+    raise AssertionError(f"{sid} is {api.get(sid).json['state']}, not {want}")
+
+
+def test_killed_vmm_then_recover(fcd):
+    sb = fcd.api.create_ok(template="minimal", vcpus=1, memory_mib=256)
+    sid = sb["id"]
+    r = fcd.api.request("POST", f"/v1/sandboxes/{sid}/snapshots", body={"name": "before the crash"})
+    assert r.status == 201, r
+    os.kill(_vmm_pid(fcd, sid), signal.SIGKILL)
+    gone = _wait_state(fcd.api, sid, "error")
+    assert "exited unexpectedly" in gone["error"], gone
+    # From its latest snapshot (memory, state and disk).
+    r = fcd.api.request("POST", f"/v1/sandboxes/{sid}/recover", body={})
+    assert r.status == 200 and r.json["state"] == "running", r
+    assert sh(fcd.api, sid, "cat /run/airlock/generation").strip() == "1"
+    # A cold boot of its raw disk.
+    os.kill(_vmm_pid(fcd, sid), signal.SIGKILL)
+    _wait_state(fcd.api, sid, "error")
+    r = fcd.api.request("POST", f"/v1/sandboxes/{sid}/recover", body={"memory": False})
+    assert r.status == 200 and r.json["state"] == "running", r
+    assert sh(fcd.api, sid, "echo cold-again") == "cold-again\n"
+    fcd.api.delete_ok(sid)
+
+
 def test_delete_ends_the_vmm(fcd):
     sb = fcd.api.create_ok(template="minimal", vcpus=1, memory_mib=256)
     sid = sb["id"]
