@@ -1716,6 +1716,9 @@ int sandbox_snapshot_usable(const char *snapshot_id, const char *tenant, struct 
 
 /* The name a save_path backend writes its memory to, in its jail root. */
 #define SAVE_NAME "save.mem"
+/* The largest device state file taken from a VMM (Firecracker's are a few
+ * tens of KiB); its memory file is at most the guest's memory. */
+#define SAVE_STATE_MAX_BYTES (16u << 20)
 
 /* Moves a file the VMM wrote in its jail root (`name`) into the snapshot
  * as `dst`: a copy the daemon owns, then the VMM's file goes.
@@ -1725,7 +1728,8 @@ int sandbox_snapshot_usable(const char *snapshot_id, const char *tenant, struct 
  * so no fd the VMM kept open on it reaches the snapshot. The copy is 0644 in
  * a 0700 directory: no path leads to it, and a restore's VMM (another uid)
  * can open the fd it is given by /proc/self/fd (Firecracker takes paths). */
-static int take_vmm_file(struct sandbox *sb, const char *name, const char *dst, struct al_error *err)
+static int take_vmm_file(struct sandbox *sb, const char *name, const char *dst, uint64_t max_bytes,
+                         struct al_error *err)
 {
 	cleanup_close int in = openat(sb->dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 	struct stat st;
@@ -1734,6 +1738,11 @@ static int take_vmm_file(struct sandbox *sb, const char *name, const char *dst, 
 	if (!S_ISREG(st.st_mode) || st.st_nlink != 1)
 		return al_error_set(err, AL_ERR_INTERNAL, EPERM,
 		                    "the VMM's snapshot file %s is not a regular file with one link; refused", name);
+	if ((uint64_t)st.st_size > max_bytes)
+		return al_error_set(
+		    err, AL_ERR_INTERNAL, EFBIG,
+		    "the VMM's snapshot file %s has %lld bytes, more than the %llu it can have; refused", name,
+		    (long long)st.st_size, (unsigned long long)max_bytes);
 	cleanup_close int out = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
 	if (out < 0)
 		return al_error_set(err, AL_ERR_INTERNAL, errno, "cannot create %s: %m", dst);
@@ -1760,9 +1769,9 @@ static int snapshot_write_by_name(struct sandbox *sb, const struct vmm_config *v
 	cleanup_free char *mem = xasprintf("%s/%s", dir, SNAPSHOT_MEMORY);
 	cleanup_free char *state = xasprintf("%s/%s", dir, SNAPSHOT_STATE);
 	if (r == 0)
-		r = take_vmm_file(sb, SAVE_NAME, mem, err);
+		r = take_vmm_file(sb, SAVE_NAME, mem, (uint64_t)sb->rec.memory_mib << 20, err);
 	if (r == 0 && cfg->vmm->state_suffix)
-		r = take_vmm_file(sb, state_name, state, err);
+		r = take_vmm_file(sb, state_name, state, SAVE_STATE_MAX_BYTES, err);
 	unlinkat(sb->dirfd, SAVE_NAME, 0);
 	unlinkat(sb->dirfd, state_name, 0);
 	if (r < 0)
