@@ -1149,11 +1149,6 @@ static struct tsnap *template_snapshot_for(struct sandbox *sb, const struct imag
 {
 	if (!cfg->template_snapshots)
 		return NULL;
-	/* Template snapshots are QEMU's (a saved state written to an fd and
-	 * RAM in a memfd); with Firecracker a create boots cold
-	 * (docs/kvm-host.md, "Status"). */
-	if (!cfg->vmm->save)
-		return NULL;
 	struct tsnap_request tr = {
 	    .template_name = sb->rec.template_name,
 	    .vcpus = sb->rec.vcpus,
@@ -1169,6 +1164,23 @@ static struct tsnap *template_snapshot_for(struct sandbox *sb, const struct imag
 		return NULL;
 	}
 	return ts;
+}
+
+/* The fds a restore of the template's snapshot starts from. QEMU: the
+ * saved state (its RAM is the snapshot's memfd). A backend that saves by
+ * name (Firecracker): the memory file, which it maps private, and the
+ * device state. */
+static int template_snapshot_open(const struct tsnap *ts, int *ret_mem_fd, int *ret_state_fd, struct al_error *err)
+{
+	const char *mem = tsnap_mem_path(ts) ? tsnap_mem_path(ts) : tsnap_state_path(ts);
+	cleanup_close int mem_fd = open(mem, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	cleanup_close int state_fd = -1;
+	if (mem_fd < 0 ||
+	    (tsnap_mem_path(ts) && (state_fd = open(tsnap_state_path(ts), O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) < 0))
+		return al_error_set(err, AL_ERR_INTERNAL, errno, "cannot open the template snapshot: %m");
+	*ret_mem_fd = TAKE_FD(mem_fd);
+	*ret_state_fd = TAKE_FD(state_fd);
+	return 0;
 }
 
 /* Where a start's time went (the benchmarks' profile of a create). */
@@ -1241,13 +1253,17 @@ static int boot(struct sandbox *sb, const struct images *im, const struct snapsh
 			deadline = t0 + RESTORE_TIMEOUT_MS;
 			cleanup_free char *disk = xasprintf("%s/%s", sb->root, disk_file);
 			unlink(disk);
-			if ((r = copy_file(tsnap_disk_path(ts), disk, 0600)) < 0)
+			/* A raw disk by reflink where it can (else sparse); QEMU's
+			 * overlay is small. */
+			if ((r = cfg->vmm->disk_file ? file_copy_cow(tsnap_disk_path(ts), disk, 0600, NULL)
+			                             : copy_file(tsnap_disk_path(ts), disk, 0600)) < 0)
 				r = al_error_set(err, AL_ERR_INTERNAL, -r,
 				                 "cannot copy the template snapshot's disk: %s", strerror(-r));
-			else if ((mem_fd = open(tsnap_state_path(ts), O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) < 0)
-				r = al_error_set(err, AL_ERR_INTERNAL, errno, "cannot open the template snapshot: %m");
+			else
+				r = template_snapshot_open(ts, &mem_fd, &state_fd, err);
 			vc.incoming_fd = mem_fd;
-			vc.mem_fd = tsnap_mem_fd(ts);
+			vc.incoming_state_fd = state_fd;
+			vc.mem_fd = tsnap_mem_fd(ts); /* -1 with Firecracker */
 		} else {
 			r = cfg->vmm->prepare_disk(&vc, err);
 		}
@@ -1714,66 +1730,16 @@ int sandbox_snapshot_usable(const char *snapshot_id, const char *tenant, struct 
 	return 0;
 }
 
-/* The name a save_path backend writes its memory to, in its jail root. */
-#define SAVE_NAME "save.mem"
-/* The largest device state file taken from a VMM (Firecracker's are a few
- * tens of KiB); its memory file is at most the guest's memory. */
-#define SAVE_STATE_MAX_BYTES (16u << 20)
-
-/* Moves a file the VMM wrote in its jail root (`name`) into the snapshot
- * as `dst`: a copy the daemon owns, then the VMM's file goes.
- * SECURITY: the jail root is the VMM's uid's: `name` may be anything it
- * made it. Only a regular file with one link is taken (never a symlink,
- * FIFO or a link to a file of someone else), and it is copied, not renamed,
- * so no fd the VMM kept open on it reaches the snapshot. The copy is 0644 in
- * a 0700 directory: no path leads to it, and a restore's VMM (another uid)
- * can open the fd it is given by /proc/self/fd (Firecracker takes paths). */
-static int take_vmm_file(struct sandbox *sb, const char *name, const char *dst, uint64_t max_bytes,
-                         struct al_error *err)
-{
-	cleanup_close int in = openat(sb->dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-	struct stat st;
-	if (in < 0 || fstat(in, &st) < 0)
-		return al_error_set(err, AL_ERR_INTERNAL, errno, "the VMM's snapshot file %s: %m", name);
-	if (!S_ISREG(st.st_mode) || st.st_nlink != 1)
-		return al_error_set(err, AL_ERR_INTERNAL, EPERM,
-		                    "the VMM's snapshot file %s is not a regular file with one link; refused", name);
-	if ((uint64_t)st.st_size > max_bytes)
-		return al_error_set(
-		    err, AL_ERR_INTERNAL, EFBIG,
-		    "the VMM's snapshot file %s has %lld bytes, more than the %llu it can have; refused", name,
-		    (long long)st.st_size, (unsigned long long)max_bytes);
-	cleanup_close int out = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
-	if (out < 0)
-		return al_error_set(err, AL_ERR_INTERNAL, errno, "cannot create %s: %m", dst);
-	int r = file_copy_sparse_fd(in, out);
-	if (r == 0 && (fchmod(out, 0644) < 0 || fsync(out) < 0))
-		r = -errno;
-	if (r < 0)
-		return al_error_set(err, AL_ERR_INTERNAL, -r, "cannot copy the snapshot's %s: %s%s", name, strerror(-r),
-		                    r == -ENOSPC ? " (the state dir's filesystem is full)" : "");
-	unlinkat(sb->dirfd, name, 0);
-	return 0;
-}
-
 /* A save by name (save_path): the VMM writes memory and device state into
  * its jail root, the daemon takes them into dir. */
 static int snapshot_write_by_name(struct sandbox *sb, const struct vmm_config *vc, const char *dir,
                                   struct al_error *err)
 {
-	cleanup_free char *state_name = xasprintf("%s%s", SAVE_NAME, cfg->vmm->state_suffix ?: "");
-	/* What an interrupted save left. */
-	unlinkat(sb->dirfd, SAVE_NAME, 0);
-	unlinkat(sb->dirfd, state_name, 0);
-	int r = cfg->vmm->save_path(vc, SAVE_NAME, err);
 	cleanup_free char *mem = xasprintf("%s/%s", dir, SNAPSHOT_MEMORY);
 	cleanup_free char *state = xasprintf("%s/%s", dir, SNAPSHOT_STATE);
-	if (r == 0)
-		r = take_vmm_file(sb, SAVE_NAME, mem, (uint64_t)sb->rec.memory_mib << 20, err);
-	if (r == 0 && cfg->vmm->state_suffix)
-		r = take_vmm_file(sb, state_name, state, SAVE_STATE_MAX_BYTES, err);
-	unlinkat(sb->dirfd, SAVE_NAME, 0);
-	unlinkat(sb->dirfd, state_name, 0);
+	struct vmm_config sized = *vc;
+	sized.memory_mib = sb->rec.memory_mib;
+	int r = vmm_save_by_name(cfg->vmm, &sized, mem, state, err);
 	if (r < 0)
 		return r;
 	cleanup_free char *src = xasprintf("%s/%s", sb->root, vmm_disk_file(cfg->vmm));

@@ -159,6 +159,13 @@ int qmp_command_with_fd(int dirfd, int fd, const char *fdname, const char *comma
  * the tests): NULL-terminated, its strings in *ret_arena (free both). */
 char **fc_jail_argv(const struct vmm_config *cfg, const char *firecracker, char **ret_arena);
 
+/* A save of a save_path backend (the guest paused): the VMM writes its files
+ * in its jail root (vc->dirfd), which are copied to mem_dst and (with a
+ * state_suffix) state_dst, checked and bounded (vc->memory_mib), and
+ * removed from the jail root (vmm-save.c). */
+int vmm_save_by_name(const struct vmm_ops *ops, const struct vmm_config *vc, const char *mem_dst, const char *state_dst,
+                     struct al_error *err);
+
 /* The `stop` of both backends: SIGKILL to the VMM's process (the jailer's
  * pid: the VMM dies with it). */
 int vmm_stop_by_kill(const struct vmm_config *cfg, pid_t pid);

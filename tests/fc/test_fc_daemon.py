@@ -16,11 +16,13 @@ Two things of a real host are replaced, explicitly, for this test only:
     the VMM without a jail. The real jail of Firecracker needs a KVM host
     (make test-kvm).
 
-Covered: create (cold boot), exec, files, pause/resume, snapshot (memory,
-device state and raw disk, digested), exec after the snapshot (Firecracker
-resets the vsock connection: the daemon reconnects), restore, fork, a
-tampered snapshot refused, daemon restart re-attach (running and paused),
-delete, and the jailer's command line.
+Covered: create (a restore of the template's snapshot, and a cold boot),
+exec, files, pause/resume, snapshot (memory, device state and raw disk,
+digested), exec after the snapshot (Firecracker resets the vsock connection:
+the daemon reconnects), a snapshot while paused, restore, fork, a tampered
+snapshot refused, daemon restart re-attach (running and paused), a killed VMM
+then recover (from its snapshot and cold), delete, and the jailer's command
+lines.
 """
 import importlib.util
 import json
@@ -138,29 +140,67 @@ def box(fcd):
     fcd.api.delete(sb["id"])
 
 
-def test_create_boots_cold_through_the_jailer(fcd, box):
-    sid = box["id"]
-    assert box["backend"] == "firecracker" and box["state"] == "running"
-    # No template snapshots with Firecracker yet: every create boots.
-    assert box["boot"] == "cold", box
-    vm = fcd.d.vm_dir(sid)
-    st = os.stat(os.path.join(vm, "disk.raw"))
-    assert st.st_uid == box.get("jail_uid", st.st_uid) and st.st_uid >= 1000 and stat.S_IMODE(st.st_mode) == 0o600
-    assert stat.S_ISFIFO(os.stat(os.path.join(vm, "con.fifo")).st_mode)
-    assert not os.path.exists(os.path.join(vm, "disk.qcow2"))
+def _jailer_run(fcd, sid):
     runs = [r for r in fcd.jailer_runs() if "--" in r and r[r.index("--id") + 1] == sid]
-    assert runs, "airlockd did not start Firecracker through the jailer"
+    assert len(runs) == 1, f"airlockd did not start Firecracker for {sid} through the jailer once: {runs}"
     run = runs[0]
-    opts = run[:run.index("--")]
+    return run[:run.index("--")], run[run.index("--") + 1:]
+
+
+def _check_jail(fcd, sid, keep):
+    opts, vmm = _jailer_run(fcd, sid)
+    vm = fcd.d.vm_dir(sid) if sid.startswith("sb-") else None
     assert opts.count("--dev") == 2 and "/dev/kvm" in opts and "/dev/net/tun" in opts
     assert "--seccomp" not in opts and "--new-pid-ns" in opts
-    assert opts[opts.index("--root") + 1] == vm and opts[opts.index("--uid") + 1] == str(st.st_uid)
-    assert run[run.index("--") + 1:][1:] == ["--api-sock", "fc.sock", "--id", f"airlock-{sid}"]
-    boots = [r for r in fcd.records() if r["template"] == "/actions" and r["status"] == 204]
-    assert boots, "no InstanceStart"
+    assert [opts[i + 1] for i, o in enumerate(opts) if o == "--keep-fd"] == keep
+    if vm:
+        assert opts[opts.index("--root") + 1] == vm
+    assert opts[opts.index("--uid") + 1] == opts[opts.index("--gid") + 1]
+    assert int(opts[opts.index("--uid") + 1]) >= 1000
+    assert vmm[1:] == ["--api-sock", "fc.sock", "--id", f"airlock-{sid}"]
+    return opts
+
+
+def _no_refusals(fcd):
     bad = [(r["method"], r["path"], r["problems"] or r.get("fault")) for r in fcd.records()
            if r["problems"] or r["status"] >= 400]
     assert not bad, bad
+
+
+def test_create_restores_the_template_snapshot(fcd, box):
+    """The template is booted once (tpl-*) and saved like a snapshot; a create
+    restores it (File memory backend), through the jailer."""
+    sid = box["id"]
+    assert box["backend"] == "firecracker" and box["state"] == "running"
+    assert box["boot"] == "template", box
+    builds = [r for r in fcd.jailer_runs() if "--" in r and r[r.index("--id") + 1].startswith("tpl-")]
+    assert len(builds) == 1, builds
+    _check_jail(fcd, builds[0][builds[0].index("--id") + 1], ["4", "5"])
+    opts = _check_jail(fcd, sid, ["6", "7"])
+    vm = fcd.d.vm_dir(sid)
+    st = os.stat(os.path.join(vm, "disk.raw"))
+    assert st.st_uid == int(opts[opts.index("--uid") + 1]) and stat.S_IMODE(st.st_mode) == 0o600
+    assert stat.S_ISFIFO(os.stat(os.path.join(vm, "con.fifo")).st_mode)
+    assert not os.path.exists(os.path.join(vm, "disk.qcow2"))
+    tdir = os.path.join(fcd.d.state_dir, "template-snapshots")
+    (one,) = os.listdir(tdir)
+    assert sorted(os.listdir(os.path.join(tdir, one))) == ["disk.raw", "memory.bin", "memory.bin.vmstate", "vmm.log"]
+    loads = [r for r in fcd.records() if r["template"] == "/snapshot/load"]
+    assert loads and loads[-1]["body"]["mem_backend"] == {"backend_type": "File", "backend_path": "/proc/self/fd/6"}
+    _no_refusals(fcd)
+
+
+def test_cold_boot(fcd):
+    sb = fcd.api.create_ok(template="minimal", vcpus=1, memory_mib=256, boot="cold")
+    sid = sb["id"]
+    assert sb["boot"] == "cold", sb
+    _check_jail(fcd, sid, ["4", "5"])
+    assert [r for r in fcd.records() if r["template"] == "/actions" and r["status"] == 204]
+    assert sh(fcd.api, sid, "echo cold") == "cold\n"
+    # The CA went into the guest's own files, not the host's.
+    assert os.path.exists(os.path.join(fcd.d.vm_dir(sid), "guest", "usr", "local", "share", "ca-certificates"))
+    _no_refusals(fcd)
+    fcd.api.delete_ok(sid)
 
 
 def test_exec_and_files(fcd, box):
@@ -170,8 +210,6 @@ def test_exec_and_files(fcd, box):
     assert r.status in (200, 201, 204), r
     r = fcd.api.request("GET", f"/v1/sandboxes/{sid}/files?path=/tmp/f.txt")
     assert r.status == 200 and r.raw == b"through vsock\n", r
-    # The CA went into the guest's own files, not the host's.
-    assert os.path.exists(os.path.join(fcd.d.vm_dir(sid), "guest", "usr", "local", "share", "ca-certificates"))
 
 
 def test_pause_resume(fcd, box):
