@@ -550,31 +550,52 @@ static int attach(struct sandbox *sb, uint64_t deadline_ms, bool with_channel, s
 	return with_channel ? attach_channel(sb, deadline_ms, err) : 0;
 }
 
-/* After a save that reset the guest channel (Firecracker resets every vsock
- * connection at a snapshot), with the guest running again: the old channel
- * retires (its streams end, as at a daemon restart: docs/kvm-host.md) and a
- * new one is opened. With op_lock held. */
-static int channel_reconnect(struct sandbox *sb, uint64_t deadline_ms, struct al_error *err)
+/* Stops the monitor and detaches the channel from its connection, which a
+ * save is about to reset (Firecracker resets every vsock connection at a
+ * snapshot): nobody reads the end of it, so its streams live on. With
+ * op_lock held. */
+static void channel_detach(struct sandbox *sb)
 {
 	monitor_stop(sb);
-	pthread_mutex_lock(&sb->lock);
-	if (sb->ch) {
-		guest_channel_kill(sb->ch, "the guest channel was reset by the snapshot (Firecracker resets vsock "
-		                           "connections); run the command again");
-		struct retired *old = xcalloc(1, sizeof(*old));
-		old->ch = sb->ch;
-		old->procs = sb->procs;
-		old->next = sb->retired;
-		sb->retired = old;
-		sb->ch = NULL;
-		sb->procs = NULL;
-	}
-	pthread_mutex_unlock(&sb->lock);
 	if (sb->wake_fd >= 0) {
 		close(sb->wake_fd);
 		sb->wake_fd = -1;
 	}
-	return attach_channel(sb, deadline_ms, err);
+	if (sb->ch)
+		guest_channel_replace_fd(sb->ch, -1);
+}
+
+/* After a save that reset the guest channel, with the guest running again:
+ * a new connection under the channel, whose exec streams, processes and
+ * output go on (the agent keeps them too); with no channel yet (a re-attach
+ * of a paused sandbox), a new one. With op_lock held. */
+static int channel_reconnect(struct sandbox *sb, uint64_t deadline_ms, struct al_error *err)
+{
+	channel_detach(sb);
+	if (!sb->ch || guest_channel_dead(sb->ch, NULL, 0)) {
+		if (sb->ch) {
+			/* Dead already (it broke or its VM went): it retires. */
+			pthread_mutex_lock(&sb->lock);
+			struct retired *old = xcalloc(1, sizeof(*old));
+			old->ch = sb->ch;
+			old->procs = sb->procs;
+			old->next = sb->retired;
+			sb->retired = old;
+			sb->ch = NULL;
+			sb->procs = NULL;
+			pthread_mutex_unlock(&sb->lock);
+		}
+		return attach_channel(sb, deadline_ms, err);
+	}
+	int fd = -1;
+	int r = connect_retry(sb, true, deadline_ms, &fd);
+	if (r < 0) {
+		monitor_start(sb); /* its exit is still noticed */
+		return attach_failed(sb, r, err);
+	}
+	guest_channel_replace_fd(sb->ch, fd);
+	monitor_start(sb);
+	return 0;
 }
 
 /* ---- templates and images ---------------------------------------------------------------- */
@@ -1618,6 +1639,7 @@ static int channel_at_resume_open(struct sandbox *sb, struct al_error *err)
 		pthread_mutex_unlock(&sb->lock);
 		return r;
 	}
+	guest_channel_set_paused(sb->ch, false);
 	pthread_mutex_lock(&sb->lock);
 	sb->channel_at_resume = false;
 	pthread_mutex_unlock(&sb->lock);
@@ -1855,6 +1877,11 @@ int sandbox_snapshot(const char *id, const char *tenant, const char *name, bool 
 		r = cfg->vmm->pause(&vc, err);
 		vm_paused = r == 0;
 	}
+	/* A save that resets the channel's connection (Firecracker): nobody
+	 * reads its end, so that the streams live on (channel_reconnect). */
+	bool reset = cfg->vmm->channel_resets_on_save && r == 0;
+	if (reset)
+		channel_detach(sb);
 	cleanup_free char *final_dir = snapshot_dir(info.id);
 	cleanup_free char *tmp_dir = xasprintf("%s.tmp", final_dir);
 	if (r == 0 && mkdir(tmp_dir, 0700) < 0)
@@ -1876,15 +1903,15 @@ int sandbox_snapshot(const char *id, const char *tenant, const char *name, bool 
 		guest_channel_set_paused(sb->ch, false);
 	if (frozen)
 		guest_channel_release_hold(sb->ch);
-	/* A save that reset the channel (Firecracker): a new connection, and
-	 * the agent forgets the streams the host no longer has. A paused
-	 * sandbox gets its new channel when it resumes. */
-	bool reset = cfg->vmm->channel_resets_on_save && (frozen || vm_paused || before == SANDBOX_PAUSED);
+	/* A save that reset the channel (Firecracker): a new connection under
+	 * it. A paused sandbox gets it when it resumes (a vsock connection is
+	 * the running guest's to accept); meanwhile its exit is watched. */
 	bool broken = false;
 	if (reset && before == SANDBOX_PAUSED) {
 		pthread_mutex_lock(&sb->lock);
 		sb->channel_at_resume = true;
 		pthread_mutex_unlock(&sb->lock);
+		monitor_start(sb);
 	} else if (reset && (!resumed || channel_reconnect(sb, now_ms_monotonic() + THAW_TIMEOUT_MS, &back) < 0 ||
 	                     guest_channel_request_hello(sb->ch) < 0 ||
 	                     guest_channel_wait_hello(sb->ch, now_ms_monotonic() + THAW_TIMEOUT_MS, NULL) < 0)) {
@@ -1893,7 +1920,7 @@ int sandbox_snapshot(const char *id, const char *tenant, const char *name, bool 
 		frozen = false;
 		broken = true;
 	}
-	if (frozen && thaw(sb, reset, &back) < 0)
+	if (frozen && thaw(sb, false, &back) < 0)
 		log_error("sandbox %s: after the snapshot: %s", sb->rec.id, back.message);
 	pthread_mutex_lock(&sb->lock);
 	if (sb->rec.state == SANDBOX_SNAPSHOTTING && set_state_locked(sb, before, NULL, &back) < 0)

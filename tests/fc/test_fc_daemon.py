@@ -19,7 +19,8 @@ Two things of a real host are replaced, explicitly, for this test only:
 Covered: create (a restore of the template's snapshot, and a cold boot),
 exec, files, pause/resume, snapshot (memory, device state and raw disk,
 digested), exec after the snapshot (Firecracker resets the vsock connection:
-the daemon reconnects), a snapshot while paused, restore, fork, a tampered
+the daemon continues the channel over a new one, and a process started
+before keeps its id, output and stdin), a snapshot while paused, restore, fork, a tampered
 snapshot refused, daemon restart re-attach (running and paused), a killed VMM
 then recover (from its snapshot and cold), delete, and the jailer's command
 lines.
@@ -260,6 +261,45 @@ def test_exec_after_snapshot_reconnects(fcd, box, snap):
     assert fcd.records("vsock-reset")
     assert sh(fcd.api, box["id"], "echo still-here") == "still-here\n"
     assert fcd.api.get(box["id"]).json["state"] == "running"
+
+
+def _output(api, sid, pid):
+    r = api.request("GET", f"/v1/sandboxes/{sid}/processes/{pid}/output?from=start")
+    assert r.status == 200, r
+    lines = [json.loads(line) for line in r.raw.splitlines() if line.strip()]
+    import base64
+    out = b""
+    for line in lines:
+        if line.get("type") == "stdout":
+            out += base64.b64decode(line["data"]) if line.get("encoding") == "base64" else line["data"].encode()
+    return out
+
+
+def test_process_lives_across_a_snapshot(fcd, box):
+    """The vsock connection is reset by the save; the channel goes on over a
+    new one: a process started before keeps its id, its output and its stdin."""
+    sid = box["id"]
+    cmd = ["sh", "-c", "echo one; read x; echo two-$x; exit 7"]
+    r = fcd.api.request("POST", f"/v1/sandboxes/{sid}/processes", body={"cmd": cmd, "tag": "across",
+                                                                          "stdin_stream": True})
+    assert r.status == 201, r
+    pid = r.json["id"]
+    deadline = time.monotonic() + 20
+    while _output(fcd.api, sid, pid) != b"one\n":
+        assert time.monotonic() < deadline, _output(fcd.api, sid, pid)
+        time.sleep(0.1)
+    resets = len(fcd.records("vsock-reset"))
+    r = fcd.api.request("POST", f"/v1/sandboxes/{sid}/snapshots", body={"name": "with-a-process"})
+    assert r.status == 201, r
+    assert len(fcd.records("vsock-reset")) == resets + 1
+    r = fcd.api.request("GET", f"/v1/sandboxes/{sid}/processes/{pid}")
+    assert r.status == 200 and r.json["state"] == "running", r
+    r = fcd.api.request("POST", f"/v1/sandboxes/{sid}/processes/{pid}/stdin?eof=true", raw=b"go\n",
+                        headers={"Content-Type": "application/octet-stream"})
+    assert r.status == 204, r
+    r = fcd.api.request("GET", f"/v1/sandboxes/{sid}/processes/{pid}/wait?timeout_s=30")
+    assert r.status == 200 and r.json["exit_code"] == 7, r
+    assert _output(fcd.api, sid, pid) == b"one\ntwo-go\n"
 
 
 def test_restore(fcd, box, snap):
