@@ -224,7 +224,10 @@ fuzz-smoke: $(FUZZ_BINS)
 # (put on PATH as `firecracker`), which checks every request against
 # ../shared/firecracker/firecracker.yaml; the vsock channel to a real
 # airlock-agent (--listen-unix) through the fake's hybrid vsock; the
-# extracted vmlinux. Needs root for the network namespace with a tap0.
+# extracted vmlinux; and airlockd --backend firecracker end to end against the
+# fake (test_fc_daemon.py: the whole daemon, its egress gateway, the images'
+# minimal template as each fake VM's guest). Needs root for the network
+# namespaces.
 FC_DRIVER_SRC := tests/fc/fc-driver.c src/daemon/vmm-firecracker.c src/daemon/fc-api.c src/daemon/vsock-uds.c \
 	src/daemon/vmm-qemu.c src/daemon/vmm-qmp.c src/daemon/jail.c src/daemon/log.c
 $(TEST_BUILD)/fc-driver: $(FC_DRIVER_SRC:%.c=$(TEST_BUILD)/obj/%.o) $(TEST_COMMON_OBJ)
@@ -232,7 +235,8 @@ $(TEST_BUILD)/fc-driver: $(FC_DRIVER_SRC:%.c=$(TEST_BUILD)/obj/%.o) $(TEST_COMMO
 
 .PHONY: test-fc
 # (images.mk is included after this file: the path is spelled out.)
-test-fc: $(TEST_BUILD)/fc-driver $(BUILD)/airlockd $(BUILD)/airlock-agent $(BUILD)/images/kernels/vmlinux
+test-fc: $(TEST_BUILD)/fc-driver all $(BUILD)/images/kernels/vmlinux $(BUILD)/images/kernels/vmlinuz \
+	$(BUILD)/images/kernels/initramfs.cpio $(BUILD)/images/templates/minimal/rootfs.ext4
 	$(PYTEST) -v $(PYTEST_ARGS) tests/fc
 
 # The whole integration and security suites on Firecracker (docs/kvm-host.md).

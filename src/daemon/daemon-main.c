@@ -125,7 +125,7 @@ static void usage(FILE *f)
 	        "  --max-concurrent-starts N  boots and restores at once; more creates wait (default %d)\n"
 	        "  --start-queue-timeout-s N  a create waits this long for a start, then 503\n"
 	        "                       (default: the boot timeout)\n"
-	        "  --watchdog-s N       kill a running VM whose QEMU or agent has not answered for N s\n"
+	        "  --watchdog-s N       kill a running VM whose VMM or agent has not answered for N s\n"
 	        "                       (default %d; 0 = off)\n"
 	        "  --rate-limit-rps N   API requests a second per tenant over TCP (default %d; 0 = off)\n"
 	        "  --rate-limit-burst N requests a tenant may make at once (default %d)\n"
@@ -171,6 +171,25 @@ static char *sibling_path(const char *name)
 	if (slash)
 		*slash = '\0';
 	return xasprintf("%s/%s", self, name);
+}
+
+/* TEST HOOK, for tests/fc/test_fc_daemon.py only (docs/kvm-host.md,
+ * "Testing"): AIRLOCK_TEST_HOOK_FIRECRACKER_WITHOUT_KVM=1 with an explicit
+ * --backend firecracker lets the backend be chosen on a host without
+ * /dev/kvm, so that the daemon's lifecycle can run against the fake
+ * firecracker of tests/fc. It changes that choice and nothing else: the
+ * jail still asks for /dev/kvm (airlock-jailer refuses to build a jail
+ * without it, and a real firecracker cannot run without it), so with the
+ * real jailer every sandbox still fails to start: fail closed. */
+static void test_hook_firecracker_without_kvm(enum vmm_backend want, struct vmm_host *host)
+{
+	const char *hook = getenv("AIRLOCK_TEST_HOOK_FIRECRACKER_WITHOUT_KVM");
+	if (!hook || strcmp(hook, "1") || want != VMM_BACKEND_FIRECRACKER || host->kvm)
+		return;
+	log_error("TEST HOOK AIRLOCK_TEST_HOOK_FIRECRACKER_WITHOUT_KVM=1: choosing firecracker although %s; "
+	          "only tests/fc sets this (never set it on a real host)",
+	          host->kvm_why);
+	host->kvm = true;
 }
 
 /* The VMM's seccomp profile: the source tree's (next to the build
@@ -438,6 +457,7 @@ int main(int argc, char **argv)
 	struct vmm_choice backend;
 	struct al_error berr = {0};
 	vmm_host_probe(&host);
+	test_hook_firecracker_without_kvm(want_backend, &host);
 	if (vmm_select(want_backend, &host, &backend, &berr) < 0) {
 		log_error("%s", berr.message);
 		return 1;
@@ -446,15 +466,6 @@ int main(int argc, char **argv)
 		printf("backend=%s\naccel=%s\nreason=%s\n", vmm_backend_name(backend.backend),
 		       backend.kvm ? "kvm" : "tcg", backend.reason);
 		return 0;
-	}
-	/* Until sandbox.c uses the vmm_ops fields added for Firecracker (its
-	 * disk, channel, console and snapshot files: docs/kvm-host.md,
-	 * "Status"), sandboxes run on qemu only. */
-	if (backend.backend == VMM_BACKEND_FIRECRACKER) {
-		log_error("%s; but the Firecracker backend is not wired into the sandbox lifecycle yet: start with "
-		          "--backend qemu (docs/kvm-host.md, \"Status\")",
-		          backend.reason);
-		return 1;
 	}
 
 	/* Signals are taken synchronously by the main thread; every other thread has them blocked. */

@@ -19,6 +19,7 @@ struct gc_chunk {
 
 struct guest_stream {
 	uint32_t id;
+	uint8_t type; /* the frame that started it (EXEC, FILE_READ, ...) */
 	int refs;
 	bool listed; /* still in ch->streams (frames are routed to it) */
 	enum guest_stream_mode mode;
@@ -220,7 +221,8 @@ int guest_channel_flush(struct guest_channel *ch)
 	int r = 0;
 	pthread_mutex_lock(&ch->lock);
 	bool progressed = false;
-	while (ch->out_head && !ch->dead && !ch->hold) {
+	/* ch->fd < 0: detached (guest_channel_replace_fd), frames wait. */
+	while (ch->out_head && !ch->dead && !ch->hold && ch->fd >= 0) {
 		struct gc_outframe *f = ch->out_head;
 		ssize_t n = write(ch->fd, f->data + f->off, f->len - f->off);
 		if (n < 0) {
@@ -245,7 +247,7 @@ int guest_channel_flush(struct guest_channel *ch)
 	uint64_t now = now_ms_monotonic();
 	if (progressed)
 		ch->out_progress_ms = now;
-	else if (ch->paused || ch->hold)
+	else if (ch->paused || ch->hold || ch->fd < 0)
 		ch->out_progress_ms = now;
 	else if (ch->out_head && !ch->dead && now - ch->out_progress_ms > GUEST_WRITE_TIMEOUT_MS) {
 		kill_locked(ch, "the guest agent stopped reading its channel");
@@ -341,6 +343,51 @@ void guest_channel_kill(struct guest_channel *ch, const char *reason)
 	pthread_mutex_lock(&ch->lock);
 	kill_locked(ch, reason);
 	pthread_mutex_unlock(&ch->lock);
+}
+
+void guest_channel_replace_fd(struct guest_channel *ch, int new_fd)
+{
+	pthread_mutex_lock(&ch->lock);
+	if (ch->fd >= 0)
+		close(ch->fd);
+	ch->fd = new_fd;
+	if (new_fd >= 0)
+		fcntl(new_fd, F_SETFL, fcntl(new_fd, F_GETFL) | O_NONBLOCK);
+	/* What the agent does when its host goes (docs/guest.md, "Channel
+	 * behaviour"), mirrored: a frame half-read or half-written is dropped
+	 * (the agent drops its half too), whole queued frames go to the next
+	 * connection. */
+	frame_reader_init(ch->reader);
+	if (ch->out_head && ch->out_head->off > 0) {
+		struct gc_outframe *f = ch->out_head;
+		ch->out_head = f->next;
+		if (!ch->out_head)
+			ch->out_tail = NULL;
+		ch->out_bytes -= f->len - f->off;
+		free(f);
+	}
+	for (struct guest_stream *s = ch->streams; s; s = s->next) {
+		if (s->done)
+			continue;
+		if (s->type != AIRLOCK_FRAME_EXEC) {
+			/* The agent drops file transfers (and every other request)
+			 * with the connection that started them. */
+			stream_finish_locked(
+			    ch, s, AIRLOCK_FRAME_ERROR,
+			    json_pack("{s:s, s:s}", "code", "guest_gone", "message",
+			              "the guest channel was reset (a snapshot of the VM); try again"));
+			continue;
+		}
+		/* The agent gives each exec a full window, less what it still
+		 * has queued: nothing received before is owed any more. */
+		s->out_pending = 0;
+	}
+	/* The next HELLO is the new connection's. */
+	ch->hello = false;
+	ch->out_progress_ms = now_ms_monotonic();
+	pthread_cond_broadcast(&ch->cond);
+	pthread_mutex_unlock(&ch->lock);
+	wake_monitor(ch);
 }
 
 bool guest_channel_dead(struct guest_channel *ch, char *reason, size_t reason_size)
@@ -679,6 +726,7 @@ int guest_stream_start(struct guest_channel *ch, uint8_t type, json_t *msg, enum
 			ch->next_stream = 1;
 	} while (stream_find(ch, s->id));
 	s->refs = 1;
+	s->type = type;
 	s->listed = true;
 	s->mode = mode;
 	s->out[0].limit = s->out[1].limit = collect_limit;

@@ -104,6 +104,16 @@ int guest_channel_handle_frame(struct guest_channel *ch, const struct airlock_fr
 
 /* Marks the channel dead (VMM gone, deleted...) and wakes every waiter. */
 void guest_channel_kill(struct guest_channel *ch, const char *reason);
+/* The connection under the channel ends and (new_fd >= 0) another takes
+ * its place (Firecracker resets its vsock connections at a snapshot): the
+ * channel goes on over new_fd (it takes it; -1: detached until the next
+ * call, frames wait), keeping its exec streams, their output and the
+ * frames queued for the guest, as the agent keeps its own. A frame half
+ * read or half written is dropped, every other stream (file transfers,
+ * requests) ends with an error, as it does in the agent, and the next HELLO
+ * is awaited anew. Only with nobody reading or writing the channel (its
+ * monitor stopped). */
+void guest_channel_replace_fd(struct guest_channel *ch, int new_fd);
 bool guest_channel_dead(struct guest_channel *ch, char *reason, size_t reason_size);
 
 /* Asks the agent to say hello again (after a re-attach). */

@@ -278,8 +278,10 @@ char **jail_argv(const char *id, const char *root, const struct vmm_jail *j, int
 	ab_add(&b, "%" PRIu32, j->uid);
 	ab_add(&b, "--cgroup-parent");
 	ab_add(&b, "%s", jail.cgroup_parent);
-	ab_add(&b, "--seccomp");
-	ab_add(&b, "%s", jail.seccomp);
+	if (!j->own_seccomp) {
+		ab_add(&b, "--seccomp");
+		ab_add(&b, "%s", jail.seccomp);
+	}
 	pthread_mutex_unlock(&jail_lock);
 	ab_add(&b, "--memory-mib");
 	ab_add(&b, "%" PRIu64, j->memory_limit_mib);

@@ -53,6 +53,10 @@ struct vmm_jail {
 	unsigned nofile;
 	bool kvm; /* /dev/kvm in the jail */
 	bool tun; /* /dev/net/tun in the jail */
+	/* The VMM installs its own seccomp filters before it runs guest code
+	 * (Firecracker: its built-in filters are its production profile):
+	 * the jailer adds none. false: the jailer's --seccomp profile (QEMU). */
+	bool own_seccomp;
 };
 
 /* VMM overhead on top of guest memory in its cgroup's limit: QEMU itself,

@@ -29,6 +29,7 @@
 #include "snapshot.h"
 #include "template-snap.h"
 #include "util.h"
+#include "file-copy.h"
 
 struct sandbox {
 	struct sandbox *next;    /* registry list, under registry_lock */
@@ -54,6 +55,7 @@ struct sandbox {
 	bool vmm_exited;
 	int vmm_status;
 	bool uid_held;             /* rec.jail_uid is reserved for it (jail_uid_take/reserve) */
+	bool channel_at_resume;    /* re-attached paused without a channel: connect it when resumed */
 	char *root;                /* <dir>/vm: the VMM's jail root and cwd (owned by its uid); dirfd opens it */
 	bool stopping;             /* delete or failed boot in progress: exits are expected */
 	bool cancel;               /* deleted while booting */
@@ -468,10 +470,15 @@ static void vmm_stop_wait(struct sandbox *sb)
 	reap_vmm(sb);
 }
 
-static int connect_retry(struct sandbox *sb, const char *name, uint64_t deadline_ms, int *ret_fd)
+/* The backend's channel or console (vmm.h), retried while the VMM or its
+ * agent is not there yet. */
+static int connect_retry(struct sandbox *sb, bool channel, uint64_t deadline_ms, int *ret_fd)
 {
+	struct vmm_config vc = {.sandbox_id = sb->rec.id, .dir = sb->dir, .root = sb->root, .dirfd = sb->dirfd};
 	for (;;) {
-		int r = unix_connect_at(sb->dirfd, name, ret_fd);
+		struct al_error e = {0};
+		int r = channel ? vmm_channel_connect(cfg->vmm, &vc, ret_fd, &e)
+		                : vmm_console_open(cfg->vmm, &vc, ret_fd, &e);
 		if (r == 0)
 			return 0;
 		if (r != -ENOENT && r != -ECONNREFUSED)
@@ -487,33 +494,33 @@ static int connect_retry(struct sandbox *sb, const char *name, uint64_t deadline
 
 static bool jail_refusal(struct sandbox *sb, char *buf, size_t size);
 
-/* Opens the console and channel sockets of a started VMM and starts supervising. */
-static int attach(struct sandbox *sb, uint64_t deadline_ms, struct al_error *err)
+/* Whether the guest channel can only be opened while the guest runs (a
+ * vsock connection is the guest's to accept; Firecracker's) rather than at
+ * any time (QEMU's virtio-serial socket is the VMM's). */
+static bool channel_needs_running_guest(void)
 {
-	int con_fd = -1, ch_fd = -1;
-	int r = connect_retry(sb, VMM_CONSOLE_SOCK, deadline_ms, &con_fd);
-	if (r == 0)
-		r = connect_retry(sb, VMM_CHANNEL_SOCK, deadline_ms, &ch_fd);
-	if (r < 0) {
-		if (con_fd >= 0)
-			close(con_fd);
-		char refusal[200];
-		if (r == -ECHILD && jail_refusal(sb, refusal, sizeof(refusal)))
-			return al_error_set(err, AL_ERR_BOOT_FAILED, EPERM, "the VMM's jail could not be set up: %s",
-			                    refusal);
-		if (r == -ECHILD)
-			return al_error_set(err, AL_ERR_BOOT_FAILED, ECHILD, "the VMM exited at start (see %s/%s)",
-			                    sb->dir, VMM_LOG);
-		return al_error_set(err, AL_ERR_BOOT_FAILED, -r, "cannot connect to the VMM's sockets in %s: %s",
-		                    sb->dir, strerror(-r));
-	}
-	fcntl(con_fd, F_SETFL, fcntl(con_fd, F_GETFL) | O_NONBLOCK);
-	sb->console_fd = con_fd;
-	cleanup_free char *log_path = xasprintf("%s/%s", sb->dir, VMM_CONSOLE_LOG);
-	sb->console_log_fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0640);
-	struct stat st;
-	if (sb->console_log_fd >= 0 && fstat(sb->console_log_fd, &st) == 0)
-		sb->console_log_size = (size_t)st.st_size;
+	return cfg->vmm->channel_resets_on_save;
+}
+
+static int attach_failed(struct sandbox *sb, int r, struct al_error *err)
+{
+	char refusal[200];
+	if (r == -ECHILD && jail_refusal(sb, refusal, sizeof(refusal)))
+		return al_error_set(err, AL_ERR_BOOT_FAILED, EPERM, "the VMM's jail could not be set up: %s", refusal);
+	if (r == -ECHILD)
+		return al_error_set(err, AL_ERR_BOOT_FAILED, ECHILD, "the VMM exited at start (see %s/%s)", sb->dir,
+		                    VMM_LOG);
+	return al_error_set(err, AL_ERR_BOOT_FAILED, -r, "cannot connect to the VMM's sockets in %s: %s", sb->dir,
+	                    strerror(-r));
+}
+
+/* Opens the guest channel of a started VMM and starts supervising. */
+static int attach_channel(struct sandbox *sb, uint64_t deadline_ms, struct al_error *err)
+{
+	int ch_fd = -1;
+	int r = connect_retry(sb, true, deadline_ms, &ch_fd);
+	if (r < 0)
+		return attach_failed(sb, r, err);
 	struct guest_channel *ch = guest_channel_new(ch_fd);
 	pthread_mutex_lock(&sb->lock);
 	sb->ch = ch;
@@ -522,6 +529,71 @@ static int attach(struct sandbox *sb, uint64_t deadline_ms, struct al_error *err
 	pthread_mutex_unlock(&sb->lock);
 	if (cancel)
 		guest_channel_kill(ch, "the sandbox was deleted while it booted");
+	monitor_start(sb);
+	return 0;
+}
+
+/* Opens the console of a started VMM, then (with_channel) its channel. */
+static int attach(struct sandbox *sb, uint64_t deadline_ms, bool with_channel, struct al_error *err)
+{
+	int con_fd = -1;
+	int r = connect_retry(sb, false, deadline_ms, &con_fd);
+	if (r < 0)
+		return attach_failed(sb, r, err);
+	fcntl(con_fd, F_SETFL, fcntl(con_fd, F_GETFL) | O_NONBLOCK);
+	sb->console_fd = con_fd;
+	cleanup_free char *log_path = xasprintf("%s/%s", sb->dir, VMM_CONSOLE_LOG);
+	sb->console_log_fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0640);
+	struct stat st;
+	if (sb->console_log_fd >= 0 && fstat(sb->console_log_fd, &st) == 0)
+		sb->console_log_size = (size_t)st.st_size;
+	return with_channel ? attach_channel(sb, deadline_ms, err) : 0;
+}
+
+/* Stops the monitor and detaches the channel from its connection, which a
+ * save is about to reset (Firecracker resets every vsock connection at a
+ * snapshot): nobody reads the end of it, so its streams live on. With
+ * op_lock held. */
+static void channel_detach(struct sandbox *sb)
+{
+	monitor_stop(sb);
+	if (sb->wake_fd >= 0) {
+		close(sb->wake_fd);
+		sb->wake_fd = -1;
+	}
+	if (sb->ch)
+		guest_channel_replace_fd(sb->ch, -1);
+}
+
+/* After a save that reset the guest channel, with the guest running again:
+ * a new connection under the channel, whose exec streams, processes and
+ * output go on (the agent keeps them too); with no channel yet (a re-attach
+ * of a paused sandbox), a new one. With op_lock held. */
+static int channel_reconnect(struct sandbox *sb, uint64_t deadline_ms, struct al_error *err)
+{
+	channel_detach(sb);
+	if (!sb->ch || guest_channel_dead(sb->ch, NULL, 0)) {
+		if (sb->ch) {
+			/* Dead already (it broke or its VM went): it retires. */
+			pthread_mutex_lock(&sb->lock);
+			struct retired *old = xcalloc(1, sizeof(*old));
+			old->ch = sb->ch;
+			old->procs = sb->procs;
+			old->next = sb->retired;
+			sb->retired = old;
+			sb->ch = NULL;
+			sb->procs = NULL;
+			pthread_mutex_unlock(&sb->lock);
+		}
+		return attach_channel(sb, deadline_ms, err);
+	}
+	int fd = -1;
+	int r = connect_retry(sb, true, deadline_ms, &fd);
+	if (r < 0) {
+		monitor_start(sb); /* its exit is still noticed */
+		return attach_failed(sb, r, err);
+	}
+	guest_channel_replace_fd(sb->ch, fd);
 	monitor_start(sb);
 	return 0;
 }
@@ -568,7 +640,7 @@ static int resolve_images(const char *template_name, struct images *ret, struct 
 	if (!realpath(cfg->image_dir, base))
 		return al_error_set(err, AL_ERR_INTERNAL, errno, "image dir %s: %m", cfg->image_dir);
 	if (snprintf_ok(ret->rootfs, sizeof(ret->rootfs), "%s/templates/%s/rootfs.ext4", base, template_name) < 0 ||
-	    snprintf_ok(ret->kernel, sizeof(ret->kernel), "%s/kernels/vmlinuz", base) < 0 ||
+	    snprintf_ok(ret->kernel, sizeof(ret->kernel), "%s/kernels/%s", base, vmm_kernel_file(cfg->vmm)) < 0 ||
 	    snprintf_ok(ret->initrd, sizeof(ret->initrd), "%s/kernels/initramfs.cpio", base) < 0)
 		return al_error_set(err, AL_ERR_INTERNAL, ENAMETOOLONG, "image dir path %s is too long", base);
 	if (access(ret->rootfs, R_OK) < 0) {
@@ -674,8 +746,12 @@ static int host_limits_check(const struct create_request *req, const struct snap
 	int r;
 	if (from) {
 		cleanup_free char *snap = snapshot_dir(from->id);
-		cleanup_free char *disk = xasprintf("%s/%s", snap, SNAPSHOT_DISK);
-		r = qcow2_virtual_size(disk, &bytes);
+		cleanup_free char *disk = xasprintf("%s/%s", snap, snapshot_disk_name(from->backend));
+		struct stat st;
+		if (strcmp(snapshot_disk_name(from->backend), SNAPSHOT_DISK)) /* a raw disk: its size */
+			r = stat(disk, &st) == 0 ? (bytes = (uint64_t)st.st_size, 0) : -errno;
+		else
+			r = qcow2_virtual_size(disk, &bytes);
 	} else {
 		struct stat st;
 		r = stat(im->rootfs, &st) == 0 ? 0 : -errno;
@@ -904,21 +980,35 @@ static int thaw(struct sandbox *sb, bool orphan_streams, struct al_error *err)
 
 /* The disk and memory of a restore, from its snapshot; before the VMM
  * starts. *ret_mem_fd: the memory, for the VMM to read (never by path: it
- * is outside the jail, and a restore never modifies its snapshot). */
-static int restore_prepare(struct sandbox *sb, const struct snapshot_info *from, int *ret_mem_fd, struct al_error *err)
+ * is outside the jail, and a restore never modifies its snapshot);
+ * *ret_state_fd: the device state of a backend that keeps it apart
+ * (state_suffix), else -1. */
+static int restore_prepare(struct sandbox *sb, const struct snapshot_info *from, int *ret_mem_fd, int *ret_state_fd,
+                           struct al_error *err)
 {
 	cleanup_free char *snap = snapshot_dir(from->id);
-	cleanup_free char *src = xasprintf("%s/%s", snap, SNAPSHOT_DISK);
-	cleanup_free char *dst = xasprintf("%s/%s", sb->root, VMM_DISK);
+	cleanup_free char *src = xasprintf("%s/%s", snap, snapshot_disk_name(from->backend));
+	cleanup_free char *dst = xasprintf("%s/%s", sb->root, vmm_disk_file(cfg->vmm));
 	unlink(dst); /* a recover replaces the disk it had */
-	int r = copy_file(src, dst, 0600);
+	/* A raw disk is copied by reflink where the filesystem can (else
+	 * sparse); a qcow2 overlay is small. */
+	int r = cfg->vmm->disk_file ? file_copy_cow(src, dst, 0600, NULL) : copy_file(src, dst, 0600);
 	if (r < 0)
 		return al_error_set(err, AL_ERR_INTERNAL, -r, "cannot copy the snapshot's disk: %s", strerror(-r));
 	cleanup_free char *mem = xasprintf("%s/%s", snap, SNAPSHOT_MEMORY);
-	int fd = open(mem, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	cleanup_close int fd = open(mem, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	if (fd < 0)
 		return al_error_set(err, AL_ERR_INTERNAL, errno, "cannot open the snapshot's memory: %m");
-	*ret_mem_fd = fd;
+	int state_fd = -1;
+	if (cfg->vmm->state_suffix) {
+		cleanup_free char *state = xasprintf("%s/%s", snap, SNAPSHOT_STATE);
+		if (!from->state_sha[0] || (state_fd = open(state, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) < 0)
+			return al_error_set(err, AL_ERR_CONFLICT, from->state_sha[0] ? errno : ENOENT,
+			                    "snapshot %s has no device state (%s) to restore", from->id,
+			                    SNAPSHOT_STATE);
+	}
+	*ret_mem_fd = TAKE_FD(fd);
+	*ret_state_fd = state_fd;
 	return 0;
 }
 
@@ -928,6 +1018,9 @@ static int restore_finish(struct sandbox *sb, const struct vmm_config *vc, uint6
 	int r = cfg->vmm->wait_incoming(vc, deadline, err);
 	if (r == 0)
 		r = cfg->vmm->resume(vc, err);
+	/* A restored guest has no connection of its own: opened now it runs. */
+	if (r == 0 && !sb->ch)
+		r = attach_channel(sb, deadline, err);
 	if (r < 0)
 		return r;
 	if (guest_channel_request_hello(sb->ch) < 0 || guest_channel_wait_hello(sb->ch, deadline, NULL) < 0)
@@ -1018,7 +1111,7 @@ static int jail_enter_prepare(struct sandbox *sb, struct al_error *err)
 	struct dirent *de;
 	int r = 0;
 	while (r == 0 && (de = readdir(d)))
-		if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..") && strcmp(de->d_name, VMM_DISK))
+		if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..") && strcmp(de->d_name, vmm_disk_file(cfg->vmm)))
 			r = rm_rf_at(sb->dirfd, de->d_name);
 	closedir(d);
 	if (r < 0)
@@ -1094,6 +1187,23 @@ static struct tsnap *template_snapshot_for(struct sandbox *sb, const struct imag
 	return ts;
 }
 
+/* The fds a restore of the template's snapshot starts from. QEMU: the
+ * saved state (its RAM is the snapshot's memfd). A backend that saves by
+ * name (Firecracker): the memory file, which it maps private, and the
+ * device state. */
+static int template_snapshot_open(const struct tsnap *ts, int *ret_mem_fd, int *ret_state_fd, struct al_error *err)
+{
+	const char *mem = tsnap_mem_path(ts) ? tsnap_mem_path(ts) : tsnap_state_path(ts);
+	cleanup_close int mem_fd = open(mem, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	cleanup_close int state_fd = -1;
+	if (mem_fd < 0 ||
+	    (tsnap_mem_path(ts) && (state_fd = open(tsnap_state_path(ts), O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) < 0))
+		return al_error_set(err, AL_ERR_INTERNAL, errno, "cannot open the template snapshot: %m");
+	*ret_mem_fd = TAKE_FD(mem_fd);
+	*ret_state_fd = TAKE_FD(state_fd);
+	return 0;
+}
+
 /* Where a start's time went (the benchmarks' profile of a create). */
 static void boot_phases_log(struct sandbox *sb, uint64_t t0, uint64_t disk, uint64_t net, uint64_t spawn,
                             uint64_t attach, uint64_t agent)
@@ -1115,6 +1225,7 @@ static int boot(struct sandbox *sb, const struct images *im, const struct snapsh
 	    .sandbox_id = sb->rec.id,
 	    .dir = sb->dir,
 	    .incoming_fd = -1,
+	    .incoming_state_fd = -1,
 	    .netns_fd = -1,
 	    .mem_fd = -1,
 	    .kernel = im->kernel,
@@ -1131,17 +1242,19 @@ static int boot(struct sandbox *sb, const struct images *im, const struct snapsh
 		return r;
 	vc.root = sb->root;
 	vc.dirfd = sb->dirfd;
-	cleanup_close int mem_fd = -1;
+	cleanup_close int mem_fd = -1, state_fd = -1;
+	const char *disk_file = vmm_disk_file(cfg->vmm);
 	/* Held until the VMM has its fds. */
 	__attribute__((cleanup(tsnap_putp))) struct tsnap *ts = NULL;
 	if (from) {
 		sb->generation = from->generation + 1;
 		deadline = t0 + RESTORE_TIMEOUT_MS;
-		r = restore_prepare(sb, from, &mem_fd, err);
+		r = restore_prepare(sb, from, &mem_fd, &state_fd, err);
 		vc.incoming_fd = mem_fd;
+		vc.incoming_state_fd = state_fd;
 	} else if (reuse) {
 		/* Cold boot of the disk the sandbox has. */
-		cleanup_free char *disk = xasprintf("%s/%s", sb->root, VMM_DISK);
+		cleanup_free char *disk = xasprintf("%s/%s", sb->root, disk_file);
 		r = access(disk, R_OK) == 0
 		        ? 0
 		        : al_error_set(err, AL_ERR_CONFLICT, ENOENT,
@@ -1159,15 +1272,19 @@ static int boot(struct sandbox *sb, const struct images *im, const struct snapsh
 			/* A new sandbox, as after a boot: its snapshots are generation 0's. */
 			sb->generation = 0;
 			deadline = t0 + RESTORE_TIMEOUT_MS;
-			cleanup_free char *disk = xasprintf("%s/%s", sb->root, VMM_DISK);
+			cleanup_free char *disk = xasprintf("%s/%s", sb->root, disk_file);
 			unlink(disk);
-			if ((r = copy_file(tsnap_disk_path(ts), disk, 0600)) < 0)
+			/* A raw disk by reflink where it can (else sparse); QEMU's
+			 * overlay is small. */
+			if ((r = cfg->vmm->disk_file ? file_copy_cow(tsnap_disk_path(ts), disk, 0600, NULL)
+			                             : copy_file(tsnap_disk_path(ts), disk, 0600)) < 0)
 				r = al_error_set(err, AL_ERR_INTERNAL, -r,
 				                 "cannot copy the template snapshot's disk: %s", strerror(-r));
-			else if ((mem_fd = open(tsnap_state_path(ts), O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) < 0)
-				r = al_error_set(err, AL_ERR_INTERNAL, errno, "cannot open the template snapshot: %m");
+			else
+				r = template_snapshot_open(ts, &mem_fd, &state_fd, err);
 			vc.incoming_fd = mem_fd;
-			vc.mem_fd = tsnap_mem_fd(ts);
+			vc.incoming_state_fd = state_fd;
+			vc.mem_fd = tsnap_mem_fd(ts); /* -1 with Firecracker */
 		} else {
 			r = cfg->vmm->prepare_disk(&vc, err);
 		}
@@ -1176,8 +1293,8 @@ static int boot(struct sandbox *sb, const struct images *im, const struct snapsh
 	strlcpy_al(sb->rec.boot_path, from ? "snapshot" : ts ? "template" : "cold", sizeof(sb->rec.boot_path));
 	pthread_mutex_unlock(&sb->lock);
 	/* The disk is the VMM's to write (and nothing else in the jail root). */
-	if (r == 0 && (fchownat(sb->dirfd, VMM_DISK, sb->rec.jail_uid, sb->rec.jail_uid, AT_SYMLINK_NOFOLLOW) < 0 ||
-	               fchmodat(sb->dirfd, VMM_DISK, 0600, 0) < 0))
+	if (r == 0 && (fchownat(sb->dirfd, disk_file, sb->rec.jail_uid, sb->rec.jail_uid, AT_SYMLINK_NOFOLLOW) < 0 ||
+	               fchmodat(sb->dirfd, disk_file, 0600, 0) < 0))
 		r = al_error_set(err, AL_ERR_INTERNAL, errno, "cannot give the disk to the jail's uid: %m");
 	if (r < 0)
 		return r;
@@ -1204,7 +1321,9 @@ static int boot(struct sandbox *sb, const struct images *im, const struct snapsh
 		return al_error_set(err, AL_ERR_INTERNAL, errno, "pidfd_open on the VMM: %m");
 	if (pr < 0)
 		return pr;
-	if ((r = attach(sb, deadline, err)) < 0)
+	/* A restored guest's vsock channel can only be opened once it runs
+	 * (restore_finish). */
+	if ((r = attach(sb, deadline, !((from || ts) && channel_needs_running_guest()), err)) < 0)
 		return r;
 	uint64_t t_attach = now_ms_monotonic(), t_agent;
 	if (from || ts) {
@@ -1271,9 +1390,8 @@ static void teardown(struct sandbox *sb)
 		console_drain(sb);
 	/* The VMM's sockets go with it (its disk stays for a recover). */
 	if (sb->pid <= 0 || sb->vmm_exited) {
-		static const char *const sockets[] = {VMM_CHANNEL_SOCK, VMM_CONSOLE_SOCK, VMM_QMP_SOCK};
-		for (size_t i = 0; i < ARRAY_SIZE(sockets); i++) {
-			cleanup_free char *p = xasprintf("%s/%s", sb->root, sockets[i]);
+		for (const char *const *f = vmm_runtime_files(cfg->vmm); *f; f++) {
+			cleanup_free char *p = xasprintf("%s/%s", sb->root, *f);
 			unlink(p);
 		}
 	}
@@ -1371,7 +1489,7 @@ static int create_started(const struct create_request *req, const char *tenant, 
 			log_error("sandbox %s: %s", sb->rec.id, e2.message);
 		pthread_mutex_unlock(&sb->lock);
 		/* The disk is large and useless now; the logs stay until rm. */
-		cleanup_free char *disk = xasprintf("%s/%s", sb->root, VMM_DISK);
+		cleanup_free char *disk = xasprintf("%s/%s", sb->root, vmm_disk_file(cfg->vmm));
 		unlink(disk);
 		/* The record has the console lines; the answer names the sandbox to inspect. */
 		al_error_prefix(err, "sandbox %s failed to boot (see 'airlock inspect %s')", sb->rec.id, sb->rec.id);
@@ -1503,6 +1621,31 @@ int sandbox_delete(const char *id, const char *tenant, struct sandbox_record *re
 	return r;
 }
 
+/* A paused sandbox whose channel could not be opened while paused (a vsock
+ * connection is the running guest's to accept: a re-attach or a snapshot
+ * while paused, Firecracker) gets it now that it runs again. With op_lock
+ * held. */
+static int channel_at_resume_open(struct sandbox *sb, struct al_error *err)
+{
+	uint64_t deadline = now_ms_monotonic() + THAW_TIMEOUT_MS;
+	int r = channel_reconnect(sb, deadline, err);
+	if (r == 0 && (guest_channel_request_hello(sb->ch) < 0 || guest_channel_wait_hello(sb->ch, deadline, NULL) < 0))
+		r = al_error_set(err, AL_ERR_UNAVAILABLE, ETIMEDOUT, "the guest agent did not answer after the resume");
+	if (r < 0) {
+		/* Running without a channel is no state to leave it in. */
+		pthread_mutex_lock(&sb->lock);
+		struct al_error e;
+		set_state_locked(sb, SANDBOX_ERROR, err->message, &e);
+		pthread_mutex_unlock(&sb->lock);
+		return r;
+	}
+	guest_channel_set_paused(sb->ch, false);
+	pthread_mutex_lock(&sb->lock);
+	sb->channel_at_resume = false;
+	pthread_mutex_unlock(&sb->lock);
+	return 0;
+}
+
 /* Pause or resume under the sandbox's operation lock: lifecycle calls on one
  * sandbox are serialized, never interleaved. */
 static int pause_resume(const char *id, const char *tenant, bool pause, struct sandbox_record *ret,
@@ -1520,7 +1663,7 @@ static int pause_resume(const char *id, const char *tenant, bool pause, struct s
 	enum sandbox_state from = pause ? SANDBOX_RUNNING : SANDBOX_PAUSED;
 	if (sb->rec.state == (pause ? SANDBOX_PAUSED : SANDBOX_RUNNING))
 		r = 1; /* already there: idempotent */
-	else if (sb->rec.state != from || sb->stopping || !sb->ch)
+	else if (sb->rec.state != from || sb->stopping || (!sb->ch && !(!pause && sb->channel_at_resume)))
 		r = al_error_set(err, AL_ERR_CONFLICT, EBUSY, "sandbox %s is %s: only a %s sandbox can be %s", id,
 		                 sandbox_state_name(sb->rec.state), sandbox_state_name(from),
 		                 pause ? "paused" : "resumed");
@@ -1534,7 +1677,9 @@ static int pause_resume(const char *id, const char *tenant, bool pause, struct s
 				guest_channel_set_paused(sb->ch, false);
 		} else {
 			r = cfg->vmm->resume(&vc, err);
-			if (r == 0)
+			if (r == 0 && sb->channel_at_resume)
+				r = channel_at_resume_open(sb, err);
+			else if (r == 0)
 				guest_channel_set_paused(sb->ch, false);
 		}
 		if (r == 0) {
@@ -1607,9 +1752,31 @@ int sandbox_snapshot_usable(const char *snapshot_id, const char *tenant, struct 
 	return 0;
 }
 
+/* A save by name (save_path): the VMM writes memory and device state into
+ * its jail root, the daemon takes them into dir. */
+static int snapshot_write_by_name(struct sandbox *sb, const struct vmm_config *vc, const char *dir,
+                                  struct al_error *err)
+{
+	cleanup_free char *mem = xasprintf("%s/%s", dir, SNAPSHOT_MEMORY);
+	cleanup_free char *state = xasprintf("%s/%s", dir, SNAPSHOT_STATE);
+	struct vmm_config sized = *vc;
+	sized.memory_mib = sb->rec.memory_mib;
+	int r = vmm_save_by_name(cfg->vmm, &sized, mem, state, err);
+	if (r < 0)
+		return r;
+	cleanup_free char *src = xasprintf("%s/%s", sb->root, vmm_disk_file(cfg->vmm));
+	cleanup_free char *dst = xasprintf("%s/%s", dir, snapshot_disk_name(cfg->vmm->name));
+	if ((r = file_copy_cow(src, dst, 0600, NULL)) < 0)
+		return al_error_set(err, AL_ERR_INTERNAL, -r, "cannot copy the disk into the snapshot: %s%s",
+		                    strerror(-r), r == -ENOSPC ? " (the state dir's filesystem is full)" : "");
+	return 0;
+}
+
 /* Writes the snapshot's files into dir (a fresh directory); the guest is paused. */
 static int snapshot_write(struct sandbox *sb, const struct vmm_config *vc, const char *dir, struct al_error *err)
 {
+	if (!cfg->vmm->save)
+		return snapshot_write_by_name(sb, vc, dir, err);
 	/* The VMM gets the open file, not a path (it is outside its jail). */
 	cleanup_free char *mem = xasprintf("%s/%s", dir, SNAPSHOT_MEMORY);
 	cleanup_close int fd = open(mem, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
@@ -1633,13 +1800,17 @@ static int snapshot_write(struct sandbox *sb, const struct vmm_config *vc, const
 static int snapshot_describe(const char *dir, struct snapshot_info *info, struct al_error *err)
 {
 	cleanup_free char *mem = xasprintf("%s/%s", dir, SNAPSHOT_MEMORY);
-	cleanup_free char *disk = xasprintf("%s/%s", dir, SNAPSHOT_DISK);
+	cleanup_free char *disk = xasprintf("%s/%s", dir, snapshot_disk_name(info->backend));
+	cleanup_free char *state = xasprintf("%s/%s", dir, SNAPSHOT_STATE);
 	int r;
-	if ((r = file_sha256(mem, info->memory_sha)) < 0 || (r = file_sha256(disk, info->disk_sha)) < 0)
+	if ((r = file_sha256(mem, info->memory_sha)) < 0 || (r = file_sha256(disk, info->disk_sha)) < 0 ||
+	    (cfg->vmm->state_suffix && (r = file_sha256(state, info->state_sha)) < 0))
 		return al_error_set(err, AL_ERR_INTERNAL, -r, "cannot read the snapshot back: %s", strerror(-r));
-	struct stat a, b;
+	struct stat a, b, c;
 	if (stat(mem, &a) == 0 && stat(disk, &b) == 0)
 		info->size_bytes = (uint64_t)a.st_blocks * 512u + (uint64_t)b.st_blocks * 512u;
+	if (cfg->vmm->state_suffix && stat(state, &c) == 0)
+		info->size_bytes += (uint64_t)c.st_blocks * 512u;
 	cleanup_json json_t *meta = snapshot_to_json(info);
 	cleanup_free char *text = json_dumps(meta, JSON_INDENT(2));
 	cleanup_free char *path = xasprintf("%s/%s", dir, SNAPSHOT_META);
@@ -1659,7 +1830,8 @@ int sandbox_snapshot(const char *id, const char *tenant, const char *name, bool 
 	pthread_mutex_lock(&sb->lock);
 	int r = 0;
 	enum sandbox_state before = sb->rec.state;
-	if ((before != SANDBOX_RUNNING && before != SANDBOX_PAUSED) || sb->stopping || !sb->ch)
+	if ((before != SANDBOX_RUNNING && before != SANDBOX_PAUSED) || sb->stopping ||
+	    (!sb->ch && !sb->channel_at_resume))
 		r = al_error_set(err, AL_ERR_CONFLICT, EBUSY,
 		                 "sandbox %s is %s: only a running or paused sandbox can be snapshotted", id,
 		                 sandbox_state_name(before));
@@ -1705,6 +1877,11 @@ int sandbox_snapshot(const char *id, const char *tenant, const char *name, bool 
 		r = cfg->vmm->pause(&vc, err);
 		vm_paused = r == 0;
 	}
+	/* A save that resets the channel's connection (Firecracker): nobody
+	 * reads its end, so that the streams live on (channel_reconnect). */
+	bool reset = cfg->vmm->channel_resets_on_save && r == 0;
+	if (reset)
+		channel_detach(sb);
 	cleanup_free char *final_dir = snapshot_dir(info.id);
 	cleanup_free char *tmp_dir = xasprintf("%s.tmp", final_dir);
 	if (r == 0 && mkdir(tmp_dir, 0700) < 0)
@@ -1721,16 +1898,36 @@ int sandbox_snapshot(const char *id, const char *tenant, const char *name, bool 
 		rm_rf(tmp_dir); /* nothing half-written stays */
 	/* Whatever happened, the sandbox goes back to how it was. */
 	struct al_error back = {0};
-	if (vm_paused && cfg->vmm->resume(&vc, &back) == 0)
+	bool resumed = vm_paused && cfg->vmm->resume(&vc, &back) == 0;
+	if (resumed)
 		guest_channel_set_paused(sb->ch, false);
 	if (frozen)
 		guest_channel_release_hold(sb->ch);
+	/* A save that reset the channel (Firecracker): a new connection under
+	 * it. A paused sandbox gets it when it resumes (a vsock connection is
+	 * the running guest's to accept); meanwhile its exit is watched. */
+	bool broken = false;
+	if (reset && before == SANDBOX_PAUSED) {
+		pthread_mutex_lock(&sb->lock);
+		sb->channel_at_resume = true;
+		pthread_mutex_unlock(&sb->lock);
+		monitor_start(sb);
+	} else if (reset && (!resumed || channel_reconnect(sb, now_ms_monotonic() + THAW_TIMEOUT_MS, &back) < 0 ||
+	                     guest_channel_request_hello(sb->ch) < 0 ||
+	                     guest_channel_wait_hello(sb->ch, now_ms_monotonic() + THAW_TIMEOUT_MS, NULL) < 0)) {
+		log_error("sandbox %s: after the snapshot, the guest channel did not come back: %s", sb->rec.id,
+		          back.message[0] ? back.message : "no HELLO");
+		frozen = false;
+		broken = true;
+	}
 	if (frozen && thaw(sb, false, &back) < 0)
 		log_error("sandbox %s: after the snapshot: %s", sb->rec.id, back.message);
 	pthread_mutex_lock(&sb->lock);
 	if (sb->rec.state == SANDBOX_SNAPSHOTTING && set_state_locked(sb, before, NULL, &back) < 0)
 		log_error("sandbox %s: %s", sb->rec.id, back.message);
 	pthread_mutex_unlock(&sb->lock);
+	if (broken)
+		sandbox_fail(sb, "the guest channel did not come back after the snapshot");
 	pthread_mutex_unlock(&sb->op_lock);
 	sandbox_unref(sb);
 	if (r == 0) {
@@ -2216,10 +2413,10 @@ static void reclaim_errored(void)
 static void watchdog_kill(struct sandbox *sb, const char *unresponsive, uint64_t silent_ms, const char *detail)
 {
 	char why[512];
-	snprintf(why, sizeof(why), "the watchdog killed the VM: %s for %" PRIu64 " s (airlockd --watchdog-s %u)%s%s",
-	         strcmp(unresponsive, "vmm") ? "its guest agent did not answer (HELLO)"
-	                                     : "its VMM did not answer QMP (query-status)",
-	         silent_ms / 1000u, cfg->watchdog_s, detail[0] ? "; last: " : "", detail);
+	snprintf(why, sizeof(why), "the watchdog killed the VM: %s%s for %" PRIu64 " s (airlockd --watchdog-s %u)%s%s",
+	         strcmp(unresponsive, "vmm") ? "its guest agent did not answer (HELLO)" : "its VMM did not answer ",
+	         strcmp(unresponsive, "vmm") ? "" : vmm_probe_what(cfg->vmm), silent_ms / 1000u, cfg->watchdog_s,
+	         detail[0] ? "; last: " : "", detail);
 	pthread_mutex_lock(&sb->lock);
 	bool running = sb->rec.state == SANDBOX_RUNNING && !sb->stopping;
 	pthread_mutex_unlock(&sb->lock);
@@ -2464,7 +2661,9 @@ static void recover_one(struct sandbox_record *rec)
 		uint64_t deadline = now_ms_monotonic() + REATTACH_TIMEOUT_MS;
 		struct vmm_config vc = {.sandbox_id = rec->id, .dir = sb->dir, .root = sb->root, .dirfd = sb->dirfd};
 		struct al_error ignored;
-		if (sb->pidfd < 0 || sb->dirfd < 0 || attach(sb, deadline, &e) < 0) {
+		/* A vsock channel (Firecracker) is opened once the guest runs. */
+		bool late = channel_needs_running_guest();
+		if (sb->pidfd < 0 || sb->dirfd < 0 || attach(sb, deadline, !late, &e) < 0) {
 			why = "airlockd restarted during a snapshot and could not re-attach to the VM";
 		} else {
 			/* QEMU may still be saving: a cont now would be undone when it finishes. */
@@ -2472,9 +2671,12 @@ static void recover_one(struct sandbox_record *rec)
 				why = "airlockd restarted during a snapshot and could not stop the save";
 			else
 				cfg->vmm->resume(&vc, &ignored);
+			if (!why && late && attach_channel(sb, deadline, &e) < 0)
+				why = "airlockd restarted during a snapshot and could not re-attach to the VM";
+			/* A new connection: the agent forgets the streams of the old one. */
 			if (!why &&
 			    (guest_channel_request_hello(sb->ch) < 0 ||
-			     guest_channel_wait_hello(sb->ch, deadline, NULL) < 0 || thaw(sb, false, &ignored) < 0))
+			     guest_channel_wait_hello(sb->ch, deadline, NULL) < 0 || thaw(sb, late, &ignored) < 0))
 				why = "airlockd restarted during a snapshot and the guest did not come back";
 		}
 		if (!why) {
@@ -2493,12 +2695,19 @@ static void recover_one(struct sandbox_record *rec)
 			struct al_error ignored;
 			cfg->vmm->cancel_save(&vc, &ignored);
 		}
-		/* A paused guest cannot answer: its hello is asked for when it resumes. */
-		if (sb->pidfd < 0 || sb->dirfd < 0 || attach(sb, deadline, &e) < 0 ||
-		    guest_channel_request_hello(sb->ch) < 0 ||
+		/* A paused guest cannot answer: its hello is asked for when it
+		 * resumes; nor accept a vsock connection (Firecracker): its
+		 * channel is opened when it resumes. */
+		bool late = paused && channel_needs_running_guest();
+		if (sb->pidfd < 0 || sb->dirfd < 0 || attach(sb, deadline, !late, &e) < 0 ||
+		    (!late && guest_channel_request_hello(sb->ch) < 0) ||
 		    (!paused && guest_channel_wait_hello(sb->ch, deadline, NULL) < 0))
 			why = "airlockd restarted and could not re-attach to the VM";
-		else if (paused)
+		else if (late) {
+			/* Supervised meanwhile: its exit and console. */
+			sb->channel_at_resume = true;
+			monitor_start(sb);
+		} else if (paused)
 			guest_channel_set_paused(sb->ch, true);
 	} else if (alive) {
 		/* Half-done create or delete: finish it the safe way. */

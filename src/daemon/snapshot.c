@@ -18,7 +18,32 @@ static const char schema[] = "CREATE TABLE IF NOT EXISTS snapshots ("
                              " memory_mib INTEGER NOT NULL, backend TEXT NOT NULL, kernel_sha TEXT NOT NULL,"
                              " initrd_sha TEXT NOT NULL, memory_sha TEXT NOT NULL, disk_sha TEXT NOT NULL,"
                              " created_ms INTEGER NOT NULL, size_bytes INTEGER NOT NULL,"
-                             " generation INTEGER NOT NULL, internal INTEGER NOT NULL);";
+                             " generation INTEGER NOT NULL, internal INTEGER NOT NULL,"
+                             " state_sha TEXT NOT NULL DEFAULT '');";
+
+/* A store made before state_sha existed gets the column (empty: QEMU's
+ * snapshots keep no separate device state). */
+static int add_state_sha(struct al_error *err)
+{
+	sqlite3_stmt *st = NULL;
+	bool has = false;
+	if (sqlite3_prepare_v2(db, "PRAGMA table_info(snapshots)", -1, &st, NULL) != SQLITE_OK)
+		return al_error_set(err, AL_ERR_INTERNAL, EIO, "state store: %s", sqlite3_errmsg(db));
+	while (sqlite3_step(st) == SQLITE_ROW) {
+		const unsigned char *name = sqlite3_column_text(st, 1);
+		has |= name && !strcmp((const char *)name, "state_sha");
+	}
+	sqlite3_finalize(st);
+	char *msg = NULL;
+	if (!has && sqlite3_exec(db, "ALTER TABLE snapshots ADD COLUMN state_sha TEXT NOT NULL DEFAULT ''", NULL, NULL,
+	                         &msg) != SQLITE_OK) {
+		int r =
+		    al_error_set(err, AL_ERR_INTERNAL, EIO, "state store: snapshots.state_sha: %s", msg ? msg : "?");
+		sqlite3_free(msg);
+		return r;
+	}
+	return 0;
+}
 
 int snapshots_init(struct store *s, const char *state_dir, struct al_error *err)
 {
@@ -34,7 +59,12 @@ int snapshots_init(struct store *s, const char *state_dir, struct al_error *err)
 		sqlite3_free(msg);
 		return r;
 	}
-	return 0;
+	return add_state_sha(err);
+}
+
+const char *snapshot_disk_name(const char *backend)
+{
+	return !strcmp(backend, "firecracker") ? SNAPSHOT_DISK_RAW : SNAPSHOT_DISK;
 }
 
 bool snapshot_id_valid(const char *id)
@@ -122,6 +152,7 @@ static void bind_info(sqlite3_stmt *st, const struct snapshot_info *i)
 	sqlite3_bind_int64(st, 14, (sqlite3_int64)i->size_bytes);
 	sqlite3_bind_int64(st, 15, (sqlite3_int64)i->generation);
 	sqlite3_bind_int(st, 16, i->internal);
+	sqlite3_bind_text(st, 17, i->state_sha, -1, SQLITE_STATIC);
 }
 
 static void copy_col(sqlite3_stmt *st, int col, char *dst, size_t size)
@@ -149,18 +180,19 @@ static void row_to_info(sqlite3_stmt *st, struct snapshot_info *i)
 	i->size_bytes = (uint64_t)sqlite3_column_int64(st, 13);
 	i->generation = (uint64_t)sqlite3_column_int64(st, 14);
 	i->internal = sqlite3_column_int(st, 15) != 0;
+	copy_col(st, 16, i->state_sha, sizeof(i->state_sha));
 }
 
 #define COLUMNS                                                                                                        \
 	"id, name, sandbox_id, tenant, template, vcpus, memory_mib, backend, kernel_sha, initrd_sha, memory_sha,"      \
-	" disk_sha, created_ms, size_bytes, generation, internal"
+	" disk_sha, created_ms, size_bytes, generation, internal, state_sha"
 
 int snapshot_insert(const struct snapshot_info *info, struct al_error *err)
 {
 	sqlite3_stmt *st = NULL;
 	if (sqlite3_prepare_v2(db,
 	                       "INSERT INTO snapshots (" COLUMNS ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9,"
-	                       " ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
+	                       " ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
 	                       -1, &st, NULL) != SQLITE_OK)
 		return al_error_set(err, AL_ERR_INTERNAL, EIO, "state store: %s", sqlite3_errmsg(db));
 	bind_info(st, info);
@@ -255,8 +287,10 @@ int snapshot_verify(const struct snapshot_info *info, struct al_error *err)
 	const struct {
 		const char *file;
 		const char *want;
-	} files[] = {{SNAPSHOT_MEMORY, info->memory_sha}, {SNAPSHOT_DISK, info->disk_sha}};
-	for (size_t i = 0; i < ARRAY_SIZE(files); i++) {
+	} files[] = {{SNAPSHOT_MEMORY, info->memory_sha},
+	             {snapshot_disk_name(info->backend), info->disk_sha},
+	             {info->state_sha[0] ? SNAPSHOT_STATE : NULL, info->state_sha}};
+	for (size_t i = 0; i < ARRAY_SIZE(files) && files[i].file; i++) {
 		cleanup_free char *path = xasprintf("%s/%s", dir, files[i].file);
 		char got[65];
 		int r = file_sha256(path, got);
@@ -277,10 +311,14 @@ json_t *snapshot_to_json(const struct snapshot_info *i)
 {
 	char created[32];
 	format_time_rfc3339(i->created_ms, created);
-	return json_pack("{s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:s, s:s, s:I, s:I, s:{s:s, s:s, s:s, s:s}}", "id", i->id,
-	                 "name", i->name, "sandbox_id", i->sandbox_id, "tenant", i->tenant, "template",
-	                 i->template_name, "vcpus", (json_int_t)i->vcpus, "memory_mib", (json_int_t)i->memory_mib,
-	                 "backend", i->backend, "created_at", created, "size_bytes", (json_int_t)i->size_bytes,
-	                 "generation", (json_int_t)i->generation, "digests", "memory", i->memory_sha, "disk",
-	                 i->disk_sha, "kernel", i->kernel_sha, "initramfs", i->initrd_sha);
+	json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:s, s:s, s:I, s:I, s:{s:s, s:s, s:s, s:s}}", "id",
+	                      i->id, "name", i->name, "sandbox_id", i->sandbox_id, "tenant", i->tenant, "template",
+	                      i->template_name, "vcpus", (json_int_t)i->vcpus, "memory_mib", (json_int_t)i->memory_mib,
+	                      "backend", i->backend, "created_at", created, "size_bytes", (json_int_t)i->size_bytes,
+	                      "generation", (json_int_t)i->generation, "digests", "memory", i->memory_sha, "disk",
+	                      i->disk_sha, "kernel", i->kernel_sha, "initramfs", i->initrd_sha);
+	/* The device state a backend keeps beside the memory (Firecracker). */
+	if (i->state_sha[0])
+		json_object_set_new(json_object_get(o, "digests"), "state", json_string(i->state_sha));
+	return o;
 }

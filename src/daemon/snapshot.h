@@ -2,6 +2,8 @@
 /* Snapshot artifacts: <state-dir>/snapshots/<id>/ holding memory.bin (the
  * VMM's saved memory and device state), disk.qcow2 (the sandbox's disk at
  * that moment, over its template) and snapshot.json; records in the store.
+ * A Firecracker snapshot holds memory.bin (the guest's memory alone),
+ * memory.bin.vmstate (its device state) and disk.raw (a whole raw disk).
  * A snapshot is immutable: restores copy its disk and only read its memory. */
 #ifndef AIRLOCK_SNAPSHOT_H
 #define AIRLOCK_SNAPSHOT_H
@@ -16,6 +18,8 @@
 #define SNAPSHOT_NAME_MAX 64
 #define SNAPSHOT_MEMORY "memory.bin"
 #define SNAPSHOT_DISK "disk.qcow2"
+#define SNAPSHOT_DISK_RAW "disk.raw"
+#define SNAPSHOT_STATE "memory.bin.vmstate"
 #define SNAPSHOT_META "snapshot.json"
 
 struct store;
@@ -30,6 +34,7 @@ struct snapshot_info {
 	char backend[16];
 	char kernel_sha[65], initrd_sha[65]; /* of the guest kernel and initramfs it ran */
 	char memory_sha[65], disk_sha[65];
+	char state_sha[65]; /* of SNAPSHOT_STATE; "" when the backend keeps none (QEMU) */
 	uint64_t created_ms;
 	uint64_t size_bytes;
 	uint64_t generation; /* restores run at generation + 1 and up */
@@ -53,6 +58,9 @@ int snapshot_delete(const char *id, const char *tenant, struct al_error *err);
 uint64_t snapshot_tenant_bytes(const char *tenant);
 /* Re-reads the files and compares their digests (-EBADMSG on a mismatch). */
 int snapshot_verify(const struct snapshot_info *info, struct al_error *err);
+
+/* The name of the disk in a snapshot of this backend. */
+const char *snapshot_disk_name(const char *backend);
 
 int file_sha256(const char *path, char out[65]);
 json_t *snapshot_to_json(const struct snapshot_info *info);

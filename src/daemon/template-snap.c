@@ -24,13 +24,19 @@
 
 #define TSNAP_DIR "template-snapshots"
 #define TSNAP_STATE "state"
+/* A backend that saves by name (Firecracker): the memory and the device
+ * state in files, restored through the File memory backend (its pages
+ * shared by every restore through the page cache). */
+#define TSNAP_MEMORY_FILE "memory.bin"
+#define TSNAP_STATE_FILE "memory.bin.vmstate"
 #define TSNAP_RETRY_MS 60000
 #define TSNAP_SAVE_SEAL_TRIES 100
 
 struct tsnap {
 	char key[96]; /* template/vcpus/memory */
-	int mem_fd;
+	int mem_fd;   /* QEMU: the RAM, a sealed memfd */
 	char *dir, *state_path, *disk_path;
+	char *mem_path;        /* save_path backends: the memory file (else NULL) */
 	char ca_bundle[64];    /* where the guest has the Airlock CA ("": not installed) */
 	struct stat images[3]; /* kernel, initrd, rootfs when it was made */
 	uint64_t build_ms, last_used_ms;
@@ -55,6 +61,7 @@ static void tsnap_free(struct tsnap *t)
 	free(t->dir);
 	free(t->state_path);
 	free(t->disk_path);
+	free(t->mem_path);
 	free(t);
 }
 
@@ -77,6 +84,11 @@ int tsnap_mem_fd(const struct tsnap *t)
 const char *tsnap_state_path(const struct tsnap *t)
 {
 	return t->state_path;
+}
+
+const char *tsnap_mem_path(const struct tsnap *t)
+{
+	return t->mem_path;
 }
 
 const char *tsnap_disk_path(const struct tsnap *t)
@@ -259,10 +271,12 @@ static void pump_stop(struct pump *p)
 
 /* Connects to the agent's channel (the VMM creates it a moment after it
  * starts), runs its pump, and waits for the first HELLO. */
-static int wait_agent(struct build *b, struct pump *p, uint64_t deadline, struct al_error *err)
+static int wait_agent(struct build *b, const struct vmm_config *vc, struct pump *p, uint64_t deadline,
+                      struct al_error *err)
 {
 	while (b->ch_fd < 0) {
-		int r = unix_connect_at(b->dirfd, VMM_CHANNEL_SOCK, &b->ch_fd);
+		struct al_error e = {0};
+		int r = vmm_channel_connect(cfg->vmm, vc, &b->ch_fd, &e);
 		if (r < 0 && r != -ENOENT && r != -ECONNREFUSED)
 			return al_error_set(err, AL_ERR_INTERNAL, -r, "cannot connect to the agent's channel: %s",
 			                    strerror(-r));
@@ -326,10 +340,15 @@ static int build(const struct tsnap_request *req, struct tsnap *t, struct al_err
 		r = al_error_set(err, AL_ERR_INTERNAL, errno, "cannot prepare %s: %m", root);
 		goto out;
 	}
-	t->mem_fd = memfd_create("airlock-template", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-	if (t->mem_fd < 0 || ftruncate(t->mem_fd, (off_t)req->memory_mib << 20) < 0) {
-		r = al_error_set(err, AL_ERR_INTERNAL, errno, "cannot make the template's memory: %m");
-		goto out;
+	/* QEMU: the RAM in a memfd mapped shared, left out of the saved state.
+	 * A save by name (Firecracker) writes it to a file instead. */
+	bool by_name = !cfg->vmm->save;
+	if (!by_name) {
+		t->mem_fd = memfd_create("airlock-template", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+		if (t->mem_fd < 0 || ftruncate(t->mem_fd, (off_t)req->memory_mib << 20) < 0) {
+			r = al_error_set(err, AL_ERR_INTERNAL, errno, "cannot make the template's memory: %m");
+			goto out;
+		}
 	}
 	if ((r = netns_take(b.uid, &b.net, err)) < 0)
 		goto out;
@@ -348,15 +367,17 @@ static int build(const struct tsnap_request *req, struct tsnap *t, struct al_err
 	    .memory_mib = req->memory_mib,
 	    .dirfd = b.dirfd,
 	    .incoming_fd = -1,
+	    .incoming_state_fd = -1,
 	    .netns_fd = b.net.ns_fd,
 	    .jail = &jail,
 	    .mem_fd = t->mem_fd,
-	    .mem_shared = true,
+	    .mem_shared = !by_name,
 	};
+	const char *disk_file = vmm_disk_file(cfg->vmm);
 	if ((r = cfg->vmm->prepare_disk(&vc, err)) < 0)
 		goto out;
-	if (fchownat(b.dirfd, VMM_DISK, b.uid, b.uid, AT_SYMLINK_NOFOLLOW) < 0 ||
-	    fchmodat(b.dirfd, VMM_DISK, 0600, 0) < 0) {
+	if (fchownat(b.dirfd, disk_file, b.uid, b.uid, AT_SYMLINK_NOFOLLOW) < 0 ||
+	    fchmodat(b.dirfd, disk_file, 0600, 0) < 0) {
 		r = al_error_set(err, AL_ERR_INTERNAL, errno, "cannot give the template's disk to its VMM: %m");
 		goto out;
 	}
@@ -368,7 +389,7 @@ static int build(const struct tsnap_request *req, struct tsnap *t, struct al_err
 		goto out;
 	}
 	uint64_t deadline = t0 + (uint64_t)cfg->boot_timeout_s * 1000u;
-	if ((r = wait_agent(&b, &pump, deadline, err)) < 0)
+	if ((r = wait_agent(&b, &vc, &pump, deadline, err)) < 0)
 		goto out;
 	/* Every sandbox of the template trusts the Airlock CA from the start. */
 	const char *pem = ca_cert_pem();
@@ -377,7 +398,10 @@ static int build(const struct tsnap_request *req, struct tsnap *t, struct al_err
 	pump_stop(&pump);
 	if ((r = cfg->vmm->pause(&vc, err)) < 0)
 		goto out;
-	{
+	if (by_name) {
+		if ((r = vmm_save_by_name(cfg->vmm, &vc, t->mem_path, t->state_path, err)) < 0)
+			goto out;
+	} else {
 		cleanup_close int fd = open(t->state_path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
 		if (fd < 0) {
 			r = al_error_set(err, AL_ERR_INTERNAL, errno, "cannot create %s: %m", t->state_path);
@@ -394,14 +418,14 @@ static int build(const struct tsnap_request *req, struct tsnap *t, struct al_err
 	pump_stop(&pump);
 	build_end(&b);
 	{
-		cleanup_free char *from = xasprintf("%s/%s", root, VMM_DISK);
+		cleanup_free char *from = xasprintf("%s/%s", root, disk_file);
 		if (rename(from, t->disk_path) < 0 || chown(t->disk_path, 0, 0) < 0 || chmod(t->disk_path, 0600) < 0) {
 			r = al_error_set(err, AL_ERR_INTERNAL, errno, "cannot keep the template's disk: %m");
 			goto out;
 		}
 	}
 	rm_rf(root);
-	if ((r = seal(t->mem_fd, err)) < 0)
+	if (!by_name && (r = seal(t->mem_fd, err)) < 0)
 		goto out;
 	t->build_ms = now_ms_monotonic() - t0;
 out:
@@ -495,8 +519,10 @@ int tsnap_get(const struct tsnap_request *req, struct tsnap **ret, struct al_err
 	hex_encode(rnd, sizeof(rnd), hex);
 	t->dir = xasprintf("%s/%s/%s-%u-%u-%s", cfg->state_dir, TSNAP_DIR, req->template_name, req->vcpus,
 	                   req->memory_mib, hex);
-	t->state_path = xasprintf("%s/%s", t->dir, TSNAP_STATE);
-	t->disk_path = xasprintf("%s/%s", t->dir, VMM_DISK);
+	bool by_name = !cfg->vmm->save;
+	t->state_path = xasprintf("%s/%s", t->dir, by_name ? TSNAP_STATE_FILE : TSNAP_STATE);
+	t->mem_path = by_name ? xasprintf("%s/%s", t->dir, TSNAP_MEMORY_FILE) : NULL;
+	t->disk_path = xasprintf("%s/%s", t->dir, vmm_disk_file(cfg->vmm));
 	/* The stale one (if any) leaves the cache; it goes with its last user. */
 	pthread_mutex_lock(&cache_lock);
 	struct tsnap *old = NULL;

@@ -11,6 +11,12 @@
  * One snapshot per (template, vCPUs, memory), made on first use and kept
  * while the daemon runs (at most TSNAP_MAX; the least recently used goes);
  * a new kernel, initramfs or template image makes it again.
+ *
+ * With Firecracker (a backend that saves by name) the template is booted on
+ * anonymous memory and saved like a sandbox snapshot: memory file, device
+ * state file and raw disk; a create restores them with the File memory
+ * backend, which maps the memory file private: the same sharing of
+ * unchanged pages, through the page cache.
  */
 #ifndef AIRLOCK_TEMPLATE_SNAP_H
 #define AIRLOCK_TEMPLATE_SNAP_H
@@ -43,7 +49,11 @@ void tsnap_put(struct tsnap *t);
 
 /* The guest's RAM (a sealed memfd: map it private). */
 int tsnap_mem_fd(const struct tsnap *t);
-/* The saved device state (without RAM) and the disk overlay at that moment. */
+/* Backends that save by name (Firecracker): the guest's memory in a file
+ * (0644 in a directory of root's; open it and hand the VMM the fd, which it
+ * maps private); NULL for QEMU, whose RAM is tsnap_mem_fd's. */
+const char *tsnap_mem_path(const struct tsnap *t);
+/* The saved device state (QEMU: without RAM) and the disk at that moment. */
 const char *tsnap_state_path(const struct tsnap *t);
 const char *tsnap_disk_path(const struct tsnap *t);
 /* Where the guest has the Airlock CA ("": it was not installed). */

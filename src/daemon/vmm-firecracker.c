@@ -6,10 +6,18 @@
  * tests/fc checks every request built here), the guest channel over its
  * hybrid vsock (vsock-uds.c), a raw copy-on-write disk (file-copy.h).
  *
- * Everything the VMM touches is named relative to its cwd, the sandbox dir
- * (later its jail root): the API and vsock sockets, the disk, the console
- * FIFO, snapshot files. A snapshot records those names, so a restore in
- * another sandbox dir (another namespace with its own tap0) finds its own.
+ * Firecracker runs inside airlock-jailer (jail.h) like QEMU: its own uid,
+ * cgroup, namespaces, no capabilities, /dev/kvm and /dev/net/tun as its only
+ * devices; the jailer installs no seccomp profile for it (Firecracker
+ * installs its own filters, its defaults being its production profile).
+ * Everything the VMM touches is named relative to its cwd, its jail root:
+ * the API and vsock sockets, the disk, the console FIFO, the files of a
+ * save. A snapshot records those names, so a restore in another jail
+ * (another namespace with its own tap0) finds its own. What lies outside the
+ * jail (kernel, initramfs, a restore's memory and device state) is handed
+ * over as fds the daemon opened, named /proc/self/fd/N in the API (the
+ * jail's procfs shows the VMM its own fds); the memory file is mapped
+ * MAP_PRIVATE through it, so restores of one snapshot share its pages.
  *
  * The console: Firecracker writes the guest's serial port to its stdout,
  * unbounded. Its stdout is a FIFO in the sandbox dir that the VMM holds open
@@ -27,6 +35,7 @@
 #include "airlock/proto.h"
 #include "fc-api.h"
 #include "file-copy.h"
+#include "jail.h"
 #include "json-cleanup.h"
 #include "util.h"
 #include "vmm-select.h"
@@ -50,6 +59,18 @@
 #define FC_VSOCK_HANDSHAKE_MS 2000
 #define FC_POLL_MS 5
 
+/* The fds the jailed VMM starts with, at these numbers (the jailer keeps
+ * them; fd 3 is the network namespace it joins and closes). */
+#define STR_(x) #x
+#define STR(x) STR_(x)
+#define FC_FD_NETNS 3
+#define FC_FD_KERNEL 4
+#define FC_FD_INITRD 5
+#define FC_FD_MEM 6
+#define FC_FD_STATE 7
+#define FC_FD_COUNT 8
+#define FC_FD_PATH(n) "/proc/self/fd/" STR(n)
+
 /* panic=-1 reboots at once and reboot=k makes that a keyboard-controller
  * reset, on which Firecracker exits: how the daemon learns of a panic. ACPI
  * stays on: this kernel finds Firecracker's virtio-mmio devices through it
@@ -72,10 +93,12 @@ static json_t *machine_config_body(const struct vmm_config *cfg)
 	return o;
 }
 
-static json_t *boot_source_body(const struct vmm_config *cfg)
+/* The kernel and initramfs are fds the jail was given (the files are
+ * outside it). */
+static json_t *boot_source_body(void)
 {
-	return json_pack("{s:s, s:s, s:s}", "kernel_image_path", cfg->kernel, "initrd_path", cfg->initrd, "boot_args",
-	                 FC_BOOT_ARGS);
+	return json_pack("{s:s, s:s, s:s}", "kernel_image_path", FC_FD_PATH(FC_FD_KERNEL), "initrd_path",
+	                 FC_FD_PATH(FC_FD_INITRD), "boot_args", FC_BOOT_ARGS);
 }
 
 /* Not the root device: the initramfs boots and the agent mounts /dev/vda
@@ -115,12 +138,12 @@ static json_t *snapshot_create_body(const char *mem, const char *state, const ch
 
 /* File backend: Firecracker maps the memory file MAP_PRIVATE, so every
  * restore of one snapshot shares its pages through the page cache and
- * copies only what it writes. Paused: the daemon resumes after THAW's
- * preparations. */
+ * copies only what it writes. Both files are fds the jail was given.
+ * Paused: the daemon resumes after THAW's preparations. */
 static json_t *snapshot_load_body(const struct vmm_config *cfg)
 {
-	json_t *o = json_pack("{s:s, s:{s:s, s:s}, s:b}", "snapshot_path", cfg->incoming_state, "mem_backend",
-	                      "backend_type", "File", "backend_path", cfg->incoming, "resume_vm", 0);
+	json_t *o = json_pack("{s:s, s:{s:s, s:s}, s:b}", "snapshot_path", FC_FD_PATH(FC_FD_STATE), "mem_backend",
+	                      "backend_type", "File", "backend_path", FC_FD_PATH(FC_FD_MEM), "resume_vm", 0);
 	if (cfg->diff_snapshots)
 		json_object_set_new(o, "track_dirty_pages", json_true());
 	return o;
@@ -160,11 +183,14 @@ static int config_check(const struct vmm_config *cfg, struct al_error *err)
 	if (!id_ok)
 		return al_error_set(err, AL_ERR_INTERNAL, EINVAL, "sandbox id %s cannot be a Firecracker --id",
 		                    cfg->sandbox_id);
-	if (cfg->incoming)
-		return cfg->incoming_state ? 0
-		                           : al_error_set(err, AL_ERR_INTERNAL, EINVAL,
-		                                          "a Firecracker restore needs the snapshot's device state "
-		                                          "(incoming_state) next to its memory");
+	/* SECURITY: fail closed: a VMM never runs outside its jail. */
+	if (!cfg->jail)
+		return al_error_set(err, AL_ERR_INTERNAL, EPERM, "refusing to start a VMM without its jail");
+	if (cfg->incoming_fd >= 0)
+		return cfg->incoming_state_fd >= 0 ? 0
+		                                   : al_error_set(err, AL_ERR_INTERNAL, EINVAL,
+		                                                  "a Firecracker restore needs the snapshot's device "
+		                                                  "state (incoming_state_fd) next to its memory");
 	if (cfg->vcpus < 1 || cfg->vcpus > FC_VCPUS_MAX)
 		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "Firecracker runs 1 to %d vCPUs, not %u",
 		                    FC_VCPUS_MAX, cfg->vcpus);
@@ -199,29 +225,85 @@ static int console_fifo_open(const struct vmm_config *cfg, struct al_error *err)
 	return fd;
 }
 
-static void __attribute__((noreturn)) exec_firecracker(const struct vmm_config *cfg, int console_fd, int log_fd)
+/* The absolute, canonical path of the firecracker binary (the jailer wants
+ * one): the first on PATH. */
+static int fc_binary_path(char *out, size_t size)
+{
+	const char *path = getenv("PATH");
+	cleanup_free char *copy = xstrdup(path && *path ? path : "/usr/local/bin:/usr/bin:/bin");
+	char *save = NULL;
+	for (char *dir = strtok_r(copy, ":", &save); dir; dir = strtok_r(NULL, ":", &save)) {
+		if (dir[0] != '/')
+			continue;
+		cleanup_free char *cand = xasprintf("%s/%s", dir, VMM_FIRECRACKER_BINARY);
+		char real[PATH_MAX];
+		if (access(cand, X_OK) == 0 && realpath(cand, real) && strlen(real) < size) {
+			memcpy(out, real, strlen(real) + 1);
+			return 0;
+		}
+	}
+	return -ENOENT;
+}
+
+/* Firecracker's --id: "airlock-<sandbox id>", which is also how a restarted
+ * daemon recognises the process (sandbox.c, vmm_alive). */
+static void fc_instance_id(const struct vmm_config *cfg, char *out, size_t size)
+{
+	snprintf(out, size, "airlock-%s", cfg->sandbox_id);
+}
+
+/* The jailer's argv around firecracker's (exposed for the unit tests). */
+char **fc_jail_argv(const struct vmm_config *cfg, const char *firecracker, char **ret_arena)
+{
+	char id[FC_ID_MAX + 1];
+	fc_instance_id(cfg, id, sizeof(id));
+	char *argv[] = {(char *)firecracker, "--api-sock", FC_API_SOCK, "--id", id, NULL};
+	/* SECURITY: the jail of QEMU with /dev/kvm and /dev/net/tun, but no
+	 * seccomp profile of the jailer's: Firecracker installs its own
+	 * filters (per thread, before any guest code runs), and QEMU's
+	 * allow-list would kill it. */
+	struct vmm_jail j = *cfg->jail;
+	j.own_seccomp = true;
+	j.tun = true;
+	int keep[3] = {FC_FD_KERNEL, FC_FD_INITRD};
+	size_t nkeep = 2;
+	if (cfg->incoming_fd >= 0) {
+		keep[0] = FC_FD_MEM;
+		keep[1] = FC_FD_STATE;
+	}
+	return jail_argv(cfg->sandbox_id, cfg->root, &j, cfg->netns_fd >= 0 ? FC_FD_NETNS : -1, keep, nkeep, argv,
+	                 ret_arena);
+}
+
+/* In the child: stdio, the fds at their numbers, then the jailer. */
+static void __attribute__((noreturn))
+exec_jailed(const struct vmm_config *cfg, char **jargv, const int src[FC_FD_COUNT], int console_fd, int log_fd)
 {
 	/* Own session: the VMM outlives a restart of the daemon and gets none
-	 * of its signals. Only stdio survives into it. */
+	 * of its signals. The jailer's cwd is the VMM's dir (how a restarted
+	 * daemon finds VMMs no record owns). */
 	setsid();
-	if (fchdir(cfg->dirfd) < 0)
+	if (chdir(cfg->root) < 0)
 		_exit(126);
-	/* SECURITY: the VMM lives in the sandbox's namespace, whose only way
-	 * out is the egress gateway. Not joining it is fatal. */
-	if (cfg->netns_fd >= 0 && setns(cfg->netns_fd, CLONE_NEWNET) < 0) {
-		dprintf(log_fd, "airlock: cannot join the sandbox's network namespace: %m\n");
-		_exit(126);
-	}
 	int nullfd = open("/dev/null", O_RDONLY);
 	if (nullfd < 0 || dup2(nullfd, 0) < 0 || dup2(console_fd, 1) < 0 || dup2(log_fd, 2) < 0)
 		_exit(126);
-	close_range(3, ~0u, 0);
+	/* Every source out of the way first, then each to its number. */
+	int high[FC_FD_COUNT];
+	for (int i = 0; i < FC_FD_COUNT; i++) {
+		high[i] = src[i] >= 0 ? fcntl(src[i], F_DUPFD_CLOEXEC, 64) : -1;
+		if (src[i] >= 0 && high[i] < 0)
+			_exit(126);
+	}
+	for (int i = FC_FD_NETNS; i < FC_FD_COUNT; i++)
+		if (high[i] >= 0 && dup2(high[i], i) < 0)
+			_exit(126);
+	close_range(FC_FD_COUNT, ~0u, 0);
 	sigset_t none;
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
-	char *argv[] = {VMM_FIRECRACKER_BINARY, "--api-sock", FC_API_SOCK, "--id", (char *)cfg->sandbox_id, NULL};
-	execvp(argv[0], argv);
-	dprintf(2, "airlock: cannot run %s: %m\n", VMM_FIRECRACKER_BINARY);
+	execv(jargv[0], jargv);
+	dprintf(2, "airlock-jailer: exec: cannot run %s: %m\n", jargv[0]);
 	_exit(127);
 }
 
@@ -237,11 +319,17 @@ static int wait_api(const struct vmm_config *cfg, pid_t pid, struct al_error *er
 			return 0;
 		}
 		int status;
-		if (waitpid(pid, &status, WNOHANG) == pid)
+		if (waitpid(pid, &status, WNOHANG) == pid) {
+			char refusal[200];
+			cleanup_free char *log = xasprintf("%s/%s", cfg->dir, VMM_LOG);
+			if (jail_failure_in_log(AT_FDCWD, log, refusal, sizeof(refusal)))
+				return al_error_set(err, AL_ERR_BOOT_FAILED, EPERM,
+				                    "the VMM's jail could not be set up: %s", refusal);
 			return al_error_set(
 			    err, AL_ERR_BOOT_FAILED, ECHILD, "firecracker exited at start (%s %d; see %s/%s)",
 			    WIFEXITED(status) ? "status" : "signal",
 			    WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status), cfg->dir, VMM_LOG);
+		}
 		if (r != -ENOENT && r != -ECONNREFUSED && r != -EAGAIN)
 			return al_error_set(err, AL_ERR_BOOT_FAILED, -r, "cannot connect to %s/%s: %s", cfg->dir,
 			                    FC_API_SOCK, strerror(-r));
@@ -258,7 +346,7 @@ static int configure_boot(const struct vmm_config *cfg, struct al_error *err)
 {
 	int r;
 	if ((r = fc_send(cfg, "PUT", "/machine-config", machine_config_body(cfg), FC_CALL_TIMEOUT_MS, err)) < 0 ||
-	    (r = fc_send(cfg, "PUT", "/boot-source", boot_source_body(cfg), FC_CALL_TIMEOUT_MS, err)) < 0 ||
+	    (r = fc_send(cfg, "PUT", "/boot-source", boot_source_body(), FC_CALL_TIMEOUT_MS, err)) < 0 ||
 	    (r = fc_send(cfg, "PUT", "/drives/" FC_DRIVE_ID, drive_body(), FC_CALL_TIMEOUT_MS, err)) < 0)
 		return r;
 	if (cfg->netns_fd >= 0 && (r = fc_send(cfg, "PUT", "/network-interfaces/" FC_IFACE_ID, network_interface_body(),
@@ -276,6 +364,10 @@ static int fc_spawn(const struct vmm_config *cfg, pid_t *ret_pid, struct al_erro
 	int r = config_check(cfg, err);
 	if (r < 0)
 		return r;
+	char firecracker[PATH_MAX];
+	if (fc_binary_path(firecracker, sizeof(firecracker)) < 0)
+		return al_error_set(err, AL_ERR_INTERNAL, ENOENT, "%s is not on PATH (docs/kvm-host.md)",
+		                    VMM_FIRECRACKER_BINARY);
 	/* Left by an earlier VMM in this dir (a recover): Firecracker will not
 	 * bind over them. */
 	unlinkat(cfg->dirfd, FC_API_SOCK, 0);
@@ -283,18 +375,38 @@ static int fc_spawn(const struct vmm_config *cfg, pid_t *ret_pid, struct al_erro
 	cleanup_close int console_fd = console_fifo_open(cfg, err);
 	if (console_fd < 0)
 		return console_fd;
-	cleanup_close int log_fd =
-	    openat(cfg->dirfd, VMM_LOG, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0640);
+	cleanup_free char *log = xasprintf("%s/%s", cfg->dir, VMM_LOG);
+	cleanup_close int log_fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0640);
 	if (log_fd < 0)
-		return al_error_set(err, AL_ERR_INTERNAL, errno, "cannot open %s/%s: %m", cfg->dir, VMM_LOG);
+		return al_error_set(err, AL_ERR_INTERNAL, errno, "cannot open %s: %m", log);
+	/* What the VMM starts with, opened here (the jail has none of them). */
+	int src[FC_FD_COUNT];
+	for (int i = 0; i < FC_FD_COUNT; i++)
+		src[i] = -1;
+	src[FC_FD_NETNS] = cfg->netns_fd;
+	cleanup_close int kfd = -1, ifd = -1;
+	if (cfg->incoming_fd >= 0) {
+		src[FC_FD_MEM] = cfg->incoming_fd;
+		src[FC_FD_STATE] = cfg->incoming_state_fd;
+	} else {
+		kfd = open(cfg->kernel, O_RDONLY | O_CLOEXEC);
+		ifd = open(cfg->initrd, O_RDONLY | O_CLOEXEC);
+		if (kfd < 0 || ifd < 0)
+			return al_error_set(err, AL_ERR_INTERNAL, errno, "cannot open %s: %m",
+			                    kfd < 0 ? cfg->kernel : cfg->initrd);
+		src[FC_FD_KERNEL] = kfd;
+		src[FC_FD_INITRD] = ifd;
+	}
+	cleanup_free char *arena = NULL;
+	cleanup_free char **jargv = fc_jail_argv(cfg, firecracker, &arena);
 	pid_t pid = fork();
 	if (pid < 0)
 		return al_error_set(err, AL_ERR_INTERNAL, errno, "cannot fork the VMM: %m");
 	if (pid == 0)
-		exec_firecracker(cfg, console_fd, log_fd);
+		exec_jailed(cfg, jargv, src, console_fd, log_fd);
 	r = wait_api(cfg, pid, err);
 	if (r == 0)
-		r = cfg->incoming
+		r = cfg->incoming_fd >= 0
 		        ? fc_send(cfg, "PUT", "/snapshot/load", snapshot_load_body(cfg), FC_SAVE_TIMEOUT_MS, err)
 		        : configure_boot(cfg, err);
 	if (r < 0) {
@@ -312,7 +424,7 @@ static int fc_spawn(const struct vmm_config *cfg, pid_t *ret_pid, struct al_erro
 
 static int fc_prepare_disk(const struct vmm_config *cfg, struct al_error *err)
 {
-	cleanup_free char *dst = xasprintf("%s/%s", cfg->dir, FC_DISK);
+	cleanup_free char *dst = xasprintf("%s/%s", cfg->root, FC_DISK);
 	enum file_copy_method how;
 	int r = file_copy_cow(cfg->rootfs, dst, 0600, &how);
 	if (r < 0)
@@ -324,8 +436,8 @@ static int fc_prepare_disk(const struct vmm_config *cfg, struct al_error *err)
 	if (cfg->disk_mib && (r = file_grow(dst, cfg->disk_mib << 20)) < 0)
 		return al_error_set(err, AL_ERR_INTERNAL, -r, "cannot grow %s to %llu MiB: %s", dst,
 		                    (unsigned long long)cfg->disk_mib, strerror(-r));
-	cleanup_close int log_fd =
-	    openat(cfg->dirfd, VMM_LOG, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0640);
+	cleanup_free char *log = xasprintf("%s/%s", cfg->dir, VMM_LOG);
+	cleanup_close int log_fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0640);
 	if (log_fd >= 0)
 		dprintf(log_fd, "airlock: %s from %s by %s\n", FC_DISK, cfg->rootfs, file_copy_method_name(how));
 	return 0;
@@ -454,6 +566,8 @@ static int fc_console_open(const struct vmm_config *cfg, int *ret_fd, struct al_
 	return 0;
 }
 
+static const char *const fc_runtime_files[] = {FC_API_SOCK, FC_VSOCK_SOCK, FC_CONSOLE_FIFO, NULL};
+
 const struct vmm_ops vmm_firecracker_ops = {
     .name = "firecracker",
     .accel = fc_accel,
@@ -473,4 +587,6 @@ const struct vmm_ops vmm_firecracker_ops = {
     .console_open = fc_console_open,
     .channel_resets_on_save = true,
     .save_diff = fc_save_diff,
+    .runtime_files = fc_runtime_files,
+    .probe_what = "its API (GET /)",
 };

@@ -56,13 +56,10 @@ struct vmm_config {
 	bool mem_shared;
 
 	/* ---- added with the Firecracker backend (issue 8) ---- */
-	/* Restore, backends that load a snapshot by name (save_path):
-	 * name (in the sandbox dir) of the memory to start from; NULL: boot.
-	 * (QEMU reads incoming_fd instead.) */
-	const char *incoming;
-	/* Restore, backends with a state_suffix (vmm_ops): name (in the
-	 * sandbox dir) of the device state saved with `incoming`'s memory. */
-	const char *incoming_state;
+	/* Restore, backends with a state_suffix (vmm_ops): an fd of the device
+	 * state saved with incoming_fd's memory (-1 otherwise). Firecracker
+	 * takes both by name: /proc/self/fd/N in its jail. */
+	int incoming_state_fd;
 	/* Firecracker: track dirty pages from the start (or the restore), so
 	 * that save_diff can write only what changed since the last save. */
 	bool diff_snapshots;
@@ -88,8 +85,9 @@ struct vmm_ops {
 	int (*save)(const struct vmm_config *cfg, int out_fd, struct al_error *err);
 	/* The same for backends that can only write files by name (Firecracker,
 	 * which cannot be handed an fd once running): out is a name in the
-	 * VMM's directory. A backend has save or save_path. Not wired into
-	 * sandbox.c yet (docs/kvm-host.md, Status). */
+	 * VMM's directory (its jail root), where the files are the VMM's: the
+	 * daemon copies them out, refusing anything but a regular file with one
+	 * link. A backend has save or save_path. */
 	int (*save_path)(const struct vmm_config *cfg, const char *out, struct al_error *err);
 	/* After a crash during save: stops a save still in progress and waits
 	 * until the VMM is no longer saving (the guest stays paused). */
@@ -133,6 +131,11 @@ struct vmm_ops {
 	 * started with cfg->diff_snapshots); NULL when unsupported. The file is
 	 * sparse: merged onto the last full memory file it is a full one. */
 	int (*save_diff)(const struct vmm_config *cfg, const char *out, struct al_error *err);
+	/* What the VMM leaves in its directory besides the disk (sockets,
+	 * FIFOs), removed after it is gone; NULL-terminated. Default: QEMU's. */
+	const char *const *runtime_files;
+	/* What probe() asks, for the watchdog's message. Default: QEMU's. */
+	const char *probe_what;
 };
 
 extern const struct vmm_ops vmm_qemu_ops;
@@ -152,6 +155,17 @@ int qmp_command_timeout(int dirfd, const char *command, json_t *arguments, json_
 int qmp_command_with_fd(int dirfd, int fd, const char *fdname, const char *command, json_t *arguments, char *errbuf,
                         size_t errsize);
 
+/* The jailer's command line of a Firecracker VMM (vmm-firecracker.c; for
+ * the tests): NULL-terminated, its strings in *ret_arena (free both). */
+char **fc_jail_argv(const struct vmm_config *cfg, const char *firecracker, char **ret_arena);
+
+/* A save of a save_path backend (the guest paused): the VMM writes its files
+ * in its jail root (vc->dirfd), which are copied to mem_dst and (with a
+ * state_suffix) state_dst, checked and bounded (vc->memory_mib), and
+ * removed from the jail root (vmm-save.c). */
+int vmm_save_by_name(const struct vmm_ops *ops, const struct vmm_config *vc, const char *mem_dst, const char *state_dst,
+                     struct al_error *err);
+
 /* The `stop` of both backends: SIGKILL to the VMM's process (the jailer's
  * pid: the VMM dies with it). */
 int vmm_stop_by_kill(const struct vmm_config *cfg, pid_t pid);
@@ -164,6 +178,17 @@ int unix_connect_at(int dirfd, const char *name, int *ret_fd);
 int unix_connect_at_nonblock(int dirfd, const char *name, int *ret_fd);
 
 /* The defaults of the ops added for Firecracker. */
+static inline const char *const *vmm_runtime_files(const struct vmm_ops *ops)
+{
+	static const char *const qemu_files[] = {VMM_CHANNEL_SOCK, VMM_CONSOLE_SOCK, VMM_QMP_SOCK, NULL};
+	return ops->runtime_files ? ops->runtime_files : qemu_files;
+}
+
+static inline const char *vmm_probe_what(const struct vmm_ops *ops)
+{
+	return ops->probe_what ? ops->probe_what : "QMP (query-status)";
+}
+
 static inline const char *vmm_disk_file(const struct vmm_ops *ops)
 {
 	return ops->disk_file ? ops->disk_file : VMM_DISK;

@@ -23,6 +23,7 @@ BUILD = os.path.abspath(os.environ.get("BUILD", os.path.join(ROOT, "build")))
 DRIVER = os.path.join(BUILD, "test", "fc-driver")
 AGENT = os.path.join(BUILD, "airlock-agent")
 FAKE = os.path.join(HERE, "fake_firecracker.py")
+FAKE_JAILER = os.path.join(HERE, "fake_jailer.sh")
 
 
 def require(path, how):
@@ -45,8 +46,16 @@ class FakeFirecracker:
         os.makedirs(self.bin, exist_ok=True)
         os.symlink(FAKE, os.path.join(self.bin, "firecracker"))
         self.log = os.path.join(self.base, "fake-fc.jsonl")
+        self.jailer_log = os.path.join(self.base, "fake-jailer.log")
         self.env = dict(os.environ, PATH=f"{self.bin}:{os.environ.get('PATH', '/usr/bin:/bin')}",
-                        FAKE_FC_LOG=self.log)
+                        FAKE_FC_LOG=self.log, FAKE_JAILER_LOG=self.jailer_log)
+
+    def jailer_runs(self):
+        """The argument vectors the (fake) jailer was run with."""
+        if not os.path.exists(self.jailer_log):
+            return []
+        with open(self.jailer_log, "rb") as f:
+            return [line.rstrip(b"\0").decode().split("\0") for line in f.read().split(b"\n") if line]
 
     def records(self, event="request"):
         if not os.path.exists(self.log):
@@ -140,6 +149,9 @@ def fake_kernel_files(base):
 
 def run_driver(args, env, timeout=60):
     require(DRIVER, "run 'make test-fc' (it builds build/test/fc-driver)")
+    if args and args[0] in ("lifecycle", "restore"):
+        # VMMs start through a jailer, as in the daemon (fake_jailer.sh: no jail).
+        args = [args[0], "--jailer", FAKE_JAILER] + args[1:]
     p = subprocess.run([DRIVER] + args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout)
     err = p.stderr.decode()
     for s in ("AddressSanitizer", "LeakSanitizer", "runtime error:"):

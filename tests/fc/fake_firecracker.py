@@ -18,17 +18,33 @@ uds_path answering "CONNECT <port>\\n" with "OK <n>\\n" and relaying to the
 guest (here an airlock-agent listening on $FAKE_FC_GUEST_SOCK with
 --listen-unix), whose connections are reset at every snapshot.
 
+With FAKE_FC_AGENT and FAKE_FC_GUEST_ROOT (tests/fc/test_fc_daemon.py, where
+airlockd starts one fake per sandbox) each VM gets a "guest" of its own when
+it starts or loads a snapshot: a copy of FAKE_FC_GUEST_ROOT (a template's
+files) in ./guest with the agent in it, run chrooted there as
+`airlock-agent --listen-unix /guest.sock` (so what the daemon does in the
+guest, e.g. installing its CA, stays in that copy), stopped (SIGSTOP) while
+the VM is paused and killed with the fake.
+
 Environment:
   FAKE_FC_LOG          JSON lines: one record per request (and a start record)
   FAKE_FC_GUEST_SOCK   the "guest" behind vsock port 1024
   FAKE_FC_FAULT        "METHOD PATH": answer that request 400 with a fault
+  FAKE_FC_AGENT        airlock-agent to run as each VM's own guest (with FAKE_FC_GUEST_ROOT)
+  FAKE_FC_GUEST_ROOT   the files of that guest (copied per VM)
   AIRLOCK_FC_SPEC      the spec (default ../shared/firecracker/firecracker.yaml, else tests/fc/firecracker.yaml)
 """
+import ctypes
 import json
 import os
+import shutil
+import signal
 import socket
+import stat
+import subprocess
 import sys
 import threading
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.realpath(__file__)))
 import fcspec  # noqa: E402
@@ -147,6 +163,47 @@ class Vsock:
         self.log.write({"event": "vsock-reset", "connections": len(pairs)})
 
 
+GUEST_DIR = "guest"
+
+
+def _die_with_parent():
+    """In the agent's child: SIGKILL when the fake dies (PR_SET_PDEATHSIG)."""
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)
+
+
+class OwnGuest:
+    """An airlock-agent of this VM alone, chrooted in a copy of a template's files."""
+
+    def __init__(self, agent, root, log):
+        if os.path.exists(GUEST_DIR):
+            shutil.rmtree(GUEST_DIR)
+        shutil.copytree(root, GUEST_DIR, symlinks=True)
+        shutil.copy2(agent, os.path.join(GUEST_DIR, "airlock-agent"))
+        # What the guest kernel's devtmpfs would give the agent.
+        os.makedirs(os.path.join(GUEST_DIR, "dev"), exist_ok=True)
+        for name, minor in (("null", 3), ("zero", 5), ("random", 8), ("urandom", 9)):
+            node = os.path.join(GUEST_DIR, "dev", name)
+            if not os.path.exists(node):
+                os.mknod(node, 0o666 | stat.S_IFCHR, os.makedev(1, minor))
+        self.sock = os.path.join(GUEST_DIR, "guest.sock")
+        self.proc = subprocess.Popen(["chroot", GUEST_DIR, "/airlock-agent", "--listen-unix", "/guest.sock"],
+                                     env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin",
+                                          "AIRLOCK_AGENT_RUN_DIR": "/run/airlock"},
+                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                     stderr=open("guest-agent.log", "ab"), start_new_session=True,
+                                     preexec_fn=_die_with_parent)
+        deadline = time.monotonic() + 10
+        while not os.path.exists(self.sock) and time.monotonic() < deadline and self.proc.poll() is None:
+            time.sleep(0.01)
+        log.write({"event": "guest", "pid": self.proc.pid, "listening": os.path.exists(self.sock)})
+
+    def signal(self, sig):
+        try:
+            os.killpg(self.proc.pid, sig)
+        except ProcessLookupError:
+            pass
+
+
 class VM:
     def __init__(self, instance_id, log):
         self.id = instance_id
@@ -156,6 +213,7 @@ class VM:
         self.configured = set()
         self.track_dirty = False
         self.vsock = None
+        self.guest = None
 
     # ---- requests
 
@@ -191,6 +249,8 @@ class VM:
             if self.state == "Not started":
                 raise Fault("The requested operation is not supported before starting the microVM.")
             self.state = "Paused" if body["state"] == "Paused" else "Running"
+            if self.guest:
+                self.guest.signal(signal.SIGSTOP if self.state == "Paused" else signal.SIGCONT)
         elif template == "/snapshot/create":
             self.snapshot_create(body)
         elif template == "/snapshot/load":
@@ -231,10 +291,16 @@ class VM:
             if not os.path.isfile(d["path_on_host"]):
                 raise Fault(f"Unable to open the block device backing file {d['path_on_host']}")
 
-    def start_devices(self):
+    def start_devices(self, paused=False):
+        guest_sock = os.environ.get("FAKE_FC_GUEST_SOCK")
+        if os.environ.get("FAKE_FC_AGENT") and os.environ.get("FAKE_FC_GUEST_ROOT"):
+            self.guest = OwnGuest(os.environ["FAKE_FC_AGENT"], os.environ["FAKE_FC_GUEST_ROOT"], self.log)
+            guest_sock = self.guest.sock
+            if paused:
+                self.guest.signal(signal.SIGSTOP)
         vs = self.config.get("vsock")
         if vs:
-            self.vsock = Vsock(vs["uds_path"], os.environ.get("FAKE_FC_GUEST_SOCK"), self.log)
+            self.vsock = Vsock(vs["uds_path"], guest_sock, self.log)
 
     def snapshot_create(self, body):
         if self.state == "Not started":
@@ -285,7 +351,7 @@ class VM:
             if not tap_exists(n["host_dev_name"]):
                 raise Fault(f"Load snapshot error: the tap {n['host_dev_name']} is missing")
         self.track_dirty = bool(body.get("track_dirty_pages") or body.get("enable_diff_snapshots"))
-        self.start_devices()
+        self.start_devices(paused=not body.get("resume_vm"))
         self.state = "Running" if body.get("resume_vm") else "Paused"
 
     def full_config(self):

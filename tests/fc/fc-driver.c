@@ -4,16 +4,19 @@
  * through its struct vmm_ops, as the daemon calls them, for
  * tests/fc/test_fc_conformance.py. `firecracker` is whatever PATH finds: the
  * tests put tests/fc/fake_firecracker.py there, which checks every request
- * against the spec. Prints one JSON object per step on stdout; on a failure
- * the step's "error" and exit status 1.
+ * against the spec. The VMM is started through the jailer named by
+ * --jailer, as the daemon starts it (the tests give tests/fc/fake_jailer.sh,
+ * which records what it is asked and runs the fake without a jail). D is
+ * both the sandbox dir and the VMM's (jail root). Prints one JSON object per
+ * step on stdout; on a failure the step's "error" and exit status 1.
  *
- *   fc-driver lifecycle --dir D --kernel K --initrd I --rootfs R
+ *   fc-driver lifecycle --jailer J --dir D --kernel K --initrd I --rootfs R
  *                       [--netns PATH] [--disk-mib N] [--diff]
  *       prepare_disk, spawn (boot), the channel (HELLO, an exec), pause,
  *       save into D/snap (plus a copy of the disk, as a snapshot has),
  *       resume, the channel again (a snapshot resets it), [pause, save_diff,
  *       resume], probe, stop.
- *   fc-driver restore --dir D2 --from D/snap [--netns PATH] [--diff]
+ *   fc-driver restore --jailer J --dir D2 --from D/snap [--netns PATH] [--diff]
  *       spawn from the snapshot (File memory backend), wait_incoming,
  *       resume, the channel (HELLO, an exec), stop.
  *   fc-driver call --dir D [--timeout-ms N] METHOD PATH [JSON]
@@ -30,6 +33,7 @@
 #include "fc-api.h"
 #include "file-copy.h"
 #include "frame.h"
+#include "jail.h"
 #include "json-cleanup.h"
 #include "util.h"
 #include "vmm.h"
@@ -202,18 +206,40 @@ static int open_dir(const char *dir)
 }
 
 struct opts {
-	const char *dir, *kernel, *initrd, *rootfs, *netns, *from;
+	const char *dir, *kernel, *initrd, *rootfs, *netns, *from, *jailer;
 	uint64_t disk_mib;
 	bool diff;
 	unsigned timeout_ms;
 };
 
+/* The jailer's settings and the jail of the VMM, as the daemon has them
+ * (jail_init runs `JAILER --check`). The seccomp profile is never passed
+ * for Firecracker; jail_init only wants a file there. */
+static void jail_setup(const struct opts *o, struct vmm_jail *j)
+{
+	struct jail_settings js = {.jailer = o->jailer,
+	                           .seccomp = o->jailer,
+	                           .cgroup_parent = JAIL_DEFAULT_CGROUP_PARENT,
+	                           .uid_base = JAIL_DEFAULT_UID_BASE,
+	                           .uid_count = 16};
+	struct al_error err = {0};
+	if (jail_init(&js, &err) < 0)
+		step_fail("jail", err.message);
+	jail_spec(j, JAIL_DEFAULT_UID_BASE + 7, 2, 256, 128, true);
+}
+
 static void lifecycle(const struct opts *o)
 {
 	int netns = o->netns ? open(o->netns, O_RDONLY | O_CLOEXEC) : -1;
+	struct vmm_jail jail;
+	jail_setup(o, &jail);
 	struct vmm_config vc = {
 	    .sandbox_id = "sb-0123456789abcdef",
 	    .dir = o->dir,
+	    .root = o->dir,
+	    .jail = &jail,
+	    .incoming_fd = -1,
+	    .incoming_state_fd = -1,
 	    .kernel = o->kernel,
 	    .initrd = o->initrd,
 	    .rootfs = o->rootfs,
@@ -269,24 +295,30 @@ static void restore(const struct opts *o)
 {
 	int dirfd = open_dir(o->dir);
 	/* What sandbox.c's restore_prepare does: the disk copied, memory and
-	 * state linked (read in place, never modified). */
+	 * state opened (read in place through the fds, never modified). */
 	cleanup_free char *src_disk = xasprintf("%s/%s", o->from, vmm_disk_file(ops));
 	cleanup_free char *dst_disk = xasprintf("%s/%s", o->dir, vmm_disk_file(ops));
 	int r = file_copy_cow(src_disk, dst_disk, 0600, NULL);
 	cleanup_free char *mem = xasprintf("%s/memory.bin", o->from);
 	cleanup_free char *state = xasprintf("%s/memory.bin%s", o->from, ops->state_suffix);
-	if (r < 0 || symlinkat(mem, dirfd, "mem.in") < 0 || symlinkat(state, dirfd, "state.in") < 0)
-		step_fail("restore_prepare", "cannot copy the disk or link the snapshot");
+	int mem_fd = open(mem, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	int state_fd = open(state, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (r < 0 || mem_fd < 0 || state_fd < 0)
+		step_fail("restore_prepare", "cannot copy the disk or open the snapshot");
 	step_ok("restore_prepare", NULL);
+	struct vmm_jail jail;
+	jail_setup(o, &jail);
 	struct vmm_config vc = {
 	    .sandbox_id = "sb-fedcba9876543210",
 	    .dir = o->dir,
+	    .root = o->dir,
+	    .jail = &jail,
 	    .vcpus = 2,
 	    .memory_mib = 256,
 	    .dirfd = dirfd,
 	    .netns_fd = o->netns ? open(o->netns, O_RDONLY | O_CLOEXEC) : -1,
-	    .incoming = "mem.in",
-	    .incoming_state = "state.in",
+	    .incoming_fd = mem_fd,
+	    .incoming_state_fd = state_fd,
 	    .diff_snapshots = o->diff,
 	};
 	struct al_error err = {0};
@@ -330,11 +362,17 @@ int main(int argc, char **argv)
 	const char *cmd = argv[1];
 	struct opts o = {.timeout_ms = 5000};
 	static const struct option longopts[] = {
-	    {"dir", required_argument, NULL, 'd'},        {"kernel", required_argument, NULL, 'k'},
-	    {"initrd", required_argument, NULL, 'i'},     {"rootfs", required_argument, NULL, 'r'},
-	    {"netns", required_argument, NULL, 'n'},      {"from", required_argument, NULL, 'f'},
-	    {"disk-mib", required_argument, NULL, 'm'},   {"diff", no_argument, NULL, 'D'},
-	    {"timeout-ms", required_argument, NULL, 't'}, {NULL, 0, NULL, 0},
+	    {"dir", required_argument, NULL, 'd'},
+	    {"kernel", required_argument, NULL, 'k'},
+	    {"initrd", required_argument, NULL, 'i'},
+	    {"rootfs", required_argument, NULL, 'r'},
+	    {"netns", required_argument, NULL, 'n'},
+	    {"from", required_argument, NULL, 'f'},
+	    {"disk-mib", required_argument, NULL, 'm'},
+	    {"diff", no_argument, NULL, 'D'},
+	    {"timeout-ms", required_argument, NULL, 't'},
+	    {"jailer", required_argument, NULL, 'j'},
+	    {NULL, 0, NULL, 0},
 	};
 	int c;
 	optind = 2;
@@ -367,6 +405,9 @@ int main(int argc, char **argv)
 		case 'D':
 			o.diff = true;
 			break;
+		case 'j':
+			o.jailer = optarg;
+			break;
 		case 't':
 			if (parse_int_range(optarg, 1, 600000, &v) < 0)
 				return 2;
@@ -380,9 +421,9 @@ int main(int argc, char **argv)
 		fprintf(stderr, "fc-driver: --dir is required\n");
 		return 2;
 	}
-	if (!strcmp(cmd, "lifecycle") && o.kernel && o.initrd && o.rootfs)
+	if (!strcmp(cmd, "lifecycle") && o.kernel && o.initrd && o.rootfs && o.jailer)
 		lifecycle(&o);
-	else if (!strcmp(cmd, "restore") && o.from)
+	else if (!strcmp(cmd, "restore") && o.from && o.jailer)
 		restore(&o);
 	else if (!strcmp(cmd, "call"))
 		call(&o, argc - optind, argv + optind);
