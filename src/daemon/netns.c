@@ -410,13 +410,6 @@ static int create(uid_t tap_owner, struct netns *ret, struct al_error *err)
 	return 0;
 }
 
-int netns_create(uid_t tap_owner, struct netns *ret, struct al_error *err)
-{
-	if (tap_owner == 0)
-		return al_error_set(err, AL_ERR_INTERNAL, EPERM, "network namespace: the tap needs a jail uid");
-	return create(tap_owner, ret, err);
-}
-
 /* ---- the pool ------------------------------------------------------------------------------------ */
 
 /* Namespaces made ahead by a thread of their own (--netns-pool): a create

@@ -39,18 +39,16 @@ struct netns {
 		.ns_fd = -1, .listen_fds = { -1, -1, -1 }                                                              \
 	}
 
-/* A new namespace, fully set up (tap owned by tap_owner's uid and gid,
- * addresses, sysctls, nftables, listeners). On any failure nothing is left
- * and the error says which step failed: the sandbox must not start. */
-int netns_create(uid_t tap_owner, struct netns *ret, struct al_error *err);
-
-/* Like netns_create, from the pool when it has one ready (its tap given to
- * tap_owner), else a new one. */
+/* A namespace fully set up (tap owned by tap_owner's uid and gid,
+ * addresses, sysctls, nftables, listeners): from the pool when it has one
+ * ready (its tap then given to tap_owner), else a new one. On any failure
+ * nothing is left and the error says which step failed: the sandbox must
+ * not start. */
 int netns_take(uid_t tap_owner, struct netns *ret, struct al_error *err);
 
 /* Keeps `size` namespaces ready (a thread makes them; 0: no pool). A pool
  * that cannot make one logs why and retries with a growing pause; creates
- * meanwhile make their own (and fail as netns_create does). */
+ * meanwhile make their own (and fail as without a pool). */
 #define NETNS_POOL_MAX 64
 #define NETNS_POOL_DEFAULT 4
 int netns_pool_start(unsigned size, struct al_error *err);
