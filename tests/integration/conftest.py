@@ -248,6 +248,18 @@ def pid_alive(pid):
     return stat[stat.rfind(")") + 2:].split()[0] != "Z"
 
 
+def metrics(api):
+    """GET /metrics as {series (name and labels): value}."""
+    r = api.request("GET", "/metrics")
+    assert r.status == 200, r
+    out = {}
+    for line in r.raw.decode().splitlines():
+        if line and not line.startswith("#"):
+            name, value = line.rsplit(" ", 1)
+            out[name] = float(value)
+    return out
+
+
 def wait_for(cond, timeout_s, what):
     """Polls cond until it is true (bounds a hang; not a timing assertion)."""
     deadline = time.monotonic() + timeout_s

@@ -16,7 +16,7 @@ import time
 import pytest
 
 from apiutil import ListeningDaemon, PtySession, Stream, TcpApi, free_port
-from conftest import _report_on_failure
+from conftest import _report_on_failure, metrics
 
 IDLE_S = 2
 PER_CLIENT = 4
@@ -52,17 +52,6 @@ def sandbox(ld):
     sb = ld.api.create_ok(tenant="conn")
     yield sb
     ld.api.delete(sb["id"])
-
-
-def metrics(api):
-    r = api.request("GET", "/metrics")
-    assert r.status == 200, r
-    out = {}
-    for line in r.raw.decode().splitlines():
-        if line and not line.startswith("#"):
-            name, value = line.rsplit(" ", 1)
-            out[name] = float(value)
-    return out
 
 
 def events(api, query):

@@ -15,7 +15,7 @@ import time
 import pytest
 
 from apiutil import ListeningDaemon, TcpApi, free_port
-from conftest import Daemon, IMAGES, _report_on_failure, require_build, stdout_bytes, wait_for
+from conftest import Daemon, IMAGES, _report_on_failure, metrics, require_build, stdout_bytes, wait_for
 
 MIB = 1024 * 1024
 MAX_DISK_MIB = 128
@@ -35,17 +35,6 @@ def ld(tmp_path_factory):
 def api(ld, request):
     yield ld.api
     _report_on_failure(request, ld)
-
-
-def metrics(api):
-    r = api.request("GET", "/metrics")
-    assert r.status == 200, r
-    out = {}
-    for line in r.raw.decode().splitlines():
-        if line and not line.startswith("#"):
-            name, value = line.rsplit(" ", 1)
-            out[name] = float(value)
-    return out
 
 
 def check_error(r, status, code, *words):

@@ -10,20 +10,9 @@ import pwd
 import re
 import subprocess
 
-from conftest import AIRLOCKD, Daemon, qemu_processes, wait_for
+from conftest import AIRLOCKD, Daemon, metrics, qemu_processes, wait_for
 
 POOL_DEFAULT = 4
-
-
-def metrics(api):
-    r = api.request("GET", "/metrics")
-    assert r.status == 200, r
-    out = {}
-    for line in r.raw.decode().splitlines():
-        if line and not line.startswith("#"):
-            name, value = line.rsplit(" ", 1)
-            out[name] = float(value)
-    return out
 
 
 def held_namespaces(pid):
