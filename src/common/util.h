@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/types.h>
+#include <time.h>
 #include <unistd.h>
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
@@ -85,6 +86,9 @@ int parse_u64(const char *s, uint64_t *ret);
 int parse_int_range(const char *s, long min, long max, long *ret);
 
 uint64_t now_ms_monotonic(void);
+/* CLOCK_MONOTONIC ms from now, as a deadline for pthread_cond_timedwait on a
+ * condition variable set to that clock. */
+struct timespec monotonic_in_ms(uint64_t ms);
 uint64_t now_ms_realtime(void);
 /* RFC 3339 UTC with milliseconds, e.g. 2026-11-29T18:01:02.123Z */
 void format_time_rfc3339(uint64_t epoch_ms, char buf[32]);

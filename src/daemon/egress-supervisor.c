@@ -612,14 +612,7 @@ static bool wait_ready(pthread_t reader, uint64_t gen)
 
 static void sleep_interruptible(unsigned ms)
 {
-	struct timespec deadline;
-	clock_gettime(CLOCK_MONOTONIC, &deadline);
-	deadline.tv_sec += ms / 1000;
-	deadline.tv_nsec += (long)(ms % 1000) * 1000000L;
-	if (deadline.tv_nsec >= 1000000000L) {
-		deadline.tv_sec++;
-		deadline.tv_nsec -= 1000000000L;
-	}
+	struct timespec deadline = monotonic_in_ms(ms);
 	pthread_mutex_lock(&st_lock);
 	while (!stopping && pthread_cond_timedwait(&st_cond, &st_lock, &deadline) == 0)
 		;

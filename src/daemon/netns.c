@@ -428,19 +428,6 @@ static struct {
 #define POOL_RETRY_MIN_MS 1000
 #define POOL_RETRY_MAX_MS 30000
 
-static void pool_wait_ms(unsigned ms)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	ts.tv_sec += ms / 1000;
-	ts.tv_nsec += (long)(ms % 1000) * 1000000L;
-	if (ts.tv_nsec >= 1000000000L) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000L;
-	}
-	pthread_cond_timedwait(&pool.cond, &pool.lock, &ts);
-}
-
 static void *pool_main(void *arg)
 {
 	(void)arg;
@@ -461,9 +448,9 @@ static void *pool_main(void *arg)
 			 * same way if the host cannot). */
 			retry_ms = retry_ms ? MIN(retry_ms * 2, POOL_RETRY_MAX_MS) : POOL_RETRY_MIN_MS;
 			log_error("network namespace pool: %s (next try in %u ms)", e.message, retry_ms);
-			uint64_t until = now_ms_monotonic() + retry_ms;
-			while (!pool.stop && now_ms_monotonic() < until)
-				pool_wait_ms((unsigned)(until - now_ms_monotonic()));
+			struct timespec until = monotonic_in_ms(retry_ms);
+			while (!pool.stop && pthread_cond_timedwait(&pool.cond, &pool.lock, &until) == 0)
+				;
 			continue;
 		}
 		retry_ms = 0;

@@ -554,6 +554,21 @@ static int attach(struct sandbox *sb, uint64_t deadline_ms, bool with_channel, s
  * save is about to reset (Firecracker resets every vsock connection at a
  * snapshot): nobody reads the end of it, so its streams live on. With
  * op_lock held. */
+/* The sandbox's channel (and its processes) retire: kept, for what their
+ * callers still hold, until the sandbox is freed. Under sb->lock. */
+static void channel_retire_locked(struct sandbox *sb)
+{
+	if (!sb->ch)
+		return;
+	struct retired *old = xcalloc(1, sizeof(*old));
+	old->ch = sb->ch;
+	old->procs = sb->procs;
+	old->next = sb->retired;
+	sb->retired = old;
+	sb->ch = NULL;
+	sb->procs = NULL;
+}
+
 static void channel_detach(struct sandbox *sb)
 {
 	monitor_stop(sb);
@@ -573,18 +588,10 @@ static int channel_reconnect(struct sandbox *sb, uint64_t deadline_ms, struct al
 {
 	channel_detach(sb);
 	if (!sb->ch || guest_channel_dead(sb->ch, NULL, 0)) {
-		if (sb->ch) {
-			/* Dead already (it broke or its VM went): it retires. */
-			pthread_mutex_lock(&sb->lock);
-			struct retired *old = xcalloc(1, sizeof(*old));
-			old->ch = sb->ch;
-			old->procs = sb->procs;
-			old->next = sb->retired;
-			sb->retired = old;
-			sb->ch = NULL;
-			sb->procs = NULL;
-			pthread_mutex_unlock(&sb->lock);
-		}
+		/* Dead already (it broke or its VM went): it retires. */
+		pthread_mutex_lock(&sb->lock);
+		channel_retire_locked(sb);
+		pthread_mutex_unlock(&sb->lock);
 		return attach_channel(sb, deadline_ms, err);
 	}
 	int fd = -1;
@@ -2072,15 +2079,7 @@ int sandbox_recover(const char *id, const char *tenant, bool memory, struct sand
 		/* Whatever is left of the old VMM goes; its channel retires. */
 		teardown(sb);
 		pthread_mutex_lock(&sb->lock);
-		if (sb->ch) {
-			struct retired *old = xcalloc(1, sizeof(*old));
-			old->ch = sb->ch;
-			old->procs = sb->procs;
-			old->next = sb->retired;
-			sb->retired = old;
-			sb->ch = NULL;
-			sb->procs = NULL;
-		}
+		channel_retire_locked(sb);
 		int *fds[] = {&sb->pidfd, &sb->console_fd, &sb->console_log_fd, &sb->wake_fd};
 		for (size_t i = 0; i < ARRAY_SIZE(fds); i++)
 			if (*fds[i] >= 0) {

@@ -857,9 +857,7 @@ static bool conn_handoff(struct egress_conn *c)
 /* The next connection for this thread, or NULL (time to exit). */
 static struct egress_conn *conn_wait_next(void)
 {
-	struct timespec until;
-	clock_gettime(CLOCK_MONOTONIC, &until);
-	until.tv_sec += CONN_IDLE_MS / 1000;
+	struct timespec until = monotonic_in_ms(CONN_IDLE_MS);
 	pthread_mutex_lock(&idle_lock);
 	if (idle_threads >= CONN_IDLE_THREADS) {
 		pthread_mutex_unlock(&idle_lock);
