@@ -458,14 +458,11 @@ static void guest_reply(struct icpt *ic, int status, const char *status_text, co
 	char resp[1024];
 	char body[512];
 	snprintf(body, sizeof(body), "airlock egress gateway: %s\n", reason);
-	int n = snprintf(resp, sizeof(resp),
-	                 "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: %zu\r\n"
-	                 "Connection: close\r\nCache-Control: no-store\r\n\r\n%s",
-	                 status, status_text, strlen(body), body);
-	if (n <= 0 || (size_t)n >= sizeof(resp))
+	size_t n = egress_http_reply_format(resp, sizeof(resp), status, status_text, body);
+	if (n == 0)
 		return;
 	uint64_t deadline = now_ms_monotonic() + EGRESS_REPLY_TIMEOUT_MS;
-	if (ssl_write_all(ic->g, ic->c->fd, resp, (size_t)n, deadline) == 0) {
+	if (ssl_write_all(ic->g, ic->c->fd, resp, n, deadline) == 0) {
 		ERR_clear_error();
 		SSL_shutdown(ic->g);
 		shutdown(ic->c->fd, SHUT_WR);
@@ -751,23 +748,12 @@ static void upstream_half_close(struct icpt *ic)
 	ic->u_shut = true;
 }
 
-static const char *io_failure(int r, const char *side)
-{
-	if (r == -ECONNRESET)
-		return "reset";
-	if (r == -EPIPE)
-		return "peer closed";
-	return side;
-}
-
 /* Relays until the connection ends; returns why (for the close event). */
 static const char *pump(struct icpt *ic)
 {
 	struct egress_conn *c = ic->c;
-	const struct egress_options *o = &c->rt->opt;
-	uint64_t end_ms = c->start_ms + (uint64_t)o->max_connection_s * 1000;
-	uint64_t idle_ms = (uint64_t)o->idle_timeout_s * 1000;
-	uint64_t last_ms = now_ms_monotonic();
+	struct egress_conn_timer timer;
+	egress_conn_timer_start(&timer, c);
 	/* The guest's last read would block: what it waits for. It is not
 	 * read again (a recv per round of a download) until poll says it is
 	 * ready: when we wait, or every ICPT_BUSY_ROUNDS busy rounds. */
@@ -783,7 +769,7 @@ static const char *pump(struct icpt *ic)
 		if (ic->out_off < ic->out_len) {
 			r = io_write(ic->u, ic->out + ic->out_off, ic->out_len - ic->out_off, &n, &uev);
 			if (r < 0 || r == IO_EOF)
-				return io_failure(r, "writing to the server failed");
+				return egress_io_failure(r, "writing to the server failed");
 			if (r == IO_DONE) {
 				ic->out_off += n;
 				c->bytes_up += n;
@@ -803,7 +789,7 @@ static const char *pump(struct icpt *ic)
 			short ev = 0;
 			r = io_read(ic->g, ic->in, ICPT_CHUNK, &n, &ev);
 			if (r < 0)
-				return io_failure(r, "reading from the guest failed");
+				return egress_io_failure(r, "reading from the guest failed");
 			if (r == IO_DONE) {
 				ic->in_len = n;
 				ic->in_off = 0;
@@ -839,7 +825,7 @@ static const char *pump(struct icpt *ic)
 		if (ic->down_off < ic->down_len) {
 			r = io_write(ic->g, ic->down + ic->down_off, ic->down_len - ic->down_off, &n, &gev);
 			if (r < 0 || r == IO_EOF)
-				return io_failure(r, "writing to the guest failed");
+				return egress_io_failure(r, "writing to the guest failed");
 			if (r == IO_DONE) {
 				ic->down_off += n;
 				c->bytes_down += n;
@@ -850,7 +836,7 @@ static const char *pump(struct icpt *ic)
 		} else if (!ic->u_eof) {
 			r = read_down(ic, &n, &uev);
 			if (r < 0)
-				return io_failure(r, "reading from the server failed");
+				return egress_io_failure(r, "reading from the server failed");
 			if (r == IO_DONE) {
 				ic->down_len = n;
 				ic->down_off = 0;
@@ -866,7 +852,7 @@ static const char *pump(struct icpt *ic)
 		if (ic->down_off == ic->down_len && (u_idle || ic->u_eof)) {
 			r = guest_flush(ic, &gev);
 			if (r < 0)
-				return io_failure(r, "writing to the guest failed");
+				return egress_io_failure(r, "writing to the guest failed");
 		}
 		uint64_t now = now_ms_monotonic();
 		if (ic->u_eof && ic->down_len == 0 && BIO_wpending(ic->g_wbuf) == 0) {
@@ -887,12 +873,9 @@ static const char *pump(struct icpt *ic)
 				return ic->reason;
 			}
 		}
-		if (progress)
-			last_ms = now;
-		if (now >= end_ms)
-			return "max duration";
-		if (now >= last_ms + idle_ms)
-			return "idle timeout";
+		const char *expired = egress_conn_timer_check(&timer, now, progress);
+		if (expired)
+			return expired;
 		if (progress) {
 			if (g_wait && ++busy >= ICPT_BUSY_ROUNDS) {
 				struct pollfd gp = {.fd = c->fd, .events = g_wait};
@@ -904,7 +887,7 @@ static const char *pump(struct icpt *ic)
 		}
 		busy = 0;
 		gev |= g_wait;
-		uint64_t wake = MIN(end_ms, last_ms + idle_ms);
+		uint64_t wake = egress_conn_timer_wake(&timer);
 		if (ic->refusing)
 			wake = MIN(wake, MAX(ic->last_down_ms, ic->refuse_ms) + ICPT_REFUSE_QUIET_MS);
 		struct pollfd p[2] = {

@@ -291,15 +291,6 @@ static void parse_step(struct plain *pl)
 
 /* ------------------------------------------------------------ relaying */
 
-static const char *io_failure(int r, const char *what)
-{
-	if (r == -ECONNRESET)
-		return "reset";
-	if (r == -EPIPE)
-		return "peer closed";
-	return what;
-}
-
 /* guest -> server: writes what the parser let through. Returns 0 (*wait
  * set when the server's socket is full) or -errno. */
 static int up_write(struct plain *pl, bool *progress, bool *wait)
@@ -363,10 +354,8 @@ static int count_body_run(struct plain *pl, uint64_t n)
 static const char *pump(struct plain *pl)
 {
 	struct egress_conn *c = pl->c;
-	const struct egress_options *o = &c->rt->opt;
-	uint64_t end_ms = c->start_ms + (uint64_t)o->max_connection_s * 1000;
-	uint64_t idle_ms = (uint64_t)o->idle_timeout_s * 1000;
-	uint64_t last_ms = now_ms_monotonic();
+	struct egress_conn_timer timer;
+	egress_conn_timer_start(&timer, c);
 	unsigned fruitless = 0;
 	for (;;) {
 		bool progress = false, g_wait = false, u_wait = false;
@@ -376,7 +365,7 @@ static const char *pump(struct plain *pl)
 		 * empties before anything else is written. */
 		if (pl->up.inpipe == 0) {
 			if (pl->out_len > 0 && (r = up_write(pl, &progress, &u_wait)) < 0)
-				return io_failure(r, "writing to the server failed");
+				return egress_io_failure(r, "writing to the server failed");
 			while (!pl->refusing && pl->out_len == 0 && (pl->in_off < pl->in_len || pl->parse_pending)) {
 				parse_step(pl);
 				progress = true;
@@ -385,11 +374,11 @@ static const char *pump(struct plain *pl)
 		bool drained = !pl->refusing && pl->out_len == 0 && pl->in_off == pl->in_len;
 		bool run = drained && !pl->g_eof && pl->length_left >= PLAIN_SPLICE_MIN;
 		if (drained && !run && !pl->g_eof && pl->up.inpipe == 0 && (r = guest_read(pl, &progress, &g_wait)) < 0)
-			return io_failure(r, "reading from the guest failed");
+			return egress_io_failure(r, "reading from the guest failed");
 		uint64_t up_in = pl->up.bytes_in;
 		pl->up.limit = run ? pl->length_left : 0;
 		if ((r = egress_splice_pump(&pl->up, &progress)) < 0)
-			return io_failure(r, "relay error");
+			return egress_io_failure(r, "relay error");
 		if (pl->up.bytes_in != up_in && count_body_run(pl, pl->up.bytes_in - up_in) < 0)
 			return "relay error";
 		if (pl->up.eof)
@@ -413,7 +402,7 @@ static const char *pump(struct plain *pl)
 		uint64_t down_in = pl->down.bytes_in;
 		pl->down.hold_shut = pl->refusing;
 		if ((r = egress_splice_pump(&pl->down, &progress)) < 0)
-			return io_failure(r, "relay error");
+			return egress_io_failure(r, "relay error");
 		uint64_t now = now_ms_monotonic();
 		if (pl->down.bytes_in != down_in)
 			pl->last_down_ms = now;
@@ -438,17 +427,14 @@ static const char *pump(struct plain *pl)
 			return "closed";
 		}
 
-		if (progress)
-			last_ms = now;
-		if (now >= end_ms)
-			return "max duration";
-		if (now >= last_ms + idle_ms)
-			return "idle timeout";
+		const char *expired = egress_conn_timer_check(&timer, now, progress);
+		if (expired)
+			return expired;
 		if (progress) {
 			fruitless = 0;
 			continue;
 		}
-		uint64_t wake = MIN(end_ms, last_ms + idle_ms);
+		uint64_t wake = egress_conn_timer_wake(&timer);
 		if (pl->refusing)
 			wake = MIN(wake, MAX(pl->last_down_ms, pl->refuse_ms) + PLAIN_REFUSE_QUIET_MS);
 		/* A side we want nothing from is left out (a socket reports

@@ -247,9 +247,30 @@ int egress_wait_fd(int fd, short events, uint64_t deadline_ms);
 /* After a refusal: reads and drops what the guest still sends (bounded in
  * bytes and time), so that closing does not reset a reply in flight. */
 void egress_drain(int fd);
-/* Answers a plain HTTP request: status, "Connection: close", a text body;
- * then our side's end and egress_drain(). Bounded in time. */
+/* The text of the gateway's own answer to an HTTP request: status,
+ * "Connection: close", a text body. Returns its length, or 0 when it does
+ * not fit in size. */
+size_t egress_http_reply_format(char *buf, size_t size, int status, const char *status_text, const char *body);
+/* Answers a plain HTTP request (egress_http_reply_format); then our side's
+ * end and egress_drain(). Bounded in time. */
 void egress_http_reply(int fd, int status, const char *status_text, const char *body);
+/* Why a relay ended on a failed read or write r: "reset" (-ECONNRESET),
+ * "peer closed" (-EPIPE), else what (which side failed). */
+const char *egress_io_failure(int r, const char *what);
+
+/* A connection's time limits while it relays: --max-connection-s from its
+ * start, --idle-timeout-s without progress. */
+struct egress_conn_timer {
+	uint64_t end_ms; /* monotonic */
+	uint64_t idle_ms;
+	uint64_t last_ms; /* the last progress (monotonic) */
+};
+void egress_conn_timer_start(struct egress_conn_timer *t, const struct egress_conn *c);
+/* After a round of relaying that ended at now (progress: something moved):
+ * why the connection ends ("max duration", "idle timeout"), or NULL. */
+const char *egress_conn_timer_check(struct egress_conn_timer *t, uint64_t now, bool progress);
+/* The latest time (monotonic ms) to wake up at. */
+uint64_t egress_conn_timer_wake(const struct egress_conn_timer *t);
 
 /* One direction of a spliced relay: from -> a pipe -> to, zero-copy. */
 struct egress_splice {
