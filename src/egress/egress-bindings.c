@@ -8,6 +8,7 @@
 
 #include <openssl/crypto.h>
 
+#include "egress-http.h"
 #include "egress-policy.h"
 #include "util.h"
 
@@ -49,31 +50,26 @@ static void binding_release(struct egress_binding *b)
 
 /* ------------------------------------------------------------ checks */
 
-static bool is_tchar(unsigned char c)
-{
-	/* RFC 9110 token characters. */
-	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-	       strchr("!#$%&'*+-.^_`|~", c);
-}
-
 static bool token_valid(const char *s, size_t len, size_t max)
 {
 	if (len == 0 || len > max)
 		return false;
 	for (size_t i = 0; i < len; i++)
-		if (!s[i] || !is_tchar((unsigned char)s[i]))
+		if (!s[i] || !egress_http_is_tchar((uint8_t)s[i]))
 			return false;
 	return true;
 }
 
-/* Text that can stand in a header field value: HTAB, SP, visible ASCII and
- * obs-text; no CR, LF, NUL or other control character (they would end the
- * line or smuggle another field). airlockd checks the same. */
-static bool field_text_valid(const char *s, size_t len)
+/* Text that can stand in a header field value: a string of at most max
+ * bytes of HTAB, SP, visible ASCII and obs-text; no CR, LF, NUL or other
+ * control character (they would end the line or smuggle another field).
+ * airlockd checks the same. */
+static bool field_text_valid(const char *s, size_t len, size_t max)
 {
+	if (!s || len > max || memchr(s, '\0', len))
+		return false;
 	for (size_t i = 0; i < len; i++) {
-		unsigned char c = (unsigned char)s[i];
-		if ((c < 0x20 && c != '\t') || c == 0x7f)
+		if (!egress_http_is_field_char((uint8_t)s[i]))
 			return false;
 	}
 	return true;
@@ -247,8 +243,7 @@ static int binding_parse(const json_t *in, struct egress_binding *b, char *why, 
 	const json_t *vj = json_object_get(in, "value");
 	const char *value = json_string_value(vj);
 	size_t value_len = json_string_length(vj);
-	if (!value || value_len == 0 || value_len > EGRESS_BINDING_VALUE_MAX || memchr(value, '\0', value_len) ||
-	    !field_text_valid(value, value_len)) {
+	if (value_len == 0 || !field_text_valid(value, value_len, EGRESS_BINDING_VALUE_MAX)) {
 		snprintf(why, why_size,
 		         "\"value\" must be a string of 1-%d bytes that can stand in a header field (no control "
 		         "characters)",
@@ -290,8 +285,7 @@ static int binding_parse(const json_t *in, struct egress_binding *b, char *why, 
 		const char *f = fj && !json_is_null(fj) ? json_string_value(fj) : "{value}";
 		size_t flen = f ? (fj && !json_is_null(fj) ? json_string_length(fj) : strlen(f)) : 0;
 		const char *at = f ? format_value_at(f) : NULL;
-		if (!f || flen > EGRESS_BINDING_FORMAT_MAX || memchr(f, '\0', flen) || !field_text_valid(f, flen) ||
-		    !at || strstr(at + 1, "{value}")) {
+		if (!field_text_valid(f, flen, EGRESS_BINDING_FORMAT_MAX) || !at || strstr(at + 1, "{value}")) {
 			snprintf(why, why_size,
 			         "\"format\" must be null or a header value of at most %d bytes with \"{value}\" "
 			         "exactly once",

@@ -195,16 +195,22 @@ void egress_drain(int fd)
 	}
 }
 
-void egress_http_reply(int fd, int status, const char *status_text, const char *body)
+size_t egress_http_reply_format(char *buf, size_t size, int status, const char *status_text, const char *body)
 {
-	char resp[1024];
-	int n = snprintf(resp, sizeof(resp),
+	int n = snprintf(buf, size,
 	                 "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: %zu\r\n"
 	                 "Connection: close\r\nCache-Control: no-store\r\n\r\n%s",
 	                 status, status_text, strlen(body), body);
-	if (n <= 0 || (size_t)n >= sizeof(resp))
+	return n > 0 && (size_t)n < size ? (size_t)n : 0;
+}
+
+void egress_http_reply(int fd, int status, const char *status_text, const char *body)
+{
+	char resp[1024];
+	size_t n = egress_http_reply_format(resp, sizeof(resp), status, status_text, body);
+	if (n == 0)
 		return;
-	if (write_full_timeout(fd, resp, (size_t)n, EGRESS_REPLY_TIMEOUT_MS) == 0) {
+	if (write_full_timeout(fd, resp, n, EGRESS_REPLY_TIMEOUT_MS) == 0) {
 		shutdown(fd, SHUT_WR);
 		egress_drain(fd);
 	}
@@ -590,6 +596,39 @@ static short relay_events(const struct egress_splice *rd, const struct egress_sp
 	return ev;
 }
 
+const char *egress_io_failure(int r, const char *what)
+{
+	if (r == -ECONNRESET)
+		return "reset";
+	if (r == -EPIPE)
+		return "peer closed";
+	return what;
+}
+
+void egress_conn_timer_start(struct egress_conn_timer *t, const struct egress_conn *c)
+{
+	const struct egress_options *o = &c->rt->opt;
+	t->end_ms = c->start_ms + (uint64_t)o->max_connection_s * 1000;
+	t->idle_ms = (uint64_t)o->idle_timeout_s * 1000;
+	t->last_ms = now_ms_monotonic();
+}
+
+const char *egress_conn_timer_check(struct egress_conn_timer *t, uint64_t now, bool progress)
+{
+	if (progress)
+		t->last_ms = now;
+	if (now >= t->end_ms)
+		return "max duration";
+	if (now >= t->last_ms + t->idle_ms)
+		return "idle timeout";
+	return NULL;
+}
+
+uint64_t egress_conn_timer_wake(const struct egress_conn_timer *t)
+{
+	return MIN(t->end_ms, t->last_ms + t->idle_ms);
+}
+
 /* Splices both ways until both directions are closed. Returns the reason
  * the connection ended (for the close event). */
 static const char *relay(struct egress_conn *c)
@@ -601,10 +640,8 @@ static const char *relay(struct egress_conn *c)
 		egress_splice_close(&up);
 		return "out of resources (pipe)";
 	}
-	const struct egress_options *o = &c->rt->opt;
-	uint64_t end_ms = c->start_ms + (uint64_t)o->max_connection_s * 1000;
-	uint64_t idle_ms = (uint64_t)o->idle_timeout_s * 1000;
-	uint64_t last_ms = now_ms_monotonic();
+	struct egress_conn_timer timer;
+	egress_conn_timer_start(&timer, c);
 	unsigned fruitless = 0;
 	for (;;) {
 		bool progress = false;
@@ -612,20 +649,14 @@ static const char *relay(struct egress_conn *c)
 		if (r == 0)
 			r = egress_splice_pump(&down, &progress);
 		if (r < 0) {
-			why = r == -ECONNRESET ? "reset" : r == -EPIPE ? "peer closed" : "relay error";
+			why = egress_io_failure(r, "relay error");
 			break;
 		}
 		if (up.shut && down.shut)
 			break;
-		uint64_t now = now_ms_monotonic();
-		if (progress)
-			last_ms = now;
-		if (now >= end_ms) {
-			why = "max duration";
-			break;
-		}
-		if (now >= last_ms + idle_ms) {
-			why = "idle timeout";
+		const char *expired = egress_conn_timer_check(&timer, now_ms_monotonic(), progress);
+		if (expired) {
+			why = expired;
 			break;
 		}
 		if (progress) {
@@ -646,8 +677,7 @@ static const char *relay(struct egress_conn *c)
 		 * after many fruitless wake-ups, breathe instead of spinning. */
 		if (++fruitless > 64)
 			poll(NULL, 0, 1);
-		uint64_t wake = MIN(end_ms, last_ms + idle_ms);
-		int n = poll(p, 2, remaining_ms(wake));
+		int n = poll(p, 2, remaining_ms(egress_conn_timer_wake(&timer)));
 		if (n < 0 && errno != EINTR) {
 			why = "relay error";
 			break;

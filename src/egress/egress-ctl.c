@@ -255,8 +255,13 @@ static int check_keys(const json_t *msg, const char *const *keys, size_t n, stru
 	return 0;
 }
 
-static int get_sandbox_id(const json_t *msg, const char **ret, struct al_error *err)
+/* A request about one sandbox: no field but keys, and a valid "sandbox". */
+static int check_sandbox_request(const json_t *msg, const char *const *keys, size_t n, const char **ret,
+                                 struct al_error *err)
 {
+	int r = check_keys(msg, keys, n, err);
+	if (r < 0)
+		return r;
 	const json_t *v = json_object_get(msg, "sandbox");
 	if (!json_is_string(v) || !id_valid(json_string_value(v), json_string_length(v), EGRESS_SANDBOX_ID_MAX, false))
 		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
@@ -264,6 +269,17 @@ static int get_sandbox_id(const json_t *msg, const char **ret, struct al_error *
 		                    EGRESS_SANDBOX_ID_MAX);
 	*ret = json_string_value(v);
 	return 0;
+}
+
+/* The sandbox with this id, a new reference, or NULL. */
+static struct egress_sandbox *sandbox_get(struct egress_runtime *rt, const char *id)
+{
+	pthread_mutex_lock(&rt->loop_lock);
+	struct egress_sandbox *sb = sandbox_by_id(rt, id);
+	if (sb)
+		egress_sandbox_ref(sb);
+	pthread_mutex_unlock(&rt->loop_lock);
+	return sb;
 }
 
 /* The three fds of "add": [TCP listener, DNS UDP socket, DNS TCP listener],
@@ -304,9 +320,7 @@ static int handle_add(struct egress_runtime *rt, const json_t *msg, int *fds, si
 {
 	static const char *const keys[] = {"op", "seq", "sandbox", "tenant", "policy", "bindings"};
 	const char *id;
-	int r = check_keys(msg, keys, ARRAY_SIZE(keys), err);
-	if (r == 0)
-		r = get_sandbox_id(msg, &id, err);
+	int r = check_sandbox_request(msg, keys, ARRAY_SIZE(keys), &id, err);
 	if (r < 0)
 		return r;
 	const json_t *tj = json_object_get(msg, "tenant");
@@ -397,19 +411,13 @@ static int handle_policy(struct egress_runtime *rt, const json_t *msg, struct al
 {
 	static const char *const keys[] = {"op", "seq", "sandbox", "policy"};
 	const char *id;
-	int r = check_keys(msg, keys, ARRAY_SIZE(keys), err);
-	if (r == 0)
-		r = get_sandbox_id(msg, &id, err);
+	int r = check_sandbox_request(msg, keys, ARRAY_SIZE(keys), &id, err);
 	if (r < 0)
 		return r;
 	struct egress_policy *policy = NULL;
 	if ((r = egress_policy_parse(json_object_get(msg, "policy"), &policy, err)) < 0)
 		return r;
-	pthread_mutex_lock(&rt->loop_lock);
-	struct egress_sandbox *sb = sandbox_by_id(rt, id);
-	if (sb)
-		egress_sandbox_ref(sb);
-	pthread_mutex_unlock(&rt->loop_lock);
+	struct egress_sandbox *sb = sandbox_get(rt, id);
 	if (!sb) {
 		egress_policy_unref(policy);
 		return al_error_set(err, AL_ERR_NOT_FOUND, ENOENT, "no sandbox %s", id);
@@ -428,9 +436,7 @@ static int handle_secrets(struct egress_runtime *rt, const json_t *msg, struct a
 {
 	static const char *const keys[] = {"op", "seq", "sandbox", "bindings"};
 	const char *id;
-	int r = check_keys(msg, keys, ARRAY_SIZE(keys), err);
-	if (r == 0)
-		r = get_sandbox_id(msg, &id, err);
+	int r = check_sandbox_request(msg, keys, ARRAY_SIZE(keys), &id, err);
 	if (r < 0)
 		return r;
 	const json_t *bj = json_object_get(msg, "bindings");
@@ -439,11 +445,7 @@ static int handle_secrets(struct egress_runtime *rt, const json_t *msg, struct a
 	struct egress_bindings *bindings = NULL;
 	if ((r = egress_bindings_parse(bj, &bindings, err)) < 0)
 		return r;
-	pthread_mutex_lock(&rt->loop_lock);
-	struct egress_sandbox *sb = sandbox_by_id(rt, id);
-	if (sb)
-		egress_sandbox_ref(sb);
-	pthread_mutex_unlock(&rt->loop_lock);
+	struct egress_sandbox *sb = sandbox_get(rt, id);
 	if (!sb) {
 		egress_bindings_unref(bindings);
 		return al_error_set(err, AL_ERR_NOT_FOUND, ENOENT, "no sandbox %s", id);
@@ -522,9 +524,7 @@ static int handle_remove(struct egress_runtime *rt, const json_t *msg, struct al
 {
 	static const char *const keys[] = {"op", "seq", "sandbox"};
 	const char *id;
-	int r = check_keys(msg, keys, ARRAY_SIZE(keys), err);
-	if (r == 0)
-		r = get_sandbox_id(msg, &id, err);
+	int r = check_sandbox_request(msg, keys, ARRAY_SIZE(keys), &id, err);
 	if (r < 0)
 		return r;
 	pthread_mutex_lock(&rt->loop_lock);

@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <string.h>
 
+#include "egress-cursor.h"
 #include "util.h"
 
 #define DNS_HEADER_SIZE 12
@@ -24,42 +25,6 @@
 #define DNS_EDNS_UDP_MIN 512        /* RFC 6891 6.2.3: smaller sizes are treated as 512 */
 #define DNS_OPT_RR_SIZE 11          /* root owner, type, class, TTL, RDLENGTH 0 */
 #define DNS_QUESTION_POINTER 0xc00c /* compression pointer to the question name at offset 12 */
-
-/* ------------------------------------------------------------ cursor */
-
-struct cursor {
-	const uint8_t *p;
-	size_t n;
-};
-
-static bool cur_u8(struct cursor *c, uint8_t *ret)
-{
-	if (c->n < 1)
-		return false;
-	*ret = c->p[0];
-	c->p++;
-	c->n--;
-	return true;
-}
-
-static bool cur_u16(struct cursor *c, uint16_t *ret)
-{
-	if (c->n < 2)
-		return false;
-	*ret = (uint16_t)((c->p[0] << 8) | c->p[1]);
-	c->p += 2;
-	c->n -= 2;
-	return true;
-}
-
-static bool cur_skip(struct cursor *c, size_t len)
-{
-	if (c->n < len)
-		return false;
-	c->p += len;
-	c->n -= len;
-	return true;
-}
 
 /* ------------------------------------------------------------ parser */
 
@@ -76,13 +41,13 @@ static bool label_byte_ok(uint8_t b)
 /* The question name: uncompressed labels of [A-Za-z0-9_-], at most
  * DNS_WIRE_NAME_MAX bytes on the wire (so at most EGRESS_DNS_NAME_MAX in
  * presentation form), written to q->name. */
-static int parse_name(struct cursor *c, struct egress_dns_query *q, struct al_error *err)
+static int parse_name(struct egress_cursor *c, struct egress_dns_query *q, struct al_error *err)
 {
 	size_t wire = 0;
 	q->name_len = 0;
 	for (;;) {
 		uint8_t len;
-		if (!cur_u8(c, &len))
+		if (!egress_cursor_u8(c, &len))
 			return malformed(err, "truncated question name");
 		wire++;
 		if (len == 0)
@@ -108,7 +73,7 @@ static int parse_name(struct cursor *c, struct egress_dns_query *q, struct al_er
 			q->name[q->name_len++] = '.';
 		memcpy(q->name + q->name_len, c->p, len);
 		q->name_len += len;
-		cur_skip(c, len);
+		egress_cursor_skip(c, len, NULL);
 		wire += len;
 	}
 	q->name[q->name_len] = '\0';
@@ -116,16 +81,16 @@ static int parse_name(struct cursor *c, struct egress_dns_query *q, struct al_er
 }
 
 /* The one additional record a query may carry: OPT at the root. */
-static int parse_opt(struct cursor *c, struct egress_dns_query *q, struct al_error *err)
+static int parse_opt(struct egress_cursor *c, struct egress_dns_query *q, struct al_error *err)
 {
 	uint8_t owner, ext_rcode, version;
 	uint16_t type, udp_size, flags, rdlen;
-	if (!cur_u8(c, &owner))
+	if (!egress_cursor_u8(c, &owner))
 		return malformed(err, "truncated additional record");
 	if (owner != 0)
 		return malformed(err, "the additional record is not an OPT record owned by the root");
-	if (!cur_u16(c, &type) || !cur_u16(c, &udp_size) || !cur_u8(c, &ext_rcode) || !cur_u8(c, &version) ||
-	    !cur_u16(c, &flags) || !cur_u16(c, &rdlen))
+	if (!egress_cursor_u16(c, &type) || !egress_cursor_u16(c, &udp_size) || !egress_cursor_u8(c, &ext_rcode) ||
+	    !egress_cursor_u8(c, &version) || !egress_cursor_u16(c, &flags) || !egress_cursor_u16(c, &rdlen))
 		return malformed(err, "truncated additional record");
 	if (type != EGRESS_DNS_TYPE_OPT)
 		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EBADMSG,
@@ -137,11 +102,12 @@ static int parse_opt(struct cursor *c, struct egress_dns_query *q, struct al_err
 		return malformed(err, "OPT record data runs past the end of the message");
 	/* The options are not used (cookies, padding, client subnet ...), but
 	 * they must tile the record data exactly. */
-	struct cursor rd = {c->p, rdlen};
-	cur_skip(c, rdlen);
+	struct egress_cursor rd;
+	egress_cursor_skip(c, rdlen, &rd);
 	while (rd.n > 0) {
 		uint16_t code, olen;
-		if (!cur_u16(&rd, &code) || !cur_u16(&rd, &olen) || !cur_skip(&rd, olen))
+		if (!egress_cursor_u16(&rd, &code) || !egress_cursor_u16(&rd, &olen) ||
+		    !egress_cursor_skip(&rd, olen, NULL))
 			return malformed(err, "EDNS option runs past the end of its OPT record");
 	}
 	(void)ext_rcode;
@@ -160,10 +126,10 @@ int egress_dns_parse_query(const uint8_t *buf, size_t len, struct egress_dns_que
 	 * bytes against [A-Za-z0-9_-]; nothing outside the one question and
 	 * one OPT record is accepted, so no later code meets a second name, a
 	 * compression pointer, or bytes this parser did not look at. */
-	struct cursor c = {buf, len};
+	struct egress_cursor c = {buf, len};
 	uint16_t id, flags, qdcount, ancount, nscount, arcount;
-	if (!cur_u16(&c, &id) || !cur_u16(&c, &flags) || !cur_u16(&c, &qdcount) || !cur_u16(&c, &ancount) ||
-	    !cur_u16(&c, &nscount) || !cur_u16(&c, &arcount))
+	if (!egress_cursor_u16(&c, &id) || !egress_cursor_u16(&c, &flags) || !egress_cursor_u16(&c, &qdcount) ||
+	    !egress_cursor_u16(&c, &ancount) || !egress_cursor_u16(&c, &nscount) || !egress_cursor_u16(&c, &arcount))
 		return malformed(err, "shorter than the 12-byte header");
 	if (ret_id)
 		*ret_id = id;
@@ -187,7 +153,7 @@ int egress_dns_parse_query(const uint8_t *buf, size_t len, struct egress_dns_que
 	int r = parse_name(&c, &q, err);
 	if (r < 0)
 		return r;
-	if (!cur_u16(&c, &q.qtype) || !cur_u16(&c, &q.qclass))
+	if (!egress_cursor_u16(&c, &q.qtype) || !egress_cursor_u16(&c, &q.qclass))
 		return malformed(err, "truncated question (type and class missing)");
 	q.question_len = (size_t)(c.p - question);
 	memcpy(q.question, question, q.question_len);

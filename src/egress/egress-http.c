@@ -13,39 +13,9 @@
 
 #include "util.h"
 
-/* tchar of RFC 9110 5.6.2 */
-static bool is_tchar(uint8_t c)
-{
-	if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'))
-		return true;
-	return c != 0 && strchr("!#$%&'*+-.^_`|~", c) != NULL;
-}
-
-/* field-vchar, SP or HTAB (RFC 9110 5.5): no NUL, CR, LF, other controls, DEL. */
-static bool is_field_char(uint8_t c)
-{
-	return c == '\t' || c == ' ' || (c >= 0x21 && c != 0x7f);
-}
-
 static int bad(struct al_error *err, const char *what)
 {
 	return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EBADMSG, "malformed HTTP request: %s", what);
-}
-
-static bool ascii_case_equal(const uint8_t *a, size_t alen, const char *b, size_t blen)
-{
-	if (alen != blen)
-		return false;
-	for (size_t i = 0; i < alen; i++) {
-		uint8_t x = a[i], y = (uint8_t)b[i];
-		if (x >= 'A' && x <= 'Z')
-			x = (uint8_t)(x + 0x20);
-		if (y >= 'A' && y <= 'Z')
-			y = (uint8_t)(y + 0x20);
-		if (x != y)
-			return false;
-	}
-	return true;
 }
 
 struct head_state {
@@ -67,7 +37,7 @@ static int parse_request_line(const uint8_t *line, size_t len, struct head_state
 	if (mlen == 0 || mlen > EGRESS_HTTP_METHOD_MAX)
 		return bad(err, "method missing or too long");
 	for (size_t i = 0; i < mlen; i++) {
-		if (!is_tchar(line[i]))
+		if (!egress_http_is_tchar(line[i]))
 			return bad(err, "method is not a token");
 	}
 	const uint8_t *target = sp1 + 1;
@@ -103,7 +73,8 @@ static int parse_request_line(const uint8_t *line, size_t len, struct head_state
 		return bad(err, "asterisk-form request-target outside OPTIONS");
 	}
 	static const char scheme[] = "http://";
-	if (tlen < sizeof(scheme) - 1 || !ascii_case_equal(target, sizeof(scheme) - 1, scheme, sizeof(scheme) - 1))
+	if (tlen < sizeof(scheme) - 1 ||
+	    !egress_http_case_equal(target, sizeof(scheme) - 1, scheme, sizeof(scheme) - 1))
 		return bad(err, "request-target is neither origin-form nor an http:// absolute-form");
 	const uint8_t *auth = target + sizeof(scheme) - 1;
 	size_t alen = 0, amax = tlen - (sizeof(scheme) - 1);
@@ -131,14 +102,14 @@ static int parse_header_line(const uint8_t *line, size_t len, struct head_state 
 		return al_error_set(err, AL_ERR_TOO_LARGE, E2BIG, "HTTP request has more than %d header fields",
 		                    EGRESS_HTTP_HEADERS_MAX);
 	size_t nlen = 0;
-	while (nlen < len && is_tchar(line[nlen]))
+	while (nlen < len && egress_http_is_tchar(line[nlen]))
 		nlen++;
 	if (nlen == 0 || nlen == len || line[nlen] != ':')
 		return bad(err, "header field name is not a token followed by ':'");
 	const uint8_t *v = line + nlen + 1;
 	size_t vlen = len - nlen - 1;
 	for (size_t i = 0; i < vlen; i++) {
-		if (!is_field_char(v[i]))
+		if (!egress_http_is_field_char(v[i]))
 			return bad(err, "control character in a header field value");
 	}
 	while (vlen > 0 && (v[0] == ' ' || v[0] == '\t')) {
@@ -147,7 +118,7 @@ static int parse_header_line(const uint8_t *line, size_t len, struct head_state 
 	}
 	while (vlen > 0 && (v[vlen - 1] == ' ' || v[vlen - 1] == '\t'))
 		vlen--;
-	if (!ascii_case_equal(line, nlen, "host", 4))
+	if (!egress_http_case_equal(line, nlen, "host", 4))
 		return 0;
 	if (st->host_seen)
 		return bad(err, "more than one Host header field");
@@ -175,13 +146,13 @@ static int check_partial_line(const uint8_t *p, size_t n, bool request_line, str
 	for (size_t i = 0; i < n; i++) {
 		if (p[i] == '\r' && i == n - 1)
 			break;
-		if (!is_field_char(p[i]))
+		if (!egress_http_is_field_char(p[i]))
 			return bad(err, "control character in the request head");
 	}
 	if (request_line) {
 		size_t i = 0;
 		while (i < n && p[i] != ' ') {
-			if (!is_tchar(p[i]) && !(p[i] == '\r' && i == n - 1))
+			if (!egress_http_is_tchar(p[i]) && !(p[i] == '\r' && i == n - 1))
 				return bad(err, "method is not a token");
 			i++;
 		}
@@ -236,7 +207,8 @@ int egress_http_read_request_head(const uint8_t *buf, size_t len, struct egress_
 	/* SECURITY: a proxy-style target wins over Host at the origin
 	 * (RFC 9112 3.2.2); both must name the same host or we would check one
 	 * and the server would serve the other. */
-	if (st.req.absolute_form && !ascii_case_equal(st.authority, st.authority_len, st.req.host, st.req.host_len))
+	if (st.req.absolute_form &&
+	    !egress_http_case_equal(st.authority, st.authority_len, st.req.host, st.req.host_len))
 		return bad(err, "absolute-form request-target and Host name different hosts");
 	st.req.head_len = pos;
 	*ret_req = st.req;

@@ -20,6 +20,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "error.h"
 
@@ -58,5 +59,42 @@ struct egress_http_request {
  */
 int egress_http_read_request_head(const uint8_t *buf, size_t len, struct egress_http_request *ret_req,
                                   struct al_error *err);
+
+/* ------------------------------------------------------------ characters */
+
+/* RFC 9110's characters as both request parsers read them (this one and
+ * egress-http1.c): they must agree byte for byte. */
+
+/* tchar of RFC 9110 5.6.2 */
+static inline bool egress_http_is_tchar(uint8_t c)
+{
+	if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'))
+		return true;
+	return c != 0 && strchr("!#$%&'*+-.^_`|~", c) != NULL;
+}
+
+/* field-vchar, SP or HTAB (RFC 9110 5.5): no NUL, CR, LF, other controls, DEL. */
+static inline bool egress_http_is_field_char(uint8_t c)
+{
+	return c == '\t' || c == ' ' || (c >= 0x21 && c != 0x7f);
+}
+
+static inline uint8_t egress_http_ascii_lower(uint8_t c)
+{
+	return c >= 'A' && c <= 'Z' ? (uint8_t)(c + 0x20) : c;
+}
+
+/* Equal but for the case of ASCII letters (names, schemes, hosts). */
+static inline bool egress_http_case_equal(const void *a, size_t alen, const void *b, size_t blen)
+{
+	if (alen != blen)
+		return false;
+	const uint8_t *x = a, *y = b;
+	for (size_t i = 0; i < alen; i++) {
+		if (egress_http_ascii_lower(x[i]) != egress_http_ascii_lower(y[i]))
+			return false;
+	}
+	return true;
+}
 
 #endif

@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "egress-http.h"
 #include "util.h"
 
 _Static_assert(EGRESS_HTTP1_HEAD_MAX <= UINT16_MAX, "spans are 16-bit");
@@ -75,20 +76,6 @@ struct egress_http1_parser {
 
 /* ------------------------------------------------------------ characters */
 
-/* tchar of RFC 9110 5.6.2 */
-static bool is_tchar(uint8_t c)
-{
-	if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'))
-		return true;
-	return c != 0 && strchr("!#$%&'*+-.^_`|~", c) != NULL;
-}
-
-/* field-vchar, SP or HTAB (RFC 9110 5.5): no NUL, CR, LF, other controls, DEL. */
-static bool is_field_char(uint8_t c)
-{
-	return c == '\t' || c == ' ' || (c >= 0x21 && c != 0x7f);
-}
-
 static bool is_hex(uint8_t c)
 {
 	return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
@@ -103,34 +90,10 @@ static unsigned hex_value(uint8_t c)
 	return (unsigned)(c - 'A' + 10);
 }
 
-static uint8_t ascii_lower(uint8_t c)
-{
-	return c >= 'A' && c <= 'Z' ? (uint8_t)(c + 0x20) : c;
-}
-
+/* Equal to the NUL-terminated b but for the case of ASCII letters. */
 static bool ascii_case_equal(const void *a, size_t alen, const char *b)
 {
-	size_t blen = strlen(b);
-	if (alen != blen)
-		return false;
-	const uint8_t *x = a;
-	for (size_t i = 0; i < alen; i++) {
-		if (ascii_lower(x[i]) != ascii_lower((uint8_t)b[i]))
-			return false;
-	}
-	return true;
-}
-
-static bool ascii_case_equal_n(const void *a, size_t alen, const void *b, size_t blen)
-{
-	if (alen != blen)
-		return false;
-	const uint8_t *x = a, *y = b;
-	for (size_t i = 0; i < alen; i++) {
-		if (ascii_lower(x[i]) != ascii_lower(y[i]))
-			return false;
-	}
-	return true;
+	return egress_http_case_equal(a, alen, b, strlen(b));
 }
 
 /* Field names as a lenient server may compare them: any case, and '_' the
@@ -141,7 +104,7 @@ static bool field_name_alike(const void *a, size_t alen, const char *b)
 		return false;
 	const uint8_t *x = a;
 	for (size_t i = 0; i < alen; i++) {
-		uint8_t c = ascii_lower(x[i]), d = ascii_lower((uint8_t)b[i]);
+		uint8_t c = egress_http_ascii_lower(x[i]), d = egress_http_ascii_lower((uint8_t)b[i]);
 		if (c == '_')
 			c = '-';
 		if (d == '_')
@@ -240,7 +203,7 @@ static int parse_request_line(struct egress_http1_parser *p, size_t off, size_t 
 	if (mlen == 0 || mlen > EGRESS_HTTP1_METHOD_MAX)
 		return bad(p, "method missing or too long");
 	for (size_t i = 0; i < mlen; i++) {
-		if (!is_tchar(line[i]))
+		if (!egress_http_is_tchar(line[i]))
 			return bad(p, "method is not a token");
 	}
 	size_t toff = mlen + 1;
@@ -367,7 +330,7 @@ static int field_connection(struct egress_http1_parser *p, const uint8_t *v, siz
 		while (b > a && (v[b - 1] == ' ' || v[b - 1] == '\t'))
 			b--;
 		for (size_t k = a; k < b; k++) {
-			if (!is_tchar(v[k]))
+			if (!egress_http_is_tchar(v[k]))
 				return bad(p, "Connection is not a list of tokens");
 		}
 		const uint8_t *tok = v + a;
@@ -401,7 +364,7 @@ static int field_line(struct egress_http1_parser *p, size_t off, size_t len)
 	if (h->n_fields == EGRESS_HTTP1_FIELDS_MAX)
 		return too_many(p, "header fields", EGRESS_HTTP1_FIELDS_MAX);
 	size_t nlen = 0;
-	while (nlen < len && is_tchar(line[nlen]))
+	while (nlen < len && egress_http_is_tchar(line[nlen]))
 		nlen++;
 	/* SECURITY: "Name : v" and "Na me: v" are read as other names by some. */
 	if (nlen == 0 || nlen == len || line[nlen] != ':')
@@ -451,7 +414,7 @@ static int head_finish(struct egress_http1_parser *p)
 	 * (RFC 9112 3.2.2); both must name the same host or we would check one
 	 * and the server would serve the other. */
 	if (h->form == EGRESS_HTTP1_ABSOLUTE_FORM &&
-	    !ascii_case_equal_n(h->raw + p->authority.off, p->authority.len, h->host, h->host_len))
+	    !egress_http_case_equal(h->raw + p->authority.off, p->authority.len, h->host, h->host_len))
 		return bad(p, "absolute-form request-target and Host name different hosts");
 	/* SECURITY: CL.TE / TE.CL desync; TE in HTTP/1.0 is read as CL or as
 	 * nothing by old servers (RFC 9112 6.1 lets us treat it as faulty). */
@@ -503,7 +466,7 @@ static int head_byte(struct egress_http1_parser *p, uint8_t c)
 	}
 	if (c == '\n')
 		return bad(p, "line ends in a bare LF");
-	if (!is_field_char(c))
+	if (!egress_http_is_field_char(c))
 		return bad(p, "control character in the request head");
 	if (++p->line_len > EGRESS_HTTP1_LINE_MAX)
 		return too_long(p, "a line of the request head", EGRESS_HTTP1_LINE_MAX);
@@ -581,7 +544,7 @@ static int chunk_line_byte(struct egress_http1_parser *p, uint8_t c)
 			return bad(p, "chunk size followed by something other than ';' or CRLF");
 		return 0;
 	case ST_CHUNK_EXT_NAME0:
-		if (!is_tchar(c))
+		if (!egress_http_is_tchar(c))
 			return bad(p, "chunk extension name is not a token");
 		p->state = ST_CHUNK_EXT_NAME;
 		return 0;
@@ -594,13 +557,13 @@ static int chunk_line_byte(struct egress_http1_parser *p, uint8_t c)
 			p->state = ST_CHUNK_LINE_LF;
 		else if (c == '=' && p->state == ST_CHUNK_EXT_NAME)
 			p->state = ST_CHUNK_EXT_VAL0;
-		else if (!is_tchar(c) || p->state == ST_CHUNK_EXT_QUOTED_END)
+		else if (!egress_http_is_tchar(c) || p->state == ST_CHUNK_EXT_QUOTED_END)
 			return bad(p, "malformed chunk extension");
 		return 0;
 	case ST_CHUNK_EXT_VAL0:
 		if (c == '"')
 			p->state = ST_CHUNK_EXT_QUOTED;
-		else if (is_tchar(c))
+		else if (egress_http_is_tchar(c))
 			p->state = ST_CHUNK_EXT_TOKEN;
 		else
 			return bad(p, "chunk extension value is neither a token nor a quoted string");
@@ -611,11 +574,11 @@ static int chunk_line_byte(struct egress_http1_parser *p, uint8_t c)
 			p->state = ST_CHUNK_EXT_QUOTED_END;
 		else if (c == '\\')
 			p->state = ST_CHUNK_EXT_QUOTED_ESC;
-		else if (!is_field_char(c))
+		else if (!egress_http_is_field_char(c))
 			return bad(p, "control character in a chunk extension");
 		return 0;
 	case ST_CHUNK_EXT_QUOTED_ESC:
-		if (!is_field_char(c))
+		if (!egress_http_is_field_char(c))
 			return bad(p, "control character in a chunk extension");
 		p->state = ST_CHUNK_EXT_QUOTED;
 		return 0;
@@ -650,7 +613,7 @@ static int trailer_byte(struct egress_http1_parser *p, uint8_t c)
 		}
 		if (c == ' ' || c == '\t')
 			return bad(p, "obsolete line folding in the trailers");
-		if (!is_tchar(c))
+		if (!egress_http_is_tchar(c))
 			return bad(p, "trailer field name is not a token followed by ':'");
 		if (++p->trailer_fields > EGRESS_HTTP1_FIELDS_MAX)
 			return too_many(p, "trailer fields", EGRESS_HTTP1_FIELDS_MAX);
@@ -666,7 +629,7 @@ static int trailer_byte(struct egress_http1_parser *p, uint8_t c)
 			p->state = ST_TRAILER_VALUE;
 			return 0;
 		}
-		if (!is_tchar(c))
+		if (!egress_http_is_tchar(c))
 			return bad(p, "trailer field name is not a token followed by ':'");
 		if (p->trailer_name_len < sizeof(p->trailer_name))
 			p->trailer_name[p->trailer_name_len] = (char)c;
@@ -676,7 +639,7 @@ static int trailer_byte(struct egress_http1_parser *p, uint8_t c)
 	case ST_TRAILER_VALUE:
 		if (c == '\r')
 			p->state = ST_TRAILER_LF;
-		else if (!is_field_char(c))
+		else if (!egress_http_is_field_char(c))
 			return bad(p, "control character in a trailer field");
 		return 0;
 	case ST_TRAILER_LF:
@@ -859,7 +822,7 @@ static bool is_field_name(const char *name)
 	if (n == 0 || n > EGRESS_HTTP1_FIELD_NAME_MAX)
 		return false;
 	for (size_t i = 0; i < n; i++) {
-		if (!is_tchar((uint8_t)name[i]))
+		if (!egress_http_is_tchar((uint8_t)name[i]))
 			return false;
 	}
 	return true;
@@ -872,7 +835,7 @@ static bool is_field_content(const char *v, size_t n)
 	if (n > EGRESS_HTTP1_VALUE_MAX)
 		return false;
 	for (size_t i = 0; i < n; i++) {
-		if (!is_field_char((uint8_t)v[i]))
+		if (!egress_http_is_field_char((uint8_t)v[i]))
 			return false;
 	}
 	return n == 0 || (v[0] != ' ' && v[0] != '\t' && v[n - 1] != ' ' && v[n - 1] != '\t');

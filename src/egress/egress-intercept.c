@@ -55,8 +55,6 @@
 #define ICPT_REFUSE_QUIET_MS 1000   /* after a refusal: upstream silence that ends the wait */
 #define ICPT_REFUSE_MAX_MS 10000    /* after a refusal: the longest wait for earlier responses */
 #define ICPT_SECRET_EVENTS_MAX 32   /* network.secret events per request */
-#define ICPT_PATH_SHOWN 200         /* bytes of an escaped path in events */
-#define ICPT_REASON_MAX 384
 
 static const unsigned char alpn_http11[] = "\x08http/1.1";
 
@@ -355,18 +353,12 @@ struct icpt {
 	SSL *g; /* toward the guest (we are the server) */
 	SSL *u; /* toward the server (we are the client) */
 	struct prefix_bio pb;
-	struct egress_http1_parser *parser;
-
-	uint8_t *in; /* guest plaintext, fed to the parser */
-	size_t in_len, in_off;
-	bool parse_pending; /* the parser may have an event without more bytes */
-	bool in_body;       /* between a head and the end of its request */
+	/* rq.in: guest plaintext; rq.out: head, or body bytes in rq.in. */
+	struct egress_requests rq;
 	bool g_eof;
 
 	uint8_t *head;      /* EGRESS_HTTP1_OUT_MAX: a rewritten head (may hold secrets) */
-	const uint8_t *out; /* what goes to the server next: head, or body bytes in in */
-	size_t out_len, out_off;
-	bool out_secret;    /* out is head: wipe it once written */
+	bool out_secret;    /* rq.out is head: wipe it once written */
 	unsigned forwarded; /* request heads sent to the server */
 	bool u_shut;        /* our side toward the server is closed */
 
@@ -377,14 +369,6 @@ struct icpt {
 	int u_deferred; /* what ended a read after some records (IO_EOF or -errno), for the next read; 0 none */
 	BIO *g_wbuf;    /* g's write buffer (owned by g) */
 	uint64_t last_down_ms;
-
-	/* A refused request: its answer waits until the server is done with
-	 * the requests before it (pipelining), then the connection ends. */
-	bool refusing;
-	int status;
-	const char *status_text;
-	char reason[ICPT_REASON_MAX];
-	uint64_t refuse_ms;
 };
 
 /* Reads the server's plaintext into the empty down buffer, record after
@@ -443,12 +427,12 @@ static void icpt_release(struct icpt *ic)
 {
 	SSL_free(ic->g);
 	SSL_free(ic->u);
-	egress_http1_parser_free(ic->parser);
+	egress_http1_parser_free(ic->rq.parser);
 	if (ic->head) {
 		OPENSSL_cleanse(ic->head, EGRESS_HTTP1_OUT_MAX);
 		free(ic->head);
 	}
-	free(ic->in);
+	free(ic->rq.in);
 	free(ic->down);
 }
 
@@ -458,48 +442,16 @@ static void guest_reply(struct icpt *ic, int status, const char *status_text, co
 	char resp[1024];
 	char body[512];
 	snprintf(body, sizeof(body), "airlock egress gateway: %s\n", reason);
-	int n = snprintf(resp, sizeof(resp),
-	                 "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: %zu\r\n"
-	                 "Connection: close\r\nCache-Control: no-store\r\n\r\n%s",
-	                 status, status_text, strlen(body), body);
-	if (n <= 0 || (size_t)n >= sizeof(resp))
+	size_t n = egress_http_reply_format(resp, sizeof(resp), status, status_text, body);
+	if (n == 0)
 		return;
 	uint64_t deadline = now_ms_monotonic() + EGRESS_REPLY_TIMEOUT_MS;
-	if (ssl_write_all(ic->g, ic->c->fd, resp, (size_t)n, deadline) == 0) {
+	if (ssl_write_all(ic->g, ic->rq.c->fd, resp, n, deadline) == 0) {
 		ERR_clear_error();
 		SSL_shutdown(ic->g);
-		shutdown(ic->c->fd, SHUT_WR);
-		egress_drain(ic->c->fd);
+		shutdown(ic->rq.c->fd, SHUT_WR);
+		egress_drain(ic->rq.c->fd);
 	}
-}
-
-/* "network.deny" for one request of an intercepted connection (the
- * connection itself was allowed): proto "https", the Host as asked. */
-static void request_deny_event(struct icpt *ic, const char *asked, const char *method, const char *path,
-                               const char *rule, const char *reason)
-{
-	struct egress_conn *c = ic->c;
-	json_t *d = egress_conn_event_data(c, "deny", reason);
-	json_object_set_new(d, "proto", json_string("https"));
-	json_object_set_new(d, "rule", rule ? json_string(rule) : json_null());
-	if (asked && strcmp(asked, c->host.name) != 0)
-		json_object_set_new(d, "asked_host", json_string(asked));
-	else
-		json_object_del(d, "asked_host");
-	if (method)
-		json_object_set_new(d, "method", json_string(method));
-	if (path)
-		json_object_set_new(d, "path", json_string(path));
-	egress_event(c->sb, "network.deny", d);
-}
-
-static void refuse(struct icpt *ic, int status, const char *status_text, const char *reason)
-{
-	ic->refusing = true;
-	ic->status = status;
-	ic->status_text = status_text;
-	snprintf(ic->reason, sizeof(ic->reason), "%s", reason);
-	ic->refuse_ms = now_ms_monotonic();
 }
 
 /* What one request does with the sandbox's secrets. */
@@ -585,49 +537,16 @@ static int plan_binding(struct plan *pl, const struct egress_binding *b, const s
 }
 
 /* EGRESS_HTTP1_EV_HEAD: check the request, rewrite it into ic->head. On
- * refusal ic->refusing is set. */
+ * refusal ic->rq.refusing is set. */
 static void on_head(struct icpt *ic)
 {
-	struct egress_conn *c = ic->c;
-	const struct egress_http1_head *h = egress_http1_parser_head(ic->parser);
-	char asked[EGRESS_ASKED_HOST_MAX + 1], path_shown[ICPT_PATH_SHOWN + 1], why[ICPT_REASON_MAX];
-	egress_text_escape((const uint8_t *)h->host, h->host_len, asked, sizeof(asked));
-	egress_text_escape((const uint8_t *)egress_http1_span_ptr(h, h->path), h->path.len, path_shown,
-	                   sizeof(path_shown));
+	struct egress_conn *c = ic->rq.c;
+	const struct egress_http1_head *h = egress_http1_parser_head(ic->rq.parser);
 	const char *method = h->method;
-
-	/* SECURITY: the Host routes the request at the server (virtual
-	 * hosts, CDNs): it must be the name the connection was decided,
-	 * dialled, verified and given secrets for. */
-	const uint8_t *hp;
-	size_t hl;
-	uint16_t hport = 0;
+	struct egress_request_shown shown;
 	struct egress_host host;
-	if (egress_host_split_port((const uint8_t *)h->host, h->host_len, &hp, &hl, &hport, NULL) < 0 ||
-	    egress_host_canonicalize(hp, hl, &host, NULL) < 0) {
-		request_deny_event(ic, asked, method, path_shown, NULL, "invalid Host");
-		refuse(ic, 400, "Bad Request", "invalid Host");
+	if (egress_requests_check_head(&ic->rq, h, &shown, &host) < 0)
 		return;
-	}
-	if ((hport != 0 && hport != c->port) || strcmp(host.name, c->host.name) != 0) {
-		snprintf(why, sizeof(why), "Host %.80s is not the TLS server name %.80s", asked, c->host.name);
-		request_deny_event(ic, asked, method, path_shown, NULL, why);
-		refuse(ic, 421, "Misdirected Request", why);
-		return;
-	}
-	/* The sandbox's policy as it is now (it may have changed since the
-	 * connection was decided). */
-	struct egress_policy *policy = egress_policy_slot_get(&c->sb->policy);
-	const char *rule = NULL;
-	bool allowed = egress_policy_decide_host(policy, &host, c->port, &rule);
-	if (!allowed) {
-		snprintf(why, sizeof(why), "%s is not allowed by the sandbox's egress policy", host.name);
-		request_deny_event(ic, asked, method, path_shown, rule, why);
-		egress_policy_unref(policy);
-		refuse(ic, 403, "Forbidden", why);
-		return;
-	}
-	egress_policy_unref(policy);
 
 	struct egress_bindings *bs = egress_bindings_slot_get(&c->sb->bindings);
 	const char *path = egress_http1_span_ptr(h, h->path);
@@ -639,9 +558,8 @@ static void on_head(struct icpt *ic)
 	/* SECURITY: a prefix "/v1/" must not let "/v1/../admin" through. */
 	if (egress_bindings_name_host(bs, &host, NULL) && egress_path_safe(path, path_len) < 0) {
 		egress_bindings_unref(bs);
-		snprintf(why, sizeof(why), "a path with a \"..\" segment or an encoded '/', '.' or '\\' is refused");
-		request_deny_event(ic, asked, method, path_shown, NULL, why);
-		refuse(ic, 400, "Bad Request", why);
+		egress_requests_refuse(&ic->rq, 400, "Bad Request", &shown, method, NULL,
+		                       "a path with a \"..\" segment or an encoded '/', '.' or '\\' is refused");
 		return;
 	}
 	struct plan pl = {0};
@@ -668,77 +586,36 @@ static void on_head(struct icpt *ic)
 	plan_release(&pl);
 	if (r < 0) {
 		/* SECURITY: the rewriter's messages never quote values. */
+		char why[EGRESS_REQUEST_REASON_MAX];
 		snprintf(why, sizeof(why), "the request cannot be given its secrets: %.100s",
 		         err.message[0] ? err.message : "too many secrets apply");
-		request_deny_event(ic, asked, method, path_shown, NULL, why);
-		egress_bindings_unref(bs);
 		if (r == -E2BIG)
-			refuse(ic, 431, "Request Header Fields Too Large", why);
+			egress_requests_refuse(&ic->rq, 431, "Request Header Fields Too Large", &shown, method, NULL,
+			                       why);
 		else
-			refuse(ic, 502, "Bad Gateway", why);
+			egress_requests_refuse(&ic->rq, 502, "Bad Gateway", &shown, method, NULL, why);
+		egress_bindings_unref(bs);
 		return;
 	}
 	for (size_t i = 0; i < pl.n_ev; i++)
-		secret_event(c, "https", pl.ev[i].b, pl.ev[i].verdict, pl.ev[i].reason, method, path_shown);
+		secret_event(c, "https", pl.ev[i].b, pl.ev[i].verdict, pl.ev[i].reason, method, shown.path);
 	egress_bindings_unref(bs);
-	ic->out = ic->head;
-	ic->out_len = len;
-	ic->out_off = 0;
+	ic->rq.out = ic->head;
+	ic->rq.out_len = len;
+	ic->rq.out_off = 0;
 	ic->out_secret = true;
 	ic->forwarded++;
-}
-
-/* A request the parser refused (its message quotes no guest bytes). */
-static void on_parse_error(struct icpt *ic, int r, const struct al_error *err)
-{
-	const char *msg = err->message[0] ? err->message : "malformed request";
-	char why[ICPT_REASON_MAX];
-	snprintf(why, sizeof(why), "%.150s", msg);
-	request_deny_event(ic, NULL, NULL, NULL, NULL, why);
-	if (err->code == AL_ERR_METHOD)
-		refuse(ic, 405, "Method Not Allowed", why);
-	else if (err->code == AL_ERR_FORBIDDEN)
-		refuse(ic, 403, "Forbidden", why);
-	else if (r == -E2BIG && ic->in_body)
-		refuse(ic, 413, "Content Too Large", why);
-	else if (r == -E2BIG)
-		refuse(ic, 431, "Request Header Fields Too Large", why);
-	else
-		refuse(ic, 400, "Bad Request", why);
 }
 
 /* Feeds the parser once and acts on its event. */
 static void parse_step(struct icpt *ic)
 {
 	size_t used = 0;
-	struct al_error err = {0};
-	const uint8_t *data = ic->in + ic->in_off;
-	int ev = egress_http1_feed(ic->parser, data, ic->in_len - ic->in_off, &used, &err);
-	if (ev < 0) {
-		on_parse_error(ic, ev, &err);
-		return;
-	}
-	ic->in_off += used;
-	ic->parse_pending = ev != EGRESS_HTTP1_EV_NEED_MORE;
-	switch (ev) {
-	case EGRESS_HTTP1_EV_HEAD:
-		ic->in_body = true;
+	int ev = egress_requests_feed(&ic->rq, &used);
+	if (ev == EGRESS_HTTP1_EV_HEAD)
 		on_head(ic);
-		break;
-	case EGRESS_HTTP1_EV_BODY:
-		/* Forwarded as framed, unchanged, straight from the buffer
-		 * (nothing more is read into it until this is written). */
-		ic->out = data;
-		ic->out_len = used;
-		ic->out_off = 0;
+	else if (ev == EGRESS_HTTP1_EV_BODY)
 		ic->out_secret = false;
-		break;
-	case EGRESS_HTTP1_EV_END:
-		ic->in_body = false;
-		break;
-	default:
-		break;
-	}
 }
 
 /* Our side toward the server is done: close_notify, then the TCP FIN (a
@@ -747,27 +624,16 @@ static void upstream_half_close(struct icpt *ic)
 {
 	ERR_clear_error();
 	SSL_shutdown(ic->u);
-	shutdown(ic->c->up, SHUT_WR);
+	shutdown(ic->rq.c->up, SHUT_WR);
 	ic->u_shut = true;
-}
-
-static const char *io_failure(int r, const char *side)
-{
-	if (r == -ECONNRESET)
-		return "reset";
-	if (r == -EPIPE)
-		return "peer closed";
-	return side;
 }
 
 /* Relays until the connection ends; returns why (for the close event). */
 static const char *pump(struct icpt *ic)
 {
-	struct egress_conn *c = ic->c;
-	const struct egress_options *o = &c->rt->opt;
-	uint64_t end_ms = c->start_ms + (uint64_t)o->max_connection_s * 1000;
-	uint64_t idle_ms = (uint64_t)o->idle_timeout_s * 1000;
-	uint64_t last_ms = now_ms_monotonic();
+	struct egress_conn *c = ic->rq.c;
+	struct egress_conn_timer timer;
+	egress_conn_timer_start(&timer, c);
 	/* The guest's last read would block: what it waits for. It is not
 	 * read again (a recv per round of a download) until poll says it is
 	 * ready: when we wait, or every ICPT_BUSY_ROUNDS busy rounds. */
@@ -780,33 +646,35 @@ static const char *pump(struct icpt *ic)
 		int r;
 
 		/* guest -> server: what the parser let through. */
-		if (ic->out_off < ic->out_len) {
-			r = io_write(ic->u, ic->out + ic->out_off, ic->out_len - ic->out_off, &n, &uev);
+		if (ic->rq.out_off < ic->rq.out_len) {
+			r = io_write(ic->u, ic->rq.out + ic->rq.out_off, ic->rq.out_len - ic->rq.out_off, &n, &uev);
 			if (r < 0 || r == IO_EOF)
-				return io_failure(r, "writing to the server failed");
+				return egress_io_failure(r, "writing to the server failed");
 			if (r == IO_DONE) {
-				ic->out_off += n;
+				ic->rq.out_off += n;
 				c->bytes_up += n;
 				progress = true;
-				if (ic->out_off == ic->out_len) {
+				if (ic->rq.out_off == ic->rq.out_len) {
 					if (ic->out_secret)
-						OPENSSL_cleanse(ic->head, ic->out_len);
-					ic->out_len = ic->out_off = 0;
+						OPENSSL_cleanse(ic->head, ic->rq.out_len);
+					ic->rq.out_len = ic->rq.out_off = 0;
 				}
 			}
 		}
-		while (!ic->refusing && ic->out_len == 0 && (ic->in_off < ic->in_len || ic->parse_pending)) {
+		while (!ic->rq.refusing && ic->rq.out_len == 0 &&
+		       (ic->rq.in_off < ic->rq.in_len || ic->rq.parse_pending)) {
 			parse_step(ic);
 			progress = true;
 		}
-		if (!ic->refusing && ic->out_len == 0 && ic->in_off == ic->in_len && !ic->g_eof && !g_wait) {
+		if (!ic->rq.refusing && ic->rq.out_len == 0 && ic->rq.in_off == ic->rq.in_len && !ic->g_eof &&
+		    !g_wait) {
 			short ev = 0;
-			r = io_read(ic->g, ic->in, ICPT_CHUNK, &n, &ev);
+			r = io_read(ic->g, ic->rq.in, ICPT_CHUNK, &n, &ev);
 			if (r < 0)
-				return io_failure(r, "reading from the guest failed");
+				return egress_io_failure(r, "reading from the guest failed");
 			if (r == IO_DONE) {
-				ic->in_len = n;
-				ic->in_off = 0;
+				ic->rq.in_len = n;
+				ic->rq.in_off = 0;
 				progress = true;
 			} else if (r == IO_EOF) {
 				ic->g_eof = true;
@@ -817,16 +685,17 @@ static const char *pump(struct icpt *ic)
 				gev |= ev;
 			}
 		}
-		if (ic->g_eof && !ic->refusing && ic->out_len == 0 && ic->in_off == ic->in_len && !ic->u_shut) {
-			if (!egress_http1_parser_idle(ic->parser))
+		if (ic->g_eof && !ic->rq.refusing && ic->rq.out_len == 0 && ic->rq.in_off == ic->rq.in_len &&
+		    !ic->u_shut) {
+			if (!egress_http1_parser_idle(ic->rq.parser))
 				return "the guest closed in the middle of a request";
 			upstream_half_close(ic);
 			progress = true;
 		}
-		if (ic->refusing && !ic->u_shut) {
+		if (ic->rq.refusing && !ic->u_shut) {
 			if (ic->forwarded == 0) {
-				guest_reply(ic, ic->status, ic->status_text, ic->reason);
-				return ic->reason;
+				guest_reply(ic, ic->rq.status, ic->rq.status_text, ic->rq.reason);
+				return ic->rq.reason;
 			}
 			upstream_half_close(ic);
 			progress = true;
@@ -839,7 +708,7 @@ static const char *pump(struct icpt *ic)
 		if (ic->down_off < ic->down_len) {
 			r = io_write(ic->g, ic->down + ic->down_off, ic->down_len - ic->down_off, &n, &gev);
 			if (r < 0 || r == IO_EOF)
-				return io_failure(r, "writing to the guest failed");
+				return egress_io_failure(r, "writing to the guest failed");
 			if (r == IO_DONE) {
 				ic->down_off += n;
 				c->bytes_down += n;
@@ -850,7 +719,7 @@ static const char *pump(struct icpt *ic)
 		} else if (!ic->u_eof) {
 			r = read_down(ic, &n, &uev);
 			if (r < 0)
-				return io_failure(r, "reading from the server failed");
+				return egress_io_failure(r, "reading from the server failed");
 			if (r == IO_DONE) {
 				ic->down_len = n;
 				ic->down_off = 0;
@@ -866,33 +735,30 @@ static const char *pump(struct icpt *ic)
 		if (ic->down_off == ic->down_len && (u_idle || ic->u_eof)) {
 			r = guest_flush(ic, &gev);
 			if (r < 0)
-				return io_failure(r, "writing to the guest failed");
+				return egress_io_failure(r, "writing to the guest failed");
 		}
 		uint64_t now = now_ms_monotonic();
 		if (ic->u_eof && ic->down_len == 0 && BIO_wpending(ic->g_wbuf) == 0) {
-			if (ic->refusing) {
-				guest_reply(ic, ic->status, ic->status_text, ic->reason);
-				return ic->reason;
+			if (ic->rq.refusing) {
+				guest_reply(ic, ic->rq.status, ic->rq.status_text, ic->rq.reason);
+				return ic->rq.reason;
 			}
 			ERR_clear_error();
 			SSL_shutdown(ic->g);
 			return "closed";
 		}
-		if (ic->refusing) {
+		if (ic->rq.refusing) {
 			/* Earlier requests' answers had their chance: the
 			 * server went quiet, or took too long. */
-			uint64_t quiet_since = MAX(ic->last_down_ms, ic->refuse_ms);
-			if (now >= quiet_since + ICPT_REFUSE_QUIET_MS || now >= ic->refuse_ms + ICPT_REFUSE_MAX_MS) {
-				guest_reply(ic, ic->status, ic->status_text, ic->reason);
-				return ic->reason;
+			uint64_t quiet_since = MAX(ic->last_down_ms, ic->rq.refuse_ms);
+			if (now >= quiet_since + ICPT_REFUSE_QUIET_MS || now >= ic->rq.refuse_ms + ICPT_REFUSE_MAX_MS) {
+				guest_reply(ic, ic->rq.status, ic->rq.status_text, ic->rq.reason);
+				return ic->rq.reason;
 			}
 		}
-		if (progress)
-			last_ms = now;
-		if (now >= end_ms)
-			return "max duration";
-		if (now >= last_ms + idle_ms)
-			return "idle timeout";
+		const char *expired = egress_conn_timer_check(&timer, now, progress);
+		if (expired)
+			return expired;
 		if (progress) {
 			if (g_wait && ++busy >= ICPT_BUSY_ROUNDS) {
 				struct pollfd gp = {.fd = c->fd, .events = g_wait};
@@ -904,9 +770,9 @@ static const char *pump(struct icpt *ic)
 		}
 		busy = 0;
 		gev |= g_wait;
-		uint64_t wake = MIN(end_ms, last_ms + idle_ms);
-		if (ic->refusing)
-			wake = MIN(wake, MAX(ic->last_down_ms, ic->refuse_ms) + ICPT_REFUSE_QUIET_MS);
+		uint64_t wake = egress_conn_timer_wake(&timer);
+		if (ic->rq.refusing)
+			wake = MIN(wake, MAX(ic->last_down_ms, ic->rq.refuse_ms) + ICPT_REFUSE_QUIET_MS);
 		struct pollfd p[2] = {
 		    {.fd = gev ? c->fd : -1, .events = gev},
 		    {.fd = uev ? c->up : -1, .events = uev},
@@ -925,7 +791,7 @@ static const char *pump(struct icpt *ic)
  * already read going first. */
 static int guest_accept(struct icpt *ic, char *reason, size_t reason_size)
 {
-	struct egress_conn *c = ic->c;
+	struct egress_conn *c = ic->rq.c;
 	X509 *leaf = NULL;
 	EVP_PKEY *key = NULL;
 	if (egress_ca_leaf(c->ca, c->host.name, time(NULL), &leaf, &key, NULL) < 0) {
@@ -964,7 +830,7 @@ static int guest_accept(struct icpt *ic, char *reason, size_t reason_size)
 /* TLS toward the server, verified against the trust store, name = SNI. */
 static int upstream_connect(struct icpt *ic, char *reason, size_t reason_size)
 {
-	struct egress_conn *c = ic->c;
+	struct egress_conn *c = ic->rq.c;
 	ic->u = SSL_new(c->rt->tls_upstream);
 	if (!ic->u || SSL_set_fd(ic->u, c->up) != 1 || SSL_set_tlsext_host_name(ic->u, c->host.name) != 1) {
 		snprintf(reason, reason_size, "TLS toward the server: %s", openssl_reason());
@@ -992,12 +858,12 @@ static int upstream_connect(struct icpt *ic, char *reason, size_t reason_size)
 
 const char *egress_intercept_run(struct egress_conn *c, char *reason, size_t reason_size)
 {
-	struct icpt ic = {.c = c};
+	struct icpt ic = {.rq = {.c = c}};
 	int r = guest_accept(&ic, reason, reason_size);
 	if (r == 0) {
 		r = upstream_connect(&ic, reason, reason_size);
 		if (r < 0) {
-			char body[ICPT_REASON_MAX + 128];
+			char body[EGRESS_REQUEST_REASON_MAX + 128];
 			snprintf(body, sizeof(body), "cannot open a verified TLS connection to %s (%.100s)",
 			         c->host.name, reason);
 			guest_reply(&ic, 502, "Bad Gateway", body);
@@ -1005,14 +871,14 @@ const char *egress_intercept_run(struct egress_conn *c, char *reason, size_t rea
 	}
 	const char *why = reason;
 	if (r == 0) {
-		ic.parser = egress_http1_parser_new();
-		ic.in = xmalloc(ICPT_CHUNK);
+		ic.rq.parser = egress_http1_parser_new();
+		ic.rq.in = xmalloc(ICPT_CHUNK);
 		ic.down = xmalloc(ICPT_DOWN_CHUNK);
 		ic.head = xmalloc(EGRESS_HTTP1_OUT_MAX);
 		why = pump(&ic);
-		if (why == ic.reason) {
+		if (why == ic.rq.reason) {
 			/* It lives in ic: the caller gets a copy. */
-			snprintf(reason, reason_size, "%s", ic.reason);
+			snprintf(reason, reason_size, "%s", ic.rq.reason);
 			why = reason;
 		}
 	}

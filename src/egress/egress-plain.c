@@ -40,26 +40,14 @@
 #define PLAIN_CHUNK (64 * 1024)      /* guest bytes read at once */
 #define PLAIN_REFUSE_QUIET_MS 1000   /* after a refusal: server silence that ends the wait */
 #define PLAIN_REFUSE_MAX_MS 10000    /* after a refusal: the longest wait for earlier answers */
-#define PLAIN_PATH_SHOWN 200         /* bytes of an escaped path in events */
-#define PLAIN_REASON_MAX 384         /* a refusal's reason, bytes */
 #define PLAIN_FRUITLESS_MAX 64       /* wake-ups without progress before breathing 1 ms */
 #define PLAIN_SPLICE_MIN (16 * 1024) /* Content-Length body bytes left worth splicing */
 
 struct plain {
-	struct egress_conn *c;
-	struct egress_http1_parser *parser; /* c->http1 */
-
-	uint8_t *in; /* guest bytes, fed to the parser */
-	size_t in_len, in_off;
-	bool parse_pending; /* the parser may have an event without more bytes */
-	bool in_body;       /* between a head and the end of its request */
+	/* rq.parser is c->http1; rq.out a head (in the parser, valid until
+	 * the next request's bytes are fed) or body bytes in rq.in. */
+	struct egress_requests rq;
 	bool g_eof;
-
-	/* What goes to the server next: a head (in the parser, valid until
-	 * the next request's bytes are fed) or body bytes in in. Nothing more
-	 * is parsed or read until it is written. */
-	const uint8_t *out;
-	size_t out_len, out_off;
 	unsigned forwarded; /* request heads sent to the server */
 	bool u_shut;        /* our side toward the server is closed */
 
@@ -72,88 +60,16 @@ struct plain {
 
 	struct egress_splice down; /* server -> guest */
 	uint64_t last_down_ms;     /* the server last sent a byte */
-
-	/* A refused request: its answer waits until the server is done with
-	 * the requests before it, then the connection ends. */
-	bool refusing;
-	int status;
-	const char *status_text;
-	char reason[PLAIN_REASON_MAX];
-	uint64_t refuse_ms;
 };
 
 /* ------------------------------------------------------------ refusals */
 
-/* The answer to a request egress-http1 refused (as egress-intercept.c). */
-static int refusal_status(int r, const struct al_error *err, bool in_body, const char **ret_text)
-{
-	if (err->code == AL_ERR_METHOD) {
-		*ret_text = "Method Not Allowed";
-		return 405;
-	}
-	if (err->code == AL_ERR_FORBIDDEN) {
-		*ret_text = "Forbidden";
-		return 403;
-	}
-	if (r == -E2BIG && in_body) {
-		*ret_text = "Content Too Large";
-		return 413;
-	}
-	if (r == -E2BIG) {
-		*ret_text = "Request Header Fields Too Large";
-		return 431;
-	}
-	*ret_text = "Bad Request";
-	return 400;
-}
-
-/* Why egress-http1 refused a request, for the event and the answer. Its
- * messages quote no guest bytes; those about methods and upgrades speak of
- * intercepted connections, so plain HTTP says its own. */
-static void refusal_text(const struct al_error *err, char *buf, size_t size)
-{
-	if (err->code == AL_ERR_METHOD)
-		snprintf(buf, size, "HTTP request refused: CONNECT, TRACE and TRACK are not served");
-	else if (err->code == AL_ERR_FORBIDDEN && strstr(err->message, "upgrades"))
-		snprintf(buf, size, "HTTP request refused: protocol upgrades (WebSocket, h2c) are not served");
-	else
-		snprintf(buf, size, "%.150s", err->message[0] ? err->message : "malformed HTTP request");
-}
-
-/* "network.deny" for one request of an allowed connection: proto "http",
- * host the connection's, the Host as asked when it differs. */
-static void request_deny_event(struct plain *pl, const char *asked, const char *method, const char *path,
-                               const char *rule, const char *reason)
-{
-	struct egress_conn *c = pl->c;
-	json_t *d = egress_conn_event_data(c, "deny", reason);
-	json_object_set_new(d, "rule", rule ? json_string(rule) : json_null());
-	if (asked && strcmp(asked, c->host.name) != 0)
-		json_object_set_new(d, "asked_host", json_string(asked));
-	else
-		json_object_del(d, "asked_host");
-	if (method)
-		json_object_set_new(d, "method", json_string(method));
-	if (path)
-		json_object_set_new(d, "path", json_string(path));
-	egress_event(c->sb, "network.deny", d);
-}
-
-static void refuse(struct plain *pl, int status, const char *status_text, const char *reason)
-{
-	pl->refusing = true;
-	pl->status = status;
-	pl->status_text = status_text;
-	snprintf(pl->reason, sizeof(pl->reason), "%s", reason);
-	pl->refuse_ms = now_ms_monotonic();
-}
-
 /* The refusal's answer, then the end. */
 static void refusal_reply(struct plain *pl)
 {
-	char body[PLAIN_REASON_MAX + 64];
-	snprintf(body, sizeof(body), "airlock egress gateway: %s\n", pl->reason);
-	egress_http_reply(pl->c->fd, pl->status, pl->status_text, body);
+	char body[EGRESS_REQUEST_REASON_MAX + 64];
+	snprintf(body, sizeof(body), "airlock egress gateway: %s\n", pl->rq.reason);
+	egress_http_reply(pl->rq.c->fd, pl->rq.status, pl->rq.status_text, body);
 }
 
 /* ------------------------------------------------------------ requests */
@@ -174,8 +90,7 @@ int egress_plain_first(struct egress_conn *c, size_t head_len, char *reason, siz
 		c->http_status_text = "Bad Request";
 		return -EBADMSG;
 	}
-	refusal_text(&err, reason, reason_size);
-	c->http_status = refusal_status(r, &err, false, &c->http_status_text);
+	c->http_status = egress_request_refusal(c, r, &err, false, &c->http_status_text, reason, reason_size);
 	return r;
 }
 
@@ -183,7 +98,7 @@ int egress_plain_first(struct egress_conn *c, size_t head_len, char *reason, siz
  * The sandbox's bindings as they are now (rotations apply to each request). */
 static void plain_secret_events(struct plain *pl, const uint8_t *head, size_t len)
 {
-	struct egress_conn *c = pl->c;
+	struct egress_conn *c = pl->rq.c;
 	egress_bindings_unref(c->bindings);
 	c->bindings = NULL;
 	egress_intercept_plain_http(c, head, len);
@@ -192,130 +107,56 @@ static void plain_secret_events(struct plain *pl, const uint8_t *head, size_t le
 /* A checked head goes to the server as it was received. */
 static void forward_head(struct plain *pl, const struct egress_http1_head *h)
 {
-	pl->out = h->raw;
-	pl->out_len = h->len;
-	pl->out_off = 0;
+	pl->rq.out = h->raw;
+	pl->rq.out_len = h->len;
+	pl->rq.out_off = 0;
 	pl->forwarded++;
 	pl->length_left = h->framing == EGRESS_HTTP1_LENGTH ? h->content_length : 0;
 }
 
-/* EGRESS_HTTP1_EV_HEAD of a request after the first: check it; forward its
- * head as received, or refuse it. */
+/* EGRESS_HTTP1_EV_HEAD of a request after the first: check it (Host,
+ * policy); forward its head as received, or refuse it. */
 static void on_head(struct plain *pl)
 {
-	struct egress_conn *c = pl->c;
-	const struct egress_http1_head *h = egress_http1_parser_head(pl->parser);
-	char asked[EGRESS_ASKED_HOST_MAX + 1], path[PLAIN_PATH_SHOWN + 1], why[PLAIN_REASON_MAX];
-	egress_text_escape((const uint8_t *)h->host, h->host_len, asked, sizeof(asked));
-	egress_text_escape((const uint8_t *)egress_http1_span_ptr(h, h->path), h->path.len, path, sizeof(path));
-
-	/* SECURITY: the connection was decided, resolved and dialled for the
-	 * first request's host; a server hosting several sites routes by
-	 * Host, so no later request may name another (domain fronting). */
-	const uint8_t *hp;
-	size_t hl;
-	uint16_t hport = 0;
+	const struct egress_http1_head *h = egress_http1_parser_head(pl->rq.parser);
+	struct egress_request_shown shown;
 	struct egress_host host;
-	if (egress_host_split_port((const uint8_t *)h->host, h->host_len, &hp, &hl, &hport, NULL) < 0 ||
-	    egress_host_canonicalize(hp, hl, &host, NULL) < 0) {
-		request_deny_event(pl, asked, h->method, path, NULL, "invalid Host");
-		refuse(pl, 400, "Bad Request", "invalid Host");
+	if (egress_requests_check_head(&pl->rq, h, &shown, &host) < 0)
 		return;
-	}
-	if ((hport != 0 && hport != c->port) || strcmp(host.name, c->host.name) != 0) {
-		snprintf(why, sizeof(why), "Host %.80s is not this connection's host %.80s", asked, c->host.name);
-		request_deny_event(pl, asked, h->method, path, NULL, why);
-		refuse(pl, 421, "Misdirected Request", why);
-		return;
-	}
-	/* The sandbox's policy as it is now (it may have changed since the
-	 * connection was decided). */
-	struct egress_policy *policy = egress_policy_slot_get(&c->sb->policy);
-	const char *rule = NULL;
-	if (!egress_policy_decide_host(policy, &host, c->port, &rule)) {
-		snprintf(why, sizeof(why), "%s is not allowed by the sandbox's egress policy", host.name);
-		request_deny_event(pl, asked, h->method, path, rule, why);
-		egress_policy_unref(policy);
-		refuse(pl, 403, "Forbidden", why);
-		return;
-	}
-	egress_policy_unref(policy);
 	plain_secret_events(pl, h->raw, h->len);
 	forward_head(pl, h);
-}
-
-/* A request the parser refused (its message quotes no guest bytes). */
-static void on_parse_error(struct plain *pl, int r, const struct al_error *err)
-{
-	char why[PLAIN_REASON_MAX];
-	refusal_text(err, why, sizeof(why));
-	request_deny_event(pl, NULL, NULL, NULL, NULL, why);
-	const char *text;
-	int status = refusal_status(r, err, pl->in_body, &text);
-	refuse(pl, status, text, why);
 }
 
 /* Feeds the parser once and acts on its event. */
 static void parse_step(struct plain *pl)
 {
 	size_t used = 0;
-	struct al_error err = {0};
-	const uint8_t *data = pl->in + pl->in_off;
-	int ev = egress_http1_feed(pl->parser, data, pl->in_len - pl->in_off, &used, &err);
-	if (ev < 0) {
-		on_parse_error(pl, ev, &err);
-		return;
-	}
-	pl->in_off += used;
-	pl->parse_pending = ev != EGRESS_HTTP1_EV_NEED_MORE;
-	switch (ev) {
-	case EGRESS_HTTP1_EV_HEAD:
-		pl->in_body = true;
+	int ev = egress_requests_feed(&pl->rq, &used);
+	if (ev == EGRESS_HTTP1_EV_HEAD)
 		on_head(pl);
-		break;
-	case EGRESS_HTTP1_EV_BODY:
-		/* As framed, unchanged, straight from the buffer. */
-		pl->out = data;
-		pl->out_len = used;
-		pl->out_off = 0;
-		if (pl->length_left > 0)
-			pl->length_left -= used;
-		break;
-	case EGRESS_HTTP1_EV_END:
-		pl->in_body = false;
-		break;
-	default:
-		break;
-	}
+	else if (ev == EGRESS_HTTP1_EV_BODY && pl->length_left > 0)
+		pl->length_left -= used;
 }
 
 /* ------------------------------------------------------------ relaying */
-
-static const char *io_failure(int r, const char *what)
-{
-	if (r == -ECONNRESET)
-		return "reset";
-	if (r == -EPIPE)
-		return "peer closed";
-	return what;
-}
 
 /* guest -> server: writes what the parser let through. Returns 0 (*wait
  * set when the server's socket is full) or -errno. */
 static int up_write(struct plain *pl, bool *progress, bool *wait)
 {
-	ssize_t n = send(pl->c->up, pl->out + pl->out_off, pl->out_len - pl->out_off, MSG_DONTWAIT | MSG_NOSIGNAL);
+	ssize_t n = send(pl->rq.c->up, pl->rq.out + pl->rq.out_off, pl->rq.out_len - pl->rq.out_off,
+	                 MSG_DONTWAIT | MSG_NOSIGNAL);
 	if (n < 0) {
 		if (errno != EAGAIN && errno != EINTR)
 			return -errno;
 		*wait = true; /* poll says when to try again */
 		return 0;
 	}
-	pl->out_off += (size_t)n;
-	pl->c->bytes_up += (uint64_t)n;
+	pl->rq.out_off += (size_t)n;
+	pl->rq.c->bytes_up += (uint64_t)n;
 	*progress = true;
-	if (pl->out_off == pl->out_len)
-		pl->out_len = pl->out_off = 0;
+	if (pl->rq.out_off == pl->rq.out_len)
+		pl->rq.out_len = pl->rq.out_off = 0;
 	return 0;
 }
 
@@ -323,7 +164,7 @@ static int up_write(struct plain *pl, bool *progress, bool *wait)
  * set when there is nothing to read) or -errno. */
 static int guest_read(struct plain *pl, bool *progress, bool *wait)
 {
-	ssize_t n = recv(pl->c->fd, pl->in, PLAIN_CHUNK, MSG_DONTWAIT);
+	ssize_t n = recv(pl->rq.c->fd, pl->rq.in, PLAIN_CHUNK, MSG_DONTWAIT);
 	if (n < 0) {
 		if (errno != EAGAIN && errno != EINTR)
 			return -errno;
@@ -332,8 +173,8 @@ static int guest_read(struct plain *pl, bool *progress, bool *wait)
 	}
 	if (n == 0)
 		pl->g_eof = true;
-	pl->in_len = (size_t)n;
-	pl->in_off = 0;
+	pl->rq.in_len = (size_t)n;
+	pl->rq.in_off = 0;
 	*progress = true;
 	return 0;
 }
@@ -348,25 +189,23 @@ static int count_body_run(struct plain *pl, uint64_t n)
 	static const uint8_t zeros[PLAIN_CHUNK];
 	while (n > 0) {
 		size_t k = (size_t)MIN(n, (uint64_t)sizeof(zeros)), used = 0;
-		int ev = egress_http1_feed(pl->parser, zeros, k, &used, NULL);
+		int ev = egress_http1_feed(pl->rq.parser, zeros, k, &used, NULL);
 		if (ev != EGRESS_HTTP1_EV_BODY || used != k || k > pl->length_left)
 			return -EPROTO; /* cannot happen: the run is inside the body */
 		pl->length_left -= k;
 		n -= k;
 	}
-	pl->parse_pending = true; /* the END of the request may be due */
+	pl->rq.parse_pending = true; /* the END of the request may be due */
 	return 0;
 }
 
 /* Relays until the connection ends; returns why (for the close event), or
- * NULL when a refused request ended it (why is in pl->reason). */
+ * NULL when a refused request ended it (why is in pl->rq.reason). */
 static const char *pump(struct plain *pl)
 {
-	struct egress_conn *c = pl->c;
-	const struct egress_options *o = &c->rt->opt;
-	uint64_t end_ms = c->start_ms + (uint64_t)o->max_connection_s * 1000;
-	uint64_t idle_ms = (uint64_t)o->idle_timeout_s * 1000;
-	uint64_t last_ms = now_ms_monotonic();
+	struct egress_conn *c = pl->rq.c;
+	struct egress_conn_timer timer;
+	egress_conn_timer_start(&timer, c);
 	unsigned fruitless = 0;
 	for (;;) {
 		bool progress = false, g_wait = false, u_wait = false;
@@ -375,33 +214,34 @@ static const char *pump(struct plain *pl)
 		/* guest -> server, through the parser; a body run's pipe
 		 * empties before anything else is written. */
 		if (pl->up.inpipe == 0) {
-			if (pl->out_len > 0 && (r = up_write(pl, &progress, &u_wait)) < 0)
-				return io_failure(r, "writing to the server failed");
-			while (!pl->refusing && pl->out_len == 0 && (pl->in_off < pl->in_len || pl->parse_pending)) {
+			if (pl->rq.out_len > 0 && (r = up_write(pl, &progress, &u_wait)) < 0)
+				return egress_io_failure(r, "writing to the server failed");
+			while (!pl->rq.refusing && pl->rq.out_len == 0 &&
+			       (pl->rq.in_off < pl->rq.in_len || pl->rq.parse_pending)) {
 				parse_step(pl);
 				progress = true;
 			}
 		}
-		bool drained = !pl->refusing && pl->out_len == 0 && pl->in_off == pl->in_len;
+		bool drained = !pl->rq.refusing && pl->rq.out_len == 0 && pl->rq.in_off == pl->rq.in_len;
 		bool run = drained && !pl->g_eof && pl->length_left >= PLAIN_SPLICE_MIN;
 		if (drained && !run && !pl->g_eof && pl->up.inpipe == 0 && (r = guest_read(pl, &progress, &g_wait)) < 0)
-			return io_failure(r, "reading from the guest failed");
+			return egress_io_failure(r, "reading from the guest failed");
 		uint64_t up_in = pl->up.bytes_in;
 		pl->up.limit = run ? pl->length_left : 0;
 		if ((r = egress_splice_pump(&pl->up, &progress)) < 0)
-			return io_failure(r, "relay error");
+			return egress_io_failure(r, "relay error");
 		if (pl->up.bytes_in != up_in && count_body_run(pl, pl->up.bytes_in - up_in) < 0)
 			return "relay error";
 		if (pl->up.eof)
 			pl->g_eof = true;
 		if (drained && pl->up.inpipe == 0 && pl->g_eof && !pl->u_shut) {
-			if (!egress_http1_parser_idle(pl->parser))
+			if (!egress_http1_parser_idle(pl->rq.parser))
 				return "the guest closed in the middle of a request";
 			shutdown(c->up, SHUT_WR);
 			pl->u_shut = true;
 			progress = true;
 		}
-		if (pl->refusing && !pl->u_shut) {
+		if (pl->rq.refusing && !pl->u_shut) {
 			/* The server answers what it was sent, then sees the
 			 * end (the first request always went to it). */
 			shutdown(c->up, SHUT_WR);
@@ -411,14 +251,14 @@ static const char *pump(struct plain *pl)
 
 		/* server -> guest, spliced; kept open for a refusal's answer. */
 		uint64_t down_in = pl->down.bytes_in;
-		pl->down.hold_shut = pl->refusing;
+		pl->down.hold_shut = pl->rq.refusing;
 		if ((r = egress_splice_pump(&pl->down, &progress)) < 0)
-			return io_failure(r, "relay error");
+			return egress_io_failure(r, "relay error");
 		uint64_t now = now_ms_monotonic();
 		if (pl->down.bytes_in != down_in)
 			pl->last_down_ms = now;
 
-		if (pl->refusing) {
+		if (pl->rq.refusing) {
 			if (pl->down.eof && pl->down.inpipe == 0) {
 				refusal_reply(pl);
 				return NULL;
@@ -427,30 +267,27 @@ static const char *pump(struct plain *pl)
 			 * server went quiet. Still answering after the
 			 * longest wait (or the guest does not read): ours
 			 * would land in the middle of an answer, so none. */
-			uint64_t quiet_since = MAX(pl->last_down_ms, pl->refuse_ms);
+			uint64_t quiet_since = MAX(pl->last_down_ms, pl->rq.refuse_ms);
 			if (now >= quiet_since + PLAIN_REFUSE_QUIET_MS && pl->down.inpipe == 0) {
 				refusal_reply(pl);
 				return NULL;
 			}
-			if (now >= pl->refuse_ms + PLAIN_REFUSE_MAX_MS)
+			if (now >= pl->rq.refuse_ms + PLAIN_REFUSE_MAX_MS)
 				return NULL;
 		} else if (pl->u_shut && pl->down.shut) {
 			return "closed";
 		}
 
-		if (progress)
-			last_ms = now;
-		if (now >= end_ms)
-			return "max duration";
-		if (now >= last_ms + idle_ms)
-			return "idle timeout";
+		const char *expired = egress_conn_timer_check(&timer, now, progress);
+		if (expired)
+			return expired;
 		if (progress) {
 			fruitless = 0;
 			continue;
 		}
-		uint64_t wake = MIN(end_ms, last_ms + idle_ms);
-		if (pl->refusing)
-			wake = MIN(wake, MAX(pl->last_down_ms, pl->refuse_ms) + PLAIN_REFUSE_QUIET_MS);
+		uint64_t wake = egress_conn_timer_wake(&timer);
+		if (pl->rq.refusing)
+			wake = MIN(wake, MAX(pl->last_down_ms, pl->rq.refuse_ms) + PLAIN_REFUSE_QUIET_MS);
 		/* A side we want nothing from is left out (a socket reports
 		 * POLLHUP whether asked or not). */
 		bool g_in = g_wait || egress_splice_wants_in(&pl->up);
@@ -473,7 +310,7 @@ static const char *pump(struct plain *pl)
 
 const char *egress_plain_run(struct egress_conn *c, char *reason, size_t reason_size)
 {
-	struct plain pl = {.c = c, .parser = c->http1};
+	struct plain pl = {.rq = {.c = c, .parser = c->http1}};
 	if (!egress_splice_open(&pl.down, c->up, c->fd, &c->bytes_down) ||
 	    !egress_splice_open(&pl.up, c->fd, c->up, &c->bytes_up)) {
 		egress_splice_close(&pl.down);
@@ -483,23 +320,23 @@ const char *egress_plain_run(struct egress_conn *c, char *reason, size_t reason_
 	pl.up.limit = 0;
 	/* The first request was decided by egress-conn.c: its head goes as
 	 * received (the parser holds it), what came after it is parsed. */
-	const struct egress_http1_head *h = egress_http1_parser_head(pl.parser);
-	pl.in = xmalloc(PLAIN_CHUNK);
-	pl.in_len = MIN(c->len - h->len, (size_t)PLAIN_CHUNK);
-	memcpy(pl.in, c->buf + h->len, pl.in_len);
+	const struct egress_http1_head *h = egress_http1_parser_head(pl.rq.parser);
+	pl.rq.in = xmalloc(PLAIN_CHUNK);
+	pl.rq.in_len = MIN(c->len - h->len, (size_t)PLAIN_CHUNK);
+	memcpy(pl.rq.in, c->buf + h->len, pl.rq.in_len);
 	free(TAKE_PTR(c->buf));
 	plain_secret_events(&pl, h->raw, h->len);
 	forward_head(&pl, h);
-	pl.in_body = true;
-	pl.parse_pending = true;
+	pl.rq.in_body = true;
+	pl.rq.parse_pending = true;
 
 	const char *why = pump(&pl);
 	if (!why) {
-		snprintf(reason, reason_size, "%s", pl.reason);
+		snprintf(reason, reason_size, "%s", pl.rq.reason);
 		why = reason;
 	}
 	egress_splice_close(&pl.up);
 	egress_splice_close(&pl.down);
-	free(pl.in);
+	free(pl.rq.in);
 	return why;
 }

@@ -16,6 +16,9 @@
  *                   connection TLS toward the guest (Airlock CA leaf) and
  *                   toward the server (verified), every request checked
  *                   and its secrets put in
+ *   egress-request.c    what those two share: the guest's requests read
+ *                   with egress-http1's parser, each head's Host and the
+ *                   current policy checked, a request refused
  *   egress-dnsd.c   the DNS listener (UDP in the loop + worker threads, TCP a
  *                   thread per connection), checked resolution, and each
  *                   sandbox's map of the addresses its DNS answers named
@@ -149,6 +152,7 @@ struct egress_sandbox {
 struct egress_event_node;
 struct egress_dns_job;
 struct egress_http1_parser;
+struct egress_http1_head;
 
 struct egress_runtime {
 	struct egress_options opt;
@@ -247,9 +251,30 @@ int egress_wait_fd(int fd, short events, uint64_t deadline_ms);
 /* After a refusal: reads and drops what the guest still sends (bounded in
  * bytes and time), so that closing does not reset a reply in flight. */
 void egress_drain(int fd);
-/* Answers a plain HTTP request: status, "Connection: close", a text body;
- * then our side's end and egress_drain(). Bounded in time. */
+/* The text of the gateway's own answer to an HTTP request: status,
+ * "Connection: close", a text body. Returns its length, or 0 when it does
+ * not fit in size. */
+size_t egress_http_reply_format(char *buf, size_t size, int status, const char *status_text, const char *body);
+/* Answers a plain HTTP request (egress_http_reply_format); then our side's
+ * end and egress_drain(). Bounded in time. */
 void egress_http_reply(int fd, int status, const char *status_text, const char *body);
+/* Why a relay ended on a failed read or write r: "reset" (-ECONNRESET),
+ * "peer closed" (-EPIPE), else what (which side failed). */
+const char *egress_io_failure(int r, const char *what);
+
+/* A connection's time limits while it relays: --max-connection-s from its
+ * start, --idle-timeout-s without progress. */
+struct egress_conn_timer {
+	uint64_t end_ms; /* monotonic */
+	uint64_t idle_ms;
+	uint64_t last_ms; /* the last progress (monotonic) */
+};
+void egress_conn_timer_start(struct egress_conn_timer *t, const struct egress_conn *c);
+/* After a round of relaying that ended at now (progress: something moved):
+ * why the connection ends ("max duration", "idle timeout"), or NULL. */
+const char *egress_conn_timer_check(struct egress_conn_timer *t, uint64_t now, bool progress);
+/* The latest time (monotonic ms) to wake up at. */
+uint64_t egress_conn_timer_wake(const struct egress_conn_timer *t);
 
 /* One direction of a spliced relay: from -> a pipe -> to, zero-copy. */
 struct egress_splice {
@@ -363,6 +388,73 @@ int egress_plain_first(struct egress_conn *c, size_t head_len, char *reason, siz
  * c->buf holding what was read to decide) to its end, checking every request
  * after the first; returns the reason for the close event. */
 const char *egress_plain_run(struct egress_conn *c, char *reason, size_t reason_size);
+
+/* ------------------------------------------------------------ egress-request.c */
+
+#define EGRESS_REQUEST_REASON_MAX 384 /* a refused request's reason, bytes */
+#define EGRESS_REQUEST_PATH_SHOWN 200 /* bytes of an escaped path in events */
+
+/*
+ * The guest's side of a connection whose every request is read by
+ * egress-http1's parser and checked before a byte of it goes to the server
+ * (egress-plain.c, egress-intercept.c).
+ */
+struct egress_requests {
+	struct egress_conn *c;
+	struct egress_http1_parser *parser;
+
+	uint8_t *in; /* guest bytes (plaintext), fed to the parser */
+	size_t in_len, in_off;
+	bool parse_pending; /* the parser may have an event without more bytes */
+	bool in_body;       /* between a head and the end of its request */
+
+	/* What goes to the server next: a head (set by the caller) or body
+	 * bytes in in. Nothing more is parsed or read until it is written. */
+	const uint8_t *out;
+	size_t out_len, out_off;
+
+	/* A refused request: its answer waits until the server is done with
+	 * the requests before it (pipelining), then the connection ends. */
+	bool refusing;
+	int status;
+	const char *status_text;
+	char reason[EGRESS_REQUEST_REASON_MAX];
+	uint64_t refuse_ms;
+};
+
+/* What events show of a request head: escaped guest text. */
+struct egress_request_shown {
+	char asked[EGRESS_ASKED_HOST_MAX + 1]; /* the Host as sent */
+	char path[EGRESS_REQUEST_PATH_SHOWN + 1];
+};
+
+/* The answer to a request egress-http1 refused (r and err from
+ * egress_http1_feed; in_body: in its body): returns its status (400, 403,
+ * 405, 413, 431) with *ret_text, and says why (no guest bytes) in why. */
+int egress_request_refusal(const struct egress_conn *c, int r, const struct al_error *err, bool in_body,
+                           const char **ret_text, char *why, size_t why_size);
+
+/* Refuses the request being read: its "network.deny" event now (shown and
+ * method NULL when its head was not read; rule: the policy's rule that
+ * denied it, or NULL), its answer (status, reason) once the caller's relay
+ * is ready for it. */
+void egress_requests_refuse(struct egress_requests *rq, int status, const char *status_text,
+                            const struct egress_request_shown *shown, const char *method, const char *rule,
+                            const char *reason);
+
+/* Feeds the parser once from in: moves in_off, parse_pending and in_body
+ * on, and for EGRESS_HTTP1_EV_BODY points out at the body's bytes
+ * (*ret_used of them). Returns the event, or -errno when the parser refused
+ * the request (it is refused: egress_requests_refuse). */
+int egress_requests_feed(struct egress_requests *rq, size_t *ret_used);
+
+/* A request head (EGRESS_HTTP1_EV_HEAD): its Host must name the host the
+ * connection was decided for (and its port, if it has one), and that host
+ * must still be allowed by the sandbox's current policy. Fills shown.
+ * Returns 0 with *ret_host the canonical host, or -errno: refused (400,
+ * 421, 403). */
+int egress_requests_check_head(struct egress_requests *rq, const struct egress_http1_head *h,
+                               struct egress_request_shown *shown, struct egress_host *ret_host);
 
 /* ------------------------------------------------------------ egress-dnsd.c */
 

@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include <string.h>
 
+#include "egress-cursor.h"
 #include "util.h"
 
 #define TLS_CONTENT_HANDSHAKE 22
@@ -28,53 +29,17 @@
 
 /* ------------------------------------------------------------ cursor */
 
-struct cursor {
-	const uint8_t *p;
-	size_t n;
-};
-
-static bool cur_u8(struct cursor *c, uint8_t *ret)
-{
-	if (c->n < 1)
-		return false;
-	*ret = c->p[0];
-	c->p++;
-	c->n--;
-	return true;
-}
-
-static bool cur_u16(struct cursor *c, uint16_t *ret)
-{
-	if (c->n < 2)
-		return false;
-	*ret = (uint16_t)((c->p[0] << 8) | c->p[1]);
-	c->p += 2;
-	c->n -= 2;
-	return true;
-}
-
-static bool cur_skip(struct cursor *c, size_t len, struct cursor *ret_sub)
-{
-	if (c->n < len)
-		return false;
-	if (ret_sub)
-		*ret_sub = (struct cursor){c->p, len};
-	c->p += len;
-	c->n -= len;
-	return true;
-}
-
 /* A vector with an 8- or 16-bit length prefix, as a sub-cursor. */
-static bool cur_vec8(struct cursor *c, struct cursor *ret_sub)
+static bool cursor_vec8(struct egress_cursor *c, struct egress_cursor *ret_sub)
 {
 	uint8_t len;
-	return cur_u8(c, &len) && cur_skip(c, len, ret_sub);
+	return egress_cursor_u8(c, &len) && egress_cursor_skip(c, len, ret_sub);
 }
 
-static bool cur_vec16(struct cursor *c, struct cursor *ret_sub)
+static bool cursor_vec16(struct egress_cursor *c, struct egress_cursor *ret_sub)
 {
 	uint16_t len;
-	return cur_u16(c, &len) && cur_skip(c, len, ret_sub);
+	return egress_cursor_u16(c, &len) && egress_cursor_skip(c, len, ret_sub);
 }
 
 /* ------------------------------------------------------------ ClientHello body */
@@ -90,13 +55,13 @@ static bool is_ech(uint16_t type)
 	       type == TLS_EXT_ESNI;
 }
 
-static int parse_server_name(struct cursor ext, struct egress_tls_client_hello *hello, struct al_error *err)
+static int parse_server_name(struct egress_cursor ext, struct egress_tls_client_hello *hello, struct al_error *err)
 {
-	struct cursor list, name;
+	struct egress_cursor list, name;
 	uint8_t type;
-	if (!cur_vec16(&ext, &list) || ext.n != 0)
+	if (!cursor_vec16(&ext, &list) || ext.n != 0)
 		return malformed(err, "server_name list length does not match its extension");
-	if (!cur_u8(&list, &type) || !cur_vec16(&list, &name))
+	if (!egress_cursor_u8(&list, &type) || !cursor_vec16(&list, &name))
 		return malformed(err, "server_name entry overruns its list");
 	if (type != TLS_SNI_HOST_NAME)
 		return malformed(err, "server_name entry is not of type host_name");
@@ -114,22 +79,22 @@ static int parse_server_name(struct cursor ext, struct egress_tls_client_hello *
 static int parse_client_hello(const uint8_t *msg, size_t len, struct egress_tls_client_hello *hello,
                               struct al_error *err)
 {
-	struct cursor c = {msg, len}, skip, exts;
+	struct egress_cursor c = {msg, len}, skip, exts;
 	uint8_t major, minor;
-	if (!cur_u8(&c, &major) || !cur_u8(&c, &minor) || major != 3)
+	if (!egress_cursor_u8(&c, &major) || !egress_cursor_u8(&c, &minor) || major != 3)
 		return malformed(err, "legacy_version is not 3.x");
 	hello->legacy_version = (uint16_t)((major << 8) | minor);
-	if (!cur_skip(&c, TLS_RANDOM_SIZE, NULL))
+	if (!egress_cursor_skip(&c, TLS_RANDOM_SIZE, NULL))
 		return malformed(err, "truncated random");
-	if (!cur_vec8(&c, &skip) || skip.n > TLS_SESSION_ID_MAX)
+	if (!cursor_vec8(&c, &skip) || skip.n > TLS_SESSION_ID_MAX)
 		return malformed(err, "bad legacy_session_id");
-	if (!cur_vec16(&c, &skip) || skip.n < 2 || skip.n % 2 != 0)
+	if (!cursor_vec16(&c, &skip) || skip.n < 2 || skip.n % 2 != 0)
 		return malformed(err, "bad cipher_suites");
-	if (!cur_vec8(&c, &skip) || skip.n < 1)
+	if (!cursor_vec8(&c, &skip) || skip.n < 1)
 		return malformed(err, "bad legacy_compression_methods");
 	if (c.n == 0)
 		return al_error_set(err, AL_ERR_FORBIDDEN, ENODATA, "TLS ClientHello without extensions (no SNI)");
-	if (!cur_vec16(&c, &exts) || c.n != 0)
+	if (!cursor_vec16(&c, &exts) || c.n != 0)
 		return malformed(err, "extensions length does not match the message");
 
 	/* One bit per extension type: duplicates are malformed (RFC 8446 4.2). */
@@ -138,8 +103,8 @@ static int parse_client_hello(const uint8_t *msg, size_t len, struct egress_tls_
 	bool ech = false, sni = false;
 	while (exts.n > 0) {
 		uint16_t type;
-		struct cursor body;
-		if (!cur_u16(&exts, &type) || !cur_vec16(&exts, &body))
+		struct egress_cursor body;
+		if (!egress_cursor_u16(&exts, &type) || !cursor_vec16(&exts, &body))
 			return malformed(err, "extension overruns the extensions block");
 		if (seen[type / 8] & (1u << (type % 8)))
 			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EBADMSG,
