@@ -208,8 +208,11 @@ static int set_state_locked(struct sandbox *sb, enum sandbox_state st, const cha
 		sandbox_record_release(&next);
 		return r;
 	}
+	/* error may be the old record's own (a delete keeps the reason): from
+	 * here on, only the new record's copy is alive. */
 	sandbox_record_release(&sb->rec);
 	sb->rec = next;
+	error = sb->rec.error;
 	sb->wd.armed = false; /* a new state: the watchdog starts counting again */
 	log_info("sandbox %s: %s%s%s", sb->rec.id, sandbox_state_name(st), error ? ": " : "", error ? error : "");
 	json_t *data = json_pack("{s:s}", "state", sandbox_state_name(st));

@@ -173,7 +173,7 @@ def decode_stream(text, encoding):
 
 def _read(path, binary=False):
     try:
-        with open(path, "rb" if binary else "r") as f:
+        with open(path, "rb") if binary else open(path, errors="replace") as f:
             return f.read()
     except OSError:
         return None

@@ -179,6 +179,10 @@ def test_unresponsive_agent_is_killed(wd, api):
     ev = [e for e in events(api, sid, "sandbox.watchdog")]
     assert [e["data"]["unresponsive"] for e in ev] == ["agent"], ev
     api.delete_ok(sid)
+    # The delete keeps the reason: its "stopping" state says it too (it
+    # once said freed memory).
+    stopping = [e for e in events(api, sid, "sandbox.state") if e["data"]["state"] == "stopping"]
+    assert [e["data"].get("error") for e in stopping] == [sb["error"]], stopping
 
 
 def test_paused_sandbox_is_not_killed(wd, api):
