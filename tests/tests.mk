@@ -88,6 +88,8 @@ UNIT_LIBS_fc-api := -lpthread
 UNIT_SRC_vsock-uds := src/daemon/vsock-uds.c src/daemon/vmm-qemu.c src/daemon/vmm-qmp.c src/daemon/jail.c src/daemon/log.c
 UNIT_LIBS_vsock-uds := -lpthread
 UNIT_SRC_vmm-select := src/daemon/vmm-select.c
+# The watchdog's measure of a VMM's waits for a CPU (schedstat).
+UNIT_SRC_cpu-wait := src/daemon/cpu-wait.c
 
 UNIT_ALL := $(patsubst tests/unit/test-%.c,%,$(wildcard tests/unit/test-*.c))
 unit_missing = $(strip $(foreach f,$(UNIT_SRC_$(1)),$(if $(wildcard $(f)),,$(f))) \

@@ -38,7 +38,8 @@ struct metrics {
 	uint64_t output_dropped[3]; /* dropped_kinds */
 	uint64_t console_rotations;
 	uint64_t watchdog_kills[2]; /* watchdog_whats */
-	uint64_t auth_failures[4];  /* auth_reasons */
+	uint64_t watchdog_reprieves;
+	uint64_t auth_failures[4]; /* auth_reasons */
 	uint64_t auth_unrecorded;
 	uint64_t api_shed[2], api_refused[2]; /* api_listeners */
 	unsigned netns_pool_ready;
@@ -221,6 +222,11 @@ void metrics_count_watchdog_kill(const char *unresponsive)
 			count(&m.watchdog_kills[i], 1);
 }
 
+void metrics_count_watchdog_reprieve(void)
+{
+	count(&m.watchdog_reprieves, 1);
+}
+
 void metrics_count_auth_failure(const char *reason)
 {
 	for (size_t i = 0; reason && i < ARRAY_SIZE(auth_reasons); i++)
@@ -393,6 +399,12 @@ char *metrics_render(const unsigned state_counts[], size_t n_states, const char 
 	for (size_t i = 0; i < ARRAY_SIZE(watchdog_whats); i++)
 		fprintf(f, "airlock_watchdog_kills_total{unresponsive=\"%s\"} %llu\n", watchdog_whats[i],
 		        (unsigned long long)snap.watchdog_kills[i]);
+	fprintf(f,
+	        "# HELP airlock_watchdog_reprieves_total Silent VMMs the watchdog did not kill at --watchdog-s because "
+	        "they had been waiting for a CPU (an overloaded host, or their CPU quota).\n"
+	        "# TYPE airlock_watchdog_reprieves_total counter\n"
+	        "airlock_watchdog_reprieves_total %llu\n",
+	        (unsigned long long)snap.watchdog_reprieves);
 	fputs("# HELP airlock_auth_failures_total Failed authentications on the TCP listener (401), by reason.\n"
 	      "# TYPE airlock_auth_failures_total counter\n",
 	      f);

@@ -20,6 +20,7 @@
  *   airlock_output_dropped_bytes_total{kind="exec|log|console"}  counter
  *   airlock_console_rotations_total              counter
  *   airlock_watchdog_kills_total{unresponsive="vmm|agent"}  counter
+ *   airlock_watchdog_reprieves_total             counter (silent, but waiting for a CPU: not killed yet)
  *   airlock_auth_failures_total{reason="missing|malformed|unknown|revoked"}  counter (every 401)
  *   airlock_auth_failures_unrecorded_total       counter (401s folded into an auth.failure summary)
  *   airlock_api_connections_shed_total{listener="unix|tcp"}    counter (idle, closed to make room)
@@ -68,6 +69,7 @@ void metrics_add_output_dropped(const char *kind, uint64_t bytes);
 void metrics_count_console_rotation(void);
 /* The watchdog killed a VMM: what stopped answering, "vmm" or "agent". */
 void metrics_count_watchdog_kill(const char *unresponsive);
+void metrics_count_watchdog_reprieve(void);
 /* A failed authentication on the TCP listener, by reason ("missing",
  * "malformed", "unknown", "revoked"; others are ignored), and one that was
  * not recorded as an event of its own (it is in a summary). */

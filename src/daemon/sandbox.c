@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 
 #include "auth.h"
+#include "cpu-wait.h"
 #include "ca.h"
 #include "egress-supervisor.h"
 #include "events.h"
@@ -65,10 +66,16 @@ struct sandbox {
 	struct netns net;          /* its network namespace (listeners handed to the gateway) */
 	bool net_registered;       /* the egress gateway knows it */
 	/* The watchdog's view (its thread only; `armed` also under lock):
-	 * when QMP and the agent last answered, and the agent's HELLO count. */
+	 * when QMP and the agent last answered, and the agent's HELLO count;
+	 * how long the VMM's threads had waited for a CPU at the last look at
+	 * which both answered (`cpu`, at `cpu_ms`). */
 	struct {
 		bool armed;
 		uint64_t qmp_ok_ms, agent_ok_ms, hellos;
+		bool cpu_valid, reprieved;
+		uint64_t cpu_ms;
+		pid_t vmm_child, child_of; /* the VMM under its jailer (sb->pid) */
+		struct cpu_wait cpu;
 	} wd;
 };
 
@@ -2412,13 +2419,17 @@ static void reclaim_errored(void)
 /* The watchdog found a VMM that does not answer: the sandbox goes to error
  * with the reason, the VMM is killed by pidfd, everything is reclaimed.
  * With op_lock held. */
-static void watchdog_kill(struct sandbox *sb, const char *unresponsive, uint64_t silent_ms, const char *detail)
+static void watchdog_kill(struct sandbox *sb, const char *unresponsive, uint64_t silent_ms, uint64_t waited_ms,
+                          const char *detail)
 {
-	char why[512];
-	snprintf(why, sizeof(why), "the watchdog killed the VM: %s%s for %" PRIu64 " s (airlockd --watchdog-s %u)%s%s",
+	char why[512], waited[96] = "";
+	if (waited_ms >= 1000u)
+		snprintf(waited, sizeof(waited), ", %" PRIu64 " s of it waiting for a CPU", waited_ms / 1000u);
+	snprintf(why, sizeof(why),
+	         "the watchdog killed the VM: %s%s for %" PRIu64 " s%s (airlockd --watchdog-s %u)%s%s",
 	         strcmp(unresponsive, "vmm") ? "its guest agent did not answer (HELLO)" : "its VMM did not answer ",
-	         strcmp(unresponsive, "vmm") ? "" : vmm_probe_what(cfg->vmm), silent_ms / 1000u, cfg->watchdog_s,
-	         detail[0] ? "; last: " : "", detail);
+	         strcmp(unresponsive, "vmm") ? "" : vmm_probe_what(cfg->vmm), silent_ms / 1000u, waited,
+	         cfg->watchdog_s, detail[0] ? "; last: " : "", detail);
 	pthread_mutex_lock(&sb->lock);
 	bool running = sb->rec.state == SANDBOX_RUNNING && !sb->stopping;
 	pthread_mutex_unlock(&sb->lock);
@@ -2445,6 +2456,59 @@ static void watchdog_kill(struct sandbox *sb, const char *unresponsive, uint64_t
 	reclaim_locked(sb);
 }
 
+/* Silence past --watchdog-s is forgiven for as long as this many times it
+ * while the VMM was starved: a hung guest on a loaded host still goes. */
+#define WATCHDOG_STARVED_FACTOR 4u
+
+/* The VMM's threads' waits for a CPU so far: its jailer's and the VMM's. */
+static int watchdog_cpu_sample(struct sandbox *sb, struct cpu_wait *out)
+{
+	if (sb->wd.child_of != sb->pid || !sb->wd.vmm_child) {
+		sb->wd.child_of = sb->pid;
+		sb->wd.vmm_child = proc_first_child(sb->pid);
+	}
+	return cpu_wait_sample(sb->pid, sb->wd.vmm_child, out);
+}
+
+/* After a look: kills a VMM or agent silent for --watchdog-s, not counting
+ * the time its VMM waited for a CPU since the last look at which both
+ * answered (up to WATCHDOG_STARVED_FACTOR times --watchdog-s of silence in
+ * all). */
+static void watchdog_judge(struct sandbox *sb, uint64_t now, const char *qmp_detail)
+{
+	uint64_t limit = (uint64_t)cfg->watchdog_s * 1000u;
+	uint64_t qmp_silent = now - sb->wd.qmp_ok_ms, agent_silent = now - sb->wd.agent_ok_ms;
+	uint64_t silent = MAX(qmp_silent, agent_silent);
+	/* Both answered at this look: the baseline for a silence to come. */
+	if (silent < MAX(1000u, limit / 3u)) {
+		sb->wd.cpu_valid = watchdog_cpu_sample(sb, &sb->wd.cpu) == 0;
+		sb->wd.cpu_ms = now;
+		sb->wd.reprieved = false;
+		return;
+	}
+	if (silent < limit)
+		return;
+	uint64_t waited = 0;
+	struct cpu_wait cur;
+	if (sb->wd.cpu_valid && watchdog_cpu_sample(sb, &cur) == 0)
+		waited = MIN(cpu_wait_added_ms(&sb->wd.cpu, &cur), now - sb->wd.cpu_ms);
+	uint64_t cap = limit * WATCHDOG_STARVED_FACTOR;
+	if (qmp_silent >= cap || (qmp_silent >= limit && qmp_silent - MIN(waited, qmp_silent) >= limit)) {
+		watchdog_kill(sb, "vmm", qmp_silent, waited, qmp_detail);
+	} else if (agent_silent >= cap ||
+	           (agent_silent >= limit && agent_silent - MIN(waited, agent_silent) >= limit)) {
+		watchdog_kill(sb, "agent", agent_silent, waited, "");
+	} else if (!sb->wd.reprieved) {
+		sb->wd.reprieved = true;
+		metrics_count_watchdog_reprieve();
+		log_info("sandbox %s: its %s silent for %" PRIu64 " s, but the VMM waited %" PRIu64
+		         " s of that for a CPU (an overloaded host, or its CPU quota): not counted, for up to %" PRIu64
+		         " s of silence",
+		         sb->rec.id, qmp_silent >= limit ? "VMM was" : "agent was", silent / 1000u, waited / 1000u,
+		         cap / 1000u);
+	}
+}
+
 /* One look at one sandbox: is a running sandbox's VMM still answering QMP,
  * and its agent HELLO? A paused or snapshotting sandbox cannot answer and
  * is not asked; nor is one whose operation lock is taken (a pause, a
@@ -2463,6 +2527,7 @@ static void watchdog_check(struct sandbox *sb)
 	                sb->dirfd >= 0;
 	if (eligible && !sb->wd.armed) {
 		sb->wd.armed = true;
+		sb->wd.cpu_valid = sb->wd.reprieved = false;
 		sb->wd.qmp_ok_ms = sb->wd.agent_ok_ms = now;
 		sb->wd.hellos = guest_channel_hellos(sb->ch);
 	} else if (!eligible) {
@@ -2482,11 +2547,7 @@ static void watchdog_check(struct sandbox *sb)
 		}
 		guest_channel_request_hello(sb->ch);
 		now = now_ms_monotonic();
-		uint64_t limit = (uint64_t)cfg->watchdog_s * 1000u;
-		if (now - sb->wd.qmp_ok_ms >= limit)
-			watchdog_kill(sb, "vmm", now - sb->wd.qmp_ok_ms, e.message);
-		else if (now - sb->wd.agent_ok_ms >= limit)
-			watchdog_kill(sb, "agent", now - sb->wd.agent_ok_ms, "");
+		watchdog_judge(sb, now, e.message);
 	}
 	pthread_mutex_unlock(&sb->op_lock);
 }

@@ -185,6 +185,86 @@ def test_unresponsive_agent_is_killed(wd, api):
     assert [e["data"].get("error") for e in stopping] == [sb["error"]], stopping
 
 
+def cpu_cgroup(pid):
+    """The cpu controller's directory of the cgroup pid is in, and whether
+    it is cgroup v2 (cpu.max) or v1 (cpu.cfs_quota_us)."""
+    mounts = {}
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            left, right = line.split(" - ", 1)
+            fstype, _src, opts = right.split()[:3]
+            mnt = left.split()[4]
+            if fstype == "cgroup2":
+                mounts["v2"] = mnt
+            elif fstype == "cgroup" and "cpu" in opts.split(","):
+                mounts["v1"] = mnt
+    with open(f"/proc/{pid}/cgroup") as f:
+        for line in f:
+            hid, ctrls, path = line.rstrip("\n").split(":", 2)
+            if hid != "0" and "cpu" in ctrls.split(",") and "v1" in mounts:
+                return mounts["v1"] + path, False
+    with open(f"/proc/{pid}/cgroup") as f:
+        for line in f:
+            hid, _ctrls, path = line.rstrip("\n").split(":", 2)
+            if hid == "0" and "v2" in mounts:
+                return mounts["v2"] + path, True
+    raise AssertionError(f"no cpu cgroup for {pid}")
+
+
+class cpu_starved:
+    """Throttles a cgroup to 1 ms of CPU a second (the smallest quota the
+    kernel takes): its threads are runnable, and wait. Restores the quota."""
+
+    def __init__(self, cg):
+        self.dir, self.v2 = cg
+
+    def _rw(self, name, value=None):
+        with open(os.path.join(self.dir, name), "r" if value is None else "w") as f:
+            return f.read().strip() if value is None else f.write(value)
+
+    def __enter__(self):
+        if self.v2:
+            self.saved = [("cpu.max", self._rw("cpu.max"))]
+            self._rw("cpu.max", "1000 1000000")
+        else:
+            self.saved = [("cpu.cfs_quota_us", self._rw("cpu.cfs_quota_us")),
+                          ("cpu.cfs_period_us", self._rw("cpu.cfs_period_us"))]
+            self._rw("cpu.cfs_quota_us", "1000")
+            self._rw("cpu.cfs_period_us", "1000000")
+        return self
+
+    def __exit__(self, *exc):
+        if self.v2:
+            self._rw("cpu.max", self.saved[0][1])
+        else:  # a quota larger than the new period is refused: quota last
+            self._rw("cpu.cfs_period_us", self.saved[1][1])
+            self._rw("cpu.cfs_quota_us", self.saved[0][1])
+
+
+def test_starved_vmm_is_not_killed(wd, api):
+    """A VMM that is runnable but gets no CPU (an overloaded host; here its
+    cgroup's quota cut to 0.1 %) is slow, not hung: the watchdog does not
+    count the time it waited for a CPU (schedstat's run_delay), up to four
+    times --watchdog-s of silence. The stopped VMM and the stopped vCPUs of
+    the tests above wait for nothing, and are killed at --watchdog-s."""
+    sb = api.create_ok()
+    sid = sb["id"]
+    assert api.exec_ok(sid, ["echo", "before"])["stdout"] == "before\n"
+    pid = vmm_pid(wd, sid)
+    reprieves = metric(api, "airlock_watchdog_reprieves_total")
+    with cpu_starved(cpu_cgroup(pid)):
+        # Longer than --watchdog-s plus a look, shorter than four times it.
+        time.sleep(2 * WATCHDOG_S + 2)
+        st = state(api, sid)
+        spared = metric(api, "airlock_watchdog_reprieves_total")
+    assert st["state"] == "running", st
+    assert spared > reprieves, "the VMM was never silent past --watchdog-s: the test starved nothing"
+    assert "for a CPU (an overloaded host, or its CPU quota)" in wd.log(tail_lines=2000)
+    assert api.exec_ok(sid, ["echo", "after"])["stdout"] == "after\n"
+    assert not events(api, sid, "sandbox.watchdog")
+    api.delete_ok(sid)
+
+
 def test_paused_sandbox_is_not_killed(wd, api):
     sb = api.create_ok()
     sid = sb["id"]
