@@ -20,15 +20,14 @@ The test plays airlockd. It builds a small world of network namespaces:
                   ClientHello, TCP echo :7000, bulk :8000) and an
                   authoritative DNS server that logs every query
 
-Sockets are created inside a namespace by a thread that joined it (setns(2)
-through ctypes; Debian's Python has no os.setns). airlock-egress gets one
-end of a SOCK_SEQPACKET pair as --control-fd; the test sends "add" with the
-three listeners and a policy, then acts as the guest. Nothing leaves the
-four namespaces. Run with `pytest-3`; needs root and build/airlock-egress.
+The namespaces, the control channel and airlockd's part are
+egress_harness.py's (shared with test_egress_intercept.py and bench/):
+airlock-egress gets one end of a SOCK_SEQPACKET pair as --control-fd; the
+test sends "add" with the three listeners and a policy, then acts as the
+guest. Nothing leaves the four namespaces. Run with `pytest-3`; needs root
+and build/airlock-egress.
 """
-import ctypes
 import hashlib
-import json
 import os
 import random
 import socket
@@ -40,29 +39,15 @@ import time
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-BUILD = os.path.abspath(os.environ.get("BUILD", os.path.join(ROOT, "build")))
-EGRESS = os.path.join(BUILD, "airlock-egress")
+import egress_harness as eh
+from egress_harness import DNS_IP, EGRESS, EGRESS_LINK_IP, NET_LINK_IP, request_bytes
 
-TAG = str(os.getpid())
-NS_CLIENT = f"aeg-cli-{TAG}"
-NS_SBX = f"aeg-sbx-{TAG}"
-NS_EGRESS = f"aeg-egr-{TAG}"
-NS_NET = f"aeg-net-{TAG}"
-NS_KINDS = ("cli", "sbx", "egr", "net")
+NS_PREFIX = "aeg-"
+NS_CLIENT, NS_SBX, NS_EGRESS, NS_NET = NAMESPACES = eh.world_namespaces(NS_PREFIX)
 
-GUEST_IP = "10.0.2.15"
-GATEWAY_IP = "10.0.2.2"
-EGRESS_PORT = 15001
 ALLOWED_IP = "192.0.2.10"
 OTHER_IP = "192.0.2.20"
-DNS_IP = "198.51.100.53"
 PRIVATE_IP = "10.1.2.3"
-# The link between the gateway and the "internet" (TEST-NET-3, like the
-# hosts, so that --public-cidr opens it): the gateway's end is one of its
-# own addresses, the one dialable in its own namespace that a rule can name.
-EGRESS_LINK_IP = "203.0.113.1"
-NET_LINK_IP = "203.0.113.2"
 
 RECORDS = {
     "www.allowed.test": ALLOWED_IP,
@@ -80,123 +65,13 @@ POLICY = {
 }
 
 SANDBOX = "sb-standalone"
-LOG = os.path.join(BUILD, "test-egress-standalone.log")  # the gateways' stderr
+LOG = os.path.join(eh.BUILD, "test-egress-standalone.log")  # the gateways' stderr
 TIMEOUT = 5
 
-libc = ctypes.CDLL(None, use_errno=True)
-CLONE_NEWNET = 0x40000000
-
-
-# ------------------------------------------------------------- namespaces
 
 def pattern(n):
     block = bytes(range(256)) * 256
     return (block * (n // len(block) + 1))[:n]
-
-
-def run(*cmd, ns=None, check=True):
-    full = (["ip", "netns", "exec", ns] if ns else []) + list(cmd)
-    return subprocess.run(full, check=check, capture_output=True, text=True)
-
-
-def in_netns(ns, fn):
-    """Runs fn() in a thread that joined netns ns (setns is per thread);
-    the sockets fn creates stay in that namespace."""
-    result = {}
-
-    def body():
-        try:
-            fd = os.open(f"/run/netns/{ns}", os.O_RDONLY | os.O_CLOEXEC)
-            try:
-                if libc.setns(fd, CLONE_NEWNET) != 0:
-                    err = ctypes.get_errno()
-                    raise OSError(err, f"setns {ns}: {os.strerror(err)}")
-            finally:
-                os.close(fd)
-            result["value"] = fn()
-        except BaseException as e:  # handed to the caller
-            result["error"] = e
-
-    t = threading.Thread(target=body)
-    t.start()
-    t.join()
-    if "error" in result:
-        raise result["error"]
-    return result["value"]
-
-
-def sock_in(ns, kind=socket.SOCK_STREAM, bind=None, listen=False):
-    def make():
-        s = socket.socket(socket.AF_INET, kind)
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        if bind:
-            s.bind(bind)
-        if listen:
-            s.listen(128)
-        return s
-    return in_netns(ns, make)
-
-
-def pid_alive(pid):
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass
-    return True
-
-
-def delete_namespaces():
-    """Ours, and those a crashed run left behind (their PID is gone)."""
-    names = run("ip", "netns", "list", check=False).stdout.split()
-    stale = [name for name in names
-             if name.startswith("aeg-") and name.count("-") == 2 and name.split("-")[1] in NS_KINDS
-             and name.split("-")[2].isdigit() and int(name.split("-")[2]) != os.getpid()
-             and not pid_alive(int(name.split("-")[2]))]
-    for ns in (NS_CLIENT, NS_SBX, NS_EGRESS, NS_NET, *stale):
-        run("ip", "netns", "del", ns, check=False)
-
-
-NFT_RULES = f"""
-table inet airlock {{
-    chain prerouting {{
-        type nat hook prerouting priority dstnat; policy accept;
-        iifname "veth-sbx" udp dport 53 redirect to :53
-        iifname "veth-sbx" tcp dport 53 redirect to :53
-        iifname "veth-sbx" meta l4proto tcp redirect to :{EGRESS_PORT}
-    }}
-    chain input {{
-        type filter hook input priority filter; policy accept;
-        iifname "veth-sbx" meta nfproto ipv6 drop
-    }}
-}}
-"""
-
-
-def create_namespaces():
-    delete_namespaces()
-    for ns in (NS_CLIENT, NS_SBX, NS_EGRESS, NS_NET):
-        run("ip", "netns", "add", ns)
-        run("ip", "link", "set", "lo", "up", ns=ns)
-    run("ip", "link", "add", "veth-cli", "netns", NS_CLIENT, "type", "veth", "peer", "name", "veth-sbx",
-        "netns", NS_SBX)
-    run("ip", "addr", "add", f"{GUEST_IP}/24", "dev", "veth-cli", ns=NS_CLIENT)
-    run("ip", "link", "set", "veth-cli", "up", ns=NS_CLIENT)
-    run("ip", "route", "add", "default", "via", GATEWAY_IP, ns=NS_CLIENT)
-    run("ip", "addr", "add", f"{GATEWAY_IP}/24", "dev", "veth-sbx", ns=NS_SBX)
-    run("ip", "link", "set", "veth-sbx", "up", ns=NS_SBX)
-    subprocess.run(["ip", "netns", "exec", NS_SBX, "nft", "-f", "-"], input=NFT_RULES, text=True, check=True,
-                   capture_output=True)
-    run("ip", "link", "add", "veth-egr", "netns", NS_EGRESS, "type", "veth", "peer", "name", "veth-net",
-        "netns", NS_NET)
-    run("ip", "addr", "add", f"{EGRESS_LINK_IP}/30", "dev", "veth-egr", ns=NS_EGRESS)
-    run("ip", "link", "set", "veth-egr", "up", ns=NS_EGRESS)
-    run("ip", "route", "add", "default", "via", NET_LINK_IP, ns=NS_EGRESS)
-    run("ip", "addr", "add", f"{NET_LINK_IP}/30", "dev", "veth-net", ns=NS_NET)
-    run("ip", "link", "set", "veth-net", "up", ns=NS_NET)
-    for ip in (ALLOWED_IP, OTHER_IP, DNS_IP, PRIVATE_IP):
-        run("ip", "addr", "add", f"{ip}/32", "dev", "lo", ns=NS_NET)
 
 
 # ------------------------------------------------------------- the "internet"
@@ -222,7 +97,7 @@ class Internet:
         return [name for _, (name, _) in self.entries("dns")]
 
     def serve_tcp(self, ip, port, handler, ns=NS_NET):
-        s = sock_in(ns, bind=(ip, port), listen=True)
+        s = eh.socket_in(ns, bind=(ip, port), listen=True)
         self.sockets.append(s)
 
         def loop():
@@ -343,38 +218,12 @@ class Internet:
             c.sendall(chunk)
 
     def serve_dns(self):
-        s = sock_in(NS_NET, socket.SOCK_DGRAM, bind=(DNS_IP, 53))
-        self.sockets.append(s)
-
-        def loop():
-            while True:
-                try:
-                    q, peer = s.recvfrom(4096)
-                except OSError:
-                    return
-                try:
-                    s.sendto(self.dns_answer(q), peer)
-                except (OSError, IndexError, struct.error):
-                    pass
-        threading.Thread(target=loop, daemon=True).start()
+        self.sockets.append(eh.serve_dns(NS_NET, DNS_IP, self.dns_answer))
 
     def dns_answer(self, q):
-        qid, flags = struct.unpack(">HH", q[:4])
-        i, labels = 12, []
-        while q[i]:
-            labels.append(q[i + 1:i + 1 + q[i]].decode("ascii"))
-            i += 1 + q[i]
-        qtype, _ = struct.unpack(">HH", q[i + 1:i + 5])
-        question = q[12:i + 5]
-        name = ".".join(labels).lower()
+        name, qtype, reply = eh.dns_answer(q, RECORDS.get)
         self.record("dns", DNS_IP, (name, qtype))
-        answers, rcode = b"", 0
-        if name not in RECORDS:
-            rcode = 3
-        elif qtype == 1:
-            answers = b"\xc0\x0c" + struct.pack(">HHIH", 1, 1, 30, 4) + socket.inet_aton(RECORDS[name])
-        flags = 0x8000 | 0x0400 | (flags & 0x0100) | 0x0080 | rcode
-        return struct.pack(">HHHHHH", qid, flags, 1, 1 if answers else 0, 0, 0) + question + answers
+        return reply
 
     def close(self):
         for s in self.sockets:
@@ -387,102 +236,12 @@ class Internet:
 
 # ------------------------------------------------------------- airlockd's part
 
-class Control:
-    """The airlockd end of the control channel."""
-
-    def __init__(self, sock):
-        self.sock = sock
-        self.seq = 0
-        self.cond = threading.Condition()
-        self.messages = []
-        self.closed = False
-        threading.Thread(target=self._reader, daemon=True).start()
-
-    def _reader(self):
-        while True:
-            try:
-                data, fds, _, _ = socket.recv_fds(self.sock, 512 * 1024, 4)
-            except OSError:
-                data = b""
-            for fd in fds:
-                os.close(fd)
-            with self.cond:
-                if not data:
-                    self.closed = True
-                    self.cond.notify_all()
-                    return
-                self.messages.append(json.loads(data))
-                self.cond.notify_all()
-
-    def wait_for(self, pred, timeout=TIMEOUT, what="a message"):
-        deadline = time.monotonic() + timeout
-        with self.cond:
-            while True:
-                for m in self.messages:
-                    if pred(m):
-                        return m
-                left = deadline - time.monotonic()
-                if left <= 0 or self.closed:
-                    raise AssertionError(f"no {what} within {timeout} s; got {self.messages[-20:]}")
-                self.cond.wait(left)
-
-    def send_raw(self, data, fds=()):
-        socket.send_fds(self.sock, [data], list(fds))
-
-    def request(self, msg, fds=()):
-        self.seq += 1
-        msg = dict(msg, seq=self.seq)
-        self.send_raw(json.dumps(msg).encode(), fds)
-        seq = self.seq
-        return self.wait_for(lambda m: m.get("op") in ("ack", "nack") and m.get("seq") == seq,
-                             what=f"reply to {msg['op']} #{seq}")
-
-    def events(self, type_=None, **fields):
-        with self.cond:
-            return [m for m in self.messages if m.get("op") == "event" and (type_ is None or m["type"] == type_)
-                    and all(m["data"].get(k) == v for k, v in fields.items())]
-
-    def wait_event(self, type_, **fields):
-        return self.wait_for(lambda m: m.get("op") == "event" and m["type"] == type_
-                             and all(m["data"].get(k) == v for k, v in fields.items()),
-                             what=f"{type_} event with {fields}")
-
-
 def start_egress(extra=()):
-    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    log = open(LOG, "ab")
-    # SECURITY: run exactly as airlockd does: unprivileged (nobody), so that
-    # the test proves the gateway needs no privilege.
-    cmd = ["ip", "netns", "exec", NS_EGRESS, "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
-           "--no-new-privs", EGRESS, "--control-fd", str(theirs.fileno()), "--resolver", f"{DNS_IP}:53",
-           "--public-cidr", "192.0.2.0/24", "--public-cidr", "198.51.100.0/24", "--public-cidr", "203.0.113.0/24",
-           "--connect-timeout-ms", "2000", "--log-level", "debug", *extra]
-    proc = subprocess.Popen(cmd, pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, stdout=log, stderr=log)
-    theirs.close()
-    log.close()
-    ctl = Control(ours)
-    ready = ctl.wait_for(lambda m: m.get("op") in ("ready", "ack", "nack", "event"), what="ready")
-    assert ready == {"op": "ready", "version": 1}, "the first message must be ready"
-    return proc, ctl
-
-
-def make_listeners():
-    return [
-        sock_in(NS_SBX, bind=(GATEWAY_IP, EGRESS_PORT), listen=True),
-        sock_in(NS_SBX, socket.SOCK_DGRAM, bind=(GATEWAY_IP, 53)),
-        sock_in(NS_SBX, bind=(GATEWAY_IP, 53), listen=True),
-    ]
+    return eh.start_egress(["ip", "netns", "exec", NS_EGRESS], [*eh.WORLD_EGRESS_ARGS, *extra], LOG)
 
 
 def add_sandbox(ctl, policy=POLICY, sandbox=SANDBOX):
-    listeners = make_listeners()
-    reply = ctl.request({"op": "add", "sandbox": sandbox, "tenant": "t1", "policy": policy},
-                        [s.fileno() for s in listeners])
-    # airlockd keeps its copies for a restart; here the gateway's must be
-    # the only ones, so that "remove" really closes the listeners.
-    for s in listeners:
-        s.close()
-    return reply
+    return eh.add_sandbox(ctl, NS_SBX, sandbox, policy)
 
 
 class World:
@@ -492,13 +251,7 @@ class World:
 
 @pytest.fixture(scope="module")
 def world():
-    if os.geteuid() != 0:
-        pytest.skip("needs root (network namespaces)")
-    if not os.access(EGRESS, os.X_OK):
-        pytest.skip(f"{EGRESS} is not built (make)")
-    create_namespaces()
-    if os.path.exists(LOG):
-        os.unlink(LOG)
+    eh.prepare_world(NS_PREFIX, (ALLOWED_IP, OTHER_IP, DNS_IP, PRIVATE_IP), LOG)
     internet = Internet()
     proc = None
     try:
@@ -517,13 +270,13 @@ def world():
             proc.kill()
             proc.wait()
         internet.close()
-        delete_namespaces()
+        eh.delete_namespaces(*NAMESPACES)
 
 
 # ------------------------------------------------------------- the guest's side
 
 def guest_connect(ip, port):
-    s = sock_in(NS_CLIENT)
+    s = eh.socket_in(NS_CLIENT)
     s.settimeout(TIMEOUT)
     s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     s.connect((ip, port))
@@ -560,31 +313,15 @@ def http_get(ip, host, port=80):
         return read_all(s)
 
 
-def request_bytes(method, path, host, headers=(), body=b"", close=False):
-    lines = [f"{method} {path} HTTP/1.1", f"Host: {host}", *(f"{k}: {v}" for k, v in headers)]
-    if body or method in ("POST", "PUT"):
-        lines.append(f"Content-Length: {len(body)}")
-    if close:
-        lines.append("Connection: close")
-    return ("\r\n".join(lines) + "\r\n\r\n").encode() + body
-
-
 def read_response(f):
     """(status, {lower-case name: value}, body) of the next response on a
     socket's file, or None at its end."""
     try:
-        line = f.readline()
-        if not line:
+        head = eh.read_response_head(f)
+        if head is None:
             return None
-        status = int(line.split()[1])
-        headers = {}
-        while True:
-            h = f.readline().rstrip(b"\r\n")
-            if not h:
-                break
-            k, v = h.decode("latin-1").split(":", 1)
-            headers[k.strip().lower()] = v.strip()
-        return status, headers, f.read(int(headers.get("content-length", "0")))
+        headers = {k.strip().lower(): v for k, v in head[1]}
+        return head[0], headers, f.read(int(headers.get("content-length", "0")))
     except ConnectionResetError:
         return None
 
@@ -635,7 +372,7 @@ def dns_query(name, qtype=1, server="8.8.8.8", tcp=False, timeout=TIMEOUT):
                 data += chunk
             resp = data[2:]
     else:
-        s = sock_in(NS_CLIENT, socket.SOCK_DGRAM)
+        s = eh.socket_in(NS_CLIENT, socket.SOCK_DGRAM)
         with s:
             s.settimeout(timeout)
             s.sendto(q, (server, 53))
