@@ -2,8 +2,8 @@
 """airlock-egress's TLS interception and secret brokering (issue 6), alone:
 no airlockd, no VM.
 
-The test plays airlockd as test_egress_standalone.py does (its approach,
-copied, not imported): four network namespaces
+The test plays airlockd as test_egress_standalone.py does, with the same
+egress_harness.py: four network namespaces
 
     aei-cli-PID   the "guest" (10.0.2.15, default route via 10.0.2.2)
     aei-sbx-PID   the sandbox namespace: nftables redirect DNS to
@@ -23,41 +23,25 @@ request with what it received (method, path, Host, headers) as JSON, so a
 test sees exactly what reached the server. Needs root and
 build/airlock-egress; run with `pytest-3`.
 """
-import ctypes
 import hashlib
 import json
 import os
 import shutil
-import socket
 import ssl
-import struct
-import subprocess
 import tempfile
 import threading
-import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from socketserver import TCPServer
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-BUILD = os.path.abspath(os.environ.get("BUILD", os.path.join(ROOT, "build")))
-EGRESS = os.path.join(BUILD, "airlock-egress")
+import egress_harness as eh
+from egress_harness import DNS_IP, request_bytes
 
-TAG = str(os.getpid())
-NS_CLIENT = f"aei-cli-{TAG}"
-NS_SBX = f"aei-sbx-{TAG}"
-NS_EGRESS = f"aei-egr-{TAG}"
-NS_NET = f"aei-net-{TAG}"
-NS_KINDS = ("cli", "sbx", "egr", "net")
+NS_PREFIX = "aei-"
+NS_CLIENT, NS_SBX, NS_EGRESS, NS_NET = NAMESPACES = eh.world_namespaces(NS_PREFIX)
 
-GUEST_IP = "10.0.2.15"
-GATEWAY_IP = "10.0.2.2"
-EGRESS_PORT = 15001
 SERVER_IP = "192.0.2.10"
-DNS_IP = "198.51.100.53"
-EGRESS_LINK_IP = "203.0.113.1"
-NET_LINK_IP = "203.0.113.2"
 
 BOUND = "api.bound.test"            # the secrets' host
 ECHO = "echo.allowed.test"          # allowed, no secret bound
@@ -88,138 +72,11 @@ POLICY = {"allow": ["*.allowed.test", BOUND], "deny": [], "pinned": [PINNED]}
 INSPECT_POLICY = dict(POLICY, tls="inspect")
 
 SANDBOX = "sb-intercept"
-LOG = os.path.join(BUILD, "test-egress-intercept.log")  # the gateway's stderr
+LOG = os.path.join(eh.BUILD, "test-egress-intercept.log")  # the gateway's stderr
 TIMEOUT = 5
-
-libc = ctypes.CDLL(None, use_errno=True)
-CLONE_NEWNET = 0x40000000
-
-
-# ------------------------------------------------------------- namespaces
-
-def run(*cmd, ns=None, check=True, **kw):
-    full = (["ip", "netns", "exec", ns] if ns else []) + list(cmd)
-    return subprocess.run(full, check=check, capture_output=True, text=True, **kw)
-
-
-def in_netns(ns, fn):
-    """Runs fn() in a thread that joined netns ns; sockets it creates stay
-    there."""
-    result = {}
-
-    def body():
-        try:
-            fd = os.open(f"/run/netns/{ns}", os.O_RDONLY | os.O_CLOEXEC)
-            try:
-                if libc.setns(fd, CLONE_NEWNET) != 0:
-                    err = ctypes.get_errno()
-                    raise OSError(err, f"setns {ns}: {os.strerror(err)}")
-            finally:
-                os.close(fd)
-            result["value"] = fn()
-        except BaseException as e:  # handed to the caller
-            result["error"] = e
-
-    t = threading.Thread(target=body)
-    t.start()
-    t.join()
-    if "error" in result:
-        raise result["error"]
-    return result["value"]
-
-
-def sock_in(ns, kind=socket.SOCK_STREAM, bind=None, listen=False):
-    def make():
-        s = socket.socket(socket.AF_INET, kind)
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        if bind:
-            s.bind(bind)
-        if listen:
-            s.listen(128)
-        return s
-    return in_netns(ns, make)
-
-
-def pid_alive(pid):
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass
-    return True
-
-
-def delete_namespaces():
-    names = run("ip", "netns", "list", check=False).stdout.split()
-    stale = [name for name in names
-             if name.startswith("aei-") and name.count("-") == 2 and name.split("-")[1] in NS_KINDS
-             and name.split("-")[2].isdigit() and int(name.split("-")[2]) != os.getpid()
-             and not pid_alive(int(name.split("-")[2]))]
-    for ns in (NS_CLIENT, NS_SBX, NS_EGRESS, NS_NET, *stale):
-        run("ip", "netns", "del", ns, check=False)
-
-
-NFT_RULES = f"""
-table inet airlock {{
-    chain prerouting {{
-        type nat hook prerouting priority dstnat; policy accept;
-        iifname "veth-sbx" udp dport 53 redirect to :53
-        iifname "veth-sbx" tcp dport 53 redirect to :53
-        iifname "veth-sbx" meta l4proto tcp redirect to :{EGRESS_PORT}
-    }}
-}}
-"""
-
-
-def create_namespaces():
-    delete_namespaces()
-    for ns in (NS_CLIENT, NS_SBX, NS_EGRESS, NS_NET):
-        run("ip", "netns", "add", ns)
-        run("ip", "link", "set", "lo", "up", ns=ns)
-    run("ip", "link", "add", "veth-cli", "netns", NS_CLIENT, "type", "veth", "peer", "name", "veth-sbx",
-        "netns", NS_SBX)
-    run("ip", "addr", "add", f"{GUEST_IP}/24", "dev", "veth-cli", ns=NS_CLIENT)
-    run("ip", "link", "set", "veth-cli", "up", ns=NS_CLIENT)
-    run("ip", "route", "add", "default", "via", GATEWAY_IP, ns=NS_CLIENT)
-    run("ip", "addr", "add", f"{GATEWAY_IP}/24", "dev", "veth-sbx", ns=NS_SBX)
-    run("ip", "link", "set", "veth-sbx", "up", ns=NS_SBX)
-    run("nft", "-f", "-", ns=NS_SBX, input=NFT_RULES)
-    run("ip", "link", "add", "veth-egr", "netns", NS_EGRESS, "type", "veth", "peer", "name", "veth-net",
-        "netns", NS_NET)
-    run("ip", "addr", "add", f"{EGRESS_LINK_IP}/30", "dev", "veth-egr", ns=NS_EGRESS)
-    run("ip", "link", "set", "veth-egr", "up", ns=NS_EGRESS)
-    run("ip", "route", "add", "default", "via", NET_LINK_IP, ns=NS_EGRESS)
-    run("ip", "addr", "add", f"{NET_LINK_IP}/30", "dev", "veth-net", ns=NS_NET)
-    run("ip", "link", "set", "veth-net", "up", ns=NS_NET)
-    for ip in (SERVER_IP, DNS_IP):
-        run("ip", "addr", "add", f"{ip}/32", "dev", "lo", ns=NS_NET)
 
 
 # ------------------------------------------------------------- certificates
-
-def openssl(*args, cwd):
-    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
-
-
-def make_ca(d, name, cn):
-    openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
-            "-keyout", f"{name}.key", "-out", f"{name}.pem", "-days", "30", "-subj", f"/CN={cn}",
-            "-addext", "basicConstraints=critical,CA:TRUE",
-            "-addext", "keyUsage=critical,keyCertSign,cRLSign", cwd=d)
-    return os.path.join(d, f"{name}.pem"), os.path.join(d, f"{name}.key")
-
-
-def make_leaf(d, name, ca, dns_names):
-    with open(os.path.join(d, f"{name}.ext"), "w") as f:
-        f.write("basicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n"
-                "subjectAltName=" + ",".join(f"DNS:{n}" for n in dns_names) + "\n")
-    openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
-            "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj", f"/CN={dns_names[0]}", cwd=d)
-    openssl("x509", "-req", "-in", f"{name}.csr", "-CA", f"{ca}.pem", "-CAkey", f"{ca}.key",
-            "-CAcreateserial", "-out", f"{name}.pem", "-days", "30", "-extfile", f"{name}.ext", cwd=d)
-    return os.path.join(d, f"{name}.pem"), os.path.join(d, f"{name}.key")
-
 
 class Certs:
     def __init__(self):
@@ -227,12 +84,12 @@ class Certs:
         # airlock-egress (nobody) reads --trust-ca from here.
         os.chmod(self.dir, 0o755)
         d = self.dir
-        self.test_ca, _ = make_ca(d, "testca", "Airlock test internet CA")
-        make_ca(d, "rogue", "A CA nobody trusts")
-        self.airlock_ca, self.airlock_key = make_ca(d, "airlock", "Airlock test CA")
-        self.server = make_leaf(d, "server", "testca", [BOUND, ECHO, PINNED, FORBIDDEN_VHOST])
-        self.untrusted = make_leaf(d, "untrusted", "rogue", [UNTRUSTED])
-        self.mismatch = make_leaf(d, "mismatch", "testca", ["somewhere-else.test"])
+        self.test_ca, _ = eh.make_ca(d, "testca", "Airlock test internet CA")
+        eh.make_ca(d, "rogue", "A CA nobody trusts")
+        self.airlock_ca, self.airlock_key = eh.make_ca(d, "airlock", "Airlock test CA")
+        self.server = eh.make_leaf(d, "server", "testca", [BOUND, ECHO, PINNED, FORBIDDEN_VHOST])
+        self.untrusted = eh.make_leaf(d, "untrusted", "rogue", [UNTRUSTED])
+        self.mismatch = eh.make_leaf(d, "mismatch", "testca", ["somewhere-else.test"])
         for name in os.listdir(d):
             os.chmod(os.path.join(d, name), 0o644)
 
@@ -338,24 +195,10 @@ class Internet:
         self.servers = []
         self.sockets = []
         for port, tls in ((443, server_tls_context(certs)), (80, None)):
-            srv = in_netns(NS_NET, lambda p=port, t=tls: EchoServer((SERVER_IP, p), t, self.received))
+            srv = eh.call_in_netns(NS_NET, lambda p=port, t=tls: EchoServer((SERVER_IP, p), t, self.received))
             threading.Thread(target=srv.serve_forever, daemon=True).start()
             self.servers.append(srv)
-        self.serve_dns()
-
-    def serve_dns(self):
-        s = sock_in(NS_NET, socket.SOCK_DGRAM, bind=(DNS_IP, 53))
-        self.sockets.append(s)
-
-        def loop():
-            while True:
-                try:
-                    q, peer = s.recvfrom(4096)
-                    s.sendto(dns_answer(q), peer)
-                except (OSError, IndexError, struct.error):
-                    if s.fileno() < 0:
-                        return
-        threading.Thread(target=loop, daemon=True).start()
+        self.sockets.append(eh.serve_dns(NS_NET, DNS_IP, dns_answer))
 
     def close(self):
         for srv in self.servers:
@@ -366,125 +209,31 @@ class Internet:
 
 
 def dns_answer(q):
-    qid, flags = struct.unpack(">HH", q[:4])
-    i, labels = 12, []
-    while q[i]:
-        labels.append(q[i + 1:i + 1 + q[i]].decode("ascii"))
-        i += 1 + q[i]
-    qtype, _ = struct.unpack(">HH", q[i + 1:i + 5])
-    question = q[12:i + 5]
-    name = ".".join(labels).lower()
-    answers, rcode = b"", 0
-    if name not in NAMES:
-        rcode = 3
-    elif qtype == 1:
-        answers = b"\xc0\x0c" + struct.pack(">HHIH", 1, 1, 30, 4) + socket.inet_aton(SERVER_IP)
-    flags = 0x8000 | 0x0400 | (flags & 0x0100) | 0x0080 | rcode
-    return struct.pack(">HHHHHH", qid, flags, 1, 1 if answers else 0, 0, 0) + question + answers
+    return eh.dns_answer(q, lambda name: SERVER_IP if name in NAMES else None)[2]
 
 
 # ------------------------------------------------------------- airlockd's part
 
-class Control:
-    """The airlockd end of the control channel."""
-
-    def __init__(self, sock):
-        self.sock = sock
-        self.seq = 0
-        self.cond = threading.Condition()
-        self.messages = []
-        self.closed = False
-        threading.Thread(target=self._reader, daemon=True).start()
-
-    def _reader(self):
-        while True:
-            try:
-                data, fds, _, _ = socket.recv_fds(self.sock, 512 * 1024, 4)
-            except OSError:
-                data = b""
-            for fd in fds:
-                os.close(fd)
-            with self.cond:
-                if not data:
-                    self.closed = True
-                    self.cond.notify_all()
-                    return
-                self.messages.append(json.loads(data))
-                self.cond.notify_all()
-
-    def wait_for(self, pred, timeout=TIMEOUT, what="a message", since=0):
-        deadline = time.monotonic() + timeout
-        with self.cond:
-            while True:
-                for m in self.messages[since:]:
-                    if pred(m):
-                        return m
-                left = deadline - time.monotonic()
-                if left <= 0 or self.closed:
-                    raise AssertionError(f"no {what} within {timeout} s; got {self.messages[-20:]}")
-                self.cond.wait(left)
-
-    def request(self, msg, fds=()):
-        self.seq += 1
-        msg = dict(msg, seq=self.seq)
-        socket.send_fds(self.sock, [json.dumps(msg).encode()], list(fds))
-        seq = self.seq
-        return self.wait_for(lambda m: m.get("op") in ("ack", "nack") and m.get("seq") == seq,
-                             what=f"reply to {msg['op']} #{seq}")
-
-    def mark(self):
-        with self.cond:
-            return len(self.messages)
-
-    def events(self, type_, since=0, **fields):
-        with self.cond:
-            return [m["data"] for m in self.messages[since:] if m.get("op") == "event" and m["type"] == type_
-                    and all(m["data"].get(k) == v for k, v in fields.items())]
+class Control(eh.Control):
+    """airlockd's end of the control channel; every test here reads an
+    event's data."""
 
     def wait_event(self, type_, since=0, **fields):
-        return self.wait_for(lambda m: m.get("op") == "event" and m["type"] == type_
-                             and all(m["data"].get(k) == v for k, v in fields.items()),
-                             since=since, what=f"{type_} event with {fields}")["data"]
+        return super().wait_event(type_, since, **fields)["data"]
 
 
 def start_egress(certs, extra=()):
-    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    log = open(LOG, "ab")
-    # As airlockd runs it: nobody, no privilege; --trust-ca readable by it.
-    cmd = ["ip", "netns", "exec", NS_EGRESS, "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
-           "--no-new-privs", EGRESS, "--control-fd", str(theirs.fileno()), "--resolver", f"{DNS_IP}:53",
-           "--public-cidr", "192.0.2.0/24", "--public-cidr", "198.51.100.0/24", "--public-cidr", "203.0.113.0/24",
-           "--trust-ca", certs.test_ca, "--connect-timeout-ms", "2000", "--log-level", "debug", *extra]
-    proc = subprocess.Popen(cmd, pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, stdout=log, stderr=log)
-    theirs.close()
-    log.close()
-    ctl = Control(ours)
-    ready = ctl.wait_for(lambda m: m.get("op") in ("ready", "ack", "nack", "event"), what="ready")
-    assert ready == {"op": "ready", "version": 1}
-    return proc, ctl
+    # --trust-ca readable by nobody (Certs).
+    return eh.start_egress(["ip", "netns", "exec", NS_EGRESS],
+                           [*eh.WORLD_EGRESS_ARGS, "--trust-ca", certs.test_ca, *extra], LOG, control=Control)
 
 
 def send_ca(ctl, certs):
-    with open(certs.airlock_ca) as f:
-        cert = f.read()
-    with open(certs.airlock_key) as f:
-        key = f.read()
-    return ctl.request({"op": "ca", "cert_pem": cert, "key_pem": key})
+    return eh.send_ca(ctl, certs.airlock_ca, certs.airlock_key)
 
 
 def add_sandbox(ctl, policy=POLICY, bindings=BINDINGS):
-    listeners = [
-        sock_in(NS_SBX, bind=(GATEWAY_IP, EGRESS_PORT), listen=True),
-        sock_in(NS_SBX, socket.SOCK_DGRAM, bind=(GATEWAY_IP, 53)),
-        sock_in(NS_SBX, bind=(GATEWAY_IP, 53), listen=True),
-    ]
-    msg = {"op": "add", "sandbox": SANDBOX, "tenant": "t1", "policy": policy}
-    if bindings is not None:
-        msg["bindings"] = bindings
-    reply = ctl.request(msg, [s.fileno() for s in listeners])
-    for s in listeners:
-        s.close()
-    return reply
+    return eh.add_sandbox(ctl, NS_SBX, SANDBOX, policy, bindings=bindings)
 
 
 class World:
@@ -497,15 +246,9 @@ class World:
 
 @pytest.fixture(scope="module")
 def world():
-    if os.geteuid() != 0:
-        pytest.skip("needs root (network namespaces)")
-    if not os.access(EGRESS, os.X_OK):
-        pytest.skip(f"{EGRESS} is not built (make)")
     if not shutil.which("openssl"):
         pytest.skip("needs the openssl CLI")
-    create_namespaces()
-    if os.path.exists(LOG):
-        os.unlink(LOG)
+    eh.prepare_world(NS_PREFIX, (SERVER_IP, DNS_IP), LOG)
     certs = Certs()
     internet = None
     proc = None
@@ -523,7 +266,7 @@ def world():
         if internet:
             internet.close()
         certs.close()
-        delete_namespaces()
+        eh.delete_namespaces(*NAMESPACES)
 
 
 @pytest.fixture
@@ -538,32 +281,18 @@ def inspect(world):
 # ------------------------------------------------------------- the guest's side
 
 def guest_connect(ip, port):
-    s = sock_in(NS_CLIENT)
+    s = eh.socket_in(NS_CLIENT)
     s.settimeout(TIMEOUT)
     s.connect((ip, port))
     return s
 
 
 def guest_context(world, alpn=("http/1.1",)):
-    ctx = ssl.create_default_context(cafile=world.certs.airlock_ca)
-    ctx.load_verify_locations(world.certs.test_ca)
-    if alpn:
-        ctx.set_alpn_protocols(list(alpn))
-    return ctx
+    return eh.guest_tls_context(world.certs.airlock_ca, world.certs.test_ca, alpn)
 
 
 def guest_tls(world, sni, alpn=("http/1.1",)):
     return guest_context(world, alpn).wrap_socket(guest_connect(SERVER_IP, 443), server_hostname=sni)
-
-
-def request_bytes(method, path, host, headers=(), body=b"", close=False):
-    lines = [f"{method} {path} HTTP/1.1", f"Host: {host}"]
-    lines += [f"{k}: {v}" for k, v in headers]
-    if body or method in ("POST", "PUT"):
-        lines.append(f"Content-Length: {len(body)}")
-    if close:
-        lines.append("Connection: close")
-    return ("\r\n".join(lines) + "\r\n\r\n").encode() + body
 
 
 class Resp:
@@ -583,17 +312,10 @@ class Resp:
 
 
 def read_response(f):
-    line = f.readline()
-    if not line:
+    head = eh.read_response_head(f)
+    if head is None:
         return None
-    status = int(line.split()[1])
-    headers = []
-    while True:
-        h = f.readline().rstrip(b"\r\n")
-        if not h:
-            break
-        k, v = h.decode("latin-1").split(":", 1)
-        headers.append((k, v.strip()))
+    status, headers = head
     n = int(next((v for k, v in headers if k.lower() == "content-length"), "0"))
     return Resp(status, headers, f.read(n))
 
@@ -648,7 +370,7 @@ def test_curl_as_the_guest(world):
     # connection for two URLs.
     if not shutil.which("curl"):
         pytest.skip("needs curl")
-    out = run("curl", "-sS", "--cacert", world.certs.airlock_ca, "--resolve", f"{BOUND}:443:{SERVER_IP}",
+    out = eh.run("curl", "-sS", "--cacert", world.certs.airlock_ca, "--resolve", f"{BOUND}:443:{SERVER_IP}",
               "-H", f"X-Api-Key: {PH_KEY}", "-w", "\n%{http_version}\n",
               f"https://{BOUND}/v1/a", f"https://{BOUND}/v1/b", ns=NS_CLIENT).stdout
     lines = out.split("\n")
