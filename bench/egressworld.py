@@ -3,8 +3,9 @@
 
 Built on the fake internet of the network tests (tests/integration/fakenet.py:
 alt-host-PID, where airlock-egress runs, and alt-inet-PID, the "internet"),
-plus three namespaces of its own, as tests/integration/test_egress_standalone.py
-builds them (copied here: that file is a test, not a library):
+plus three namespaces of its own, made with tests/integration/egress_harness.py
+as the egress tests make theirs (which also runs airlock-egress and plays
+airlockd's part):
 
     aeb-gst-PID   the "guest": GUEST_IP/24 on a veth, default route via GATEWAY_IP
     aeb-sbx-PID   the "sandbox" namespace: GATEWAY_IP/24 on the other end, the
@@ -35,7 +36,7 @@ private one that exists only inside them.
 
 This file is also copied into the guest by bench/egress (`--serve`,
 `--latency`): the part above "the host's world" needs nothing but the
-standard library.
+standard library, and run as a script the file stops there.
 """
 import argparse
 import json
@@ -307,18 +308,24 @@ def main():
         ap.error("--serve or --latency")
 
 
+if __name__ == "__main__":
+    # The bench server (in the fake internet) and the guest's copy stop here:
+    # what follows, the host's world, needs tests/integration.
+    sys.exit(main())
+
+
 # ------------------------------------------------------------ the host's world
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BUILD = os.path.abspath(os.environ.get("BUILD", os.path.join(ROOT, "build")))
-EGRESS = os.path.join(BUILD, "airlock-egress")
+sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
+import egress_harness as eh  # noqa: E402
+import fakenet as fn  # noqa: E402
+
+EGRESS = eh.EGRESS
 PYTHON = "/usr/bin/python3"
 
 NS_PREFIX = "aeb-"
-TAG = str(os.getpid())
-GUEST_IP, GATEWAY_IP = "10.0.2.15", "10.0.2.2"
 DIRECT_IP, DIRECT_GW = "10.0.3.15", "10.0.3.2"
-EGRESS_PORT = 15001
 CONTROL_TIMEOUT_S = 10
 
 # The secret bound to BOUND_NAME: the client sends the placeholder in a
@@ -328,130 +335,6 @@ SECRET_VALUE = "bench-secret-value-0123456789"
 SECRET_HEADER = ("X-Api-Key", PLACEHOLDER)
 BINDING = {"secret": "bench-key", "placeholder": PLACEHOLDER, "value": SECRET_VALUE, "hosts": [BOUND_NAME],
            "paths": None, "methods": None, "header": None, "format": None}
-
-NFT_RULES = f"""
-table inet airlock {{
-    chain prerouting {{
-        type nat hook prerouting priority dstnat; policy accept;
-        iifname "veth-sbx" udp dport 53 redirect to :53
-        iifname "veth-sbx" tcp dport 53 redirect to :53
-        iifname "veth-sbx" meta l4proto tcp redirect to :{EGRESS_PORT}
-    }}
-    chain input {{
-        type filter hook input priority filter; policy accept;
-        iifname "veth-sbx" meta nfproto ipv6 drop
-    }}
-}}
-"""
-
-
-def _fakenet():
-    sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
-    import fakenet
-    return fakenet
-
-
-def run(*cmd, ns=None, input=None, cwd=None):
-    full = (["ip", "netns", "exec", ns] if ns else []) + list(cmd)
-    r = subprocess.run(full, input=input, capture_output=True, text=True, timeout=60, cwd=cwd)
-    if r.returncode != 0:
-        raise RuntimeError(f"{' '.join(full)} exited with {r.returncode}: {r.stderr.strip()}")
-    return r.stdout
-
-
-def _ns_names(tag):
-    return [f"{NS_PREFIX}{kind}-{tag}" for kind in ("gst", "sbx", "dir")]
-
-
-def remove_stale_namespaces():
-    """Deletes aeb-*-PID namespaces of runs whose process is gone (a crashed
-    or killed earlier run); fakenet.remove_stale_namespaces() does its own."""
-    fn = _fakenet()
-    removed = []
-    for ns in fn.netns_list():
-        parts = ns.split("-")
-        if ns.startswith(NS_PREFIX) and len(parts) == 3 and parts[2].isdigit() and not fn._pid_alive(int(parts[2])):
-            fn._delete_ns(ns)
-            removed.append(ns)
-    return removed
-
-
-class Control:
-    """airlockd's end of the control channel (as in test_egress_standalone.py)."""
-
-    def __init__(self, sock):
-        self.sock = sock
-        self.seq = 0
-        self.cond = threading.Condition()
-        self.messages = []  # every reply, only the first few events
-        self.events = 0
-        self.allowed = 0     # network.allow events
-        self.substituted = 0  # network.secret events with verdict "substituted"
-        self.closed = False
-        threading.Thread(target=self._reader, daemon=True).start()
-
-    def _reader(self):
-        while True:
-            try:
-                data, fds, _, _ = socket.recv_fds(self.sock, 512 * 1024, 4)
-            except OSError:
-                data = b""
-            for fd in fds:
-                os.close(fd)
-            with self.cond:
-                if not data:
-                    self.closed = True
-                    self.cond.notify_all()
-                    return
-                m = json.loads(data)
-                if m.get("op") == "event":
-                    self.events += 1
-                    self.allowed += m.get("type") == "network.allow"
-                    self.substituted += (m.get("type") == "network.secret"
-                                         and m.get("data", {}).get("verdict") == "substituted")
-                    if self.events > 64:
-                        continue
-                self.messages.append(m)
-                self.cond.notify_all()
-
-    def wait_for(self, pred, what):
-        deadline = time.monotonic() + CONTROL_TIMEOUT_S
-        with self.cond:
-            while True:
-                for m in self.messages:
-                    if pred(m):
-                        return m
-                left = deadline - time.monotonic()
-                if left <= 0 or self.closed:
-                    raise RuntimeError(f"airlock-egress: no {what} within {CONTROL_TIMEOUT_S} s; "
-                                       f"got {self.messages[-5:]}")
-                self.cond.wait(left)
-
-    def wait_allowed(self, n, timeout_s=5):
-        """The count of network.allow events once it reaches n (or after timeout_s)."""
-        return self._wait_count("allowed", n, timeout_s)
-
-    def wait_substituted(self, n, timeout_s=5):
-        """The count of substitutions ("network.secret" events) once it reaches n (or after timeout_s)."""
-        return self._wait_count("substituted", n, timeout_s)
-
-    def _wait_count(self, what, n, timeout_s):
-        deadline = time.monotonic() + timeout_s
-        with self.cond:
-            while getattr(self, what) < n and not self.closed and time.monotonic() < deadline:
-                self.cond.wait(0.05)
-            return getattr(self, what)
-
-    def request(self, msg, fds=()):
-        self.seq += 1
-        seq = self.seq
-        socket.send_fds(self.sock, [json.dumps(dict(msg, seq=seq)).encode()], list(fds))
-        return self.wait_for(lambda m: m.get("op") in ("ack", "nack") and m.get("seq") == seq,
-                             f"reply to {msg['op']} #{seq}")
-
-
-def _openssl(*args, cwd):
-    run("openssl", *args, cwd=cwd)
 
 
 class Certs:
@@ -466,33 +349,14 @@ class Certs:
         # airlock-egress runs as nobody: it must reach net-ca.pem (only).
         os.chmod(d, 0o711)
         os.chmod(os.path.dirname(d), 0o711)
-        self.net_ca, self.net_ca_key = self._ca(d, "net-ca", "Airlock bench internet CA")
-        self.airlock_ca, self.airlock_key = self._ca(d, "airlock-ca", "Airlock bench CA")
-        with open(os.path.join(d, "server.ext"), "w") as f:
-            f.write(f"basicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n"
-                    f"subjectAltName=DNS:{BENCH_NAME},DNS:{BOUND_NAME}\n")
-        _openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", "server.key",
-                 "-out", "server.csr", "-subj", f"/CN={BENCH_NAME}", cwd=d)
-        _openssl("x509", "-req", "-in", "server.csr", "-CA", "net-ca.pem", "-CAkey", "net-ca.key",
-                 "-CAcreateserial", "-out", "server.pem", "-days", "2", "-extfile", "server.ext", cwd=d)
-        self.server_cert, self.server_key = os.path.join(d, "server.pem"), os.path.join(d, "server.key")
+        self.net_ca, self.net_ca_key = eh.make_ca(d, "net-ca", "Airlock bench internet CA")
+        self.airlock_ca, self.airlock_key = eh.make_ca(d, "airlock-ca", "Airlock bench CA")
+        self.server_cert, self.server_key = eh.make_leaf(d, "server", "net-ca", [BENCH_NAME, BOUND_NAME])
         os.chmod(self.net_ca, 0o644)
 
-    @staticmethod
-    def _ca(d, name, cn):
-        _openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
-                 "-keyout", f"{name}.key", "-out", f"{name}.pem", "-days", "2", "-subj", f"/CN={cn}",
-                 "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign",
-                 cwd=d)
-        return os.path.join(d, f"{name}.pem"), os.path.join(d, f"{name}.key")
-
     def client_context(self):
-        """What a guest with the Airlock CA installed trusts: the Airlock CA
-        and (as its system store) the bench internet's CA."""
-        ctx = ssl.create_default_context(cafile=self.airlock_ca)
-        ctx.load_verify_locations(self.net_ca)
-        ctx.set_alpn_protocols(["http/1.1"])
-        return ctx
+        """What a guest with the Airlock CA installed trusts."""
+        return eh.guest_tls_context(self.airlock_ca, self.net_ca)
 
 
 class World:
@@ -503,9 +367,8 @@ class World:
     def __init__(self, log_dir):
         self.log_dir = log_dir
         self.net = None
-        self.fn = None
         self.certs = None
-        self.ns_guest, self.ns_sbx, self.ns_direct = _ns_names(TAG)
+        self.ns_guest, self.ns_sbx, self.ns_direct = eh.namespace_names(NS_PREFIX, ("gst", "sbx", "dir"))
         self.egress = None
         self.ctl = None
         self.server = None
@@ -514,14 +377,14 @@ class World:
     # -------------------------------------------------------- building
 
     def start_fakenet(self):
-        self.fn = _fakenet()
-        remove_stale_namespaces()
+        # Ours of runs that were killed; fakenet.FakeNet().start() removes its own.
+        eh.remove_stale_namespaces(NS_PREFIX)
         # The bench server's names, for the fake DNS (read when the server starts).
-        self.fn.RECORDS[BENCH_NAME] = [("A", BENCH_IP)]
-        self.fn.RECORDS[BOUND_NAME] = [("A", BENCH_IP)]
+        fn.RECORDS[BENCH_NAME] = [("A", BENCH_IP)]
+        fn.RECORDS[BOUND_NAME] = [("A", BENCH_IP)]
         self.certs = Certs(os.path.join(self.log_dir, "certs"))
-        self.net = self.fn.FakeNet().start()
-        run("ip", "-n", self.net.inet_ns, "addr", "add", f"{BENCH_IP}/32", "dev", "lo")
+        self.net = fn.FakeNet().start()
+        eh.run("ip", "-n", self.net.inet_ns, "addr", "add", f"{BENCH_IP}/32", "dev", "lo")
         log = open(os.path.join(self.log_dir, "server.log"), "wb")
         self.server = subprocess.Popen(self.net.inet_argv([PYTHON, os.path.abspath(__file__), "--serve", BENCH_IP,
                                                            str(HTTP_PORT), "--tls-serve", str(HTTPS_PORT),
@@ -538,84 +401,35 @@ class World:
         """The namespaces, airlock-egress (sent the Airlock CA) and one
         sandbox with policy and bindings."""
         self._make_namespaces()
-        self._start_egress()
-        with open(self.certs.airlock_ca) as f, open(self.certs.airlock_key) as k:
-            reply = self.ctl.request({"op": "ca", "cert_pem": f.read(), "key_pem": k.read()})
+        # As airlockd runs it: in the host namespace.
+        self.egress, self.ctl = eh.start_egress(
+            self.net.host_argv([]), ["--resolver", self.net.resolver, "--public-cidr", "192.0.2.0/24",
+                                     "--connect-timeout-ms", "2000", "--trust-ca", self.certs.net_ca],
+            os.path.join(self.log_dir, "egress.log"), control=lambda sock: eh.Control(sock, CONTROL_TIMEOUT_S))
+        reply = eh.send_ca(self.ctl, self.certs.airlock_ca, self.certs.airlock_key)
         if reply["op"] != "ack":
             raise RuntimeError(f"airlock-egress refused the CA: {reply}")
-        listeners = [
-            self.socket_in(self.ns_sbx, bind=(GATEWAY_IP, EGRESS_PORT), listen=True),
-            self.socket_in(self.ns_sbx, socket.SOCK_DGRAM, bind=(GATEWAY_IP, 53)),
-            self.socket_in(self.ns_sbx, bind=(GATEWAY_IP, 53), listen=True),
-        ]
-        try:
-            reply = self.ctl.request({"op": "add", "sandbox": "sb-bench", "tenant": "bench", "policy": policy,
-                                      "bindings": list(bindings)}, [s.fileno() for s in listeners])
-        finally:
-            for s in listeners:
-                s.close()
+        reply = eh.add_sandbox(self.ctl, self.ns_sbx, "sb-bench", policy, tenant="bench", bindings=bindings)
         if reply["op"] != "ack":
             raise RuntimeError(f"airlock-egress refused the sandbox: {reply}")
 
     def _make_namespaces(self):
         host = self.net.host_ns
-        for ns in (self.ns_guest, self.ns_sbx, self.ns_direct):
-            run("ip", "netns", "add", ns)
-            self.created.append(ns)
-            run("sysctl", "-q", "-w", "net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1",
-                "net.ipv4.ip_forward=0", ns=ns)
-            run("ip", "link", "set", "lo", "up", ns=ns)
-        # guest <-> sandbox, with the daemon's redirect
-        run("ip", "link", "add", "veth-cli", "netns", self.ns_guest, "type", "veth", "peer", "name", "veth-sbx",
-            "netns", self.ns_sbx)
-        run("ip", "addr", "add", f"{GUEST_IP}/24", "dev", "veth-cli", ns=self.ns_guest)
-        run("ip", "link", "set", "veth-cli", "up", ns=self.ns_guest)
-        run("ip", "route", "add", "default", "via", GATEWAY_IP, ns=self.ns_guest)
-        run("ip", "addr", "add", f"{GATEWAY_IP}/24", "dev", "veth-sbx", ns=self.ns_sbx)
-        run("ip", "link", "set", "veth-sbx", "up", ns=self.ns_sbx)
-        run("nft", "-f", "-", ns=self.ns_sbx, input=NFT_RULES)
+        names = [self.ns_guest, self.ns_sbx, self.ns_direct]
+        self.created = names  # close_gateway_world() deletes them, also those not made
+        eh.add_namespaces(*names)
+        for ns in names:
+            eh.run("sysctl", "-q", "-w", "net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1",
+                   "net.ipv4.ip_forward=0", ns=ns)
+        eh.link_guest(self.ns_guest, self.ns_sbx)
         # direct client <-> alt-host, which routes it to the internet (whose
         # default route leads back to alt-host)
-        run("ip", "link", "add", "eth0", "netns", self.ns_direct, "type", "veth", "peer", "name", "dir0",
-            "netns", host)
-        run("ip", "addr", "add", f"{DIRECT_IP}/24", "dev", "eth0", ns=self.ns_direct)
-        run("ip", "link", "set", "eth0", "up", ns=self.ns_direct)
-        run("ip", "route", "add", "default", "via", DIRECT_GW, ns=self.ns_direct)
-        run("ip", "addr", "add", f"{DIRECT_GW}/24", "dev", "dir0", ns=host)
-        run("ip", "link", "set", "dir0", "up", ns=host)
-        run("sysctl", "-q", "-w", "net.ipv4.ip_forward=1", ns=host)
-
-    def _start_egress(self):
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        log = open(os.path.join(self.log_dir, "egress.log"), "ab")
-        # As airlockd runs it: unprivileged (nobody), in the host namespace.
-        cmd = self.net.host_argv(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--no-new-privs",
-                                  EGRESS, "--control-fd", str(theirs.fileno()), "--resolver", self.net.resolver,
-                                  "--public-cidr", "192.0.2.0/24", "--connect-timeout-ms", "2000",
-                                  "--trust-ca", self.certs.net_ca])
-        self.egress = subprocess.Popen(cmd, pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, stdout=log,
-                                       stderr=log, start_new_session=True)
-        theirs.close()
-        log.close()
-        self.ctl = Control(ours)
-        ready = self.ctl.wait_for(lambda m: True, "ready message")
-        if ready != {"op": "ready", "version": 1}:
-            raise RuntimeError(f"airlock-egress said {ready} first")
-
-    def socket_in(self, ns, kind=socket.SOCK_STREAM, bind=None, listen=False):
-        def make():
-            s = socket.socket(socket.AF_INET, kind)
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            if bind:
-                s.bind(bind)
-            if listen:
-                s.listen(1024)
-            return s
-        return self.fn.call_in_netns(ns, make)
+        eh.veth(self.ns_direct, "eth0", DIRECT_IP, host, "dir0", DIRECT_GW, 24)
+        eh.run("sysctl", "-q", "-w", "net.ipv4.ip_forward=1", ns=host)
 
     def client_sockets(self, ns, n):
         """n fresh TCP sockets (TCP_NODELAY) inside namespace ns."""
-        return self.fn.call_in_netns(ns, lambda: [tcp_socket() for _ in range(n)])
+        return eh.call_in_netns(ns, lambda: [tcp_socket() for _ in range(n)])
 
     # -------------------------------------------------------- removing
 
@@ -635,8 +449,7 @@ class World:
                 os.killpg(self.egress.pid, 9)
                 self.egress.wait()
             self.egress = None
-        for ns in self.created:
-            self.fn._delete_ns(ns)
+        eh.delete_namespaces(*self.created)
         self.created = []
         if self.net is not None and not self.net.closed:
             subprocess.run(self.net.host_argv(["sysctl", "-q", "-w", "net.ipv4.ip_forward=0"]),
@@ -656,7 +469,3 @@ class World:
                 self.server = None
             if self.net is not None:
                 self.net.teardown()
-
-
-if __name__ == "__main__":
-    main()
