@@ -10,7 +10,8 @@ import socket
 import struct
 import time
 
-from conftest import REQUEST_TIMEOUT_S, Daemon, Response, UnixHTTPConnection
+from conftest import REQUEST_TIMEOUT_S, Daemon, Response, UnixHTTPConnection, exchange, request_body
+from conftest import wait_for as wait_until  # noqa: F401  (the name its users know)
 
 MIB = 1024 * 1024
 
@@ -48,22 +49,8 @@ class TcpApi:
         return TcpApi(self.port, token)
 
     def request(self, method, path, body=None, raw=None, headers=None, timeout=REQUEST_TIMEOUT_S):
-        hdrs = dict(headers or {})
-        if self.token is not None:
-            hdrs.setdefault("Authorization", f"Bearer {self.token}")
-        data = None
-        if body is not None:
-            data = json.dumps(body).encode()
-            hdrs.setdefault("Content-Type", "application/json")
-        elif raw is not None:
-            data = raw
         conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
-        try:
-            conn.request(method, path, body=data, headers=hdrs)
-            resp = conn.getresponse()
-            return Response(resp.status, dict(resp.getheaders()), resp.read(), method, path)
-        finally:
-            conn.close()
+        return exchange(conn, method, path, body, raw, headers, self.token)
 
 
 class ListeningDaemon(Daemon):
@@ -83,13 +70,7 @@ class Stream:
 
     def __init__(self, socket_path, method, path, body=None, raw=None, headers=None, timeout=REQUEST_TIMEOUT_S):
         self.conn = UnixHTTPConnection(socket_path, timeout=timeout)
-        hdrs = dict(headers or {})
-        data = None
-        if body is not None:
-            data = json.dumps(body).encode()
-            hdrs.setdefault("Content-Type", "application/json")
-        elif raw is not None:
-            data = raw
+        data, hdrs = request_body(body, raw, headers)
         self.conn.request(method, path, body=data, headers=hdrs)
         self.resp = self.conn.getresponse()
         self.status = self.resp.status
@@ -245,15 +226,3 @@ def guest_pids(api, sid, pattern):
         if pattern in cmd and "/proc/[0-9]" not in cmd:
             found.append((int(pid), cmd))
     return found
-
-
-def wait_until(cond, timeout_s, what, interval=0.1):
-    """Polls cond (bounds a hang; times nothing)."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        v = cond()
-        if v:
-            return v
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
-        time.sleep(interval)

@@ -5,17 +5,17 @@ dir, an HTTP client over its unix socket, the real CLI, real VMs.
 Nothing is mocked. Needs `make all images` (the Makefile's `integration`
 target does it). Run with Debian's pytest: `pytest-3 -v tests/integration`.
 """
-import http.client
-import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import time
 import zlib
 
 import pytest
+
+# HTTP to the API (apihttp.py): conftest's names too, for apiutil.py and tests/security.
+from apihttp import Response, UnixHTTPConnection, exchange, request_body  # noqa: F401
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BUILD = os.path.abspath(os.environ.get("BUILD", os.path.join(ROOT, "build")))
@@ -32,51 +32,6 @@ REQUEST_TIMEOUT_S = 300
 
 # ----------------------------------------------------------------- HTTP client
 
-class UnixHTTPConnection(http.client.HTTPConnection):
-    """http.client over a unix socket."""
-
-    def __init__(self, path, timeout=REQUEST_TIMEOUT_S):
-        super().__init__("localhost", timeout=timeout)
-        self.unix_path = path
-
-    def connect(self):
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        s.settimeout(self.timeout)
-        s.connect(self.unix_path)
-        self.sock = s
-
-
-class Response:
-    def __init__(self, status, headers, raw, method, path):
-        self.status = status
-        self.headers = headers
-        self.raw = raw
-        self.method = method
-        self.path = path
-        try:
-            self.json = json.loads(raw) if raw else None
-        except ValueError:
-            self.json = None
-
-    @property
-    def error_code(self):
-        try:
-            return self.json["error"]["code"]
-        except (TypeError, KeyError):
-            return None
-
-    @property
-    def error_message(self):
-        try:
-            return self.json["error"]["message"]
-        except (TypeError, KeyError):
-            return None
-
-    def __repr__(self):
-        text = self.raw[:2000].decode("utf-8", "replace")
-        return f"<{self.method} {self.path} -> {self.status} {text}>"
-
-
 class Api:
     """A client of the daemon's API. One connection per request, so it can be
     used from several threads at once."""
@@ -85,13 +40,7 @@ class Api:
         self.socket_path = socket_path
 
     def request(self, method, path, body=None, raw=None, headers=None, timeout=REQUEST_TIMEOUT_S):
-        hdrs = dict(headers or {})
-        data = None
-        if body is not None:
-            data = json.dumps(body).encode()
-            hdrs.setdefault("Content-Type", "application/json")
-        elif raw is not None:
-            data = raw
+        data, hdrs = request_body(body, raw, headers)
         conn = UnixHTTPConnection(self.socket_path, timeout=timeout)
         try:
             conn.putrequest(method, path)

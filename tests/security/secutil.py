@@ -275,22 +275,8 @@ class TcpApi:
         return TcpApi(self.net, self.port, token, self.host)
 
     def request(self, method, path, body=None, raw=None, headers=None, timeout=60):
-        hdrs = dict(headers or {})
-        if self.token is not None:
-            hdrs.setdefault("Authorization", f"Bearer {self.token}")
-        data = None
-        if body is not None:
-            data = json.dumps(body).encode()
-            hdrs.setdefault("Content-Type", "application/json")
-        elif raw is not None:
-            data = raw
         conn = NetnsHTTPConnection(self.net, self.host, self.port, timeout)
-        try:
-            conn.request(method, path, body=data, headers=hdrs)
-            resp = conn.getresponse()
-            return Response(resp.status, dict(resp.getheaders()), resp.read(), method, path)
-        finally:
-            conn.close()
+        return itc.exchange(conn, method, path, body, raw, headers, self.token)
 
     def raw_socket(self, timeout=10):
         return self.net.in_host(socket.create_connection, (self.host, self.port), timeout)
