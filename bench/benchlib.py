@@ -7,13 +7,11 @@ bench/all turns into bench/results.md.
 Not a test library: nothing here asserts anything about time.
 """
 import datetime
-import http.client
 import json
 import os
 import platform
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -34,6 +32,11 @@ JAIL_UID_COUNT = 4096
 JAIL_UID_SLOTS = 100_000
 STARTUP_TIMEOUT_S = 30
 STOP_TIMEOUT_S = 60
+REQUEST_TIMEOUT_S = 600
+
+# The tests' client of the API (tests/integration/apihttp.py, standard library only).
+sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
+from apihttp import UnixHTTPConnection  # noqa: E402
 
 
 def note(name, msg):
@@ -41,18 +44,6 @@ def note(name, msg):
 
 
 # ------------------------------------------------------------ the API client
-
-class UnixHTTPConnection(http.client.HTTPConnection):
-    def __init__(self, path, timeout=600):
-        super().__init__("localhost", timeout=timeout)
-        self.unix_path = path
-
-    def connect(self):
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        s.settimeout(self.timeout)
-        s.connect(self.unix_path)
-        self.sock = s
-
 
 class ApiError(RuntimeError):
     pass
@@ -62,7 +53,7 @@ def call(sock, method, path, body=None, data=None, want=None, raw=False):
     """One request on a new connection (as a client does). body: JSON; data:
     raw bytes. Returns (status, JSON or None), or (status, bytes) with raw.
     want: the status expected, else ApiError."""
-    conn = UnixHTTPConnection(sock)
+    conn = UnixHTTPConnection(sock, REQUEST_TIMEOUT_S)
     try:
         headers = {}
         if body is not None:
