@@ -4,7 +4,9 @@
 runs an Airlock sandbox, measured with `strace -f -c` on real runs.
 
 QEMU is started with airlockd's command line (src/daemon/vmm-qemu.c,
-qemu_spawn; TCG or KVM as the host has it, a tap in a network namespace):
+qemu_spawn, as tests/integration/qemuutil.py builds it and
+test_qemu_argv.py checks it; TCG or KVM as the host has it, a tap in a
+network namespace):
 the kernel, initramfs and template are fds this script opened, at the
 numbers the jailer's --keep-fd hands over (-kernel /proc/self/fd/4, -initrd
 /proc/self/fd/5, -add-fd fd=6 under the overlay's backing node), guest RAM
@@ -51,23 +53,23 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
 import threading
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
 import agent_harness as ah  # noqa: E402
+import qemuutil as q  # noqa: E402
 
 IMAGES = os.path.join(os.environ.get("BUILD", os.path.join(ROOT, "build")), "images")
 PROFILE = os.path.join(HERE, "qemu-x86_64.json")
-# The fds QEMU starts with (vmm-qemu.c; 3 is the network namespace, which the
-# jailer joins and closes: here `ip netns exec` joins it).
-FD_KERNEL, FD_INITRD, FD_ROOTFS, FD_INCOMING, FD_MEM = 4, 5, 6, 7, 8
+# The fds QEMU starts with, at airlockd's numbers (qemuutil.DAEMON_FDS; 3 is
+# the network namespace, which the jailer joins and closes: here `ip netns
+# exec` joins it).
+FD_KERNEL, FD_INITRD, FD_ROOTFS, FD_INCOMING, FD_MEM = q.DAEMON_FDS
 MEM_MIB = 256
 # Made by the jailer itself after the filter is loaded (its execve of the VMM,
 # and the message and exit if that execve fails), and the kernel's own
@@ -113,49 +115,6 @@ COMMENT = ("Syscalls QEMU -M microvm may make inside airlock-jailer, started as 
            "Name-only allow-list: arguments are not filtered.")
 
 
-def qemu_argv(restore=False, mem_shared=None, net=True):
-    """The command line of src/daemon/vmm-qemu.c (cwd = the sandbox dir,
-    fds FD_* open). mem_shared None: anonymous RAM; True/False: RAM mapped
-    from the file at FD_MEM, shared (a template's boot) or private (a
-    sandbox restored from the template)."""
-    kvm = os.path.exists("/dev/kvm")
-    append = "console=ttyS0 quiet panic=-1 airlock.root=/dev/vda"
-    if not kvm:
-        append += f" tsc=reliable tsc_early_khz={ah.host_tsc_khz()}"
-    if mem_shared is None:
-        ram = f"memory-backend-ram,id=mem,size={MEM_MIB}M"
-    else:
-        ram = (f"memory-backend-file,id=mem,size={MEM_MIB}M,mem-path=/proc/self/fd/{FD_MEM},"
-               f"share={'on' if mem_shared else 'off'}")
-    argv = [shutil.which("qemu-system-x86_64"), "-name", "airlock-seccomp",
-            "-M", "microvm,memory-backend=mem", "-object", ram,
-            "-accel", "kvm" if kvm else "tcg,tb-size=128", "-cpu", "host" if kvm else "max", "-smp", "1",
-            "-m", f"{MEM_MIB}M", "-nodefaults", "-no-user-config", "-nographic", "-no-reboot",
-            "-sandbox", "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny"]
-    # A restore runs from the saved RAM: no kernel or initramfs (vmm-qemu.c).
-    if not restore:
-        argv += ["-kernel", f"/proc/self/fd/{FD_KERNEL}", "-initrd", f"/proc/self/fd/{FD_INITRD}", "-append", append]
-    argv += ["-chardev", "socket,id=con,path=con.sock,server=on,wait=off", "-serial", "chardev:con",
-             "-add-fd", f"fd={FD_ROOTFS},set=1,opaque=rootfs",
-             "-blockdev", "driver=file,node-name=base-file,filename=/dev/fdset/1,read-only=on",
-             "-blockdev", "driver=raw,node-name=base,file=base-file,read-only=on",
-             "-blockdev", "driver=file,node-name=disk-file,filename=disk.qcow2,discard=unmap",
-             "-blockdev", "driver=qcow2,node-name=root,file=disk-file,backing=base,discard=unmap",
-             "-device", "virtio-blk-device,drive=root", "-device", "virtio-rng-device",
-             "-device", "virtio-serial-device",
-             "-chardev", "socket,id=ctl,path=ctl.sock,server=on,wait=off",
-             "-device", "virtserialport,chardev=ctl,name=org.airlock.agent.0",
-             "-qmp", "unix:qmp.sock,server=on,wait=off"]
-    if net:
-        argv += ["-netdev", "tap,id=n0,ifname=tap0,script=no,downscript=no",
-                 "-device", "virtio-net-device,netdev=n0,mac=52:54:00:12:34:56"]
-    if restore:
-        # The state is read from FD_INCOMING once the capability is set
-        # (wait_incoming).
-        argv += ["-incoming", "defer"]
-    return argv
-
-
 def open_at_numbers(paths, mem_fd=None):
     """{number: path} → {number: fd} of each path opened read-only, at a
     high number (close-on-exec) until the child puts it in place; mem_fd,
@@ -184,56 +143,10 @@ def place_fds(fds):
     return place
 
 
-def connect(path, proc, timeout=60):
-    deadline = time.monotonic() + timeout
-    while True:
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            s.connect(path)
-            return s
-        except (FileNotFoundError, ConnectionRefusedError):
-            s.close()
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"cannot connect to {path} (QEMU exit {proc.poll()})")
-            time.sleep(0.02)
-
-
-def qmp(path, proc, command, send_fd=None, **arguments):
-    """One command on its own connection, as airlockd's QMP client does
-    (src/daemon/vmm-qmp.c): greeting, qmp_capabilities, then with send_fd a
-    `getfd` "snapshot" carrying that fd (SCM_RIGHTS), then the command."""
-    s = connect(path, proc)
-    s.settimeout(60)
-    f = s.makefile("rb")
-
-    def exchange(cmd, fd=None):
-        data = json.dumps(cmd).encode() + b"\n"
-        if fd is None:
-            s.sendall(data)
-        else:
-            assert socket.send_fds(s, [data], [fd]) == len(data)
-        while True:
-            msg = json.loads(f.readline())
-            if "event" in msg:
-                continue
-            if "error" in msg:
-                raise RuntimeError(f"QMP {cmd['execute']}: {msg['error']}")
-            return msg.get("return")
-    try:
-        json.loads(f.readline())
-        exchange({"execute": "qmp_capabilities"})
-        if send_fd is not None:
-            exchange({"execute": "getfd", "arguments": {"fdname": "snapshot"}}, send_fd)
-        return exchange(dict(execute=command, arguments=arguments))
-    finally:
-        f.close()
-        s.close()
-
-
 def drain_console(path, proc):
     """Reads the console socket as airlockd does (the chardev's read path)."""
     try:
-        s = connect(path, proc)
+        s = q.connect_unix(path, proc)
         while s.recv(65536):
             pass
     except (OSError, RuntimeError):
@@ -263,15 +176,17 @@ def summary_names(path):
 
 def traced_run(work, ns, tag, fds, after_boot, restore=False, mem_shared=None):
     summary = os.path.join(work, f"strace-{tag}.txt")
+    # airlockd's command line (src/daemon/vmm-qemu.c, qemu_spawn; cwd = the
+    # sandbox dir, the files at their fds).
     cmd = (["ip", "netns", "exec", ns, "strace", "-f", "-qq", "-c", "-o", summary, "--"] +
-           qemu_argv(restore=restore, mem_shared=mem_shared))
+           q.qemu_argv("airlock-seccomp", memory_mib=MEM_MIB, restore=restore, mem_shared=mem_shared))
     # close_fds=False: the fds placed at their numbers must survive exec;
     # everything else Python opened is close-on-exec.
     proc = subprocess.Popen(cmd, cwd=work, stdin=subprocess.DEVNULL, close_fds=False, preexec_fn=place_fds(fds))
     try:
         threading.Thread(target=drain_console, args=(os.path.join(work, "con.sock"), proc), daemon=True).start()
         after_boot(proc)
-        qmp(os.path.join(work, "qmp.sock"), proc, "quit")
+        q.qmp(os.path.join(work, "qmp.sock"), "quit", proc=proc)
         proc.wait(60)
     finally:
         if proc.poll() is None:
@@ -280,22 +195,11 @@ def traced_run(work, ns, tag, fds, after_boot, restore=False, mem_shared=None):
     return summary_names(summary)
 
 
-def set_caps(q, proc):
-    """set_migration_caps: every state is saved and read with x-ignore-shared
-    (its own QMP connection, before the migration)."""
-    qmp(q, proc, "migrate-set-capabilities", capabilities=[{"capability": "x-ignore-shared", "state": True}])
-
-
-def save(q, proc, path):
-    """qemu_save: the capability, then a new file opened here, handed over
-    QMP (getfd + migrate fd:snapshot on one connection); polled to the end."""
-    set_caps(q, proc)
+def save(qmp_path, proc, path):
+    """qemu_save into a new file opened here (QEMU only gets the fd)."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
     try:
-        qmp(q, proc, "migrate", send_fd=fd, uri="fd:snapshot")
-        while qmp(q, proc, "query-migrate").get("status") not in ("completed", "failed", "cancelled"):
-            time.sleep(0.02)
-        assert qmp(q, proc, "query-migrate")["status"] == "completed"
+        q.save(qmp_path, fd, proc)
         os.fsync(fd)
     finally:
         os.close(fd)
@@ -303,7 +207,7 @@ def save(q, proc, path):
 
 
 def hello(work, proc):
-    c = ah.Client(connect(os.path.join(work, "ctl.sock"), proc))
+    c = ah.Client(q.connect_unix(os.path.join(work, "ctl.sock"), proc))
     ftype, _, _ = c.recv(0, 120)
     assert ftype == ah.HELLO
     return c
@@ -314,15 +218,15 @@ def first_boot(work, state):
     def run(proc):
         c = hello(work, proc)
         workload(c)
-        q = os.path.join(work, "qmp.sock")
-        qmp(q, proc, "stop")
-        qmp(q, proc, "cont")
-        qmp(q, proc, "stop")
+        qp = os.path.join(work, "qmp.sock")
+        q.qmp(qp, "stop", proc=proc)
+        q.qmp(qp, "cont", proc=proc)
+        q.qmp(qp, "stop", proc=proc)
         # Anonymous RAM is not shared: all of it is in the state.
-        size = save(q, proc, state)
+        size = save(qp, proc, state)
         assert size > 1 << 20, f"snapshot of {size} bytes: where is the RAM?"
         print(f"cold boot snapshot: {size} bytes")
-        qmp(q, proc, "cont")
+        q.qmp(qp, "cont", proc=proc)
         c.run(["true"])
     return run
 
@@ -332,9 +236,9 @@ def template_boot(work, state):
     HELLO, stop, a save that leaves that RAM out (devices only)."""
     def run(proc):
         c = hello(work, proc)  # connected while saved, as the daemon's channel is
-        q = os.path.join(work, "qmp.sock")
-        qmp(q, proc, "stop")
-        size = save(q, proc, state)
+        qp = os.path.join(work, "qmp.sock")
+        q.qmp(qp, "stop", proc=proc)
+        size = save(qp, proc, state)
         # The guest's RAM (kernel, initramfs, agent: many MiB) is not in it.
         assert size < 4 << 20, f"template state of {size} bytes: was the shared RAM written?"
         print(f"template state: {size} bytes (RAM left in the memfd)")
@@ -345,17 +249,10 @@ def template_boot(work, state):
 def restore(work, generation):
     """qemu_wait_incoming, then resume and THAW as restore_finish does."""
     def run(proc):
-        q = os.path.join(work, "qmp.sock")
-        set_caps(q, proc)  # qmp() waits for the socket, as the daemon does
-        qmp(q, proc, "migrate-incoming", uri=f"fd:{FD_INCOMING}")
-        while True:
-            status = qmp(q, proc, "query-status")["status"]
-            assert status not in ("internal-error", "shutdown"), status
-            if status != "inmigrate":
-                break
-            time.sleep(0.01)
-        qmp(q, proc, "cont")
-        c = ah.Client(connect(os.path.join(work, "ctl.sock"), proc))
+        qp = os.path.join(work, "qmp.sock")
+        q.load(qp, FD_INCOMING, proc)  # waits for the socket, as the daemon does
+        q.qmp(qp, "cont", proc=proc)
+        c = ah.Client(q.connect_unix(os.path.join(work, "ctl.sock"), proc))
         c.hello(60)
         kind, _ = c.thaw(generation=generation, orphan_streams=True)
         assert kind == "OK", kind
@@ -409,8 +306,7 @@ def main():
         subprocess.run(["ip", "-n", ns, "tuntap", "add", "dev", "tap0", "mode", "tap"], check=True)
         subprocess.run(["ip", "-n", ns, "link", "set", "tap0", "up"], check=True)
         for d in (cold, tpl):
-            subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", "-F", "raw", "-b", template,
-                            os.path.join(d, "disk.qcow2")], check=True)
+            q.create_overlay(template, os.path.join(d, "disk.qcow2"))
         # 1. Cold boot + snapshot, and a restore from it.
         seen["boot"] = traced(cold, ns, "boot", boot_files, first_boot(cold, state))
         seen["restore"] = traced(cold, ns, "restore", {**boot_files, FD_INCOMING: state}, restore(cold, 2),

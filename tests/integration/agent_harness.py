@@ -6,7 +6,8 @@ include/airlock/proto.h directly, without the daemon.
 Two ways to reach an agent:
   LocalAgent  runs build/airlock-agent --channel-fd on this host over a
               socketpair (fast; no VM, no boot, no switch root).
-  VmAgent     boots a QEMU microVM (TCG) with the kernel, initramfs and a
+  VmAgent     boots a QEMU microVM (TCG) on airlockd's command line
+              (qemuutil.py, without a NIC) with the kernel, initramfs and a
               template from build/images, and connects to its virtio-serial
               socket.
 
@@ -23,6 +24,8 @@ import subprocess
 import sys
 import tempfile
 import time
+
+import qemuutil
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BUILD = os.environ.get("BUILD", os.path.join(ROOT, "build"))
@@ -340,55 +343,42 @@ class LocalAgent:
             self.proc.wait()
 
 
-def host_tsc_khz():
-    with open("/proc/cpuinfo") as f:
-        for line in f:
-            if line.startswith("cpu MHz"):
-                return int(float(line.split(":")[1]) * 1000)
-    raise RuntimeError("no cpu MHz in /proc/cpuinfo")
-
-
 class VmAgent:
-    """A QEMU microVM booted from build/images with the agent as /init."""
+    """A QEMU microVM booted from build/images with the agent as /init, on
+    airlockd's command line (qemuutil.qemu_argv) without a NIC, under TCG,
+    its console in a file. QEMU runs in self.dir: its sockets (ctl.sock,
+    qmp.sock) and disk are there."""
 
-    def __init__(self, template="minimal", rootfs=None, mem_mib=256, root_arg=True, connect=True, qmp=False,
-                 overlay=None, incoming=None):
-        """qmp: also a QMP socket (self.qmp_path). overlay: start from a copy
-        of this qcow2 overlay (a snapshot's disk) instead of a new one.
-        incoming: QEMU's -incoming (a restore; see snapshot_restore)."""
+    def __init__(self, template="minimal", rootfs=None, mem_mib=256, root_arg=True, connect=True, overlay=None,
+                 incoming=None):
+        """overlay: start from a copy of this qcow2 overlay (a snapshot's disk)
+        instead of a new one. incoming: a saved state to restore instead of
+        booting (QEMU waits for load(); see snapshot_restore)."""
         self.dir = tempfile.mkdtemp(prefix="airlock-vm-")
         self.sock_path = os.path.join(self.dir, "ctl.sock")
-        self.qmp_path = os.path.join(self.dir, "qmp.sock") if qmp else None
+        self.qmp_path = os.path.join(self.dir, "qmp.sock")
         self.console = os.path.join(self.dir, "console.log")
         rootfs = rootfs or os.path.join(IMAGES, "templates", template, "rootfs.ext4")
         self.overlay = os.path.join(self.dir, "disk.qcow2")
         if overlay:
             shutil.copyfile(overlay, self.overlay)
         else:
-            subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", "-F", "raw", "-b", os.path.realpath(rootfs),
-                            self.overlay], check=True)
-        overlay = self.overlay
-        append = f"console=ttyS0 quiet panic=-1 tsc=reliable tsc_early_khz={host_tsc_khz()}"
-        if root_arg:
-            append += " airlock.root=/dev/vda"
-        cmd = ["qemu-system-x86_64", "-M", "microvm", "-accel", "tcg", "-cpu", "max", "-smp", "1",
-               "-m", str(mem_mib), "-nodefaults", "-no-user-config", "-nographic", "-no-reboot",
-               "-serial", "file:" + self.console,
-               "-kernel", os.path.join(IMAGES, "kernels", "vmlinuz"),
-               "-initrd", os.path.join(IMAGES, "kernels", "initramfs.cpio"),
-               "-append", append,
-               "-drive", f"id=root,file={overlay},format=qcow2,if=none",
-               "-device", "virtio-blk-device,drive=root",
-               "-device", "virtio-serial-device",
-               "-chardev", f"socket,id=ctl,path={self.sock_path},server=on,wait=off",
-               "-device", "virtserialport,chardev=ctl,name=org.airlock.agent.0"]
-        if qmp:
-            cmd += ["-qmp", f"unix:{self.qmp_path},server=on,wait=off"]
-        if incoming:
-            cmd += ["-incoming", incoming]
-        self.cmd = cmd
-        self.t0 = time.monotonic()
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL)
+            qemuutil.create_overlay(rootfs, self.overlay)
+        # QEMU reads its files from fds, as in airlockd's jail (at the
+        # numbers they have here).
+        paths = [os.path.join(IMAGES, "kernels", "vmlinuz"), os.path.join(IMAGES, "kernels", "initramfs.cpio"),
+                 rootfs] + ([incoming] if incoming else [])
+        fds = [os.open(path, os.O_RDONLY | os.O_CLOEXEC) for path in paths]
+        try:
+            self.fds = qemuutil.Fds(*fds[:3], incoming=fds[3] if incoming else None, mem=None)
+            self.cmd = qemuutil.qemu_argv("airlock-harness", memory_mib=mem_mib, kvm=False, restore=bool(incoming),
+                                          net=False, fds=self.fds, console=self.console,
+                                          root="/dev/vda" if root_arg else None)
+            self.t0 = time.monotonic()
+            self.proc = subprocess.Popen(self.cmd, cwd=self.dir, stdin=subprocess.DEVNULL, pass_fds=fds)
+        finally:
+            for fd in fds:
+                os.close(fd)
         self.client = None
         self.boot_s = None
         if connect:
@@ -396,18 +386,10 @@ class VmAgent:
 
     def connect(self, timeout=60, hello=False):
         """hello=True: ask for HELLO (a restored agent does not say it unasked)."""
-        deadline = time.monotonic() + timeout
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        while True:
-            try:
-                sock.connect(self.sock_path)
-                break
-            except (FileNotFoundError, ConnectionRefusedError):
-                if self.proc.poll() is not None:
-                    raise RuntimeError(f"QEMU exited ({self.proc.returncode}): {self.console_text()}")
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.01)
+        try:
+            sock = qemuutil.connect_unix(self.sock_path, self.proc, timeout)
+        except RuntimeError as e:
+            raise RuntimeError(f"{e}: {self.console_text()}") from None
         self.client = Client(sock)
         if hello:
             self.hello = self.client.hello(timeout)
@@ -429,34 +411,7 @@ class VmAgent:
 
     def qmp(self, command, **arguments):
         """One QMP command on a fresh connection (greeting, qmp_capabilities)."""
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                sock.connect(self.qmp_path)
-                break
-            except (FileNotFoundError, ConnectionRefusedError):
-                if time.monotonic() > deadline or self.proc.poll() is not None:
-                    raise
-                time.sleep(0.01)
-        sock.settimeout(60)
-        f = sock.makefile("rwb")
-        try:
-            json.loads(f.readline())  # greeting
-            for cmd in ({"execute": "qmp_capabilities"}, dict(execute=command, arguments=arguments)):
-                f.write(json.dumps(cmd).encode() + b"\n")
-                f.flush()
-                while True:
-                    msg = json.loads(f.readline())
-                    if "event" in msg:
-                        continue
-                    if "error" in msg:
-                        raise RuntimeError(f"QMP {command}: {msg['error']}")
-                    break
-            return msg["return"]
-        finally:
-            f.close()
-            sock.close()
+        return qemuutil.qmp(self.qmp_path, command, proc=self.proc, **arguments)
 
     def close(self):
         if self.client:
@@ -1080,39 +1035,27 @@ def snapshot_take(vm, snap_dir, while_frozen=None):
         while_frozen()  # a test's look inside; a daemon sends nothing here
     t0 = time.monotonic()
     vm.qmp("stop")
-    mem = os.path.join(snap_dir, "mem.bin")
-    vm.qmp("migrate", uri=f"exec:cat > {mem}")
-    while True:
-        st = vm.qmp("query-migrate")
-        if st.get("status") == "completed":
-            break
-        assert st.get("status") in ("setup", "active", "device", None), st
-        time.sleep(0.02)
+    # As airlockd saves: QEMU gets an open file (it can start no program).
+    fd = os.open(os.path.join(snap_dir, "mem.bin"), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    try:
+        qemuutil.save(vm.qmp_path, fd, vm.proc)
+    finally:
+        os.close(fd)
     shutil.copyfile(vm.overlay, os.path.join(snap_dir, "disk.qcow2"))
     return p["stopped"], time.monotonic() - t0
 
 
 def snapshot_restore(snap_dir, generation, sandbox_id, connect_first=False):
-    """connect_first: connect to the channel (and send HELLO) while the VM is
-    still loading, as a daemon may; else after cont."""
+    """connect_first: connect to the channel (and send HELLO) before the
+    state is loaded, as airlockd does; else after cont."""
     t0 = time.monotonic()
-    vm = VmAgent(qmp=True, overlay=os.path.join(snap_dir, "disk.qcow2"),
-                 incoming=f"exec:cat {os.path.join(snap_dir, 'mem.bin')}", connect=False)
+    vm = VmAgent(overlay=os.path.join(snap_dir, "disk.qcow2"), incoming=os.path.join(snap_dir, "mem.bin"),
+                 connect=False)
     try:
         if connect_first:
-            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            deadline = time.monotonic() + 30
-            while True:
-                try:
-                    sock.connect(vm.sock_path)
-                    break
-                except (FileNotFoundError, ConnectionRefusedError):
-                    assert time.monotonic() < deadline and vm.proc.poll() is None
-                    time.sleep(0.01)
-            vm.client = Client(sock)
+            vm.client = Client(qemuutil.connect_unix(vm.sock_path, vm.proc, 30))
             vm.client.send(HELLO, 0, {})
-        while vm.qmp("query-status")["status"] == "inmigrate":
-            time.sleep(0.02)
+        qemuutil.load(vm.qmp_path, vm.fds.incoming, vm.proc)
         vm.qmp("cont")
         t1 = vm.cont_t = time.monotonic()
         if connect_first:
@@ -1139,11 +1082,11 @@ def snapshot_restore(snap_dir, generation, sandbox_id, connect_first=False):
 def run_snapshot():
     """A real snapshot (QMP stop + migrate to a file + the disk overlay) and
     two restores from it, each made unique by THAW."""
-    print("snapshot and restore (QEMU migration to a file)")
+    print("snapshot and restore (QEMU migration to a file, as airlockd's)")
     snap_dir = tempfile.mkdtemp(prefix="airlock-snap-")
     vms = []
     try:
-        a = VmAgent(qmp=True)
+        a = VmAgent()
         vms.append(a)
         c = a.client
         guest_sh(c, "(i=0; while :; do i=$((i+1)); echo $i > /tmp/counter; sleep 0.1; done) "

@@ -5,8 +5,9 @@ from /proc of the jailed process (never from the jailer's own word).
 Most tests jail a small payload (/usr/bin/sleep with --bind-ro /usr); one
 boots real QEMU (TCG) with airlockd's command line under the shipped seccomp
 profile, talks to the guest agent through the jail's channel socket, and takes
-and restores a snapshot as airlockd does (QMP getfd + migrate fd:, then
--incoming fd:): nothing but QEMU runs in the jail.
+and restores a snapshot as airlockd does (x-ignore-shared, QMP getfd +
+migrate fd:, then -incoming defer + migrate-incoming fd:): nothing but QEMU
+runs in the jail.
 Root only. Run: pytest-3 -v tests/integration/test_jailer.py
 """
 import json
@@ -15,7 +16,6 @@ import pathlib
 import random
 import shutil
 import signal
-import socket
 import stat
 import subprocess
 import sys
@@ -27,6 +27,7 @@ from conftest import BUILD, IMAGES, ROOT, wait_for
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import agent_harness as ah  # noqa: E402
+import qemuutil as q  # noqa: E402
 
 JAILER = os.path.join(BUILD, "airlock-jailer")
 PROFILE = os.path.join(ROOT, "security", "seccomp", "qemu-x86_64.json")
@@ -504,88 +505,13 @@ def test_failures_after_the_cgroup_leave_none(jail_base):
 
 # ----------------------------------------------------------------- a real VMM
 
-def qmp(path, command, send_fd=None, **arguments):
-    """One command on its own connection, as airlockd's QMP client does
-    (src/daemon/vmm-qmp.c): with send_fd, first `getfd` "snapshot" carrying
-    that fd (SCM_RIGHTS), then the command, on the same connection."""
-    deadline = time.monotonic() + 30
-    while True:
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            s.connect(path)
-            break
-        except (FileNotFoundError, ConnectionRefusedError):
-            s.close()
-            assert time.monotonic() < deadline, f"no QMP at {path}"
-            time.sleep(0.05)
-    s.settimeout(60)
-    f = s.makefile("rb")
-
-    def exchange(cmd, fd=None):
-        data = json.dumps(cmd).encode() + b"\n"
-        if fd is None:
-            s.sendall(data)
-        else:
-            assert socket.send_fds(s, [data], [fd]) == len(data)
-        while True:
-            msg = json.loads(f.readline())
-            if "event" in msg:
-                continue
-            assert "error" not in msg, (cmd, msg)
-            return msg.get("return")
-    try:
-        json.loads(f.readline())
-        exchange({"execute": "qmp_capabilities"})
-        if send_fd is not None:
-            exchange({"execute": "getfd", "arguments": {"fdname": "snapshot"}}, send_fd)
-        return exchange(dict(execute=command, arguments=arguments))
-    finally:
-        f.close()
-        s.close()
-
-
-def connect_unix(path, proc, timeout_s=60):
-    deadline = time.monotonic() + timeout_s
-    while True:
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            s.connect(path)
-            return s
-        except (FileNotFoundError, ConnectionRefusedError):
-            s.close()
-            assert proc.poll() is None, f"the jailed QEMU exited with {proc.returncode}"
-            assert time.monotonic() < deadline, f"no {path}"
-            time.sleep(0.02)
-
-
-def qemu_payload(kernel_fd, initrd_fd, rootfs_fd, incoming_fd=None):
-    """vmm-qemu.c's command line (with the console in a file the test reads):
-    the kernel, initramfs and template are fds the test opened (kept with
-    --keep-fd at whatever numbers they have), QEMU's cwd is the jail root, so
+def qemu_payload(boot_fds, restore=False):
+    """airlockd's command line (qemuutil.qemu_argv: vmm-qemu.c's, with the
+    console in a file the test reads, under TCG: the jail has no /dev/kvm).
+    The kernel, initramfs and template are fds the test opened, kept with
+    --keep-fd at whatever numbers they have; QEMU's cwd is the jail root, so
     its relative socket names stay."""
-    append = f"console=ttyS0 quiet panic=-1 airlock.root=/dev/vda tsc=reliable tsc_early_khz={ah.host_tsc_khz()}"
-    argv = ["/usr/bin/qemu-system-x86_64", "-name", "airlock-jailtest", "-M", "microvm,memory-backend=mem",
-            "-object", "memory-backend-ram,id=mem,size=256M", "-accel", "tcg,tb-size=128",
-            "-cpu", "max", "-smp", "1", "-m", "256M", "-nodefaults", "-no-user-config", "-nographic",
-            "-no-reboot", "-sandbox", "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny"]
-    if incoming_fd is None:  # a restore runs from the saved RAM, as airlockd's do
-        argv += ["-kernel", f"/proc/self/fd/{kernel_fd}", "-initrd", f"/proc/self/fd/{initrd_fd}", "-append", append]
-    argv += ["-serial", "file:console.log",
-             "-add-fd", f"fd={rootfs_fd},set=1,opaque=rootfs",
-             "-blockdev", "driver=file,node-name=base-file,filename=/dev/fdset/1,read-only=on",
-             "-blockdev", "driver=raw,node-name=base,file=base-file,read-only=on",
-             "-blockdev", "driver=file,node-name=disk-file,filename=disk.qcow2,discard=unmap",
-             "-blockdev", "driver=qcow2,node-name=root,file=disk-file,backing=base,discard=unmap",
-             "-device", "virtio-blk-device,drive=root", "-device", "virtio-rng-device",
-             "-device", "virtio-serial-device",
-             "-chardev", "socket,id=ctl,path=ctl.sock,server=on,wait=off",
-             "-device", "virtserialport,chardev=ctl,name=org.airlock.agent.0",
-             "-qmp", "unix:qmp.sock,server=on,wait=off",
-             "-netdev", "tap,id=n0,ifname=tap0,script=no,downscript=no",
-             "-device", "virtio-net-device,netdev=n0,mac=52:54:00:12:34:56"]
-    if incoming_fd is not None:
-        argv += ["-incoming", f"fd:{incoming_fd}"]
-    return tuple(argv)
+    return tuple(q.qemu_argv("airlock-jailtest", kvm=False, restore=restore, fds=boot_fds, console="console.log"))
 
 
 def test_qemu_boots_in_the_jail_under_the_profile(jail_base):
@@ -600,12 +526,12 @@ def test_qemu_boots_in_the_jail_under_the_profile(jail_base):
     # template is an fd and the overlay's explicit backing node). The tap
     # belongs to that uid too. Nothing of the images is in the jail.
     rootfs = os.path.realpath(os.path.join(IMAGES, "templates", "minimal", "rootfs.ext4"))
-    subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", "-F", "raw", "-b", rootfs,
-                    os.path.join(j.root, "disk.qcow2")], check=True)
+    q.create_overlay(rootfs, os.path.join(j.root, "disk.qcow2"))
     os.chown(os.path.join(j.root, "disk.qcow2"), j.uid, j.gid)
     boot_fds = [os.open(path, os.O_RDONLY | os.O_CLOEXEC)
                 for path in (os.path.join(IMAGES, "kernels", "vmlinuz"),
                              os.path.join(IMAGES, "kernels", "initramfs.cpio"), rootfs)]
+    fds = q.Fds(*boot_fds, incoming=None, mem=None)
     keep = [a for fd in boot_fds for a in ("--keep-fd", str(fd))]
     ns = Netns(f"airlock-jq-{os.getpid()}-{random.randrange(1 << 20):x}", tap_user=j.uid)
     common = ("--netns-fd", str(ns.fd), "--new-pid-ns", "--memory-mib", "768", "--pids-max", "128",
@@ -616,54 +542,56 @@ def test_qemu_boots_in_the_jail_under_the_profile(jail_base):
     # it into the snapshot's directory: QEMU only ever has the fd.
     mem = os.path.join(j.dir, "memory")
     try:
-        p = j.start(*common, payload=qemu_payload(*boot_fds), pass_fds=(ns.fd, *boot_fds), stderr=None)
+        payload = qemu_payload(fds)
+        p = j.start(*common, payload=payload, pass_fds=(ns.fd, *boot_fds), stderr=None)
         vmm = only_child(p.pid)
-        wait_exec(vmm, "/usr/bin/qemu-system-x86_64")
+        wait_exec(vmm, payload[0])
         st = status_fields(vmm)
         assert st["Seccomp"] == ["2"] and st["Uid"][0] == str(j.uid) and int(st["CapEff"][0], 16) == 0
         # The guest boots: its agent says HELLO over the jail's channel
         # socket, and runs a command.
-        c = ah.Client(connect_unix(os.path.join(j.root, "ctl.sock"), p))
-        ftype, _, payload = c.recv(0, 120)
+        c = ah.Client(q.connect_unix(os.path.join(j.root, "ctl.sock"), p))
+        ftype, _, _ = c.recv(0, 120)
         assert ftype == ah.HELLO, ah.NAMES[ftype]
         wait_for(lambda: os.path.getsize(console) > 0, 10, "the guest's first console lines")
         e = c.run(["sh", "-c", "echo hello from the jail; cat /proc/sys/kernel/random/boot_id"])
         assert e.exit == {"exit_code": 0} and e.stdout.startswith(b"hello from the jail\n"), vars(e)
-        # Pause, resume, and a snapshot as airlockd takes it: a file opened
-        # here, handed over QMP (getfd), migrate fd: on the same connection.
-        q = os.path.join(j.root, "qmp.sock")
-        qmp(q, "stop")
-        qmp(q, "cont")
-        qmp(q, "stop")
+        # Pause, resume, and a snapshot as airlockd takes it: x-ignore-shared,
+        # a file opened here, handed over QMP (getfd), migrate fd: on the
+        # same connection.
+        qp = os.path.join(j.root, "qmp.sock")
+        q.qmp(qp, "stop", proc=p)
+        q.qmp(qp, "cont", proc=p)
+        q.qmp(qp, "stop", proc=p)
         fd = os.open(mem, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
         try:
-            qmp(q, "migrate", send_fd=fd, uri="fd:snapshot")
+            q.save(qp, fd, p, timeout_s=120)
         finally:
             os.close(fd)
-        wait_for(lambda: qmp(q, "query-migrate").get("status") in ("completed", "failed"), 120, "the snapshot")
-        assert qmp(q, "query-migrate")["status"] == "completed"
         assert os.path.getsize(mem) > 1 << 20
-        qmp(q, "quit")
+        q.qmp(qp, "quit", proc=p)
         assert p.wait(30) == 0  # not SIGSYS: every syscall it made was allowed
         c.sock.close()
         assert j.cleanup_cmd().returncode == 0
 
-        # A restore from that snapshot, again in the jail: -incoming fd:.
+        # A restore from that snapshot, again in the jail, as airlockd's:
+        # no kernel or initramfs, -incoming defer, x-ignore-shared, then
+        # migrate-incoming fd:.
         mem_fd = os.open(mem, os.O_RDONLY | os.O_CLOEXEC)
         try:
-            p = j.start(*common, "--keep-fd", str(mem_fd), payload=qemu_payload(*boot_fds, incoming_fd=mem_fd),
+            p = j.start(*common, "--keep-fd", str(mem_fd), payload=qemu_payload(fds, restore=True),
                         pass_fds=(ns.fd, *boot_fds, mem_fd), stderr=None)
+            q.load(qp, mem_fd, p)
         finally:
             os.close(mem_fd)
-        wait_for(lambda: qmp(q, "query-status")["status"] != "inmigrate", 60, "the restore")
-        qmp(q, "cont")
-        c = ah.Client(connect_unix(os.path.join(j.root, "ctl.sock"), p))
+        q.qmp(qp, "cont", proc=p)
+        c = ah.Client(q.connect_unix(os.path.join(j.root, "ctl.sock"), p))
         c.hello(60)
         kind, _ = c.thaw(generation=2, orphan_streams=True, sandbox_id=j.id, hostname=j.id)
         assert kind == "OK"
         e = c.run(["echo", "restored"])
         assert e.exit == {"exit_code": 0} and e.stdout == b"restored\n", vars(e)
-        qmp(q, "quit")
+        q.qmp(qp, "quit", proc=p)
         assert p.wait(30) == 0
         c.sock.close()
     finally:
