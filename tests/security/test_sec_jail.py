@@ -4,6 +4,9 @@ attacker's): every VMM runs inside airlock-jailer (docs/jailer.md). One
 test per jailer step."""
 import os
 import re
+import signal
+import stat
+import tempfile
 
 import pytest
 
@@ -152,3 +155,28 @@ def test_template_memory_cannot_be_changed(vmm, api):
             assert os.pread(f, 4096, 4096) == before and os.fstat(f).st_size == size
         finally:
             os.close(f)
+
+
+def test_recover_does_not_follow_a_symlink_left_as_the_disk(secd, api):
+    """A VMM owns its directory (its jail root): one its guest took over can
+    replace its disk with a symlink naming a host file. A recover (a cold
+    boot of that disk) gives the disk to the next VMM's uid, mode 0600:
+    never the file the link names."""
+    sid = api.create_ok(template="minimal", vcpus=1, memory_mib=256)["id"]
+    fd, target = tempfile.mkstemp(prefix="airlock-sec-target-", dir="/var/tmp")
+    os.close(fd)
+    os.chmod(target, 0o644)
+    try:
+        with attempt("jail", "disk-symlink-recover", "a symlink to a host file left as the VMM's disk, then a recover without memory: the file keeps its owner and mode"):
+            os.kill(su.vmm_pid(sid), signal.SIGKILL)
+            su.wait_for(lambda: api.get(sid).json["state"] == "error", 60, f"{sid} in state error")
+            disk = os.path.join(secd.vm_dir(sid), "disk.qcow2")
+            os.unlink(disk)
+            os.symlink(target, disk)
+            r = api.request("POST", f"/v1/sandboxes/{sid}/recover", body={"memory": False})
+            st = os.stat(target)
+            assert (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == (0, 0, 0o644), (r, oct(st.st_mode))
+            assert r.status != 200, r
+    finally:
+        api.delete(sid)
+        os.unlink(target)
