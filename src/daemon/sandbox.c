@@ -481,25 +481,11 @@ static void vmm_stop_wait(struct sandbox *sb)
 }
 
 /* The backend's channel or console (vmm.h), retried while the VMM or its
- * agent is not there yet. */
+ * agent is not there yet (vmm_connect_retry). */
 static int connect_retry(struct sandbox *sb, bool channel, uint64_t deadline_ms, int *ret_fd)
 {
 	struct vmm_config vc = {.sandbox_id = sb->rec.id, .dir = sb->dir, .root = sb->root, .dirfd = sb->dirfd};
-	for (;;) {
-		struct al_error e = {0};
-		int r = channel ? vmm_channel_connect(cfg->vmm, &vc, ret_fd, &e)
-		                : vmm_console_open(cfg->vmm, &vc, ret_fd, &e);
-		if (r == 0)
-			return 0;
-		if (r != -ENOENT && r != -ECONNREFUSED)
-			return r;
-		struct pollfd p = {.fd = sb->pidfd, .events = POLLIN};
-		if (poll(&p, 1, 0) > 0)
-			return -ECHILD; /* the VMM exited before it opened its sockets */
-		if (now_ms_monotonic() >= deadline_ms)
-			return -ETIMEDOUT;
-		usleep(5000);
-	}
+	return vmm_connect_retry(cfg->vmm, &vc, channel, sb->pidfd, deadline_ms, ret_fd);
 }
 
 static bool jail_refusal(struct sandbox *sb, char *buf, size_t size);
@@ -1138,15 +1124,6 @@ static int jail_enter_prepare(struct sandbox *sb, struct al_error *err)
 	return 0;
 }
 
-static void sandbox_jail_spec(struct sandbox *sb, const struct images *im, struct vmm_jail *j)
-{
-	uint64_t disk_mib = sb->rec.disk_mib;
-	struct stat st;
-	if (stat(im->rootfs, &st) == 0 && size_mib_up((uint64_t)st.st_size) > disk_mib)
-		disk_mib = size_mib_up((uint64_t)st.st_size);
-	jail_spec(j, sb->rec.jail_uid, sb->rec.vcpus, sb->rec.memory_mib, disk_mib, !strcmp(cfg->vmm->accel(), "kvm"));
-}
-
 /* The jailer's refusal in the VMM log, if that is why the VMM ended. */
 static bool jail_refusal(struct sandbox *sb, char *buf, size_t size)
 {
@@ -1310,9 +1287,8 @@ static int boot(struct sandbox *sb, const struct images *im, const struct snapsh
 	strlcpy_al(sb->rec.boot_path, from ? "snapshot" : ts ? "template" : "cold", sizeof(sb->rec.boot_path));
 	pthread_mutex_unlock(&sb->lock);
 	/* The disk is the VMM's to write (and nothing else in the jail root). */
-	if (r == 0 && (fchownat(sb->dirfd, disk_file, sb->rec.jail_uid, sb->rec.jail_uid, AT_SYMLINK_NOFOLLOW) < 0 ||
-	               fchmodat(sb->dirfd, disk_file, 0600, 0) < 0))
-		r = al_error_set(err, AL_ERR_INTERNAL, errno, "cannot give the disk to the jail's uid: %m");
+	if (r == 0)
+		r = vmm_disk_give(cfg->vmm, sb->dirfd, sb->rec.jail_uid, err);
 	if (r < 0)
 		return r;
 	uint64_t t_disk = now_ms_monotonic();
@@ -1321,7 +1297,7 @@ static int boot(struct sandbox *sb, const struct images *im, const struct snapsh
 	uint64_t t_net = now_ms_monotonic();
 	vc.netns_fd = sb->net.ns_fd;
 	struct vmm_jail jail;
-	sandbox_jail_spec(sb, im, &jail);
+	vmm_jail_spec(cfg->vmm, &vc, sb->rec.jail_uid, sb->rec.disk_mib, &jail);
 	vc.jail = &jail;
 	pid_t pid;
 	if ((r = cfg->vmm->spawn(&vc, &pid, err)) < 0)

@@ -274,19 +274,15 @@ static void pump_stop(struct pump *p)
 static int wait_agent(struct build *b, const struct vmm_config *vc, struct pump *p, uint64_t deadline,
                       struct al_error *err)
 {
-	while (b->ch_fd < 0) {
-		struct al_error e = {0};
-		int r = vmm_channel_connect(cfg->vmm, vc, &b->ch_fd, &e);
-		if (r < 0 && r != -ENOENT && r != -ECONNREFUSED)
-			return al_error_set(err, AL_ERR_INTERNAL, -r, "cannot connect to the agent's channel: %s",
-			                    strerror(-r));
-		struct pollfd f = {.fd = b->pidfd, .events = POLLIN};
-		if (r < 0 && poll(&f, 1, 5) > 0)
-			return al_error_set(err, AL_ERR_BOOT_FAILED, ECHILD,
-			                    "the template's VM exited at start (see %s)", VMM_LOG);
-		if (r < 0 && now_ms_monotonic() >= deadline)
-			return al_error_set(err, AL_ERR_BOOT_FAILED, ETIMEDOUT, "the template's VM did not start");
-	}
+	int r = vmm_connect_retry(cfg->vmm, vc, true, b->pidfd, deadline, &b->ch_fd);
+	if (r == -ECHILD)
+		return al_error_set(err, AL_ERR_BOOT_FAILED, ECHILD, "the template's VM exited at start (see %s)",
+		                    VMM_LOG);
+	if (r == -ETIMEDOUT)
+		return al_error_set(err, AL_ERR_BOOT_FAILED, ETIMEDOUT, "the template's VM did not start");
+	if (r < 0)
+		return al_error_set(err, AL_ERR_INTERNAL, -r, "cannot connect to the agent's channel: %s",
+		                    strerror(-r));
 	b->ch = guest_channel_new(b->ch_fd);
 	p->ch = b->ch;
 	if (pthread_create(&p->thread, NULL, pump_main, p) != 0)
@@ -352,10 +348,6 @@ static int build(const struct tsnap_request *req, struct tsnap *t, struct al_err
 	}
 	if ((r = netns_take(b.uid, &b.net, err)) < 0)
 		goto out;
-	struct vmm_jail jail;
-	struct stat st;
-	uint64_t disk_mib = stat(req->rootfs, &st) == 0 ? size_mib_up((uint64_t)st.st_size) : 0;
-	jail_spec(&jail, b.uid, req->vcpus, req->memory_mib, disk_mib, !strcmp(cfg->vmm->accel(), "kvm"));
 	struct vmm_config vc = {
 	    .sandbox_id = b.id,
 	    .dir = t->dir,
@@ -369,18 +361,15 @@ static int build(const struct tsnap_request *req, struct tsnap *t, struct al_err
 	    .incoming_fd = -1,
 	    .incoming_state_fd = -1,
 	    .netns_fd = b.net.ns_fd,
-	    .jail = &jail,
 	    .mem_fd = t->mem_fd,
 	    .mem_shared = !by_name,
 	};
+	struct vmm_jail jail;
+	vmm_jail_spec(cfg->vmm, &vc, b.uid, 0, &jail);
+	vc.jail = &jail;
 	const char *disk_file = vmm_disk_file(cfg->vmm);
-	if ((r = cfg->vmm->prepare_disk(&vc, err)) < 0)
+	if ((r = cfg->vmm->prepare_disk(&vc, err)) < 0 || (r = vmm_disk_give(cfg->vmm, b.dirfd, b.uid, err)) < 0)
 		goto out;
-	if (fchownat(b.dirfd, disk_file, b.uid, b.uid, AT_SYMLINK_NOFOLLOW) < 0 ||
-	    fchmodat(b.dirfd, disk_file, 0600, 0) < 0) {
-		r = al_error_set(err, AL_ERR_INTERNAL, errno, "cannot give the template's disk to its VMM: %m");
-		goto out;
-	}
 	if ((r = cfg->vmm->spawn(&vc, &b.pid, err)) < 0)
 		goto out;
 	b.pidfd = pidfd_open_pid(b.pid);

@@ -166,6 +166,22 @@ char **fc_jail_argv(const struct vmm_config *cfg, const char *firecracker, char 
 int vmm_save_by_name(const struct vmm_ops *ops, const struct vmm_config *vc, const char *mem_dst, const char *state_dst,
                      struct al_error *err);
 
+/* What every start of a VMM does around spawn, a sandbox's boot and a
+ * template snapshot's build alike (vmm-start.c). */
+/* The disk in the VMM's directory (dirfd) becomes the jail uid's, 0600 (the
+ * only file there that is). */
+int vmm_disk_give(const struct vmm_ops *ops, int dirfd, uint32_t uid, struct al_error *err);
+/* The jail of vc's VMM for uid (jail.h): a disk of disk_mib, or of the
+ * template's size if that is larger. */
+void vmm_jail_spec(const struct vmm_ops *ops, const struct vmm_config *vc, uint32_t uid, uint64_t disk_mib,
+                   struct vmm_jail *ret);
+/* Opens the guest channel (channel) or the console of a started VMM, retried
+ * while the VMM or its agent is not there yet: -ECHILD once the VMM (pidfd)
+ * has exited, -ETIMEDOUT at deadline_ms, or the -errno of an attempt that
+ * failed otherwise. */
+int vmm_connect_retry(const struct vmm_ops *ops, const struct vmm_config *vc, bool channel, int pidfd,
+                      uint64_t deadline_ms, int *ret_fd);
+
 /* The `stop` of both backends: SIGKILL to the VMM's process (the jailer's
  * pid: the VMM dies with it). */
 int vmm_stop_by_kill(const struct vmm_config *cfg, pid_t pid);
