@@ -27,8 +27,13 @@ pytestmark = [
 
 
 def cmdline(pid):
-    with open(f"/proc/{pid}/cmdline", "rb") as f:
-        return [a.decode() for a in f.read().rstrip(b"\0").split(b"\0")]
+    """Its argv ([] once it is gone)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            raw = f.read()
+    except OSError:
+        return []
+    return [a.decode() for a in raw.rstrip(b"\0").split(b"\0")] if raw else []
 
 
 def vmm_argv(daemon, sid):
@@ -62,11 +67,9 @@ class Watch:
     def run(self):
         while not self.stop.is_set():
             for pid in qemu_processes(self.daemon.state_dir):
-                try:
-                    argv = cmdline(pid)
-                except OSError:
-                    continue
-                self.seen.setdefault(argv[argv.index("-name") + 1], argv)
+                argv = cmdline(pid)
+                if "-name" in argv:
+                    self.seen.setdefault(argv[argv.index("-name") + 1], argv)
             time.sleep(0.02)
 
     def done(self):
