@@ -90,6 +90,11 @@ UNIT_LIBS_vsock-uds := -lpthread
 UNIT_SRC_vmm-select := src/daemon/vmm-select.c
 # The watchdog's measure of a VMM's waits for a CPU (schedstat).
 UNIT_SRC_cpu-wait := src/daemon/cpu-wait.c
+# What a sandbox's boot and a template snapshot's build both do around a VMM's
+# spawn: the disk given to the jail's uid, the jail's limits, the connect retry.
+UNIT_SRC_vmm-start := src/daemon/vmm-start.c src/daemon/vmm-qemu.c src/daemon/vmm-qmp.c src/daemon/jail.c \
+	src/daemon/log.c
+UNIT_LIBS_vmm-start := -lpthread
 
 UNIT_ALL := $(patsubst tests/unit/test-%.c,%,$(wildcard tests/unit/test-*.c))
 unit_missing = $(strip $(foreach f,$(UNIT_SRC_$(1)),$(if $(wildcard $(f)),,$(f))) \
