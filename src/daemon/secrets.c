@@ -590,6 +590,23 @@ static int check_names(const char *tenant, const char *name, struct al_error *er
 	return 0;
 }
 
+/* The one row of a query that returns INFO_COLUMNS of at most one secret (a
+ * lookup by the primary key, or RETURNING); -ENOENT (err untouched) if none. */
+static int info_step_one(struct db_query *q, struct secret_info *ret, struct al_error *err)
+{
+	int rc = sqlite3_step(q->stmt);
+	if (rc == SQLITE_DONE)
+		return -ENOENT;
+	if (rc != SQLITE_ROW)
+		return db_query_error(q, err);
+	info_from_row(q->stmt, 0, ret);
+	if (sqlite3_step(q->stmt) != SQLITE_DONE) {
+		secret_info_release(ret);
+		return db_query_error(q, err);
+	}
+	return 0;
+}
+
 static int upsert(const char *tenant, const struct secret_request *req, const uint8_t *blob, size_t blob_len,
                   const char *new_id, struct secret_info *ret, struct al_error *err)
 {
@@ -609,14 +626,8 @@ static int upsert(const char *tenant, const struct secret_request *req, const ui
 	sqlite3_bind_text(st, 4, req->spec_json, -1, SQLITE_STATIC);
 	sqlite3_bind_blob(st, 5, blob, (int)blob_len, SQLITE_STATIC);
 	sqlite3_bind_int64(st, 6, (sqlite3_int64)now_ms_realtime());
-	if (sqlite3_step(st) != SQLITE_ROW)
-		return db_query_error(&query, err);
-	info_from_row(st, 0, ret);
-	if (sqlite3_step(st) != SQLITE_DONE) {
-		secret_info_release(ret);
-		return db_query_error(&query, err);
-	}
-	return 0;
+	r = info_step_one(&query, ret, err);
+	return r == -ENOENT ? db_query_error(&query, err) : r;
 }
 
 int secret_set(const char *tenant, const struct secret_request *req, bool *ret_created, struct secret_info *ret,
@@ -650,26 +661,29 @@ int secret_set(const char *tenant, const struct secret_request *req, bool *ret_c
 	return 0;
 }
 
-int secret_get(const char *tenant, const char *name, struct secret_info *ret, struct al_error *err)
+/* Runs sql, which names one secret by ?1 = tenant and ?2 = name and returns
+ * INFO_COLUMNS of it (a lookup by the primary key, or RETURNING). */
+static int row_by_name(const char *sql, const char *what, const char *tenant, const char *name, struct secret_info *ret,
+                       struct al_error *err)
 {
-	int r = check_names(tenant, name, err);
-	if (r < 0)
-		return r;
 	cleanup_db_query struct db_query query = {0};
-	r = db_query_prepare(&secrets_db, "SELECT " INFO_COLUMNS " FROM secrets WHERE tenant = ?1 AND name = ?2",
-	                     "get secret", &query, err);
+	int r = db_query_prepare(&secrets_db, sql, what, &query, err);
 	if (r < 0)
 		return r;
 	sqlite3_stmt *st = query.stmt;
 	sqlite3_bind_text(st, 1, tenant, -1, SQLITE_STATIC);
 	sqlite3_bind_text(st, 2, name, -1, SQLITE_STATIC);
-	int rc = sqlite3_step(st);
-	if (rc == SQLITE_DONE)
-		return not_found(tenant, name, err);
-	if (rc != SQLITE_ROW)
-		return db_query_error(&query, err);
-	info_from_row(st, 0, ret);
-	return 0;
+	r = info_step_one(&query, ret, err);
+	return r == -ENOENT ? not_found(tenant, name, err) : r;
+}
+
+int secret_get(const char *tenant, const char *name, struct secret_info *ret, struct al_error *err)
+{
+	int r = check_names(tenant, name, err);
+	if (r < 0)
+		return r;
+	return row_by_name("SELECT " INFO_COLUMNS " FROM secrets WHERE tenant = ?1 AND name = ?2", "get secret", tenant,
+	                   name, ret, err);
 }
 
 int secret_list(const char *tenant, struct secret_info **ret, size_t *ret_n, struct al_error *err)
@@ -705,37 +719,14 @@ int secret_list(const char *tenant, struct secret_info **ret, size_t *ret_n, str
 	return 0;
 }
 
-static int delete_row(const char *tenant, const char *name, struct secret_info *ret, struct al_error *err)
-{
-	cleanup_db_query struct db_query query = {0};
-	int r =
-	    db_query_prepare(&secrets_db, "DELETE FROM secrets WHERE tenant = ?1 AND name = ?2 RETURNING " INFO_COLUMNS,
-	                     "delete secret", &query, err);
-	if (r < 0)
-		return r;
-	sqlite3_stmt *st = query.stmt;
-	sqlite3_bind_text(st, 1, tenant, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 2, name, -1, SQLITE_STATIC);
-	int rc = sqlite3_step(st);
-	if (rc == SQLITE_DONE)
-		return not_found(tenant, name, err);
-	if (rc != SQLITE_ROW)
-		return db_query_error(&query, err);
-	info_from_row(st, 0, ret);
-	if (sqlite3_step(st) != SQLITE_DONE) {
-		secret_info_release(ret);
-		return db_query_error(&query, err);
-	}
-	return 0;
-}
-
 int secret_delete(const char *tenant, const char *name, struct secret_info *ret_deleted, struct al_error *err)
 {
 	int r = check_names(tenant, name, err);
 	if (r < 0)
 		return r;
 	struct secret_info info;
-	if ((r = delete_row(tenant, name, &info, err)) < 0)
+	if ((r = row_by_name("DELETE FROM secrets WHERE tenant = ?1 AND name = ?2 RETURNING " INFO_COLUMNS,
+	                     "delete secret", tenant, name, &info, err)) < 0)
 		return r;
 	events_emit("secret.deleted", tenant, NULL, json_pack("{s:s}", "name", name));
 	if (ret_deleted)
