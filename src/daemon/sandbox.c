@@ -235,6 +235,14 @@ static int persist_locked(struct sandbox *sb, struct al_error *err)
 	return store_sandbox_update(cfg->store, &sb->rec, err);
 }
 
+/* A copy of the record for the caller (who releases it). */
+static void record_copy_out(struct sandbox *sb, struct sandbox_record *ret)
+{
+	pthread_mutex_lock(&sb->lock);
+	sandbox_record_copy(ret, &sb->rec);
+	pthread_mutex_unlock(&sb->lock);
+}
+
 /* ---- console ---------------------------------------------------------------------------- */
 
 static void console_append(struct sandbox *sb, const char *data, size_t n)
@@ -1233,6 +1241,28 @@ static void boot_phases_log(struct sandbox *sb, uint64_t t0, uint64_t disk, uint
 	         now - agent);
 }
 
+/* The guest agent did not say hello (r: what waiting for it returned): why,
+ * as far as the VMM, its jail and the channel tell. */
+static int hello_failed(struct sandbox *sb, int r, struct al_error *err)
+{
+	/* Give the console a moment to deliver the guest's last words. */
+	struct pollfd p = {.fd = sb->pidfd, .events = POLLIN};
+	poll(&p, 1, r == -ETIMEDOUT ? 0 : 500);
+	char what[256];
+	char refusal[200];
+	if (poll(&p, 1, 0) > 0 && jail_refusal(sb, refusal, sizeof(refusal)))
+		snprintf(what, sizeof(what), "the VMM's jail could not be set up: %s", refusal);
+	else if (poll(&p, 1, 0) > 0)
+		snprintf(what, sizeof(what),
+		         "the VM exited before the guest agent said hello (did the guest kernel panic?)");
+	else if (r == -ETIMEDOUT)
+		snprintf(what, sizeof(what), "the guest agent did not say hello within %u s (boot timeout)",
+		         cfg->boot_timeout_s);
+	else
+		guest_channel_dead(sb->ch, what, sizeof(what));
+	return al_error_set(err, AL_ERR_BOOT_FAILED, -r, "%s", what);
+}
+
 static int boot(struct sandbox *sb, const struct images *im, const struct snapshot_info *from, bool reuse,
                 struct al_error *err)
 {
@@ -1342,54 +1372,28 @@ static int boot(struct sandbox *sb, const struct images *im, const struct snapsh
 	 * (restore_finish). */
 	if ((r = attach(sb, deadline, !((from || ts) && channel_needs_running_guest()), err)) < 0)
 		return r;
-	uint64_t t_attach = now_ms_monotonic(), t_agent;
+	uint64_t t_attach = now_ms_monotonic();
 	if (from || ts) {
 		if ((r = restore_finish(sb, &vc, deadline, err)) < 0)
 			return r;
-		t_agent = now_ms_monotonic();
-		/* The template's snapshot has the CA already. */
-		if (ts && tsnap_ca_bundle(ts)[0]) {
-			pthread_mutex_lock(&sb->lock);
-			strlcpy_al(sb->rec.ca_bundle, tsnap_ca_bundle(ts), sizeof(sb->rec.ca_bundle));
-			pthread_mutex_unlock(&sb->lock);
-		} else if ((r = install_ca(sb, deadline, err)) < 0) {
-			return r;
-		}
-		boot_phases_log(sb, t0, t_disk, t_net, t_spawn, t_attach, t_agent);
+	} else if ((r = guest_channel_wait_hello(sb->ch, deadline, NULL)) != 0) {
+		return hello_failed(sb, r, err);
+	}
+	uint64_t t_agent = now_ms_monotonic();
+	/* The template's snapshot has the CA already. */
+	if (ts && tsnap_ca_bundle(ts)[0]) {
 		pthread_mutex_lock(&sb->lock);
-		sb->rec.boot_ms = (int64_t)(now_ms_monotonic() - t0);
-		r = set_state_locked(sb, SANDBOX_RUNNING, NULL, err);
+		strlcpy_al(sb->rec.ca_bundle, tsnap_ca_bundle(ts), sizeof(sb->rec.ca_bundle));
 		pthread_mutex_unlock(&sb->lock);
+	} else if ((r = install_ca(sb, deadline, err)) < 0) {
 		return r;
 	}
-	r = guest_channel_wait_hello(sb->ch, deadline, NULL);
-	if (r == 0) {
-		t_agent = now_ms_monotonic();
-		if ((r = install_ca(sb, deadline, err)) < 0)
-			return r;
-		boot_phases_log(sb, t0, t_disk, t_net, t_spawn, t_attach, t_agent);
-		pthread_mutex_lock(&sb->lock);
-		sb->rec.boot_ms = (int64_t)(now_ms_monotonic() - t0);
-		r = set_state_locked(sb, SANDBOX_RUNNING, NULL, err);
-		pthread_mutex_unlock(&sb->lock);
-		return r;
-	}
-	/* Give the console a moment to deliver the guest's last words. */
-	struct pollfd p = {.fd = sb->pidfd, .events = POLLIN};
-	poll(&p, 1, r == -ETIMEDOUT ? 0 : 500);
-	char what[256];
-	char refusal[200];
-	if (poll(&p, 1, 0) > 0 && jail_refusal(sb, refusal, sizeof(refusal)))
-		snprintf(what, sizeof(what), "the VMM's jail could not be set up: %s", refusal);
-	else if (poll(&p, 1, 0) > 0)
-		snprintf(what, sizeof(what),
-		         "the VM exited before the guest agent said hello (did the guest kernel panic?)");
-	else if (r == -ETIMEDOUT)
-		snprintf(what, sizeof(what), "the guest agent did not say hello within %u s (boot timeout)",
-		         cfg->boot_timeout_s);
-	else
-		guest_channel_dead(sb->ch, what, sizeof(what));
-	return al_error_set(err, AL_ERR_BOOT_FAILED, -r, "%s", what);
+	boot_phases_log(sb, t0, t_disk, t_net, t_spawn, t_attach, t_agent);
+	pthread_mutex_lock(&sb->lock);
+	sb->rec.boot_ms = (int64_t)(now_ms_monotonic() - t0);
+	r = set_state_locked(sb, SANDBOX_RUNNING, NULL, err);
+	pthread_mutex_unlock(&sb->lock);
+	return r;
 }
 
 /* Tears down the runtime of a sandbox: monitor, VMM, fds. Keeps the dir. */
@@ -1413,6 +1417,20 @@ static void teardown(struct sandbox *sb)
 		}
 	}
 	jail_release(sb);
+}
+
+/* A boot (of a create or a recover) failed with err: the runtime goes, the
+ * record says why, with the console's last lines. */
+static void boot_failed(struct sandbox *sb, const struct al_error *err)
+{
+	teardown(sb);
+	pthread_mutex_lock(&sb->lock);
+	char reason[2048];
+	describe_exit(sb, err->message, reason, sizeof(reason));
+	struct al_error e2;
+	if (set_state_locked(sb, SANDBOX_ERROR, reason, &e2) < 0)
+		log_error("sandbox %s: %s", sb->rec.id, e2.message);
+	pthread_mutex_unlock(&sb->lock);
 }
 
 /* Quota check and registration in one step, so two creates cannot both take the last slot. */
@@ -1497,23 +1515,14 @@ static int create_started(const struct create_request *req, const char *tenant, 
 	pthread_mutex_lock(&sb->op_lock);
 	r = boot(sb, &im, from, false, err);
 	if (r < 0) {
-		teardown(sb);
-		pthread_mutex_lock(&sb->lock);
-		char reason[2048];
-		describe_exit(sb, err->message, reason, sizeof(reason));
-		struct al_error e2;
-		if (set_state_locked(sb, SANDBOX_ERROR, reason, &e2) < 0)
-			log_error("sandbox %s: %s", sb->rec.id, e2.message);
-		pthread_mutex_unlock(&sb->lock);
+		boot_failed(sb, err);
 		/* The disk is large and useless now; the logs stay until rm. */
 		cleanup_free char *disk = xasprintf("%s/%s", sb->root, vmm_disk_file(cfg->vmm));
 		unlink(disk);
 		/* The record has the console lines; the answer names the sandbox to inspect. */
 		al_error_prefix(err, "sandbox %s failed to boot (see 'airlock inspect %s')", sb->rec.id, sb->rec.id);
 	} else {
-		pthread_mutex_lock(&sb->lock);
-		sandbox_record_copy(ret, &sb->rec);
-		pthread_mutex_unlock(&sb->lock);
+		record_copy_out(sb, ret);
 	}
 	pthread_mutex_unlock(&sb->op_lock);
 	sandbox_unref(sb);
@@ -1551,9 +1560,7 @@ int sandbox_get(const char *id, const char *tenant, struct sandbox_record *ret, 
 	struct sandbox_record rec;
 	struct sandbox *sb = registry_find(id);
 	if (sb) {
-		pthread_mutex_lock(&sb->lock);
-		sandbox_record_copy(&rec, &sb->rec);
-		pthread_mutex_unlock(&sb->lock);
+		record_copy_out(sb, &rec);
 		sandbox_unref(sb);
 	} else {
 		int r = store_sandbox_get(cfg->store, id, &rec, err);
@@ -1707,9 +1714,7 @@ static int pause_resume(const char *id, const char *tenant, bool pause, struct s
 		}
 	}
 	if (r >= 0) {
-		pthread_mutex_lock(&sb->lock);
-		sandbox_record_copy(ret, &sb->rec);
-		pthread_mutex_unlock(&sb->lock);
+		record_copy_out(sb, ret);
 		r = 0;
 	}
 	pthread_mutex_unlock(&sb->op_lock);
@@ -2108,23 +2113,14 @@ int sandbox_recover(const char *id, const char *tenant, bool memory, struct sand
 		log_info("sandbox %s: recovering %s", id, from_snapshot ? snap.id : "by a cold boot of its disk");
 		r = boot(sb, &im, from_snapshot ? &snap : NULL, true, err);
 		if (r < 0) {
-			teardown(sb);
-			pthread_mutex_lock(&sb->lock);
-			char reason[2048];
-			describe_exit(sb, err->message, reason, sizeof(reason));
-			struct al_error e2;
-			set_state_locked(sb, SANDBOX_ERROR, reason, &e2);
-			pthread_mutex_unlock(&sb->lock);
+			boot_failed(sb, err);
 			al_error_prefix(err, "sandbox %s could not be recovered", id);
 		}
 	}
 	if (slot)
 		start_slot_release();
-	if (r == 0) {
-		pthread_mutex_lock(&sb->lock);
-		sandbox_record_copy(ret, &sb->rec);
-		pthread_mutex_unlock(&sb->lock);
-	}
+	if (r == 0)
+		record_copy_out(sb, ret);
 	pthread_mutex_unlock(&sb->op_lock);
 	sandbox_unref(sb);
 	return r;
