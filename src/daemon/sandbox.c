@@ -2794,6 +2794,33 @@ static void recover_one(struct sandbox_record *rec)
 	sandbox_unref(sb);
 }
 
+/* A process whose cwd is in <boxes> (ctx): the jailer of a VMM if it runs
+ * in <boxes>/<id>/vm. Killed if no live record owns it. */
+static void vmm_left(long pid, char *cwd, void *ctx)
+{
+	const char *boxes = ctx;
+	size_t blen = strlen(boxes), ilen = strlen("sb-0123456789abcdef");
+	if (strlen(cwd) != blen + 1 + ilen + 1 + strlen(SANDBOX_VM_DIR) || cwd[blen + 1 + ilen] != '/' ||
+	    strcmp(cwd + blen + 1 + ilen + 1, SANDBOX_VM_DIR))
+		return;
+	cwd[blen + 1 + ilen] = '\0';
+	const char *id = cwd + blen + 1;
+	if (!sandbox_id_valid(id))
+		return;
+	struct sandbox *sb = registry_find(id);
+	if (sb) {
+		sandbox_unref(sb);
+		return;
+	}
+	if (!vmm_alive(id, (pid_t)pid))
+		return;
+	log_info("killing VMM %ld of sandbox %s, which no live record owns", pid, id);
+	kill((pid_t)pid, SIGKILL);
+	struct al_error e = {0};
+	if (jail_cleanup(id, &e) < 0)
+		log_error("sandbox %s: %s", id, e.message);
+}
+
 /* SECURITY/hygiene: after a crash, nothing may be left that no record owns:
  * half-written snapshots, directories of deleted sandboxes, and VMMs running
  * from our state dir whose sandbox is gone. */
@@ -2814,42 +2841,7 @@ static void sweep_orphans(void)
 	if (d)
 		closedir(d);
 	/* VMMs first: their cwd is the sandbox dir. */
-	d = opendir("/proc");
-	while (d && (de = readdir(d))) {
-		if (de->d_name[0] < '1' || de->d_name[0] > '9')
-			continue;
-		char link[300], cwd[PATH_MAX];
-		snprintf(link, sizeof(link), "/proc/%s/cwd", de->d_name);
-		ssize_t n = readlink(link, cwd, sizeof(cwd) - 1);
-		if (n <= 0)
-			continue;
-		cwd[n] = '\0';
-		/* The jailer runs in <boxes>/<id>/vm. */
-		size_t blen = strlen(boxes), ilen = strlen("sb-0123456789abcdef");
-		if (strncmp(cwd, boxes, blen) || cwd[blen] != '/' ||
-		    strlen(cwd) != blen + 1 + ilen + 1 + strlen(SANDBOX_VM_DIR) || cwd[blen + 1 + ilen] != '/' ||
-		    strcmp(cwd + blen + 1 + ilen + 1, SANDBOX_VM_DIR))
-			continue;
-		cwd[blen + 1 + ilen] = '\0';
-		const char *id = cwd + blen + 1;
-		if (!sandbox_id_valid(id))
-			continue;
-		struct sandbox *sb = registry_find(id);
-		if (sb) {
-			sandbox_unref(sb);
-			continue;
-		}
-		long pid;
-		if (parse_int_range(de->d_name, 1, INT32_MAX, &pid) < 0 || !vmm_alive(id, (pid_t)pid))
-			continue;
-		log_info("killing VMM %ld of sandbox %s, which no live record owns", pid, id);
-		kill((pid_t)pid, SIGKILL);
-		struct al_error e = {0};
-		if (jail_cleanup(id, &e) < 0)
-			log_error("sandbox %s: %s", id, e.message);
-	}
-	if (d)
-		closedir(d);
+	jail_each_process_below(boxes, vmm_left, boxes);
 	d = opendir(boxes);
 	while (d && (de = readdir(d))) {
 		if (!sandbox_id_valid(de->d_name))
