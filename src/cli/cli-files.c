@@ -418,17 +418,15 @@ int cmd_fs(int argc, char **argv)
 	if (!strcmp(sub, "ls") || !strcmp(sub, "stat")) {
 		bool ls = !strcmp(sub, "ls");
 		cleanup_free char *url = sandbox_url(id, ls ? "files/list" : "files/stat", path);
-		if ((r = call("GET", url, NULL, 200, &resp)))
-			return r;
 		if (!ls) {
+			if ((r = call("GET", url, NULL, 200, &resp)))
+				return r;
 			print_json(resp, opt_json);
 			return 0;
 		}
-		json_t *entries = json_object_get(resp, "entries");
-		if (opt_json) {
-			print_json(entries, true);
-			return 0;
-		}
+		cleanup_json json_t *entries = NULL;
+		if ((r = call_list("GET", url, NULL, 200, "entries", &entries)) || !entries)
+			return r;
 		size_t i;
 		json_t *e;
 		json_array_foreach (entries, i, e) {

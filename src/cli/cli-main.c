@@ -123,6 +123,22 @@ int call(const char *method, const char *path, json_t *body, long want_status, j
 	return 0;
 }
 
+int call_list(const char *method, const char *path, json_t *body, long want_status, const char *key, json_t **ret_list)
+{
+	cleanup_json json_t *resp = NULL;
+	int r = call(method, path, body, want_status, &resp);
+	if (r)
+		return r;
+	json_t *list = json_object_get(resp, key);
+	if (opt_json) {
+		print_json(list, true);
+		*ret_list = NULL;
+		return 0;
+	}
+	*ret_list = list ? json_incref(list) : json_array();
+	return 0;
+}
+
 int add_kv(json_t *obj, const char *flag, const char *arg)
 {
 	const char *eq = strchr(arg, '=');
@@ -480,14 +496,9 @@ static int cmd_ls(int argc, char **argv)
 		free(path);
 		path = next;
 	}
-	cleanup_json json_t *resp = NULL;
-	if ((r = call("GET", path, NULL, 200, &resp)))
+	cleanup_json json_t *list = NULL;
+	if ((r = call_list("GET", path, NULL, 200, "sandboxes", &list)) || !list)
 		return r;
-	json_t *list = json_object_get(resp, "sandboxes");
-	if (opt_json) {
-		print_json(list, true);
-		return 0;
-	}
 	printf("%-20s %-9s %-12s %5s %7s  %s\n", "ID", "STATE", "TEMPLATE", "VCPUS", "MEMORY", "CREATED");
 	size_t i;
 	json_t *sb;

@@ -305,15 +305,10 @@ static char *secret_path(const char *name, const char *tenant)
 static int secret_ls(const char *tenant)
 {
 	cleanup_free char *path = tenant ? path_with_query("/v1/secrets", "tenant", tenant) : xstrdup("/v1/secrets");
-	cleanup_json json_t *resp = NULL;
-	int r = call("GET", path, NULL, 200, &resp);
-	if (r)
+	cleanup_json json_t *list = NULL;
+	int r = call_list("GET", path, NULL, 200, "secrets", &list);
+	if (r || !list)
 		return r;
-	json_t *list = json_object_get(resp, "secrets");
-	if (opt_json) {
-		print_json(list, true);
-		return 0;
-	}
 	printf("%-24s %-16s %-26s %-25s %s\n", "NAME", "TENANT", "APPLIED", "UPDATED", "HOSTS");
 	size_t i;
 	json_t *s;

@@ -28,6 +28,10 @@ int report(long status, json_t *body, const char *transport_err);
 /* One JSON request; any status but want_status is reported (EXIT_CLIENT). On
  * success *ret is the answer (an empty object for an empty body). */
 int call(const char *method, const char *path, json_t *body, long want_status, json_t **ret);
+/* call() for a verb that lists: the answer's array `key` in *ret_list (a new
+ * reference; an empty array if the answer has none). With --json the array
+ * is printed here instead and *ret_list is NULL: nothing is left to do. */
+int call_list(const char *method, const char *path, json_t *body, long want_status, const char *key, json_t **ret_list);
 /* METHOD PREFIX/ID/SUFFIX for each of n ids, printing each id done; EXIT_CLIENT if any failed. */
 int call_each(const char *method, const char *prefix, const char *suffix, char **ids, int n, long want_status);
 /* Appends "key=value" of arg to obj; usage error if there is no '='. */
