@@ -273,12 +273,5 @@ int cmd_events(int argc, char **argv)
 int get_lines(const char *path, int (*on_line)(void *ud, char *line, size_t len))
 {
 	struct cli_req req = {.method = "GET", .path = path, .on_line = on_line};
-	char errbuf[CLI_ERRBUF];
-	long status = 0;
-	cleanup_json json_t *resp = NULL;
-	if (cli_request(&req, &status, &resp, errbuf, sizeof(errbuf)) < 0)
-		return report(0, NULL, errbuf);
-	if (status != 200)
-		return report(status, resp, NULL);
-	return 0;
+	return call_streamed(&req);
 }

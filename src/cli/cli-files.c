@@ -132,14 +132,7 @@ static int sink_tar(void *ud, const void *buf, size_t len)
 static int get_streamed(const char *url, int (*sink)(void *, const void *, size_t), void *ud, struct cli_req *req)
 {
 	*req = (struct cli_req){.method = "GET", .path = url, .on_bytes = sink, .ud = ud};
-	char errbuf[CLI_ERRBUF];
-	long status = 0;
-	cleanup_json json_t *resp = NULL;
-	if (cli_request(req, &status, &resp, errbuf, sizeof(errbuf)) < 0)
-		return report(0, NULL, errbuf);
-	if (status != 200)
-		return report(status, resp, NULL);
-	return 0;
+	return call_streamed(req);
 }
 
 static int copy_file_from(const char *id, const char *src, json_t *st, int dirfd, const char *dir, const char *name)

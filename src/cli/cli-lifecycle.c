@@ -22,14 +22,7 @@ int cmd_snapshot(int argc, char **argv)
 	cleanup_json json_t *snap = NULL;
 	if ((r = call("POST", path, body, 201, &snap)))
 		return r;
-	const char *id = json_string_value(json_object_get(snap, "id"));
-	if (!id)
-		return client_error("the daemon's answer has no snapshot id");
-	if (opt_json)
-		print_json(snap, true);
-	else
-		printf("%s\n", id);
-	return 0;
+	return print_answer_id(snap, "snapshot");
 }
 
 /* ------------------------------------------------------------ snapshots */
@@ -143,14 +136,7 @@ int cmd_restore(int argc, char **argv)
 	cleanup_json json_t *sb = NULL;
 	if ((r = call("POST", "/v1/sandboxes", body, 201, &sb)))
 		return r;
-	const char *id = json_string_value(json_object_get(sb, "id"));
-	if (!id)
-		return client_error("the daemon's answer has no sandbox id");
-	if (opt_json)
-		print_json(sb, true);
-	else
-		printf("%s\n", id);
-	return 0;
+	return print_answer_id(sb, "sandbox");
 }
 
 /* ------------------------------------------------------------ fork */
@@ -221,11 +207,7 @@ int cmd_recover(int argc, char **argv)
 	cleanup_json json_t *sb = NULL;
 	if ((r = call("POST", path, body, 200, &sb)))
 		return r;
-	if (opt_json)
-		print_json(sb, true);
-	else
-		printf("%s\n", json_string_value(json_object_get(sb, "id")));
-	return 0;
+	return print_answer_id(sb, "sandbox");
 }
 
 /* ------------------------------------------------------------ timeout */
