@@ -145,6 +145,17 @@ static int parse_string_map(const json_t *obj, const char *field, const char *sh
 	return 0;
 }
 
+/* The value of map.key: a string without NUL bytes of at most max bytes. */
+static int string_value_check(const char *map, const char *key, json_t *v, size_t max, struct al_error *err)
+{
+	if (!json_is_string(v) || has_nul(v))
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+		                    "%s.%.64s: must be a string without NUL bytes", map, key);
+	if (json_string_length(v) > max)
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "%s.%.64s: at most %zu bytes", map, key, max);
+	return 0;
+}
+
 static int env_entry_check(const char *key, json_t *v, const void *ctx, struct al_error *err)
 {
 	(void)ctx;
@@ -152,13 +163,7 @@ static int env_entry_check(const char *key, json_t *v, const void *ctx, struct a
 		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
 		                    "env: name \"%.64s\" must match [A-Za-z_][A-Za-z0-9_]* and be at most %d bytes",
 		                    key, ENV_NAME_MAX);
-	if (!json_is_string(v) || has_nul(v))
-		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
-		                    "env.%.64s: must be a string without NUL bytes", key);
-	if (json_string_length(v) > ENV_VALUE_MAX)
-		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "env.%.64s: at most %zu bytes", key,
-		                    (size_t)ENV_VALUE_MAX);
-	return 0;
+	return string_value_check("env", key, v, ENV_VALUE_MAX, err);
 }
 
 static int metadata_entry_check(const char *key, json_t *v, const void *ctx, struct al_error *err)
@@ -168,13 +173,7 @@ static int metadata_entry_check(const char *key, json_t *v, const void *ctx, str
 	if (klen == 0 || klen > METADATA_KEY_MAX)
 		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "metadata: keys must be 1 to %d bytes",
 		                    METADATA_KEY_MAX);
-	if (!json_is_string(v) || has_nul(v))
-		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
-		                    "metadata.%.64s: must be a string without NUL bytes", key);
-	if (json_string_length(v) > METADATA_VALUE_MAX)
-		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "metadata.%.64s: at most %zu bytes", key,
-		                    (size_t)METADATA_VALUE_MAX);
-	return 0;
+	return string_value_check("metadata", key, v, METADATA_VALUE_MAX, err);
 }
 
 static int parse_env(const json_t *obj, struct kv_list *ret, struct al_error *err)
