@@ -32,6 +32,9 @@ UNIT_LIBS_api-request := -ljansson
 UNIT_SRC_store := $(wildcard src/daemon/store*.c)
 UNIT_LIBS_store := -lsqlite3
 UNIT_SRC_cli-tar := src/cli/cli-tar.c
+# What auth, secrets and the store share of the SQLite connection.
+UNIT_SRC_store-db := src/daemon/store-db.c
+UNIT_LIBS_store-db := -lsqlite3 -lpthread
 # Tokens, tenants and quotas; the event bus; Prometheus metrics.
 UNIT_SRC_auth := src/daemon/auth.c src/daemon/events.c src/daemon/log.c $(wildcard src/daemon/store*.c)
 UNIT_LIBS_auth := -lsqlite3 -ljansson -lcrypto -lpthread
@@ -152,7 +155,7 @@ FUZZ_LIBS_fuzz-cli-tar :=
 FUZZ_MAXLEN_fuzz-cli-tar := 16384
 # Authorization header and the token/quota request bodies (auth.c's pure
 # parsers; the rest of auth.c only links).
-FUZZ_SRC_fuzz-auth-header := src/daemon/auth.c src/daemon/events.c src/daemon/log.c src/daemon/store-sqlite.c
+FUZZ_SRC_fuzz-auth-header := src/daemon/auth.c src/daemon/events.c src/daemon/log.c $(wildcard src/daemon/store*.c)
 FUZZ_LIBS_fuzz-auth-header := -ljansson -lcrypto -lsqlite3 -lpthread
 FUZZ_MAXLEN_fuzz-auth-header := 8192
 # The egress gateway: TLS ClientHello peek, HTTP request head, host names and

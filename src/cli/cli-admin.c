@@ -91,13 +91,9 @@ int cmd_token(int argc, char **argv)
 	if (!strcmp(sub, "ls")) {
 		if (n != 0)
 			return usage_error("token ls takes no operands");
-		if ((r = call("GET", "/v1/tokens", NULL, 200, &resp)))
+		cleanup_json json_t *list = NULL;
+		if ((r = call_list("GET", "/v1/tokens", NULL, 200, "tokens", &list)) || !list)
 			return r;
-		json_t *list = json_object_get(resp, "tokens");
-		if (opt_json) {
-			print_json(list, true);
-			return 0;
-		}
 		printf("%-24s %-16s %-8s %-25s %s\n", "ID", "TENANT", "STATE", "CREATED", "DESCRIPTION");
 		size_t i;
 		json_t *t;
@@ -277,12 +273,5 @@ int cmd_events(int argc, char **argv)
 int get_lines(const char *path, int (*on_line)(void *ud, char *line, size_t len))
 {
 	struct cli_req req = {.method = "GET", .path = path, .on_line = on_line};
-	char errbuf[CLI_ERRBUF];
-	long status = 0;
-	cleanup_json json_t *resp = NULL;
-	if (cli_request(&req, &status, &resp, errbuf, sizeof(errbuf)) < 0)
-		return report(0, NULL, errbuf);
-	if (status != 200)
-		return report(status, resp, NULL);
-	return 0;
+	return call_streamed(&req);
 }

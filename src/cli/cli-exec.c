@@ -326,14 +326,9 @@ int cmd_ps(int argc, char **argv)
 	if (first + 1 != argc)
 		return usage_error("ps takes one sandbox id");
 	cleanup_free char *path = xasprintf("/v1/sandboxes/%s/processes", argv[first]);
-	cleanup_json json_t *resp = NULL;
-	if ((r = call("GET", path, NULL, 200, &resp)))
+	cleanup_json json_t *list = NULL;
+	if ((r = call_list("GET", path, NULL, 200, "processes", &list)) || !list)
 		return r;
-	json_t *list = json_object_get(resp, "processes");
-	if (opt_json) {
-		print_json(list, true);
-		return 0;
-	}
 	printf("%-10s %-8s %-7s %-16s %s\n", "ID", "STATE", "EXIT", "TAG", "CMD");
 	size_t i, j;
 	json_t *p, *arg;

@@ -132,14 +132,7 @@ static int sink_tar(void *ud, const void *buf, size_t len)
 static int get_streamed(const char *url, int (*sink)(void *, const void *, size_t), void *ud, struct cli_req *req)
 {
 	*req = (struct cli_req){.method = "GET", .path = url, .on_bytes = sink, .ud = ud};
-	char errbuf[CLI_ERRBUF];
-	long status = 0;
-	cleanup_json json_t *resp = NULL;
-	if (cli_request(req, &status, &resp, errbuf, sizeof(errbuf)) < 0)
-		return report(0, NULL, errbuf);
-	if (status != 200)
-		return report(status, resp, NULL);
-	return 0;
+	return call_streamed(req);
 }
 
 static int copy_file_from(const char *id, const char *src, json_t *st, int dirfd, const char *dir, const char *name)
@@ -418,17 +411,15 @@ int cmd_fs(int argc, char **argv)
 	if (!strcmp(sub, "ls") || !strcmp(sub, "stat")) {
 		bool ls = !strcmp(sub, "ls");
 		cleanup_free char *url = sandbox_url(id, ls ? "files/list" : "files/stat", path);
-		if ((r = call("GET", url, NULL, 200, &resp)))
-			return r;
 		if (!ls) {
+			if ((r = call("GET", url, NULL, 200, &resp)))
+				return r;
 			print_json(resp, opt_json);
 			return 0;
 		}
-		json_t *entries = json_object_get(resp, "entries");
-		if (opt_json) {
-			print_json(entries, true);
-			return 0;
-		}
+		cleanup_json json_t *entries = NULL;
+		if ((r = call_list("GET", url, NULL, 200, "entries", &entries)) || !entries)
+			return r;
 		size_t i;
 		json_t *e;
 		json_array_foreach (entries, i, e) {

@@ -22,14 +22,7 @@ int cmd_snapshot(int argc, char **argv)
 	cleanup_json json_t *snap = NULL;
 	if ((r = call("POST", path, body, 201, &snap)))
 		return r;
-	const char *id = json_string_value(json_object_get(snap, "id"));
-	if (!id)
-		return client_error("the daemon's answer has no snapshot id");
-	if (opt_json)
-		print_json(snap, true);
-	else
-		printf("%s\n", id);
-	return 0;
+	return print_answer_id(snap, "snapshot");
 }
 
 /* ------------------------------------------------------------ snapshots */
@@ -54,15 +47,10 @@ static int snapshots_ls(const char *sandbox)
 {
 	cleanup_free char *path =
 	    sandbox ? path_with_query("/v1/snapshots", "sandbox", sandbox) : xstrdup("/v1/snapshots");
-	cleanup_json json_t *resp = NULL;
-	int r = call("GET", path, NULL, 200, &resp);
-	if (r)
+	cleanup_json json_t *list = NULL;
+	int r = call_list("GET", path, NULL, 200, "snapshots", &list);
+	if (r || !list)
 		return r;
-	json_t *list = json_object_get(resp, "snapshots");
-	if (opt_json) {
-		print_json(list, true);
-		return 0;
-	}
 	printf("%-22s %-20s %-12s %6s %8s %-25s %s\n", "ID", "SANDBOX", "TEMPLATE", "MEMORY", "SIZE", "CREATED",
 	       "NAME");
 	size_t i;
@@ -148,14 +136,7 @@ int cmd_restore(int argc, char **argv)
 	cleanup_json json_t *sb = NULL;
 	if ((r = call("POST", "/v1/sandboxes", body, 201, &sb)))
 		return r;
-	const char *id = json_string_value(json_object_get(sb, "id"));
-	if (!id)
-		return client_error("the daemon's answer has no sandbox id");
-	if (opt_json)
-		print_json(sb, true);
-	else
-		printf("%s\n", id);
-	return 0;
+	return print_answer_id(sb, "sandbox");
 }
 
 /* ------------------------------------------------------------ fork */
@@ -189,14 +170,9 @@ int cmd_fork(int argc, char **argv)
 		return usage_error("fork takes one sandbox id");
 	cleanup_free char *path = xasprintf("/v1/sandboxes/%s/fork", argv[first]);
 	json_object_set_new(body, "count", json_integer(o.count));
-	cleanup_json json_t *resp = NULL;
-	if ((r = call("POST", path, body, 201, &resp)))
+	cleanup_json json_t *list = NULL;
+	if ((r = call_list("POST", path, body, 201, "sandboxes", &list)) || !list)
 		return r;
-	json_t *list = json_object_get(resp, "sandboxes");
-	if (opt_json) {
-		print_json(list, true);
-		return 0;
-	}
 	size_t i;
 	json_t *sb;
 	json_array_foreach (list, i, sb)
@@ -231,11 +207,7 @@ int cmd_recover(int argc, char **argv)
 	cleanup_json json_t *sb = NULL;
 	if ((r = call("POST", path, body, 200, &sb)))
 		return r;
-	if (opt_json)
-		print_json(sb, true);
-	else
-		printf("%s\n", json_string_value(json_object_get(sb, "id")));
-	return 0;
+	return print_answer_id(sb, "sandbox");
 }
 
 /* ------------------------------------------------------------ timeout */

@@ -123,6 +123,58 @@ int call(const char *method, const char *path, json_t *body, long want_status, j
 	return 0;
 }
 
+int call_list(const char *method, const char *path, json_t *body, long want_status, const char *key, json_t **ret_list)
+{
+	cleanup_json json_t *resp = NULL;
+	int r = call(method, path, body, want_status, &resp);
+	if (r)
+		return r;
+	json_t *list = json_object_get(resp, key);
+	if (opt_json) {
+		print_json(list, true);
+		*ret_list = NULL;
+		return 0;
+	}
+	*ret_list = list ? json_incref(list) : json_array();
+	return 0;
+}
+
+int call_streamed(struct cli_req *req)
+{
+	char errbuf[CLI_ERRBUF];
+	long status = 0;
+	cleanup_json json_t *resp = NULL;
+	if (cli_request(req, &status, &resp, errbuf, sizeof(errbuf)) < 0)
+		return report(0, NULL, errbuf);
+	if (status != 200)
+		return report(status, resp, NULL);
+	return 0;
+}
+
+int print_answer_id(json_t *answer, const char *what)
+{
+	const char *id = json_string_value(json_object_get(answer, "id"));
+	if (!id)
+		return client_error("the daemon's answer has no %s id", what);
+	if (opt_json)
+		print_json(answer, true);
+	else
+		printf("%s\n", id);
+	return 0;
+}
+
+void print_word_list(const char *label, int width, json_t *words, const char *if_empty)
+{
+	printf("%-*s", width, label);
+	if (json_array_size(words) == 0)
+		printf(" %s", if_empty);
+	size_t i;
+	json_t *v;
+	json_array_foreach (words, i, v)
+		printf(" %s", json_string_value(v));
+	printf("\n");
+}
+
 int add_kv(json_t *obj, const char *flag, const char *arg)
 {
 	const char *eq = strchr(arg, '=');
@@ -397,11 +449,7 @@ static int cmd_create(int argc, char **argv)
 	cleanup_json json_t *sb = NULL;
 	if ((r = call("POST", "/v1/sandboxes", create, 201, &sb)))
 		return r;
-	if (opt_json)
-		print_json(sb, true);
-	else
-		printf("%s\n", json_string_value(json_object_get(sb, "id")));
-	return 0;
+	return print_answer_id(sb, "sandbox");
 }
 
 /* Starts cmd as a background process and prints its id. */
@@ -480,14 +528,9 @@ static int cmd_ls(int argc, char **argv)
 		free(path);
 		path = next;
 	}
-	cleanup_json json_t *resp = NULL;
-	if ((r = call("GET", path, NULL, 200, &resp)))
+	cleanup_json json_t *list = NULL;
+	if ((r = call_list("GET", path, NULL, 200, "sandboxes", &list)) || !list)
 		return r;
-	json_t *list = json_object_get(resp, "sandboxes");
-	if (opt_json) {
-		print_json(list, true);
-		return 0;
-	}
 	printf("%-20s %-9s %-12s %5s %7s  %s\n", "ID", "STATE", "TEMPLATE", "VCPUS", "MEMORY", "CREATED");
 	size_t i;
 	json_t *sb;

@@ -21,18 +21,6 @@ void network_add_rule(json_t *create_body, const char *list, const char *rule)
 	json_array_append_new(json_object_get(net, list), json_string(rule));
 }
 
-static void print_rules(const char *title, json_t *list)
-{
-	printf("%s:", title);
-	if (json_array_size(list) == 0)
-		printf(" (none)");
-	size_t i;
-	json_t *v;
-	json_array_foreach (list, i, v)
-		printf(" %s", json_string_value(v));
-	printf("\n");
-}
-
 static void print_network(json_t *n)
 {
 	if (opt_json) {
@@ -40,8 +28,8 @@ static void print_network(json_t *n)
 		return;
 	}
 	json_t *policy = json_object_get(n, "policy"), *guest = json_object_get(n, "guest");
-	print_rules("allow", json_object_get(policy, "allow"));
-	print_rules("deny", json_object_get(policy, "deny"));
+	print_word_list("allow:", 0, json_object_get(policy, "allow"), "(none)");
+	print_word_list("deny:", 0, json_object_get(policy, "deny"), "(none)");
 	printf("guest: %s, gateway %s, dns %s\n", json_string_value(json_object_get(guest, "address")),
 	       json_string_value(json_object_get(guest, "gateway")), json_string_value(json_object_get(guest, "dns")));
 	json_t *d = json_object_get(n, "dropped");

@@ -206,18 +206,6 @@ static void wipe_value(json_t *body)
 		explicit_bzero((char *)json_string_value(v), json_string_length(v));
 }
 
-static void print_list(const char *title, json_t *list)
-{
-	printf("%-8s", title);
-	if (json_array_size(list) == 0)
-		printf(" (any)");
-	size_t i;
-	json_t *v;
-	json_array_foreach (list, i, v)
-		printf(" %s", json_string_value(v));
-	printf("\n");
-}
-
 static void print_secret(json_t *s)
 {
 	const char *header = json_string_value(json_object_get(s, "header"));
@@ -225,9 +213,9 @@ static void print_secret(json_t *s)
 	printf("name     %s\n", json_string_value(json_object_get(s, "name")));
 	printf("tenant   %s\n", json_string_value(json_object_get(s, "tenant")));
 	printf("id       %s\n", json_string_value(json_object_get(s, "id")));
-	print_list("hosts", json_object_get(s, "hosts"));
-	print_list("paths", json_object_get(s, "paths"));
-	print_list("methods", json_object_get(s, "methods"));
+	print_word_list("hosts", 8, json_object_get(s, "hosts"), "(any)");
+	print_word_list("paths", 8, json_object_get(s, "paths"), "(any)");
+	print_word_list("methods", 8, json_object_get(s, "methods"), "(any)");
 	if (header)
 		printf("applied  header %s: %s\n", header, format ? format : "{value}");
 	else
@@ -305,15 +293,10 @@ static char *secret_path(const char *name, const char *tenant)
 static int secret_ls(const char *tenant)
 {
 	cleanup_free char *path = tenant ? path_with_query("/v1/secrets", "tenant", tenant) : xstrdup("/v1/secrets");
-	cleanup_json json_t *resp = NULL;
-	int r = call("GET", path, NULL, 200, &resp);
-	if (r)
+	cleanup_json json_t *list = NULL;
+	int r = call_list("GET", path, NULL, 200, "secrets", &list);
+	if (r || !list)
 		return r;
-	json_t *list = json_object_get(resp, "secrets");
-	if (opt_json) {
-		print_json(list, true);
-		return 0;
-	}
 	printf("%-24s %-16s %-26s %-25s %s\n", "NAME", "TENANT", "APPLIED", "UPDATED", "HOSTS");
 	size_t i;
 	json_t *s;
@@ -410,12 +393,5 @@ int cmd_ca(int argc, char **argv)
 	if (first != argc)
 		return usage_error("ca takes no operands");
 	struct cli_req req = {.method = "GET", .path = "/v1/ca", .on_bytes = write_out};
-	char errbuf[CLI_ERRBUF];
-	long status = 0;
-	cleanup_json json_t *resp = NULL;
-	if (cli_request(&req, &status, &resp, errbuf, sizeof(errbuf)) < 0)
-		return report(0, NULL, errbuf);
-	if (status != 200)
-		return report(status, resp, NULL);
-	return 0;
+	return call_streamed(&req);
 }

@@ -28,8 +28,21 @@ int report(long status, json_t *body, const char *transport_err);
 /* One JSON request; any status but want_status is reported (EXIT_CLIENT). On
  * success *ret is the answer (an empty object for an empty body). */
 int call(const char *method, const char *path, json_t *body, long want_status, json_t **ret);
+/* call() for a verb that lists: the answer's array `key` in *ret_list (a new
+ * reference; an empty array if the answer has none). With --json the array
+ * is printed here instead and *ret_list is NULL: nothing is left to do. */
+int call_list(const char *method, const char *path, json_t *body, long want_status, const char *key, json_t **ret_list);
 /* METHOD PREFIX/ID/SUFFIX for each of n ids, printing each id done; EXIT_CLIENT if any failed. */
 int call_each(const char *method, const char *prefix, const char *suffix, char **ids, int n, long want_status);
+/* A request whose 200 answer goes to req's on_line or on_bytes; any other
+ * answer is reported (EXIT_CLIENT). */
+int call_streamed(struct cli_req *req);
+/* The answer of a verb that makes or brings back one thing (a sandbox, a
+ * snapshot): all of it with --json, else its id; what names the thing in the
+ * error when the answer has no id. */
+int print_answer_id(json_t *answer, const char *what);
+/* "LABEL WORD WORD...", the label padded to width, or "LABEL if_empty". */
+void print_word_list(const char *label, int width, json_t *words, const char *if_empty);
 /* Appends "key=value" of arg to obj; usage error if there is no '='. */
 int add_kv(json_t *obj, const char *flag, const char *arg);
 /* The exit status of an exit object (exit_code, signal, timed_out). */

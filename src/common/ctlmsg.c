@@ -11,9 +11,6 @@
 
 static int send_text(int sock, char *text, size_t len, const int *fds, size_t nfds)
 {
-	if (len > CTLMSG_MAX)
-		return -EMSGSIZE;
-
 	struct iovec iov = {.iov_base = text, .iov_len = len};
 	union {
 		char buf[CMSG_SPACE(sizeof(int) * CTLMSG_FDS_MAX)];
@@ -39,15 +36,20 @@ static int send_text(int sock, char *text, size_t len, const int *fds, size_t nf
 	}
 }
 
+/* A message may hold a secret value or the CA key: json_dumpb() encodes it
+ * straight into one buffer (json_dumps() leaves copies in the buffers it
+ * grows), which is wiped once sent. */
 int ctlmsg_send(int sock, json_t *msg, const int *fds, size_t nfds)
 {
 	if (nfds > CTLMSG_FDS_MAX)
 		return -EINVAL;
-	char *text = json_dumps(msg, JSON_COMPACT);
-	if (!text)
+	size_t len = json_dumpb(msg, NULL, 0, JSON_COMPACT);
+	if (len == 0)
 		return -ENOMEM;
-	size_t len = strlen(text);
-	int r = send_text(sock, text, len, fds, nfds);
+	if (len > CTLMSG_MAX)
+		return -EMSGSIZE;
+	char *text = xmalloc(len);
+	int r = json_dumpb(msg, text, len, JSON_COMPACT) == len ? send_text(sock, text, len, fds, nfds) : -EIO;
 	explicit_bzero(text, len);
 	free(text);
 	return r;

@@ -37,15 +37,22 @@ static int lookup(const struct api_request *req, struct api_response *resp, stru
 	return r;
 }
 
-/* The stream of a process that still has one (output forgotten otherwise). */
-static struct guest_stream *lookup_stream(const struct api_request *req, struct api_response *resp, struct sandbox *sb)
+/* The sandbox and the stream of a process that still has one (output
+ * forgotten otherwise), both held for the caller to release; NULL (with
+ * resp set, nothing held) if there is none. */
+static struct guest_stream *stream_acquire(const struct api_request *req, struct api_response *resp,
+                                           struct sandbox **ret_sb)
 {
+	struct sandbox *sb = api_sandbox_acquire(req, resp);
 	struct guest_stream *s = NULL;
-	if (lookup(req, resp, sb, NULL, &s) < 0)
-		return NULL;
-	if (!s)
+	if (sb && lookup(req, resp, sb, NULL, &s) == 0 && !s)
 		api_response_errorf(resp, AL_ERR_CONFLICT, "process %s ended long ago; its output is no longer kept",
 		                    req->params[1]);
+	if (!s) {
+		sandbox_release(sb);
+		return NULL;
+	}
+	*ret_sb = sb;
 	return s;
 }
 
@@ -109,12 +116,10 @@ API_HANDLER(api_process_output)
 		                    "from must be start or now, follow must be true or false");
 		return;
 	}
-	struct sandbox *sb = api_sandbox_acquire(req, resp);
-	struct guest_stream *s = sb ? lookup_stream(req, resp, sb) : NULL;
-	if (!s) {
-		sandbox_release(sb);
+	struct sandbox *sb = NULL;
+	struct guest_stream *s = stream_acquire(req, resp, &sb);
+	if (!s)
 		return;
-	}
 	bool from_start = !from || !strcmp(from, "start");
 	bool follow_on = follow && !strcmp(follow, "true");
 	api_stream_output(req, resp, sb, s, from_start, follow_on, false, NULL);
@@ -258,15 +263,15 @@ static void process_control(const struct api_request *req, struct api_response *
 		}
 		msg = json_pack("{s:O, s:O}", "rows", rows, "cols", cols);
 	}
-	struct sandbox *sb = api_sandbox_acquire(req, resp);
-	struct guest_stream *s = sb ? lookup_stream(req, resp, sb) : NULL;
-	if (s) {
-		if (guest_stream_send_control(sandbox_channel(sb), s, type, msg) < 0)
-			api_response_errorf(resp, AL_ERR_CONFLICT, "process %s has ended", req->params[1]);
-		else
-			resp->status = 204;
-		guest_stream_unref(sandbox_channel(sb), s);
-	}
+	struct sandbox *sb = NULL;
+	struct guest_stream *s = stream_acquire(req, resp, &sb);
+	if (!s)
+		return;
+	if (guest_stream_send_control(sandbox_channel(sb), s, type, msg) < 0)
+		api_response_errorf(resp, AL_ERR_CONFLICT, "process %s has ended", req->params[1]);
+	else
+		resp->status = 204;
+	guest_stream_unref(sandbox_channel(sb), s);
 	sandbox_release(sb);
 }
 
@@ -456,12 +461,10 @@ API_HANDLER(api_process_attach)
 		                    "\" (see docs/api.md, the PTY protocol)");
 		return;
 	}
-	struct sandbox *sb = api_sandbox_acquire(req, resp);
-	struct guest_stream *s = sb ? lookup_stream(req, resp, sb) : NULL;
-	if (!s) {
-		sandbox_release(sb);
+	struct sandbox *sb = NULL;
+	struct guest_stream *s = stream_acquire(req, resp, &sb);
+	if (!s)
 		return;
-	}
 	struct attach *a = xcalloc(1, sizeof(*a));
 	a->sb = sb;
 	a->s = s;

@@ -109,57 +109,101 @@ static bool has_nul(json_t *s)
 	return memchr(json_string_value(s), '\0', json_string_length(s)) != NULL;
 }
 
-/* Parses an object of string -> string. env=true applies env name rules. */
-static int parse_kv(json_t *obj, const char *field, bool env, struct kv_list *ret, struct al_error *err)
+/* What one entry of a string map must be: err set and < 0 if it is not. */
+typedef int kv_entry_check(const char *key, json_t *value, const void *ctx, struct al_error *err);
+
+/* Field `field` of obj, an object of strings (shape: what it must be, for the
+ * message), into *ret: at most max entries, each passed by check(key, value,
+ * ctx). Absent or null is an empty list. */
+static int parse_string_map(const json_t *obj, const char *field, const char *shape, size_t max, kv_entry_check *check,
+                            const void *ctx, struct kv_list *ret, struct al_error *err)
 {
 	json_t *m = json_object_get(obj, field);
 	*ret = (struct kv_list){0};
 	if (!m || json_is_null(m))
 		return 0;
 	if (!json_is_object(m))
-		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "%s: must be an object of strings", field);
-	size_t max_entries = env ? ENV_ENTRIES_MAX : METADATA_ENTRIES_MAX;
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "%s: must be %s", field, shape);
 	size_t n = json_object_size(m);
-	if (n > max_entries)
+	if (n > max)
 		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "%s: at most %zu entries, got %zu", field,
-		                    max_entries, n);
+		                    max, n);
 	struct kv_list l = {.keys = xcalloc(n, sizeof(char *)), .values = xcalloc(n, sizeof(char *))};
 	const char *key;
 	json_t *v;
-	int r = 0;
 	json_object_foreach (m, key, v) {
-		size_t klen = strlen(key);
-		if (env && !env_name_valid(key)) {
-			r = al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
-			                 "%s: name \"%.64s\" must match [A-Za-z_][A-Za-z0-9_]* and be at most %d bytes",
-			                 field, key, ENV_NAME_MAX);
-			break;
-		}
-		if (!env && (klen == 0 || klen > METADATA_KEY_MAX)) {
-			r = al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "%s: keys must be 1 to %d bytes", field,
-			                 METADATA_KEY_MAX);
-			break;
-		}
-		if (!json_is_string(v) || has_nul(v)) {
-			r = al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
-			                 "%s.%.64s: must be a string without NUL bytes", field, key);
-			break;
-		}
-		size_t max_value = env ? ENV_VALUE_MAX : METADATA_VALUE_MAX;
-		if (json_string_length(v) > max_value) {
-			r = al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "%s.%.64s: at most %zu bytes", field,
-			                 key, max_value);
-			break;
+		int r = check(key, v, ctx, err);
+		if (r < 0) {
+			kv_list_release(&l);
+			return r;
 		}
 		l.keys[l.n] = xstrdup(key);
 		l.values[l.n] = xstrdup(json_string_value(v));
 		l.n++;
 	}
-	if (r < 0) {
-		kv_list_release(&l);
-		return r;
-	}
 	*ret = l;
+	return 0;
+}
+
+/* The value of map.key: a string without NUL bytes of at most max bytes. */
+static int string_value_check(const char *map, const char *key, json_t *v, size_t max, struct al_error *err)
+{
+	if (!json_is_string(v) || has_nul(v))
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+		                    "%s.%.64s: must be a string without NUL bytes", map, key);
+	if (json_string_length(v) > max)
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "%s.%.64s: at most %zu bytes", map, key, max);
+	return 0;
+}
+
+static int env_entry_check(const char *key, json_t *v, const void *ctx, struct al_error *err)
+{
+	(void)ctx;
+	if (!env_name_valid(key))
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+		                    "env: name \"%.64s\" must match [A-Za-z_][A-Za-z0-9_]* and be at most %d bytes",
+		                    key, ENV_NAME_MAX);
+	return string_value_check("env", key, v, ENV_VALUE_MAX, err);
+}
+
+static int metadata_entry_check(const char *key, json_t *v, const void *ctx, struct al_error *err)
+{
+	(void)ctx;
+	size_t klen = strlen(key);
+	if (klen == 0 || klen > METADATA_KEY_MAX)
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "metadata: keys must be 1 to %d bytes",
+		                    METADATA_KEY_MAX);
+	return string_value_check("metadata", key, v, METADATA_VALUE_MAX, err);
+}
+
+static int parse_env(const json_t *obj, struct kv_list *ret, struct al_error *err)
+{
+	return parse_string_map(obj, "env", "an object of strings", ENV_ENTRIES_MAX, env_entry_check, NULL, ret, err);
+}
+
+static int parse_metadata(const json_t *obj, struct kv_list *ret, struct al_error *err)
+{
+	return parse_string_map(obj, "metadata", "an object of strings", METADATA_ENTRIES_MAX, metadata_entry_check,
+	                        NULL, ret, err);
+}
+
+/* ctx: the request's env (or NULL), which a grant must not name again. */
+static int grant_entry_check(const char *key, json_t *v, const void *ctx, struct al_error *err)
+{
+	const struct kv_list *env = ctx;
+	if (!env_name_valid(key))
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+		                    "secrets: name \"%.64s\" must match [A-Za-z_][A-Za-z0-9_]* and be at most %d bytes",
+		                    key, ENV_NAME_MAX);
+	if (!json_is_string(v) || has_nul(v) || !secret_name_valid(json_string_value(v)))
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+		                    "secrets.%.64s: must be a secret name ([a-z0-9][a-z0-9_.-]{0,62})", key);
+	for (size_t i = 0; env && i < env->n; i++)
+		if (!strcmp(env->keys[i], key))
+			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+			                    "secrets.%.64s: also set in env; a variable is either a secret's "
+			                    "placeholder or a value",
+			                    key);
 	return 0;
 }
 
@@ -168,52 +212,8 @@ int secret_grants_parse(const json_t *obj, const struct kv_list *env, struct kv_
 	/* SECURITY: client input; only names travel (never a value): each env
 	 * name as for env, each secret name of the secret alphabet. Whether the
 	 * secret exists is checked by the caller, for the sandbox's tenant. */
-	json_t *m = json_object_get(obj, "secrets");
-	*ret = (struct kv_list){0};
-	if (!m || json_is_null(m))
-		return 0;
-	if (!json_is_object(m))
-		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
-		                    "secrets: must be an object {\"ENV_NAME\": \"secret-name\", ...}");
-	size_t n = json_object_size(m);
-	if (n > SANDBOX_SECRETS_MAX)
-		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "secrets: at most %d entries, got %zu",
-		                    SANDBOX_SECRETS_MAX, n);
-	struct kv_list l = {.keys = xcalloc(n ? n : 1, sizeof(char *)), .values = xcalloc(n ? n : 1, sizeof(char *))};
-	const char *key;
-	json_t *v;
-	int r = 0;
-	json_object_foreach (m, key, v) {
-		if (!env_name_valid(key)) {
-			r = al_error_set(
-			    err, AL_ERR_INVALID_ARGUMENT, EINVAL,
-			    "secrets: name \"%.64s\" must match [A-Za-z_][A-Za-z0-9_]* and be at most %d bytes", key,
-			    ENV_NAME_MAX);
-			break;
-		}
-		if (!json_is_string(v) || has_nul(v) || !secret_name_valid(json_string_value(v))) {
-			r = al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
-			                 "secrets.%.64s: must be a secret name ([a-z0-9][a-z0-9_.-]{0,62})", key);
-			break;
-		}
-		for (size_t i = 0; env && i < env->n && r == 0; i++)
-			if (!strcmp(env->keys[i], key))
-				r = al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
-				                 "secrets.%.64s: also set in env; a variable is either a secret's "
-				                 "placeholder or a value",
-				                 key);
-		if (r < 0)
-			break;
-		l.keys[l.n] = xstrdup(key);
-		l.values[l.n] = xstrdup(json_string_value(v));
-		l.n++;
-	}
-	if (r < 0) {
-		kv_list_release(&l);
-		return r;
-	}
-	*ret = l;
-	return 0;
+	return parse_string_map(obj, "secrets", "an object {\"ENV_NAME\": \"secret-name\", ...}", SANDBOX_SECRETS_MAX,
+	                        grant_entry_check, env, ret, err);
 }
 
 static int parse_timeouts(json_t *j, struct timeout_request *t, struct al_error *err)
@@ -326,9 +326,9 @@ int create_request_parse(const char *body, size_t len, unsigned host_memory_mib,
 
 	if ((rc = parse_timeouts(j, &r.timeouts, err)) < 0)
 		return rc;
-	if ((rc = parse_kv(j, "env", true, &r.env, err)) < 0)
+	if ((rc = parse_env(j, &r.env, err)) < 0)
 		return rc;
-	if ((rc = parse_kv(j, "metadata", false, &r.metadata, err)) < 0) {
+	if ((rc = parse_metadata(j, &r.metadata, err)) < 0) {
 		create_request_release(&r);
 		return rc;
 	}
@@ -495,7 +495,7 @@ int exec_request_parse(const char *body, size_t len, struct exec_request *ret, s
 		return rc;
 	if ((rc = parse_argv(j, &r, err)) < 0)
 		goto fail;
-	if ((rc = parse_kv(j, "env", true, &r.env, err)) < 0)
+	if ((rc = parse_env(j, &r.env, err)) < 0)
 		goto fail;
 
 	json_t *cwd = json_object_get(j, "cwd");

@@ -3,11 +3,10 @@
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
-#include <pthread.h>
-#include <sqlite3.h>
 
 #include "events.h"
 #include "json-cleanup.h"
+#include "store-db.h"
 #include "store.h"
 #include "util.h"
 
@@ -17,10 +16,8 @@
 #define TOKEN_ID_PREFIX "tok-"
 #define TOKEN_CREATE_ATTEMPTS 4
 
-/* The connection of the state store. `life` is read-held while it is in use
- * and write-held to set or clear it, so auth_shutdown() waits for users. */
-static pthread_rwlock_t life = PTHREAD_RWLOCK_INITIALIZER;
-static sqlite3 *auth_db;
+/* The state store's connection (store-db.h). */
+static struct db_conn auth_db = DB_CONN_INIT("tokens and tenants");
 
 static const char schema[] = "CREATE TABLE IF NOT EXISTS tokens ("
                              " id TEXT PRIMARY KEY,"
@@ -36,74 +33,21 @@ static const char schema[] = "CREATE TABLE IF NOT EXISTS tokens ("
                              " max_memory_mib INTEGER,"
                              " max_snapshot_mib INTEGER);";
 
-/* ------------------------------------------------------------ database access */
-
-/* Holds `life` (read) and the connection's mutex, so that a sequence of calls
- * (step, changes, errmsg) is not interleaved with another thread's. Never
- * call events_emit() while holding it (events takes its locks first). */
-static sqlite3 *db_acquire(void)
-{
-	pthread_rwlock_rdlock(&life);
-	if (!auth_db) {
-		pthread_rwlock_unlock(&life);
-		return NULL;
-	}
-	sqlite3_mutex_enter(sqlite3_db_mutex(auth_db));
-	return auth_db;
-}
-
-static void db_releasep(sqlite3 **db)
-{
-	if (!*db)
-		return;
-	sqlite3_mutex_leave(sqlite3_db_mutex(*db));
-	pthread_rwlock_unlock(&life);
-	*db = NULL;
-}
-#define cleanup_db __attribute__((cleanup(db_releasep)))
-
-static void stmt_finalizep(sqlite3_stmt **st)
-{
-	sqlite3_finalize(*st); /* accepts NULL */
-}
-#define cleanup_stmt __attribute__((cleanup(stmt_finalizep)))
-
-static int db_closed(struct al_error *err)
-{
-	return al_error_set(err, AL_ERR_UNAVAILABLE, ESHUTDOWN,
-	                    "tokens and tenants are unavailable: the daemon is "
-	                    "shutting down");
-}
-
-static int db_error(sqlite3 *db, struct al_error *err, const char *what)
-{
-	return al_error_set(err, AL_ERR_INTERNAL, EIO, "state store: %s: %s", what, sqlite3_errmsg(db));
-}
-
 int auth_init(struct store *s, struct al_error *err)
 {
 	sqlite3 *db = store_db(s);
-	char *msg = NULL;
-	int rc = sqlite3_exec(db, schema, NULL, NULL, &msg);
-	if (rc != SQLITE_OK) {
-		int r = al_error_set(err, AL_ERR_INTERNAL, EIO, "cannot create the token tables: %s",
-		                     msg ? msg : sqlite3_errstr(rc));
-		sqlite3_free(msg);
+	int r = db_exec(db, schema, "create the token tables", err);
+	if (r < 0)
 		return r;
-	}
 	/* Databases from before snapshot quotas: add the column (an error means it is there). */
 	sqlite3_exec(db, "ALTER TABLE tenants ADD COLUMN max_snapshot_mib INTEGER", NULL, NULL, NULL);
-	pthread_rwlock_wrlock(&life);
-	auth_db = db;
-	pthread_rwlock_unlock(&life);
+	db_conn_set(&auth_db, db);
 	return 0;
 }
 
 void auth_shutdown(void)
 {
-	pthread_rwlock_wrlock(&life);
-	auth_db = NULL;
-	pthread_rwlock_unlock(&life);
+	db_conn_set(&auth_db, NULL);
 }
 
 /* ------------------------------------------------------------ names and secrets */
@@ -222,15 +166,14 @@ static void token_from_row(sqlite3_stmt *st, struct token_info *t)
 /* Inserts t with the hash of secret. -EEXIST if the id or hash is taken. */
 static int token_insert(const struct token_info *t, const uint8_t hash[TOKEN_HASH_LEN], struct al_error *err)
 {
-	cleanup_db sqlite3 *db = db_acquire();
-	if (!db)
-		return db_closed(err);
-	cleanup_stmt sqlite3_stmt *st = NULL;
-	if (sqlite3_prepare_v2(db,
-	                       "INSERT INTO tokens (id, tenant, description, hash, created_ms, revoked_ms)"
-	                       " VALUES (?1, ?2, ?3, ?4, ?5, NULL)",
-	                       -1, &st, NULL) != SQLITE_OK)
-		return db_error(db, err, "insert token");
+	cleanup_db_query struct db_query query = {0};
+	int r = db_query_prepare(&auth_db,
+	                         "INSERT INTO tokens (id, tenant, description, hash, created_ms, revoked_ms)"
+	                         " VALUES (?1, ?2, ?3, ?4, ?5, NULL)",
+	                         "insert token", &query, err);
+	if (r < 0)
+		return r;
+	sqlite3_stmt *st = query.stmt;
 	sqlite3_bind_text(st, 1, t->id, -1, SQLITE_STATIC);
 	sqlite3_bind_text(st, 2, t->tenant, -1, SQLITE_STATIC);
 	sqlite3_bind_text(st, 3, t->description, -1, SQLITE_STATIC);
@@ -240,7 +183,7 @@ static int token_insert(const struct token_info *t, const uint8_t hash[TOKEN_HAS
 	if (rc == SQLITE_CONSTRAINT)
 		return -EEXIST;
 	if (rc != SQLITE_DONE)
-		return db_error(db, err, "insert token");
+		return db_query_error(&query, err);
 	return 0;
 }
 
@@ -287,15 +230,14 @@ int auth_token_create(const char *tenant, const char *description, struct token_
 
 int auth_token_list(const char *tenant, struct token_info **ret, size_t *ret_n, struct al_error *err)
 {
-	cleanup_db sqlite3 *db = db_acquire();
-	if (!db)
-		return db_closed(err);
-	cleanup_stmt sqlite3_stmt *st = NULL;
-	if (sqlite3_prepare_v2(db,
-	                       "SELECT id, tenant, description, created_ms, revoked_ms FROM tokens"
-	                       " WHERE ?1 IS NULL OR tenant = ?1 ORDER BY created_ms, id",
-	                       -1, &st, NULL) != SQLITE_OK)
-		return db_error(db, err, "list tokens");
+	cleanup_db_query struct db_query query = {0};
+	int r = db_query_prepare(&auth_db,
+	                         "SELECT id, tenant, description, created_ms, revoked_ms FROM tokens"
+	                         " WHERE ?1 IS NULL OR tenant = ?1 ORDER BY created_ms, id",
+	                         "list tokens", &query, err);
+	if (r < 0)
+		return r;
+	sqlite3_stmt *st = query.stmt;
 	if (tenant)
 		sqlite3_bind_text(st, 1, tenant, -1, SQLITE_STATIC);
 	cleanup_free struct token_info *v = NULL;
@@ -309,7 +251,7 @@ int auth_token_list(const char *tenant, struct token_info **ret, size_t *ret_n, 
 		token_from_row(st, &v[n++]);
 	}
 	if (rc != SQLITE_DONE)
-		return db_error(db, err, "list tokens");
+		return db_query_error(&query, err);
 	*ret = TAKE_PTR(v);
 	*ret_n = n;
 	return 0;
@@ -318,14 +260,13 @@ int auth_token_list(const char *tenant, struct token_info **ret, size_t *ret_n, 
 /* Marks the token revoked; writes its tenant. -ENOENT if unknown or revoked. */
 static int token_mark_revoked(const char *id, char tenant[TENANT_NAME_MAX + 1], struct al_error *err)
 {
-	cleanup_db sqlite3 *db = db_acquire();
-	if (!db)
-		return db_closed(err);
-	cleanup_stmt sqlite3_stmt *st = NULL;
-	if (sqlite3_prepare_v2(
-	        db, "UPDATE tokens SET revoked_ms = ?1 WHERE id = ?2 AND revoked_ms IS NULL RETURNING tenant", -1, &st,
-	        NULL) != SQLITE_OK)
-		return db_error(db, err, "revoke token");
+	cleanup_db_query struct db_query query = {0};
+	int r = db_query_prepare(
+	    &auth_db, "UPDATE tokens SET revoked_ms = ?1 WHERE id = ?2 AND revoked_ms IS NULL RETURNING tenant",
+	    "revoke token", &query, err);
+	if (r < 0)
+		return r;
+	sqlite3_stmt *st = query.stmt;
 	sqlite3_bind_int64(st, 1, (sqlite3_int64)now_ms_realtime());
 	sqlite3_bind_text(st, 2, id, -1, SQLITE_STATIC);
 	int rc = sqlite3_step(st);
@@ -333,10 +274,10 @@ static int token_mark_revoked(const char *id, char tenant[TENANT_NAME_MAX + 1], 
 		return al_error_set(err, AL_ERR_NOT_FOUND, ENOENT,
 		                    "no valid token %.32s (unknown or already revoked); GET /v1/tokens lists them", id);
 	if (rc != SQLITE_ROW)
-		return db_error(db, err, "revoke token");
+		return db_query_error(&query, err);
 	strlcpy_al(tenant, (const char *)sqlite3_column_text(st, 0), TENANT_NAME_MAX + 1);
 	if (sqlite3_step(st) != SQLITE_DONE)
-		return db_error(db, err, "revoke token");
+		return db_query_error(&query, err);
 	return 0;
 }
 
@@ -355,13 +296,12 @@ enum lookup_result { LOOKUP_VALID, LOOKUP_UNKNOWN, LOOKUP_REVOKED };
 static int token_lookup(const uint8_t hash[TOKEN_HASH_LEN], enum lookup_result *ret,
                         char ret_tenant[TENANT_NAME_MAX + 1], struct al_error *err)
 {
-	cleanup_db sqlite3 *db = db_acquire();
-	if (!db)
-		return db_closed(err);
-	cleanup_stmt sqlite3_stmt *st = NULL;
-	if (sqlite3_prepare_v2(db, "SELECT tenant, hash, revoked_ms FROM tokens WHERE hash = ?1", -1, &st, NULL) !=
-	    SQLITE_OK)
-		return db_error(db, err, "look up token");
+	cleanup_db_query struct db_query query = {0};
+	int r = db_query_prepare(&auth_db, "SELECT tenant, hash, revoked_ms FROM tokens WHERE hash = ?1",
+	                         "look up token", &query, err);
+	if (r < 0)
+		return r;
+	sqlite3_stmt *st = query.stmt;
 	sqlite3_bind_blob(st, 1, hash, TOKEN_HASH_LEN, SQLITE_STATIC);
 	int rc = sqlite3_step(st);
 	if (rc == SQLITE_DONE) {
@@ -369,7 +309,7 @@ static int token_lookup(const uint8_t hash[TOKEN_HASH_LEN], enum lookup_result *
 		return 0;
 	}
 	if (rc != SQLITE_ROW)
-		return db_error(db, err, "look up token");
+		return db_query_error(&query, err);
 	/* SECURITY: the index lookup is not constant-time; compare the stored
 	 * hash again with CRYPTO_memcmp so that the decision itself is. */
 	const void *stored = sqlite3_column_blob(st, 1);
@@ -492,23 +432,22 @@ int auth_quota_set(const char *tenant, const struct tenant_quota *q, struct al_e
 	r = quota_validate(q, err);
 	if (r < 0)
 		return r;
-	cleanup_db sqlite3 *db = db_acquire();
-	if (!db)
-		return db_closed(err);
-	cleanup_stmt sqlite3_stmt *st = NULL;
-	if (sqlite3_prepare_v2(db,
-	                       "INSERT INTO tenants (name, max_sandboxes, max_vcpus, max_memory_mib, max_snapshot_mib)"
-	                       " VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT(name) DO UPDATE SET"
-	                       " max_sandboxes = ?2, max_vcpus = ?3, max_memory_mib = ?4, max_snapshot_mib = ?5",
-	                       -1, &st, NULL) != SQLITE_OK)
-		return db_error(db, err, "set quotas");
+	cleanup_db_query struct db_query query = {0};
+	r = db_query_prepare(&auth_db,
+	                     "INSERT INTO tenants (name, max_sandboxes, max_vcpus, max_memory_mib, max_snapshot_mib)"
+	                     " VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT(name) DO UPDATE SET"
+	                     " max_sandboxes = ?2, max_vcpus = ?3, max_memory_mib = ?4, max_snapshot_mib = ?5",
+	                     "set quotas", &query, err);
+	if (r < 0)
+		return r;
+	sqlite3_stmt *st = query.stmt;
 	sqlite3_bind_text(st, 1, tenant, -1, SQLITE_STATIC);
 	sqlite3_bind_int64(st, 2, q->max_sandboxes);
 	sqlite3_bind_int64(st, 3, q->max_vcpus);
 	sqlite3_bind_int64(st, 4, q->max_memory_mib);
 	sqlite3_bind_int64(st, 5, q->max_snapshot_mib);
 	if (sqlite3_step(st) != SQLITE_DONE)
-		return db_error(db, err, "set quotas");
+		return db_query_error(&query, err);
 	return 0;
 }
 
@@ -523,14 +462,13 @@ int auth_quota_get(const char *tenant, struct tenant_quota *ret, struct al_error
 	int r = tenant_check(tenant, err);
 	if (r < 0)
 		return r;
-	cleanup_db sqlite3 *db = db_acquire();
-	if (!db)
-		return db_closed(err);
-	cleanup_stmt sqlite3_stmt *st = NULL;
-	if (sqlite3_prepare_v2(
-	        db, "SELECT max_sandboxes, max_vcpus, max_memory_mib, max_snapshot_mib FROM tenants WHERE name = ?1",
-	        -1, &st, NULL) != SQLITE_OK)
-		return db_error(db, err, "get quotas");
+	cleanup_db_query struct db_query query = {0};
+	r = db_query_prepare(
+	    &auth_db, "SELECT max_sandboxes, max_vcpus, max_memory_mib, max_snapshot_mib FROM tenants WHERE name = ?1",
+	    "get quotas", &query, err);
+	if (r < 0)
+		return r;
+	sqlite3_stmt *st = query.stmt;
 	sqlite3_bind_text(st, 1, tenant, -1, SQLITE_STATIC);
 	int rc = sqlite3_step(st);
 	struct tenant_quota q = {0};
@@ -538,7 +476,7 @@ int auth_quota_get(const char *tenant, struct tenant_quota *ret, struct al_error
 		q = (struct tenant_quota){column_quota(st, 0), column_quota(st, 1), column_quota(st, 2),
 		                          column_quota(st, 3)};
 	else if (rc != SQLITE_DONE)
-		return db_error(db, err, "get quotas");
+		return db_query_error(&query, err);
 	*ret = q;
 	return 0;
 }

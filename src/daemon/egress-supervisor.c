@@ -101,56 +101,6 @@ static int add_message(const struct entry *e, bool with_bindings, json_t **ret, 
 	return 0;
 }
 
-/* ctlmsg_send() for messages that may hold a secret value or the CA key:
- * json_dumpb() encodes straight into one buffer (json_dumps leaves copies
- * in the buffer it grows), which is wiped once sent. */
-static int ctl_send(int sock, json_t *msg, const int *fds, size_t nfds)
-{
-	if (nfds > CTLMSG_FDS_MAX)
-		return -EINVAL;
-	size_t len = json_dumpb(msg, NULL, 0, JSON_COMPACT);
-	if (len == 0)
-		return -ENOMEM;
-	if (len > CTLMSG_MAX)
-		return -EMSGSIZE;
-	char *text = xmalloc(len);
-	if (json_dumpb(msg, text, len, JSON_COMPACT) != len) {
-		free(text);
-		return -EIO;
-	}
-	struct iovec iov = {.iov_base = text, .iov_len = len};
-	union {
-		char buf[CMSG_SPACE(sizeof(int) * CTLMSG_FDS_MAX)];
-		struct cmsghdr align;
-	} control;
-	memset(&control, 0, sizeof(control));
-	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
-	if (nfds > 0) {
-		mh.msg_control = control.buf;
-		mh.msg_controllen = CMSG_SPACE(sizeof(int) * nfds);
-		struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
-		c->cmsg_level = SOL_SOCKET;
-		c->cmsg_type = SCM_RIGHTS;
-		c->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
-		memcpy(CMSG_DATA(c), fds, sizeof(int) * nfds);
-	}
-	int r;
-	for (;;) {
-		ssize_t n = sendmsg(sock, &mh, MSG_NOSIGNAL);
-		if (n >= 0) {
-			r = (size_t)n == len ? 0 : -EIO;
-			break;
-		}
-		if (errno != EINTR) {
-			r = -errno;
-			break;
-		}
-	}
-	explicit_bzero(text, len);
-	free(text);
-	return r;
-}
-
 /* Sends one request and waits for its answer. Called with req_lock held.
  * -ENOTCONN: the gateway is down (or died meanwhile). */
 static int request(json_t *msg, const int *fds, size_t nfds, struct al_error *err)
@@ -165,7 +115,7 @@ static int request(json_t *msg, const int *fds, size_t nfds, struct al_error *er
 	pthread_mutex_unlock(&st_lock);
 
 	json_object_set_new(msg, "seq", json_integer((json_int_t)seq));
-	int r = ctl_send(fd, msg, fds, nfds);
+	int r = ctlmsg_send(fd, msg, fds, nfds);
 	if (r == -EMSGSIZE)
 		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EMSGSIZE,
 		                    "the sandbox's network policy and secret bindings together are over the egress "
@@ -541,7 +491,7 @@ static int handover_send(json_t *msg, const int *fds, size_t nfds)
 	int fd = ctl_fd;
 	pthread_mutex_unlock(&st_lock);
 	json_object_set_new(msg, "seq", json_integer((json_int_t)seq));
-	return ctl_send(fd, msg, fds, nfds);
+	return ctlmsg_send(fd, msg, fds, nfds);
 }
 
 /* The Airlock CA, before any "add": the key is read, sent and wiped. */

@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The daemon's side of airlock-jailer (jail.h, docs/jailer.md). */
+#include <dirent.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <inttypes.h>
 #include <poll.h>
 #include <pthread.h>
@@ -355,6 +357,28 @@ int jail_cleanup(const char *id, struct al_error *err)
 		}
 		usleep(50 * 1000);
 	}
+}
+
+void jail_each_process_below(const char *dir, void (*fn)(long pid, char *cwd, void *ctx), void *ctx)
+{
+	DIR *d = opendir("/proc");
+	struct dirent *de;
+	size_t dlen = strlen(dir);
+	while (d && (de = readdir(d))) {
+		long pid;
+		if (parse_int_range(de->d_name, 2, INT32_MAX, &pid) < 0)
+			continue;
+		char link[64], cwd[PATH_MAX];
+		snprintf(link, sizeof(link), "/proc/%ld/cwd", pid);
+		ssize_t n = readlink(link, cwd, sizeof(cwd) - 1);
+		if (n <= 0)
+			continue;
+		cwd[n] = '\0';
+		if (!strncmp(cwd, dir, dlen) && cwd[dlen] == '/')
+			fn(pid, cwd, ctx);
+	}
+	if (d)
+		closedir(d);
 }
 
 bool jail_failure_in_log(int log_dirfd, const char *log_name, char *buf, size_t size)

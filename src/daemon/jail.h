@@ -83,6 +83,10 @@ char **jail_argv(const char *id, const char *root, const struct vmm_jail *j, int
  * left in it first, retries a short while; 0 also when there was none. */
 int jail_cleanup(const char *id, struct al_error *err);
 
+/* Calls fn(pid, cwd, ctx) for every process (but init) whose working
+ * directory is below dir/ (a jailer runs in its jail's directory): how the
+ * VMMs a previous airlockd left are found. fn may write into cwd. */
+void jail_each_process_below(const char *dir, void (*fn)(long pid, char *cwd, void *ctx), void *ctx);
 /* The jailer's refusal in a VMM log (its line "airlock-jailer: STEP: ..."),
  * if there is one: true and the line in buf. */
 bool jail_failure_in_log(int log_dirfd, const char *log_name, char *buf, size_t size);

@@ -235,6 +235,14 @@ static int persist_locked(struct sandbox *sb, struct al_error *err)
 	return store_sandbox_update(cfg->store, &sb->rec, err);
 }
 
+/* A copy of the record for the caller (who releases it). */
+static void record_copy_out(struct sandbox *sb, struct sandbox_record *ret)
+{
+	pthread_mutex_lock(&sb->lock);
+	sandbox_record_copy(ret, &sb->rec);
+	pthread_mutex_unlock(&sb->lock);
+}
+
 /* ---- console ---------------------------------------------------------------------------- */
 
 static void console_append(struct sandbox *sb, const char *data, size_t n)
@@ -1210,6 +1218,28 @@ static void boot_phases_log(struct sandbox *sb, uint64_t t0, uint64_t disk, uint
 	         now - agent);
 }
 
+/* The guest agent did not say hello (r: what waiting for it returned): why,
+ * as far as the VMM, its jail and the channel tell. */
+static int hello_failed(struct sandbox *sb, int r, struct al_error *err)
+{
+	/* Give the console a moment to deliver the guest's last words. */
+	struct pollfd p = {.fd = sb->pidfd, .events = POLLIN};
+	poll(&p, 1, r == -ETIMEDOUT ? 0 : 500);
+	char what[256];
+	char refusal[200];
+	if (poll(&p, 1, 0) > 0 && jail_refusal(sb, refusal, sizeof(refusal)))
+		snprintf(what, sizeof(what), "the VMM's jail could not be set up: %s", refusal);
+	else if (poll(&p, 1, 0) > 0)
+		snprintf(what, sizeof(what),
+		         "the VM exited before the guest agent said hello (did the guest kernel panic?)");
+	else if (r == -ETIMEDOUT)
+		snprintf(what, sizeof(what), "the guest agent did not say hello within %u s (boot timeout)",
+		         cfg->boot_timeout_s);
+	else
+		guest_channel_dead(sb->ch, what, sizeof(what));
+	return al_error_set(err, AL_ERR_BOOT_FAILED, -r, "%s", what);
+}
+
 static int boot(struct sandbox *sb, const struct images *im, const struct snapshot_info *from, bool reuse,
                 struct al_error *err)
 {
@@ -1318,54 +1348,28 @@ static int boot(struct sandbox *sb, const struct images *im, const struct snapsh
 	 * (restore_finish). */
 	if ((r = attach(sb, deadline, !((from || ts) && channel_needs_running_guest()), err)) < 0)
 		return r;
-	uint64_t t_attach = now_ms_monotonic(), t_agent;
+	uint64_t t_attach = now_ms_monotonic();
 	if (from || ts) {
 		if ((r = restore_finish(sb, &vc, deadline, err)) < 0)
 			return r;
-		t_agent = now_ms_monotonic();
-		/* The template's snapshot has the CA already. */
-		if (ts && tsnap_ca_bundle(ts)[0]) {
-			pthread_mutex_lock(&sb->lock);
-			strlcpy_al(sb->rec.ca_bundle, tsnap_ca_bundle(ts), sizeof(sb->rec.ca_bundle));
-			pthread_mutex_unlock(&sb->lock);
-		} else if ((r = install_ca(sb, deadline, err)) < 0) {
-			return r;
-		}
-		boot_phases_log(sb, t0, t_disk, t_net, t_spawn, t_attach, t_agent);
+	} else if ((r = guest_channel_wait_hello(sb->ch, deadline, NULL)) != 0) {
+		return hello_failed(sb, r, err);
+	}
+	uint64_t t_agent = now_ms_monotonic();
+	/* The template's snapshot has the CA already. */
+	if (ts && tsnap_ca_bundle(ts)[0]) {
 		pthread_mutex_lock(&sb->lock);
-		sb->rec.boot_ms = (int64_t)(now_ms_monotonic() - t0);
-		r = set_state_locked(sb, SANDBOX_RUNNING, NULL, err);
+		strlcpy_al(sb->rec.ca_bundle, tsnap_ca_bundle(ts), sizeof(sb->rec.ca_bundle));
 		pthread_mutex_unlock(&sb->lock);
+	} else if ((r = install_ca(sb, deadline, err)) < 0) {
 		return r;
 	}
-	r = guest_channel_wait_hello(sb->ch, deadline, NULL);
-	if (r == 0) {
-		t_agent = now_ms_monotonic();
-		if ((r = install_ca(sb, deadline, err)) < 0)
-			return r;
-		boot_phases_log(sb, t0, t_disk, t_net, t_spawn, t_attach, t_agent);
-		pthread_mutex_lock(&sb->lock);
-		sb->rec.boot_ms = (int64_t)(now_ms_monotonic() - t0);
-		r = set_state_locked(sb, SANDBOX_RUNNING, NULL, err);
-		pthread_mutex_unlock(&sb->lock);
-		return r;
-	}
-	/* Give the console a moment to deliver the guest's last words. */
-	struct pollfd p = {.fd = sb->pidfd, .events = POLLIN};
-	poll(&p, 1, r == -ETIMEDOUT ? 0 : 500);
-	char what[256];
-	char refusal[200];
-	if (poll(&p, 1, 0) > 0 && jail_refusal(sb, refusal, sizeof(refusal)))
-		snprintf(what, sizeof(what), "the VMM's jail could not be set up: %s", refusal);
-	else if (poll(&p, 1, 0) > 0)
-		snprintf(what, sizeof(what),
-		         "the VM exited before the guest agent said hello (did the guest kernel panic?)");
-	else if (r == -ETIMEDOUT)
-		snprintf(what, sizeof(what), "the guest agent did not say hello within %u s (boot timeout)",
-		         cfg->boot_timeout_s);
-	else
-		guest_channel_dead(sb->ch, what, sizeof(what));
-	return al_error_set(err, AL_ERR_BOOT_FAILED, -r, "%s", what);
+	boot_phases_log(sb, t0, t_disk, t_net, t_spawn, t_attach, t_agent);
+	pthread_mutex_lock(&sb->lock);
+	sb->rec.boot_ms = (int64_t)(now_ms_monotonic() - t0);
+	r = set_state_locked(sb, SANDBOX_RUNNING, NULL, err);
+	pthread_mutex_unlock(&sb->lock);
+	return r;
 }
 
 /* Tears down the runtime of a sandbox: monitor, VMM, fds. Keeps the dir. */
@@ -1389,6 +1393,20 @@ static void teardown(struct sandbox *sb)
 		}
 	}
 	jail_release(sb);
+}
+
+/* A boot (of a create or a recover) failed with err: the runtime goes, the
+ * record says why, with the console's last lines. */
+static void boot_failed(struct sandbox *sb, const struct al_error *err)
+{
+	teardown(sb);
+	pthread_mutex_lock(&sb->lock);
+	char reason[2048];
+	describe_exit(sb, err->message, reason, sizeof(reason));
+	struct al_error e2;
+	if (set_state_locked(sb, SANDBOX_ERROR, reason, &e2) < 0)
+		log_error("sandbox %s: %s", sb->rec.id, e2.message);
+	pthread_mutex_unlock(&sb->lock);
 }
 
 /* Quota check and registration in one step, so two creates cannot both take the last slot. */
@@ -1473,23 +1491,14 @@ static int create_started(const struct create_request *req, const char *tenant, 
 	pthread_mutex_lock(&sb->op_lock);
 	r = boot(sb, &im, from, false, err);
 	if (r < 0) {
-		teardown(sb);
-		pthread_mutex_lock(&sb->lock);
-		char reason[2048];
-		describe_exit(sb, err->message, reason, sizeof(reason));
-		struct al_error e2;
-		if (set_state_locked(sb, SANDBOX_ERROR, reason, &e2) < 0)
-			log_error("sandbox %s: %s", sb->rec.id, e2.message);
-		pthread_mutex_unlock(&sb->lock);
+		boot_failed(sb, err);
 		/* The disk is large and useless now; the logs stay until rm. */
 		cleanup_free char *disk = xasprintf("%s/%s", sb->root, vmm_disk_file(cfg->vmm));
 		unlink(disk);
 		/* The record has the console lines; the answer names the sandbox to inspect. */
 		al_error_prefix(err, "sandbox %s failed to boot (see 'airlock inspect %s')", sb->rec.id, sb->rec.id);
 	} else {
-		pthread_mutex_lock(&sb->lock);
-		sandbox_record_copy(ret, &sb->rec);
-		pthread_mutex_unlock(&sb->lock);
+		record_copy_out(sb, ret);
 	}
 	pthread_mutex_unlock(&sb->op_lock);
 	sandbox_unref(sb);
@@ -1527,9 +1536,7 @@ int sandbox_get(const char *id, const char *tenant, struct sandbox_record *ret, 
 	struct sandbox_record rec;
 	struct sandbox *sb = registry_find(id);
 	if (sb) {
-		pthread_mutex_lock(&sb->lock);
-		sandbox_record_copy(&rec, &sb->rec);
-		pthread_mutex_unlock(&sb->lock);
+		record_copy_out(sb, &rec);
 		sandbox_unref(sb);
 	} else {
 		int r = store_sandbox_get(cfg->store, id, &rec, err);
@@ -1683,9 +1690,7 @@ static int pause_resume(const char *id, const char *tenant, bool pause, struct s
 		}
 	}
 	if (r >= 0) {
-		pthread_mutex_lock(&sb->lock);
-		sandbox_record_copy(ret, &sb->rec);
-		pthread_mutex_unlock(&sb->lock);
+		record_copy_out(sb, ret);
 		r = 0;
 	}
 	pthread_mutex_unlock(&sb->op_lock);
@@ -2084,23 +2089,14 @@ int sandbox_recover(const char *id, const char *tenant, bool memory, struct sand
 		log_info("sandbox %s: recovering %s", id, from_snapshot ? snap.id : "by a cold boot of its disk");
 		r = boot(sb, &im, from_snapshot ? &snap : NULL, true, err);
 		if (r < 0) {
-			teardown(sb);
-			pthread_mutex_lock(&sb->lock);
-			char reason[2048];
-			describe_exit(sb, err->message, reason, sizeof(reason));
-			struct al_error e2;
-			set_state_locked(sb, SANDBOX_ERROR, reason, &e2);
-			pthread_mutex_unlock(&sb->lock);
+			boot_failed(sb, err);
 			al_error_prefix(err, "sandbox %s could not be recovered", id);
 		}
 	}
 	if (slot)
 		start_slot_release();
-	if (r == 0) {
-		pthread_mutex_lock(&sb->lock);
-		sandbox_record_copy(ret, &sb->rec);
-		pthread_mutex_unlock(&sb->lock);
-	}
+	if (r == 0)
+		record_copy_out(sb, ret);
 	pthread_mutex_unlock(&sb->op_lock);
 	sandbox_unref(sb);
 	return r;
@@ -2774,6 +2770,33 @@ static void recover_one(struct sandbox_record *rec)
 	sandbox_unref(sb);
 }
 
+/* A process whose cwd is in <boxes> (ctx): the jailer of a VMM if it runs
+ * in <boxes>/<id>/vm. Killed if no live record owns it. */
+static void vmm_left(long pid, char *cwd, void *ctx)
+{
+	const char *boxes = ctx;
+	size_t blen = strlen(boxes), ilen = strlen("sb-0123456789abcdef");
+	if (strlen(cwd) != blen + 1 + ilen + 1 + strlen(SANDBOX_VM_DIR) || cwd[blen + 1 + ilen] != '/' ||
+	    strcmp(cwd + blen + 1 + ilen + 1, SANDBOX_VM_DIR))
+		return;
+	cwd[blen + 1 + ilen] = '\0';
+	const char *id = cwd + blen + 1;
+	if (!sandbox_id_valid(id))
+		return;
+	struct sandbox *sb = registry_find(id);
+	if (sb) {
+		sandbox_unref(sb);
+		return;
+	}
+	if (!vmm_alive(id, (pid_t)pid))
+		return;
+	log_info("killing VMM %ld of sandbox %s, which no live record owns", pid, id);
+	kill((pid_t)pid, SIGKILL);
+	struct al_error e = {0};
+	if (jail_cleanup(id, &e) < 0)
+		log_error("sandbox %s: %s", id, e.message);
+}
+
 /* SECURITY/hygiene: after a crash, nothing may be left that no record owns:
  * half-written snapshots, directories of deleted sandboxes, and VMMs running
  * from our state dir whose sandbox is gone. */
@@ -2794,42 +2817,7 @@ static void sweep_orphans(void)
 	if (d)
 		closedir(d);
 	/* VMMs first: their cwd is the sandbox dir. */
-	d = opendir("/proc");
-	while (d && (de = readdir(d))) {
-		if (de->d_name[0] < '1' || de->d_name[0] > '9')
-			continue;
-		char link[300], cwd[PATH_MAX];
-		snprintf(link, sizeof(link), "/proc/%s/cwd", de->d_name);
-		ssize_t n = readlink(link, cwd, sizeof(cwd) - 1);
-		if (n <= 0)
-			continue;
-		cwd[n] = '\0';
-		/* The jailer runs in <boxes>/<id>/vm. */
-		size_t blen = strlen(boxes), ilen = strlen("sb-0123456789abcdef");
-		if (strncmp(cwd, boxes, blen) || cwd[blen] != '/' ||
-		    strlen(cwd) != blen + 1 + ilen + 1 + strlen(SANDBOX_VM_DIR) || cwd[blen + 1 + ilen] != '/' ||
-		    strcmp(cwd + blen + 1 + ilen + 1, SANDBOX_VM_DIR))
-			continue;
-		cwd[blen + 1 + ilen] = '\0';
-		const char *id = cwd + blen + 1;
-		if (!sandbox_id_valid(id))
-			continue;
-		struct sandbox *sb = registry_find(id);
-		if (sb) {
-			sandbox_unref(sb);
-			continue;
-		}
-		long pid;
-		if (parse_int_range(de->d_name, 1, INT32_MAX, &pid) < 0 || !vmm_alive(id, (pid_t)pid))
-			continue;
-		log_info("killing VMM %ld of sandbox %s, which no live record owns", pid, id);
-		kill((pid_t)pid, SIGKILL);
-		struct al_error e = {0};
-		if (jail_cleanup(id, &e) < 0)
-			log_error("sandbox %s: %s", id, e.message);
-	}
-	if (d)
-		closedir(d);
+	jail_each_process_below(boxes, vmm_left, boxes);
 	d = opendir(boxes);
 	while (d && (de = readdir(d))) {
 		if (!sandbox_id_valid(de->d_name))

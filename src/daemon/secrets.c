@@ -3,14 +3,13 @@
 
 #include <fcntl.h>
 #include <openssl/evp.h>
-#include <pthread.h>
-#include <sqlite3.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 
 #include "egress-host.h"
 #include "events.h"
 #include "json-cleanup.h"
+#include "store-db.h"
 #include "store.h"
 #include "util.h"
 
@@ -495,8 +494,9 @@ int secret_request_parse(const char *body, size_t len, struct secret_request *re
 
 /* ------------------------------------------------------------ the store */
 
-static pthread_rwlock_t life = PTHREAD_RWLOCK_INITIALIZER;
-static sqlite3 *secrets_db;
+/* The state store's connection (store-db.h). Its `life` also guards the host
+ * key: both are set by secrets_init() and cleared by secrets_shutdown(). */
+static struct db_conn secrets_db = DB_CONN_INIT("secrets");
 static uint8_t *host_key; /* SECRET_KEY_BYTES in a locked page, never in a core dump */
 static size_t key_page;
 
@@ -510,56 +510,12 @@ static const char schema[] = "CREATE TABLE IF NOT EXISTS secrets ("
                              " updated_ms INTEGER NOT NULL,"
                              " PRIMARY KEY (tenant, name));";
 
-/* `life` read-held and the connection's mutex, as in auth.c. Never call
- * events_emit() while holding it. */
-static sqlite3 *db_acquire(void)
-{
-	pthread_rwlock_rdlock(&life);
-	if (!secrets_db) {
-		pthread_rwlock_unlock(&life);
-		return NULL;
-	}
-	sqlite3_mutex_enter(sqlite3_db_mutex(secrets_db));
-	return secrets_db;
-}
-
-static void db_releasep(sqlite3 **db)
-{
-	if (!*db)
-		return;
-	sqlite3_mutex_leave(sqlite3_db_mutex(*db));
-	pthread_rwlock_unlock(&life);
-	*db = NULL;
-}
-#define cleanup_db __attribute__((cleanup(db_releasep)))
-
-static void stmt_finalizep(sqlite3_stmt **st)
-{
-	sqlite3_finalize(*st);
-}
-#define cleanup_stmt __attribute__((cleanup(stmt_finalizep)))
-
-static int db_closed(struct al_error *err)
-{
-	return al_error_set(err, AL_ERR_UNAVAILABLE, ESHUTDOWN, "secrets are unavailable: the daemon is shutting down");
-}
-
-static int db_error(sqlite3 *db, struct al_error *err, const char *what)
-{
-	return al_error_set(err, AL_ERR_INTERNAL, EIO, "state store: %s: %s", what, sqlite3_errmsg(db));
-}
-
 int secrets_init(struct store *s, const char *state_dir, struct al_error *err)
 {
 	sqlite3 *db = store_db(s);
-	char *msg = NULL;
-	int rc = sqlite3_exec(db, schema, NULL, NULL, &msg);
-	if (rc != SQLITE_OK) {
-		int r = al_error_set(err, AL_ERR_INTERNAL, EIO, "cannot create the secrets table: %s",
-		                     msg ? msg : sqlite3_errstr(rc));
-		sqlite3_free(msg);
+	int r = db_exec(db, schema, "create the secrets table", err);
+	if (r < 0)
 		return r;
-	}
 	long page = sysconf(_SC_PAGESIZE);
 	size_t size = page > 0 ? (size_t)page : 4096;
 	uint8_t *mem = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -569,30 +525,30 @@ int secrets_init(struct store *s, const char *state_dir, struct al_error *err)
 	mlock(mem, size);
 	madvise(mem, size, MADV_DONTDUMP);
 	cleanup_free char *path = xasprintf("%s/%s", state_dir, SECRET_KEY_FILE);
-	int r = secret_key_load(path, mem, err);
+	r = secret_key_load(path, mem, err);
 	if (r < 0) {
 		explicit_bzero(mem, size);
 		munmap(mem, size);
 		return r;
 	}
-	pthread_rwlock_wrlock(&life);
-	secrets_db = db;
+	pthread_rwlock_wrlock(&secrets_db.life);
+	secrets_db.db = db;
 	host_key = mem;
 	key_page = size;
-	pthread_rwlock_unlock(&life);
+	pthread_rwlock_unlock(&secrets_db.life);
 	return 0;
 }
 
 void secrets_shutdown(void)
 {
-	pthread_rwlock_wrlock(&life);
-	secrets_db = NULL;
+	pthread_rwlock_wrlock(&secrets_db.life);
+	secrets_db.db = NULL;
 	if (host_key) {
 		explicit_bzero(host_key, key_page);
 		munmap(host_key, key_page);
 		host_key = NULL;
 	}
-	pthread_rwlock_unlock(&life);
+	pthread_rwlock_unlock(&secrets_db.life);
 }
 
 void secret_info_release(struct secret_info *s)
@@ -601,22 +557,16 @@ void secret_info_release(struct secret_info *s)
 	s->spec_json = NULL;
 }
 
-static const char *col_text(sqlite3_stmt *st, int i)
-{
-	const unsigned char *t = sqlite3_column_text(st, i);
-	return t ? (const char *)t : "";
-}
-
 /* Columns: id, tenant, name, spec, created_ms, updated_ms. */
 #define INFO_COLUMNS "id, tenant, name, spec, created_ms, updated_ms"
 
 static void info_from_row(sqlite3_stmt *st, int first, struct secret_info *s)
 {
 	*s = (struct secret_info){0};
-	strlcpy_al(s->id, col_text(st, first), sizeof(s->id));
-	strlcpy_al(s->tenant, col_text(st, first + 1), sizeof(s->tenant));
-	strlcpy_al(s->name, col_text(st, first + 2), sizeof(s->name));
-	s->spec_json = xstrdup(col_text(st, first + 3));
+	strlcpy_al(s->id, db_column_text(st, first), sizeof(s->id));
+	strlcpy_al(s->tenant, db_column_text(st, first + 1), sizeof(s->tenant));
+	strlcpy_al(s->name, db_column_text(st, first + 2), sizeof(s->name));
+	s->spec_json = xstrdup(db_column_text(st, first + 3));
 	s->created_ms = (uint64_t)sqlite3_column_int64(st, first + 4);
 	s->updated_ms = (uint64_t)sqlite3_column_int64(st, first + 5);
 }
@@ -640,34 +590,44 @@ static int check_names(const char *tenant, const char *name, struct al_error *er
 	return 0;
 }
 
+/* The one row of a query that returns INFO_COLUMNS of at most one secret (a
+ * lookup by the primary key, or RETURNING); -ENOENT (err untouched) if none. */
+static int info_step_one(struct db_query *q, struct secret_info *ret, struct al_error *err)
+{
+	int rc = sqlite3_step(q->stmt);
+	if (rc == SQLITE_DONE)
+		return -ENOENT;
+	if (rc != SQLITE_ROW)
+		return db_query_error(q, err);
+	info_from_row(q->stmt, 0, ret);
+	if (sqlite3_step(q->stmt) != SQLITE_DONE) {
+		secret_info_release(ret);
+		return db_query_error(q, err);
+	}
+	return 0;
+}
+
 static int upsert(const char *tenant, const struct secret_request *req, const uint8_t *blob, size_t blob_len,
                   const char *new_id, struct secret_info *ret, struct al_error *err)
 {
-	cleanup_db sqlite3 *db = db_acquire();
-	if (!db)
-		return db_closed(err);
-	cleanup_stmt sqlite3_stmt *st = NULL;
-	if (sqlite3_prepare_v2(db,
-	                       "INSERT INTO secrets (tenant, name, id, spec, value, created_ms, updated_ms)"
-	                       " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6) ON CONFLICT(tenant, name) DO UPDATE SET"
-	                       " spec = excluded.spec, value = excluded.value, updated_ms = excluded.updated_ms"
-	                       " RETURNING " INFO_COLUMNS,
-	                       -1, &st, NULL) != SQLITE_OK)
-		return db_error(db, err, "set secret");
+	cleanup_db_query struct db_query query = {0};
+	int r = db_query_prepare(&secrets_db,
+	                         "INSERT INTO secrets (tenant, name, id, spec, value, created_ms, updated_ms)"
+	                         " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6) ON CONFLICT(tenant, name) DO UPDATE SET"
+	                         " spec = excluded.spec, value = excluded.value, updated_ms = excluded.updated_ms"
+	                         " RETURNING " INFO_COLUMNS,
+	                         "set secret", &query, err);
+	if (r < 0)
+		return r;
+	sqlite3_stmt *st = query.stmt;
 	sqlite3_bind_text(st, 1, tenant, -1, SQLITE_STATIC);
 	sqlite3_bind_text(st, 2, req->name, -1, SQLITE_STATIC);
 	sqlite3_bind_text(st, 3, new_id, -1, SQLITE_STATIC);
 	sqlite3_bind_text(st, 4, req->spec_json, -1, SQLITE_STATIC);
 	sqlite3_bind_blob(st, 5, blob, (int)blob_len, SQLITE_STATIC);
 	sqlite3_bind_int64(st, 6, (sqlite3_int64)now_ms_realtime());
-	if (sqlite3_step(st) != SQLITE_ROW)
-		return db_error(db, err, "set secret");
-	info_from_row(st, 0, ret);
-	if (sqlite3_step(st) != SQLITE_DONE) {
-		secret_info_release(ret);
-		return db_error(db, err, "set secret");
-	}
-	return 0;
+	r = info_step_one(&query, ret, err);
+	return r == -ENOENT ? db_query_error(&query, err) : r;
 }
 
 int secret_set(const char *tenant, const struct secret_request *req, bool *ret_created, struct secret_info *ret,
@@ -683,12 +643,12 @@ int secret_set(const char *tenant, const struct secret_request *req, bool *ret_c
 	snprintf(new_id, sizeof(new_id), "sec-%s", hex);
 	cleanup_free uint8_t *blob = NULL;
 	size_t blob_len = 0;
-	pthread_rwlock_rdlock(&life);
+	pthread_rwlock_rdlock(&secrets_db.life);
 	r = host_key ? secret_encrypt(host_key, tenant, req->name, req->value, req->value_len, &blob, &blob_len)
 	             : -ESHUTDOWN;
-	pthread_rwlock_unlock(&life);
+	pthread_rwlock_unlock(&secrets_db.life);
 	if (r == -ESHUTDOWN)
-		return db_closed(err);
+		return db_conn_closed(&secrets_db, err);
 	if (r < 0)
 		return al_error_set(err, AL_ERR_INTERNAL, -r, "cannot encrypt the secret (libcrypto failed)");
 	struct secret_info info;
@@ -701,40 +661,41 @@ int secret_set(const char *tenant, const struct secret_request *req, bool *ret_c
 	return 0;
 }
 
+/* Runs sql, which names one secret by ?1 = tenant and ?2 = name and returns
+ * INFO_COLUMNS of it (a lookup by the primary key, or RETURNING). */
+static int row_by_name(const char *sql, const char *what, const char *tenant, const char *name, struct secret_info *ret,
+                       struct al_error *err)
+{
+	cleanup_db_query struct db_query query = {0};
+	int r = db_query_prepare(&secrets_db, sql, what, &query, err);
+	if (r < 0)
+		return r;
+	sqlite3_stmt *st = query.stmt;
+	sqlite3_bind_text(st, 1, tenant, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 2, name, -1, SQLITE_STATIC);
+	r = info_step_one(&query, ret, err);
+	return r == -ENOENT ? not_found(tenant, name, err) : r;
+}
+
 int secret_get(const char *tenant, const char *name, struct secret_info *ret, struct al_error *err)
 {
 	int r = check_names(tenant, name, err);
 	if (r < 0)
 		return r;
-	cleanup_db sqlite3 *db = db_acquire();
-	if (!db)
-		return db_closed(err);
-	cleanup_stmt sqlite3_stmt *st = NULL;
-	if (sqlite3_prepare_v2(db, "SELECT " INFO_COLUMNS " FROM secrets WHERE tenant = ?1 AND name = ?2", -1, &st,
-	                       NULL) != SQLITE_OK)
-		return db_error(db, err, "get secret");
-	sqlite3_bind_text(st, 1, tenant, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 2, name, -1, SQLITE_STATIC);
-	int rc = sqlite3_step(st);
-	if (rc == SQLITE_DONE)
-		return not_found(tenant, name, err);
-	if (rc != SQLITE_ROW)
-		return db_error(db, err, "get secret");
-	info_from_row(st, 0, ret);
-	return 0;
+	return row_by_name("SELECT " INFO_COLUMNS " FROM secrets WHERE tenant = ?1 AND name = ?2", "get secret", tenant,
+	                   name, ret, err);
 }
 
 int secret_list(const char *tenant, struct secret_info **ret, size_t *ret_n, struct al_error *err)
 {
-	cleanup_db sqlite3 *db = db_acquire();
-	if (!db)
-		return db_closed(err);
-	cleanup_stmt sqlite3_stmt *st = NULL;
-	if (sqlite3_prepare_v2(db,
-	                       tenant ? "SELECT " INFO_COLUMNS " FROM secrets WHERE tenant = ?1 ORDER BY tenant, name"
-	                              : "SELECT " INFO_COLUMNS " FROM secrets ORDER BY tenant, name",
-	                       -1, &st, NULL) != SQLITE_OK)
-		return db_error(db, err, "list secrets");
+	cleanup_db_query struct db_query query = {0};
+	int r = db_query_prepare(&secrets_db,
+	                         tenant ? "SELECT " INFO_COLUMNS " FROM secrets WHERE tenant = ?1 ORDER BY tenant, name"
+	                                : "SELECT " INFO_COLUMNS " FROM secrets ORDER BY tenant, name",
+	                         "list secrets", &query, err);
+	if (r < 0)
+		return r;
+	sqlite3_stmt *st = query.stmt;
 	if (tenant)
 		sqlite3_bind_text(st, 1, tenant, -1, SQLITE_STATIC);
 	size_t n = 0, cap = 0;
@@ -751,34 +712,10 @@ int secret_list(const char *tenant, struct secret_info **ret, size_t *ret_n, str
 		for (size_t i = 0; i < n; i++)
 			secret_info_release(&v[i]);
 		free(v);
-		return db_error(db, err, "list secrets");
+		return db_query_error(&query, err);
 	}
 	*ret = v;
 	*ret_n = n;
-	return 0;
-}
-
-static int delete_row(const char *tenant, const char *name, struct secret_info *ret, struct al_error *err)
-{
-	cleanup_db sqlite3 *db = db_acquire();
-	if (!db)
-		return db_closed(err);
-	cleanup_stmt sqlite3_stmt *st = NULL;
-	if (sqlite3_prepare_v2(db, "DELETE FROM secrets WHERE tenant = ?1 AND name = ?2 RETURNING " INFO_COLUMNS, -1,
-	                       &st, NULL) != SQLITE_OK)
-		return db_error(db, err, "delete secret");
-	sqlite3_bind_text(st, 1, tenant, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 2, name, -1, SQLITE_STATIC);
-	int rc = sqlite3_step(st);
-	if (rc == SQLITE_DONE)
-		return not_found(tenant, name, err);
-	if (rc != SQLITE_ROW)
-		return db_error(db, err, "delete secret");
-	info_from_row(st, 0, ret);
-	if (sqlite3_step(st) != SQLITE_DONE) {
-		secret_info_release(ret);
-		return db_error(db, err, "delete secret");
-	}
 	return 0;
 }
 
@@ -788,7 +725,8 @@ int secret_delete(const char *tenant, const char *name, struct secret_info *ret_
 	if (r < 0)
 		return r;
 	struct secret_info info;
-	if ((r = delete_row(tenant, name, &info, err)) < 0)
+	if ((r = row_by_name("DELETE FROM secrets WHERE tenant = ?1 AND name = ?2 RETURNING " INFO_COLUMNS,
+	                     "delete secret", tenant, name, &info, err)) < 0)
 		return r;
 	events_emit("secret.deleted", tenant, NULL, json_pack("{s:s}", "name", name));
 	if (ret_deleted)
@@ -860,35 +798,35 @@ static int load_value(const char *tenant, const char *name, char id[SECRET_ID_LE
 	cleanup_free uint8_t *blob = NULL;
 	size_t blob_len = 0;
 	{
-		cleanup_db sqlite3 *db = db_acquire();
-		if (!db)
-			return db_closed(err);
-		cleanup_stmt sqlite3_stmt *st = NULL;
-		if (sqlite3_prepare_v2(db, "SELECT id, spec, value FROM secrets WHERE tenant = ?1 AND name = ?2", -1,
-		                       &st, NULL) != SQLITE_OK)
-			return db_error(db, err, "read secret");
+		cleanup_db_query struct db_query query = {0};
+		int r =
+		    db_query_prepare(&secrets_db, "SELECT id, spec, value FROM secrets WHERE tenant = ?1 AND name = ?2",
+		                     "read secret", &query, err);
+		if (r < 0)
+			return r;
+		sqlite3_stmt *st = query.stmt;
 		sqlite3_bind_text(st, 1, tenant, -1, SQLITE_STATIC);
 		sqlite3_bind_text(st, 2, name, -1, SQLITE_STATIC);
 		int rc = sqlite3_step(st);
 		if (rc == SQLITE_DONE)
 			return -ENOENT;
 		if (rc != SQLITE_ROW)
-			return db_error(db, err, "read secret");
-		strlcpy_al(id, col_text(st, 0), SECRET_ID_LEN + 1);
-		*ret_spec = json_loads(col_text(st, 1), 0, NULL);
+			return db_query_error(&query, err);
+		strlcpy_al(id, db_column_text(st, 0), SECRET_ID_LEN + 1);
+		*ret_spec = json_loads(db_column_text(st, 1), 0, NULL);
 		blob_len = (size_t)sqlite3_column_bytes(st, 2);
 		blob = xmalloc(blob_len ? blob_len : 1);
 		if (blob_len)
 			memcpy(blob, sqlite3_column_blob(st, 2), blob_len);
 	}
-	pthread_rwlock_rdlock(&life);
+	pthread_rwlock_rdlock(&secrets_db.life);
 	int r = host_key ? secret_decrypt(host_key, tenant, name, blob, blob_len, ret_value, ret_len) : -ESHUTDOWN;
-	pthread_rwlock_unlock(&life);
+	pthread_rwlock_unlock(&secrets_db.life);
 	if (r < 0) {
 		json_decref(*ret_spec);
 		*ret_spec = NULL;
 		if (r == -ESHUTDOWN)
-			return db_closed(err);
+			return db_conn_closed(&secrets_db, err);
 		return al_error_set(err, AL_ERR_INTERNAL, EBADMSG,
 		                    "secret \"%s\" of tenant %s does not decrypt with this host's secrets key (was the "
 		                    "key or the database replaced?)",

@@ -1,8 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "store.h"
 
-#include <sqlite3.h>
-
+#include "store-db.h"
 #include "util.h"
 
 struct store {
@@ -67,11 +66,6 @@ static const char schema[] = "CREATE TABLE IF NOT EXISTS sandboxes ("
                              " error TEXT,"
                              " vmm_pid INTEGER NOT NULL);"
                              "CREATE INDEX IF NOT EXISTS sandboxes_created ON sandboxes(created_ms);";
-
-static int db_error(struct store *s, struct al_error *err, const char *what)
-{
-	return al_error_set(err, AL_ERR_INTERNAL, EIO, "state store: %s: %s", what, sqlite3_errmsg(s->db));
-}
 
 int store_open(const char *path, struct store **ret, struct al_error *err)
 {
@@ -168,16 +162,16 @@ static void bind_record(sqlite3_stmt *st, const struct sandbox_record *r)
 static int exec_write(struct store *s, const char *sql, const struct sandbox_record *r, const char *what,
                       struct al_error *err)
 {
-	sqlite3_stmt *st = NULL;
-	if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK)
-		return db_error(s, err, what);
+	cleanup_stmt sqlite3_stmt *st = NULL;
+	int res = db_prepare(s->db, sql, what, &st, err);
+	if (res < 0)
+		return res;
 	bind_record(st, r);
 	int rc = sqlite3_step(st);
-	sqlite3_finalize(st);
 	if (rc == SQLITE_CONSTRAINT)
 		return al_error_set(err, AL_ERR_CONFLICT, EEXIST, "state store: sandbox %s already exists", r->id);
 	if (rc != SQLITE_DONE)
-		return db_error(s, err, what);
+		return db_error(s->db, what, err);
 	if (sqlite3_changes(s->db) == 0)
 		return al_error_set(err, AL_ERR_NOT_FOUND, ENOENT, "state store: no sandbox %s", r->id);
 	return 0;
@@ -207,42 +201,37 @@ int store_sandbox_update(struct store *s, const struct sandbox_record *r, struct
 	                  r, "update", err);
 }
 
-static const char *col_text(sqlite3_stmt *st, int i)
-{
-	const unsigned char *t = sqlite3_column_text(st, i);
-	return t ? (const char *)t : "";
-}
-
 static int row_to_record(sqlite3_stmt *st, struct sandbox_record *r)
 {
 	*r = (struct sandbox_record){0};
-	strlcpy_al(r->id, col_text(st, 0), sizeof(r->id));
-	if (sandbox_state_from_name(col_text(st, 1), &r->state) < 0)
+	strlcpy_al(r->id, db_column_text(st, 0), sizeof(r->id));
+	if (sandbox_state_from_name(db_column_text(st, 1), &r->state) < 0)
 		r->state = SANDBOX_ERROR;
-	strlcpy_al(r->template_name, col_text(st, 2), sizeof(r->template_name));
+	strlcpy_al(r->template_name, db_column_text(st, 2), sizeof(r->template_name));
 	r->vcpus = (unsigned)sqlite3_column_int64(st, 3);
 	r->memory_mib = (unsigned)sqlite3_column_int64(st, 4);
-	r->env_json = xstrdup(col_text(st, 5));
-	r->metadata_json = xstrdup(col_text(st, 6));
-	strlcpy_al(r->backend, col_text(st, 7), sizeof(r->backend));
-	strlcpy_al(r->accel, col_text(st, 8), sizeof(r->accel));
+	r->env_json = xstrdup(db_column_text(st, 5));
+	r->metadata_json = xstrdup(db_column_text(st, 6));
+	strlcpy_al(r->backend, db_column_text(st, 7), sizeof(r->backend));
+	strlcpy_al(r->accel, db_column_text(st, 8), sizeof(r->accel));
 	r->created_ms = (uint64_t)sqlite3_column_int64(st, 9);
 	r->updated_ms = (uint64_t)sqlite3_column_int64(st, 10);
 	r->boot_ms = sqlite3_column_int64(st, 11);
-	r->error = sqlite3_column_type(st, 12) == SQLITE_NULL ? NULL : xstrdup(col_text(st, 12));
+	r->error = sqlite3_column_type(st, 12) == SQLITE_NULL ? NULL : xstrdup(db_column_text(st, 12));
 	r->vmm_pid = sqlite3_column_int64(st, 13);
-	strlcpy_al(r->tenant, col_text(st, 14), sizeof(r->tenant));
+	strlcpy_al(r->tenant, db_column_text(st, 14), sizeof(r->tenant));
 	r->timeout_s = (unsigned)sqlite3_column_int64(st, 15);
-	strlcpy_al(r->on_timeout, col_text(st, 16), sizeof(r->on_timeout));
+	strlcpy_al(r->on_timeout, db_column_text(st, 16), sizeof(r->on_timeout));
 	r->idle_timeout_s = (unsigned)sqlite3_column_int64(st, 17);
 	r->run_ms = (uint64_t)sqlite3_column_int64(st, 18);
 	r->running_since_ms = (uint64_t)sqlite3_column_int64(st, 19);
-	r->network_json = xstrdup(sqlite3_column_type(st, 20) == SQLITE_NULL ? NETWORK_POLICY_EMPTY : col_text(st, 20));
-	r->secrets_json = xstrdup(sqlite3_column_type(st, 21) == SQLITE_NULL ? "[]" : col_text(st, 21));
-	strlcpy_al(r->ca_bundle, col_text(st, 22), sizeof(r->ca_bundle));
+	r->network_json =
+	    xstrdup(sqlite3_column_type(st, 20) == SQLITE_NULL ? NETWORK_POLICY_EMPTY : db_column_text(st, 20));
+	r->secrets_json = xstrdup(sqlite3_column_type(st, 21) == SQLITE_NULL ? "[]" : db_column_text(st, 21));
+	strlcpy_al(r->ca_bundle, db_column_text(st, 22), sizeof(r->ca_bundle));
 	r->disk_mib = (unsigned)sqlite3_column_int64(st, 23);
 	r->jail_uid = (uint32_t)sqlite3_column_int64(st, 24);
-	strlcpy_al(r->boot_path, col_text(st, 25), sizeof(r->boot_path));
+	strlcpy_al(r->boot_path, db_column_text(st, 25), sizeof(r->boot_path));
 	return 0;
 }
 
@@ -253,30 +242,28 @@ static int row_to_record(sqlite3_stmt *st, struct sandbox_record *r)
 
 int store_sandbox_get(struct store *s, const char *id, struct sandbox_record *ret, struct al_error *err)
 {
-	sqlite3_stmt *st = NULL;
-	if (sqlite3_prepare_v2(s->db, SELECT_COLUMNS " WHERE id=?1", -1, &st, NULL) != SQLITE_OK)
-		return db_error(s, err, "get");
+	cleanup_stmt sqlite3_stmt *st = NULL;
+	int r = db_prepare(s->db, SELECT_COLUMNS " WHERE id=?1", "get", &st, err);
+	if (r < 0)
+		return r;
 	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
 	int rc = sqlite3_step(st);
-	int r;
-	if (rc == SQLITE_ROW)
-		r = row_to_record(st, ret);
-	else if (rc == SQLITE_DONE)
-		r = al_error_set(err, AL_ERR_NOT_FOUND, ENOENT, "no sandbox with id \"%s\"", id);
-	else
-		r = db_error(s, err, "get");
-	sqlite3_finalize(st);
-	return r;
+	if (rc == SQLITE_DONE)
+		return al_error_set(err, AL_ERR_NOT_FOUND, ENOENT, "no sandbox with id \"%s\"", id);
+	if (rc != SQLITE_ROW)
+		return db_error(s->db, "get", err);
+	return row_to_record(st, ret);
 }
 
 int store_sandbox_list(struct store *s, bool include_deleted, struct sandbox_record **ret, size_t *ret_n,
                        struct al_error *err)
 {
-	sqlite3_stmt *st = NULL;
+	cleanup_stmt sqlite3_stmt *st = NULL;
 	const char *sql = include_deleted ? SELECT_COLUMNS " ORDER BY created_ms DESC, id"
 	                                  : SELECT_COLUMNS " WHERE state != 'deleted' ORDER BY created_ms DESC, id";
-	if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK)
-		return db_error(s, err, "list");
+	int r = db_prepare(s->db, sql, "list", &st, err);
+	if (r < 0)
+		return r;
 	size_t n = 0, cap = 16;
 	struct sandbox_record *v = xcalloc(cap, sizeof(*v));
 	int rc;
@@ -287,12 +274,11 @@ int store_sandbox_list(struct store *s, bool include_deleted, struct sandbox_rec
 		}
 		row_to_record(st, &v[n++]);
 	}
-	sqlite3_finalize(st);
 	if (rc != SQLITE_DONE) {
 		for (size_t i = 0; i < n; i++)
 			sandbox_record_release(&v[i]);
 		free(v);
-		return db_error(s, err, "list");
+		return db_error(s->db, "list", err);
 	}
 	*ret = v;
 	*ret_n = n;

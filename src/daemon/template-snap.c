@@ -121,52 +121,37 @@ static int stat_images(const struct tsnap_request *req, struct stat st[3])
 	return 0;
 }
 
-/* VMMs of a build a crashed daemon left (their jailer runs in
- * <state>/template-snapshots/<key>/vm): killed, their cgroups removed. */
-static void sweep_builds(const char *base)
+/* A process in <state>/template-snapshots: the jailer of a build's VMM that a
+ * crashed daemon left. Killed, its cgroup removed. */
+static void build_left(long pid, char *cwd, void *ctx)
 {
-	DIR *d = opendir("/proc");
-	struct dirent *de;
-	size_t blen = strlen(base);
-	while (d && (de = readdir(d))) {
-		long pid;
-		if (parse_int_range(de->d_name, 2, INT32_MAX, &pid) < 0)
-			continue;
-		char link[64], cwd[PATH_MAX];
-		snprintf(link, sizeof(link), "/proc/%ld/cwd", pid);
-		ssize_t n = readlink(link, cwd, sizeof(cwd) - 1);
-		if (n <= 0)
-			continue;
-		cwd[n] = '\0';
-		if (strncmp(cwd, base, blen) || cwd[blen] != '/')
-			continue;
-		/* Its id is the jailer's --id (tpl-<hex>). */
-		snprintf(link, sizeof(link), "/proc/%ld/cmdline", pid);
-		cleanup_free char *cmd = NULL;
-		size_t len = 0;
-		if (read_file_limited(link, 64 * 1024, &cmd, &len) < 0)
-			continue;
-		const char *id = NULL;
-		for (size_t i = 0; i + 1 < len; i += strlen(cmd + i) + 1)
-			if (!strcmp(cmd + i, "--id") && i + 3 < len)
-				id = cmd + i + 3;
-		if (!id || strncmp(id, "tpl-", 4))
-			continue;
-		log_info("killing the template build VMM %ld (%s) a previous airlockd left", pid, id);
-		kill((pid_t)pid, SIGKILL);
-		struct al_error e = {0};
-		if (jail_cleanup(id, &e) < 0)
-			log_error("%s", e.message);
-	}
-	if (d)
-		closedir(d);
+	(void)cwd;
+	(void)ctx;
+	/* Its id is the jailer's --id (tpl-<hex>). */
+	char link[64];
+	snprintf(link, sizeof(link), "/proc/%ld/cmdline", pid);
+	cleanup_free char *cmd = NULL;
+	size_t len = 0;
+	if (read_file_limited(link, 64 * 1024, &cmd, &len) < 0)
+		return;
+	const char *id = NULL;
+	for (size_t i = 0; i + 1 < len; i += strlen(cmd + i) + 1)
+		if (!strcmp(cmd + i, "--id") && i + 3 < len)
+			id = cmd + i + 3;
+	if (!id || strncmp(id, "tpl-", 4))
+		return;
+	log_info("killing the template build VMM %ld (%s) a previous airlockd left", pid, id);
+	kill((pid_t)pid, SIGKILL);
+	struct al_error e = {0};
+	if (jail_cleanup(id, &e) < 0)
+		log_error("%s", e.message);
 }
 
 void tsnap_init(const struct daemon_config *c)
 {
 	cfg = c;
 	cleanup_free char *base = xasprintf("%s/%s", cfg->state_dir, TSNAP_DIR);
-	sweep_builds(base);
+	jail_each_process_below(base, build_left, NULL);
 	/* Snapshots live as long as the daemon: what is on disk is stale. */
 	rm_rf(base);
 }
