@@ -136,8 +136,8 @@ static void build_left(long pid, char *cwd, void *ctx)
 		return;
 	const char *id = NULL;
 	for (size_t i = 0; i + 1 < len; i += strlen(cmd + i) + 1)
-		if (!strcmp(cmd + i, "--id") && i + 3 < len)
-			id = cmd + i + 3;
+		if (!strcmp(cmd + i, "--id") && i + 5 < len)
+			id = cmd + i + 5; /* past "--id" and its NUL */
 	if (!id || strncmp(id, "tpl-", 4))
 		return;
 	log_info("killing the template build VMM %ld (%s) a previous airlockd left", pid, id);

@@ -2,6 +2,8 @@
 """Sandbox lifecycle: delete leaves nothing behind, records survive a
 restart of the daemon."""
 import os
+import threading
+import time
 
 import pytest
 
@@ -109,6 +111,31 @@ def test_running_sandbox_is_reattached_after_restart(restart_daemon):
     assert res["stdout"] == "before-restart\n", res
     api.delete_ok(sb["id"])
     wait_for(lambda: not pid_alive(pids[0]), 30, "the re-attached VM to end after DELETE")
+
+
+def test_template_build_left_by_a_crashed_daemon_is_killed(restart_daemon):
+    """The first create from a template boots it once to snapshot it. If
+    airlockd dies meanwhile, that VMM (its jail, its cgroup) must not outlive
+    it: the next airlockd kills it at start-up, and builds anew."""
+    d = restart_daemon
+    done = []
+    creator = threading.Thread(target=lambda: done.append(d.api.create()))
+    creator.start()
+    builds = wait_for(lambda: [p for p, c in d.qemus().items() if "airlock-tpl-" in c], 60,
+                      "the template build's VMM")
+    time.sleep(1.5)  # past the jailer's set-up (a jailer whose parent dies during it exits)
+    d.proc.kill()
+    d.proc.wait()
+    creator.join(30)
+    time.sleep(1)
+    assert all(pid_alive(p) for p in builds), "the build VMM went with the daemon: nothing to test"
+    d.start()
+    wait_for(lambda: not any(pid_alive(p) for p in builds), 30, "the build VMM a crashed airlockd left to be killed")
+    assert "killing the template build VMM" in d.log(tail_lines=2000)
+    # The template still works: it is built again.
+    sb = d.api.create_ok()
+    assert d.api.exec_ok(sb["id"], ["echo", "ok"])["stdout"] == "ok\n"
+    d.api.delete_ok(sb["id"])
 
 
 def test_vm_that_died_while_daemon_was_away_is_error(restart_daemon):
