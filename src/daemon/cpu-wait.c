@@ -25,25 +25,43 @@ static ssize_t read_small(int dirfd, const char *path, char *buf, size_t size)
 	return n;
 }
 
+/* A directory of /proc, or NULL with errno set. */
+static DIR *proc_dir(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return NULL;
+	DIR *d = fdopendir(fd);
+	if (!d) {
+		int e = errno;
+		close(fd);
+		errno = e;
+	}
+	return d;
+}
+
+/* The number an entry of /proc or /proc/PID/task is named by, or 0. */
+static long entry_id(const struct dirent *de)
+{
+	char *end;
+	if (de->d_name[0] < '0' || de->d_name[0] > '9')
+		return 0;
+	long id = strtol(de->d_name, &end, 10);
+	return *end || id <= 0 ? 0 : id;
+}
+
 /* Adds the threads of one process to out. */
 static int sample_process(pid_t pid, struct cpu_wait *out)
 {
 	char path[64];
 	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
-	int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0)
+	DIR *d = proc_dir(path);
+	if (!d)
 		return -errno;
-	DIR *d = fdopendir(fd);
-	if (!d) {
-		int e = errno;
-		close(fd);
-		return -e;
-	}
 	struct dirent *de;
 	while (out->n < CPU_WAIT_THREADS_MAX && (de = readdir(d))) {
-		char *end;
-		long tid = strtol(de->d_name, &end, 10);
-		if (de->d_name[0] < '0' || de->d_name[0] > '9' || *end || tid <= 0)
+		long tid = entry_id(de);
+		if (!tid)
 			continue;
 		char stat[128], name[32];
 		snprintf(name, sizeof(name), "%ld/schedstat", tid);
@@ -90,19 +108,14 @@ uint64_t cpu_wait_added_ms(const struct cpu_wait *before, const struct cpu_wait 
 
 pid_t proc_first_child(pid_t parent)
 {
-	cleanup_close int fd = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	DIR *d = fdopendir(fd);
+	DIR *d = proc_dir("/proc");
 	if (!d)
 		return 0;
-	fd = -1; /* the DIR has it */
 	pid_t found = 0;
 	struct dirent *de;
 	while (!found && (de = readdir(d))) {
-		char *end;
-		long pid = strtol(de->d_name, &end, 10);
-		if (de->d_name[0] < '0' || de->d_name[0] > '9' || *end || pid <= 0)
+		long pid = entry_id(de);
+		if (!pid)
 			continue;
 		char stat[512], name[32];
 		snprintf(name, sizeof(name), "%ld/stat", pid);
