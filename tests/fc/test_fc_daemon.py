@@ -32,6 +32,7 @@ import shutil
 import signal
 import stat
 import subprocess
+import sys
 import time
 
 import pytest
@@ -42,9 +43,13 @@ IMAGES = os.path.join(os.path.abspath(os.environ.get("BUILD", os.path.join(ROOT,
 
 
 def _integration():
-    """tests/integration/conftest.py's Daemon and Api, loaded under another name."""
-    spec = importlib.util.spec_from_file_location("airlock_integration_conftest",
-                                                  os.path.join(ROOT, "tests", "integration", "conftest.py"))
+    """tests/integration/conftest.py's Daemon and Api, loaded under another name
+    (its own imports, such as apihttp, are found beside it: appended to the
+    path, so this directory's conftest still comes first)."""
+    here = os.path.join(ROOT, "tests", "integration")
+    if here not in sys.path:
+        sys.path.append(here)
+    spec = importlib.util.spec_from_file_location("airlock_integration_conftest", os.path.join(here, "conftest.py"))
     m = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(m)
     return m
