@@ -3,71 +3,32 @@
 
 #include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "util.h"
-
-/* Reads a small /proc file whole into buf (NUL-terminated). */
-static ssize_t read_small(int dirfd, const char *path, char *buf, size_t size)
-{
-	cleanup_close int fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	ssize_t n = read(fd, buf, size - 1);
-	if (n < 0)
-		return -errno;
-	buf[n] = '\0';
-	return n;
-}
-
-/* A directory of /proc, or NULL with errno set. */
-static DIR *proc_dir(const char *path)
-{
-	int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0)
-		return NULL;
-	DIR *d = fdopendir(fd);
-	if (!d) {
-		int e = errno;
-		close(fd);
-		errno = e;
-	}
-	return d;
-}
-
-/* The number an entry of /proc or /proc/PID/task is named by, or 0. */
-static long entry_id(const struct dirent *de)
-{
-	char *end;
-	if (de->d_name[0] < '0' || de->d_name[0] > '9')
-		return 0;
-	long id = strtol(de->d_name, &end, 10);
-	return *end || id <= 0 ? 0 : id;
-}
 
 /* Adds the threads of one process to out. */
 static int sample_process(pid_t pid, struct cpu_wait *out)
 {
 	char path[64];
 	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
-	DIR *d = proc_dir(path);
+	DIR *d = opendir(path);
 	if (!d)
 		return -errno;
 	struct dirent *de;
 	while (out->n < CPU_WAIT_THREADS_MAX && (de = readdir(d))) {
-		long tid = entry_id(de);
-		if (!tid)
+		long tid;
+		if (parse_int_range(de->d_name, 1, INT32_MAX, &tid) < 0)
 			continue;
-		char stat[128], name[32];
-		snprintf(name, sizeof(name), "%ld/schedstat", tid);
+		snprintf(path, sizeof(path), "/proc/%d/task/%ld/schedstat", (int)pid, tid);
 		/* "<ns on a CPU> <ns waiting for one> <timeslices>" */
+		cleanup_free char *stat = NULL;
 		uint64_t run_ns, wait_ns;
-		if (read_small(dirfd(d), name, stat, sizeof(stat)) <= 0 ||
+		if (read_file_limited(path, 4096, &stat, NULL) < 0 ||
 		    sscanf(stat, "%" SCNu64 " %" SCNu64, &run_ns, &wait_ns) != 2)
 			continue; /* the thread ended meanwhile */
 		out->t[out->n].tid = (pid_t)tid;
@@ -108,18 +69,19 @@ uint64_t cpu_wait_added_ms(const struct cpu_wait *before, const struct cpu_wait 
 
 pid_t proc_first_child(pid_t parent)
 {
-	DIR *d = proc_dir("/proc");
+	DIR *d = opendir("/proc");
 	if (!d)
 		return 0;
 	pid_t found = 0;
 	struct dirent *de;
 	while (!found && (de = readdir(d))) {
-		long pid = entry_id(de);
-		if (!pid)
+		long pid;
+		if (parse_int_range(de->d_name, 1, INT32_MAX, &pid) < 0)
 			continue;
-		char stat[512], name[32];
-		snprintf(name, sizeof(name), "%ld/stat", pid);
-		if (read_small(dirfd(d), name, stat, sizeof(stat)) <= 0)
+		char path[64];
+		snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
+		cleanup_free char *stat = NULL;
+		if (read_file_limited(path, 4096, &stat, NULL) < 0)
 			continue;
 		/* "pid (comm) state ppid ...": comm may hold spaces and ')'. */
 		const char *rp = strrchr(stat, ')');
