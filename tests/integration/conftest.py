@@ -20,6 +20,7 @@ from apihttp import Response, UnixHTTPConnection, exchange, request_body  # noqa
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BUILD = os.path.abspath(os.environ.get("BUILD", os.path.join(ROOT, "build")))
 AIRLOCKD = os.path.join(BUILD, "airlockd")
+JAILER = os.path.join(BUILD, "airlock-jailer")
 AIRLOCK = os.path.join(BUILD, "airlock")
 IMAGES = os.path.join(BUILD, "images")
 
@@ -141,6 +142,20 @@ def vmm_dir(pid):
         return os.readlink(f"/proc/{ppid}/cwd") if ppid > 1 else ""
     except (OSError, ValueError, IndexError):
         return ""
+
+
+def cgroup_mounts():
+    """{controller: (mount, "v1" or "v2")} for cpu, memory and pids, as the
+    jailer finds them (`airlock-jailer --check`): a sandbox's cgroup is
+    <mount>/<--cgroup-parent>/<id> there."""
+    out = subprocess.run([JAILER, "--check"], capture_output=True, text=True).stdout
+    mounts = {}
+    for line in out.splitlines():
+        key, _, value = line.partition("=")
+        if key in ("cgroup.cpu", "cgroup.memory", "cgroup.pids") and value.startswith("v"):
+            version, _, mount = value.partition(":")
+            mounts[key.split(".")[1]] = (mount, version)
+    return mounts
 
 
 def qemu_processes(state_dir=None, needle=None):

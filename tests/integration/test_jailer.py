@@ -23,13 +23,12 @@ import time
 
 import pytest
 
-from conftest import BUILD, IMAGES, ROOT, wait_for
+from conftest import IMAGES, JAILER, ROOT, cgroup_mounts, wait_for
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import agent_harness as ah  # noqa: E402
 import qemuutil as q  # noqa: E402
 
-JAILER = os.path.join(BUILD, "airlock-jailer")
 PROFILE = os.path.join(ROOT, "security", "seccomp", "qemu-x86_64.json")
 CG_PARENT = "airlock-test"
 SLEEP = "/usr/bin/sleep"
@@ -43,19 +42,8 @@ pytestmark = [
 
 # ----------------------------------------------------------------- helpers
 
-def cgroup_mounts():
-    """{controller: mount} as the jailer finds them (its --check)."""
-    out = subprocess.run([JAILER, "--check"], capture_output=True, text=True).stdout
-    mounts = {}
-    for line in out.splitlines():
-        key, _, value = line.partition("=")
-        if key in ("cgroup.cpu", "cgroup.memory", "cgroup.pids") and value.startswith("v"):
-            mounts[key.split(".")[1]] = value.split(":", 1)[1]
-    return mounts
-
-
 def cgroup_dirs(sid):
-    return {c: os.path.join(m, CG_PARENT, sid) for c, m in cgroup_mounts().items()}
+    return {c: os.path.join(m, CG_PARENT, sid) for c, (m, _v) in cgroup_mounts().items()}
 
 
 def no_cgroup_left(sid):

@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from conftest import Daemon, _report_on_failure, pid_alive, qemu_processes, wait_for
+from conftest import Daemon, _report_on_failure, cgroup_mounts, pid_alive, qemu_processes, wait_for
 
 WATCHDOG_S = 4
 # Detection takes the threshold plus up to one probe period (a third of it,
@@ -185,30 +185,14 @@ def test_unresponsive_agent_is_killed(wd, api):
     assert [e["data"].get("error") for e in stopping] == [sb["error"]], stopping
 
 
-def cpu_cgroup(pid):
-    """The cpu controller's directory of the cgroup pid is in, and whether
-    it is cgroup v2 (cpu.max) or v1 (cpu.cfs_quota_us)."""
-    mounts = {}
-    with open("/proc/self/mountinfo") as f:
-        for line in f:
-            left, right = line.split(" - ", 1)
-            fstype, _src, opts = right.split()[:3]
-            mnt = left.split()[4]
-            if fstype == "cgroup2":
-                mounts["v2"] = mnt
-            elif fstype == "cgroup" and "cpu" in opts.split(","):
-                mounts["v1"] = mnt
-    with open(f"/proc/{pid}/cgroup") as f:
-        for line in f:
-            hid, ctrls, path = line.rstrip("\n").split(":", 2)
-            if hid != "0" and "cpu" in ctrls.split(",") and "v1" in mounts:
-                return mounts["v1"] + path, False
-    with open(f"/proc/{pid}/cgroup") as f:
-        for line in f:
-            hid, _ctrls, path = line.rstrip("\n").split(":", 2)
-            if hid == "0" and "v2" in mounts:
-                return mounts["v2"] + path, True
-    raise AssertionError(f"no cpu cgroup for {pid}")
+def cpu_cgroup(sid):
+    """The cpu controller's directory of a sandbox's cgroup (airlockd's
+    default --cgroup-parent), and whether it is cgroup v2 (cpu.max) or v1
+    (cpu.cfs_quota_us)."""
+    mount, version = cgroup_mounts()["cpu"]
+    path = os.path.join(mount, "airlock", sid)
+    assert os.path.isdir(path), path
+    return path, version == "v2"
 
 
 class cpu_starved:
@@ -250,9 +234,8 @@ def test_starved_vmm_is_not_killed(wd, api):
     sb = api.create_ok()
     sid = sb["id"]
     assert api.exec_ok(sid, ["echo", "before"])["stdout"] == "before\n"
-    pid = vmm_pid(wd, sid)
     reprieves = metric(api, "airlock_watchdog_reprieves_total")
-    with cpu_starved(cpu_cgroup(pid)):
+    with cpu_starved(cpu_cgroup(sid)):
         # Longer than --watchdog-s plus a look, shorter than four times it.
         time.sleep(2 * WATCHDOG_S + 2)
         st = state(api, sid)
