@@ -421,6 +421,20 @@ static void test_malformed_records(void **state)
 	/* ... also when they are not there yet */
 	rec.n = 20;
 	assert_int_equal(read_hello(&rec, &h, &need), -EBADMSG);
+
+	/* The handshake header split over two records, the second one of 2^14
+	 * bytes (found by fuzz-egress-tls): the answer comes from the header
+	 * (a body of 0x540ba4 bytes: too big), never from the record length
+	 * seen before the header is complete. */
+	static const uint8_t split[] = {22, 3, 0, 0, 1, 1, 22, 3, 1, 0x40, 0, 0x54, 0x0b, 0xa4};
+	memcpy(tmp.b, split, sizeof(split));
+	for (size_t n = 11; n < sizeof(split); n++) {
+		tmp.n = n;
+		assert_int_equal(read_hello(&tmp, &h, &need), -EAGAIN);
+		assert_int_equal(need, sizeof(split));
+	}
+	tmp.n = sizeof(split);
+	assert_int_equal(read_hello(&tmp, &h, &need), -E2BIG);
 }
 
 /* Every truncation of the ClientHello body, with consistent outer lengths:
