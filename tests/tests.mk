@@ -30,7 +30,7 @@ PYTEST_ARGS ?=
 UNIT_SRC_api-request := src/daemon/api-request.c src/daemon/network-policy.c src/egress/egress-host.c src/egress/egress-addr.c
 UNIT_LIBS_api-request := -ljansson
 UNIT_SRC_store := $(wildcard src/daemon/store*.c)
-UNIT_LIBS_store := -lsqlite3
+UNIT_LIBS_store := -lsqlite3 -lpthread
 UNIT_SRC_cli-tar := src/cli/cli-tar.c
 # What auth, secrets and the store share of the SQLite connection.
 UNIT_SRC_store-db := src/daemon/store-db.c

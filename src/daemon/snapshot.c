@@ -6,6 +6,7 @@
 #include <sqlite3.h>
 #include <sys/stat.h>
 
+#include "store-db.h"
 #include "store.h"
 #include "util.h"
 
@@ -189,17 +190,17 @@ static void row_to_info(sqlite3_stmt *st, struct snapshot_info *i)
 
 int snapshot_insert(const struct snapshot_info *info, struct al_error *err)
 {
-	sqlite3_stmt *st = NULL;
-	if (sqlite3_prepare_v2(db,
-	                       "INSERT INTO snapshots (" COLUMNS ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9,"
-	                       " ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
-	                       -1, &st, NULL) != SQLITE_OK)
-		return al_error_set(err, AL_ERR_INTERNAL, EIO, "state store: %s", sqlite3_errmsg(db));
+	cleanup_db_lock sqlite3_mutex *lock = db_lock(db);
+	cleanup_stmt sqlite3_stmt *st = NULL;
+	int r = db_prepare(db,
+	                   "INSERT INTO snapshots (" COLUMNS ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9,"
+	                   " ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
+	                   "record a snapshot", &st, err);
+	if (r < 0)
+		return r;
 	bind_info(st, info);
-	int rc = sqlite3_step(st);
-	sqlite3_finalize(st);
-	if (rc != SQLITE_DONE)
-		return al_error_set(err, AL_ERR_INTERNAL, EIO, "state store: %s", sqlite3_errmsg(db));
+	if (sqlite3_step(st) != SQLITE_DONE)
+		return db_error(db, "record a snapshot", err);
 	return 0;
 }
 
@@ -207,41 +208,49 @@ int snapshot_get(const char *id, const char *tenant, struct snapshot_info *ret, 
 {
 	if (!snapshot_id_valid(id))
 		return al_error_set(err, AL_ERR_NOT_FOUND, ENOENT, "no snapshot with id \"%.64s\"", id);
-	sqlite3_stmt *st = NULL;
-	if (sqlite3_prepare_v2(db, "SELECT " COLUMNS " FROM snapshots WHERE id=?1", -1, &st, NULL) != SQLITE_OK)
-		return al_error_set(err, AL_ERR_INTERNAL, EIO, "state store: %s", sqlite3_errmsg(db));
+	cleanup_db_lock sqlite3_mutex *lock = db_lock(db);
+	cleanup_stmt sqlite3_stmt *st = NULL;
+	int r = db_prepare(db, "SELECT " COLUMNS " FROM snapshots WHERE id=?1", "get a snapshot", &st, err);
+	if (r < 0)
+		return r;
 	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
 	int rc = sqlite3_step(st);
-	int r = 0;
+	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+		return db_error(db, "get a snapshot", err);
 	if (rc == SQLITE_ROW)
 		row_to_info(st, ret);
-	sqlite3_finalize(st);
 	if (rc != SQLITE_ROW || (tenant && strcmp(tenant, ret->tenant)))
-		r = al_error_set(err, AL_ERR_NOT_FOUND, ENOENT, "no snapshot with id \"%.64s\"", id);
-	return r;
+		return al_error_set(err, AL_ERR_NOT_FOUND, ENOENT, "no snapshot with id \"%.64s\"", id);
+	return 0;
 }
 
 int snapshot_list(const char *tenant, const char *sandbox_id, struct snapshot_info **ret, size_t *ret_n,
                   struct al_error *err)
 {
-	sqlite3_stmt *st = NULL;
-	if (sqlite3_prepare_v2(db,
-	                       "SELECT " COLUMNS " FROM snapshots WHERE internal=0 AND (?1 IS NULL OR tenant=?1)"
-	                       " AND (?2 IS NULL OR sandbox_id=?2) ORDER BY created_ms DESC, id",
-	                       -1, &st, NULL) != SQLITE_OK)
-		return al_error_set(err, AL_ERR_INTERNAL, EIO, "state store: %s", sqlite3_errmsg(db));
+	cleanup_db_lock sqlite3_mutex *lock = db_lock(db);
+	cleanup_stmt sqlite3_stmt *st = NULL;
+	int r = db_prepare(db,
+	                   "SELECT " COLUMNS " FROM snapshots WHERE internal=0 AND (?1 IS NULL OR tenant=?1)"
+	                   " AND (?2 IS NULL OR sandbox_id=?2) ORDER BY created_ms DESC, id",
+	                   "list snapshots", &st, err);
+	if (r < 0)
+		return r;
 	if (tenant)
 		sqlite3_bind_text(st, 1, tenant, -1, SQLITE_STATIC);
 	if (sandbox_id)
 		sqlite3_bind_text(st, 2, sandbox_id, -1, SQLITE_STATIC);
 	size_t n = 0, cap = 8;
 	struct snapshot_info *v = xcalloc(cap, sizeof(*v));
-	while (sqlite3_step(st) == SQLITE_ROW) {
+	int rc;
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		if (n == cap)
 			v = xrealloc(v, (cap *= 2) * sizeof(*v));
 		row_to_info(st, &v[n++]);
 	}
-	sqlite3_finalize(st);
+	if (rc != SQLITE_DONE) {
+		free(v); /* snapshot_info holds no pointers */
+		return db_error(db, "list snapshots", err);
+	}
 	*ret = v;
 	*ret_n = n;
 	return 0;
@@ -258,12 +267,13 @@ int snapshot_delete(const char *id, const char *tenant, struct al_error *err)
 	cleanup_free char *dir = snapshot_dir(id);
 	if ((r = rm_rf(dir)) < 0)
 		return al_error_set(err, AL_ERR_INTERNAL, -r, "cannot remove %s: %s", dir, strerror(-r));
-	sqlite3_stmt *st = NULL;
-	if (sqlite3_prepare_v2(db, "DELETE FROM snapshots WHERE id=?1", -1, &st, NULL) != SQLITE_OK)
-		return al_error_set(err, AL_ERR_INTERNAL, EIO, "state store: %s", sqlite3_errmsg(db));
+	cleanup_db_lock sqlite3_mutex *lock = db_lock(db);
+	cleanup_stmt sqlite3_stmt *st = NULL;
+	if ((r = db_prepare(db, "DELETE FROM snapshots WHERE id=?1", "delete a snapshot", &st, err)) < 0)
+		return r;
 	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
-	sqlite3_step(st);
-	sqlite3_finalize(st);
+	if (sqlite3_step(st) != SQLITE_DONE)
+		return db_error(db, "delete a snapshot", err);
 	return 0;
 }
 

@@ -57,6 +57,23 @@ int db_exec(sqlite3 *db, const char *sql, const char *what, struct al_error *err
 /* Column i as text; "" for NULL. */
 const char *db_column_text(sqlite3_stmt *st, int i);
 
+/* Holds db's mutex to the end of the scope, so that a statement's step and
+ * what is read after it (sqlite3_changes, sqlite3_errmsg) are not mixed with
+ * another thread's statement on the shared connection. Declare it before
+ * the statement: the statement is then finalized first. */
+static inline sqlite3_mutex *db_lock(sqlite3 *db)
+{
+	sqlite3_mutex *m = sqlite3_db_mutex(db);
+	sqlite3_mutex_enter(m);
+	return m;
+}
+static inline void db_unlockp(sqlite3_mutex **m)
+{
+	if (*m)
+		sqlite3_mutex_leave(*m);
+}
+#define cleanup_db_lock __attribute__((cleanup(db_unlockp), unused))
+
 static inline void db_stmt_finalizep(sqlite3_stmt **st)
 {
 	sqlite3_finalize(*st); /* accepts NULL */

@@ -162,6 +162,7 @@ static void bind_record(sqlite3_stmt *st, const struct sandbox_record *r)
 static int exec_write(struct store *s, const char *sql, const struct sandbox_record *r, const char *what,
                       struct al_error *err)
 {
+	cleanup_db_lock sqlite3_mutex *lock = db_lock(s->db);
 	cleanup_stmt sqlite3_stmt *st = NULL;
 	int res = db_prepare(s->db, sql, what, &st, err);
 	if (res < 0)
@@ -242,6 +243,7 @@ static int row_to_record(sqlite3_stmt *st, struct sandbox_record *r)
 
 int store_sandbox_get(struct store *s, const char *id, struct sandbox_record *ret, struct al_error *err)
 {
+	cleanup_db_lock sqlite3_mutex *lock = db_lock(s->db);
 	cleanup_stmt sqlite3_stmt *st = NULL;
 	int r = db_prepare(s->db, SELECT_COLUMNS " WHERE id=?1", "get", &st, err);
 	if (r < 0)
@@ -258,6 +260,7 @@ int store_sandbox_get(struct store *s, const char *id, struct sandbox_record *re
 int store_sandbox_list(struct store *s, bool include_deleted, struct sandbox_record **ret, size_t *ret_n,
                        struct al_error *err)
 {
+	cleanup_db_lock sqlite3_mutex *lock = db_lock(s->db);
 	cleanup_stmt sqlite3_stmt *st = NULL;
 	const char *sql = include_deleted ? SELECT_COLUMNS " ORDER BY created_ms DESC, id"
 	                                  : SELECT_COLUMNS " WHERE state != 'deleted' ORDER BY created_ms DESC, id";

@@ -2,6 +2,7 @@
 /* Unit tests for the state store (src/daemon/store-sqlite.c) on a real
  * SQLite file in a temporary directory. */
 #include <limits.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -119,6 +120,54 @@ static void test_insert_get_update(void **state)
 	store_close(s);
 }
 
+/* Writers on the one shared connection, as the daemon's threads are: an
+ * update's "no such sandbox" must come from its own statement, never from
+ * another thread's that ran between its step and the count of changed rows. */
+struct writer {
+	struct store *s;
+	struct sandbox_record r;
+	int want; /* what every update returns */
+	int wrong;
+};
+
+#define WRITER_ROUNDS 1500
+
+static void *writer_main(void *arg)
+{
+	struct writer *w = arg;
+	for (int i = 0; i < WRITER_ROUNDS; i++) {
+		struct al_error err = {0};
+		w->r.updated_ms = (uint64_t)i;
+		if (store_sandbox_update(w->s, &w->r, &err) != w->want)
+			w->wrong++;
+	}
+	return NULL;
+}
+
+static void test_concurrent_updates(void **state)
+{
+	(void)state;
+	struct store *s = NULL;
+	struct al_error err = {0};
+	assert_int_equal(store_open(db, &s, &err), 0);
+	struct writer w[3] = {
+	    {s, record("sb-00000000000000b1", SANDBOX_RUNNING, 1), 0, 0},
+	    {s, record("sb-00000000000000b2", SANDBOX_RUNNING, 2), 0, 0},
+	    {s, record("sb-00000000000000b3", SANDBOX_RUNNING, 3), -ENOENT, 0}, /* never inserted */
+	};
+	assert_int_equal(store_sandbox_insert(s, &w[0].r, &err), 0);
+	assert_int_equal(store_sandbox_insert(s, &w[1].r, &err), 0);
+	pthread_t t[3];
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(pthread_create(&t[i], NULL, writer_main, &w[i]), 0);
+	for (int i = 0; i < 3; i++) {
+		pthread_join(t[i], NULL);
+		if (w[i].wrong)
+			fail_msg("writer %d: %d of %d updates got the wrong answer", i, w[i].wrong, WRITER_ROUNDS);
+	}
+	store_close(s);
+}
+
 static void test_list_and_persistence(void **state)
 {
 	(void)state;
@@ -188,6 +237,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_state_names),
 	    cmocka_unit_test_setup_teardown(test_insert_get_update, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_concurrent_updates, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_list_and_persistence, setup, teardown),
 	    cmocka_unit_test(test_record_copy),
 	    cmocka_unit_test_setup_teardown(test_open_fails_with_a_message, setup, teardown),
