@@ -129,17 +129,28 @@ def _read(path, binary=False):
         return None
 
 
+def _parent(pid):
+    stat = _read(f"/proc/{pid}/stat") or ""
+    return int(stat[stat.rfind(")") + 2:].split()[1])
+
+
 def vmm_dir(pid):
     """The host directory a VMM runs in: its own cwd, or for a jailed VMM
-    (whose cwd is the root of its jail, "/" from here) its jailer's: the
-    sandbox's vm/ directory. "" once it is gone."""
+    (whose cwd is the root of its jail, "/" from here) its jailer's --root,
+    the sandbox's vm/ directory, which stays in the jailer's command line
+    when the directory itself is deleted or the jailer's cwd is inside the
+    jail too. "" once it is gone."""
     try:
         cwd = os.readlink(f"/proc/{pid}/cwd")
         if cwd != "/":
             return cwd
-        stat = _read(f"/proc/{pid}/stat") or ""
-        ppid = int(stat[stat.rfind(")") + 2:].split()[1])
-        return os.readlink(f"/proc/{ppid}/cwd") if ppid > 1 else ""
+        ppid = _parent(pid)
+        if ppid <= 1:
+            return ""
+        argv = (_read(f"/proc/{ppid}/cmdline", binary=True) or b"").split(b"\0")
+        if b"--root" in argv[:-1]:
+            return argv[argv.index(b"--root") + 1].decode("utf-8", "replace")
+        return os.readlink(f"/proc/{ppid}/cwd")
     except (OSError, ValueError, IndexError):
         return ""
 
