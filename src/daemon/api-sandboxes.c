@@ -304,8 +304,10 @@ API_HANDLER(api_snapshot_create)
 		api_response_error(resp, &err);
 		return;
 	}
+	uint64_t used = 0;
 	int r = auth_quota_get(rec.tenant, &quota, &err);
-	uint64_t used = snapshot_tenant_bytes(rec.tenant);
+	if (r == 0 && quota.max_snapshot_mib)
+		r = snapshot_tenant_bytes(rec.tenant, &used, &err);
 	if (r == 0 && quota.max_snapshot_mib && used >= (uint64_t)quota.max_snapshot_mib << 20)
 		r = al_error_set(&err, AL_ERR_QUOTA, EDQUOT,
 		                 "tenant %s may keep %u MiB of snapshots and holds %" PRIu64

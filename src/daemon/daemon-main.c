@@ -623,6 +623,7 @@ int main(int argc, char **argv)
 	api_server_stop(tcp);
 	api_server_stop(server);
 	auth_shutdown();
+	snapshots_shutdown();
 	secrets_shutdown();
 	ca_shutdown();
 	store_close(store);

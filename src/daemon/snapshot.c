@@ -10,7 +10,7 @@
 #include "store.h"
 #include "util.h"
 
-static sqlite3 *db;
+static struct db_conn snap_db = DB_CONN_INIT("snapshots");
 static char *snapshots_root;
 
 static const char schema[] = "CREATE TABLE IF NOT EXISTS snapshots ("
@@ -24,7 +24,7 @@ static const char schema[] = "CREATE TABLE IF NOT EXISTS snapshots ("
 
 /* A store made before state_sha existed gets the column (empty: QEMU's
  * snapshots keep no separate device state). */
-static int add_state_sha(struct al_error *err)
+static int add_state_sha(sqlite3 *db, struct al_error *err)
 {
 	sqlite3_stmt *st = NULL;
 	bool has = false;
@@ -48,7 +48,7 @@ static int add_state_sha(struct al_error *err)
 
 int snapshots_init(struct store *s, const char *state_dir, struct al_error *err)
 {
-	db = store_db(s);
+	sqlite3 *db = store_db(s);
 	free(snapshots_root);
 	snapshots_root = xasprintf("%s/snapshots", state_dir);
 	int r = mkdir_p(snapshots_root, 0700);
@@ -60,7 +60,15 @@ int snapshots_init(struct store *s, const char *state_dir, struct al_error *err)
 		sqlite3_free(msg);
 		return r;
 	}
-	return add_state_sha(err);
+	if ((r = add_state_sha(db, err)) < 0)
+		return r;
+	db_conn_set(&snap_db, db);
+	return 0;
+}
+
+void snapshots_shutdown(void)
+{
+	db_conn_set(&snap_db, NULL);
 }
 
 const char *snapshot_disk_name(const char *backend)
@@ -190,17 +198,16 @@ static void row_to_info(sqlite3_stmt *st, struct snapshot_info *i)
 
 int snapshot_insert(const struct snapshot_info *info, struct al_error *err)
 {
-	cleanup_db_lock sqlite3_mutex *lock = db_lock(db);
-	cleanup_stmt sqlite3_stmt *st = NULL;
-	int r = db_prepare(db,
-	                   "INSERT INTO snapshots (" COLUMNS ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9,"
-	                   " ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
-	                   "record a snapshot", &st, err);
+	cleanup_db_query struct db_query q = {0};
+	int r = db_query_prepare(&snap_db,
+	                         "INSERT INTO snapshots (" COLUMNS ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9,"
+	                         " ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
+	                         "record a snapshot", &q, err);
 	if (r < 0)
 		return r;
-	bind_info(st, info);
-	if (sqlite3_step(st) != SQLITE_DONE)
-		return db_error(db, "record a snapshot", err);
+	bind_info(q.stmt, info);
+	if (sqlite3_step(q.stmt) != SQLITE_DONE)
+		return db_query_error(&q, err);
 	return 0;
 }
 
@@ -208,17 +215,16 @@ int snapshot_get(const char *id, const char *tenant, struct snapshot_info *ret, 
 {
 	if (!snapshot_id_valid(id))
 		return al_error_set(err, AL_ERR_NOT_FOUND, ENOENT, "no snapshot with id \"%.64s\"", id);
-	cleanup_db_lock sqlite3_mutex *lock = db_lock(db);
-	cleanup_stmt sqlite3_stmt *st = NULL;
-	int r = db_prepare(db, "SELECT " COLUMNS " FROM snapshots WHERE id=?1", "get a snapshot", &st, err);
+	cleanup_db_query struct db_query q = {0};
+	int r = db_query_prepare(&snap_db, "SELECT " COLUMNS " FROM snapshots WHERE id=?1", "get a snapshot", &q, err);
 	if (r < 0)
 		return r;
-	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
-	int rc = sqlite3_step(st);
+	sqlite3_bind_text(q.stmt, 1, id, -1, SQLITE_STATIC);
+	int rc = sqlite3_step(q.stmt);
 	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
-		return db_error(db, "get a snapshot", err);
+		return db_query_error(&q, err);
 	if (rc == SQLITE_ROW)
-		row_to_info(st, ret);
+		row_to_info(q.stmt, ret);
 	if (rc != SQLITE_ROW || (tenant && strcmp(tenant, ret->tenant)))
 		return al_error_set(err, AL_ERR_NOT_FOUND, ENOENT, "no snapshot with id \"%.64s\"", id);
 	return 0;
@@ -227,14 +233,14 @@ int snapshot_get(const char *id, const char *tenant, struct snapshot_info *ret, 
 int snapshot_list(const char *tenant, const char *sandbox_id, struct snapshot_info **ret, size_t *ret_n,
                   struct al_error *err)
 {
-	cleanup_db_lock sqlite3_mutex *lock = db_lock(db);
-	cleanup_stmt sqlite3_stmt *st = NULL;
-	int r = db_prepare(db,
-	                   "SELECT " COLUMNS " FROM snapshots WHERE internal=0 AND (?1 IS NULL OR tenant=?1)"
-	                   " AND (?2 IS NULL OR sandbox_id=?2) ORDER BY created_ms DESC, id",
-	                   "list snapshots", &st, err);
+	cleanup_db_query struct db_query q = {0};
+	int r = db_query_prepare(&snap_db,
+	                         "SELECT " COLUMNS " FROM snapshots WHERE internal=0 AND (?1 IS NULL OR tenant=?1)"
+	                         " AND (?2 IS NULL OR sandbox_id=?2) ORDER BY created_ms DESC, id",
+	                         "list snapshots", &q, err);
 	if (r < 0)
 		return r;
+	sqlite3_stmt *st = q.stmt;
 	if (tenant)
 		sqlite3_bind_text(st, 1, tenant, -1, SQLITE_STATIC);
 	if (sandbox_id)
@@ -249,7 +255,7 @@ int snapshot_list(const char *tenant, const char *sandbox_id, struct snapshot_in
 	}
 	if (rc != SQLITE_DONE) {
 		free(v); /* snapshot_info holds no pointers */
-		return db_error(db, "list snapshots", err);
+		return db_query_error(&q, err);
 	}
 	*ret = v;
 	*ret_n = n;
@@ -267,28 +273,27 @@ int snapshot_delete(const char *id, const char *tenant, struct al_error *err)
 	cleanup_free char *dir = snapshot_dir(id);
 	if ((r = rm_rf(dir)) < 0)
 		return al_error_set(err, AL_ERR_INTERNAL, -r, "cannot remove %s: %s", dir, strerror(-r));
-	cleanup_db_lock sqlite3_mutex *lock = db_lock(db);
-	cleanup_stmt sqlite3_stmt *st = NULL;
-	if ((r = db_prepare(db, "DELETE FROM snapshots WHERE id=?1", "delete a snapshot", &st, err)) < 0)
+	cleanup_db_query struct db_query q = {0};
+	if ((r = db_query_prepare(&snap_db, "DELETE FROM snapshots WHERE id=?1", "delete a snapshot", &q, err)) < 0)
 		return r;
-	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
-	if (sqlite3_step(st) != SQLITE_DONE)
-		return db_error(db, "delete a snapshot", err);
+	sqlite3_bind_text(q.stmt, 1, id, -1, SQLITE_STATIC);
+	if (sqlite3_step(q.stmt) != SQLITE_DONE)
+		return db_query_error(&q, err);
 	return 0;
 }
 
-uint64_t snapshot_tenant_bytes(const char *tenant)
+int snapshot_tenant_bytes(const char *tenant, uint64_t *ret, struct al_error *err)
 {
-	sqlite3_stmt *st = NULL;
-	uint64_t total = 0;
-	if (sqlite3_prepare_v2(db, "SELECT COALESCE(SUM(size_bytes),0) FROM snapshots WHERE tenant=?1", -1, &st,
-	                       NULL) != SQLITE_OK)
-		return 0;
-	sqlite3_bind_text(st, 1, tenant, -1, SQLITE_STATIC);
-	if (sqlite3_step(st) == SQLITE_ROW)
-		total = (uint64_t)sqlite3_column_int64(st, 0);
-	sqlite3_finalize(st);
-	return total;
+	cleanup_db_query struct db_query q = {0};
+	int r = db_query_prepare(&snap_db, "SELECT COALESCE(SUM(size_bytes),0) FROM snapshots WHERE tenant=?1",
+	                         "sum a tenant's snapshots", &q, err);
+	if (r < 0)
+		return r;
+	sqlite3_bind_text(q.stmt, 1, tenant, -1, SQLITE_STATIC);
+	if (sqlite3_step(q.stmt) != SQLITE_ROW)
+		return db_query_error(&q, err);
+	*ret = (uint64_t)sqlite3_column_int64(q.stmt, 0);
+	return 0;
 }
 
 int snapshot_verify(const struct snapshot_info *info, struct al_error *err)

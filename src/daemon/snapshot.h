@@ -42,6 +42,9 @@ struct snapshot_info {
 };
 
 int snapshots_init(struct store *s, const char *state_dir, struct al_error *err);
+/* Lets go of the store, after the snapshot calls in progress; later ones fail
+ * with "unavailable". Before store_close(). */
+void snapshots_shutdown(void);
 bool snapshot_id_valid(const char *id);
 bool snapshot_name_valid(const char *name);
 void snapshot_new_id(char out[SNAPSHOT_ID_MAX + 1]);
@@ -54,8 +57,9 @@ int snapshot_get(const char *id, const char *tenant, struct snapshot_info *ret, 
 int snapshot_list(const char *tenant, const char *sandbox_id, struct snapshot_info **ret, size_t *ret_n,
                   struct al_error *err);
 int snapshot_delete(const char *id, const char *tenant, struct al_error *err);
-/* Bytes of snapshots a tenant holds. */
-uint64_t snapshot_tenant_bytes(const char *tenant);
+/* Bytes of snapshots a tenant holds (an error when the store cannot say:
+ * the quota check then fails closed). */
+int snapshot_tenant_bytes(const char *tenant, uint64_t *ret, struct al_error *err);
 /* Re-reads the files and compares their digests (-EBADMSG on a mismatch). */
 int snapshot_verify(const struct snapshot_info *info, struct al_error *err);
 
