@@ -195,17 +195,13 @@ int egress_tls_read_client_hello(const uint8_t *buf, size_t len, struct egress_t
 		}
 		if (total != 0 && hs_len + rlen > total)
 			return malformed(err, "bytes after the ClientHello in its last record");
-		if (total == 0 && avail < rlen) {
-			/* The handshake header is still incomplete: what this record
-			 * may hold is judged against it, so ask for the header first
-			 * (deciding now would give an answer that depends on how much
-			 * of the input has arrived). hs_len + avail < 4 here. */
-			*ret_need = pos + EGRESS_TLS_RECORD_HEADER_SIZE +
-			            MIN(rlen, (size_t)EGRESS_TLS_HANDSHAKE_HEADER_SIZE - hs_len);
-			return -EAGAIN;
-		}
 		if (avail < rlen) {
-			*ret_need = pos + EGRESS_TLS_RECORD_HEADER_SIZE + rlen;
+			/* While the handshake header is incomplete (total == 0, so
+			 * hs_len + avail < 4), ask only for the rest of it: the record
+			 * is judged against the header, and an answer given before it
+			 * would depend on how much of the input has arrived. */
+			size_t want = total ? rlen : MIN(rlen, (size_t)EGRESS_TLS_HANDSHAKE_HEADER_SIZE - hs_len);
+			*ret_need = pos + EGRESS_TLS_RECORD_HEADER_SIZE + want;
 			return -EAGAIN;
 		}
 		memcpy(hs + hs_len, frag, rlen);
