@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Access to the state store's SQLite connection for the modules that keep
- * their own tables in it (auth, secrets) and for the store itself.
+ * their own tables in it (auth, secrets, snapshots) and for the store itself.
  *
  * A `struct db_conn` is a module's handle on the connection: set by its init,
  * cleared by its shutdown. `life` is read-held while the connection is in use
@@ -56,23 +56,6 @@ int db_prepare(sqlite3 *db, const char *sql, const char *what, sqlite3_stmt **re
 int db_exec(sqlite3 *db, const char *sql, const char *what, struct al_error *err);
 /* Column i as text; "" for NULL. */
 const char *db_column_text(sqlite3_stmt *st, int i);
-
-/* Holds db's mutex to the end of the scope, so that a statement's step and
- * what is read after it (sqlite3_changes, sqlite3_errmsg) are not mixed with
- * another thread's statement on the shared connection. Declare it before
- * the statement: the statement is then finalized first. */
-static inline sqlite3_mutex *db_lock(sqlite3 *db)
-{
-	sqlite3_mutex *m = sqlite3_db_mutex(db);
-	sqlite3_mutex_enter(m);
-	return m;
-}
-static inline void db_unlockp(sqlite3_mutex **m)
-{
-	if (*m)
-		sqlite3_mutex_leave(*m);
-}
-#define cleanup_db_lock __attribute__((cleanup(db_unlockp), unused))
 
 static inline void db_stmt_finalizep(sqlite3_stmt **st)
 {

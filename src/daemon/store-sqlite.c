@@ -6,6 +6,7 @@
 
 struct store {
 	sqlite3 *db;
+	struct db_conn conn; /* db, for the queries: one at a time, until store_close() */
 };
 
 static const char *const state_names[SANDBOX_STATE_COUNT] = {
@@ -70,6 +71,7 @@ static const char schema[] = "CREATE TABLE IF NOT EXISTS sandboxes ("
 int store_open(const char *path, struct store **ret, struct al_error *err)
 {
 	struct store *s = xcalloc(1, sizeof(*s));
+	s->conn = (struct db_conn)DB_CONN_INIT("sandboxes");
 	int rc =
 	    sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, NULL);
 	if (rc != SQLITE_OK) {
@@ -109,6 +111,7 @@ int store_open(const char *path, struct store **ret, struct al_error *err)
 		store_close(s);
 		return r;
 	}
+	db_conn_set(&s->conn, s->db);
 	*ret = s;
 	return 0;
 }
@@ -117,6 +120,8 @@ void store_close(struct store *s)
 {
 	if (!s)
 		return;
+	db_conn_set(&s->conn, NULL); /* after the queries in progress */
+	pthread_rwlock_destroy(&s->conn.life);
 	sqlite3_close(s->db);
 	free(s);
 }
@@ -162,17 +167,16 @@ static void bind_record(sqlite3_stmt *st, const struct sandbox_record *r)
 static int exec_write(struct store *s, const char *sql, const struct sandbox_record *r, const char *what,
                       struct al_error *err)
 {
-	cleanup_db_lock sqlite3_mutex *lock = db_lock(s->db);
-	cleanup_stmt sqlite3_stmt *st = NULL;
-	int res = db_prepare(s->db, sql, what, &st, err);
+	cleanup_db_query struct db_query q = {0};
+	int res = db_query_prepare(&s->conn, sql, what, &q, err);
 	if (res < 0)
 		return res;
-	bind_record(st, r);
-	int rc = sqlite3_step(st);
+	bind_record(q.stmt, r);
+	int rc = sqlite3_step(q.stmt);
 	if (rc == SQLITE_CONSTRAINT)
 		return al_error_set(err, AL_ERR_CONFLICT, EEXIST, "state store: sandbox %s already exists", r->id);
 	if (rc != SQLITE_DONE)
-		return db_error(s->db, what, err);
+		return db_query_error(&q, err);
 	if (sqlite3_changes(s->db) == 0)
 		return al_error_set(err, AL_ERR_NOT_FOUND, ENOENT, "state store: no sandbox %s", r->id);
 	return 0;
@@ -243,30 +247,29 @@ static int row_to_record(sqlite3_stmt *st, struct sandbox_record *r)
 
 int store_sandbox_get(struct store *s, const char *id, struct sandbox_record *ret, struct al_error *err)
 {
-	cleanup_db_lock sqlite3_mutex *lock = db_lock(s->db);
-	cleanup_stmt sqlite3_stmt *st = NULL;
-	int r = db_prepare(s->db, SELECT_COLUMNS " WHERE id=?1", "get", &st, err);
+	cleanup_db_query struct db_query q = {0};
+	int r = db_query_prepare(&s->conn, SELECT_COLUMNS " WHERE id=?1", "get", &q, err);
 	if (r < 0)
 		return r;
-	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
-	int rc = sqlite3_step(st);
+	sqlite3_bind_text(q.stmt, 1, id, -1, SQLITE_STATIC);
+	int rc = sqlite3_step(q.stmt);
 	if (rc == SQLITE_DONE)
 		return al_error_set(err, AL_ERR_NOT_FOUND, ENOENT, "no sandbox with id \"%s\"", id);
 	if (rc != SQLITE_ROW)
-		return db_error(s->db, "get", err);
-	return row_to_record(st, ret);
+		return db_query_error(&q, err);
+	return row_to_record(q.stmt, ret);
 }
 
 int store_sandbox_list(struct store *s, bool include_deleted, struct sandbox_record **ret, size_t *ret_n,
                        struct al_error *err)
 {
-	cleanup_db_lock sqlite3_mutex *lock = db_lock(s->db);
-	cleanup_stmt sqlite3_stmt *st = NULL;
 	const char *sql = include_deleted ? SELECT_COLUMNS " ORDER BY created_ms DESC, id"
 	                                  : SELECT_COLUMNS " WHERE state != 'deleted' ORDER BY created_ms DESC, id";
-	int r = db_prepare(s->db, sql, "list", &st, err);
+	cleanup_db_query struct db_query q = {0};
+	int r = db_query_prepare(&s->conn, sql, "list", &q, err);
 	if (r < 0)
 		return r;
+	sqlite3_stmt *st = q.stmt;
 	size_t n = 0, cap = 16;
 	struct sandbox_record *v = xcalloc(cap, sizeof(*v));
 	int rc;
@@ -281,7 +284,7 @@ int store_sandbox_list(struct store *s, bool include_deleted, struct sandbox_rec
 		for (size_t i = 0; i < n; i++)
 			sandbox_record_release(&v[i]);
 		free(v);
-		return db_error(s->db, "list", err);
+		return db_query_error(&q, err);
 	}
 	*ret = v;
 	*ret_n = n;
