@@ -2442,6 +2442,12 @@ static int watchdog_cpu_sample(struct sandbox *sb, struct cpu_wait *out)
 	return cpu_wait_sample(sb->pid, sb->wd.vmm_child, out);
 }
 
+/* A silence that counts, less the waits for a CPU, to limit; or that reached cap. */
+static bool watchdog_overdue(uint64_t silent, uint64_t waited, uint64_t limit, uint64_t cap)
+{
+	return silent >= cap || silent - MIN(waited, silent) >= limit;
+}
+
 /* After a look: kills a VMM or agent silent for --watchdog-s, not counting
  * the time its VMM waited for a CPU since the last look at which both
  * answered (up to WATCHDOG_STARVED_FACTOR times --watchdog-s of silence in
@@ -2465,10 +2471,9 @@ static void watchdog_judge(struct sandbox *sb, uint64_t now, const char *qmp_det
 	if (sb->wd.cpu_valid && watchdog_cpu_sample(sb, &cur) == 0)
 		waited = MIN(cpu_wait_added_ms(&sb->wd.cpu, &cur), now - sb->wd.cpu_ms);
 	uint64_t cap = limit * WATCHDOG_STARVED_FACTOR;
-	if (qmp_silent >= cap || (qmp_silent >= limit && qmp_silent - MIN(waited, qmp_silent) >= limit)) {
+	if (watchdog_overdue(qmp_silent, waited, limit, cap)) {
 		watchdog_kill(sb, "vmm", qmp_silent, waited, qmp_detail);
-	} else if (agent_silent >= cap ||
-	           (agent_silent >= limit && agent_silent - MIN(waited, agent_silent) >= limit)) {
+	} else if (watchdog_overdue(agent_silent, waited, limit, cap)) {
 		watchdog_kill(sb, "agent", agent_silent, waited, "");
 	} else if (!sb->wd.reprieved) {
 		sb->wd.reprieved = true;
