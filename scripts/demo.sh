@@ -41,6 +41,9 @@ step() { printf '\n\033[1m$ %s\033[0m\n' "$*"; "$@"; }
 
 step "$BUILD/airlock" run --template "$TEMPLATE" -- sh -c \
 	'echo "hello from $(hostname), kernel $(uname -r)"; python3 -c "import sys; print(\"python\", sys.version.split()[0])"'
+# The accelerator airlockd decided (its probe ran before the first boot).
+echo
+grep -E 'airlockd info: accelerator: (kvm|tcg)' "$work/airlockd.log" | tail -n 1 | sed 's/.*info: /airlockd: /'
 id=$("$BUILD/airlock" create --template minimal)
 printf '\n\033[1m$ airlock create --template minimal\033[0m\n%s\n' "$id"
 step "$BUILD/airlock" exec "$id" -- sh -c 'echo "pid 1 is $(cat /proc/1/comm)"; exit 3' || echo "(exit code $?)"

@@ -5,8 +5,8 @@ runs an Airlock sandbox, measured with `strace -f -c` on real runs.
 
 QEMU is started with airlockd's command line (src/daemon/vmm-qemu.c,
 qemu_spawn, as tests/integration/qemuutil.py builds it and
-test_qemu_argv.py checks it; TCG or KVM as the host has it, a tap in a
-network namespace):
+test_qemu_argv.py checks it; --accel tcg (the default) or --accel kvm,
+a tap in a network namespace):
 the kernel, initramfs and template are fds this script opened, at the
 numbers the jailer's --keep-fd hands over (-kernel /proc/self/fd/4, -initrd
 /proc/self/fd/5, -add-fd fd=6 under the overlay's backing node), guest RAM
@@ -41,8 +41,31 @@ The script prints the syscalls only some runs made. Path 2 alone makes
 `fstatfs`: memory-backend-file's qemu_fd_getpagesize() asks whether the file
 is on hugetlbfs.
 
+--accel kvm runs the same four paths with airlockd's KVM command line
+(`-accel kvm -cpu MODEL`, no tsc_* parameters for the guest), once per CPU
+model (--cpu, default both of airlockd's: `host` and
+`host,-arch-capabilities`, the one nested hosts need when -cpu host aborts
+with "failed to set MSR 0x10a"). A host with /dev/kvm is not always a host
+whose KVM boots a Linux guest (nested KVM has been seen to run the firmware
+and the kernel's real-mode setup, then nothing), so the KVM paths never
+wait for the agent: each run gives the guest a time budget
+(--kvm-run-s) for its HELLO, and whatever the guest did by then, goes on:
+query-status (running), stop, query-status (paused), cont, the save (cold
+boot and template boot) or the restore (-incoming defer, migrate-incoming,
+cont), quit over QMP. Where the guest does reach the agent, the run does
+what the TCG run does with it (execs, file transfer, THAW after a restore).
+That covers QEMU's KVM start-up (/dev/kvm, KVM_CREATE_VM, the vCPU created,
+its thread in KVM_RUN, which this script checks in the trace: strace -C keeps
+the calls as well as the counts), seconds of the vCPU loop and the state
+saved from and loaded into KVM. A CPU model QEMU refuses at start-up (exit
+1 with its error, or the MSR assertion's SIGABRT) is reported with QEMU's
+stderr and skipped; what it did until then is counted (its error path must
+end in its own message, not SIGSYS). KVM sees only part of what the TCG
+runs see: always --merge it into the TCG-derived profile.
+
 Usage (root, after `make all images`):
   /usr/bin/python3 security/seccomp/derive-profile.py [--out FILE] [--merge]
+  /usr/bin/python3 security/seccomp/derive-profile.py --accel kvm [--cpu MODEL]... [--kvm-run-s S] --merge
 --merge keeps the syscalls already in FILE (a profile only grows unless a
 person decides otherwise). Prints what was added, and what the file has that
 this run did not see.
@@ -53,10 +76,12 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 import threading
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -76,10 +101,15 @@ MEM_MIB = 256
 # restart path for interrupted syscalls.
 ALWAYS = {"execve", "write", "exit", "exit_group", "rt_sigreturn", "restart_syscall"}
 # Paths of QEMU that a TCG run on this kind of host does not take, added by
-# hand (each with its reason; keep this list short and explained).
+# hand (each with its reason; keep this list short and explained). The KVM
+# entries are also measured by --accel kvm; they are listed here so that a
+# TCG-only derivation without --merge (a host without KVM) keeps them.
 EXTRA = {
-    "tgkill": "KVM: qemu_cpu_kick() signals vCPU threads (pthread_kill)",
-    "rt_sigtimedwait": "KVM: kvm_eat_signals() and SIG_IPI handling",
+    "uname": "KVM: kvm_arch_init() asks whether the host kernel is x86_64 (lm_capable_kernel); "
+             "the first call of a KVM start-up that TCG never makes",
+    "tgkill": "KVM: qemu_cpu_kick() sends SIG_IPI to a vCPU thread in KVM_RUN (pthread_kill) to make it "
+              "leave the guest (stop, a device's request, I/O completion); a guest that does not run never needs it",
+    "rt_sigtimedwait": "KVM: kvm_eat_signals() on kernels without KVM_CAP_IMMEDIATE_EXIT (< 4.11)",
     "getpid": "KVM: glibc's pthread_kill() is tgkill(getpid(), tid); abort() too (raise)",
     "sigaltstack": "coroutine and vCPU thread signal stacks",
     "fallocate": "discard=unmap: a guest TRIM punches holes in the qcow2 overlay",
@@ -105,13 +135,23 @@ EXTRA = {
 # VMM does not need (and io_uring_enter never showed up in a trace, so
 # allowing setup alone could kill a VMM that later tried to use its ring).
 ENOSYS = ["io_uring_setup", "io_uring_enter", "io_uring_register"]
-COMMENT = ("Syscalls QEMU -M microvm may make inside airlock-jailer, started as airlockd starts it "
-           "(src/daemon/vmm-qemu.c: kernel, initramfs, template and snapshot as fds, -sandbox on with "
+# airlockd's CPU models under KVM (vmm-qemu.c): the host's CPU, or without
+# IA32_ARCH_CAPABILITIES where QEMU cannot set that MSR (nested hosts).
+KVM_CPUS = ("host", "host,-arch-capabilities")
+# The guest's time to run in each KVM run (seconds of the vCPU loop when it
+# never reaches the agent).
+KVM_RUN_S = 4.0
+# Proof, from the trace, that QEMU used KVM: the VM, its vCPU, the vCPU
+# thread running it.
+KVM_IOCTLS = ("KVM_CREATE_VM", "KVM_CREATE_VCPU", "KVM_RUN")
+COMMENT = ("Syscalls QEMU -M microvm may make inside airlock-jailer, under TCG (-accel tcg,tb-size=128 "
+           "-cpu max) and under KVM (-accel kvm -cpu host or host,-arch-capabilities), started as airlockd "
+           "starts it (src/daemon/vmm-qemu.c: kernel, initramfs, template and snapshot as fds, -sandbox on with "
            "spawn=deny, RAM memory-backend-ram or memory-backend-file on a memfd (share=on for a "
            "template's boot, share=off for a restore from it), states saved by QMP getfd + migrate fd: "
            "and restored by -incoming defer + migrate-incoming fd:7, with x-ignore-shared). "
-           "Derived with strace -f -c by "
-           "security/seccomp/derive-profile.py; see docs/jailer.md. "
+           "Derived with strace -f by security/seccomp/derive-profile.py (TCG, then --accel kvm --merge); "
+           "see docs/jailer.md. "
            "Name-only allow-list: arguments are not filtered.")
 
 
@@ -174,24 +214,85 @@ def summary_names(path):
     return names
 
 
-def traced_run(work, ns, tag, fds, after_boot, restore=False, mem_shared=None):
-    summary = os.path.join(work, f"strace-{tag}.txt")
+class QemuExited(Exception):
+    """QEMU ended before the run was done (under KVM: a CPU model it
+    refuses on this host). names: what it made until then."""
+
+    def __init__(self, tag, status, stderr, names):
+        super().__init__(f"{tag}: QEMU exited with {status}: {stderr.strip()[-600:] or '(no stderr)'}")
+        self.tag, self.status, self.stderr, self.names = tag, status, stderr, names
+
+
+def kill_tree(proc):
+    """strace and QEMU under it (a SIGKILLed strace detaches its tracee,
+    which would run on)."""
+    if proc.poll() is not None:
+        return
+    try:
+        with open(f"/proc/{proc.pid}/task/{proc.pid}/children") as f:
+            kids = [int(k) for k in f.read().split()]
+    except OSError:
+        kids = []
+    for pid in kids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    proc.kill()
+    proc.wait()
+
+
+def kvm_ioctls(trace):
+    """{KVM ioctl: calls} for KVM_IOCTLS in a strace -C trace."""
+    counts = dict.fromkeys(KVM_IOCTLS, 0)
+    pat = re.compile(r"\bioctl\(\d+, (" + "|".join(KVM_IOCTLS) + r")\b")
+    with open(trace, errors="replace") as f:
+        for line in f:
+            m = pat.search(line)
+            if m:
+                counts[m.group(1)] += 1
+    return counts
+
+
+def file_tag(tag):
+    return re.sub(r"[^A-Za-z0-9-]+", "_", tag)
+
+
+def traced_run(work, ns, tag, fds, after_boot, restore=False, mem_shared=None, kvm_cpu=None):
+    """One QEMU under strace -f; after_boot(proc) drives it, then quit.
+    kvm_cpu: None for TCG, else -accel kvm with that CPU model; the calls
+    are then kept too (-C) to check KVM_IOCTLS, QEMU's stderr is kept, and
+    a QEMU that ends early raises QemuExited."""
+    kvm = kvm_cpu is not None
+    summary = os.path.join(work, f"strace-{file_tag(tag)}.txt")
     # airlockd's command line (src/daemon/vmm-qemu.c, qemu_spawn; cwd = the
     # sandbox dir, the files at their fds).
-    cmd = (["ip", "netns", "exec", ns, "strace", "-f", "-qq", "-c", "-o", summary, "--"] +
-           q.qemu_argv("airlock-seccomp", memory_mib=MEM_MIB, restore=restore, mem_shared=mem_shared))
-    # close_fds=False: the fds placed at their numbers must survive exec;
-    # everything else Python opened is close-on-exec.
-    proc = subprocess.Popen(cmd, cwd=work, stdin=subprocess.DEVNULL, close_fds=False, preexec_fn=place_fds(fds))
+    cmd = (["ip", "netns", "exec", ns, "strace", "-f", "-qq", "-C" if kvm else "-c", "-o", summary, "--"] +
+           q.qemu_argv("airlock-seccomp", memory_mib=MEM_MIB, kvm=kvm, cpu=kvm_cpu, restore=restore,
+                       mem_shared=mem_shared))
+    errpath = os.path.join(work, f"stderr-{file_tag(tag)}.txt")
+    with open(errpath, "wb") as err:
+        # close_fds=False: the fds placed at their numbers must survive exec;
+        # everything else Python opened is close-on-exec.
+        proc = subprocess.Popen(cmd, cwd=work, stdin=subprocess.DEVNULL, stderr=err if kvm else None,
+                                close_fds=False, preexec_fn=place_fds(fds))
     try:
         threading.Thread(target=drain_console, args=(os.path.join(work, "con.sock"), proc), daemon=True).start()
-        after_boot(proc)
-        q.qmp(os.path.join(work, "qmp.sock"), "quit", proc=proc)
+        try:
+            after_boot(proc)
+            q.qmp(os.path.join(work, "qmp.sock"), "quit", proc=proc)
+        except (OSError, RuntimeError, EOFError, ValueError):
+            if not kvm or proc.poll() is None:
+                raise
+            with open(errpath, errors="replace") as f:
+                raise QemuExited(tag, proc.returncode, f.read(), summary_names(summary)) from None
         proc.wait(60)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        kill_tree(proc)
+    if kvm:
+        counts = kvm_ioctls(summary)
+        assert all(counts.values()), f"{tag}: QEMU did not use KVM ({counts}; trace {summary})"
+        print(f"{tag}: " + ", ".join(f"{k} x{v}" for k, v in counts.items()))
     return summary_names(summary)
 
 
@@ -260,6 +361,86 @@ def restore(work, generation):
     return run
 
 
+def status(qp, proc):
+    return q.qmp(qp, "query-status", proc=proc)["status"]
+
+
+def kvm_steps(qp, proc):
+    """query-status, then pause and resume (stop/cont) as airlockd does."""
+    assert status(qp, proc) == "running", status(qp, proc)
+    q.qmp(qp, "stop", proc=proc)
+    assert status(qp, proc) == "paused"
+    q.qmp(qp, "cont", proc=proc)
+    assert status(qp, proc) == "running"
+
+
+def kvm_agent(work, proc, budget_s, restored=False):
+    """The guest's budget_s to reach the agent: its client, or None when it
+    did not (then the vCPU loop ran all that time). A restored agent says
+    HELLO only when asked."""
+    c = ah.Client(q.connect_unix(os.path.join(work, "ctl.sock"), proc))
+    try:
+        if restored:
+            c.hello(budget_s)
+            return c
+        ftype, _, _ = c.recv(0, budget_s)
+    except TimeoutError:
+        c.sock.close()
+        if proc.poll() is not None:
+            raise RuntimeError(f"QEMU exited with {proc.returncode}") from None
+        return None
+    assert ftype == ah.HELLO, ah.NAMES[ftype]
+    return c
+
+
+def kvm_boot(work, state, budget_s, info, template=False):
+    """Paths 1 and 2 under KVM, without waiting for a guest that may never
+    boot here: budget_s for the agent (the workload if it came), status,
+    stop/cont, then a save as airlockd takes it. info["agent"]: whether the
+    guest reached its agent (its restore then THAWs it)."""
+    def run(proc):
+        qp = os.path.join(work, "qmp.sock")
+        c = kvm_agent(work, proc, budget_s)
+        info["agent"] = c is not None
+        if c and not template:
+            workload(c)
+        kvm_steps(qp, proc)
+        q.qmp(qp, "stop", proc=proc)
+        size = save(qp, proc, state)
+        print(f"  KVM, guest reached its agent: {'yes' if c else 'no'}; state: {size} bytes")
+        if not template:
+            q.qmp(qp, "cont", proc=proc)
+            if c:
+                c.run(["true"])
+        if c:
+            c.sock.close()
+    return run
+
+
+def kvm_restore(work, generation, budget_s, info):
+    """qemu_wait_incoming under KVM, cont, the agent (THAW, workload) when
+    the saved guest had reached it, else budget_s of the vCPU loop; status,
+    stop/cont."""
+    def run(proc):
+        qp = os.path.join(work, "qmp.sock")
+        q.load(qp, FD_INCOMING, proc)
+        q.qmp(qp, "cont", proc=proc)
+        if info.get("agent"):
+            c = kvm_agent(work, proc, max(budget_s, 60), restored=True)
+            kind, _ = c.thaw(generation=generation, orphan_streams=True)
+            assert kind == "OK", kind
+            workload(c)
+            c.sock.close()
+        else:
+            deadline = time.monotonic() + budget_s
+            while time.monotonic() < deadline:
+                if proc.poll() is not None:
+                    raise RuntimeError(f"QEMU exited with {proc.returncode}")
+                time.sleep(0.1)
+        kvm_steps(qp, proc)
+    return run
+
+
 def seal(fd):
     """template-snap.c's seal(): the memory can never change again (EBUSY
     while a shared writable mapping is left: QEMU is gone, so none)."""
@@ -280,50 +461,108 @@ def traced(work, ns, tag, files, after_boot, mem_fd=None, **kw):
         close_all(fds)
 
 
+def four_paths(seen, base, snapdir, ns, boot_files, template, prefix="", kvm_cpu=None, budget_s=KVM_RUN_S):
+    """Paths 1 and 2 (cold boot + restore, template boot + restore) in
+    their own directories under base; seen[tag] = syscalls, per run."""
+    # QEMU's directory per run (its sockets and disk.qcow2 are relative).
+    cold, tpl, tpl_sb = (os.path.join(base, d) for d in ("cold", "tpl", "tpl-sb"))
+    for d in (cold, tpl, tpl_sb):
+        os.makedirs(d)
+    # States are written outside QEMU's directory, as airlockd writes them
+    # into the snapshot's own (QEMU only ever sees the fd).
+    state = os.path.join(snapdir, file_tag(prefix) + "memory")
+    tpl_state = os.path.join(snapdir, file_tag(prefix) + "template-state")
+    kvm = kvm_cpu is not None
+    info, tpl_info = {}, {}
+    mem_fd = -1
+    try:
+        for d in (cold, tpl):
+            q.create_overlay(template, os.path.join(d, "disk.qcow2"))
+        # 1. Cold boot + snapshot, and a restore from it.
+        seen[prefix + "boot"] = traced(cold, ns, prefix + "boot", boot_files,
+                                       kvm_boot(cold, state, budget_s, info) if kvm else first_boot(cold, state),
+                                       kvm_cpu=kvm_cpu)
+        seen[prefix + "restore"] = traced(cold, ns, prefix + "restore", {**boot_files, FD_INCOMING: state},
+                                          kvm_restore(cold, 2, budget_s, info) if kvm else restore(cold, 2),
+                                          restore=True, kvm_cpu=kvm_cpu)
+        # 2. The template snapshot: its boot into a shared memfd, then a
+        # sandbox restored from the sealed memfd (private) and the state.
+        mem_fd = os.memfd_create("airlock-template", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+        os.ftruncate(mem_fd, MEM_MIB << 20)
+        seen[prefix + "template-boot"] = traced(
+            tpl, ns, prefix + "template-boot", boot_files,
+            kvm_boot(tpl, tpl_state, budget_s, tpl_info, template=True) if kvm else template_boot(tpl, tpl_state),
+            mem_fd=mem_fd, mem_shared=True, kvm_cpu=kvm_cpu)
+        seal(mem_fd)
+        shutil.copyfile(os.path.join(tpl, "disk.qcow2"), os.path.join(tpl_sb, "disk.qcow2"))
+        seen[prefix + "template-restore"] = traced(
+            tpl_sb, ns, prefix + "template-restore", {**boot_files, FD_INCOMING: tpl_state},
+            kvm_restore(tpl_sb, 0, budget_s, tpl_info) if kvm else restore(tpl_sb, 0),
+            mem_fd=mem_fd, restore=True, mem_shared=False, kvm_cpu=kvm_cpu)
+    finally:
+        if mem_fd >= 0:
+            os.close(mem_fd)
+
+
+def derive_kvm(work, snapdir, ns, boot_files, template, cpus, budget_s):
+    """The four paths under KVM for each CPU model; a model QEMU refuses at
+    start-up is reported and skipped (what it made until then is kept)."""
+    seen, ran = {}, []
+    for i, cpu in enumerate(cpus):
+        prefix = f"kvm[{cpu}] "
+        try:
+            four_paths(seen, os.path.join(work, f"kvm{i}"), snapdir, ns, boot_files, template, prefix,
+                       kvm_cpu=cpu, budget_s=budget_s)
+            ran.append(cpu)
+        except QemuExited as e:
+            seen[e.tag] = e.names
+            if e.tag != prefix + "boot":
+                raise  # it started with this model, then failed: a real failure
+            print(f"-cpu {cpu}: QEMU refused it on this host, skipped: {e}")
+    if not ran:
+        sys.exit("derive-profile: QEMU ran with none of the CPU models under KVM here "
+                 f"({', '.join(cpus)}): nothing of KVM's vCPU loop was measured")
+    print(f"KVM measured with -cpu {' and '.join(ran)}")
+    return seen
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=PROFILE)
     ap.add_argument("--merge", action="store_true")
+    ap.add_argument("--accel", choices=("tcg", "kvm"), default="tcg")
+    ap.add_argument("--cpu", action="append", metavar="MODEL",
+                    help=f"under --accel kvm, a CPU model to run (repeatable; default {' and '.join(KVM_CPUS)})")
+    ap.add_argument("--kvm-run-s", type=float, default=KVM_RUN_S, metavar="S",
+                    help="under --accel kvm, the guest's time to reach its agent in each run (default %(default)s)")
     args = ap.parse_args()
+    kvm = args.accel == "kvm"
+    if args.cpu and not kvm:
+        ap.error("--cpu is for --accel kvm (TCG's CPU is max)")
+    if kvm and not os.access("/dev/kvm", os.R_OK | os.W_OK):
+        ap.error("--accel kvm: /dev/kvm does not open read-write here")
+    if kvm and not args.merge:
+        # The KVM runs see only what KVM's paths make, without the guest's
+        # workload where the guest does not boot: alone they would make a
+        # profile that kills a TCG VMM.
+        ap.error("--accel kvm measures KVM's paths only: --merge it into the TCG-derived profile")
     work = tempfile.mkdtemp(prefix="airlock-seccomp-")
-    # QEMU's directory per run (its sockets and disk.qcow2 are relative).
-    cold, tpl, tpl_sb = (os.path.join(work, d) for d in ("cold", "tpl", "tpl-sb"))
-    for d in (cold, tpl, tpl_sb):
-        os.mkdir(d)
-    # States are written outside QEMU's directory, as airlockd writes them
-    # into the snapshot's own (QEMU only ever sees the fd).
     snapdir = tempfile.mkdtemp(prefix="airlock-seccomp-snap-")
-    state, tpl_state = os.path.join(snapdir, "memory"), os.path.join(snapdir, "template-state")
     ns = f"airlock-seccomp-{os.getpid()}"
     template = os.path.realpath(os.path.join(IMAGES, "templates", "minimal", "rootfs.ext4"))
     boot_files = {FD_KERNEL: os.path.join(IMAGES, "kernels", "vmlinuz"),
                   FD_INITRD: os.path.join(IMAGES, "kernels", "initramfs.cpio"),
                   FD_ROOTFS: template}
-    seen = {}
-    mem_fd = -1
     subprocess.run(["ip", "netns", "add", ns], check=True)
     try:
         subprocess.run(["ip", "-n", ns, "tuntap", "add", "dev", "tap0", "mode", "tap"], check=True)
         subprocess.run(["ip", "-n", ns, "link", "set", "tap0", "up"], check=True)
-        for d in (cold, tpl):
-            q.create_overlay(template, os.path.join(d, "disk.qcow2"))
-        # 1. Cold boot + snapshot, and a restore from it.
-        seen["boot"] = traced(cold, ns, "boot", boot_files, first_boot(cold, state))
-        seen["restore"] = traced(cold, ns, "restore", {**boot_files, FD_INCOMING: state}, restore(cold, 2),
-                                 restore=True)
-        # 2. The template snapshot: its boot into a shared memfd, then a
-        # sandbox restored from the sealed memfd (private) and the state.
-        mem_fd = os.memfd_create("airlock-template", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
-        os.ftruncate(mem_fd, MEM_MIB << 20)
-        seen["template-boot"] = traced(tpl, ns, "template-boot", boot_files, template_boot(tpl, tpl_state),
-                                       mem_fd=mem_fd, mem_shared=True)
-        seal(mem_fd)
-        shutil.copyfile(os.path.join(tpl, "disk.qcow2"), os.path.join(tpl_sb, "disk.qcow2"))
-        seen["template-restore"] = traced(tpl_sb, ns, "template-restore", {**boot_files, FD_INCOMING: tpl_state},
-                                          restore(tpl_sb, 0), mem_fd=mem_fd, restore=True, mem_shared=False)
+        if kvm:
+            seen = derive_kvm(work, snapdir, ns, boot_files, template, args.cpu or KVM_CPUS, args.kvm_run_s)
+        else:
+            seen = {}
+            four_paths(seen, work, snapdir, ns, boot_files, template)
     finally:
-        if mem_fd >= 0:
-            os.close(mem_fd)
         subprocess.run(["ip", "netns", "del", ns])
         shutil.rmtree(work, ignore_errors=True)
         shutil.rmtree(snapdir, ignore_errors=True)
@@ -349,7 +588,8 @@ def main():
     if old:
         # Kept by --merge: each is a person's decision (remove it by hand,
         # or rerun without --merge, when no path of QEMU needs it any more).
-        print(f"in the file but not seen now: {' '.join(sorted(old - names)) or 'none'}")
+        print(f"in the file but not seen now{' (TCG paths, or KVM paths this host did not reach)' if kvm else ''}: "
+              f"{' '.join(sorted(old - names)) or 'none'}")
 
 
 if __name__ == "__main__":

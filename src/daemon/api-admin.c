@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Tokens, tenants and quotas, the event log, and Prometheus metrics. */
+#include "accel.h"
 #include "api-handlers.h"
 #include "auth.h"
 #include "events.h"
@@ -228,6 +229,9 @@ API_HANDLER(api_prometheus)
 		sandbox_record_release(&recs[i]);
 	}
 	free(recs);
+	struct accel_info accel;
+	accel_get(&accel);
+	metrics_set_accel(accel_name(&accel), accel.cpu, accel.reason, accel.probe_ms);
 	api_answer_text(resp, metrics_render(counts, SANDBOX_STATE_COUNT, names), "text/plain; version=0.0.4");
 }
 

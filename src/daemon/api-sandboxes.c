@@ -4,6 +4,7 @@
 #include <inttypes.h>
 #include <time.h>
 
+#include "accel.h"
 #include "api-handlers.h"
 #include "api-request.h"
 #include "auth.h"
@@ -91,6 +92,8 @@ static json_t *sandbox_to_json(const struct sandbox_record *r)
 	                      r->backend, "accel", r->accel, "created_at", created, "updated_at", updated, "boot_ms",
 	                      r->boot_ms >= 0 ? json_integer(r->boot_ms) : json_null(), "error",
 	                      r->error ? json_string(r->error) : json_null());
+	json_object_set_new(o, "cpu", r->cpu[0] ? json_string(r->cpu) : json_null());
+	json_object_set_new(o, "accel_reason", r->accel_reason[0] ? json_string(r->accel_reason) : json_null());
 	json_object_set_new(o, "disk_mib", r->disk_mib ? json_integer(r->disk_mib) : json_null());
 	json_object_set_new(o, "boot", r->boot_path[0] ? json_string(r->boot_path) : json_null());
 	json_object_set_new(o, "timeout_s", json_integer(r->timeout_s));
@@ -119,8 +122,13 @@ API_HANDLER(api_healthz)
 {
 	(void)req;
 	const struct daemon_config *cfg = api_config();
-	resp->body = json_pack("{s:s, s:s, s:s, s:s}", "status", "ok", "version", AIRLOCK_VERSION, "backend",
-	                       cfg->vmm->name, "accel", cfg->vmm->accel());
+	struct accel_info accel;
+	accel_get(&accel);
+	resp->body = json_pack("{s:s, s:s, s:s, s:s, s:s?, s:s}", "status", "ok", "version", AIRLOCK_VERSION, "backend",
+	                       cfg->vmm->name, "accel", accel_name(&accel), "cpu",
+	                       accel.decided && accel.cpu[0] ? accel.cpu : NULL, "accel_reason", accel.reason);
+	if (accel.probe_ms)
+		json_object_set_new(resp->body, "accel_probe_ms", json_integer((json_int_t)accel.probe_ms));
 }
 
 /* ---- create, list, get, delete ------------------------------------------------------------------- */

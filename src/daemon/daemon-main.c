@@ -1,16 +1,21 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* airlockd: the API, the state machine of every sandbox, the supervisor of
  * VMM processes. */
+#include <dirent.h>
 #include <getopt.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 
+#include "accel-probe.h"
+#include "accel.h"
 #include "api.h"
 #include "auth.h"
 #include "ca.h"
+#include "daemon-config.h"
 #include "egress-supervisor.h"
 #include "events.h"
 #include "json-cleanup.h"
@@ -62,6 +67,10 @@ enum {
 	OPT_JAIL_UID_COUNT,
 	OPT_CGROUP_PARENT,
 	OPT_TEMPLATE_SNAPSHOTS,
+	OPT_ACCEL,
+	OPT_CPU_MODEL,
+	OPT_ACCEL_PROBE_TIMEOUT,
+	OPT_CHECK,
 };
 #define LIMIT(opt) ((opt)-OPT_FIRST)
 
@@ -103,6 +112,8 @@ static void usage(FILE *f)
 	        "                [--api-max-connections N] [--api-max-connections-per-client N]\n"
 	        "                [--api-idle-timeout-s N] [--auth-failure-burst N] [--auth-failure-per-min N]\n"
 	        "                [--netns-pool N] [--backend auto|qemu|firecracker] [--print-backend]\n"
+	        "                [--accel auto|kvm|tcg] [--cpu-model MODEL] [--accel-probe-timeout-s N]\n"
+	        "                [--check] [--config FILE]\n"
 	        "\n"
 	        "  --socket PATH        API socket (default " DEFAULT_SOCKET ")\n"
 	        "  --state-dir DIR      database, sandboxes, logs (default " DEFAULT_STATE_DIR ")\n"
@@ -152,12 +163,23 @@ static void usage(FILE *f)
 	        "  --netns-pool N       network namespaces made ahead for creates (default %d; 0 = none)\n"
 	        "  --backend B          the VMM: auto (default: firecracker when its binary is on PATH and\n"
 	        "                       /dev/kvm is usable, else qemu), qemu or firecracker (docs/kvm-host.md)\n"
-	        "  --print-backend      print the backend --backend selects on this host, and why, and exit\n",
+	        "  --print-backend      print the backend --backend selects on this host, and why, and exit\n"
+	        "  --accel A            QEMU's accelerator: auto (default: KVM once a guest has booted on it,\n"
+	        "                       else TCG), kvm (refuse to start unless a guest boots on KVM) or tcg\n"
+	        "  --cpu-model MODEL    QEMU's -cpu for the guests: under KVM the only model the probe\n"
+	        "                       tries (default: host, then host,-arch-capabilities); with\n"
+	        "                       --accel tcg instead of max\n"
+	        "  --accel-probe-timeout-s N  how long the probe's guest may take to say hello on KVM,\n"
+	        "                       per CPU model (default %d)\n"
+	        "  --check              print whether this host is ready (accelerator, jail, network,\n"
+	        "                       images) as key=value lines and exit: 0 when it is\n"
+	        "  --config FILE        read flags from FILE first, one per line: NAME [VALUE]\n"
+	        "                       (docs/kvm-host.md); flags on the command line win\n",
 	        DEFAULT_BOOT_TIMEOUT_S, SANDBOX_VCPUS_MAX, SANDBOX_MEMORY_MIB_MAX, DEFAULT_MAX_DISK_MIB,
 	        DEFAULT_MAX_CONCURRENT_STARTS, DEFAULT_WATCHDOG_S, DEFAULT_RATE_LIMIT_RPS, DEFAULT_RATE_LIMIT_BURST,
 	        JAIL_DEFAULT_UID_BASE, JAIL_DEFAULT_UID_COUNT, DEFAULT_API_MAX_CONNECTIONS,
 	        DEFAULT_API_MAX_CONNECTIONS_PER_CLIENT, DEFAULT_API_IDLE_TIMEOUT_S, DEFAULT_AUTH_FAILURE_BURST,
-	        DEFAULT_AUTH_FAILURE_PER_MIN, NETNS_POOL_DEFAULT);
+	        DEFAULT_AUTH_FAILURE_PER_MIN, NETNS_POOL_DEFAULT, ACCEL_PROBE_TIMEOUT_S_DEFAULT);
 }
 
 /* A file next to the daemon's own binary. */
@@ -268,6 +290,66 @@ static int wait_for_signal(const sigset_t *sigs)
 	}
 }
 
+/* `airlockd --check`: one key=value line per thing a sandbox needs, then
+ * ok=yes|no; the exit status says the same. */
+static int check_host(const struct accel_probe_config *probe, bool need_probe, const char *egress_bin)
+{
+	bool ok = true;
+	printf("jail=ok\n"); /* main() got here only through jail_init */
+	const char *nft = netns_nft_path();
+	cleanup_free char *egress_default = egress_bin ? NULL : sibling_path("airlock-egress");
+	const char *egress = egress_bin ? egress_bin : egress_default;
+	if (!nft)
+		printf("network=no: nft not found ('make deps')\n");
+	else if (access("/dev/net/tun", R_OK | W_OK) < 0)
+		printf("network=no: /dev/net/tun: %s\n", strerror(errno));
+	else if (access(egress, X_OK) < 0)
+		printf("network=no: the egress gateway %s: %s\n", egress, strerror(errno));
+	else
+		printf("network=ok\n");
+	ok = ok && nft && access("/dev/net/tun", R_OK | W_OK) == 0 && access(egress, X_OK) == 0;
+	const struct daemon_config *d = probe->daemon;
+	cleanup_free char *kernel = xasprintf("%s/kernels/%s", d->image_dir, vmm_kernel_file(d->vmm));
+	cleanup_free char *initrd = xasprintf("%s/kernels/initramfs.cpio", d->image_dir);
+	cleanup_free char *tdir = xasprintf("%s/templates", d->image_dir);
+	char templates[512] = "";
+	size_t o = 0;
+	DIR *dp = opendir(tdir);
+	for (struct dirent *e; dp && (e = readdir(dp));) {
+		cleanup_free char *rootfs = xasprintf("%s/%s/rootfs.ext4", tdir, e->d_name);
+		if (e->d_name[0] != '.' && access(rootfs, R_OK) == 0 && o + strlen(e->d_name) + 2 < sizeof(templates))
+			o += (size_t)snprintf(templates + o, sizeof(templates) - o, "%s%s", o ? "," : "", e->d_name);
+	}
+	if (dp)
+		closedir(dp);
+	const char *missing = access(kernel, R_OK) < 0 ? kernel : access(initrd, R_OK) < 0 ? initrd : NULL;
+	if (missing || !templates[0]) {
+		printf("images=no: %s in %s ('make images-all', then --image-dir)\n", missing ? missing : "no template",
+		       d->image_dir);
+		ok = false;
+	} else {
+		printf("images=ok\nimages.templates=%s\n", templates);
+	}
+	struct accel_info accel;
+	accel_get(&accel);
+	if (need_probe) {
+		/* A running airlockd's VMMs keep their uids. */
+		jail_uid_reserve_running();
+		struct al_error err = {0};
+		if (accel_probe_run(probe, &accel, &err) < 0) {
+			accel = (struct accel_info){.decided = false};
+			strlcpy_al(accel.reason, err.message, sizeof(accel.reason));
+			ok = false;
+		}
+	}
+	printf("accel=%s\naccel.cpu=%s\naccel.reason=%s\n", accel.decided ? accel_name(&accel) : "none",
+	       accel.cpu[0] ? accel.cpu : "-", accel.reason);
+	if (accel.probe_ms)
+		printf("accel.probe_ms=%" PRIu64 "\n", accel.probe_ms);
+	printf("ok=%s\n", ok ? "yes" : "no");
+	return ok ? 0 : 1;
+}
+
 int main(int argc, char **argv)
 {
 	const char *socket_path = DEFAULT_SOCKET;
@@ -283,7 +365,10 @@ int main(int argc, char **argv)
 	const char *public_cidrs[EGRESS_PUBLIC_CIDRS_MAX];
 	size_t n_public_cidrs = 0;
 	enum vmm_backend want_backend = VMM_BACKEND_AUTO;
-	bool print_backend = false;
+	bool print_backend = false, check = false;
+	enum accel_mode accel_mode = ACCEL_MODE_AUTO;
+	const char *cpu_model = NULL;
+	long accel_probe_timeout_s = ACCEL_PROBE_TIMEOUT_S_DEFAULT;
 	long limits[LIMIT(OPT_END)];
 	for (size_t i = 0; i < ARRAY_SIZE(limits); i++)
 		limits[i] = limit_flags[i].def;
@@ -324,8 +409,27 @@ int main(int argc, char **argv)
 	    {"netns-pool", required_argument, NULL, OPT_NETNS_POOL},
 	    {"backend", required_argument, NULL, 'b'},
 	    {"print-backend", no_argument, NULL, 'B'},
+	    {"accel", required_argument, NULL, OPT_ACCEL},
+	    {"cpu-model", required_argument, NULL, OPT_CPU_MODEL},
+	    {"accel-probe-timeout-s", required_argument, NULL, OPT_ACCEL_PROBE_TIMEOUT},
+	    {"check", no_argument, NULL, OPT_CHECK},
 	    {NULL, 0, NULL, 0},
 	};
+	/* --config FILE: the file's flags first, the command line's after them
+	 * (getopt_long keeps the last, so the command line wins). Never freed:
+	 * optarg points into it for as long as the process lives. "config" is
+	 * not in opts: getopt must not take an abbreviation of it. */
+	{
+		struct al_error cerr = {0};
+		char **config_argv = NULL;
+		int config_argc = 0;
+		if (daemon_config_argv(NULL, argc, argv, &config_argc, &config_argv, &cerr) < 0) {
+			fprintf(stderr, "airlockd: %s\n", cerr.message);
+			return 2;
+		}
+		argc = config_argc;
+		argv = config_argv;
+	}
 	int c;
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (c) {
@@ -437,6 +541,32 @@ int main(int argc, char **argv)
 		case 'B':
 			print_backend = true;
 			break;
+		case OPT_ACCEL:
+			if (accel_mode_parse(optarg, &accel_mode) < 0) {
+				fprintf(stderr, "airlockd: --accel is auto, kvm or tcg, not \"%s\"\n", optarg);
+				return 2;
+			}
+			break;
+		case OPT_CPU_MODEL:
+			if (accel_cpu_model_check(optarg) < 0) {
+				fprintf(stderr,
+				        "airlockd: --cpu-model takes a QEMU CPU model and its options "
+				        "([A-Za-z0-9_.,=+-], 1-%d bytes, e.g. host,-arch-capabilities)\n",
+				        ACCEL_CPU_MAX - 1);
+				return 2;
+			}
+			cpu_model = optarg;
+			break;
+		case OPT_ACCEL_PROBE_TIMEOUT:
+			if (parse_int_range(optarg, 1, BOOT_TIMEOUT_S_MAX, &accel_probe_timeout_s) < 0) {
+				fprintf(stderr, "airlockd: --accel-probe-timeout-s must be from 1 to %d\n",
+				        BOOT_TIMEOUT_S_MAX);
+				return 2;
+			}
+			break;
+		case OPT_CHECK:
+			check = true;
+			break;
 		case 'h':
 			usage(stdout);
 			return 0;
@@ -459,13 +589,32 @@ int main(int argc, char **argv)
 	struct al_error berr = {0};
 	vmm_host_probe(&host);
 	test_hook_firecracker_without_kvm(want_backend, &host);
+	if (accel_mode == ACCEL_MODE_TCG && host.kvm) {
+		/* Nothing runs on KVM: not Firecracker either. */
+		host.kvm = false;
+		snprintf(host.kvm_why, sizeof(host.kvm_why), "--accel tcg");
+	}
 	if (vmm_select(want_backend, &host, &backend, &berr) < 0) {
 		log_error("%s", berr.message);
 		return 1;
 	}
+	/* The accelerator: what is known now; a probe decides the rest. */
+	struct accel_info accel;
+	int need_probe = 0;
+	if (backend.backend == VMM_BACKEND_QEMU) {
+		need_probe = accel_plan(accel_mode, backend.kvm ? "" : host.kvm_why, cpu_model, &accel, &berr);
+		if (need_probe < 0) {
+			log_error("%s", berr.message);
+			return 1;
+		}
+	} else {
+		accel = (struct accel_info){.decided = true, .kvm = true};
+		snprintf(accel.reason, sizeof(accel.reason), "kvm: Firecracker runs on KVM only");
+	}
+	accel_set(&accel);
 	if (print_backend) {
-		printf("backend=%s\naccel=%s\nreason=%s\n", vmm_backend_name(backend.backend),
-		       backend.kvm ? "kvm" : "tcg", backend.reason);
+		printf("backend=%s\naccel=%s\nreason=%s\naccel.reason=%s\n", vmm_backend_name(backend.backend),
+		       accel_name(&accel), backend.reason, accel.reason);
 		return 0;
 	}
 
@@ -507,10 +656,32 @@ int main(int argc, char **argv)
 	};
 	if (jail_init(&js, &err) < 0) {
 		log_error("%s", err.message);
+		if (check)
+			printf("jail=no: %s\nok=no\n", err.message);
 		return 1;
 	}
 	log_info("jail: %s, seccomp profile %s, uids %u-%u, cgroups %s/<sandbox>", js.jailer, js.seccomp, js.uid_base,
 	         js.uid_base + js.uid_count - 1, js.cgroup_parent);
+	static struct daemon_config probe_daemon;
+	probe_daemon = (struct daemon_config){.state_dir = state_abs, .image_dir = image_abs, .vmm = &vmm_qemu_ops};
+	struct accel_probe_config probe = {
+	    .daemon = &probe_daemon,
+	    .mode = accel_mode,
+	    .cpu_pinned = cpu_model,
+	    .timeout_s = (unsigned)accel_probe_timeout_s,
+	};
+	if (check)
+		return check_host(&probe, need_probe > 0, egress_bin);
+	if (need_probe && accel_mode == ACCEL_MODE_KVM) {
+		/* --accel kvm: proven before a request is taken, or no daemon. */
+		log_info("accelerator: %s", accel.reason);
+		if (accel_probe_run(&probe, &accel, &err) < 0) {
+			log_error("%s", err.message);
+			return 1;
+		}
+		accel_set(&accel);
+		need_probe = 0;
+	}
 	cleanup_free char *default_network = NULL;
 	if (network_policy_file && load_network_policy(network_policy_file, &default_network, &err) < 0) {
 		log_error("%s", err.message);
@@ -557,6 +728,7 @@ int main(int argc, char **argv)
 	    .auth_failure_burst = (unsigned)limits[LIMIT(OPT_AUTH_FAILURE_BURST)],
 	    .auth_failure_per_min = (unsigned)limits[LIMIT(OPT_AUTH_FAILURE_PER_MIN)],
 	    .netns_pool = (unsigned)limits[LIMIT(OPT_NETNS_POOL)],
+	    .accel_wait_s = accel_probe_wait_s(&probe),
 	};
 	/* Memory: what the operator allows, never more than the host has. */
 	long mem = limits[LIMIT(OPT_MAX_MEMORY)];
@@ -577,10 +749,9 @@ int main(int argc, char **argv)
 		log_info("made the Airlock CA in %s/%s (every new sandbox trusts it)", state_abs, CA_DIR);
 	process_set_exit_hook(on_process_exit);
 	log_info("backend: %s", backend.reason);
-	log_info("airlockd %s starting: backend %s, accel %s%s, state dir %s, image dir %s", AIRLOCK_VERSION,
-	         cfg.vmm->name, cfg.vmm->accel(),
-	         strcmp(cfg.vmm->accel(), "kvm") ? " (no /dev/kvm: software emulation, slower)" : "", state_abs,
-	         image_abs);
+	log_info("airlockd %s starting: backend %s, state dir %s, image dir %s", AIRLOCK_VERSION, cfg.vmm->name,
+	         state_abs, image_abs);
+	log_info("accelerator: %s", accel.reason);
 	log_info("limits: a sandbox has at most %u vCPUs, %u MiB of memory, %u MiB of disk; %u starts at once "
 	         "(a create waits up to %u s); watchdog %u s%s; TCP API %u requests/s per tenant%s, burst %u",
 	         cfg.max_vcpus, cfg.max_memory_mib, cfg.max_disk_mib, cfg.max_concurrent_starts,
@@ -606,6 +777,9 @@ int main(int argc, char **argv)
 		store_close(store);
 		return 1;
 	}
+	/* After the live sandboxes took back their uids: the probe takes one. */
+	if (need_probe)
+		accel_probe_start(&probe);
 	log_info("listening on %s%s%s%s", socket_path, listen_addr ? " and on TCP " : "",
 	         listen_addr ? listen_addr : "", listen_addr ? " (bearer tokens)" : "");
 	log_info("API: %u connections a listener, %u per TCP client%s, idle timeout %u s; auth.failure events per "
@@ -617,6 +791,7 @@ int main(int argc, char **argv)
 	int sig = wait_for_signal(&sigs);
 	log_info("signal %d: shutting down (VMs keep running and are re-attached at the next start)", sig);
 	api_auth_failures_flush(true);
+	accel_probe_join();
 	events_shutdown();
 	sandboxes_shutdown();
 	egress_stop();

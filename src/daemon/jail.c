@@ -197,6 +197,29 @@ int jail_uid_reserve(uint32_t uid)
 	return r;
 }
 
+void jail_uid_reserve_running(void)
+{
+	DIR *d = opendir("/proc");
+	if (!d)
+		return;
+	for (struct dirent *e; (e = readdir(d));) {
+		long pid;
+		if (parse_int_range(e->d_name, 1, INT32_MAX, &pid) < 0)
+			continue;
+		char path[64];
+		snprintf(path, sizeof(path), "/proc/%ld/status", pid);
+		cleanup_free char *st = NULL;
+		if (read_file_limited(path, 64 * 1024, &st, NULL) < 0)
+			continue;
+		/* "Uid:\treal\teffective\tsaved\tfs": the real one is the jail's. */
+		const char *u = strstr(st, "\nUid:");
+		unsigned long uid;
+		if (u && sscanf(u + 5, "%lu", &uid) == 1 && uid <= UINT32_MAX)
+			(void)jail_uid_reserve((uint32_t)uid);
+	}
+	closedir(d);
+}
+
 void jail_uid_put(uint32_t uid)
 {
 	pthread_mutex_lock(&jail_lock);
@@ -379,6 +402,40 @@ void jail_each_process_below(const char *dir, void (*fn)(long pid, char *cwd, vo
 	}
 	if (d)
 		closedir(d);
+}
+
+struct left_below {
+	const char *id_prefix, *what;
+};
+
+/* A jailer found below the directory: killed when its --id has the prefix. */
+static void kill_left(long pid, char *cwd, void *ctx)
+{
+	(void)cwd;
+	const struct left_below *lb = ctx;
+	char link[64];
+	snprintf(link, sizeof(link), "/proc/%ld/cmdline", pid);
+	cleanup_free char *cmd = NULL;
+	size_t len = 0;
+	if (read_file_limited(link, 64 * 1024, &cmd, &len) < 0)
+		return;
+	const char *id = NULL;
+	for (size_t i = 0; i + 1 < len; i += strlen(cmd + i) + 1)
+		if (!strcmp(cmd + i, "--id") && i + 5 < len)
+			id = cmd + i + 5; /* past "--id" and its NUL */
+	if (!id || strncmp(id, lb->id_prefix, strlen(lb->id_prefix)))
+		return;
+	log_info("killing the %s VMM %ld (%s) a previous airlockd left", lb->what, pid, id);
+	kill((pid_t)pid, SIGKILL);
+	struct al_error e = {0};
+	if (jail_cleanup(id, &e) < 0)
+		log_error("%s", e.message);
+}
+
+void jail_kill_left_below(const char *dir, const char *id_prefix, const char *what)
+{
+	struct left_below lb = {.id_prefix = id_prefix, .what = what};
+	jail_each_process_below(dir, kill_left, &lb);
 }
 
 bool jail_failure_in_log(int log_dirfd, const char *log_name, char *buf, size_t size)

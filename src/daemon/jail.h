@@ -40,6 +40,9 @@ int jail_uid_take(uint32_t *ret, struct al_error *err);
 /* Marks uid as used by a VMM found running at start; -EEXIST when it is
  * already taken, -ERANGE outside the range. */
 int jail_uid_reserve(uint32_t uid);
+/* Marks every uid of the range that a process runs as now as used (a check
+ * beside a running airlockd must not lend its uids to a probe). */
+void jail_uid_reserve_running(void);
 /* Gives a uid back (0: nothing). */
 void jail_uid_put(uint32_t uid);
 
@@ -87,6 +90,10 @@ int jail_cleanup(const char *id, struct al_error *err);
  * directory is below dir/ (a jailer runs in its jail's directory): how the
  * VMMs a previous airlockd left are found. fn may write into cwd. */
 void jail_each_process_below(const char *dir, void (*fn)(long pid, char *cwd, void *ctx), void *ctx);
+/* Kills every jailer below dir/ whose --id starts with id_prefix (the VMMs
+ * of a daemon-internal boot a crashed airlockd left: template builds, the
+ * accelerator probe) and removes its cgroup; `what` names them in the log. */
+void jail_kill_left_below(const char *dir, const char *id_prefix, const char *what);
 /* The jailer's refusal in a VMM log (its line "airlock-jailer: STEP: ..."),
  * if there is one: true and the line in buf. */
 bool jail_failure_in_log(int log_dirfd, const char *log_name, char *buf, size_t size);

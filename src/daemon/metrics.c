@@ -24,6 +24,10 @@ struct histogram {
 
 struct metrics {
 	struct histogram create, exec;
+	/* The accelerator (accel.h): "kvm", "tcg" or "probing", its CPU model,
+	 * why, and how long its probe took (0: none). */
+	char accel[8], accel_cpu[64], accel_reason[512];
+	uint64_t accel_probe_ms;
 	uint64_t requests[HTTP_STATUS_MAX - HTTP_STATUS_MIN + 1];
 	uint64_t errors[AL_ERR__COUNT];
 	uint64_t boot_failures;
@@ -276,6 +280,16 @@ static void render_histogram(FILE *f, const struct histogram *h)
 	fprintf(f, "%s_count %llu\n", h->name, (unsigned long long)h->count);
 }
 
+void metrics_set_accel(const char *accel, const char *cpu, const char *reason, uint64_t probe_ms)
+{
+	pthread_mutex_lock(&lock);
+	strlcpy_al(m.accel, accel, sizeof(m.accel));
+	strlcpy_al(m.accel_cpu, cpu, sizeof(m.accel_cpu));
+	strlcpy_al(m.accel_reason, reason, sizeof(m.accel_reason));
+	m.accel_probe_ms = probe_ms;
+	pthread_mutex_unlock(&lock);
+}
+
 void metrics_set_netns_pool(unsigned ready)
 {
 	pthread_mutex_lock(&lock);
@@ -442,6 +456,25 @@ char *metrics_render(const unsigned state_counts[], size_t n_states, const char 
 	        "airlock_netns_takes_total{from=\"new\"} %llu\n",
 	        snap.netns_pool_ready, (unsigned long long)snap.netns_takes[1],
 	        (unsigned long long)snap.netns_takes[0]);
+
+	if (snap.accel[0]) {
+		fputs("# HELP airlock_accel_info The accelerator of QEMU's guests (kvm, tcg; probing while its probe "
+		      "runs), its CPU model and why it was chosen.\n"
+		      "# TYPE airlock_accel_info gauge\n"
+		      "airlock_accel_info{accel=\"",
+		      f);
+		put_label_value(f, snap.accel);
+		fputs("\",cpu=\"", f);
+		put_label_value(f, snap.accel_cpu);
+		fputs("\",reason=\"", f);
+		put_label_value(f, snap.accel_reason);
+		fprintf(f,
+		        "\"} 1\n"
+		        "# HELP airlock_accel_probe_seconds How long the accelerator's probe took (0: none ran).\n"
+		        "# TYPE airlock_accel_probe_seconds gauge\n"
+		        "airlock_accel_probe_seconds %.3f\n",
+		        (double)snap.accel_probe_ms / 1000.0);
+	}
 
 	if (fclose(f) != 0 || !buf)
 		abort();

@@ -82,6 +82,8 @@ void metrics_count_api_connection(const char *listener, const char *what);
 /* The network namespace pool (netns.h): how many are ready; each start's
  * namespace, from the pool or made then. */
 void metrics_set_netns_pool(unsigned ready);
+/* The accelerator of the daemon (accel.h), for airlock_accel_info. */
+void metrics_set_accel(const char *accel, const char *cpu, const char *reason, uint64_t probe_ms);
 void metrics_count_netns_take(bool pooled);
 
 /* The whole exposition, NUL-terminated, for the caller to free. state_counts[i]

@@ -13,6 +13,7 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 
+#include "accel.h"
 #include "auth.h"
 #include "cpu-wait.h"
 #include "ca.h"
@@ -55,6 +56,7 @@ struct sandbox {
 	bool has_monitor;
 	bool vmm_exited;
 	int vmm_status;
+	bool vmm_status_known;     /* the VMM was our child: vmm_status is its wait status */
 	bool uid_held;             /* rec.jail_uid is reserved for it (jail_uid_take/reserve) */
 	bool channel_at_resume;    /* re-attached paused without a channel: connect it when resumed */
 	char *root;                /* <dir>/vm: the VMM's jail root and cwd (owned by its uid); dirfd opens it */
@@ -328,13 +330,30 @@ static void console_drain(struct sandbox *sb)
 static void reap_vmm(struct sandbox *sb)
 {
 	int status = 0;
+	bool known = sb->our_child;
 	if (sb->our_child) {
 		while (waitpid(sb->pid, &status, 0) < 0 && errno == EINTR)
 			;
 		sb->our_child = false;
 	}
-	sb->vmm_exited = true;
 	sb->vmm_status = status;
+	sb->vmm_status_known = known;
+	__atomic_store_n(&sb->vmm_exited, true, __ATOMIC_RELEASE);
+}
+
+/* How the VMM ended and its last words (vmm_exit_describe), whether the
+ * monitor has reaped it already or not. */
+static void vmm_end_describe(struct sandbox *sb, char *out, size_t size)
+{
+	cleanup_close int dfd = open(sb->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	for (int i = 0; i < 2; i++) {
+		bool reaped = __atomic_load_n(&sb->vmm_exited, __ATOMIC_ACQUIRE);
+		const int *status = reaped && sb->vmm_status_known ? &sb->vmm_status : NULL;
+		if (vmm_exit_describe(reaped ? -1 : sb->pidfd, sb->pid, status, dfd, VMM_LOG, out, size) == 0 || reaped)
+			return;
+		/* Reaped by the monitor while we looked: its status, then. */
+		usleep(20 * 1000);
+	}
 }
 
 /* Lines of the console that explain a failure on their own. */
@@ -434,14 +453,9 @@ static void *monitor_main(void *arg)
 			reap_vmm(sb);
 			if (sb->ch)
 				guest_channel_kill(sb->ch, "the VM exited");
-			char what[128];
-			int st = sb->vmm_status;
-			if (WIFSIGNALED(st))
-				snprintf(what, sizeof(what), "the VM exited unexpectedly (VMM killed by signal %d)",
-				         WTERMSIG(st));
-			else
-				snprintf(what, sizeof(what), "the VM exited unexpectedly (VMM exit status %d)",
-				         WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+			char how[1024], what[1100];
+			vmm_end_describe(sb, how, sizeof(how));
+			snprintf(what, sizeof(what), "the VM exited unexpectedly: %s", how);
 			sandbox_fail(sb, what);
 			break;
 		}
@@ -511,9 +525,12 @@ static int attach_failed(struct sandbox *sb, int r, struct al_error *err)
 	char refusal[200];
 	if (r == -ECHILD && jail_refusal(sb, refusal, sizeof(refusal)))
 		return al_error_set(err, AL_ERR_BOOT_FAILED, EPERM, "the VMM's jail could not be set up: %s", refusal);
-	if (r == -ECHILD)
-		return al_error_set(err, AL_ERR_BOOT_FAILED, ECHILD, "the VMM exited at start (see %s/%s)", sb->dir,
-		                    VMM_LOG);
+	if (r == -ECHILD) {
+		char how[1024];
+		vmm_end_describe(sb, how, sizeof(how));
+		return al_error_set(err, AL_ERR_BOOT_FAILED, ECHILD, "the VMM exited at start: %s (in %s)", how,
+		                    sb->dir);
+	}
 	return al_error_set(err, AL_ERR_BOOT_FAILED, -r, "cannot connect to the VMM's sockets in %s: %s", sb->dir,
 	                    strerror(-r));
 }
@@ -680,6 +697,14 @@ static unsigned starts_active, starts_waiting;
 
 static int start_slot_acquire(const char *what, struct al_error *err)
 {
+	/* Every start runs on the accelerator the daemon decided: while its
+	 * probe runs, starts wait for it. */
+	struct accel_info accel;
+	if (accel_wait(now_ms_monotonic() + (uint64_t)cfg->accel_wait_s * 1000u, &accel) < 0)
+		return al_error_set(err, AL_ERR_UNAVAILABLE, EAGAIN,
+		                    "%s: the accelerator probe has not finished within %u s (see airlockd's log); "
+		                    "nothing was created, try again later",
+		                    what, cfg->accel_wait_s);
 	pthread_mutex_lock(&starts_lock);
 	if (starts_active >= cfg->max_concurrent_starts) {
 		struct timespec deadline;
@@ -1225,14 +1250,15 @@ static int hello_failed(struct sandbox *sb, int r, struct al_error *err)
 	/* Give the console a moment to deliver the guest's last words. */
 	struct pollfd p = {.fd = sb->pidfd, .events = POLLIN};
 	poll(&p, 1, r == -ETIMEDOUT ? 0 : 500);
-	char what[256];
+	char what[1200];
 	char refusal[200];
-	if (poll(&p, 1, 0) > 0 && jail_refusal(sb, refusal, sizeof(refusal)))
+	if (poll(&p, 1, 0) > 0 && jail_refusal(sb, refusal, sizeof(refusal))) {
 		snprintf(what, sizeof(what), "the VMM's jail could not be set up: %s", refusal);
-	else if (poll(&p, 1, 0) > 0)
-		snprintf(what, sizeof(what),
-		         "the VM exited before the guest agent said hello (did the guest kernel panic?)");
-	else if (r == -ETIMEDOUT)
+	} else if (poll(&p, 1, 0) > 0) {
+		char how[1024];
+		vmm_end_describe(sb, how, sizeof(how));
+		snprintf(what, sizeof(what), "the VM exited before the guest agent said hello: %s", how);
+	} else if (r == -ETIMEDOUT)
 		snprintf(what, sizeof(what), "the guest agent did not say hello within %u s (boot timeout)",
 		         cfg->boot_timeout_s);
 	else
@@ -1463,7 +1489,11 @@ static int create_started(const struct create_request *req, const char *tenant, 
 		return r;
 	strlcpy_al(rec.template_name, from ? from->template_name : req->template_name, sizeof(rec.template_name));
 	strlcpy_al(rec.backend, cfg->vmm->name, sizeof(rec.backend));
+	struct accel_info accel;
+	accel_get(&accel);
 	strlcpy_al(rec.accel, cfg->vmm->accel(), sizeof(rec.accel));
+	strlcpy_al(rec.cpu, accel.cpu, sizeof(rec.cpu));
+	strlcpy_al(rec.accel_reason, accel.reason, sizeof(rec.accel_reason));
 	rec.created_ms = rec.updated_ms = now_ms_realtime();
 	rec.env_json = kv_to_json(&req->env);
 	rec.metadata_json = kv_to_json(&req->metadata);
@@ -1732,6 +1762,16 @@ int sandbox_snapshot_usable(const char *snapshot_id, const char *tenant, struct 
 		return al_error_set(err, AL_ERR_CONFLICT, EINVAL,
 		                    "snapshot %s was taken with the %s backend; this daemon runs %s", info.id,
 		                    info.backend, cfg->vmm->name);
+	/* A saved CPU state loads only where it was made. Waits while the
+	 * accelerator's probe runs. */
+	struct accel_info accel;
+	if (accel_wait(now_ms_monotonic() + (uint64_t)cfg->accel_wait_s * 1000u, &accel) == 0 && info.accel[0] &&
+	    (strcmp(info.accel, accel_name(&accel)) || (info.cpu[0] && strcmp(info.cpu, accel.cpu))))
+		return al_error_set(
+		    err, AL_ERR_CONFLICT, EINVAL,
+		    "snapshot %s was taken on %s (-cpu %s); this daemon runs its guests on %s (-cpu %s), "
+		    "and a saved CPU state loads only on the accelerator and CPU model that made it",
+		    info.id, info.accel, info.cpu[0] ? info.cpu : "?", accel_name(&accel), accel.cpu);
 	char kernel_sha[65], initrd_sha[65];
 	if ((r = images_digests(info.template_name, kernel_sha, initrd_sha, err)) < 0) {
 		if (err->code == AL_ERR_INVALID_ARGUMENT)
@@ -1841,6 +1881,8 @@ int sandbox_snapshot(const char *id, const char *tenant, const char *name, bool 
 		strlcpy_al(info.tenant, sb->rec.tenant, sizeof(info.tenant));
 		strlcpy_al(info.template_name, sb->rec.template_name, sizeof(info.template_name));
 		strlcpy_al(info.backend, cfg->vmm->name, sizeof(info.backend));
+		strlcpy_al(info.accel, sb->rec.accel, sizeof(info.accel));
+		strlcpy_al(info.cpu, sb->rec.cpu, sizeof(info.cpu));
 		info.vcpus = sb->rec.vcpus;
 		info.memory_mib = sb->rec.memory_mib;
 		info.generation = sb->generation;

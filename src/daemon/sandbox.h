@@ -58,6 +58,9 @@ struct daemon_config {
 	unsigned auth_failure_per_min;
 	/* Network namespaces kept ready for creates (--netns-pool; netns.h). */
 	unsigned netns_pool;
+	/* How long a start waits for the accelerator's decision while its probe
+	 * runs (accel-probe.h); 503 after that. */
+	unsigned accel_wait_s;
 };
 
 #define DEFAULT_MAX_DISK_MIB 4096

@@ -22,9 +22,10 @@ static const char schema[] = "CREATE TABLE IF NOT EXISTS snapshots ("
                              " generation INTEGER NOT NULL, internal INTEGER NOT NULL,"
                              " state_sha TEXT NOT NULL DEFAULT '');";
 
-/* A store made before state_sha existed gets the column (empty: QEMU's
- * snapshots keep no separate device state). */
-static int add_state_sha(sqlite3 *db, struct al_error *err)
+/* A store made before a column existed gets it: state_sha (empty: QEMU's
+ * snapshots keep no separate device state), accel and cpu (empty: not known,
+ * any accelerator is tried). */
+static int add_column(sqlite3 *db, const char *column, struct al_error *err)
 {
 	sqlite3_stmt *st = NULL;
 	bool has = false;
@@ -32,14 +33,14 @@ static int add_state_sha(sqlite3 *db, struct al_error *err)
 		return al_error_set(err, AL_ERR_INTERNAL, EIO, "state store: %s", sqlite3_errmsg(db));
 	while (sqlite3_step(st) == SQLITE_ROW) {
 		const unsigned char *name = sqlite3_column_text(st, 1);
-		has |= name && !strcmp((const char *)name, "state_sha");
+		has |= name && !strcmp((const char *)name, column);
 	}
 	sqlite3_finalize(st);
 	char *msg = NULL;
-	if (!has && sqlite3_exec(db, "ALTER TABLE snapshots ADD COLUMN state_sha TEXT NOT NULL DEFAULT ''", NULL, NULL,
-	                         &msg) != SQLITE_OK) {
+	cleanup_free char *sql = xasprintf("ALTER TABLE snapshots ADD COLUMN %s TEXT NOT NULL DEFAULT ''", column);
+	if (!has && sqlite3_exec(db, sql, NULL, NULL, &msg) != SQLITE_OK) {
 		int r =
-		    al_error_set(err, AL_ERR_INTERNAL, EIO, "state store: snapshots.state_sha: %s", msg ? msg : "?");
+		    al_error_set(err, AL_ERR_INTERNAL, EIO, "state store: snapshots.%s: %s", column, msg ? msg : "?");
 		sqlite3_free(msg);
 		return r;
 	}
@@ -60,7 +61,8 @@ int snapshots_init(struct store *s, const char *state_dir, struct al_error *err)
 		sqlite3_free(msg);
 		return r;
 	}
-	if ((r = add_state_sha(db, err)) < 0)
+	if ((r = add_column(db, "state_sha", err)) < 0 || (r = add_column(db, "accel", err)) < 0 ||
+	    (r = add_column(db, "cpu", err)) < 0)
 		return r;
 	db_conn_set(&snap_db, db);
 	return 0;
@@ -162,6 +164,8 @@ static void bind_info(sqlite3_stmt *st, const struct snapshot_info *i)
 	sqlite3_bind_int64(st, 15, (sqlite3_int64)i->generation);
 	sqlite3_bind_int(st, 16, i->internal);
 	sqlite3_bind_text(st, 17, i->state_sha, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 18, i->accel, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 19, i->cpu, -1, SQLITE_STATIC);
 }
 
 static void copy_col(sqlite3_stmt *st, int col, char *dst, size_t size)
@@ -190,18 +194,20 @@ static void row_to_info(sqlite3_stmt *st, struct snapshot_info *i)
 	i->generation = (uint64_t)sqlite3_column_int64(st, 14);
 	i->internal = sqlite3_column_int(st, 15) != 0;
 	copy_col(st, 16, i->state_sha, sizeof(i->state_sha));
+	copy_col(st, 17, i->accel, sizeof(i->accel));
+	copy_col(st, 18, i->cpu, sizeof(i->cpu));
 }
 
 #define COLUMNS                                                                                                        \
 	"id, name, sandbox_id, tenant, template, vcpus, memory_mib, backend, kernel_sha, initrd_sha, memory_sha,"      \
-	" disk_sha, created_ms, size_bytes, generation, internal, state_sha"
+	" disk_sha, created_ms, size_bytes, generation, internal, state_sha, accel, cpu"
 
 int snapshot_insert(const struct snapshot_info *info, struct al_error *err)
 {
 	cleanup_db_query struct db_query q = {0};
 	int r = db_query_prepare(&snap_db,
 	                         "INSERT INTO snapshots (" COLUMNS ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9,"
-	                         " ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
+	                         " ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)",
 	                         "record a snapshot", &q, err);
 	if (r < 0)
 		return r;
@@ -332,6 +338,8 @@ json_t *snapshot_to_json(const struct snapshot_info *i)
 	                      "backend", i->backend, "created_at", created, "size_bytes", (json_int_t)i->size_bytes,
 	                      "generation", (json_int_t)i->generation, "digests", "memory", i->memory_sha, "disk",
 	                      i->disk_sha, "kernel", i->kernel_sha, "initramfs", i->initrd_sha);
+	json_object_set_new(o, "accel", i->accel[0] ? json_string(i->accel) : json_null());
+	json_object_set_new(o, "cpu", i->cpu[0] ? json_string(i->cpu) : json_null());
 	/* The device state a backend keeps beside the memory (Firecracker). */
 	if (i->state_sha[0])
 		json_object_set_new(json_object_get(o, "digests"), "state", json_string(i->state_sha));

@@ -32,6 +32,9 @@ struct snapshot_info {
 	char template_name[64];
 	unsigned vcpus, memory_mib;
 	char backend[16];
+	/* The accelerator and CPU model it ran on: its saved CPU state loads only
+	 * on the same ("" in records from before: not checked). */
+	char accel[8], cpu[64];
 	char kernel_sha[65], initrd_sha[65]; /* of the guest kernel and initramfs it ran */
 	char memory_sha[65], disk_sha[65];
 	char state_sha[65]; /* of SNAPSHOT_STATE; "" when the backend keeps none (QEMU) */

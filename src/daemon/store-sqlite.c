@@ -100,6 +100,8 @@ int store_open(const char *path, struct store **ret, struct al_error *err)
 		    "ALTER TABLE sandboxes ADD COLUMN disk_mib INTEGER NOT NULL DEFAULT 0",
 		    "ALTER TABLE sandboxes ADD COLUMN jail_uid INTEGER NOT NULL DEFAULT 0",
 		    "ALTER TABLE sandboxes ADD COLUMN boot_path TEXT NOT NULL DEFAULT ''",
+		    "ALTER TABLE sandboxes ADD COLUMN cpu TEXT NOT NULL DEFAULT ''",
+		    "ALTER TABLE sandboxes ADD COLUMN accel_reason TEXT NOT NULL DEFAULT ''",
 		};
 		for (size_t i = 0; i < ARRAY_SIZE(added); i++)
 			sqlite3_exec(s->db, added[i], NULL, NULL, NULL);
@@ -162,6 +164,8 @@ static void bind_record(sqlite3_stmt *st, const struct sandbox_record *r)
 	sqlite3_bind_int64(st, 24, r->disk_mib);
 	sqlite3_bind_int64(st, 25, r->jail_uid);
 	sqlite3_bind_text(st, 26, r->boot_path, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 27, r->cpu, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 28, r->accel_reason, -1, SQLITE_STATIC);
 }
 
 static int exec_write(struct store *s, const char *sql, const struct sandbox_record *r, const char *what,
@@ -188,9 +192,9 @@ int store_sandbox_insert(struct store *s, const struct sandbox_record *r, struct
 	                  "INSERT INTO sandboxes (id, state, template, vcpus, memory_mib, env, metadata, backend,"
 	                  " accel, created_ms, updated_ms, boot_ms, error, vmm_pid, tenant, timeout_s, on_timeout,"
 	                  " idle_timeout_s, run_ms, running_since_ms, network, secrets, ca_bundle, disk_mib, jail_uid,"
-	                  " boot_path)"
+	                  " boot_path, cpu, accel_reason)"
 	                  " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18,"
-	                  " ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26)",
+	                  " ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28)",
 	                  r, "insert", err);
 }
 
@@ -201,7 +205,7 @@ int store_sandbox_update(struct store *s, const struct sandbox_record *r, struct
 	                  " metadata=?7, backend=?8, accel=?9, created_ms=?10, updated_ms=?11, boot_ms=?12,"
 	                  " error=?13, vmm_pid=?14, tenant=?15, timeout_s=?16, on_timeout=?17, idle_timeout_s=?18,"
 	                  " run_ms=?19, running_since_ms=?20, network=?21, secrets=?22, ca_bundle=?23, disk_mib=?24,"
-	                  " jail_uid=?25, boot_path=?26"
+	                  " jail_uid=?25, boot_path=?26, cpu=?27, accel_reason=?28"
 	                  " WHERE id=?1",
 	                  r, "update", err);
 }
@@ -237,13 +241,16 @@ static int row_to_record(sqlite3_stmt *st, struct sandbox_record *r)
 	r->disk_mib = (unsigned)sqlite3_column_int64(st, 23);
 	r->jail_uid = (uint32_t)sqlite3_column_int64(st, 24);
 	strlcpy_al(r->boot_path, db_column_text(st, 25), sizeof(r->boot_path));
+	strlcpy_al(r->cpu, db_column_text(st, 26), sizeof(r->cpu));
+	strlcpy_al(r->accel_reason, db_column_text(st, 27), sizeof(r->accel_reason));
 	return 0;
 }
 
 #define SELECT_COLUMNS                                                                                                 \
 	"SELECT id, state, template, vcpus, memory_mib, env, metadata, backend, accel, created_ms,"                    \
 	" updated_ms, boot_ms, error, vmm_pid, tenant, timeout_s, on_timeout, idle_timeout_s, run_ms,"                 \
-	" running_since_ms, network, secrets, ca_bundle, disk_mib, jail_uid, boot_path FROM sandboxes"
+	" running_since_ms, network, secrets, ca_bundle, disk_mib, jail_uid, boot_path, cpu, accel_reason"             \
+	" FROM sandboxes"
 
 int store_sandbox_get(struct store *s, const char *id, struct sandbox_record *ret, struct al_error *err)
 {

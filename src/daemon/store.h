@@ -68,6 +68,10 @@ struct sandbox_record {
 	 * snapshot), "cold" (a boot) or "snapshot" (a restore of a snapshot);
 	 * "" before that. At create: "cold" when the request asks for it. */
 	char boot_path[12];
+	/* The accelerator's CPU model its VMM runs with (QEMU's -cpu), and why
+	 * the daemon chose the accelerator (accel.h); "" in records from before. */
+	char cpu[64];
+	char accel_reason[512];
 };
 
 #define NETWORK_POLICY_EMPTY "{\"allow\":[],\"deny\":[]}"

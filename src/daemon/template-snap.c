@@ -121,37 +121,12 @@ static int stat_images(const struct tsnap_request *req, struct stat st[3])
 	return 0;
 }
 
-/* A process in <state>/template-snapshots: the jailer of a build's VMM that a
- * crashed daemon left. Killed, its cgroup removed. */
-static void build_left(long pid, char *cwd, void *ctx)
-{
-	(void)cwd;
-	(void)ctx;
-	/* Its id is the jailer's --id (tpl-<hex>). */
-	char link[64];
-	snprintf(link, sizeof(link), "/proc/%ld/cmdline", pid);
-	cleanup_free char *cmd = NULL;
-	size_t len = 0;
-	if (read_file_limited(link, 64 * 1024, &cmd, &len) < 0)
-		return;
-	const char *id = NULL;
-	for (size_t i = 0; i + 1 < len; i += strlen(cmd + i) + 1)
-		if (!strcmp(cmd + i, "--id") && i + 5 < len)
-			id = cmd + i + 5; /* past "--id" and its NUL */
-	if (!id || strncmp(id, "tpl-", 4))
-		return;
-	log_info("killing the template build VMM %ld (%s) a previous airlockd left", pid, id);
-	kill((pid_t)pid, SIGKILL);
-	struct al_error e = {0};
-	if (jail_cleanup(id, &e) < 0)
-		log_error("%s", e.message);
-}
-
 void tsnap_init(const struct daemon_config *c)
 {
 	cfg = c;
 	cleanup_free char *base = xasprintf("%s/%s", cfg->state_dir, TSNAP_DIR);
-	jail_each_process_below(base, build_left, NULL);
+	/* A build's VMM a crashed daemon left (the jailer's --id is tpl-<hex>). */
+	jail_kill_left_below(base, "tpl-", "template build");
 	/* Snapshots live as long as the daemon: what is on disk is stale. */
 	rm_rf(base);
 }
@@ -260,9 +235,12 @@ static int wait_agent(struct build *b, const struct vmm_config *vc, struct pump 
                       struct al_error *err)
 {
 	int r = vmm_connect_retry(cfg->vmm, vc, true, b->pidfd, deadline, &b->ch_fd);
-	if (r == -ECHILD)
-		return al_error_set(err, AL_ERR_BOOT_FAILED, ECHILD, "the template's VM exited at start (see %s)",
-		                    VMM_LOG);
+	if (r == -ECHILD) {
+		char how[1024];
+		cleanup_close int dfd = open(vc->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		vmm_exit_describe(b->pidfd, b->pid, NULL, dfd, VMM_LOG, how, sizeof(how));
+		return al_error_set(err, AL_ERR_BOOT_FAILED, ECHILD, "the template's VM exited at start: %s", how);
+	}
 	if (r == -ETIMEDOUT)
 		return al_error_set(err, AL_ERR_BOOT_FAILED, ETIMEDOUT, "the template's VM did not start");
 	if (r < 0)

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* QEMU backend: -M microvm, KVM where /dev/kvm exists, TCG otherwise. */
+/* QEMU backend: -M microvm, on the accelerator the daemon decided (accel.h:
+ * KVM only once a guest has booted on it, TCG otherwise). */
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -13,6 +14,7 @@
 #include "airlock/proto.h"
 #include "json-cleanup.h"
 #include "util.h"
+#include "accel.h"
 #include "jail.h"
 #include "vmm.h"
 
@@ -27,14 +29,11 @@
 #define FD_INCOMING_NUM 7
 #define FD_MEM_NUM 8
 
-static bool have_kvm(void)
-{
-	return access("/dev/kvm", R_OK | W_OK) == 0;
-}
-
 static const char *qemu_accel(void)
 {
-	return have_kvm() ? "kvm" : "tcg";
+	struct accel_info a;
+	accel_get(&a);
+	return accel_name(&a);
 }
 
 /* Under TCG the guest TSC is the host's, and without telling the guest its
@@ -156,7 +155,15 @@ static int qemu_spawn(const struct vmm_config *cfg, pid_t *ret_pid, struct al_er
 	char qemu[PATH_MAX];
 	if (qemu_binary_path(qemu, sizeof(qemu)) < 0)
 		return al_error_set(err, AL_ERR_INTERNAL, ENOENT, "%s is not on PATH", QEMU_BINARY);
-	bool kvm = have_kvm();
+	/* The accelerator: the probe's attempt, or the daemon's decision
+	 * (never "probing": every start waits for it, sandbox.c). */
+	struct accel_info accel;
+	accel_get(&accel);
+	if (!cfg->kvm_cpu && !accel.decided)
+		return al_error_set(err, AL_ERR_UNAVAILABLE, EAGAIN,
+		                    "the accelerator is not decided yet (its probe is running): try again");
+	bool kvm = cfg->kvm_cpu || accel.kvm;
+	const char *cpu = cfg->kvm_cpu ? cfg->kvm_cpu : accel.cpu;
 	char smp[16], mem[24], append[512];
 	snprintf(smp, sizeof(smp), "%u", cfg->vcpus);
 	snprintf(mem, sizeof(mem), "%uM", cfg->memory_mib);
@@ -210,7 +217,7 @@ static int qemu_spawn(const struct vmm_config *cfg, pid_t *ret_pid, struct al_er
 	 * cgroup (QEMU's default is 1 GiB). */
 	ARG(kvm ? "kvm" : "tcg,tb-size=" QEMU_TCG_TB_MIB_STR);
 	ARG("-cpu");
-	ARG(kvm ? "host" : "max");
+	ARG(cpu);
 	ARG("-smp");
 	ARG(smp);
 	ARG("-m");

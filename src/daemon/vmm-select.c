@@ -90,8 +90,8 @@ static int choose_qemu(const char *how, const char *because, const struct vmm_ho
 		                    VMM_QEMU_BINARY, because[0] ? ", and " : "", because);
 	*ret = (struct vmm_choice){.backend = VMM_BACKEND_QEMU, .kvm = host->kvm};
 	if (host->kvm)
-		snprintf(ret->reason, sizeof(ret->reason), "%s: qemu with KVM%s%s", how, because[0] ? ", because " : "",
-		         because);
+		snprintf(ret->reason, sizeof(ret->reason), "%s: qemu with KVM once a guest boots on it (else TCG)%s%s",
+		         how, because[0] ? ", because " : "", because);
 	else
 		snprintf(ret->reason, sizeof(ret->reason), "%s: qemu with TCG (software emulation, slower)%s%s%s%s",
 		         how, because[0] ? ", because " : "", because, because[0] ? "" : ": ",

@@ -32,7 +32,7 @@ void vmm_jail_spec(const struct vmm_ops *ops, const struct vmm_config *vc, uint3
 	struct stat st;
 	if (stat(vc->rootfs, &st) == 0 && size_mib_up((uint64_t)st.st_size) > disk_mib)
 		disk_mib = size_mib_up((uint64_t)st.st_size);
-	jail_spec(ret, uid, vc->vcpus, vc->memory_mib, disk_mib, !strcmp(ops->accel(), "kvm"));
+	jail_spec(ret, uid, vc->vcpus, vc->memory_mib, disk_mib, vc->kvm_cpu || !strcmp(ops->accel(), "kvm"));
 }
 
 int vmm_connect_retry(const struct vmm_ops *ops, const struct vmm_config *vc, bool channel, int pidfd,

@@ -63,6 +63,11 @@ struct vmm_config {
 	/* Firecracker: track dirty pages from the start (or the restore), so
 	 * that save_diff can write only what changed since the last save. */
 	bool diff_snapshots;
+
+	/* ---- added with the accelerator probe (issue 15) ---- */
+	/* QEMU: NULL, the daemon's accelerator (accel.h); else KVM with this
+	 * -cpu model, whatever the daemon's (the probe's attempts). */
+	const char *kvm_cpu;
 };
 
 struct vmm_ops {
@@ -181,6 +186,19 @@ void vmm_jail_spec(const struct vmm_ops *ops, const struct vmm_config *vc, uint3
  * failed otherwise. */
 int vmm_connect_retry(const struct vmm_ops *ops, const struct vmm_config *vc, bool channel, int pidfd,
                       uint64_t deadline_ms, int *ret_fd);
+
+/* Why a VMM ended, for the error of its sandbox (vmm-exit.c): how (exit
+ * status, or signal; a SIGSYS is seccomp's kill, named with the syscall from
+ * the kernel's audit record) and the last lines of its stderr (log_name in
+ * log_dirfd). status: its wait status when the caller reaped it, else NULL
+ * to look through pidfd without reaping. pid: the VMM's (the jailer's).
+ * Returns -ECHILD when how it ended is not known (out still says so). */
+int vmm_exit_describe(int pidfd, long pid, const int *status, int log_dirfd, const char *log_name, char *out,
+                      size_t size);
+/* One kernel log record of a seccomp action (audit type 1326): its pid,
+ * signal and syscall number; -ENOENT for another record, -EINVAL for a
+ * malformed one. */
+int vmm_audit_seccomp_parse(const char *record, long *ret_pid, int *ret_signal, int *ret_syscall);
 
 /* The `stop` of both backends: SIGKILL to the VMM's process (the jailer's
  * pid: the VMM dies with it). */

@@ -10,6 +10,7 @@
 #include <sys/prctl.h>
 #include <sys/wait.h>
 
+#include "airlock/jailer.h"
 #include "jailer.h"
 #include "util.h"
 
@@ -132,6 +133,10 @@ static __attribute__((noreturn)) void supervise(pid_t child, int failed_rd, stru
 	if (WIFEXITED(status))
 		_exit(WEXITSTATUS(status));
 	int sig = WTERMSIG(status);
+	/* The VMM's pid in the host's namespace: the kernel's record of a
+	 * seccomp kill (SIGSYS) names it, and airlockd knows only ours. */
+	fprintf(stderr, AIRLOCK_JAILER_SUPERVISOR_PREFIX "the VMM (pid %d) was killed by signal %d (SIG%s)\n",
+	        (int)child, sig, sigabbrev_np(sig) ?: "?");
 	signal(sig, SIG_DFL);
 	sigset_t one;
 	sigemptyset(&one);

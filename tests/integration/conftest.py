@@ -16,6 +16,7 @@ import pytest
 
 # HTTP to the API (apihttp.py): conftest's names too, for apiutil.py and tests/security.
 from apihttp import Response, UnixHTTPConnection, exchange, request_body  # noqa: F401
+from qemuutil import test_accel
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BUILD = os.path.abspath(os.environ.get("BUILD", os.path.join(ROOT, "build")))
@@ -297,6 +298,15 @@ class Daemon:
         # `make test-kvm` runs the suites against another backend (docs/kvm-host.md).
         if os.environ.get("AIRLOCK_TEST_BACKEND"):
             argv += ["--backend", os.environ["AIRLOCK_TEST_BACKEND"]]
+        # The accelerator of QEMU's guests: TCG unless the run says otherwise
+        # (`make test`'s KVM pass sets kvm, and the CPU model its probe chose),
+        # so that a run is the same on hosts with and without a working KVM;
+        # test_accel.py tests --accel auto itself.
+        qemu = os.environ.get("AIRLOCK_TEST_BACKEND", "qemu") == "qemu" and "--backend" not in self.extra_args
+        if qemu and "--accel" not in self.extra_args:
+            argv += ["--accel", test_accel()]
+            if test_accel() == "kvm" and os.environ.get("AIRLOCK_TEST_CPU"):
+                argv += ["--cpu-model", os.environ["AIRLOCK_TEST_CPU"]]
         return argv + self.extra_args
 
     def start(self):

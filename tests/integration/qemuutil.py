@@ -31,9 +31,27 @@ TCG_TB_MIB = 128
 SANDBOX_FLAGS = "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny"
 
 
-def have_kvm():
-    """vmm-qemu.c's have_kvm(): KVM where /dev/kvm can be opened."""
-    return os.access("/dev/kvm", os.R_OK | os.W_OK)
+def test_accel():
+    """The accelerator the tests mirror: AIRLOCK_TEST_ACCEL, "kvm" or "tcg"
+    (default). airlockd no longer picks KVM because /dev/kvm exists (a nested
+    host can have a /dev/kvm that opens and still never boot a guest): it
+    takes the accelerator a boot probe proved, so the tests cannot guess it
+    from the host either and are told."""
+    accel = os.environ.get("AIRLOCK_TEST_ACCEL", "tcg")
+    if accel not in ("kvm", "tcg"):
+        raise RuntimeError(f"AIRLOCK_TEST_ACCEL={accel!r}: must be kvm or tcg")
+    return accel
+
+
+def test_cpu():
+    """The CPU model under KVM: AIRLOCK_TEST_CPU, default "host" (nested
+    hosts where -cpu host aborts with "failed to set MSR 0x10a" need
+    "host,-arch-capabilities"). Under TCG it is always "max"."""
+    return os.environ.get("AIRLOCK_TEST_CPU", "host")
+
+
+# Not a test for pytest to collect (these modules sit beside test_*.py).
+test_accel.__test__ = test_cpu.__test__ = False
 
 
 def host_tsc_khz():
@@ -67,13 +85,16 @@ def qemu_binary():
     return os.path.realpath(path)
 
 
-def qemu_argv(name, *, vcpus=1, memory_mib=256, kvm=None, restore=False, mem_shared=None, net=True,
+def qemu_argv(name, *, vcpus=1, memory_mib=256, kvm=None, cpu=None, restore=False, mem_shared=None, net=True,
               fds=DAEMON_FDS, console=None, root="/dev/vda"):
     """qemu_spawn's command line. QEMU's cwd is its directory (disk.qcow2 and
     the sockets are relative names there); the kernel, initramfs and the
     template (backing of the qcow2 overlay) are open at fds.kernel,
     fds.initrd and fds.rootfs.
-    kvm: None as the host has it. restore: no kernel, initramfs or cmdline
+    kvm: None as test_accel() says; True: `-accel kvm -cpu CPU` (no
+    translation cache, no tsc_* parameters for the guest), False: `-accel
+    tcg,tb-size=... -cpu max`. cpu: the KVM CPU model, None as test_cpu()
+    says (ignored under TCG). restore: no kernel, initramfs or cmdline
     (a restore runs from the saved RAM), -incoming defer (load() reads the
     state). mem_shared None: anonymous RAM; True/False: RAM mapped from the
     file at fds.mem, shared (a template's boot) or private (a restore from
@@ -81,14 +102,18 @@ def qemu_argv(name, *, vcpus=1, memory_mib=256, kvm=None, restore=False, mem_sha
     namespace that has it). console None: the console socket con.sock, as
     airlockd has it; else a file QEMU writes the console to."""
     if kvm is None:
-        kvm = have_kvm()
+        kvm = test_accel() == "kvm"
+    if not kvm:
+        cpu = "max"
+    elif cpu is None:
+        cpu = test_cpu()
     if mem_shared is None:
         ram = f"memory-backend-ram,id=mem,size={memory_mib}M"
     else:
         ram = (f"memory-backend-file,id=mem,size={memory_mib}M,mem-path=/proc/self/fd/{fds.mem},"
                f"share={'on' if mem_shared else 'off'}")
     argv = [qemu_binary(), "-name", name, "-M", "microvm,memory-backend=mem", "-object", ram,
-            "-accel", "kvm" if kvm else f"tcg,tb-size={TCG_TB_MIB}", "-cpu", "host" if kvm else "max",
+            "-accel", "kvm" if kvm else f"tcg,tb-size={TCG_TB_MIB}", "-cpu", cpu,
             "-smp", str(vcpus), "-m", f"{memory_mib}M", "-nodefaults", "-no-user-config", "-nographic",
             "-no-reboot", "-sandbox", SANDBOX_FLAGS]
     if not restore:

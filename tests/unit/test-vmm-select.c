@@ -78,7 +78,8 @@ static void test_auto(void **state)
 	              (const char *const[]){"auto: firecracker", NULL});
 	/* KVM but no Firecracker: QEMU with KVM. */
 	expect_choice(VMM_BACKEND_AUTO, host(true, false, true), VMM_BACKEND_QEMU, true,
-	              (const char *const[]){"auto: qemu with KVM", "no firecracker binary on PATH", NULL});
+	              (const char *const[]){"auto: qemu with KVM once a guest boots on it",
+	                                    "no firecracker binary on PATH", NULL});
 	/* Firecracker but no KVM: QEMU with TCG, naming both facts. */
 	expect_choice(VMM_BACKEND_AUTO, host(true, true, false), VMM_BACKEND_QEMU, false,
 	              (const char *const[]){"auto: qemu with TCG", "/usr/local/bin/firecracker is on PATH",
@@ -95,7 +96,7 @@ static void test_explicit(void **state)
 {
 	(void)state;
 	expect_choice(VMM_BACKEND_QEMU, host(true, true, true), VMM_BACKEND_QEMU, true,
-	              (const char *const[]){"--backend qemu: qemu with KVM", NULL});
+	              (const char *const[]){"--backend qemu: qemu with KVM once a guest boots on it", NULL});
 	expect_choice(VMM_BACKEND_QEMU, host(true, false, false), VMM_BACKEND_QEMU, false,
 	              (const char *const[]){"--backend qemu: qemu with TCG", NO_KVM_WHY, NULL});
 	expect_refusal(VMM_BACKEND_QEMU, host(false, true, true), "--backend qemu: qemu-system-x86_64 not found");
