@@ -93,3 +93,113 @@ format-check:
 
 clean:
 	rm -rf $(BUILD)/obj $(BUILD)/test $(BUILD)/fuzz $(BUILD)/*.a $(BUILD)/airlockd $(BUILD)/airlock $(BUILD)/airlock-agent $(BUILD)/airlock-jailer
+
+# ---------------------------------------------------------------- install
+# `make install`, as root on the host (docs/kvm-host.md, "Install"):
+#   $(PREFIX)/bin                  airlockd, airlock, airlock-jailer, airlock-egress
+#                                  (airlockd runs the jailer and the gateway next to itself)
+#   $(PREFIX)/share/airlock/seccomp/qemu-x86_64.json   the VMM's seccomp profile
+#   $(PREFIX)/share/airlock/images the guest kernels and templates built under
+#                                  $(BUILD)/images, only those that were built
+#   $(SYSTEMD_UNIT_DIR)/airlockd.service  default $(PREFIX)/lib/systemd/system, which
+#                                  systemd searches for /usr/local and /usr; for another
+#                                  PREFIX give SYSTEMD_UNIT_DIR=/etc/systemd/system
+#   $(CONFDIR)/airlockd.conf       (/etc/airlock) never overwritten: when it differs
+#                                  from the new default, that goes next to it as .new
+# The unit and the config file name the installed paths (PREFIX, /etc/airlock): the
+# config file's seccomp-profile and image-dir are where this installs them, whatever
+# PREFIX is. DESTDIR is put in front of every path (packaging); nothing is started.
+# install needs `all` (nothing is rebuilt when it is up to date) but not `images-all`,
+# which needs root, the network and minutes (`make all images-all` first; install says
+# so when no image is built). `make uninstall` removes what install put there, but the
+# config file when it was changed, and never touches /var/lib/airlock (the state).
+PREFIX ?= /usr/local
+DESTDIR ?=
+SYSTEMD_UNIT_DIR ?= $(PREFIX)/lib/systemd/system
+CONFDIR ?= /etc/airlock
+INSTALL ?= install
+INSTALL_BINDIR = $(PREFIX)/bin
+INSTALL_DATADIR = $(PREFIX)/share/airlock
+INSTALL_IMAGES = $(DESTDIR)$(INSTALL_DATADIR)/images
+INSTALL_BINS := airlockd airlock airlock-jailer airlock-egress
+INSTALL_KERNEL_FILES := vmlinuz vmlinux initramfs.cpio
+INSTALL_TEMPLATE_FILES := rootfs.ext4 template.json
+# The paths go into sed expressions and shell words unquoted: keep them plain.
+install_check = for v in "PREFIX=$(PREFIX)" "CONFDIR=$(CONFDIR)" "SYSTEMD_UNIT_DIR=$(SYSTEMD_UNIT_DIR)" \
+		"DESTDIR=$(DESTDIR)"; do \
+		case "$${v\#*=}" in \
+		*[!A-Za-z0-9_./+-]*) echo "install: $$v: only A-Z a-z 0-9 _ . / + - please" >&2; exit 1;; \
+		/*) ;; \
+		"") [ "$${v%%=*}" = DESTDIR ] || { echo "install: $${v%%=*} is empty" >&2; exit 1; };; \
+		*) echo "install: $$v is not an absolute path" >&2; exit 1;; \
+		esac; \
+	done
+install_subst = sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@BINDIR@|$(INSTALL_BINDIR)|g' \
+	-e 's|@DATADIR@|$(INSTALL_DATADIR)|g' -e 's|@CONFDIR@|$(CONFDIR)|g'
+# $(call install_gen,TEMPLATE,DEST): TEMPLATE substituted, written to DEST (0644) by a rename.
+install_gen = $(install_subst) $(1) >$(2).tmp && chmod 0644 $(2).tmp && mv -f $(2).tmp $(2)
+
+.PHONY: install uninstall
+install: all
+	@$(install_check)
+	$(INSTALL) -d -m 0755 $(DESTDIR)$(INSTALL_BINDIR) $(DESTDIR)$(INSTALL_DATADIR)/seccomp \
+		$(DESTDIR)$(SYSTEMD_UNIT_DIR) $(DESTDIR)$(CONFDIR)
+	$(INSTALL) -m 0755 $(INSTALL_BINS:%=$(BUILD)/%) $(DESTDIR)$(INSTALL_BINDIR)/
+	$(INSTALL) -m 0644 security/seccomp/qemu-x86_64.json $(DESTDIR)$(INSTALL_DATADIR)/seccomp/qemu-x86_64.json
+	$(call install_gen,packaging/systemd/airlockd.service,$(DESTDIR)$(SYSTEMD_UNIT_DIR)/airlockd.service)
+	@set -e; src=$(BUILD)/images; dst=$(INSTALL_IMAGES); kernels=0; templates=""; \
+	for f in $(INSTALL_KERNEL_FILES); do \
+		[ -f $$src/kernels/$$f ] || continue; \
+		$(INSTALL) -d -m 0755 $$dst $$dst/kernels; \
+		$(INSTALL) -m 0644 $$src/kernels/$$f $$dst/kernels/$$f; kernels=$$((kernels + 1)); \
+	done; \
+	for t in $$src/templates/*/rootfs.ext4; do \
+		[ -f $$t ] || continue; \
+		name=$$(basename $$(dirname $$t)); \
+		$(INSTALL) -d -m 0755 $$dst $$dst/templates $$dst/templates/$$name; \
+		for f in $(INSTALL_TEMPLATE_FILES); do \
+			[ ! -f $$src/templates/$$name/$$f ] || \
+				$(INSTALL) -m 0644 $$src/templates/$$name/$$f $$dst/templates/$$name/$$f; \
+		done; \
+		templates="$$templates $$name"; \
+	done; \
+	if [ $$kernels = 0 ] || [ -z "$$templates" ]; then \
+		echo "install: WARNING: no guest kernel or no template under $$src: airlockd cannot start" \
+			"sandboxes; run 'make images-all' (as root) and 'make install' again"; \
+	else \
+		echo "install: images: $$kernels kernel files, templates:$$templates"; \
+	fi
+	@set -e; conf=$(DESTDIR)$(CONFDIR)/airlockd.conf; \
+	if [ ! -e $$conf ] && [ ! -L $$conf ]; then \
+		$(call install_gen,packaging/airlockd.conf,$$conf); echo "install: $$conf"; \
+	elif $(install_subst) packaging/airlockd.conf | cmp -s - $$conf; then \
+		rm -f $$conf.new; echo "install: $$conf is already the default"; \
+	else \
+		$(call install_gen,packaging/airlockd.conf,$$conf.new); \
+		echo "install: kept your $$conf; the new default is $$conf.new (compare them)"; \
+	fi
+	@echo "install: done. Then: systemctl daemon-reload && systemctl enable --now airlockd" \
+		"(docs/kvm-host.md)"
+
+uninstall:
+	@$(install_check)
+	rm -f $(INSTALL_BINS:%=$(DESTDIR)$(INSTALL_BINDIR)/%) $(DESTDIR)$(INSTALL_DATADIR)/seccomp/qemu-x86_64.json \
+		$(DESTDIR)$(SYSTEMD_UNIT_DIR)/airlockd.service $(INSTALL_KERNEL_FILES:%=$(INSTALL_IMAGES)/kernels/%)
+	@set -e; for d in $(INSTALL_IMAGES)/templates/*/; do \
+		[ -d $$d ] || continue; \
+		rm -f $(INSTALL_TEMPLATE_FILES:%=$${d}%); \
+		rmdir $$d 2>/dev/null || echo "uninstall: kept $$d: it holds files install did not put there"; \
+	done
+	@for d in $(INSTALL_IMAGES)/templates $(INSTALL_IMAGES)/kernels $(INSTALL_IMAGES) \
+		$(DESTDIR)$(INSTALL_DATADIR)/seccomp $(DESTDIR)$(INSTALL_DATADIR); do \
+		[ ! -d $$d ] || rmdir $$d 2>/dev/null || echo "uninstall: kept $$d: it holds files install did not put there"; \
+	done
+	@set -e; conf=$(DESTDIR)$(CONFDIR)/airlockd.conf; rm -f $$conf.new; \
+	if [ -f $$conf ] && $(install_subst) packaging/airlockd.conf | cmp -s - $$conf; then \
+		rm -f $$conf; \
+	elif [ -e $$conf ]; then \
+		echo "uninstall: kept $$conf (changed since install)"; \
+	fi; \
+	rmdir $(DESTDIR)$(CONFDIR) 2>/dev/null || true
+	@echo "uninstall: done ($(DESTDIR)/var/lib/airlock is not touched; stop airlockd first:" \
+		"systemctl disable --now airlockd)"
