@@ -19,19 +19,12 @@ if [ ! -e /dev/kvm ]; then
 	exit 0
 fi
 "$MAKE" --no-print-directory all images-all
-work=$(mktemp -d /tmp/airlock-test-kvm.XXXXXX)
-trap 'rm -rf "$work"' EXIT
-rc=0
-"$BUILD/airlockd" --check --accel kvm --socket "$work/check.sock" --state-dir "$work/state" \
-	--image-dir "$BUILD/images" >"$work/check.out" 2>"$work/check.err" || rc=$?
-if [ "$rc" != 0 ]; then
-	why=$(grep -E 'airlockd error: ' "$work/check.err" | tail -n1 | sed 's/.*airlockd error: //')
-	[ -n "$why" ] || why=$(grep '^accel.reason=' "$work/check.out" | cut -d= -f2-)
-	echo "test-kvm: SKIP: /dev/kvm is there but no guest runs on it: ${why:-airlockd --check exited $rc}"
+if ! proven=$(BUILD="$BUILD" scripts/kvm-proven.sh); then
+	echo "test-kvm: SKIP: $proven (docs/kvm-host.md says how to prepare a KVM host)"
 	exit 0
 fi
-cpu=$(grep '^accel.cpu=' "$work/check.out" | cut -d= -f2-)
-echo "test-kvm: $(grep '^accel.reason=' "$work/check.out" | cut -d= -f2-); host kernel $(uname -r)"
+cpu=$(echo "$proven" | sed -n 's/^cpu=//p')
+echo "test-kvm: $(echo "$proven" | sed -n 's/^reason=//p'); host kernel $(uname -r)"
 
 echo "test-kvm: QEMU on KVM (-cpu $cpu)"
 # shellcheck disable=SC2086

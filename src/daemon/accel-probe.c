@@ -77,21 +77,7 @@ struct attempt {
 
 static void attempt_end(struct attempt *a)
 {
-	if (a->pid > 0) {
-		kill(a->pid, SIGKILL);
-		int status;
-		while (waitpid(a->pid, &status, 0) < 0 && errno == EINTR)
-			;
-		a->pid = 0;
-	}
-	struct al_error e = {0};
-	if (a->id[0] && jail_cleanup(a->id, &e) < 0) {
-		log_error("accelerator probe %s: %s", a->id, e.message);
-		a->uid_held = false; /* something may still run as it */
-	}
-	if (a->uid_held)
-		jail_uid_put(a->uid);
-	a->uid_held = false;
+	vmm_internal_end(&a->pid, a->id, a->uid, &a->uid_held, "accelerator probe");
 	if (a->ch)
 		guest_channel_free(a->ch);
 	a->ch = NULL;

@@ -155,21 +155,7 @@ struct build {
 
 static void build_end(struct build *b)
 {
-	if (b->pid > 0) {
-		kill(b->pid, SIGKILL);
-		int status;
-		while (waitpid(b->pid, &status, 0) < 0 && errno == EINTR)
-			;
-		b->pid = 0;
-	}
-	struct al_error e = {0};
-	if (b->id[0] && jail_cleanup(b->id, &e) < 0) {
-		log_error("template build %s: %s", b->id, e.message);
-		b->uid_held = false; /* something may still run as it */
-	}
-	if (b->uid_held)
-		jail_uid_put(b->uid);
-	b->uid_held = false;
+	vmm_internal_end(&b->pid, b->id, b->uid, &b->uid_held, "template build");
 	if (b->ch)
 		guest_channel_free(b->ch); /* closes ch_fd */
 	else if (b->ch_fd >= 0)

@@ -4,9 +4,12 @@
  * snapshot's build (template-snap.c). */
 #include <fcntl.h>
 #include <poll.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 
 #include "jail.h"
+#include "log.h"
 #include "util.h"
 #include "vmm.h"
 
@@ -51,4 +54,23 @@ int vmm_connect_retry(const struct vmm_ops *ops, const struct vmm_config *vc, bo
 		if (now_ms_monotonic() >= deadline_ms)
 			return -ETIMEDOUT;
 	}
+}
+
+void vmm_internal_end(pid_t *pid, const char *id, uint32_t uid, bool *uid_held, const char *what)
+{
+	if (*pid > 0) {
+		kill(*pid, SIGKILL);
+		int status;
+		while (waitpid(*pid, &status, 0) < 0 && errno == EINTR)
+			;
+		*pid = 0;
+	}
+	struct al_error e = {0};
+	if (id[0] && jail_cleanup(id, &e) < 0) {
+		log_error("%s %s: %s", what, id, e.message);
+		*uid_held = false; /* something may still run as it */
+	}
+	if (*uid_held)
+		jail_uid_put(uid);
+	*uid_held = false;
 }

@@ -200,6 +200,12 @@ int vmm_exit_describe(int pidfd, long pid, const int *status, int log_dirfd, con
  * malformed one. */
 int vmm_audit_seccomp_parse(const char *record, long *ret_pid, int *ret_signal, int *ret_syscall);
 
+/* The end of a VMM the daemon ran for itself (a template build, the
+ * accelerator probe), whatever state it is in: killed and reaped (*pid is
+ * then 0), its cgroup removed, its uid given back unless something may
+ * still run as it (*uid_held is then false); `what` names it in the log. */
+void vmm_internal_end(pid_t *pid, const char *id, uint32_t uid, bool *uid_held, const char *what);
+
 /* The `stop` of both backends: SIGKILL to the VMM's process (the jailer's
  * pid: the VMM dies with it). */
 int vmm_stop_by_kill(const struct vmm_config *cfg, pid_t pid);
