@@ -491,6 +491,21 @@ def test_failures_after_the_cgroup_leave_none(jail_base):
     assert_refused(r, "netns: ", j.id)
 
 
+def jail_boot_files(j):
+    """What airlockd gives a booting QEMU in jail j: the disk overlay in the
+    jail root, owned by the jail's uid (the backing name written in it is
+    never opened: the template is an fd and the overlay's explicit backing
+    node), and the kernel, initramfs and template as fds. Returns (the fds,
+    qemuutil.Fds, the jailer's --keep-fd arguments)."""
+    rootfs = os.path.realpath(os.path.join(IMAGES, "templates", "minimal", "rootfs.ext4"))
+    q.create_overlay(rootfs, os.path.join(j.root, "disk.qcow2"))
+    os.chown(os.path.join(j.root, "disk.qcow2"), j.uid, j.gid)
+    boot_fds = [os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+                for path in (os.path.join(IMAGES, "kernels", "vmlinuz"),
+                             os.path.join(IMAGES, "kernels", "initramfs.cpio"), rootfs)]
+    return boot_fds, q.Fds(*boot_fds, incoming=None, mem=None), [a for fd in boot_fds for a in ("--keep-fd", str(fd))]
+
+
 # ----------------------------------------------------------------- a real VMM
 
 def qemu_payload(boot_fds, restore=False):
@@ -509,18 +524,9 @@ def test_qemu_boots_in_the_jail_under_the_profile(jail_base):
     with open(PROFILE) as f:
         assert json.load(f)["default_action"] == "kill_process"
     j = Jail(jail_base, "q")
-    # What airlockd puts in the jail root: the disk overlay, owned by the
-    # jail's uid (the backing name written in it is never opened: the
-    # template is an fd and the overlay's explicit backing node). The tap
-    # belongs to that uid too. Nothing of the images is in the jail.
-    rootfs = os.path.realpath(os.path.join(IMAGES, "templates", "minimal", "rootfs.ext4"))
-    q.create_overlay(rootfs, os.path.join(j.root, "disk.qcow2"))
-    os.chown(os.path.join(j.root, "disk.qcow2"), j.uid, j.gid)
-    boot_fds = [os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-                for path in (os.path.join(IMAGES, "kernels", "vmlinuz"),
-                             os.path.join(IMAGES, "kernels", "initramfs.cpio"), rootfs)]
-    fds = q.Fds(*boot_fds, incoming=None, mem=None)
-    keep = [a for fd in boot_fds for a in ("--keep-fd", str(fd))]
+    # What airlockd gives QEMU (jail_boot_files); the tap belongs to the
+    # jail's uid too. Nothing of the images is in the jail.
+    boot_fds, fds, keep = jail_boot_files(j)
     ns = Netns(f"airlock-jq-{os.getpid()}-{random.randrange(1 << 20):x}", tap_user=j.uid)
     common = ("--netns-fd", str(ns.fd), "--new-pid-ns", "--memory-mib", "768", "--pids-max", "128",
               "--rlimit-nofile", "1024", "--bind-ro", "/usr",

@@ -39,7 +39,7 @@ import qemuutil as q
 # The jail as test_jailer.py builds and cleans it (ids, uids, cgroup
 # cleanup, the tap owned by the jail's uid), and its fixture jail_base.
 import test_jailer as tj
-from test_jailer import Jail, Netns
+from test_jailer import Jail, Netns, jail_boot_files
 
 jail_base = tj.jail_base
 PROFILE = tj.PROFILE
@@ -155,14 +155,7 @@ def run_jailed(jail_base, tag, *, kvm, cpu=None, profile=None):
     quit if it still runs."""
     profile = profile or PROFILE
     j = Jail(jail_base, tag)
-    rootfs = os.path.realpath(os.path.join(IMAGES, "templates", "minimal", "rootfs.ext4"))
-    q.create_overlay(rootfs, os.path.join(j.root, "disk.qcow2"))
-    os.chown(os.path.join(j.root, "disk.qcow2"), j.uid, j.gid)
-    boot_fds = [os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-                for path in (os.path.join(IMAGES, "kernels", "vmlinuz"),
-                             os.path.join(IMAGES, "kernels", "initramfs.cpio"), rootfs)]
-    fds = q.Fds(*boot_fds, incoming=None, mem=None)
-    keep = [a for fd in boot_fds for a in ("--keep-fd", str(fd))]
+    boot_fds, fds, keep = jail_boot_files(j)
     ns = Netns(f"airlock-jk-{os.getpid()}-{random.randrange(1 << 20):x}", tap_user=j.uid)
     # airlockd's jail for QEMU, /dev/kvm in it only under KVM (as airlockd
     # gives it only when it runs KVM).
