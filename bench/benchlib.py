@@ -127,18 +127,7 @@ class Daemon:
         sys.exit(f"bench/{self.name}: airlockd did not answer /healthz within {STARTUP_TIMEOUT_S} s")
 
     def accel_decided(self):
-        """/healthz once the accelerator's probe has decided (airlockd --accel
-        auto, the default: KVM only once a guest booted on it). Every figure
-        made after it is labelled with it (Figures.add)."""
-        deadline = time.monotonic() + ACCEL_PROBE_WAIT_S
-        while True:
-            health = call(self.sock, "GET", "/healthz")[1]
-            if health.get("accel") != "probing" or time.monotonic() > deadline:
-                break
-            time.sleep(0.2)
-        global ACCEL
-        ACCEL = accel_label(health)
-        return health
+        return wait_accel(self.sock)
 
     def call(self, method, path, body=None, **kw):
         return call(self.sock, method, path, body, **kw)
@@ -311,8 +300,24 @@ def spread(xs):
 # the jail's set-up).
 ACCEL_PROBE_WAIT_S = 40
 # The accelerator of the daemon the figures are being made with: "tcg",
-# "kvm (-cpu host)", ...; set by Daemon.start.
-ACCEL = "?"
+# "kvm (-cpu host)", ...; set by wait_accel (Daemon.start calls it). Figures
+# made without a daemon ran no VM.
+ACCEL = "no VM"
+
+
+def wait_accel(sock):
+    """/healthz once the accelerator's probe has decided (airlockd --accel
+    auto, the default: KVM only once a guest booted on it). Every figure made
+    after it is labelled with it (Figures.add)."""
+    deadline = time.monotonic() + ACCEL_PROBE_WAIT_S
+    while True:
+        health = call(sock, "GET", "/healthz")[1]
+        if health.get("accel") != "probing" or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    global ACCEL
+    ACCEL = accel_label(health)
+    return health
 
 
 def accel_label(health):
