@@ -302,7 +302,8 @@ ACCEL_PROBE_WAIT_S = 40
 # The accelerator of the daemon the figures are being made with: "tcg",
 # "kvm (-cpu host)", ...; set by wait_accel (Daemon.start calls it). Figures
 # made without a daemon ran no VM.
-ACCEL = "no VM"
+NO_VM = "no VM"
+ACCEL = NO_VM
 
 
 def wait_accel(sock):
