@@ -226,8 +226,32 @@ static int value_parse(const char *path, unsigned lineno, const char *s, const c
 }
 
 /* One line (NUL-terminated, without its newline) into b. */
-static int config_parse_line(const char *path, unsigned lineno, const char *line, size_t len, size_t *n_options,
-                             struct argv_builder *b, struct al_error *err)
+/* The option of the table (getopt's) that name names, if opts is given: it
+ * must exist and take a value exactly when the line gives one (else getopt
+ * would take the next option as this one's value, or refuse it far from
+ * the file's line). */
+static int option_check(const char *path, unsigned lineno, const struct option *opts, const char *name, size_t name_len,
+                        bool has_value, struct al_error *err)
+{
+	if (!opts)
+		return 0;
+	for (const struct option *o = opts; o->name; o++) {
+		if (strlen(o->name) != name_len || memcmp(o->name, name, name_len))
+			continue;
+		if (o->has_arg == required_argument && !has_value)
+			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "%s:%u: %s needs a value", path,
+			                    lineno, o->name);
+		if (o->has_arg == no_argument && has_value)
+			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "%s:%u: %s takes no value", path,
+			                    lineno, o->name);
+		return 0;
+	}
+	return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "%s:%u: no option %.*s (airlockd --help lists them)",
+	                    path, lineno, (int)name_len, name);
+}
+
+static int config_parse_line(const char *path, unsigned lineno, const char *line, size_t len, const struct option *opts,
+                             size_t *n_options, struct argv_builder *b, struct al_error *err)
 {
 	int r = line_check_bytes(path, lineno, line, len, err);
 	if (r < 0)
@@ -264,6 +288,8 @@ static int config_parse_line(const char *path, unsigned lineno, const char *line
 		                    (int)name_len, name);
 	if (has && (r = value_check(path, lineno, v, v_len, err)) < 0)
 		return r;
+	if ((r = option_check(path, lineno, opts, name, name_len, has, err)) < 0)
+		return r;
 	if (++*n_options > DAEMON_CONFIG_OPTIONS_MAX)
 		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, E2BIG, "%s:%u: more than %d options", path, lineno,
 		                    DAEMON_CONFIG_OPTIONS_MAX);
@@ -276,7 +302,8 @@ static int config_parse_line(const char *path, unsigned lineno, const char *line
 /* SECURITY: the file is the operator's, but it is parsed as untrusted text:
  * every limit is checked before anything is kept, and nothing in it can name
  * another file to read. */
-static int config_parse(const char *path, char *buf, size_t len, struct argv_builder *b, struct al_error *err)
+static int config_parse(const char *path, char *buf, size_t len, const struct option *opts, struct argv_builder *b,
+                        struct al_error *err)
 {
 	size_t n_options = 0;
 	unsigned lineno = 0;
@@ -286,7 +313,7 @@ static int config_parse(const char *path, char *buf, size_t len, struct argv_bui
 		char *nl = memchr(line, '\n', len - at);
 		size_t line_len = nl ? (size_t)(nl - line) : len - at;
 		line[line_len] = '\0'; /* the newline, or buf's terminator */
-		int r = config_parse_line(path, lineno, line, line_len, &n_options, b, err);
+		int r = config_parse_line(path, lineno, line, line_len, opts, &n_options, b, err);
 		if (r < 0)
 			return r;
 		at += line_len + 1;
@@ -294,8 +321,8 @@ static int config_parse(const char *path, char *buf, size_t len, struct argv_bui
 	return 0;
 }
 
-int daemon_config_argv(const char *default_path, int argc, char *const argv[], int *ret_argc, char ***ret_argv,
-                       struct al_error *err)
+int daemon_config_argv(const char *default_path, const struct option *opts, int argc, char *const argv[], int *ret_argc,
+                       char ***ret_argv, struct al_error *err)
 {
 	const char *path = NULL;
 	int skip_at = 0, skip_n = 0;
@@ -310,7 +337,8 @@ int daemon_config_argv(const char *default_path, int argc, char *const argv[], i
 	if (path) {
 		cleanup_free char *buf = NULL;
 		size_t len = 0;
-		if ((r = config_read(path, &buf, &len, err)) < 0 || (r = config_parse(path, buf, len, &b, err)) < 0)
+		if ((r = config_read(path, &buf, &len, err)) < 0 ||
+		    (r = config_parse(path, buf, len, opts, &b, err)) < 0)
 			return r;
 	}
 	for (int i = 1; i < argc; i++)

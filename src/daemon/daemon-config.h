@@ -18,6 +18,8 @@
 #ifndef AIRLOCK_DAEMON_CONFIG_H
 #define AIRLOCK_DAEMON_CONFIG_H
 
+#include <getopt.h>
+
 #include "error.h"
 
 #define DAEMON_CONFIG_FILE_MAX (64 * 1024)
@@ -31,10 +33,12 @@
  * argv without the --config pair. The command line comes last, so its flags
  * win (getopt_long keeps the last of a repeated option). Without --config,
  * default_path is read instead; with neither (default_path NULL), the result
- * is a copy of argv. ret_argv is NULL-terminated and owns every string: free
+ * is a copy of argv. opts: getopt_long's table, or NULL: a file's option must
+ * be in it and give a value exactly when it takes one (FILE:LINE says which
+ * is not). ret_argv is NULL-terminated and owns every string: free
  * it with daemon_config_argv_free(). err says FILE:LINE and what is wrong. */
-int daemon_config_argv(const char *default_path, int argc, char *const argv[], int *ret_argc, char ***ret_argv,
-                       struct al_error *err);
+int daemon_config_argv(const char *default_path, const struct option *opts, int argc, char *const argv[], int *ret_argc,
+                       char ***ret_argv, struct al_error *err);
 
 /* Frees a result of daemon_config_argv(); NULL is fine. */
 void daemon_config_argv_free(char **argv);

@@ -423,7 +423,7 @@ int main(int argc, char **argv)
 		struct al_error cerr = {0};
 		char **config_argv = NULL;
 		int config_argc = 0;
-		if (daemon_config_argv(NULL, argc, argv, &config_argc, &config_argv, &cerr) < 0) {
+		if (daemon_config_argv(NULL, opts, argc, argv, &config_argc, &config_argv, &cerr) < 0) {
 			fprintf(stderr, "airlockd: %s\n", cerr.message);
 			return 2;
 		}

@@ -61,7 +61,7 @@ static void expect_argv(const char *const *args, const char *const *want)
 	struct al_error err = {0};
 	int ret_argc = -1;
 	cleanup_config_argv char **ret = NULL;
-	int r = daemon_config_argv(NULL, argc, (char *const *)args, &ret_argc, &ret, &err);
+	int r = daemon_config_argv(NULL, NULL, argc, (char *const *)args, &ret_argc, &ret, &err);
 	if (r < 0)
 		fail_msg("refused: %s", err.message);
 	int n = 0;
@@ -89,7 +89,7 @@ static int expect_refused_conf(unsigned line, const char *needle)
 	struct al_error err = {0};
 	int ret_argc = -1;
 	char **ret = NULL;
-	int r = daemon_config_argv(NULL, 3, args, &ret_argc, &ret, &err);
+	int r = daemon_config_argv(NULL, NULL, 3, args, &ret_argc, &ret, &err);
 	if (r >= 0)
 		fail_msg("accepted; wanted \"%s\"", needle);
 	assert_null(ret);
@@ -209,7 +209,7 @@ static void test_limit_options(void **state)
 	struct al_error err = {0};
 	int ret_argc = 0;
 	cleanup_config_argv char **ret = NULL;
-	assert_int_equal(daemon_config_argv(NULL, 3, args, &ret_argc, &ret, &err), 0);
+	assert_int_equal(daemon_config_argv(NULL, NULL, 3, args, &ret_argc, &ret, &err), 0);
 	assert_int_equal(ret_argc, 1 + 2 * DAEMON_CONFIG_OPTIONS_MAX);
 	assert_string_equal(ret[ret_argc - 1], "10.255.0.0/16");
 	/* Comments and blank lines do not count; the 257th option does. */
@@ -353,7 +353,7 @@ static void expect_argv_refused(const char *const *args, const char *needle)
 	struct al_error err = {0};
 	int ret_argc = -1;
 	char **ret = NULL;
-	assert_true(daemon_config_argv(NULL, argc, (char *const *)args, &ret_argc, &ret, &err) < 0);
+	assert_true(daemon_config_argv(NULL, NULL, argc, (char *const *)args, &ret_argc, &ret, &err) < 0);
 	assert_null(ret);
 	if (!strstr(err.message, needle))
 		fail_msg("message \"%s\" lacks \"%s\"", err.message, needle);
@@ -379,7 +379,7 @@ static void test_default_path(void **state)
 	struct al_error err = {0};
 	int ret_argc = 0;
 	cleanup_config_argv char **ret = NULL;
-	assert_int_equal(daemon_config_argv(conf, 3, args, &ret_argc, &ret, &err), 0);
+	assert_int_equal(daemon_config_argv(conf, NULL, 3, args, &ret_argc, &ret, &err), 0);
 	assert_int_equal(ret_argc, 5);
 	assert_string_equal(ret[1], "--socket");
 	assert_string_equal(ret[2], "/default");
@@ -391,27 +391,54 @@ static void test_default_path(void **state)
 	assert_int_equal(write_full(fd, "socket /other\n", 14), 0);
 	char *args2[] = {"airlockd", "--config", other, NULL};
 	cleanup_config_argv char **ret2 = NULL;
-	assert_int_equal(daemon_config_argv(conf, 3, args2, &ret_argc, &ret2, &err), 0);
+	assert_int_equal(daemon_config_argv(conf, NULL, 3, args2, &ret_argc, &ret2, &err), 0);
 	assert_int_equal(ret_argc, 3);
 	assert_string_equal(ret2[2], "/other");
 	daemon_config_argv_free(NULL);
+}
+
+/* With getopt's table: unknown options and a missing or extra value are
+ * refused at their line, not taken by getopt as the next option's value. */
+static void test_option_table(void **state)
+{
+	(void)state;
+	static const struct option opts[] = {
+	    {"socket", required_argument, NULL, 's'},
+	    {"check", no_argument, NULL, 'c'},
+	    {NULL, 0, NULL, 0},
+	};
+	struct al_error err = {0};
+	int ret_argc = 0;
+	char *args[] = {"airlockd", "--config", conf, NULL};
+	static const struct {
+		const char *text, *message;
+	} cases[] = {
+	    {"socket\ncheck\n", ":1: socket needs a value"},
+	    {"socket /s\ncheck yes\n", ":2: check takes no value"},
+	    {"socket /s\nsoket /t\n", ":2: no option soket"},
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		write_conf(cases[i].text);
+		cleanup_config_argv char **ret = NULL;
+		assert_int_equal(daemon_config_argv(NULL, opts, 3, args, &ret_argc, &ret, &err), -EINVAL);
+		if (!strstr(err.message, cases[i].message))
+			fail_msg("\"%s\": \"%s\" does not say \"%s\"", cases[i].text, err.message, cases[i].message);
+		assert_null(ret);
+	}
+	write_conf("socket /s\ncheck\n");
+	cleanup_config_argv char **ret = NULL;
+	assert_int_equal(daemon_config_argv(NULL, opts, 3, args, &ret_argc, &ret, &err), 0);
+	assert_int_equal(ret_argc, 4);
+	assert_string_equal(ret[3], "--check");
 }
 
 int main(void)
 {
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 	const struct CMUnitTest tests[] = {
-	    T(test_good_file),
-	    T(test_syntax),
-	    T(test_limit_file_size),
-	    T(test_limit_options),
-	    T(test_limit_name_and_value),
-	    T(test_characters),
-	    T(test_config_inside),
-	    T(test_file_checks),
-	    T(test_argv_order),
-	    T(test_argv_refused),
-	    T(test_default_path),
+	    T(test_good_file),     T(test_option_table),         T(test_syntax),       T(test_limit_file_size),
+	    T(test_limit_options), T(test_limit_name_and_value), T(test_characters),   T(test_config_inside),
+	    T(test_file_checks),   T(test_argv_order),           T(test_argv_refused), T(test_default_path),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
