@@ -481,3 +481,23 @@ int base64_decode(const char *in, size_t n, uint8_t **ret_out, size_t *ret_len)
 	*ret_out = TAKE_PTR(out);
 	return 0;
 }
+
+long proc_each_file(const char *name, size_t max_bytes, bool (*fn)(long pid, const char *text, void *ctx), void *ctx)
+{
+	DIR *d = opendir("/proc");
+	if (!d)
+		return 0;
+	long found = 0;
+	for (struct dirent *e; !found && (e = readdir(d));) {
+		long pid;
+		if (parse_int_range(e->d_name, 1, INT32_MAX, &pid) < 0)
+			continue;
+		char path[64];
+		snprintf(path, sizeof(path), "/proc/%ld/%s", pid, name);
+		cleanup_free char *text = NULL;
+		if (read_file_limited(path, max_bytes, &text, NULL) == 0 && fn(pid, text, ctx))
+			found = pid;
+	}
+	closedir(d);
+	return found;
+}

@@ -78,6 +78,11 @@ int write_full_timeout(int fd, const void *buf, size_t n, int timeout_ms);
 
 /* Reads a whole file of at most max_bytes (-EFBIG beyond) into a NUL-terminated buffer. */
 int read_file_limited(const char *path, size_t max_bytes, char **ret_buf, size_t *ret_len);
+/* Calls fn(pid, text, ctx) with the text of /proc/PID/<name> (at most
+ * max_bytes) of every process there is, until fn returns true (that pid is
+ * returned) or every process was seen (0). A process gone meanwhile is
+ * skipped. */
+long proc_each_file(const char *name, size_t max_bytes, bool (*fn)(long pid, const char *text, void *ctx), void *ctx);
 /* Writes data to path atomically (tmp file + rename). */
 int write_file_atomic(const char *path, const void *data, size_t len, mode_t mode);
 

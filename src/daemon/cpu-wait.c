@@ -67,29 +67,18 @@ uint64_t cpu_wait_added_ms(const struct cpu_wait *before, const struct cpu_wait 
 	return added / 1000000u;
 }
 
+/* "pid (comm) state ppid ...": comm may hold spaces and ')'. */
+static bool child_of(long pid, const char *stat, void *ctx)
+{
+	(void)pid;
+	const char *rp = strrchr(stat, ')');
+	char state;
+	int ppid;
+	return rp && sscanf(rp + 1, " %c %d", &state, &ppid) == 2 && ppid == *(const int *)ctx;
+}
+
 pid_t proc_first_child(pid_t parent)
 {
-	DIR *d = opendir("/proc");
-	if (!d)
-		return 0;
-	pid_t found = 0;
-	struct dirent *de;
-	while (!found && (de = readdir(d))) {
-		long pid;
-		if (parse_int_range(de->d_name, 1, INT32_MAX, &pid) < 0)
-			continue;
-		char path[64];
-		snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
-		cleanup_free char *stat = NULL;
-		if (read_file_limited(path, 4096, &stat, NULL) < 0)
-			continue;
-		/* "pid (comm) state ppid ...": comm may hold spaces and ')'. */
-		const char *rp = strrchr(stat, ')');
-		char state;
-		int ppid;
-		if (rp && sscanf(rp + 1, " %c %d", &state, &ppid) == 2 && ppid == (int)parent)
-			found = (pid_t)pid;
-	}
-	closedir(d);
-	return found;
+	int p = (int)parent;
+	return (pid_t)proc_each_file("stat", 4096, child_of, &p);
 }

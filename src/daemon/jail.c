@@ -197,27 +197,21 @@ int jail_uid_reserve(uint32_t uid)
 	return r;
 }
 
+/* "Uid:\treal\teffective\tsaved\tfs": the real one is the jail's. */
+static bool reserve_uid_of(long pid, const char *status, void *ctx)
+{
+	(void)pid;
+	(void)ctx;
+	const char *u = strstr(status, "\nUid:");
+	unsigned long uid;
+	if (u && sscanf(u + 5, "%lu", &uid) == 1 && uid <= UINT32_MAX)
+		(void)jail_uid_reserve((uint32_t)uid);
+	return false;
+}
+
 void jail_uid_reserve_running(void)
 {
-	DIR *d = opendir("/proc");
-	if (!d)
-		return;
-	for (struct dirent *e; (e = readdir(d));) {
-		long pid;
-		if (parse_int_range(e->d_name, 1, INT32_MAX, &pid) < 0)
-			continue;
-		char path[64];
-		snprintf(path, sizeof(path), "/proc/%ld/status", pid);
-		cleanup_free char *st = NULL;
-		if (read_file_limited(path, 64 * 1024, &st, NULL) < 0)
-			continue;
-		/* "Uid:\treal\teffective\tsaved\tfs": the real one is the jail's. */
-		const char *u = strstr(st, "\nUid:");
-		unsigned long uid;
-		if (u && sscanf(u + 5, "%lu", &uid) == 1 && uid <= UINT32_MAX)
-			(void)jail_uid_reserve((uint32_t)uid);
-	}
-	closedir(d);
+	proc_each_file("status", 64 * 1024, reserve_uid_of, NULL);
 }
 
 void jail_uid_put(uint32_t uid)
