@@ -172,6 +172,8 @@ static void attempt_failed(struct attempt *a, int r, const char *dir, unsigned t
 		cleanup_close int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 		vmm_exit_describe(a->pidfd, a->pid, NULL, dfd, VMM_LOG, how, sizeof(how));
 		(void)snprintf_ok(at->why, sizeof(at->why), "%s (%s)", how, guest);
+	} else if (r == -ECANCELED) {
+		snprintf(at->why, sizeof(at->why), "the probe was cut short: airlockd is stopping");
 	} else if (r == -ETIMEDOUT) {
 		(void)snprintf_ok(at->why, sizeof(at->why), "no hello from the guest's agent within %u s (%s)",
 		                  timeout_s, guest);

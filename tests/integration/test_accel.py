@@ -135,7 +135,7 @@ def test_cpu_model_error_quotes_the_vmm(tmp_path):
         sb = d.api.list(all=True)[0]
         assert sb["state"] == "error" and "no-such-cpu" in sb["error"], sb
     finally:
-        d.stop()
+        assert not d.cleanup(), "a VM outlived its daemon"
 
 
 def test_cpu_model_is_checked():
@@ -173,7 +173,7 @@ def test_seccomp_kill_is_named(tmp_path):
         else:
             assert "seccomp killed the VMM (SIGSYS" in msg, msg
     finally:
-        d.stop()
+        assert not d.cleanup(), "a VM outlived its daemon"
 
 
 # ---------------------------------------------------------------- no KVM
@@ -201,7 +201,7 @@ def test_without_kvm_auto_is_tcg_and_kvm_refuses(tmp_path):
         assert "no accelerator probe" not in d.log()
         assert "accelerator probe:" not in d.log()  # nothing to prove
     finally:
-        d.stop()
+        assert not d.cleanup(), "a VM outlived its daemon"
 
 
 # ---------------------------------------------------------------- /dev/kvm
@@ -245,7 +245,7 @@ def test_auto_on_kvm_host_proves_kvm_or_falls_back(tmp_path, check_verdict):
         # The probe left no VMM and no uid behind.
         assert not qemu_processes(state_dir=os.path.join(d.state_dir, "accel-probe"))
     finally:
-        d.stop()
+        assert not d.cleanup(), "a VM outlived its daemon"
 
 
 @needs_kvm
@@ -258,7 +258,7 @@ def test_accel_kvm_starts_only_on_a_proven_kvm(tmp_path, check_verdict):
             h = healthz(d.api)
             assert h["accel"] == "kvm" and h["cpu"] == check_verdict["accel.cpu"], h
         finally:
-            d.stop()
+            assert not d.cleanup(), "a VM outlived its daemon"
     else:
         rc, _, err = run_airlockd(args)
         assert rc == 1 and "--accel kvm: /dev/kvm is there but no guest ran on it (-cpu host: " in err, (rc, err)
