@@ -25,38 +25,41 @@
 /* Beyond the boots themselves: the jail's set-up and clean-up. */
 #define PROBE_MARGIN_S 15
 
-struct probe_images {
-	char kernel[PATH_MAX], initrd[PATH_MAX], rootfs[PATH_MAX];
-};
-
-/* The kernel and initramfs every sandbox boots, and a template: minimal, or
- * the first there is. */
-static int probe_images_find(const struct daemon_config *d, struct probe_images *ret, char *why, size_t size)
+int accel_probe_images(const struct daemon_config *d, struct accel_probe_images *ret, char *templates,
+                       size_t templates_size, char *why, size_t why_size)
 {
 	snprintf(ret->kernel, sizeof(ret->kernel), "%s/kernels/%s", d->image_dir, vmm_kernel_file(d->vmm));
 	snprintf(ret->initrd, sizeof(ret->initrd), "%s/kernels/initramfs.cpio", d->image_dir);
-	snprintf(ret->rootfs, sizeof(ret->rootfs), "%s/templates/" ACCEL_PROBE_TEMPLATE "/rootfs.ext4", d->image_dir);
-	if (access(ret->rootfs, R_OK) < 0) {
-		cleanup_free char *dir = xasprintf("%s/templates", d->image_dir);
-		DIR *dp = opendir(dir);
-		ret->rootfs[0] = '\0';
-		for (struct dirent *e; dp && (e = readdir(dp));) {
-			if (e->d_name[0] == '.')
-				continue;
-			char cand[PATH_MAX];
-			if (snprintf_ok(cand, sizeof(cand), "%s/%s/rootfs.ext4", dir, e->d_name) == 0 &&
-			    access(cand, R_OK) == 0 && (!ret->rootfs[0] || strcmp(cand, ret->rootfs) < 0))
-				strlcpy_al(ret->rootfs, cand, sizeof(ret->rootfs));
-		}
-		if (dp)
-			closedir(dp);
+	ret->rootfs[0] = '\0';
+	if (templates_size)
+		templates[0] = '\0';
+	size_t o = 0;
+	bool have_minimal = false;
+	cleanup_free char *dir = xasprintf("%s/templates", d->image_dir);
+	DIR *dp = opendir(dir);
+	for (struct dirent *e; dp && (e = readdir(dp));) {
+		char cand[PATH_MAX];
+		if (e->d_name[0] == '.' || snprintf_ok(cand, sizeof(cand), "%s/%s/rootfs.ext4", dir, e->d_name) < 0 ||
+		    access(cand, R_OK) < 0)
+			continue;
+		if (o + strlen(e->d_name) + 2 < templates_size)
+			o += (size_t)snprintf(templates + o, templates_size - o, "%s%s", o ? "," : "", e->d_name);
+		/* The probe's guest: minimal, else the first name. */
+		bool minimal = !strcmp(e->d_name, ACCEL_PROBE_TEMPLATE);
+		if (!have_minimal && (minimal || !ret->rootfs[0] || strcmp(cand, ret->rootfs) < 0))
+			strlcpy_al(ret->rootfs, cand, sizeof(ret->rootfs));
+		have_minimal |= minimal;
 	}
+	if (dp)
+		closedir(dp);
 	const char *missing = access(ret->kernel, R_OK) < 0   ? ret->kernel
 	                      : access(ret->initrd, R_OK) < 0 ? ret->initrd
 	                      : !ret->rootfs[0]               ? "a template (templates/*/rootfs.ext4)"
 	                                                      : NULL;
 	if (missing) {
-		(void)snprintf_ok(why, size, "nothing to boot: %s is missing in the image dir %s ('make images')",
+		(void)snprintf_ok(why, why_size,
+		                  "nothing to boot: %s is missing in the image dir %s ('make images-all', or "
+		                  "--image-dir where they are)",
 		                  missing, d->image_dir);
 		return -ENOENT;
 	}
@@ -183,7 +186,8 @@ static void attempt_failed(struct attempt *a, int r, const char *dir, unsigned t
 }
 
 /* Boots the probe's guest on KVM with at->cpu, to the agent's HELLO. */
-static void attempt_run(const struct accel_probe_config *pc, const struct probe_images *im, struct accel_attempt *at)
+static void attempt_run(const struct accel_probe_config *pc, const struct accel_probe_images *im,
+                        struct accel_attempt *at)
 {
 	const struct daemon_config *d = pc->daemon;
 	uint64_t t0 = now_ms_monotonic();
@@ -280,9 +284,9 @@ int accel_probe_run(const struct accel_probe_config *pc, struct accel_info *ret,
 	size_t n = accel_cpu_candidates(pc->cpu_pinned, models, ARRAY_SIZE(models));
 	struct accel_attempt attempts[4] = {{0}};
 	size_t done = 0;
-	struct probe_images im;
+	struct accel_probe_images im;
 	char why[sizeof(attempts[0].why)];
-	if (probe_images_find(pc->daemon, &im, why, sizeof(why)) < 0) {
+	if (accel_probe_images(pc->daemon, &im, NULL, 0, why, sizeof(why)) < 0) {
 		attempts[0].cpu = models[0];
 		strlcpy_al(attempts[0].why, why, sizeof(attempts[0].why));
 		done = 1;

@@ -9,6 +9,8 @@
 #ifndef AIRLOCK_ACCEL_PROBE_H
 #define AIRLOCK_ACCEL_PROBE_H
 
+#include <limits.h>
+
 #include "accel.h"
 #include "sandbox.h"
 
@@ -23,6 +25,17 @@ struct accel_probe_config {
 	const char *cpu_pinned; /* --cpu-model, or NULL */
 	unsigned timeout_s;     /* each CPU model's boot */
 };
+
+/* What a guest boots from the image dir: the kernel and initramfs every
+ * sandbox boots, and the probe's template (minimal, else the first name that
+ * has a rootfs.ext4). templates (templates_size 0: none) gets the names of
+ * every template with a rootfs, comma-separated. -ENOENT when any is
+ * missing (why says which). */
+struct accel_probe_images {
+	char kernel[PATH_MAX], initrd[PATH_MAX], rootfs[PATH_MAX];
+};
+int accel_probe_images(const struct daemon_config *d, struct accel_probe_images *ret, char *templates,
+                       size_t templates_size, char *why, size_t why_size);
 
 /* Runs the probe now: *ret is the decision (KVM, or TCG and why). Fails only
  * for --accel kvm, when no guest ran on KVM (err says why). */

@@ -1,7 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* airlockd: the API, the state machine of every sandbox, the supervisor of
  * VMM processes. */
-#include <dirent.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -59,6 +58,7 @@ enum {
 	OPT_AUTH_FAILURE_BURST,
 	OPT_AUTH_FAILURE_PER_MIN,
 	OPT_NETNS_POOL,
+	OPT_ACCEL_PROBE_TIMEOUT,
 	OPT_END,
 	/* Not limits. */
 	OPT_JAILER = 2000,
@@ -69,7 +69,6 @@ enum {
 	OPT_TEMPLATE_SNAPSHOTS,
 	OPT_ACCEL,
 	OPT_CPU_MODEL,
-	OPT_ACCEL_PROBE_TIMEOUT,
 	OPT_CHECK,
 };
 #define LIMIT(opt) ((opt)-OPT_FIRST)
@@ -95,6 +94,7 @@ static const struct {
     [LIMIT(OPT_AUTH_FAILURE_PER_MIN)] = {"auth-failure-per-min", 0, AUTH_FAILURE_LIMIT_MAX,
                                          DEFAULT_AUTH_FAILURE_PER_MIN},
     [LIMIT(OPT_NETNS_POOL)] = {"netns-pool", 0, NETNS_POOL_MAX, NETNS_POOL_DEFAULT},
+    [LIMIT(OPT_ACCEL_PROBE_TIMEOUT)] = {"accel-probe-timeout-s", 1, BOOT_TIMEOUT_S_MAX, ACCEL_PROBE_TIMEOUT_S_DEFAULT},
 };
 
 static void usage(FILE *f)
@@ -294,38 +294,23 @@ static int wait_for_signal(const sigset_t *sigs)
  * ok=yes|no; the exit status says the same. */
 static int check_host(const struct accel_probe_config *probe, bool need_probe, const char *egress_bin)
 {
-	bool ok = true;
 	printf("jail=ok\n"); /* main() got here only through jail_init */
 	const char *nft = netns_nft_path();
 	cleanup_free char *egress_default = egress_bin ? NULL : sibling_path("airlock-egress");
 	const char *egress = egress_bin ? egress_bin : egress_default;
+	char net[PATH_MAX + 64] = "";
 	if (!nft)
-		printf("network=no: nft not found ('make deps')\n");
+		snprintf(net, sizeof(net), "nft not found ('make deps')");
 	else if (access("/dev/net/tun", R_OK | W_OK) < 0)
-		printf("network=no: /dev/net/tun: %s\n", strerror(errno));
+		snprintf(net, sizeof(net), "/dev/net/tun: %s", strerror(errno));
 	else if (access(egress, X_OK) < 0)
-		printf("network=no: the egress gateway %s: %s\n", egress, strerror(errno));
-	else
-		printf("network=ok\n");
-	ok = ok && nft && access("/dev/net/tun", R_OK | W_OK) == 0 && access(egress, X_OK) == 0;
-	const struct daemon_config *d = probe->daemon;
-	cleanup_free char *kernel = xasprintf("%s/kernels/%s", d->image_dir, vmm_kernel_file(d->vmm));
-	cleanup_free char *initrd = xasprintf("%s/kernels/initramfs.cpio", d->image_dir);
-	cleanup_free char *tdir = xasprintf("%s/templates", d->image_dir);
-	char templates[512] = "";
-	size_t o = 0;
-	DIR *dp = opendir(tdir);
-	for (struct dirent *e; dp && (e = readdir(dp));) {
-		cleanup_free char *rootfs = xasprintf("%s/%s/rootfs.ext4", tdir, e->d_name);
-		if (e->d_name[0] != '.' && access(rootfs, R_OK) == 0 && o + strlen(e->d_name) + 2 < sizeof(templates))
-			o += (size_t)snprintf(templates + o, sizeof(templates) - o, "%s%s", o ? "," : "", e->d_name);
-	}
-	if (dp)
-		closedir(dp);
-	const char *missing = access(kernel, R_OK) < 0 ? kernel : access(initrd, R_OK) < 0 ? initrd : NULL;
-	if (missing || !templates[0]) {
-		printf("images=no: %s in %s ('make images-all', then --image-dir)\n", missing ? missing : "no template",
-		       d->image_dir);
+		(void)snprintf_ok(net, sizeof(net), "the egress gateway %s: %s", egress, strerror(errno));
+	printf("network=%s%s\n", net[0] ? "no: " : "ok", net);
+	bool ok = !net[0];
+	struct accel_probe_images im;
+	char templates[512], why[ACCEL_REASON_MAX];
+	if (accel_probe_images(probe->daemon, &im, templates, sizeof(templates), why, sizeof(why)) < 0) {
+		printf("images=no: %s\n", why);
 		ok = false;
 	} else {
 		printf("images=ok\nimages.templates=%s\n", templates);
@@ -368,7 +353,6 @@ int main(int argc, char **argv)
 	bool print_backend = false, check = false;
 	enum accel_mode accel_mode = ACCEL_MODE_AUTO;
 	const char *cpu_model = NULL;
-	long accel_probe_timeout_s = ACCEL_PROBE_TIMEOUT_S_DEFAULT;
 	long limits[LIMIT(OPT_END)];
 	for (size_t i = 0; i < ARRAY_SIZE(limits); i++)
 		limits[i] = limit_flags[i].def;
@@ -522,7 +506,8 @@ int main(int argc, char **argv)
 		case OPT_API_IDLE_TIMEOUT:
 		case OPT_AUTH_FAILURE_BURST:
 		case OPT_AUTH_FAILURE_PER_MIN:
-		case OPT_NETNS_POOL: {
+		case OPT_NETNS_POOL:
+		case OPT_ACCEL_PROBE_TIMEOUT: {
 			size_t i = (size_t)LIMIT(c);
 			if (parse_int_range(optarg, limit_flags[i].min, limit_flags[i].max, &limits[i]) < 0) {
 				fprintf(stderr, "airlockd: --%s must be from %ld to %ld\n", limit_flags[i].name,
@@ -556,13 +541,6 @@ int main(int argc, char **argv)
 				return 2;
 			}
 			cpu_model = optarg;
-			break;
-		case OPT_ACCEL_PROBE_TIMEOUT:
-			if (parse_int_range(optarg, 1, BOOT_TIMEOUT_S_MAX, &accel_probe_timeout_s) < 0) {
-				fprintf(stderr, "airlockd: --accel-probe-timeout-s must be from 1 to %d\n",
-				        BOOT_TIMEOUT_S_MAX);
-				return 2;
-			}
 			break;
 		case OPT_CHECK:
 			check = true;
@@ -668,7 +646,7 @@ int main(int argc, char **argv)
 	    .daemon = &probe_daemon,
 	    .mode = accel_mode,
 	    .cpu_pinned = cpu_model,
-	    .timeout_s = (unsigned)accel_probe_timeout_s,
+	    .timeout_s = (unsigned)limits[LIMIT(OPT_ACCEL_PROBE_TIMEOUT)],
 	};
 	if (check)
 		return check_host(&probe, need_probe > 0, egress_bin);
