@@ -147,6 +147,9 @@ def test_cpu_model_is_checked():
 
 
 def seccomp_kills_logged():
+    """The kernel logs seccomp kills and airlockd can read them (/dev/kmsg)."""
+    if not os.access("/dev/kmsg", os.R_OK):
+        return False
     try:
         with open("/proc/sys/kernel/seccomp/actions_logged") as f:
             return "kill_process" in f.read().split()
@@ -189,6 +192,22 @@ def test_without_kvm_auto_is_tcg_and_kvm_refuses(tmp_path):
     rc, out, err = run_airlockd(["--accel", "kvm", "--socket", str(tmp_path / "k.sock"), "--state-dir",
                                  str(tmp_path / "k")], hide_kvm=True)
     assert rc == 1 and "--accel kvm: /dev/kvm does not exist" in err, (rc, err)
+    # --check: ready, on TCG, without a probe.
+    check = ["--check", "--socket", str(tmp_path / "c.sock"), "--state-dir", str(tmp_path / "c")]
+    rc, out, err = run_airlockd(check, hide_kvm=True)
+    kv = key_values(out)
+    assert rc == 0 and kv["ok"] == "yes" and kv["accel"] == "tcg" and kv["accel.cpu"] == "max", (rc, out, err)
+    assert "/dev/kvm does not exist" in kv["accel.reason"] and "accel.probe_ms" not in kv, kv
+    assert kv["jail"] == kv["network"] == kv["images"] == "ok", kv
+    # ... and not ready without images or a gateway, saying which.
+    empty = tmp_path / "no-images"
+    empty.mkdir()
+    rc, out, err = run_airlockd(check + ["--image-dir", str(empty), "--egress-bin", str(empty / "egress")],
+                                hide_kvm=True)
+    kv = key_values(out)
+    assert rc == 1 and kv["ok"] == "no", (rc, out, err)
+    assert kv["images"].startswith("no: nothing to boot: ") and "kernels/vmlinuz is missing" in kv["images"], kv
+    assert kv["network"].startswith("no: the egress gateway "), kv
     d = NoKvmDaemon(tmp_path, extra_args=["--accel", "auto"]).start()
     try:
         h = healthz(d.api)
