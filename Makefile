@@ -13,12 +13,14 @@ CFLAGS_ALL = $(CFLAGS_BASE) $(CFLAGS)
 SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
 COMMON_SRC := $(wildcard src/common/*.c)
-DAEMON_SRC := $(wildcard src/daemon/*.c)
+include src/daemon/layers.mk
+DAEMON_SRC := $(foreach l,$(DAEMON_LAYERS),$(wildcard src/daemon/$(l)/*.c))
+DAEMON_INC := $(DAEMON_LAYERS:%=-Isrc/daemon/%)
 CLI_SRC := $(wildcard src/cli/*.c)
 AGENT_SRC := $(wildcard src/agent/*.c)
 EGRESS_SRC := $(wildcard src/egress/*.c)
 JAILER_SRC := $(wildcard src/jailer/*.c)
-HEADERS := $(wildcard include/airlock/*.h src/*/*.h)
+HEADERS := $(wildcard include/airlock/*.h src/*/*.h) $(foreach l,$(DAEMON_LAYERS),$(wildcard src/daemon/$(l)/*.h))
 
 COMMON_OBJ := $(COMMON_SRC:%.c=$(BUILD)/obj/%.o)
 # airlockd validates egress policies with the gateway's own rule parser.
@@ -48,7 +50,13 @@ $(BUILD)/libairlock-common.a: $(COMMON_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-$(DAEMON_SRC:%.c=$(BUILD)/obj/%.o): CFLAGS_ALL += -Isrc/egress
+# Each layer of the daemon sees only the headers of the layers it may use
+# (src/daemon/layers.mk): an include across the rule does not compile.
+define layer_flags
+$(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard src/daemon/$(1)/*.c)): CFLAGS_ALL += -Isrc/daemon/$(1) \
+	$(addprefix -Isrc/daemon/,$(LAYER_USES_$(1))) $(addprefix -I,$(LAYER_FOREIGN_$(1)))
+endef
+$(foreach l,$(DAEMON_LAYERS),$(eval $(call layer_flags,$(l))))
 
 $(BUILD)/airlockd: $(DAEMON_OBJ) $(BUILD)/libairlock-common.a
 	$(CC) $(CFLAGS_ALL) -o $@ $(DAEMON_OBJ) $(BUILD)/libairlock-common.a $(DAEMON_LIBS)

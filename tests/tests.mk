@@ -16,6 +16,7 @@
 #   make kvm-pass    the integration smoke and security suite again on KVM, where
 #                    airlockd's probe boots a guest on it; elsewhere a SKIP with
 #                    the probe's reason (the suites above run on TCG everywhere)
+#   make check-layers  the daemon's include rule (src/daemon/layers.mk)
 #   make test        all of the above but test-kvm, after deps, all and images-all
 #   make bench       bench/* (figures, no assertions) into bench/results.md
 
@@ -30,38 +31,38 @@ PYTEST_ARGS ?=
 # linked: src/common/ctlmsg.c uses it). A test whose
 # sources do not exist yet is skipped with a message, so the build stays green
 # while components are being written.
-UNIT_SRC_api-request := src/daemon/api-request.c src/daemon/network-policy.c src/egress/egress-host.c src/egress/egress-addr.c
+UNIT_SRC_api-request := src/daemon/model/sandbox-model.c src/daemon/api/api-request.c src/daemon/net/network-policy.c src/egress/egress-host.c src/egress/egress-addr.c
 UNIT_LIBS_api-request := -ljansson
-UNIT_SRC_store := $(wildcard src/daemon/store*.c)
+UNIT_SRC_store := $(wildcard src/daemon/store/store*.c)
 UNIT_LIBS_store := -lsqlite3 -lpthread
 UNIT_SRC_cli-tar := src/cli/cli-tar.c
 # What auth, secrets and the store share of the SQLite connection.
-UNIT_SRC_store-db := src/daemon/store-db.c
+UNIT_SRC_store-db := src/daemon/store/store-db.c
 UNIT_LIBS_store-db := -lsqlite3 -lpthread
 # Tokens, tenants and quotas; the event bus; Prometheus metrics.
-UNIT_SRC_auth := src/daemon/auth.c src/daemon/events.c src/daemon/log.c $(wildcard src/daemon/store*.c)
+UNIT_SRC_auth := src/daemon/store/auth.c src/daemon/store/events.c src/daemon/obs/log.c $(wildcard src/daemon/store/store*.c)
 UNIT_LIBS_auth := -lsqlite3 -ljansson -lcrypto -lpthread
-UNIT_SRC_events := src/daemon/events.c src/daemon/log.c $(wildcard src/daemon/store*.c)
+UNIT_SRC_events := src/daemon/store/events.c src/daemon/obs/log.c $(wildcard src/daemon/store/store*.c)
 UNIT_LIBS_events := -lsqlite3 -ljansson -lpthread
-UNIT_SRC_metrics := src/daemon/metrics.c
+UNIT_SRC_metrics := src/daemon/obs/metrics.c
 UNIT_LIBS_metrics := -lpthread -lm
 # The token buckets of the per-tenant API rate limit.
-UNIT_SRC_api-ratelimit := src/daemon/api-ratelimit.c
+UNIT_SRC_api-ratelimit := src/daemon/api/api-ratelimit.c
 UNIT_LIBS_api-ratelimit := -lpthread
 # The connection slots of an API listener; what failed authentications leave
 # in the event log.
-UNIT_SRC_api-connlimit := src/daemon/api-connlimit.c
+UNIT_SRC_api-connlimit := src/daemon/api/api-connlimit.c
 UNIT_LIBS_api-connlimit := -lpthread
-UNIT_SRC_auth-failures := src/daemon/auth-failures.c
+UNIT_SRC_auth-failures := src/daemon/api/auth-failures.c
 UNIT_LIBS_auth-failures := -lpthread
 # The secret store: AES-256-GCM, the host key file, the request parser,
 # the table and the sandboxes' bindings.
-UNIT_SRC_secrets := src/daemon/secrets.c src/daemon/api-request.c src/daemon/network-policy.c \
-	src/egress/egress-host.c src/egress/egress-addr.c src/daemon/events.c src/daemon/log.c \
-	$(wildcard src/daemon/store*.c)
+UNIT_SRC_secrets := src/daemon/model/sandbox-model.c src/daemon/store/secrets.c src/daemon/api/api-request.c src/daemon/net/network-policy.c \
+	src/egress/egress-host.c src/egress/egress-addr.c src/daemon/store/events.c src/daemon/obs/log.c \
+	$(wildcard src/daemon/store/store*.c)
 UNIT_LIBS_secrets := -lsqlite3 -ljansson -lcrypto -lpthread
 # The Airlock CA (made with OpenSSL's C API; mode and owner checks).
-UNIT_SRC_secrets-ca := src/daemon/ca.c
+UNIT_SRC_secrets-ca := src/daemon/store/ca.c
 UNIT_LIBS_secrets-ca := -lcrypto -lpthread
 # The egress gateway's parsers of guest input and its address classifier.
 UNIT_SRC_egress-tls := src/egress/egress-tls.c
@@ -89,33 +90,33 @@ $(TEST_BUILD)/obj/tests/unit/test-jailer.o: TEST_CFLAGS += -Isrc/jailer
 # The Firecracker backend (issue 8): its API client (the unix socket
 # connect lives with the QEMU backend's helpers in vmm-qemu.c), the hybrid
 # vsock handshake, the backend selection.
-UNIT_SRC_fc-api := src/daemon/fc-api.c src/daemon/accel.c src/daemon/vmm-qemu.c src/daemon/vmm-qmp.c src/daemon/jail.c src/daemon/log.c
+UNIT_SRC_fc-api := src/daemon/vmm/firecracker/fc-api.c src/daemon/vmm/accel.c src/daemon/vmm/qemu/vmm-qemu.c src/daemon/vmm/qemu/vmm-qmp.c src/daemon/vmm/jail.c src/daemon/obs/log.c
 UNIT_LIBS_fc-api := -lpthread
-UNIT_SRC_vsock-uds := src/daemon/vsock-uds.c src/daemon/accel.c src/daemon/vmm-qemu.c src/daemon/vmm-qmp.c src/daemon/jail.c src/daemon/log.c
+UNIT_SRC_vsock-uds := src/daemon/vmm/firecracker/vsock-uds.c src/daemon/vmm/accel.c src/daemon/vmm/qemu/vmm-qemu.c src/daemon/vmm/qemu/vmm-qmp.c src/daemon/vmm/jail.c src/daemon/obs/log.c
 UNIT_LIBS_vsock-uds := -lpthread
-UNIT_SRC_vmm-select := src/daemon/vmm-select.c
+UNIT_SRC_vmm-select := src/daemon/vmm/vmm-select.c
 # The accelerator's plan and verdict, and the words of a VMM's end (issue 15).
-UNIT_SRC_accel := src/daemon/accel.c
+UNIT_SRC_accel := src/daemon/vmm/accel.c
 UNIT_LIBS_accel := -lpthread
-UNIT_SRC_vmm-exit := src/daemon/vmm-exit.c
+UNIT_SRC_vmm-exit := src/daemon/vmm/vmm-exit.c
 UNIT_LIBS_vmm-exit := -lseccomp
-UNIT_SRC_daemon-config := src/daemon/daemon-config.c
+UNIT_SRC_daemon-config := src/daemon/main/daemon-config.c
 # The watchdog's measure of a VMM's waits for a CPU (schedstat).
-UNIT_SRC_cpu-wait := src/daemon/cpu-wait.c
+UNIT_SRC_cpu-wait := src/daemon/core/cpu-wait.c
 # What a sandbox's boot and a template snapshot's build both do around a VMM's
 # spawn: the disk given to the jail's uid, the jail's limits, the connect retry.
-UNIT_SRC_vmm-start := src/daemon/vmm-start.c src/daemon/accel.c src/daemon/vmm-qemu.c src/daemon/vmm-qmp.c src/daemon/jail.c \
-	src/daemon/log.c
+UNIT_SRC_vmm-start := src/daemon/vmm/vmm-start.c src/daemon/vmm/accel.c src/daemon/vmm/qemu/vmm-qemu.c src/daemon/vmm/qemu/vmm-qmp.c src/daemon/vmm/jail.c \
+	src/daemon/obs/log.c
 UNIT_LIBS_vmm-start := -lpthread
 
 UNIT_ALL := $(patsubst tests/unit/test-%.c,%,$(wildcard tests/unit/test-*.c))
 unit_missing = $(strip $(foreach f,$(UNIT_SRC_$(1)),$(if $(wildcard $(f)),,$(f))) \
-	$(if $(filter store,$(1)),$(if $(wildcard src/daemon/store*.c),,src/daemon/store*.c)))
+	$(if $(filter store,$(1)),$(if $(wildcard src/daemon/store/store*.c),,src/daemon/store/store*.c)))
 UNIT_READY := $(foreach t,$(UNIT_ALL),$(if $(call unit_missing,$(t)),,$(t)))
 UNIT_SKIPPED := $(filter-out $(UNIT_READY),$(UNIT_ALL))
 UNIT_BINS := $(UNIT_READY:%=$(TEST_BUILD)/test-%)
 
-TEST_CFLAGS = $(CFLAGS_ALL) $(SAN_FLAGS) -Isrc/daemon -Isrc/egress
+TEST_CFLAGS = $(CFLAGS_ALL) $(SAN_FLAGS) $(DAEMON_INC) -Isrc/egress
 TEST_COMMON_OBJ := $(COMMON_SRC:%.c=$(TEST_BUILD)/obj/%.o)
 
 $(TEST_BUILD)/obj/%.o: %.c $(HEADERS) $(wildcard tests/unit/*.h) Makefile tests/tests.mk
@@ -145,17 +146,17 @@ unit: $(UNIT_BINS)
 # directly (with the fuzzer's instrumentation), not taken from the gcc-built .a.
 FUZZ_CC ?= clang
 FUZZ_SECONDS ?= 15
-FUZZ_CFLAGS = $(CFLAGS_BASE) -Isrc/daemon -Isrc/cli -Isrc/egress -fsanitize=fuzzer,address,undefined \
+FUZZ_CFLAGS = $(CFLAGS_BASE) $(DAEMON_INC) -Isrc/cli -Isrc/egress -fsanitize=fuzzer,address,undefined \
 	-fno-sanitize-recover=undefined -fno-omit-frame-pointer
 FUZZ_SRC_fuzz-frame :=
 FUZZ_LIBS_fuzz-frame :=
 FUZZ_MAXLEN_fuzz-frame := 200000
-FUZZ_SRC_fuzz-api-request := src/daemon/api-request.c src/daemon/network-policy.c src/egress/egress-host.c \
+FUZZ_SRC_fuzz-api-request := src/daemon/model/sandbox-model.c src/daemon/api/api-request.c src/daemon/net/network-policy.c src/egress/egress-host.c \
 	src/egress/egress-addr.c
 FUZZ_LIBS_fuzz-api-request := -ljansson
 FUZZ_MAXLEN_fuzz-api-request := 8192
 # The host side of the guest channel (hostile guest frames).
-FUZZ_SRC_fuzz-guest-channel := src/daemon/guest-channel.c
+FUZZ_SRC_fuzz-guest-channel := src/daemon/model/sandbox-model.c src/daemon/guest/guest-channel.c
 FUZZ_LIBS_fuzz-guest-channel := -ljansson -lpthread
 FUZZ_MAXLEN_fuzz-guest-channel := 200000
 # The CLI's tar extractor (archives come from the guest).
@@ -164,7 +165,7 @@ FUZZ_LIBS_fuzz-cli-tar :=
 FUZZ_MAXLEN_fuzz-cli-tar := 16384
 # Authorization header and the token/quota request bodies (auth.c's pure
 # parsers; the rest of auth.c only links).
-FUZZ_SRC_fuzz-auth-header := src/daemon/auth.c src/daemon/events.c src/daemon/log.c $(wildcard src/daemon/store*.c)
+FUZZ_SRC_fuzz-auth-header := src/daemon/store/auth.c src/daemon/store/events.c src/daemon/obs/log.c $(wildcard src/daemon/store/store*.c)
 FUZZ_LIBS_fuzz-auth-header := -ljansson -lcrypto -lsqlite3 -lpthread
 FUZZ_MAXLEN_fuzz-auth-header := 8192
 # The egress gateway: TLS ClientHello peek, HTTP request head, host names and
@@ -189,14 +190,14 @@ FUZZ_LIBS_fuzz-egress-dns := -ljansson
 FUZZ_MAXLEN_fuzz-egress-dns := 4096
 
 # The body of POST /v1/secrets (a credential: no message may quote it).
-FUZZ_SRC_fuzz-secret-request := src/daemon/secrets.c src/daemon/api-request.c src/daemon/network-policy.c \
-	src/egress/egress-host.c src/egress/egress-addr.c src/daemon/events.c src/daemon/log.c \
-	$(wildcard src/daemon/store*.c)
+FUZZ_SRC_fuzz-secret-request := src/daemon/model/sandbox-model.c src/daemon/store/secrets.c src/daemon/api/api-request.c src/daemon/net/network-policy.c \
+	src/egress/egress-host.c src/egress/egress-addr.c src/daemon/store/events.c src/daemon/obs/log.c \
+	$(wildcard src/daemon/store/store*.c)
 FUZZ_LIBS_fuzz-secret-request := -lsqlite3 -lcrypto -lpthread
 FUZZ_MAXLEN_fuzz-secret-request := 16384
 
 # Answers on Firecracker's API socket (Firecracker runs next to the guest).
-FUZZ_SRC_fuzz-fc-response := src/daemon/fc-api.c src/daemon/accel.c src/daemon/vmm-qemu.c src/daemon/vmm-qmp.c src/daemon/jail.c src/daemon/log.c
+FUZZ_SRC_fuzz-fc-response := src/daemon/vmm/firecracker/fc-api.c src/daemon/vmm/accel.c src/daemon/vmm/qemu/vmm-qemu.c src/daemon/vmm/qemu/vmm-qmp.c src/daemon/vmm/jail.c src/daemon/obs/log.c
 FUZZ_LIBS_fuzz-fc-response :=
 FUZZ_MAXLEN_fuzz-fc-response := 70000
 
@@ -247,8 +248,8 @@ fuzz-smoke: $(FUZZ_BINS)
 # fake (test_fc_daemon.py: the whole daemon, its egress gateway, the images'
 # minimal template as each fake VM's guest). Needs root for the network
 # namespaces.
-FC_DRIVER_SRC := tests/fc/fc-driver.c src/daemon/vmm-firecracker.c src/daemon/fc-api.c src/daemon/vsock-uds.c \
-	src/daemon/accel.c src/daemon/vmm-qemu.c src/daemon/vmm-qmp.c src/daemon/jail.c src/daemon/log.c
+FC_DRIVER_SRC := tests/fc/fc-driver.c src/daemon/vmm/firecracker/vmm-firecracker.c src/daemon/vmm/firecracker/fc-api.c src/daemon/vmm/firecracker/vsock-uds.c \
+	src/daemon/vmm/accel.c src/daemon/vmm/qemu/vmm-qemu.c src/daemon/vmm/qemu/vmm-qmp.c src/daemon/vmm/jail.c src/daemon/obs/log.c
 $(TEST_BUILD)/fc-driver: $(FC_DRIVER_SRC:%.c=$(TEST_BUILD)/obj/%.o) $(TEST_COMMON_OBJ)
 	$(CC) $(TEST_CFLAGS) -o $@ $^ -ljansson -lpthread
 
@@ -286,13 +287,18 @@ security: all images-all
 kvm-pass: all images-all
 	@PYTEST="$(PYTEST)" PYTEST_ARGS="$(PYTEST_ARGS)" BUILD="$(BUILD)" scripts/kvm-pass.sh
 
+# The daemon's include rule (src/daemon/layers.mk): fails on a forbidden include.
+.PHONY: check-layers
+check-layers:
+	@/usr/bin/python3 scripts/check-layers.py
+
 # `make test`: everything a newcomer needs, in order. Sub-makes so that -j
 # never runs a later stage before an earlier one has passed; integration runs
 # last so that pytest's summary is the last thing printed.
 test:
 	@$(MAKE) --no-print-directory deps
 	@$(MAKE) --no-print-directory all images-all
-	@$(MAKE) --no-print-directory build-clang format-check
+	@$(MAKE) --no-print-directory build-clang format-check check-layers
 	@$(MAKE) --no-print-directory unit
 	@$(MAKE) --no-print-directory test-fc
 	@$(MAKE) --no-print-directory fuzz-smoke

@@ -3,7 +3,7 @@
 """Derives security/seccomp/qemu-x86_64.json: the syscalls QEMU makes while it
 runs an Airlock sandbox, measured with `strace -f -c` on real runs.
 
-QEMU is started with airlockd's command line (src/daemon/vmm-qemu.c,
+QEMU is started with airlockd's command line (src/daemon/vmm/qemu/vmm-qemu.c,
 qemu_spawn, as tests/integration/qemuutil.py builds it and
 test_qemu_argv.py checks it; --accel tcg (the default) or --accel kvm,
 a tap in a network namespace):
@@ -26,7 +26,7 @@ connection first, as airlockd does for every save and restore):
      restore (qemu_wait_incoming): `-incoming defer`, the capability,
      `migrate-incoming` "fd:7" (the snapshot opened read-only), cont, HELLO,
      THAW, the same execs and file transfer, quit.
-  2. A template snapshot (src/daemon/template-snap.c): a boot with RAM
+  2. A template snapshot (src/daemon/core/template-snap.c): a boot with RAM
      `-object memory-backend-file,id=mem,size=256M,mem-path=/proc/self/fd/8,
      share=on` on a memfd this script made (MFD_ALLOW_SEALING, ftruncated to
      the RAM size), HELLO, stop, a save as above (x-ignore-shared: the
@@ -146,7 +146,7 @@ KVM_RUN_S = 4.0
 KVM_IOCTLS = ("KVM_CREATE_VM", "KVM_CREATE_VCPU", "KVM_RUN")
 COMMENT = ("Syscalls QEMU -M microvm may make inside airlock-jailer, under TCG (-accel tcg,tb-size=128 "
            "-cpu max) and under KVM (-accel kvm -cpu host or host,-arch-capabilities), started as airlockd "
-           "starts it (src/daemon/vmm-qemu.c: kernel, initramfs, template and snapshot as fds, -sandbox on with "
+           "starts it (src/daemon/vmm/qemu/vmm-qemu.c: kernel, initramfs, template and snapshot as fds, -sandbox on with "
            "spawn=deny, RAM memory-backend-ram or memory-backend-file on a memfd (share=on for a "
            "template's boot, share=off for a restore from it), states saved by QMP getfd + migrate fd: "
            "and restored by -incoming defer + migrate-incoming fd:7, with x-ignore-shared). "
@@ -265,7 +265,7 @@ def traced_run(work, ns, tag, fds, after_boot, restore=False, mem_shared=None, k
     a QEMU that ends early raises QemuExited."""
     kvm = kvm_cpu is not None
     summary = os.path.join(work, f"strace-{file_tag(tag)}.txt")
-    # airlockd's command line (src/daemon/vmm-qemu.c, qemu_spawn; cwd = the
+    # airlockd's command line (src/daemon/vmm/qemu/vmm-qemu.c, qemu_spawn; cwd = the
     # sandbox dir, the files at their fds).
     cmd = (["ip", "netns", "exec", ns, "strace", "-f", "-qq", "-C" if kvm else "-c", "-o", summary, "--"] +
            q.qemu_argv("airlock-seccomp", memory_mib=MEM_MIB, kvm=kvm, cpu=kvm_cpu, restore=restore,

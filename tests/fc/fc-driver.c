@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * A test driver of the Firecracker backend (src/daemon/vmm-firecracker.c)
+ * A test driver of the Firecracker backend (src/daemon/vmm/firecracker/vmm-firecracker.c)
  * through its struct vmm_ops, as the daemon calls them, for
  * tests/fc/test_fc_conformance.py. `firecracker` is whatever PATH finds: the
  * tests put tests/fc/fake_firecracker.py there, which checks every request

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * libFuzzer target for the API request parsers (src/daemon/api-request.c):
+ * libFuzzer target for the API request parsers (src/daemon/api/api-request.c):
  * bodies from any client allowed on the socket.
  *
  * Each input goes to both create_request_parse() and exec_request_parse(),

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * libFuzzer target for the pure parsers of src/daemon/auth.c, all fed with
+ * libFuzzer target for the pure parsers of src/daemon/store/auth.c, all fed with
  * client input:
  *
  *   auth_header_parse()            the Authorization header of every TCP request

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * libFuzzer target for the parser of Firecracker's API answers
- * (fc_response_parse in src/daemon/fc-api.c). Firecracker runs next to a
+ * (fc_response_parse in src/daemon/vmm/firecracker/fc-api.c). Firecracker runs next to a
  * hostile guest, so its answers are parsed as untrusted input.
  *
  * Checks, beyond the sanitizers:

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * libFuzzer target for the body of POST /v1/secrets (secret_request_parse()
- * in src/daemon/secrets.c): client input that carries a credential.
+ * in src/daemon/store/secrets.c): client input that carries a credential.
  *
  * Beyond the sanitizers it checks that an accepted request is within the
  * limits of secrets.h (a value of 1..SECRET_VALUE_MAX bytes without control

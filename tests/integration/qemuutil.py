@@ -2,9 +2,9 @@
 """QEMU as airlockd starts and drives it, for the tests and tools that start
 QEMU themselves (agent_harness.py, test_jailer.py,
 security/seccomp/derive-profile.py): the command line of qemu_spawn in
-src/daemon/vmm-qemu.c, the guest's kernel command line (docs/guest.md, Boot
+src/daemon/vmm/qemu/vmm-qemu.c, the guest's kernel command line (docs/guest.md, Boot
 contract), and a QMP client that saves and loads states as airlockd does
-(src/daemon/vmm-qmp.c, qemu_save, qemu_wait_incoming).
+(src/daemon/vmm/qemu/vmm-qmp.c, qemu_save, qemu_wait_incoming).
 
 test_qemu_argv.py checks qemu_argv() against the command lines of the QEMUs
 a real airlockd starts: change both together.
@@ -170,7 +170,7 @@ def connect_unix(path, proc=None, timeout_s=60):
 
 def qmp(path, command, send_fd=None, proc=None, **arguments):
     """One command on its own connection, as airlockd's QMP client does
-    (src/daemon/vmm-qmp.c): greeting, qmp_capabilities, then with send_fd a
+    (src/daemon/vmm/qemu/vmm-qmp.c): greeting, qmp_capabilities, then with send_fd a
     `getfd` "snapshot" carrying that fd (SCM_RIGHTS), then the command, on
     the same connection (a named fd belongs to the connection). Returns its
     "return"."""

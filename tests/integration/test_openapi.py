@@ -146,7 +146,7 @@ def test_upgrade_route_answers_101(spec):
 def test_admin_only_routes_are_marked(spec):
     """api-routes.c's admin_only column, as x-admin-only: the routes that
     answer 403 over TCP."""
-    text = open(os.path.join(ROOT, "src", "daemon", "api-routes.c")).read()
+    text = open(os.path.join(ROOT, "src", "daemon", "api", "api-routes.c")).read()
     admin = set()
     for m in re.finditer(r'\{"([A-Z]+)", "([^"]+)",[^}]*,\s*(true|false)\}', text):
         if m.group(3) == "true":

@@ -2,7 +2,7 @@
 """qemuutil.qemu_argv, the command line the tests and the seccomp
 derivation (security/seccomp/derive-profile.py) start QEMU with, is
 airlockd's: compared with /proc/PID/cmdline of the QEMUs a real airlockd
-starts (src/daemon/vmm-qemu.c, qemu_spawn) in each of its four forms: a cold
+starts (src/daemon/vmm/qemu/vmm-qemu.c, qemu_spawn) in each of its four forms: a cold
 boot, a restore of a snapshot, the boot of a template's snapshot (RAM in a
 shared memfd) and a restore from it (that memfd mapped private).
 

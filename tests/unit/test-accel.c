@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Unit tests for the accelerator's decision (src/daemon/accel.c): what is
+/* Unit tests for the accelerator's decision (src/daemon/vmm/accel.c): what is
  * known without a probe, the verdict from a probe's attempts (auto falls
  * back to TCG and says why; kvm refuses), the CPU models tried, the check of
  * --cpu-model, and the wait of a start while the probe runs. */

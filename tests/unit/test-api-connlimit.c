@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Unit tests for src/daemon/api-connlimit.c: client address keys, and the
+/* Unit tests for src/daemon/api/api-connlimit.c: client address keys, and the
  * connection slots of a listener: caps per address and in all, idle
  * connections shed (the longest idle first) to make room, busy and upgraded
  * ones never. */

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Unit tests for src/daemon/api-ratelimit.c: the token bucket (burst, refill,
+/* Unit tests for src/daemon/api/api-ratelimit.c: the token bucket (burst, refill,
  * Retry-After) and the bounded per-tenant table, with a clock the test
  * drives. */
 #include <pthread.h>

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Unit tests for the API request parsers (src/daemon/api-request.c): every
+/* Unit tests for the API request parsers (src/daemon/api/api-request.c): every
  * limit of api-request.h on both sides, unknown fields, wrong types,
  * malformed JSON. */
 #include <setjmp.h>

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Unit tests for src/daemon/auth-failures.c: which failed authentications
+/* Unit tests for src/daemon/api/auth-failures.c: which failed authentications
  * become events of their own, repeats, the per-source and all-sources
  * buckets, summaries (with the next record, or flushed when due), the
  * bounded table, with a clock the test drives. */

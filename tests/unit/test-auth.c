@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Unit tests for tokens, tenants and quotas (src/daemon/auth.c) on a real
+/* Unit tests for tokens, tenants and quotas (src/daemon/store/auth.c) on a real
  * SQLite store in a temporary directory, with the event bus attached. */
 #include <dirent.h>
 #include <limits.h>

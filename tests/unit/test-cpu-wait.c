@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Unit tests for src/daemon/cpu-wait.c: the watchdog's measure of how long
+/* Unit tests for src/daemon/core/cpu-wait.c: the watchdog's measure of how long
  * a VMM waited for a CPU. Real processes, real schedstat. */
 #include <sched.h>
 #include <setjmp.h>

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Unit tests for airlockd's config file (src/daemon/daemon-config.c): the
+/* Unit tests for airlockd's config file (src/daemon/main/daemon-config.c): the
  * argv it makes (file first, command line after it, --config taken out), the
  * syntax (comments, blanks, quotes, `=`), every limit at and past its edge,
  * the characters refused, and the file checks (missing, not regular, writable

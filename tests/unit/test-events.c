@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Unit tests for the event bus (src/daemon/events.c) on a real SQLite store
+/* Unit tests for the event bus (src/daemon/store/events.c) on a real SQLite store
  * in a temporary directory: emit/read, filters, cursors, retention, waiting,
  * shutdown and query validation. */
 #include <limits.h>

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Unit tests for the Firecracker API client (src/daemon/fc-api.c): the strict
+/* Unit tests for the Firecracker API client (src/daemon/vmm/firecracker/fc-api.c): the strict
  * parser of answers, request building, and the exchange over a real unix
  * socket (timeouts, early close, trailing bytes, error answers). */
 #include <fcntl.h>

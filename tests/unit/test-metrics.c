@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Unit tests for src/daemon/metrics.c: the exposition is parsed back and
+/* Unit tests for src/daemon/obs/metrics.c: the exposition is parsed back and
  * checked against text format 0.0.4 (HELP/TYPE before samples, cumulative
  * monotonic buckets ending in +Inf == _count), and counting is thread-safe. */
 #include <math.h>

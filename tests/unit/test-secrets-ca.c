@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Unit tests for the Airlock CA (src/daemon/ca.c): what it makes, that it is
+/* Unit tests for the Airlock CA (src/daemon/store/ca.c): what it makes, that it is
  * kept across starts, and the refusals of files others could read. */
 #include <limits.h>
 #include <setjmp.h>

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Unit tests for the secret store (src/daemon/secrets.c): AES-256-GCM round
+/* Unit tests for the secret store (src/daemon/store/secrets.c): AES-256-GCM round
  * trips and every refusal, the host key file's checks, the request parser's
  * validation table, and the store and bindings on a real SQLite database in
  * a temporary directory. */
@@ -15,6 +15,7 @@
 
 #include "events.h"
 #include "json-cleanup.h"
+#include "api-request.h"
 #include "secrets.h"
 #include "store.h"
 #include "util.h"

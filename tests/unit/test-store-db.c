@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests for the shared access to the store's connection
- * (src/daemon/store-db.c) on an in-memory SQLite database. */
+ * (src/daemon/store/store-db.c) on an in-memory SQLite database. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Unit tests for the state store (src/daemon/store-sqlite.c) on a real
+/* Unit tests for the state store (src/daemon/store/store-sqlite.c) on a real
  * SQLite file in a temporary directory. */
 #include <limits.h>
 #include <pthread.h>

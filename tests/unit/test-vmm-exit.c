@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Unit tests for the words of a VMM's end (src/daemon/vmm-exit.c): the
+/* Unit tests for the words of a VMM's end (src/daemon/vmm/vmm-exit.c): the
  * kernel's audit record of a seccomp kill, and the description of a VMM
  * that exited or was killed, with the last lines of its log. */
 #include <fcntl.h>

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Unit tests for the backend selection (src/daemon/vmm-select.c): every
+/* Unit tests for the backend selection (src/daemon/vmm/vmm-select.c): every
  * combination of what a host has, the reasons given, and the probe of this
  * very machine (no /dev/kvm here: auto must pick qemu and say why). */
 #include <fcntl.h>

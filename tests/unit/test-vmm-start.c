@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests for what every start of a VMM does around spawn
- * (src/daemon/vmm-start.c): the disk given to the jail's uid, the jail's
+ * (src/daemon/vmm/vmm-start.c): the disk given to the jail's uid, the jail's
  * limits, the connection to the VMM's sockets retried. */
 #include <fcntl.h>
 #include <setjmp.h>

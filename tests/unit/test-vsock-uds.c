@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests for the host end of Firecracker's hybrid vsock
- * (src/daemon/vsock-uds.c): the CONNECT/OK handshake and the framed channel
+ * (src/daemon/vmm/firecracker/vsock-uds.c): the CONNECT/OK handshake and the framed channel
  * that follows it, over socket pairs (this host has no vhost-vsock). */
 #include <fcntl.h>
 #include <pthread.h>

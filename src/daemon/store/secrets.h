@@ -27,7 +27,7 @@
 
 #include <jansson.h>
 
-#include "api-request.h"
+#include "sandbox-model.h"
 #include "auth.h"
 #include "error.h"
 

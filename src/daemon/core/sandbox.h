@@ -5,7 +5,7 @@
 #ifndef AIRLOCK_SANDBOX_H
 #define AIRLOCK_SANDBOX_H
 
-#include "api-request.h"
+#include "sandbox-model.h"
 #include "error.h"
 #include "guest-channel.h"
 #include "store.h"

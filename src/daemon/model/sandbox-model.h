@@ -1,20 +1,16 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Parsers for API request bodies: one per resource, pure functions (no I/O),
- * fuzzed by tests/fuzz/fuzz-api-request.c. */
-#ifndef AIRLOCK_API_REQUEST_H
-#define AIRLOCK_API_REQUEST_H
+/* The daemon's model: what a request asks of a sandbox, as every layer sees
+ * it once the API has parsed it (api-request.h), with the limits that bound
+ * each field. Types and predicates only: nothing here does I/O, and nothing
+ * here includes a header of any other folder of src/daemon (CONTRIBUTING.md,
+ * "Layers"), so the core, the guest channel and the store take requests
+ * without including the API's headers. */
+#ifndef AIRLOCK_SANDBOX_MODEL_H
+#define AIRLOCK_SANDBOX_MODEL_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-
-#include <jansson.h>
-
-#include "error.h"
-
-#define API_CREATE_BODY_MAX (1u << 20)
-#define API_NETWORK_BODY_MAX (256u * 1024u) /* PUT /v1/sandboxes/{id}/network */
-#define API_EXEC_BODY_MAX (16u << 20)
 
 #define SANDBOX_VCPUS_MAX 16
 #define SANDBOX_MEMORY_MIB_MIN 128
@@ -60,7 +56,6 @@ struct timeout_request {
 	char on_timeout[8]; /* "kill" or "pause" */
 	unsigned idle_timeout_s;
 };
-int timeout_request_parse(const char *body, size_t len, struct timeout_request *ret, struct al_error *err);
 
 struct create_request {
 	char template_name[SANDBOX_TEMPLATE_NAME_MAX + 1];
@@ -98,24 +93,11 @@ struct exec_request {
 	char tag[EXEC_TAG_MAX + 1];
 };
 
-/* SECURITY: bodies come from any client allowed on the socket. Each parser
- * takes a body already capped at its *_BODY_MAX, rejects unknown fields,
- * wrong types and out-of-range values with AL_ERR_INVALID_ARGUMENT and a
- * message naming the field, and allocates nothing it does not return. */
-int create_request_parse(const char *body, size_t len, unsigned host_memory_mib, struct create_request *ret,
-                         struct al_error *err);
 void create_request_release(struct create_request *r);
-
-int exec_request_parse(const char *body, size_t len, struct exec_request *ret, struct al_error *err);
 void exec_request_release(struct exec_request *r);
 
 bool template_name_valid(const char *name);
 bool env_name_valid(const char *name);
 bool secret_name_valid(const char *name);
-
-/* The "secrets" member of obj (create or fork body): an object of at most
- * SANDBOX_SECRETS_MAX env name -> secret name; absent or null is none. An
- * env name that `env` (may be NULL) also sets is refused. */
-int secret_grants_parse(const json_t *obj, const struct kv_list *env, struct kv_list *ret, struct al_error *err);
 
 #endif

@@ -5,51 +5,6 @@
 #include "network-policy.h"
 #include "util.h"
 
-void kv_list_release(struct kv_list *l)
-{
-	for (size_t i = 0; i < l->n; i++) {
-		free(l->keys[i]);
-		free(l->values[i]);
-	}
-	free(l->keys);
-	free(l->values);
-	*l = (struct kv_list){0};
-}
-
-bool template_name_valid(const char *name)
-{
-	return name_valid(name, SANDBOX_TEMPLATE_NAME_MAX);
-}
-
-bool env_name_valid(const char *name)
-{
-	size_t n = strlen(name);
-	if (n == 0 || n > ENV_NAME_MAX)
-		return false;
-	for (size_t i = 0; i < n; i++) {
-		char c = name[i];
-		bool alpha = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
-		if (!alpha && !(i > 0 && c >= '0' && c <= '9'))
-			return false;
-	}
-	return true;
-}
-
-bool secret_name_valid(const char *name)
-{
-	size_t n = strnlen(name, SECRET_NAME_MAX + 1);
-	if (n == 0 || n > SECRET_NAME_MAX)
-		return false;
-	for (size_t i = 0; i < n; i++) {
-		char c = name[i];
-		bool ok =
-		    (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || (i > 0 && (c == '-' || c == '_' || c == '.'));
-		if (!ok)
-			return false;
-	}
-	return true;
-}
-
 static int parse_body(const char *body, size_t len, json_t **ret, struct al_error *err)
 {
 	json_error_t jerr;
@@ -345,15 +300,6 @@ int create_request_parse(const char *body, size_t len, unsigned host_memory_mib,
 	return 0;
 }
 
-void create_request_release(struct create_request *r)
-{
-	kv_list_release(&r->env);
-	kv_list_release(&r->metadata);
-	kv_list_release(&r->secrets);
-	free(r->network_json);
-	r->network_json = NULL;
-}
-
 static int parse_argv(json_t *j, struct exec_request *r, struct al_error *err)
 {
 	json_t *cmd = json_object_get(j, "cmd");
@@ -534,16 +480,4 @@ int exec_request_parse(const char *body, size_t len, struct exec_request *ret, s
 fail:
 	exec_request_release(&r);
 	return rc;
-}
-
-void exec_request_release(struct exec_request *r)
-{
-	if (r->argv)
-		for (size_t i = 0; i < r->argc; i++)
-			free(r->argv[i]);
-	free(r->argv);
-	kv_list_release(&r->env);
-	free(r->cwd);
-	free(r->stdin_data);
-	*r = (struct exec_request){0};
 }

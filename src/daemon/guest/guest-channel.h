@@ -14,7 +14,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "api-request.h"
+#include "sandbox-model.h"
 #include "error.h"
 #include "frame.h"
 

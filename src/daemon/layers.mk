@@ -1,0 +1,35 @@
+# SPDX-License-Identifier: Apache-2.0
+# The daemon's layers: one folder each (CONTRIBUTING.md, "Layers"). A source
+# or header in src/daemon/L may include, besides its own folder, src/common and
+# include/, only the headers of the folders LAYER_USES_L names. The build gives
+# each folder only those include paths, and scripts/check-layers.py (run by
+# `make check-layers`, part of `make test`) names any include that breaks the
+# rule. Upward is never allowed: nothing below api/ includes an api header.
+#
+#   main             airlockd's main and its config file: wires everything
+#   api              HTTP server, routes, request parsers, one handler file per resource
+#   core             the sandbox registry and its state machine, processes, template snapshots
+#   vmm              the neutral VMM seam: ops, selection, accelerator, jail, start helpers
+#   vmm/qemu         the QEMU backend (and its QMP client)
+#   vmm/firecracker  the Firecracker backend (its API client, the hybrid vsock)
+#   guest            the host end of the agent's channel, the CA given to guests
+#   net              network namespaces, the egress gateway's supervisor, policies
+#   store            SQLite: sandboxes, snapshots, tenants and tokens, secrets, events, the CA's files
+#   obs              the log and the metrics registry
+#   model            request and record types every layer shares (no code but predicates)
+DAEMON_LAYERS := main api core vmm vmm/qemu vmm/firecracker guest net store obs model
+LAYER_USES_main := api core vmm guest net store obs model
+LAYER_USES_api := core vmm guest net store obs model
+LAYER_USES_core := vmm guest net store obs model
+LAYER_USES_vmm := obs model
+LAYER_USES_vmm/qemu := vmm obs model
+LAYER_USES_vmm/firecracker := vmm obs model
+LAYER_USES_guest := store obs model
+LAYER_USES_net := store obs model
+LAYER_USES_store := obs model
+LAYER_USES_obs :=
+LAYER_USES_model :=
+# Headers of other components a layer may still include (the egress gateway's
+# rule parser, until the policy grammar moves to src/common).
+LAYER_FOREIGN_net := src/egress
+LAYER_FOREIGN_store := src/egress
