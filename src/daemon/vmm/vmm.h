@@ -15,7 +15,6 @@
  * directory (the VMM runs with it as cwd; the daemon uses /proc/self/fd). */
 #define VMM_CHANNEL_SOCK "ctl.sock"
 #define VMM_CONSOLE_SOCK "con.sock"
-#define VMM_QMP_SOCK "qmp.sock"
 #define VMM_DISK "disk.qcow2"
 #define VMM_LOG "vmm.log"
 #define VMM_CONSOLE_LOG "console.log"
@@ -146,20 +145,6 @@ struct vmm_ops {
 extern const struct vmm_ops vmm_qemu_ops;
 extern const struct vmm_ops vmm_firecracker_ops;
 
-/* Runs one QMP command on the VMM whose sandbox directory is dirfd; *ret gets
- * its "return" value (optional). On failure errbuf says why. */
-#include <jansson.h>
-int qmp_command(int dirfd, const char *command, json_t *arguments, json_t **ret, char *errbuf, size_t errsize);
-/* The same within timeout_ms in all (connect included: a VMM that does not
- * accept its socket any more is not waited for). */
-int qmp_command_timeout(int dirfd, const char *command, json_t *arguments, json_t **ret, unsigned timeout_ms,
-                        char *errbuf, size_t errsize);
-/* Hands fd to QEMU as `fdname` (getfd, SCM_RIGHTS) and runs `command` with
- * `arguments` on the same connection (named fds belong to the monitor
- * connection that received them). */
-int qmp_command_with_fd(int dirfd, int fd, const char *fdname, const char *command, json_t *arguments, char *errbuf,
-                        size_t errsize);
-
 /* The jailer's command line of a Firecracker VMM (vmm-firecracker.c; for
  * the tests): NULL-terminated, its strings in *ret_arena (free both). */
 char **fc_jail_argv(const struct vmm_config *cfg, const char *firecracker, char **ret_arena);
@@ -220,7 +205,7 @@ int unix_connect_at_nonblock(int dirfd, const char *name, int *ret_fd);
 /* The defaults of the ops added for Firecracker. */
 static inline const char *const *vmm_runtime_files(const struct vmm_ops *ops)
 {
-	static const char *const qemu_files[] = {VMM_CHANNEL_SOCK, VMM_CONSOLE_SOCK, VMM_QMP_SOCK, NULL};
+	static const char *const qemu_files[] = {VMM_CHANNEL_SOCK, VMM_CONSOLE_SOCK, "qmp.sock", NULL};
 	return ops->runtime_files ? ops->runtime_files : qemu_files;
 }
 

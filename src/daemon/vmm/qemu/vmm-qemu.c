@@ -16,6 +16,7 @@
 #include "util.h"
 #include "accel.h"
 #include "jail.h"
+#include "vmm-qmp.h"
 #include "vmm.h"
 
 #define QEMU_BINARY "qemu-system-x86_64"
@@ -268,7 +269,7 @@ static int qemu_spawn(const struct vmm_config *cfg, pid_t *ret_pid, struct al_er
 	ARG("-device");
 	ARG("virtserialport,chardev=ctl,name=" AIRLOCK_PORT_NAME_LITERAL);
 	ARG("-qmp");
-	ARG("unix:" VMM_QMP_SOCK ",server=on,wait=off");
+	ARG("unix:" QEMU_QMP_SOCK ",server=on,wait=off");
 	if (cfg->netns_fd >= 0) {
 		/* The guest's only NIC: tap0 of the sandbox's namespace (the jailer
 		 * joins it; the tap belongs to the jail's uid). Never vhost (not
@@ -371,11 +372,10 @@ int vmm_stop_by_kill(const struct vmm_config *cfg, pid_t pid)
 
 static int qemu_run_state(const struct vmm_config *cfg, const char *command, const char *what, struct al_error *err)
 {
-	char why[256];
-	int r = qmp_command(cfg->dirfd, command, NULL, NULL, why, sizeof(why));
+	int r = qmp_command(cfg->dirfd, command, NULL, NULL, err);
 	if (r < 0)
-		return al_error_set(err, AL_ERR_INTERNAL, -r, "cannot %s the VM: %s", what, why);
-	return 0;
+		al_error_prefix(err, "cannot %s the VM", what);
+	return r;
 }
 
 static int qemu_pause(const struct vmm_config *cfg, struct al_error *err)
@@ -389,70 +389,90 @@ static int qemu_resume(const struct vmm_config *cfg, struct al_error *err)
 }
 
 #define QEMU_SAVE_TIMEOUT_MS 600000
+#define QEMU_CANCEL_TIMEOUT_MS 30000
 #define QEMU_POLL_MS 20
 #define QEMU_INCOMING_POLL_MS 3
 
 /* Every saved state is made and read with x-ignore-shared: the RAM of a
  * shared file-backed memory (a template's boot) is left out, everything
  * else is in it. Both sides must agree: it changes the stream's format. */
-static int set_migration_caps(const struct vmm_config *cfg, char *why, size_t size)
+static int set_migration_caps(const struct vmm_config *cfg, struct al_error *err)
 {
 	cleanup_json json_t *args =
 	    json_pack("{s:[{s:s, s:b}]}", "capabilities", "capability", "x-ignore-shared", "state", 1);
-	return qmp_command(cfg->dirfd, "migrate-set-capabilities", args, NULL, why, size);
+	return qmp_command(cfg->dirfd, "migrate-set-capabilities", args, NULL, err);
 }
 
-static int qemu_save(const struct vmm_config *cfg, int out_fd, struct al_error *err)
+/* Where a migration (a save) is: query-migrate's "status" and, when it
+ * failed, QEMU's "error-desc". */
+static int migration_status(const struct vmm_config *cfg, char *status, size_t size, char *desc, size_t desc_size,
+                            struct al_error *err)
 {
-	char why[256];
-	if (set_migration_caps(cfg, why, sizeof(why)) < 0)
-		return al_error_set(err, AL_ERR_INTERNAL, EIO, "cannot prepare saving the VM: %s", why);
-	/* The VMM gets the open file, never a path: it cannot write anywhere
-	 * else, and no shell runs in its jail (-sandbox spawn=deny). */
-	json_t *args = json_pack("{s:s}", "uri", "fd:snapshot");
-	int r = qmp_command_with_fd(cfg->dirfd, out_fd, "snapshot", "migrate", args, why, sizeof(why));
-	json_decref(args);
+	cleanup_json json_t *ret = NULL;
+	int r = qmp_command(cfg->dirfd, "query-migrate", NULL, &ret, err);
 	if (r < 0)
-		return al_error_set(err, AL_ERR_INTERNAL, -r, "cannot start saving the VM: %s", why);
+		return r;
+	snprintf(status, size, "%s", json_string_value(json_object_get(ret, "status")) ?: "");
+	snprintf(desc, desc_size, "%s", json_string_value(json_object_get(ret, "error-desc")) ?: "");
+	return 0;
+}
+
+/* Until the save that migrate started is complete. */
+static int qemu_save_wait(const struct vmm_config *cfg, struct al_error *err)
+{
 	uint64_t deadline = now_ms_monotonic() + QEMU_SAVE_TIMEOUT_MS;
 	for (;;) {
-		json_t *ret = NULL;
-		r = qmp_command(cfg->dirfd, "query-migrate", NULL, &ret, why, sizeof(why));
-		if (r < 0)
-			return al_error_set(err, AL_ERR_INTERNAL, -r, "cannot follow the save: %s", why);
-		const char *status = json_string_value(json_object_get(ret, "status"));
-		char desc[256] = "";
-		snprintf(desc, sizeof(desc), "%s", json_string_value(json_object_get(ret, "error-desc")) ?: "");
-		bool done = status && !strcmp(status, "completed");
-		bool failed = status && (!strcmp(status, "failed") || !strcmp(status, "cancelled"));
-		json_decref(ret);
-		if (done)
+		char status[32], desc[256];
+		int r = migration_status(cfg, status, sizeof(status), desc, sizeof(desc), err);
+		if (r < 0) {
+			al_error_prefix(err, "cannot follow the save");
+			return r;
+		}
+		if (!strcmp(status, "completed"))
 			return 0;
-		if (failed)
+		if (!strcmp(status, "failed") || !strcmp(status, "cancelled"))
 			return al_error_set(err, AL_ERR_INTERNAL, EIO, "saving the VM failed%s%s (is the disk full?)",
 			                    desc[0] ? ": " : "", desc);
 		if (now_ms_monotonic() > deadline) {
-			qmp_command(cfg->dirfd, "migrate_cancel", NULL, NULL, why, sizeof(why));
+			qmp_command(cfg->dirfd, "migrate_cancel", NULL, NULL, NULL);
 			return al_error_set(err, AL_ERR_TIMEOUT, ETIMEDOUT, "saving the VM took too long");
 		}
 		usleep(QEMU_POLL_MS * 1000);
 	}
 }
 
+static int qemu_save(const struct vmm_config *cfg, int out_fd, struct al_error *err)
+{
+	if (set_migration_caps(cfg, err) < 0) {
+		al_error_prefix(err, "cannot prepare saving the VM");
+		err->code = AL_ERR_INTERNAL;
+		return -EIO;
+	}
+	/* The VMM gets the open file, never a path: it cannot write anywhere
+	 * else, and no shell runs in its jail (-sandbox spawn=deny). */
+	cleanup_json json_t *args = json_pack("{s:s}", "uri", "fd:snapshot");
+	int r = qmp_command_with_fd(cfg->dirfd, out_fd, "snapshot", "migrate", args, err);
+	if (r < 0) {
+		al_error_prefix(err, "cannot start saving the VM");
+		return r;
+	}
+	return qemu_save_wait(cfg, err);
+}
+
 static int qemu_cancel_save(const struct vmm_config *cfg, struct al_error *err)
 {
-	char why[256];
-	qmp_command(cfg->dirfd, "migrate_cancel", NULL, NULL, why, sizeof(why));
-	uint64_t deadline = now_ms_monotonic() + 30000;
+	qmp_command(cfg->dirfd, "migrate_cancel", NULL, NULL, NULL);
+	uint64_t deadline = now_ms_monotonic() + QEMU_CANCEL_TIMEOUT_MS;
 	for (;;) {
-		json_t *ret = NULL;
-		if (qmp_command(cfg->dirfd, "query-migrate", NULL, &ret, why, sizeof(why)) < 0)
-			return al_error_set(err, AL_ERR_INTERNAL, EIO, "cannot ask QEMU about the save: %s", why);
-		const char *status = json_string_value(json_object_get(ret, "status"));
+		char status[32], desc[256];
+		if (migration_status(cfg, status, sizeof(status), desc, sizeof(desc), err) < 0) {
+			al_error_prefix(err, "cannot ask QEMU about the save");
+			err->code = AL_ERR_INTERNAL;
+			return -EIO;
+		}
 		/* Still moving: setup, active, device, pre-switchover, cancelling, wait-unplug. */
-		bool busy = status && strcmp(status, "completed") && strcmp(status, "failed") &&
+		bool busy = status[0] && strcmp(status, "completed") && strcmp(status, "failed") &&
 		            strcmp(status, "cancelled") && strcmp(status, "none");
-		json_decref(ret);
 		if (!busy)
 			return 0;
 		if (now_ms_monotonic() > deadline)
@@ -461,34 +481,46 @@ static int qemu_cancel_save(const struct vmm_config *cfg, struct al_error *err)
 	}
 }
 
-static int qemu_wait_incoming(const struct vmm_config *cfg, uint64_t deadline_ms, struct al_error *err)
+/* -incoming defer: QEMU waits for the capabilities, then reads the state
+ * from the fd it was given at start. */
+static int qemu_load_start(const struct vmm_config *cfg, uint64_t deadline_ms, struct al_error *err)
 {
-	char why[256] = "";
-	/* QEMU waits (-incoming defer) for the capabilities, then reads the
-	 * state from the fd it was given at start. */
-	cleanup_json json_t *uri = json_pack("{s:s}", "uri", "fd:" STR(FD_INCOMING_NUM));
 	/* Its QMP socket appears a moment after the others. */
 	for (;;) {
-		int r = set_migration_caps(cfg, why, sizeof(why));
+		int r = set_migration_caps(cfg, err);
 		if (r == 0)
 			break;
 		/* Not listening yet, or too busy to answer (a loaded host): again,
 		 * until the restore's own deadline. */
-		if ((r != -ENOENT && r != -ECONNREFUSED && r != -ETIMEDOUT) || now_ms_monotonic() > deadline_ms)
-			return al_error_set(err, AL_ERR_INTERNAL, EIO, "QEMU could not start loading the snapshot: %s",
-			                    why);
+		if ((r != -ENOENT && r != -ECONNREFUSED && r != -ETIMEDOUT) || now_ms_monotonic() > deadline_ms) {
+			al_error_prefix(err, "QEMU could not start loading the snapshot");
+			err->code = AL_ERR_INTERNAL;
+			return -EIO;
+		}
 		usleep(QEMU_INCOMING_POLL_MS * 1000);
 	}
-	if (qmp_command(cfg->dirfd, "migrate-incoming", uri, NULL, why, sizeof(why)) < 0)
-		return al_error_set(err, AL_ERR_INTERNAL, EIO, "QEMU could not start loading the snapshot: %s", why);
+	cleanup_json json_t *uri = json_pack("{s:s}", "uri", "fd:" STR(FD_INCOMING_NUM));
+	if (qmp_command(cfg->dirfd, "migrate-incoming", uri, NULL, err) < 0) {
+		al_error_prefix(err, "QEMU could not start loading the snapshot");
+		err->code = AL_ERR_INTERNAL;
+		return -EIO;
+	}
+	return 0;
+}
+
+static int qemu_wait_incoming(const struct vmm_config *cfg, uint64_t deadline_ms, struct al_error *err)
+{
+	int r = qemu_load_start(cfg, deadline_ms, err);
+	if (r < 0)
+		return r;
+	/* Why the last status query failed, for the timeout's message. */
+	struct al_error last = {0};
 	for (;;) {
-		json_t *ret = NULL;
-		int r = qmp_command(cfg->dirfd, "query-status", NULL, &ret, why, sizeof(why));
-		if (r == 0) {
+		cleanup_json json_t *ret = NULL;
+		if (qmp_command(cfg->dirfd, "query-status", NULL, &ret, &last) == 0) {
 			const char *status = json_string_value(json_object_get(ret, "status"));
 			bool loading = status && !strcmp(status, "inmigrate");
 			bool failed = status && (!strcmp(status, "internal-error") || !strcmp(status, "shutdown"));
-			json_decref(ret);
 			if (failed)
 				return al_error_set(err, AL_ERR_INTERNAL, EIO, "QEMU could not load the snapshot");
 			if (!loading)
@@ -496,23 +528,23 @@ static int qemu_wait_incoming(const struct vmm_config *cfg, uint64_t deadline_ms
 		}
 		if (now_ms_monotonic() > deadline_ms)
 			return al_error_set(err, AL_ERR_TIMEOUT, ETIMEDOUT, "loading the snapshot took too long%s%s",
-			                    why[0] ? ": " : "", why);
+			                    last.message[0] ? ": " : "", last.message);
 		usleep(QEMU_INCOMING_POLL_MS * 1000); /* a template's state loads in a few ms */
 	}
 }
 
 static int qemu_probe(const struct vmm_config *cfg, unsigned timeout_ms, struct al_error *err)
 {
-	char why[256];
 	json_t *ret = NULL;
 	/* query-status is answered by QEMU's main loop: it is what stops when
 	 * the process is stopped, wedged or starved. */
-	int r = qmp_command_timeout(cfg->dirfd, "query-status", NULL, &ret, timeout_ms, why, sizeof(why));
+	int r = qmp_command_timeout(cfg->dirfd, "query-status", NULL, &ret, timeout_ms, err);
 	json_decref(ret);
-	if (r < 0)
-		return al_error_set(err, AL_ERR_UNAVAILABLE, -r, "QEMU did not answer query-status within %u ms: %s",
-		                    timeout_ms, why);
-	return 0;
+	if (r < 0) {
+		al_error_prefix(err, "QEMU did not answer query-status within %u ms", timeout_ms);
+		err->code = AL_ERR_UNAVAILABLE;
+	}
+	return r;
 }
 
 const struct vmm_ops vmm_qemu_ops = {

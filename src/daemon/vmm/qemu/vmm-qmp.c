@@ -1,6 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* A small QMP client: one connection per command (QMP allows several
- * clients one after the other), bounded lines, a deadline on everything. */
+/* A small QMP client (vmm-qmp.h): one connection per command (QMP allows
+ * several clients one after the other), bounded lines, a deadline on
+ * everything. */
+#include "vmm-qmp.h"
+
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -58,7 +61,6 @@ static int qmp_read_line(struct qmp_conn *q, json_t **ret)
 	}
 }
 
-/* Sends one command and returns its "return" value (or -EIO with QEMU's error text). */
 /* Writes the command's text with fd attached (SCM_RIGHTS on its first
  * byte), then the rest; within the deadline. */
 static int qmp_send_fd(struct qmp_conn *q, const char *text, size_t n, int fd)
@@ -97,7 +99,7 @@ static int qmp_send_fd(struct qmp_conn *q, const char *text, size_t n, int fd)
 
 /* Sends one command (with fd attached unless it is -1) and returns its
  * "return" value (or -EIO with QEMU's error text). */
-static int qmp_exchange_fd(struct qmp_conn *q, json_t *cmd, int fd, json_t **ret, char *errbuf, size_t errsize)
+static int qmp_exchange_fd(struct qmp_conn *q, json_t *cmd, int fd, json_t **ret, struct al_error *err)
 {
 	cleanup_free char *text = json_dumps(cmd, JSON_COMPACT);
 	if (!text)
@@ -122,7 +124,8 @@ static int qmp_exchange_fd(struct qmp_conn *q, json_t *cmd, int fd, json_t **ret
 		}
 		json_t *e = json_object_get(j, "error");
 		if (e) {
-			snprintf(errbuf, errsize, "%s", json_string_value(json_object_get(e, "desc")) ?: "QMP error");
+			al_error_set(err, AL_ERR_INTERNAL, EIO, "%s",
+			             json_string_value(json_object_get(e, "desc")) ?: "QMP error");
 			json_decref(j);
 			return -EIO;
 		}
@@ -133,68 +136,72 @@ static int qmp_exchange_fd(struct qmp_conn *q, json_t *cmd, int fd, json_t **ret
 	}
 }
 
-static int qmp_exchange(struct qmp_conn *q, json_t *cmd, json_t **ret, char *errbuf, size_t errsize)
+static int qmp_exchange(struct qmp_conn *q, json_t *cmd, json_t **ret, struct al_error *err)
 {
-	return qmp_exchange_fd(q, cmd, -1, ret, errbuf, errsize);
+	return qmp_exchange_fd(q, cmd, -1, ret, err);
 }
 
 /* One connection: greeting, capabilities, then (when fd >= 0) getfd
- * `fdname` with fd attached, then the command. */
+ * `fdname` with fd attached, then the command. err is written on failure
+ * only. */
 static int qmp_run_fd(int dirfd, int fd, const char *fdname, const char *command, json_t *arguments, json_t **ret,
-                      unsigned timeout_ms, bool nonblock_connect, char *errbuf, size_t errsize)
+                      unsigned timeout_ms, bool nonblock_connect, struct al_error *err)
 {
 	struct qmp_conn q = {.fd = -1, .deadline = now_ms_monotonic() + timeout_ms};
-	snprintf(errbuf, errsize, "QMP failed");
-	int r = nonblock_connect ? unix_connect_at_nonblock(dirfd, VMM_QMP_SOCK, &q.fd)
-	                         : unix_connect_at(dirfd, VMM_QMP_SOCK, &q.fd);
-	if (r < 0) {
-		snprintf(errbuf, errsize, "cannot connect to QEMU's QMP socket: %s",
-		         r == -EAGAIN ? "QEMU is not accepting connections" : strerror(-r));
-		return r;
-	}
+	int r = nonblock_connect ? unix_connect_at_nonblock(dirfd, QEMU_QMP_SOCK, &q.fd)
+	                         : unix_connect_at(dirfd, QEMU_QMP_SOCK, &q.fd);
+	if (r < 0)
+		return al_error_set(err, AL_ERR_INTERNAL, -r, "cannot connect to QEMU's QMP socket: %s",
+		                    r == -EAGAIN ? "QEMU is not accepting connections" : strerror(-r));
 	fcntl(q.fd, F_SETFL, fcntl(q.fd, F_GETFL) | O_NONBLOCK);
+	/* QEMU's own error text, when it answered with one (-EIO). */
+	struct al_error qemu_said = {0};
 	json_t *greeting = NULL;
 	if ((r = qmp_read_line(&q, &greeting)) == 0) {
 		json_decref(greeting);
 		cleanup_json json_t *caps = json_pack("{s:s}", "execute", "qmp_capabilities");
-		r = qmp_exchange(&q, caps, NULL, errbuf, errsize);
+		r = qmp_exchange(&q, caps, NULL, &qemu_said);
 	}
 	if (r == 0 && fd >= 0) {
 		cleanup_json json_t *getfd =
 		    json_pack("{s:s, s:{s:s}}", "execute", "getfd", "arguments", "fdname", fdname);
-		r = qmp_exchange_fd(&q, getfd, fd, NULL, errbuf, errsize);
+		r = qmp_exchange_fd(&q, getfd, fd, NULL, &qemu_said);
 	}
 	if (r == 0) {
 		cleanup_json json_t *cmd = json_pack("{s:s}", "execute", command);
 		if (arguments)
 			json_object_set(cmd, "arguments", arguments);
-		r = qmp_exchange(&q, cmd, ret, errbuf, errsize);
+		r = qmp_exchange(&q, cmd, ret, &qemu_said);
 	}
-	if (r < 0 && r != -EIO)
-		snprintf(errbuf, errsize, "QMP %s: %s", command, strerror(-r));
 	close(q.fd);
+	if (r == -EIO && qemu_said.message[0] && err)
+		*err = qemu_said;
+	else if (r == -EIO)
+		al_error_set(err, AL_ERR_INTERNAL, EIO, "QMP failed");
+	else if (r < 0)
+		al_error_set(err, AL_ERR_INTERNAL, -r, "QMP %s: %s", command, strerror(-r));
 	return r;
 }
 
 static int qmp_run(int dirfd, const char *command, json_t *arguments, json_t **ret, unsigned timeout_ms,
-                   bool nonblock_connect, char *errbuf, size_t errsize)
+                   bool nonblock_connect, struct al_error *err)
 {
-	return qmp_run_fd(dirfd, -1, NULL, command, arguments, ret, timeout_ms, nonblock_connect, errbuf, errsize);
+	return qmp_run_fd(dirfd, -1, NULL, command, arguments, ret, timeout_ms, nonblock_connect, err);
 }
 
-int qmp_command_with_fd(int dirfd, int fd, const char *fdname, const char *command, json_t *arguments, char *errbuf,
-                        size_t errsize)
+int qmp_command_with_fd(int dirfd, int fd, const char *fdname, const char *command, json_t *arguments,
+                        struct al_error *err)
 {
-	return qmp_run_fd(dirfd, fd, fdname, command, arguments, NULL, QMP_TIMEOUT_MS, false, errbuf, errsize);
+	return qmp_run_fd(dirfd, fd, fdname, command, arguments, NULL, QMP_TIMEOUT_MS, false, err);
 }
 
-int qmp_command(int dirfd, const char *command, json_t *arguments, json_t **ret, char *errbuf, size_t errsize)
+int qmp_command(int dirfd, const char *command, json_t *arguments, json_t **ret, struct al_error *err)
 {
-	return qmp_run(dirfd, command, arguments, ret, QMP_TIMEOUT_MS, false, errbuf, errsize);
+	return qmp_run(dirfd, command, arguments, ret, QMP_TIMEOUT_MS, false, err);
 }
 
 int qmp_command_timeout(int dirfd, const char *command, json_t *arguments, json_t **ret, unsigned timeout_ms,
-                        char *errbuf, size_t errsize)
+                        struct al_error *err)
 {
-	return qmp_run(dirfd, command, arguments, ret, timeout_ms, true, errbuf, errsize);
+	return qmp_run(dirfd, command, arguments, ret, timeout_ms, true, err);
 }
