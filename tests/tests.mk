@@ -88,11 +88,11 @@ UNIT_LIBS_jailer := -lseccomp
 $(TEST_BUILD)/obj/tests/unit/test-jailer.o: TEST_CFLAGS += -Isrc/jailer
 
 # The Firecracker backend (issue 8): its API client (the unix socket
-# connect lives with the QEMU backend's helpers in vmm-qemu.c), the hybrid
-# vsock handshake, the backend selection.
-UNIT_SRC_fc-api := src/daemon/vmm/firecracker/fc-api.c src/daemon/vmm/accel.c src/daemon/vmm/qemu/vmm-qemu.c src/daemon/vmm/qemu/vmm-qmp.c src/daemon/vmm/jail.c src/daemon/obs/log.c
+# connect is the backends' shared helper, vmm-sock.c), the hybrid vsock
+# handshake, the backend selection.
+UNIT_SRC_fc-api := src/daemon/vmm/firecracker/fc-api.c src/daemon/vmm/vmm-sock.c
 UNIT_LIBS_fc-api := -lpthread
-UNIT_SRC_vsock-uds := src/daemon/vmm/firecracker/vsock-uds.c src/daemon/vmm/accel.c src/daemon/vmm/qemu/vmm-qemu.c src/daemon/vmm/qemu/vmm-qmp.c src/daemon/vmm/jail.c src/daemon/obs/log.c
+UNIT_SRC_vsock-uds := src/daemon/vmm/firecracker/vsock-uds.c src/daemon/vmm/vmm-sock.c
 UNIT_LIBS_vsock-uds := -lpthread
 UNIT_SRC_vmm-select := src/daemon/vmm/vmm-select.c
 # The accelerator's plan and verdict, and the words of a VMM's end (issue 15).
@@ -106,7 +106,7 @@ UNIT_SRC_cpu-wait := src/daemon/core/cpu-wait.c
 # What a sandbox's boot and a template snapshot's build both do around a VMM's
 # spawn: the disk given to the jail's uid, the jail's limits, the connect retry.
 UNIT_SRC_vmm-start := src/daemon/vmm/vmm-start.c src/daemon/vmm/accel.c src/daemon/vmm/qemu/vmm-qemu.c src/daemon/vmm/qemu/vmm-qmp.c src/daemon/vmm/jail.c \
-	src/daemon/obs/log.c
+	src/daemon/vmm/vmm-spawn.c src/daemon/vmm/vmm-sock.c src/daemon/obs/log.c
 UNIT_LIBS_vmm-start := -lpthread
 
 UNIT_ALL := $(patsubst tests/unit/test-%.c,%,$(wildcard tests/unit/test-*.c))
@@ -197,7 +197,7 @@ FUZZ_LIBS_fuzz-secret-request := -lsqlite3 -lcrypto -lpthread
 FUZZ_MAXLEN_fuzz-secret-request := 16384
 
 # Answers on Firecracker's API socket (Firecracker runs next to the guest).
-FUZZ_SRC_fuzz-fc-response := src/daemon/vmm/firecracker/fc-api.c src/daemon/vmm/accel.c src/daemon/vmm/qemu/vmm-qemu.c src/daemon/vmm/qemu/vmm-qmp.c src/daemon/vmm/jail.c src/daemon/obs/log.c
+FUZZ_SRC_fuzz-fc-response := src/daemon/vmm/firecracker/fc-api.c src/daemon/vmm/vmm-sock.c
 FUZZ_LIBS_fuzz-fc-response :=
 FUZZ_MAXLEN_fuzz-fc-response := 70000
 
@@ -249,7 +249,7 @@ fuzz-smoke: $(FUZZ_BINS)
 # minimal template as each fake VM's guest). Needs root for the network
 # namespaces.
 FC_DRIVER_SRC := tests/fc/fc-driver.c src/daemon/vmm/firecracker/vmm-firecracker.c src/daemon/vmm/firecracker/fc-api.c src/daemon/vmm/firecracker/vsock-uds.c \
-	src/daemon/vmm/accel.c src/daemon/vmm/qemu/vmm-qemu.c src/daemon/vmm/qemu/vmm-qmp.c src/daemon/vmm/jail.c src/daemon/obs/log.c
+	src/daemon/vmm/jail.c src/daemon/vmm/vmm-spawn.c src/daemon/vmm/vmm-sock.c src/daemon/vmm/vmm-save.c src/daemon/obs/log.c
 $(TEST_BUILD)/fc-driver: $(FC_DRIVER_SRC:%.c=$(TEST_BUILD)/obj/%.o) $(TEST_COMMON_OBJ)
 	$(CC) $(TEST_CFLAGS) -o $@ $^ -ljansson -lpthread
 

@@ -9,6 +9,7 @@
 #include <sys/types.h>
 
 #include "error.h"
+#include "vmm-backend.h"
 
 /* File names inside a sandbox directory. Kept short: unix socket paths are
  * limited to 108 bytes, so sockets are always reached relative to the
@@ -190,17 +191,6 @@ int vmm_audit_seccomp_parse(const char *record, long *ret_pid, int *ret_signal, 
  * then 0), its cgroup removed, its uid given back unless something may
  * still run as it (*uid_held is then false); `what` names it in the log. */
 void vmm_internal_end(pid_t *pid, const char *id, uint32_t uid, bool *uid_held, const char *what);
-
-/* The `stop` of both backends: SIGKILL to the VMM's process (the jailer's
- * pid: the VMM dies with it). */
-int vmm_stop_by_kill(const struct vmm_config *cfg, pid_t pid);
-
-/* Connects to a unix socket named `name` in directory fd `dirfd`, whatever the
- * length of the directory's path. */
-int unix_connect_at(int dirfd, const char *name, int *ret_fd);
-/* The same without ever blocking: -EAGAIN when the listener's backlog is
- * full (its process is not accepting). The fd is non-blocking. */
-int unix_connect_at_nonblock(int dirfd, const char *name, int *ret_fd);
 
 /* The defaults of the ops added for Firecracker. */
 static inline const char *const *vmm_runtime_files(const struct vmm_ops *ops)

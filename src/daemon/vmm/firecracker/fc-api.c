@@ -9,7 +9,7 @@
 
 #include "json-cleanup.h"
 #include "util.h"
-#include "vmm.h"
+#include "vmm-backend.h"
 
 #define FC_STATUS_LINE_PREFIX "HTTP/1.1 "
 

@@ -38,6 +38,7 @@
 #include "jail.h"
 #include "json-cleanup.h"
 #include "util.h"
+#include "vmm-backend.h"
 #include "vmm-select.h"
 #include "vmm.h"
 #include "vsock-uds.h"
@@ -63,7 +64,7 @@
  * them; fd 3 is the network namespace it joins and closes). */
 #define STR_(x) #x
 #define STR(x) STR_(x)
-#define FC_FD_NETNS 3
+#define FC_FD_NETNS VMM_FD_NETNS
 #define FC_FD_KERNEL 4
 #define FC_FD_INITRD 5
 #define FC_FD_MEM 6
@@ -225,26 +226,6 @@ static int console_fifo_open(const struct vmm_config *cfg, struct al_error *err)
 	return fd;
 }
 
-/* The absolute, canonical path of the firecracker binary (the jailer wants
- * one): the first on PATH. */
-static int fc_binary_path(char *out, size_t size)
-{
-	const char *path = getenv("PATH");
-	cleanup_free char *copy = xstrdup(path && *path ? path : "/usr/local/bin:/usr/bin:/bin");
-	char *save = NULL;
-	for (char *dir = strtok_r(copy, ":", &save); dir; dir = strtok_r(NULL, ":", &save)) {
-		if (dir[0] != '/')
-			continue;
-		cleanup_free char *cand = xasprintf("%s/%s", dir, VMM_FIRECRACKER_BINARY);
-		char real[PATH_MAX];
-		if (access(cand, X_OK) == 0 && realpath(cand, real) && strlen(real) < size) {
-			memcpy(out, real, strlen(real) + 1);
-			return 0;
-		}
-	}
-	return -ENOENT;
-}
-
 /* Firecracker's --id: "airlock-<sandbox id>", which is also how a restarted
  * daemon recognises the process (sandbox.c, vmm_alive). */
 static void fc_instance_id(const struct vmm_config *cfg, char *out, size_t size)
@@ -273,38 +254,6 @@ char **fc_jail_argv(const struct vmm_config *cfg, const char *firecracker, char 
 	}
 	return jail_argv(cfg->sandbox_id, cfg->root, &j, cfg->netns_fd >= 0 ? FC_FD_NETNS : -1, keep, nkeep, argv,
 	                 ret_arena);
-}
-
-/* In the child: stdio, the fds at their numbers, then the jailer. */
-static void __attribute__((noreturn))
-exec_jailed(const struct vmm_config *cfg, char **jargv, const int src[FC_FD_COUNT], int console_fd, int log_fd)
-{
-	/* Own session: the VMM outlives a restart of the daemon and gets none
-	 * of its signals. The jailer's cwd is the VMM's dir (how a restarted
-	 * daemon finds VMMs no record owns). */
-	setsid();
-	if (chdir(cfg->root) < 0)
-		_exit(126);
-	int nullfd = open("/dev/null", O_RDONLY);
-	if (nullfd < 0 || dup2(nullfd, 0) < 0 || dup2(console_fd, 1) < 0 || dup2(log_fd, 2) < 0)
-		_exit(126);
-	/* Every source out of the way first, then each to its number. */
-	int high[FC_FD_COUNT];
-	for (int i = 0; i < FC_FD_COUNT; i++) {
-		high[i] = src[i] >= 0 ? fcntl(src[i], F_DUPFD_CLOEXEC, 64) : -1;
-		if (src[i] >= 0 && high[i] < 0)
-			_exit(126);
-	}
-	for (int i = FC_FD_NETNS; i < FC_FD_COUNT; i++)
-		if (high[i] >= 0 && dup2(high[i], i) < 0)
-			_exit(126);
-	close_range(FC_FD_COUNT, ~0u, 0);
-	sigset_t none;
-	sigemptyset(&none);
-	sigprocmask(SIG_SETMASK, &none, NULL);
-	execv(jargv[0], jargv);
-	dprintf(2, "airlock-jailer: exec: cannot run %s: %m\n", jargv[0]);
-	_exit(127);
 }
 
 /* Until the API socket accepts, or the VMM exited. */
@@ -365,7 +314,7 @@ static int fc_spawn(const struct vmm_config *cfg, pid_t *ret_pid, struct al_erro
 	if (r < 0)
 		return r;
 	char firecracker[PATH_MAX];
-	if (fc_binary_path(firecracker, sizeof(firecracker)) < 0)
+	if (vmm_binary_path(VMM_FIRECRACKER_BINARY, firecracker, sizeof(firecracker)) < 0)
 		return al_error_set(err, AL_ERR_INTERNAL, ENOENT, "%s is not on PATH (docs/kvm-host.md)",
 		                    VMM_FIRECRACKER_BINARY);
 	/* Left by an earlier VMM in this dir (a recover): Firecracker will not
@@ -375,10 +324,9 @@ static int fc_spawn(const struct vmm_config *cfg, pid_t *ret_pid, struct al_erro
 	cleanup_close int console_fd = console_fifo_open(cfg, err);
 	if (console_fd < 0)
 		return console_fd;
-	cleanup_free char *log = xasprintf("%s/%s", cfg->dir, VMM_LOG);
-	cleanup_close int log_fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0640);
+	cleanup_close int log_fd = vmm_log_open(cfg->dir, err);
 	if (log_fd < 0)
-		return al_error_set(err, AL_ERR_INTERNAL, errno, "cannot open %s: %m", log);
+		return log_fd;
 	/* What the VMM starts with, opened here (the jail has none of them). */
 	int src[FC_FD_COUNT];
 	for (int i = 0; i < FC_FD_COUNT; i++)
@@ -399,11 +347,9 @@ static int fc_spawn(const struct vmm_config *cfg, pid_t *ret_pid, struct al_erro
 	}
 	cleanup_free char *arena = NULL;
 	cleanup_free char **jargv = fc_jail_argv(cfg, firecracker, &arena);
-	pid_t pid = fork();
-	if (pid < 0)
-		return al_error_set(err, AL_ERR_INTERNAL, errno, "cannot fork the VMM: %m");
-	if (pid == 0)
-		exec_jailed(cfg, jargv, src, console_fd, log_fd);
+	pid_t pid;
+	if ((r = vmm_spawn_jailed(cfg->root, jargv, src, FC_FD_COUNT, console_fd, log_fd, &pid, err)) < 0)
+		return r;
 	r = wait_api(cfg, pid, err);
 	if (r == 0)
 		r = cfg->incoming_fd >= 0
@@ -436,8 +382,7 @@ static int fc_prepare_disk(const struct vmm_config *cfg, struct al_error *err)
 	if (cfg->disk_mib && (r = file_grow(dst, cfg->disk_mib << 20)) < 0)
 		return al_error_set(err, AL_ERR_INTERNAL, -r, "cannot grow %s to %llu MiB: %s", dst,
 		                    (unsigned long long)cfg->disk_mib, strerror(-r));
-	cleanup_free char *log = xasprintf("%s/%s", cfg->dir, VMM_LOG);
-	cleanup_close int log_fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0640);
+	cleanup_close int log_fd = vmm_log_open(cfg->dir, NULL);
 	if (log_fd >= 0)
 		dprintf(log_fd, "airlock: %s from %s by %s\n", FC_DISK, cfg->rootfs, file_copy_method_name(how));
 	return 0;

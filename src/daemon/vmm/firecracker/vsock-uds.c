@@ -5,7 +5,7 @@
 #include <poll.h>
 
 #include "util.h"
-#include "vmm.h"
+#include "vmm-backend.h"
 
 int vsock_uds_parse_ack(const char *line, size_t len, uint32_t *ret_port)
 {

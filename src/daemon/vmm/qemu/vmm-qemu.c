@@ -1,14 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* QEMU backend: -M microvm, on the accelerator the daemon decided (accel.h:
- * KVM only once a guest has booted on it, TCG otherwise). */
+ * KVM only once a guest has booted on it, TCG otherwise), driven through its
+ * monitor (QMP, vmm-qmp.h). */
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
-#include <sched.h>
-#include <signal.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 #include <sys/wait.h>
 
 #include "airlock/proto.h"
@@ -16,6 +13,7 @@
 #include "util.h"
 #include "accel.h"
 #include "jail.h"
+#include "vmm-backend.h"
 #include "vmm-qmp.h"
 #include "vmm.h"
 
@@ -29,6 +27,17 @@
 #define FD_INITRD_NUM 5
 #define FD_INCOMING_NUM 7
 #define FD_MEM_NUM 8
+
+/* The fds a VMM starts with, at these numbers (the jailer keeps them). */
+enum {
+	FD_NETNS = VMM_FD_NETNS, /* joined and closed by the jailer */
+	FD_KERNEL = FD_KERNEL_NUM,
+	FD_INITRD = FD_INITRD_NUM,
+	FD_ROOTFS = 6,
+	FD_INCOMING = FD_INCOMING_NUM,
+	FD_MEM = FD_MEM_NUM,
+	FD_COUNT = 9,
+};
 
 static const char *qemu_accel(void)
 {
@@ -79,15 +88,10 @@ static int run_wait(char *const argv[], const char *dir, int log_fd)
 	return -EIO;
 }
 
-static int open_log(const char *dir)
-{
-	cleanup_free char *path = xasprintf("%s/%s", dir, VMM_LOG);
-	return open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0640);
-}
-
 static int qemu_prepare_disk(const struct vmm_config *cfg, struct al_error *err)
 {
-	cleanup_close int log_fd = open_log(cfg->dir);
+	/* Without its log, qemu-img's words are lost, nothing else. */
+	cleanup_close int log_fd = vmm_log_open(cfg->dir, NULL);
 	/* With a size the guest sees a bigger block device than the template
 	 * (the filesystem on it is not grown); the qcow2 file can never hold
 	 * more than that many bytes of data. The backing file named in the
@@ -115,260 +119,270 @@ static int qemu_prepare_disk(const struct vmm_config *cfg, struct al_error *err)
 	return 0;
 }
 
-/* The absolute path of the QEMU binary (the jailer wants one): the first
- * on PATH, canonical. */
-static int qemu_binary_path(char *out, size_t size)
+/* ---- start: QEMU's command line ---------------------------------------------------------------- */
+
+#define QEMU_ARGS_MAX 80
+
+/* One start's command line and the buffers its arguments live in. */
+struct qemu_cmdline {
+	char binary[PATH_MAX];
+	char name[64], smp[16], mem[24], append[512], rootfs_fdset[32], ram[160];
+	char *argv[QEMU_ARGS_MAX + 1];
+	size_t n;
+};
+
+static void arg(struct qemu_cmdline *c, const char *a)
 {
-	const char *path = getenv("PATH");
-	if (!path || !*path)
-		path = "/usr/local/bin:/usr/bin:/bin";
-	cleanup_free char *copy = xstrdup(path);
-	char *save = NULL;
-	for (char *dir = strtok_r(copy, ":", &save); dir; dir = strtok_r(NULL, ":", &save)) {
-		if (dir[0] != '/')
-			continue;
-		cleanup_free char *cand = xasprintf("%s/%s", dir, QEMU_BINARY);
-		char real[PATH_MAX];
-		if (access(cand, X_OK) == 0 && realpath(cand, real) && strlen(real) < size) {
-			memcpy(out, real, strlen(real) + 1);
-			return 0;
-		}
-	}
-	return -ENOENT;
+	if (c->n >= QEMU_ARGS_MAX)
+		abort(); /* a bug here: the list below is fixed */
+	c->argv[c->n++] = (char *)a;
+	c->argv[c->n] = NULL;
 }
 
-/* The fds a VMM starts with, at these numbers (the jailer keeps them). */
-enum {
-	FD_NETNS = 3, /* joined and closed by the jailer */
-	FD_KERNEL = FD_KERNEL_NUM,
-	FD_INITRD = FD_INITRD_NUM,
-	FD_ROOTFS = 6,
-	FD_INCOMING = FD_INCOMING_NUM,
-	FD_MEM = FD_MEM_NUM,
-	FD_COUNT = 9,
+/* The guest kernel's command line. */
+static void kernel_cmdline(bool kvm, char *append, size_t size)
+{
+	/* panic=-1 + -no-reboot: a guest that panics ends its QEMU, which is how
+	 * the daemon learns about it. */
+	int off = snprintf(append, size, "console=ttyS0 quiet panic=-1 airlock.root=/dev/vda");
+	if (kvm)
+		return;
+	/* TCG: the guest's TSC is the host's. tsc_early_khz: without it a third
+	 * of boots hang calibrating. tsc=reliable: the clocksource watchdog's
+	 * reference is jiffies, whose ticks come late on a busy host (and stop
+	 * between a snapshot and its restore), so it would mark the TSC
+	 * unstable and the guest would fall back to jiffies and a periodic
+	 * 250 Hz tick, never idle: ~3x the CPU of an idle sandbox. */
+	unsigned long khz = host_tsc_khz();
+	off += snprintf(append + off, size - (size_t)off, " tsc=reliable");
+	if (khz)
+		snprintf(append + off, size - (size_t)off, " tsc_early_khz=%lu", khz);
+}
+
+/* The machine: its RAM, accelerator, CPUs, and nothing by default. */
+static void args_machine(const struct vmm_config *cfg, bool kvm, const char *cpu, struct qemu_cmdline *c)
+{
+	snprintf(c->name, sizeof(c->name), "airlock-%s", cfg->sandbox_id);
+	snprintf(c->smp, sizeof(c->smp), "%u", cfg->vcpus);
+	snprintf(c->mem, sizeof(c->mem), "%uM", cfg->memory_mib);
+	/* The RAM is always the backend "mem": its name is what a saved state
+	 * calls it, the same whatever backs it. */
+	if (cfg->mem_fd >= 0)
+		snprintf(c->ram, sizeof(c->ram),
+		         "memory-backend-file,id=mem,size=%uM,mem-path=/proc/self/fd/%d,share=%s", cfg->memory_mib,
+		         FD_MEM, cfg->mem_shared ? "on" : "off");
+	else
+		snprintf(c->ram, sizeof(c->ram), "memory-backend-ram,id=mem,size=%uM", cfg->memory_mib);
+	arg(c, c->binary);
+	arg(c, "-name");
+	arg(c, c->name);
+	arg(c, "-M");
+	arg(c, "microvm,memory-backend=mem");
+	arg(c, "-object");
+	arg(c, c->ram);
+	arg(c, "-accel");
+	/* A bounded translation cache: it is host memory of the sandbox's
+	 * cgroup (QEMU's default is 1 GiB). */
+	arg(c, kvm ? "kvm" : "tcg,tb-size=" QEMU_TCG_TB_MIB_STR);
+	arg(c, "-cpu");
+	arg(c, cpu);
+	arg(c, "-smp");
+	arg(c, c->smp);
+	arg(c, "-m");
+	arg(c, c->mem);
+	arg(c, "-nodefaults");
+	arg(c, "-no-user-config");
+	arg(c, "-nographic");
+	arg(c, "-no-reboot");
+	/* QEMU's own filter on top of the jailer's: no setuid, no exec, no
+	 * scheduler or resource changes. */
+	arg(c, "-sandbox");
+	arg(c, "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny");
+}
+
+/* A restore runs the guest from its saved RAM and CPUs, never the
+ * firmware: the kernel and initramfs would only be read into QEMU's heap for
+ * fw_cfg (~16 MiB of every sandbox's private memory, and the time to read
+ * them). A guest that reboots ends its QEMU (-no-reboot). */
+static bool boots(const struct vmm_config *cfg)
+{
+	return cfg->incoming_fd < 0;
+}
+
+static void args_boot(const struct vmm_config *cfg, bool kvm, struct qemu_cmdline *c)
+{
+	if (!boots(cfg))
+		return;
+	kernel_cmdline(kvm, c->append, sizeof(c->append));
+	arg(c, "-kernel");
+	arg(c, "/proc/self/fd/" STR(FD_KERNEL_NUM));
+	arg(c, "-initrd");
+	arg(c, "/proc/self/fd/" STR(FD_INITRD_NUM));
+	arg(c, "-append");
+	arg(c, c->append);
+}
+
+/* The console, the disk over the template, entropy, the agent's channel
+ * and the monitor. */
+static void args_devices(struct qemu_cmdline *c)
+{
+	/* Inside the jail there is no kernel, initramfs or template by path:
+	 * QEMU reads them from the fds the daemon opened. The template is the
+	 * explicit backing node of the overlay (the path written in the
+	 * overlay is ignored), through an fd set: no reopen, so it needs no
+	 * permission for the jail's uid. */
+	snprintf(c->rootfs_fdset, sizeof(c->rootfs_fdset), "fd=%d,set=1,opaque=rootfs", FD_ROOTFS);
+	arg(c, "-chardev");
+	arg(c, "socket,id=con,path=" VMM_CONSOLE_SOCK ",server=on,wait=off");
+	arg(c, "-serial");
+	arg(c, "chardev:con");
+	arg(c, "-add-fd");
+	arg(c, c->rootfs_fdset);
+	arg(c, "-blockdev");
+	arg(c, "driver=file,node-name=base-file,filename=/dev/fdset/1,read-only=on");
+	arg(c, "-blockdev");
+	arg(c, "driver=raw,node-name=base,file=base-file,read-only=on");
+	arg(c, "-blockdev");
+	arg(c, "driver=file,node-name=disk-file,filename=" VMM_DISK ",discard=unmap");
+	arg(c, "-blockdev");
+	arg(c, "driver=qcow2,node-name=root,file=disk-file,backing=base,discard=unmap");
+	arg(c, "-device");
+	arg(c, "virtio-blk-device,drive=root");
+	arg(c, "-device");
+	arg(c, "virtio-rng-device");
+	arg(c, "-device");
+	arg(c, "virtio-serial-device");
+	arg(c, "-chardev");
+	arg(c, "socket,id=ctl,path=" VMM_CHANNEL_SOCK ",server=on,wait=off");
+	arg(c, "-device");
+	arg(c, "virtserialport,chardev=ctl,name=" AIRLOCK_PORT_NAME_LITERAL);
+	arg(c, "-qmp");
+	arg(c, "unix:" QEMU_QMP_SOCK ",server=on,wait=off");
+}
+
+static void args_network_incoming(const struct vmm_config *cfg, struct qemu_cmdline *c)
+{
+	if (cfg->netns_fd >= 0) {
+		/* The guest's only NIC: tap0 of the sandbox's namespace (the jailer
+		 * joins it; the tap belongs to the jail's uid). Never vhost (not
+		 * available here, and the kernel-side datapath is more attack
+		 * surface). */
+		arg(c, "-netdev");
+		arg(c, "tap,id=n0,ifname=" AIRLOCK_NET_TAP ",script=no,downscript=no");
+		arg(c, "-device");
+		arg(c, "virtio-net-device,netdev=n0,mac=" AIRLOCK_NET_GUEST_MAC);
+	}
+	if (cfg->incoming_fd >= 0) {
+		/* A restore: the same machine, its state read from the snapshot
+		 * (fd FD_INCOMING) once wait_incoming has set the capabilities. */
+		arg(c, "-incoming");
+		arg(c, "defer");
+	}
+}
+
+/* ---- start: the fds, the jail, the process --------------------------------------------------- */
+
+/* The accelerator of this start: the probe's attempt (cfg->kvm_cpu, KVM),
+ * else the daemon's decision (never "probing": every start waits for it,
+ * sandbox.c). */
+static int start_accel(const struct vmm_config *cfg, bool *ret_kvm, char *cpu, size_t size, struct al_error *err)
+{
+	struct accel_info accel;
+	accel_get(&accel);
+	if (!cfg->kvm_cpu && !accel.decided)
+		return al_error_set(err, AL_ERR_UNAVAILABLE, EAGAIN,
+		                    "the accelerator is not decided yet (its probe is running): try again");
+	*ret_kvm = cfg->kvm_cpu || accel.kvm;
+	strlcpy_al(cpu, cfg->kvm_cpu ? cfg->kvm_cpu : accel.cpu, size);
+	return 0;
+}
+
+/* The fds the jailer passes through to QEMU (besides the namespace's). */
+static size_t keep_fds(const struct vmm_config *cfg, int keep[5])
+{
+	size_t n = 0;
+	keep[n++] = FD_ROOTFS;
+	if (boots(cfg)) {
+		keep[n++] = FD_KERNEL;
+		keep[n++] = FD_INITRD;
+	}
+	if (cfg->incoming_fd >= 0)
+		keep[n++] = FD_INCOMING;
+	if (cfg->mem_fd >= 0)
+		keep[n++] = FD_MEM;
+	return n;
+}
+
+/* What QEMU starts with, at its numbers: what the daemon opens here (the
+ * jail has none of these files) and the config's fds. */
+struct start_fds {
+	int src[FD_COUNT];
+	int kernel, initrd, rootfs; /* opened here */
 };
+
+static void start_fds_close(struct start_fds *f)
+{
+	int *own[] = {&f->kernel, &f->initrd, &f->rootfs};
+	for (size_t i = 0; i < ARRAY_SIZE(own); i++)
+		if (*own[i] >= 0) {
+			close(*own[i]);
+			*own[i] = -1;
+		}
+}
+
+static int start_fds_open(const struct vmm_config *cfg, struct start_fds *f, struct al_error *err)
+{
+	for (int i = 0; i < FD_COUNT; i++)
+		f->src[i] = -1;
+	f->src[FD_NETNS] = cfg->netns_fd;
+	f->src[FD_INCOMING] = cfg->incoming_fd;
+	f->src[FD_MEM] = cfg->mem_fd;
+	f->kernel = boots(cfg) ? open(cfg->kernel, O_RDONLY | O_CLOEXEC) : -1;
+	f->initrd = boots(cfg) ? open(cfg->initrd, O_RDONLY | O_CLOEXEC) : -1;
+	f->rootfs = open(cfg->rootfs, O_RDONLY | O_CLOEXEC);
+	if ((boots(cfg) && (f->kernel < 0 || f->initrd < 0)) || f->rootfs < 0)
+		return al_error_set(err, AL_ERR_INTERNAL, errno, "cannot open %s: %m",
+		                    f->rootfs < 0   ? cfg->rootfs
+		                    : f->kernel < 0 ? cfg->kernel
+		                                    : cfg->initrd);
+	f->src[FD_KERNEL] = f->kernel;
+	f->src[FD_INITRD] = f->initrd;
+	f->src[FD_ROOTFS] = f->rootfs;
+	return 0;
+}
 
 static int qemu_spawn(const struct vmm_config *cfg, pid_t *ret_pid, struct al_error *err)
 {
 	/* SECURITY: fail closed: a VMM never runs outside its jail. */
 	if (!cfg->jail)
 		return al_error_set(err, AL_ERR_INTERNAL, EPERM, "refusing to start a VMM without its jail");
-	char qemu[PATH_MAX];
-	if (qemu_binary_path(qemu, sizeof(qemu)) < 0)
+	struct qemu_cmdline c = {0};
+	if (vmm_binary_path(QEMU_BINARY, c.binary, sizeof(c.binary)) < 0)
 		return al_error_set(err, AL_ERR_INTERNAL, ENOENT, "%s is not on PATH", QEMU_BINARY);
-	/* The accelerator: the probe's attempt, or the daemon's decision
-	 * (never "probing": every start waits for it, sandbox.c). */
-	struct accel_info accel;
-	accel_get(&accel);
-	if (!cfg->kvm_cpu && !accel.decided)
-		return al_error_set(err, AL_ERR_UNAVAILABLE, EAGAIN,
-		                    "the accelerator is not decided yet (its probe is running): try again");
-	bool kvm = cfg->kvm_cpu || accel.kvm;
-	const char *cpu = cfg->kvm_cpu ? cfg->kvm_cpu : accel.cpu;
-	char smp[16], mem[24], append[512];
-	snprintf(smp, sizeof(smp), "%u", cfg->vcpus);
-	snprintf(mem, sizeof(mem), "%uM", cfg->memory_mib);
-	/* panic=-1 + -no-reboot: a guest that panics ends its QEMU, which is how
-	 * the daemon learns about it. */
-	int off = snprintf(append, sizeof(append), "console=ttyS0 quiet panic=-1 airlock.root=/dev/vda");
-	if (!kvm) {
-		/* TCG: the guest's TSC is the host's. tsc_early_khz: without it a
-		 * third of boots hang calibrating. tsc=reliable: the clocksource
-		 * watchdog's reference is jiffies, whose ticks come late on a busy
-		 * host (and stop between a snapshot and its restore), so it
-		 * would mark the TSC unstable and the guest would fall back to
-		 * jiffies and a periodic 250 Hz tick, never idle: ~3x the CPU of
-		 * an idle sandbox. */
-		unsigned long khz = host_tsc_khz();
-		off += snprintf(append + off, sizeof(append) - (size_t)off, " tsc=reliable");
-		if (khz)
-			snprintf(append + off, sizeof(append) - (size_t)off, " tsc_early_khz=%lu", khz);
-	}
-	char name[64];
-	snprintf(name, sizeof(name), "airlock-%s", cfg->sandbox_id);
-	/* Inside the jail there is no kernel, initramfs or template by path:
-	 * QEMU reads them from the fds the daemon opened. The template is the
-	 * explicit backing node of the overlay (the path written in the
-	 * overlay is ignored), through an fd set: no reopen, so it needs no
-	 * permission for the jail's uid. */
-	char rootfs_fdset[32];
-	snprintf(rootfs_fdset, sizeof(rootfs_fdset), "fd=%d,set=1,opaque=rootfs", FD_ROOTFS);
-
-	/* The RAM is always the backend "mem": its name is what a saved state
-	 * calls it, the same whatever backs it. */
-	char ram[160];
-	if (cfg->mem_fd >= 0)
-		snprintf(ram, sizeof(ram), "memory-backend-file,id=mem,size=%uM,mem-path=/proc/self/fd/%d,share=%s",
-		         cfg->memory_mib, FD_MEM, cfg->mem_shared ? "on" : "off");
-	else
-		snprintf(ram, sizeof(ram), "memory-backend-ram,id=mem,size=%uM", cfg->memory_mib);
-
-	char *argv[80];
-	size_t n = 0;
-#define ARG(x) (argv[n++] = (char *)(x))
-	ARG(qemu);
-	ARG("-name");
-	ARG(name);
-	ARG("-M");
-	ARG("microvm,memory-backend=mem");
-	ARG("-object");
-	ARG(ram);
-	ARG("-accel");
-	/* A bounded translation cache: it is host memory of the sandbox's
-	 * cgroup (QEMU's default is 1 GiB). */
-	ARG(kvm ? "kvm" : "tcg,tb-size=" QEMU_TCG_TB_MIB_STR);
-	ARG("-cpu");
-	ARG(cpu);
-	ARG("-smp");
-	ARG(smp);
-	ARG("-m");
-	ARG(mem);
-	ARG("-nodefaults");
-	ARG("-no-user-config");
-	ARG("-nographic");
-	ARG("-no-reboot");
-	/* QEMU's own filter on top of the jailer's: no setuid, no exec, no
-	 * scheduler or resource changes. */
-	ARG("-sandbox");
-	ARG("on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny");
-	/* A restore runs the guest from its saved RAM and CPUs, never the
-	 * firmware: the kernel and initramfs would only be read into QEMU's
-	 * heap for fw_cfg (~16 MiB of every sandbox's private memory, and the
-	 * time to read them). A guest that reboots ends its QEMU (-no-reboot). */
-	bool boot_files = cfg->incoming_fd < 0;
-	if (boot_files) {
-		ARG("-kernel");
-		ARG("/proc/self/fd/" STR(FD_KERNEL_NUM));
-		ARG("-initrd");
-		ARG("/proc/self/fd/" STR(FD_INITRD_NUM));
-		ARG("-append");
-		ARG(append);
-	}
-	ARG("-chardev");
-	ARG("socket,id=con,path=" VMM_CONSOLE_SOCK ",server=on,wait=off");
-	ARG("-serial");
-	ARG("chardev:con");
-	ARG("-add-fd");
-	ARG(rootfs_fdset);
-	ARG("-blockdev");
-	ARG("driver=file,node-name=base-file,filename=/dev/fdset/1,read-only=on");
-	ARG("-blockdev");
-	ARG("driver=raw,node-name=base,file=base-file,read-only=on");
-	ARG("-blockdev");
-	ARG("driver=file,node-name=disk-file,filename=" VMM_DISK ",discard=unmap");
-	ARG("-blockdev");
-	ARG("driver=qcow2,node-name=root,file=disk-file,backing=base,discard=unmap");
-	ARG("-device");
-	ARG("virtio-blk-device,drive=root");
-	ARG("-device");
-	ARG("virtio-rng-device");
-	ARG("-device");
-	ARG("virtio-serial-device");
-	ARG("-chardev");
-	ARG("socket,id=ctl,path=" VMM_CHANNEL_SOCK ",server=on,wait=off");
-	ARG("-device");
-	ARG("virtserialport,chardev=ctl,name=" AIRLOCK_PORT_NAME_LITERAL);
-	ARG("-qmp");
-	ARG("unix:" QEMU_QMP_SOCK ",server=on,wait=off");
-	if (cfg->netns_fd >= 0) {
-		/* The guest's only NIC: tap0 of the sandbox's namespace (the jailer
-		 * joins it; the tap belongs to the jail's uid). Never vhost (not
-		 * available here, and the kernel-side datapath is more attack
-		 * surface). */
-		ARG("-netdev");
-		ARG("tap,id=n0,ifname=" AIRLOCK_NET_TAP ",script=no,downscript=no");
-		ARG("-device");
-		ARG("virtio-net-device,netdev=n0,mac=" AIRLOCK_NET_GUEST_MAC);
-	}
-	if (cfg->incoming_fd >= 0) {
-		/* A restore: the same machine, its state read from the snapshot
-		 * (fd FD_INCOMING) once wait_incoming has set the capabilities. */
-		ARG("-incoming");
-		ARG("defer");
-	}
-	argv[n] = NULL;
-#undef ARG
-
-	int keep[5] = {FD_ROOTFS};
-	size_t nkeep = 1;
-	if (boot_files) {
-		keep[nkeep++] = FD_KERNEL;
-		keep[nkeep++] = FD_INITRD;
-	}
-	if (cfg->incoming_fd >= 0)
-		keep[nkeep++] = FD_INCOMING;
-	if (cfg->mem_fd >= 0)
-		keep[nkeep++] = FD_MEM;
+	bool kvm = false;
+	char cpu[ACCEL_CPU_MAX];
+	int r = start_accel(cfg, &kvm, cpu, sizeof(cpu), err);
+	if (r < 0)
+		return r;
+	args_machine(cfg, kvm, cpu, &c);
+	args_boot(cfg, kvm, &c);
+	args_devices(&c);
+	args_network_incoming(cfg, &c);
+	int keep[5];
+	size_t nkeep = keep_fds(cfg, keep);
 	cleanup_free char *arena = NULL;
 	cleanup_free char **jargv = jail_argv(cfg->sandbox_id, cfg->root, cfg->jail, cfg->netns_fd >= 0 ? FD_NETNS : -1,
-	                                      keep, nkeep, argv, &arena);
-
-	/* What the VMM starts with, opened here (the jail has none of them). */
-	int src[FD_COUNT];
-	for (int i = 0; i < FD_COUNT; i++)
-		src[i] = -1;
-	src[FD_NETNS] = cfg->netns_fd;
-	src[FD_INCOMING] = cfg->incoming_fd;
-	src[FD_MEM] = cfg->mem_fd;
-	cleanup_close int kfd = boot_files ? open(cfg->kernel, O_RDONLY | O_CLOEXEC) : -1;
-	cleanup_close int ifd = boot_files ? open(cfg->initrd, O_RDONLY | O_CLOEXEC) : -1;
-	cleanup_close int rfd = open(cfg->rootfs, O_RDONLY | O_CLOEXEC);
-	if ((boot_files && (kfd < 0 || ifd < 0)) || rfd < 0)
-		return al_error_set(err, AL_ERR_INTERNAL, errno, "cannot open %s: %m",
-		                    rfd < 0   ? cfg->rootfs
-		                    : kfd < 0 ? cfg->kernel
-		                              : cfg->initrd);
-	src[FD_KERNEL] = kfd;
-	src[FD_INITRD] = ifd;
-	src[FD_ROOTFS] = rfd;
-
-	cleanup_close int log_fd = open_log(cfg->dir);
+	                                      keep, nkeep, c.argv, &arena);
+	__attribute__((cleanup(start_fds_close))) struct start_fds fds = {.kernel = -1, .initrd = -1, .rootfs = -1};
+	if ((r = start_fds_open(cfg, &fds, err)) < 0)
+		return r;
+	cleanup_close int log_fd = vmm_log_open(cfg->dir, err);
 	if (log_fd < 0)
-		return al_error_set(err, AL_ERR_INTERNAL, errno, "cannot open %s/%s: %m", cfg->dir, VMM_LOG);
-	pid_t pid = fork();
-	if (pid < 0)
-		return al_error_set(err, AL_ERR_INTERNAL, errno, "cannot fork the VMM: %m");
-	if (pid == 0) {
-		/* Own session: the VMM outlives a restart of the daemon and gets
-		 * none of its signals. The jailer's cwd is the VMM's dir (how a
-		 * restarted daemon finds VMMs no record owns). */
-		setsid();
-		if (chdir(cfg->root) < 0)
-			_exit(126);
-		int nullfd = open("/dev/null", O_RDWR);
-		if (nullfd < 0 || dup2(nullfd, 0) < 0 || dup2(log_fd, 1) < 0 || dup2(log_fd, 2) < 0)
-			_exit(126);
-		/* Every source out of the way first, then each to its number. */
-		int high[FD_COUNT];
-		for (int i = 0; i < FD_COUNT; i++) {
-			high[i] = src[i] >= 0 ? fcntl(src[i], F_DUPFD_CLOEXEC, 64) : -1;
-			if (src[i] >= 0 && high[i] < 0)
-				_exit(126);
-		}
-		for (int i = FD_NETNS; i < FD_COUNT; i++)
-			if (high[i] >= 0 && dup2(high[i], i) < 0)
-				_exit(126);
-		close_range(FD_COUNT, ~0u, 0);
-		sigset_t all;
-		sigemptyset(&all);
-		sigprocmask(SIG_SETMASK, &all, NULL);
-		execv(jargv[0], jargv);
-		dprintf(2, "airlock-jailer: exec: cannot run %s: %m\n", jargv[0]);
-		_exit(127);
-	}
-	*ret_pid = pid;
-	return 0;
+		return log_fd;
+	return vmm_spawn_jailed(cfg->root, jargv, fds.src, FD_COUNT, log_fd, log_fd, ret_pid, err);
 }
 
-int vmm_stop_by_kill(const struct vmm_config *cfg, pid_t pid)
-{
-	(void)cfg;
-	if (pid <= 0)
-		return 0;
-	if (kill(pid, SIGKILL) < 0 && errno != ESRCH)
-		return -errno;
-	return 0;
-}
+/* ---- the rest of the lifecycle, through QMP --------------------------------------------------- */
 
 static int qemu_run_state(const struct vmm_config *cfg, const char *command, const char *what, struct al_error *err)
 {
@@ -560,32 +574,3 @@ const struct vmm_ops vmm_qemu_ops = {
     .cancel_save = qemu_cancel_save,
     .probe = qemu_probe,
 };
-
-static int connect_at(int dirfd, const char *name, int flags, int *ret_fd)
-{
-	struct sockaddr_un sa = {.sun_family = AF_UNIX};
-	if (snprintf_ok(sa.sun_path, sizeof(sa.sun_path), "/proc/self/fd/%d/%s", dirfd, name) < 0)
-		return -ENAMETOOLONG;
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | flags, 0);
-	if (fd < 0)
-		return -errno;
-	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-		int r = -errno;
-		close(fd);
-		return r;
-	}
-	*ret_fd = fd;
-	return 0;
-}
-
-int unix_connect_at(int dirfd, const char *name, int *ret_fd)
-{
-	return connect_at(dirfd, name, 0, ret_fd);
-}
-
-int unix_connect_at_nonblock(int dirfd, const char *name, int *ret_fd)
-{
-	/* A unix stream connect never completes later: it is there at once, or
-	 * EAGAIN when the backlog is full. */
-	return connect_at(dirfd, name, SOCK_NONBLOCK, ret_fd);
-}
