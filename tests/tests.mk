@@ -94,7 +94,9 @@ UNIT_SRC_fc-api := src/daemon/vmm/firecracker/fc-api.c src/daemon/vmm/vmm-sock.c
 UNIT_LIBS_fc-api := -lpthread
 UNIT_SRC_vsock-uds := src/daemon/vmm/firecracker/vsock-uds.c src/daemon/vmm/vmm-sock.c
 UNIT_LIBS_vsock-uds := -lpthread
-UNIT_SRC_vmm-select := src/daemon/vmm/vmm-select.c
+# The table names every backend: the whole vmm layer.
+UNIT_SRC_vmm-select := $(wildcard src/daemon/vmm/*.c src/daemon/vmm/*/*.c) src/daemon/obs/log.c
+UNIT_LIBS_vmm-select := -lpthread -lseccomp
 # The accelerator's plan and verdict, and the words of a VMM's end (issue 15).
 UNIT_SRC_accel := src/daemon/vmm/accel.c
 UNIT_LIBS_accel := -lpthread

@@ -36,6 +36,7 @@
 #include "jail.h"
 #include "json-cleanup.h"
 #include "util.h"
+#include "vmm-firecracker.h"
 #include "vmm.h"
 
 #define CHANNEL_TIMEOUT_MS 15000

@@ -17,6 +17,7 @@
 
 #include "jail.h"
 #include "util.h"
+#include "vmm-qemu.h"
 #include "vmm.h"
 
 /* Each test's fixture: a directory of its own (a VMM's jail root). */

@@ -204,10 +204,10 @@ static char *sibling_path(const char *name)
  * jail still asks for /dev/kvm (airlock-jailer refuses to build a jail
  * without it, and a real firecracker cannot run without it), so with the
  * real jailer every sandbox still fails to start: fail closed. */
-static void test_hook_firecracker_without_kvm(enum vmm_backend want, struct vmm_host *host)
+static void test_hook_firecracker_without_kvm(const struct vmm_backend *want, struct vmm_host *host)
 {
 	const char *hook = getenv("AIRLOCK_TEST_HOOK_FIRECRACKER_WITHOUT_KVM");
-	if (!hook || strcmp(hook, "1") || want != VMM_BACKEND_FIRECRACKER || host->kvm)
+	if (!hook || strcmp(hook, "1") || strcmp(vmm_backend_name(want), "firecracker") || host->kvm)
 		return;
 	log_error("TEST HOOK AIRLOCK_TEST_HOOK_FIRECRACKER_WITHOUT_KVM=1: choosing firecracker although %s; "
 	          "only tests/fc sets this (never set it on a real host)",
@@ -349,7 +349,7 @@ int main(int argc, char **argv)
 	bool template_snapshots = true;
 	const char *public_cidrs[EGRESS_PUBLIC_CIDRS_MAX];
 	size_t n_public_cidrs = 0;
-	enum vmm_backend want_backend = VMM_BACKEND_AUTO;
+	const struct vmm_backend *want_backend = NULL; /* auto */
 	bool print_backend = false, check = false;
 	enum accel_mode accel_mode = ACCEL_MODE_AUTO;
 	const char *cpu_model = NULL;
@@ -516,13 +516,14 @@ int main(int argc, char **argv)
 			}
 			break;
 		}
-		case 'b':
-			if (vmm_backend_parse(optarg, &want_backend) < 0) {
-				fprintf(stderr, "airlockd: --backend is auto, qemu or firecracker, not \"%s\"\n",
-				        optarg);
+		case 'b': {
+			struct al_error perr = {0};
+			if (vmm_backend_parse(optarg, &want_backend, &perr) < 0) {
+				fprintf(stderr, "airlockd: %s\n", perr.message);
 				return 2;
 			}
 			break;
+		}
 		case 'B':
 			print_backend = true;
 			break;
@@ -578,16 +579,10 @@ int main(int argc, char **argv)
 	}
 	/* The accelerator: what is known now; a probe decides the rest. */
 	struct accel_info accel;
-	int need_probe = 0;
-	if (backend.backend == VMM_BACKEND_QEMU) {
-		need_probe = accel_plan(accel_mode, backend.kvm ? "" : host.kvm_why, cpu_model, &accel, &berr);
-		if (need_probe < 0) {
-			log_error("%s", berr.message);
-			return 1;
-		}
-	} else {
-		accel = (struct accel_info){.decided = true, .kvm = true};
-		snprintf(accel.reason, sizeof(accel.reason), "kvm: Firecracker runs on KVM only");
+	int need_probe = vmm_choice_accel(&backend, accel_mode, host.kvm_why, cpu_model, &accel, &berr);
+	if (need_probe < 0) {
+		log_error("%s", berr.message);
+		return 1;
 	}
 	accel_set(&accel);
 	if (print_backend) {
@@ -641,7 +636,8 @@ int main(int argc, char **argv)
 	log_info("jail: %s, seccomp profile %s, uids %u-%u, cgroups %s/<sandbox>", js.jailer, js.seccomp, js.uid_base,
 	         js.uid_base + js.uid_count - 1, js.cgroup_parent);
 	static struct daemon_config probe_daemon;
-	probe_daemon = (struct daemon_config){.state_dir = state_abs, .image_dir = image_abs, .vmm = &vmm_qemu_ops};
+	probe_daemon =
+	    (struct daemon_config){.state_dir = state_abs, .image_dir = image_abs, .vmm = vmm_accel_probe_ops()};
 	struct accel_probe_config probe = {
 	    .daemon = &probe_daemon,
 	    .mode = accel_mode,
@@ -688,7 +684,7 @@ int main(int argc, char **argv)
 	    .image_dir = image_abs,
 	    .boot_timeout_s = (unsigned)boot_timeout_s,
 	    .host_memory_mib = pages > 0 && page > 0 ? (unsigned)((uint64_t)pages * (uint64_t)page >> 20) : 0,
-	    .vmm = backend.backend == VMM_BACKEND_FIRECRACKER ? &vmm_firecracker_ops : &vmm_qemu_ops,
+	    .vmm = backend.backend->ops,
 	    .store = store,
 	    .default_network_json = default_network,
 	    .max_vcpus = (unsigned)limits[LIMIT(OPT_MAX_VCPUS)],

@@ -72,6 +72,8 @@ struct vmm_config {
 
 struct vmm_ops {
 	const char *name;
+	/* The VMM's program, looked for on PATH. */
+	const char *binary;
 	/* Accelerator this backend will use on this host: "kvm" or "tcg". */
 	const char *(*accel)(void);
 	/* Creates the per-sandbox copy-on-write disk over the template. */
@@ -142,13 +144,6 @@ struct vmm_ops {
 	/* What probe() asks, for the watchdog's message. Default: QEMU's. */
 	const char *probe_what;
 };
-
-extern const struct vmm_ops vmm_qemu_ops;
-extern const struct vmm_ops vmm_firecracker_ops;
-
-/* The jailer's command line of a Firecracker VMM (vmm-firecracker.c; for
- * the tests): NULL-terminated, its strings in *ret_arena (free both). */
-char **fc_jail_argv(const struct vmm_config *cfg, const char *firecracker, char **ret_arena);
 
 /* A save of a save_path backend (the guest paused): the VMM writes its files
  * in its jail root (vc->dirfd), which are copied to mem_dst and (with a

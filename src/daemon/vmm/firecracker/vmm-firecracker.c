@@ -39,10 +39,11 @@
 #include "json-cleanup.h"
 #include "util.h"
 #include "vmm-backend.h"
-#include "vmm-select.h"
+#include "vmm-firecracker.h"
 #include "vmm.h"
 #include "vsock-uds.h"
 
+#define FC_BINARY "firecracker"
 #define FC_API_SOCK "fc.sock"
 #define FC_VSOCK_SOCK "v.sock"
 #define FC_CONSOLE_FIFO "con.fifo"
@@ -233,8 +234,8 @@ static void fc_instance_id(const struct vmm_config *cfg, char *out, size_t size)
 	snprintf(out, size, "airlock-%s", cfg->sandbox_id);
 }
 
-/* The jailer's argv around firecracker's (exposed for the unit tests). */
-char **fc_jail_argv(const struct vmm_config *cfg, const char *firecracker, char **ret_arena)
+/* The jailer's argv around firecracker's. */
+static char **fc_jail_argv(const struct vmm_config *cfg, const char *firecracker, char **ret_arena)
 {
 	char id[FC_ID_MAX + 1];
 	fc_instance_id(cfg, id, sizeof(id));
@@ -314,9 +315,8 @@ static int fc_spawn(const struct vmm_config *cfg, pid_t *ret_pid, struct al_erro
 	if (r < 0)
 		return r;
 	char firecracker[PATH_MAX];
-	if (vmm_binary_path(VMM_FIRECRACKER_BINARY, firecracker, sizeof(firecracker)) < 0)
-		return al_error_set(err, AL_ERR_INTERNAL, ENOENT, "%s is not on PATH (docs/kvm-host.md)",
-		                    VMM_FIRECRACKER_BINARY);
+	if (vmm_binary_path(FC_BINARY, firecracker, sizeof(firecracker)) < 0)
+		return al_error_set(err, AL_ERR_INTERNAL, ENOENT, "%s is not on PATH (docs/kvm-host.md)", FC_BINARY);
 	/* Left by an earlier VMM in this dir (a recover): Firecracker will not
 	 * bind over them. */
 	unlinkat(cfg->dirfd, FC_API_SOCK, 0);
@@ -515,6 +515,7 @@ static const char *const fc_runtime_files[] = {FC_API_SOCK, FC_VSOCK_SOCK, FC_CO
 
 const struct vmm_ops vmm_firecracker_ops = {
     .name = "firecracker",
+    .binary = FC_BINARY,
     .accel = fc_accel,
     .prepare_disk = fc_prepare_disk,
     .spawn = fc_spawn,

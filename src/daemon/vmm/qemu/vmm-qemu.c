@@ -14,6 +14,7 @@
 #include "accel.h"
 #include "jail.h"
 #include "vmm-backend.h"
+#include "vmm-qemu.h"
 #include "vmm-qmp.h"
 #include "vmm.h"
 
@@ -563,6 +564,7 @@ static int qemu_probe(const struct vmm_config *cfg, unsigned timeout_ms, struct 
 
 const struct vmm_ops vmm_qemu_ops = {
     .name = "qemu",
+    .binary = QEMU_BINARY,
     .accel = qemu_accel,
     .prepare_disk = qemu_prepare_disk,
     .spawn = qemu_spawn,
