@@ -475,10 +475,6 @@ void sb_boot_failed(struct sandbox *sb, const struct al_error *err)
 {
 	sb_teardown(sb);
 	pthread_mutex_lock(&sb->lock);
-	char reason[2048];
-	sb_describe_exit(sb, err->message, reason, sizeof(reason));
-	struct al_error e2;
-	if (sb_set_state_locked(sb, SANDBOX_ERROR, reason, &e2) < 0)
-		log_error("sandbox %s: %s", sb->rec.id, e2.message);
+	sb_error_locked(sb, err->message);
 	pthread_mutex_unlock(&sb->lock);
 }

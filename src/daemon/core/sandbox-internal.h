@@ -112,8 +112,14 @@ void sb_record_copy_out(struct sandbox *sb, struct sandbox_record *ret);
 bool sb_tenant_sees(const char *tenant, const struct sandbox_record *rec);
 /* The "not found" answer for id. */
 int sb_not_found(const char *id, struct al_error *err);
+/* The stored record of `id` if tenant may see it, else "not found". */
+int sb_store_get_visible(const char *id, const char *tenant, struct sandbox_record *ret, struct al_error *err);
 /* The live sandbox `id` (a new reference), or "not found", or a conflict naming its state and `needs`. */
 int sb_find_live(const char *id, const char *tenant, const char *needs, struct sandbox **ret, struct al_error *err);
+/* sb_find_live, then its op_lock taken: one lifecycle operation at a time. */
+int sb_op_acquire(const char *id, const char *tenant, const char *needs, struct sandbox **ret, struct al_error *err);
+/* Ends an sb_op_acquire: the op_lock is unlocked, the reference dropped. */
+void sb_op_release(struct sandbox *sb);
 
 /* ---- the console (sandbox-console.c) ---- */
 
@@ -126,6 +132,8 @@ void sb_describe_exit(struct sandbox *sb, const char *what, char *out, size_t si
 
 /* How the VMM ended and its last words, whether the monitor reaped it already or not. */
 void sb_vmm_end_describe(struct sandbox *sb, char *out, size_t size);
+/* State error with the reason what and the console's telling lines; with sb->lock held. */
+void sb_error_locked(struct sandbox *sb, const char *what);
 /* The VMM is gone or the guest broke the protocol while nobody expected it: state error. */
 void sandbox_fail(struct sandbox *sb, const char *what);
 /* Starts the monitor thread (console, channel, the VMM's exit). */

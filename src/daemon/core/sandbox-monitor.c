@@ -46,17 +46,23 @@ void sb_vmm_end_describe(struct sandbox *sb, char *out, size_t size)
 	}
 }
 
+/* State error, the reason what and then the console's telling lines (a
+ * store that fails is logged); with sb->lock held. */
+void sb_error_locked(struct sandbox *sb, const char *what)
+{
+	char reason[2048];
+	sb_describe_exit(sb, what, reason, sizeof(reason));
+	struct al_error e;
+	if (sb_set_state_locked(sb, SANDBOX_ERROR, reason, &e) < 0)
+		log_error("sandbox %s: %s", sb->rec.id, e.message);
+}
+
 /* The VMM is gone or the guest broke the protocol while nobody expected it. */
 void sandbox_fail(struct sandbox *sb, const char *what)
 {
 	pthread_mutex_lock(&sb->lock);
-	if (!sb->stopping && (sb->rec.state == SANDBOX_RUNNING || sb->rec.state == SANDBOX_PAUSED)) {
-		char reason[2048];
-		sb_describe_exit(sb, what, reason, sizeof(reason));
-		struct al_error e;
-		if (sb_set_state_locked(sb, SANDBOX_ERROR, reason, &e) < 0)
-			log_error("sandbox %s: %s", sb->rec.id, e.message);
-	}
+	if (!sb->stopping && (sb->rec.state == SANDBOX_RUNNING || sb->rec.state == SANDBOX_PAUSED))
+		sb_error_locked(sb, what);
 	pthread_mutex_unlock(&sb->lock);
 }
 

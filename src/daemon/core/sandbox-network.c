@@ -48,12 +48,11 @@ int sandbox_network_set(const char *id, const char *tenant, const char *policy_j
                         struct al_error *err)
 {
 	struct sandbox *sb = NULL;
-	int r = sb_find_live(id, tenant, "", &sb, err);
-	if (r < 0)
-		return r;
 	/* op_lock: not in the middle of a boot or teardown, so whether the
 	 * gateway knows the sandbox cannot change under us. */
-	pthread_mutex_lock(&sb->op_lock);
+	int r = sb_op_acquire(id, tenant, "", &sb, err);
+	if (r < 0)
+		return r;
 	pthread_mutex_lock(&sb->lock);
 	char *old = TAKE_PTR(sb->rec.network_json);
 	sb->rec.network_json = xstrdup(policy_json);
@@ -73,13 +72,12 @@ int sandbox_network_set(const char *id, const char *tenant, const char *policy_j
 		sandbox_record_copy(ret, &sb->rec);
 	}
 	pthread_mutex_unlock(&sb->lock);
-	pthread_mutex_unlock(&sb->op_lock);
+	sb_op_release(sb);
 	free(old);
 	if (r == 0) {
 		cleanup_json json_t *policy = json_loads(policy_json, 0, NULL);
 		events_emit("network.policy", ret->tenant, ret->id, json_pack("{sO}", "policy", policy));
 	}
-	sandbox_unref(sb);
 	return r;
 }
 
@@ -87,13 +85,11 @@ int sandbox_network_dropped(const char *id, const char *tenant, uint64_t *ret_pa
                             struct al_error *err)
 {
 	struct sandbox *sb = NULL;
-	int r = sb_find_live(id, tenant, "", &sb, err);
+	int r = sb_op_acquire(id, tenant, "", &sb, err);
 	if (r < 0)
 		return r;
-	pthread_mutex_lock(&sb->op_lock);
 	r = sb->net.ns_fd >= 0 ? netns_dropped(sb->net.ns_fd, ret_packets, ret_bytes, err)
 	                       : al_error_set(err, AL_ERR_CONFLICT, ENOENT, "sandbox %s has no network", id);
-	pthread_mutex_unlock(&sb->op_lock);
-	sandbox_unref(sb);
+	sb_op_release(sb);
 	return r;
 }

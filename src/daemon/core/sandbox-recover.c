@@ -30,15 +30,13 @@ int sandbox_recover(const char *id, const char *tenant, bool memory, struct sand
 	if (!sb) {
 		/* A record whose VMM died while the daemon was away: bring it back to life. */
 		struct sandbox_record rec;
-		int r = store_sandbox_get(cfg->store, id, &rec, err);
+		int r = sb_store_get_visible(id, tenant, &rec, err);
 		if (r < 0)
 			return r;
-		if (!sb_tenant_sees(tenant, &rec) || rec.state != SANDBOX_ERROR) {
-			r = sb_tenant_sees(tenant, &rec) ? al_error_set(err, AL_ERR_CONFLICT, EBUSY,
-			                                                "sandbox %s is %s: only a sandbox in state "
-			                                                "error can be recovered",
-			                                                id, sandbox_state_name(rec.state))
-			                                 : sb_not_found(id, err);
+		if (rec.state != SANDBOX_ERROR) {
+			r = al_error_set(err, AL_ERR_CONFLICT, EBUSY,
+			                 "sandbox %s is %s: only a sandbox in state error can be recovered", id,
+			                 sandbox_state_name(rec.state));
 			sandbox_record_release(&rec);
 			return r;
 		}

@@ -137,10 +137,9 @@ int sandbox_snapshot(const char *id, const char *tenant, const char *name, bool 
                      struct al_error *err)
 {
 	struct sandbox *sb = NULL;
-	int fr = sb_find_live(id, tenant, "only a running or paused sandbox can be snapshotted", &sb, err);
+	int fr = sb_op_acquire(id, tenant, "only a running or paused sandbox can be snapshotted", &sb, err);
 	if (fr < 0)
 		return fr;
-	pthread_mutex_lock(&sb->op_lock);
 	pthread_mutex_lock(&sb->lock);
 	int r = 0;
 	enum sandbox_state before = sb->rec.state;
@@ -172,8 +171,7 @@ int sandbox_snapshot(const char *id, const char *tenant, const char *name, bool 
 	}
 	pthread_mutex_unlock(&sb->lock);
 	if (r < 0) {
-		pthread_mutex_unlock(&sb->op_lock);
-		sandbox_unref(sb);
+		sb_op_release(sb);
 		return r;
 	}
 	bool running = before == SANDBOX_RUNNING;
@@ -244,8 +242,7 @@ int sandbox_snapshot(const char *id, const char *tenant, const char *name, bool 
 	pthread_mutex_unlock(&sb->lock);
 	if (broken)
 		sandbox_fail(sb, "the guest channel did not come back after the snapshot");
-	pthread_mutex_unlock(&sb->op_lock);
-	sandbox_unref(sb);
+	sb_op_release(sb);
 	if (r == 0) {
 		log_info("sandbox %s: snapshot %s (%s, %" PRIu64 " bytes)", id, info.id, info.name, info.size_bytes);
 		*ret = info;

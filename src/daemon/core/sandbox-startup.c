@@ -33,6 +33,25 @@ static bool vmm_alive(const char *id, pid_t pid)
 	return false;
 }
 
+/* A sandbox the restart does not keep: its runtime goes, its record ends in
+ * st (why: the reason) and the registry forgets it. An interrupted delete's
+ * directory goes; an error's stays: POST .../recover can boot its disk
+ * again. */
+static void recover_one_drop(struct sandbox *sb, enum sandbox_state st, const char *why)
+{
+	struct al_error e = {0};
+	sb_teardown(sb);
+	pthread_mutex_lock(&sb->lock);
+	if (st == SANDBOX_DELETED)
+		rm_rf(sb->dir);
+	sb->rec.vmm_pid = 0;
+	if (sb_set_state_locked(sb, st, why, &e) < 0)
+		log_error("sandbox %s: %s", sb->rec.id, e.message);
+	pthread_mutex_unlock(&sb->lock);
+	sb_registry_remove(sb);
+	sandbox_unref(sb);
+}
+
 static void recover_one(struct sandbox_record *rec)
 {
 	struct sandbox *sb = sandbox_new(rec);
@@ -56,15 +75,7 @@ static void recover_one(struct sandbox_record *rec)
 	}
 	if (rec->state == SANDBOX_STOPPING) {
 		/* An interrupted delete: finish it. */
-		sb_teardown(sb);
-		pthread_mutex_lock(&sb->lock);
-		rm_rf(sb->dir);
-		sb->rec.vmm_pid = 0;
-		if (sb_set_state_locked(sb, SANDBOX_DELETED, NULL, &e) < 0)
-			log_error("sandbox %s: %s", rec->id, e.message);
-		pthread_mutex_unlock(&sb->lock);
-		sb_registry_remove(sb);
-		sandbox_unref(sb);
+		recover_one_drop(sb, SANDBOX_DELETED, NULL);
 		return;
 	}
 	if (why) {
@@ -139,15 +150,8 @@ static void recover_one(struct sandbox_record *rec)
 		sandbox_unref(sb);
 		return;
 	}
-	sb_teardown(sb);
-	pthread_mutex_lock(&sb->lock);
 	/* The disk stays: POST .../recover can boot it again. */
-	sb->rec.vmm_pid = 0;
-	if (sb_set_state_locked(sb, SANDBOX_ERROR, why, &e) < 0)
-		log_error("sandbox %s: %s", rec->id, e.message);
-	pthread_mutex_unlock(&sb->lock);
-	sb_registry_remove(sb);
-	sandbox_unref(sb);
+	recover_one_drop(sb, SANDBOX_ERROR, why);
 }
 
 /* A process whose cwd is in <boxes> (ctx): the jailer of a VMM if it runs

@@ -103,11 +103,7 @@ static void watchdog_kill(struct sandbox *sb, const char *unresponsive, uint64_t
 	                      "reason", why));
 	metrics_count_watchdog_kill(unresponsive);
 	pthread_mutex_lock(&sb->lock);
-	char reason[2048];
-	sb_describe_exit(sb, why, reason, sizeof(reason));
-	struct al_error e;
-	if (sb_set_state_locked(sb, SANDBOX_ERROR, reason, &e) < 0)
-		log_error("sandbox %s: %s", sb->rec.id, e.message);
+	sb_error_locked(sb, why);
 	pthread_mutex_unlock(&sb->lock);
 	/* Requests waiting on the guest get the reason; then the monitor stops
 	 * (it must not reap what we kill), and the VMM goes. */

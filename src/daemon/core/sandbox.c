@@ -220,6 +220,21 @@ static int registry_find_visible(const char *id, const char *tenant, struct sand
 	return 1;
 }
 
+/* The stored record of `id` if the caller may see it, else "not found". */
+int sb_store_get_visible(const char *id, const char *tenant, struct sandbox_record *ret, struct al_error *err)
+{
+	struct sandbox_record rec;
+	int r = store_sandbox_get(cfg->store, id, &rec, err);
+	if (r < 0)
+		return r;
+	if (!sb_tenant_sees(tenant, &rec)) {
+		sandbox_record_release(&rec);
+		return sb_not_found(id, err);
+	}
+	*ret = rec;
+	return 0;
+}
+
 /* The live sandbox `id` as the caller may see it: a new reference, or
  * "not found" (unknown, another tenant's) or a conflict naming its state and
  * what the operation needs (`needs`, e.g. "not running"). */
@@ -229,13 +244,30 @@ int sb_find_live(const char *id, const char *tenant, const char *needs, struct s
 	if (r != 0)
 		return r < 0 ? r : 0;
 	struct sandbox_record rec;
-	if ((r = store_sandbox_get(cfg->store, id, &rec, err)) < 0)
+	if ((r = sb_store_get_visible(id, tenant, &rec, err)) < 0)
 		return r;
-	r = sb_tenant_sees(tenant, &rec) ? al_error_set(err, AL_ERR_CONFLICT, EBUSY, "sandbox %s is %s%s%s", id,
-	                                                sandbox_state_name(rec.state), needs[0] ? ", " : "", needs)
-	                                 : sb_not_found(id, err);
+	r = al_error_set(err, AL_ERR_CONFLICT, EBUSY, "sandbox %s is %s%s%s", id, sandbox_state_name(rec.state),
+	                 needs[0] ? ", " : "", needs);
 	sandbox_record_release(&rec);
 	return r;
+}
+
+/* sb_find_live, then the sandbox's op_lock: an operation that no other
+ * lifecycle call interleaves with; sb_op_release ends it. */
+int sb_op_acquire(const char *id, const char *tenant, const char *needs, struct sandbox **ret, struct al_error *err)
+{
+	int r = sb_find_live(id, tenant, needs, ret, err);
+	if (r < 0)
+		return r;
+	pthread_mutex_lock(&(*ret)->op_lock);
+	return 0;
+}
+
+/* The end of an operation: its op_lock and its reference go. */
+void sb_op_release(struct sandbox *sb)
+{
+	pthread_mutex_unlock(&sb->op_lock);
+	sandbox_unref(sb);
 }
 
 int sandbox_acquire(const char *id, const char *tenant, struct sandbox **ret, struct al_error *err)
@@ -304,23 +336,14 @@ void env_free(char **env, size_t n)
 
 int sandbox_get(const char *id, const char *tenant, struct sandbox_record *ret, struct al_error *err)
 {
-	if (!sandbox_id_valid(id))
-		return sb_not_found(id, err);
-	struct sandbox_record rec;
-	struct sandbox *sb = sb_registry_find(id);
-	if (sb) {
-		sb_record_copy_out(sb, &rec);
-		sandbox_unref(sb);
-	} else {
-		int r = store_sandbox_get(cfg->store, id, &rec, err);
-		if (r < 0)
-			return r;
-	}
-	if (!sb_tenant_sees(tenant, &rec)) {
-		sandbox_record_release(&rec);
-		return sb_not_found(id, err);
-	}
-	*ret = rec;
+	struct sandbox *sb = NULL;
+	int r = registry_find_visible(id, tenant, &sb, err);
+	if (r < 0)
+		return r;
+	if (r == 0)
+		return sb_store_get_visible(id, tenant, ret, err);
+	sb_record_copy_out(sb, ret);
+	sandbox_unref(sb);
 	return 0;
 }
 
@@ -333,13 +356,9 @@ int sandbox_delete(const char *id, const char *tenant, struct sandbox_record *re
 	if (!found) {
 		/* Not live: deleted already, or a record whose VMM is long gone. */
 		struct sandbox_record rec;
-		int r = store_sandbox_get(cfg->store, id, &rec, err);
+		int r = sb_store_get_visible(id, tenant, &rec, err);
 		if (r < 0)
 			return r;
-		if (!sb_tenant_sees(tenant, &rec)) {
-			sandbox_record_release(&rec);
-			return sb_not_found(id, err);
-		}
 		if (rec.state != SANDBOX_DELETED) {
 			sb = sandbox_new(&rec); /* our reference */
 			sb_registry_add(sb);    /* and the registry's */
@@ -425,12 +444,11 @@ static int pause_resume(const char *id, const char *tenant, bool pause, struct s
                         struct al_error *err)
 {
 	struct sandbox *sb = NULL;
-	int fr = sb_find_live(id, tenant,
-	                      pause ? "only a running sandbox can be paused" : "only a paused sandbox can be resumed",
-	                      &sb, err);
+	int fr = sb_op_acquire(id, tenant,
+	                       pause ? "only a running sandbox can be paused" : "only a paused sandbox can be resumed",
+	                       &sb, err);
 	if (fr < 0)
 		return fr;
-	pthread_mutex_lock(&sb->op_lock);
 	pthread_mutex_lock(&sb->lock);
 	int r = 0;
 	enum sandbox_state from = pause ? SANDBOX_RUNNING : SANDBOX_PAUSED;
@@ -466,8 +484,7 @@ static int pause_resume(const char *id, const char *tenant, bool pause, struct s
 		sb_record_copy_out(sb, ret);
 		r = 0;
 	}
-	pthread_mutex_unlock(&sb->op_lock);
-	sandbox_unref(sb);
+	sb_op_release(sb);
 	return r;
 }
 
