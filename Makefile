@@ -52,9 +52,9 @@ $(BUILD)/libairlock-common.a: $(COMMON_OBJ)
 
 # Each layer of the daemon sees only the headers of the layers it may use
 # (src/daemon/layers.mk): an include across the rule does not compile.
+layer_inc = -Isrc/daemon/$(1) $(addprefix -Isrc/daemon/,$(LAYER_USES_$(1))) $(addprefix -I,$(LAYER_FOREIGN_$(1)))
 define layer_flags
-$(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard src/daemon/$(1)/*.c)): CFLAGS_ALL += -Isrc/daemon/$(1) \
-	$(addprefix -Isrc/daemon/,$(LAYER_USES_$(1))) $(addprefix -I,$(LAYER_FOREIGN_$(1)))
+$(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard src/daemon/$(1)/*.c)): CFLAGS_ALL += $(call layer_inc,$(1))
 endef
 $(foreach l,$(DAEMON_LAYERS),$(eval $(call layer_flags,$(l))))
 

@@ -15,6 +15,7 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DAEMON = os.path.join(ROOT, "src", "daemon")
+USAGE = "usage: check-layers.py [--root TREE]  (TREE: a checkout; default: this one)"
 INCLUDE_RE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 
 
@@ -47,7 +48,14 @@ def headers_in(folder):
         return set()
 
 
-def main():
+def main(argv):
+    global ROOT, DAEMON
+    if argv[:1] == ["--root"] and len(argv) == 2:
+        ROOT = os.path.abspath(argv[1])
+        DAEMON = os.path.join(ROOT, "src", "daemon")
+    elif argv:
+        print(USAGE, file=sys.stderr)
+        return 2
     layers, uses, foreign = read_layers(os.path.join(DAEMON, "layers.mk"))
     owner = {}  # header name -> its layer
     for l in layers:
@@ -108,4 +116,4 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

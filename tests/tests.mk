@@ -294,6 +294,11 @@ kvm-pass: all images-all
 check-layers:
 	@/usr/bin/python3 scripts/check-layers.py
 
+# The include flags one layer's sources compile with: `make -s layer-cflags LAYER=store`.
+.PHONY: layer-cflags
+layer-cflags:
+	@echo $(CFLAGS_BASE) $(call layer_inc,$(LAYER))
+
 # `make test`: everything a newcomer needs, in order. Sub-makes so that -j
 # never runs a later stage before an earlier one has passed; integration runs
 # last so that pytest's summary is the last thing printed.
