@@ -106,7 +106,7 @@ static void chan_open(const struct vmm_config *vc, struct chan *c, bool ask, con
 	uint64_t deadline = now_ms_monotonic() + CHANNEL_TIMEOUT_MS;
 	struct al_error err = {0};
 	for (;;) {
-		int r = vmm_channel_connect(ops, vc, &c->fd, &err);
+		int r = ops->channel_connect(vc, &c->fd, &err);
 		if (r == 0)
 			break;
 		if ((r != -ENOENT && r != -ECONNREFUSED) || now_ms_monotonic() >= deadline)
@@ -266,10 +266,14 @@ static void lifecycle(const struct opts *o)
 	if (mkdir(snap, 0700) < 0)
 		step_fail("save", "cannot create snap/");
 	check("pause", ops->pause(&vc, &err), &err);
-	check("save", ops->save_path(&vc, "snap/memory.bin", &err), &err);
-	/* What sandbox.c does next: the disk, copied while the VM is paused. */
-	cleanup_free char *disk = xasprintf("%s/%s", o->dir, vmm_disk_file(ops));
-	cleanup_free char *disk_copy = xasprintf("%s/%s", snap, vmm_disk_file(ops));
+	/* Into the snapshot's directory, as sandbox-snapshot.c saves: files of
+	 * the daemon's, which the backend takes out of the VMM's jail. */
+	cleanup_free char *mem = xasprintf("%s/memory.bin", snap);
+	cleanup_free char *state = xasprintf("%s/memory.bin.vmstate", snap);
+	check("save", ops->save(&vc, mem, state, &err), &err);
+	/* What sandbox-snapshot.c does next: the disk, copied while the VM is paused. */
+	cleanup_free char *disk = xasprintf("%s/%s", o->dir, ops->disk_file);
+	cleanup_free char *disk_copy = xasprintf("%s/%s", snap, ops->disk_file);
 	enum file_copy_method how;
 	int r = file_copy_cow(disk, disk_copy, 0600, &how);
 	if (r < 0)
@@ -284,7 +288,9 @@ static void lifecycle(const struct opts *o)
 
 	if (o->diff) {
 		check("pause-diff", ops->pause(&vc, &err), &err);
-		check("save_diff", ops->save_diff(&vc, "snap/diff.bin", &err), &err);
+		cleanup_free char *diff = xasprintf("%s/diff.bin", snap);
+		cleanup_free char *diff_state = xasprintf("%s/diff.bin.vmstate", snap);
+		check("save_diff", ops->save_diff(&vc, diff, diff_state, &err), &err);
 		check("resume-diff", ops->resume(&vc, &err), &err);
 	}
 	check("probe", ops->probe(&vc, 1000, &err), &err);
@@ -295,13 +301,13 @@ static void lifecycle(const struct opts *o)
 static void restore(const struct opts *o)
 {
 	int dirfd = open_dir(o->dir);
-	/* What sandbox.c's restore_prepare does: the disk copied, memory and
-	 * state opened (read in place through the fds, never modified). */
-	cleanup_free char *src_disk = xasprintf("%s/%s", o->from, vmm_disk_file(ops));
-	cleanup_free char *dst_disk = xasprintf("%s/%s", o->dir, vmm_disk_file(ops));
+	/* What sandbox-boot.c's restore_prepare does: the disk copied, memory
+	 * and state opened (read in place through the fds, never modified). */
+	cleanup_free char *src_disk = xasprintf("%s/%s", o->from, ops->disk_file);
+	cleanup_free char *dst_disk = xasprintf("%s/%s", o->dir, ops->disk_file);
 	int r = file_copy_cow(src_disk, dst_disk, 0600, NULL);
 	cleanup_free char *mem = xasprintf("%s/memory.bin", o->from);
-	cleanup_free char *state = xasprintf("%s/memory.bin%s", o->from, ops->state_suffix);
+	cleanup_free char *state = xasprintf("%s/memory.bin.vmstate", o->from);
 	int mem_fd = open(mem, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	int state_fd = open(state, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	if (r < 0 || mem_fd < 0 || state_fd < 0)

@@ -106,10 +106,11 @@ def test_request_bodies(booted):
     assert body("PUT", "/network-interfaces/{iface_id}") == {"iface_id": "eth0", "host_dev_name": "tap0",
                                                              "guest_mac": "02:a1:0c:00:02:0f"}
     assert body("PUT", "/vsock") == {"guest_cid": 3, "uds_path": "v.sock"}
-    assert body("PUT", "/snapshot/create", "Full") == {"snapshot_type": "Full", "snapshot_path": "snap/memory.bin.vmstate",
-                                                       "mem_file_path": "snap/memory.bin"}
-    assert body("PUT", "/snapshot/create", "Diff") == {"snapshot_type": "Diff", "mem_file_path": "snap/diff.bin",
-                                                       "snapshot_path": "snap/diff.bin.vmstate"}
+    # A save is written in the jail root under the daemon's names, then taken out (vmm-save.c).
+    assert body("PUT", "/snapshot/create", "Full") == {"snapshot_type": "Full", "snapshot_path": "save.mem.vmstate",
+                                                       "mem_file_path": "save.mem"}
+    assert body("PUT", "/snapshot/create", "Diff") == {"snapshot_type": "Diff", "mem_file_path": "save.mem",
+                                                       "snapshot_path": "save.mem.vmstate"}
     # The snapshot's files are outside the jail too: fds (the memory mapped MAP_PRIVATE through it).
     assert body("PUT", "/snapshot/load") == {"snapshot_path": "/proc/self/fd/7", "resume_vm": False,
                                              "mem_backend": {"backend_type": "File",
@@ -149,6 +150,9 @@ def test_files(booted):
         assert f.read(1300) == g.read(1300)
     assert (d1 / "snap" / "memory.bin").exists() and (d1 / "snap" / "memory.bin.vmstate").exists()
     assert (d1 / "snap" / "disk.raw").exists() and (d1 / "snap" / "diff.bin").exists()
+    assert (d1 / "snap" / "diff.bin.vmstate").exists()
+    # What the VMM wrote in its jail root was taken out, not left there.
+    assert not (d1 / "save.mem").exists() and not (d1 / "save.mem.vmstate").exists()
     assert (d2 / "disk.raw").exists()
 
 

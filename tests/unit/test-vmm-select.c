@@ -104,7 +104,8 @@ static void test_parse(void **state)
 	assert_ptr_equal(b, QEMU); /* untouched by a refusal */
 }
 
-/* Every row names a backend whose ops are whole. */
+/* Every row names a backend that implements the whole interface: no NULL
+ * op or name means "someone else's way". */
 static void test_table(void **state)
 {
 	(void)state;
@@ -115,6 +116,23 @@ static void test_table(void **state)
 		const struct vmm_ops *o = all[i].ops;
 		assert_non_null(o->name);
 		assert_non_null(o->binary);
+		assert_non_null(o->kernel_file);
+		assert_non_null(o->disk_file);
+		assert_non_null(o->runtime_files);
+		assert_non_null(o->probe_what);
+		assert_true(o->disk_kind == VMM_DISK_OVERLAY || o->disk_kind == VMM_DISK_WHOLE);
+		void (*const ops[])(void) = {
+		    (void (*)(void))o->accel,        (void (*)(void))o->prepare_disk,
+		    (void (*)(void))o->spawn,        (void (*)(void))o->stop,
+		    (void (*)(void))o->pause,        (void (*)(void))o->resume,
+		    (void (*)(void))o->save,         (void (*)(void))o->save_diff,
+		    (void (*)(void))o->cancel_save,  (void (*)(void))o->wait_incoming,
+		    (void (*)(void))o->probe,        (void (*)(void))o->channel_connect,
+		    (void (*)(void))o->console_open,
+		};
+		for (size_t k = 0; k < ARRAY_SIZE(ops); k++)
+			if (!ops[k])
+				fail_msg("backend %s: op %zu of struct vmm_ops is NULL", o->name, k);
 		assert_non_null(all[i].title);
 		assert_non_null(all[i].install);
 		for (size_t k = 0; k < i; k++)

@@ -57,12 +57,12 @@ static mode_t mode_at(int dirfd, const char *name)
 static void test_disk_give(void **state)
 {
 	struct dir d = *(struct dir *)*state;
-	int fd = openat(d.fd, VMM_DISK, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+	int fd = openat(d.fd, QEMU_DISK, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
 	assert_true(fd >= 0);
 	close(fd);
 	struct al_error err = {0};
 	assert_int_equal(vmm_disk_give(&vmm_qemu_ops, d.fd, getuid(), &err), 0);
-	assert_int_equal(mode_at(d.fd, VMM_DISK), 0600);
+	assert_int_equal(mode_at(d.fd, QEMU_DISK), 0600);
 
 	/* A symlink left under the disk's name (the directory is the jail
 	 * uid's): the file it names keeps its mode. */
@@ -70,10 +70,10 @@ static void test_disk_give(void **state)
 	assert_true(tfd >= 0);
 	close(tfd);
 	assert_int_equal(fchmodat(d.fd, "target", 0644, 0), 0);
-	assert_int_equal(unlinkat(d.fd, VMM_DISK, 0), 0);
-	assert_int_equal(symlinkat("target", d.fd, VMM_DISK), 0);
+	assert_int_equal(unlinkat(d.fd, QEMU_DISK, 0), 0);
+	assert_int_equal(symlinkat("target", d.fd, QEMU_DISK), 0);
 	assert_true(vmm_disk_give(&vmm_qemu_ops, d.fd, getuid(), &err) < 0);
-	assert_non_null(strstr(err.message, "cannot give the disk " VMM_DISK));
+	assert_non_null(strstr(err.message, "cannot give the disk " QEMU_DISK));
 	assert_int_equal(mode_at(d.fd, "target"), 0644);
 }
 
@@ -143,13 +143,13 @@ static void test_connect_retry_waits_for_the_socket(void **state)
 	assert_true(now_ms_monotonic() - t0 >= 50);
 	assert_int_equal(fd, -1);
 	/* The channel and the console, each its own socket. */
-	int ch = listen_at(d.path, VMM_CHANNEL_SOCK);
+	int ch = listen_at(d.path, QEMU_CHANNEL_SOCK);
 	assert_int_equal(vmm_connect_retry(&vmm_qemu_ops, &vc, true, pidfd, now_ms_monotonic() + 1000, &fd), 0);
 	assert_true(fd >= 0);
 	close(fd);
 	fd = -1;
 	assert_int_equal(vmm_connect_retry(&vmm_qemu_ops, &vc, false, pidfd, now_ms_monotonic() + 50, &fd), -ETIMEDOUT);
-	int con = listen_at(d.path, VMM_CONSOLE_SOCK);
+	int con = listen_at(d.path, QEMU_CONSOLE_SOCK);
 	assert_int_equal(vmm_connect_retry(&vmm_qemu_ops, &vc, false, pidfd, now_ms_monotonic() + 1000, &fd), 0);
 	close(fd);
 	close(ch);

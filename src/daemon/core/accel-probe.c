@@ -28,7 +28,7 @@
 int accel_probe_images(const struct daemon_config *d, struct accel_probe_images *ret, char *templates,
                        size_t templates_size, char *why, size_t why_size)
 {
-	snprintf(ret->kernel, sizeof(ret->kernel), "%s/kernels/%s", d->image_dir, vmm_kernel_file(d->vmm));
+	snprintf(ret->kernel, sizeof(ret->kernel), "%s/kernels/%s", d->image_dir, d->vmm->kernel_file);
 	snprintf(ret->initrd, sizeof(ret->initrd), "%s/kernels/initramfs.cpio", d->image_dir);
 	ret->rootfs[0] = '\0';
 	if (templates_size)

@@ -60,7 +60,7 @@ int sb_resolve_images(const char *template_name, struct images *ret, struct al_e
 	if (!realpath(cfg->image_dir, base))
 		return al_error_set(err, AL_ERR_INTERNAL, errno, "image dir %s: %m", cfg->image_dir);
 	if (snprintf_ok(ret->rootfs, sizeof(ret->rootfs), "%s/templates/%s/rootfs.ext4", base, template_name) < 0 ||
-	    snprintf_ok(ret->kernel, sizeof(ret->kernel), "%s/kernels/%s", base, vmm_kernel_file(cfg->vmm)) < 0 ||
+	    snprintf_ok(ret->kernel, sizeof(ret->kernel), "%s/kernels/%s", base, cfg->vmm->kernel_file) < 0 ||
 	    snprintf_ok(ret->initrd, sizeof(ret->initrd), "%s/kernels/initramfs.cpio", base) < 0)
 		return al_error_set(err, AL_ERR_INTERNAL, ENAMETOOLONG, "image dir path %s is too long", base);
 	if (access(ret->rootfs, R_OK) < 0) {
@@ -99,17 +99,17 @@ int sb_thaw(struct sandbox *sb, bool orphan_streams, struct al_error *err)
  * starts. *ret_mem_fd: the memory, for the VMM to read (never by path: it
  * is outside the jail, and a restore never modifies its snapshot);
  * *ret_state_fd: the device state of a backend that keeps it apart
- * (state_suffix), else -1. */
+ * (state_apart), else -1. */
 static int restore_prepare(struct sandbox *sb, const struct snapshot_info *from, int *ret_mem_fd, int *ret_state_fd,
                            struct al_error *err)
 {
 	cleanup_free char *snap = snapshot_dir(from->id);
-	cleanup_free char *src = xasprintf("%s/%s", snap, snapshot_disk_name(from->backend));
-	cleanup_free char *dst = xasprintf("%s/%s", sb->root, vmm_disk_file(cfg->vmm));
+	cleanup_free char *src = xasprintf("%s/%s", snap, snapshot_disk_name(sb_snapshot_disk()));
+	cleanup_free char *dst = xasprintf("%s/%s", sb->root, cfg->vmm->disk_file);
 	unlink(dst); /* a recover replaces the disk it had */
-	/* A raw disk is copied by reflink where the filesystem can (else
-	 * sparse); a qcow2 overlay is small. */
-	int r = cfg->vmm->disk_file ? file_copy_cow(src, dst, 0600, NULL) : copy_file(src, dst, 0600);
+	/* A whole disk is copied by reflink where the filesystem can (else
+	 * sparse); an overlay is small. */
+	int r = file_copy_cow(src, dst, 0600, NULL);
 	if (r < 0)
 		return al_error_set(err, AL_ERR_INTERNAL, -r, "cannot copy the snapshot's disk: %s", strerror(-r));
 	cleanup_free char *mem = xasprintf("%s/%s", snap, SNAPSHOT_MEMORY);
@@ -117,7 +117,7 @@ static int restore_prepare(struct sandbox *sb, const struct snapshot_info *from,
 	if (fd < 0)
 		return al_error_set(err, AL_ERR_INTERNAL, errno, "cannot open the snapshot's memory: %m");
 	int state_fd = -1;
-	if (cfg->vmm->state_suffix) {
+	if (cfg->vmm->state_apart) {
 		cleanup_free char *state = xasprintf("%s/%s", snap, SNAPSHOT_STATE);
 		if (!from->state_sha[0] || (state_fd = open(state, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) < 0)
 			return al_error_set(err, AL_ERR_CONFLICT, from->state_sha[0] ? errno : ENOENT,
@@ -194,7 +194,7 @@ static int jail_enter_prepare(struct sandbox *sb, struct al_error *err)
 	struct dirent *de;
 	int r = 0;
 	while (r == 0 && (de = readdir(d)))
-		if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..") && strcmp(de->d_name, vmm_disk_file(cfg->vmm)))
+		if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..") && strcmp(de->d_name, cfg->vmm->disk_file))
 			r = rm_rf_at(sb->dirfd, de->d_name);
 	closedir(d);
 	if (r < 0)
@@ -261,17 +261,16 @@ static struct tsnap *template_snapshot_for(struct sandbox *sb, const struct imag
 	return ts;
 }
 
-/* The fds a restore of the template's snapshot starts from. QEMU: the
- * saved state (its RAM is the snapshot's memfd). A backend that saves by
- * name (Firecracker): the memory file, which it maps private, and the
- * device state. */
+/* The fds a restore of the template's snapshot starts from: its save (with
+ * its RAM in the snapshot's memfd where the backend's RAM can be one,
+ * ram_fd; else its memory file, which the VMM maps private), and its
+ * device state where the backend keeps it apart. */
 static int template_snapshot_open(const struct tsnap *ts, int *ret_mem_fd, int *ret_state_fd, struct al_error *err)
 {
-	const char *mem = tsnap_mem_path(ts) ? tsnap_mem_path(ts) : tsnap_state_path(ts);
-	cleanup_close int mem_fd = open(mem, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	cleanup_close int mem_fd = open(tsnap_saved_path(ts), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	cleanup_close int state_fd = -1;
 	if (mem_fd < 0 ||
-	    (tsnap_mem_path(ts) && (state_fd = open(tsnap_state_path(ts), O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) < 0))
+	    (tsnap_state_path(ts) && (state_fd = open(tsnap_state_path(ts), O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) < 0))
 		return al_error_set(err, AL_ERR_INTERNAL, errno, "cannot open the template snapshot: %m");
 	*ret_mem_fd = TAKE_FD(mem_fd);
 	*ret_state_fd = TAKE_FD(state_fd);
@@ -341,7 +340,7 @@ int sb_boot(struct sandbox *sb, const struct images *im, const struct snapshot_i
 	vc.root = sb->root;
 	vc.dirfd = sb->dirfd;
 	cleanup_close int mem_fd = -1, state_fd = -1;
-	const char *disk_file = vmm_disk_file(cfg->vmm);
+	const char *disk_file = cfg->vmm->disk_file;
 	/* Held until the VMM has its fds. */
 	__attribute__((cleanup(tsnap_putp))) struct tsnap *ts = NULL;
 	if (from) {
@@ -372,17 +371,16 @@ int sb_boot(struct sandbox *sb, const struct images *im, const struct snapshot_i
 			deadline = t0 + RESTORE_TIMEOUT_MS;
 			cleanup_free char *disk = xasprintf("%s/%s", sb->root, disk_file);
 			unlink(disk);
-			/* A raw disk by reflink where it can (else sparse); QEMU's
+			/* A whole disk by reflink where it can (else sparse); an
 			 * overlay is small. */
-			if ((r = cfg->vmm->disk_file ? file_copy_cow(tsnap_disk_path(ts), disk, 0600, NULL)
-			                             : copy_file(tsnap_disk_path(ts), disk, 0600)) < 0)
+			if ((r = file_copy_cow(tsnap_disk_path(ts), disk, 0600, NULL)) < 0)
 				r = al_error_set(err, AL_ERR_INTERNAL, -r,
 				                 "cannot copy the template snapshot's disk: %s", strerror(-r));
 			else
 				r = template_snapshot_open(ts, &mem_fd, &state_fd, err);
 			vc.incoming_fd = mem_fd;
 			vc.incoming_state_fd = state_fd;
-			vc.mem_fd = tsnap_mem_fd(ts); /* -1 with Firecracker */
+			vc.mem_fd = tsnap_mem_fd(ts); /* -1 unless the backend has ram_fd */
 		} else {
 			r = cfg->vmm->prepare_disk(&vc, err);
 		}
@@ -461,7 +459,7 @@ void sb_teardown(struct sandbox *sb)
 		sb_console_drain(sb);
 	/* The VMM's sockets go with it (its disk stays for a recover). */
 	if (sb->pid <= 0 || sb->vmm_exited) {
-		for (const char *const *f = vmm_runtime_files(cfg->vmm); *f; f++) {
+		for (const char *const *f = cfg->vmm->runtime_files; *f; f++) {
 			cleanup_free char *p = xasprintf("%s/%s", sb->root, *f);
 			unlink(p);
 		}

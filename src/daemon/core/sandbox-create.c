@@ -113,9 +113,9 @@ static int host_limits_check(const struct create_request *req, const struct snap
 	int r;
 	if (from) {
 		cleanup_free char *snap = snapshot_dir(from->id);
-		cleanup_free char *disk = xasprintf("%s/%s", snap, snapshot_disk_name(from->backend));
+		cleanup_free char *disk = xasprintf("%s/%s", snap, snapshot_disk_name(sb_snapshot_disk()));
 		struct stat st;
-		if (strcmp(snapshot_disk_name(from->backend), SNAPSHOT_DISK)) /* a raw disk: its size */
+		if (sb_snapshot_disk() == SNAPSHOT_DISK_WHOLE) /* a whole disk: its size */
 			r = stat(disk, &st) == 0 ? (bytes = (uint64_t)st.st_size, 0) : -errno;
 		else
 			r = qcow2_virtual_size(disk, &bytes);
@@ -279,7 +279,7 @@ static int create_started(const struct create_request *req, const char *tenant, 
 	if (r < 0) {
 		sb_boot_failed(sb, err);
 		/* The disk is large and useless now; the logs stay until rm. */
-		cleanup_free char *disk = xasprintf("%s/%s", sb->root, vmm_disk_file(cfg->vmm));
+		cleanup_free char *disk = xasprintf("%s/%s", sb->root, cfg->vmm->disk_file);
 		unlink(disk);
 		/* The record has the console lines; the answer names the sandbox to inspect. */
 		al_error_prefix(err, "sandbox %s failed to boot (see 'airlock inspect %s')", sb->rec.id, sb->rec.id);

@@ -19,6 +19,7 @@
 #include "cpu-wait.h"
 #include "netns.h"
 #include "sandbox.h"
+#include "snapshot.h"
 
 struct sandbox {
 	struct sandbox *next;    /* registry list, under registry_lock */
@@ -170,6 +171,12 @@ int sb_boot(struct sandbox *sb, const struct images *im, const struct snapshot_i
 void sb_teardown(struct sandbox *sb);
 /* A boot failed with err: the runtime goes, the record says why. */
 void sb_boot_failed(struct sandbox *sb, const struct al_error *err);
+
+/* ---- snapshots (sandbox-snapshot.c) ---- */
+
+/* What the disk of this daemon's snapshots is: its backend's (a snapshot
+ * restores only on the backend that took it). */
+enum snapshot_disk_kind sb_snapshot_disk(void);
 
 /* ---- the network (sandbox-network.c) ---- */
 

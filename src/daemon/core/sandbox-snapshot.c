@@ -27,6 +27,11 @@ static int images_digests(const char *template_name, char kernel_sha[65], char i
 	return 0;
 }
 
+enum snapshot_disk_kind sb_snapshot_disk(void)
+{
+	return cfg->vmm->disk_kind == VMM_DISK_WHOLE ? SNAPSHOT_DISK_WHOLE : SNAPSHOT_DISK_OVERLAY;
+}
+
 int sandbox_snapshot_usable(const char *snapshot_id, const char *tenant, struct snapshot_info *ret,
                             struct al_error *err)
 {
@@ -60,51 +65,26 @@ int sandbox_snapshot_usable(const char *snapshot_id, const char *tenant, struct 
 		                    "snapshot %s was taken with another guest kernel or initramfs than the one "
 		                    "installed now; it cannot be restored",
 		                    info.id);
-	if ((r = snapshot_verify(&info, err)) < 0)
+	if ((r = snapshot_verify(&info, sb_snapshot_disk(), err)) < 0)
 		return r;
 	*ret = info;
 	return 0;
 }
 
-/* A save by name (save_path): the VMM writes memory and device state into
- * its jail root, the daemon takes them into dir. */
-static int snapshot_write_by_name(struct sandbox *sb, const struct vmm_config *vc, const char *dir,
-                                  struct al_error *err)
+/* Writes the snapshot's files into dir (a fresh directory); the guest is
+ * paused: the VMM's save, then the disk at that moment. */
+static int snapshot_write(struct sandbox *sb, const struct vmm_config *vc, const char *dir, struct al_error *err)
 {
 	cleanup_free char *mem = xasprintf("%s/%s", dir, SNAPSHOT_MEMORY);
 	cleanup_free char *state = xasprintf("%s/%s", dir, SNAPSHOT_STATE);
-	struct vmm_config sized = *vc;
-	sized.memory_mib = sb->rec.memory_mib;
-	int r = vmm_save_by_name(cfg->vmm, &sized, mem, state, err);
+	int r = cfg->vmm->save(vc, mem, state, err);
 	if (r < 0)
 		return r;
-	cleanup_free char *src = xasprintf("%s/%s", sb->root, vmm_disk_file(cfg->vmm));
-	cleanup_free char *dst = xasprintf("%s/%s", dir, snapshot_disk_name(cfg->vmm->name));
+	/* A whole disk is copied by reflink where the filesystem can (else
+	 * sparse); an overlay is small. */
+	cleanup_free char *src = xasprintf("%s/%s", sb->root, cfg->vmm->disk_file);
+	cleanup_free char *dst = xasprintf("%s/%s", dir, snapshot_disk_name(sb_snapshot_disk()));
 	if ((r = file_copy_cow(src, dst, 0600, NULL)) < 0)
-		return al_error_set(err, AL_ERR_INTERNAL, -r, "cannot copy the disk into the snapshot: %s%s",
-		                    strerror(-r), r == -ENOSPC ? " (the state dir's filesystem is full)" : "");
-	return 0;
-}
-
-/* Writes the snapshot's files into dir (a fresh directory); the guest is paused. */
-static int snapshot_write(struct sandbox *sb, const struct vmm_config *vc, const char *dir, struct al_error *err)
-{
-	if (!cfg->vmm->save)
-		return snapshot_write_by_name(sb, vc, dir, err);
-	/* The VMM gets the open file, not a path (it is outside its jail). */
-	cleanup_free char *mem = xasprintf("%s/%s", dir, SNAPSHOT_MEMORY);
-	cleanup_close int fd = open(mem, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
-	if (fd < 0)
-		return al_error_set(err, AL_ERR_INTERNAL, errno, "cannot create %s: %m", mem);
-	int r = cfg->vmm->save(vc, fd, err);
-	if (r < 0)
-		return r;
-	if (fsync(fd) < 0)
-		return al_error_set(err, AL_ERR_INTERNAL, errno, "cannot write the snapshot's memory: %m%s",
-		                    errno == ENOSPC ? " (the state dir's filesystem is full)" : "");
-	cleanup_free char *src = xasprintf("%s/%s", sb->root, VMM_DISK);
-	cleanup_free char *dst = xasprintf("%s/%s", dir, SNAPSHOT_DISK);
-	if ((r = copy_file(src, dst, 0600)) < 0)
 		return al_error_set(err, AL_ERR_INTERNAL, -r, "cannot copy the disk into the snapshot: %s%s",
 		                    strerror(-r), r == -ENOSPC ? " (the state dir's filesystem is full)" : "");
 	return 0;
@@ -114,16 +94,16 @@ static int snapshot_write(struct sandbox *sb, const struct vmm_config *vc, const
 static int snapshot_describe(const char *dir, struct snapshot_info *info, struct al_error *err)
 {
 	cleanup_free char *mem = xasprintf("%s/%s", dir, SNAPSHOT_MEMORY);
-	cleanup_free char *disk = xasprintf("%s/%s", dir, snapshot_disk_name(info->backend));
+	cleanup_free char *disk = xasprintf("%s/%s", dir, snapshot_disk_name(sb_snapshot_disk()));
 	cleanup_free char *state = xasprintf("%s/%s", dir, SNAPSHOT_STATE);
 	int r;
 	if ((r = file_sha256(mem, info->memory_sha)) < 0 || (r = file_sha256(disk, info->disk_sha)) < 0 ||
-	    (cfg->vmm->state_suffix && (r = file_sha256(state, info->state_sha)) < 0))
+	    (cfg->vmm->state_apart && (r = file_sha256(state, info->state_sha)) < 0))
 		return al_error_set(err, AL_ERR_INTERNAL, -r, "cannot read the snapshot back: %s", strerror(-r));
 	struct stat a, b, c;
 	if (stat(mem, &a) == 0 && stat(disk, &b) == 0)
 		info->size_bytes = (uint64_t)a.st_blocks * 512u + (uint64_t)b.st_blocks * 512u;
-	if (cfg->vmm->state_suffix && stat(state, &c) == 0)
+	if (cfg->vmm->state_apart && stat(state, &c) == 0)
 		info->size_bytes += (uint64_t)c.st_blocks * 512u;
 	cleanup_json json_t *meta = snapshot_to_json(info);
 	cleanup_free char *text = json_dumps(meta, JSON_INDENT(2));
@@ -175,7 +155,12 @@ int sandbox_snapshot(const char *id, const char *tenant, const char *name, bool 
 		return r;
 	}
 	bool running = before == SANDBOX_RUNNING;
-	struct vmm_config vc = {.sandbox_id = sb->rec.id, .dir = sb->dir, .root = sb->root, .dirfd = sb->dirfd};
+	/* The guest's memory bounds the files a save may leave (save()). */
+	struct vmm_config vc = {.sandbox_id = sb->rec.id,
+	                        .dir = sb->dir,
+	                        .root = sb->root,
+	                        .dirfd = sb->dirfd,
+	                        .memory_mib = sb->rec.memory_mib};
 	/* Guest processes stop first (a paused guest cannot be asked: its vCPUs are stopped already). */
 	bool frozen = false;
 	if (r == 0)

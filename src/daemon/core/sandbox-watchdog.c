@@ -90,8 +90,8 @@ static void watchdog_kill(struct sandbox *sb, const char *unresponsive, uint64_t
 	snprintf(why, sizeof(why),
 	         "the watchdog killed the VM: %s%s for %" PRIu64 " s%s (airlockd --watchdog-s %u)%s%s",
 	         strcmp(unresponsive, "vmm") ? "its guest agent did not answer (HELLO)" : "its VMM did not answer ",
-	         strcmp(unresponsive, "vmm") ? "" : vmm_probe_what(cfg->vmm), silent_ms / 1000u, waited,
-	         cfg->watchdog_s, detail[0] ? "; last: " : "", detail);
+	         strcmp(unresponsive, "vmm") ? "" : cfg->vmm->probe_what, silent_ms / 1000u, waited, cfg->watchdog_s,
+	         detail[0] ? "; last: " : "", detail);
 	pthread_mutex_lock(&sb->lock);
 	bool running = sb->rec.state == SANDBOX_RUNNING && !sb->stopping;
 	pthread_mutex_unlock(&sb->lock);

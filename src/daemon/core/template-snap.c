@@ -23,10 +23,10 @@
 #include "vmm.h"
 
 #define TSNAP_DIR "template-snapshots"
+/* The save's file: the device state alone where the RAM is the memfd
+ * (ram_fd), else the memory, mapped private by every restore (its pages
+ * shared through the page cache); and the device state kept apart. */
 #define TSNAP_STATE "state"
-/* A backend that saves by name (Firecracker): the memory and the device
- * state in files, restored through the File memory backend (its pages
- * shared by every restore through the page cache). */
 #define TSNAP_MEMORY_FILE "memory.bin"
 #define TSNAP_STATE_FILE "memory.bin.vmstate"
 #define TSNAP_RETRY_MS 60000
@@ -34,9 +34,9 @@
 
 struct tsnap {
 	char key[96]; /* template/vcpus/memory */
-	int mem_fd;   /* QEMU: the RAM, a sealed memfd */
-	char *dir, *state_path, *disk_path;
-	char *mem_path;        /* save_path backends: the memory file (else NULL) */
+	int mem_fd;   /* the RAM, a sealed memfd (ram_fd backends; else -1) */
+	char *dir, *saved_path, *disk_path;
+	char *state_path;      /* the device state (state_apart backends; else NULL) */
 	char ca_bundle[64];    /* where the guest has the Airlock CA ("": not installed) */
 	struct stat images[3]; /* kernel, initrd, rootfs when it was made */
 	uint64_t build_ms, last_used_ms;
@@ -59,9 +59,9 @@ static void tsnap_free(struct tsnap *t)
 	if (t->dir)
 		rm_rf(t->dir);
 	free(t->dir);
-	free(t->state_path);
+	free(t->saved_path);
 	free(t->disk_path);
-	free(t->mem_path);
+	free(t->state_path);
 	free(t);
 }
 
@@ -81,14 +81,14 @@ int tsnap_mem_fd(const struct tsnap *t)
 	return t->mem_fd;
 }
 
+const char *tsnap_saved_path(const struct tsnap *t)
+{
+	return t->saved_path;
+}
+
 const char *tsnap_state_path(const struct tsnap *t)
 {
 	return t->state_path;
-}
-
-const char *tsnap_mem_path(const struct tsnap *t)
-{
-	return t->mem_path;
 }
 
 const char *tsnap_disk_path(const struct tsnap *t)
@@ -285,10 +285,10 @@ static int build(const struct tsnap_request *req, struct tsnap *t, struct al_err
 		r = al_error_set(err, AL_ERR_INTERNAL, errno, "cannot prepare %s: %m", root);
 		goto out;
 	}
-	/* QEMU: the RAM in a memfd mapped shared, left out of the saved state.
-	 * A save by name (Firecracker) writes it to a file instead. */
-	bool by_name = !cfg->vmm->save;
-	if (!by_name) {
+	/* The RAM in a memfd mapped shared, left out of the save, where the
+	 * backend's RAM can be one; else the save writes it to a file. */
+	bool ram_fd = cfg->vmm->ram_fd;
+	if (ram_fd) {
 		t->mem_fd = memfd_create("airlock-template", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 		if (t->mem_fd < 0 || ftruncate(t->mem_fd, (off_t)req->memory_mib << 20) < 0) {
 			r = al_error_set(err, AL_ERR_INTERNAL, errno, "cannot make the template's memory: %m");
@@ -311,12 +311,11 @@ static int build(const struct tsnap_request *req, struct tsnap *t, struct al_err
 	    .incoming_state_fd = -1,
 	    .netns_fd = b.net.ns_fd,
 	    .mem_fd = t->mem_fd,
-	    .mem_shared = !by_name,
+	    .mem_shared = ram_fd,
 	};
 	struct vmm_jail jail;
 	vmm_jail_spec(cfg->vmm, &vc, b.uid, 0, &jail);
 	vc.jail = &jail;
-	const char *disk_file = vmm_disk_file(cfg->vmm);
 	if ((r = cfg->vmm->prepare_disk(&vc, err)) < 0 || (r = vmm_disk_give(cfg->vmm, b.dirfd, b.uid, err)) < 0)
 		goto out;
 	if ((r = cfg->vmm->spawn(&vc, &b.pid, err)) < 0)
@@ -336,34 +335,20 @@ static int build(const struct tsnap_request *req, struct tsnap *t, struct al_err
 	pump_stop(&pump);
 	if ((r = cfg->vmm->pause(&vc, err)) < 0)
 		goto out;
-	if (by_name) {
-		if ((r = vmm_save_by_name(cfg->vmm, &vc, t->mem_path, t->state_path, err)) < 0)
-			goto out;
-	} else {
-		cleanup_close int fd = open(t->state_path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
-		if (fd < 0) {
-			r = al_error_set(err, AL_ERR_INTERNAL, errno, "cannot create %s: %m", t->state_path);
-			goto out;
-		}
-		if ((r = cfg->vmm->save(&vc, fd, err)) < 0)
-			goto out;
-		if (fsync(fd) < 0) {
-			r = al_error_set(err, AL_ERR_INTERNAL, errno, "cannot write %s: %m", t->state_path);
-			goto out;
-		}
-	}
+	if ((r = cfg->vmm->save(&vc, t->saved_path, t->state_path, err)) < 0)
+		goto out;
 	/* Its disk as the state knows it; the VMM is gone before it moves. */
 	pump_stop(&pump);
 	build_end(&b);
 	{
-		cleanup_free char *from = xasprintf("%s/%s", root, disk_file);
+		cleanup_free char *from = xasprintf("%s/%s", root, cfg->vmm->disk_file);
 		if (rename(from, t->disk_path) < 0 || chown(t->disk_path, 0, 0) < 0 || chmod(t->disk_path, 0600) < 0) {
 			r = al_error_set(err, AL_ERR_INTERNAL, errno, "cannot keep the template's disk: %m");
 			goto out;
 		}
 	}
 	rm_rf(root);
-	if (!by_name && (r = seal(t->mem_fd, err)) < 0)
+	if (ram_fd && (r = seal(t->mem_fd, err)) < 0)
 		goto out;
 	t->build_ms = now_ms_monotonic() - t0;
 out:
@@ -457,10 +442,9 @@ int tsnap_get(const struct tsnap_request *req, struct tsnap **ret, struct al_err
 	hex_encode(rnd, sizeof(rnd), hex);
 	t->dir = xasprintf("%s/%s/%s-%u-%u-%s", cfg->state_dir, TSNAP_DIR, req->template_name, req->vcpus,
 	                   req->memory_mib, hex);
-	bool by_name = !cfg->vmm->save;
-	t->state_path = xasprintf("%s/%s", t->dir, by_name ? TSNAP_STATE_FILE : TSNAP_STATE);
-	t->mem_path = by_name ? xasprintf("%s/%s", t->dir, TSNAP_MEMORY_FILE) : NULL;
-	t->disk_path = xasprintf("%s/%s", t->dir, vmm_disk_file(cfg->vmm));
+	t->saved_path = xasprintf("%s/%s", t->dir, cfg->vmm->ram_fd ? TSNAP_STATE : TSNAP_MEMORY_FILE);
+	t->state_path = cfg->vmm->state_apart ? xasprintf("%s/%s", t->dir, TSNAP_STATE_FILE) : NULL;
+	t->disk_path = xasprintf("%s/%s", t->dir, cfg->vmm->disk_file);
 	/* The stale one (if any) leaves the cache; it goes with its last user. */
 	pthread_mutex_lock(&cache_lock);
 	struct tsnap *old = NULL;

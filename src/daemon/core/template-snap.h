@@ -6,16 +6,17 @@
  * from the template is then a restore of that state over a private
  * copy-on-write mapping of the memfd: nothing is read, unchanged guest
  * pages are shared by every sandbox of the template, and the guest gets its
- * own identity at THAW (sandbox.c).
+ * own identity at THAW (sandbox-boot.c).
  *
  * One snapshot per (template, vCPUs, memory), made on first use and kept
  * while the daemon runs (at most TSNAP_MAX; the least recently used goes);
  * a new kernel, initramfs or template image makes it again.
  *
- * With Firecracker (a backend that saves by name) the template is booted on
- * anonymous memory and saved like a sandbox snapshot: memory file, device
- * state file and raw disk; a create restores them with the File memory
- * backend, which maps the memory file private: the same sharing of
+ * A backend whose RAM cannot be a file the daemon gives (vmm_ops without
+ * ram_fd: Firecracker) boots the template on anonymous memory and saves it
+ * like a sandbox snapshot: memory file (and device state file, state_apart)
+ * and disk; a create restores them, the VMM mapping the memory file
+ * private (Firecracker's File memory backend): the same sharing of
  * unchanged pages, through the page cache.
  */
 #ifndef AIRLOCK_TEMPLATE_SNAP_H
@@ -47,14 +48,18 @@ void tsnap_shutdown(void);
 int tsnap_get(const struct tsnap_request *req, struct tsnap **ret, struct al_error *err);
 void tsnap_put(struct tsnap *t);
 
-/* The guest's RAM (a sealed memfd: map it private). */
+/* The guest's RAM, a sealed memfd (map it private), where the backend's RAM
+ * can be one (ram_fd); else -1. */
 int tsnap_mem_fd(const struct tsnap *t);
-/* Backends that save by name (Firecracker): the guest's memory in a file
- * (0644 in a directory of root's; open it and hand the VMM the fd, which it
- * maps private); NULL for QEMU, whose RAM is tsnap_mem_fd's. */
-const char *tsnap_mem_path(const struct tsnap *t);
-/* The saved device state (QEMU: without RAM) and the disk at that moment. */
+/* The file of the save (vmm_ops.save's `out`: a restore's incoming_fd):
+ * the device state without the RAM when that is tsnap_mem_fd's, else the
+ * guest's memory too (0644 in a directory of root's; open it and hand the
+ * VMM the fd, which it maps private). */
+const char *tsnap_saved_path(const struct tsnap *t);
+/* The device state of a backend that keeps it apart (state_apart: a
+ * restore's incoming_state_fd); else NULL. */
 const char *tsnap_state_path(const struct tsnap *t);
+/* The disk at that moment. */
 const char *tsnap_disk_path(const struct tsnap *t);
 /* Where the guest has the Airlock CA ("": it was not installed). */
 const char *tsnap_ca_bundle(const struct tsnap *t);

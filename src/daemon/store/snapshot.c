@@ -22,8 +22,8 @@ static const char schema[] = "CREATE TABLE IF NOT EXISTS snapshots ("
                              " generation INTEGER NOT NULL, internal INTEGER NOT NULL,"
                              " state_sha TEXT NOT NULL DEFAULT '');";
 
-/* A store made before a column existed gets it: state_sha (empty: QEMU's
- * snapshots keep no separate device state), accel and cpu (empty: not known,
+/* A store made before a column existed gets it: state_sha (empty: the
+ * snapshot keeps no device state apart), accel and cpu (empty: not known,
  * any accelerator is tried). */
 static int add_column(sqlite3 *db, const char *column, struct al_error *err)
 {
@@ -73,9 +73,9 @@ void snapshots_shutdown(void)
 	db_conn_set(&snap_db, NULL);
 }
 
-const char *snapshot_disk_name(const char *backend)
+const char *snapshot_disk_name(enum snapshot_disk_kind kind)
 {
-	return !strcmp(backend, "firecracker") ? SNAPSHOT_DISK_RAW : SNAPSHOT_DISK;
+	return kind == SNAPSHOT_DISK_WHOLE ? SNAPSHOT_DISK_RAW : SNAPSHOT_DISK;
 }
 
 bool snapshot_id_valid(const char *id)
@@ -302,14 +302,14 @@ int snapshot_tenant_bytes(const char *tenant, uint64_t *ret, struct al_error *er
 	return 0;
 }
 
-int snapshot_verify(const struct snapshot_info *info, struct al_error *err)
+int snapshot_verify(const struct snapshot_info *info, enum snapshot_disk_kind disk, struct al_error *err)
 {
 	cleanup_free char *dir = snapshot_dir(info->id);
 	const struct {
 		const char *file;
 		const char *want;
 	} files[] = {{SNAPSHOT_MEMORY, info->memory_sha},
-	             {snapshot_disk_name(info->backend), info->disk_sha},
+	             {snapshot_disk_name(disk), info->disk_sha},
 	             {info->state_sha[0] ? SNAPSHOT_STATE : NULL, info->state_sha}};
 	for (size_t i = 0; i < ARRAY_SIZE(files) && files[i].file; i++) {
 		cleanup_free char *path = xasprintf("%s/%s", dir, files[i].file);
@@ -340,7 +340,7 @@ json_t *snapshot_to_json(const struct snapshot_info *i)
 	                      i->disk_sha, "kernel", i->kernel_sha, "initramfs", i->initrd_sha);
 	json_object_set_new(o, "accel", i->accel[0] ? json_string(i->accel) : json_null());
 	json_object_set_new(o, "cpu", i->cpu[0] ? json_string(i->cpu) : json_null());
-	/* The device state a backend keeps beside the memory (Firecracker). */
+	/* The device state a backend keeps beside the memory. */
 	if (i->state_sha[0])
 		json_object_set_new(json_object_get(o, "digests"), "state", json_string(i->state_sha));
 	return o;

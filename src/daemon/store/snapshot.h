@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Snapshot artifacts: <state-dir>/snapshots/<id>/ holding memory.bin (the
- * VMM's saved memory and device state), disk.qcow2 (the sandbox's disk at
- * that moment, over its template) and snapshot.json; records in the store.
- * A Firecracker snapshot holds memory.bin (the guest's memory alone),
- * memory.bin.vmstate (its device state) and disk.raw (a whole raw disk).
+ * VMM's save: the guest's memory, and its device state unless the backend
+ * keeps that apart in memory.bin.vmstate), the sandbox's disk at that moment
+ * (as its backend's disk is: disk.qcow2, an overlay over its template, or
+ * disk.raw, the whole disk) and snapshot.json; records in the store.
  * A snapshot is immutable: restores copy its disk and only read its memory. */
 #ifndef AIRLOCK_SNAPSHOT_H
 #define AIRLOCK_SNAPSHOT_H
@@ -24,6 +24,13 @@
 
 struct store;
 
+/* What a snapshot's disk is: what its backend's disk is (the caller, who
+ * knows the backend, says; the store knows no backend). */
+enum snapshot_disk_kind {
+	SNAPSHOT_DISK_OVERLAY, /* SNAPSHOT_DISK: a qcow2 overlay over its template */
+	SNAPSHOT_DISK_WHOLE,   /* SNAPSHOT_DISK_RAW: the whole disk, raw */
+};
+
 struct snapshot_info {
 	char id[SNAPSHOT_ID_MAX + 1];
 	char name[SNAPSHOT_NAME_MAX + 1];
@@ -37,7 +44,7 @@ struct snapshot_info {
 	char accel[8], cpu[64];
 	char kernel_sha[65], initrd_sha[65]; /* of the guest kernel and initramfs it ran */
 	char memory_sha[65], disk_sha[65];
-	char state_sha[65]; /* of SNAPSHOT_STATE; "" when the backend keeps none (QEMU) */
+	char state_sha[65]; /* of SNAPSHOT_STATE; "" when its backend keeps no device state apart */
 	uint64_t created_ms;
 	uint64_t size_bytes;
 	uint64_t generation; /* restores run at generation + 1 and up */
@@ -63,11 +70,12 @@ int snapshot_delete(const char *id, const char *tenant, struct al_error *err);
 /* Bytes of snapshots a tenant holds (an error when the store cannot say:
  * the quota check then fails closed). */
 int snapshot_tenant_bytes(const char *tenant, uint64_t *ret, struct al_error *err);
-/* Re-reads the files and compares their digests (-EBADMSG on a mismatch). */
-int snapshot_verify(const struct snapshot_info *info, struct al_error *err);
+/* Re-reads the files (its disk of this kind) and compares their digests
+ * (-EBADMSG on a mismatch). */
+int snapshot_verify(const struct snapshot_info *info, enum snapshot_disk_kind disk, struct al_error *err);
 
-/* The name of the disk in a snapshot of this backend. */
-const char *snapshot_disk_name(const char *backend);
+/* The name of the disk in a snapshot whose disk is of this kind. */
+const char *snapshot_disk_name(enum snapshot_disk_kind kind);
 
 int file_sha256(const char *path, char out[65]);
 json_t *snapshot_to_json(const struct snapshot_info *info);

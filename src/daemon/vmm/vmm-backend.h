@@ -53,4 +53,19 @@ int unix_connect_at(int dirfd, const char *name, int *ret_fd);
  * full (its process is not accepting). The fd is non-blocking. */
 int unix_connect_at_nonblock(int dirfd, const char *name, int *ret_fd);
 
+/* ---- saves of backends that write files by name (vmm-save.c) ---- */
+
+/* One save of the VMM, which writes it into its jail root under the names
+ * it is given: `out` (the memory) and, with a state suffix, `out` + suffix
+ * (the device state). */
+typedef int (*vmm_save_fn)(const struct vmm_config *cfg, const char *out, struct al_error *err);
+
+/* A save of a VMM that can only write files by name (it cannot be handed an
+ * fd once running; Firecracker): save() writes them in its jail root
+ * (cfg->dirfd), where they are the VMM's; they are copied to mem_dst and
+ * (state_suffix not NULL) state_dst, checked and bounded (cfg->memory_mib),
+ * and removed from the jail root. */
+int vmm_save_by_name(const struct vmm_config *cfg, vmm_save_fn save, const char *state_suffix, const char *mem_dst,
+                     const char *state_dst, struct al_error *err);
+
 #endif

@@ -1,15 +1,16 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Saves of backends that write files by name (vmm.h, save_path:
- * Firecracker), taken out of the VMM's jail root by the daemon. Used by
- * sandbox snapshots (sandbox.c) and template snapshots (template-snap.c). */
+/* Saves of backends that write files by name (vmm-backend.h: Firecracker,
+ * which cannot be handed an fd once running), taken out of the VMM's jail
+ * root by the daemon: their save() of vmm_ops. */
 #include <fcntl.h>
 #include <sys/stat.h>
 
 #include "file-copy.h"
 #include "util.h"
+#include "vmm-backend.h"
 #include "vmm.h"
 
-/* The name a save_path backend writes its memory to, in its jail root. */
+/* The name the VMM writes the memory to, in its jail root. */
 #define SAVE_NAME "save.mem"
 /* The largest device state file taken from a VMM (Firecracker's are a few
  * tens of KiB); its memory file is at most the guest's memory. */
@@ -51,19 +52,19 @@ static int take_vmm_file(int dirfd, const char *name, const char *dst, uint64_t 
 	return 0;
 }
 
-int vmm_save_by_name(const struct vmm_ops *ops, const struct vmm_config *vc, const char *mem_dst, const char *state_dst,
-                     struct al_error *err)
+int vmm_save_by_name(const struct vmm_config *cfg, vmm_save_fn save, const char *state_suffix, const char *mem_dst,
+                     const char *state_dst, struct al_error *err)
 {
-	cleanup_free char *state_name = xasprintf("%s%s", SAVE_NAME, ops->state_suffix ? ops->state_suffix : "");
+	cleanup_free char *state_name = xasprintf("%s%s", SAVE_NAME, state_suffix ? state_suffix : "");
 	/* What an interrupted save left. */
-	unlinkat(vc->dirfd, SAVE_NAME, 0);
-	unlinkat(vc->dirfd, state_name, 0);
-	int r = ops->save_path(vc, SAVE_NAME, err);
+	unlinkat(cfg->dirfd, SAVE_NAME, 0);
+	unlinkat(cfg->dirfd, state_name, 0);
+	int r = save(cfg, SAVE_NAME, err);
 	if (r == 0)
-		r = take_vmm_file(vc->dirfd, SAVE_NAME, mem_dst, (uint64_t)vc->memory_mib << 20, err);
-	if (r == 0 && ops->state_suffix)
-		r = take_vmm_file(vc->dirfd, state_name, state_dst, SAVE_STATE_MAX_BYTES, err);
-	unlinkat(vc->dirfd, SAVE_NAME, 0);
-	unlinkat(vc->dirfd, state_name, 0);
+		r = take_vmm_file(cfg->dirfd, SAVE_NAME, mem_dst, (uint64_t)cfg->memory_mib << 20, err);
+	if (r == 0 && state_suffix)
+		r = take_vmm_file(cfg->dirfd, state_name, state_dst, SAVE_STATE_MAX_BYTES, err);
+	unlinkat(cfg->dirfd, SAVE_NAME, 0);
+	unlinkat(cfg->dirfd, state_name, 0);
 	return r;
 }

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* What every start of a VMM does around its backend's spawn (vmm.h),
- * whoever starts it: a sandbox's boot (sandbox.c) and a template
+ * whoever starts it: a sandbox's boot (sandbox-boot.c) and a template
  * snapshot's build (template-snap.c). */
 #include <fcntl.h>
 #include <poll.h>
@@ -18,7 +18,7 @@
 
 int vmm_disk_give(const struct vmm_ops *ops, int dirfd, uint32_t uid, struct al_error *err)
 {
-	const char *disk = vmm_disk_file(ops);
+	const char *disk = ops->disk_file;
 	/* SECURITY: the directory is the jail uid's, and a VMM of an earlier
 	 * life of the sandbox may have left a symlink under the disk's name:
 	 * neither call follows one (fchmodat refuses it). */
@@ -43,7 +43,7 @@ int vmm_connect_retry(const struct vmm_ops *ops, const struct vmm_config *vc, bo
 {
 	for (;;) {
 		struct al_error e = {0};
-		int r = channel ? vmm_channel_connect(ops, vc, ret_fd, &e) : vmm_console_open(ops, vc, ret_fd, &e);
+		int r = channel ? ops->channel_connect(vc, ret_fd, &e) : ops->console_open(vc, ret_fd, &e);
 		if (r == 0)
 			return 0;
 		if (r != -ENOENT && r != -ECONNREFUSED)

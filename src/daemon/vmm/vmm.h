@@ -1,6 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The VMM backend interface. Backends live side by side (vmm-qemu.c,
- * vmm-firecracker.c); the daemon only talks to them through these ops. */
+/* The VMM backend interface. Each backend lives in a folder of its own
+ * below vmm/ (qemu/, firecracker/) and implements all of struct vmm_ops;
+ * the daemon talks to it through these ops and fields alone, and finds it
+ * through the backend table (vmm-select.h). docs/vmm-backends.md says how
+ * to add one. */
 #ifndef AIRLOCK_VMM_H
 #define AIRLOCK_VMM_H
 
@@ -9,14 +12,11 @@
 #include <sys/types.h>
 
 #include "error.h"
-#include "vmm-backend.h"
 
-/* File names inside a sandbox directory. Kept short: unix socket paths are
+/* File names inside a sandbox directory (each backend names its own files
+ * in the VMM's directory: its vmm_ops). Kept short: unix socket paths are
  * limited to 108 bytes, so sockets are always reached relative to the
  * directory (the VMM runs with it as cwd; the daemon uses /proc/self/fd). */
-#define VMM_CHANNEL_SOCK "ctl.sock"
-#define VMM_CONSOLE_SOCK "con.sock"
-#define VMM_DISK "disk.qcow2"
 #define VMM_LOG "vmm.log"
 #define VMM_CONSOLE_LOG "console.log"
 /* The VMM's own directory inside the sandbox directory: its jail root. */
@@ -38,119 +38,126 @@ struct vmm_config {
 	unsigned vcpus;
 	unsigned memory_mib;
 	int dirfd; /* the VMM directory (root), for the VMM's sockets */
-	/* Restore: an fd of the saved memory and device state to start from
-	 * instead of booting (read by the VMM, never reopened); -1 to boot. */
+	/* Restore: an fd of the main file of a save (save()'s `out`) to start
+	 * from instead of booting (read by the VMM, never reopened); -1 to boot. */
 	int incoming_fd;
+	/* Restore, backends whose ops have state_apart: an fd of the device
+	 * state saved with it (save()'s `state_out`); -1 otherwise. */
+	int incoming_state_fd;
 	/* The sandbox's network namespace (netns.h): the VMM joins it before
 	 * it starts and attaches the guest's NIC to its tap0. -1: no NIC. */
 	int netns_fd;
 	/* The VMM's jail (jail.h); spawn refuses to run a VMM without one. */
 	const struct vmm_jail *jail;
-	/* Guest RAM: -1 anonymous memory; else an fd of the file that backs it
-	 * (a memfd), mapped shared (mem_shared: a template's boot, its RAM is
-	 * the file) or private copy-on-write (a restore from a template
-	 * snapshot: unchanged pages are shared by every such sandbox). A saved
-	 * state never carries the RAM of a shared mapping (x-ignore-shared),
-	 * and a restore takes none it does not carry. */
+	/* Guest RAM, backends whose ops have ram_fd: -1 anonymous memory; else
+	 * an fd of the file that backs it (a memfd), mapped shared (mem_shared:
+	 * a template's boot, its RAM is the file) or private copy-on-write (a
+	 * restore from a template snapshot: unchanged pages are shared by every
+	 * such sandbox). A save never carries the RAM of a shared mapping, and
+	 * a restore takes none it does not carry. Other backends: always -1. */
 	int mem_fd;
 	bool mem_shared;
-
-	/* ---- added with the Firecracker backend (issue 8) ---- */
-	/* Restore, backends with a state_suffix (vmm_ops): an fd of the device
-	 * state saved with incoming_fd's memory (-1 otherwise). Firecracker
-	 * takes both by name: /proc/self/fd/N in its jail. */
-	int incoming_state_fd;
-	/* Firecracker: track dirty pages from the start (or the restore), so
+	/* Track the guest's dirty pages from the start (or the restore), so
 	 * that save_diff can write only what changed since the last save. */
 	bool diff_snapshots;
-
-	/* ---- added with the accelerator probe (issue 15) ---- */
-	/* QEMU: NULL, the daemon's accelerator (accel.h); else KVM with this
-	 * -cpu model, whatever the daemon's (the probe's attempts). */
+	/* NULL: the daemon's accelerator (accel.h); else this start runs on KVM
+	 * with this CPU model, whatever the daemon's (the accelerator probe's
+	 * attempts, accel-probe.h). */
 	const char *kvm_cpu;
 };
 
+/* What a backend's per-sandbox disk is, and so the disk of its snapshots. */
+enum vmm_disk_kind {
+	/* Copy-on-write over the template's image (a qcow2 overlay): small; the
+	 * size the guest sees is in its header. */
+	VMM_DISK_OVERLAY,
+	/* The whole disk, raw (sparse): its size is the one the guest sees. */
+	VMM_DISK_WHOLE,
+};
+
+/* One VMM backend: what the daemon knows of it and asks of it. Every backend
+ * fills every field and op (docs/vmm-backends.md lists them). */
 struct vmm_ops {
+	/* ---- what it is ---- */
+	/* Its name: --backend's value, and the backend of a sandbox's record
+	 * and of a snapshot (a snapshot restores only on its backend). */
 	const char *name;
 	/* The VMM's program, looked for on PATH. */
 	const char *binary;
-	/* Accelerator this backend will use on this host: "kvm" or "tcg". */
+	/* The guest kernel in the image dir's kernels/. */
+	const char *kernel_file;
+	/* The per-sandbox disk in the VMM's directory, and what it is. */
+	const char *disk_file;
+	enum vmm_disk_kind disk_kind;
+	/* What the VMM leaves in its directory besides the disk (sockets,
+	 * FIFOs), removed after it is gone; NULL-terminated. */
+	const char *const *runtime_files;
+	/* What probe() asks, for the watchdog's message. */
+	const char *probe_what;
+
+	/* ---- what it can do ---- */
+	/* save() writes the device state to a file of its own (state_out),
+	 * apart from the memory: a snapshot keeps and digests both. */
+	bool state_apart;
+	/* The guest's RAM can be a file the daemon gives (cfg->mem_fd), left
+	 * out of a save when mapped shared: a template snapshot keeps its RAM
+	 * in a sealed memfd that every sandbox of the template maps private.
+	 * Else it saves the RAM into its files like any save. */
+	bool ram_fd;
+	/* A save resets the guest channel's connection and a restored guest
+	 * starts without one (a vsock connection is the running guest's to
+	 * accept): after save() and after a restore the daemon opens the
+	 * channel again, while the guest runs, and asks for HELLO. */
+	bool channel_resets_on_save;
+
+	/* ---- what it does ---- */
+	/* The accelerator this backend will use on this host: "kvm", "tcg", or
+	 * "probing" while the accelerator's probe runs (accel.h). */
 	const char *(*accel)(void);
-	/* Creates the per-sandbox copy-on-write disk over the template. */
+	/* Creates the per-sandbox disk (disk_file in cfg->root) from the
+	 * template (cfg->rootfs), of cfg->disk_mib (0: the template's size). */
 	int (*prepare_disk)(const struct vmm_config *cfg, struct al_error *err);
-	/* Starts the VMM in its own session; returns its pid. The VMM is not
-	 * tied to the daemon's lifetime. */
+	/* Starts the VMM in its jail and its own session; returns its pid (the
+	 * jailer's). The VMM is not tied to the daemon's lifetime; its command
+	 * line has "airlock-<sandbox id>" as one argument (how a restarted
+	 * daemon tells it from a process that reused its pid). A restore
+	 * (cfg->incoming_fd) starts paused once wait_incoming returns. */
 	int (*spawn)(const struct vmm_config *cfg, pid_t *ret_pid, struct al_error *err);
 	/* Asks the VMM to stop now (no guest cooperation needed). */
 	int (*stop)(const struct vmm_config *cfg, pid_t pid);
 	/* Freezes / thaws the guest's vCPUs; memory stays resident. */
 	int (*pause)(const struct vmm_config *cfg, struct al_error *err);
 	int (*resume)(const struct vmm_config *cfg, struct al_error *err);
-	/* With the guest paused: writes its memory and device state to out_fd
-	 * (a file the daemon opened; the VMM gets the fd, never a path) and
-	 * waits until that is complete. */
-	int (*save)(const struct vmm_config *cfg, int out_fd, struct al_error *err);
-	/* The same for backends that can only write files by name (Firecracker,
-	 * which cannot be handed an fd once running): out is a name in the
-	 * VMM's directory (its jail root), where the files are the VMM's: the
-	 * daemon copies them out, refusing anything but a regular file with one
-	 * link. A backend has save or save_path. */
-	int (*save_path)(const struct vmm_config *cfg, const char *out, struct al_error *err);
+	/* With the guest paused: saves it into new files of the daemon's, named
+	 * by path (outside the VMM's jail; however the VMM gets them is the
+	 * backend's business), and returns once they are complete and on disk:
+	 * `out`, its memory (but the RAM of a shared cfg->mem_fd) and, unless
+	 * state_apart, its device state; `state_out`, with state_apart, the
+	 * device state (else unused). cfg->memory_mib bounds the memory's file.
+	 * A restore gets them back as incoming_fd and incoming_state_fd. */
+	int (*save)(const struct vmm_config *cfg, const char *out, const char *state_out, struct al_error *err);
+	/* Like save(), only the memory written since the last save (the VM
+	 * runs with cfg->diff_snapshots): a sparse file that, merged onto the
+	 * last full one, is a full one. -EOPNOTSUPP where the backend cannot. */
+	int (*save_diff)(const struct vmm_config *cfg, const char *out, const char *state_out, struct al_error *err);
 	/* After a crash during save: stops a save still in progress and waits
 	 * until the VMM is no longer saving (the guest stays paused). */
 	int (*cancel_save)(const struct vmm_config *cfg, struct al_error *err);
-	/* After a spawn with `incoming`: waits until the state is loaded (the
+	/* After a spawn with incoming_fd: waits until the state is loaded (the
 	 * guest is then paused; resume runs it). */
 	int (*wait_incoming)(const struct vmm_config *cfg, uint64_t deadline_ms, struct al_error *err);
 	/* The watchdog's question: does the VMM still answer (a status query
 	 * through its control socket, within timeout_ms; never blocks longer)?
 	 * 0 if it answered. */
 	int (*probe)(const struct vmm_config *cfg, unsigned timeout_ms, struct al_error *err);
-
-	/* ---- added with the Firecracker backend (issue 8). NULL in a backend
-	 * means QEMU's way; the vmm_*() helpers below apply the defaults. ---- */
-	/* Name of the per-sandbox disk in the sandbox dir (default VMM_DISK,
-	 * QEMU's qcow2 overlay; Firecracker: a raw image). */
-	const char *disk_file;
-	/* Name of the guest kernel in the image dir's kernels/ (default
-	 * "vmlinuz", a bzImage; Firecracker boots the uncompressed ELF
-	 * "vmlinux" extracted from the same package: images/extract-vmlinux). */
-	const char *kernel_file;
-	/* When set, save() and save_diff() write the device state to `out`
-	 * with this suffix (`out` then holds the memory alone): a snapshot must
-	 * keep and digest both, and a restore gives it back as
-	 * cfg->incoming_state. NULL: `out` holds memory and device state (QEMU). */
-	const char *state_suffix;
 	/* Opens the host end of the guest channel, one attempt: -ENOENT or
 	 * -ECONNREFUSED while the VMM or the agent is not there yet (callers
-	 * retry those). Default: connect VMM_CHANNEL_SOCK. Firecracker: its
-	 * hybrid vsock socket and CONNECT AIRLOCK_VSOCK_PORT. */
+	 * retry those: vmm_connect_retry). */
 	int (*channel_connect)(const struct vmm_config *cfg, int *ret_fd, struct al_error *err);
-	/* Opens the guest's console output, read-only is enough, one attempt
-	 * like channel_connect. Default: connect VMM_CONSOLE_SOCK. */
+	/* Opens the guest's console output (reading it is enough), one attempt
+	 * like channel_connect. */
 	int (*console_open)(const struct vmm_config *cfg, int *ret_fd, struct al_error *err);
-	/* A save() resets the guest channel's connection (Firecracker resets
-	 * every vsock connection at a snapshot; a restored guest starts without
-	 * one): after save() and after a restore the daemon opens the channel
-	 * again with channel_connect and asks for HELLO. */
-	bool channel_resets_on_save;
-	/* Like save(), only the memory written since the last save (the VM
-	 * started with cfg->diff_snapshots); NULL when unsupported. The file is
-	 * sparse: merged onto the last full memory file it is a full one. */
-	int (*save_diff)(const struct vmm_config *cfg, const char *out, struct al_error *err);
-	/* What the VMM leaves in its directory besides the disk (sockets,
-	 * FIFOs), removed after it is gone; NULL-terminated. Default: QEMU's. */
-	const char *const *runtime_files;
-	/* What probe() asks, for the watchdog's message. Default: QEMU's. */
-	const char *probe_what;
 };
-
-/* A save of a save_path backend (the guest paused): the VMM writes its files
- * in its jail root (vc->dirfd), which are copied to mem_dst and (with a
- * state_suffix) state_dst, checked and bounded (vc->memory_mib), and
- * removed from the jail root (vmm-save.c). */
-int vmm_save_by_name(const struct vmm_ops *ops, const struct vmm_config *vc, const char *mem_dst, const char *state_dst,
-                     struct al_error *err);
 
 /* What every start of a VMM does around spawn, a sandbox's boot and a
  * template snapshot's build alike (vmm-start.c). */
@@ -186,45 +193,5 @@ int vmm_audit_seccomp_parse(const char *record, long *ret_pid, int *ret_signal, 
  * then 0), its cgroup removed, its uid given back unless something may
  * still run as it (*uid_held is then false); `what` names it in the log. */
 void vmm_internal_end(pid_t *pid, const char *id, uint32_t uid, bool *uid_held, const char *what);
-
-/* The defaults of the ops added for Firecracker. */
-static inline const char *const *vmm_runtime_files(const struct vmm_ops *ops)
-{
-	static const char *const qemu_files[] = {VMM_CHANNEL_SOCK, VMM_CONSOLE_SOCK, "qmp.sock", NULL};
-	return ops->runtime_files ? ops->runtime_files : qemu_files;
-}
-
-static inline const char *vmm_probe_what(const struct vmm_ops *ops)
-{
-	return ops->probe_what ? ops->probe_what : "QMP (query-status)";
-}
-
-static inline const char *vmm_disk_file(const struct vmm_ops *ops)
-{
-	return ops->disk_file ? ops->disk_file : VMM_DISK;
-}
-
-static inline const char *vmm_kernel_file(const struct vmm_ops *ops)
-{
-	return ops->kernel_file ? ops->kernel_file : "vmlinuz";
-}
-
-static inline int vmm_channel_connect(const struct vmm_ops *ops, const struct vmm_config *cfg, int *ret_fd,
-                                      struct al_error *err)
-{
-	if (ops->channel_connect)
-		return ops->channel_connect(cfg, ret_fd, err);
-	int r = unix_connect_at(cfg->dirfd, VMM_CHANNEL_SOCK, ret_fd);
-	return r < 0 ? al_error_set(err, AL_ERR_UNAVAILABLE, -r, "cannot connect to %s", VMM_CHANNEL_SOCK) : 0;
-}
-
-static inline int vmm_console_open(const struct vmm_ops *ops, const struct vmm_config *cfg, int *ret_fd,
-                                   struct al_error *err)
-{
-	if (ops->console_open)
-		return ops->console_open(cfg, ret_fd, err);
-	int r = unix_connect_at(cfg->dirfd, VMM_CONSOLE_SOCK, ret_fd);
-	return r < 0 ? al_error_set(err, AL_ERR_UNAVAILABLE, -r, "cannot connect to %s", VMM_CONSOLE_SOCK) : 0;
-}
 
 #endif

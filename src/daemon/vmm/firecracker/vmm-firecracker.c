@@ -228,7 +228,7 @@ static int console_fifo_open(const struct vmm_config *cfg, struct al_error *err)
 }
 
 /* Firecracker's --id: "airlock-<sandbox id>", which is also how a restarted
- * daemon recognises the process (sandbox.c, vmm_alive). */
+ * daemon recognises the process (sandbox-startup.c, vmm_alive). */
 static void fc_instance_id(const struct vmm_config *cfg, char *out, size_t size)
 {
 	snprintf(out, size, "airlock-%s", cfg->sandbox_id);
@@ -407,8 +407,7 @@ static int fc_resume(const struct vmm_config *cfg, struct al_error *err)
 }
 
 /* `out` is a name the daemon made, relative to the VMM's cwd; the device
- * state goes to `out` + FC_STATE_SUFFIX (vmm_ops.state_suffix), so a Diff
- * never overwrites the state of the Full it builds on. */
+ * state goes to `out` + FC_STATE_SUFFIX. */
 static int state_path_for(const char *out, char *ret, size_t size, struct al_error *err)
 {
 	bool ok = out[0] && out[0] != '/' && !strstr(out, "..");
@@ -432,14 +431,26 @@ static int fc_snapshot(const struct vmm_config *cfg, const char *out, const char
 	return r;
 }
 
-static int fc_save(const struct vmm_config *cfg, const char *out, struct al_error *err)
+static int fc_save_full(const struct vmm_config *cfg, const char *out, struct al_error *err)
 {
 	return fc_snapshot(cfg, out, "Full", err);
 }
 
-static int fc_save_diff(const struct vmm_config *cfg, const char *out, struct al_error *err)
+static int fc_save_dirty(const struct vmm_config *cfg, const char *out, struct al_error *err)
 {
 	return fc_snapshot(cfg, out, "Diff", err);
+}
+
+/* Firecracker writes its snapshot by name in its jail (it cannot be handed
+ * an fd once running): the daemon takes the files out (vmm-save.c). */
+static int fc_save(const struct vmm_config *cfg, const char *out, const char *state_out, struct al_error *err)
+{
+	return vmm_save_by_name(cfg, fc_save_full, FC_STATE_SUFFIX, out, state_out, err);
+}
+
+static int fc_save_diff(const struct vmm_config *cfg, const char *out, const char *state_out, struct al_error *err)
+{
+	return vmm_save_by_name(cfg, fc_save_dirty, FC_STATE_SUFFIX, out, state_out, err);
 }
 
 /* A snapshot cannot be cancelled: it is one synchronous request. When the
@@ -516,23 +527,25 @@ static const char *const fc_runtime_files[] = {FC_API_SOCK, FC_VSOCK_SOCK, FC_CO
 const struct vmm_ops vmm_firecracker_ops = {
     .name = "firecracker",
     .binary = FC_BINARY,
+    .kernel_file = FC_KERNEL,
+    .disk_file = FC_DISK,
+    .disk_kind = VMM_DISK_WHOLE,
+    .runtime_files = fc_runtime_files,
+    .probe_what = "its API (GET /)",
+    .state_apart = true,
+    .ram_fd = false,
+    .channel_resets_on_save = true,
     .accel = fc_accel,
     .prepare_disk = fc_prepare_disk,
     .spawn = fc_spawn,
     .stop = vmm_stop_by_kill,
     .pause = fc_pause,
     .resume = fc_resume,
-    .save_path = fc_save,
+    .save = fc_save,
+    .save_diff = fc_save_diff,
     .cancel_save = fc_cancel_save,
     .wait_incoming = fc_wait_incoming,
     .probe = fc_probe,
-    .disk_file = FC_DISK,
-    .kernel_file = FC_KERNEL,
-    .state_suffix = FC_STATE_SUFFIX,
     .channel_connect = fc_channel_connect,
     .console_open = fc_console_open,
-    .channel_resets_on_save = true,
-    .save_diff = fc_save_diff,
-    .runtime_files = fc_runtime_files,
-    .probe_what = "its API (GET /)",
 };

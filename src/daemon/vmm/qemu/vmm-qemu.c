@@ -20,6 +20,8 @@
 
 #define QEMU_BINARY "qemu-system-x86_64"
 #define QEMU_IMG_BINARY "qemu-img"
+/* The guest kernel: a bzImage. */
+#define QEMU_KERNEL "vmlinuz"
 /* TCG's translation cache, MiB (part of the memory limit, jail.h). */
 #define QEMU_TCG_TB_MIB_STR "128"
 #define STR_(x) #x
@@ -109,7 +111,7 @@ static int qemu_prepare_disk(const struct vmm_config *cfg, struct al_error *err)
 	                "raw",
 	                "-b",
 	                (char *)cfg->rootfs,
-	                VMM_DISK,
+	                QEMU_DISK,
 	                cfg->disk_mib ? size : NULL,
 	                NULL};
 	int r = run_wait(argv, cfg->root, log_fd);
@@ -234,7 +236,7 @@ static void args_devices(struct qemu_cmdline *c)
 	 * permission for the jail's uid. */
 	snprintf(c->rootfs_fdset, sizeof(c->rootfs_fdset), "fd=%d,set=1,opaque=rootfs", FD_ROOTFS);
 	arg(c, "-chardev");
-	arg(c, "socket,id=con,path=" VMM_CONSOLE_SOCK ",server=on,wait=off");
+	arg(c, "socket,id=con,path=" QEMU_CONSOLE_SOCK ",server=on,wait=off");
 	arg(c, "-serial");
 	arg(c, "chardev:con");
 	arg(c, "-add-fd");
@@ -244,7 +246,7 @@ static void args_devices(struct qemu_cmdline *c)
 	arg(c, "-blockdev");
 	arg(c, "driver=raw,node-name=base,file=base-file,read-only=on");
 	arg(c, "-blockdev");
-	arg(c, "driver=file,node-name=disk-file,filename=" VMM_DISK ",discard=unmap");
+	arg(c, "driver=file,node-name=disk-file,filename=" QEMU_DISK ",discard=unmap");
 	arg(c, "-blockdev");
 	arg(c, "driver=qcow2,node-name=root,file=disk-file,backing=base,discard=unmap");
 	arg(c, "-device");
@@ -254,7 +256,7 @@ static void args_devices(struct qemu_cmdline *c)
 	arg(c, "-device");
 	arg(c, "virtio-serial-device");
 	arg(c, "-chardev");
-	arg(c, "socket,id=ctl,path=" VMM_CHANNEL_SOCK ",server=on,wait=off");
+	arg(c, "socket,id=ctl,path=" QEMU_CHANNEL_SOCK ",server=on,wait=off");
 	arg(c, "-device");
 	arg(c, "virtserialport,chardev=ctl,name=" AIRLOCK_PORT_NAME_LITERAL);
 	arg(c, "-qmp");
@@ -285,7 +287,7 @@ static void args_network_incoming(const struct vmm_config *cfg, struct qemu_cmdl
 
 /* The accelerator of this start: the probe's attempt (cfg->kvm_cpu, KVM),
  * else the daemon's decision (never "probing": every start waits for it,
- * sandbox.c). */
+ * sandbox-create.c). */
 static int start_accel(const struct vmm_config *cfg, bool *ret_kvm, char *cpu, size_t size, struct al_error *err)
 {
 	struct accel_info accel;
@@ -456,7 +458,8 @@ static int qemu_save_wait(const struct vmm_config *cfg, struct al_error *err)
 	}
 }
 
-static int qemu_save(const struct vmm_config *cfg, int out_fd, struct al_error *err)
+/* Saves into out_fd, an open file of the daemon's. */
+static int qemu_save_fd(const struct vmm_config *cfg, int out_fd, struct al_error *err)
 {
 	if (set_migration_caps(cfg, err) < 0) {
 		al_error_prefix(err, "cannot prepare saving the VM");
@@ -472,6 +475,33 @@ static int qemu_save(const struct vmm_config *cfg, int out_fd, struct al_error *
 		return r;
 	}
 	return qemu_save_wait(cfg, err);
+}
+
+/* One file holds the memory and the device state (state_out is unused):
+ * the daemon creates it, QEMU writes it through the fd it is handed. */
+static int qemu_save(const struct vmm_config *cfg, const char *out, const char *state_out, struct al_error *err)
+{
+	(void)state_out;
+	cleanup_close int fd = open(out, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0)
+		return al_error_set(err, AL_ERR_INTERNAL, errno, "cannot create %s: %m", out);
+	int r = qemu_save_fd(cfg, fd, err);
+	if (r < 0)
+		return r;
+	if (fsync(fd) < 0)
+		return al_error_set(err, AL_ERR_INTERNAL, errno, "cannot write the snapshot's memory: %m%s",
+		                    errno == ENOSPC ? " (the state dir's filesystem is full)" : "");
+	return 0;
+}
+
+/* QEMU's migration stream has no "only what changed since the last one". */
+static int qemu_save_diff(const struct vmm_config *cfg, const char *out, const char *state_out, struct al_error *err)
+{
+	(void)cfg;
+	(void)out;
+	(void)state_out;
+	return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EOPNOTSUPP,
+	                    "QEMU cannot save only the memory written since the last save");
 }
 
 static int qemu_cancel_save(const struct vmm_config *cfg, struct al_error *err)
@@ -562,9 +592,37 @@ static int qemu_probe(const struct vmm_config *cfg, unsigned timeout_ms, struct 
 	return r;
 }
 
+/* The guest channel and the console: unix sockets QEMU listens on in its
+ * directory (virtio-serial and the serial port's chardevs). */
+static int qemu_socket_open(const struct vmm_config *cfg, const char *name, int *ret_fd, struct al_error *err)
+{
+	int r = unix_connect_at(cfg->dirfd, name, ret_fd);
+	return r < 0 ? al_error_set(err, AL_ERR_UNAVAILABLE, -r, "cannot connect to %s", name) : 0;
+}
+
+static int qemu_channel_connect(const struct vmm_config *cfg, int *ret_fd, struct al_error *err)
+{
+	return qemu_socket_open(cfg, QEMU_CHANNEL_SOCK, ret_fd, err);
+}
+
+static int qemu_console_open(const struct vmm_config *cfg, int *ret_fd, struct al_error *err)
+{
+	return qemu_socket_open(cfg, QEMU_CONSOLE_SOCK, ret_fd, err);
+}
+
+static const char *const qemu_runtime_files[] = {QEMU_CHANNEL_SOCK, QEMU_CONSOLE_SOCK, QEMU_QMP_SOCK, NULL};
+
 const struct vmm_ops vmm_qemu_ops = {
     .name = "qemu",
     .binary = QEMU_BINARY,
+    .kernel_file = QEMU_KERNEL,
+    .disk_file = QEMU_DISK,
+    .disk_kind = VMM_DISK_OVERLAY,
+    .runtime_files = qemu_runtime_files,
+    .probe_what = "QMP (query-status)",
+    .state_apart = false,
+    .ram_fd = true,
+    .channel_resets_on_save = false,
     .accel = qemu_accel,
     .prepare_disk = qemu_prepare_disk,
     .spawn = qemu_spawn,
@@ -572,7 +630,10 @@ const struct vmm_ops vmm_qemu_ops = {
     .pause = qemu_pause,
     .resume = qemu_resume,
     .save = qemu_save,
-    .wait_incoming = qemu_wait_incoming,
+    .save_diff = qemu_save_diff,
     .cancel_save = qemu_cancel_save,
+    .wait_incoming = qemu_wait_incoming,
     .probe = qemu_probe,
+    .channel_connect = qemu_channel_connect,
+    .console_open = qemu_console_open,
 };

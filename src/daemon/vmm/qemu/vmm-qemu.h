@@ -6,6 +6,11 @@
 
 #include "vmm.h"
 
+/* Its files in the VMM's directory. */
+#define QEMU_DISK "disk.qcow2"       /* the qcow2 overlay over the template */
+#define QEMU_CHANNEL_SOCK "ctl.sock" /* the guest channel (virtio-serial) */
+#define QEMU_CONSOLE_SOCK "con.sock" /* the serial console */
+
 extern const struct vmm_ops vmm_qemu_ops;
 
 #endif

@@ -10,7 +10,7 @@
 
 #include "json-cleanup.h"
 #include "util.h"
-#include "vmm.h"
+#include "vmm-backend.h"
 
 #define QMP_LINE_MAX (64u * 1024u)
 #define QMP_TIMEOUT_MS 10000
