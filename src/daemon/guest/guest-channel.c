@@ -76,7 +76,7 @@ struct guest_channel {
 	bool hold;
 };
 
-void exec_result_release(struct exec_result *r)
+void guest_exec_result_release(struct exec_result *r)
 {
 	free(r->out[0].data);
 	free(r->out[1].data);

@@ -64,7 +64,7 @@ struct exec_result {
 	struct exec_output out[2]; /* stdout, stderr */
 	uint64_t duration_ms;
 };
-void exec_result_release(struct exec_result *r);
+void guest_exec_result_release(struct exec_result *r);
 
 /* Takes ownership of fd (made non-blocking). */
 struct guest_channel *guest_channel_new(int fd);
