@@ -316,6 +316,11 @@ void egress_event(struct egress_sandbox *sb, const char *type, json_t *data);
 
 struct egress_sandbox *egress_sandbox_ref(struct egress_sandbox *sb);
 void egress_sandbox_unref(struct egress_sandbox *sb);
+static inline void egress_sandbox_unrefp(struct egress_sandbox **sb)
+{
+	egress_sandbox_unref(*sb);
+}
+#define cleanup_egress_sandbox __attribute__((cleanup(egress_sandbox_unrefp)))
 /* The sandbox with this epoll key, or NULL. Called with rt->loop_lock held;
  * the pointer is valid while it is. */
 struct egress_sandbox *egress_sandbox_by_key(struct egress_runtime *rt, uint64_t key);
