@@ -66,12 +66,10 @@ bool egress_addr_is_local(const struct egress_addr *a)
 {
 	struct sockaddr_storage ss;
 	socklen_t len = egress_addr_sockaddr(a, 0, &ss);
-	int fd = socket(a->family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	cleanup_close int fd = socket(a->family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return true; /* cannot tell: treat as local (refused) */
-	bool local = bind(fd, (struct sockaddr *)&ss, len) == 0 || errno == EADDRINUSE;
-	close(fd);
-	return local;
+	return bind(fd, (struct sockaddr *)&ss, len) == 0 || errno == EADDRINUSE;
 }
 
 const char *egress_addr_refusal(const struct egress_addr *a)

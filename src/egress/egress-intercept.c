@@ -696,9 +696,9 @@ static const char *guest_read(struct icpt *ic, struct icpt_round *rd)
 	return NULL;
 }
 
-/* Our side toward the server ends when the guest's has, between requests,
- * or after a refusal (once the requests before it went out: the server
- * answers those, then sees the end). */
+/* Our side toward the server ends once the guest's has (between requests),
+ * or once a request is refused: the server answers the requests before it,
+ * then sees the end; with none before it, the refusal is answered now. */
 static const char *server_end(struct icpt *ic, struct icpt_round *rd, bool drained)
 {
 	if (ic->u_shut)
