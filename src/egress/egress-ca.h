@@ -51,11 +51,6 @@ int egress_ca_new(const char *cert_pem, size_t cert_len, const char *key_pem, si
 
 struct egress_ca *egress_ca_ref(struct egress_ca *ca);
 void egress_ca_unref(struct egress_ca *ca); /* accepts NULL */
-static inline void egress_ca_unrefp(struct egress_ca **ca)
-{
-	egress_ca_unref(*ca);
-}
-#define cleanup_egress_ca __attribute__((cleanup(egress_ca_unrefp)))
 
 /* The CA certificate (owned by ca). */
 X509 *egress_ca_cert(const struct egress_ca *ca);
