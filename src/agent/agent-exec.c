@@ -157,7 +157,7 @@ static int exec_req_parse(json_t *o, struct exec_req *r, char *err, size_t err_s
 	}
 	r->argv = xcalloc(json_array_size(argv) + 1, sizeof(char *));
 	for (size_t i = 0; i < json_array_size(argv); i++) {
-		const char *s = json_get_cstring(json_array_get(argv, i));
+		const char *s = agent_json_get_cstring(json_array_get(argv, i));
 		if (!s || (i == 0 && s[0] == '\0')) {
 			snprintf(err, err_size, "\"argv\"[%zu] must be a %sstring without NUL bytes", i,
 			         i == 0 ? "non-empty " : "");
@@ -178,7 +178,7 @@ static int exec_req_parse(json_t *o, struct exec_req *r, char *err, size_t err_s
 	}
 	r->envp = xcalloc(n_env + 4, sizeof(char *));
 	for (size_t i = 0; i < n_env; i++) {
-		const char *s = json_get_cstring(json_array_get(env, i));
+		const char *s = agent_json_get_cstring(json_array_get(env, i));
 		if (!s || s[0] == '=' || !strchr(s, '=')) {
 			snprintf(err, err_size, "\"env\"[%zu] must be a \"NAME=value\" string", i);
 			return -EINVAL;
@@ -189,7 +189,7 @@ static int exec_req_parse(json_t *o, struct exec_req *r, char *err, size_t err_s
 	json_t *cwd = json_object_get(o, "cwd");
 	r->cwd = "/";
 	if (cwd && !json_is_null(cwd)) {
-		r->cwd = json_get_cstring(cwd);
+		r->cwd = agent_json_get_cstring(cwd);
 		if (!r->cwd || r->cwd[0] == '\0') {
 			snprintf(err, err_size, "\"cwd\" must be a non-empty string");
 			return -EINVAL;
@@ -323,17 +323,17 @@ static void exec_report_failure(struct agent *a, uint32_t id, const struct exec_
 	const char *e = strerror(rep->err);
 	switch (rep->stage) {
 	case STAGE_CWD:
-		channel_send_error(a, id, rep->err, "chdir \"%s\": %s", r->cwd, e);
+		agent_channel_send_error(a, id, rep->err, "chdir \"%s\": %s", r->cwd, e);
 		break;
 	case STAGE_CRED:
-		channel_send_error(a, id, rep->err, "switch to uid %u gid %u: %s", (unsigned)r->uid, (unsigned)r->gid,
-		                   e);
+		agent_channel_send_error(a, id, rep->err, "switch to uid %u gid %u: %s", (unsigned)r->uid,
+		                         (unsigned)r->gid, e);
 		break;
 	case STAGE_EXEC:
-		channel_send_error(a, id, rep->err, "exec \"%s\": %s", r->argv[0], e);
+		agent_channel_send_error(a, id, rep->err, "exec \"%s\": %s", r->argv[0], e);
 		break;
 	default:
-		channel_send_error(a, id, rep->err, "set up the process for \"%s\": %s", r->argv[0], e);
+		agent_channel_send_error(a, id, rep->err, "set up the process for \"%s\": %s", r->argv[0], e);
 		break;
 	}
 }
@@ -398,13 +398,13 @@ static void exec_spawn(struct agent *a, uint32_t id, struct exec_req *r)
 	if (rc == 0)
 		rc = make_pipe(&rep_r, &rep_w);
 	if (rc < 0) {
-		channel_send_error(a, id, -rc, "EXEC: %s: %s", what, strerror(-rc));
+		agent_channel_send_error(a, id, -rc, "EXEC: %s: %s", what, strerror(-rc));
 		return;
 	}
 
 	pid_t pid = fork();
 	if (pid < 0) {
-		channel_send_error(a, id, errno, "EXEC: fork: %s", strerror(errno));
+		agent_channel_send_error(a, id, errno, "EXEC: fork: %s", strerror(errno));
 		return;
 	}
 	if (pid == 0) {
@@ -424,7 +424,7 @@ static void exec_spawn(struct agent *a, uint32_t id, struct exec_req *r)
 		return;
 	}
 
-	struct stream *s = stream_new(a, id, STREAM_EXEC);
+	struct stream *s = agent_stream_new(a, id, STREAM_EXEC);
 	s->pid = pid;
 	if (r->pty) {
 		s->pty = true;
@@ -446,18 +446,18 @@ static void exec_spawn(struct agent *a, uint32_t id, struct exec_req *r)
 		s->deadline_ms = s->last_output_ms + r->timeout_ms;
 }
 
-void exec_start(struct agent *a, uint32_t id, const uint8_t *payload, size_t len)
+void agent_exec_start(struct agent *a, uint32_t id, const uint8_t *payload, size_t len)
 {
 	char err[512];
-	json_t *o = json_parse_object(payload, len, err, sizeof(err));
+	json_t *o = agent_json_parse_object(payload, len, err, sizeof(err));
 	if (!o) {
-		channel_send_error(a, id, EINVAL, "EXEC: %s", err);
+		agent_channel_send_error(a, id, EINVAL, "EXEC: %s", err);
 		return;
 	}
 	struct exec_req r = {0};
 	int rc = exec_req_parse(o, &r, err, sizeof(err));
 	if (rc < 0)
-		channel_send_error(a, id, -rc, "EXEC: %s", err);
+		agent_channel_send_error(a, id, -rc, "EXEC: %s", err);
 	else
 		exec_spawn(a, id, &r);
 	exec_req_release(&r);
@@ -476,7 +476,7 @@ static void stdin_close(struct agent *a, struct stream *s)
 {
 	/* Whatever was still buffered will never reach the child: credit it. */
 	if (s->in_len && !s->orphan)
-		channel_send_credit(a, s->id, s->in_len);
+		agent_channel_send_credit(a, s->id, s->in_len);
 	s->in_len = 0;
 	s->in_off = 0;
 	s->n_veof = 0;
@@ -521,7 +521,7 @@ static int stdin_write_once(struct agent *a, struct stream *s)
 	s->in_off += (size_t)n;
 	s->in_len -= (size_t)n;
 	s->in_written += (uint64_t)n;
-	channel_send_credit(a, s->id, (size_t)n);
+	agent_channel_send_credit(a, s->id, (size_t)n);
 	return 1;
 }
 
@@ -537,7 +537,7 @@ static void stdin_pump(struct agent *a, struct stream *s)
 	}
 }
 
-void exec_stdin(struct agent *a, struct stream *s, const uint8_t *data, size_t len)
+void agent_exec_stdin(struct agent *a, struct stream *s, const uint8_t *data, size_t len)
 {
 	if (len == 0 && s->pty) {
 		/* ^D through the line discipline; the terminal stays open. More
@@ -553,7 +553,7 @@ void exec_stdin(struct agent *a, struct stream *s, const uint8_t *data, size_t l
 		return;
 	}
 	if (s->stdin_gone || s->stdin_eof) {
-		channel_send_credit(a, s->id, len);
+		agent_channel_send_credit(a, s->id, len);
 		return;
 	}
 	/* SECURITY: the host may have at most AIRLOCK_STDIN_WINDOW bytes in
@@ -561,11 +561,12 @@ void exec_stdin(struct agent *a, struct stream *s, const uint8_t *data, size_t l
 	 * the agent buffer without bound. */
 	if (s->in_len + len > AIRLOCK_STDIN_WINDOW) {
 		exec_kill(s, SIGKILL);
-		channel_send_error(a, s->id, ENOBUFS,
-		                   "STDIN: %zu bytes pending exceed the window of %u bytes (host ignored CREDIT); "
-		                   "process killed",
-		                   s->in_len + len, AIRLOCK_STDIN_WINDOW);
-		stream_free(a, s);
+		agent_channel_send_error(
+		    a, s->id, ENOBUFS,
+		    "STDIN: %zu bytes pending exceed the window of %u bytes (host ignored CREDIT); "
+		    "process killed",
+		    s->in_len + len, AIRLOCK_STDIN_WINDOW);
+		agent_stream_free(a, s);
 		return;
 	}
 	if (s->in_off + s->in_len + len > AIRLOCK_STDIN_WINDOW) {
@@ -579,15 +580,15 @@ void exec_stdin(struct agent *a, struct stream *s, const uint8_t *data, size_t l
 	stdin_pump(a, s);
 }
 
-void exec_signal(struct agent *a, struct stream *s, const uint8_t *payload, size_t len)
+void agent_exec_signal(struct agent *a, struct stream *s, const uint8_t *payload, size_t len)
 {
 	char err[512];
-	json_t *o = json_parse_object(payload, len, err, sizeof(err));
+	json_t *o = agent_json_parse_object(payload, len, err, sizeof(err));
 	json_t *v = o ? json_object_get(o, "signal") : NULL;
 	if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > SIGRTMAX) {
 		/* On stream 0: the process is still running, its stream goes on. */
-		channel_send_error(a, 0, EINVAL, "SIGNAL on stream %u: %s", s->id,
-		                   o ? "\"signal\" must be an integer signal number" : err);
+		agent_channel_send_error(a, 0, EINVAL, "SIGNAL on stream %u: %s", s->id,
+		                         o ? "\"signal\" must be an integer signal number" : err);
 		json_decref(o);
 		return;
 	}
@@ -595,10 +596,10 @@ void exec_signal(struct agent *a, struct stream *s, const uint8_t *payload, size
 	json_decref(o);
 }
 
-void exec_resize(struct agent *a, struct stream *s, const uint8_t *payload, size_t len)
+void agent_exec_resize(struct agent *a, struct stream *s, const uint8_t *payload, size_t len)
 {
 	char err[512];
-	json_t *o = json_parse_object(payload, len, err, sizeof(err));
+	json_t *o = agent_json_parse_object(payload, len, err, sizeof(err));
 	unsigned short rows = 0, cols = 0;
 	/* Errors on stream 0: the process goes on. */
 	if (!o || !json_object_get(o, "rows") || !json_object_get(o, "cols") || !pty_dim_get(o, "rows", &rows) ||
@@ -606,21 +607,21 @@ void exec_resize(struct agent *a, struct stream *s, const uint8_t *payload, size
 		if (o)
 			snprintf(err, sizeof(err), "\"rows\" and \"cols\" must be integers in 1..%d",
 			         AGENT_PTY_MAX_DIM);
-		channel_send_error(a, 0, EINVAL, "RESIZE on stream %u: %s", s->id, err);
+		agent_channel_send_error(a, 0, EINVAL, "RESIZE on stream %u: %s", s->id, err);
 	} else if (!s->pty) {
-		channel_send_error(a, 0, ENOTTY, "RESIZE on stream %u: the process has no PTY (EXEC without \"pty\")",
-		                   s->id);
+		agent_channel_send_error(a, 0, ENOTTY,
+		                         "RESIZE on stream %u: the process has no PTY (EXEC without \"pty\")", s->id);
 	} else {
 		struct winsize ws = {.ws_row = rows, .ws_col = cols};
 		int fd = s->in_fd >= 0 ? s->in_fd : s->out_fd;
 		/* Both closed: the terminal is gone with its processes; nothing to resize. */
 		if (fd >= 0 && ioctl(fd, TIOCSWINSZ, &ws) < 0)
-			channel_send_error(a, 0, errno, "RESIZE on stream %u: %s", s->id, strerror(errno));
+			agent_channel_send_error(a, 0, errno, "RESIZE on stream %u: %s", s->id, strerror(errno));
 	}
 	json_decref(o);
 }
 
-void exec_reap(struct agent *a)
+void agent_exec_reap(struct agent *a)
 {
 	for (;;) {
 		int status;
@@ -641,10 +642,10 @@ void exec_reap(struct agent *a)
 	}
 }
 
-void exec_poll_add(struct agent *a, struct stream *s, struct pollfd *pfds, size_t *n)
+void agent_exec_poll_add(struct agent *a, struct stream *s, struct pollfd *pfds, size_t *n)
 {
-	/* Closing: exec_tick drains the pipes itself. */
-	bool room = stream_output_room(a, s) > 0 && !s->closing;
+	/* Closing: agent_exec_tick drains the pipes itself. */
+	bool room = agent_stream_output_room(a, s) > 0 && !s->closing;
 	if (s->out_fd >= 0 && room) {
 		s->poll_out = (int)*n;
 		pfds[(*n)++] = (struct pollfd){.fd = s->out_fd, .events = POLLIN};
@@ -667,7 +668,7 @@ void exec_poll_add(struct agent *a, struct stream *s, struct pollfd *pfds, size_
 static ssize_t output_read(struct agent *a, struct stream *s, int *fd, uint8_t type, uint64_t now_ms, size_t max_bytes)
 {
 	static uint8_t buf[AIRLOCK_FRAME_MAX_PAYLOAD];
-	size_t room = MIN(stream_output_room(a, s), max_bytes);
+	size_t room = MIN(agent_stream_output_room(a, s), max_bytes);
 	if (room == 0)
 		return 0;
 	ssize_t n = read(*fd, buf, room);
@@ -676,8 +677,8 @@ static ssize_t output_read(struct agent *a, struct stream *s, int *fd, uint8_t t
 		return n;
 	}
 	if (n > 0) {
-		channel_send(a, type, s->id, buf, (size_t)n);
-		stream_output_sent(s, (size_t)n);
+		agent_channel_send(a, type, s->id, buf, (size_t)n);
+		agent_stream_output_sent(s, (size_t)n);
 		s->last_output_ms = now_ms;
 		return n;
 	}
@@ -687,7 +688,7 @@ static ssize_t output_read(struct agent *a, struct stream *s, int *fd, uint8_t t
 	return -1;
 }
 
-void exec_poll_handle(struct agent *a, struct stream *s, const struct pollfd *pfds, uint64_t now_ms)
+void agent_exec_poll_handle(struct agent *a, struct stream *s, const struct pollfd *pfds, uint64_t now_ms)
 {
 	if (s->poll_out >= 0 && pfds[s->poll_out].revents && s->out_fd >= 0)
 		output_read(a, s, &s->out_fd, AIRLOCK_FRAME_STDOUT, now_ms, SIZE_MAX);
@@ -707,7 +708,7 @@ void exec_poll_handle(struct agent *a, struct stream *s, const struct pollfd *pf
 static bool output_drain_close(struct agent *a, struct stream *s, int *fd, uint8_t type, uint64_t now_ms)
 {
 	while (*fd >= 0 && s->drain_left > 0) {
-		if (stream_output_room(a, s) == 0)
+		if (agent_stream_output_room(a, s) == 0)
 			return false;
 		ssize_t n = output_read(a, s, fd, type, now_ms, s->drain_left);
 		if (n <= 0)
@@ -727,7 +728,7 @@ static void exec_send_exit(struct agent *a, struct stream *s)
 		json_object_set_new(o, "signal", json_integer(WTERMSIG(s->wait_status)));
 	if (s->timed_out)
 		json_object_set_new(o, "timed_out", json_true());
-	channel_send_json(a, AIRLOCK_FRAME_EXIT, s->id, o);
+	agent_channel_send_json(a, AIRLOCK_FRAME_EXIT, s->id, o);
 }
 
 static void lower_timeout(int *timeout_ms, uint64_t now_ms, uint64_t at_ms)
@@ -737,7 +738,7 @@ static void lower_timeout(int *timeout_ms, uint64_t now_ms, uint64_t at_ms)
 		*timeout_ms = t;
 }
 
-bool exec_tick(struct agent *a, struct stream *s, uint64_t now_ms, int *timeout_ms)
+bool agent_exec_tick(struct agent *a, struct stream *s, uint64_t now_ms, int *timeout_ms)
 {
 	if (!s->reaped) {
 		if (s->deadline_ms && !s->timed_out) {
@@ -754,7 +755,7 @@ bool exec_tick(struct agent *a, struct stream *s, uint64_t now_ms, int *timeout_
 		/* While the host is slow (queue full, or no credit) the agent is
 		 * not reading: that is not quiet, and that time is not grace. A
 		 * CREDIT or a flush to the host wakes the loop. */
-		if (stream_output_room(a, s) == 0) {
+		if (agent_stream_output_room(a, s) == 0) {
 			if (!s->blocked_since_ms)
 				s->blocked_since_ms = MAX(now_ms, 1);
 			return false;
@@ -779,11 +780,11 @@ bool exec_tick(struct agent *a, struct stream *s, uint64_t now_ms, int *timeout_
 		return false;
 	if (!s->orphan)
 		exec_send_exit(a, s);
-	stream_free(a, s);
+	agent_stream_free(a, s);
 	return true;
 }
 
-void exec_orphan(struct agent *a, struct stream *s)
+void agent_exec_orphan(struct agent *a, struct stream *s)
 {
 	s->orphan = true;
 	/* Its stdin gets EOF (a PTY stays open: only its input side is gone). */
@@ -791,7 +792,7 @@ void exec_orphan(struct agent *a, struct stream *s)
 	stdin_close(a, s);
 }
 
-void exec_kill_all(struct agent *a)
+void agent_exec_kill_all(struct agent *a)
 {
 	for (size_t i = 0; i < a->n_streams; i++)
 		if (a->streams[i]->kind == STREAM_EXEC)

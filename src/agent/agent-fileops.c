@@ -124,9 +124,9 @@ static void op_stat(struct agent *a, uint32_t id, const char *path)
 	else if (r == 0)
 		r = entry_json(dir_fd, name, name, &o);
 	if (r < 0)
-		channel_send_error(a, id, -r, "stat \"%s\": %s", path, strerror(-r));
+		agent_channel_send_error(a, id, -r, "stat \"%s\": %s", path, strerror(-r));
 	else
-		channel_send_json(a, AIRLOCK_FRAME_OK, id, o);
+		agent_channel_send_json(a, AIRLOCK_FRAME_OK, id, o);
 }
 
 static void op_list(struct agent *a, uint32_t id, const char *path)
@@ -137,10 +137,10 @@ static void op_list(struct agent *a, uint32_t id, const char *path)
 		int e = errno;
 		if (fd >= 0)
 			close(fd);
-		channel_send_error(a, id, e, "list \"%s\": %s", path, strerror(e));
+		agent_channel_send_error(a, id, e, "list \"%s\": %s", path, strerror(e));
 		return;
 	}
-	struct stream *s = stream_new(a, id, STREAM_FILE_LIST);
+	struct stream *s = agent_stream_new(a, id, STREAM_FILE_LIST);
 	s->path = xstrdup(path);
 	s->dir = d;
 }
@@ -174,15 +174,15 @@ static char *list_next(struct stream *s, int *ret_err)
 	}
 }
 
-bool fileop_list_ready(const struct agent *a, const struct stream *s)
+bool agent_fileop_list_ready(const struct agent *a, const struct stream *s)
 {
-	return stream_output_room(a, s) >= MAX(s->list_need, (size_t)1);
+	return agent_stream_output_room(a, s) >= MAX(s->list_need, (size_t)1);
 }
 
-bool fileop_list_pump(struct agent *a, struct stream *s)
+bool agent_fileop_list_pump(struct agent *a, struct stream *s)
 {
 	static char chunk[AIRLOCK_FRAME_MAX_PAYLOAD];
-	size_t room = stream_output_room(a, s);
+	size_t room = agent_stream_output_room(a, s);
 	size_t used = strlen(LIST_PREFIX), n_in_chunk = 0;
 	memcpy(chunk, LIST_PREFIX, used);
 	bool end = false;
@@ -213,17 +213,17 @@ bool fileop_list_pump(struct agent *a, struct stream *s)
 	if (n_in_chunk) {
 		memcpy(chunk + used, LIST_SUFFIX, strlen(LIST_SUFFIX));
 		used += strlen(LIST_SUFFIX);
-		channel_send(a, AIRLOCK_FRAME_FILE_DATA, s->id, chunk, used);
-		stream_output_sent(s, used);
+		agent_channel_send(a, AIRLOCK_FRAME_FILE_DATA, s->id, chunk, used);
+		agent_stream_output_sent(s, used);
 		s->count += n_in_chunk;
 	}
 	if (!end)
 		return false;
 	if (err)
-		channel_send_error(a, s->id, err, "list \"%s\": %s", s->path, strerror(err));
+		agent_channel_send_error(a, s->id, err, "list \"%s\": %s", s->path, strerror(err));
 	else
-		channel_send_json(a, AIRLOCK_FRAME_OK, s->id, json_pack("{s:I}", "count", (json_int_t)s->count));
-	stream_free(a, s);
+		agent_channel_send_json(a, AIRLOCK_FRAME_OK, s->id, json_pack("{s:I}", "count", (json_int_t)s->count));
+	agent_stream_free(a, s);
 	return true;
 }
 
@@ -264,7 +264,7 @@ static void op_mkdir(struct agent *a, uint32_t id, json_t *o, const char *path)
 	json_t *jp = json_object_get(o, "parents"), *jm = json_object_get(o, "mode");
 	if ((jp && !json_is_boolean(jp)) ||
 	    (jm && (!json_is_integer(jm) || json_integer_value(jm) < 0 || json_integer_value(jm) > 07777))) {
-		channel_send_error(
+		agent_channel_send_error(
 		    a, id, EINVAL,
 		    "FILE_OP mkdir: \"parents\" must be a boolean and \"mode\" an integer in 0..4095 (07777)");
 		return;
@@ -276,9 +276,9 @@ static void op_mkdir(struct agent *a, uint32_t id, json_t *o, const char *path)
 	else
 		r = mkdir(path, mode) < 0 || chmod(path, mode) < 0 ? -errno : 0;
 	if (r < 0)
-		channel_send_error(a, id, -r, "mkdir \"%s\": %s", path, strerror(-r));
+		agent_channel_send_error(a, id, -r, "mkdir \"%s\": %s", path, strerror(-r));
 	else
-		channel_send_json(a, AIRLOCK_FRAME_OK, id, json_object());
+		agent_channel_send_json(a, AIRLOCK_FRAME_OK, id, json_object());
 }
 
 struct rm_ctx {
@@ -334,7 +334,7 @@ static void op_remove(struct agent *a, uint32_t id, json_t *o, const char *path)
 {
 	json_t *jr = json_object_get(o, "recursive");
 	if (jr && !json_is_boolean(jr)) {
-		channel_send_error(a, id, EINVAL, "FILE_OP remove: \"recursive\" must be a boolean");
+		agent_channel_send_error(a, id, EINVAL, "FILE_OP remove: \"recursive\" must be a boolean");
 		return;
 	}
 	cleanup_close int dir_fd = -1;
@@ -342,61 +342,63 @@ static void op_remove(struct agent *a, uint32_t id, json_t *o, const char *path)
 	int r = path_split_open(path, &dir_fd, name);
 	struct stat st, root;
 	if (r == -EBUSY) {
-		channel_send_error(a, id, EBUSY, "remove \"%s\": refusing to remove the root directory", path);
+		agent_channel_send_error(a, id, EBUSY, "remove \"%s\": refusing to remove the root directory", path);
 		return;
 	}
 	if (r == 0 && fstatat(dir_fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
 		r = -errno;
 	if (r == 0 && S_ISDIR(st.st_mode) && stat("/", &root) == 0 && st.st_dev == root.st_dev &&
 	    st.st_ino == root.st_ino) {
-		channel_send_error(a, id, EBUSY, "remove \"%s\": refusing to remove the root directory", path);
+		agent_channel_send_error(a, id, EBUSY, "remove \"%s\": refusing to remove the root directory", path);
 		return;
 	}
 	struct rm_ctx c = {.dev = r == 0 ? st.st_dev : 0};
 	if (r == 0 && json_is_true(jr) && S_ISDIR(st.st_mode)) {
 		r = rm_tree_at(dir_fd, name, &c, 0);
 		if (r < 0) {
-			channel_send_error(a, id, -r, "remove \"%s\": at \"%s\": %s", path, c.where + 1, strerror(-r));
+			agent_channel_send_error(a, id, -r, "remove \"%s\": at \"%s\": %s", path, c.where + 1,
+			                         strerror(-r));
 			return;
 		}
 	} else if (r == 0) {
 		r = unlinkat(dir_fd, name, S_ISDIR(st.st_mode) ? AT_REMOVEDIR : 0) < 0 ? -errno : 0;
 	}
 	if (r < 0)
-		channel_send_error(a, id, -r, "remove \"%s\": %s", path, strerror(-r));
+		agent_channel_send_error(a, id, -r, "remove \"%s\": %s", path, strerror(-r));
 	else
-		channel_send_json(a, AIRLOCK_FRAME_OK, id, json_object());
+		agent_channel_send_json(a, AIRLOCK_FRAME_OK, id, json_object());
 }
 
 static void op_rename(struct agent *a, uint32_t id, json_t *o, const char *path)
 {
 	char err[512];
-	const char *to = json_get_path(o, "to", err, sizeof(err));
+	const char *to = agent_json_get_path(o, "to", err, sizeof(err));
 	if (!to)
-		channel_send_error(a, id, EINVAL, "FILE_OP rename: %s", err);
+		agent_channel_send_error(a, id, EINVAL, "FILE_OP rename: %s", err);
 	else if (rename(path, to) < 0)
-		channel_send_error(a, id, errno, "rename \"%s\" to \"%s\": %s", path, to, strerror(errno));
+		agent_channel_send_error(a, id, errno, "rename \"%s\" to \"%s\": %s", path, to, strerror(errno));
 	else
-		channel_send_json(a, AIRLOCK_FRAME_OK, id, json_object());
+		agent_channel_send_json(a, AIRLOCK_FRAME_OK, id, json_object());
 }
 
 /* SECURITY: the request comes from the host: "op" is matched against the
  * known names, every path is absolute, shorter than PATH_MAX and NUL-free
- * (json_get_path), every other field is type-checked before use. */
-void fileop_start(struct agent *a, uint32_t id, const uint8_t *payload, size_t len)
+ * (agent_json_get_path), every other field is type-checked before use. */
+void agent_fileop_start(struct agent *a, uint32_t id, const uint8_t *payload, size_t len)
 {
 	char err[512];
-	json_t *o = json_parse_object(payload, len, err, sizeof(err));
+	json_t *o = agent_json_parse_object(payload, len, err, sizeof(err));
 	if (!o) {
-		channel_send_error(a, id, EINVAL, "FILE_OP: %s", err);
+		agent_channel_send_error(a, id, EINVAL, "FILE_OP: %s", err);
 		return;
 	}
-	const char *op = json_get_cstring(json_object_get(o, "op"));
-	const char *path = json_get_path(o, "path", err, sizeof(err));
+	const char *op = agent_json_get_cstring(json_object_get(o, "op"));
+	const char *path = agent_json_get_path(o, "path", err, sizeof(err));
 	if (!op)
-		channel_send_error(a, id, EINVAL, "FILE_OP: \"op\" must be one of stat, list, mkdir, remove, rename");
+		agent_channel_send_error(a, id, EINVAL,
+		                         "FILE_OP: \"op\" must be one of stat, list, mkdir, remove, rename");
 	else if (!path)
-		channel_send_error(a, id, EINVAL, "FILE_OP %s: %s", op, err);
+		agent_channel_send_error(a, id, EINVAL, "FILE_OP %s: %s", op, err);
 	else if (!strcmp(op, "stat"))
 		op_stat(a, id, path);
 	else if (!strcmp(op, "list"))
@@ -408,6 +410,6 @@ void fileop_start(struct agent *a, uint32_t id, const uint8_t *payload, size_t l
 	else if (!strcmp(op, "rename"))
 		op_rename(a, id, o, path);
 	else
-		channel_send_error(a, id, EINVAL, "FILE_OP: unknown \"op\" (stat, list, mkdir, remove, rename)");
+		agent_channel_send_error(a, id, EINVAL, "FILE_OP: unknown \"op\" (stat, list, mkdir, remove, rename)");
 	json_decref(o);
 }

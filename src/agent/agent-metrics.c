@@ -89,13 +89,13 @@ static int count_processes(uint64_t *ret)
 
 /* SECURITY: the payload is ignored beyond being empty or a JSON object; the
  * answer is built from the guest kernel's own files, bounded in size. */
-void metrics_send(struct agent *a, uint32_t id, const uint8_t *payload, size_t len)
+void agent_metrics_send(struct agent *a, uint32_t id, const uint8_t *payload, size_t len)
 {
 	char err[512];
 	if (len > 0) {
-		json_t *o = json_parse_object(payload, len, err, sizeof(err));
+		json_t *o = agent_json_parse_object(payload, len, err, sizeof(err));
 		if (!o) {
-			channel_send_error(a, id, EINVAL, "METRICS: %s", err);
+			agent_channel_send_error(a, id, EINVAL, "METRICS: %s", err);
 			return;
 		}
 		json_decref(o);
@@ -122,7 +122,7 @@ void metrics_send(struct agent *a, uint32_t id, const uint8_t *payload, size_t l
 		r = -errno;
 	}
 	if (r < 0) {
-		channel_send_error(a, id, -r, "METRICS: %s: %s", what, strerror(-r));
+		agent_channel_send_error(a, id, -r, "METRICS: %s: %s", what, strerror(-r));
 		return;
 	}
 	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
@@ -134,5 +134,5 @@ void metrics_send(struct agent *a, uint32_t id, const uint8_t *payload, size_t l
 	              (json_int_t)(cpus > 0 ? cpus : 1), "mem_total_kib", (json_int_t)mem_total, "mem_available_kib",
 	              (json_int_t)mem_avail, "disk_total_bytes", (json_int_t)total, "disk_used_bytes", (json_int_t)used,
 	              "uptime_ms", (json_int_t)uptime_ms, "processes", (json_int_t)procs);
-	channel_send_json(a, AIRLOCK_FRAME_OK, id, o);
+	agent_channel_send_json(a, AIRLOCK_FRAME_OK, id, o);
 }

@@ -146,13 +146,13 @@ static void sleep_ms(unsigned ms)
 	nanosleep(&ts, NULL);
 }
 
-void snapshot_freeze(struct agent *a, uint32_t id, const uint8_t *payload, size_t len)
+void agent_snapshot_freeze(struct agent *a, uint32_t id, const uint8_t *payload, size_t len)
 {
 	char err[512];
 	if (len > 0) {
-		json_t *o = json_parse_object(payload, len, err, sizeof(err));
+		json_t *o = agent_json_parse_object(payload, len, err, sizeof(err));
 		if (!o) {
-			channel_send_error(a, id, EINVAL, "FREEZE: %s", err);
+			agent_channel_send_error(a, id, EINVAL, "FREEZE: %s", err);
 			return;
 		}
 		json_decref(o);
@@ -179,7 +179,8 @@ void snapshot_freeze(struct agent *a, uint32_t id, const uint8_t *payload, size_
 	a->frozen = true;
 	for (size_t i = 0; i < a->n_streams; i++)
 		a->streams[i]->held = true;
-	channel_send_json(a, AIRLOCK_FRAME_OK, id, json_pack("{s:I}", "stopped", (json_int_t)(targets - running)));
+	agent_channel_send_json(a, AIRLOCK_FRAME_OK, id,
+	                        json_pack("{s:I}", "stopped", (json_int_t)(targets - running)));
 }
 
 struct thaw_req {
@@ -235,7 +236,7 @@ static int thaw_parse(json_t *o, struct thaw_req *r, char *err, size_t err_size)
 	}
 	r->generation = (uint64_t)json_integer_value(g);
 
-	const char *e = json_get_cstring(json_object_get(o, "entropy"));
+	const char *e = agent_json_get_cstring(json_object_get(o, "entropy"));
 	if (!e || strlen(e) > (THAW_ENTROPY_MAX + 2) / 3 * 4 ||
 	    base64_decode(e, strlen(e), &r->entropy, &r->entropy_len) < 0 || r->entropy_len < THAW_ENTROPY_MIN ||
 	    r->entropy_len > THAW_ENTROPY_MAX) {
@@ -251,12 +252,12 @@ static int thaw_parse(json_t *o, struct thaw_req *r, char *err, size_t err_size)
 	}
 	r->time_ms = json_integer_value(t);
 
-	r->sandbox_id = json_get_cstring(json_object_get(o, "sandbox_id"));
+	r->sandbox_id = agent_json_get_cstring(json_object_get(o, "sandbox_id"));
 	if (!r->sandbox_id || !sandbox_id_valid(r->sandbox_id)) {
 		snprintf(err, err_size, "\"sandbox_id\" must be 1 to %d characters of [a-z0-9-]", THAW_NAME_MAX);
 		return -EINVAL;
 	}
-	r->hostname = json_get_cstring(json_object_get(o, "hostname"));
+	r->hostname = agent_json_get_cstring(json_object_get(o, "hostname"));
 	if (!r->hostname || !hostname_valid(r->hostname)) {
 		snprintf(err, err_size, "\"hostname\" must be a valid host name of at most %d characters",
 		         THAW_NAME_MAX);
@@ -315,33 +316,33 @@ static int write_state(const char *dir, const char *name, const char *value)
  * frozen, a FILE_READ say), their ids are free. */
 static void orphan_all(struct agent *a)
 {
-	channel_drop_held(a);
+	agent_channel_drop_held(a);
 	for (size_t i = a->n_streams; i-- > 0;) {
 		struct stream *s = a->streams[i];
 		if (s->orphan)
 			continue;
-		channel_drop_stream(a, s->id);
+		agent_channel_drop_stream(a, s->id);
 		if (s->kind == STREAM_EXEC) {
-			exec_orphan(a, s);
+			agent_exec_orphan(a, s);
 			s->id = 0;
 		} else {
-			stream_free(a, s);
+			agent_stream_free(a, s);
 		}
 	}
 }
 
-void snapshot_thaw(struct agent *a, uint32_t id, const uint8_t *payload, size_t len)
+void agent_snapshot_thaw(struct agent *a, uint32_t id, const uint8_t *payload, size_t len)
 {
 	char err[512];
-	json_t *o = json_parse_object(payload, len, err, sizeof(err));
+	json_t *o = agent_json_parse_object(payload, len, err, sizeof(err));
 	if (!o) {
-		channel_send_error(a, id, EINVAL, "THAW: %s", err);
+		agent_channel_send_error(a, id, EINVAL, "THAW: %s", err);
 		return;
 	}
 	struct thaw_req r = {0};
 	int rc = thaw_parse(o, &r, err, sizeof(err));
 	if (rc < 0) {
-		channel_send_error(a, id, -rc, "THAW: %s", err);
+		agent_channel_send_error(a, id, -rc, "THAW: %s", err);
 		goto out;
 	}
 
@@ -350,17 +351,18 @@ void snapshot_thaw(struct agent *a, uint32_t id, const uint8_t *payload, size_t 
 		const char *what;
 		rc = rng_reseed(r.entropy, r.entropy_len, &what);
 		if (rc < 0) {
-			channel_send_error(a, id, -rc, "THAW: reseed the kernel RNG (%s): %s", what, strerror(-rc));
+			agent_channel_send_error(a, id, -rc, "THAW: reseed the kernel RNG (%s): %s", what,
+			                         strerror(-rc));
 			goto out;
 		}
 		struct timespec ts = {.tv_sec = (time_t)(r.time_ms / 1000),
 		                      .tv_nsec = (long)(r.time_ms % 1000) * 1000000L};
 		if (clock_settime(CLOCK_REALTIME, &ts) < 0) {
-			channel_send_error(a, id, errno, "THAW: set the clock: %s", strerror(errno));
+			agent_channel_send_error(a, id, errno, "THAW: set the clock: %s", strerror(errno));
 			goto out;
 		}
 		if (sethostname(r.hostname, strlen(r.hostname)) < 0) {
-			channel_send_error(a, id, errno, "THAW: set the hostname: %s", strerror(errno));
+			agent_channel_send_error(a, id, errno, "THAW: set the hostname: %s", strerror(errno));
 			goto out;
 		}
 	}
@@ -382,7 +384,7 @@ void snapshot_thaw(struct agent *a, uint32_t id, const uint8_t *payload, size_t 
 			rc = write_state(dir, "sandbox_id", r.sandbox_id);
 		}
 		if (rc < 0) {
-			channel_send_error(a, id, -rc, "THAW: write %s/%s: %s", dir, what, strerror(-rc));
+			agent_channel_send_error(a, id, -rc, "THAW: write %s/%s: %s", dir, what, strerror(-rc));
 			goto out;
 		}
 	}
@@ -395,8 +397,8 @@ void snapshot_thaw(struct agent *a, uint32_t id, const uint8_t *payload, size_t 
 	}
 	a->generation = r.generation;
 	agent_new_boot_id(a, false);
-	channel_release_held(a);
-	channel_send_json(a, AIRLOCK_FRAME_OK, id, json_pack("{s:I}", "generation", (json_int_t)r.generation));
+	agent_channel_release_held(a);
+	agent_channel_send_json(a, AIRLOCK_FRAME_OK, id, json_pack("{s:I}", "generation", (json_int_t)r.generation));
 out:
 	if (r.entropy) {
 		explicit_bzero(r.entropy, r.entropy_len);
