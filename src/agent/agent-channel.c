@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "json-cleanup.h"
 #include "util.h"
 
 /* The queue is in send order, but frames held back while frozen (FREEZE:
@@ -78,24 +79,19 @@ static bool vsock_present(void)
 	return cid != VMADDR_CID_ANY && cid > VMADDR_CID_HOST;
 }
 
-static int listen_on(int fd, const struct sockaddr *sa, socklen_t len, int *ret_fd)
+static int listen_on(const struct sockaddr *sa, socklen_t len, int *ret_fd)
 {
-	if (bind(fd, sa, len) < 0 || listen(fd, 4) < 0) {
-		int r = -errno;
-		close(fd);
-		return r;
-	}
-	*ret_fd = fd;
+	cleanup_close int fd = socket(sa->sa_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0 || bind(fd, sa, len) < 0 || listen(fd, 4) < 0)
+		return -errno;
+	*ret_fd = TAKE_FD(fd);
 	return 0;
 }
 
 int agent_channel_listen_vsock(unsigned port, int *ret_fd)
 {
-	int fd = socket(AF_VSOCK, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	if (fd < 0)
-		return -errno;
 	struct sockaddr_vm sa = {.svm_family = AF_VSOCK, .svm_cid = VMADDR_CID_ANY, .svm_port = port};
-	return listen_on(fd, (const struct sockaddr *)&sa, sizeof(sa), ret_fd);
+	return listen_on((const struct sockaddr *)&sa, sizeof(sa), ret_fd);
 }
 
 int agent_channel_listen_unix(const char *path, int *ret_fd)
@@ -103,10 +99,7 @@ int agent_channel_listen_unix(const char *path, int *ret_fd)
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	if (strlcpy_al(sa.sun_path, path, sizeof(sa.sun_path)) >= sizeof(sa.sun_path))
 		return -ENAMETOOLONG;
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	if (fd < 0)
-		return -errno;
-	return listen_on(fd, (const struct sockaddr *)&sa, sizeof(sa), ret_fd);
+	return listen_on((const struct sockaddr *)&sa, sizeof(sa), ret_fd);
 }
 
 int agent_channel_open(int timeout_ms, int *ret_port_fd, int *ret_listen_fd)
@@ -139,7 +132,7 @@ int agent_channel_accept(struct agent *a, int *ret_fd)
 {
 	struct sockaddr_storage ss;
 	socklen_t len = sizeof(ss);
-	int fd = accept4(a->listen_fd, (struct sockaddr *)&ss, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+	cleanup_close int fd = accept4(a->listen_fd, (struct sockaddr *)&ss, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
 	if (fd < 0)
 		return errno == EAGAIN || errno == EINTR || errno == ECONNABORTED ? 0 : -errno;
 	/* SECURITY: only the host drives the agent. Through Firecracker's
@@ -149,10 +142,9 @@ int agent_channel_accept(struct agent *a, int *ret_fd)
 	if (ss.ss_family == AF_VSOCK && ((struct sockaddr_vm *)&ss)->svm_cid != VMADDR_CID_HOST) {
 		agent_log("refused a vsock connection from CID %u (only the host, CID %u, may connect)",
 		          ((struct sockaddr_vm *)&ss)->svm_cid, VMADDR_CID_HOST);
-		close(fd);
 		return 0;
 	}
-	*ret_fd = fd;
+	*ret_fd = TAKE_FD(fd);
 	return 1;
 }
 
@@ -359,20 +351,16 @@ size_t agent_channel_queued_output(const struct agent *a, uint32_t stream)
 
 /* ---- incoming ---- */
 
-json_t *agent_json_parse_object(const uint8_t *payload, size_t len, char *err, size_t err_size)
+int agent_json_parse_object(const uint8_t *payload, size_t len, json_t **ret, struct al_error *err)
 {
 	json_error_t jerr;
-	json_t *o = json_loadb((const char *)payload, len, JSON_REJECT_DUPLICATES, &jerr);
-	if (!o) {
-		snprintf(err, err_size, "invalid JSON: %s", jerr.text);
-		return NULL;
-	}
-	if (!json_is_object(o)) {
-		json_decref(o);
-		snprintf(err, err_size, "expected a JSON object");
-		return NULL;
-	}
-	return o;
+	cleanup_json json_t *o = json_loadb((const char *)payload, len, JSON_REJECT_DUPLICATES, &jerr);
+	if (!o)
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "invalid JSON: %s", jerr.text);
+	if (!json_is_object(o))
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "expected a JSON object");
+	*ret = TAKE_PTR(o);
+	return 0;
 }
 
 const char *agent_json_get_cstring(json_t *v)
@@ -428,6 +416,54 @@ channel_reject(struct agent *a, const struct airlock_frame_header *h, int errnum
 		agent_channel_send_error(a, h->stream, errnum, "%s: %s", frame_type_name(h->type), msg);
 }
 
+/* The handlers of the frames that open a stream; METRICS and FREEZE may
+ * come without a payload, the others carry a JSON object. */
+static const struct {
+	int (*open)(struct agent *a, uint32_t id, json_t *req, struct al_error *err);
+	bool may_be_empty;
+} stream_openers[] = {
+    [AIRLOCK_FRAME_EXEC] = {agent_exec_start, false},
+    [AIRLOCK_FRAME_FILE_WRITE] = {agent_file_write_start, false},
+    [AIRLOCK_FRAME_FILE_READ] = {agent_file_read_start, false},
+    [AIRLOCK_FRAME_FILE_OP] = {agent_fileop_start, false},
+    [AIRLOCK_FRAME_METRICS] = {agent_metrics_send, true},
+    [AIRLOCK_FRAME_FREEZE] = {agent_snapshot_freeze, true},
+    [AIRLOCK_FRAME_THAW] = {agent_snapshot_thaw, false},
+};
+
+/* A frame that opens a stream: its handler's failure is the stream's ERROR
+ * (and its only frame, unless a failed FILE_WRITE keeps the stream to drop
+ * its FILE_DATA). */
+static void channel_open_stream(struct agent *a, const struct airlock_frame_header *h, const uint8_t *p)
+{
+	struct al_error err = {0};
+	cleanup_json json_t *req = NULL;
+	int r = 0;
+	if (h->length > 0 || !stream_openers[h->type].may_be_empty) {
+		r = agent_json_parse_object(p, h->length, &req, &err);
+		if (r < 0)
+			al_error_prefix(&err, "%s", frame_type_name(h->type));
+	}
+	if (r == 0)
+		r = stream_openers[h->type].open(a, h->stream, req, &err);
+	if (r < 0)
+		agent_channel_send_error(a, h->stream, -r, "%s", err.message);
+}
+
+/* SIGNAL or RESIZE for an exec: its failure rejects the frame (on stream 0),
+ * the process goes on. */
+static void channel_exec_control(struct agent *a, const struct airlock_frame_header *h, const uint8_t *p,
+                                 struct stream *s)
+{
+	struct al_error err = {0};
+	cleanup_json json_t *req = NULL;
+	int r = agent_json_parse_object(p, h->length, &req, &err);
+	if (r == 0)
+		r = h->type == AIRLOCK_FRAME_SIGNAL ? agent_exec_signal(s, req, &err) : agent_exec_resize(s, req, &err);
+	if (r < 0)
+		channel_reject(a, h, -r, "%s", err.message);
+}
+
 /* SECURITY: every field of a host frame is checked here or in the handler it
  * goes to: the header by frame_reader_next (version, type, flags, length),
  * the stream id against the stream table and the frame type against what
@@ -460,20 +496,8 @@ static void channel_dispatch(struct agent *a, const struct airlock_frame_header 
 			               "too many streams: the agent runs at most %d processes and transfers at once; "
 			               "wait for one to end",
 			               AGENT_MAX_STREAMS);
-		else if (h->type == AIRLOCK_FRAME_EXEC)
-			agent_exec_start(a, h->stream, p, h->length);
-		else if (h->type == AIRLOCK_FRAME_FILE_WRITE)
-			agent_file_write_start(a, h->stream, p, h->length);
-		else if (h->type == AIRLOCK_FRAME_FILE_READ)
-			agent_file_read_start(a, h->stream, p, h->length);
-		else if (h->type == AIRLOCK_FRAME_FILE_OP)
-			agent_fileop_start(a, h->stream, p, h->length);
-		else if (h->type == AIRLOCK_FRAME_FREEZE)
-			agent_snapshot_freeze(a, h->stream, p, h->length);
-		else if (h->type == AIRLOCK_FRAME_THAW)
-			agent_snapshot_thaw(a, h->stream, p, h->length);
 		else
-			agent_metrics_send(a, h->stream, p, h->length);
+			channel_open_stream(a, h, p);
 		return;
 	case AIRLOCK_FRAME_CREDIT:
 		/* CREDIT races the end of its stream (the host credits output it
@@ -489,7 +513,7 @@ static void channel_dispatch(struct agent *a, const struct airlock_frame_header 
 		return;
 	case AIRLOCK_FRAME_RESIZE:
 		if (s && s->kind == STREAM_EXEC)
-			agent_exec_resize(a, s, p, h->length);
+			channel_exec_control(a, h, p, s);
 		else
 			channel_reject(a, h, EBADF, s ? "the stream is not an exec" : "no such stream");
 		return;
@@ -502,7 +526,7 @@ static void channel_dispatch(struct agent *a, const struct airlock_frame_header 
 			if (h->type == AIRLOCK_FRAME_STDIN)
 				agent_exec_stdin(a, s, p, h->length);
 			else
-				agent_exec_signal(a, s, p, h->length);
+				channel_exec_control(a, h, p, s);
 		} else {
 			channel_reject(a, h, EBADF, s ? "the stream is not an exec" : "no such stream");
 		}

@@ -40,27 +40,31 @@
 #define MODULES_LIST "/etc/airlock/modules"
 #define CMDLINE_MAX 4096
 
-void agent_log(const char *fmt, ...)
+/* One line on stderr (the console), in one write. */
+static void __attribute__((format(printf, 2, 0))) log_line(const char *prefix, const char *fmt, va_list ap)
 {
 	char msg[1024];
-	va_list ap;
-	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
 	char line[1100];
-	int n = snprintf(line, sizeof(line), "airlock-agent: %s\n", msg);
+	int n = snprintf(line, sizeof(line), "airlock-agent: %s%s\n", prefix, msg);
 	if (n > 0)
 		(void)!write(STDERR_FILENO, line, MIN((size_t)n, sizeof(line) - 1));
 }
 
-void agent_fatal(const char *fmt, ...)
+void agent_log(const char *fmt, ...)
 {
-	char msg[1024];
 	va_list ap;
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	log_line("", fmt, ap);
 	va_end(ap);
-	agent_log("FATAL: %s", msg);
+}
+
+void agent_fatal(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	log_line("FATAL: ", fmt, ap);
+	va_end(ap);
 	if (getpid() == 1)
 		agent_log("FATAL: the guest cannot start; exiting (the kernel panics and the VM stops)");
 	sync();
@@ -279,11 +283,9 @@ static void init_network(void)
 	/* A symlink (to a resolver's runtime file) is replaced by a file. */
 	unlink("/etc/resolv.conf");
 	static const char resolv[] = "nameserver " AIRLOCK_NET_DNS "\n";
-	int rf = open("/etc/resolv.conf", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+	cleanup_close int rf = open("/etc/resolv.conf", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
 	if (rf < 0 || write_full(rf, resolv, sizeof(resolv) - 1) < 0)
 		agent_log("/etc/resolv.conf: %s", strerror(errno));
-	if (rf >= 0)
-		close(rf);
 }
 
 void agent_init_boot(void)

@@ -19,6 +19,7 @@
 #include <sys/types.h>
 
 #include "airlock/proto.h"
+#include "error.h"
 #include "frame.h"
 
 #define AGENT_VERSION "0.1.0"
@@ -221,11 +222,20 @@ size_t agent_stream_output_room(const struct agent *a, const struct stream *s);
 void agent_stream_output_sent(struct stream *s, size_t n);
 void agent_stream_output_credit(struct stream *s, uint32_t n);
 
+/* The handlers of the frames that open a stream (EXEC, FILE_WRITE, FILE_READ,
+ * FILE_OP, METRICS, FREEZE, THAW) all take (a, id, req, err): req is the
+ * frame's JSON object (NULL for an empty METRICS or FREEZE). A handler
+ * answers on stream id itself, or returns < 0 with err set, which the
+ * dispatcher sends as the stream's ERROR (the errno of the return value,
+ * err's message). */
+
 /* agent-exec.c */
-void agent_exec_start(struct agent *a, uint32_t id, const uint8_t *payload, size_t len);
+int agent_exec_start(struct agent *a, uint32_t id, json_t *req, struct al_error *err);
 void agent_exec_stdin(struct agent *a, struct stream *s, const uint8_t *data, size_t len);
-void agent_exec_signal(struct agent *a, struct stream *s, const uint8_t *payload, size_t len);
-void agent_exec_resize(struct agent *a, struct stream *s, const uint8_t *payload, size_t len);
+/* SIGNAL and RESIZE on an exec: < 0 with err set rejects the frame (the
+ * process goes on). */
+int agent_exec_signal(struct stream *s, json_t *req, struct al_error *err);
+int agent_exec_resize(struct stream *s, json_t *req, struct al_error *err);
 void agent_exec_reap(struct agent *a);
 void agent_exec_poll_add(struct agent *a, struct stream *s, struct pollfd *pfds, size_t *n);
 void agent_exec_poll_handle(struct agent *a, struct stream *s, const struct pollfd *pfds, uint64_t now_ms);
@@ -237,34 +247,35 @@ void agent_exec_kill_all(struct agent *a);
 void agent_exec_orphan(struct agent *a, struct stream *s);
 
 /* agent-files.c */
-void agent_file_write_start(struct agent *a, uint32_t id, const uint8_t *payload, size_t len);
+int agent_file_write_start(struct agent *a, uint32_t id, json_t *req, struct al_error *err);
 void agent_file_write_data(struct agent *a, struct stream *s, const uint8_t *data, size_t len);
 /* SIGNAL on a FILE_WRITE stream: remove the temp file, answer ERROR ecanceled, end the stream. */
 void agent_file_write_cancel(struct agent *a, struct stream *s);
-void agent_file_read_start(struct agent *a, uint32_t id, const uint8_t *payload, size_t len);
+int agent_file_read_start(struct agent *a, uint32_t id, json_t *req, struct al_error *err);
 /* Sends one chunk; true when the stream ended (and was freed). */
 bool agent_file_read_pump(struct agent *a, struct stream *s);
-/* SECURITY: paths from the host: absolute, shorter than PATH_MAX, no NULs. */
-const char *agent_json_get_path(json_t *o, const char *key, char *err, size_t err_size);
+/* SECURITY: paths from the host: absolute, shorter than PATH_MAX, no NULs.
+ * *ret points into o. */
+int agent_json_get_path(json_t *o, const char *key, const char **ret, struct al_error *err);
 
 /* agent-fileops.c */
-void agent_fileop_start(struct agent *a, uint32_t id, const uint8_t *payload, size_t len);
+int agent_fileop_start(struct agent *a, uint32_t id, json_t *req, struct al_error *err);
 /* Whether a listing can send its next chunk (it has the credit for it). */
 bool agent_fileop_list_ready(const struct agent *a, const struct stream *s);
 /* Sends one chunk of a listing; true when the stream ended (and was freed). */
 bool agent_fileop_list_pump(struct agent *a, struct stream *s);
 
 /* agent-snapshot.c */
-void agent_snapshot_freeze(struct agent *a, uint32_t id, const uint8_t *payload, size_t len);
-void agent_snapshot_thaw(struct agent *a, uint32_t id, const uint8_t *payload, size_t len);
+int agent_snapshot_freeze(struct agent *a, uint32_t id, json_t *req, struct al_error *err);
+int agent_snapshot_thaw(struct agent *a, uint32_t id, json_t *req, struct al_error *err);
 /* A new random boot_id (HELLO), e.g. after the RNG was reseeded. */
 void agent_new_boot_id(struct agent *a, bool early);
 
 /* agent-metrics.c */
-void agent_metrics_send(struct agent *a, uint32_t id, const uint8_t *payload, size_t len);
+int agent_metrics_send(struct agent *a, uint32_t id, json_t *req, struct al_error *err);
 
 /* JSON helpers shared by the parsers of host requests. */
-json_t *agent_json_parse_object(const uint8_t *payload, size_t len, char *err, size_t err_size);
+int agent_json_parse_object(const uint8_t *payload, size_t len, json_t **ret, struct al_error *err);
 /* A JSON string without embedded NUL bytes, or NULL. */
 const char *agent_json_get_cstring(json_t *v);
 
