@@ -52,13 +52,13 @@ static int on_output_line(void *ud, char *line, size_t len)
 	cleanup_json json_t *o = json_loadb(line, len, 0, &jerr);
 	const char *type = json_string_value(json_object_get(o, "type"));
 	if (!type) {
-		client_error("ignoring a line from the daemon that is not an output event: %.80s", line);
+		cli_client_error("ignoring a line from the daemon that is not an output event: %.80s", line);
 		return 0;
 	}
 	if (!strcmp(type, "stdout") || !strcmp(type, "stderr")) {
 		int r = write_chunk(!strcmp(type, "stdout") ? 1 : 2, o);
 		if (r == -EBADMSG)
-			client_error("the daemon sent output that is not valid base64");
+			cli_client_error("the daemon sent output that is not valid base64");
 		else if (r < 0)
 			fprintf(stderr, "airlock: cannot write the command's output: %s\n", strerror(-r));
 		return r < 0 ? r : 0;
@@ -76,7 +76,7 @@ static int on_output_line(void *ud, char *line, size_t len)
 		return 0;
 	}
 	if (!strcmp(type, "exit")) {
-		s->status = exit_status_of(o);
+		s->status = cli_exit_status_of(o);
 		return 0;
 	}
 	if (!strcmp(type, "error")) {
@@ -112,7 +112,7 @@ static int post_stdin(struct exec_stream *s, const void *buf, size_t len, bool e
 		fprintf(stderr, "airlock: cannot pass standard input on: %s\n", errbuf);
 	else if (*ret_status != 204 && *ret_status != 404 && *ret_status != 409)
 		/* 404/409: the process is gone; its exit line says how. */
-		report(*ret_status, body, NULL);
+		cli_report(*ret_status, body, NULL);
 	return r;
 }
 
@@ -166,7 +166,7 @@ static int read_stdin_all(uint8_t **ret, size_t *ret_len)
 	for (;;) {
 		if (len == cap) {
 			if (cap > CLI_STDIN_MAX)
-				return client_error(
+				return cli_client_error(
 				    "standard input is larger than %u bytes; drop --no-stream to stream "
 				    "it, or copy big inputs into the sandbox with 'airlock cp'",
 				    CLI_STDIN_MAX);
@@ -177,14 +177,14 @@ static int read_stdin_all(uint8_t **ret, size_t *ret_len)
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0)
-			return client_error("cannot read standard input: %s", strerror(errno));
+			return cli_client_error("cannot read standard input: %s", strerror(errno));
 		if (n == 0)
 			break;
 		len += (size_t)n;
 	}
 	if (len > CLI_STDIN_MAX)
-		return client_error("standard input is larger than %u bytes; drop --no-stream to stream it",
-		                    CLI_STDIN_MAX);
+		return cli_client_error("standard input is larger than %u bytes; drop --no-stream to stream it",
+		                        CLI_STDIN_MAX);
 	*ret = TAKE_PTR(b);
 	*ret_len = len;
 	return 0;
@@ -222,7 +222,7 @@ static int exec_buffered(const char *id, json_t *body, bool force_stdin)
 	}
 	cleanup_free char *path = xasprintf("/v1/sandboxes/%s/exec", id);
 	cleanup_json json_t *resp = NULL;
-	int r = call("POST", path, body, 200, &resp);
+	int r = cli_call("POST", path, body, 200, &resp);
 	if (r)
 		return r;
 	if (write_output(1, resp, "stdout", "stdout_encoding") < 0 ||
@@ -231,7 +231,7 @@ static int exec_buffered(const char *id, json_t *body, bool force_stdin)
 	if (json_is_true(json_object_get(resp, "stdout_truncated")) ||
 	    json_is_true(json_object_get(resp, "stderr_truncated")))
 		fprintf(stderr, "airlock: output was truncated at the daemon's limit\n");
-	return exit_status_of(resp);
+	return cli_exit_status_of(resp);
 }
 
 static void stream_stop_stdin(struct exec_stream *s)
@@ -259,7 +259,7 @@ static int exec_streaming(const char *id, json_t *body, bool force_stdin)
 	if (s.stdin_stream) {
 		json_object_set_new(body, "stdin_stream", json_true());
 		if (pipe2(s.stop_pipe, O_CLOEXEC) < 0)
-			return client_error("cannot create a pipe: %s", strerror(errno));
+			return cli_client_error("cannot create a pipe: %s", strerror(errno));
 	}
 	cleanup_free char *path = xasprintf("/v1/sandboxes/%s/exec", id);
 	struct cli_req req = {.method = "POST", .path = path, .json = body, .on_line = on_output_line, .ud = &s};
@@ -274,7 +274,7 @@ static int exec_streaming(const char *id, json_t *body, bool force_stdin)
 	}
 	free(s.process_id);
 	if (r < 0)
-		return report(0, NULL, errbuf);
+		return cli_report(0, NULL, errbuf);
 	if (status == 400 && daemon_lacks_streaming(resp)) {
 		/* An older daemon: run it buffered (stdin is still unread). */
 		json_object_del(body, "stream");
@@ -282,16 +282,16 @@ static int exec_streaming(const char *id, json_t *body, bool force_stdin)
 		return exec_buffered(id, body, force_stdin);
 	}
 	if (status != 200)
-		return report(status, resp, NULL);
+		return cli_report(status, resp, NULL);
 	if (s.failed)
 		return EXIT_CLIENT;
 	if (s.status < 0)
-		return client_error("the output stream ended before the command did (the daemon went away?); "
-		                    "the command was killed");
+		return cli_client_error("the output stream ended before the command did (the daemon went away?); "
+		                        "the command was killed");
 	return s.status;
 }
 
-int exec_run(const char *id, json_t *body, char **cmd, int n_cmd, bool stream, bool force_stdin)
+int cli_exec_run(const char *id, json_t *body, char **cmd, int n_cmd, bool stream, bool force_stdin)
 {
 	json_t *arr = json_array();
 	for (int i = 0; i < n_cmd; i++)
@@ -318,16 +318,16 @@ static void format_exit(json_t *p, char *buf, size_t size)
 		snprintf(buf, size, "?");
 }
 
-int cmd_ps(int argc, char **argv)
+int cli_cmd_ps(int argc, char **argv)
 {
-	int first = 0, r = small_opts(argc, argv, "h", json_only, &first, no_opt, NULL);
+	int first = 0, r = cli_small_opts(argc, argv, "h", cli_json_only, &first, cli_no_opt, NULL);
 	if (r)
 		return r;
 	if (first + 1 != argc)
-		return usage_error("ps takes one sandbox id");
+		return cli_usage_error("ps takes one sandbox id");
 	cleanup_free char *path = xasprintf("/v1/sandboxes/%s/processes", argv[first]);
 	cleanup_json json_t *list = NULL;
-	if ((r = call_list("GET", path, NULL, 200, "processes", &list)) || !list)
+	if ((r = cli_call_list("GET", path, NULL, 200, "processes", &list)) || !list)
 		return r;
 	printf("%-10s %-8s %-7s %-16s %s\n", "ID", "STATE", "EXIT", "TAG", "CMD");
 	size_t i, j;
@@ -360,29 +360,29 @@ static int logs_opt(int c, void *ud)
 		o->network = true;
 	} else if (c == 'F') {
 		if (strcmp(optarg, "start") && strcmp(optarg, "now"))
-			return usage_error("logs: --from takes start or now, got \"%s\"", optarg);
+			return cli_usage_error("logs: --from takes start or now, got \"%s\"", optarg);
 		o->from = optarg;
 	}
 	return 0;
 }
 
-int cmd_logs(int argc, char **argv)
+int cli_cmd_logs(int argc, char **argv)
 {
 	static const struct option longs[] = {
 	    {"follow", no_argument, NULL, 'f'},  {"from", required_argument, NULL, 'F'},
 	    {"network", no_argument, NULL, 'n'}, {"json", no_argument, NULL, 'j'},
 	    {"help", no_argument, NULL, 'h'},    {NULL, 0, NULL, 0}};
 	struct logs_opts o = {.from = "start"};
-	int first = 0, r = small_opts(argc, argv, "hf", longs, &first, logs_opt, &o);
+	int first = 0, r = cli_small_opts(argc, argv, "hf", longs, &first, logs_opt, &o);
 	if (r)
 		return r;
 	if (o.network) {
 		if (first + 1 != argc)
-			return usage_error("logs --network takes a sandbox id");
-		return network_logs(argv[first], o.follow);
+			return cli_usage_error("logs --network takes a sandbox id");
+		return cli_network_logs(argv[first], o.follow);
 	}
 	if (first + 2 != argc)
-		return usage_error("logs takes a sandbox id and a process id");
+		return cli_usage_error("logs takes a sandbox id and a process id");
 	cleanup_free char *path = xasprintf("/v1/sandboxes/%s/processes/%s/output?from=%s&follow=%s", argv[first],
 	                                    argv[first + 1], o.from, o.follow ? "true" : "false");
 	struct exec_stream s = {.sandbox = argv[first], .status = -1};
@@ -393,9 +393,9 @@ int cmd_logs(int argc, char **argv)
 	r = cli_request(&req, &status, &resp, errbuf, sizeof(errbuf));
 	free(s.process_id);
 	if (r < 0)
-		return report(0, NULL, errbuf);
+		return cli_report(0, NULL, errbuf);
 	if (status != 200)
-		return report(status, resp, NULL);
+		return cli_report(status, resp, NULL);
 	return s.failed ? EXIT_CLIENT : 0;
 }
 
@@ -425,46 +425,46 @@ static int kill_opt(int c, void *ud)
 		json_decref(*sig);
 		*sig = parse_signal(optarg);
 		if (!*sig)
-			return usage_error("kill: unknown signal \"%s\" (use a name like TERM, KILL, INT or a number)",
-			                   optarg);
+			return cli_usage_error(
+			    "kill: unknown signal \"%s\" (use a name like TERM, KILL, INT or a number)", optarg);
 	}
 	return 0;
 }
 
-int cmd_kill(int argc, char **argv)
+int cli_cmd_kill(int argc, char **argv)
 {
 	static const struct option longs[] = {
 	    {"signal", required_argument, NULL, 's'}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
 	cleanup_json json_t *sig = json_string("TERM");
-	int first = 0, r = small_opts(argc, argv, "hs:", longs, &first, kill_opt, &sig);
+	int first = 0, r = cli_small_opts(argc, argv, "hs:", longs, &first, kill_opt, &sig);
 	if (r)
 		return r;
 	if (first + 2 != argc)
-		return usage_error("kill takes a sandbox id and a process id");
+		return cli_usage_error("kill takes a sandbox id and a process id");
 	cleanup_free char *path = xasprintf("/v1/sandboxes/%s/processes/%s/signal", argv[first], argv[first + 1]);
 	cleanup_json json_t *body = json_pack("{s:O}", "signal", sig);
 	cleanup_json json_t *resp = NULL;
-	return call("POST", path, body, 204, &resp);
+	return cli_call("POST", path, body, 204, &resp);
 }
 
 static int wait_opt(int c, void *ud)
 {
 	long *timeout_s = ud;
 	if (c == 'T' && parse_int_range(optarg, 1, 3600, timeout_s) < 0)
-		return usage_error("wait: --timeout takes seconds from 1 to 3600, got \"%s\"", optarg);
+		return cli_usage_error("wait: --timeout takes seconds from 1 to 3600, got \"%s\"", optarg);
 	return 0;
 }
 
-int cmd_wait(int argc, char **argv)
+int cli_cmd_wait(int argc, char **argv)
 {
 	static const struct option longs[] = {
 	    {"timeout", required_argument, NULL, 'T'}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
 	long timeout_s = 0;
-	int first = 0, r = small_opts(argc, argv, "h", longs, &first, wait_opt, &timeout_s);
+	int first = 0, r = cli_small_opts(argc, argv, "h", longs, &first, wait_opt, &timeout_s);
 	if (r)
 		return r;
 	if (first + 2 != argc)
-		return usage_error("wait takes a sandbox id and a process id");
+		return cli_usage_error("wait takes a sandbox id and a process id");
 	/* Without --timeout: wait as long as it takes, an hour per request. */
 	cleanup_free char *path = xasprintf("/v1/sandboxes/%s/processes/%s/wait?timeout_s=%ld", argv[first],
 	                                    argv[first + 1], timeout_s ? timeout_s : 3600);
@@ -473,11 +473,11 @@ int cmd_wait(int argc, char **argv)
 		long status = 0;
 		cleanup_json json_t *resp = NULL;
 		if (cli_http("GET", path, NULL, &status, &resp, errbuf, sizeof(errbuf)) < 0)
-			return report(0, NULL, errbuf);
+			return cli_report(0, NULL, errbuf);
 		if (status == 200)
-			return exit_status_of(resp);
+			return cli_exit_status_of(resp);
 		if (status != 408)
-			return report(status, resp, NULL);
+			return cli_report(status, resp, NULL);
 		if (timeout_s) {
 			fprintf(stderr, "airlock: process %s is still running after %ld s\n", argv[first + 1],
 			        timeout_s);

@@ -139,7 +139,7 @@ static int write_file_data(int out, int in, uint64_t size, const char *src, char
 	return r < 0 ? fail(err, err_size, -r, "cannot write the archive: %s", strerror(-r)) : 0;
 }
 
-int tar_write_path(int out_fd, const char *src, const char *name, unsigned *skipped, char *err, size_t err_size)
+int cli_tar_write_path(int out_fd, const char *src, const char *name, unsigned *skipped, char *err, size_t err_size)
 {
 	struct stat st;
 	if (lstat(src, &st) < 0)
@@ -182,7 +182,7 @@ int tar_write_path(int out_fd, const char *src, const char *name, unsigned *skip
 			continue;
 		cleanup_free char *csrc = xasprintf("%s/%s", src, de->d_name);
 		cleanup_free char *cname = xasprintf("%s/%s", name, de->d_name);
-		r = tar_write_path(out_fd, csrc, cname, skipped, err, err_size);
+		r = cli_tar_write_path(out_fd, csrc, cname, skipped, err, err_size);
 	}
 	if (r == 0 && errno)
 		r = fail(err, err_size, errno, "cannot list %s: %s", src, strerror(errno));
@@ -190,7 +190,7 @@ int tar_write_path(int out_fd, const char *src, const char *name, unsigned *skip
 	return r;
 }
 
-int tar_write_end(int out_fd)
+int cli_tar_write_end(int out_fd)
 {
 	static const char zeros[2 * TAR_BLOCK];
 	return write_full(out_fd, zeros, sizeof(zeros));
@@ -223,7 +223,7 @@ struct tar_reader {
 	int skipped;
 };
 
-struct tar_reader *tar_reader_new(int dest_dirfd, const char *rename_first)
+struct tar_reader *cli_tar_reader_new(int dest_dirfd, const char *rename_first)
 {
 	struct tar_reader *t = xcalloc(1, sizeof(*t));
 	t->dest = dest_dirfd;
@@ -232,7 +232,7 @@ struct tar_reader *tar_reader_new(int dest_dirfd, const char *rename_first)
 	return t;
 }
 
-void tar_reader_free(struct tar_reader *t)
+void cli_tar_reader_free(struct tar_reader *t)
 {
 	if (!t)
 		return;
@@ -245,7 +245,7 @@ void tar_reader_free(struct tar_reader *t)
 	free(t);
 }
 
-uint64_t tar_reader_entries(const struct tar_reader *t)
+uint64_t cli_tar_reader_entries(const struct tar_reader *t)
 {
 	return t->entries;
 }
@@ -566,7 +566,7 @@ static int on_data(struct tar_reader *t, const unsigned char *p, size_t n, char 
 	return 0;
 }
 
-int tar_reader_feed(struct tar_reader *t, const void *buf, size_t len, char *err, size_t err_size)
+int cli_tar_reader_feed(struct tar_reader *t, const void *buf, size_t len, char *err, size_t err_size)
 {
 	const unsigned char *p = buf;
 	int r;
@@ -615,7 +615,7 @@ int tar_reader_feed(struct tar_reader *t, const void *buf, size_t len, char *err
 	return 0;
 }
 
-int tar_reader_finish(struct tar_reader *t, char *err, size_t err_size)
+int cli_tar_reader_finish(struct tar_reader *t, char *err, size_t err_size)
 {
 	/* Some writers end with a single zero block, or none at EOF: accept an
 	 * end between entries, refuse one in the middle of an entry. */

@@ -32,16 +32,16 @@ static void write_file(const char *path, const void *data, size_t len, mode_t mo
 /* Feeds the whole of fd to a reader in chunks of `chunk` bytes. */
 static int extract_fd(int fd, int dest, const char *rename, size_t chunk, char *err, size_t err_size)
 {
-	struct tar_reader *t = tar_reader_new(dest, rename);
+	struct tar_reader *t = cli_tar_reader_new(dest, rename);
 	assert_int_equal(lseek(fd, 0, SEEK_SET), 0);
 	char buf[4096];
 	int r = 0;
 	ssize_t n;
 	while (r == 0 && (n = read(fd, buf, MIN(chunk, sizeof(buf)))) > 0)
-		r = tar_reader_feed(t, buf, (size_t)n, err, err_size);
+		r = cli_tar_reader_feed(t, buf, (size_t)n, err, err_size);
 	if (r == 0)
-		r = tar_reader_finish(t, err, err_size);
-	tar_reader_free(t);
+		r = cli_tar_reader_finish(t, err, err_size);
+	cli_tar_reader_free(t);
 	return r;
 }
 
@@ -88,8 +88,8 @@ static void test_round_trip(void **state)
 	int fd = memfd_create("tar", MFD_CLOEXEC);
 	unsigned skipped = 0;
 	char err[512] = "";
-	assert_int_equal(tar_write_path(fd, d, "tree", &skipped, err, sizeof(err)), 0);
-	assert_int_equal(tar_write_end(fd), 0);
+	assert_int_equal(cli_tar_write_path(fd, d, "tree", &skipped, err, sizeof(err)), 0);
+	assert_int_equal(cli_tar_write_end(fd), 0);
 	assert_int_equal(skipped, 0);
 
 	static const size_t chunks[] = {1, 511, 513, 4096};
@@ -158,7 +158,7 @@ static void put_header(int fd, const char *name, char type, const char *link, co
 
 static void end_archive(int fd)
 {
-	assert_int_equal(tar_write_end(fd), 0);
+	assert_int_equal(cli_tar_write_end(fd), 0);
 }
 
 struct hostile {
