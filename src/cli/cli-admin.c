@@ -48,6 +48,15 @@ static int token_opt(int c, void *ud)
 	return 0;
 }
 
+static void print_token_row(json_t *t)
+{
+	const char *d = json_string_value(json_object_get(t, "description"));
+	bool revoked = json_is_string(json_object_get(t, "revoked_at"));
+	printf("%-24s %-16s %-8s %-25s %s\n", json_string_value(json_object_get(t, "id")),
+	       json_string_value(json_object_get(t, "tenant")), revoked ? "revoked" : "active",
+	       json_string_value(json_object_get(t, "created_at")), d ? d : "");
+}
+
 int cli_cmd_token(int argc, char **argv)
 {
 	static const struct option longs[] = {{"tenant", required_argument, NULL, 't'},
@@ -91,20 +100,8 @@ int cli_cmd_token(int argc, char **argv)
 	if (!strcmp(sub, "ls")) {
 		if (n != 0)
 			return cli_usage_error("token ls takes no operands");
-		cleanup_json json_t *list = NULL;
-		if ((r = cli_call_list("GET", "/v1/tokens", NULL, 200, "tokens", &list)) || !list)
-			return r;
-		printf("%-24s %-16s %-8s %-25s %s\n", "ID", "TENANT", "STATE", "CREATED", "DESCRIPTION");
-		size_t i;
-		json_t *t;
-		json_array_foreach (list, i, t) {
-			const char *d = json_string_value(json_object_get(t, "description"));
-			bool revoked = json_is_string(json_object_get(t, "revoked_at"));
-			printf("%-24s %-16s %-8s %-25s %s\n", json_string_value(json_object_get(t, "id")),
-			       json_string_value(json_object_get(t, "tenant")), revoked ? "revoked" : "active",
-			       json_string_value(json_object_get(t, "created_at")), d ? d : "");
-		}
-		return 0;
+		return cli_print_table("/v1/tokens", "tokens", print_token_row, "%-24s %-16s %-8s %-25s %s\n", "ID",
+		                       "TENANT", "STATE", "CREATED", "DESCRIPTION");
 	}
 	if (!strcmp(sub, "rm")) {
 		if (n < 1)
@@ -152,10 +149,10 @@ int cli_cmd_tenant(int argc, char **argv)
 	if (json_object_size(q) > 0) {
 		/* A PUT sets all three: keep the ones not given. */
 		cleanup_json json_t *cur = NULL;
-		char errbuf[CLI_ERRBUF];
+		struct al_error err = {0};
 		long status = 0;
-		if (cli_http("GET", path, NULL, &status, &cur, errbuf, sizeof(errbuf)) < 0)
-			return cli_report(0, NULL, errbuf);
+		if (cli_http("GET", path, NULL, &status, &cur, &err) < 0)
+			return cli_report_error(&err);
 		json_t *quotas = status == 200 ? json_object_get(cur, "quotas") : NULL;
 		const char *k;
 		json_t *v;
@@ -223,9 +220,10 @@ static int events_opt(int c, void *ud)
 }
 
 /* SECURITY: each line from the daemon is bounded (CLI_LINE_MAX) and parsed as JSON. */
-static int on_event(void *ud, char *line, size_t len)
+static int on_event(void *ud, char *line, size_t len, struct al_error *err)
 {
 	(void)ud;
+	(void)err; /* a write error is the transfer's */
 	if (cli_opt_json) {
 		int r = write_full(1, line, len);
 		if (r == 0)
@@ -271,7 +269,7 @@ int cli_cmd_events(int argc, char **argv)
 	return cli_get_lines(path, on_event);
 }
 
-int cli_get_lines(const char *path, int (*on_line)(void *ud, char *line, size_t len))
+int cli_get_lines(const char *path, int (*on_line)(void *ud, char *line, size_t len, struct al_error *err))
 {
 	struct cli_req req = {.method = "GET", .path = path, .on_line = on_line};
 	return cli_call_streamed(&req);

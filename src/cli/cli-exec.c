@@ -45,8 +45,9 @@ static void *stdin_pump(void *arg);
 
 /* SECURITY: a line from the daemon is parsed as JSON (bounded by
  * CLI_LINE_MAX in cli-http.c); only its data reaches our fds. */
-static int on_output_line(void *ud, char *line, size_t len)
+static int on_output_line(void *ud, char *line, size_t len, struct al_error *err)
 {
+	(void)err; /* its complaints are printed here: the stream goes on */
 	struct exec_stream *s = ud;
 	json_error_t jerr;
 	cleanup_json json_t *o = json_loadb(line, len, 0, &jerr);
@@ -105,14 +106,14 @@ static int post_stdin(struct exec_stream *s, const void *buf, size_t len, bool e
 	cleanup_free char *path =
 	    xasprintf("/v1/sandboxes/%s/processes/%s/stdin?eof=%s", s->sandbox, s->process_id, eof ? "true" : "false");
 	struct cli_req req = {.method = "POST", .path = path, .raw = buf ? buf : "", .raw_len = len};
-	char errbuf[CLI_ERRBUF];
+	struct al_error err = {0};
 	cleanup_json json_t *body = NULL;
-	int r = cli_request(&req, ret_status, &body, errbuf, sizeof(errbuf));
+	int r = cli_request(&req, ret_status, &body, &err);
 	if (r < 0)
-		fprintf(stderr, "airlock: cannot pass standard input on: %s\n", errbuf);
+		cli_client_error("cannot pass standard input on: %s", err.message);
 	else if (*ret_status != 204 && *ret_status != 404 && *ret_status != 409)
 		/* 404/409: the process is gone; its exit line says how. */
-		cli_report(*ret_status, body, NULL);
+		cli_report(*ret_status, body);
 	return r;
 }
 
@@ -159,14 +160,15 @@ static bool stdin_wanted(bool force)
 	return true;
 }
 
-static int read_stdin_all(uint8_t **ret, size_t *ret_len)
+static int read_stdin_all(uint8_t **ret, size_t *ret_len, struct al_error *err)
 {
 	size_t cap = 64 * 1024, len = 0;
 	cleanup_free uint8_t *b = xmalloc(cap);
 	for (;;) {
 		if (len == cap) {
 			if (cap > CLI_STDIN_MAX)
-				return cli_client_error(
+				return al_error_set(
+				    err, AL_ERR_TOO_LARGE, EFBIG,
 				    "standard input is larger than %u bytes; drop --no-stream to stream "
 				    "it, or copy big inputs into the sandbox with 'airlock cp'",
 				    CLI_STDIN_MAX);
@@ -177,14 +179,15 @@ static int read_stdin_all(uint8_t **ret, size_t *ret_len)
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0)
-			return cli_client_error("cannot read standard input: %s", strerror(errno));
+			return al_error_set(err, AL_ERR_INTERNAL, errno, "cannot read standard input: %m");
 		if (n == 0)
 			break;
 		len += (size_t)n;
 	}
 	if (len > CLI_STDIN_MAX)
-		return cli_client_error("standard input is larger than %u bytes; drop --no-stream to stream it",
-		                        CLI_STDIN_MAX);
+		return al_error_set(err, AL_ERR_TOO_LARGE, EFBIG,
+		                    "standard input is larger than %u bytes; drop --no-stream to stream it",
+		                    CLI_STDIN_MAX);
 	*ret = TAKE_PTR(b);
 	*ret_len = len;
 	return 0;
@@ -213,9 +216,9 @@ static int exec_buffered(const char *id, json_t *body, bool force_stdin)
 	if (stdin_wanted(force_stdin)) {
 		cleanup_free uint8_t *in = NULL;
 		size_t len = 0;
-		int r = read_stdin_all(&in, &len);
-		if (r)
-			return r;
+		struct al_error err = {0};
+		if (read_stdin_all(&in, &len, &err) < 0)
+			return cli_report_error(&err);
 		cleanup_free char *b64 = base64_encode(in, len, NULL);
 		json_object_set_new(body, "stdin", json_string(b64));
 		json_object_set_new(body, "stdin_encoding", json_string("base64"));
@@ -263,10 +266,10 @@ static int exec_streaming(const char *id, json_t *body, bool force_stdin)
 	}
 	cleanup_free char *path = xasprintf("/v1/sandboxes/%s/exec", id);
 	struct cli_req req = {.method = "POST", .path = path, .json = body, .on_line = on_output_line, .ud = &s};
-	char errbuf[CLI_ERRBUF];
+	struct al_error err = {0};
 	long status = 0;
 	cleanup_json json_t *resp = NULL;
-	int r = cli_request(&req, &status, &resp, errbuf, sizeof(errbuf));
+	int r = cli_request(&req, &status, &resp, &err);
 	stream_stop_stdin(&s);
 	if (s.stop_pipe[0] >= 0) {
 		close(s.stop_pipe[0]);
@@ -274,7 +277,7 @@ static int exec_streaming(const char *id, json_t *body, bool force_stdin)
 	}
 	free(s.process_id);
 	if (r < 0)
-		return cli_report(0, NULL, errbuf);
+		return cli_report_error(&err);
 	if (status == 400 && daemon_lacks_streaming(resp)) {
 		/* An older daemon: run it buffered (stdin is still unread). */
 		json_object_del(body, "stream");
@@ -282,7 +285,7 @@ static int exec_streaming(const char *id, json_t *body, bool force_stdin)
 		return exec_buffered(id, body, force_stdin);
 	}
 	if (status != 200)
-		return cli_report(status, resp, NULL);
+		return cli_report(status, resp);
 	if (s.failed)
 		return EXIT_CLIENT;
 	if (s.status < 0)
@@ -291,13 +294,23 @@ static int exec_streaming(const char *id, json_t *body, bool force_stdin)
 	return s.status;
 }
 
-int cli_exec_run(const char *id, json_t *body, char **cmd, int n_cmd, bool stream, bool force_stdin)
+void cli_exec_set_cmd(json_t *body, char **cmd, int n_cmd)
 {
 	json_t *arr = json_array();
 	for (int i = 0; i < n_cmd; i++)
 		json_array_append_new(arr, json_string(cmd[i]));
 	json_object_set_new(body, "cmd", arr);
+}
+
+int cli_exec_run(const char *id, json_t *body, bool stream, bool force_stdin)
+{
 	return stream ? exec_streaming(id, body, force_stdin) : exec_buffered(id, body, force_stdin);
+}
+
+int cli_process_start(const char *id, json_t *body, json_t **ret_proc)
+{
+	cleanup_free char *path = xasprintf("/v1/sandboxes/%s/processes", id);
+	return cli_call("POST", path, body, 201, ret_proc);
 }
 
 /* ------------------------------------------------------------ processes */
@@ -318,6 +331,21 @@ static void format_exit(json_t *p, char *buf, size_t size)
 		snprintf(buf, size, "?");
 }
 
+static void print_process_row(json_t *p)
+{
+	char exitbuf[32];
+	format_exit(p, exitbuf, sizeof(exitbuf));
+	const char *tag = json_string_value(json_object_get(p, "tag"));
+	printf("%-10s %-8s %-7s %-16s", json_string_value(json_object_get(p, "id")),
+	       json_string_value(json_object_get(p, "state")), exitbuf, tag && *tag ? tag : "-");
+	size_t j;
+	json_t *arg;
+	json_array_foreach (json_object_get(p, "cmd"), j, arg) {
+		printf(" %s", json_string_value(arg));
+	}
+	putchar('\n');
+}
+
 int cli_cmd_ps(int argc, char **argv)
 {
 	int first = 0, r = cli_small_opts(argc, argv, "h", cli_json_only, &first, cli_no_opt, NULL);
@@ -326,24 +354,8 @@ int cli_cmd_ps(int argc, char **argv)
 	if (first + 1 != argc)
 		return cli_usage_error("ps takes one sandbox id");
 	cleanup_free char *path = xasprintf("/v1/sandboxes/%s/processes", argv[first]);
-	cleanup_json json_t *list = NULL;
-	if ((r = cli_call_list("GET", path, NULL, 200, "processes", &list)) || !list)
-		return r;
-	printf("%-10s %-8s %-7s %-16s %s\n", "ID", "STATE", "EXIT", "TAG", "CMD");
-	size_t i, j;
-	json_t *p, *arg;
-	json_array_foreach (list, i, p) {
-		char exitbuf[32];
-		format_exit(p, exitbuf, sizeof(exitbuf));
-		const char *tag = json_string_value(json_object_get(p, "tag"));
-		printf("%-10s %-8s %-7s %-16s", json_string_value(json_object_get(p, "id")),
-		       json_string_value(json_object_get(p, "state")), exitbuf, tag && *tag ? tag : "-");
-		json_array_foreach (json_object_get(p, "cmd"), j, arg) {
-			printf(" %s", json_string_value(arg));
-		}
-		putchar('\n');
-	}
-	return 0;
+	return cli_print_table(path, "processes", print_process_row, "%-10s %-8s %-7s %-16s %s\n", "ID", "STATE",
+	                       "EXIT", "TAG", "CMD");
 }
 
 struct logs_opts {
@@ -387,15 +399,15 @@ int cli_cmd_logs(int argc, char **argv)
 	                                    argv[first + 1], o.from, o.follow ? "true" : "false");
 	struct exec_stream s = {.sandbox = argv[first], .status = -1};
 	struct cli_req req = {.method = "GET", .path = path, .on_line = on_output_line, .ud = &s};
-	char errbuf[CLI_ERRBUF];
+	struct al_error err = {0};
 	long status = 0;
 	cleanup_json json_t *resp = NULL;
-	r = cli_request(&req, &status, &resp, errbuf, sizeof(errbuf));
+	r = cli_request(&req, &status, &resp, &err);
 	free(s.process_id);
 	if (r < 0)
-		return cli_report(0, NULL, errbuf);
+		return cli_report_error(&err);
 	if (status != 200)
-		return cli_report(status, resp, NULL);
+		return cli_report(status, resp);
 	return s.failed ? EXIT_CLIENT : 0;
 }
 
@@ -469,15 +481,15 @@ int cli_cmd_wait(int argc, char **argv)
 	cleanup_free char *path = xasprintf("/v1/sandboxes/%s/processes/%s/wait?timeout_s=%ld", argv[first],
 	                                    argv[first + 1], timeout_s ? timeout_s : 3600);
 	for (;;) {
-		char errbuf[CLI_ERRBUF];
+		struct al_error err = {0};
 		long status = 0;
 		cleanup_json json_t *resp = NULL;
-		if (cli_http("GET", path, NULL, &status, &resp, errbuf, sizeof(errbuf)) < 0)
-			return cli_report(0, NULL, errbuf);
+		if (cli_http("GET", path, NULL, &status, &resp, &err) < 0)
+			return cli_report_error(&err);
 		if (status == 200)
 			return cli_exit_status_of(resp);
 		if (status != 408)
-			return cli_report(status, resp, NULL);
+			return cli_report(status, resp);
 		if (timeout_s) {
 			fprintf(stderr, "airlock: process %s is still running after %ld s\n", argv[first + 1],
 			        timeout_s);

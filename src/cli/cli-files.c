@@ -75,26 +75,21 @@ static char *sandbox_url(const char *id, const char *rest, const char *path)
 static int remote_stat(const char *id, const char *path, json_t **ret)
 {
 	cleanup_free char *url = sandbox_url(id, "files/stat", path);
-	char errbuf[CLI_ERRBUF];
+	struct al_error err = {0};
 	long status = 0;
-	json_t *resp = NULL;
-	if (cli_http("GET", url, NULL, &status, &resp, errbuf, sizeof(errbuf)) < 0)
-		return cli_report(0, NULL, errbuf);
+	cleanup_json json_t *resp = NULL;
+	if (cli_http("GET", url, NULL, &status, &resp, &err) < 0)
+		return cli_report_error(&err);
 	if (status == 404) {
 		/* Unknown sandbox or missing path: tell them apart by the sandbox. */
 		cleanup_free char *sb = xasprintf("/v1/sandboxes/%s", id);
 		cleanup_json json_t *o = NULL;
-		if (resp)
-			json_decref(resp);
 		int r = cli_call("GET", sb, NULL, 200, &o);
 		return r ? r : -ENOENT;
 	}
-	if (status != 200) {
-		int r = cli_report(status, resp, NULL);
-		json_decref(resp);
-		return r;
-	}
-	*ret = resp;
+	if (status != 200)
+		return cli_report(status, resp);
+	*ret = TAKE_PTR(resp);
 	return 0;
 }
 
@@ -112,27 +107,21 @@ static bool stat_is(json_t *st, const char *type)
 
 /* ------------------------------------------------------------ sandbox -> host */
 
-static int sink_fd(void *ud, const void *buf, size_t len)
+static int sink_fd(void *ud, const void *buf, size_t len, struct al_error *err)
 {
-	int r = write_full(*(int *)ud, buf, len);
-	return r;
+	(void)err; /* the transfer's own error says it */
+	return write_full(*(int *)ud, buf, len);
 }
 
-struct extract {
-	struct tar_reader *t;
-	struct cli_req *req;
-};
-
-static int sink_tar(void *ud, const void *buf, size_t len)
+static int sink_tar(void *ud, const void *buf, size_t len, struct al_error *err)
 {
-	struct extract *x = ud;
-	return cli_tar_reader_feed(x->t, buf, len, x->req->errmsg, sizeof(x->req->errmsg));
+	return cli_tar_reader_feed(ud, buf, len, err);
 }
 
-static int get_streamed(const char *url, int (*sink)(void *, const void *, size_t), void *ud, struct cli_req *req)
+static int get_streamed(const char *url, int (*sink)(void *, const void *, size_t, struct al_error *), void *ud)
 {
-	*req = (struct cli_req){.method = "GET", .path = url, .on_bytes = sink, .ud = ud};
-	return cli_call_streamed(req);
+	struct cli_req req = {.method = "GET", .path = url, .on_bytes = sink, .ud = ud};
+	return cli_call_streamed(&req);
 }
 
 static int copy_file_from(const char *id, const char *src, json_t *st, int dirfd, const char *dir, const char *name)
@@ -147,8 +136,7 @@ static int copy_file_from(const char *id, const char *src, json_t *st, int dirfd
 	if (fd < 0)
 		return cli_client_error("cannot create a file in %s: %s", dir, strerror(errno));
 	cleanup_free char *url = sandbox_url(id, "files", src);
-	struct cli_req req;
-	int r = get_streamed(url, sink_fd, &fd, &req);
+	int r = get_streamed(url, sink_fd, &fd);
 	if (r == 0 && fsync(fd) < 0)
 		r = cli_client_error("cannot write %s/%s: %s", dir, name, strerror(errno));
 	if (r == 0 && renameat(dirfd, tmp, dirfd, name) < 0)
@@ -161,16 +149,14 @@ static int copy_file_from(const char *id, const char *src, json_t *st, int dirfd
 static int extract_from(const char *id, const char *src, int dirfd, const char *dir, const char *rename)
 {
 	cleanup_free char *url = sandbox_url(id, "archive", src);
-	struct cli_req req;
-	struct extract x = {.t = cli_tar_reader_new(dirfd, rename), .req = &req};
-	int r = get_streamed(url, sink_tar, &x, &req);
-	char err[CLI_ERRBUF];
-	int skipped = r ? 0 : cli_tar_reader_finish(x.t, err, sizeof(err));
-	cli_tar_reader_free(x.t);
+	cleanup_cli_tar_reader struct tar_reader *t = cli_tar_reader_new(dirfd, rename);
+	int r = get_streamed(url, sink_tar, t);
 	if (r)
 		return r;
+	struct al_error err = {0};
+	int skipped = cli_tar_reader_finish(t, &err);
 	if (skipped < 0)
-		return cli_client_error("extracting into %s: %s", dir, err);
+		return cli_client_error("extracting into %s: %s", dir, err.message);
 	if (skipped > 0)
 		fprintf(stderr, "airlock: skipped %d entries that are not files, directories or symlinks\n", skipped);
 	return 0;
@@ -181,8 +167,7 @@ static int cp_from_sandbox(const struct cp_spec *src, const struct cp_spec *dst)
 	if (dst->stdio) {
 		cleanup_free char *url = sandbox_url(src->id, "archive", src->path);
 		int fd = 1;
-		struct cli_req req;
-		return get_streamed(url, sink_fd, &fd, &req);
+		return get_streamed(url, sink_fd, &fd);
 	}
 	cleanup_json json_t *st = NULL;
 	int r = remote_stat(src->id, src->path, &st);
@@ -217,7 +202,7 @@ static int cp_from_sandbox(const struct cp_spec *src, const struct cp_spec *dst)
 struct tar_gen {
 	int fd; /* write end of the pipe */
 	const char *src, *name;
-	char err[CLI_ERRBUF];
+	struct al_error err;
 	volatile int failed;
 };
 
@@ -225,9 +210,9 @@ static void *tar_gen_run(void *arg)
 {
 	struct tar_gen *g = arg;
 	unsigned skipped = 0;
-	int r = cli_tar_write_path(g->fd, g->src, g->name, &skipped, g->err, sizeof(g->err));
-	if (r == 0 && (r = cli_tar_write_end(g->fd)) < 0)
-		snprintf(g->err, sizeof(g->err), "cannot write the archive: %s", strerror(-r));
+	int r = cli_tar_write_path(g->fd, g->src, g->name, &skipped, &g->err);
+	if (r == 0)
+		r = cli_tar_write_end(g->fd, &g->err);
 	if (r < 0)
 		__atomic_store_n(&g->failed, 1, __ATOMIC_SEQ_CST);
 	else if (skipped)
@@ -263,16 +248,16 @@ static int put_archive(const char *id, const char *dir, int fd, struct tar_gen *
 	struct pipe_reader pr = {.fd = fd, .gen = gen};
 	struct cli_req req = {
 	    .method = "PUT", .path = url, .reader = read_pipe, .reader_data = &pr, .content_type = "application/x-tar"};
-	char errbuf[CLI_ERRBUF];
+	struct al_error err = {0};
 	long status = 0;
 	cleanup_json json_t *resp = NULL;
-	int r = cli_request(&req, &status, &resp, errbuf, sizeof(errbuf));
+	int r = cli_request(&req, &status, &resp, &err);
 	if (gen && __atomic_load_n(&gen->failed, __ATOMIC_SEQ_CST))
 		return -1; /* the generator's error is the one to show */
 	if (r < 0)
-		return cli_report(0, NULL, errbuf);
+		return cli_report_error(&err);
 	if (status != 204 && status != 200 && status != 201)
-		return cli_report(status, resp, NULL);
+		return cli_report(status, resp);
 	return 0;
 }
 
@@ -313,7 +298,7 @@ static int cp_to_sandbox(const struct cp_spec *src, const struct cp_spec *dst)
 	close(fds[0]);
 	pthread_join(th, NULL);
 	if (gen.failed)
-		return cli_client_error("%s", gen.err);
+		return cli_report_error(&gen.err);
 	return r;
 }
 

@@ -43,29 +43,22 @@ static void print_size(long long bytes, char *out, size_t size)
 		snprintf(out, size, "%.1fM", (double)bytes / (double)(1LL << 20));
 }
 
+static void print_snapshot_row(json_t *s)
+{
+	char size[32];
+	print_size((long long)json_integer_value(json_object_get(s, "size_bytes")), size, sizeof(size));
+	printf("%-22s %-20s %-12s %5lldM %8s %-25s %s\n", json_string_value(json_object_get(s, "id")),
+	       json_string_value(json_object_get(s, "sandbox_id")), json_string_value(json_object_get(s, "template")),
+	       (long long)json_integer_value(json_object_get(s, "memory_mib")), size,
+	       json_string_value(json_object_get(s, "created_at")), json_string_value(json_object_get(s, "name")));
+}
+
 static int snapshots_ls(const char *sandbox)
 {
 	cleanup_free char *path =
 	    sandbox ? cli_path_with_query("/v1/snapshots", "sandbox", sandbox) : xstrdup("/v1/snapshots");
-	cleanup_json json_t *list = NULL;
-	int r = cli_call_list("GET", path, NULL, 200, "snapshots", &list);
-	if (r || !list)
-		return r;
-	printf("%-22s %-20s %-12s %6s %8s %-25s %s\n", "ID", "SANDBOX", "TEMPLATE", "MEMORY", "SIZE", "CREATED",
-	       "NAME");
-	size_t i;
-	json_t *s;
-	json_array_foreach (list, i, s) {
-		char size[32];
-		print_size((long long)json_integer_value(json_object_get(s, "size_bytes")), size, sizeof(size));
-		printf("%-22s %-20s %-12s %5lldM %8s %-25s %s\n", json_string_value(json_object_get(s, "id")),
-		       json_string_value(json_object_get(s, "sandbox_id")),
-		       json_string_value(json_object_get(s, "template")),
-		       (long long)json_integer_value(json_object_get(s, "memory_mib")), size,
-		       json_string_value(json_object_get(s, "created_at")),
-		       json_string_value(json_object_get(s, "name")));
-	}
-	return 0;
+	return cli_print_table(path, "snapshots", print_snapshot_row, "%-22s %-20s %-12s %6s %8s %-25s %s\n", "ID",
+	                       "SANDBOX", "TEMPLATE", "MEMORY", "SIZE", "CREATED", "NAME");
 }
 
 int cli_cmd_snapshots(int argc, char **argv)

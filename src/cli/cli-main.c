@@ -88,10 +88,13 @@ int cli_client_error(const char *fmt, ...)
 	return EXIT_CLIENT;
 }
 
-int cli_report(long status, json_t *body, const char *transport_err)
+int cli_report_error(const struct al_error *err)
 {
-	if (transport_err)
-		return cli_client_error("%s", transport_err);
+	return cli_client_error("%s", err->message);
+}
+
+int cli_report(long status, json_t *body)
+{
 	json_t *e = json_object_get(body, "error");
 	const char *msg = json_string_value(json_object_get(e, "message"));
 	const char *code = json_string_value(json_object_get(e, "code"));
@@ -108,18 +111,14 @@ int cli_report(long status, json_t *body, const char *transport_err)
 
 int cli_call(const char *method, const char *path, json_t *body, long want_status, json_t **ret)
 {
-	char errbuf[CLI_ERRBUF];
+	struct al_error err = {0};
 	long status = 0;
-	json_t *resp = NULL;
-	if (cli_http(method, path, body, &status, &resp, errbuf, sizeof(errbuf)) < 0)
-		return cli_report(0, NULL, errbuf);
-	if (status != want_status) {
-		int r = cli_report(status, resp, NULL);
-		if (resp)
-			json_decref(resp);
-		return r;
-	}
-	*ret = resp ? resp : json_object();
+	cleanup_json json_t *resp = NULL;
+	if (cli_http(method, path, body, &status, &resp, &err) < 0)
+		return cli_report_error(&err);
+	if (status != want_status)
+		return cli_report(status, resp);
+	*ret = resp ? TAKE_PTR(resp) : json_object();
 	return 0;
 }
 
@@ -140,15 +139,32 @@ int cli_call_list(const char *method, const char *path, json_t *body, long want_
 	return 0;
 }
 
+int cli_print_table(const char *path, const char *key, void (*print_row)(json_t *row), const char *header_fmt, ...)
+{
+	cleanup_json json_t *list = NULL;
+	int r = cli_call_list("GET", path, NULL, 200, key, &list);
+	if (r || !list)
+		return r;
+	va_list ap;
+	va_start(ap, header_fmt);
+	vprintf(header_fmt, ap);
+	va_end(ap);
+	size_t i;
+	json_t *row;
+	json_array_foreach (list, i, row)
+		print_row(row);
+	return 0;
+}
+
 int cli_call_streamed(struct cli_req *req)
 {
-	char errbuf[CLI_ERRBUF];
+	struct al_error err = {0};
 	long status = 0;
 	cleanup_json json_t *resp = NULL;
-	if (cli_request(req, &status, &resp, errbuf, sizeof(errbuf)) < 0)
-		return cli_report(0, NULL, errbuf);
+	if (cli_request(req, &status, &resp, &err) < 0)
+		return cli_report_error(&err);
 	if (status != 200)
-		return cli_report(status, resp, NULL);
+		return cli_report(status, resp);
 	return 0;
 }
 
@@ -424,8 +440,9 @@ int cli_cmd_run(int argc, char **argv)
 		return r;
 	const char *id = json_string_value(json_object_get(sb, "id"));
 	if (!id)
-		return cli_report(201, NULL, "the daemon's answer has no sandbox id");
-	int status = cli_exec_run(id, exec, argv + first, argc - first, !a.no_stream, false);
+		return cli_client_error("the daemon's answer has no sandbox id");
+	cli_exec_set_cmd(exec, argv + first, argc - first);
+	int status = cli_exec_run(id, exec, !a.no_stream, false);
 	cleanup_free char *path = xasprintf("/v1/sandboxes/%s", id);
 	cleanup_json json_t *del = NULL;
 	if (cli_call("DELETE", path, NULL, 200, &del)) {
@@ -453,16 +470,11 @@ static int cmd_create(int argc, char **argv)
 	return cli_print_answer_id(sb, "sandbox");
 }
 
-/* Starts cmd as a background process and prints its id. */
-static int exec_detached(const char *id, json_t *body, char **cmd, int n_cmd)
+/* Starts body's command as a background process and prints its id. */
+static int exec_detached(const char *id, json_t *body)
 {
-	json_t *arr = json_array();
-	for (int i = 0; i < n_cmd; i++)
-		json_array_append_new(arr, json_string(cmd[i]));
-	json_object_set_new(body, "cmd", arr);
-	cleanup_free char *path = xasprintf("/v1/sandboxes/%s/processes", id);
 	cleanup_json json_t *proc = NULL;
-	int r = cli_call("POST", path, body, 201, &proc);
+	int r = cli_process_start(id, body, &proc);
 	if (r)
 		return r;
 	const char *pid = json_string_value(json_object_get(proc, "id"));
@@ -494,16 +506,21 @@ int cli_cmd_exec(int argc, char **argv)
 		return cli_usage_error("exec: --tag is for background processes (-d)");
 	if (a.no_stream && (a.tty || a.detach))
 		return cli_usage_error("exec: --no-stream does not combine with -t or -d");
+	cli_exec_set_cmd(exec, argv + first, argc - first);
 	if (a.detach)
-		return exec_detached(id, exec, argv + first, argc - first);
-	if (a.tty) {
-		json_t *arr = json_array();
-		for (int i = first; i < argc; i++)
-			json_array_append_new(arr, json_string(argv[i]));
-		json_object_set_new(exec, "cmd", arr);
+		return exec_detached(id, exec);
+	if (a.tty)
 		return cli_pty_exec(id, exec, a.interactive);
-	}
-	return cli_exec_run(id, exec, argv + first, argc - first, !a.no_stream, a.interactive);
+	return cli_exec_run(id, exec, !a.no_stream, a.interactive);
+}
+
+static void print_sandbox_row(json_t *sb)
+{
+	printf("%-20s %-9s %-12s %5lld %6lldM  %s\n", json_string_value(json_object_get(sb, "id")),
+	       json_string_value(json_object_get(sb, "state")), json_string_value(json_object_get(sb, "template")),
+	       (long long)json_integer_value(json_object_get(sb, "vcpus")),
+	       (long long)json_integer_value(json_object_get(sb, "memory_mib")),
+	       json_string_value(json_object_get(sb, "created_at")));
 }
 
 static int cmd_ls(int argc, char **argv)
@@ -529,21 +546,8 @@ static int cmd_ls(int argc, char **argv)
 		free(path);
 		path = next;
 	}
-	cleanup_json json_t *list = NULL;
-	if ((r = cli_call_list("GET", path, NULL, 200, "sandboxes", &list)) || !list)
-		return r;
-	printf("%-20s %-9s %-12s %5s %7s  %s\n", "ID", "STATE", "TEMPLATE", "VCPUS", "MEMORY", "CREATED");
-	size_t i;
-	json_t *sb;
-	json_array_foreach (list, i, sb) {
-		printf("%-20s %-9s %-12s %5lld %6lldM  %s\n", json_string_value(json_object_get(sb, "id")),
-		       json_string_value(json_object_get(sb, "state")),
-		       json_string_value(json_object_get(sb, "template")),
-		       (long long)json_integer_value(json_object_get(sb, "vcpus")),
-		       (long long)json_integer_value(json_object_get(sb, "memory_mib")),
-		       json_string_value(json_object_get(sb, "created_at")));
-	}
-	return 0;
+	return cli_print_table(path, "sandboxes", print_sandbox_row, "%-20s %-9s %-12s %5s %7s  %s\n", "ID", "STATE",
+	                       "TEMPLATE", "VCPUS", "MEMORY", "CREATED");
 }
 
 static int cmd_inspect(int argc, char **argv)

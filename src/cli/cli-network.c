@@ -78,9 +78,10 @@ int cli_cmd_network(int argc, char **argv)
 }
 
 /* One decision per line: time, verdict, what was asked, what was decided. */
-static int on_network_event(void *ud, char *line, size_t len)
+static int on_network_event(void *ud, char *line, size_t len, struct al_error *err)
 {
 	(void)ud;
+	(void)err; /* a write error is the transfer's */
 	if (cli_opt_json) {
 		int r = write_full(1, line, len);
 		return r == 0 ? write_full(1, "\n", 1) : r;

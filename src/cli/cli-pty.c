@@ -72,36 +72,28 @@ static void window_size(unsigned *ret_rows, unsigned *ret_cols)
 
 /* ------------------------------------------------------------ the connection */
 
-static int connect_unix(const char *path, char *err, size_t err_size)
+static int connect_unix(const char *path, struct al_error *err)
 {
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
-	if (strlen(path) >= sizeof(sa.sun_path)) {
-		snprintf(err, err_size, "the socket path %s is too long", path);
-		return -ENAMETOOLONG;
-	}
+	if (strlen(path) >= sizeof(sa.sun_path))
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, ENAMETOOLONG, "the socket path %s is too long", path);
 	strlcpy_al(sa.sun_path, path, sizeof(sa.sun_path));
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-		int e = errno;
-		snprintf(err, err_size,
-		         "cannot reach airlockd at %s (%s). Is the daemon running? Point --socket / AIRLOCK_SOCKET at "
-		         "its socket",
-		         path, strerror(e));
-		if (fd >= 0)
-			close(fd);
-		return -e;
-	}
-	return fd;
+	cleanup_close int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+		return al_error_set(err, AL_ERR_UNAVAILABLE, errno,
+		                    "cannot reach airlockd at %s (%m). Is the daemon running? Point --socket / "
+		                    "AIRLOCK_SOCKET at its socket",
+		                    path);
+	return TAKE_FD(fd);
 }
 
-static int connect_tcp(const char *host, const char *port, char *err, size_t err_size)
+static int connect_tcp(const char *host, const char *port, struct al_error *err)
 {
 	struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *res = NULL;
 	int r = getaddrinfo(host, port, &hints, &res);
-	if (r != 0) {
-		snprintf(err, err_size, "cannot resolve %s: %s", host, gai_strerror(r));
-		return -EHOSTUNREACH;
-	}
+	if (r != 0)
+		return al_error_set(err, AL_ERR_UNAVAILABLE, EHOSTUNREACH, "cannot resolve %s: %s", host,
+		                    gai_strerror(r));
 	int fd = -1, e = ECONNREFUSED;
 	for (struct addrinfo *ai = res; ai && fd < 0; ai = ai->ai_next) {
 		fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -113,8 +105,9 @@ static int connect_tcp(const char *host, const char *port, char *err, size_t err
 	}
 	freeaddrinfo(res);
 	if (fd < 0)
-		snprintf(err, err_size, "cannot reach airlockd at %s (%s). Is it running with --listen?",
-		         cli_conn_describe(), strerror(e));
+		return al_error_set(err, AL_ERR_UNAVAILABLE, e,
+		                    "cannot reach airlockd at %s (%s). Is it running with --listen?",
+		                    cli_conn_describe(), strerror(e));
 	return fd;
 }
 
@@ -175,7 +168,7 @@ static int report_upgrade_refusal(int fd, int status, const char *already, size_
 		len += (size_t)n;
 	}
 	cleanup_json json_t *j = json_loadb(body, len, JSON_DISABLE_EOF_CHECK, NULL);
-	return cli_report(status, j, NULL);
+	return cli_report(status, j);
 }
 
 /* ------------------------------------------------------------ messages */
@@ -309,11 +302,11 @@ static void signals_install(void)
 
 static int attach(const char *id, const char *pid, bool forward_stdin)
 {
-	char err[CLI_ERRBUF];
-	cleanup_close int fd = cli_conn.host ? connect_tcp(cli_conn.host, cli_conn.port, err, sizeof(err))
-	                                     : connect_unix(cli_conn.socket_path, err, sizeof(err));
+	struct al_error err = {0};
+	cleanup_close int fd =
+	    cli_conn.host ? connect_tcp(cli_conn.host, cli_conn.port, &err) : connect_unix(cli_conn.socket_path, &err);
 	if (fd < 0)
-		return cli_client_error("%s", err);
+		return cli_report_error(&err);
 	cleanup_free char *auth = cli_conn.token ? xasprintf("Authorization: Bearer %s\r\n", cli_conn.token) : NULL;
 	cleanup_free char *reqs =
 	    xasprintf("GET /v1/sandboxes/%s/processes/%s/attach HTTP/1.1\r\n"
@@ -353,9 +346,8 @@ int cli_pty_exec(const char *id, json_t *body, bool forward_stdin)
 	window_size(&rows, &cols);
 	json_object_set_new(body, "pty", json_pack("{s:I, s:I}", "rows", (json_int_t)rows, "cols", (json_int_t)cols));
 	signals_install();
-	cleanup_free char *path = xasprintf("/v1/sandboxes/%s/processes", id);
 	cleanup_json json_t *proc = NULL;
-	int r = cli_call("POST", path, body, 201, &proc);
+	int r = cli_process_start(id, body, &proc);
 	if (r)
 		return r;
 	const char *pid = json_string_value(json_object_get(proc, "id"));
@@ -368,8 +360,7 @@ int cli_pty_exec(const char *id, json_t *body, bool forward_stdin)
 		cleanup_json json_t *kbody = json_pack("{s:s}", "signal", "KILL");
 		long st;
 		cleanup_json json_t *resp = NULL;
-		char err[CLI_ERRBUF];
-		cli_http("POST", kpath, kbody, &st, &resp, err, sizeof(err));
+		cli_http("POST", kpath, kbody, &st, &resp, NULL); /* best effort: the attach error is the one to show */
 	}
 	return r;
 }

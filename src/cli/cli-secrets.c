@@ -98,23 +98,28 @@ static int read_tty(const char *name, char *buf, size_t max, size_t *ret_len)
 	return r;
 }
 
+/* The buffer of a value: the value, a "\r\n" and room to spare. */
+#define VALUE_BUF_SIZE (SECRET_VALUE_MAX + 4)
+
+static void value_wipep(char **p)
+{
+	wipe_free(*p, VALUE_BUF_SIZE);
+}
+
 /* The value from --value-file, or stdin (a terminal is asked without echo),
- * without one trailing newline ("\n" or "\r\n"). */
-static int read_value(const char *name, const char *file, char **ret, size_t *ret_len)
+ * without one trailing newline ("\n" or "\r\n"); *ret is VALUE_BUF_SIZE
+ * bytes (value_wipep). */
+static int read_value(const char *name, const char *file, char **ret, size_t *ret_len, struct al_error *err)
 {
 	size_t cap = SECRET_VALUE_MAX + 2; /* the value and a "\r\n" */
-	char *buf = xmalloc(cap + 2);
+	__attribute__((cleanup(value_wipep))) char *buf = xmalloc(VALUE_BUF_SIZE);
 	size_t len = 0;
 	int r;
 	if (file) {
-		int fd = open(file, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-		if (fd < 0) {
-			int e = errno;
-			wipe_free(buf, cap + 2);
-			return cli_client_error("--value-file %s: %s", file, strerror(e));
-		}
+		cleanup_close int fd = open(file, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+		if (fd < 0)
+			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, errno, "--value-file %s: %m", file);
 		r = read_bounded(fd, buf, cap, &len);
-		close(fd);
 	} else if (isatty(0)) {
 		r = read_tty(name, buf, cap, &len);
 	} else {
@@ -125,24 +130,19 @@ static int read_value(const char *name, const char *file, char **ret, size_t *re
 		if (len > 0 && buf[len - 1] == '\r')
 			len--;
 	}
-	if (r == -E2BIG || (r == 0 && len > SECRET_VALUE_MAX)) {
-		wipe_free(buf, cap + 2);
-		return cli_client_error("the secret's value is longer than %d bytes", SECRET_VALUE_MAX);
-	}
-	if (r < 0) {
-		wipe_free(buf, cap + 2);
-		return cli_client_error("cannot read the secret's value: %s", strerror(-r));
-	}
-	if (len == 0) {
-		wipe_free(buf, cap + 2);
-		return cli_client_error("the secret's value is empty (give it on stdin or with --value-file FILE)");
-	}
-	if (memchr(buf, '\0', len) || memchr(buf, '\n', len) || memchr(buf, '\r', len)) {
-		wipe_free(buf, cap + 2);
-		return cli_client_error("the secret's value must be one line (no NUL, CR or LF inside)");
-	}
+	if (r == -E2BIG || (r == 0 && len > SECRET_VALUE_MAX))
+		return al_error_set(err, AL_ERR_TOO_LARGE, E2BIG, "the secret's value is longer than %d bytes",
+		                    SECRET_VALUE_MAX);
+	if (r < 0)
+		return al_error_set(err, AL_ERR_INTERNAL, -r, "cannot read the secret's value: %s", strerror(-r));
+	if (len == 0)
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+		                    "the secret's value is empty (give it on stdin or with --value-file FILE)");
+	if (memchr(buf, '\0', len) || memchr(buf, '\n', len) || memchr(buf, '\r', len))
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+		                    "the secret's value must be one line (no NUL, CR or LF inside)");
 	buf[len] = '\0';
-	*ret = buf;
+	*ret = TAKE_PTR(buf);
 	*ret_len = len;
 	return 0;
 }
@@ -233,16 +233,16 @@ static int secret_set(const char *name, struct set_opts *o)
 		return cli_usage_error("secret set: at least one --host HOST the secret may be sent to");
 	if (json_object_get(o->body, "format") && !json_object_get(o->body, "header"))
 		return cli_usage_error("secret set: --format needs --header");
-	char *value = NULL;
+	__attribute__((cleanup(value_wipep))) char *value = NULL;
 	size_t len = 0;
-	int r = read_value(name, o->value_file, &value, &len);
-	if (r)
-		return r;
+	struct al_error err = {0};
+	if (read_value(name, o->value_file, &value, &len, &err) < 0)
+		return cli_report_error(&err);
 	json_object_set_new(o->body, "name", json_string(name));
 	if (o->tenant)
 		json_object_set_new(o->body, "tenant", json_string(o->tenant));
 	json_t *v = json_stringn(value, len);
-	wipe_free(value, len + 1);
+	wipe_free(TAKE_PTR(value), VALUE_BUF_SIZE); /* now, not at the end: the request takes a while */
 	if (!v)
 		return cli_client_error("the secret's value must be UTF-8 text");
 	json_object_set_new(o->body, "value", v);
@@ -257,15 +257,14 @@ static int secret_set(const char *name, struct set_opts *o)
 	wipe_value(o->body);
 	struct cli_req req = {
 	    .method = "POST", .path = "/v1/secrets", .raw = text, .raw_len = tlen, .content_type = "application/json"};
-	char errbuf[CLI_ERRBUF];
 	long status = 0;
 	cleanup_json json_t *resp = NULL;
-	r = cli_request(&req, &status, &resp, errbuf, sizeof(errbuf));
+	int r = cli_request(&req, &status, &resp, &err);
 	wipe_free(text, tlen);
 	if (r < 0)
-		return cli_report(0, NULL, errbuf);
+		return cli_report_error(&err);
 	if (status != 200 && status != 201)
-		return cli_report(status, resp, NULL);
+		return cli_report(status, resp);
 	if (cli_opt_json)
 		cli_print_json(resp, true);
 	else
@@ -291,30 +290,26 @@ static char *secret_path(const char *name, const char *tenant)
 	return p;
 }
 
+static void print_secret_row(json_t *s)
+{
+	const char *header = json_string_value(json_object_get(s, "header"));
+	cleanup_free char *applied = header ? xasprintf("header %s", header) : xstrdup("placeholder");
+	printf("%-24s %-16s %-26s %-25s", json_string_value(json_object_get(s, "name")),
+	       json_string_value(json_object_get(s, "tenant")), applied,
+	       json_string_value(json_object_get(s, "updated_at")));
+	size_t k;
+	json_t *h;
+	json_array_foreach (json_object_get(s, "hosts"), k, h)
+		printf("%s%s", k ? "," : " ", json_string_value(h));
+	printf("\n");
+}
+
 static int secret_ls(const char *tenant)
 {
 	cleanup_free char *path =
 	    tenant ? cli_path_with_query("/v1/secrets", "tenant", tenant) : xstrdup("/v1/secrets");
-	cleanup_json json_t *list = NULL;
-	int r = cli_call_list("GET", path, NULL, 200, "secrets", &list);
-	if (r || !list)
-		return r;
-	printf("%-24s %-16s %-26s %-25s %s\n", "NAME", "TENANT", "APPLIED", "UPDATED", "HOSTS");
-	size_t i;
-	json_t *s;
-	json_array_foreach (list, i, s) {
-		const char *header = json_string_value(json_object_get(s, "header"));
-		cleanup_free char *applied = header ? xasprintf("header %s", header) : xstrdup("placeholder");
-		printf("%-24s %-16s %-26s %-25s", json_string_value(json_object_get(s, "name")),
-		       json_string_value(json_object_get(s, "tenant")), applied,
-		       json_string_value(json_object_get(s, "updated_at")));
-		size_t k;
-		json_t *h;
-		json_array_foreach (json_object_get(s, "hosts"), k, h)
-			printf("%s%s", k ? "," : " ", json_string_value(h));
-		printf("\n");
-	}
-	return 0;
+	return cli_print_table(path, "secrets", print_secret_row, "%-24s %-16s %-26s %-25s %s\n", "NAME", "TENANT",
+	                       "APPLIED", "UPDATED", "HOSTS");
 }
 
 int cli_cmd_secret(int argc, char **argv)
@@ -380,9 +375,10 @@ int cli_cmd_secret(int argc, char **argv)
 
 /* ------------------------------------------------------------ ca */
 
-static int write_out(void *ud, const void *buf, size_t len)
+static int write_out(void *ud, const void *buf, size_t len, struct al_error *err)
 {
 	(void)ud;
+	(void)err; /* the transfer's own error says it */
 	return write_full(1, buf, len);
 }
 

@@ -9,6 +9,7 @@
 #include <stdbool.h>
 
 #include "cli-http.h"
+#include "error.h"
 #include "json-cleanup.h"
 #include "util.h"
 
@@ -23,8 +24,10 @@ extern bool cli_opt_json;
 int cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Prints "airlock: MSG" and returns EXIT_CLIENT. */
 int cli_client_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-/* Prints the daemon's error (or the transport's) and returns EXIT_CLIENT. */
-int cli_report(long status, json_t *body, const char *transport_err);
+/* Prints the daemon's error answer (status, body) and returns EXIT_CLIENT. */
+int cli_report(long status, json_t *body);
+/* Prints "airlock: " and err's message and returns EXIT_CLIENT. */
+int cli_report_error(const struct al_error *err);
 /* One JSON request; any status but want_status is reported (EXIT_CLIENT). On
  * success *ret is the answer (an empty object for an empty body). */
 int cli_call(const char *method, const char *path, json_t *body, long want_status, json_t **ret);
@@ -33,6 +36,11 @@ int cli_call(const char *method, const char *path, json_t *body, long want_statu
  * is printed here instead and *ret_list is NULL: nothing is left to do. */
 int cli_call_list(const char *method, const char *path, json_t *body, long want_status, const char *key,
                   json_t **ret_list);
+/* GET path and print its array `key` (cli_call_list): with --json as JSON,
+ * else a header line (header_fmt with the column names), then print_row for
+ * each element. */
+int cli_print_table(const char *path, const char *key, void (*print_row)(json_t *row), const char *header_fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 /* METHOD PREFIX/ID/SUFFIX for each of n ids, printing each id done; EXIT_CLIENT if any failed. */
 int cli_call_each(const char *method, const char *prefix, const char *suffix, char **ids, int n, long want_status);
 /* A request whose 200 answer goes to req's on_line or on_bytes; any other
@@ -50,7 +58,7 @@ int cli_add_kv(json_t *obj, const char *flag, const char *arg);
 int cli_exit_status_of(json_t *exit_obj);
 /* GET path, each line of a 200 answer to on_line (JSON lines, followed
  * streams); any other answer reported (EXIT_CLIENT). */
-int cli_get_lines(const char *path, int (*on_line)(void *ud, char *line, size_t len));
+int cli_get_lines(const char *path, int (*on_line)(void *ud, char *line, size_t len, struct al_error *err));
 /* Prints json compactly (--json) or indented, with a newline. */
 void cli_print_json(json_t *v, bool compact);
 /* "/v1/sandboxes/ID/REST?path=ESCAPED" with path URL-encoded. */
@@ -92,9 +100,14 @@ int cli_cmd_ca(int argc, char **argv);
 /* --secret ENV=NAME: adds the grant to a create (or fork) body's "secrets". */
 int cli_secret_grant_add(json_t *body, const char *arg);
 
-/* cli-exec.c: creates the exec body's "cmd" and runs it streaming (or
- * buffered with stream=false); returns the command's exit status. */
-int cli_exec_run(const char *id, json_t *body, char **cmd, int n_cmd, bool stream, bool force_stdin);
+/* cli-exec.c: the exec body's "cmd" (argv of n_cmd words). */
+void cli_exec_set_cmd(json_t *body, char **cmd, int n_cmd);
+/* Runs body's command in sandbox id streaming (or buffered with
+ * stream=false); returns the command's exit status. */
+int cli_exec_run(const char *id, json_t *body, bool stream, bool force_stdin);
+/* POST /v1/sandboxes/ID/processes: starts body's command in the background;
+ * *ret_proc is the daemon's answer (the process, with its id). */
+int cli_process_start(const char *id, json_t *body, json_t **ret_proc);
 /* cli-pty.c: starts cmd with a PTY in sandbox id and attaches to it. */
 int cli_pty_exec(const char *id, json_t *body, bool forward_stdin);
 

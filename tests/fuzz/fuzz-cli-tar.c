@@ -31,18 +31,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (dfd < 0)
 		abort();
 	struct tar_reader *t = cli_tar_reader_new(dfd, NULL);
-	char err[256];
+	struct al_error err = {0};
 	/* Feed in uneven pieces, as a network stream would arrive. */
 	size_t off = 0, step = 1;
 	int r = 0;
 	while (off < size && r == 0) {
 		size_t n = MIN(step, size - off);
-		r = cli_tar_reader_feed(t, data + off, n, err, sizeof(err));
+		r = cli_tar_reader_feed(t, data + off, n, &err);
 		off += n;
 		step = step * 3 + 1;
 	}
 	if (r == 0)
-		cli_tar_reader_finish(t, err, sizeof(err));
+		cli_tar_reader_finish(t, &err);
 	cli_tar_reader_free(t);
 	close(dfd);
 	/* SECURITY: the extractor must never write next to the destination. */
