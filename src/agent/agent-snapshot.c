@@ -120,7 +120,7 @@ static size_t signal_targets(const struct agent *a, int sig, size_t *ret_running
 {
 	if (sig && a->pid1)
 		kill(-1, sig); /* all but PID 1 itself */
-	struct proc_ent *v;
+	cleanup_free struct proc_ent *v = NULL;
 	size_t n = proc_list(&v), targets = 0, running = 0;
 	for (size_t i = 0; i < n; i++) {
 		if (!proc_is_target(a, v, n, i))
@@ -131,7 +131,6 @@ static size_t signal_targets(const struct agent *a, int sig, size_t *ret_running
 		if (!strchr("TtZX", v[i].state))
 			running++;
 	}
-	free(v);
 	if (ret_running)
 		*ret_running = running;
 	return targets;

@@ -6,12 +6,11 @@
 
 int cli_cmd_stats(int argc, char **argv)
 {
-	int first = 0, r = cli_small_opts(argc, argv, "h", cli_json_only, &first, cli_no_opt, NULL);
+	const char *id;
+	int r = cli_sandbox_operand(argc, argv, &id);
 	if (r)
 		return r;
-	if (first + 1 != argc)
-		return cli_usage_error("stats takes one sandbox id");
-	cleanup_free char *path = xasprintf("/v1/sandboxes/%s/metrics", argv[first]);
+	cleanup_free char *path = xasprintf("/v1/sandboxes/%s/metrics", id);
 	cleanup_json json_t *m = NULL;
 	if ((r = cli_call("GET", path, NULL, 200, &m)))
 		return r;

@@ -237,14 +237,19 @@ static int exec_buffered(const char *id, json_t *body, bool force_stdin)
 	return cli_exit_status_of(resp);
 }
 
-static void stream_stop_stdin(struct exec_stream *s)
+/* Stops the stdin thread and frees the rest; may be called again. */
+static void exec_stream_release(struct exec_stream *s)
 {
-	if (!s->thread_started)
-		return;
-	ssize_t w = write(s->stop_pipe[1], "x", 1);
-	(void)w;
-	pthread_join(s->thread, NULL);
-	s->thread_started = false;
+	if (s->thread_started) {
+		ssize_t w = write(s->stop_pipe[1], "x", 1);
+		(void)w;
+		pthread_join(s->thread, NULL);
+		s->thread_started = false;
+	}
+	closep(&s->stop_pipe[0]);
+	closep(&s->stop_pipe[1]);
+	s->stop_pipe[0] = s->stop_pipe[1] = -1;
+	free(TAKE_PTR(s->process_id));
 }
 
 /* A daemon from before streaming exec rejects the unknown field "stream". */
@@ -256,7 +261,8 @@ static bool daemon_lacks_streaming(json_t *resp)
 
 static int exec_streaming(const char *id, json_t *body, bool force_stdin)
 {
-	struct exec_stream s = {.sandbox = id, .status = -1, .stop_pipe = {-1, -1}};
+	__attribute__((cleanup(exec_stream_release))) struct exec_stream s = {
+	    .sandbox = id, .status = -1, .stop_pipe = {-1, -1}};
 	s.stdin_stream = stdin_wanted(force_stdin);
 	json_object_set_new(body, "stream", json_true());
 	if (s.stdin_stream) {
@@ -270,12 +276,7 @@ static int exec_streaming(const char *id, json_t *body, bool force_stdin)
 	long status = 0;
 	cleanup_json json_t *resp = NULL;
 	int r = cli_request(&req, &status, &resp, &err);
-	stream_stop_stdin(&s);
-	if (s.stop_pipe[0] >= 0) {
-		close(s.stop_pipe[0]);
-		close(s.stop_pipe[1]);
-	}
-	free(s.process_id);
+	exec_stream_release(&s); /* now: the stdin thread says nothing after what follows */
 	if (r < 0)
 		return cli_report_error(&err);
 	if (status == 400 && daemon_lacks_streaming(resp)) {
@@ -348,12 +349,11 @@ static void print_process_row(json_t *p)
 
 int cli_cmd_ps(int argc, char **argv)
 {
-	int first = 0, r = cli_small_opts(argc, argv, "h", cli_json_only, &first, cli_no_opt, NULL);
+	const char *id;
+	int r = cli_sandbox_operand(argc, argv, &id);
 	if (r)
 		return r;
-	if (first + 1 != argc)
-		return cli_usage_error("ps takes one sandbox id");
-	cleanup_free char *path = xasprintf("/v1/sandboxes/%s/processes", argv[first]);
+	cleanup_free char *path = xasprintf("/v1/sandboxes/%s/processes", id);
 	return cli_print_table(path, "processes", print_process_row, "%-10s %-8s %-7s %-16s %s\n", "ID", "STATE",
 	                       "EXIT", "TAG", "CMD");
 }
@@ -397,13 +397,13 @@ int cli_cmd_logs(int argc, char **argv)
 		return cli_usage_error("logs takes a sandbox id and a process id");
 	cleanup_free char *path = xasprintf("/v1/sandboxes/%s/processes/%s/output?from=%s&follow=%s", argv[first],
 	                                    argv[first + 1], o.from, o.follow ? "true" : "false");
-	struct exec_stream s = {.sandbox = argv[first], .status = -1};
+	__attribute__((cleanup(exec_stream_release))) struct exec_stream s = {
+	    .sandbox = argv[first], .status = -1, .stop_pipe = {-1, -1}};
 	struct cli_req req = {.method = "GET", .path = path, .on_line = on_output_line, .ud = &s};
 	struct al_error err = {0};
 	long status = 0;
 	cleanup_json json_t *resp = NULL;
 	r = cli_request(&req, &status, &resp, &err);
-	free(s.process_id);
 	if (r < 0)
 		return cli_report_error(&err);
 	if (status != 200)

@@ -314,20 +314,16 @@ int cli_cmd_cp(int argc, char **argv)
 		return r;
 	if (first + 2 != argc)
 		return cli_usage_error("cp takes a source and a destination (one of them ID:/path)");
-	struct cp_spec src, dst;
+	__attribute__((cleanup(spec_release))) struct cp_spec src = {0}, dst = {0};
 	if ((r = spec_parse(argv[first], &src)) || (r = spec_parse(argv[first + 1], &dst)))
 		return r;
 	if (src.id && dst.id)
-		r = cli_usage_error("cp: copy between two sandboxes through the host: cp ID1:/p - | cp - ID2:/dir");
-	else if (src.id)
-		r = cp_from_sandbox(&src, &dst);
-	else if (dst.id)
-		r = cp_to_sandbox(&src, &dst);
-	else
-		r = cp_local_only();
-	spec_release(&src);
-	spec_release(&dst);
-	return r;
+		return cli_usage_error("cp: copy between two sandboxes through the host: cp ID1:/p - | cp - ID2:/dir");
+	if (src.id)
+		return cp_from_sandbox(&src, &dst);
+	if (dst.id)
+		return cp_to_sandbox(&src, &dst);
+	return cp_local_only();
 }
 
 /* ------------------------------------------------------------ fs */

@@ -268,6 +268,17 @@ int cli_no_opt(int c, void *ud)
 const struct option cli_json_only[] = {
     {"json", no_argument, NULL, 'j'}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
 
+int cli_sandbox_operand(int argc, char **argv, const char **ret_id)
+{
+	int first = 0, r = cli_small_opts(argc, argv, "h", cli_json_only, &first, cli_no_opt, NULL);
+	if (r)
+		return r;
+	if (first + 1 != argc)
+		return cli_usage_error("%s takes one sandbox id", argv[0]);
+	*ret_id = argv[first];
+	return 0;
+}
+
 static int parse_uint_flag(const char *flag, const char *arg, long max, json_t *obj, const char *field)
 {
 	long v;

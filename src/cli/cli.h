@@ -70,6 +70,9 @@ int cli_small_opts(int argc, char **argv, const char *shorts, const struct optio
                    int (*on_opt)(int c, void *ud), void *ud);
 int cli_no_opt(int c, void *ud);
 extern const struct option cli_json_only[]; /* --json, --help */
+/* The options of cli_json_only and one operand, a sandbox id (usage error
+ * "VERB takes one sandbox id" else). */
+int cli_sandbox_operand(int argc, char **argv, const char **ret_id);
 
 /* Verbs, each (argc, argv) with argv[0] the verb name. */
 int cli_cmd_run(int argc, char **argv);
