@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "json-cleanup.h"
 #include "util.h"
 
 /* The queue is in send order, but frames held back while frozen (FREEZE:
@@ -78,38 +79,30 @@ static bool vsock_present(void)
 	return cid != VMADDR_CID_ANY && cid > VMADDR_CID_HOST;
 }
 
-static int listen_on(int fd, const struct sockaddr *sa, socklen_t len, int *ret_fd)
+static int listen_on(const struct sockaddr *sa, socklen_t len, int *ret_fd)
 {
-	if (bind(fd, sa, len) < 0 || listen(fd, 4) < 0) {
-		int r = -errno;
-		close(fd);
-		return r;
-	}
-	*ret_fd = fd;
+	cleanup_close int fd = socket(sa->sa_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0 || bind(fd, sa, len) < 0 || listen(fd, 4) < 0)
+		return -errno;
+	*ret_fd = TAKE_FD(fd);
 	return 0;
 }
 
-int channel_listen_vsock(unsigned port, int *ret_fd)
+int agent_channel_listen_vsock(unsigned port, int *ret_fd)
 {
-	int fd = socket(AF_VSOCK, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	if (fd < 0)
-		return -errno;
 	struct sockaddr_vm sa = {.svm_family = AF_VSOCK, .svm_cid = VMADDR_CID_ANY, .svm_port = port};
-	return listen_on(fd, (const struct sockaddr *)&sa, sizeof(sa), ret_fd);
+	return listen_on((const struct sockaddr *)&sa, sizeof(sa), ret_fd);
 }
 
-int channel_listen_unix(const char *path, int *ret_fd)
+int agent_channel_listen_unix(const char *path, int *ret_fd)
 {
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	if (strlcpy_al(sa.sun_path, path, sizeof(sa.sun_path)) >= sizeof(sa.sun_path))
 		return -ENAMETOOLONG;
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	if (fd < 0)
-		return -errno;
-	return listen_on(fd, (const struct sockaddr *)&sa, sizeof(sa), ret_fd);
+	return listen_on((const struct sockaddr *)&sa, sizeof(sa), ret_fd);
 }
 
-int channel_open(int timeout_ms, int *ret_port_fd, int *ret_listen_fd)
+int agent_channel_open(int timeout_ms, int *ret_port_fd, int *ret_listen_fd)
 {
 	uint64_t deadline = now_ms_monotonic() + (uint64_t)timeout_ms;
 	char dev[300];
@@ -126,7 +119,7 @@ int channel_open(int timeout_ms, int *ret_port_fd, int *ret_listen_fd)
 			if (r != -ENOENT)
 				return r;
 		} else if (vsock_present()) {
-			return channel_listen_vsock(AIRLOCK_VSOCK_PORT, ret_listen_fd);
+			return agent_channel_listen_vsock(AIRLOCK_VSOCK_PORT, ret_listen_fd);
 		}
 		if (now_ms_monotonic() >= deadline)
 			return r;
@@ -135,11 +128,11 @@ int channel_open(int timeout_ms, int *ret_port_fd, int *ret_listen_fd)
 	}
 }
 
-int channel_accept(struct agent *a, int *ret_fd)
+int agent_channel_accept(struct agent *a, int *ret_fd)
 {
 	struct sockaddr_storage ss;
 	socklen_t len = sizeof(ss);
-	int fd = accept4(a->listen_fd, (struct sockaddr *)&ss, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+	cleanup_close int fd = accept4(a->listen_fd, (struct sockaddr *)&ss, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
 	if (fd < 0)
 		return errno == EAGAIN || errno == EINTR || errno == ECONNABORTED ? 0 : -errno;
 	/* SECURITY: only the host drives the agent. Through Firecracker's
@@ -149,16 +142,15 @@ int channel_accept(struct agent *a, int *ret_fd)
 	if (ss.ss_family == AF_VSOCK && ((struct sockaddr_vm *)&ss)->svm_cid != VMADDR_CID_HOST) {
 		agent_log("refused a vsock connection from CID %u (only the host, CID %u, may connect)",
 		          ((struct sockaddr_vm *)&ss)->svm_cid, VMADDR_CID_HOST);
-		close(fd);
 		return 0;
 	}
-	*ret_fd = fd;
+	*ret_fd = TAKE_FD(fd);
 	return 1;
 }
 
 /* ---- outgoing ---- */
 
-void channel_send(struct agent *a, uint8_t type, uint32_t stream, const void *payload, size_t len)
+void agent_channel_send(struct agent *a, uint8_t type, uint32_t stream, const void *payload, size_t len)
 {
 	if (len > AIRLOCK_FRAME_MAX_PAYLOAD)
 		abort(); /* every caller bounds its payload */
@@ -177,7 +169,7 @@ void channel_send(struct agent *a, uint8_t type, uint32_t stream, const void *pa
 	b->len = AIRLOCK_FRAME_HEADER_SIZE + len;
 	b->off = 0;
 	b->stream = stream;
-	struct stream *s = a->frozen && stream != 0 ? stream_find(a, stream) : NULL;
+	struct stream *s = a->frozen && stream != 0 ? agent_stream_find(a, stream) : NULL;
 	b->held = s && s->held;
 	if (a->q_tail)
 		a->q_tail->next = b;
@@ -189,16 +181,16 @@ void channel_send(struct agent *a, uint8_t type, uint32_t stream, const void *pa
 	a->q_held += b->held;
 }
 
-void channel_send_json(struct agent *a, uint8_t type, uint32_t stream, json_t *obj)
+void agent_channel_send_json(struct agent *a, uint8_t type, uint32_t stream, json_t *obj)
 {
 	cleanup_free char *s = json_dumps(obj, JSON_COMPACT);
 	json_decref(obj);
 	if (!s)
 		abort();
-	channel_send(a, type, stream, s, strlen(s));
+	agent_channel_send(a, type, stream, s, strlen(s));
 }
 
-const char *errno_code(int errnum)
+const char *agent_errno_code(int errnum)
 {
 	static __thread char buf[32];
 	const char *name = strerrorname_np(errnum);
@@ -211,7 +203,7 @@ const char *errno_code(int errnum)
 	return buf;
 }
 
-void channel_send_error(struct agent *a, uint32_t stream, int errnum, const char *fmt, ...)
+void agent_channel_send_error(struct agent *a, uint32_t stream, int errnum, const char *fmt, ...)
 {
 	char msg[1024];
 	va_list ap;
@@ -222,26 +214,26 @@ void channel_send_error(struct agent *a, uint32_t stream, int errnum, const char
 		errnum = -errnum;
 	if (errnum == 0)
 		errnum = EIO;
-	json_t *o = json_pack("{s:s, s:i, s:s}", "code", errno_code(errnum), "errno", errnum, "message", msg);
+	json_t *o = json_pack("{s:s, s:i, s:s}", "code", agent_errno_code(errnum), "errno", errnum, "message", msg);
 	if (!o) /* msg was not UTF-8 (a path from the guest's disk, say) */
-		o = json_pack("{s:s, s:i, s:s}", "code", errno_code(errnum), "errno", errnum, "message",
+		o = json_pack("{s:s, s:i, s:s}", "code", agent_errno_code(errnum), "errno", errnum, "message",
 		              strerror(errnum));
-	channel_send_json(a, AIRLOCK_FRAME_ERROR, stream, o);
+	agent_channel_send_json(a, AIRLOCK_FRAME_ERROR, stream, o);
 }
 
-void channel_send_hello(struct agent *a)
+void agent_channel_send_hello(struct agent *a)
 {
 	json_t *o = json_pack("{s:i, s:s, s:I, s:s, s:s}", "proto", AIRLOCK_PROTO_VERSION, "agent", AGENT_VERSION,
 	                      "generation", (json_int_t)a->generation, "boot_id", a->boot_id, "kernel", a->kernel);
-	channel_send_json(a, AIRLOCK_FRAME_HELLO, 0, o);
+	agent_channel_send_json(a, AIRLOCK_FRAME_HELLO, 0, o);
 }
 
-void channel_send_credit(struct agent *a, uint32_t stream, size_t n)
+void agent_channel_send_credit(struct agent *a, uint32_t stream, size_t n)
 {
 	while (n > 0) {
 		uint32_t c = n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;
 		uint8_t p[4] = {(uint8_t)(c >> 24), (uint8_t)(c >> 16), (uint8_t)(c >> 8), (uint8_t)c};
-		channel_send(a, AIRLOCK_FRAME_CREDIT, stream, p, sizeof(p));
+		agent_channel_send(a, AIRLOCK_FRAME_CREDIT, stream, p, sizeof(p));
 		n -= c;
 	}
 }
@@ -280,12 +272,12 @@ static struct outbuf *outbuf_next(const struct agent *a)
 	return NULL;
 }
 
-bool channel_want_write(const struct agent *a)
+bool agent_channel_want_write(const struct agent *a)
 {
 	return a->q_partial || a->q_count > a->q_held;
 }
 
-void channel_release_held(struct agent *a)
+void agent_channel_release_held(struct agent *a)
 {
 	for (struct outbuf *b = a->q_head; b; b = b->next)
 		b->held = false;
@@ -294,7 +286,7 @@ void channel_release_held(struct agent *a)
 		a->streams[i]->held = false;
 }
 
-void channel_drop_stream(struct agent *a, uint32_t stream)
+void agent_channel_drop_stream(struct agent *a, uint32_t stream)
 {
 	for (struct outbuf *b = a->q_head, *next; b; b = next) {
 		next = b->next;
@@ -303,7 +295,7 @@ void channel_drop_stream(struct agent *a, uint32_t stream)
 	}
 }
 
-void channel_drop_held(struct agent *a)
+void agent_channel_drop_held(struct agent *a)
 {
 	for (struct outbuf *b = a->q_head, *next; b && a->q_held > 0; b = next) {
 		next = b->next;
@@ -312,7 +304,7 @@ void channel_drop_held(struct agent *a)
 	}
 }
 
-int channel_flush(struct agent *a)
+int agent_channel_flush(struct agent *a)
 {
 	struct outbuf *b;
 	while ((b = outbuf_next(a))) {
@@ -336,14 +328,14 @@ int channel_flush(struct agent *a)
 /* The host went away in the middle of a frame: the rest of that frame would
  * only corrupt the stream of the next connection, so drop it. Whole frames
  * stay queued for whoever connects next. */
-void channel_drop_partial(struct agent *a)
+void agent_channel_drop_partial(struct agent *a)
 {
 	if (a->q_partial)
 		outbuf_unlink(a, a->q_partial);
 	frame_reader_init(&reader);
 }
 
-size_t channel_queued_output(const struct agent *a, uint32_t stream)
+size_t agent_channel_queued_output(const struct agent *a, uint32_t stream)
 {
 	size_t n = 0;
 	for (const struct outbuf *b = a->q_head; b; b = b->next) {
@@ -359,23 +351,19 @@ size_t channel_queued_output(const struct agent *a, uint32_t stream)
 
 /* ---- incoming ---- */
 
-json_t *json_parse_object(const uint8_t *payload, size_t len, char *err, size_t err_size)
+int agent_json_parse_object(const uint8_t *payload, size_t len, json_t **ret, struct al_error *err)
 {
 	json_error_t jerr;
-	json_t *o = json_loadb((const char *)payload, len, JSON_REJECT_DUPLICATES, &jerr);
-	if (!o) {
-		snprintf(err, err_size, "invalid JSON: %s", jerr.text);
-		return NULL;
-	}
-	if (!json_is_object(o)) {
-		json_decref(o);
-		snprintf(err, err_size, "expected a JSON object");
-		return NULL;
-	}
-	return o;
+	cleanup_json json_t *o = json_loadb((const char *)payload, len, JSON_REJECT_DUPLICATES, &jerr);
+	if (!o)
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "invalid JSON: %s", jerr.text);
+	if (!json_is_object(o))
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "expected a JSON object");
+	*ret = TAKE_PTR(o);
+	return 0;
 }
 
-const char *json_get_cstring(json_t *v)
+const char *agent_json_get_cstring(json_t *v)
 {
 	if (!json_is_string(v))
 		return NULL;
@@ -422,10 +410,58 @@ channel_reject(struct agent *a, const struct airlock_frame_header *h, int errnum
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	if (h->stream != 0 && stream_find(a, h->stream))
-		channel_send_error(a, 0, errnum, "%s on stream %u: %s", frame_type_name(h->type), h->stream, msg);
+	if (h->stream != 0 && agent_stream_find(a, h->stream))
+		agent_channel_send_error(a, 0, errnum, "%s on stream %u: %s", frame_type_name(h->type), h->stream, msg);
 	else
-		channel_send_error(a, h->stream, errnum, "%s: %s", frame_type_name(h->type), msg);
+		agent_channel_send_error(a, h->stream, errnum, "%s: %s", frame_type_name(h->type), msg);
+}
+
+/* The handlers of the frames that open a stream; METRICS and FREEZE may
+ * come without a payload, the others carry a JSON object. */
+static const struct {
+	int (*open)(struct agent *a, uint32_t id, json_t *req, struct al_error *err);
+	bool may_be_empty;
+} stream_openers[] = {
+    [AIRLOCK_FRAME_EXEC] = {agent_exec_start, false},
+    [AIRLOCK_FRAME_FILE_WRITE] = {agent_file_write_start, false},
+    [AIRLOCK_FRAME_FILE_READ] = {agent_file_read_start, false},
+    [AIRLOCK_FRAME_FILE_OP] = {agent_fileop_start, false},
+    [AIRLOCK_FRAME_METRICS] = {agent_metrics_send, true},
+    [AIRLOCK_FRAME_FREEZE] = {agent_snapshot_freeze, true},
+    [AIRLOCK_FRAME_THAW] = {agent_snapshot_thaw, false},
+};
+
+/* A frame that opens a stream: its handler's failure is the stream's ERROR
+ * (and its only frame, unless a failed FILE_WRITE keeps the stream to drop
+ * its FILE_DATA). */
+static void channel_open_stream(struct agent *a, const struct airlock_frame_header *h, const uint8_t *p)
+{
+	struct al_error err = {0};
+	cleanup_json json_t *req = NULL;
+	int r = 0;
+	if (h->length > 0 || !stream_openers[h->type].may_be_empty) {
+		r = agent_json_parse_object(p, h->length, &req, &err);
+		if (r < 0)
+			al_error_prefix(&err, "%s", frame_type_name(h->type));
+	}
+	if (r == 0)
+		r = stream_openers[h->type].open(a, h->stream, req, &err);
+	if (r < 0)
+		agent_channel_send_error(a, h->stream, -r, "%s", err.message);
+}
+
+/* SIGNAL or RESIZE for an exec: its failure rejects the frame (on stream 0),
+ * the process goes on. */
+static void channel_exec_control(struct agent *a, const struct airlock_frame_header *h, const uint8_t *p,
+                                 struct stream *s)
+{
+	struct al_error err = {0};
+	cleanup_json json_t *req = NULL;
+	int r = agent_json_parse_object(p, h->length, &req, &err);
+	if (r == 0)
+		r = h->type == AIRLOCK_FRAME_SIGNAL ? agent_exec_signal(s, req, &err) : agent_exec_resize(s, req, &err);
+	if (r < 0)
+		channel_reject(a, h, -r, "%s", err.message);
 }
 
 /* SECURITY: every field of a host frame is checked here or in the handler it
@@ -436,7 +472,7 @@ static void channel_dispatch(struct agent *a, const struct airlock_frame_header 
 {
 	if (h->stream == 0) {
 		if (h->type == AIRLOCK_FRAME_HELLO)
-			channel_send_hello(a);
+			agent_channel_send_hello(a);
 		else if (h->type == AIRLOCK_FRAME_SHUTDOWN)
 			a->shutdown = true;
 		else
@@ -444,7 +480,7 @@ static void channel_dispatch(struct agent *a, const struct airlock_frame_header 
 		return;
 	}
 
-	struct stream *s = stream_find(a, h->stream);
+	struct stream *s = agent_stream_find(a, h->stream);
 	switch (h->type) {
 	case AIRLOCK_FRAME_EXEC:
 	case AIRLOCK_FRAME_FILE_WRITE:
@@ -460,20 +496,8 @@ static void channel_dispatch(struct agent *a, const struct airlock_frame_header 
 			               "too many streams: the agent runs at most %d processes and transfers at once; "
 			               "wait for one to end",
 			               AGENT_MAX_STREAMS);
-		else if (h->type == AIRLOCK_FRAME_EXEC)
-			exec_start(a, h->stream, p, h->length);
-		else if (h->type == AIRLOCK_FRAME_FILE_WRITE)
-			file_write_start(a, h->stream, p, h->length);
-		else if (h->type == AIRLOCK_FRAME_FILE_READ)
-			file_read_start(a, h->stream, p, h->length);
-		else if (h->type == AIRLOCK_FRAME_FILE_OP)
-			fileop_start(a, h->stream, p, h->length);
-		else if (h->type == AIRLOCK_FRAME_FREEZE)
-			snapshot_freeze(a, h->stream, p, h->length);
-		else if (h->type == AIRLOCK_FRAME_THAW)
-			snapshot_thaw(a, h->stream, p, h->length);
 		else
-			metrics_send(a, h->stream, p, h->length);
+			channel_open_stream(a, h, p);
 		return;
 	case AIRLOCK_FRAME_CREDIT:
 		/* CREDIT races the end of its stream (the host credits output it
@@ -484,12 +508,12 @@ static void channel_dispatch(struct agent *a, const struct airlock_frame_header 
 		else if (s && s->kind == STREAM_FILE_WRITE)
 			channel_reject(a, h, EBADF, "the stream sends no output to credit");
 		else if (s)
-			stream_output_credit(s, ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) |
-			                            ((uint32_t)p[2] << 8) | p[3]);
+			agent_stream_output_credit(s, ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) |
+			                                  ((uint32_t)p[2] << 8) | p[3]);
 		return;
 	case AIRLOCK_FRAME_RESIZE:
 		if (s && s->kind == STREAM_EXEC)
-			exec_resize(a, s, p, h->length);
+			channel_exec_control(a, h, p, s);
 		else
 			channel_reject(a, h, EBADF, s ? "the stream is not an exec" : "no such stream");
 		return;
@@ -497,19 +521,19 @@ static void channel_dispatch(struct agent *a, const struct airlock_frame_header 
 	case AIRLOCK_FRAME_SIGNAL:
 		if (s && s->kind == STREAM_FILE_WRITE && h->type == AIRLOCK_FRAME_SIGNAL) {
 			/* The host gave up on the upload: nothing of it may stay behind. */
-			file_write_cancel(a, s);
+			agent_file_write_cancel(a, s);
 		} else if (s && s->kind == STREAM_EXEC) {
 			if (h->type == AIRLOCK_FRAME_STDIN)
-				exec_stdin(a, s, p, h->length);
+				agent_exec_stdin(a, s, p, h->length);
 			else
-				exec_signal(a, s, p, h->length);
+				channel_exec_control(a, h, p, s);
 		} else {
 			channel_reject(a, h, EBADF, s ? "the stream is not an exec" : "no such stream");
 		}
 		return;
 	case AIRLOCK_FRAME_FILE_DATA:
 		if (s && s->kind == STREAM_FILE_WRITE)
-			file_write_data(a, s, p, h->length);
+			agent_file_write_data(a, s, p, h->length);
 		else
 			channel_reject(a, h, EBADF, s ? "the stream is not a file write" : "no such stream");
 		return;
@@ -523,7 +547,7 @@ static void channel_dispatch(struct agent *a, const struct airlock_frame_header 
 	}
 }
 
-int channel_read(struct agent *a)
+int agent_channel_read(struct agent *a)
 {
 	size_t space;
 	uint8_t *buf = frame_reader_space(&reader, &space);
@@ -544,7 +568,8 @@ int channel_read(struct agent *a)
 			 * buffered and tell the host, which must re-attach. */
 			agent_log("corrupt frame from the host (%s); dropping %zu buffered bytes", strerror(-r),
 			          reader.len);
-			channel_send_error(a, 0, -r, "corrupt frame from the host: %s; input discarded", strerror(-r));
+			agent_channel_send_error(a, 0, -r, "corrupt frame from the host: %s; input discarded",
+			                         strerror(-r));
 			frame_reader_init(&reader);
 			break;
 		}

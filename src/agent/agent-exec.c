@@ -147,92 +147,78 @@ static bool pty_dim_get(json_t *o, const char *key, unsigned short *ret)
 
 /* SECURITY: the EXEC request comes from the host; types and sizes are checked
  * before anything is used (the payload itself is at most 64 KiB). */
-static int exec_req_parse(json_t *o, struct exec_req *r, char *err, size_t err_size)
+static int exec_req_parse(json_t *o, struct exec_req *r, struct al_error *err)
 {
 	json_t *argv = json_object_get(o, "argv");
-	if (!json_is_array(argv) || json_array_size(argv) == 0 || json_array_size(argv) > AGENT_EXEC_MAX_ARGS) {
-		snprintf(err, err_size, "\"argv\" must be a non-empty array of at most %d strings",
-		         AGENT_EXEC_MAX_ARGS);
-		return -EINVAL;
-	}
+	if (!json_is_array(argv) || json_array_size(argv) == 0 || json_array_size(argv) > AGENT_EXEC_MAX_ARGS)
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+		                    "\"argv\" must be a non-empty array of at most %d strings", AGENT_EXEC_MAX_ARGS);
 	r->argv = xcalloc(json_array_size(argv) + 1, sizeof(char *));
 	for (size_t i = 0; i < json_array_size(argv); i++) {
-		const char *s = json_get_cstring(json_array_get(argv, i));
-		if (!s || (i == 0 && s[0] == '\0')) {
-			snprintf(err, err_size, "\"argv\"[%zu] must be a %sstring without NUL bytes", i,
-			         i == 0 ? "non-empty " : "");
-			return -EINVAL;
-		}
+		const char *s = agent_json_get_cstring(json_array_get(argv, i));
+		if (!s || (i == 0 && s[0] == '\0'))
+			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+			                    "\"argv\"[%zu] must be a %sstring without NUL bytes", i,
+			                    i == 0 ? "non-empty " : "");
 		r->argv[i] = (char *)s;
 	}
 
 	json_t *env = json_object_get(o, "env");
-	if (env && !json_is_array(env) && !json_is_null(env)) {
-		snprintf(err, err_size, "\"env\" must be an array of \"NAME=value\" strings");
-		return -EINVAL;
-	}
+	if (env && !json_is_array(env) && !json_is_null(env))
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+		                    "\"env\" must be an array of \"NAME=value\" strings");
 	size_t n_env = json_is_array(env) ? json_array_size(env) : 0;
-	if (n_env > AGENT_EXEC_MAX_ENV) {
-		snprintf(err, err_size, "\"env\" has more than %d entries", AGENT_EXEC_MAX_ENV);
-		return -EINVAL;
-	}
+	if (n_env > AGENT_EXEC_MAX_ENV)
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "\"env\" has more than %d entries",
+		                    AGENT_EXEC_MAX_ENV);
 	r->envp = xcalloc(n_env + 4, sizeof(char *));
 	for (size_t i = 0; i < n_env; i++) {
-		const char *s = json_get_cstring(json_array_get(env, i));
-		if (!s || s[0] == '=' || !strchr(s, '=')) {
-			snprintf(err, err_size, "\"env\"[%zu] must be a \"NAME=value\" string", i);
-			return -EINVAL;
-		}
+		const char *s = agent_json_get_cstring(json_array_get(env, i));
+		if (!s || s[0] == '=' || !strchr(s, '='))
+			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+			                    "\"env\"[%zu] must be a \"NAME=value\" string", i);
 		r->envp[r->envc++] = xstrdup(s);
 	}
 
 	json_t *cwd = json_object_get(o, "cwd");
 	r->cwd = "/";
 	if (cwd && !json_is_null(cwd)) {
-		r->cwd = json_get_cstring(cwd);
-		if (!r->cwd || r->cwd[0] == '\0') {
-			snprintf(err, err_size, "\"cwd\" must be a non-empty string");
-			return -EINVAL;
-		}
+		r->cwd = agent_json_get_cstring(cwd);
+		if (!r->cwd || r->cwd[0] == '\0')
+			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "\"cwd\" must be a non-empty string");
 	}
 
 	uint32_t uid = 0, gid = 0;
 	bool has_uid, has_gid;
-	if (!json_get_id(o, "uid", &uid, &has_uid) || !json_get_id(o, "gid", &gid, &has_gid)) {
-		snprintf(err, err_size, "\"uid\" and \"gid\" must be integers in 0..4294967294");
-		return -EINVAL;
-	}
+	if (!json_get_id(o, "uid", &uid, &has_uid) || !json_get_id(o, "gid", &gid, &has_gid))
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+		                    "\"uid\" and \"gid\" must be integers in 0..4294967294");
 	r->uid = uid;
 	r->gid = has_gid ? gid : uid; /* default: the group of the same number */
 
 	json_t *t = json_object_get(o, "timeout_ms");
 	if (t && !json_is_null(t)) {
 		if (!json_is_integer(t) || json_integer_value(t) < 0 ||
-		    (uint64_t)json_integer_value(t) > AGENT_MAX_TIMEOUT_MS) {
-			snprintf(err, err_size, "\"timeout_ms\" must be an integer in 0..%llu",
-			         (unsigned long long)AGENT_MAX_TIMEOUT_MS);
-			return -EINVAL;
-		}
+		    (uint64_t)json_integer_value(t) > AGENT_MAX_TIMEOUT_MS)
+			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+			                    "\"timeout_ms\" must be an integer in 0..%llu",
+			                    (unsigned long long)AGENT_MAX_TIMEOUT_MS);
 		r->timeout_ms = (uint64_t)json_integer_value(t);
 	}
 
 	json_t *in = json_object_get(o, "stdin");
-	if (in && !json_is_boolean(in) && !json_is_null(in)) {
-		snprintf(err, err_size, "\"stdin\" must be true or false");
-		return -EINVAL;
-	}
+	if (in && !json_is_boolean(in) && !json_is_null(in))
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "\"stdin\" must be true or false");
 	r->stdin_pipe = json_is_true(in);
 
 	json_t *pty = json_object_get(o, "pty");
 	if (pty && !json_is_null(pty)) {
 		r->rows = 24;
 		r->cols = 80;
-		if (!json_is_object(pty) || !pty_dim_get(pty, "rows", &r->rows) ||
-		    !pty_dim_get(pty, "cols", &r->cols)) {
-			snprintf(err, err_size, "\"pty\" must be an object {\"rows\":N,\"cols\":N} with N in 1..%d",
-			         AGENT_PTY_MAX_DIM);
-			return -EINVAL;
-		}
+		if (!json_is_object(pty) || !pty_dim_get(pty, "rows", &r->rows) || !pty_dim_get(pty, "cols", &r->cols))
+			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+			                    "\"pty\" must be an object {\"rows\":N,\"cols\":N} with N in 1..%d",
+			                    AGENT_PTY_MAX_DIM);
 		r->pty = true;
 		if (!env_has(r->envp, r->envc, "TERM"))
 			r->envp[r->envc++] = xstrdup("TERM=xterm-256color");
@@ -318,23 +304,20 @@ static void set_nonblock(int fd)
 		fcntl(fd, F_SETFL, fl | O_NONBLOCK);
 }
 
-static void exec_report_failure(struct agent *a, uint32_t id, const struct exec_req *r, const struct exec_report *rep)
+/* The child's report of what failed before exec. */
+static int exec_report_failure(const struct exec_req *r, const struct exec_report *rep, struct al_error *err)
 {
 	const char *e = strerror(rep->err);
 	switch (rep->stage) {
 	case STAGE_CWD:
-		channel_send_error(a, id, rep->err, "chdir \"%s\": %s", r->cwd, e);
-		break;
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, rep->err, "chdir \"%s\": %s", r->cwd, e);
 	case STAGE_CRED:
-		channel_send_error(a, id, rep->err, "switch to uid %u gid %u: %s", (unsigned)r->uid, (unsigned)r->gid,
-		                   e);
-		break;
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, rep->err, "switch to uid %u gid %u: %s",
+		                    (unsigned)r->uid, (unsigned)r->gid, e);
 	case STAGE_EXEC:
-		channel_send_error(a, id, rep->err, "exec \"%s\": %s", r->argv[0], e);
-		break;
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, rep->err, "exec \"%s\": %s", r->argv[0], e);
 	default:
-		channel_send_error(a, id, rep->err, "set up the process for \"%s\": %s", r->argv[0], e);
-		break;
+		return al_error_set(err, AL_ERR_INTERNAL, rep->err, "set up the process for \"%s\": %s", r->argv[0], e);
 	}
 }
 
@@ -354,7 +337,7 @@ static int pty_open(const struct exec_req *r, int *ret_master, int *ret_slave)
 	cleanup_close int m = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
 	if (m < 0 || grantpt(m) < 0 || unlockpt(m) < 0)
 		return -errno;
-	int sl = -1;
+	cleanup_close int sl = -1;
 #ifdef TIOCGPTPEER
 	/* The peer of this very master, without a path lookup in /dev/pts. */
 	sl = ioctl(m, TIOCGPTPEER, O_RDWR | O_NOCTTY | O_CLOEXEC);
@@ -369,17 +352,14 @@ static int pty_open(const struct exec_req *r, int *ret_master, int *ret_slave)
 			return -errno;
 	}
 	struct winsize ws = {.ws_row = r->rows, .ws_col = r->cols};
-	if (ioctl(m, TIOCSWINSZ, &ws) < 0) {
-		int e = errno;
-		close(sl);
-		return -e;
-	}
+	if (ioctl(m, TIOCSWINSZ, &ws) < 0)
+		return -errno;
 	*ret_master = TAKE_FD(m);
-	*ret_slave = sl;
+	*ret_slave = TAKE_FD(sl);
 	return 0;
 }
 
-static void exec_spawn(struct agent *a, uint32_t id, struct exec_req *r)
+static int exec_spawn(struct agent *a, uint32_t id, struct exec_req *r, struct al_error *err)
 {
 	cleanup_close int in_r = -1, in_w = -1, out_r = -1, out_w = -1, err_r = -1, err_w = -1, rep_r = -1, rep_w = -1,
 	                  master = -1, slave = -1;
@@ -397,16 +377,12 @@ static void exec_spawn(struct agent *a, uint32_t id, struct exec_req *r)
 	}
 	if (rc == 0)
 		rc = make_pipe(&rep_r, &rep_w);
-	if (rc < 0) {
-		channel_send_error(a, id, -rc, "EXEC: %s: %s", what, strerror(-rc));
-		return;
-	}
+	if (rc < 0)
+		return al_error_set(err, AL_ERR_INTERNAL, -rc, "EXEC: %s: %s", what, strerror(-rc));
 
 	pid_t pid = fork();
-	if (pid < 0) {
-		channel_send_error(a, id, errno, "EXEC: fork: %s", strerror(errno));
-		return;
-	}
+	if (pid < 0)
+		return al_error_set(err, AL_ERR_INTERNAL, errno, "EXEC: fork: %m");
 	if (pid == 0) {
 		if (r->pty)
 			child_run(r, slave, slave, slave, rep_w);
@@ -420,11 +396,10 @@ static void exec_spawn(struct agent *a, uint32_t id, struct exec_req *r)
 	if (read_full(rep_r, &rep, sizeof(rep)) == (ssize_t)sizeof(rep)) {
 		while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
 			;
-		exec_report_failure(a, id, r, &rep);
-		return;
+		return exec_report_failure(r, &rep, err);
 	}
 
-	struct stream *s = stream_new(a, id, STREAM_EXEC);
+	struct stream *s = agent_stream_new(a, id, STREAM_EXEC);
 	s->pid = pid;
 	if (r->pty) {
 		s->pty = true;
@@ -444,24 +419,18 @@ static void exec_spawn(struct agent *a, uint32_t id, struct exec_req *r)
 	s->last_output_ms = now_ms_monotonic();
 	if (r->timeout_ms)
 		s->deadline_ms = s->last_output_ms + r->timeout_ms;
+	return 0;
 }
 
-void exec_start(struct agent *a, uint32_t id, const uint8_t *payload, size_t len)
+int agent_exec_start(struct agent *a, uint32_t id, json_t *req, struct al_error *err)
 {
-	char err[512];
-	json_t *o = json_parse_object(payload, len, err, sizeof(err));
-	if (!o) {
-		channel_send_error(a, id, EINVAL, "EXEC: %s", err);
-		return;
+	__attribute__((cleanup(exec_req_release))) struct exec_req r = {0};
+	int rc = exec_req_parse(req, &r, err);
+	if (rc < 0) {
+		al_error_prefix(err, "EXEC");
+		return rc;
 	}
-	struct exec_req r = {0};
-	int rc = exec_req_parse(o, &r, err, sizeof(err));
-	if (rc < 0)
-		channel_send_error(a, id, -rc, "EXEC: %s", err);
-	else
-		exec_spawn(a, id, &r);
-	exec_req_release(&r);
-	json_decref(o);
+	return exec_spawn(a, id, &r, err);
 }
 
 static void exec_kill(struct stream *s, int sig)
@@ -476,7 +445,7 @@ static void stdin_close(struct agent *a, struct stream *s)
 {
 	/* Whatever was still buffered will never reach the child: credit it. */
 	if (s->in_len && !s->orphan)
-		channel_send_credit(a, s->id, s->in_len);
+		agent_channel_send_credit(a, s->id, s->in_len);
 	s->in_len = 0;
 	s->in_off = 0;
 	s->n_veof = 0;
@@ -521,7 +490,7 @@ static int stdin_write_once(struct agent *a, struct stream *s)
 	s->in_off += (size_t)n;
 	s->in_len -= (size_t)n;
 	s->in_written += (uint64_t)n;
-	channel_send_credit(a, s->id, (size_t)n);
+	agent_channel_send_credit(a, s->id, (size_t)n);
 	return 1;
 }
 
@@ -537,7 +506,7 @@ static void stdin_pump(struct agent *a, struct stream *s)
 	}
 }
 
-void exec_stdin(struct agent *a, struct stream *s, const uint8_t *data, size_t len)
+void agent_exec_stdin(struct agent *a, struct stream *s, const uint8_t *data, size_t len)
 {
 	if (len == 0 && s->pty) {
 		/* ^D through the line discipline; the terminal stays open. More
@@ -553,7 +522,7 @@ void exec_stdin(struct agent *a, struct stream *s, const uint8_t *data, size_t l
 		return;
 	}
 	if (s->stdin_gone || s->stdin_eof) {
-		channel_send_credit(a, s->id, len);
+		agent_channel_send_credit(a, s->id, len);
 		return;
 	}
 	/* SECURITY: the host may have at most AIRLOCK_STDIN_WINDOW bytes in
@@ -561,11 +530,12 @@ void exec_stdin(struct agent *a, struct stream *s, const uint8_t *data, size_t l
 	 * the agent buffer without bound. */
 	if (s->in_len + len > AIRLOCK_STDIN_WINDOW) {
 		exec_kill(s, SIGKILL);
-		channel_send_error(a, s->id, ENOBUFS,
-		                   "STDIN: %zu bytes pending exceed the window of %u bytes (host ignored CREDIT); "
-		                   "process killed",
-		                   s->in_len + len, AIRLOCK_STDIN_WINDOW);
-		stream_free(a, s);
+		agent_channel_send_error(
+		    a, s->id, ENOBUFS,
+		    "STDIN: %zu bytes pending exceed the window of %u bytes (host ignored CREDIT); "
+		    "process killed",
+		    s->in_len + len, AIRLOCK_STDIN_WINDOW);
+		agent_stream_free(a, s);
 		return;
 	}
 	if (s->in_off + s->in_len + len > AIRLOCK_STDIN_WINDOW) {
@@ -579,48 +549,35 @@ void exec_stdin(struct agent *a, struct stream *s, const uint8_t *data, size_t l
 	stdin_pump(a, s);
 }
 
-void exec_signal(struct agent *a, struct stream *s, const uint8_t *payload, size_t len)
+int agent_exec_signal(struct stream *s, json_t *req, struct al_error *err)
 {
-	char err[512];
-	json_t *o = json_parse_object(payload, len, err, sizeof(err));
-	json_t *v = o ? json_object_get(o, "signal") : NULL;
-	if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > SIGRTMAX) {
-		/* On stream 0: the process is still running, its stream goes on. */
-		channel_send_error(a, 0, EINVAL, "SIGNAL on stream %u: %s", s->id,
-		                   o ? "\"signal\" must be an integer signal number" : err);
-		json_decref(o);
-		return;
-	}
+	json_t *v = json_object_get(req, "signal");
+	if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > SIGRTMAX)
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+		                    "\"signal\" must be an integer signal number");
 	exec_kill(s, (int)json_integer_value(v));
-	json_decref(o);
+	return 0;
 }
 
-void exec_resize(struct agent *a, struct stream *s, const uint8_t *payload, size_t len)
+int agent_exec_resize(struct stream *s, json_t *req, struct al_error *err)
 {
-	char err[512];
-	json_t *o = json_parse_object(payload, len, err, sizeof(err));
 	unsigned short rows = 0, cols = 0;
-	/* Errors on stream 0: the process goes on. */
-	if (!o || !json_object_get(o, "rows") || !json_object_get(o, "cols") || !pty_dim_get(o, "rows", &rows) ||
-	    !pty_dim_get(o, "cols", &cols)) {
-		if (o)
-			snprintf(err, sizeof(err), "\"rows\" and \"cols\" must be integers in 1..%d",
-			         AGENT_PTY_MAX_DIM);
-		channel_send_error(a, 0, EINVAL, "RESIZE on stream %u: %s", s->id, err);
-	} else if (!s->pty) {
-		channel_send_error(a, 0, ENOTTY, "RESIZE on stream %u: the process has no PTY (EXEC without \"pty\")",
-		                   s->id);
-	} else {
-		struct winsize ws = {.ws_row = rows, .ws_col = cols};
-		int fd = s->in_fd >= 0 ? s->in_fd : s->out_fd;
-		/* Both closed: the terminal is gone with its processes; nothing to resize. */
-		if (fd >= 0 && ioctl(fd, TIOCSWINSZ, &ws) < 0)
-			channel_send_error(a, 0, errno, "RESIZE on stream %u: %s", s->id, strerror(errno));
-	}
-	json_decref(o);
+	if (!json_object_get(req, "rows") || !json_object_get(req, "cols") || !pty_dim_get(req, "rows", &rows) ||
+	    !pty_dim_get(req, "cols", &cols))
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+		                    "\"rows\" and \"cols\" must be integers in 1..%d", AGENT_PTY_MAX_DIM);
+	if (!s->pty)
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, ENOTTY,
+		                    "the process has no PTY (EXEC without \"pty\")");
+	struct winsize ws = {.ws_row = rows, .ws_col = cols};
+	int fd = s->in_fd >= 0 ? s->in_fd : s->out_fd;
+	/* Both closed: the terminal is gone with its processes; nothing to resize. */
+	if (fd >= 0 && ioctl(fd, TIOCSWINSZ, &ws) < 0)
+		return al_error_set(err, AL_ERR_INTERNAL, errno, "%m");
+	return 0;
 }
 
-void exec_reap(struct agent *a)
+void agent_exec_reap(struct agent *a)
 {
 	for (;;) {
 		int status;
@@ -641,10 +598,10 @@ void exec_reap(struct agent *a)
 	}
 }
 
-void exec_poll_add(struct agent *a, struct stream *s, struct pollfd *pfds, size_t *n)
+void agent_exec_poll_add(struct agent *a, struct stream *s, struct pollfd *pfds, size_t *n)
 {
-	/* Closing: exec_tick drains the pipes itself. */
-	bool room = stream_output_room(a, s) > 0 && !s->closing;
+	/* Closing: agent_exec_tick drains the pipes itself. */
+	bool room = agent_stream_output_room(a, s) > 0 && !s->closing;
 	if (s->out_fd >= 0 && room) {
 		s->poll_out = (int)*n;
 		pfds[(*n)++] = (struct pollfd){.fd = s->out_fd, .events = POLLIN};
@@ -667,7 +624,7 @@ void exec_poll_add(struct agent *a, struct stream *s, struct pollfd *pfds, size_
 static ssize_t output_read(struct agent *a, struct stream *s, int *fd, uint8_t type, uint64_t now_ms, size_t max_bytes)
 {
 	static uint8_t buf[AIRLOCK_FRAME_MAX_PAYLOAD];
-	size_t room = MIN(stream_output_room(a, s), max_bytes);
+	size_t room = MIN(agent_stream_output_room(a, s), max_bytes);
 	if (room == 0)
 		return 0;
 	ssize_t n = read(*fd, buf, room);
@@ -676,8 +633,8 @@ static ssize_t output_read(struct agent *a, struct stream *s, int *fd, uint8_t t
 		return n;
 	}
 	if (n > 0) {
-		channel_send(a, type, s->id, buf, (size_t)n);
-		stream_output_sent(s, (size_t)n);
+		agent_channel_send(a, type, s->id, buf, (size_t)n);
+		agent_stream_output_sent(s, (size_t)n);
 		s->last_output_ms = now_ms;
 		return n;
 	}
@@ -687,7 +644,7 @@ static ssize_t output_read(struct agent *a, struct stream *s, int *fd, uint8_t t
 	return -1;
 }
 
-void exec_poll_handle(struct agent *a, struct stream *s, const struct pollfd *pfds, uint64_t now_ms)
+void agent_exec_poll_handle(struct agent *a, struct stream *s, const struct pollfd *pfds, uint64_t now_ms)
 {
 	if (s->poll_out >= 0 && pfds[s->poll_out].revents && s->out_fd >= 0)
 		output_read(a, s, &s->out_fd, AIRLOCK_FRAME_STDOUT, now_ms, SIZE_MAX);
@@ -707,7 +664,7 @@ void exec_poll_handle(struct agent *a, struct stream *s, const struct pollfd *pf
 static bool output_drain_close(struct agent *a, struct stream *s, int *fd, uint8_t type, uint64_t now_ms)
 {
 	while (*fd >= 0 && s->drain_left > 0) {
-		if (stream_output_room(a, s) == 0)
+		if (agent_stream_output_room(a, s) == 0)
 			return false;
 		ssize_t n = output_read(a, s, fd, type, now_ms, s->drain_left);
 		if (n <= 0)
@@ -727,7 +684,7 @@ static void exec_send_exit(struct agent *a, struct stream *s)
 		json_object_set_new(o, "signal", json_integer(WTERMSIG(s->wait_status)));
 	if (s->timed_out)
 		json_object_set_new(o, "timed_out", json_true());
-	channel_send_json(a, AIRLOCK_FRAME_EXIT, s->id, o);
+	agent_channel_send_json(a, AIRLOCK_FRAME_EXIT, s->id, o);
 }
 
 static void lower_timeout(int *timeout_ms, uint64_t now_ms, uint64_t at_ms)
@@ -737,7 +694,7 @@ static void lower_timeout(int *timeout_ms, uint64_t now_ms, uint64_t at_ms)
 		*timeout_ms = t;
 }
 
-bool exec_tick(struct agent *a, struct stream *s, uint64_t now_ms, int *timeout_ms)
+bool agent_exec_tick(struct agent *a, struct stream *s, uint64_t now_ms, int *timeout_ms)
 {
 	if (!s->reaped) {
 		if (s->deadline_ms && !s->timed_out) {
@@ -754,7 +711,7 @@ bool exec_tick(struct agent *a, struct stream *s, uint64_t now_ms, int *timeout_
 		/* While the host is slow (queue full, or no credit) the agent is
 		 * not reading: that is not quiet, and that time is not grace. A
 		 * CREDIT or a flush to the host wakes the loop. */
-		if (stream_output_room(a, s) == 0) {
+		if (agent_stream_output_room(a, s) == 0) {
 			if (!s->blocked_since_ms)
 				s->blocked_since_ms = MAX(now_ms, 1);
 			return false;
@@ -779,11 +736,11 @@ bool exec_tick(struct agent *a, struct stream *s, uint64_t now_ms, int *timeout_
 		return false;
 	if (!s->orphan)
 		exec_send_exit(a, s);
-	stream_free(a, s);
+	agent_stream_free(a, s);
 	return true;
 }
 
-void exec_orphan(struct agent *a, struct stream *s)
+void agent_exec_orphan(struct agent *a, struct stream *s)
 {
 	s->orphan = true;
 	/* Its stdin gets EOF (a PTY stays open: only its input side is gone). */
@@ -791,7 +748,7 @@ void exec_orphan(struct agent *a, struct stream *s)
 	stdin_close(a, s);
 }
 
-void exec_kill_all(struct agent *a)
+void agent_exec_kill_all(struct agent *a)
 {
 	for (size_t i = 0; i < a->n_streams; i++)
 		if (a->streams[i]->kind == STREAM_EXEC)

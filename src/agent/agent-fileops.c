@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "json-cleanup.h"
 #include "util.h"
 
 #define LIST_PREFIX "{\"entries\":["
@@ -113,7 +114,7 @@ static int path_split_open(const char *path, int *ret_dir_fd, char *ret_name /* 
 	return 0;
 }
 
-static void op_stat(struct agent *a, uint32_t id, const char *path)
+static int op_stat(struct agent *a, uint32_t id, const char *path, struct al_error *err)
 {
 	cleanup_close int dir_fd = -1;
 	char name[NAME_MAX + 1];
@@ -124,25 +125,22 @@ static void op_stat(struct agent *a, uint32_t id, const char *path)
 	else if (r == 0)
 		r = entry_json(dir_fd, name, name, &o);
 	if (r < 0)
-		channel_send_error(a, id, -r, "stat \"%s\": %s", path, strerror(-r));
-	else
-		channel_send_json(a, AIRLOCK_FRAME_OK, id, o);
+		return al_error_set(err, AL_ERR_INTERNAL, -r, "stat \"%s\": %s", path, strerror(-r));
+	agent_channel_send_json(a, AIRLOCK_FRAME_OK, id, o);
+	return 0;
 }
 
-static void op_list(struct agent *a, uint32_t id, const char *path)
+static int op_list(struct agent *a, uint32_t id, const char *path, struct al_error *err)
 {
-	int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	cleanup_close int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-	if (!d) {
-		int e = errno;
-		if (fd >= 0)
-			close(fd);
-		channel_send_error(a, id, e, "list \"%s\": %s", path, strerror(e));
-		return;
-	}
-	struct stream *s = stream_new(a, id, STREAM_FILE_LIST);
+	if (!d)
+		return al_error_set(err, AL_ERR_INTERNAL, errno, "list \"%s\": %m", path);
+	fd = -1; /* d has it now */
+	struct stream *s = agent_stream_new(a, id, STREAM_FILE_LIST);
 	s->path = xstrdup(path);
 	s->dir = d;
+	return 0;
 }
 
 /* The next entry as JSON text, or NULL at the end (*ret_err set on error). */
@@ -158,7 +156,7 @@ static char *list_next(struct stream *s, int *ret_err)
 		}
 		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
 			continue;
-		json_t *o;
+		cleanup_json json_t *o = NULL;
 		int r = entry_json(dirfd(s->dir), de->d_name, de->d_name, &o);
 		if (r == -ENOENT)
 			continue; /* removed since readdir */
@@ -167,22 +165,21 @@ static char *list_next(struct stream *s, int *ret_err)
 			return NULL;
 		}
 		char *text = json_dumps(o, JSON_COMPACT);
-		json_decref(o);
 		if (!text)
 			abort();
 		return text;
 	}
 }
 
-bool fileop_list_ready(const struct agent *a, const struct stream *s)
+bool agent_fileop_list_ready(const struct agent *a, const struct stream *s)
 {
-	return stream_output_room(a, s) >= MAX(s->list_need, (size_t)1);
+	return agent_stream_output_room(a, s) >= MAX(s->list_need, (size_t)1);
 }
 
-bool fileop_list_pump(struct agent *a, struct stream *s)
+bool agent_fileop_list_pump(struct agent *a, struct stream *s)
 {
 	static char chunk[AIRLOCK_FRAME_MAX_PAYLOAD];
-	size_t room = stream_output_room(a, s);
+	size_t room = agent_stream_output_room(a, s);
 	size_t used = strlen(LIST_PREFIX), n_in_chunk = 0;
 	memcpy(chunk, LIST_PREFIX, used);
 	bool end = false;
@@ -213,17 +210,17 @@ bool fileop_list_pump(struct agent *a, struct stream *s)
 	if (n_in_chunk) {
 		memcpy(chunk + used, LIST_SUFFIX, strlen(LIST_SUFFIX));
 		used += strlen(LIST_SUFFIX);
-		channel_send(a, AIRLOCK_FRAME_FILE_DATA, s->id, chunk, used);
-		stream_output_sent(s, used);
+		agent_channel_send(a, AIRLOCK_FRAME_FILE_DATA, s->id, chunk, used);
+		agent_stream_output_sent(s, used);
 		s->count += n_in_chunk;
 	}
 	if (!end)
 		return false;
 	if (err)
-		channel_send_error(a, s->id, err, "list \"%s\": %s", s->path, strerror(err));
+		agent_channel_send_error(a, s->id, err, "list \"%s\": %s", s->path, strerror(err));
 	else
-		channel_send_json(a, AIRLOCK_FRAME_OK, s->id, json_pack("{s:I}", "count", (json_int_t)s->count));
-	stream_free(a, s);
+		agent_channel_send_json(a, AIRLOCK_FRAME_OK, s->id, json_pack("{s:I}", "count", (json_int_t)s->count));
+	agent_stream_free(a, s);
 	return true;
 }
 
@@ -259,16 +256,14 @@ static int mkdir_parents(const char *path, mode_t mode)
 	return chmod(buf, mode) < 0 ? -errno : 0;
 }
 
-static void op_mkdir(struct agent *a, uint32_t id, json_t *o, const char *path)
+static int op_mkdir(struct agent *a, uint32_t id, json_t *o, const char *path, struct al_error *err)
 {
 	json_t *jp = json_object_get(o, "parents"), *jm = json_object_get(o, "mode");
 	if ((jp && !json_is_boolean(jp)) ||
-	    (jm && (!json_is_integer(jm) || json_integer_value(jm) < 0 || json_integer_value(jm) > 07777))) {
-		channel_send_error(
-		    a, id, EINVAL,
+	    (jm && (!json_is_integer(jm) || json_integer_value(jm) < 0 || json_integer_value(jm) > 07777)))
+		return al_error_set(
+		    err, AL_ERR_INVALID_ARGUMENT, EINVAL,
 		    "FILE_OP mkdir: \"parents\" must be a boolean and \"mode\" an integer in 0..4095 (07777)");
-		return;
-	}
 	mode_t mode = jm ? (mode_t)json_integer_value(jm) : 0755;
 	int r;
 	if (json_is_true(jp))
@@ -276,9 +271,9 @@ static void op_mkdir(struct agent *a, uint32_t id, json_t *o, const char *path)
 	else
 		r = mkdir(path, mode) < 0 || chmod(path, mode) < 0 ? -errno : 0;
 	if (r < 0)
-		channel_send_error(a, id, -r, "mkdir \"%s\": %s", path, strerror(-r));
-	else
-		channel_send_json(a, AIRLOCK_FRAME_OK, id, json_object());
+		return al_error_set(err, AL_ERR_INTERNAL, -r, "mkdir \"%s\": %s", path, strerror(-r));
+	agent_channel_send_json(a, AIRLOCK_FRAME_OK, id, json_object());
+	return 0;
 }
 
 struct rm_ctx {
@@ -305,15 +300,11 @@ static int rm_tree_at(int dir_fd, const char *name, struct rm_ctx *c, size_t whe
 		return unlinkat(dir_fd, name, 0) < 0 ? -errno : 0;
 	if (st.st_dev != c->dev)
 		return -EBUSY; /* a mount point: not entered, not removed */
-	int fd = openat(dir_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0)
+	cleanup_close int fd = openat(dir_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	if (!d)
 		return -errno;
-	DIR *d = fdopendir(fd);
-	if (!d) {
-		int e = errno;
-		close(fd);
-		return -e;
-	}
+	fd = -1; /* d has it now */
 	int r = 0;
 	struct dirent *de;
 	while (r == 0 && (errno = 0, de = readdir(d))) {
@@ -330,84 +321,79 @@ static int rm_tree_at(int dir_fd, const char *name, struct rm_ctx *c, size_t whe
 	return unlinkat(dir_fd, name, AT_REMOVEDIR) < 0 ? -errno : 0;
 }
 
-static void op_remove(struct agent *a, uint32_t id, json_t *o, const char *path)
+static int op_remove(struct agent *a, uint32_t id, json_t *o, const char *path, struct al_error *err)
 {
 	json_t *jr = json_object_get(o, "recursive");
-	if (jr && !json_is_boolean(jr)) {
-		channel_send_error(a, id, EINVAL, "FILE_OP remove: \"recursive\" must be a boolean");
-		return;
-	}
+	if (jr && !json_is_boolean(jr))
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+		                    "FILE_OP remove: \"recursive\" must be a boolean");
 	cleanup_close int dir_fd = -1;
 	char name[NAME_MAX + 1];
 	int r = path_split_open(path, &dir_fd, name);
 	struct stat st, root;
-	if (r == -EBUSY) {
-		channel_send_error(a, id, EBUSY, "remove \"%s\": refusing to remove the root directory", path);
-		return;
-	}
+	if (r == -EBUSY)
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EBUSY,
+		                    "remove \"%s\": refusing to remove the root directory", path);
 	if (r == 0 && fstatat(dir_fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
 		r = -errno;
 	if (r == 0 && S_ISDIR(st.st_mode) && stat("/", &root) == 0 && st.st_dev == root.st_dev &&
-	    st.st_ino == root.st_ino) {
-		channel_send_error(a, id, EBUSY, "remove \"%s\": refusing to remove the root directory", path);
-		return;
-	}
+	    st.st_ino == root.st_ino)
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EBUSY,
+		                    "remove \"%s\": refusing to remove the root directory", path);
 	struct rm_ctx c = {.dev = r == 0 ? st.st_dev : 0};
 	if (r == 0 && json_is_true(jr) && S_ISDIR(st.st_mode)) {
 		r = rm_tree_at(dir_fd, name, &c, 0);
-		if (r < 0) {
-			channel_send_error(a, id, -r, "remove \"%s\": at \"%s\": %s", path, c.where + 1, strerror(-r));
-			return;
-		}
+		if (r < 0)
+			return al_error_set(err, AL_ERR_INTERNAL, -r, "remove \"%s\": at \"%s\": %s", path, c.where + 1,
+			                    strerror(-r));
 	} else if (r == 0) {
 		r = unlinkat(dir_fd, name, S_ISDIR(st.st_mode) ? AT_REMOVEDIR : 0) < 0 ? -errno : 0;
 	}
 	if (r < 0)
-		channel_send_error(a, id, -r, "remove \"%s\": %s", path, strerror(-r));
-	else
-		channel_send_json(a, AIRLOCK_FRAME_OK, id, json_object());
+		return al_error_set(err, AL_ERR_INTERNAL, -r, "remove \"%s\": %s", path, strerror(-r));
+	agent_channel_send_json(a, AIRLOCK_FRAME_OK, id, json_object());
+	return 0;
 }
 
-static void op_rename(struct agent *a, uint32_t id, json_t *o, const char *path)
+static int op_rename(struct agent *a, uint32_t id, json_t *o, const char *path, struct al_error *err)
 {
-	char err[512];
-	const char *to = json_get_path(o, "to", err, sizeof(err));
-	if (!to)
-		channel_send_error(a, id, EINVAL, "FILE_OP rename: %s", err);
-	else if (rename(path, to) < 0)
-		channel_send_error(a, id, errno, "rename \"%s\" to \"%s\": %s", path, to, strerror(errno));
-	else
-		channel_send_json(a, AIRLOCK_FRAME_OK, id, json_object());
+	const char *to;
+	int r = agent_json_get_path(o, "to", &to, err);
+	if (r < 0) {
+		al_error_prefix(err, "FILE_OP rename");
+		return r;
+	}
+	if (rename(path, to) < 0)
+		return al_error_set(err, AL_ERR_INTERNAL, errno, "rename \"%s\" to \"%s\": %m", path, to);
+	agent_channel_send_json(a, AIRLOCK_FRAME_OK, id, json_object());
+	return 0;
 }
 
 /* SECURITY: the request comes from the host: "op" is matched against the
  * known names, every path is absolute, shorter than PATH_MAX and NUL-free
- * (json_get_path), every other field is type-checked before use. */
-void fileop_start(struct agent *a, uint32_t id, const uint8_t *payload, size_t len)
+ * (agent_json_get_path), every other field is type-checked before use. */
+int agent_fileop_start(struct agent *a, uint32_t id, json_t *req, struct al_error *err)
 {
-	char err[512];
-	json_t *o = json_parse_object(payload, len, err, sizeof(err));
-	if (!o) {
-		channel_send_error(a, id, EINVAL, "FILE_OP: %s", err);
-		return;
-	}
-	const char *op = json_get_cstring(json_object_get(o, "op"));
-	const char *path = json_get_path(o, "path", err, sizeof(err));
+	const char *op = agent_json_get_cstring(json_object_get(req, "op"));
+	const char *path = NULL;
+	int r = agent_json_get_path(req, "path", &path, err);
 	if (!op)
-		channel_send_error(a, id, EINVAL, "FILE_OP: \"op\" must be one of stat, list, mkdir, remove, rename");
-	else if (!path)
-		channel_send_error(a, id, EINVAL, "FILE_OP %s: %s", op, err);
-	else if (!strcmp(op, "stat"))
-		op_stat(a, id, path);
-	else if (!strcmp(op, "list"))
-		op_list(a, id, path);
-	else if (!strcmp(op, "mkdir"))
-		op_mkdir(a, id, o, path);
-	else if (!strcmp(op, "remove"))
-		op_remove(a, id, o, path);
-	else if (!strcmp(op, "rename"))
-		op_rename(a, id, o, path);
-	else
-		channel_send_error(a, id, EINVAL, "FILE_OP: unknown \"op\" (stat, list, mkdir, remove, rename)");
-	json_decref(o);
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+		                    "FILE_OP: \"op\" must be one of stat, list, mkdir, remove, rename");
+	if (r < 0) {
+		al_error_prefix(err, "FILE_OP %s", op);
+		return r;
+	}
+	if (!strcmp(op, "stat"))
+		return op_stat(a, id, path, err);
+	if (!strcmp(op, "list"))
+		return op_list(a, id, path, err);
+	if (!strcmp(op, "mkdir"))
+		return op_mkdir(a, id, req, path, err);
+	if (!strcmp(op, "remove"))
+		return op_remove(a, id, req, path, err);
+	if (!strcmp(op, "rename"))
+		return op_rename(a, id, req, path, err);
+	return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+	                    "FILE_OP: unknown \"op\" (stat, list, mkdir, remove, rename)");
 }

@@ -40,27 +40,31 @@
 #define MODULES_LIST "/etc/airlock/modules"
 #define CMDLINE_MAX 4096
 
-void agent_log(const char *fmt, ...)
+/* One line on stderr (the console), in one write. */
+static void __attribute__((format(printf, 2, 0))) log_line(const char *prefix, const char *fmt, va_list ap)
 {
 	char msg[1024];
-	va_list ap;
-	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
 	char line[1100];
-	int n = snprintf(line, sizeof(line), "airlock-agent: %s\n", msg);
+	int n = snprintf(line, sizeof(line), "airlock-agent: %s%s\n", prefix, msg);
 	if (n > 0)
 		(void)!write(STDERR_FILENO, line, MIN((size_t)n, sizeof(line) - 1));
 }
 
-void init_fatal(const char *fmt, ...)
+void agent_log(const char *fmt, ...)
 {
-	char msg[1024];
 	va_list ap;
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	log_line("", fmt, ap);
 	va_end(ap);
-	agent_log("FATAL: %s", msg);
+}
+
+void agent_fatal(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	log_line("FATAL: ", fmt, ap);
+	va_end(ap);
 	if (getpid() == 1)
 		agent_log("FATAL: the guest cannot start; exiting (the kernel panics and the VM stops)");
 	sync();
@@ -88,7 +92,7 @@ static void mount_or_die(const char *src, const char *dst, const char *type, uns
 {
 	mkdir(dst, 0755);
 	if (mount(src, dst, type, flags, data) < 0 && errno != EBUSY)
-		init_fatal("mount %s on %s (%s): %s", src, dst, type, strerror(errno));
+		agent_fatal("mount %s on %s (%s): %s", src, dst, type, strerror(errno));
 }
 
 static void init_mount_basics(void)
@@ -118,7 +122,7 @@ static void init_load_modules(void)
 	if (r == -ENOENT)
 		return;
 	if (r < 0)
-		init_fatal("read %s: %s", MODULES_LIST, strerror(-r));
+		agent_fatal("read %s: %s", MODULES_LIST, strerror(-r));
 	char *save = NULL;
 	for (char *line = strtok_r(list, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
 		if (line[0] == '\0' || line[0] == '#')
@@ -166,12 +170,12 @@ static void wait_for_block_device(const char *dev)
 	for (;;) {
 		if (stat(dev, &st) == 0) {
 			if (!S_ISBLK(st.st_mode))
-				init_fatal("root device %s is not a block device", dev);
+				agent_fatal("root device %s is not a block device", dev);
 			return;
 		}
 		if (now_ms_monotonic() >= deadline)
-			init_fatal("root device %s did not appear within %d ms (is the disk attached as virtio-blk?)",
-			           dev, AGENT_ROOT_WAIT_MS);
+			agent_fatal("root device %s did not appear within %d ms (is the disk attached as virtio-blk?)",
+			            dev, AGENT_ROOT_WAIT_MS);
 		sleep_ms(5);
 	}
 }
@@ -188,7 +192,7 @@ static void mount_move_into(const char *from, const char *to)
 {
 	mkdir(to, 0755);
 	if (mount(from, to, NULL, MS_MOVE, NULL) < 0)
-		init_fatal("move mount %s to %s: %s", from, to, strerror(errno));
+		agent_fatal("move mount %s to %s: %s", from, to, strerror(errno));
 }
 
 static void init_switch_root(const char *dev)
@@ -196,20 +200,20 @@ static void init_switch_root(const char *dev)
 	wait_for_block_device(dev);
 	mkdir("/newroot", 0755);
 	if (mount(dev, "/newroot", "ext4", MS_NOATIME, NULL) < 0)
-		init_fatal("mount root %s (ext4) on /newroot: %s (is the template image a valid ext4 filesystem?)", dev,
-		           strerror(errno));
+		agent_fatal("mount root %s (ext4) on /newroot: %s (is the template image a valid ext4 filesystem?)",
+		            dev, strerror(errno));
 	mount_move_into("/dev", "/newroot/dev");
 	mount_move_into("/proc", "/newroot/proc");
 	mount_move_into("/sys", "/newroot/sys");
 	init_free_initramfs();
 	if (chdir("/newroot") < 0)
-		init_fatal("chdir /newroot: %s", strerror(errno));
+		agent_fatal("chdir /newroot: %s", strerror(errno));
 	if (mount(".", "/", NULL, MS_MOVE, NULL) < 0)
-		init_fatal("move /newroot to /: %s", strerror(errno));
+		agent_fatal("move /newroot to /: %s", strerror(errno));
 	if (chroot(".") < 0)
-		init_fatal("chroot: %s", strerror(errno));
+		agent_fatal("chroot: %s", strerror(errno));
 	if (chdir("/") < 0)
-		init_fatal("chdir /: %s", strerror(errno));
+		agent_fatal("chdir /: %s", strerror(errno));
 }
 
 static void init_loopback_up(void)
@@ -279,14 +283,12 @@ static void init_network(void)
 	/* A symlink (to a resolver's runtime file) is replaced by a file. */
 	unlink("/etc/resolv.conf");
 	static const char resolv[] = "nameserver " AIRLOCK_NET_DNS "\n";
-	int rf = open("/etc/resolv.conf", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+	cleanup_close int rf = open("/etc/resolv.conf", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
 	if (rf < 0 || write_full(rf, resolv, sizeof(resolv) - 1) < 0)
 		agent_log("/etc/resolv.conf: %s", strerror(errno));
-	if (rf >= 0)
-		close(rf);
 }
 
-void init_boot(void)
+void agent_init_boot(void)
 {
 	init_console();
 	umask(022);
@@ -300,7 +302,7 @@ void init_boot(void)
 	if (r == 0)
 		init_switch_root(root);
 	else if (r != -ENOENT)
-		init_fatal("airlock.root on the kernel command line: %s", strerror(-r));
+		agent_fatal("airlock.root on the kernel command line: %s", strerror(-r));
 	else
 		agent_log("no airlock.root= on the kernel command line: staying in the initramfs");
 
@@ -311,11 +313,11 @@ void init_boot(void)
 	init_network();
 }
 
-void init_poweroff(void)
+void agent_init_poweroff(void)
 {
 	/* Everything but PID 1 itself. */
 	kill(-1, SIGKILL);
 	sync();
 	reboot(RB_POWER_OFF);
-	init_fatal("power off: %s", strerror(errno));
+	agent_fatal("power off: %s", strerror(errno));
 }

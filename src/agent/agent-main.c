@@ -34,7 +34,7 @@
 
 static struct agent agent;
 
-struct stream *stream_find(struct agent *a, uint32_t id)
+struct stream *agent_stream_find(struct agent *a, uint32_t id)
 {
 	for (size_t i = 0; i < a->n_streams; i++)
 		if (a->streams[i]->id == id)
@@ -42,7 +42,7 @@ struct stream *stream_find(struct agent *a, uint32_t id)
 	return NULL;
 }
 
-struct stream *stream_new(struct agent *a, uint32_t id, enum stream_kind kind)
+struct stream *agent_stream_new(struct agent *a, uint32_t id, enum stream_kind kind)
 {
 	if (a->n_streams >= AGENT_MAX_STREAMS)
 		abort(); /* the dispatcher checks the limit first */
@@ -56,7 +56,7 @@ struct stream *stream_new(struct agent *a, uint32_t id, enum stream_kind kind)
 	return s;
 }
 
-void stream_free(struct agent *a, struct stream *s)
+void agent_stream_free(struct agent *a, struct stream *s)
 {
 	int fds[] = {s->out_fd, s->err_fd, s->in_fd, s->file_fd};
 	for (size_t i = 0; i < ARRAY_SIZE(fds); i++)
@@ -80,7 +80,7 @@ void stream_free(struct agent *a, struct stream *s)
 	free(s);
 }
 
-size_t stream_output_room(const struct agent *a, const struct stream *s)
+size_t agent_stream_output_room(const struct agent *a, const struct stream *s)
 {
 	if (s->orphan)
 		return AIRLOCK_FRAME_MAX_PAYLOAD; /* read and dropped: never blocked */
@@ -89,17 +89,17 @@ size_t stream_output_room(const struct agent *a, const struct stream *s)
 	return MIN((size_t)s->out_window, (size_t)AIRLOCK_FRAME_MAX_PAYLOAD);
 }
 
-void stream_output_sent(struct stream *s, size_t n)
+void agent_stream_output_sent(struct stream *s, size_t n)
 {
 	if (n > s->out_window)
-		abort(); /* every reader is bounded by stream_output_room */
+		abort(); /* every reader is bounded by agent_stream_output_room */
 	s->out_window -= (uint32_t)n;
 }
 
 /* SECURITY: the host may credit more than it was sent (a bug); the window
  * never grows beyond AIRLOCK_OUTPUT_WINDOW, so that cannot be used to make
  * the agent queue more than the window for one stream. */
-void stream_output_credit(struct stream *s, uint32_t n)
+void agent_stream_output_credit(struct stream *s, uint32_t n)
 {
 	uint64_t w = (uint64_t)s->out_window + n;
 	s->out_window = (uint32_t)MIN(w, (uint64_t)AIRLOCK_OUTPUT_WINDOW);
@@ -150,19 +150,19 @@ static void agent_raise_nofile(void)
 
 static void __attribute__((noreturn)) agent_shutdown(struct agent *a)
 {
-	exec_kill_all(a);
-	channel_release_held(a); /* SHUTDOWN while frozen: say everything */
+	agent_exec_kill_all(a);
+	agent_channel_release_held(a); /* SHUTDOWN while frozen: say everything */
 	if (a->port_fd >= 0 && a->q_head) {
 		uint64_t end = now_ms_monotonic() + 1000;
 		while (a->q_head && now_ms_monotonic() < end) {
 			struct pollfd p = {.fd = a->port_fd, .events = POLLOUT};
-			if (poll(&p, 1, 50) < 0 || channel_flush(a) < 0)
+			if (poll(&p, 1, 50) < 0 || agent_channel_flush(a) < 0)
 				break;
 		}
 	}
 	if (a->pid1) {
 		agent_log("shutdown requested by the host: powering off");
-		init_poweroff();
+		agent_init_poweroff();
 	}
 	exit(0);
 }
@@ -174,14 +174,14 @@ static void port_hung_up(struct agent *a, uint64_t now_ms)
 	if (a->port_fd < 0)
 		return;
 	if (!a->port_hup) {
-		channel_drop_partial(a);
+		agent_channel_drop_partial(a);
 		/* A file transfer cannot outlive the connection that started it
 		 * (whoever connects next does not know it): drop them, which also
 		 * removes an unfinished write's temporary file. Exec streams go
 		 * on; their processes do not depend on the host being there. */
 		for (size_t i = a->n_streams; i-- > 0;)
 			if (a->streams[i]->kind != STREAM_EXEC)
-				stream_free(a, a->streams[i]);
+				agent_stream_free(a, a->streams[i]);
 		/* What the old host did not credit is lost with it. The next
 		 * host starts each exec with a full window, less the output still
 		 * queued, which it will receive. */
@@ -189,7 +189,7 @@ static void port_hung_up(struct agent *a, uint64_t now_ms)
 			struct stream *s = a->streams[i];
 			if (s->orphan)
 				continue;
-			size_t queued = channel_queued_output(a, s->id);
+			size_t queued = agent_channel_queued_output(a, s->id);
 			s->out_window = AIRLOCK_OUTPUT_WINDOW - (uint32_t)MIN(queued, (size_t)AIRLOCK_OUTPUT_WINDOW);
 		}
 	}
@@ -209,7 +209,7 @@ static void port_hung_up(struct agent *a, uint64_t now_ms)
 static void host_accept(struct agent *a, uint64_t now_ms)
 {
 	int fd;
-	int r = channel_accept(a, &fd);
+	int r = agent_channel_accept(a, &fd);
 	if (r < 0) {
 		/* Out of fds or memory, say: not worth dying for as PID 1. The
 		 * pending connection stays; look again a little later instead
@@ -239,7 +239,7 @@ static void agent_loop(struct agent *a)
 		/* Deadlines, grace periods, and EXIT for finished streams. */
 		for (size_t i = 0; i < a->n_streams;) {
 			struct stream *s = a->streams[i];
-			if (s->kind == STREAM_EXEC && exec_tick(a, s, now, &timeout))
+			if (s->kind == STREAM_EXEC && agent_exec_tick(a, s, now, &timeout))
 				continue; /* freed: another stream moved to index i */
 			i++;
 		}
@@ -261,7 +261,7 @@ static void agent_loop(struct agent *a)
 			if (timeout < 0 || t < timeout)
 				timeout = t;
 		} else {
-			short ev = channel_want_write(a) ? POLLOUT : 0;
+			short ev = agent_channel_want_write(a) ? POLLOUT : 0;
 			if (a->q_bytes < AGENT_OUTQ_HARD_BYTES)
 				ev |= POLLIN;
 			port_idx = (int)n;
@@ -273,16 +273,16 @@ static void agent_loop(struct agent *a)
 			struct stream *s = a->streams[i];
 			s->poll_out = s->poll_err = s->poll_in = -1;
 			if (s->kind == STREAM_EXEC)
-				exec_poll_add(a, s, pfds, &n);
-			else if ((s->kind == STREAM_FILE_READ && stream_output_room(a, s) > 0) ||
-			         (s->kind == STREAM_FILE_LIST && fileop_list_ready(a, s)))
+				agent_exec_poll_add(a, s, pfds, &n);
+			else if ((s->kind == STREAM_FILE_READ && agent_stream_output_room(a, s) > 0) ||
+			         (s->kind == STREAM_FILE_LIST && agent_fileop_list_ready(a, s)))
 				timeout = 0; /* regular files and directories are always readable */
 		}
 
 		if (poll(pfds, n, timeout) < 0) {
 			if (errno == EINTR)
 				continue;
-			init_fatal("poll: %s", strerror(errno));
+			agent_fatal("poll: %s", strerror(errno));
 		}
 		now = now_ms_monotonic();
 
@@ -290,7 +290,7 @@ static void agent_loop(struct agent *a)
 			struct signalfd_siginfo si;
 			while (read(a->sig_fd, &si, sizeof(si)) == (ssize_t)sizeof(si))
 				;
-			exec_reap(a);
+			agent_exec_reap(a);
 		}
 
 		/* Children's pipes, starting at a rotating stream. None is freed here. */
@@ -298,27 +298,27 @@ static void agent_loop(struct agent *a)
 		for (size_t k = 0; k < count; k++) {
 			struct stream *s = a->streams[(a->rr + k) % count];
 			if (s->kind == STREAM_EXEC)
-				exec_poll_handle(a, s, pfds, now);
+				agent_exec_poll_handle(a, s, pfds, now);
 		}
 		a->rr++;
 		/* File reads and listings; walking down so a freed stream's
 		 * replacement (moved from the end) has already had its turn. */
 		for (size_t i = a->n_streams; i-- > 0;) {
 			struct stream *s = a->streams[i];
-			if (s->kind == STREAM_FILE_READ && stream_output_room(a, s) > 0)
-				file_read_pump(a, s);
-			else if (s->kind == STREAM_FILE_LIST && fileop_list_ready(a, s))
-				fileop_list_pump(a, s);
+			if (s->kind == STREAM_FILE_READ && agent_stream_output_room(a, s) > 0)
+				agent_file_read_pump(a, s);
+			else if (s->kind == STREAM_FILE_LIST && agent_fileop_list_ready(a, s))
+				agent_fileop_list_pump(a, s);
 		}
 
 		if (port_idx >= 0) {
 			short rev = pfds[port_idx].revents;
 			if (rev & POLLIN) {
-				int r = channel_read(a);
+				int r = agent_channel_read(a);
 				if (r == -EPIPE)
 					port_hung_up(a, now);
 				else if (r < 0)
-					init_fatal("read from the host channel: %s", strerror(-r));
+					agent_fatal("read from the host channel: %s", strerror(-r));
 			} else if (rev & (POLLHUP | POLLERR)) {
 				port_hung_up(a, now);
 			} else if (a->port_hup) {
@@ -328,8 +328,8 @@ static void agent_loop(struct agent *a)
 		/* After the port's events, which belong to the connection polled. */
 		if (listen_idx >= 0 && (pfds[listen_idx].revents & POLLIN))
 			host_accept(a, now);
-		if (channel_want_write(a) && !a->port_hup && a->port_fd >= 0) {
-			int r = channel_flush(a);
+		if (agent_channel_want_write(a) && !a->port_hup && a->port_fd >= 0) {
+			int r = agent_channel_flush(a);
 			if (r < 0) {
 				agent_log("write to the host channel: %s", strerror(-r));
 				port_hung_up(a, now);
@@ -359,7 +359,7 @@ int main(int argc, char **argv)
 		fcntl(a->port_fd, F_SETFD, FD_CLOEXEC);
 		fcntl(a->port_fd, F_SETFL, fcntl(a->port_fd, F_GETFL) | O_NONBLOCK);
 	} else if (!a->pid1 && argc == 3 && strcmp(argv[1], "--listen-unix") == 0) {
-		int r = channel_listen_unix(argv[2], &a->listen_fd);
+		int r = agent_channel_listen_unix(argv[2], &a->listen_fd);
 		if (r < 0) {
 			fprintf(stderr, "airlock-agent: --listen-unix %s: %s\n", argv[2], strerror(-r));
 			return 2;
@@ -370,27 +370,28 @@ int main(int argc, char **argv)
 	}
 
 	if (a->pid1)
-		init_boot();
+		agent_init_boot();
 	else
 		prctl(PR_SET_CHILD_SUBREAPER, 1); /* orphans of our execs come back to us */
 
 	agent_raise_nofile();
 	a->sig_fd = signals_setup();
 	if (a->sig_fd < 0)
-		init_fatal("signalfd: %s", strerror(-a->sig_fd));
+		agent_fatal("signalfd: %s", strerror(-a->sig_fd));
 	agent_identity(a);
 
 	if (a->port_fd < 0 && a->listen_fd < 0) {
-		int r = channel_open(AGENT_PORT_WAIT_MS, &a->port_fd, &a->listen_fd);
+		int r = agent_channel_open(AGENT_PORT_WAIT_MS, &a->port_fd, &a->listen_fd);
 		if (r < 0)
-			init_fatal("no channel to the host within %d ms: neither the virtio-serial port \"%s\" nor a "
-			           "vsock device (%s; is the VM started with -device virtserialport,name=%s, or with a "
-			           "vsock device?)",
-			           AGENT_PORT_WAIT_MS, AIRLOCK_PORT_NAME, strerror(-r), AIRLOCK_PORT_NAME);
+			agent_fatal(
+			    "no channel to the host within %d ms: neither the virtio-serial port \"%s\" nor a "
+			    "vsock device (%s; is the VM started with -device virtserialport,name=%s, or with a "
+			    "vsock device?)",
+			    AGENT_PORT_WAIT_MS, AIRLOCK_PORT_NAME, strerror(-r), AIRLOCK_PORT_NAME);
 		if (a->listen_fd >= 0)
 			agent_log("listening for the host on vsock port %d", AIRLOCK_VSOCK_PORT);
 	}
-	channel_send_hello(a);
+	agent_channel_send_hello(a);
 	agent_loop(a);
 	return 0;
 }

@@ -87,52 +87,46 @@ static int count_processes(uint64_t *ret)
 	return 0;
 }
 
-/* SECURITY: the payload is ignored beyond being empty or a JSON object; the
- * answer is built from the guest kernel's own files, bounded in size. */
-void metrics_send(struct agent *a, uint32_t id, const uint8_t *payload, size_t len)
+/* The answer: what the guest kernel says about itself (see the top). */
+static int metrics_collect(json_t **ret, struct al_error *err)
 {
-	char err[512];
-	if (len > 0) {
-		json_t *o = json_parse_object(payload, len, err, sizeof(err));
-		if (!o) {
-			channel_send_error(a, id, EINVAL, "METRICS: %s", err);
-			return;
-		}
-		json_decref(o);
-	}
 	uint64_t cpu = 0, mem_total = 0, mem_avail = 0, procs = 0;
-	const char *what = "/proc/stat";
 	int r = cpu_usage_usec(&cpu);
-	if (r == 0) {
-		what = "/proc/meminfo";
-		r = meminfo(&mem_total, &mem_avail);
-	}
-	if (r == 0) {
-		what = "/proc";
-		r = count_processes(&procs);
-	}
+	if (r < 0)
+		return al_error_set(err, AL_ERR_INTERNAL, -r, "/proc/stat: %s", strerror(-r));
+	if ((r = meminfo(&mem_total, &mem_avail)) < 0)
+		return al_error_set(err, AL_ERR_INTERNAL, -r, "/proc/meminfo: %s", strerror(-r));
+	if ((r = count_processes(&procs)) < 0)
+		return al_error_set(err, AL_ERR_INTERNAL, -r, "/proc: %s", strerror(-r));
 	struct statvfs vfs;
-	if (r == 0 && statvfs("/", &vfs) < 0) {
-		what = "statvfs /";
-		r = -errno;
-	}
+	if (statvfs("/", &vfs) < 0)
+		return al_error_set(err, AL_ERR_INTERNAL, errno, "statvfs /: %m");
 	struct timespec ts;
-	if (r == 0 && clock_gettime(CLOCK_BOOTTIME, &ts) < 0) {
-		what = "clock_gettime(CLOCK_BOOTTIME)";
-		r = -errno;
-	}
-	if (r < 0) {
-		channel_send_error(a, id, -r, "METRICS: %s: %s", what, strerror(-r));
-		return;
-	}
+	if (clock_gettime(CLOCK_BOOTTIME, &ts) < 0)
+		return al_error_set(err, AL_ERR_INTERNAL, errno, "clock_gettime(CLOCK_BOOTTIME): %m");
 	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
 	uint64_t total = (uint64_t)vfs.f_blocks * vfs.f_frsize;
 	uint64_t used = (uint64_t)(vfs.f_blocks - vfs.f_bfree) * vfs.f_frsize;
 	uint64_t uptime_ms = (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-	json_t *o =
-	    json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "cpu_usage_usec", (json_int_t)cpu, "cpus",
-	              (json_int_t)(cpus > 0 ? cpus : 1), "mem_total_kib", (json_int_t)mem_total, "mem_available_kib",
-	              (json_int_t)mem_avail, "disk_total_bytes", (json_int_t)total, "disk_used_bytes", (json_int_t)used,
-	              "uptime_ms", (json_int_t)uptime_ms, "processes", (json_int_t)procs);
-	channel_send_json(a, AIRLOCK_FRAME_OK, id, o);
+	*ret = json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "cpu_usage_usec", (json_int_t)cpu, "cpus",
+	                 (json_int_t)(cpus > 0 ? cpus : 1), "mem_total_kib", (json_int_t)mem_total, "mem_available_kib",
+	                 (json_int_t)mem_avail, "disk_total_bytes", (json_int_t)total, "disk_used_bytes",
+	                 (json_int_t)used, "uptime_ms", (json_int_t)uptime_ms, "processes", (json_int_t)procs);
+	return 0;
+}
+
+/* SECURITY: the request is ignored beyond being empty or a JSON object (the
+ * dispatcher checks that); the answer is built from the guest kernel's own
+ * files, bounded in size. */
+int agent_metrics_send(struct agent *a, uint32_t id, json_t *req, struct al_error *err)
+{
+	(void)req;
+	json_t *o = NULL;
+	int r = metrics_collect(&o, err);
+	if (r < 0) {
+		al_error_prefix(err, "METRICS");
+		return r;
+	}
+	agent_channel_send_json(a, AIRLOCK_FRAME_OK, id, o);
+	return 0;
 }

@@ -77,10 +77,7 @@ static size_t proc_list(struct proc_ent **ret)
 			continue;
 		if (n == cap) {
 			cap *= 2;
-			struct proc_ent *nv = realloc(v, cap * sizeof(*v));
-			if (!nv)
-				abort();
-			v = nv;
+			v = xrealloc(v, cap * sizeof(*v));
 		}
 		uint64_t pid;
 		if (parse_u64(de->d_name, &pid) < 0 || pid > INT32_MAX)
@@ -123,7 +120,7 @@ static size_t signal_targets(const struct agent *a, int sig, size_t *ret_running
 {
 	if (sig && a->pid1)
 		kill(-1, sig); /* all but PID 1 itself */
-	struct proc_ent *v;
+	cleanup_free struct proc_ent *v = NULL;
 	size_t n = proc_list(&v), targets = 0, running = 0;
 	for (size_t i = 0; i < n; i++) {
 		if (!proc_is_target(a, v, n, i))
@@ -134,7 +131,6 @@ static size_t signal_targets(const struct agent *a, int sig, size_t *ret_running
 		if (!strchr("TtZX", v[i].state))
 			running++;
 	}
-	free(v);
 	if (ret_running)
 		*ret_running = running;
 	return targets;
@@ -146,17 +142,12 @@ static void sleep_ms(unsigned ms)
 	nanosleep(&ts, NULL);
 }
 
-void snapshot_freeze(struct agent *a, uint32_t id, const uint8_t *payload, size_t len)
+/* The request is empty or a JSON object (the dispatcher checks that); its
+ * content is not used. */
+int agent_snapshot_freeze(struct agent *a, uint32_t id, json_t *req, struct al_error *err)
 {
-	char err[512];
-	if (len > 0) {
-		json_t *o = json_parse_object(payload, len, err, sizeof(err));
-		if (!o) {
-			channel_send_error(a, id, EINVAL, "FREEZE: %s", err);
-			return;
-		}
-		json_decref(o);
-	}
+	(void)req;
+	(void)err;
 	sync();
 	size_t running = 0;
 	signal_targets(a, SIGSTOP, &running);
@@ -179,7 +170,9 @@ void snapshot_freeze(struct agent *a, uint32_t id, const uint8_t *payload, size_
 	a->frozen = true;
 	for (size_t i = 0; i < a->n_streams; i++)
 		a->streams[i]->held = true;
-	channel_send_json(a, AIRLOCK_FRAME_OK, id, json_pack("{s:I}", "stopped", (json_int_t)(targets - running)));
+	agent_channel_send_json(a, AIRLOCK_FRAME_OK, id,
+	                        json_pack("{s:I}", "stopped", (json_int_t)(targets - running)));
+	return 0;
 }
 
 struct thaw_req {
@@ -190,6 +183,14 @@ struct thaw_req {
 	const char *sandbox_id, *hostname;
 	bool orphan_streams;
 };
+
+static void thaw_req_release(struct thaw_req *r)
+{
+	if (r->entropy) {
+		explicit_bzero(r->entropy, r->entropy_len);
+		free(r->entropy);
+	}
+}
 
 static bool sandbox_id_valid(const char *s)
 {
@@ -226,87 +227,108 @@ static bool hostname_valid(const char *s)
 
 /* SECURITY: every field is checked (type, size, character set) before
  * anything is changed; the entropy is at most THAW_ENTROPY_MAX bytes. */
-static int thaw_parse(json_t *o, struct thaw_req *r, char *err, size_t err_size)
+static int thaw_parse(json_t *o, struct thaw_req *r, struct al_error *err)
 {
 	json_t *g = json_object_get(o, "generation");
-	if (!json_is_integer(g) || json_integer_value(g) < 0) {
-		snprintf(err, err_size, "\"generation\" must be a non-negative integer");
-		return -EINVAL;
-	}
+	if (!json_is_integer(g) || json_integer_value(g) < 0)
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+		                    "\"generation\" must be a non-negative integer");
 	r->generation = (uint64_t)json_integer_value(g);
 
-	const char *e = json_get_cstring(json_object_get(o, "entropy"));
+	const char *e = agent_json_get_cstring(json_object_get(o, "entropy"));
 	if (!e || strlen(e) > (THAW_ENTROPY_MAX + 2) / 3 * 4 ||
 	    base64_decode(e, strlen(e), &r->entropy, &r->entropy_len) < 0 || r->entropy_len < THAW_ENTROPY_MIN ||
-	    r->entropy_len > THAW_ENTROPY_MAX) {
-		snprintf(err, err_size, "\"entropy\" must be base64 of %d to %d bytes", THAW_ENTROPY_MIN,
-		         THAW_ENTROPY_MAX);
-		return -EINVAL;
-	}
+	    r->entropy_len > THAW_ENTROPY_MAX)
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+		                    "\"entropy\" must be base64 of %d to %d bytes", THAW_ENTROPY_MIN, THAW_ENTROPY_MAX);
 
 	json_t *t = json_object_get(o, "time_ms");
-	if (!json_is_integer(t) || json_integer_value(t) <= 0 || json_integer_value(t) > THAW_TIME_MS_MAX) {
-		snprintf(err, err_size, "\"time_ms\" must be milliseconds since the epoch (a positive integer)");
-		return -EINVAL;
-	}
+	if (!json_is_integer(t) || json_integer_value(t) <= 0 || json_integer_value(t) > THAW_TIME_MS_MAX)
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+		                    "\"time_ms\" must be milliseconds since the epoch (a positive integer)");
 	r->time_ms = json_integer_value(t);
 
-	r->sandbox_id = json_get_cstring(json_object_get(o, "sandbox_id"));
-	if (!r->sandbox_id || !sandbox_id_valid(r->sandbox_id)) {
-		snprintf(err, err_size, "\"sandbox_id\" must be 1 to %d characters of [a-z0-9-]", THAW_NAME_MAX);
-		return -EINVAL;
-	}
-	r->hostname = json_get_cstring(json_object_get(o, "hostname"));
-	if (!r->hostname || !hostname_valid(r->hostname)) {
-		snprintf(err, err_size, "\"hostname\" must be a valid host name of at most %d characters",
-		         THAW_NAME_MAX);
-		return -EINVAL;
-	}
+	r->sandbox_id = agent_json_get_cstring(json_object_get(o, "sandbox_id"));
+	if (!r->sandbox_id || !sandbox_id_valid(r->sandbox_id))
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+		                    "\"sandbox_id\" must be 1 to %d characters of [a-z0-9-]", THAW_NAME_MAX);
+	r->hostname = agent_json_get_cstring(json_object_get(o, "hostname"));
+	if (!r->hostname || !hostname_valid(r->hostname))
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+		                    "\"hostname\" must be a valid host name of at most %d characters", THAW_NAME_MAX);
 	json_t *orph = json_object_get(o, "orphan_streams");
-	if (orph && !json_is_boolean(orph)) {
-		snprintf(err, err_size, "\"orphan_streams\" must be true or false");
-		return -EINVAL;
-	}
+	if (orph && !json_is_boolean(orph))
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "\"orphan_streams\" must be true or false");
 	r->orphan_streams = json_is_true(orph);
 	return 0;
 }
 
+static void pool_info_freep(struct rand_pool_info **p)
+{
+	if (*p) {
+		explicit_bzero(*p, sizeof(**p) + (size_t)(*p)->buf_size);
+		free(*p);
+	}
+}
+
 /* (a) Credits the host's bytes to the kernel's pool and reseeds the CRNG
  * from it at once, so /dev/urandom and getrandom() differ in every clone. */
-static int rng_reseed(const uint8_t *entropy, size_t len, const char **ret_what)
+static int rng_reseed(const uint8_t *entropy, size_t len, struct al_error *err)
 {
-	*ret_what = "open /dev/urandom";
 	cleanup_close int fd = open("/dev/urandom", O_RDWR | O_CLOEXEC);
 	if (fd < 0)
-		return -errno;
-	struct rand_pool_info *info = xmalloc(sizeof(*info) + len);
+		return al_error_set(err, AL_ERR_INTERNAL, errno, "reseed the kernel RNG (open /dev/urandom): %m");
+	__attribute__((cleanup(pool_info_freep))) struct rand_pool_info *info = xmalloc(sizeof(*info) + len);
 	info->entropy_count = (int)(len * 8);
 	info->buf_size = (int)len;
 	memcpy(info->buf, entropy, len);
-	int r = 0;
-	*ret_what = "RNDADDENTROPY";
 	if (ioctl(fd, RNDADDENTROPY, info) < 0)
-		r = -errno;
-	explicit_bzero(info, sizeof(*info) + len);
-	free(info);
-	if (r < 0)
-		return r;
-	*ret_what = "RNDRESEEDCRNG";
+		return al_error_set(err, AL_ERR_INTERNAL, errno, "reseed the kernel RNG (RNDADDENTROPY): %m");
 	if (ioctl(fd, RNDRESEEDCRNG) < 0)
-		return -errno;
+		return al_error_set(err, AL_ERR_INTERNAL, errno, "reseed the kernel RNG (RNDRESEEDCRNG): %m");
 	return 0;
 }
 
-static int write_state(const char *dir, const char *name, const char *value)
+/* (b), (c) */
+static int thaw_clock_hostname(const struct thaw_req *r, struct al_error *err)
+{
+	struct timespec ts = {.tv_sec = (time_t)(r->time_ms / 1000), .tv_nsec = (long)(r->time_ms % 1000) * 1000000L};
+	if (clock_settime(CLOCK_REALTIME, &ts) < 0)
+		return al_error_set(err, AL_ERR_INTERNAL, errno, "set the clock: %m");
+	if (sethostname(r->hostname, strlen(r->hostname)) < 0)
+		return al_error_set(err, AL_ERR_INTERNAL, errno, "set the hostname: %m");
+	return 0;
+}
+
+static int write_state(const char *dir, const char *name, const char *value, struct al_error *err)
 {
 	char path[PATH_MAX], text[128];
+	int r = 0;
 	if (snprintf_ok(path, sizeof(path), "%s/%s", dir, name) < 0 ||
 	    snprintf_ok(text, sizeof(text), "%s\n", value) < 0)
-		return -ENAMETOOLONG;
-	int r = write_file_atomic(path, text, strlen(text), 0644);
+		r = -ENAMETOOLONG;
+	if (r == 0)
+		r = write_file_atomic(path, text, strlen(text), 0644);
 	if (r == 0 && chmod(path, 0644) < 0)
 		r = -errno;
-	return r;
+	if (r < 0)
+		return al_error_set(err, AL_ERR_INTERNAL, -r, "write %s/%s: %s", dir, name, strerror(-r));
+	return 0;
+}
+
+/* (d) */
+static int thaw_write_state(const char *dir, const struct thaw_req *r, struct al_error *err)
+{
+	int rc = mkdir_p(dir, 0755);
+	if (rc == 0 && chmod(dir, 0755) < 0)
+		rc = -errno;
+	if (rc < 0)
+		return al_error_set(err, AL_ERR_INTERNAL, -rc, "write %s/mkdir: %s", dir, strerror(-rc));
+	char gen[32];
+	snprintf(gen, sizeof(gen), "%llu", (unsigned long long)r->generation);
+	if ((rc = write_state(dir, "generation", gen, err)) < 0)
+		return rc;
+	return write_state(dir, "sandbox_id", r->sandbox_id, err);
 }
 
 /* (e) The host forgot every stream it had: execs go on unseen, transfers
@@ -315,76 +337,34 @@ static int write_state(const char *dir, const char *name, const char *value)
  * frozen, a FILE_READ say), their ids are free. */
 static void orphan_all(struct agent *a)
 {
-	channel_drop_held(a);
+	agent_channel_drop_held(a);
 	for (size_t i = a->n_streams; i-- > 0;) {
 		struct stream *s = a->streams[i];
 		if (s->orphan)
 			continue;
-		channel_drop_stream(a, s->id);
+		agent_channel_drop_stream(a, s->id);
 		if (s->kind == STREAM_EXEC) {
-			exec_orphan(a, s);
+			agent_exec_orphan(a, s);
 			s->id = 0;
 		} else {
-			stream_free(a, s);
+			agent_stream_free(a, s);
 		}
 	}
 }
 
-void snapshot_thaw(struct agent *a, uint32_t id, const uint8_t *payload, size_t len)
+int agent_snapshot_thaw(struct agent *a, uint32_t id, json_t *req, struct al_error *err)
 {
-	char err[512];
-	json_t *o = json_parse_object(payload, len, err, sizeof(err));
-	if (!o) {
-		channel_send_error(a, id, EINVAL, "THAW: %s", err);
-		return;
-	}
-	struct thaw_req r = {0};
-	int rc = thaw_parse(o, &r, err, sizeof(err));
-	if (rc < 0) {
-		channel_send_error(a, id, -rc, "THAW: %s", err);
-		goto out;
-	}
-
+	__attribute__((cleanup(thaw_req_release))) struct thaw_req r = {0};
+	int rc = thaw_parse(req, &r, err);
 	/* a-c change the machine, not the agent: only as the guest's PID 1. */
-	if (a->pid1) {
-		const char *what;
-		rc = rng_reseed(r.entropy, r.entropy_len, &what);
-		if (rc < 0) {
-			channel_send_error(a, id, -rc, "THAW: reseed the kernel RNG (%s): %s", what, strerror(-rc));
-			goto out;
-		}
-		struct timespec ts = {.tv_sec = (time_t)(r.time_ms / 1000),
-		                      .tv_nsec = (long)(r.time_ms % 1000) * 1000000L};
-		if (clock_settime(CLOCK_REALTIME, &ts) < 0) {
-			channel_send_error(a, id, errno, "THAW: set the clock: %s", strerror(errno));
-			goto out;
-		}
-		if (sethostname(r.hostname, strlen(r.hostname)) < 0) {
-			channel_send_error(a, id, errno, "THAW: set the hostname: %s", strerror(errno));
-			goto out;
-		}
-	}
-
+	if (rc == 0 && a->pid1 && (rc = rng_reseed(r.entropy, r.entropy_len, err)) == 0)
+		rc = thaw_clock_hostname(&r, err);
 	const char *dir = a->pid1 ? AGENT_RUN_DIR : getenv("AIRLOCK_AGENT_RUN_DIR");
-	if (dir && dir[0]) {
-		char gen[32];
-		snprintf(gen, sizeof(gen), "%llu", (unsigned long long)r.generation);
-		const char *what = "mkdir";
-		rc = mkdir_p(dir, 0755);
-		if (rc == 0 && chmod(dir, 0755) < 0)
-			rc = -errno;
-		if (rc == 0) {
-			what = "generation";
-			rc = write_state(dir, "generation", gen);
-		}
-		if (rc == 0) {
-			what = "sandbox_id";
-			rc = write_state(dir, "sandbox_id", r.sandbox_id);
-		}
-		if (rc < 0) {
-			channel_send_error(a, id, -rc, "THAW: write %s/%s: %s", dir, what, strerror(-rc));
-			goto out;
-		}
+	if (rc == 0 && dir && dir[0])
+		rc = thaw_write_state(dir, &r, err);
+	if (rc < 0) {
+		al_error_prefix(err, "THAW");
+		return rc;
 	}
 
 	if (r.orphan_streams)
@@ -395,12 +375,7 @@ void snapshot_thaw(struct agent *a, uint32_t id, const uint8_t *payload, size_t 
 	}
 	a->generation = r.generation;
 	agent_new_boot_id(a, false);
-	channel_release_held(a);
-	channel_send_json(a, AIRLOCK_FRAME_OK, id, json_pack("{s:I}", "generation", (json_int_t)r.generation));
-out:
-	if (r.entropy) {
-		explicit_bzero(r.entropy, r.entropy_len);
-		free(r.entropy);
-	}
-	json_decref(o);
+	agent_channel_release_held(a);
+	agent_channel_send_json(a, AIRLOCK_FRAME_OK, id, json_pack("{s:I}", "generation", (json_int_t)r.generation));
+	return 0;
 }

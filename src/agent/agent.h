@@ -19,6 +19,7 @@
 #include <sys/types.h>
 
 #include "airlock/proto.h"
+#include "error.h"
 #include "frame.h"
 
 #define AGENT_VERSION "0.1.0"
@@ -170,102 +171,112 @@ struct agent {
 };
 
 /* agent-init.c */
-void init_fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+void agent_fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 void agent_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-void init_boot(void);
-void init_poweroff(void);
+void agent_init_boot(void);
+void agent_init_poweroff(void);
 
 /* agent-channel.c */
 /* Whichever channel this VM has: the virtio-serial port (*ret_port_fd) or a
  * vsock device, on which it listens (*ret_listen_fd, AIRLOCK_VSOCK_PORT).
  * Waits up to timeout_ms for either to appear. */
-int channel_open(int timeout_ms, int *ret_port_fd, int *ret_listen_fd);
-int channel_listen_vsock(unsigned port, int *ret_fd);
+int agent_channel_open(int timeout_ms, int *ret_port_fd, int *ret_listen_fd);
+int agent_channel_listen_vsock(unsigned port, int *ret_fd);
 /* Test mode (--listen-unix): the vsock code path over a unix socket. */
-int channel_listen_unix(const char *path, int *ret_fd);
+int agent_channel_listen_unix(const char *path, int *ret_fd);
 /* Takes the next host connection from listen_fd: 1 and *ret_fd, 0 when
  * there is none (or it was refused), < 0 on error. */
-int channel_accept(struct agent *a, int *ret_fd);
-void channel_send(struct agent *a, uint8_t type, uint32_t stream, const void *payload, size_t len);
-void channel_send_json(struct agent *a, uint8_t type, uint32_t stream, json_t *obj /* stolen */);
-void channel_send_error(struct agent *a, uint32_t stream, int errnum, const char *fmt, ...)
+int agent_channel_accept(struct agent *a, int *ret_fd);
+void agent_channel_send(struct agent *a, uint8_t type, uint32_t stream, const void *payload, size_t len);
+void agent_channel_send_json(struct agent *a, uint8_t type, uint32_t stream, json_t *obj /* stolen */);
+void agent_channel_send_error(struct agent *a, uint32_t stream, int errnum, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
-void channel_send_hello(struct agent *a);
-void channel_send_credit(struct agent *a, uint32_t stream, size_t n);
-int channel_flush(struct agent *a);
+void agent_channel_send_hello(struct agent *a);
+void agent_channel_send_credit(struct agent *a, uint32_t stream, size_t n);
+int agent_channel_flush(struct agent *a);
 /* Whether a frame is queued that may be written now (not held by FREEZE). */
-bool channel_want_write(const struct agent *a);
-void channel_drop_partial(struct agent *a);
+bool agent_channel_want_write(const struct agent *a);
+void agent_channel_drop_partial(struct agent *a);
 /* THAW: frames held since FREEZE may go out again. */
-void channel_release_held(struct agent *a);
+void agent_channel_release_held(struct agent *a);
 /* THAW orphan_streams: drops the queued frames of a stream (not one whose
  * start was already written). */
-void channel_drop_stream(struct agent *a, uint32_t stream);
+void agent_channel_drop_stream(struct agent *a, uint32_t stream);
 /* ... and every held frame (of streams that existed at FREEZE, including
  * those that ended since). */
-void channel_drop_held(struct agent *a);
+void agent_channel_drop_held(struct agent *a);
 /* Payload bytes of output frames (STDOUT, STDERR, FILE_DATA) queued for a stream. */
-size_t channel_queued_output(const struct agent *a, uint32_t stream);
+size_t agent_channel_queued_output(const struct agent *a, uint32_t stream);
 /* Reads what the port has and handles whole frames. -EPIPE when the host
  * side is closed. */
-int channel_read(struct agent *a);
-const char *errno_code(int errnum);
+int agent_channel_read(struct agent *a);
+const char *agent_errno_code(int errnum);
 
 /* agent-main.c: the stream table */
-struct stream *stream_find(struct agent *a, uint32_t id);
-struct stream *stream_new(struct agent *a, uint32_t id, enum stream_kind kind);
-void stream_free(struct agent *a, struct stream *s);
+struct stream *agent_stream_find(struct agent *a, uint32_t id);
+struct stream *agent_stream_new(struct agent *a, uint32_t id, enum stream_kind kind);
+void agent_stream_free(struct agent *a, struct stream *s);
 /* Output flow control: bytes the stream may send now (0 = wait for CREDIT),
  * and the accounting of what was sent and credited. */
-size_t stream_output_room(const struct agent *a, const struct stream *s);
-void stream_output_sent(struct stream *s, size_t n);
-void stream_output_credit(struct stream *s, uint32_t n);
+size_t agent_stream_output_room(const struct agent *a, const struct stream *s);
+void agent_stream_output_sent(struct stream *s, size_t n);
+void agent_stream_output_credit(struct stream *s, uint32_t n);
+
+/* The handlers of the frames that open a stream (EXEC, FILE_WRITE, FILE_READ,
+ * FILE_OP, METRICS, FREEZE, THAW) all take (a, id, req, err): req is the
+ * frame's JSON object (NULL for an empty METRICS or FREEZE). A handler
+ * answers on stream id itself, or returns < 0 with err set, which the
+ * dispatcher sends as the stream's ERROR (the errno of the return value,
+ * err's message). */
 
 /* agent-exec.c */
-void exec_start(struct agent *a, uint32_t id, const uint8_t *payload, size_t len);
-void exec_stdin(struct agent *a, struct stream *s, const uint8_t *data, size_t len);
-void exec_signal(struct agent *a, struct stream *s, const uint8_t *payload, size_t len);
-void exec_resize(struct agent *a, struct stream *s, const uint8_t *payload, size_t len);
-void exec_reap(struct agent *a);
-void exec_poll_add(struct agent *a, struct stream *s, struct pollfd *pfds, size_t *n);
-void exec_poll_handle(struct agent *a, struct stream *s, const struct pollfd *pfds, uint64_t now_ms);
+int agent_exec_start(struct agent *a, uint32_t id, json_t *req, struct al_error *err);
+void agent_exec_stdin(struct agent *a, struct stream *s, const uint8_t *data, size_t len);
+/* SIGNAL and RESIZE on an exec: < 0 with err set rejects the frame (the
+ * process goes on). */
+int agent_exec_signal(struct stream *s, json_t *req, struct al_error *err);
+int agent_exec_resize(struct stream *s, json_t *req, struct al_error *err);
+void agent_exec_reap(struct agent *a);
+void agent_exec_poll_add(struct agent *a, struct stream *s, struct pollfd *pfds, size_t *n);
+void agent_exec_poll_handle(struct agent *a, struct stream *s, const struct pollfd *pfds, uint64_t now_ms);
 /* Timeouts and pipe grace; lowers *timeout_ms to the next deadline. Sends
  * EXIT and frees the stream when it is done (returns true then). */
-bool exec_tick(struct agent *a, struct stream *s, uint64_t now_ms, int *timeout_ms);
-void exec_kill_all(struct agent *a);
+bool agent_exec_tick(struct agent *a, struct stream *s, uint64_t now_ms, int *timeout_ms);
+void agent_exec_kill_all(struct agent *a);
 /* THAW orphan_streams: the exec goes on without a host (see struct stream). */
-void exec_orphan(struct agent *a, struct stream *s);
+void agent_exec_orphan(struct agent *a, struct stream *s);
 
 /* agent-files.c */
-void file_write_start(struct agent *a, uint32_t id, const uint8_t *payload, size_t len);
-void file_write_data(struct agent *a, struct stream *s, const uint8_t *data, size_t len);
+int agent_file_write_start(struct agent *a, uint32_t id, json_t *req, struct al_error *err);
+void agent_file_write_data(struct agent *a, struct stream *s, const uint8_t *data, size_t len);
 /* SIGNAL on a FILE_WRITE stream: remove the temp file, answer ERROR ecanceled, end the stream. */
-void file_write_cancel(struct agent *a, struct stream *s);
-void file_read_start(struct agent *a, uint32_t id, const uint8_t *payload, size_t len);
+void agent_file_write_cancel(struct agent *a, struct stream *s);
+int agent_file_read_start(struct agent *a, uint32_t id, json_t *req, struct al_error *err);
 /* Sends one chunk; true when the stream ended (and was freed). */
-bool file_read_pump(struct agent *a, struct stream *s);
-/* SECURITY: paths from the host: absolute, shorter than PATH_MAX, no NULs. */
-const char *json_get_path(json_t *o, const char *key, char *err, size_t err_size);
+bool agent_file_read_pump(struct agent *a, struct stream *s);
+/* SECURITY: paths from the host: absolute, shorter than PATH_MAX, no NULs.
+ * *ret points into o. */
+int agent_json_get_path(json_t *o, const char *key, const char **ret, struct al_error *err);
 
 /* agent-fileops.c */
-void fileop_start(struct agent *a, uint32_t id, const uint8_t *payload, size_t len);
+int agent_fileop_start(struct agent *a, uint32_t id, json_t *req, struct al_error *err);
 /* Whether a listing can send its next chunk (it has the credit for it). */
-bool fileop_list_ready(const struct agent *a, const struct stream *s);
+bool agent_fileop_list_ready(const struct agent *a, const struct stream *s);
 /* Sends one chunk of a listing; true when the stream ended (and was freed). */
-bool fileop_list_pump(struct agent *a, struct stream *s);
+bool agent_fileop_list_pump(struct agent *a, struct stream *s);
 
 /* agent-snapshot.c */
-void snapshot_freeze(struct agent *a, uint32_t id, const uint8_t *payload, size_t len);
-void snapshot_thaw(struct agent *a, uint32_t id, const uint8_t *payload, size_t len);
+int agent_snapshot_freeze(struct agent *a, uint32_t id, json_t *req, struct al_error *err);
+int agent_snapshot_thaw(struct agent *a, uint32_t id, json_t *req, struct al_error *err);
 /* A new random boot_id (HELLO), e.g. after the RNG was reseeded. */
 void agent_new_boot_id(struct agent *a, bool early);
 
 /* agent-metrics.c */
-void metrics_send(struct agent *a, uint32_t id, const uint8_t *payload, size_t len);
+int agent_metrics_send(struct agent *a, uint32_t id, json_t *req, struct al_error *err);
 
 /* JSON helpers shared by the parsers of host requests. */
-json_t *json_parse_object(const uint8_t *payload, size_t len, char *err, size_t err_size);
+int agent_json_parse_object(const uint8_t *payload, size_t len, json_t **ret, struct al_error *err);
 /* A JSON string without embedded NUL bytes, or NULL. */
-const char *json_get_cstring(json_t *v);
+const char *agent_json_get_cstring(json_t *v);
 
 #endif

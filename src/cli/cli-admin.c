@@ -4,19 +4,18 @@
 
 /* ------------------------------------------------------------ stats */
 
-int cmd_stats(int argc, char **argv)
+int cli_cmd_stats(int argc, char **argv)
 {
-	int first = 0, r = small_opts(argc, argv, "h", json_only, &first, no_opt, NULL);
+	const char *id;
+	int r = cli_sandbox_operand(argc, argv, &id);
 	if (r)
 		return r;
-	if (first + 1 != argc)
-		return usage_error("stats takes one sandbox id");
-	cleanup_free char *path = xasprintf("/v1/sandboxes/%s/metrics", argv[first]);
+	cleanup_free char *path = xasprintf("/v1/sandboxes/%s/metrics", id);
 	cleanup_json json_t *m = NULL;
-	if ((r = call("GET", path, NULL, 200, &m)))
+	if ((r = cli_call("GET", path, NULL, 200, &m)))
 		return r;
-	if (opt_json) {
-		print_json(m, true);
+	if (cli_opt_json) {
+		cli_print_json(m, true);
 		return 0;
 	}
 #define NUM(k) ((long long)json_integer_value(json_object_get(m, k)))
@@ -48,7 +47,16 @@ static int token_opt(int c, void *ud)
 	return 0;
 }
 
-int cmd_token(int argc, char **argv)
+static void print_token_row(json_t *t)
+{
+	const char *d = json_string_value(json_object_get(t, "description"));
+	bool revoked = json_is_string(json_object_get(t, "revoked_at"));
+	printf("%-24s %-16s %-8s %-25s %s\n", json_string_value(json_object_get(t, "id")),
+	       json_string_value(json_object_get(t, "tenant")), revoked ? "revoked" : "active",
+	       json_string_value(json_object_get(t, "created_at")), d ? d : "");
+}
+
+int cli_cmd_token(int argc, char **argv)
 {
 	static const struct option longs[] = {{"tenant", required_argument, NULL, 't'},
 	                                      {"description", required_argument, NULL, 'd'},
@@ -56,10 +64,10 @@ int cmd_token(int argc, char **argv)
 	                                      {"help", no_argument, NULL, 'h'},
 	                                      {NULL, 0, NULL, 0}};
 	if (argc < 2)
-		return usage_error("token takes create, ls or rm");
+		return cli_usage_error("token takes create, ls or rm");
 	const char *sub = argv[1];
 	struct token_opts o = {0};
-	int first = 0, r = small_opts(argc - 1, argv + 1, "h", longs, &first, token_opt, &o);
+	int first = 0, r = cli_small_opts(argc - 1, argv + 1, "h", longs, &first, token_opt, &o);
 	if (r)
 		return r;
 	char **ops = argv + 1 + first;
@@ -67,17 +75,17 @@ int cmd_token(int argc, char **argv)
 	cleanup_json json_t *resp = NULL;
 	if (!strcmp(sub, "create")) {
 		if (n != 0 || !o.tenant)
-			return usage_error("token create takes --tenant NAME [--description D] and no operands");
+			return cli_usage_error("token create takes --tenant NAME [--description D] and no operands");
 		cleanup_json json_t *body = json_pack("{s:s}", "tenant", o.tenant);
 		if (o.description)
 			json_object_set_new(body, "description", json_string(o.description));
-		if ((r = call("POST", "/v1/tokens", body, 201, &resp)))
+		if ((r = cli_call("POST", "/v1/tokens", body, 201, &resp)))
 			return r;
 		const char *tok = json_string_value(json_object_get(resp, "token"));
 		if (!tok)
-			return client_error("the daemon's answer has no token");
-		if (opt_json) {
-			print_json(resp, true);
+			return cli_client_error("the daemon's answer has no token");
+		if (cli_opt_json) {
+			cli_print_json(resp, true);
 			return 0;
 		}
 		/* The secret alone on stdout (for $(...)); the id for 'token rm' on stderr. */
@@ -87,31 +95,19 @@ int cmd_token(int argc, char **argv)
 		return 0;
 	}
 	if (o.tenant || o.description)
-		return usage_error("token %s: --tenant and --description are for token create", sub);
+		return cli_usage_error("token %s: --tenant and --description are for token create", sub);
 	if (!strcmp(sub, "ls")) {
 		if (n != 0)
-			return usage_error("token ls takes no operands");
-		cleanup_json json_t *list = NULL;
-		if ((r = call_list("GET", "/v1/tokens", NULL, 200, "tokens", &list)) || !list)
-			return r;
-		printf("%-24s %-16s %-8s %-25s %s\n", "ID", "TENANT", "STATE", "CREATED", "DESCRIPTION");
-		size_t i;
-		json_t *t;
-		json_array_foreach (list, i, t) {
-			const char *d = json_string_value(json_object_get(t, "description"));
-			bool revoked = json_is_string(json_object_get(t, "revoked_at"));
-			printf("%-24s %-16s %-8s %-25s %s\n", json_string_value(json_object_get(t, "id")),
-			       json_string_value(json_object_get(t, "tenant")), revoked ? "revoked" : "active",
-			       json_string_value(json_object_get(t, "created_at")), d ? d : "");
-		}
-		return 0;
+			return cli_usage_error("token ls takes no operands");
+		return cli_print_table("/v1/tokens", "tokens", print_token_row, "%-24s %-16s %-8s %-25s %s\n", "ID",
+		                       "TENANT", "STATE", "CREATED", "DESCRIPTION");
 	}
 	if (!strcmp(sub, "rm")) {
 		if (n < 1)
-			return usage_error("token rm takes one or more token ids");
-		return call_each("DELETE", "/v1/tokens", "", ops, n, 204);
+			return cli_usage_error("token rm takes one or more token ids");
+		return cli_call_each("DELETE", "/v1/tokens", "", ops, n, 204);
 	}
-	return usage_error("token: unknown subcommand \"%s\" (create, ls, rm)", sub);
+	return cli_usage_error("token: unknown subcommand \"%s\" (create, ls, rm)", sub);
 }
 
 /* ------------------------------------------------------------ tenant */
@@ -125,12 +121,12 @@ static int tenant_opt(int c, void *ud)
 		return 0;
 	long v;
 	if (parse_int_range(optarg, 0, 1L << 40, &v) < 0)
-		return usage_error("%s takes a whole number (0 = unlimited), got \"%s\"", flags[c - 1], optarg);
+		return cli_usage_error("%s takes a whole number (0 = unlimited), got \"%s\"", flags[c - 1], optarg);
 	json_object_set_new(q, fields[c - 1], json_integer(v));
 	return 0;
 }
 
-int cmd_tenant(int argc, char **argv)
+int cli_cmd_tenant(int argc, char **argv)
 {
 	static const struct option longs[] = {{"max-sandboxes", required_argument, NULL, 1},
 	                                      {"max-vcpus", required_argument, NULL, 2},
@@ -139,22 +135,23 @@ int cmd_tenant(int argc, char **argv)
 	                                      {"help", no_argument, NULL, 'h'},
 	                                      {NULL, 0, NULL, 0}};
 	if (argc < 2 || strcmp(argv[1], "quota"))
-		return usage_error("tenant takes quota NAME [--max-sandboxes N] [--max-vcpus N] [--max-memory MIB]");
+		return cli_usage_error(
+		    "tenant takes quota NAME [--max-sandboxes N] [--max-vcpus N] [--max-memory MIB]");
 	cleanup_json json_t *q = json_object();
-	int first = 0, r = small_opts(argc - 1, argv + 1, "h", longs, &first, tenant_opt, q);
+	int first = 0, r = cli_small_opts(argc - 1, argv + 1, "h", longs, &first, tenant_opt, q);
 	if (r)
 		return r;
 	if (argc - 1 - first != 1)
-		return usage_error("tenant quota takes one tenant name");
+		return cli_usage_error("tenant quota takes one tenant name");
 	cleanup_free char *path = xasprintf("/v1/tenants/%s", argv[1 + first]);
 	cleanup_json json_t *resp = NULL;
 	if (json_object_size(q) > 0) {
 		/* A PUT sets all three: keep the ones not given. */
 		cleanup_json json_t *cur = NULL;
-		char errbuf[CLI_ERRBUF];
+		struct al_error err = {0};
 		long status = 0;
-		if (cli_http("GET", path, NULL, &status, &cur, errbuf, sizeof(errbuf)) < 0)
-			return report(0, NULL, errbuf);
+		if (cli_http("GET", path, NULL, &status, &cur, &err) < 0)
+			return cli_report_error(&err);
 		json_t *quotas = status == 200 ? json_object_get(cur, "quotas") : NULL;
 		const char *k;
 		json_t *v;
@@ -163,13 +160,13 @@ int cmd_tenant(int argc, char **argv)
 				json_object_set(q, k, v);
 		}
 		cleanup_json json_t *put = NULL;
-		if ((r = call("PUT", path, q, 200, &put)))
+		if ((r = cli_call("PUT", path, q, 200, &put)))
 			return r;
 	}
-	if ((r = call("GET", path, NULL, 200, &resp)))
+	if ((r = cli_call("GET", path, NULL, 200, &resp)))
 		return r;
-	if (opt_json) {
-		print_json(resp, true);
+	if (cli_opt_json) {
+		cli_print_json(resp, true);
 		return 0;
 	}
 	json_t *quotas = json_object_get(resp, "quotas"), *usage = json_object_get(resp, "usage");
@@ -211,7 +208,7 @@ static int events_opt(int c, void *ud)
 		break;
 	case 'S':
 		if (parse_u64(optarg, &seq) < 0)
-			return usage_error("events: --since takes a sequence number, got \"%s\"", optarg);
+			return cli_usage_error("events: --since takes a sequence number, got \"%s\"", optarg);
 		o->since = optarg;
 		break;
 	case 'f':
@@ -222,10 +219,11 @@ static int events_opt(int c, void *ud)
 }
 
 /* SECURITY: each line from the daemon is bounded (CLI_LINE_MAX) and parsed as JSON. */
-static int on_event(void *ud, char *line, size_t len)
+static int on_event(void *ud, char *line, size_t len, struct al_error *err)
 {
 	(void)ud;
-	if (opt_json) {
+	(void)err; /* a write error is the transfer's */
+	if (cli_opt_json) {
 		int r = write_full(1, line, len);
 		if (r == 0)
 			r = write_full(1, "\n", 1);
@@ -243,7 +241,7 @@ static int on_event(void *ud, char *line, size_t len)
 	return 0;
 }
 
-int cmd_events(int argc, char **argv)
+int cli_cmd_events(int argc, char **argv)
 {
 	static const struct option longs[] = {{"sandbox", required_argument, NULL, 's'},
 	                                      {"type", required_argument, NULL, 't'},
@@ -253,25 +251,25 @@ int cmd_events(int argc, char **argv)
 	                                      {"help", no_argument, NULL, 'h'},
 	                                      {NULL, 0, NULL, 0}};
 	struct events_opts o = {0};
-	int first = 0, r = small_opts(argc, argv, "hf", longs, &first, events_opt, &o);
+	int first = 0, r = cli_small_opts(argc, argv, "hf", longs, &first, events_opt, &o);
 	if (r)
 		return r;
 	if (first != argc)
-		return usage_error("events takes no operands");
+		return cli_usage_error("events takes no operands");
 	cleanup_free char *path = xstrdup(o.follow ? "/v1/events?follow=true" : "/v1/events");
 	const char *keys[] = {"sandbox", "type", "since"}, *vals[] = {o.sandbox, o.type, o.since};
 	for (size_t i = 0; i < ARRAY_SIZE(keys); i++) {
 		if (!vals[i])
 			continue;
-		char *next = path_with_query(path, keys[i], vals[i]);
+		char *next = cli_path_with_query(path, keys[i], vals[i]);
 		free(path);
 		path = next;
 	}
-	return get_lines(path, on_event);
+	return cli_get_lines(path, on_event);
 }
 
-int get_lines(const char *path, int (*on_line)(void *ud, char *line, size_t len))
+int cli_get_lines(const char *path, int (*on_line)(void *ud, char *line, size_t len, struct al_error *err))
 {
 	struct cli_req req = {.method = "GET", .path = path, .on_line = on_line};
-	return call_streamed(&req);
+	return cli_call_streamed(&req);
 }

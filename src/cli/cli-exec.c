@@ -45,20 +45,21 @@ static void *stdin_pump(void *arg);
 
 /* SECURITY: a line from the daemon is parsed as JSON (bounded by
  * CLI_LINE_MAX in cli-http.c); only its data reaches our fds. */
-static int on_output_line(void *ud, char *line, size_t len)
+static int on_output_line(void *ud, char *line, size_t len, struct al_error *err)
 {
+	(void)err; /* its complaints are printed here: the stream goes on */
 	struct exec_stream *s = ud;
 	json_error_t jerr;
 	cleanup_json json_t *o = json_loadb(line, len, 0, &jerr);
 	const char *type = json_string_value(json_object_get(o, "type"));
 	if (!type) {
-		client_error("ignoring a line from the daemon that is not an output event: %.80s", line);
+		cli_client_error("ignoring a line from the daemon that is not an output event: %.80s", line);
 		return 0;
 	}
 	if (!strcmp(type, "stdout") || !strcmp(type, "stderr")) {
 		int r = write_chunk(!strcmp(type, "stdout") ? 1 : 2, o);
 		if (r == -EBADMSG)
-			client_error("the daemon sent output that is not valid base64");
+			cli_client_error("the daemon sent output that is not valid base64");
 		else if (r < 0)
 			fprintf(stderr, "airlock: cannot write the command's output: %s\n", strerror(-r));
 		return r < 0 ? r : 0;
@@ -76,7 +77,7 @@ static int on_output_line(void *ud, char *line, size_t len)
 		return 0;
 	}
 	if (!strcmp(type, "exit")) {
-		s->status = exit_status_of(o);
+		s->status = cli_exit_status_of(o);
 		return 0;
 	}
 	if (!strcmp(type, "error")) {
@@ -105,14 +106,14 @@ static int post_stdin(struct exec_stream *s, const void *buf, size_t len, bool e
 	cleanup_free char *path =
 	    xasprintf("/v1/sandboxes/%s/processes/%s/stdin?eof=%s", s->sandbox, s->process_id, eof ? "true" : "false");
 	struct cli_req req = {.method = "POST", .path = path, .raw = buf ? buf : "", .raw_len = len};
-	char errbuf[CLI_ERRBUF];
+	struct al_error err = {0};
 	cleanup_json json_t *body = NULL;
-	int r = cli_request(&req, ret_status, &body, errbuf, sizeof(errbuf));
+	int r = cli_request(&req, ret_status, &body, &err);
 	if (r < 0)
-		fprintf(stderr, "airlock: cannot pass standard input on: %s\n", errbuf);
+		cli_client_error("cannot pass standard input on: %s", err.message);
 	else if (*ret_status != 204 && *ret_status != 404 && *ret_status != 409)
 		/* 404/409: the process is gone; its exit line says how. */
-		report(*ret_status, body, NULL);
+		cli_report(*ret_status, body);
 	return r;
 }
 
@@ -159,14 +160,15 @@ static bool stdin_wanted(bool force)
 	return true;
 }
 
-static int read_stdin_all(uint8_t **ret, size_t *ret_len)
+static int read_stdin_all(uint8_t **ret, size_t *ret_len, struct al_error *err)
 {
 	size_t cap = 64 * 1024, len = 0;
 	cleanup_free uint8_t *b = xmalloc(cap);
 	for (;;) {
 		if (len == cap) {
 			if (cap > CLI_STDIN_MAX)
-				return client_error(
+				return al_error_set(
+				    err, AL_ERR_TOO_LARGE, EFBIG,
 				    "standard input is larger than %u bytes; drop --no-stream to stream "
 				    "it, or copy big inputs into the sandbox with 'airlock cp'",
 				    CLI_STDIN_MAX);
@@ -177,13 +179,14 @@ static int read_stdin_all(uint8_t **ret, size_t *ret_len)
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0)
-			return client_error("cannot read standard input: %s", strerror(errno));
+			return al_error_set(err, AL_ERR_INTERNAL, errno, "cannot read standard input: %m");
 		if (n == 0)
 			break;
 		len += (size_t)n;
 	}
 	if (len > CLI_STDIN_MAX)
-		return client_error("standard input is larger than %u bytes; drop --no-stream to stream it",
+		return al_error_set(err, AL_ERR_TOO_LARGE, EFBIG,
+		                    "standard input is larger than %u bytes; drop --no-stream to stream it",
 		                    CLI_STDIN_MAX);
 	*ret = TAKE_PTR(b);
 	*ret_len = len;
@@ -213,16 +216,16 @@ static int exec_buffered(const char *id, json_t *body, bool force_stdin)
 	if (stdin_wanted(force_stdin)) {
 		cleanup_free uint8_t *in = NULL;
 		size_t len = 0;
-		int r = read_stdin_all(&in, &len);
-		if (r)
-			return r;
+		struct al_error err = {0};
+		if (read_stdin_all(&in, &len, &err) < 0)
+			return cli_report_error(&err);
 		cleanup_free char *b64 = base64_encode(in, len, NULL);
 		json_object_set_new(body, "stdin", json_string(b64));
 		json_object_set_new(body, "stdin_encoding", json_string("base64"));
 	}
 	cleanup_free char *path = xasprintf("/v1/sandboxes/%s/exec", id);
 	cleanup_json json_t *resp = NULL;
-	int r = call("POST", path, body, 200, &resp);
+	int r = cli_call("POST", path, body, 200, &resp);
 	if (r)
 		return r;
 	if (write_output(1, resp, "stdout", "stdout_encoding") < 0 ||
@@ -231,17 +234,22 @@ static int exec_buffered(const char *id, json_t *body, bool force_stdin)
 	if (json_is_true(json_object_get(resp, "stdout_truncated")) ||
 	    json_is_true(json_object_get(resp, "stderr_truncated")))
 		fprintf(stderr, "airlock: output was truncated at the daemon's limit\n");
-	return exit_status_of(resp);
+	return cli_exit_status_of(resp);
 }
 
-static void stream_stop_stdin(struct exec_stream *s)
+/* Stops the stdin thread and frees the rest; may be called again. */
+static void exec_stream_release(struct exec_stream *s)
 {
-	if (!s->thread_started)
-		return;
-	ssize_t w = write(s->stop_pipe[1], "x", 1);
-	(void)w;
-	pthread_join(s->thread, NULL);
-	s->thread_started = false;
+	if (s->thread_started) {
+		ssize_t w = write(s->stop_pipe[1], "x", 1);
+		(void)w;
+		pthread_join(s->thread, NULL);
+		s->thread_started = false;
+	}
+	closep(&s->stop_pipe[0]);
+	closep(&s->stop_pipe[1]);
+	s->stop_pipe[0] = s->stop_pipe[1] = -1;
+	free(TAKE_PTR(s->process_id));
 }
 
 /* A daemon from before streaming exec rejects the unknown field "stream". */
@@ -253,28 +261,24 @@ static bool daemon_lacks_streaming(json_t *resp)
 
 static int exec_streaming(const char *id, json_t *body, bool force_stdin)
 {
-	struct exec_stream s = {.sandbox = id, .status = -1, .stop_pipe = {-1, -1}};
+	__attribute__((cleanup(exec_stream_release))) struct exec_stream s = {
+	    .sandbox = id, .status = -1, .stop_pipe = {-1, -1}};
 	s.stdin_stream = stdin_wanted(force_stdin);
 	json_object_set_new(body, "stream", json_true());
 	if (s.stdin_stream) {
 		json_object_set_new(body, "stdin_stream", json_true());
 		if (pipe2(s.stop_pipe, O_CLOEXEC) < 0)
-			return client_error("cannot create a pipe: %s", strerror(errno));
+			return cli_client_error("cannot create a pipe: %s", strerror(errno));
 	}
 	cleanup_free char *path = xasprintf("/v1/sandboxes/%s/exec", id);
 	struct cli_req req = {.method = "POST", .path = path, .json = body, .on_line = on_output_line, .ud = &s};
-	char errbuf[CLI_ERRBUF];
+	struct al_error err = {0};
 	long status = 0;
 	cleanup_json json_t *resp = NULL;
-	int r = cli_request(&req, &status, &resp, errbuf, sizeof(errbuf));
-	stream_stop_stdin(&s);
-	if (s.stop_pipe[0] >= 0) {
-		close(s.stop_pipe[0]);
-		close(s.stop_pipe[1]);
-	}
-	free(s.process_id);
+	int r = cli_request(&req, &status, &resp, &err);
+	exec_stream_release(&s); /* now: the stdin thread says nothing after what follows */
 	if (r < 0)
-		return report(0, NULL, errbuf);
+		return cli_report_error(&err);
 	if (status == 400 && daemon_lacks_streaming(resp)) {
 		/* An older daemon: run it buffered (stdin is still unread). */
 		json_object_del(body, "stream");
@@ -282,22 +286,32 @@ static int exec_streaming(const char *id, json_t *body, bool force_stdin)
 		return exec_buffered(id, body, force_stdin);
 	}
 	if (status != 200)
-		return report(status, resp, NULL);
+		return cli_report(status, resp);
 	if (s.failed)
 		return EXIT_CLIENT;
 	if (s.status < 0)
-		return client_error("the output stream ended before the command did (the daemon went away?); "
-		                    "the command was killed");
+		return cli_client_error("the output stream ended before the command did (the daemon went away?); "
+		                        "the command was killed");
 	return s.status;
 }
 
-int exec_run(const char *id, json_t *body, char **cmd, int n_cmd, bool stream, bool force_stdin)
+void cli_exec_set_cmd(json_t *body, char **cmd, int n_cmd)
 {
 	json_t *arr = json_array();
 	for (int i = 0; i < n_cmd; i++)
 		json_array_append_new(arr, json_string(cmd[i]));
 	json_object_set_new(body, "cmd", arr);
+}
+
+int cli_exec_run(const char *id, json_t *body, bool stream, bool force_stdin)
+{
 	return stream ? exec_streaming(id, body, force_stdin) : exec_buffered(id, body, force_stdin);
+}
+
+int cli_process_start(const char *id, json_t *body, json_t **ret_proc)
+{
+	cleanup_free char *path = xasprintf("/v1/sandboxes/%s/processes", id);
+	return cli_call("POST", path, body, 201, ret_proc);
 }
 
 /* ------------------------------------------------------------ processes */
@@ -318,32 +332,30 @@ static void format_exit(json_t *p, char *buf, size_t size)
 		snprintf(buf, size, "?");
 }
 
-int cmd_ps(int argc, char **argv)
+static void print_process_row(json_t *p)
 {
-	int first = 0, r = small_opts(argc, argv, "h", json_only, &first, no_opt, NULL);
+	char exitbuf[32];
+	format_exit(p, exitbuf, sizeof(exitbuf));
+	const char *tag = json_string_value(json_object_get(p, "tag"));
+	printf("%-10s %-8s %-7s %-16s", json_string_value(json_object_get(p, "id")),
+	       json_string_value(json_object_get(p, "state")), exitbuf, tag && *tag ? tag : "-");
+	size_t j;
+	json_t *arg;
+	json_array_foreach (json_object_get(p, "cmd"), j, arg) {
+		printf(" %s", json_string_value(arg));
+	}
+	putchar('\n');
+}
+
+int cli_cmd_ps(int argc, char **argv)
+{
+	const char *id;
+	int r = cli_sandbox_operand(argc, argv, &id);
 	if (r)
 		return r;
-	if (first + 1 != argc)
-		return usage_error("ps takes one sandbox id");
-	cleanup_free char *path = xasprintf("/v1/sandboxes/%s/processes", argv[first]);
-	cleanup_json json_t *list = NULL;
-	if ((r = call_list("GET", path, NULL, 200, "processes", &list)) || !list)
-		return r;
-	printf("%-10s %-8s %-7s %-16s %s\n", "ID", "STATE", "EXIT", "TAG", "CMD");
-	size_t i, j;
-	json_t *p, *arg;
-	json_array_foreach (list, i, p) {
-		char exitbuf[32];
-		format_exit(p, exitbuf, sizeof(exitbuf));
-		const char *tag = json_string_value(json_object_get(p, "tag"));
-		printf("%-10s %-8s %-7s %-16s", json_string_value(json_object_get(p, "id")),
-		       json_string_value(json_object_get(p, "state")), exitbuf, tag && *tag ? tag : "-");
-		json_array_foreach (json_object_get(p, "cmd"), j, arg) {
-			printf(" %s", json_string_value(arg));
-		}
-		putchar('\n');
-	}
-	return 0;
+	cleanup_free char *path = xasprintf("/v1/sandboxes/%s/processes", id);
+	return cli_print_table(path, "processes", print_process_row, "%-10s %-8s %-7s %-16s %s\n", "ID", "STATE",
+	                       "EXIT", "TAG", "CMD");
 }
 
 struct logs_opts {
@@ -360,42 +372,42 @@ static int logs_opt(int c, void *ud)
 		o->network = true;
 	} else if (c == 'F') {
 		if (strcmp(optarg, "start") && strcmp(optarg, "now"))
-			return usage_error("logs: --from takes start or now, got \"%s\"", optarg);
+			return cli_usage_error("logs: --from takes start or now, got \"%s\"", optarg);
 		o->from = optarg;
 	}
 	return 0;
 }
 
-int cmd_logs(int argc, char **argv)
+int cli_cmd_logs(int argc, char **argv)
 {
 	static const struct option longs[] = {
 	    {"follow", no_argument, NULL, 'f'},  {"from", required_argument, NULL, 'F'},
 	    {"network", no_argument, NULL, 'n'}, {"json", no_argument, NULL, 'j'},
 	    {"help", no_argument, NULL, 'h'},    {NULL, 0, NULL, 0}};
 	struct logs_opts o = {.from = "start"};
-	int first = 0, r = small_opts(argc, argv, "hf", longs, &first, logs_opt, &o);
+	int first = 0, r = cli_small_opts(argc, argv, "hf", longs, &first, logs_opt, &o);
 	if (r)
 		return r;
 	if (o.network) {
 		if (first + 1 != argc)
-			return usage_error("logs --network takes a sandbox id");
-		return network_logs(argv[first], o.follow);
+			return cli_usage_error("logs --network takes a sandbox id");
+		return cli_network_logs(argv[first], o.follow);
 	}
 	if (first + 2 != argc)
-		return usage_error("logs takes a sandbox id and a process id");
+		return cli_usage_error("logs takes a sandbox id and a process id");
 	cleanup_free char *path = xasprintf("/v1/sandboxes/%s/processes/%s/output?from=%s&follow=%s", argv[first],
 	                                    argv[first + 1], o.from, o.follow ? "true" : "false");
-	struct exec_stream s = {.sandbox = argv[first], .status = -1};
+	__attribute__((cleanup(exec_stream_release))) struct exec_stream s = {
+	    .sandbox = argv[first], .status = -1, .stop_pipe = {-1, -1}};
 	struct cli_req req = {.method = "GET", .path = path, .on_line = on_output_line, .ud = &s};
-	char errbuf[CLI_ERRBUF];
+	struct al_error err = {0};
 	long status = 0;
 	cleanup_json json_t *resp = NULL;
-	r = cli_request(&req, &status, &resp, errbuf, sizeof(errbuf));
-	free(s.process_id);
+	r = cli_request(&req, &status, &resp, &err);
 	if (r < 0)
-		return report(0, NULL, errbuf);
+		return cli_report_error(&err);
 	if (status != 200)
-		return report(status, resp, NULL);
+		return cli_report(status, resp);
 	return s.failed ? EXIT_CLIENT : 0;
 }
 
@@ -425,59 +437,59 @@ static int kill_opt(int c, void *ud)
 		json_decref(*sig);
 		*sig = parse_signal(optarg);
 		if (!*sig)
-			return usage_error("kill: unknown signal \"%s\" (use a name like TERM, KILL, INT or a number)",
-			                   optarg);
+			return cli_usage_error(
+			    "kill: unknown signal \"%s\" (use a name like TERM, KILL, INT or a number)", optarg);
 	}
 	return 0;
 }
 
-int cmd_kill(int argc, char **argv)
+int cli_cmd_kill(int argc, char **argv)
 {
 	static const struct option longs[] = {
 	    {"signal", required_argument, NULL, 's'}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
 	cleanup_json json_t *sig = json_string("TERM");
-	int first = 0, r = small_opts(argc, argv, "hs:", longs, &first, kill_opt, &sig);
+	int first = 0, r = cli_small_opts(argc, argv, "hs:", longs, &first, kill_opt, &sig);
 	if (r)
 		return r;
 	if (first + 2 != argc)
-		return usage_error("kill takes a sandbox id and a process id");
+		return cli_usage_error("kill takes a sandbox id and a process id");
 	cleanup_free char *path = xasprintf("/v1/sandboxes/%s/processes/%s/signal", argv[first], argv[first + 1]);
 	cleanup_json json_t *body = json_pack("{s:O}", "signal", sig);
 	cleanup_json json_t *resp = NULL;
-	return call("POST", path, body, 204, &resp);
+	return cli_call("POST", path, body, 204, &resp);
 }
 
 static int wait_opt(int c, void *ud)
 {
 	long *timeout_s = ud;
 	if (c == 'T' && parse_int_range(optarg, 1, 3600, timeout_s) < 0)
-		return usage_error("wait: --timeout takes seconds from 1 to 3600, got \"%s\"", optarg);
+		return cli_usage_error("wait: --timeout takes seconds from 1 to 3600, got \"%s\"", optarg);
 	return 0;
 }
 
-int cmd_wait(int argc, char **argv)
+int cli_cmd_wait(int argc, char **argv)
 {
 	static const struct option longs[] = {
 	    {"timeout", required_argument, NULL, 'T'}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
 	long timeout_s = 0;
-	int first = 0, r = small_opts(argc, argv, "h", longs, &first, wait_opt, &timeout_s);
+	int first = 0, r = cli_small_opts(argc, argv, "h", longs, &first, wait_opt, &timeout_s);
 	if (r)
 		return r;
 	if (first + 2 != argc)
-		return usage_error("wait takes a sandbox id and a process id");
+		return cli_usage_error("wait takes a sandbox id and a process id");
 	/* Without --timeout: wait as long as it takes, an hour per request. */
 	cleanup_free char *path = xasprintf("/v1/sandboxes/%s/processes/%s/wait?timeout_s=%ld", argv[first],
 	                                    argv[first + 1], timeout_s ? timeout_s : 3600);
 	for (;;) {
-		char errbuf[CLI_ERRBUF];
+		struct al_error err = {0};
 		long status = 0;
 		cleanup_json json_t *resp = NULL;
-		if (cli_http("GET", path, NULL, &status, &resp, errbuf, sizeof(errbuf)) < 0)
-			return report(0, NULL, errbuf);
+		if (cli_http("GET", path, NULL, &status, &resp, &err) < 0)
+			return cli_report_error(&err);
 		if (status == 200)
-			return exit_status_of(resp);
+			return cli_exit_status_of(resp);
 		if (status != 408)
-			return report(status, resp, NULL);
+			return cli_report(status, resp);
 		if (timeout_s) {
 			fprintf(stderr, "airlock: process %s is still running after %ld s\n", argv[first + 1],
 			        timeout_s);

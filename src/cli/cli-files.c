@@ -30,7 +30,7 @@ static int spec_parse(const char *arg, struct cp_spec *s)
 		s->id = xstrndup(arg, (size_t)(colon - arg));
 		s->path = xstrdup(colon + 1);
 		if (s->path[0] != '/')
-			return usage_error("cp: the path in a sandbox must be absolute, got \"%s\"", arg);
+			return cli_usage_error("cp: the path in a sandbox must be absolute, got \"%s\"", arg);
 		return 0;
 	}
 	s->path = xstrdup(arg);
@@ -68,33 +68,28 @@ static char *path_dir(const char *p)
 static char *sandbox_url(const char *id, const char *rest, const char *path)
 {
 	cleanup_free char *prefix = xasprintf("/v1/sandboxes/%s/%s", id, rest);
-	return path_with_query(prefix, "path", path);
+	return cli_path_with_query(prefix, "path", path);
 }
 
 /* GET files/stat: 0 with the object, -ENOENT on 404, else reports (EXIT_CLIENT). */
 static int remote_stat(const char *id, const char *path, json_t **ret)
 {
 	cleanup_free char *url = sandbox_url(id, "files/stat", path);
-	char errbuf[CLI_ERRBUF];
+	struct al_error err = {0};
 	long status = 0;
-	json_t *resp = NULL;
-	if (cli_http("GET", url, NULL, &status, &resp, errbuf, sizeof(errbuf)) < 0)
-		return report(0, NULL, errbuf);
+	cleanup_json json_t *resp = NULL;
+	if (cli_http("GET", url, NULL, &status, &resp, &err) < 0)
+		return cli_report_error(&err);
 	if (status == 404) {
 		/* Unknown sandbox or missing path: tell them apart by the sandbox. */
 		cleanup_free char *sb = xasprintf("/v1/sandboxes/%s", id);
 		cleanup_json json_t *o = NULL;
-		if (resp)
-			json_decref(resp);
-		int r = call("GET", sb, NULL, 200, &o);
+		int r = cli_call("GET", sb, NULL, 200, &o);
 		return r ? r : -ENOENT;
 	}
-	if (status != 200) {
-		int r = report(status, resp, NULL);
-		json_decref(resp);
-		return r;
-	}
-	*ret = resp;
+	if (status != 200)
+		return cli_report(status, resp);
+	*ret = TAKE_PTR(resp);
 	return 0;
 }
 
@@ -112,27 +107,21 @@ static bool stat_is(json_t *st, const char *type)
 
 /* ------------------------------------------------------------ sandbox -> host */
 
-static int sink_fd(void *ud, const void *buf, size_t len)
+static int sink_fd(void *ud, const void *buf, size_t len, struct al_error *err)
 {
-	int r = write_full(*(int *)ud, buf, len);
-	return r;
+	(void)err; /* the transfer's own error says it */
+	return write_full(*(int *)ud, buf, len);
 }
 
-struct extract {
-	struct tar_reader *t;
-	struct cli_req *req;
-};
-
-static int sink_tar(void *ud, const void *buf, size_t len)
+static int sink_tar(void *ud, const void *buf, size_t len, struct al_error *err)
 {
-	struct extract *x = ud;
-	return tar_reader_feed(x->t, buf, len, x->req->errmsg, sizeof(x->req->errmsg));
+	return cli_tar_reader_feed(ud, buf, len, err);
 }
 
-static int get_streamed(const char *url, int (*sink)(void *, const void *, size_t), void *ud, struct cli_req *req)
+static int get_streamed(const char *url, int (*sink)(void *, const void *, size_t, struct al_error *), void *ud)
 {
-	*req = (struct cli_req){.method = "GET", .path = url, .on_bytes = sink, .ud = ud};
-	return call_streamed(req);
+	struct cli_req req = {.method = "GET", .path = url, .on_bytes = sink, .ud = ud};
+	return cli_call_streamed(&req);
 }
 
 static int copy_file_from(const char *id, const char *src, json_t *st, int dirfd, const char *dir, const char *name)
@@ -145,14 +134,13 @@ static int copy_file_from(const char *id, const char *src, json_t *st, int dirfd
 	cleanup_close int fd =
 	    openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode ? mode : 0644);
 	if (fd < 0)
-		return client_error("cannot create a file in %s: %s", dir, strerror(errno));
+		return cli_client_error("cannot create a file in %s: %s", dir, strerror(errno));
 	cleanup_free char *url = sandbox_url(id, "files", src);
-	struct cli_req req;
-	int r = get_streamed(url, sink_fd, &fd, &req);
+	int r = get_streamed(url, sink_fd, &fd);
 	if (r == 0 && fsync(fd) < 0)
-		r = client_error("cannot write %s/%s: %s", dir, name, strerror(errno));
+		r = cli_client_error("cannot write %s/%s: %s", dir, name, strerror(errno));
 	if (r == 0 && renameat(dirfd, tmp, dirfd, name) < 0)
-		r = client_error("cannot create %s/%s: %s", dir, name, strerror(errno));
+		r = cli_client_error("cannot create %s/%s: %s", dir, name, strerror(errno));
 	if (r)
 		unlinkat(dirfd, tmp, 0);
 	return r;
@@ -161,16 +149,14 @@ static int copy_file_from(const char *id, const char *src, json_t *st, int dirfd
 static int extract_from(const char *id, const char *src, int dirfd, const char *dir, const char *rename)
 {
 	cleanup_free char *url = sandbox_url(id, "archive", src);
-	struct cli_req req;
-	struct extract x = {.t = tar_reader_new(dirfd, rename), .req = &req};
-	int r = get_streamed(url, sink_tar, &x, &req);
-	char err[CLI_ERRBUF];
-	int skipped = r ? 0 : tar_reader_finish(x.t, err, sizeof(err));
-	tar_reader_free(x.t);
+	cleanup_cli_tar_reader struct tar_reader *t = cli_tar_reader_new(dirfd, rename);
+	int r = get_streamed(url, sink_tar, t);
 	if (r)
 		return r;
+	struct al_error err = {0};
+	int skipped = cli_tar_reader_finish(t, &err);
 	if (skipped < 0)
-		return client_error("extracting into %s: %s", dir, err);
+		return cli_client_error("extracting into %s: %s", dir, err.message);
 	if (skipped > 0)
 		fprintf(stderr, "airlock: skipped %d entries that are not files, directories or symlinks\n", skipped);
 	return 0;
@@ -181,13 +167,12 @@ static int cp_from_sandbox(const struct cp_spec *src, const struct cp_spec *dst)
 	if (dst->stdio) {
 		cleanup_free char *url = sandbox_url(src->id, "archive", src->path);
 		int fd = 1;
-		struct cli_req req;
-		return get_streamed(url, sink_fd, &fd, &req);
+		return get_streamed(url, sink_fd, &fd);
 	}
 	cleanup_json json_t *st = NULL;
 	int r = remote_stat(src->id, src->path, &st);
 	if (r == -ENOENT)
-		return client_error("%s does not exist in sandbox %s", src->path, src->id);
+		return cli_client_error("%s does not exist in sandbox %s", src->path, src->id);
 	if (r)
 		return r;
 	cleanup_free char *src_base = path_base(src->path);
@@ -197,16 +182,16 @@ static int cp_from_sandbox(const struct cp_spec *src, const struct cp_spec *dst)
 		dir = xstrdup(dst->path);
 		name = xstrdup(*src_base ? src_base : "root");
 	} else if (stat(dst->path, &lst) == 0 && stat_is(st, "dir")) {
-		return client_error("cannot copy the directory %s onto the file %s", src->path, dst->path);
+		return cli_client_error("cannot copy the directory %s onto the file %s", src->path, dst->path);
 	} else {
 		if (dst->path[strlen(dst->path) - 1] == '/')
-			return client_error("the directory %s does not exist; create it first", dst->path);
+			return cli_client_error("the directory %s does not exist; create it first", dst->path);
 		dir = path_dir(dst->path);
 		name = path_base(dst->path);
 	}
 	cleanup_close int dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dirfd < 0)
-		return client_error("cannot open the directory %s: %s", dir, strerror(errno));
+		return cli_client_error("cannot open the directory %s: %s", dir, strerror(errno));
 	if (stat_is(st, "file"))
 		return copy_file_from(src->id, src->path, st, dirfd, dir, name);
 	return extract_from(src->id, src->path, dirfd, dir, name);
@@ -217,7 +202,7 @@ static int cp_from_sandbox(const struct cp_spec *src, const struct cp_spec *dst)
 struct tar_gen {
 	int fd; /* write end of the pipe */
 	const char *src, *name;
-	char err[CLI_ERRBUF];
+	struct al_error err;
 	volatile int failed;
 };
 
@@ -225,9 +210,9 @@ static void *tar_gen_run(void *arg)
 {
 	struct tar_gen *g = arg;
 	unsigned skipped = 0;
-	int r = tar_write_path(g->fd, g->src, g->name, &skipped, g->err, sizeof(g->err));
-	if (r == 0 && (r = tar_write_end(g->fd)) < 0)
-		snprintf(g->err, sizeof(g->err), "cannot write the archive: %s", strerror(-r));
+	int r = cli_tar_write_path(g->fd, g->src, g->name, &skipped, &g->err);
+	if (r == 0)
+		r = cli_tar_write_end(g->fd, &g->err);
 	if (r < 0)
 		__atomic_store_n(&g->failed, 1, __ATOMIC_SEQ_CST);
 	else if (skipped)
@@ -263,16 +248,16 @@ static int put_archive(const char *id, const char *dir, int fd, struct tar_gen *
 	struct pipe_reader pr = {.fd = fd, .gen = gen};
 	struct cli_req req = {
 	    .method = "PUT", .path = url, .reader = read_pipe, .reader_data = &pr, .content_type = "application/x-tar"};
-	char errbuf[CLI_ERRBUF];
+	struct al_error err = {0};
 	long status = 0;
 	cleanup_json json_t *resp = NULL;
-	int r = cli_request(&req, &status, &resp, errbuf, sizeof(errbuf));
+	int r = cli_request(&req, &status, &resp, &err);
 	if (gen && __atomic_load_n(&gen->failed, __ATOMIC_SEQ_CST))
 		return -1; /* the generator's error is the one to show */
 	if (r < 0)
-		return report(0, NULL, errbuf);
+		return cli_report_error(&err);
 	if (status != 204 && status != 200 && status != 201)
-		return report(status, resp, NULL);
+		return cli_report(status, resp);
 	return 0;
 }
 
@@ -282,7 +267,7 @@ static int cp_to_sandbox(const struct cp_spec *src, const struct cp_spec *dst)
 		return put_archive(dst->id, dst->path, 0, NULL);
 	struct stat lst;
 	if (lstat(src->path, &lst) < 0)
-		return client_error("cannot copy %s: %s", src->path, strerror(errno));
+		return cli_client_error("cannot copy %s: %s", src->path, strerror(errno));
 	cleanup_json json_t *st = NULL;
 	int r = remote_stat(dst->id, dst->path, &st);
 	if (r > 0)
@@ -292,17 +277,18 @@ static int cp_to_sandbox(const struct cp_spec *src, const struct cp_spec *dst)
 		dir = xstrdup(dst->path);
 		name = path_base(src->path);
 	} else if (r == 0 && S_ISDIR(lst.st_mode)) {
-		return client_error("cannot copy the directory %s onto the file %s in sandbox %s", src->path, dst->path,
-		                    dst->id);
+		return cli_client_error("cannot copy the directory %s onto the file %s in sandbox %s", src->path,
+		                        dst->path, dst->id);
 	} else {
 		dir = path_dir(dst->path);
 		name = path_base(dst->path);
 	}
 	if (!*name || !strcmp(name, ".") || !strcmp(name, ".."))
-		return client_error("cannot name a copy \"%s\"; give a destination path that ends with a name", name);
+		return cli_client_error("cannot name a copy \"%s\"; give a destination path that ends with a name",
+		                        name);
 	int fds[2];
 	if (pipe2(fds, O_CLOEXEC) < 0)
-		return client_error("cannot create a pipe: %s", strerror(errno));
+		return cli_client_error("cannot create a pipe: %s", strerror(errno));
 	signal(SIGPIPE, SIG_IGN); /* a refused upload stops the generator with EPIPE */
 	struct tar_gen gen = {.fd = fds[1], .src = src->path, .name = name};
 	pthread_t th;
@@ -312,36 +298,32 @@ static int cp_to_sandbox(const struct cp_spec *src, const struct cp_spec *dst)
 	close(fds[0]);
 	pthread_join(th, NULL);
 	if (gen.failed)
-		return client_error("%s", gen.err);
+		return cli_report_error(&gen.err);
 	return r;
 }
 
 static int cp_local_only(void)
 {
-	return usage_error("cp: one side must be in a sandbox (ID:/path)");
+	return cli_usage_error("cp: one side must be in a sandbox (ID:/path)");
 }
 
-int cmd_cp(int argc, char **argv)
+int cli_cmd_cp(int argc, char **argv)
 {
-	int first = 0, r = small_opts(argc, argv, "h", json_only, &first, no_opt, NULL);
+	int first = 0, r = cli_small_opts(argc, argv, "h", cli_json_only, &first, cli_no_opt, NULL);
 	if (r)
 		return r;
 	if (first + 2 != argc)
-		return usage_error("cp takes a source and a destination (one of them ID:/path)");
-	struct cp_spec src, dst;
+		return cli_usage_error("cp takes a source and a destination (one of them ID:/path)");
+	__attribute__((cleanup(spec_release))) struct cp_spec src = {0}, dst = {0};
 	if ((r = spec_parse(argv[first], &src)) || (r = spec_parse(argv[first + 1], &dst)))
 		return r;
 	if (src.id && dst.id)
-		r = usage_error("cp: copy between two sandboxes through the host: cp ID1:/p - | cp - ID2:/dir");
-	else if (src.id)
-		r = cp_from_sandbox(&src, &dst);
-	else if (dst.id)
-		r = cp_to_sandbox(&src, &dst);
-	else
-		r = cp_local_only();
-	spec_release(&src);
-	spec_release(&dst);
-	return r;
+		return cli_usage_error("cp: copy between two sandboxes through the host: cp ID1:/p - | cp - ID2:/dir");
+	if (src.id)
+		return cp_from_sandbox(&src, &dst);
+	if (dst.id)
+		return cp_to_sandbox(&src, &dst);
+	return cp_local_only();
 }
 
 /* ------------------------------------------------------------ fs */
@@ -385,7 +367,7 @@ static int fs_opt(int c, void *ud)
 	return 0;
 }
 
-int cmd_fs(int argc, char **argv)
+int cli_cmd_fs(int argc, char **argv)
 {
 	static const struct option longs[] = {{"json", no_argument, NULL, 'j'},
 	                                      {"parents", no_argument, NULL, 'p'},
@@ -393,32 +375,32 @@ int cmd_fs(int argc, char **argv)
 	                                      {"help", no_argument, NULL, 'h'},
 	                                      {NULL, 0, NULL, 0}};
 	if (argc < 2)
-		return usage_error("fs takes ls, stat, mkdir, rm or mv");
+		return cli_usage_error("fs takes ls, stat, mkdir, rm or mv");
 	const char *sub = argv[1];
 	struct fs_flags f = {0};
-	int first = 0, r = small_opts(argc - 1, argv + 1, "hpr", longs, &first, fs_opt, &f);
+	int first = 0, r = cli_small_opts(argc - 1, argv + 1, "hpr", longs, &first, fs_opt, &f);
 	if (r)
 		return r;
 	char **ops = argv + 1 + first;
 	int n = argc - 1 - first;
 	bool is_mv = !strcmp(sub, "mv");
 	if (n != (is_mv ? 3 : 2))
-		return usage_error("fs %s takes a sandbox id and %s", sub, is_mv ? "two paths" : "a path");
+		return cli_usage_error("fs %s takes a sandbox id and %s", sub, is_mv ? "two paths" : "a path");
 	const char *id = ops[0], *path = ops[1];
 	if ((f.parents && strcmp(sub, "mkdir")) || (f.recursive && strcmp(sub, "rm")))
-		return usage_error("fs %s: -p is for mkdir, -r for rm", sub);
+		return cli_usage_error("fs %s: -p is for mkdir, -r for rm", sub);
 	cleanup_json json_t *resp = NULL;
 	if (!strcmp(sub, "ls") || !strcmp(sub, "stat")) {
 		bool ls = !strcmp(sub, "ls");
 		cleanup_free char *url = sandbox_url(id, ls ? "files/list" : "files/stat", path);
 		if (!ls) {
-			if ((r = call("GET", url, NULL, 200, &resp)))
+			if ((r = cli_call("GET", url, NULL, 200, &resp)))
 				return r;
-			print_json(resp, opt_json);
+			cli_print_json(resp, cli_opt_json);
 			return 0;
 		}
 		cleanup_json json_t *entries = NULL;
-		if ((r = call_list("GET", url, NULL, 200, "entries", &entries)) || !entries)
+		if ((r = cli_call_list("GET", url, NULL, 200, "entries", &entries)) || !entries)
 			return r;
 		size_t i;
 		json_t *e;
@@ -441,7 +423,7 @@ int cmd_fs(int argc, char **argv)
 		url = xasprintf("/v1/sandboxes/%s/files/rename", id);
 		body = json_pack("{s:s, s:s}", "path", path, "to", ops[2]);
 	} else {
-		return usage_error("fs: unknown subcommand \"%s\" (ls, stat, mkdir, rm, mv)", sub);
+		return cli_usage_error("fs: unknown subcommand \"%s\" (ls, stat, mkdir, rm, mv)", sub);
 	}
-	return call("POST", url, body, want, &resp);
+	return cli_call("POST", url, body, want, &resp);
 }

@@ -55,7 +55,24 @@ struct sink {
 	size_t max;
 	bool too_large;
 	bool sink_failed;
+	struct al_error err; /* what a sink that failed said, if anything */
 };
+
+static void sink_release(struct sink *s)
+{
+	free(s->data);
+}
+
+static void curl_cleanupp(CURL **c)
+{
+	if (*c)
+		curl_easy_cleanup(*c);
+}
+
+static void slist_freep(struct curl_slist **l)
+{
+	curl_slist_free_all(*l);
+}
 
 static void sink_append(struct sink *s, const char *p, size_t n)
 {
@@ -74,11 +91,10 @@ static int sink_lines(struct sink *s, const char *p, size_t n)
 	while (n > 0) {
 		const char *nl = memchr(p, '\n', n);
 		size_t take = nl ? (size_t)(nl - p) : n;
-		if (s->len + take > CLI_LINE_MAX) {
-			snprintf(s->req->errmsg, sizeof(s->req->errmsg),
-			         "the daemon sent a line longer than %u bytes; the stream is broken", CLI_LINE_MAX);
-			return -EMSGSIZE;
-		}
+		if (s->len + take > CLI_LINE_MAX)
+			return al_error_set(&s->err, AL_ERR_TOO_LARGE, EMSGSIZE,
+			                    "the daemon sent a line longer than %u bytes; the stream is broken",
+			                    CLI_LINE_MAX);
 		sink_append(s, p, take);
 		if (!nl)
 			return 0;
@@ -89,7 +105,7 @@ static int sink_lines(struct sink *s, const char *p, size_t n)
 		if (len > 0 && s->data[len - 1] == '\r')
 			s->data[--len] = '\0';
 		if (len > 0) {
-			int r = s->req->on_line(s->req->ud, s->data, len);
+			int r = s->req->on_line(s->req->ud, s->data, len, &s->err);
 			if (r < 0)
 				return r;
 		}
@@ -112,7 +128,7 @@ static size_t on_data(char *ptr, size_t size, size_t nmemb, void *userdata)
 		return n;
 	}
 	if (ok && s->req->on_bytes) {
-		if (s->req->on_bytes(s->req->ud, ptr, n) < 0) {
+		if (s->req->on_bytes(s->req->ud, ptr, n, &s->err) < 0) {
 			s->sink_failed = true;
 			return 0;
 		}
@@ -127,31 +143,43 @@ static size_t on_data(char *ptr, size_t size, size_t nmemb, void *userdata)
 	return n;
 }
 
-static void describe_failure(CURLcode rc, const char *cerr, struct sink *s, char *errbuf, size_t errbuf_size)
+/* The message a failed sink left, as the request's error; false if it left none. */
+static bool sink_said(const struct sink *s, struct al_error *err)
 {
-	const char *where = cli_conn_describe();
-	const char *why = cerr[0] ? cerr : curl_easy_strerror(rc);
-	if (s->sink_failed && s->req->errmsg[0])
-		snprintf(errbuf, errbuf_size, "%s", s->req->errmsg);
-	else if (s->too_large)
-		snprintf(errbuf, errbuf_size, "the daemon's answer is larger than %zu bytes", s->max);
-	else if (rc == CURLE_COULDNT_CONNECT && cli_conn.host)
-		snprintf(errbuf, errbuf_size,
-		         "cannot reach airlockd at %s (%s). Is the daemon running with --listen? Point --host / "
-		         "AIRLOCK_HOST at its TCP listener",
-		         where, why);
-	else if (rc == CURLE_COULDNT_CONNECT)
-		snprintf(errbuf, errbuf_size,
-		         "cannot reach airlockd at %s (%s). Is the daemon running? Start it with "
-		         "'airlockd --socket %s', or point --socket / AIRLOCK_SOCKET at its socket",
-		         where, why, where);
-	else
-		snprintf(errbuf, errbuf_size, "request to airlockd at %s failed: %s", where, why);
+	if (!s->err.message[0])
+		return false;
+	if (err)
+		*err = s->err;
+	return true;
 }
 
-int cli_request(struct cli_req *req, long *ret_status, json_t **ret_body, char *errbuf, size_t errbuf_size)
+static int describe_failure(CURLcode rc, const char *cerr, const struct sink *s, struct al_error *err)
 {
-	CURL *c = curl_easy_init();
+	int errnum = s->sink_failed ? EPROTO : EIO;
+	const char *where = cli_conn_describe();
+	const char *why = cerr[0] ? cerr : curl_easy_strerror(rc);
+	if (s->sink_failed && sink_said(s, err))
+		return -errnum;
+	if (s->too_large)
+		return al_error_set(err, AL_ERR_TOO_LARGE, errnum, "the daemon's answer is larger than %zu bytes",
+		                    s->max);
+	if (rc == CURLE_COULDNT_CONNECT && cli_conn.host)
+		return al_error_set(
+		    err, AL_ERR_UNAVAILABLE, errnum,
+		    "cannot reach airlockd at %s (%s). Is the daemon running with --listen? Point --host / "
+		    "AIRLOCK_HOST at its TCP listener",
+		    where, why);
+	if (rc == CURLE_COULDNT_CONNECT)
+		return al_error_set(err, AL_ERR_UNAVAILABLE, errnum,
+		                    "cannot reach airlockd at %s (%s). Is the daemon running? Start it with "
+		                    "'airlockd --socket %s', or point --socket / AIRLOCK_SOCKET at its socket",
+		                    where, why, where);
+	return al_error_set(err, AL_ERR_UNAVAILABLE, errnum, "request to airlockd at %s failed: %s", where, why);
+}
+
+int cli_request(struct cli_req *req, long *ret_status, json_t **ret_body, struct al_error *err)
+{
+	__attribute__((cleanup(curl_cleanupp))) CURL *c = curl_easy_init();
 	if (!c)
 		abort();
 	cleanup_free char *url = NULL;
@@ -163,10 +191,9 @@ int cli_request(struct cli_req *req, long *ret_status, json_t **ret_body, char *
 	cleanup_free char *payload = req->json ? json_dumps(req->json, JSON_COMPACT) : NULL;
 	cleanup_free char *auth = cli_conn.token ? xasprintf("Authorization: Bearer %s", cli_conn.token) : NULL;
 	cleanup_free char *ctype = NULL;
-	struct sink s = {.req = req, .curl = c};
-	struct curl_slist *headers = NULL;
+	__attribute__((cleanup(sink_release))) struct sink s = {.req = req, .curl = c};
+	__attribute__((cleanup(slist_freep))) struct curl_slist *headers = NULL;
 	char cerr[CURL_ERROR_SIZE] = "";
-	req->errmsg[0] = '\0';
 	if (!cli_conn.host)
 		curl_easy_setopt(c, CURLOPT_UNIX_SOCKET_PATH, cli_conn.socket_path);
 	curl_easy_setopt(c, CURLOPT_URL, url);
@@ -203,36 +230,27 @@ int cli_request(struct cli_req *req, long *ret_status, json_t **ret_body, char *
 	curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, req->method);
 	curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
 	CURLcode rc = curl_easy_perform(c);
-	int r = 0;
-	if (rc != CURLE_OK) {
-		describe_failure(rc, cerr, &s, errbuf, errbuf_size);
-		r = s.sink_failed ? -EPROTO : -EIO;
-	} else {
-		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, ret_status);
-		bool streamed = *ret_status >= 200 && *ret_status < 300 && (req->on_line || req->on_bytes);
-		*ret_body = NULL;
-		if (streamed && req->on_line && s.len > 0 && req->on_line(req->ud, s.data, s.len) < 0) {
-			snprintf(errbuf, errbuf_size, "%s", req->errmsg[0] ? req->errmsg : "bad last line");
-			r = -EPROTO;
-		} else if (!streamed && s.len > 0) {
-			json_error_t jerr;
-			*ret_body = json_loadb(s.data, s.len, 0, &jerr);
-			if (!*ret_body) {
-				snprintf(errbuf, errbuf_size, "airlockd sent an answer that is not JSON (HTTP %ld): %s",
-				         *ret_status, jerr.text);
-				r = -EBADMSG;
-			}
-		}
+	if (rc != CURLE_OK)
+		return describe_failure(rc, cerr, &s, err);
+	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, ret_status);
+	bool streamed = *ret_status >= 200 && *ret_status < 300 && (req->on_line || req->on_bytes);
+	*ret_body = NULL;
+	if (streamed && req->on_line && s.len > 0 && req->on_line(req->ud, s.data, s.len, &s.err) < 0)
+		return sink_said(&s, err) ? -EPROTO : al_error_set(err, AL_ERR_INTERNAL, EPROTO, "bad last line");
+	if (!streamed && s.len > 0) {
+		json_error_t jerr;
+		*ret_body = json_loadb(s.data, s.len, 0, &jerr);
+		if (!*ret_body)
+			return al_error_set(err, AL_ERR_INTERNAL, EBADMSG,
+			                    "airlockd sent an answer that is not JSON (HTTP %ld): %s", *ret_status,
+			                    jerr.text);
 	}
-	curl_slist_free_all(headers);
-	curl_easy_cleanup(c);
-	free(s.data);
-	return r;
+	return 0;
 }
 
-int cli_http(const char *method, const char *path, json_t *body, long *ret_status, json_t **ret_body, char *errbuf,
-             size_t errbuf_size)
+int cli_http(const char *method, const char *path, json_t *body, long *ret_status, json_t **ret_body,
+             struct al_error *err)
 {
 	struct cli_req req = {.method = method, .path = path, .json = body};
-	return cli_request(&req, ret_status, ret_body, errbuf, errbuf_size);
+	return cli_request(&req, ret_status, ret_body, err);
 }

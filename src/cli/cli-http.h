@@ -7,6 +7,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "error.h"
+
 /* Max answer the CLI buffers from the daemon (an exec answer carries two
  * capped output streams, base64-encoded at worst). */
 #define CLI_RESPONSE_MAX (200u << 20)
@@ -14,7 +16,6 @@
 #define CLI_ERROR_BODY_MAX (1u << 20)
 /* Max JSON line of a streamed answer (ndjson). */
 #define CLI_LINE_MAX (1u << 20)
-#define CLI_ERRBUF 1024
 
 /* Where the daemon is: a unix socket, or host:port over TCP with a token. */
 struct cli_conn {
@@ -35,7 +36,8 @@ const char *cli_conn_describe(void);
  * terminated line at a time, without '\n', at most CLI_LINE_MAX) or to
  * on_bytes as it arrives; without either it is buffered and parsed as JSON.
  * Any other status is buffered (CLI_ERROR_BODY_MAX) and parsed as JSON. A
- * sink returning < 0 aborts the transfer; it may have written errmsg. */
+ * sink returning < 0 aborts the transfer; the message it may set in err is
+ * the request's. */
 struct cli_req {
 	const char *method;
 	const char *path;
@@ -45,18 +47,18 @@ struct cli_req {
 	curl_read_callback reader;
 	void *reader_data;
 	const char *content_type; /* for raw / reader; default octet-stream */
-	int (*on_line)(void *ud, char *line, size_t len);
-	int (*on_bytes)(void *ud, const void *buf, size_t len);
+	int (*on_line)(void *ud, char *line, size_t len, struct al_error *err);
+	int (*on_bytes)(void *ud, const void *buf, size_t len, struct al_error *err);
 	void *ud;
-	char errmsg[CLI_ERRBUF]; /* set by a sink that fails */
 };
 
-/* Returns 0 with the status and body (JSON or NULL), or < 0 with errbuf set
- * (transport failure, oversize or malformed answer, a sink's error). */
-int cli_request(struct cli_req *req, long *ret_status, json_t **ret_body, char *errbuf, size_t errbuf_size);
+/* Returns 0 with the status and body (JSON or NULL), or < 0 with err set
+ * (transport failure, oversize or malformed answer, a sink's error; err may
+ * be NULL when nobody reads it). */
+int cli_request(struct cli_req *req, long *ret_status, json_t **ret_body, struct al_error *err);
 
 /* The plain JSON request of cli_request. */
-int cli_http(const char *method, const char *path, json_t *body, long *ret_status, json_t **ret_body, char *errbuf,
-             size_t errbuf_size);
+int cli_http(const char *method, const char *path, json_t *body, long *ret_status, json_t **ret_body,
+             struct al_error *err);
 
 #endif

@@ -7,22 +7,22 @@
 
 /* ------------------------------------------------------------ snapshot */
 
-int cmd_snapshot(int argc, char **argv)
+int cli_cmd_snapshot(int argc, char **argv)
 {
-	int first = 0, r = small_opts(argc, argv, "h", json_only, &first, no_opt, NULL);
+	int first = 0, r = cli_small_opts(argc, argv, "h", cli_json_only, &first, cli_no_opt, NULL);
 	if (r)
 		return r;
 	int n = argc - first;
 	if (n < 1 || n > 2)
-		return usage_error("snapshot takes a sandbox id and a name: snapshot ID NAME");
+		return cli_usage_error("snapshot takes a sandbox id and a name: snapshot ID NAME");
 	cleanup_free char *path = xasprintf("/v1/sandboxes/%s/snapshots", argv[first]);
 	cleanup_json json_t *body = json_object();
 	if (n == 2)
 		json_object_set_new(body, "name", json_string(argv[first + 1]));
 	cleanup_json json_t *snap = NULL;
-	if ((r = call("POST", path, body, 201, &snap)))
+	if ((r = cli_call("POST", path, body, 201, &snap)))
 		return r;
-	return print_answer_id(snap, "snapshot");
+	return cli_print_answer_id(snap, "snapshot");
 }
 
 /* ------------------------------------------------------------ snapshots */
@@ -43,32 +43,25 @@ static void print_size(long long bytes, char *out, size_t size)
 		snprintf(out, size, "%.1fM", (double)bytes / (double)(1LL << 20));
 }
 
+static void print_snapshot_row(json_t *s)
+{
+	char size[32];
+	print_size((long long)json_integer_value(json_object_get(s, "size_bytes")), size, sizeof(size));
+	printf("%-22s %-20s %-12s %5lldM %8s %-25s %s\n", json_string_value(json_object_get(s, "id")),
+	       json_string_value(json_object_get(s, "sandbox_id")), json_string_value(json_object_get(s, "template")),
+	       (long long)json_integer_value(json_object_get(s, "memory_mib")), size,
+	       json_string_value(json_object_get(s, "created_at")), json_string_value(json_object_get(s, "name")));
+}
+
 static int snapshots_ls(const char *sandbox)
 {
 	cleanup_free char *path =
-	    sandbox ? path_with_query("/v1/snapshots", "sandbox", sandbox) : xstrdup("/v1/snapshots");
-	cleanup_json json_t *list = NULL;
-	int r = call_list("GET", path, NULL, 200, "snapshots", &list);
-	if (r || !list)
-		return r;
-	printf("%-22s %-20s %-12s %6s %8s %-25s %s\n", "ID", "SANDBOX", "TEMPLATE", "MEMORY", "SIZE", "CREATED",
-	       "NAME");
-	size_t i;
-	json_t *s;
-	json_array_foreach (list, i, s) {
-		char size[32];
-		print_size((long long)json_integer_value(json_object_get(s, "size_bytes")), size, sizeof(size));
-		printf("%-22s %-20s %-12s %5lldM %8s %-25s %s\n", json_string_value(json_object_get(s, "id")),
-		       json_string_value(json_object_get(s, "sandbox_id")),
-		       json_string_value(json_object_get(s, "template")),
-		       (long long)json_integer_value(json_object_get(s, "memory_mib")), size,
-		       json_string_value(json_object_get(s, "created_at")),
-		       json_string_value(json_object_get(s, "name")));
-	}
-	return 0;
+	    sandbox ? cli_path_with_query("/v1/snapshots", "sandbox", sandbox) : xstrdup("/v1/snapshots");
+	return cli_print_table(path, "snapshots", print_snapshot_row, "%-22s %-20s %-12s %6s %8s %-25s %s\n", "ID",
+	                       "SANDBOX", "TEMPLATE", "MEMORY", "SIZE", "CREATED", "NAME");
 }
 
-int cmd_snapshots(int argc, char **argv)
+int cli_cmd_snapshots(int argc, char **argv)
 {
 	static const struct option longs[] = {{"sandbox", required_argument, NULL, 's'},
 	                                      {"json", no_argument, NULL, 'j'},
@@ -82,34 +75,34 @@ int cmd_snapshots(int argc, char **argv)
 		shift = 1;
 	}
 	const char *sandbox = NULL;
-	int first = 0, r = small_opts(argc - shift, argv + shift, "h", longs, &first, snapshots_opt, &sandbox);
+	int first = 0, r = cli_small_opts(argc - shift, argv + shift, "h", longs, &first, snapshots_opt, &sandbox);
 	if (r)
 		return r;
 	char **ops = argv + shift + first;
 	int n = argc - shift - first;
 	if (sandbox && strcmp(sub, "ls"))
-		return usage_error("snapshots %s: --sandbox is for snapshots ls", sub);
+		return cli_usage_error("snapshots %s: --sandbox is for snapshots ls", sub);
 	if (!strcmp(sub, "ls")) {
 		if (n != 0)
-			return usage_error("snapshots ls takes no operands (filter with --sandbox ID)");
+			return cli_usage_error("snapshots ls takes no operands (filter with --sandbox ID)");
 		return snapshots_ls(sandbox);
 	}
 	if (!strcmp(sub, "inspect")) {
 		if (n != 1)
-			return usage_error("snapshots inspect takes one snapshot id");
+			return cli_usage_error("snapshots inspect takes one snapshot id");
 		cleanup_free char *path = xasprintf("/v1/snapshots/%s", ops[0]);
 		cleanup_json json_t *resp = NULL;
-		if ((r = call("GET", path, NULL, 200, &resp)))
+		if ((r = cli_call("GET", path, NULL, 200, &resp)))
 			return r;
-		print_json(resp, opt_json);
+		cli_print_json(resp, cli_opt_json);
 		return 0;
 	}
 	if (!strcmp(sub, "rm")) {
 		if (n < 1)
-			return usage_error("snapshots rm takes one or more snapshot ids");
-		return call_each("DELETE", "/v1/snapshots", "", ops, n, 204);
+			return cli_usage_error("snapshots rm takes one or more snapshot ids");
+		return cli_call_each("DELETE", "/v1/snapshots", "", ops, n, 204);
 	}
-	return usage_error("snapshots: unknown subcommand \"%s\" (ls, inspect, rm)", sub);
+	return cli_usage_error("snapshots: unknown subcommand \"%s\" (ls, inspect, rm)", sub);
 }
 
 /* ------------------------------------------------------------ restore */
@@ -117,26 +110,26 @@ int cmd_snapshots(int argc, char **argv)
 /* --secret ENV=NAME (restore, fork): grants into the body. */
 static int grant_opt(int c, void *ud)
 {
-	return c == 'S' ? secret_grant_add(ud, optarg) : 0;
+	return c == 'S' ? cli_secret_grant_add(ud, optarg) : 0;
 }
 
-int cmd_restore(int argc, char **argv)
+int cli_cmd_restore(int argc, char **argv)
 {
 	static const struct option longs[] = {{"secret", required_argument, NULL, 'S'},
 	                                      {"json", no_argument, NULL, 'j'},
 	                                      {"help", no_argument, NULL, 'h'},
 	                                      {NULL, 0, NULL, 0}};
 	cleanup_json json_t *body = json_object();
-	int first = 0, r = small_opts(argc, argv, "h", longs, &first, grant_opt, body);
+	int first = 0, r = cli_small_opts(argc, argv, "h", longs, &first, grant_opt, body);
 	if (r)
 		return r;
 	if (argc - first != 1)
-		return usage_error("restore takes one snapshot id");
+		return cli_usage_error("restore takes one snapshot id");
 	json_object_set_new(body, "snapshot", json_string(argv[first]));
 	cleanup_json json_t *sb = NULL;
-	if ((r = call("POST", "/v1/sandboxes", body, 201, &sb)))
+	if ((r = cli_call("POST", "/v1/sandboxes", body, 201, &sb)))
 		return r;
-	return print_answer_id(sb, "sandbox");
+	return cli_print_answer_id(sb, "sandbox");
 }
 
 /* ------------------------------------------------------------ fork */
@@ -150,11 +143,11 @@ static int fork_opt(int c, void *ud)
 {
 	struct fork_opts *o = ud;
 	if (c == 'n' && parse_int_range(optarg, 1, FORK_MAX, &o->count) < 0)
-		return usage_error("fork: -n takes a whole number from 1 to %d, got \"%s\"", FORK_MAX, optarg);
-	return c == 'S' ? secret_grant_add(o->body, optarg) : 0;
+		return cli_usage_error("fork: -n takes a whole number from 1 to %d, got \"%s\"", FORK_MAX, optarg);
+	return c == 'S' ? cli_secret_grant_add(o->body, optarg) : 0;
 }
 
-int cmd_fork(int argc, char **argv)
+int cli_cmd_fork(int argc, char **argv)
 {
 	static const struct option longs[] = {{"count", required_argument, NULL, 'n'},
 	                                      {"secret", required_argument, NULL, 'S'},
@@ -163,15 +156,15 @@ int cmd_fork(int argc, char **argv)
 	                                      {NULL, 0, NULL, 0}};
 	cleanup_json json_t *body = json_object();
 	struct fork_opts o = {.count = 1, .body = body};
-	int first = 0, r = small_opts(argc, argv, "hn:", longs, &first, fork_opt, &o);
+	int first = 0, r = cli_small_opts(argc, argv, "hn:", longs, &first, fork_opt, &o);
 	if (r)
 		return r;
 	if (argc - first != 1)
-		return usage_error("fork takes one sandbox id");
+		return cli_usage_error("fork takes one sandbox id");
 	cleanup_free char *path = xasprintf("/v1/sandboxes/%s/fork", argv[first]);
 	json_object_set_new(body, "count", json_integer(o.count));
 	cleanup_json json_t *list = NULL;
-	if ((r = call_list("POST", path, body, 201, "sandboxes", &list)) || !list)
+	if ((r = cli_call_list("POST", path, body, 201, "sandboxes", &list)) || !list)
 		return r;
 	size_t i;
 	json_t *sb;
@@ -190,24 +183,24 @@ static int recover_opt(int c, void *ud)
 	return 0;
 }
 
-int cmd_recover(int argc, char **argv)
+int cli_cmd_recover(int argc, char **argv)
 {
 	static const struct option longs[] = {{"no-memory", no_argument, NULL, 'M'},
 	                                      {"json", no_argument, NULL, 'j'},
 	                                      {"help", no_argument, NULL, 'h'},
 	                                      {NULL, 0, NULL, 0}};
 	bool no_memory = false;
-	int first = 0, r = small_opts(argc, argv, "h", longs, &first, recover_opt, &no_memory);
+	int first = 0, r = cli_small_opts(argc, argv, "h", longs, &first, recover_opt, &no_memory);
 	if (r)
 		return r;
 	if (argc - first != 1)
-		return usage_error("recover takes one sandbox id");
+		return cli_usage_error("recover takes one sandbox id");
 	cleanup_free char *path = xasprintf("/v1/sandboxes/%s/recover", argv[first]);
 	cleanup_json json_t *body = json_pack("{s:b}", "memory", !no_memory);
 	cleanup_json json_t *sb = NULL;
-	if ((r = call("POST", path, body, 200, &sb)))
+	if ((r = cli_call("POST", path, body, 200, &sb)))
 		return r;
-	return print_answer_id(sb, "sandbox");
+	return cli_print_answer_id(sb, "sandbox");
 }
 
 /* ------------------------------------------------------------ timeout */
@@ -222,17 +215,18 @@ static int timeout_opt(int c, void *ud)
 	long v;
 	if (c == 'o') {
 		if (strcmp(optarg, "kill") && strcmp(optarg, "pause"))
-			return usage_error("timeout: --on-timeout takes kill or pause, got \"%s\"", optarg);
+			return cli_usage_error("timeout: --on-timeout takes kill or pause, got \"%s\"", optarg);
 		json_object_set_new(o->body, "on_timeout", json_string(optarg));
 	} else if (c == 'i') {
 		if (parse_int_range(optarg, 0, 2592000, &v) < 0)
-			return usage_error("timeout: --idle takes a number of seconds (0 = none), got \"%s\"", optarg);
+			return cli_usage_error("timeout: --idle takes a number of seconds (0 = none), got \"%s\"",
+			                       optarg);
 		json_object_set_new(o->body, "idle_timeout_s", json_integer(v));
 	}
 	return 0;
 }
 
-int cmd_timeout(int argc, char **argv)
+int cli_cmd_timeout(int argc, char **argv)
 {
 	static const struct option longs[] = {{"on-timeout", required_argument, NULL, 'o'},
 	                                      {"idle", required_argument, NULL, 'i'},
@@ -241,22 +235,23 @@ int cmd_timeout(int argc, char **argv)
 	                                      {NULL, 0, NULL, 0}};
 	cleanup_json json_t *body = json_object();
 	struct timeout_opts o = {.body = body};
-	int first = 0, r = small_opts(argc, argv, "h", longs, &first, timeout_opt, &o);
+	int first = 0, r = cli_small_opts(argc, argv, "h", longs, &first, timeout_opt, &o);
 	if (r)
 		return r;
 	if (argc - first != 2)
-		return usage_error("timeout takes a sandbox id and a number of seconds (0 = none): timeout ID SECONDS");
+		return cli_usage_error(
+		    "timeout takes a sandbox id and a number of seconds (0 = none): timeout ID SECONDS");
 	long secs;
 	if (parse_int_range(argv[first + 1], 0, 2592000, &secs) < 0)
-		return usage_error("timeout: SECONDS must be a whole number of seconds (0 = none), got \"%s\"",
-		                   argv[first + 1]);
+		return cli_usage_error("timeout: SECONDS must be a whole number of seconds (0 = none), got \"%s\"",
+		                       argv[first + 1]);
 	json_object_set_new(body, "timeout_s", json_integer(secs));
 	cleanup_free char *path = xasprintf("/v1/sandboxes/%s/timeout", argv[first]);
 	cleanup_json json_t *sb = NULL;
-	if ((r = call("POST", path, body, 200, &sb)))
+	if ((r = cli_call("POST", path, body, 200, &sb)))
 		return r;
-	if (opt_json) {
-		print_json(sb, true);
+	if (cli_opt_json) {
+		cli_print_json(sb, true);
 		return 0;
 	}
 	long long t = json_integer_value(json_object_get(sb, "timeout_s"));

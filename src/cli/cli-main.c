@@ -10,7 +10,7 @@
 
 #define DEFAULT_SOCKET "/run/airlock/airlockd.sock"
 
-bool opt_json;
+bool cli_opt_json;
 
 static const char usage_text[] =
     "usage: airlock [--socket PATH | --host tcp://ADDR:PORT [--token TOKEN]] COMMAND ...\n"
@@ -66,7 +66,7 @@ static const char usage_text[] =
     "The daemon is --host / $AIRLOCK_HOST (TCP, with --token / $AIRLOCK_TOKEN), else --socket PATH,\n"
     "else $AIRLOCK_SOCKET, else " DEFAULT_SOCKET ".\n";
 
-int usage_error(const char *fmt, ...)
+int cli_usage_error(const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
@@ -77,7 +77,7 @@ int usage_error(const char *fmt, ...)
 	return EXIT_USAGE;
 }
 
-int client_error(const char *fmt, ...)
+int cli_client_error(const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
@@ -88,10 +88,13 @@ int client_error(const char *fmt, ...)
 	return EXIT_CLIENT;
 }
 
-int report(long status, json_t *body, const char *transport_err)
+int cli_report_error(const struct al_error *err)
 {
-	if (transport_err)
-		return client_error("%s", transport_err);
+	return cli_client_error("%s", err->message);
+}
+
+int cli_report(long status, json_t *body)
+{
 	json_t *e = json_object_get(body, "error");
 	const char *msg = json_string_value(json_object_get(e, "message"));
 	const char *code = json_string_value(json_object_get(e, "code"));
@@ -106,32 +109,29 @@ int report(long status, json_t *body, const char *transport_err)
 	return EXIT_CLIENT;
 }
 
-int call(const char *method, const char *path, json_t *body, long want_status, json_t **ret)
+int cli_call(const char *method, const char *path, json_t *body, long want_status, json_t **ret)
 {
-	char errbuf[CLI_ERRBUF];
+	struct al_error err = {0};
 	long status = 0;
-	json_t *resp = NULL;
-	if (cli_http(method, path, body, &status, &resp, errbuf, sizeof(errbuf)) < 0)
-		return report(0, NULL, errbuf);
-	if (status != want_status) {
-		int r = report(status, resp, NULL);
-		if (resp)
-			json_decref(resp);
-		return r;
-	}
-	*ret = resp ? resp : json_object();
+	cleanup_json json_t *resp = NULL;
+	if (cli_http(method, path, body, &status, &resp, &err) < 0)
+		return cli_report_error(&err);
+	if (status != want_status)
+		return cli_report(status, resp);
+	*ret = resp ? TAKE_PTR(resp) : json_object();
 	return 0;
 }
 
-int call_list(const char *method, const char *path, json_t *body, long want_status, const char *key, json_t **ret_list)
+int cli_call_list(const char *method, const char *path, json_t *body, long want_status, const char *key,
+                  json_t **ret_list)
 {
 	cleanup_json json_t *resp = NULL;
-	int r = call(method, path, body, want_status, &resp);
+	int r = cli_call(method, path, body, want_status, &resp);
 	if (r)
 		return r;
 	json_t *list = json_object_get(resp, key);
-	if (opt_json) {
-		print_json(list, true);
+	if (cli_opt_json) {
+		cli_print_json(list, true);
 		*ret_list = NULL;
 		return 0;
 	}
@@ -139,31 +139,48 @@ int call_list(const char *method, const char *path, json_t *body, long want_stat
 	return 0;
 }
 
-int call_streamed(struct cli_req *req)
+int cli_print_table(const char *path, const char *key, void (*print_row)(json_t *row), const char *header_fmt, ...)
 {
-	char errbuf[CLI_ERRBUF];
-	long status = 0;
-	cleanup_json json_t *resp = NULL;
-	if (cli_request(req, &status, &resp, errbuf, sizeof(errbuf)) < 0)
-		return report(0, NULL, errbuf);
-	if (status != 200)
-		return report(status, resp, NULL);
+	cleanup_json json_t *list = NULL;
+	int r = cli_call_list("GET", path, NULL, 200, key, &list);
+	if (r || !list)
+		return r;
+	va_list ap;
+	va_start(ap, header_fmt);
+	vprintf(header_fmt, ap);
+	va_end(ap);
+	size_t i;
+	json_t *row;
+	json_array_foreach (list, i, row)
+		print_row(row);
 	return 0;
 }
 
-int print_answer_id(json_t *answer, const char *what)
+int cli_call_streamed(struct cli_req *req)
+{
+	struct al_error err = {0};
+	long status = 0;
+	cleanup_json json_t *resp = NULL;
+	if (cli_request(req, &status, &resp, &err) < 0)
+		return cli_report_error(&err);
+	if (status != 200)
+		return cli_report(status, resp);
+	return 0;
+}
+
+int cli_print_answer_id(json_t *answer, const char *what)
 {
 	const char *id = json_string_value(json_object_get(answer, "id"));
 	if (!id)
-		return client_error("the daemon's answer has no %s id", what);
-	if (opt_json)
-		print_json(answer, true);
+		return cli_client_error("the daemon's answer has no %s id", what);
+	if (cli_opt_json)
+		cli_print_json(answer, true);
 	else
 		printf("%s\n", id);
 	return 0;
 }
 
-void print_word_list(const char *label, int width, json_t *words, const char *if_empty)
+void cli_print_word_list(const char *label, int width, json_t *words, const char *if_empty)
 {
 	printf("%-*s", width, label);
 	if (json_array_size(words) == 0)
@@ -175,17 +192,17 @@ void print_word_list(const char *label, int width, json_t *words, const char *if
 	printf("\n");
 }
 
-int add_kv(json_t *obj, const char *flag, const char *arg)
+int cli_add_kv(json_t *obj, const char *flag, const char *arg)
 {
 	const char *eq = strchr(arg, '=');
 	if (!eq || eq == arg)
-		return usage_error("%s takes KEY=VALUE, got \"%s\"", flag, arg);
+		return cli_usage_error("%s takes KEY=VALUE, got \"%s\"", flag, arg);
 	cleanup_free char *key = xstrndup(arg, (size_t)(eq - arg));
 	json_object_set_new(obj, key, json_string(eq + 1));
 	return 0;
 }
 
-int exit_status_of(json_t *o)
+int cli_exit_status_of(json_t *o)
 {
 	if (json_is_true(json_object_get(o, "timed_out"))) {
 		fprintf(stderr, "airlock: the command timed out and was killed\n");
@@ -201,13 +218,13 @@ int exit_status_of(json_t *o)
 	return EXIT_CLIENT;
 }
 
-void print_json(json_t *v, bool compact)
+void cli_print_json(json_t *v, bool compact)
 {
 	json_dumpf(v, stdout, compact ? JSON_COMPACT : JSON_INDENT(2));
 	putchar('\n');
 }
 
-char *path_with_query(const char *prefix, const char *key, const char *value)
+char *cli_path_with_query(const char *prefix, const char *key, const char *value)
 {
 	char *esc = curl_easy_escape(NULL, value, 0);
 	if (!esc)
@@ -217,20 +234,20 @@ char *path_with_query(const char *prefix, const char *key, const char *value)
 	return s;
 }
 
-int small_opts(int argc, char **argv, const char *shorts, const struct option *longs, int *ret_first,
-               int (*on_opt)(int c, void *ud), void *ud)
+int cli_small_opts(int argc, char **argv, const char *shorts, const struct option *longs, int *ret_first,
+                   int (*on_opt)(int c, void *ud), void *ud)
 {
 	optind = 0;
 	int c;
 	while ((c = getopt_long(argc, argv, shorts, longs, NULL)) != -1) {
 		if (c == '?')
-			return usage_error("%s: unknown option or missing value", argv[0]);
+			return cli_usage_error("%s: unknown option or missing value", argv[0]);
 		if (c == 'h') {
 			fprintf(stdout, "See 'airlock --help' and docs/cli.md.\n");
 			exit(0);
 		}
 		if (c == 'j') {
-			opt_json = true;
+			cli_opt_json = true;
 			continue;
 		}
 		int r = on_opt(c, ud);
@@ -241,21 +258,32 @@ int small_opts(int argc, char **argv, const char *shorts, const struct option *l
 	return 0;
 }
 
-int no_opt(int c, void *ud)
+int cli_no_opt(int c, void *ud)
 {
 	(void)c;
 	(void)ud;
 	return 0;
 }
 
-const struct option json_only[] = {
+const struct option cli_json_only[] = {
     {"json", no_argument, NULL, 'j'}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+
+int cli_sandbox_operand(int argc, char **argv, const char **ret_id)
+{
+	int first = 0, r = cli_small_opts(argc, argv, "h", cli_json_only, &first, cli_no_opt, NULL);
+	if (r)
+		return r;
+	if (first + 1 != argc)
+		return cli_usage_error("%s takes one sandbox id", argv[0]);
+	*ret_id = argv[first];
+	return 0;
+}
 
 static int parse_uint_flag(const char *flag, const char *arg, long max, json_t *obj, const char *field)
 {
 	long v;
 	if (parse_int_range(arg, 1, max, &v) < 0)
-		return usage_error("%s takes a whole number from 1 to %ld, got \"%s\"", flag, max, arg);
+		return cli_usage_error("%s takes a whole number from 1 to %ld, got \"%s\"", flag, max, arg);
 	json_object_set_new(obj, field, json_integer(v));
 	return 0;
 }
@@ -328,7 +356,7 @@ static int parse_verb_opts(int argc, char **argv, const int *allowed, struct ver
 		for (const int *p = allowed; *p; p++)
 			ok |= *p == c;
 		if (!ok || c == '?')
-			return usage_error("%s: unknown or misplaced option", argv[0]);
+			return cli_usage_error("%s: unknown or misplaced option", argv[0]);
 		int r = 0;
 		json_t *env = json_object_get(a->create ? a->create : a->exec, "env");
 		switch (c) {
@@ -345,10 +373,10 @@ static int parse_verb_opts(int argc, char **argv, const int *allowed, struct ver
 			r = parse_uint_flag("--memory", optarg, 1 << 24, a->create, "memory_mib");
 			break;
 		case OPT_ENV:
-			r = add_kv(env, "--env", optarg);
+			r = cli_add_kv(env, "--env", optarg);
 			break;
 		case OPT_METADATA:
-			r = add_kv(json_object_get(a->create, "metadata"), "--metadata", optarg);
+			r = cli_add_kv(json_object_get(a->create, "metadata"), "--metadata", optarg);
 			break;
 		case OPT_TIMEOUT:
 			r = parse_uint_flag("--timeout", optarg, 86400, a->exec, "timeout_s");
@@ -361,16 +389,16 @@ static int parse_verb_opts(int argc, char **argv, const int *allowed, struct ver
 			break;
 		case OPT_ALLOW:
 		case OPT_DENY:
-			network_add_rule(a->create, c == OPT_ALLOW ? "allow" : "deny", optarg);
+			cli_network_add_rule(a->create, c == OPT_ALLOW ? "allow" : "deny", optarg);
 			break;
 		case OPT_FILTER:
-			r = add_kv(a->filters, "--filter", optarg);
+			r = cli_add_kv(a->filters, "--filter", optarg);
 			break;
 		case OPT_SECRET:
-			r = secret_grant_add(a->create, optarg);
+			r = cli_secret_grant_add(a->create, optarg);
 			break;
 		case OPT_JSON:
-			opt_json = true;
+			cli_opt_json = true;
 			break;
 		case OPT_ALL:
 			a->all = true;
@@ -403,12 +431,12 @@ static int split_cmd(int argc, char **argv, int *ret_first)
 {
 	/* getopt stops at "--" (consumed) or at the first operand. */
 	if (optind >= argc)
-		return usage_error("%s: missing the command to run (put it after --)", argv[0]);
+		return cli_usage_error("%s: missing the command to run (put it after --)", argv[0]);
 	*ret_first = optind;
 	return 0;
 }
 
-int cmd_run(int argc, char **argv)
+int cli_cmd_run(int argc, char **argv)
 {
 	static const int allowed[] = {OPT_TEMPLATE,  OPT_VCPUS, OPT_MEMORY, OPT_ENV,    OPT_TIMEOUT, OPT_CWD,
 	                              OPT_NO_STREAM, OPT_ALLOW, OPT_DENY,   OPT_SECRET, OPT_COLD,    0};
@@ -419,15 +447,16 @@ int cmd_run(int argc, char **argv)
 	if (r || (r = split_cmd(argc, argv, &first)))
 		return r;
 	cleanup_json json_t *sb = NULL;
-	if ((r = call("POST", "/v1/sandboxes", create, 201, &sb)))
+	if ((r = cli_call("POST", "/v1/sandboxes", create, 201, &sb)))
 		return r;
 	const char *id = json_string_value(json_object_get(sb, "id"));
 	if (!id)
-		return report(201, NULL, "the daemon's answer has no sandbox id");
-	int status = exec_run(id, exec, argv + first, argc - first, !a.no_stream, false);
+		return cli_client_error("the daemon's answer has no sandbox id");
+	cli_exec_set_cmd(exec, argv + first, argc - first);
+	int status = cli_exec_run(id, exec, !a.no_stream, false);
 	cleanup_free char *path = xasprintf("/v1/sandboxes/%s", id);
 	cleanup_json json_t *del = NULL;
-	if (call("DELETE", path, NULL, 200, &del)) {
+	if (cli_call("DELETE", path, NULL, 200, &del)) {
 		fprintf(stderr, "airlock: sandbox %s was left behind; remove it with 'airlock rm %s'\n", id, id);
 		if (status == 0)
 			status = EXIT_CLIENT;
@@ -445,33 +474,28 @@ static int cmd_create(int argc, char **argv)
 	if (r)
 		return r;
 	if (optind != argc)
-		return usage_error("create takes no operands");
+		return cli_usage_error("create takes no operands");
 	cleanup_json json_t *sb = NULL;
-	if ((r = call("POST", "/v1/sandboxes", create, 201, &sb)))
+	if ((r = cli_call("POST", "/v1/sandboxes", create, 201, &sb)))
 		return r;
-	return print_answer_id(sb, "sandbox");
+	return cli_print_answer_id(sb, "sandbox");
 }
 
-/* Starts cmd as a background process and prints its id. */
-static int exec_detached(const char *id, json_t *body, char **cmd, int n_cmd)
+/* Starts body's command as a background process and prints its id. */
+static int exec_detached(const char *id, json_t *body)
 {
-	json_t *arr = json_array();
-	for (int i = 0; i < n_cmd; i++)
-		json_array_append_new(arr, json_string(cmd[i]));
-	json_object_set_new(body, "cmd", arr);
-	cleanup_free char *path = xasprintf("/v1/sandboxes/%s/processes", id);
 	cleanup_json json_t *proc = NULL;
-	int r = call("POST", path, body, 201, &proc);
+	int r = cli_process_start(id, body, &proc);
 	if (r)
 		return r;
 	const char *pid = json_string_value(json_object_get(proc, "id"));
 	if (!pid)
-		return client_error("the daemon's answer has no process id");
+		return cli_client_error("the daemon's answer has no process id");
 	printf("%s\n", pid);
 	return 0;
 }
 
-int cmd_exec(int argc, char **argv)
+int cli_cmd_exec(int argc, char **argv)
 {
 	static const int allowed[] = {OPT_ENV, OPT_CWD, OPT_TIMEOUT, OPT_NO_STREAM, OPT_TAG, 'i', 't', 'd', 0};
 	cleanup_json json_t *exec = json_pack("{s:{}}", "env");
@@ -480,7 +504,7 @@ int cmd_exec(int argc, char **argv)
 	if (r)
 		return r;
 	if (optind >= argc)
-		return usage_error("exec: missing the sandbox id");
+		return cli_usage_error("exec: missing the sandbox id");
 	const char *id = argv[optind++];
 	if (optind < argc && !strcmp(argv[optind], "--"))
 		optind++;
@@ -488,21 +512,26 @@ int cmd_exec(int argc, char **argv)
 	if ((r = split_cmd(argc, argv, &first)))
 		return r;
 	if (a.detach && (a.tty || a.interactive))
-		return usage_error("exec: -d does not combine with -i or -t (attach later with 'airlock logs -f')");
+		return cli_usage_error("exec: -d does not combine with -i or -t (attach later with 'airlock logs -f')");
 	if (json_object_get(exec, "tag") && !a.detach)
-		return usage_error("exec: --tag is for background processes (-d)");
+		return cli_usage_error("exec: --tag is for background processes (-d)");
 	if (a.no_stream && (a.tty || a.detach))
-		return usage_error("exec: --no-stream does not combine with -t or -d");
+		return cli_usage_error("exec: --no-stream does not combine with -t or -d");
+	cli_exec_set_cmd(exec, argv + first, argc - first);
 	if (a.detach)
-		return exec_detached(id, exec, argv + first, argc - first);
-	if (a.tty) {
-		json_t *arr = json_array();
-		for (int i = first; i < argc; i++)
-			json_array_append_new(arr, json_string(argv[i]));
-		json_object_set_new(exec, "cmd", arr);
-		return pty_exec(id, exec, a.interactive);
-	}
-	return exec_run(id, exec, argv + first, argc - first, !a.no_stream, a.interactive);
+		return exec_detached(id, exec);
+	if (a.tty)
+		return cli_pty_exec(id, exec, a.interactive);
+	return cli_exec_run(id, exec, !a.no_stream, a.interactive);
+}
+
+static void print_sandbox_row(json_t *sb)
+{
+	printf("%-20s %-9s %-12s %5lld %6lldM  %s\n", json_string_value(json_object_get(sb, "id")),
+	       json_string_value(json_object_get(sb, "state")), json_string_value(json_object_get(sb, "template")),
+	       (long long)json_integer_value(json_object_get(sb, "vcpus")),
+	       (long long)json_integer_value(json_object_get(sb, "memory_mib")),
+	       json_string_value(json_object_get(sb, "created_at")));
 }
 
 static int cmd_ls(int argc, char **argv)
@@ -514,7 +543,7 @@ static int cmd_ls(int argc, char **argv)
 	if (r)
 		return r;
 	if (optind != argc)
-		return usage_error("ls takes no operands (filter with --filter KEY=VALUE)");
+		return cli_usage_error("ls takes no operands (filter with --filter KEY=VALUE)");
 	cleanup_free char *path = xstrdup(a.all ? "/v1/sandboxes?all=true" : "/v1/sandboxes");
 	const char *key;
 	json_t *v;
@@ -524,25 +553,12 @@ static int cmd_ls(int argc, char **argv)
 			abort();
 		cleanup_free char *k = xasprintf("metadata.%s", esc);
 		curl_free(esc);
-		char *next = path_with_query(path, k, json_string_value(v));
+		char *next = cli_path_with_query(path, k, json_string_value(v));
 		free(path);
 		path = next;
 	}
-	cleanup_json json_t *list = NULL;
-	if ((r = call_list("GET", path, NULL, 200, "sandboxes", &list)) || !list)
-		return r;
-	printf("%-20s %-9s %-12s %5s %7s  %s\n", "ID", "STATE", "TEMPLATE", "VCPUS", "MEMORY", "CREATED");
-	size_t i;
-	json_t *sb;
-	json_array_foreach (list, i, sb) {
-		printf("%-20s %-9s %-12s %5lld %6lldM  %s\n", json_string_value(json_object_get(sb, "id")),
-		       json_string_value(json_object_get(sb, "state")),
-		       json_string_value(json_object_get(sb, "template")),
-		       (long long)json_integer_value(json_object_get(sb, "vcpus")),
-		       (long long)json_integer_value(json_object_get(sb, "memory_mib")),
-		       json_string_value(json_object_get(sb, "created_at")));
-	}
-	return 0;
+	return cli_print_table(path, "sandboxes", print_sandbox_row, "%-20s %-9s %-12s %5s %7s  %s\n", "ID", "STATE",
+	                       "TEMPLATE", "VCPUS", "MEMORY", "CREATED");
 }
 
 static int cmd_inspect(int argc, char **argv)
@@ -553,12 +569,12 @@ static int cmd_inspect(int argc, char **argv)
 	if (r)
 		return r;
 	if (optind + 1 != argc)
-		return usage_error("inspect takes one sandbox id");
+		return cli_usage_error("inspect takes one sandbox id");
 	cleanup_free char *path = xasprintf("/v1/sandboxes/%s", argv[optind]);
 	cleanup_json json_t *resp = NULL;
-	if ((r = call("GET", path, NULL, 200, &resp)))
+	if ((r = cli_call("GET", path, NULL, 200, &resp)))
 		return r;
-	print_json(resp, opt_json);
+	cli_print_json(resp, cli_opt_json);
 	return 0;
 }
 
@@ -571,17 +587,17 @@ static int each_id(int argc, char **argv, const char *method, const char *suffix
 	if (r)
 		return r;
 	if (optind >= argc)
-		return usage_error("%s takes one or more sandbox ids", argv[0]);
-	return call_each(method, "/v1/sandboxes", suffix, argv + optind, argc - optind, 200);
+		return cli_usage_error("%s takes one or more sandbox ids", argv[0]);
+	return cli_call_each(method, "/v1/sandboxes", suffix, argv + optind, argc - optind, 200);
 }
 
-int call_each(const char *method, const char *prefix, const char *suffix, char **ids, int n, long want_status)
+int cli_call_each(const char *method, const char *prefix, const char *suffix, char **ids, int n, long want_status)
 {
 	int status = 0;
 	for (int i = 0; i < n; i++) {
 		cleanup_free char *path = xasprintf("%s/%s%s", prefix, ids[i], suffix);
 		cleanup_json json_t *resp = NULL;
-		if (call(method, path, NULL, want_status, &resp))
+		if (cli_call(method, path, NULL, want_status, &resp))
 			status = EXIT_CLIENT;
 		else
 			printf("%s\n", ids[i]);
@@ -608,14 +624,14 @@ static int cmd_resume(int argc, char **argv)
 static int setup_connection(const char *socket_opt, const char *host_opt, const char *token_opt)
 {
 	if (socket_opt && host_opt)
-		return usage_error("--socket and --host name two daemons; give one");
+		return cli_usage_error("--socket and --host name two daemons; give one");
 	const char *host = host_opt;
 	if (!host && !socket_opt)
 		host = getenv("AIRLOCK_HOST");
 	if (host && *host) {
 		if (cli_conn_set_host(host) < 0)
-			return usage_error("--host takes tcp://ADDR:PORT (e.g. tcp://127.0.0.1:7070), got \"%s\"",
-			                   host);
+			return cli_usage_error("--host takes tcp://ADDR:PORT (e.g. tcp://127.0.0.1:7070), got \"%s\"",
+			                       host);
 	} else {
 		const char *s = socket_opt ? socket_opt : getenv("AIRLOCK_SOCKET");
 		cli_conn.socket_path = s && *s ? s : DEFAULT_SOCKET;
@@ -623,7 +639,7 @@ static int setup_connection(const char *socket_opt, const char *host_opt, const 
 	const char *token = token_opt ? token_opt : getenv("AIRLOCK_TOKEN");
 	cli_conn.token = token && *token ? token : NULL;
 	if (cli_conn.token && strpbrk(cli_conn.token, "\r\n"))
-		return usage_error("the token must be one line");
+		return cli_usage_error("the token must be one line");
 	return 0;
 }
 
@@ -654,45 +670,45 @@ int main(int argc, char **argv)
 			printf("airlock %s\n", AIRLOCK_VERSION);
 			return 0;
 		default:
-			return usage_error("unknown option");
+			return cli_usage_error("unknown option");
 		}
 	}
 	int r = setup_connection(socket_opt, host_opt, token_opt);
 	if (r)
 		return r;
 	if (optind >= argc)
-		return usage_error("missing a command");
+		return cli_usage_error("missing a command");
 	static const struct {
 		const char *name;
 		int (*fn)(int, char **);
 	} verbs[] = {
-	    {"run", cmd_run},
+	    {"run", cli_cmd_run},
 	    {"create", cmd_create},
-	    {"exec", cmd_exec},
+	    {"exec", cli_cmd_exec},
 	    {"ls", cmd_ls},
 	    {"inspect", cmd_inspect},
 	    {"rm", cmd_rm},
-	    {"ps", cmd_ps},
-	    {"logs", cmd_logs},
-	    {"kill", cmd_kill},
-	    {"wait", cmd_wait},
-	    {"cp", cmd_cp},
-	    {"fs", cmd_fs},
-	    {"stats", cmd_stats},
-	    {"token", cmd_token},
-	    {"tenant", cmd_tenant},
-	    {"events", cmd_events},
+	    {"ps", cli_cmd_ps},
+	    {"logs", cli_cmd_logs},
+	    {"kill", cli_cmd_kill},
+	    {"wait", cli_cmd_wait},
+	    {"cp", cli_cmd_cp},
+	    {"fs", cli_cmd_fs},
+	    {"stats", cli_cmd_stats},
+	    {"token", cli_cmd_token},
+	    {"tenant", cli_cmd_tenant},
+	    {"events", cli_cmd_events},
 	    {"pause", cmd_pause},
 	    {"resume", cmd_resume},
-	    {"snapshot", cmd_snapshot},
-	    {"snapshots", cmd_snapshots},
-	    {"restore", cmd_restore},
-	    {"fork", cmd_fork},
-	    {"recover", cmd_recover},
-	    {"timeout", cmd_timeout},
-	    {"network", cmd_network},
-	    {"secret", cmd_secret},
-	    {"ca", cmd_ca},
+	    {"snapshot", cli_cmd_snapshot},
+	    {"snapshots", cli_cmd_snapshots},
+	    {"restore", cli_cmd_restore},
+	    {"fork", cli_cmd_fork},
+	    {"recover", cli_cmd_recover},
+	    {"timeout", cli_cmd_timeout},
+	    {"network", cli_cmd_network},
+	    {"secret", cli_cmd_secret},
+	    {"ca", cli_cmd_ca},
 	};
 	const char *verb = argv[optind];
 	if (!strcmp(verb, "version")) {
@@ -704,8 +720,8 @@ int main(int argc, char **argv)
 		if (!strcmp(verb, verbs[i].name)) {
 			r = verbs[i].fn(argc - optind, argv + optind);
 			if (fflush(stdout) != 0 && r == 0)
-				r = client_error("cannot write to standard output: %s", strerror(errno));
+				r = cli_client_error("cannot write to standard output: %s", strerror(errno));
 			return r;
 		}
-	return usage_error("unknown command \"%s\"", verb);
+	return cli_usage_error("unknown command \"%s\"", verb);
 }

@@ -11,7 +11,7 @@
 #include "json-cleanup.h"
 #include "util.h"
 
-void network_add_rule(json_t *create_body, const char *list, const char *rule)
+void cli_network_add_rule(json_t *create_body, const char *list, const char *rule)
 {
 	json_t *net = json_object_get(create_body, "network");
 	if (!net) {
@@ -23,13 +23,13 @@ void network_add_rule(json_t *create_body, const char *list, const char *rule)
 
 static void print_network(json_t *n)
 {
-	if (opt_json) {
-		print_json(n, true);
+	if (cli_opt_json) {
+		cli_print_json(n, true);
 		return;
 	}
 	json_t *policy = json_object_get(n, "policy"), *guest = json_object_get(n, "guest");
-	print_word_list("allow:", 0, json_object_get(policy, "allow"), "(none)");
-	print_word_list("deny:", 0, json_object_get(policy, "deny"), "(none)");
+	cli_print_word_list("allow:", 0, json_object_get(policy, "allow"), "(none)");
+	cli_print_word_list("deny:", 0, json_object_get(policy, "deny"), "(none)");
 	printf("guest: %s, gateway %s, dns %s\n", json_string_value(json_object_get(guest, "address")),
 	       json_string_value(json_object_get(guest, "gateway")), json_string_value(json_object_get(guest, "dns")));
 	json_t *d = json_object_get(n, "dropped");
@@ -56,7 +56,7 @@ static int network_opt(int c, void *ud)
 	return 0;
 }
 
-int cmd_network(int argc, char **argv)
+int cli_cmd_network(int argc, char **argv)
 {
 	static const struct option longs[] = {
 	    {"allow", required_argument, NULL, 'a'}, {"deny", required_argument, NULL, 'd'},
@@ -64,24 +64,25 @@ int cmd_network(int argc, char **argv)
 	    {"help", no_argument, NULL, 'h'},        {NULL, 0, NULL, 0}};
 	cleanup_json json_t *policy = json_pack("{s:[], s:[]}", "allow", "deny");
 	struct network_opts o = {.policy = policy};
-	int first = 0, r = small_opts(argc, argv, "h", longs, &first, network_opt, &o);
+	int first = 0, r = cli_small_opts(argc, argv, "h", longs, &first, network_opt, &o);
 	if (r)
 		return r;
 	if (first + 1 != argc)
-		return usage_error("network takes one sandbox id");
+		return cli_usage_error("network takes one sandbox id");
 	cleanup_free char *path = xasprintf("/v1/sandboxes/%s/network", argv[first]);
 	cleanup_json json_t *resp = NULL;
-	if ((r = call(o.set ? "PUT" : "GET", path, o.set ? policy : NULL, 200, &resp)))
+	if ((r = cli_call(o.set ? "PUT" : "GET", path, o.set ? policy : NULL, 200, &resp)))
 		return r;
 	print_network(resp);
 	return 0;
 }
 
 /* One decision per line: time, verdict, what was asked, what was decided. */
-static int on_network_event(void *ud, char *line, size_t len)
+static int on_network_event(void *ud, char *line, size_t len, struct al_error *err)
 {
 	(void)ud;
-	if (opt_json) {
+	(void)err; /* a write error is the transfer's */
+	if (cli_opt_json) {
 		int r = write_full(1, line, len);
 		return r == 0 ? write_full(1, "\n", 1) : r;
 	}
@@ -113,9 +114,9 @@ static int on_network_event(void *ud, char *line, size_t len)
 	return 0;
 }
 
-int network_logs(const char *sandbox, bool follow)
+int cli_network_logs(const char *sandbox, bool follow)
 {
 	cleanup_free char *base = xstrdup(follow ? "/v1/events?type=network.&follow=true" : "/v1/events?type=network.");
-	cleanup_free char *path = path_with_query(base, "sandbox", sandbox);
-	return get_lines(path, on_network_event);
+	cleanup_free char *path = cli_path_with_query(base, "sandbox", sandbox);
+	return cli_get_lines(path, on_network_event);
 }

@@ -72,36 +72,28 @@ static void window_size(unsigned *ret_rows, unsigned *ret_cols)
 
 /* ------------------------------------------------------------ the connection */
 
-static int connect_unix(const char *path, char *err, size_t err_size)
+static int connect_unix(const char *path, struct al_error *err)
 {
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
-	if (strlen(path) >= sizeof(sa.sun_path)) {
-		snprintf(err, err_size, "the socket path %s is too long", path);
-		return -ENAMETOOLONG;
-	}
+	if (strlen(path) >= sizeof(sa.sun_path))
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, ENAMETOOLONG, "the socket path %s is too long", path);
 	strlcpy_al(sa.sun_path, path, sizeof(sa.sun_path));
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-		int e = errno;
-		snprintf(err, err_size,
-		         "cannot reach airlockd at %s (%s). Is the daemon running? Point --socket / AIRLOCK_SOCKET at "
-		         "its socket",
-		         path, strerror(e));
-		if (fd >= 0)
-			close(fd);
-		return -e;
-	}
-	return fd;
+	cleanup_close int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+		return al_error_set(err, AL_ERR_UNAVAILABLE, errno,
+		                    "cannot reach airlockd at %s (%m). Is the daemon running? Point --socket / "
+		                    "AIRLOCK_SOCKET at its socket",
+		                    path);
+	return TAKE_FD(fd);
 }
 
-static int connect_tcp(const char *host, const char *port, char *err, size_t err_size)
+static int connect_tcp(const char *host, const char *port, struct al_error *err)
 {
 	struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *res = NULL;
 	int r = getaddrinfo(host, port, &hints, &res);
-	if (r != 0) {
-		snprintf(err, err_size, "cannot resolve %s: %s", host, gai_strerror(r));
-		return -EHOSTUNREACH;
-	}
+	if (r != 0)
+		return al_error_set(err, AL_ERR_UNAVAILABLE, EHOSTUNREACH, "cannot resolve %s: %s", host,
+		                    gai_strerror(r));
 	int fd = -1, e = ECONNREFUSED;
 	for (struct addrinfo *ai = res; ai && fd < 0; ai = ai->ai_next) {
 		fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -113,8 +105,9 @@ static int connect_tcp(const char *host, const char *port, char *err, size_t err
 	}
 	freeaddrinfo(res);
 	if (fd < 0)
-		snprintf(err, err_size, "cannot reach airlockd at %s (%s). Is it running with --listen?",
-		         cli_conn_describe(), strerror(e));
+		return al_error_set(err, AL_ERR_UNAVAILABLE, e,
+		                    "cannot reach airlockd at %s (%s). Is it running with --listen?",
+		                    cli_conn_describe(), strerror(e));
 	return fd;
 }
 
@@ -175,7 +168,7 @@ static int report_upgrade_refusal(int fd, int status, const char *already, size_
 		len += (size_t)n;
 	}
 	cleanup_json json_t *j = json_loadb(body, len, JSON_DISABLE_EOF_CHECK, NULL);
-	return report(status, j, NULL);
+	return cli_report(status, j);
 }
 
 /* ------------------------------------------------------------ messages */
@@ -211,18 +204,18 @@ static int pty_in_consume(struct pty_in *in)
 		const uint8_t *h = in->buf + off;
 		uint32_t len = (uint32_t)h[1] << 24 | (uint32_t)h[2] << 16 | (uint32_t)h[3] << 8 | h[4];
 		if (len > PTY_PAYLOAD_MAX)
-			return client_error("the daemon sent a PTY message of %u bytes (limit %u); closing", len,
-			                    PTY_PAYLOAD_MAX);
+			return cli_client_error("the daemon sent a PTY message of %u bytes (limit %u); closing", len,
+			                        PTY_PAYLOAD_MAX);
 		if (in->len - off < 5 + (size_t)len)
 			break;
 		if (h[0] == PTY_MSG_OUT) {
 			if (write_full(1, h + 5, len) < 0)
-				return client_error("cannot write to standard output: %s", strerror(errno));
+				return cli_client_error("cannot write to standard output: %s", strerror(errno));
 		} else if (h[0] == PTY_MSG_EXIT) {
 			cleanup_json json_t *o = json_loadb((const char *)h + 5, len, 0, NULL);
 			terminal_restore();
-			in->status =
-			    o ? exit_status_of(o) : client_error("the daemon sent an exit message that is not JSON");
+			in->status = o ? cli_exit_status_of(o)
+			               : cli_client_error("the daemon sent an exit message that is not JSON");
 			return 0;
 		}
 		off += 5 + len;
@@ -247,7 +240,7 @@ static int pty_loop(int fd, struct pty_in *in, bool forward_stdin, bool raw)
 		if (poll(p, 3, -1) < 0) {
 			if (errno == EINTR)
 				continue;
-			return client_error("poll: %s", strerror(errno));
+			return cli_client_error("poll: %s", strerror(errno));
 		}
 		if (p[1].revents & POLLIN) {
 			unsigned char sig;
@@ -269,7 +262,7 @@ static int pty_loop(int fd, struct pty_in *in, bool forward_stdin, bool raw)
 			ssize_t n = read(0, kbuf, PTY_PAYLOAD_MAX);
 			if (n > 0) {
 				if (send_msg(fd, PTY_MSG_IN, kbuf, (size_t)n) < 0)
-					return client_error("cannot send to the daemon: %s", strerror(errno));
+					return cli_client_error("cannot send to the daemon: %s", strerror(errno));
 			} else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
 				/* End of our (non-terminal) input: Ctrl-D, the terminal's end of file. */
 				stdin_open = false;
@@ -283,7 +276,7 @@ static int pty_loop(int fd, struct pty_in *in, bool forward_stdin, bool raw)
 				continue;
 			if (n <= 0) {
 				terminal_restore();
-				return client_error(
+				return cli_client_error(
 				    "the daemon closed the terminal connection before the command ended; "
 				    "the process may still run (see 'airlock ps')");
 			}
@@ -309,11 +302,11 @@ static void signals_install(void)
 
 static int attach(const char *id, const char *pid, bool forward_stdin)
 {
-	char err[CLI_ERRBUF];
-	cleanup_close int fd = cli_conn.host ? connect_tcp(cli_conn.host, cli_conn.port, err, sizeof(err))
-	                                     : connect_unix(cli_conn.socket_path, err, sizeof(err));
+	struct al_error err = {0};
+	cleanup_close int fd =
+	    cli_conn.host ? connect_tcp(cli_conn.host, cli_conn.port, &err) : connect_unix(cli_conn.socket_path, &err);
 	if (fd < 0)
-		return client_error("%s", err);
+		return cli_report_error(&err);
 	cleanup_free char *auth = cli_conn.token ? xasprintf("Authorization: Bearer %s\r\n", cli_conn.token) : NULL;
 	cleanup_free char *reqs =
 	    xasprintf("GET /v1/sandboxes/%s/processes/%s/attach HTTP/1.1\r\n"
@@ -321,14 +314,15 @@ static int attach(const char *id, const char *pid, bool forward_stdin)
 	              "Connection: Upgrade\r\nUpgrade: airlock-pty/1\r\n\r\n",
 	              id, pid, cli_conn.host ? cli_conn_describe() + 6 : "airlockd", auth ? auth : "");
 	if (write_full(fd, reqs, strlen(reqs)) < 0)
-		return client_error("cannot send the attach request: %s", strerror(errno));
+		return cli_client_error("cannot send the attach request: %s", strerror(errno));
 	static struct pty_in in;
 	in.status = -1;
 	char *head = (char *)in.buf; /* the head fits: PTY_HEAD_MAX < sizeof(in.buf) */
 	size_t len = 0, body_off = 0;
 	int status = read_head(fd, head, PTY_HEAD_MAX, &len, &body_off);
 	if (status < 0)
-		return client_error("the daemon's answer to the attach request is not HTTP (%s)", strerror(-status));
+		return cli_client_error("the daemon's answer to the attach request is not HTTP (%s)",
+		                        strerror(-status));
 	if (status != 101)
 		return report_upgrade_refusal(fd, status, head + body_off, len - body_off);
 	memmove(in.buf, in.buf + body_off, len - body_off);
@@ -336,7 +330,7 @@ static int attach(const char *id, const char *pid, bool forward_stdin)
 
 	bool raw = forward_stdin && isatty(0);
 	if (raw && terminal_make_raw() < 0)
-		return client_error("cannot put the terminal in raw mode: %s", strerror(errno));
+		return cli_client_error("cannot put the terminal in raw mode: %s", strerror(errno));
 	if (raw)
 		send_resize(fd); /* in case it changed since the process started */
 	int r = pty_loop(fd, &in, forward_stdin, raw);
@@ -344,22 +338,21 @@ static int attach(const char *id, const char *pid, bool forward_stdin)
 	return r;
 }
 
-int pty_exec(const char *id, json_t *body, bool forward_stdin)
+int cli_pty_exec(const char *id, json_t *body, bool forward_stdin)
 {
 	if (!id_ok(id))
-		return usage_error("exec: \"%s\" is not a sandbox id", id);
+		return cli_usage_error("exec: \"%s\" is not a sandbox id", id);
 	unsigned rows, cols;
 	window_size(&rows, &cols);
 	json_object_set_new(body, "pty", json_pack("{s:I, s:I}", "rows", (json_int_t)rows, "cols", (json_int_t)cols));
 	signals_install();
-	cleanup_free char *path = xasprintf("/v1/sandboxes/%s/processes", id);
 	cleanup_json json_t *proc = NULL;
-	int r = call("POST", path, body, 201, &proc);
+	int r = cli_process_start(id, body, &proc);
 	if (r)
 		return r;
 	const char *pid = json_string_value(json_object_get(proc, "id"));
 	if (!pid || !id_ok(pid))
-		return client_error("the daemon's answer has no usable process id");
+		return cli_client_error("the daemon's answer has no usable process id");
 	r = attach(id, pid, forward_stdin);
 	if (r == EXIT_CLIENT) {
 		/* Attaching failed: do not leave an orphan shell behind. */
@@ -367,8 +360,7 @@ int pty_exec(const char *id, json_t *body, bool forward_stdin)
 		cleanup_json json_t *kbody = json_pack("{s:s}", "signal", "KILL");
 		long st;
 		cleanup_json json_t *resp = NULL;
-		char err[CLI_ERRBUF];
-		cli_http("POST", kpath, kbody, &st, &resp, err, sizeof(err));
+		cli_http("POST", kpath, kbody, &st, &resp, NULL); /* best effort: the attach error is the one to show */
 	}
 	return r;
 }

@@ -15,13 +15,14 @@
 
 /* ------------------------------------------------------------ --secret */
 
-int secret_grant_add(json_t *body, const char *arg)
+int cli_secret_grant_add(json_t *body, const char *arg)
 {
 	const char *eq = strchr(arg, '=');
 	if (!eq || eq == arg || !eq[1])
-		return usage_error("--secret takes ENV=SECRET_NAME (the variable gets the secret's placeholder), got "
-		                   "\"%s\"",
-		                   arg);
+		return cli_usage_error(
+		    "--secret takes ENV=SECRET_NAME (the variable gets the secret's placeholder), got "
+		    "\"%s\"",
+		    arg);
 	json_t *grants = json_object_get(body, "secrets");
 	if (!grants) {
 		grants = json_object();
@@ -97,23 +98,28 @@ static int read_tty(const char *name, char *buf, size_t max, size_t *ret_len)
 	return r;
 }
 
+/* The buffer of a value: the value, a "\r\n" and room to spare. */
+#define VALUE_BUF_SIZE (SECRET_VALUE_MAX + 4)
+
+static void value_wipep(char **p)
+{
+	wipe_free(*p, VALUE_BUF_SIZE);
+}
+
 /* The value from --value-file, or stdin (a terminal is asked without echo),
- * without one trailing newline ("\n" or "\r\n"). */
-static int read_value(const char *name, const char *file, char **ret, size_t *ret_len)
+ * without one trailing newline ("\n" or "\r\n"); *ret is VALUE_BUF_SIZE
+ * bytes (value_wipep). */
+static int read_value(const char *name, const char *file, char **ret, size_t *ret_len, struct al_error *err)
 {
 	size_t cap = SECRET_VALUE_MAX + 2; /* the value and a "\r\n" */
-	char *buf = xmalloc(cap + 2);
+	__attribute__((cleanup(value_wipep))) char *buf = xmalloc(VALUE_BUF_SIZE);
 	size_t len = 0;
 	int r;
 	if (file) {
-		int fd = open(file, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-		if (fd < 0) {
-			int e = errno;
-			wipe_free(buf, cap + 2);
-			return client_error("--value-file %s: %s", file, strerror(e));
-		}
+		cleanup_close int fd = open(file, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+		if (fd < 0)
+			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, errno, "--value-file %s: %m", file);
 		r = read_bounded(fd, buf, cap, &len);
-		close(fd);
 	} else if (isatty(0)) {
 		r = read_tty(name, buf, cap, &len);
 	} else {
@@ -124,24 +130,19 @@ static int read_value(const char *name, const char *file, char **ret, size_t *re
 		if (len > 0 && buf[len - 1] == '\r')
 			len--;
 	}
-	if (r == -E2BIG || (r == 0 && len > SECRET_VALUE_MAX)) {
-		wipe_free(buf, cap + 2);
-		return client_error("the secret's value is longer than %d bytes", SECRET_VALUE_MAX);
-	}
-	if (r < 0) {
-		wipe_free(buf, cap + 2);
-		return client_error("cannot read the secret's value: %s", strerror(-r));
-	}
-	if (len == 0) {
-		wipe_free(buf, cap + 2);
-		return client_error("the secret's value is empty (give it on stdin or with --value-file FILE)");
-	}
-	if (memchr(buf, '\0', len) || memchr(buf, '\n', len) || memchr(buf, '\r', len)) {
-		wipe_free(buf, cap + 2);
-		return client_error("the secret's value must be one line (no NUL, CR or LF inside)");
-	}
+	if (r == -E2BIG || (r == 0 && len > SECRET_VALUE_MAX))
+		return al_error_set(err, AL_ERR_TOO_LARGE, E2BIG, "the secret's value is longer than %d bytes",
+		                    SECRET_VALUE_MAX);
+	if (r < 0)
+		return al_error_set(err, AL_ERR_INTERNAL, -r, "cannot read the secret's value: %s", strerror(-r));
+	if (len == 0)
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+		                    "the secret's value is empty (give it on stdin or with --value-file FILE)");
+	if (memchr(buf, '\0', len) || memchr(buf, '\n', len) || memchr(buf, '\r', len))
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+		                    "the secret's value must be one line (no NUL, CR or LF inside)");
 	buf[len] = '\0';
-	*ret = buf;
+	*ret = TAKE_PTR(buf);
 	*ret_len = len;
 	return 0;
 }
@@ -213,9 +214,9 @@ static void print_secret(json_t *s)
 	printf("name     %s\n", json_string_value(json_object_get(s, "name")));
 	printf("tenant   %s\n", json_string_value(json_object_get(s, "tenant")));
 	printf("id       %s\n", json_string_value(json_object_get(s, "id")));
-	print_word_list("hosts", 8, json_object_get(s, "hosts"), "(any)");
-	print_word_list("paths", 8, json_object_get(s, "paths"), "(any)");
-	print_word_list("methods", 8, json_object_get(s, "methods"), "(any)");
+	cli_print_word_list("hosts", 8, json_object_get(s, "hosts"), "(any)");
+	cli_print_word_list("paths", 8, json_object_get(s, "paths"), "(any)");
+	cli_print_word_list("methods", 8, json_object_get(s, "methods"), "(any)");
 	if (header)
 		printf("applied  header %s: %s\n", header, format ? format : "{value}");
 	else
@@ -227,23 +228,23 @@ static void print_secret(json_t *s)
 static int secret_set(const char *name, struct set_opts *o)
 {
 	if (o->value_file && o->value_stdin)
-		return usage_error("secret set: --value-stdin and --value-file name two values; give one");
+		return cli_usage_error("secret set: --value-stdin and --value-file name two values; give one");
 	if (json_array_size(json_object_get(o->body, "hosts")) == 0)
-		return usage_error("secret set: at least one --host HOST the secret may be sent to");
+		return cli_usage_error("secret set: at least one --host HOST the secret may be sent to");
 	if (json_object_get(o->body, "format") && !json_object_get(o->body, "header"))
-		return usage_error("secret set: --format needs --header");
-	char *value = NULL;
+		return cli_usage_error("secret set: --format needs --header");
+	__attribute__((cleanup(value_wipep))) char *value = NULL;
 	size_t len = 0;
-	int r = read_value(name, o->value_file, &value, &len);
-	if (r)
-		return r;
+	struct al_error err = {0};
+	if (read_value(name, o->value_file, &value, &len, &err) < 0)
+		return cli_report_error(&err);
 	json_object_set_new(o->body, "name", json_string(name));
 	if (o->tenant)
 		json_object_set_new(o->body, "tenant", json_string(o->tenant));
 	json_t *v = json_stringn(value, len);
-	wipe_free(value, len + 1);
+	wipe_free(TAKE_PTR(value), VALUE_BUF_SIZE); /* now, not at the end: the request takes a while */
 	if (!v)
-		return client_error("the secret's value must be UTF-8 text");
+		return cli_client_error("the secret's value must be UTF-8 text");
 	json_object_set_new(o->body, "value", v);
 	/* Encoded here (not by cli_http) so that the text can be wiped. */
 	size_t tlen = json_dumpb(o->body, NULL, 0, JSON_COMPACT);
@@ -251,22 +252,21 @@ static int secret_set(const char *name, struct set_opts *o)
 	if (!text || json_dumpb(o->body, text, tlen, JSON_COMPACT) != tlen) {
 		wipe_value(o->body);
 		free(text);
-		return client_error("cannot encode the request");
+		return cli_client_error("cannot encode the request");
 	}
 	wipe_value(o->body);
 	struct cli_req req = {
 	    .method = "POST", .path = "/v1/secrets", .raw = text, .raw_len = tlen, .content_type = "application/json"};
-	char errbuf[CLI_ERRBUF];
 	long status = 0;
 	cleanup_json json_t *resp = NULL;
-	r = cli_request(&req, &status, &resp, errbuf, sizeof(errbuf));
+	int r = cli_request(&req, &status, &resp, &err);
 	wipe_free(text, tlen);
 	if (r < 0)
-		return report(0, NULL, errbuf);
+		return cli_report_error(&err);
 	if (status != 200 && status != 201)
-		return report(status, resp, NULL);
-	if (opt_json)
-		print_json(resp, true);
+		return cli_report(status, resp);
+	if (cli_opt_json)
+		cli_print_json(resp, true);
 	else
 		printf("%s %s\n", json_string_value(json_object_get(resp, "name")),
 		       status == 201 ? "created" : "replaced");
@@ -283,46 +283,43 @@ static char *secret_path(const char *name, const char *tenant)
 	char *p = xasprintf("/v1/secrets/%s", esc);
 	curl_free(esc);
 	if (tenant) {
-		char *q = path_with_query(p, "tenant", tenant);
+		char *q = cli_path_with_query(p, "tenant", tenant);
 		free(p);
 		p = q;
 	}
 	return p;
 }
 
-static int secret_ls(const char *tenant)
+static void print_secret_row(json_t *s)
 {
-	cleanup_free char *path = tenant ? path_with_query("/v1/secrets", "tenant", tenant) : xstrdup("/v1/secrets");
-	cleanup_json json_t *list = NULL;
-	int r = call_list("GET", path, NULL, 200, "secrets", &list);
-	if (r || !list)
-		return r;
-	printf("%-24s %-16s %-26s %-25s %s\n", "NAME", "TENANT", "APPLIED", "UPDATED", "HOSTS");
-	size_t i;
-	json_t *s;
-	json_array_foreach (list, i, s) {
-		const char *header = json_string_value(json_object_get(s, "header"));
-		cleanup_free char *applied = header ? xasprintf("header %s", header) : xstrdup("placeholder");
-		printf("%-24s %-16s %-26s %-25s", json_string_value(json_object_get(s, "name")),
-		       json_string_value(json_object_get(s, "tenant")), applied,
-		       json_string_value(json_object_get(s, "updated_at")));
-		size_t k;
-		json_t *h;
-		json_array_foreach (json_object_get(s, "hosts"), k, h)
-			printf("%s%s", k ? "," : " ", json_string_value(h));
-		printf("\n");
-	}
-	return 0;
+	const char *header = json_string_value(json_object_get(s, "header"));
+	cleanup_free char *applied = header ? xasprintf("header %s", header) : xstrdup("placeholder");
+	printf("%-24s %-16s %-26s %-25s", json_string_value(json_object_get(s, "name")),
+	       json_string_value(json_object_get(s, "tenant")), applied,
+	       json_string_value(json_object_get(s, "updated_at")));
+	size_t k;
+	json_t *h;
+	json_array_foreach (json_object_get(s, "hosts"), k, h)
+		printf("%s%s", k ? "," : " ", json_string_value(h));
+	printf("\n");
 }
 
-int cmd_secret(int argc, char **argv)
+static int secret_ls(const char *tenant)
+{
+	cleanup_free char *path =
+	    tenant ? cli_path_with_query("/v1/secrets", "tenant", tenant) : xstrdup("/v1/secrets");
+	return cli_print_table(path, "secrets", print_secret_row, "%-24s %-16s %-26s %-25s %s\n", "NAME", "TENANT",
+	                       "APPLIED", "UPDATED", "HOSTS");
+}
+
+int cli_cmd_secret(int argc, char **argv)
 {
 	if (argc < 2)
-		return usage_error("secret takes set, ls, inspect or rm");
+		return cli_usage_error("secret takes set, ls, inspect or rm");
 	const char *sub = argv[1];
 	cleanup_json json_t *body = json_pack("{s:[], s:[], s:[]}", "hosts", "paths", "methods");
 	struct set_opts o = {.body = body};
-	int first = 0, r = small_opts(argc - 1, argv + 1, "h", secret_longs, &first, set_opt, &o);
+	int first = 0, r = cli_small_opts(argc - 1, argv + 1, "h", secret_longs, &first, set_opt, &o);
 	if (r)
 		return r;
 	char **ops = argv + 1 + first;
@@ -333,65 +330,66 @@ int cmd_secret(int argc, char **argv)
 	                json_object_get(body, "format") || o.value_file || o.value_stdin;
 	if (!strcmp(sub, "set")) {
 		if (n != 1)
-			return usage_error(
+			return cli_usage_error(
 			    "secret set takes one name: secret set NAME --host HOST... (the value on stdin)");
 		return secret_set(ops[0], &o);
 	}
 	if (set_only)
-		return usage_error("secret %s: --host, --path, --method, --header, --format and --value-* are for "
-		                   "secret set",
-		                   sub);
+		return cli_usage_error("secret %s: --host, --path, --method, --header, --format and --value-* are for "
+		                       "secret set",
+		                       sub);
 	if (!strcmp(sub, "ls")) {
 		if (n != 0)
-			return usage_error("secret ls takes no operands");
+			return cli_usage_error("secret ls takes no operands");
 		return secret_ls(o.tenant);
 	}
 	if (!strcmp(sub, "inspect")) {
 		if (n != 1)
-			return usage_error("secret inspect takes one name");
+			return cli_usage_error("secret inspect takes one name");
 		cleanup_free char *path = secret_path(ops[0], o.tenant);
 		cleanup_json json_t *resp = NULL;
-		if ((r = call("GET", path, NULL, 200, &resp)))
+		if ((r = cli_call("GET", path, NULL, 200, &resp)))
 			return r;
-		if (opt_json)
-			print_json(resp, true);
+		if (cli_opt_json)
+			cli_print_json(resp, true);
 		else
 			print_secret(resp);
 		return 0;
 	}
 	if (!strcmp(sub, "rm")) {
 		if (n < 1)
-			return usage_error("secret rm takes one or more names");
+			return cli_usage_error("secret rm takes one or more names");
 		int status = 0;
 		for (int i = 0; i < n; i++) {
 			cleanup_free char *path = secret_path(ops[i], o.tenant);
 			cleanup_json json_t *resp = NULL;
-			if (call("DELETE", path, NULL, 204, &resp))
+			if (cli_call("DELETE", path, NULL, 204, &resp))
 				status = EXIT_CLIENT;
 			else
 				printf("%s\n", ops[i]);
 		}
 		return status;
 	}
-	return usage_error("secret: unknown subcommand \"%s\" (set, ls, inspect, rm)", sub);
+	return cli_usage_error("secret: unknown subcommand \"%s\" (set, ls, inspect, rm)", sub);
 }
 
 /* ------------------------------------------------------------ ca */
 
-static int write_out(void *ud, const void *buf, size_t len)
+static int write_out(void *ud, const void *buf, size_t len, struct al_error *err)
 {
 	(void)ud;
+	(void)err; /* the transfer's own error says it */
 	return write_full(1, buf, len);
 }
 
-int cmd_ca(int argc, char **argv)
+int cli_cmd_ca(int argc, char **argv)
 {
 	static const struct option longs[] = {{"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
-	int first = 0, r = small_opts(argc, argv, "h", longs, &first, no_opt, NULL);
+	int first = 0, r = cli_small_opts(argc, argv, "h", longs, &first, cli_no_opt, NULL);
 	if (r)
 		return r;
 	if (first != argc)
-		return usage_error("ca takes no operands");
+		return cli_usage_error("ca takes no operands");
 	struct cli_req req = {.method = "GET", .path = "/v1/ca", .on_bytes = write_out};
-	return call_streamed(&req);
+	return cli_call_streamed(&req);
 }

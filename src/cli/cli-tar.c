@@ -19,17 +19,12 @@ struct ustar {
 };
 _Static_assert(sizeof(struct ustar) == TAR_BLOCK, "ustar header is one block");
 
-static int fail(char *err, size_t size, int e, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-static int fail(char *err, size_t size, int e, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(err, size, fmt, ap);
-	va_end(ap);
-	return -e;
-}
-
 /* ================================================================= writer */
+
+static int archive_write_failed(int r, struct al_error *err)
+{
+	return al_error_set(err, AL_ERR_INTERNAL, -r, "cannot write the archive: %s", strerror(-r));
+}
 
 static void put_octal(char *field, size_t width, uint64_t v)
 {
@@ -118,7 +113,7 @@ static int write_header(int fd, const char *name, const struct stat *st, char ty
 	return write_full(fd, &h, sizeof(h));
 }
 
-static int write_file_data(int out, int in, uint64_t size, const char *src, char *err, size_t err_size)
+static int write_file_data(int out, int in, uint64_t size, const char *src, struct al_error *err)
 {
 	cleanup_free char *buf = xmalloc(64 * 1024);
 	uint64_t left = size;
@@ -127,42 +122,44 @@ static int write_file_data(int out, int in, uint64_t size, const char *src, char
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0)
-			return fail(err, err_size, errno, "cannot read %s: %s", src, strerror(errno));
+			return al_error_set(err, AL_ERR_INTERNAL, errno, "cannot read %s: %m", src);
 		if (n == 0)
-			return fail(err, err_size, EIO, "%s shrank while it was copied; copy it again", src);
+			return al_error_set(err, AL_ERR_INTERNAL, EIO, "%s shrank while it was copied; copy it again",
+			                    src);
 		int r = write_full(out, buf, (size_t)n);
 		if (r < 0)
-			return fail(err, err_size, -r, "cannot write the archive: %s", strerror(-r));
+			return archive_write_failed(r, err);
 		left -= (size_t)n;
 	}
 	int r = write_padding(out, size);
-	return r < 0 ? fail(err, err_size, -r, "cannot write the archive: %s", strerror(-r)) : 0;
+	return r < 0 ? archive_write_failed(r, err) : 0;
 }
 
-int tar_write_path(int out_fd, const char *src, const char *name, unsigned *skipped, char *err, size_t err_size)
+int cli_tar_write_path(int out_fd, const char *src, const char *name, unsigned *skipped, struct al_error *err)
 {
 	struct stat st;
 	if (lstat(src, &st) < 0)
-		return fail(err, err_size, errno, "cannot read %s: %s", src, strerror(errno));
+		return al_error_set(err, AL_ERR_INTERNAL, errno, "cannot read %s: %m", src);
 	if (strlen(name) >= TAR_NAME_MAX)
-		return fail(err, err_size, ENAMETOOLONG, "%s: the name is longer than %d bytes", src, TAR_NAME_MAX);
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, ENAMETOOLONG, "%s: the name is longer than %d bytes",
+		                    src, TAR_NAME_MAX);
 	int r;
 	if (S_ISREG(st.st_mode)) {
 		cleanup_close int in = open(src, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 		if (in < 0 || fstat(in, &st) < 0)
-			return fail(err, err_size, errno, "cannot open %s: %s", src, strerror(errno));
+			return al_error_set(err, AL_ERR_INTERNAL, errno, "cannot open %s: %m", src);
 		if ((r = write_header(out_fd, name, &st, '0', NULL, (uint64_t)st.st_size)) < 0)
-			return fail(err, err_size, -r, "cannot write the archive: %s", strerror(-r));
-		return write_file_data(out_fd, in, (uint64_t)st.st_size, src, err, err_size);
+			return archive_write_failed(r, err);
+		return write_file_data(out_fd, in, (uint64_t)st.st_size, src, err);
 	}
 	if (S_ISLNK(st.st_mode)) {
 		char target[TAR_NAME_MAX];
 		ssize_t n = readlink(src, target, sizeof(target) - 1);
 		if (n < 0)
-			return fail(err, err_size, errno, "cannot read the link %s: %s", src, strerror(errno));
+			return al_error_set(err, AL_ERR_INTERNAL, errno, "cannot read the link %s: %m", src);
 		target[n] = '\0';
 		if ((r = write_header(out_fd, name, &st, '2', target, 0)) < 0)
-			return fail(err, err_size, -r, "cannot write the archive: %s", strerror(-r));
+			return archive_write_failed(r, err);
 		return 0;
 	}
 	if (!S_ISDIR(st.st_mode)) {
@@ -171,10 +168,10 @@ int tar_write_path(int out_fd, const char *src, const char *name, unsigned *skip
 	}
 	cleanup_free char *dname = xasprintf("%s/", name);
 	if ((r = write_header(out_fd, dname, &st, '5', NULL, 0)) < 0)
-		return fail(err, err_size, -r, "cannot write the archive: %s", strerror(-r));
+		return archive_write_failed(r, err);
 	DIR *d = opendir(src);
 	if (!d)
-		return fail(err, err_size, errno, "cannot list %s: %s", src, strerror(errno));
+		return al_error_set(err, AL_ERR_INTERNAL, errno, "cannot list %s: %m", src);
 	struct dirent *de;
 	r = 0;
 	while (r == 0 && (errno = 0, de = readdir(d))) {
@@ -182,18 +179,19 @@ int tar_write_path(int out_fd, const char *src, const char *name, unsigned *skip
 			continue;
 		cleanup_free char *csrc = xasprintf("%s/%s", src, de->d_name);
 		cleanup_free char *cname = xasprintf("%s/%s", name, de->d_name);
-		r = tar_write_path(out_fd, csrc, cname, skipped, err, err_size);
+		r = cli_tar_write_path(out_fd, csrc, cname, skipped, err);
 	}
 	if (r == 0 && errno)
-		r = fail(err, err_size, errno, "cannot list %s: %s", src, strerror(errno));
+		r = al_error_set(err, AL_ERR_INTERNAL, errno, "cannot list %s: %m", src);
 	closedir(d);
 	return r;
 }
 
-int tar_write_end(int out_fd)
+int cli_tar_write_end(int out_fd, struct al_error *err)
 {
 	static const char zeros[2 * TAR_BLOCK];
-	return write_full(out_fd, zeros, sizeof(zeros));
+	int r = write_full(out_fd, zeros, sizeof(zeros));
+	return r < 0 ? archive_write_failed(r, err) : 0;
 }
 
 /* ================================================================= reader */
@@ -223,7 +221,7 @@ struct tar_reader {
 	int skipped;
 };
 
-struct tar_reader *tar_reader_new(int dest_dirfd, const char *rename_first)
+struct tar_reader *cli_tar_reader_new(int dest_dirfd, const char *rename_first)
 {
 	struct tar_reader *t = xcalloc(1, sizeof(*t));
 	t->dest = dest_dirfd;
@@ -232,7 +230,7 @@ struct tar_reader *tar_reader_new(int dest_dirfd, const char *rename_first)
 	return t;
 }
 
-void tar_reader_free(struct tar_reader *t)
+void cli_tar_reader_free(struct tar_reader *t)
 {
 	if (!t)
 		return;
@@ -245,7 +243,12 @@ void tar_reader_free(struct tar_reader *t)
 	free(t);
 }
 
-uint64_t tar_reader_entries(const struct tar_reader *t)
+void cli_tar_reader_freep(struct tar_reader **t)
+{
+	cli_tar_reader_free(*t);
+}
+
+uint64_t cli_tar_reader_entries(const struct tar_reader *t)
 {
 	return t->entries;
 }
@@ -294,7 +297,7 @@ static bool checksum_ok(const struct ustar *h)
 }
 
 /* pax records: only path, linkpath and size matter; the rest is ignored. */
-static int pax_parse(struct tar_reader *t, char *err, size_t err_size)
+static int pax_parse(struct tar_reader *t, struct al_error *err)
 {
 	size_t off = 0;
 	while (off < t->meta_len) {
@@ -307,24 +310,27 @@ static int pax_parse(struct tar_reader *t, char *err, size_t err_size)
 		}
 		if (sp == rec || sp >= t->meta + t->meta_len || *sp != ' ' || len > t->meta_len - off ||
 		    len < (uint64_t)(sp - rec) + 3 || rec[len - 1] != '\n')
-			return fail(err, err_size, EBADMSG, "a pax header of the archive is malformed");
+			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EBADMSG,
+			                    "a pax header of the archive is malformed");
 		rec[len - 1] = '\0';
 		char *kv = sp + 1, *eq = strchr(kv, '=');
 		if (!eq)
-			return fail(err, err_size, EBADMSG, "a pax header of the archive is malformed");
+			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EBADMSG,
+			                    "a pax header of the archive is malformed");
 		*eq = '\0';
 		const char *value = eq + 1;
 		size_t vlen = (size_t)(rec + len - 1 - value);
 		if (!strcmp(kv, "path") || !strcmp(kv, "linkpath")) {
 			if (vlen >= TAR_NAME_MAX || memchr(value, '\0', vlen))
-				return fail(err, err_size, ENAMETOOLONG,
-				            "a name in the archive is too long or has a NUL");
+				return al_error_set(err, AL_ERR_INVALID_ARGUMENT, ENAMETOOLONG,
+				                    "a name in the archive is too long or has a NUL");
 			char **dst = !strcmp(kv, "path") ? &t->next_path : &t->next_link;
 			free(*dst);
 			*dst = xstrndup(value, vlen);
 		} else if (!strcmp(kv, "size")) {
 			if (parse_u64(value, &t->next_size) < 0 || t->next_size > TAR_SIZE_MAX)
-				return fail(err, err_size, EBADMSG, "a pax size in the archive is not valid");
+				return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EBADMSG,
+				                    "a pax size in the archive is not valid");
 			t->next_size_set = true;
 		}
 		off += len;
@@ -337,11 +343,11 @@ static int pax_parse(struct tar_reader *t, char *err, size_t err_size)
  * is refused. Each directory on the way is opened relative to the destination
  * with O_NOFOLLOW, so no symlink (from the archive or already in the
  * destination) can lead outside it. Returns the parent dir fd and the leaf. */
-static int resolve(struct tar_reader *t, const char *name, int *ret_parent, char **ret_leaf, char *err, size_t err_size)
+static int resolve(struct tar_reader *t, const char *name, int *ret_parent, char **ret_leaf, struct al_error *err)
 {
 	if (name[0] == '/')
-		return fail(err, err_size, EPERM, "the archive has an absolute name \"%.200s\"; refusing to extract it",
-		            name);
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EPERM,
+		                    "the archive has an absolute name \"%.200s\"; refusing to extract it", name);
 	cleanup_free char *copy = xstrdup(name);
 	char *comps[TAR_NAME_MAX / 2 + 1];
 	size_t n = 0;
@@ -349,11 +355,12 @@ static int resolve(struct tar_reader *t, const char *name, int *ret_parent, char
 		if (!strcmp(c, "."))
 			continue;
 		if (!strcmp(c, ".."))
-			return fail(err, err_size, EPERM,
-			            "the archive has a name with \"..\" (\"%.200s\"); refusing to extract it", name);
+			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EPERM,
+			                    "the archive has a name with \"..\" (\"%.200s\"); refusing to extract it",
+			                    name);
 		if (strlen(c) > NAME_MAX)
-			return fail(err, err_size, ENAMETOOLONG, "a name in the archive has a component over %d bytes",
-			            NAME_MAX);
+			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, ENAMETOOLONG,
+			                    "a name in the archive has a component over %d bytes", NAME_MAX);
 		comps[n++] = c;
 	}
 	if (n == 0) {
@@ -365,7 +372,7 @@ static int resolve(struct tar_reader *t, const char *name, int *ret_parent, char
 		comps[0] = t->rename_first;
 	int fd = fcntl(t->dest, F_DUPFD_CLOEXEC, 3);
 	if (fd < 0)
-		return fail(err, err_size, errno, "dup: %s", strerror(errno));
+		return al_error_set(err, AL_ERR_INTERNAL, errno, "dup: %m");
 	for (size_t i = 0; i + 1 < n; i++) {
 		int next = openat(fd, comps[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 		if (next < 0 && errno == ENOENT && mkdirat(fd, comps[i], 0755) == 0)
@@ -374,13 +381,13 @@ static int resolve(struct tar_reader *t, const char *name, int *ret_parent, char
 			int e = errno;
 			close(fd);
 			if (e == ELOOP || e == ENOTDIR)
-				return fail(
-				    err, err_size, EPERM,
+				return al_error_set(
+				    err, AL_ERR_INVALID_ARGUMENT, EPERM,
 				    "\"%.200s\" would be written through a symlink or a non-directory (\"%s\"); "
 				    "refusing to extract it",
 				    name, comps[i]);
-			return fail(err, err_size, e, "cannot create the directory for \"%.200s\": %s", name,
-			            strerror(e));
+			return al_error_set(err, AL_ERR_INTERNAL, e, "cannot create the directory for \"%.200s\": %s",
+			                    name, strerror(e));
 		}
 		close(fd);
 		fd = next;
@@ -391,36 +398,40 @@ static int resolve(struct tar_reader *t, const char *name, int *ret_parent, char
 }
 
 /* Makes room for a new non-directory leaf: removes what is there unless it is a directory. */
-static int clear_leaf(int parent, const char *leaf, const char *name, char *err, size_t err_size)
+static int clear_leaf(int parent, const char *leaf, const char *name, struct al_error *err)
 {
 	struct stat st;
 	if (fstatat(parent, leaf, &st, AT_SYMLINK_NOFOLLOW) < 0)
-		return errno == ENOENT ? 0 : fail(err, err_size, errno, "%s: %s", name, strerror(errno));
+		return errno == ENOENT ? 0 : al_error_set(err, AL_ERR_INTERNAL, errno, "%s: %m", name);
 	if (S_ISDIR(st.st_mode))
-		return fail(err, err_size, EISDIR, "cannot replace the directory \"%.200s\" with a file", name);
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EISDIR,
+		                    "cannot replace the directory \"%.200s\" with a file", name);
 	if (unlinkat(parent, leaf, 0) < 0)
-		return fail(err, err_size, errno, "cannot replace \"%.200s\": %s", name, strerror(errno));
+		return al_error_set(err, AL_ERR_INTERNAL, errno, "cannot replace \"%.200s\": %m", name);
 	return 0;
 }
 
-static int entry_begin(struct tar_reader *t, const struct ustar *h, char *err, size_t err_size)
+static int entry_begin(struct tar_reader *t, const struct ustar *h, struct al_error *err)
 {
 	uint64_t size, mode, mtime;
 	if (parse_number(h->size, sizeof(h->size), &size) < 0 || parse_number(h->mode, sizeof(h->mode), &mode) < 0 ||
 	    parse_number(h->mtime, sizeof(h->mtime), &mtime) < 0)
-		return fail(err, err_size, EBADMSG, "a header of the archive has a malformed number");
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EBADMSG,
+		                    "a header of the archive has a malformed number");
 	if (t->next_size_set)
 		size = t->next_size;
 	if (size > TAR_SIZE_MAX)
-		return fail(err, err_size, EFBIG, "an entry of the archive is larger than %llu bytes",
-		            (unsigned long long)TAR_SIZE_MAX);
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EFBIG,
+		                    "an entry of the archive is larger than %llu bytes",
+		                    (unsigned long long)TAR_SIZE_MAX);
 	t->left = size;
 	t->pad_left = (TAR_BLOCK - size % TAR_BLOCK) % TAR_BLOCK;
 	t->sink = SINK_SKIP;
 	char type = h->typeflag;
 	if (type == 'x' || type == 'L' || type == 'K') {
 		if (size > (type == 'x' ? TAR_PAX_MAX : TAR_NAME_MAX))
-			return fail(err, err_size, EMSGSIZE, "an extended header of the archive is too large");
+			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EMSGSIZE,
+			                    "an extended header of the archive is too large");
 		t->sink = type == 'x' ? SINK_PAX : type == 'L' ? SINK_LONGNAME : SINK_LONGLINK;
 		free(t->meta);
 		t->meta = xmalloc(size + 1);
@@ -451,7 +462,7 @@ static int entry_begin(struct tar_reader *t, const struct ustar *h, char *err, s
 	}
 	int parent = -1;
 	cleanup_free char *leaf = NULL;
-	int r = resolve(t, name, &parent, &leaf, err, err_size);
+	int r = resolve(t, name, &parent, &leaf, err);
 	if (r < 0)
 		return r;
 	cleanup_close int pfd = parent;
@@ -459,41 +470,42 @@ static int entry_begin(struct tar_reader *t, const struct ustar *h, char *err, s
 	if (!leaf) {
 		if (type == '5')
 			return 0;
-		return fail(err, err_size, EPERM, "the archive has a file entry with an empty name");
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EPERM,
+		                    "the archive has a file entry with an empty name");
 	}
 	t->entries++;
 	if (type == '5') {
 		if (mkdirat(pfd, leaf, perm | 0700) < 0) {
 			struct stat st;
 			if (errno != EEXIST || fstatat(pfd, leaf, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(st.st_mode))
-				return fail(err, err_size, errno == EEXIST ? EEXIST : errno,
-				            "cannot create the directory \"%.200s\": it exists and is not a directory",
-				            name);
+				return al_error_set(
+				    err, AL_ERR_INTERNAL, errno == EEXIST ? EEXIST : errno,
+				    "cannot create the directory \"%.200s\": it exists and is not a directory", name);
 		}
 		return 0;
 	}
-	if ((r = clear_leaf(pfd, leaf, name, err, err_size)) < 0)
+	if ((r = clear_leaf(pfd, leaf, name, err)) < 0)
 		return r;
 	if (type == '2') {
 		if (!link[0])
-			return fail(err, err_size, EBADMSG, "the symlink \"%.200s\" in the archive has no target",
-			            name);
+			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EBADMSG,
+			                    "the symlink \"%.200s\" in the archive has no target", name);
 		/* The target is stored, never followed while extracting. */
 		if (symlinkat(link, pfd, leaf) < 0)
-			return fail(err, err_size, errno, "cannot create the symlink \"%.200s\": %s", name,
-			            strerror(errno));
+			return al_error_set(err, AL_ERR_INTERNAL, errno, "cannot create the symlink \"%.200s\": %m",
+			                    name);
 		return 0;
 	}
 	/* open() applies our umask to perm, as for any file we create. */
 	t->out_fd = openat(pfd, leaf, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, perm);
 	if (t->out_fd < 0)
-		return fail(err, err_size, errno, "cannot create \"%.200s\": %s", name, strerror(errno));
+		return al_error_set(err, AL_ERR_INTERNAL, errno, "cannot create \"%.200s\": %m", name);
 	t->mtime = (struct timespec){.tv_sec = (time_t)mtime};
 	t->sink = SINK_FILE;
 	return 0;
 }
 
-static int entry_end(struct tar_reader *t, char *err, size_t err_size)
+static int entry_end(struct tar_reader *t, struct al_error *err)
 {
 	int r = 0;
 	switch (t->sink) {
@@ -501,12 +513,12 @@ static int entry_end(struct tar_reader *t, char *err, size_t err_size)
 		struct timespec times[2] = {t->mtime, t->mtime};
 		futimens(t->out_fd, times);
 		if (close(t->out_fd) < 0)
-			r = fail(err, err_size, errno, "cannot write a file: %s", strerror(errno));
+			r = al_error_set(err, AL_ERR_INTERNAL, errno, "cannot write a file: %m");
 		t->out_fd = -1;
 		break;
 	}
 	case SINK_PAX:
-		r = pax_parse(t, err, err_size);
+		r = pax_parse(t, err);
 		break;
 	case SINK_LONGNAME:
 	case SINK_LONGLINK: {
@@ -523,7 +535,7 @@ static int entry_end(struct tar_reader *t, char *err, size_t err_size)
 	return r;
 }
 
-static int on_header(struct tar_reader *t, char *err, size_t err_size)
+static int on_header(struct tar_reader *t, struct al_error *err)
 {
 	static const unsigned char zero[TAR_BLOCK];
 	if (!memcmp(t->block, zero, TAR_BLOCK)) {
@@ -534,25 +546,26 @@ static int on_header(struct tar_reader *t, char *err, size_t err_size)
 	t->zero_blocks = 0;
 	const struct ustar *h = (const struct ustar *)t->block;
 	if (!checksum_ok(h))
-		return fail(err, err_size, EBADMSG, "the archive is corrupt (a header checksum does not match)");
-	int r = entry_begin(t, h, err, err_size);
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EBADMSG,
+		                    "the archive is corrupt (a header checksum does not match)");
+	int r = entry_begin(t, h, err);
 	if (r < 0)
 		return r;
 	if (t->left == 0) {
 		t->state = ST_HEADER;
-		return entry_end(t, err, err_size);
+		return entry_end(t, err);
 	}
 	t->state = ST_DATA;
 	return 0;
 }
 
-static int on_data(struct tar_reader *t, const unsigned char *p, size_t n, char *err, size_t err_size)
+static int on_data(struct tar_reader *t, const unsigned char *p, size_t n, struct al_error *err)
 {
 	int r;
 	switch (t->sink) {
 	case SINK_FILE:
 		if ((r = write_full(t->out_fd, p, n)) < 0)
-			return fail(err, err_size, -r, "cannot write a file: %s", strerror(-r));
+			return al_error_set(err, AL_ERR_INTERNAL, -r, "cannot write a file: %s", strerror(-r));
 		break;
 	case SINK_PAX:
 	case SINK_LONGNAME:
@@ -566,7 +579,7 @@ static int on_data(struct tar_reader *t, const unsigned char *p, size_t n, char 
 	return 0;
 }
 
-int tar_reader_feed(struct tar_reader *t, const void *buf, size_t len, char *err, size_t err_size)
+int cli_tar_reader_feed(struct tar_reader *t, const void *buf, size_t len, struct al_error *err)
 {
 	const unsigned char *p = buf;
 	int r;
@@ -582,20 +595,20 @@ int tar_reader_feed(struct tar_reader *t, const void *buf, size_t len, char *err
 			len -= take;
 			if (t->block_len == TAR_BLOCK) {
 				t->block_len = 0;
-				if ((r = on_header(t, err, err_size)) < 0)
+				if ((r = on_header(t, err)) < 0)
 					return r;
 			}
 			break;
 		}
 		case ST_DATA: {
 			size_t take = (size_t)MIN((uint64_t)len, t->left);
-			if ((r = on_data(t, p, take, err, err_size)) < 0)
+			if ((r = on_data(t, p, take, err)) < 0)
 				return r;
 			p += take;
 			len -= take;
 			t->left -= take;
 			if (t->left == 0) {
-				if ((r = entry_end(t, err, err_size)) < 0)
+				if ((r = entry_end(t, err)) < 0)
 					return r;
 				t->state = t->pad_left ? ST_PAD : ST_HEADER;
 			}
@@ -615,11 +628,11 @@ int tar_reader_feed(struct tar_reader *t, const void *buf, size_t len, char *err
 	return 0;
 }
 
-int tar_reader_finish(struct tar_reader *t, char *err, size_t err_size)
+int cli_tar_reader_finish(struct tar_reader *t, struct al_error *err)
 {
 	/* Some writers end with a single zero block, or none at EOF: accept an
 	 * end between entries, refuse one in the middle of an entry. */
 	if (t->state == ST_DATA || t->state == ST_PAD || t->block_len != 0)
-		return fail(err, err_size, EPIPE, "the archive ended in the middle of an entry");
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EPIPE, "the archive ended in the middle of an entry");
 	return t->skipped;
 }

@@ -6,6 +6,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "error.h"
+
 #define TAR_BLOCK 512
 #define TAR_NAME_MAX 4096       /* an entry's whole name or link target */
 #define TAR_PAX_MAX (64u << 10) /* a pax extended header's data */
@@ -15,22 +17,24 @@ struct tar_reader;
 /* An extractor into the directory dest_dirfd (not closed). If rename_first is
  * not NULL, the first component of every name is replaced by it (cp into a new
  * name). */
-struct tar_reader *tar_reader_new(int dest_dirfd, const char *rename_first);
-void tar_reader_free(struct tar_reader *t);
+struct tar_reader *cli_tar_reader_new(int dest_dirfd, const char *rename_first);
+void cli_tar_reader_free(struct tar_reader *t);
+void cli_tar_reader_freep(struct tar_reader **t);
+#define cleanup_cli_tar_reader __attribute__((cleanup(cli_tar_reader_freep)))
 /* Feeds bytes of the stream; < 0 with err set on a bad or hostile entry (the
  * extraction stops there). */
-int tar_reader_feed(struct tar_reader *t, const void *buf, size_t len, char *err, size_t err_size);
+int cli_tar_reader_feed(struct tar_reader *t, const void *buf, size_t len, struct al_error *err);
 /* Checks that the stream ended cleanly; returns the number of entries skipped
  * because they are not files, directories or symlinks (hard links, devices). */
-int tar_reader_finish(struct tar_reader *t, char *err, size_t err_size);
+int cli_tar_reader_finish(struct tar_reader *t, struct al_error *err);
 /* Regular files, directories and symlinks created so far. */
-uint64_t tar_reader_entries(const struct tar_reader *t);
+uint64_t cli_tar_reader_entries(const struct tar_reader *t);
 
 /* Writes the file, directory tree or symlink at src to out_fd as entries
  * named name (and name/...). Sockets, devices and fifos are skipped (counted
  * in *skipped). */
-int tar_write_path(int out_fd, const char *src, const char *name, unsigned *skipped, char *err, size_t err_size);
+int cli_tar_write_path(int out_fd, const char *src, const char *name, unsigned *skipped, struct al_error *err);
 /* The two zero blocks that end an archive. */
-int tar_write_end(int out_fd);
+int cli_tar_write_end(int out_fd, struct al_error *err);
 
 #endif

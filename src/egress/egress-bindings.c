@@ -130,21 +130,21 @@ static bool path_prefix_valid(const char *s, size_t len)
 
 /* ------------------------------------------------------------ parsing */
 
-/* An array of strings, each checked by ok(); at most max. */
+/* An array of strings, each checked by ok(); at most max. The strings go
+ * into *ret (*ret_n of them) as they are read: the binding owns what was
+ * read before a bad one. */
 static int strv_parse(const json_t *arr, size_t max, bool (*ok)(const char *, size_t), char ***ret, size_t *ret_n,
-                      const char *what, char *why, size_t why_size)
+                      const char *what, struct al_error *err)
 {
-	if (!arr || json_is_null(arr)) {
-		*ret = NULL;
-		*ret_n = 0;
+	*ret = NULL;
+	*ret_n = 0;
+	if (!arr || json_is_null(arr))
 		return 0;
-	}
-	if (!json_is_array(arr) || json_array_size(arr) > max) {
-		snprintf(why, why_size, "\"%s\" must be an array of at most %zu strings", what, max);
-		return -EINVAL;
-	}
+	if (!json_is_array(arr) || json_array_size(arr) > max)
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+		                    "\"%s\" must be an array of at most %zu strings", what, max);
 	size_t n = json_array_size(arr);
-	char **v = n ? xcalloc(n, sizeof(*v)) : NULL;
+	*ret = n ? xcalloc(n, sizeof(**ret)) : NULL;
 	for (size_t i = 0; i < n; i++) {
 		const json_t *e = json_array_get(arr, i);
 		const char *s = json_string_value(e);
@@ -155,14 +155,12 @@ static int strv_parse(const json_t *arr, size_t max, bool (*ok)(const char *, si
 				egress_text_escape((const uint8_t *)s, len, shown, sizeof(shown));
 			else
 				snprintf(shown, sizeof(shown), "(not a string)");
-			snprintf(why, why_size, "%s[%zu] \"%s\" is not valid", what, i, shown);
-			strv_free(v, n);
-			return -EINVAL;
+			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "%s[%zu] \"%s\" is not valid", what,
+			                    i, shown);
 		}
-		v[i] = xstrndup(s, len);
+		(*ret)[i] = xstrndup(s, len);
+		*ret_n = i + 1;
 	}
-	*ret = v;
-	*ret_n = n;
 	return 0;
 }
 
@@ -171,13 +169,11 @@ static bool method_ok(const char *s, size_t len)
 	return token_valid(s, len, EGRESS_BINDING_METHOD_MAX);
 }
 
-static int hosts_parse(const json_t *arr, struct egress_binding *b, char *why, size_t why_size)
+static int hosts_parse(const json_t *arr, struct egress_binding *b, struct al_error *err)
 {
-	if (!json_is_array(arr) || json_array_size(arr) == 0 || json_array_size(arr) > EGRESS_BINDING_HOSTS_MAX) {
-		snprintf(why, why_size, "\"hosts\" must be an array of 1 to %d host patterns",
-		         EGRESS_BINDING_HOSTS_MAX);
-		return -EINVAL;
-	}
+	if (!json_is_array(arr) || json_array_size(arr) == 0 || json_array_size(arr) > EGRESS_BINDING_HOSTS_MAX)
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+		                    "\"hosts\" must be an array of 1 to %d host patterns", EGRESS_BINDING_HOSTS_MAX);
 	size_t n = json_array_size(arr);
 	b->hosts = xcalloc(n, sizeof(*b->hosts));
 	b->host_texts = xcalloc(n, sizeof(*b->host_texts));
@@ -193,9 +189,8 @@ static int hosts_parse(const json_t *arr, struct egress_binding *b, char *why, s
 			char shown[80] = "(not a string)";
 			if (s)
 				egress_text_escape((const uint8_t *)s, len, shown, sizeof(shown));
-			snprintf(why, why_size, "hosts[%zu] \"%s\": %.150s", i, shown,
-			         perr.message[0] ? perr.message : "not a host pattern");
-			return -EINVAL;
+			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "hosts[%zu] \"%s\": %.150s", i, shown,
+			                    perr.message[0] ? perr.message : "not a host pattern");
 		}
 		b->host_texts[i] = xstrndup(s, len);
 		b->n_hosts = i + 1;
@@ -203,16 +198,17 @@ static int hosts_parse(const json_t *arr, struct egress_binding *b, char *why, s
 	return 0;
 }
 
-/* SECURITY: nothing of "value" (or of "format", which may hold a literal
- * part of the credential) is ever copied into why. */
-static int binding_parse(const json_t *in, struct egress_binding *b, char *why, size_t why_size)
+/* A copy of text that can stand in a header field value, or NULL when it
+ * cannot (field_text_valid). */
+static char *field_text_dup(const char *s, size_t len, size_t max)
+{
+	return field_text_valid(s, len, max) ? xstrndup(s, len) : NULL;
+}
+
+static int keys_check(const json_t *in, struct al_error *err)
 {
 	static const char *const keys[] = {"secret", "placeholder", "value",  "hosts",
 	                                   "paths",  "methods",     "header", "format"};
-	if (!json_is_object(in)) {
-		snprintf(why, why_size, "must be an object");
-		return -EINVAL;
-	}
 	const char *key;
 	const json_t *v;
 	json_object_foreach ((json_t *)in, key, v) {
@@ -222,82 +218,92 @@ static int binding_parse(const json_t *in, struct egress_binding *b, char *why, 
 		if (!known) {
 			char shown[64];
 			egress_text_escape((const uint8_t *)key, strlen(key), shown, sizeof(shown));
-			snprintf(why, why_size, "unknown key \"%s\"", shown);
-			return -EINVAL;
+			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "unknown key \"%s\"", shown);
 		}
-	}
-	const json_t *sj = json_object_get(in, "secret");
-	if (!json_is_string(sj) ||
-	    !printable_ascii(json_string_value(sj), json_string_length(sj), EGRESS_BINDING_SECRET_MAX)) {
-		snprintf(why, why_size, "\"secret\" must be a name of 1-%d printable ASCII characters",
-		         EGRESS_BINDING_SECRET_MAX);
-		return -EINVAL;
-	}
-	b->secret = xstrdup(json_string_value(sj));
-	const json_t *pj = json_object_get(in, "placeholder");
-	if (!json_is_string(pj) || !placeholder_valid(json_string_value(pj), json_string_length(pj))) {
-		snprintf(why, why_size, "\"placeholder\" must be \"" EGRESS_PLACEHOLDER_PREFIX "\" and 64 hex digits");
-		return -EINVAL;
-	}
-	b->placeholder = xstrdup(json_string_value(pj));
-	const json_t *vj = json_object_get(in, "value");
-	const char *value = json_string_value(vj);
-	size_t value_len = json_string_length(vj);
-	if (value_len == 0 || !field_text_valid(value, value_len, EGRESS_BINDING_VALUE_MAX)) {
-		snprintf(why, why_size,
-		         "\"value\" must be a string of 1-%d bytes that can stand in a header field (no control "
-		         "characters)",
-		         EGRESS_BINDING_VALUE_MAX);
-		return -EINVAL;
-	}
-	b->value = xstrndup(value, value_len);
-	b->value_len = value_len;
-	if (strstr(b->value, EGRESS_PLACEHOLDER_PREFIX)) {
-		/* It would be replaced again on the next request's pass. */
-		snprintf(why, why_size, "\"value\" must not contain \"" EGRESS_PLACEHOLDER_PREFIX "\"");
-		return -EINVAL;
-	}
-	int r = hosts_parse(json_object_get(in, "hosts"), b, why, why_size);
-	if (r == 0)
-		r = strv_parse(json_object_get(in, "paths"), EGRESS_BINDING_PATHS_MAX, path_prefix_valid, &b->paths,
-		               &b->n_paths, "paths", why, why_size);
-	if (r == 0)
-		r = strv_parse(json_object_get(in, "methods"), EGRESS_BINDING_METHODS_MAX, method_ok, &b->methods,
-		               &b->n_methods, "methods", why, why_size);
-	if (r < 0)
-		return r;
-	const json_t *hj = json_object_get(in, "header");
-	const json_t *fj = json_object_get(in, "format");
-	if (hj && !json_is_null(hj)) {
-		const char *h = json_string_value(hj);
-		if (!h || !token_valid(h, json_string_length(hj), EGRESS_BINDING_HEADER_MAX)) {
-			snprintf(why, why_size, "\"header\" must be null or a header field name of 1-%d characters",
-			         EGRESS_BINDING_HEADER_MAX);
-			return -EINVAL;
-		}
-		if (header_reserved(h)) {
-			char shown[EGRESS_BINDING_HEADER_MAX + 1];
-			snprintf(shown, sizeof(shown), "%s", h);
-			snprintf(why, why_size, "\"header\" %s frames or routes the request and cannot be set", shown);
-			return -EINVAL;
-		}
-		b->header = xstrdup(h);
-		const char *f = fj && !json_is_null(fj) ? json_string_value(fj) : "{value}";
-		size_t flen = f ? (fj && !json_is_null(fj) ? json_string_length(fj) : strlen(f)) : 0;
-		const char *at = f ? format_value_at(f) : NULL;
-		if (!field_text_valid(f, flen, EGRESS_BINDING_FORMAT_MAX) || !at || strstr(at + 1, "{value}")) {
-			snprintf(why, why_size,
-			         "\"format\" must be null or a header value of at most %d bytes with \"{value}\" "
-			         "exactly once",
-			         EGRESS_BINDING_FORMAT_MAX);
-			return -EINVAL;
-		}
-		b->format = xstrndup(f, flen);
-	} else if (fj && !json_is_null(fj)) {
-		snprintf(why, why_size, "\"format\" needs a \"header\" (without one the placeholder is replaced)");
-		return -EINVAL;
 	}
 	return 0;
+}
+
+/* "header" and "format": header mode, or (both absent) placeholder mode.
+ * SECURITY: nothing of "format" (it may hold a literal part of the
+ * credential) is ever copied into err. */
+static int header_parse(const json_t *in, struct egress_binding *b, struct al_error *err)
+{
+	const json_t *hj = json_object_get(in, "header");
+	const json_t *fj = json_object_get(in, "format");
+	if (!hj || json_is_null(hj)) {
+		if (fj && !json_is_null(fj))
+			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+			                    "\"format\" needs a \"header\" (without one the placeholder is replaced)");
+		return 0;
+	}
+	const char *h = json_string_value(hj);
+	if (!h || !token_valid(h, json_string_length(hj), EGRESS_BINDING_HEADER_MAX))
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+		                    "\"header\" must be null or a header field name of 1-%d characters",
+		                    EGRESS_BINDING_HEADER_MAX);
+	if (header_reserved(h)) {
+		char shown[EGRESS_BINDING_HEADER_MAX + 1];
+		snprintf(shown, sizeof(shown), "%s", h);
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+		                    "\"header\" %s frames or routes the request and cannot be set", shown);
+	}
+	b->header = xstrdup(h);
+	const char *f = fj && !json_is_null(fj) ? json_string_value(fj) : "{value}";
+	size_t flen = f ? (fj && !json_is_null(fj) ? json_string_length(fj) : strlen(f)) : 0;
+	const char *at = f ? format_value_at(f) : NULL;
+	if (!at || strstr(at + 1, "{value}") || !(b->format = field_text_dup(f, flen, EGRESS_BINDING_FORMAT_MAX)))
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+		                    "\"format\" must be null or a header value of at most %d bytes with \"{value}\" "
+		                    "exactly once",
+		                    EGRESS_BINDING_FORMAT_MAX);
+	return 0;
+}
+
+/* Fills b as it reads in: on error, b holds what was read (released by
+ * the caller). SECURITY: nothing of "value" is ever copied into err. */
+static int binding_parse(const json_t *in, struct egress_binding *b, struct al_error *err)
+{
+	if (!json_is_object(in))
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "must be an object");
+	int r = keys_check(in, err);
+	if (r < 0)
+		return r;
+	const json_t *sj = json_object_get(in, "secret");
+	if (!json_is_string(sj) ||
+	    !printable_ascii(json_string_value(sj), json_string_length(sj), EGRESS_BINDING_SECRET_MAX))
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+		                    "\"secret\" must be a name of 1-%d printable ASCII characters",
+		                    EGRESS_BINDING_SECRET_MAX);
+	b->secret = xstrdup(json_string_value(sj));
+	const json_t *pj = json_object_get(in, "placeholder");
+	if (!json_is_string(pj) || !placeholder_valid(json_string_value(pj), json_string_length(pj)))
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+		                    "\"placeholder\" must be \"" EGRESS_PLACEHOLDER_PREFIX "\" and 64 hex digits");
+	b->placeholder = xstrdup(json_string_value(pj));
+	const json_t *vj = json_object_get(in, "value");
+	size_t value_len = json_string_length(vj);
+	b->value = value_len ? field_text_dup(json_string_value(vj), value_len, EGRESS_BINDING_VALUE_MAX) : NULL;
+	if (!b->value)
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+		                    "\"value\" must be a string of 1-%d bytes that can stand in a header field (no "
+		                    "control characters)",
+		                    EGRESS_BINDING_VALUE_MAX);
+	b->value_len = value_len;
+	/* It would be replaced again on the next request's pass. */
+	if (strstr(b->value, EGRESS_PLACEHOLDER_PREFIX))
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+		                    "\"value\" must not contain \"" EGRESS_PLACEHOLDER_PREFIX "\"");
+	r = hosts_parse(json_object_get(in, "hosts"), b, err);
+	if (r == 0)
+		r = strv_parse(json_object_get(in, "paths"), EGRESS_BINDING_PATHS_MAX, path_prefix_valid, &b->paths,
+		               &b->n_paths, "paths", err);
+	if (r == 0)
+		r = strv_parse(json_object_get(in, "methods"), EGRESS_BINDING_METHODS_MAX, method_ok, &b->methods,
+		               &b->n_methods, "methods", err);
+	if (r == 0)
+		r = header_parse(in, b, err);
+	return r;
 }
 
 int egress_bindings_parse(const json_t *in, struct egress_bindings **ret, struct al_error *err)
@@ -308,31 +314,27 @@ int egress_bindings_parse(const json_t *in, struct egress_bindings **ret, struct
 	if (n > EGRESS_BINDINGS_MAX)
 		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "\"bindings\" has %zu entries, at most %d", n,
 		                    EGRESS_BINDINGS_MAX);
-	struct egress_bindings *b = xcalloc(1, sizeof(*b));
+	cleanup_egress_bindings struct egress_bindings *b = xcalloc(1, sizeof(*b));
 	atomic_init(&b->refs, 1);
 	b->items = n ? xcalloc(n, sizeof(*b->items)) : NULL;
 	for (size_t i = 0; i < n; i++) {
-		char why[256] = "";
 		b->n = i + 1;
-		if (binding_parse(json_array_get(in, i), &b->items[i], why, sizeof(why)) < 0) {
+		int r = binding_parse(json_array_get(in, i), &b->items[i], err);
+		if (r < 0) {
 			const char *secret = b->items[i].secret;
-			al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "bindings[%zu]%s%s%s: %s", i,
-			             secret ? " (secret " : "", secret ? secret : "", secret ? ")" : "", why);
-			egress_bindings_unref(b);
-			return -EINVAL;
+			al_error_prefix(err, "bindings[%zu]%s%s%s", i, secret ? " (secret " : "", secret ? secret : "",
+			                secret ? ")" : "");
+			return r;
 		}
 	}
 	/* Two bindings with one placeholder would make "which secret was
 	 * seen" ambiguous in events; airlockd never sends that. */
 	for (size_t i = 0; i < n; i++)
 		for (size_t k = i + 1; k < n; k++)
-			if (strcmp(b->items[i].placeholder, b->items[k].placeholder) == 0) {
-				al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
-				             "bindings[%zu] and bindings[%zu] have the same placeholder", i, k);
-				egress_bindings_unref(b);
-				return -EINVAL;
-			}
-	*ret = b;
+			if (strcmp(b->items[i].placeholder, b->items[k].placeholder) == 0)
+				return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+				                    "bindings[%zu] and bindings[%zu] have the same placeholder", i, k);
+	*ret = TAKE_PTR(b);
 	return 0;
 }
 

@@ -74,6 +74,11 @@ int egress_bindings_parse(const json_t *in, struct egress_bindings **ret, struct
 struct egress_bindings *egress_bindings_ref(struct egress_bindings *b);
 /* The last reference wipes every value. Accepts NULL. */
 void egress_bindings_unref(struct egress_bindings *b);
+static inline void egress_bindings_unrefp(struct egress_bindings **b)
+{
+	egress_bindings_unref(*b);
+}
+#define cleanup_egress_bindings __attribute__((cleanup(egress_bindings_unrefp)))
 
 size_t egress_bindings_count(const struct egress_bindings *b);
 const struct egress_binding *egress_bindings_get(const struct egress_bindings *b, size_t i);

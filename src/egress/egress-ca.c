@@ -14,6 +14,7 @@
 #include <openssl/pem.h>
 #include <openssl/x509v3.h>
 
+#include "egress-openssl.h"
 #include "util.h"
 
 /* One cached leaf; entries form a list, most recently used first. */
@@ -57,6 +58,38 @@ static int asn1_time_to_time_t(const ASN1_TIME *t, time_t *ret)
 	return 0;
 }
 
+/* The first certificate / private key of PEM text, or NULL. */
+static X509 *pem_cert(const char *pem, size_t len)
+{
+	cleanup_bio BIO *b = BIO_new_mem_buf(pem, (int)len);
+	return b ? PEM_read_bio_X509(b, NULL, no_password, NULL) : NULL;
+}
+
+static EVP_PKEY *pem_key(const char *pem, size_t len)
+{
+	cleanup_bio BIO *b = BIO_new_mem_buf(pem, (int)len);
+	return b ? PEM_read_bio_PrivateKey(b, NULL, no_password, NULL) : NULL;
+}
+
+/* May this pair sign leaves? Sets *ret_not_after, the CA's own end. */
+static int ca_check(X509 *cert, EVP_PKEY *key, time_t *ret_not_after, struct al_error *err)
+{
+	if (!cert)
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "\"cert_pem\": no PEM certificate");
+	if (!key)
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+		                    "\"key_pem\": no unencrypted PEM private key");
+	if (X509_check_private_key(cert, key) != 1)
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "the CA key does not match the certificate");
+	if (X509_check_ca(cert) != 1)
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+		                    "the certificate is not a CA (basicConstraints CA:TRUE and keyCertSign needed)");
+	if (asn1_time_to_time_t(X509_get0_notAfter(cert), ret_not_after) < 0 ||
+	    X509_cmp_current_time(X509_get0_notAfter(cert)) <= 0)
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "the CA certificate has expired");
+	return 0;
+}
+
 int egress_ca_new(const char *cert_pem, size_t cert_len, const char *key_pem, size_t key_len, size_t cache_max,
                   struct egress_ca **ret, struct al_error *err)
 {
@@ -64,43 +97,20 @@ int egress_ca_new(const char *cert_pem, size_t cert_len, const char *key_pem, si
 		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
 		                    "\"cert_pem\" and \"key_pem\" must be PEM text of 1 to %d bytes",
 		                    EGRESS_CA_PEM_MAX);
-	X509 *cert = NULL;
-	EVP_PKEY *key = NULL;
-	BIO *b = BIO_new_mem_buf(cert_pem, (int)cert_len);
-	if (b)
-		cert = PEM_read_bio_X509(b, NULL, no_password, NULL);
-	BIO_free(b);
-	b = BIO_new_mem_buf(key_pem, (int)key_len);
-	if (b)
-		key = PEM_read_bio_PrivateKey(b, NULL, no_password, NULL);
-	BIO_free(b);
+	cleanup_x509 X509 *cert = pem_cert(cert_pem, cert_len);
+	cleanup_evp_pkey EVP_PKEY *key = pem_key(key_pem, key_len);
 	/* SECURITY: OpenSSL's error queue may name what it could not parse;
 	 * none of it goes into the message. */
 	ERR_clear_error();
-	int r = 0;
 	time_t not_after = 0;
-	if (!cert)
-		r = al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "\"cert_pem\": no PEM certificate");
-	else if (!key)
-		r = al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "\"key_pem\": no unencrypted PEM private key");
-	else if (X509_check_private_key(cert, key) != 1)
-		r = al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "the CA key does not match the certificate");
-	else if (X509_check_ca(cert) != 1)
-		r = al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
-		                 "the certificate is not a CA (basicConstraints CA:TRUE and keyCertSign needed)");
-	else if (asn1_time_to_time_t(X509_get0_notAfter(cert), &not_after) < 0 ||
-	         X509_cmp_current_time(X509_get0_notAfter(cert)) <= 0)
-		r = al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "the CA certificate has expired");
+	int r = ca_check(cert, key, &not_after, err);
 	ERR_clear_error();
-	if (r < 0) {
-		X509_free(cert);
-		EVP_PKEY_free(key);
+	if (r < 0)
 		return r;
-	}
 	struct egress_ca *ca = xcalloc(1, sizeof(*ca));
 	atomic_init(&ca->refs, 1);
-	ca->cert = cert;
-	ca->key = key;
+	ca->cert = TAKE_PTR(cert);
+	ca->key = TAKE_PTR(key);
 	ca->not_after = not_after;
 	pthread_mutex_init(&ca->lock, NULL);
 	ca->head.next = ca->head.prev = &ca->head;
@@ -259,17 +269,14 @@ int egress_ca_issue(const struct egress_ca *ca, const char *name, time_t now, X5
 {
 	if (!leaf_name_valid(name))
 		return -EINVAL;
-	EVP_PKEY *key = EVP_EC_gen("P-256");
-	X509 *x = X509_new();
+	cleanup_evp_pkey EVP_PKEY *key = EVP_EC_gen("P-256");
+	cleanup_x509 X509 *x = X509_new();
 	int r = key && x ? leaf_build(ca, x, key, name, now) : -EIO;
 	ERR_clear_error();
-	if (r < 0) {
-		X509_free(x);
-		EVP_PKEY_free(key);
+	if (r < 0)
 		return r;
-	}
-	*ret_cert = x;
-	*ret_key = key;
+	*ret_cert = TAKE_PTR(x);
+	*ret_key = TAKE_PTR(key);
 	return 0;
 }
 
@@ -323,12 +330,14 @@ int egress_ca_leaf(struct egress_ca *ca, const char *name, time_t now, X509 **re
 	}
 	pthread_mutex_unlock(&ca->lock);
 
-	struct leaf_entry *n = xcalloc(1, sizeof(*n));
-	int r = egress_ca_issue(ca, name, now, &n->cert, &n->key);
-	if (r < 0) {
-		free(n);
+	X509 *cert;
+	EVP_PKEY *key;
+	int r = egress_ca_issue(ca, name, now, &cert, &key);
+	if (r < 0)
 		return r;
-	}
+	struct leaf_entry *n = xcalloc(1, sizeof(*n));
+	n->cert = cert;
+	n->key = key;
 	strlcpy_al(n->name, name, sizeof(n->name));
 	time_t na = now + EGRESS_LEAF_VALID_S;
 	n->not_after = ca->not_after && na > ca->not_after ? ca->not_after : na;

@@ -80,6 +80,19 @@ void egress_addr_format(const struct egress_addr *a, uint16_t port, char *buf, s
 		snprintf(buf, size, "%s", ip);
 }
 
+socklen_t egress_addr_sockaddr(const struct egress_addr *a, uint16_t port, struct sockaddr_storage *ret)
+{
+	memset(ret, 0, sizeof(*ret));
+	if (a->family == AF_INET) {
+		struct sockaddr_in *sin = (struct sockaddr_in *)ret;
+		*sin = (struct sockaddr_in){.sin_family = AF_INET, .sin_port = htons(port), .sin_addr = a->v4};
+		return sizeof(*sin);
+	}
+	struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)ret;
+	*sin6 = (struct sockaddr_in6){.sin6_family = AF_INET6, .sin6_port = htons(port), .sin6_addr = a->v6};
+	return sizeof(*sin6);
+}
+
 void egress_close_reset(int fd)
 {
 	struct linger l = {.l_onoff = 1, .l_linger = 0};
@@ -379,60 +392,53 @@ static int sniff_tls(struct egress_conn *c, char *reason, size_t reason_size)
 
 /* ------------------------------------------------------------ dialling */
 
+/* connect() on a non-blocking socket, waiting at most timeout_ms: 0 or
+ * -errno. */
+static int connect_wait(int fd, const struct sockaddr_storage *ss, socklen_t sl, unsigned timeout_ms)
+{
+	if (connect(fd, (const struct sockaddr *)ss, sl) == 0)
+		return 0;
+	if (errno != EINPROGRESS)
+		return -errno;
+	struct pollfd p = {.fd = fd, .events = POLLOUT};
+	int n;
+	do
+		n = poll(&p, 1, (int)timeout_ms);
+	while (n < 0 && errno == EINTR);
+	int soerr = 0;
+	socklen_t len = sizeof(soerr);
+	if (n == 0)
+		return -ETIMEDOUT;
+	if (n < 0)
+		return -errno;
+	if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &len) < 0)
+		return -errno;
+	return -soerr;
+}
+
 static int connect_one(struct egress_conn *c, const struct egress_addr *a, char *reason, size_t reason_size)
 {
-	struct sockaddr_storage ss = {0};
-	socklen_t sl;
-	if (a->family == AF_INET) {
-		struct sockaddr_in *sin = (struct sockaddr_in *)&ss;
-		*sin = (struct sockaddr_in){.sin_family = AF_INET, .sin_port = htons(c->port), .sin_addr = a->v4};
-		sl = sizeof(*sin);
-	} else {
-		struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)&ss;
-		*sin6 = (struct sockaddr_in6){.sin6_family = AF_INET6, .sin6_port = htons(c->port), .sin6_addr = a->v6};
-		sl = sizeof(*sin6);
-	}
+	struct sockaddr_storage ss;
+	socklen_t sl = egress_addr_sockaddr(a, c->port, &ss);
 	char text[64];
 	egress_addr_format(a, c->port, text, sizeof(text));
-	int fd = socket(a->family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	cleanup_close int fd = socket(a->family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0) {
 		snprintf(reason, reason_size, "socket: %s", strerror(errno));
 		return -errno;
 	}
 	if (egress_sandbox_set_upstream(c->sb, &c->track, fd) < 0) {
-		close(fd);
 		snprintf(reason, reason_size, "sandbox removed");
 		return -ECANCELED;
 	}
-	int r = 0;
 	/* SECURITY: the address dialled is exactly the one that was checked. */
-	if (connect(fd, (struct sockaddr *)&ss, sl) < 0) {
-		r = -errno;
-		if (r == -EINPROGRESS) {
-			struct pollfd p = {.fd = fd, .events = POLLOUT};
-			int n;
-			do
-				n = poll(&p, 1, (int)c->rt->opt.connect_timeout_ms);
-			while (n < 0 && errno == EINTR);
-			int soerr = 0;
-			socklen_t len = sizeof(soerr);
-			if (n == 0)
-				r = -ETIMEDOUT;
-			else if (n < 0)
-				r = -errno;
-			else if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &len) < 0)
-				r = -errno;
-			else
-				r = -soerr;
-		}
-	}
+	int r = connect_wait(fd, &ss, sl, c->rt->opt.connect_timeout_ms);
 	if (r < 0) {
 		egress_sandbox_set_upstream(c->sb, &c->track, -1);
-		close(fd);
 		snprintf(reason, reason_size, "connecting to %s: %s", text, strerror(-r));
 		return r;
 	}
-	c->up = fd;
+	c->up = TAKE_FD(fd);
 	snprintf(c->addr, sizeof(c->addr), "%s", text);
 	return 0;
 }
@@ -633,13 +639,10 @@ uint64_t egress_conn_timer_wake(const struct egress_conn_timer *t)
  * the connection ended (for the close event). */
 static const char *relay(struct egress_conn *c)
 {
-	struct egress_splice up, down;
-	const char *why = "closed";
+	cleanup_egress_splice struct egress_splice up = EGRESS_SPLICE_CLOSED, down = EGRESS_SPLICE_CLOSED;
 	if (!egress_splice_open(&up, c->fd, c->up, &c->bytes_up) ||
-	    !egress_splice_open(&down, c->up, c->fd, &c->bytes_down)) {
-		egress_splice_close(&up);
+	    !egress_splice_open(&down, c->up, c->fd, &c->bytes_down))
 		return "out of resources (pipe)";
-	}
 	struct egress_conn_timer timer;
 	egress_conn_timer_start(&timer, c);
 	unsigned fruitless = 0;
@@ -648,17 +651,13 @@ static const char *relay(struct egress_conn *c)
 		int r = egress_splice_pump(&up, &progress);
 		if (r == 0)
 			r = egress_splice_pump(&down, &progress);
-		if (r < 0) {
-			why = egress_io_failure(r, "relay error");
-			break;
-		}
+		if (r < 0)
+			return egress_io_failure(r, "relay error");
 		if (up.shut && down.shut)
-			break;
+			return "closed";
 		const char *expired = egress_conn_timer_check(&timer, now_ms_monotonic(), progress);
-		if (expired) {
-			why = expired;
-			break;
-		}
+		if (expired)
+			return expired;
 		if (progress) {
 			/* Pumped again at once (a poll would only cost a syscall). */
 			fruitless = 0;
@@ -678,14 +677,9 @@ static const char *relay(struct egress_conn *c)
 		if (++fruitless > 64)
 			poll(NULL, 0, 1);
 		int n = poll(p, 2, remaining_ms(egress_conn_timer_wake(&timer)));
-		if (n < 0 && errno != EINTR) {
-			why = "relay error";
-			break;
-		}
+		if (n < 0 && errno != EINTR)
+			return "relay error";
 	}
-	egress_splice_close(&up);
-	egress_splice_close(&down);
-	return why;
 }
 
 /* ------------------------------------------------------------ deciding */
@@ -962,7 +956,9 @@ static void conn_start(struct egress_runtime *rt, struct egress_sandbox *sb, int
 
 /* ------------------------------------------------------------ the loop */
 
-int egress_accept(struct egress_runtime *rt, int listen_fd)
+/* accept4() that sheds the connection instead of spinning when the process
+ * is out of fds. Returns the fd (O_CLOEXEC|O_NONBLOCK) or -errno. */
+static int accept_one(struct egress_runtime *rt, int listen_fd)
 {
 	for (;;) {
 		int fd = accept4(listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -986,17 +982,23 @@ int egress_accept(struct egress_runtime *rt, int listen_fd)
 	}
 }
 
-void egress_conn_accept(struct egress_runtime *rt, struct egress_sandbox *sb)
+void egress_accept_batch(struct egress_runtime *rt, struct egress_sandbox *sb, int which, const char *what,
+                         void (*start)(struct egress_runtime *rt, struct egress_sandbox *sb, int fd))
 {
 	for (int i = 0; i < EGRESS_LOOP_BATCH; i++) {
-		int fd = egress_accept(rt, sb->fds[EGRESS_FD_TCP]);
+		int fd = accept_one(rt, sb->fds[which]);
 		if (fd < 0) {
 			if (fd != -EAGAIN && fd != -EMFILE)
-				egress_log(EGRESS_LOG_WARN, "%s: accept: %s", sb->id, strerror(-fd));
+				egress_log(EGRESS_LOG_WARN, "%s: %s: %s", sb->id, what, strerror(-fd));
 			return;
 		}
-		conn_start(rt, sb, fd);
+		start(rt, sb, fd);
 	}
+}
+
+void egress_conn_accept(struct egress_runtime *rt, struct egress_sandbox *sb)
+{
+	egress_accept_batch(rt, sb, EGRESS_FD_TCP, "accept", conn_start);
 }
 
 int egress_loop_watch(struct egress_runtime *rt, struct egress_sandbox *sb)

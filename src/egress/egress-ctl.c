@@ -153,7 +153,8 @@ static void close_fds(int *fds, size_t n)
 void egress_event(struct egress_sandbox *sb, const char *type, json_t *data)
 {
 	struct egress_runtime *rt = sb->rt;
-	json_t *msg = json_pack("{ssssssso}", "op", "event", "sandbox", sb->id, "type", type, "data", data);
+	cleanup_json json_t *msg =
+	    json_pack("{ssssssso}", "op", "event", "sandbox", sb->id, "type", type, "data", data);
 	if (!msg)
 		abort();
 	if (rt->opt.log_level >= EGRESS_LOG_INFO) {
@@ -162,24 +163,21 @@ void egress_event(struct egress_sandbox *sb, const char *type, json_t *data)
 		cleanup_free char *text = json_dumps(data, JSON_COMPACT | JSON_ENSURE_ASCII | JSON_SORT_KEYS);
 		egress_log(EGRESS_LOG_INFO, "%s %s %s", sb->id, type, text ? text : "{}");
 	}
-	struct egress_event_node *n = xmalloc(sizeof(*n));
-	n->next = NULL;
-	n->msg = msg;
+	cleanup_free struct egress_event_node *n = xmalloc(sizeof(*n));
 	pthread_mutex_lock(&rt->ev_lock);
 	if (rt->ev_len >= EGRESS_EVENT_QUEUE_MAX) {
 		/* airlockd is not reading: losing audit records is bad, but
 		 * blocking every connection on it is worse. Counted, logged. */
 		rt->ev_dropped++;
 		pthread_mutex_unlock(&rt->ev_lock);
-		json_decref(msg);
-		free(n);
 		return;
 	}
+	*n = (struct egress_event_node){.msg = TAKE_PTR(msg)};
 	if (rt->ev_tail)
 		rt->ev_tail->next = n;
 	else
 		rt->ev_head = n;
-	rt->ev_tail = n;
+	rt->ev_tail = TAKE_PTR(n); /* the queue's now */
 	rt->ev_len++;
 	pthread_cond_signal(&rt->ev_cond);
 	pthread_mutex_unlock(&rt->ev_lock);
@@ -271,15 +269,18 @@ static int check_sandbox_request(const json_t *msg, const char *const *keys, siz
 	return 0;
 }
 
-/* The sandbox with this id, a new reference, or NULL. */
-static struct egress_sandbox *sandbox_get(struct egress_runtime *rt, const char *id)
+/* The sandbox with this id, a new reference in *ret; or -ENOENT. */
+static int sandbox_get(struct egress_runtime *rt, const char *id, struct egress_sandbox **ret, struct al_error *err)
 {
 	pthread_mutex_lock(&rt->loop_lock);
 	struct egress_sandbox *sb = sandbox_by_id(rt, id);
 	if (sb)
 		egress_sandbox_ref(sb);
 	pthread_mutex_unlock(&rt->loop_lock);
-	return sb;
+	if (!sb)
+		return al_error_set(err, AL_ERR_NOT_FOUND, ENOENT, "no sandbox %s", id);
+	*ret = sb;
+	return 0;
 }
 
 /* The three fds of "add": [TCP listener, DNS UDP socket, DNS TCP listener],
@@ -333,19 +334,12 @@ static int handle_add(struct egress_runtime *rt, const json_t *msg, int *fds, si
 	const json_t *pj = json_object_get(msg, "policy");
 	if (!pj)
 		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "\"add\" without a \"policy\"");
-	struct egress_policy *policy = NULL;
-	if ((r = egress_policy_parse(pj, &policy, err)) < 0)
+	cleanup_egress_policy struct egress_policy *policy = NULL;
+	cleanup_egress_bindings struct egress_bindings *bindings = NULL;
+	if ((r = egress_policy_parse(pj, &policy, err)) < 0 ||
+	    (r = egress_bindings_parse(json_object_get(msg, "bindings"), &bindings, err)) < 0 ||
+	    (r = check_add_fds(fds, nfds, err)) < 0)
 		return r;
-	struct egress_bindings *bindings = NULL;
-	if ((r = egress_bindings_parse(json_object_get(msg, "bindings"), &bindings, err)) < 0) {
-		egress_policy_unref(policy);
-		return r;
-	}
-	if ((r = check_add_fds(fds, nfds, err)) < 0) {
-		egress_policy_unref(policy);
-		egress_bindings_unref(bindings);
-		return r;
-	}
 	size_t na = egress_policy_allow_count(policy), nd = egress_policy_deny_count(policy);
 	size_t nb = egress_bindings_count(bindings);
 
@@ -359,8 +353,6 @@ static int handle_add(struct egress_runtime *rt, const json_t *msg, int *fds, si
 		close_fds(sb->fds, EGRESS_FD_COUNT);
 	} else if (rt->n_sandboxes >= EGRESS_SANDBOXES_MAX) {
 		pthread_mutex_unlock(&rt->loop_lock);
-		egress_policy_unref(policy);
-		egress_bindings_unref(bindings);
 		return al_error_set(err, AL_ERR_UNAVAILABLE, ENOSPC, "too many sandboxes (at most %d)",
 		                    EGRESS_SANDBOXES_MAX);
 	} else {
@@ -380,8 +372,8 @@ static int handle_add(struct egress_runtime *rt, const json_t *msg, int *fds, si
 	/* Policy and bindings: each swapped whole (a connection decided in
 	 * between may see the new policy with the old bindings; both are
 	 * complete, consistent objects). */
-	egress_policy_slot_set(&sb->policy, policy);
-	egress_bindings_slot_set(&sb->bindings, bindings);
+	egress_policy_slot_set(&sb->policy, TAKE_PTR(policy));
+	egress_bindings_slot_set(&sb->bindings, TAKE_PTR(bindings));
 	r = egress_loop_watch(rt, sb);
 	if (r < 0) {
 		egress_loop_unwatch(rt, sb);
@@ -414,19 +406,15 @@ static int handle_policy(struct egress_runtime *rt, const json_t *msg, struct al
 	int r = check_sandbox_request(msg, keys, ARRAY_SIZE(keys), &id, err);
 	if (r < 0)
 		return r;
-	struct egress_policy *policy = NULL;
-	if ((r = egress_policy_parse(json_object_get(msg, "policy"), &policy, err)) < 0)
+	cleanup_egress_policy struct egress_policy *policy = NULL;
+	cleanup_egress_sandbox struct egress_sandbox *sb = NULL;
+	if ((r = egress_policy_parse(json_object_get(msg, "policy"), &policy, err)) < 0 ||
+	    (r = sandbox_get(rt, id, &sb, err)) < 0)
 		return r;
-	struct egress_sandbox *sb = sandbox_get(rt, id);
-	if (!sb) {
-		egress_policy_unref(policy);
-		return al_error_set(err, AL_ERR_NOT_FOUND, ENOENT, "no sandbox %s", id);
-	}
 	size_t na = egress_policy_allow_count(policy), nd = egress_policy_deny_count(policy);
 	/* SECURITY: one pointer swap: every decision from now on uses the
 	 * new policy, every decision taken before used the old one whole. */
-	egress_policy_slot_set(&sb->policy, policy);
-	egress_sandbox_unref(sb);
+	egress_policy_slot_set(&sb->policy, TAKE_PTR(policy));
 	egress_log(EGRESS_LOG_INFO, "sandbox %s: policy replaced: %zu allow, %zu deny rules", id, na, nd);
 	return 0;
 }
@@ -442,20 +430,15 @@ static int handle_secrets(struct egress_runtime *rt, const json_t *msg, struct a
 	const json_t *bj = json_object_get(msg, "bindings");
 	if (!json_is_array(bj))
 		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "\"secrets\" needs \"bindings\": [...]");
-	struct egress_bindings *bindings = NULL;
-	if ((r = egress_bindings_parse(bj, &bindings, err)) < 0)
+	cleanup_egress_bindings struct egress_bindings *bindings = NULL;
+	cleanup_egress_sandbox struct egress_sandbox *sb = NULL;
+	if ((r = egress_bindings_parse(bj, &bindings, err)) < 0 || (r = sandbox_get(rt, id, &sb, err)) < 0)
 		return r;
-	struct egress_sandbox *sb = sandbox_get(rt, id);
-	if (!sb) {
-		egress_bindings_unref(bindings);
-		return al_error_set(err, AL_ERR_NOT_FOUND, ENOENT, "no sandbox %s", id);
-	}
 	size_t nb = egress_bindings_count(bindings);
 	/* SECURITY: one pointer swap: a rotated or deleted secret is used by
 	 * no request decided after the ack (a request already being rewritten
 	 * finishes with the set it took). */
-	egress_bindings_slot_set(&sb->bindings, bindings);
-	egress_sandbox_unref(sb);
+	egress_bindings_slot_set(&sb->bindings, TAKE_PTR(bindings));
 	egress_log(EGRESS_LOG_INFO, "sandbox %s: secret bindings replaced: %zu", id, nb);
 	return 0;
 }

@@ -125,6 +125,11 @@ struct egress_resolver;
 int egress_resolver_new(const struct sockaddr *server, socklen_t server_len, unsigned timeout_ms,
                         struct egress_resolver **ret, struct al_error *err);
 void egress_resolver_free(struct egress_resolver *r);
+static inline void egress_resolver_freep(struct egress_resolver **r)
+{
+	egress_resolver_free(*r);
+}
+#define cleanup_egress_resolver __attribute__((cleanup(egress_resolver_freep)))
 
 /*
  * Resolves a canonical host name (output of egress_host_canonicalize(),

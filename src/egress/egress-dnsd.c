@@ -64,25 +64,12 @@ enum dns_step {
  * stale. */
 bool egress_addr_is_local(const struct egress_addr *a)
 {
-	struct sockaddr_storage ss = {0};
-	socklen_t len;
-	if (a->family == AF_INET) {
-		struct sockaddr_in *sin = (struct sockaddr_in *)&ss;
-		sin->sin_family = AF_INET;
-		sin->sin_addr = a->v4;
-		len = sizeof(*sin);
-	} else {
-		struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)&ss;
-		sin6->sin6_family = AF_INET6;
-		sin6->sin6_addr = a->v6;
-		len = sizeof(*sin6);
-	}
-	int fd = socket(a->family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_storage ss;
+	socklen_t len = egress_addr_sockaddr(a, 0, &ss);
+	cleanup_close int fd = socket(a->family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return true; /* cannot tell: treat as local (refused) */
-	bool local = bind(fd, (struct sockaddr *)&ss, len) == 0 || errno == EADDRINUSE;
-	close(fd);
-	return local;
+	return bind(fd, (struct sockaddr *)&ss, len) == 0 || errno == EADDRINUSE;
 }
 
 const char *egress_addr_refusal(const struct egress_addr *a)
@@ -497,39 +484,37 @@ static void *dns_tcp_main(void *arg)
 	return NULL;
 }
 
+/* A DNS-over-TCP connection gets a thread of its own, or a reset. */
+static void dns_tcp_start(struct egress_runtime *rt, struct egress_sandbox *sb, int fd)
+{
+	if (atomic_fetch_add(&rt->n_conns, 1) >= rt->opt.max_connections) {
+		atomic_fetch_sub(&rt->n_conns, 1);
+		egress_close_reset(fd);
+		return;
+	}
+	cleanup_free struct dns_tcp *t = xcalloc(1, sizeof(*t));
+	*t = (struct dns_tcp){.rt = rt, .fd = fd};
+	t->track = (struct egress_track){.client_fd = fd, .upstream_fd = -1};
+	if (!egress_sandbox_track(sb, &t->track, true)) {
+		/* Over the per-sandbox DNS-over-TCP limit. */
+		atomic_fetch_sub(&rt->n_conns, 1);
+		egress_close_reset(fd);
+		return;
+	}
+	t->sb = egress_sandbox_ref(sb);
+	if (egress_thread_start(dns_tcp_main, t) == 0) {
+		TAKE_PTR(t); /* the thread's now */
+		return;
+	}
+	egress_sandbox_untrack(sb, &t->track, true);
+	egress_sandbox_unref(sb);
+	atomic_fetch_sub(&rt->n_conns, 1);
+	egress_close_reset(fd);
+}
+
 void egress_dnsd_tcp_accept(struct egress_runtime *rt, struct egress_sandbox *sb)
 {
-	for (int i = 0; i < EGRESS_LOOP_BATCH; i++) {
-		int fd = egress_accept(rt, sb->fds[EGRESS_FD_DNS_TCP]);
-		if (fd < 0) {
-			if (fd != -EAGAIN && fd != -EMFILE)
-				egress_log(EGRESS_LOG_WARN, "%s: DNS accept: %s", sb->id, strerror(-fd));
-			return;
-		}
-		if (atomic_fetch_add(&rt->n_conns, 1) >= rt->opt.max_connections) {
-			atomic_fetch_sub(&rt->n_conns, 1);
-			egress_close_reset(fd);
-			continue;
-		}
-		struct dns_tcp *t = xcalloc(1, sizeof(*t));
-		*t = (struct dns_tcp){.rt = rt, .fd = fd};
-		t->track = (struct egress_track){.client_fd = fd, .upstream_fd = -1};
-		if (!egress_sandbox_track(sb, &t->track, true)) {
-			/* Over the per-sandbox DNS-over-TCP limit. */
-			atomic_fetch_sub(&rt->n_conns, 1);
-			egress_close_reset(fd);
-			free(t);
-			continue;
-		}
-		t->sb = egress_sandbox_ref(sb);
-		if (egress_thread_start(dns_tcp_main, t) < 0) {
-			egress_sandbox_untrack(sb, &t->track, true);
-			egress_sandbox_unref(sb);
-			atomic_fetch_sub(&rt->n_conns, 1);
-			egress_close_reset(fd);
-			free(t);
-		}
-	}
+	egress_accept_batch(rt, sb, EGRESS_FD_DNS_TCP, "DNS accept", dns_tcp_start);
 }
 
 int egress_dnsd_start(struct egress_runtime *rt)

@@ -43,6 +43,7 @@
 #include <openssl/x509v3.h>
 
 #include "egress-http1.h"
+#include "egress-openssl.h"
 #include "egress-runtime.h"
 #include "util.h"
 
@@ -90,13 +91,10 @@ static const char *openssl_reason(void)
 
 int egress_intercept_init(struct egress_runtime *rt, struct al_error *err)
 {
-	SSL_CTX *g = SSL_CTX_new(TLS_server_method());
-	SSL_CTX *u = SSL_CTX_new(TLS_client_method());
-	if (!g || !u) {
-		SSL_CTX_free(g);
-		SSL_CTX_free(u);
+	cleanup_ssl_ctx SSL_CTX *g = SSL_CTX_new(TLS_server_method());
+	cleanup_ssl_ctx SSL_CTX *u = SSL_CTX_new(TLS_client_method());
+	if (!g || !u)
 		return al_error_set(err, AL_ERR_INTERNAL, ENOMEM, "SSL_CTX_new: %s", openssl_reason());
-	}
 	const uint64_t opts = SSL_OP_NO_COMPRESSION | SSL_OP_NO_RENEGOTIATION | SSL_OP_IGNORE_UNEXPECTED_EOF;
 	SSL_CTX_set_min_proto_version(g, TLS1_2_VERSION);
 	SSL_CTX_set_options(g, opts | SSL_OP_NO_TICKET | SSL_OP_CIPHER_SERVER_PREFERENCE);
@@ -124,20 +122,18 @@ int egress_intercept_init(struct egress_runtime *rt, struct al_error *err)
 		egress_log(EGRESS_LOG_WARN, "the system's CA store could not be loaded: %s", openssl_reason());
 	ERR_clear_error();
 	if (rt->opt.trust_ca && SSL_CTX_load_verify_locations(u, rt->opt.trust_ca, NULL) != 1) {
-		al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
-		             "--trust-ca %s: no PEM certificate could be loaded (%s)", rt->opt.trust_ca,
-		             openssl_reason());
+		int r = al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+		                     "--trust-ca %s: no PEM certificate could be loaded (%s)", rt->opt.trust_ca,
+		                     openssl_reason());
 		ERR_clear_error();
-		SSL_CTX_free(g);
-		SSL_CTX_free(u);
-		return -EINVAL;
+		return r;
 	}
 	prefix_method = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "airlock-clienthello-prefix");
 	if (!prefix_method || BIO_meth_set_read_ex(prefix_method, prefix_read) != 1 ||
 	    BIO_meth_set_ctrl(prefix_method, prefix_ctrl) != 1)
 		abort();
-	rt->tls_guest = g;
-	rt->tls_upstream = u;
+	rt->tls_guest = TAKE_PTR(g);
+	rt->tls_upstream = TAKE_PTR(u);
 	return 0;
 }
 
@@ -348,27 +344,43 @@ static int io_write(SSL *s, const uint8_t *buf, size_t len, size_t *ret_n, short
 
 /* ------------------------------------------------------------ a connection */
 
+/* An intercepted connection and the state of its relay (pump). */
 struct icpt {
-	struct egress_conn *c;
 	SSL *g; /* toward the guest (we are the server) */
 	SSL *u; /* toward the server (we are the client) */
 	struct prefix_bio pb;
-	/* rq.in: guest plaintext; rq.out: head, or body bytes in rq.in. */
-	struct egress_requests rq;
-	bool g_eof;
 
+	/* guest -> server. rq.c: the connection; rq.in: guest plaintext;
+	 * rq.out: a head, or body bytes in rq.in; rq.refusing: a request
+	 * was refused (the relay ends with its answer). */
+	struct egress_requests rq;
+	bool g_eof;         /* the guest's end of stream was read */
+	short g_wait;       /* the guest's last read would block: what it waits for (see pump) */
 	uint8_t *head;      /* EGRESS_HTTP1_OUT_MAX: a rewritten head (may hold secrets) */
 	bool out_secret;    /* rq.out is head: wipe it once written */
 	unsigned forwarded; /* request heads sent to the server */
 	bool u_shut;        /* our side toward the server is closed */
 
+	/* server -> guest. */
 	uint8_t *down; /* server plaintext (ICPT_DOWN_CHUNK), relayed unchanged */
 	size_t down_len, down_off;
-	bool u_eof;
+	bool u_eof;     /* the server's end of stream was read */
 	bool u_drained; /* the last read stopped because the server had no more yet */
 	int u_deferred; /* what ended a read after some records (IO_EOF or -errno), for the next read; 0 none */
 	BIO *g_wbuf;    /* g's write buffer (owned by g) */
 	uint64_t last_down_ms;
+
+	struct egress_conn_timer timer;
+	unsigned busy; /* rounds with progress since the guest's readiness was last polled */
+};
+
+/* One round of the relay: whether anything moved, and what it waits for
+ * when nothing did. */
+struct icpt_round {
+	bool progress;
+	bool u_idle; /* the server has nothing more for now: flush toward the guest */
+	short gev;   /* poll events wanted on the guest's socket */
+	short uev;   /* ... and on the server's */
 };
 
 /* Reads the server's plaintext into the empty down buffer, record after
@@ -434,7 +446,10 @@ static void icpt_release(struct icpt *ic)
 	}
 	free(ic->rq.in);
 	free(ic->down);
+	/* The thread serves other connections next: no error left queued. */
+	ERR_clear_error();
 }
+#define cleanup_icpt __attribute__((cleanup(icpt_release)))
 
 /* The answer to a refused request, over the guest's TLS, then the end. */
 static void guest_reply(struct icpt *ic, int status, const char *status_text, const char *reason)
@@ -548,7 +563,7 @@ static void on_head(struct icpt *ic)
 	if (egress_requests_check_head(&ic->rq, h, &shown, &host) < 0)
 		return;
 
-	struct egress_bindings *bs = egress_bindings_slot_get(&c->sb->bindings);
+	cleanup_egress_bindings struct egress_bindings *bs = egress_bindings_slot_get(&c->sb->bindings);
 	const char *path = egress_http1_span_ptr(h, h->path);
 	size_t path_len = h->path.len;
 	if (path_len == 0 && h->form != EGRESS_HTTP1_ASTERISK_FORM) {
@@ -557,7 +572,6 @@ static void on_head(struct icpt *ic)
 	}
 	/* SECURITY: a prefix "/v1/" must not let "/v1/../admin" through. */
 	if (egress_bindings_name_host(bs, &host, NULL) && egress_path_safe(path, path_len) < 0) {
-		egress_bindings_unref(bs);
 		egress_requests_refuse(&ic->rq, 400, "Bad Request", &shown, method, NULL,
 		                       "a path with a \"..\" segment or an encoded '/', '.' or '\\' is refused");
 		return;
@@ -594,12 +608,10 @@ static void on_head(struct icpt *ic)
 			                       why);
 		else
 			egress_requests_refuse(&ic->rq, 502, "Bad Gateway", &shown, method, NULL, why);
-		egress_bindings_unref(bs);
 		return;
 	}
 	for (size_t i = 0; i < pl.n_ev; i++)
 		secret_event(c, "https", pl.ev[i].b, pl.ev[i].verdict, pl.ev[i].reason, method, shown.path);
-	egress_bindings_unref(bs);
 	ic->rq.out = ic->head;
 	ic->rq.out_len = len;
 	ic->rq.out_off = 0;
@@ -628,162 +640,221 @@ static void upstream_half_close(struct icpt *ic)
 	ic->u_shut = true;
 }
 
-/* Relays until the connection ends; returns why (for the close event). */
+/* ------------------------------------------------------------ the relay */
+
+/* The refused request's answer, then the end; returns why (its reason). */
+static const char *refusal_reply(struct icpt *ic)
+{
+	guest_reply(ic, ic->rq.status, ic->rq.status_text, ic->rq.reason);
+	return ic->rq.reason;
+}
+
+/* guest -> server: writes what the parser let through (a head is wiped
+ * once written). */
+static const char *server_write(struct icpt *ic, struct icpt_round *rd)
+{
+	struct egress_requests *rq = &ic->rq;
+	size_t n = 0;
+	int r = io_write(ic->u, rq->out + rq->out_off, rq->out_len - rq->out_off, &n, &rd->uev);
+	if (r < 0 || r == IO_EOF)
+		return egress_io_failure(r, "writing to the server failed");
+	if (r != IO_DONE)
+		return NULL;
+	rq->out_off += n;
+	rq->c->bytes_up += n;
+	rd->progress = true;
+	if (rq->out_off == rq->out_len) {
+		if (ic->out_secret)
+			OPENSSL_cleanse(ic->head, rq->out_len);
+		rq->out_len = rq->out_off = 0;
+	}
+	return NULL;
+}
+
+/* The guest's next plaintext into the (drained) input buffer. A read that
+ * would block sets g_wait: the guest is not read again until poll says it
+ * is ready. */
+static const char *guest_read(struct icpt *ic, struct icpt_round *rd)
+{
+	size_t n = 0;
+	short ev = 0;
+	int r = io_read(ic->g, ic->rq.in, ICPT_CHUNK, &n, &ev);
+	if (r < 0)
+		return egress_io_failure(r, "reading from the guest failed");
+	if (r == IO_DONE) {
+		ic->rq.in_len = n;
+		ic->rq.in_off = 0;
+		rd->progress = true;
+	} else if (r == IO_EOF) {
+		ic->g_eof = true;
+		rd->progress = true;
+	} else if (ic->pb.off >= ic->pb.len) {
+		ic->g_wait = ev; /* (bytes of the prefix are not in the socket) */
+	} else {
+		rd->gev |= ev;
+	}
+	return NULL;
+}
+
+/* Our side toward the server ends once the guest's has (between requests),
+ * or once a request is refused: the server answers the requests before it,
+ * then sees the end; with none before it, the refusal is answered now. */
+static const char *server_end(struct icpt *ic, struct icpt_round *rd, bool drained)
+{
+	if (ic->u_shut)
+		return NULL;
+	if (ic->g_eof && drained) {
+		if (!egress_http1_parser_idle(ic->rq.parser))
+			return "the guest closed in the middle of a request";
+		upstream_half_close(ic);
+		rd->progress = true;
+	}
+	if (ic->rq.refusing && !ic->u_shut) {
+		if (ic->forwarded == 0)
+			return refusal_reply(ic);
+		upstream_half_close(ic);
+		rd->progress = true;
+	}
+	return NULL;
+}
+
+/* guest -> server: the pending output first; then the guest's bytes go
+ * through the parser, one event at a time, while nothing waits to be
+ * written; then the guest is read. */
+static const char *to_server(struct icpt *ic, struct icpt_round *rd)
+{
+	struct egress_requests *rq = &ic->rq;
+	const char *why = NULL;
+	if (rq->out_off < rq->out_len && (why = server_write(ic, rd)))
+		return why;
+	while (!rq->refusing && rq->out_len == 0 && (rq->in_off < rq->in_len || rq->parse_pending)) {
+		parse_step(ic);
+		rd->progress = true;
+	}
+	bool drained = !rq->refusing && rq->out_len == 0 && rq->in_off == rq->in_len;
+	if (drained && !ic->g_eof && !ic->g_wait && (why = guest_read(ic, rd)))
+		return why;
+	drained = !rq->refusing && rq->out_len == 0 && rq->in_off == rq->in_len;
+	return server_end(ic, rd, drained);
+}
+
+/* server -> guest: unchanged. The records go through g's write buffer,
+ * sent when it is full and whenever the server has nothing more for now
+ * (never held while we wait). */
+static const char *to_guest(struct icpt *ic, struct icpt_round *rd)
+{
+	size_t n = 0;
+	int r;
+	rd->u_idle = ic->u_drained;
+	if (ic->down_off < ic->down_len) {
+		r = io_write(ic->g, ic->down + ic->down_off, ic->down_len - ic->down_off, &n, &rd->gev);
+		if (r < 0 || r == IO_EOF)
+			return egress_io_failure(r, "writing to the guest failed");
+		if (r == IO_DONE) {
+			ic->down_off += n;
+			ic->rq.c->bytes_down += n;
+			rd->progress = true;
+			if (ic->down_off == ic->down_len)
+				ic->down_len = ic->down_off = 0;
+		}
+	} else if (!ic->u_eof) {
+		r = read_down(ic, &n, &rd->uev);
+		if (r < 0)
+			return egress_io_failure(r, "reading from the server failed");
+		if (r == IO_DONE) {
+			ic->down_len = n;
+			ic->down_off = 0;
+			ic->last_down_ms = now_ms_monotonic();
+			rd->progress = true;
+		} else if (r == IO_EOF) {
+			ic->u_eof = true;
+			rd->progress = true;
+		} else {
+			rd->u_idle = true;
+		}
+	}
+	if (ic->down_off == ic->down_len && (rd->u_idle || ic->u_eof)) {
+		r = guest_flush(ic, &rd->gev);
+		if (r < 0)
+			return egress_io_failure(r, "writing to the guest failed");
+	}
+	return NULL;
+}
+
+/* Does the relay end at now? The server is done and all of it reached the
+ * guest; or, after a refusal, the earlier requests' answers had their
+ * chance (the server went quiet, or took too long). */
+static const char *relay_end(struct icpt *ic, uint64_t now)
+{
+	if (ic->u_eof && ic->down_len == 0 && BIO_wpending(ic->g_wbuf) == 0) {
+		if (ic->rq.refusing)
+			return refusal_reply(ic);
+		ERR_clear_error();
+		SSL_shutdown(ic->g);
+		return "closed";
+	}
+	if (ic->rq.refusing) {
+		uint64_t quiet_since = MAX(ic->last_down_ms, ic->rq.refuse_ms);
+		if (now >= quiet_since + ICPT_REFUSE_QUIET_MS || now >= ic->rq.refuse_ms + ICPT_REFUSE_MAX_MS)
+			return refusal_reply(ic);
+	}
+	return NULL;
+}
+
+/* After a round: the time limits, then either the next round at once
+ * (something moved; a guest we stopped reading is polled every
+ * ICPT_BUSY_ROUNDS such rounds) or a wait until a socket is ready or a
+ * deadline passes. */
+static const char *relay_wait(struct icpt *ic, struct icpt_round *rd, uint64_t now)
+{
+	const char *expired = egress_conn_timer_check(&ic->timer, now, rd->progress);
+	if (expired)
+		return expired;
+	struct egress_conn *c = ic->rq.c;
+	if (rd->progress) {
+		if (ic->g_wait && ++ic->busy >= ICPT_BUSY_ROUNDS) {
+			struct pollfd gp = {.fd = c->fd, .events = ic->g_wait};
+			if (poll(&gp, 1, 0) > 0)
+				ic->g_wait = 0;
+			ic->busy = 0;
+		}
+		return NULL;
+	}
+	ic->busy = 0;
+	short gev = rd->gev | ic->g_wait, uev = rd->uev;
+	uint64_t wake = egress_conn_timer_wake(&ic->timer);
+	if (ic->rq.refusing)
+		wake = MIN(wake, MAX(ic->last_down_ms, ic->rq.refuse_ms) + ICPT_REFUSE_QUIET_MS);
+	struct pollfd p[2] = {
+	    {.fd = gev ? c->fd : -1, .events = gev},
+	    {.fd = uev ? c->up : -1, .events = uev},
+	};
+	if (!gev && !uev)
+		return "relay stalled"; /* cannot happen: something always waits */
+	uint64_t left = wake > now ? wake - now : 0;
+	if (poll(p, 2, (int)MIN(left, (uint64_t)INT32_MAX)) < 0 && errno != EINTR)
+		return "relay error";
+	if (p[0].revents)
+		ic->g_wait = 0;
+	return NULL;
+}
+
+/* Relays until the connection ends; returns why (for the close event).
+ * Each round moves what can move without blocking, guest -> server first,
+ * and waits only when nothing moved. The guest is not read again after a
+ * read that would block (a recv per round of a download) until poll says
+ * it is ready: when we wait, or every ICPT_BUSY_ROUNDS busy rounds. */
 static const char *pump(struct icpt *ic)
 {
-	struct egress_conn *c = ic->rq.c;
-	struct egress_conn_timer timer;
-	egress_conn_timer_start(&timer, c);
-	/* The guest's last read would block: what it waits for. It is not
-	 * read again (a recv per round of a download) until poll says it is
-	 * ready: when we wait, or every ICPT_BUSY_ROUNDS busy rounds. */
-	short g_wait = 0;
-	unsigned busy = 0;
+	egress_conn_timer_start(&ic->timer, ic->rq.c);
 	for (;;) {
-		short gev = 0, uev = 0;
-		bool progress = false;
-		size_t n = 0;
-		int r;
-
-		/* guest -> server: what the parser let through. */
-		if (ic->rq.out_off < ic->rq.out_len) {
-			r = io_write(ic->u, ic->rq.out + ic->rq.out_off, ic->rq.out_len - ic->rq.out_off, &n, &uev);
-			if (r < 0 || r == IO_EOF)
-				return egress_io_failure(r, "writing to the server failed");
-			if (r == IO_DONE) {
-				ic->rq.out_off += n;
-				c->bytes_up += n;
-				progress = true;
-				if (ic->rq.out_off == ic->rq.out_len) {
-					if (ic->out_secret)
-						OPENSSL_cleanse(ic->head, ic->rq.out_len);
-					ic->rq.out_len = ic->rq.out_off = 0;
-				}
-			}
-		}
-		while (!ic->rq.refusing && ic->rq.out_len == 0 &&
-		       (ic->rq.in_off < ic->rq.in_len || ic->rq.parse_pending)) {
-			parse_step(ic);
-			progress = true;
-		}
-		if (!ic->rq.refusing && ic->rq.out_len == 0 && ic->rq.in_off == ic->rq.in_len && !ic->g_eof &&
-		    !g_wait) {
-			short ev = 0;
-			r = io_read(ic->g, ic->rq.in, ICPT_CHUNK, &n, &ev);
-			if (r < 0)
-				return egress_io_failure(r, "reading from the guest failed");
-			if (r == IO_DONE) {
-				ic->rq.in_len = n;
-				ic->rq.in_off = 0;
-				progress = true;
-			} else if (r == IO_EOF) {
-				ic->g_eof = true;
-				progress = true;
-			} else if (ic->pb.off >= ic->pb.len) {
-				g_wait = ev; /* (bytes of the prefix are not in the socket) */
-			} else {
-				gev |= ev;
-			}
-		}
-		if (ic->g_eof && !ic->rq.refusing && ic->rq.out_len == 0 && ic->rq.in_off == ic->rq.in_len &&
-		    !ic->u_shut) {
-			if (!egress_http1_parser_idle(ic->rq.parser))
-				return "the guest closed in the middle of a request";
-			upstream_half_close(ic);
-			progress = true;
-		}
-		if (ic->rq.refusing && !ic->u_shut) {
-			if (ic->forwarded == 0) {
-				guest_reply(ic, ic->rq.status, ic->rq.status_text, ic->rq.reason);
-				return ic->rq.reason;
-			}
-			upstream_half_close(ic);
-			progress = true;
-		}
-
-		/* server -> guest: unchanged. The records go through g's
-		 * write buffer, sent when it is full and whenever the server
-		 * has nothing more for now (never held while we wait). */
-		bool u_idle = ic->u_drained;
-		if (ic->down_off < ic->down_len) {
-			r = io_write(ic->g, ic->down + ic->down_off, ic->down_len - ic->down_off, &n, &gev);
-			if (r < 0 || r == IO_EOF)
-				return egress_io_failure(r, "writing to the guest failed");
-			if (r == IO_DONE) {
-				ic->down_off += n;
-				c->bytes_down += n;
-				progress = true;
-				if (ic->down_off == ic->down_len)
-					ic->down_len = ic->down_off = 0;
-			}
-		} else if (!ic->u_eof) {
-			r = read_down(ic, &n, &uev);
-			if (r < 0)
-				return egress_io_failure(r, "reading from the server failed");
-			if (r == IO_DONE) {
-				ic->down_len = n;
-				ic->down_off = 0;
-				ic->last_down_ms = now_ms_monotonic();
-				progress = true;
-			} else if (r == IO_EOF) {
-				ic->u_eof = true;
-				progress = true;
-			} else {
-				u_idle = true;
-			}
-		}
-		if (ic->down_off == ic->down_len && (u_idle || ic->u_eof)) {
-			r = guest_flush(ic, &gev);
-			if (r < 0)
-				return egress_io_failure(r, "writing to the guest failed");
-		}
+		struct icpt_round rd = {0};
+		const char *why;
+		if ((why = to_server(ic, &rd)) || (why = to_guest(ic, &rd)))
+			return why;
 		uint64_t now = now_ms_monotonic();
-		if (ic->u_eof && ic->down_len == 0 && BIO_wpending(ic->g_wbuf) == 0) {
-			if (ic->rq.refusing) {
-				guest_reply(ic, ic->rq.status, ic->rq.status_text, ic->rq.reason);
-				return ic->rq.reason;
-			}
-			ERR_clear_error();
-			SSL_shutdown(ic->g);
-			return "closed";
-		}
-		if (ic->rq.refusing) {
-			/* Earlier requests' answers had their chance: the
-			 * server went quiet, or took too long. */
-			uint64_t quiet_since = MAX(ic->last_down_ms, ic->rq.refuse_ms);
-			if (now >= quiet_since + ICPT_REFUSE_QUIET_MS || now >= ic->rq.refuse_ms + ICPT_REFUSE_MAX_MS) {
-				guest_reply(ic, ic->rq.status, ic->rq.status_text, ic->rq.reason);
-				return ic->rq.reason;
-			}
-		}
-		const char *expired = egress_conn_timer_check(&timer, now, progress);
-		if (expired)
-			return expired;
-		if (progress) {
-			if (g_wait && ++busy >= ICPT_BUSY_ROUNDS) {
-				struct pollfd gp = {.fd = c->fd, .events = g_wait};
-				if (poll(&gp, 1, 0) > 0)
-					g_wait = 0;
-				busy = 0;
-			}
-			continue;
-		}
-		busy = 0;
-		gev |= g_wait;
-		uint64_t wake = egress_conn_timer_wake(&timer);
-		if (ic->rq.refusing)
-			wake = MIN(wake, MAX(ic->last_down_ms, ic->rq.refuse_ms) + ICPT_REFUSE_QUIET_MS);
-		struct pollfd p[2] = {
-		    {.fd = gev ? c->fd : -1, .events = gev},
-		    {.fd = uev ? c->up : -1, .events = uev},
-		};
-		if (!gev && !uev)
-			return "relay stalled"; /* cannot happen: something always waits */
-		uint64_t left = wake > now ? wake - now : 0;
-		if (poll(p, 2, (int)MIN(left, (uint64_t)INT32_MAX)) < 0 && errno != EINTR)
-			return "relay error";
-		if (p[0].revents)
-			g_wait = 0;
+		if ((why = relay_end(ic, now)) || (why = relay_wait(ic, &rd, now)))
+			return why;
 	}
 }
 
@@ -792,33 +863,27 @@ static const char *pump(struct icpt *ic)
 static int guest_accept(struct icpt *ic, char *reason, size_t reason_size)
 {
 	struct egress_conn *c = ic->rq.c;
-	X509 *leaf = NULL;
-	EVP_PKEY *key = NULL;
+	cleanup_x509 X509 *leaf = NULL;
+	cleanup_evp_pkey EVP_PKEY *key = NULL;
 	if (egress_ca_leaf(c->ca, c->host.name, time(NULL), &leaf, &key, NULL) < 0) {
 		snprintf(reason, reason_size, "issuing a certificate for %s failed", c->host.name);
 		return -EIO;
 	}
 	ic->g = SSL_new(c->rt->tls_guest);
-	BIO *rb = BIO_new(prefix_method);
-	BIO *wb = BIO_new_socket(c->fd, BIO_NOCLOSE);
-	BIO *fb = BIO_new(BIO_f_buffer());
+	cleanup_bio BIO *rb = BIO_new(prefix_method);
+	cleanup_bio BIO *wb = BIO_new_socket(c->fd, BIO_NOCLOSE);
+	cleanup_bio BIO *fb = BIO_new(BIO_f_buffer());
 	if (!ic->g || !rb || !wb || !fb || BIO_set_write_buffer_size(fb, ICPT_GUEST_WBUF) != 1 ||
 	    SSL_use_certificate(ic->g, leaf) != 1 || SSL_use_PrivateKey(ic->g, key) != 1) {
-		BIO_free(rb);
-		BIO_free(wb);
-		BIO_free(fb);
-		X509_free(leaf);
-		EVP_PKEY_free(key);
 		snprintf(reason, reason_size, "TLS toward the guest: %s", openssl_reason());
 		return -EIO;
 	}
-	X509_free(leaf);
-	EVP_PKEY_free(key);
 	ic->pb = (struct prefix_bio){.buf = c->buf, .len = c->len, .fd = c->fd};
 	BIO_set_data(rb, &ic->pb);
 	BIO_set_init(rb, 1);
-	ic->g_wbuf = BIO_push(fb, wb);
-	SSL_set_bio(ic->g, rb, ic->g_wbuf);
+	/* ic->g owns the BIOs from here: rb, and fb with wb under it. */
+	ic->g_wbuf = BIO_push(TAKE_PTR(fb), TAKE_PTR(wb));
+	SSL_set_bio(ic->g, TAKE_PTR(rb), ic->g_wbuf);
 	SSL_set_accept_state(ic->g);
 	int r = handshake(ic->g, c->fd, now_ms_monotonic() + ICPT_HANDSHAKE_MS);
 	if (r < 0)
@@ -858,31 +923,24 @@ static int upstream_connect(struct icpt *ic, char *reason, size_t reason_size)
 
 const char *egress_intercept_run(struct egress_conn *c, char *reason, size_t reason_size)
 {
-	struct icpt ic = {.rq = {.c = c}};
-	int r = guest_accept(&ic, reason, reason_size);
-	if (r == 0) {
-		r = upstream_connect(&ic, reason, reason_size);
-		if (r < 0) {
-			char body[EGRESS_REQUEST_REASON_MAX + 128];
-			snprintf(body, sizeof(body), "cannot open a verified TLS connection to %s (%.100s)",
-			         c->host.name, reason);
-			guest_reply(&ic, 502, "Bad Gateway", body);
-		}
+	cleanup_icpt struct icpt ic = {.rq = {.c = c}};
+	if (guest_accept(&ic, reason, reason_size) < 0)
+		return reason;
+	if (upstream_connect(&ic, reason, reason_size) < 0) {
+		char body[EGRESS_REQUEST_REASON_MAX + 128];
+		snprintf(body, sizeof(body), "cannot open a verified TLS connection to %s (%.100s)", c->host.name,
+		         reason);
+		guest_reply(&ic, 502, "Bad Gateway", body);
+		return reason;
 	}
-	const char *why = reason;
-	if (r == 0) {
-		ic.rq.parser = egress_http1_parser_new();
-		ic.rq.in = xmalloc(ICPT_CHUNK);
-		ic.down = xmalloc(ICPT_DOWN_CHUNK);
-		ic.head = xmalloc(EGRESS_HTTP1_OUT_MAX);
-		why = pump(&ic);
-		if (why == ic.rq.reason) {
-			/* It lives in ic: the caller gets a copy. */
-			snprintf(reason, reason_size, "%s", ic.rq.reason);
-			why = reason;
-		}
-	}
-	icpt_release(&ic);
-	ERR_clear_error();
-	return why;
+	ic.rq.parser = egress_http1_parser_new();
+	ic.rq.in = xmalloc(ICPT_CHUNK);
+	ic.down = xmalloc(ICPT_DOWN_CHUNK);
+	ic.head = xmalloc(EGRESS_HTTP1_OUT_MAX);
+	const char *why = pump(&ic);
+	if (why != ic.rq.reason)
+		return why;
+	/* It lives in ic: the caller gets a copy. */
+	snprintf(reason, reason_size, "%s", ic.rq.reason);
+	return reason;
 }

@@ -172,20 +172,7 @@ static int parse_server(const char *text, struct egress_options *o, struct al_er
 		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "resolver \"%.100s\": %s", text, e.message);
 	if (port == 0)
 		port = 53;
-	memset(&o->resolver, 0, sizeof(o->resolver));
-	if (h.kind == EGRESS_HOST_IPV4) {
-		struct sockaddr_in *sin = (struct sockaddr_in *)&o->resolver;
-		sin->sin_family = AF_INET;
-		sin->sin_port = htons(port);
-		sin->sin_addr = h.addr.v4;
-		o->resolver_len = sizeof(*sin);
-	} else {
-		struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)&o->resolver;
-		sin6->sin6_family = AF_INET6;
-		sin6->sin6_port = htons(port);
-		sin6->sin6_addr = h.addr.v6;
-		o->resolver_len = sizeof(*sin6);
-	}
+	o->resolver_len = egress_addr_sockaddr(&h.addr, port, &o->resolver);
 	egress_addr_format(&h.addr, port, o->resolver_text, sizeof(o->resolver_text));
 	return 0;
 }

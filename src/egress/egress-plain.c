@@ -308,14 +308,21 @@ static const char *pump(struct plain *pl)
 	}
 }
 
+static void plain_release(struct plain *pl)
+{
+	egress_splice_close(&pl->up);
+	egress_splice_close(&pl->down);
+	free(pl->rq.in);
+}
+#define cleanup_plain __attribute__((cleanup(plain_release)))
+
 const char *egress_plain_run(struct egress_conn *c, char *reason, size_t reason_size)
 {
-	struct plain pl = {.rq = {.c = c, .parser = c->http1}};
+	cleanup_plain struct plain pl = {
+	    .rq = {.c = c, .parser = c->http1}, .up = EGRESS_SPLICE_CLOSED, .down = EGRESS_SPLICE_CLOSED};
 	if (!egress_splice_open(&pl.down, c->up, c->fd, &c->bytes_down) ||
-	    !egress_splice_open(&pl.up, c->fd, c->up, &c->bytes_up)) {
-		egress_splice_close(&pl.down);
+	    !egress_splice_open(&pl.up, c->fd, c->up, &c->bytes_up))
 		return "out of resources (pipe)";
-	}
 	pl.up.hold_shut = true; /* the guest's end is handled with the parser's state */
 	pl.up.limit = 0;
 	/* The first request was decided by egress-conn.c: its head goes as
@@ -331,12 +338,9 @@ const char *egress_plain_run(struct egress_conn *c, char *reason, size_t reason_
 	pl.rq.parse_pending = true;
 
 	const char *why = pump(&pl);
-	if (!why) {
-		snprintf(reason, reason_size, "%s", pl.rq.reason);
-		why = reason;
-	}
-	egress_splice_close(&pl.up);
-	egress_splice_close(&pl.down);
-	free(pl.rq.in);
-	return why;
+	if (why)
+		return why;
+	/* It lives in pl: the caller gets a copy. */
+	snprintf(reason, reason_size, "%s", pl.rq.reason);
+	return reason;
 }

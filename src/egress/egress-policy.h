@@ -65,6 +65,11 @@ int egress_host_pattern_parse(const char *text, size_t len, struct egress_rule *
 /* Reference counting; unref accepts NULL. Thread-safe. */
 struct egress_policy *egress_policy_ref(struct egress_policy *p);
 void egress_policy_unref(struct egress_policy *p);
+static inline void egress_policy_unrefp(struct egress_policy **p)
+{
+	egress_policy_unref(*p);
+}
+#define cleanup_egress_policy __attribute__((cleanup(egress_policy_unrefp)))
 
 size_t egress_policy_allow_count(const struct egress_policy *p);
 size_t egress_policy_deny_count(const struct egress_policy *p);

@@ -148,16 +148,14 @@ int egress_requests_check_head(struct egress_requests *rq, const struct egress_h
 	}
 	/* The sandbox's policy as it is now (it may have changed since the
 	 * connection was decided). */
-	struct egress_policy *policy = egress_policy_slot_get(&c->sb->policy);
+	cleanup_egress_policy struct egress_policy *policy = egress_policy_slot_get(&c->sb->policy);
 	const char *rule = NULL;
 	if (!egress_policy_decide_host(policy, &host, c->port, &rule)) {
 		snprintf(why, sizeof(why), "%s is not allowed by the sandbox's egress policy", host.name);
 		/* (rule lives in policy: the event copies it first.) */
 		egress_requests_refuse(rq, 403, "Forbidden", shown, h->method, rule, why);
-		egress_policy_unref(policy);
 		return -EACCES;
 	}
-	egress_policy_unref(policy);
 	*ret_host = host;
 	return 0;
 }

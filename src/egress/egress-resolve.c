@@ -468,7 +468,7 @@ int egress_resolver_new(const struct sockaddr *server, socklen_t server_len, uns
 		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "upstream DNS server %s has port 0", text);
 	node.udp_port = node.tcp_port = (int)port;
 
-	struct egress_resolver *r = xcalloc(1, sizeof(*r));
+	cleanup_egress_resolver struct egress_resolver *r = xcalloc(1, sizeof(*r));
 	r->server = node;
 	snprintf(r->server_text, sizeof(r->server_text), node.family == AF_INET6 ? "[%s]:%u" : "%s:%u", text, port);
 	r->timeout_ms = timeout_ms;
@@ -480,14 +480,11 @@ int egress_resolver_new(const struct sockaddr *server, socklen_t server_len, uns
 	/* Fail now, not on the first lookup, if c-ares refuses this setup. */
 	ares_channel ch;
 	int rc = channel_open(r, &ch);
-	if (rc != ARES_SUCCESS) {
-		al_error_set(err, AL_ERR_INTERNAL, EIO, "cannot set up a c-ares channel for %s: %s", r->server_text,
-		             ares_strerror(rc));
-		egress_resolver_free(r);
-		return -EIO;
-	}
+	if (rc != ARES_SUCCESS)
+		return al_error_set(err, AL_ERR_INTERNAL, EIO, "cannot set up a c-ares channel for %s: %s",
+		                    r->server_text, ares_strerror(rc));
 	ares_destroy(ch);
-	*ret = r;
+	*ret = TAKE_PTR(r);
 	return 0;
 }
 

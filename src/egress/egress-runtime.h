@@ -291,7 +291,10 @@ struct egress_splice {
 	bool grown;        /* filled up once: enlarged if the budget allowed */
 };
 bool egress_splice_open(struct egress_splice *d, int from, int to, uint64_t *bytes);
+/* Idempotent; also fine for EGRESS_SPLICE_CLOSED and after a failed open. */
 void egress_splice_close(struct egress_splice *d);
+#define EGRESS_SPLICE_CLOSED ((struct egress_splice){.pipe = {-1, -1}})
+#define cleanup_egress_splice __attribute__((cleanup(egress_splice_close)))
 /* Moves what can be moved without blocking (sets *progress if anything
  * moved); passes the end on unless hold_shut. Returns 0 or -errno. */
 int egress_splice_pump(struct egress_splice *d, bool *progress);
@@ -316,6 +319,11 @@ void egress_event(struct egress_sandbox *sb, const char *type, json_t *data);
 
 struct egress_sandbox *egress_sandbox_ref(struct egress_sandbox *sb);
 void egress_sandbox_unref(struct egress_sandbox *sb);
+static inline void egress_sandbox_unrefp(struct egress_sandbox **sb)
+{
+	egress_sandbox_unref(*sb);
+}
+#define cleanup_egress_sandbox __attribute__((cleanup(egress_sandbox_unrefp)))
 /* The sandbox with this epoll key, or NULL. Called with rt->loop_lock held;
  * the pointer is valid while it is. */
 struct egress_sandbox *egress_sandbox_by_key(struct egress_runtime *rt, uint64_t key);
@@ -336,9 +344,12 @@ int egress_loop_run(struct egress_runtime *rt);
 /* Adds / removes a sandbox's listeners to / from the epoll set (loop_lock held). */
 int egress_loop_watch(struct egress_runtime *rt, struct egress_sandbox *sb);
 void egress_loop_unwatch(struct egress_runtime *rt, struct egress_sandbox *sb);
-/* accept4() that sheds the connection instead of spinning when the process
- * is out of fds. Returns the fd (O_CLOEXEC|O_NONBLOCK) or -errno. */
-int egress_accept(struct egress_runtime *rt, int listen_fd);
+/* Accepts the connections waiting on the sandbox's listener sb->fds[which]
+ * (at most EGRESS_LOOP_BATCH; O_CLOEXEC|O_NONBLOCK) and hands each fd to
+ * start. Out of fds, one connection is shed (reset) instead of spinning;
+ * other failures are logged as what ("accept"). */
+void egress_accept_batch(struct egress_runtime *rt, struct egress_sandbox *sb, int which, const char *what,
+                         void (*start)(struct egress_runtime *rt, struct egress_sandbox *sb, int fd));
 /* Closes with a TCP reset (SO_LINGER 0). */
 void egress_close_reset(int fd);
 /* Handles readiness of a sandbox's TCP listener (loop thread). */
@@ -491,5 +502,7 @@ size_t egress_namemap_find(struct egress_sandbox *sb, const struct egress_addr *
 bool egress_addr_equal(const struct egress_addr *a, const struct egress_addr *b);
 /* "203.0.113.7:443" / "[2001:db8::1]:443" (port 0: no port). */
 void egress_addr_format(const struct egress_addr *a, uint16_t port, char *buf, size_t size);
+/* The socket address of a and port in *ret; returns its length. */
+socklen_t egress_addr_sockaddr(const struct egress_addr *a, uint16_t port, struct sockaddr_storage *ret);
 
 #endif

@@ -30,20 +30,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	int dfd = open(dest, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dfd < 0)
 		abort();
-	struct tar_reader *t = tar_reader_new(dfd, NULL);
-	char err[256];
+	struct tar_reader *t = cli_tar_reader_new(dfd, NULL);
+	struct al_error err = {0};
 	/* Feed in uneven pieces, as a network stream would arrive. */
 	size_t off = 0, step = 1;
 	int r = 0;
 	while (off < size && r == 0) {
 		size_t n = MIN(step, size - off);
-		r = tar_reader_feed(t, data + off, n, err, sizeof(err));
+		r = cli_tar_reader_feed(t, data + off, n, &err);
 		off += n;
 		step = step * 3 + 1;
 	}
 	if (r == 0)
-		tar_reader_finish(t, err, sizeof(err));
-	tar_reader_free(t);
+		cli_tar_reader_finish(t, &err);
+	cli_tar_reader_free(t);
 	close(dfd);
 	/* SECURITY: the extractor must never write next to the destination. */
 	int ofd = open(outside, O_RDONLY | O_DIRECTORY | O_CLOEXEC);

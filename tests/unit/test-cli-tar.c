@@ -30,18 +30,18 @@ static void write_file(const char *path, const void *data, size_t len, mode_t mo
 }
 
 /* Feeds the whole of fd to a reader in chunks of `chunk` bytes. */
-static int extract_fd(int fd, int dest, const char *rename, size_t chunk, char *err, size_t err_size)
+static int extract_fd(int fd, int dest, const char *rename, size_t chunk, struct al_error *err)
 {
-	struct tar_reader *t = tar_reader_new(dest, rename);
+	struct tar_reader *t = cli_tar_reader_new(dest, rename);
 	assert_int_equal(lseek(fd, 0, SEEK_SET), 0);
 	char buf[4096];
 	int r = 0;
 	ssize_t n;
 	while (r == 0 && (n = read(fd, buf, MIN(chunk, sizeof(buf)))) > 0)
-		r = tar_reader_feed(t, buf, (size_t)n, err, err_size);
+		r = cli_tar_reader_feed(t, buf, (size_t)n, err);
 	if (r == 0)
-		r = tar_reader_finish(t, err, err_size);
-	tar_reader_free(t);
+		r = cli_tar_reader_finish(t, err);
+	cli_tar_reader_free(t);
 	return r;
 }
 
@@ -87,9 +87,9 @@ static void test_round_trip(void **state)
 
 	int fd = memfd_create("tar", MFD_CLOEXEC);
 	unsigned skipped = 0;
-	char err[512] = "";
-	assert_int_equal(tar_write_path(fd, d, "tree", &skipped, err, sizeof(err)), 0);
-	assert_int_equal(tar_write_end(fd), 0);
+	struct al_error err = {0};
+	assert_int_equal(cli_tar_write_path(fd, d, "tree", &skipped, &err), 0);
+	assert_int_equal(cli_tar_write_end(fd, &err), 0);
 	assert_int_equal(skipped, 0);
 
 	static const size_t chunks[] = {1, 511, 513, 4096};
@@ -97,7 +97,7 @@ static void test_round_trip(void **state)
 		cleanup_free char *out = xasprintf("%s/out%zu", dst, i);
 		assert_int_equal(mkdir(out, 0755), 0);
 		int dfd = open(out, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		assert_int_equal(extract_fd(fd, dfd, NULL, chunks[i], err, sizeof(err)), 0);
+		assert_int_equal(extract_fd(fd, dfd, NULL, chunks[i], &err), 0);
 		close(dfd);
 		cleanup_free char *oa = xasprintf("%s/tree/a.txt", out), *ob = xasprintf("%s/tree/sub/deep/b.bin", out);
 		cleanup_free char *ol = xasprintf("%s/tree/sub/%s", out, longname),
@@ -118,7 +118,7 @@ static void test_round_trip(void **state)
 	cleanup_free char *out = xasprintf("%s/renamed", dst);
 	assert_int_equal(mkdir(out, 0755), 0);
 	int dfd = open(out, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	assert_int_equal(extract_fd(fd, dfd, "copy", 700, err, sizeof(err)), 0);
+	assert_int_equal(extract_fd(fd, dfd, "copy", 700, &err), 0);
 	close(dfd);
 	cleanup_free char *ra = xasprintf("%s/copy/a.txt", out);
 	assert_same_file(a, ra);
@@ -158,7 +158,8 @@ static void put_header(int fd, const char *name, char type, const char *link, co
 
 static void end_archive(int fd)
 {
-	assert_int_equal(tar_write_end(fd), 0);
+	struct al_error err = {0};
+	assert_int_equal(cli_tar_write_end(fd, &err), 0);
 }
 
 struct hostile {
@@ -197,12 +198,12 @@ static void expect_rejected(void (*build)(int fd, struct hostile *h), const char
 	hostile_setup(&h);
 	int fd = memfd_create("tar", MFD_CLOEXEC);
 	build(fd, &h);
-	char err[512] = "";
-	int r = extract_fd(fd, h.dfd, NULL, 512, err, sizeof(err));
+	struct al_error err = {0};
+	int r = extract_fd(fd, h.dfd, NULL, 512, &err);
 	close(fd);
 	assert_true(r < 0);
-	if (!strstr(err, needle))
-		fail_msg("error \"%s\" does not mention \"%s\"", err, needle);
+	if (!strstr(err.message, needle))
+		fail_msg("error \"%s\" does not mention \"%s\"", err.message, needle);
 	hostile_check_and_free(&h);
 }
 
@@ -317,8 +318,8 @@ static void test_existing_symlink_in_destination_not_followed(void **s)
 	int fd = memfd_create("tar", MFD_CLOEXEC);
 	put_header(fd, "f", '0', NULL, "data", 4);
 	end_archive(fd);
-	char err[512] = "";
-	assert_int_equal(extract_fd(fd, h.dfd, NULL, 100, err, sizeof(err)), 0);
+	struct al_error err = {0};
+	assert_int_equal(extract_fd(fd, h.dfd, NULL, 100, &err), 0);
 	close(fd);
 	struct stat st;
 	assert_int_equal(lstat(lnk, &st), 0);
@@ -336,9 +337,9 @@ static void test_truncated_archive(void **s)
 	memset(data, 'z', sizeof(data));
 	put_header(fd, "f", '0', NULL, data, sizeof(data));
 	assert_int_equal(ftruncate(fd, 512 + 600), 0);
-	char err[512] = "";
-	assert_true(extract_fd(fd, h.dfd, NULL, 4096, err, sizeof(err)) < 0);
-	assert_non_null(strstr(err, "middle"));
+	struct al_error err = {0};
+	assert_true(extract_fd(fd, h.dfd, NULL, 4096, &err) < 0);
+	assert_non_null(strstr(err.message, "middle"));
 	close(fd);
 	hostile_check_and_free(&h);
 }

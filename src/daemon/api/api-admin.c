@@ -106,7 +106,7 @@ struct event_stream {
 	char sandbox[EVENT_SANDBOX_MAX + 1], type[EVENT_TYPE_MAX + 1], tenant[TENANT_NAME_MAX + 1];
 	bool follow;
 	uint64_t last;
-	struct line_stream *ls;
+	struct api_line_stream *ls;
 	bool done;
 };
 
@@ -114,8 +114,8 @@ static ssize_t event_stream_read(void *ctx, uint8_t *buf, size_t max)
 {
 	struct event_stream *es = ctx;
 	for (;;) {
-		if (!line_stream_empty(es->ls))
-			return (ssize_t)line_stream_take(es->ls, buf, max);
+		if (!api_line_stream_empty(es->ls))
+			return (ssize_t)api_line_stream_take(es->ls, buf, max);
 		if (es->done)
 			return 0;
 		json_t *arr = NULL;
@@ -126,7 +126,7 @@ static ssize_t event_stream_read(void *ctx, uint8_t *buf, size_t max)
 		size_t i;
 		json_t *e;
 		json_array_foreach (arr, i, e) {
-			line_stream_push(es->ls, json_incref(e));
+			api_line_stream_push(es->ls, json_incref(e));
 		}
 		size_t n = json_array_size(arr);
 		json_decref(arr);
@@ -140,7 +140,7 @@ static ssize_t event_stream_read(void *ctx, uint8_t *buf, size_t max)
 		int r = events_wait(es->last, now_ms_monotonic() + EVENTS_POLL_MS);
 		if (r == -ESHUTDOWN)
 			es->done = true;
-		else if (r == -ETIMEDOUT && api_client_gone(line_stream_fd(es->ls)))
+		else if (r == -ETIMEDOUT && api_client_gone(api_line_stream_fd(es->ls)))
 			return -1;
 	}
 }
@@ -148,7 +148,7 @@ static ssize_t event_stream_read(void *ctx, uint8_t *buf, size_t max)
 static void event_stream_free(void *ctx)
 {
 	struct event_stream *es = ctx;
-	line_stream_free(es->ls);
+	api_line_stream_free(es->ls);
 	free(es);
 }
 
@@ -177,7 +177,7 @@ API_HANDLER(api_events)
 		es->f.tenant = es->tenant;
 	}
 	es->last = es->f.since;
-	es->ls = line_stream_new(req->conn_fd);
+	es->ls = api_line_stream_new(req->conn_fd);
 	resp->status = 200;
 	resp->reader = event_stream_read;
 	resp->reader_free = event_stream_free;

@@ -62,22 +62,7 @@ static int run_op(struct sandbox *sb, json_t *msg, const char *what, json_t **re
 		}
 		guest_cursor_close(ch, &cur);
 	}
-	r = guest_stream_wait_done(ch, s, deadline);
-	uint8_t type = 0;
-	json_t *result = NULL;
-	if (r == 0)
-		guest_stream_done(ch, s, &type, &result);
-	guest_stream_unref(ch, s);
-	if (r < 0)
-		return al_error_set(err, r == -ETIMEDOUT ? AL_ERR_TIMEOUT : AL_ERR_GUEST, -r,
-		                    "the guest agent did not finish %s", what);
-	if (type != AIRLOCK_FRAME_OK) {
-		r = guest_result_to_error(result, what, err);
-		json_decref(result);
-		return r;
-	}
-	*ret_result = result;
-	return 0;
+	return guest_stream_finish(ch, s, deadline, what, ret_result, err);
 }
 
 /* A FILE_OP for a handler: answers errors itself; NULL on failure. */

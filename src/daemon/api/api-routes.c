@@ -11,7 +11,7 @@
 #define KIB 1024u
 #define SMALL (64u * KIB)
 
-const struct api_route api_routes[] = {
+static const struct api_route api_routes[] = {
     {"GET", "/healthz", 0, api_healthz, NULL, false},
     {"GET", "/metrics", 0, api_prometheus, NULL, false},
     {"GET", "/v1/sandboxes", 0, api_sandbox_list, NULL, false},
@@ -61,7 +61,6 @@ const struct api_route api_routes[] = {
     {"DELETE", "/v1/secrets/{name}", 0, api_secret_delete, NULL, false},
     {"GET", "/v1/ca", 0, api_ca_get, NULL, false},
 };
-const size_t api_routes_count = ARRAY_SIZE(api_routes);
 
 /* Matches one path against a pattern, collecting the {…} segments. */
 static bool pattern_match(const char *pattern, const char *path, struct api_request *req)
@@ -101,7 +100,7 @@ const struct api_route *api_route_match(const char *method, const char *path, st
 	size_t o = 0;
 	if (allowed_size)
 		allowed[0] = '\0';
-	for (size_t i = 0; i < api_routes_count; i++) {
+	for (size_t i = 0; i < ARRAY_SIZE(api_routes); i++) {
 		if (!pattern_match(api_routes[i].pattern, path, NULL))
 			continue;
 		*ret_path_known = true;
@@ -118,6 +117,6 @@ const struct api_route *api_route_match(const char *method, const char *path, st
 
 void api_print_routes(FILE *f)
 {
-	for (size_t i = 0; i < api_routes_count; i++)
+	for (size_t i = 0; i < ARRAY_SIZE(api_routes); i++)
 		fprintf(f, "%s %s\n", api_routes[i].method, api_routes[i].pattern);
 }

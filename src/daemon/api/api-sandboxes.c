@@ -547,7 +547,7 @@ struct output_stream {
 	struct guest_channel *ch;
 	struct guest_stream *s; /* our reference */
 	struct guest_cursor cur;
-	struct line_stream *ls;
+	struct api_line_stream *ls;
 	bool follow;        /* else stop at the present */
 	bool kill_on_close; /* a streaming exec: the process dies with the request */
 	bool finished;
@@ -559,8 +559,8 @@ static ssize_t output_stream_read(void *ctx, uint8_t *buf, size_t max)
 {
 	struct output_stream *os = ctx;
 	for (;;) {
-		if (!line_stream_empty(os->ls))
-			return (ssize_t)line_stream_take(os->ls, buf, max);
+		if (!api_line_stream_empty(os->ls))
+			return (ssize_t)api_line_stream_take(os->ls, buf, max);
 		if (os->finished)
 			return 0;
 		if (!os->follow && os->cur.pos >= os->stop_at) {
@@ -573,15 +573,15 @@ static ssize_t output_stream_read(void *ctx, uint8_t *buf, size_t max)
 		uint64_t dropped = 0;
 		int r = guest_cursor_read(os->ch, &os->cur, now_ms_monotonic() + 500, &type, &data, &len, &dropped);
 		if (r == -ETIMEDOUT) {
-			if (api_client_gone(line_stream_fd(os->ls)))
+			if (api_client_gone(api_line_stream_fd(os->ls)))
 				return -1;
 			continue;
 		}
 		if (dropped)
-			line_stream_push(os->ls,
-			                 json_pack("{s:s, s:I}", "type", "dropped", "bytes", (json_int_t)dropped));
+			api_line_stream_push(os->ls,
+			                     json_pack("{s:s, s:I}", "type", "dropped", "bytes", (json_int_t)dropped));
 		if (r == 1) {
-			line_stream_push(os->ls, api_output_line(type, data, len));
+			api_line_stream_push(os->ls, api_output_line(type, data, len));
 			free(data);
 			continue;
 		}
@@ -589,7 +589,7 @@ static ssize_t output_stream_read(void *ctx, uint8_t *buf, size_t max)
 		uint8_t rtype = 0;
 		cleanup_json json_t *result = NULL;
 		guest_stream_done(os->ch, os->s, &rtype, &result);
-		line_stream_push(os->ls, api_exit_line(rtype, result, now_ms_monotonic() - os->start_ms));
+		api_line_stream_push(os->ls, api_exit_line(rtype, result, now_ms_monotonic() - os->start_ms));
 		os->finished = true;
 	}
 }
@@ -604,7 +604,7 @@ static void output_stream_free(void *ctx)
 	}
 	guest_cursor_close(os->ch, &os->cur);
 	guest_stream_unref(os->ch, os->s);
-	line_stream_free(os->ls);
+	api_line_stream_free(os->ls);
 	sandbox_release(os->sb);
 	free(os);
 }
@@ -617,13 +617,13 @@ void api_stream_output(const struct api_request *req, struct api_response *resp,
 	os->sb = sb;
 	os->ch = sandbox_channel(sb);
 	os->s = s;
-	os->ls = line_stream_new(req->conn_fd);
+	os->ls = api_line_stream_new(req->conn_fd);
 	os->follow = follow;
 	os->kill_on_close = kill_on_close;
 	os->start_ms = now_ms_monotonic();
 	if (guest_cursor_open(os->ch, s, from_start, &os->cur) < 0) {
 		guest_stream_unref(os->ch, s);
-		line_stream_free(os->ls);
+		api_line_stream_free(os->ls);
 		sandbox_release(sb);
 		free(os);
 		if (first_line)
@@ -635,7 +635,7 @@ void api_stream_output(const struct api_request *req, struct api_response *resp,
 	guest_stream_stats(os->ch, s, &bytes, &dropped);
 	os->stop_at = bytes;
 	if (first_line)
-		line_stream_push(os->ls, first_line);
+		api_line_stream_push(os->ls, first_line);
 	resp->status = 200;
 	resp->reader = output_stream_read;
 	resp->reader_free = output_stream_free;
@@ -664,7 +664,7 @@ static void exec_collected(const struct api_request *req, struct api_response *r
 	                       res.status.timed_out, "stdout", out, "stderr", errj, "stdout_encoding", enc_out,
 	                       "stderr_encoding", enc_err, "stdout_truncated", res.out[0].truncated, "stderr_truncated",
 	                       res.out[1].truncated, "duration_ms", (json_int_t)res.duration_ms);
-	exec_result_release(&res);
+	guest_exec_result_release(&res);
 }
 
 /* Starts a process for a request (env merged, stdin sent); answers errors itself. */

@@ -819,20 +819,20 @@ void api_server_stop(struct api_server *s)
 
 /* ---- JSON lines -------------------------------------------------------------------------------- */
 
-struct line_stream {
+struct api_line_stream {
 	char *buf;
 	size_t len, off;
 	int conn_fd;
 };
 
-struct line_stream *line_stream_new(int conn_fd)
+struct api_line_stream *api_line_stream_new(int conn_fd)
 {
-	struct line_stream *ls = xcalloc(1, sizeof(*ls));
+	struct api_line_stream *ls = xcalloc(1, sizeof(*ls));
 	ls->conn_fd = conn_fd;
 	return ls;
 }
 
-void line_stream_push(struct line_stream *ls, json_t *line)
+void api_line_stream_push(struct api_line_stream *ls, json_t *line)
 {
 	char *text = json_dumps(line, JSON_COMPACT);
 	json_decref(line);
@@ -849,7 +849,7 @@ void line_stream_push(struct line_stream *ls, json_t *line)
 	free(text);
 }
 
-size_t line_stream_take(struct line_stream *ls, uint8_t *buf, size_t max)
+size_t api_line_stream_take(struct api_line_stream *ls, uint8_t *buf, size_t max)
 {
 	size_t n = MIN(max, ls->len - ls->off);
 	memcpy(buf, ls->buf + ls->off, n);
@@ -859,17 +859,17 @@ size_t line_stream_take(struct line_stream *ls, uint8_t *buf, size_t max)
 	return n;
 }
 
-bool line_stream_empty(struct line_stream *ls)
+bool api_line_stream_empty(struct api_line_stream *ls)
 {
 	return ls->off == ls->len;
 }
 
-int line_stream_fd(struct line_stream *ls)
+int api_line_stream_fd(struct api_line_stream *ls)
 {
 	return ls->conn_fd;
 }
 
-void line_stream_free(struct line_stream *ls)
+void api_line_stream_free(struct api_line_stream *ls)
 {
 	if (!ls)
 		return;

@@ -86,11 +86,8 @@ struct api_route {
 	bool admin_only;
 };
 
-/* The route table (api-routes.c). */
-extern const struct api_route api_routes[];
-extern const size_t api_routes_count;
-/* Finds the route for method + path and fills req->params. NULL with *ret_path_known
- * telling 404 from 405. */
+/* Finds the route for method + path in the table (api-routes.c) and fills
+ * req->params. NULL with *ret_path_known telling 404 from 405. */
 const struct api_route *api_route_match(const char *method, const char *path, struct api_request *req,
                                         bool *ret_path_known, char *allowed, size_t allowed_size);
 void api_print_routes(FILE *f);
@@ -112,14 +109,14 @@ void api_server_stop(struct api_server *s);
 void api_auth_failures_flush(bool all);
 
 /* JSON-lines streaming shared by exec, process output and events. */
-struct line_stream;
-struct line_stream *line_stream_new(int conn_fd);
+struct api_line_stream;
+struct api_line_stream *api_line_stream_new(int conn_fd);
 /* Appends one JSON value as a line (stolen). */
-void line_stream_push(struct line_stream *ls, json_t *line);
+void api_line_stream_push(struct api_line_stream *ls, json_t *line);
 /* Copies buffered lines into buf; 0 when the buffer is empty. */
-size_t line_stream_take(struct line_stream *ls, uint8_t *buf, size_t max);
-bool line_stream_empty(struct line_stream *ls);
-int line_stream_fd(struct line_stream *ls);
-void line_stream_free(struct line_stream *ls);
+size_t api_line_stream_take(struct api_line_stream *ls, uint8_t *buf, size_t max);
+bool api_line_stream_empty(struct api_line_stream *ls);
+int api_line_stream_fd(struct api_line_stream *ls);
+void api_line_stream_free(struct api_line_stream *ls);
 
 #endif

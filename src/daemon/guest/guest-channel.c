@@ -76,7 +76,7 @@ struct guest_channel {
 	bool hold;
 };
 
-void exec_result_release(struct exec_result *r)
+void guest_exec_result_release(struct exec_result *r)
 {
 	free(r->out[0].data);
 	free(r->out[1].data);
@@ -269,24 +269,7 @@ int guest_channel_freeze(struct guest_channel *ch, uint64_t deadline_ms, struct 
 	pthread_mutex_lock(&ch->lock);
 	s->hold_on_ok = true;
 	pthread_mutex_unlock(&ch->lock);
-	r = guest_stream_wait_done(ch, s, deadline_ms);
-	uint8_t type = 0;
-	json_t *result = NULL;
-	if (r == 0)
-		guest_stream_done(ch, s, &type, &result);
-	guest_stream_unref(ch, s);
-	if (r < 0) {
-		guest_channel_release_hold(ch);
-		return al_error_set(err, r == -ETIMEDOUT ? AL_ERR_TIMEOUT : AL_ERR_GUEST, -r,
-		                    "the guest agent did not finish the snapshot hook (FREEZE)");
-	}
-	if (type != AIRLOCK_FRAME_OK) {
-		r = guest_result_to_error(result, "the snapshot hook (FREEZE)", err);
-		json_decref(result);
-		return r;
-	}
-	json_decref(result);
-	return 0;
+	return guest_stream_finish(ch, s, deadline_ms, "the snapshot hook (FREEZE)", NULL, err);
 }
 
 void guest_channel_release_hold(struct guest_channel *ch)
@@ -845,6 +828,35 @@ int guest_stream_wait_done(struct guest_channel *ch, struct guest_stream *s, uin
 	return r;
 }
 
+int guest_stream_finish(struct guest_channel *ch, struct guest_stream *s, uint64_t deadline_ms, const char *what,
+                        json_t **ret_result, struct al_error *err)
+{
+	bool holds = s->hold_on_ok; /* set by this thread, if at all (FREEZE) */
+	int r = guest_stream_wait_done(ch, s, deadline_ms);
+	uint8_t type = 0;
+	json_t *result = NULL;
+	if (r == 0)
+		guest_stream_done(ch, s, &type, &result);
+	guest_stream_unref(ch, s);
+	if (r < 0) {
+		/* Given up on: an OK that comes late must not hold the queue for good. */
+		if (holds)
+			guest_channel_release_hold(ch);
+		return al_error_set(err, r == -ETIMEDOUT ? AL_ERR_TIMEOUT : AL_ERR_GUEST, -r,
+		                    "the guest agent did not finish %s", what);
+	}
+	if (type != AIRLOCK_FRAME_OK) {
+		r = guest_result_to_error(result, what, err);
+		json_decref(result);
+		return r;
+	}
+	if (ret_result)
+		*ret_result = result;
+	else
+		json_decref(result);
+	return 0;
+}
+
 bool guest_stream_done(struct guest_channel *ch, struct guest_stream *s, uint8_t *ret_type, json_t **ret_result)
 {
 	pthread_mutex_lock(&ch->lock);
@@ -1022,24 +1034,5 @@ int guest_channel_call(struct guest_channel *ch, uint8_t type, json_t *msg, uint
 	int r = guest_stream_start(ch, type, msg, GUEST_STREAM_COLLECT, 0, &s, err);
 	if (r < 0)
 		return r;
-	r = guest_stream_wait_done(ch, s, deadline_ms);
-	if (r < 0) {
-		guest_stream_unref(ch, s);
-		return al_error_set(err, r == -ETIMEDOUT ? AL_ERR_TIMEOUT : AL_ERR_GUEST, -r,
-		                    "the guest agent did not finish %s", what);
-	}
-	uint8_t rtype = 0;
-	json_t *result = NULL;
-	guest_stream_done(ch, s, &rtype, &result);
-	guest_stream_unref(ch, s);
-	if (rtype != AIRLOCK_FRAME_OK) {
-		r = guest_result_to_error(result, what, err);
-		json_decref(result);
-		return r;
-	}
-	if (ret_result)
-		*ret_result = result;
-	else
-		json_decref(result);
-	return 0;
+	return guest_stream_finish(ch, s, deadline_ms, what, ret_result, err);
 }

@@ -64,7 +64,7 @@ struct exec_result {
 	struct exec_output out[2]; /* stdout, stderr */
 	uint64_t duration_ms;
 };
-void exec_result_release(struct exec_result *r);
+void guest_exec_result_release(struct exec_result *r);
 
 /* Takes ownership of fd (made non-blocking). */
 struct guest_channel *guest_channel_new(int fd);
@@ -166,6 +166,12 @@ int guest_stream_wait_done(struct guest_channel *ch, struct guest_stream *s, uin
 /* Whether it ended, and how: type EXIT/ERROR/OK (0 if the channel died) and a
  * new reference to the result object. */
 bool guest_stream_done(struct guest_channel *ch, struct guest_stream *s, uint8_t *ret_type, json_t **ret_result);
+/* Waits for the end of s and drops the caller's reference to it: 0 with the
+ * OK payload in *ret_result (dropped when ret_result is NULL), or an error:
+ * the agent did not finish in time (or the channel died), or it answered
+ * ERROR; "what" names the operation. */
+int guest_stream_finish(struct guest_channel *ch, struct guest_stream *s, uint64_t deadline_ms, const char *what,
+                        json_t **ret_result, struct al_error *err);
 /* Moves the collected output out of a COLLECT stream. */
 void guest_stream_take_output(struct guest_channel *ch, struct guest_stream *s, struct exec_output out[2]);
 /* Bytes of output received and bytes dropped from the log. */

@@ -41,9 +41,11 @@
 /* How often the main thread does its rounds (summaries of failed authentications). */
 #define HOUSEKEEPING_S 5
 
-/* Long-only flags of the limits (docs/api.md, "Limits"). */
+/* Long-only flags. The numbers come first: each is checked against its range
+ * in number_flags[] and kept in daemon_options.numbers[NUM(OPT_*)]. */
 enum {
 	OPT_FIRST = 1000,
+	/* The limits (docs/api.md, "Limits"). */
 	OPT_MAX_VCPUS = OPT_FIRST,
 	OPT_MAX_MEMORY,
 	OPT_MAX_DISK,
@@ -59,42 +61,111 @@ enum {
 	OPT_AUTH_FAILURE_PER_MIN,
 	OPT_NETNS_POOL,
 	OPT_ACCEL_PROBE_TIMEOUT,
-	OPT_END,
-	/* Not limits. */
-	OPT_JAILER = 2000,
-	OPT_SECCOMP,
+	/* Numbers that are not limits. */
+	OPT_BOOT_TIMEOUT,
 	OPT_JAIL_UID_BASE,
 	OPT_JAIL_UID_COUNT,
+	OPT_END,
+	/* Not numbers. */
+	OPT_JAILER = 2000,
+	OPT_SECCOMP,
 	OPT_CGROUP_PARENT,
 	OPT_TEMPLATE_SNAPSHOTS,
 	OPT_ACCEL,
 	OPT_CPU_MODEL,
 	OPT_CHECK,
 };
-#define LIMIT(opt) ((opt)-OPT_FIRST)
+#define NUM(opt) ((opt)-OPT_FIRST)
 
-/* Indexed by LIMIT(OPT_*); `def` -1: computed from other settings. */
+/* Indexed by NUM(OPT_*); `def` -1: computed from other settings. */
 static const struct {
 	const char *name;
 	long min, max, def;
-} limit_flags[LIMIT(OPT_END)] = {
-    [LIMIT(OPT_MAX_VCPUS)] = {"max-vcpus", 1, SANDBOX_VCPUS_MAX, SANDBOX_VCPUS_MAX},
-    [LIMIT(OPT_MAX_MEMORY)] = {"max-memory-mib", SANDBOX_MEMORY_MIB_MIN, SANDBOX_MEMORY_MIB_MAX, -1},
-    [LIMIT(OPT_MAX_DISK)] = {"max-disk-mib", 1, SANDBOX_DISK_MIB_MAX, DEFAULT_MAX_DISK_MIB},
-    [LIMIT(OPT_MAX_STARTS)] = {"max-concurrent-starts", 1, MAX_CONCURRENT_STARTS_MAX, DEFAULT_MAX_CONCURRENT_STARTS},
-    [LIMIT(OPT_START_QUEUE)] = {"start-queue-timeout-s", 0, BOOT_TIMEOUT_S_MAX, -1},
-    [LIMIT(OPT_WATCHDOG)] = {"watchdog-s", 0, WATCHDOG_S_MAX, DEFAULT_WATCHDOG_S},
-    [LIMIT(OPT_RATE_RPS)] = {"rate-limit-rps", 0, RATE_LIMIT_MAX, DEFAULT_RATE_LIMIT_RPS},
-    [LIMIT(OPT_RATE_BURST)] = {"rate-limit-burst", 1, RATE_LIMIT_MAX, DEFAULT_RATE_LIMIT_BURST},
-    [LIMIT(OPT_API_MAX_CONNECTIONS)] = {"api-max-connections", 1, API_MAX_CONNECTIONS_MAX, DEFAULT_API_MAX_CONNECTIONS},
-    [LIMIT(OPT_API_MAX_PER_CLIENT)] = {"api-max-connections-per-client", 0, API_MAX_CONNECTIONS_MAX,
-                                       DEFAULT_API_MAX_CONNECTIONS_PER_CLIENT},
-    [LIMIT(OPT_API_IDLE_TIMEOUT)] = {"api-idle-timeout-s", 1, API_IDLE_TIMEOUT_S_MAX, DEFAULT_API_IDLE_TIMEOUT_S},
-    [LIMIT(OPT_AUTH_FAILURE_BURST)] = {"auth-failure-burst", 1, AUTH_FAILURE_LIMIT_MAX, DEFAULT_AUTH_FAILURE_BURST},
-    [LIMIT(OPT_AUTH_FAILURE_PER_MIN)] = {"auth-failure-per-min", 0, AUTH_FAILURE_LIMIT_MAX,
-                                         DEFAULT_AUTH_FAILURE_PER_MIN},
-    [LIMIT(OPT_NETNS_POOL)] = {"netns-pool", 0, NETNS_POOL_MAX, NETNS_POOL_DEFAULT},
-    [LIMIT(OPT_ACCEL_PROBE_TIMEOUT)] = {"accel-probe-timeout-s", 1, BOOT_TIMEOUT_S_MAX, ACCEL_PROBE_TIMEOUT_S_DEFAULT},
+} number_flags[NUM(OPT_END)] = {
+    [NUM(OPT_MAX_VCPUS)] = {"max-vcpus", 1, SANDBOX_VCPUS_MAX, SANDBOX_VCPUS_MAX},
+    [NUM(OPT_MAX_MEMORY)] = {"max-memory-mib", SANDBOX_MEMORY_MIB_MIN, SANDBOX_MEMORY_MIB_MAX, -1},
+    [NUM(OPT_MAX_DISK)] = {"max-disk-mib", 1, SANDBOX_DISK_MIB_MAX, DEFAULT_MAX_DISK_MIB},
+    [NUM(OPT_MAX_STARTS)] = {"max-concurrent-starts", 1, MAX_CONCURRENT_STARTS_MAX, DEFAULT_MAX_CONCURRENT_STARTS},
+    [NUM(OPT_START_QUEUE)] = {"start-queue-timeout-s", 0, BOOT_TIMEOUT_S_MAX, -1},
+    [NUM(OPT_WATCHDOG)] = {"watchdog-s", 0, WATCHDOG_S_MAX, DEFAULT_WATCHDOG_S},
+    [NUM(OPT_RATE_RPS)] = {"rate-limit-rps", 0, RATE_LIMIT_MAX, DEFAULT_RATE_LIMIT_RPS},
+    [NUM(OPT_RATE_BURST)] = {"rate-limit-burst", 1, RATE_LIMIT_MAX, DEFAULT_RATE_LIMIT_BURST},
+    [NUM(OPT_API_MAX_CONNECTIONS)] = {"api-max-connections", 1, API_MAX_CONNECTIONS_MAX, DEFAULT_API_MAX_CONNECTIONS},
+    [NUM(OPT_API_MAX_PER_CLIENT)] = {"api-max-connections-per-client", 0, API_MAX_CONNECTIONS_MAX,
+                                     DEFAULT_API_MAX_CONNECTIONS_PER_CLIENT},
+    [NUM(OPT_API_IDLE_TIMEOUT)] = {"api-idle-timeout-s", 1, API_IDLE_TIMEOUT_S_MAX, DEFAULT_API_IDLE_TIMEOUT_S},
+    [NUM(OPT_AUTH_FAILURE_BURST)] = {"auth-failure-burst", 1, AUTH_FAILURE_LIMIT_MAX, DEFAULT_AUTH_FAILURE_BURST},
+    [NUM(OPT_AUTH_FAILURE_PER_MIN)] = {"auth-failure-per-min", 0, AUTH_FAILURE_LIMIT_MAX, DEFAULT_AUTH_FAILURE_PER_MIN},
+    [NUM(OPT_NETNS_POOL)] = {"netns-pool", 0, NETNS_POOL_MAX, NETNS_POOL_DEFAULT},
+    [NUM(OPT_ACCEL_PROBE_TIMEOUT)] = {"accel-probe-timeout-s", 1, BOOT_TIMEOUT_S_MAX, ACCEL_PROBE_TIMEOUT_S_DEFAULT},
+    [NUM(OPT_BOOT_TIMEOUT)] = {"boot-timeout-s", 1, BOOT_TIMEOUT_S_MAX, DEFAULT_BOOT_TIMEOUT_S},
+    [NUM(OPT_JAIL_UID_BASE)] = {"jail-uid-base", 1000, UINT32_MAX - 2, JAIL_DEFAULT_UID_BASE},
+    [NUM(OPT_JAIL_UID_COUNT)] = {"jail-uid-count", 1, JAIL_UID_COUNT_MAX, JAIL_DEFAULT_UID_COUNT},
+};
+
+/* getopt_long's table. "config" is not in it: getopt must not take an
+ * abbreviation of it (daemon_config_argv() takes --config out of argv). */
+static const struct option daemon_opts[] = {
+    {"socket", required_argument, NULL, 's'},
+    {"state-dir", required_argument, NULL, 'd'},
+    {"image-dir", required_argument, NULL, 'i'},
+    {"boot-timeout-s", required_argument, NULL, OPT_BOOT_TIMEOUT},
+    {"help", no_argument, NULL, 'h'},
+    {"version", no_argument, NULL, 'V'},
+    {"listen", required_argument, NULL, 'l'},
+    {"max-file-bytes", required_argument, NULL, 'm'},
+    {"print-routes", no_argument, NULL, 'r'},
+    {"egress-bin", required_argument, NULL, 'E'},
+    {"resolver", required_argument, NULL, 'R'},
+    {"egress-ca", required_argument, NULL, 'C'},
+    {"network-policy", required_argument, NULL, 'N'},
+    {"egress-public-cidr", required_argument, NULL, 'P'},
+    {"max-vcpus", required_argument, NULL, OPT_MAX_VCPUS},
+    {"max-memory-mib", required_argument, NULL, OPT_MAX_MEMORY},
+    {"max-disk-mib", required_argument, NULL, OPT_MAX_DISK},
+    {"max-concurrent-starts", required_argument, NULL, OPT_MAX_STARTS},
+    {"start-queue-timeout-s", required_argument, NULL, OPT_START_QUEUE},
+    {"watchdog-s", required_argument, NULL, OPT_WATCHDOG},
+    {"rate-limit-rps", required_argument, NULL, OPT_RATE_RPS},
+    {"rate-limit-burst", required_argument, NULL, OPT_RATE_BURST},
+    {"jailer", required_argument, NULL, OPT_JAILER},
+    {"seccomp-profile", required_argument, NULL, OPT_SECCOMP},
+    {"jail-uid-base", required_argument, NULL, OPT_JAIL_UID_BASE},
+    {"jail-uid-count", required_argument, NULL, OPT_JAIL_UID_COUNT},
+    {"cgroup-parent", required_argument, NULL, OPT_CGROUP_PARENT},
+    {"template-snapshots", required_argument, NULL, OPT_TEMPLATE_SNAPSHOTS},
+    {"api-max-connections", required_argument, NULL, OPT_API_MAX_CONNECTIONS},
+    {"api-max-connections-per-client", required_argument, NULL, OPT_API_MAX_PER_CLIENT},
+    {"api-idle-timeout-s", required_argument, NULL, OPT_API_IDLE_TIMEOUT},
+    {"auth-failure-burst", required_argument, NULL, OPT_AUTH_FAILURE_BURST},
+    {"auth-failure-per-min", required_argument, NULL, OPT_AUTH_FAILURE_PER_MIN},
+    {"netns-pool", required_argument, NULL, OPT_NETNS_POOL},
+    {"backend", required_argument, NULL, 'b'},
+    {"print-backend", no_argument, NULL, 'B'},
+    {"accel", required_argument, NULL, OPT_ACCEL},
+    {"cpu-model", required_argument, NULL, OPT_CPU_MODEL},
+    {"accel-probe-timeout-s", required_argument, NULL, OPT_ACCEL_PROBE_TIMEOUT},
+    {"check", no_argument, NULL, OPT_CHECK},
+    {NULL, 0, NULL, 0},
+};
+
+/* Not an exit status: the options let the daemon go on. */
+#define DAEMON_RUN (-1)
+
+/* The command line, after the flags of a --config file. */
+struct daemon_options {
+	const char *socket_path, *state_dir, *image_dir, *listen_addr;
+	uint64_t max_file_bytes;
+	const char *egress_bin, *resolver, *egress_ca, *network_policy_file;
+	const char *jailer_bin, *seccomp_profile, *cgroup_parent;
+	bool template_snapshots;
+	const char *public_cidrs[EGRESS_PUBLIC_CIDRS_MAX];
+	size_t n_public_cidrs;
+	const struct vmm_backend *want_backend; /* NULL: auto */
+	bool print_backend, check;
+	enum accel_mode accel_mode;
+	const char *cpu_model;
+	long numbers[NUM(OPT_END)];
 };
 
 static void usage(FILE *f)
@@ -182,6 +253,167 @@ static void usage(FILE *f)
 	        DEFAULT_AUTH_FAILURE_PER_MIN, NETNS_POOL_DEFAULT, ACCEL_PROBE_TIMEOUT_S_DEFAULT);
 }
 
+static void options_init(struct daemon_options *o)
+{
+	*o = (struct daemon_options){
+	    .socket_path = DEFAULT_SOCKET,
+	    .state_dir = DEFAULT_STATE_DIR,
+	    .max_file_bytes = DEFAULT_MAX_FILE_BYTES,
+	    .cgroup_parent = JAIL_DEFAULT_CGROUP_PARENT,
+	    .template_snapshots = true,
+	    .want_backend = NULL,
+	    .accel_mode = ACCEL_MODE_AUTO,
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(o->numbers); i++)
+		o->numbers[i] = number_flags[i].def;
+}
+
+/* Where an option whose value is any string keeps it; NULL for the others. */
+static const char **option_string(struct daemon_options *o, int c)
+{
+	switch (c) {
+	case 's':
+		return &o->socket_path;
+	case 'd':
+		return &o->state_dir;
+	case 'i':
+		return &o->image_dir;
+	case 'l':
+		return &o->listen_addr;
+	case 'E':
+		return &o->egress_bin;
+	case 'R':
+		return &o->resolver;
+	case 'C':
+		return &o->egress_ca;
+	case 'N':
+		return &o->network_policy_file;
+	case OPT_JAILER:
+		return &o->jailer_bin;
+	case OPT_SECCOMP:
+		return &o->seccomp_profile;
+	case OPT_CGROUP_PARENT:
+		return &o->cgroup_parent;
+	default:
+		return NULL;
+	}
+}
+
+static int option_number(struct daemon_options *o, int c, const char *arg)
+{
+	size_t i = (size_t)NUM(c);
+	if (parse_int_range(arg, number_flags[i].min, number_flags[i].max, &o->numbers[i]) < 0) {
+		fprintf(stderr, "airlockd: --%s must be from %ld to %ld\n", number_flags[i].name, number_flags[i].min,
+		        number_flags[i].max);
+		return 2;
+	}
+	return DAEMON_RUN;
+}
+
+/* One option, in command-line order: DAEMON_RUN, or the exit status of an
+ * option that ends the run here (--help, --print-routes; 2 for a wrong one). */
+static int option_apply(struct daemon_options *o, int c, const char *arg)
+{
+	const char **str = option_string(o, c);
+	if (str) {
+		*str = arg;
+		return DAEMON_RUN;
+	}
+	if (c >= OPT_FIRST && c < OPT_END)
+		return option_number(o, c, arg);
+	switch (c) {
+	case 'm':
+		if (parse_u64(arg, &o->max_file_bytes) < 0 || o->max_file_bytes == 0) {
+			fprintf(stderr, "airlockd: --max-file-bytes takes a positive number of bytes\n");
+			return 2;
+		}
+		return DAEMON_RUN;
+	case OPT_TEMPLATE_SNAPSHOTS:
+		if (strcmp(arg, "on") && strcmp(arg, "off")) {
+			fprintf(stderr, "airlockd: --template-snapshots takes on or off\n");
+			return 2;
+		}
+		o->template_snapshots = !strcmp(arg, "on");
+		return DAEMON_RUN;
+	case 'P':
+		if (o->n_public_cidrs == EGRESS_PUBLIC_CIDRS_MAX) {
+			fprintf(stderr, "airlockd: at most %d --egress-public-cidr\n", EGRESS_PUBLIC_CIDRS_MAX);
+			return 2;
+		}
+		o->public_cidrs[o->n_public_cidrs++] = arg;
+		return DAEMON_RUN;
+	case 'b': {
+		struct al_error err = {0};
+		if (vmm_backend_parse(arg, &o->want_backend, &err) < 0) {
+			fprintf(stderr, "airlockd: %s\n", err.message);
+			return 2;
+		}
+		return DAEMON_RUN;
+	}
+	case OPT_ACCEL:
+		if (accel_mode_parse(arg, &o->accel_mode) < 0) {
+			fprintf(stderr, "airlockd: --accel is auto, kvm or tcg, not \"%s\"\n", arg);
+			return 2;
+		}
+		return DAEMON_RUN;
+	case OPT_CPU_MODEL:
+		if (accel_cpu_model_check(arg) < 0) {
+			fprintf(stderr,
+			        "airlockd: --cpu-model takes a QEMU CPU model and its options "
+			        "([A-Za-z0-9_.,=+-], 1-%d bytes, e.g. host,-arch-capabilities)\n",
+			        ACCEL_CPU_MAX - 1);
+			return 2;
+		}
+		o->cpu_model = arg;
+		return DAEMON_RUN;
+	case 'B':
+		o->print_backend = true;
+		return DAEMON_RUN;
+	case OPT_CHECK:
+		o->check = true;
+		return DAEMON_RUN;
+	case 'r':
+		api_print_routes(stdout);
+		return 0;
+	case 'h':
+		usage(stdout);
+		return 0;
+	case 'V':
+		printf("airlockd %s\n", AIRLOCK_VERSION);
+		return 0;
+	default:
+		usage(stderr);
+		return 2;
+	}
+}
+
+/* DAEMON_RUN, or the exit status of a run that ends with the options. */
+static int options_parse(int argc, char **argv, struct daemon_options *o)
+{
+	options_init(o);
+	/* --config FILE: the file's flags first, the command line's after them
+	 * (getopt_long keeps the last, so the command line wins). Never freed:
+	 * optarg points into it for as long as the process lives. */
+	struct al_error cerr = {0};
+	char **config_argv = NULL;
+	int config_argc = 0;
+	if (daemon_config_argv(NULL, daemon_opts, argc, argv, &config_argc, &config_argv, &cerr) < 0) {
+		fprintf(stderr, "airlockd: %s\n", cerr.message);
+		return 2;
+	}
+	int c;
+	while ((c = getopt_long(config_argc, config_argv, "", daemon_opts, NULL)) != -1) {
+		int status = option_apply(o, c, optarg);
+		if (status != DAEMON_RUN)
+			return status;
+	}
+	if (optind != config_argc) {
+		usage(stderr);
+		return 2;
+	}
+	return DAEMON_RUN;
+}
+
 /* A file next to the daemon's own binary. */
 static char *sibling_path(const char *name)
 {
@@ -194,6 +426,12 @@ static char *sibling_path(const char *name)
 	if (slash)
 		*slash = '\0';
 	return xasprintf("%s/%s", self, name);
+}
+
+/* A binary given by a flag, else the one next to the daemon's own. */
+static char *path_or_sibling(const char *given, const char *name)
+{
+	return given ? xstrdup(given) : sibling_path(name);
 }
 
 /* TEST HOOK, for tests/fc/test_fc_daemon.py only (docs/kvm-host.md,
@@ -225,19 +463,6 @@ static char *default_seccomp_profile(void)
 	if (realpath(tree, real))
 		return xstrdup(real);
 	return xstrdup(DEFAULT_SECCOMP_INSTALLED);
-}
-
-static int load_network_policy(const char *path, char **ret, struct al_error *err)
-{
-	json_error_t jerr;
-	cleanup_json json_t *j = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
-	if (!j)
-		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "--network-policy %s: %s (line %d)", path,
-		                    jerr.text, jerr.line);
-	int r = network_policy_parse(j, ret, err);
-	if (r < 0)
-		al_error_prefix(err, "--network-policy %s", path);
-	return r;
 }
 
 /* Every process end: an event and the exec latency histogram. */
@@ -292,12 +517,11 @@ static int wait_for_signal(const sigset_t *sigs)
 
 /* `airlockd --check`: one key=value line per thing a sandbox needs, then
  * ok=yes|no; the exit status says the same. */
-static int check_host(const struct accel_probe_config *probe, bool need_probe, const char *egress_bin)
+static int daemon_check(const struct accel_probe_config *probe, bool need_probe, const char *egress_bin)
 {
-	printf("jail=ok\n"); /* main() got here only through jail_init */
+	printf("jail=ok\n"); /* main() runs it only after jail_start() */
 	const char *nft = netns_nft_path();
-	cleanup_free char *egress_default = egress_bin ? NULL : sibling_path("airlock-egress");
-	const char *egress = egress_bin ? egress_bin : egress_default;
+	cleanup_free char *egress = path_or_sibling(egress_bin, "airlock-egress");
 	char net[PATH_MAX + 64] = "";
 	if (!nft)
 		snprintf(net, sizeof(net), "nft not found ('make deps')");
@@ -335,447 +559,357 @@ static int check_host(const struct accel_probe_config *probe, bool need_probe, c
 	return ok ? 0 : 1;
 }
 
-int main(int argc, char **argv)
-{
-	const char *socket_path = DEFAULT_SOCKET;
-	const char *state_dir = DEFAULT_STATE_DIR;
-	const char *image_dir = NULL;
-	long boot_timeout_s = DEFAULT_BOOT_TIMEOUT_S;
-	const char *listen_addr = NULL;
-	uint64_t max_file_bytes = DEFAULT_MAX_FILE_BYTES;
-	const char *egress_bin = NULL, *resolver = NULL, *egress_ca = NULL, *network_policy_file = NULL;
-	const char *jailer_bin = NULL, *seccomp_profile = NULL, *cgroup_parent = JAIL_DEFAULT_CGROUP_PARENT;
-	long jail_uid_base = JAIL_DEFAULT_UID_BASE, jail_uid_count = JAIL_DEFAULT_UID_COUNT;
-	bool template_snapshots = true;
-	const char *public_cidrs[EGRESS_PUBLIC_CIDRS_MAX];
-	size_t n_public_cidrs = 0;
-	const struct vmm_backend *want_backend = NULL; /* auto */
-	bool print_backend = false, check = false;
-	enum accel_mode accel_mode = ACCEL_MODE_AUTO;
-	const char *cpu_model = NULL;
-	long limits[LIMIT(OPT_END)];
-	for (size_t i = 0; i < ARRAY_SIZE(limits); i++)
-		limits[i] = limit_flags[i].def;
-	static const struct option opts[] = {
-	    {"socket", required_argument, NULL, 's'},
-	    {"state-dir", required_argument, NULL, 'd'},
-	    {"image-dir", required_argument, NULL, 'i'},
-	    {"boot-timeout-s", required_argument, NULL, 't'},
-	    {"help", no_argument, NULL, 'h'},
-	    {"version", no_argument, NULL, 'V'},
-	    {"listen", required_argument, NULL, 'l'},
-	    {"max-file-bytes", required_argument, NULL, 'm'},
-	    {"print-routes", no_argument, NULL, 'r'},
-	    {"egress-bin", required_argument, NULL, 'E'},
-	    {"resolver", required_argument, NULL, 'R'},
-	    {"egress-ca", required_argument, NULL, 'C'},
-	    {"network-policy", required_argument, NULL, 'N'},
-	    {"egress-public-cidr", required_argument, NULL, 'P'},
-	    {"max-vcpus", required_argument, NULL, OPT_MAX_VCPUS},
-	    {"max-memory-mib", required_argument, NULL, OPT_MAX_MEMORY},
-	    {"max-disk-mib", required_argument, NULL, OPT_MAX_DISK},
-	    {"max-concurrent-starts", required_argument, NULL, OPT_MAX_STARTS},
-	    {"start-queue-timeout-s", required_argument, NULL, OPT_START_QUEUE},
-	    {"watchdog-s", required_argument, NULL, OPT_WATCHDOG},
-	    {"rate-limit-rps", required_argument, NULL, OPT_RATE_RPS},
-	    {"rate-limit-burst", required_argument, NULL, OPT_RATE_BURST},
-	    {"jailer", required_argument, NULL, OPT_JAILER},
-	    {"seccomp-profile", required_argument, NULL, OPT_SECCOMP},
-	    {"jail-uid-base", required_argument, NULL, OPT_JAIL_UID_BASE},
-	    {"jail-uid-count", required_argument, NULL, OPT_JAIL_UID_COUNT},
-	    {"cgroup-parent", required_argument, NULL, OPT_CGROUP_PARENT},
-	    {"template-snapshots", required_argument, NULL, OPT_TEMPLATE_SNAPSHOTS},
-	    {"api-max-connections", required_argument, NULL, OPT_API_MAX_CONNECTIONS},
-	    {"api-max-connections-per-client", required_argument, NULL, OPT_API_MAX_PER_CLIENT},
-	    {"api-idle-timeout-s", required_argument, NULL, OPT_API_IDLE_TIMEOUT},
-	    {"auth-failure-burst", required_argument, NULL, OPT_AUTH_FAILURE_BURST},
-	    {"auth-failure-per-min", required_argument, NULL, OPT_AUTH_FAILURE_PER_MIN},
-	    {"netns-pool", required_argument, NULL, OPT_NETNS_POOL},
-	    {"backend", required_argument, NULL, 'b'},
-	    {"print-backend", no_argument, NULL, 'B'},
-	    {"accel", required_argument, NULL, OPT_ACCEL},
-	    {"cpu-model", required_argument, NULL, OPT_CPU_MODEL},
-	    {"accel-probe-timeout-s", required_argument, NULL, OPT_ACCEL_PROBE_TIMEOUT},
-	    {"check", no_argument, NULL, OPT_CHECK},
-	    {NULL, 0, NULL, 0},
-	};
-	/* --config FILE: the file's flags first, the command line's after them
-	 * (getopt_long keeps the last, so the command line wins). Never freed:
-	 * optarg points into it for as long as the process lives. "config" is
-	 * not in opts: getopt must not take an abbreviation of it. */
-	{
-		struct al_error cerr = {0};
-		char **config_argv = NULL;
-		int config_argc = 0;
-		if (daemon_config_argv(NULL, opts, argc, argv, &config_argc, &config_argv, &cerr) < 0) {
-			fprintf(stderr, "airlockd: %s\n", cerr.message);
-			return 2;
-		}
-		argc = config_argc;
-		argv = config_argv;
-	}
-	int c;
-	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-		switch (c) {
-		case 's':
-			socket_path = optarg;
-			break;
-		case 'd':
-			state_dir = optarg;
-			break;
-		case 'i':
-			image_dir = optarg;
-			break;
-		case 't':
-			if (parse_int_range(optarg, 1, BOOT_TIMEOUT_S_MAX, &boot_timeout_s) < 0) {
-				fprintf(stderr, "airlockd: --boot-timeout-s must be from 1 to %d\n",
-				        BOOT_TIMEOUT_S_MAX);
-				return 2;
-			}
-			break;
-		case 'l':
-			listen_addr = optarg;
-			break;
-		case 'm':
-			if (parse_u64(optarg, &max_file_bytes) < 0 || max_file_bytes == 0) {
-				fprintf(stderr, "airlockd: --max-file-bytes takes a positive number of bytes\n");
-				return 2;
-			}
-			break;
-		case 'r':
-			api_print_routes(stdout);
-			return 0;
-		case 'E':
-			egress_bin = optarg;
-			break;
-		case 'R':
-			resolver = optarg;
-			break;
-		case 'C':
-			egress_ca = optarg;
-			break;
-		case 'N':
-			network_policy_file = optarg;
-			break;
-		case OPT_JAILER:
-			jailer_bin = optarg;
-			break;
-		case OPT_SECCOMP:
-			seccomp_profile = optarg;
-			break;
-		case OPT_CGROUP_PARENT:
-			cgroup_parent = optarg;
-			break;
-		case OPT_TEMPLATE_SNAPSHOTS:
-			if (strcmp(optarg, "on") && strcmp(optarg, "off")) {
-				fprintf(stderr, "airlockd: --template-snapshots takes on or off\n");
-				return 2;
-			}
-			template_snapshots = !strcmp(optarg, "on");
-			break;
-		case OPT_JAIL_UID_BASE:
-			if (parse_int_range(optarg, 1000, UINT32_MAX - 2, &jail_uid_base) < 0) {
-				fprintf(stderr, "airlockd: --jail-uid-base must be from 1000 to %u\n", UINT32_MAX - 2);
-				return 2;
-			}
-			break;
-		case OPT_JAIL_UID_COUNT:
-			if (parse_int_range(optarg, 1, JAIL_UID_COUNT_MAX, &jail_uid_count) < 0) {
-				fprintf(stderr, "airlockd: --jail-uid-count must be from 1 to %u\n",
-				        JAIL_UID_COUNT_MAX);
-				return 2;
-			}
-			break;
-		case 'P':
-			if (n_public_cidrs == EGRESS_PUBLIC_CIDRS_MAX) {
-				fprintf(stderr, "airlockd: at most %d --egress-public-cidr\n", EGRESS_PUBLIC_CIDRS_MAX);
-				return 2;
-			}
-			public_cidrs[n_public_cidrs++] = optarg;
-			break;
-		case OPT_MAX_VCPUS:
-		case OPT_MAX_MEMORY:
-		case OPT_MAX_DISK:
-		case OPT_MAX_STARTS:
-		case OPT_START_QUEUE:
-		case OPT_WATCHDOG:
-		case OPT_RATE_RPS:
-		case OPT_RATE_BURST:
-		case OPT_API_MAX_CONNECTIONS:
-		case OPT_API_MAX_PER_CLIENT:
-		case OPT_API_IDLE_TIMEOUT:
-		case OPT_AUTH_FAILURE_BURST:
-		case OPT_AUTH_FAILURE_PER_MIN:
-		case OPT_NETNS_POOL:
-		case OPT_ACCEL_PROBE_TIMEOUT: {
-			size_t i = (size_t)LIMIT(c);
-			if (parse_int_range(optarg, limit_flags[i].min, limit_flags[i].max, &limits[i]) < 0) {
-				fprintf(stderr, "airlockd: --%s must be from %ld to %ld\n", limit_flags[i].name,
-				        limit_flags[i].min, limit_flags[i].max);
-				return 2;
-			}
-			break;
-		}
-		case 'b': {
-			struct al_error perr = {0};
-			if (vmm_backend_parse(optarg, &want_backend, &perr) < 0) {
-				fprintf(stderr, "airlockd: %s\n", perr.message);
-				return 2;
-			}
-			break;
-		}
-		case 'B':
-			print_backend = true;
-			break;
-		case OPT_ACCEL:
-			if (accel_mode_parse(optarg, &accel_mode) < 0) {
-				fprintf(stderr, "airlockd: --accel is auto, kvm or tcg, not \"%s\"\n", optarg);
-				return 2;
-			}
-			break;
-		case OPT_CPU_MODEL:
-			if (accel_cpu_model_check(optarg) < 0) {
-				fprintf(stderr,
-				        "airlockd: --cpu-model takes a QEMU CPU model and its options "
-				        "([A-Za-z0-9_.,=+-], 1-%d bytes, e.g. host,-arch-capabilities)\n",
-				        ACCEL_CPU_MAX - 1);
-				return 2;
-			}
-			cpu_model = optarg;
-			break;
-		case OPT_CHECK:
-			check = true;
-			break;
-		case 'h':
-			usage(stdout);
-			return 0;
-		case 'V':
-			printf("airlockd %s\n", AIRLOCK_VERSION);
-			return 0;
-		default:
-			usage(stderr);
-			return 2;
-		}
-	}
-	if (optind != argc) {
-		usage(stderr);
-		return 2;
-	}
-
-	/* Fail closed: no VMM, no daemon (rather than sandboxes that cannot start). */
-	struct vmm_host host;
+/* What the start-up makes, for the serve loop and the shutdown. main() keeps
+ * it static: the sandboxes, the API and the probe hold pointers into it. */
+struct daemon {
+	struct daemon_options opt;
 	struct vmm_choice backend;
-	struct al_error berr = {0};
+	struct accel_info accel;
+	int need_probe; /* accel_plan(): > 0 when a probe decides the accelerator */
+	sigset_t sigs;
+	char state_abs[PATH_MAX], image_abs[PATH_MAX];
+	struct daemon_config probe_daemon;
+	struct accel_probe_config probe;
+	struct daemon_config cfg;
+	char *default_network; /* --network-policy, normalized; NULL: deny everything */
+	struct store *store;
+	struct api_server *server, *tcp;
+};
+
+/* Fail closed: no VMM, no daemon (rather than sandboxes that cannot start). */
+static int backend_choose(struct daemon *d)
+{
+	struct vmm_host host;
+	struct al_error err = {0};
 	vmm_host_probe(&host);
-	test_hook_firecracker_without_kvm(want_backend, &host);
-	if (accel_mode == ACCEL_MODE_TCG && host.kvm) {
+	test_hook_firecracker_without_kvm(d->opt.want_backend, &host);
+	if (d->opt.accel_mode == ACCEL_MODE_TCG && host.kvm) {
 		/* Nothing runs on KVM: not Firecracker either. */
 		host.kvm = false;
 		snprintf(host.kvm_why, sizeof(host.kvm_why), "--accel tcg");
 	}
-	if (vmm_select(want_backend, &host, &backend, &berr) < 0) {
-		log_error("%s", berr.message);
-		return 1;
+	int r = vmm_select(d->opt.want_backend, &host, &d->backend, &err);
+	if (r < 0) {
+		log_error("%s", err.message);
+		return r;
 	}
 	/* The accelerator: what is known now; a probe decides the rest. */
-	struct accel_info accel;
-	int need_probe = vmm_choice_accel(&backend, accel_mode, host.kvm_why, cpu_model, &accel, &berr);
-	if (need_probe < 0) {
-		log_error("%s", berr.message);
-		return 1;
-	}
-	accel_set(&accel);
-	if (print_backend) {
-		printf("backend=%s\naccel=%s\nreason=%s\naccel.reason=%s\n", vmm_backend_name(backend.backend),
-		       accel_name(&accel), backend.reason, accel.reason);
-		return 0;
-	}
-
-	/* Signals are taken synchronously by the main thread; every other thread has them blocked. */
-	sigset_t sigs;
-	sigemptyset(&sigs);
-	sigaddset(&sigs, SIGTERM);
-	sigaddset(&sigs, SIGINT);
-	sigaddset(&sigs, SIGHUP);
-	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
-	signal(SIGPIPE, SIG_IGN);
-
-	char state_abs[PATH_MAX], image_abs[PATH_MAX];
-	int r = mkdir_p(state_dir, 0700);
-	if (r < 0 || !realpath(state_dir, state_abs)) {
-		log_error("cannot create the state dir %s: %s", state_dir, strerror(r < 0 ? -r : errno));
-		return 1;
-	}
-	if (!realpath(image_dir ? image_dir : state_dir, image_abs)) {
-		log_error("image dir %s: %m", image_dir ? image_dir : state_dir);
-		return 1;
-	}
-
-	if (!netns_nft_path()) {
-		log_error("nft not found (or $AIRLOCK_NFT not executable): every sandbox's network rules need "
-		          "nftables ('make deps')");
-		return 1;
-	}
-	struct al_error err = {0};
-	/* Fail closed: no jail, no VMM, no daemon. */
-	cleanup_free char *jailer_default = jailer_bin ? NULL : sibling_path("airlock-jailer");
-	cleanup_free char *seccomp_default = seccomp_profile ? NULL : default_seccomp_profile();
-	struct jail_settings js = {
-	    .jailer = jailer_bin ? jailer_bin : jailer_default,
-	    .seccomp = seccomp_profile ? seccomp_profile : seccomp_default,
-	    .cgroup_parent = cgroup_parent,
-	    .uid_base = (uint32_t)jail_uid_base,
-	    .uid_count = (uint32_t)jail_uid_count,
-	};
-	if (jail_init(&js, &err) < 0) {
+	d->need_probe =
+	    vmm_choice_accel(&d->backend, d->opt.accel_mode, host.kvm_why, d->opt.cpu_model, &d->accel, &err);
+	if (d->need_probe < 0) {
 		log_error("%s", err.message);
-		if (check)
+		return d->need_probe;
+	}
+	accel_set(&d->accel);
+	return 0;
+}
+
+/* Signals are taken synchronously by the main thread; every other thread has them blocked. */
+static void signals_block(sigset_t *sigs)
+{
+	sigemptyset(sigs);
+	sigaddset(sigs, SIGTERM);
+	sigaddset(sigs, SIGINT);
+	sigaddset(sigs, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, sigs, NULL);
+	signal(SIGPIPE, SIG_IGN);
+}
+
+static int dirs_resolve(struct daemon *d)
+{
+	const char *state_dir = d->opt.state_dir, *image_dir = d->opt.image_dir ? d->opt.image_dir : state_dir;
+	int r = mkdir_p(state_dir, 0700);
+	if (r < 0 || !realpath(state_dir, d->state_abs)) {
+		int e = r < 0 ? -r : errno;
+		log_error("cannot create the state dir %s: %s", state_dir, strerror(e));
+		return -e;
+	}
+	if (!realpath(image_dir, d->image_abs)) {
+		int e = errno;
+		log_error("image dir %s: %s", image_dir, strerror(e));
+		return -e;
+	}
+	return 0;
+}
+
+static int nft_check(void)
+{
+	if (netns_nft_path())
+		return 0;
+	log_error("nft not found (or $AIRLOCK_NFT not executable): every sandbox's network rules need "
+	          "nftables ('make deps')");
+	return -ENOENT;
+}
+
+/* Fail closed: no jail, no VMM, no daemon. */
+static int jail_start(const struct daemon_options *o)
+{
+	cleanup_free char *jailer = path_or_sibling(o->jailer_bin, "airlock-jailer");
+	cleanup_free char *seccomp = o->seccomp_profile ? xstrdup(o->seccomp_profile) : default_seccomp_profile();
+	struct jail_settings js = {
+	    .jailer = jailer,
+	    .seccomp = seccomp,
+	    .cgroup_parent = o->cgroup_parent,
+	    .uid_base = (uint32_t)o->numbers[NUM(OPT_JAIL_UID_BASE)],
+	    .uid_count = (uint32_t)o->numbers[NUM(OPT_JAIL_UID_COUNT)],
+	};
+	struct al_error err = {0};
+	int r = jail_init(&js, &err);
+	if (r < 0) {
+		log_error("%s", err.message);
+		if (o->check)
 			printf("jail=no: %s\nok=no\n", err.message);
-		return 1;
+		return r;
 	}
 	log_info("jail: %s, seccomp profile %s, uids %u-%u, cgroups %s/<sandbox>", js.jailer, js.seccomp, js.uid_base,
 	         js.uid_base + js.uid_count - 1, js.cgroup_parent);
-	static struct daemon_config probe_daemon;
-	probe_daemon =
-	    (struct daemon_config){.state_dir = state_abs, .image_dir = image_abs, .vmm = vmm_accel_probe_ops()};
-	struct accel_probe_config probe = {
-	    .daemon = &probe_daemon,
-	    .mode = accel_mode,
-	    .cpu_pinned = cpu_model,
-	    .timeout_s = (unsigned)limits[LIMIT(OPT_ACCEL_PROBE_TIMEOUT)],
+	return 0;
+}
+
+/* The accelerator's probe boots QEMU from the image dir. */
+static void probe_prepare(struct daemon *d)
+{
+	d->probe_daemon =
+	    (struct daemon_config){.state_dir = d->state_abs, .image_dir = d->image_abs, .vmm = vmm_accel_probe_ops()};
+	d->probe = (struct accel_probe_config){
+	    .daemon = &d->probe_daemon,
+	    .mode = d->opt.accel_mode,
+	    .cpu_pinned = d->opt.cpu_model,
+	    .timeout_s = (unsigned)d->opt.numbers[NUM(OPT_ACCEL_PROBE_TIMEOUT)],
 	};
-	if (check)
-		return check_host(&probe, need_probe > 0, egress_bin);
-	if (need_probe && accel_mode == ACCEL_MODE_KVM) {
-		/* --accel kvm: proven before a request is taken, or no daemon. */
-		log_info("accelerator: %s", accel.reason);
-		if (accel_probe_run(&probe, &accel, &err) < 0) {
-			log_error("%s", err.message);
-			return 1;
-		}
-		accel_set(&accel);
-		need_probe = 0;
-	}
-	cleanup_free char *default_network = NULL;
-	if (network_policy_file && load_network_policy(network_policy_file, &default_network, &err) < 0) {
+}
+
+/* --accel kvm: proven before a request is taken, or no daemon. */
+static int accel_prove(struct daemon *d)
+{
+	if (!d->need_probe || d->opt.accel_mode != ACCEL_MODE_KVM)
+		return 0;
+	log_info("accelerator: %s", d->accel.reason);
+	struct al_error err = {0};
+	int r = accel_probe_run(&d->probe, &d->accel, &err);
+	if (r < 0) {
 		log_error("%s", err.message);
-		return 1;
+		return r;
 	}
-	cleanup_free char *egress_default = egress_bin ? NULL : sibling_path("airlock-egress");
-	cleanup_free char *egress_log = xasprintf("%s/egress.log", state_abs);
-	struct egress_config ecfg = {
-	    .bin = egress_bin ? egress_bin : egress_default,
-	    .resolver = resolver,
-	    .trust_ca = egress_ca,
-	    .log_path = egress_log,
-	    .n_public_cidrs = n_public_cidrs,
-	};
-	memcpy(ecfg.public_cidrs, public_cidrs, n_public_cidrs * sizeof(public_cidrs[0]));
-	struct store *store = NULL;
-	cleanup_free char *db = xasprintf("%s/airlock.db", state_abs);
-	if (store_open(db, &store, &err) < 0) {
+	accel_set(&d->accel);
+	d->need_probe = 0;
+	return 0;
+}
+
+/* --network-policy FILE: the policy of sandboxes created without one. */
+static int network_policy_load(struct daemon *d)
+{
+	const char *path = d->opt.network_policy_file;
+	if (!path)
+		return 0;
+	struct al_error err = {0};
+	json_error_t jerr;
+	cleanup_json json_t *j = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
+	int r;
+	if (!j)
+		r = al_error_set(&err, AL_ERR_INVALID_ARGUMENT, EINVAL, "--network-policy %s: %s (line %d)", path,
+		                 jerr.text, jerr.line);
+	else if ((r = network_policy_parse(j, &d->default_network, &err)) < 0)
+		al_error_prefix(&err, "--network-policy %s", path);
+	if (r < 0)
 		log_error("%s", err.message);
-		return 1;
-	}
+	return r;
+}
+
+static int store_start(struct daemon *d)
+{
+	cleanup_free char *db = xasprintf("%s/airlock.db", d->state_abs);
+	struct al_error err = {0};
+	int r = store_open(db, &d->store, &err);
+	if (r < 0)
+		log_error("%s", err.message);
+	return r;
+}
+
+/* The settings of the API and the sandboxes, from the options. */
+static void config_fill(struct daemon *d)
+{
+	const long *n = d->opt.numbers;
 	long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-	static struct daemon_config cfg;
-	cfg = (struct daemon_config){
-	    .state_dir = state_abs,
-	    .image_dir = image_abs,
+	long boot_timeout_s = n[NUM(OPT_BOOT_TIMEOUT)];
+	d->cfg = (struct daemon_config){
+	    .state_dir = d->state_abs,
+	    .image_dir = d->image_abs,
 	    .boot_timeout_s = (unsigned)boot_timeout_s,
 	    .host_memory_mib = pages > 0 && page > 0 ? (unsigned)((uint64_t)pages * (uint64_t)page >> 20) : 0,
-	    .vmm = backend.backend->ops,
-	    .store = store,
-	    .default_network_json = default_network,
-	    .max_vcpus = (unsigned)limits[LIMIT(OPT_MAX_VCPUS)],
-	    .max_disk_mib = (unsigned)limits[LIMIT(OPT_MAX_DISK)],
-	    .max_concurrent_starts = (unsigned)limits[LIMIT(OPT_MAX_STARTS)],
+	    .vmm = d->backend.backend->ops,
+	    .store = d->store,
+	    .default_network_json = d->default_network,
+	    .max_vcpus = (unsigned)n[NUM(OPT_MAX_VCPUS)],
+	    .max_disk_mib = (unsigned)n[NUM(OPT_MAX_DISK)],
+	    .max_concurrent_starts = (unsigned)n[NUM(OPT_MAX_STARTS)],
 	    .start_queue_timeout_s =
-	        (unsigned)(limits[LIMIT(OPT_START_QUEUE)] >= 0 ? limits[LIMIT(OPT_START_QUEUE)] : boot_timeout_s),
-	    .watchdog_s = (unsigned)limits[LIMIT(OPT_WATCHDOG)],
-	    .rate_limit_rps = (unsigned)limits[LIMIT(OPT_RATE_RPS)],
-	    .rate_limit_burst = (unsigned)limits[LIMIT(OPT_RATE_BURST)],
-	    .template_snapshots = template_snapshots,
-	    .api_max_connections = (unsigned)limits[LIMIT(OPT_API_MAX_CONNECTIONS)],
-	    .api_max_connections_per_client = (unsigned)limits[LIMIT(OPT_API_MAX_PER_CLIENT)],
-	    .api_idle_timeout_s = (unsigned)limits[LIMIT(OPT_API_IDLE_TIMEOUT)],
-	    .auth_failure_burst = (unsigned)limits[LIMIT(OPT_AUTH_FAILURE_BURST)],
-	    .auth_failure_per_min = (unsigned)limits[LIMIT(OPT_AUTH_FAILURE_PER_MIN)],
-	    .netns_pool = (unsigned)limits[LIMIT(OPT_NETNS_POOL)],
-	    .accel_wait_s = accel_probe_wait_s(&probe),
+	        (unsigned)(n[NUM(OPT_START_QUEUE)] >= 0 ? n[NUM(OPT_START_QUEUE)] : boot_timeout_s),
+	    .watchdog_s = (unsigned)n[NUM(OPT_WATCHDOG)],
+	    .rate_limit_rps = (unsigned)n[NUM(OPT_RATE_RPS)],
+	    .rate_limit_burst = (unsigned)n[NUM(OPT_RATE_BURST)],
+	    .template_snapshots = d->opt.template_snapshots,
+	    .api_max_connections = (unsigned)n[NUM(OPT_API_MAX_CONNECTIONS)],
+	    .api_max_connections_per_client = (unsigned)n[NUM(OPT_API_MAX_PER_CLIENT)],
+	    .api_idle_timeout_s = (unsigned)n[NUM(OPT_API_IDLE_TIMEOUT)],
+	    .auth_failure_burst = (unsigned)n[NUM(OPT_AUTH_FAILURE_BURST)],
+	    .auth_failure_per_min = (unsigned)n[NUM(OPT_AUTH_FAILURE_PER_MIN)],
+	    .netns_pool = (unsigned)n[NUM(OPT_NETNS_POOL)],
+	    .accel_wait_s = accel_probe_wait_s(&d->probe),
 	};
 	/* Memory: what the operator allows, never more than the host has. */
-	long mem = limits[LIMIT(OPT_MAX_MEMORY)];
-	cfg.max_memory_mib = mem > 0 ? (unsigned)mem : SANDBOX_MEMORY_MIB_MAX;
-	if (cfg.host_memory_mib && cfg.host_memory_mib < cfg.max_memory_mib)
-		cfg.max_memory_mib = cfg.host_memory_mib;
-	api_set_config(&cfg, max_file_bytes);
-	raise_fd_limit(&cfg);
+	long mem = n[NUM(OPT_MAX_MEMORY)];
+	d->cfg.max_memory_mib = mem > 0 ? (unsigned)mem : SANDBOX_MEMORY_MIB_MAX;
+	if (d->cfg.host_memory_mib && d->cfg.host_memory_mib < d->cfg.max_memory_mib)
+		d->cfg.max_memory_mib = d->cfg.host_memory_mib;
+}
+
+/* What lives in the store, and the CA. */
+static int stores_init(struct daemon *d)
+{
+	struct al_error err = {0};
 	bool ca_created = false;
-	if (auth_init(store, &err) < 0 || events_init(store, &err) < 0 || snapshots_init(store, state_abs, &err) < 0 ||
-	    secrets_init(store, state_abs, &err) < 0 || ca_init(state_abs, &ca_created, &err) < 0) {
+	int r;
+	if ((r = auth_init(d->store, &err)) < 0 || (r = events_init(d->store, &err)) < 0 ||
+	    (r = snapshots_init(d->store, d->state_abs, &err)) < 0 ||
+	    (r = secrets_init(d->store, d->state_abs, &err)) < 0 ||
+	    (r = ca_init(d->state_abs, &ca_created, &err)) < 0) {
 		log_error("%s", err.message);
 		secrets_shutdown();
-		store_close(store);
-		return 1;
+		store_close(d->store);
+		return r;
 	}
 	if (ca_created)
-		log_info("made the Airlock CA in %s/%s (every new sandbox trusts it)", state_abs, CA_DIR);
-	process_set_exit_hook(on_process_exit);
-	log_info("backend: %s", backend.reason);
-	log_info("airlockd %s starting: backend %s, state dir %s, image dir %s", AIRLOCK_VERSION, cfg.vmm->name,
-	         state_abs, image_abs);
-	log_info("accelerator: %s", accel.reason);
+		log_info("made the Airlock CA in %s/%s (every new sandbox trusts it)", d->state_abs, CA_DIR);
+	return 0;
+}
+
+static void start_log(const struct daemon *d)
+{
+	const struct daemon_config *cfg = &d->cfg;
+	log_info("backend: %s", d->backend.reason);
+	log_info("airlockd %s starting: backend %s, state dir %s, image dir %s", AIRLOCK_VERSION, cfg->vmm->name,
+	         d->state_abs, d->image_abs);
+	log_info("accelerator: %s", d->accel.reason);
 	log_info("limits: a sandbox has at most %u vCPUs, %u MiB of memory, %u MiB of disk; %u starts at once "
 	         "(a create waits up to %u s); watchdog %u s%s; TCP API %u requests/s per tenant%s, burst %u",
-	         cfg.max_vcpus, cfg.max_memory_mib, cfg.max_disk_mib, cfg.max_concurrent_starts,
-	         cfg.start_queue_timeout_s, cfg.watchdog_s, cfg.watchdog_s ? "" : " (off)", cfg.rate_limit_rps,
-	         cfg.rate_limit_rps ? "" : " (off)", cfg.rate_limit_burst);
-	/* The gateway first: re-attached sandboxes hand it their listeners. */
-	if (egress_start(&ecfg, &err) < 0 || sandboxes_init(&cfg, &err) < 0) {
+	         cfg->max_vcpus, cfg->max_memory_mib, cfg->max_disk_mib, cfg->max_concurrent_starts,
+	         cfg->start_queue_timeout_s, cfg->watchdog_s, cfg->watchdog_s ? "" : " (off)", cfg->rate_limit_rps,
+	         cfg->rate_limit_rps ? "" : " (off)", cfg->rate_limit_burst);
+}
+
+/* The gateway first: re-attached sandboxes hand it their listeners. */
+static int sandboxes_start(struct daemon *d)
+{
+	const struct daemon_options *o = &d->opt;
+	cleanup_free char *egress_bin = path_or_sibling(o->egress_bin, "airlock-egress");
+	cleanup_free char *egress_log = xasprintf("%s/egress.log", d->state_abs);
+	struct egress_config ecfg = {
+	    .bin = egress_bin,
+	    .resolver = o->resolver,
+	    .trust_ca = o->egress_ca,
+	    .log_path = egress_log,
+	    .n_public_cidrs = o->n_public_cidrs,
+	};
+	memcpy(ecfg.public_cidrs, o->public_cidrs, o->n_public_cidrs * sizeof(o->public_cidrs[0]));
+	struct al_error err = {0};
+	int r;
+	if ((r = egress_start(&ecfg, &err)) < 0 || (r = sandboxes_init(&d->cfg, &err)) < 0) {
 		log_error("%s", err.message);
 		egress_stop();
 		secrets_shutdown();
-		store_close(store);
-		return 1;
+		store_close(d->store);
+		return r;
 	}
-	struct api_server *server = NULL, *tcp = NULL;
-	if (api_server_start_unix(socket_path, &server, &err) < 0 ||
-	    (listen_addr && api_server_start_tcp(listen_addr, &tcp, &err) < 0)) {
+	return 0;
+}
+
+static int api_start(struct daemon *d)
+{
+	const char *listen_addr = d->opt.listen_addr;
+	struct al_error err = {0};
+	int r;
+	if ((r = api_server_start_unix(d->opt.socket_path, &d->server, &err)) < 0 ||
+	    (listen_addr && (r = api_server_start_tcp(listen_addr, &d->tcp, &err)) < 0)) {
 		log_error("%s", err.message);
-		api_server_stop(server);
+		api_server_stop(d->server);
 		sandboxes_shutdown();
 		egress_stop();
 		events_shutdown();
 		secrets_shutdown();
-		store_close(store);
-		return 1;
+		store_close(d->store);
+		return r;
 	}
-	/* After the live sandboxes took back their uids: the probe takes one. */
-	if (need_probe)
-		accel_probe_start(&probe);
-	log_info("listening on %s%s%s%s", socket_path, listen_addr ? " and on TCP " : "",
+	return 0;
+}
+
+static void listen_log(const struct daemon *d)
+{
+	const struct daemon_config *cfg = &d->cfg;
+	const char *listen_addr = d->opt.listen_addr;
+	log_info("listening on %s%s%s%s", d->opt.socket_path, listen_addr ? " and on TCP " : "",
 	         listen_addr ? listen_addr : "", listen_addr ? " (bearer tokens)" : "");
 	log_info("API: %u connections a listener, %u per TCP client%s, idle timeout %u s; auth.failure events per "
 	         "client address: %u at once, then %u a minute%s",
-	         cfg.api_max_connections, cfg.api_max_connections_per_client,
-	         cfg.api_max_connections_per_client ? "" : " (no cap)", cfg.api_idle_timeout_s, cfg.auth_failure_burst,
-	         cfg.auth_failure_per_min, cfg.auth_failure_per_min ? "" : " (off: one per failure)");
+	         cfg->api_max_connections, cfg->api_max_connections_per_client,
+	         cfg->api_max_connections_per_client ? "" : " (no cap)", cfg->api_idle_timeout_s,
+	         cfg->auth_failure_burst, cfg->auth_failure_per_min,
+	         cfg->auth_failure_per_min ? "" : " (off: one per failure)");
+}
 
-	int sig = wait_for_signal(&sigs);
+static void daemon_stop(struct daemon *d, int sig)
+{
 	log_info("signal %d: shutting down (VMs keep running and are re-attached at the next start)", sig);
 	api_auth_failures_flush(true);
 	accel_probe_join();
 	events_shutdown();
 	sandboxes_shutdown();
 	egress_stop();
-	api_server_stop(tcp);
-	api_server_stop(server);
+	api_server_stop(d->tcp);
+	api_server_stop(d->server);
 	auth_shutdown();
 	snapshots_shutdown();
 	secrets_shutdown();
 	ca_shutdown();
-	store_close(store);
+	store_close(d->store);
 	log_info("stopped");
+}
+
+int main(int argc, char **argv)
+{
+	static struct daemon d;
+	int status = options_parse(argc, argv, &d.opt);
+	if (status != DAEMON_RUN)
+		return status;
+	if (backend_choose(&d) < 0)
+		return 1;
+	if (d.opt.print_backend) {
+		printf("backend=%s\naccel=%s\nreason=%s\naccel.reason=%s\n", vmm_backend_name(d.backend.backend),
+		       accel_name(&d.accel), d.backend.reason, d.accel.reason);
+		return 0;
+	}
+	signals_block(&d.sigs);
+	if (dirs_resolve(&d) < 0 || nft_check() < 0 || jail_start(&d.opt) < 0)
+		return 1;
+	probe_prepare(&d);
+	if (d.opt.check)
+		return daemon_check(&d.probe, d.need_probe > 0, d.opt.egress_bin);
+	if (accel_prove(&d) < 0 || network_policy_load(&d) < 0 || store_start(&d) < 0)
+		return 1;
+	config_fill(&d);
+	api_set_config(&d.cfg, d.opt.max_file_bytes);
+	raise_fd_limit(&d.cfg);
+	if (stores_init(&d) < 0)
+		return 1;
+	process_set_exit_hook(on_process_exit);
+	start_log(&d);
+	if (sandboxes_start(&d) < 0 || api_start(&d) < 0)
+		return 1;
+	/* After the live sandboxes took back their uids: the probe takes one. */
+	if (d.need_probe)
+		accel_probe_start(&d.probe);
+	listen_log(&d);
+	daemon_stop(&d, wait_for_signal(&d.sigs));
+	free(d.default_network);
 	return 0;
 }

@@ -30,13 +30,14 @@ struct metrics {
 	uint64_t accel_probe_ms;
 	uint64_t requests[HTTP_STATUS_MAX - HTTP_STATUS_MIN + 1];
 	uint64_t errors[AL_ERR__COUNT];
+	/* From here on uint64_t, gauges too: a struct family points at them. */
 	uint64_t boot_failures;
 	uint64_t egress_decisions[4][2]; /* egress_protos x {allow, deny} */
-	uint64_t egress_bytes_up, egress_bytes_down;
+	uint64_t egress_bytes[2];        /* egress_directions */
 	uint64_t egress_restarts;
-	bool egress_up;
+	uint64_t egress_up;
 	uint64_t rate_limited;
-	unsigned starts_active, starts_waiting;
+	uint64_t starts_active, starts_waiting;
 	uint64_t start_waits, start_rejections;
 	uint64_t exec_truncated;
 	uint64_t output_dropped[3]; /* dropped_kinds */
@@ -46,8 +47,8 @@ struct metrics {
 	uint64_t auth_failures[4]; /* auth_reasons */
 	uint64_t auth_unrecorded;
 	uint64_t api_shed[2], api_refused[2]; /* api_listeners */
-	unsigned netns_pool_ready;
-	uint64_t netns_takes[2]; /* {new, pool} */
+	uint64_t netns_pool_ready;
+	uint64_t netns_takes[2]; /* netns_froms */
 };
 
 static const char *const egress_protos[] = {"http", "tls", "tcp", "dns"};
@@ -55,6 +56,8 @@ static const char *const dropped_kinds[] = {"exec", "log", "console"};
 static const char *const watchdog_whats[] = {"vmm", "agent"};
 static const char *const auth_reasons[] = {"missing", "malformed", "unknown", "revoked"};
 static const char *const api_listeners[] = {"unix", "tcp"};
+static const char *const egress_directions[] = {"up", "down"};
+static const char *const netns_froms[] = {"pool", "new"};
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -104,13 +107,27 @@ void metrics_observe_exec(double seconds)
 	histogram_observe(&m.exec, seconds);
 }
 
+static void count(uint64_t *counter, uint64_t n)
+{
+	pthread_mutex_lock(&lock);
+	*counter += n;
+	pthread_mutex_unlock(&lock);
+}
+
+/* The counter of the label value name, if it is one of names[] (a bounded
+ * label set: any other name is ignored). */
+static void count_by_name(uint64_t counters[], const char *const names[], size_t n_names, const char *name, uint64_t n)
+{
+	for (size_t i = 0; name && i < n_names; i++)
+		if (!strcmp(name, names[i]))
+			count(&counters[i], n);
+}
+
 void metrics_count_request(int http_status)
 {
 	if (http_status < HTTP_STATUS_MIN || http_status > HTTP_STATUS_MAX)
 		return;
-	pthread_mutex_lock(&lock);
-	m.requests[http_status - HTTP_STATUS_MIN]++;
-	pthread_mutex_unlock(&lock);
+	count(&m.requests[http_status - HTTP_STATUS_MIN], 1);
 }
 
 void metrics_count_error(const char *code)
@@ -121,9 +138,7 @@ void metrics_count_error(const char *code)
 	 * the series set with arbitrary strings. */
 	for (int i = AL_ERR_NONE + 1; i < AL_ERR__COUNT; i++) {
 		if (!strcmp(code, al_error_code_name((enum al_error_code)i))) {
-			pthread_mutex_lock(&lock);
-			m.errors[i]++;
-			pthread_mutex_unlock(&lock);
+			count(&m.errors[i], 1);
 			return;
 		}
 	}
@@ -131,27 +146,22 @@ void metrics_count_error(const char *code)
 
 void metrics_count_boot_failure(void)
 {
-	pthread_mutex_lock(&lock);
-	m.boot_failures++;
-	pthread_mutex_unlock(&lock);
+	count(&m.boot_failures, 1);
 }
 
 void metrics_count_egress_decision(const char *proto, const char *verdict)
 {
 	int v = !strcmp(verdict, "allow") ? 0 : !strcmp(verdict, "deny") ? 1 : -1;
 	for (size_t i = 0; v >= 0 && i < ARRAY_SIZE(egress_protos); i++)
-		if (!strcmp(proto, egress_protos[i])) {
-			pthread_mutex_lock(&lock);
-			m.egress_decisions[i][v]++;
-			pthread_mutex_unlock(&lock);
-		}
+		if (!strcmp(proto, egress_protos[i]))
+			count(&m.egress_decisions[i][v], 1);
 }
 
 void metrics_add_egress_bytes(uint64_t up, uint64_t down)
 {
 	pthread_mutex_lock(&lock);
-	m.egress_bytes_up += up;
-	m.egress_bytes_down += down;
+	m.egress_bytes[0] += up;
+	m.egress_bytes[1] += down;
 	pthread_mutex_unlock(&lock);
 }
 
@@ -164,16 +174,7 @@ void metrics_set_egress_up(bool up)
 
 void metrics_count_egress_restart(void)
 {
-	pthread_mutex_lock(&lock);
-	m.egress_restarts++;
-	pthread_mutex_unlock(&lock);
-}
-
-static void count(uint64_t *counter, uint64_t n)
-{
-	pthread_mutex_lock(&lock);
-	*counter += n;
-	pthread_mutex_unlock(&lock);
+	count(&m.egress_restarts, 1);
 }
 
 void metrics_count_rate_limited(void)
@@ -209,9 +210,8 @@ void metrics_count_exec_truncated(uint64_t dropped)
 
 void metrics_add_output_dropped(const char *kind, uint64_t bytes)
 {
-	for (size_t i = 1; kind && i < ARRAY_SIZE(dropped_kinds); i++)
-		if (!strcmp(kind, dropped_kinds[i]))
-			count(&m.output_dropped[i], bytes);
+	/* Not "exec": metrics_count_exec_truncated() counts those. */
+	count_by_name(m.output_dropped + 1, dropped_kinds + 1, ARRAY_SIZE(dropped_kinds) - 1, kind, bytes);
 }
 
 void metrics_count_console_rotation(void)
@@ -221,9 +221,7 @@ void metrics_count_console_rotation(void)
 
 void metrics_count_watchdog_kill(const char *unresponsive)
 {
-	for (size_t i = 0; unresponsive && i < ARRAY_SIZE(watchdog_whats); i++)
-		if (!strcmp(unresponsive, watchdog_whats[i]))
-			count(&m.watchdog_kills[i], 1);
+	count_by_name(m.watchdog_kills, watchdog_whats, ARRAY_SIZE(watchdog_whats), unresponsive, 1);
 }
 
 void metrics_count_watchdog_reprieve(void)
@@ -233,9 +231,7 @@ void metrics_count_watchdog_reprieve(void)
 
 void metrics_count_auth_failure(const char *reason)
 {
-	for (size_t i = 0; reason && i < ARRAY_SIZE(auth_reasons); i++)
-		if (!strcmp(reason, auth_reasons[i]))
-			count(&m.auth_failures[i], 1);
+	count_by_name(m.auth_failures, auth_reasons, ARRAY_SIZE(auth_reasons), reason, 1);
 }
 
 void metrics_count_auth_failure_unrecorded(void)
@@ -246,38 +242,8 @@ void metrics_count_auth_failure_unrecorded(void)
 void metrics_count_api_connection(const char *listener, const char *what)
 {
 	bool shed = what && !strcmp(what, "shed"), refused = what && !strcmp(what, "refused");
-	for (size_t i = 0; listener && (shed || refused) && i < ARRAY_SIZE(api_listeners); i++)
-		if (!strcmp(listener, api_listeners[i]))
-			count(shed ? &m.api_shed[i] : &m.api_refused[i], 1);
-}
-
-/* Label values: backslash, double quote and newline escaped (format 0.0.4). */
-static void put_label_value(FILE *f, const char *s)
-{
-	for (; *s; s++) {
-		if (*s == '\\')
-			fputs("\\\\", f);
-		else if (*s == '"')
-			fputs("\\\"", f);
-		else if (*s == '\n')
-			fputs("\\n", f);
-		else
-			fputc(*s, f);
-	}
-}
-
-static void render_histogram(FILE *f, const struct histogram *h)
-{
-	fprintf(f, "# HELP %s %s\n# TYPE %s histogram\n", h->name, h->help, h->name);
-	uint64_t cumulative = 0;
-	for (size_t i = 0; i < h->n_bounds; i++) {
-		cumulative += h->counts[i];
-		fprintf(f, "%s_bucket{le=\"%g\"} %llu\n", h->name, h->bounds[i], (unsigned long long)cumulative);
-	}
-	cumulative += h->counts[h->n_bounds];
-	fprintf(f, "%s_bucket{le=\"+Inf\"} %llu\n", h->name, (unsigned long long)cumulative);
-	fprintf(f, "%s_sum %.9g\n", h->name, h->sum);
-	fprintf(f, "%s_count %llu\n", h->name, (unsigned long long)h->count);
+	if (shed || refused)
+		count_by_name(shed ? m.api_shed : m.api_refused, api_listeners, ARRAY_SIZE(api_listeners), listener, 1);
 }
 
 void metrics_set_accel(const char *accel, const char *cpu, const char *reason, uint64_t probe_ms)
@@ -299,9 +265,176 @@ void metrics_set_netns_pool(unsigned ready)
 
 void metrics_count_netns_take(bool pooled)
 {
-	pthread_mutex_lock(&lock);
-	m.netns_takes[pooled ? 1 : 0]++;
-	pthread_mutex_unlock(&lock);
+	count(&m.netns_takes[pooled ? 0 : 1], 1);
+}
+
+/* Label values: backslash, double quote and newline escaped (format 0.0.4). */
+static void put_label_value(FILE *f, const char *s)
+{
+	for (; *s; s++) {
+		if (*s == '\\')
+			fputs("\\\\", f);
+		else if (*s == '"')
+			fputs("\\\"", f);
+		else if (*s == '\n')
+			fputs("\\n", f);
+		else
+			fputc(*s, f);
+	}
+}
+
+static void put_header(FILE *f, const char *name, const char *type, const char *help)
+{
+	fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static void render_sandboxes(FILE *f, const unsigned state_counts[], size_t n_states, const char *const state_names[])
+{
+	put_header(f, "airlock_sandboxes", "gauge", "Sandboxes by state.");
+	for (size_t i = 0; i < n_states; i++) {
+		if (!state_names[i])
+			continue;
+		fputs("airlock_sandboxes{state=\"", f);
+		put_label_value(f, state_names[i]);
+		fprintf(f, "\"} %u\n", state_counts[i]);
+	}
+}
+
+static void render_histogram(FILE *f, const struct histogram *h)
+{
+	put_header(f, h->name, "histogram", h->help);
+	uint64_t cumulative = 0;
+	for (size_t i = 0; i < h->n_bounds; i++) {
+		cumulative += h->counts[i];
+		fprintf(f, "%s_bucket{le=\"%g\"} %llu\n", h->name, h->bounds[i], (unsigned long long)cumulative);
+	}
+	cumulative += h->counts[h->n_bounds];
+	fprintf(f, "%s_bucket{le=\"+Inf\"} %llu\n", h->name, (unsigned long long)cumulative);
+	fprintf(f, "%s_sum %.9g\n", h->name, h->sum);
+	fprintf(f, "%s_count %llu\n", h->name, (unsigned long long)h->count);
+}
+
+static void render_requests(FILE *f, const struct metrics *s)
+{
+	put_header(f, "airlock_api_requests_total", "counter", "API responses by HTTP status.");
+	for (int i = 0; i < (int)ARRAY_SIZE(s->requests); i++)
+		if (s->requests[i])
+			fprintf(f, "airlock_api_requests_total{code=\"%d\"} %llu\n", i + HTTP_STATUS_MIN,
+			        (unsigned long long)s->requests[i]);
+	/* Every error code is rendered, zeros too: a bounded set, and rate()
+	 * works from the first error on. */
+	put_header(f, "airlock_errors_total", "counter", "API error responses by error code.");
+	for (int i = AL_ERR_NONE + 1; i < AL_ERR__COUNT; i++)
+		fprintf(f, "airlock_errors_total{code=\"%s\"} %llu\n", al_error_code_name((enum al_error_code)i),
+		        (unsigned long long)s->errors[i]);
+}
+
+static void render_egress_decisions(FILE *f, const struct metrics *s)
+{
+	put_header(f, "airlock_egress_decisions_total", "counter",
+	           "Egress gateway decisions (connections and DNS queries).");
+	for (size_t i = 0; i < ARRAY_SIZE(egress_protos); i++)
+		for (int v = 0; v < 2; v++)
+			fprintf(f, "airlock_egress_decisions_total{proto=\"%s\",verdict=\"%s\"} %llu\n",
+			        egress_protos[i], v ? "deny" : "allow", (unsigned long long)s->egress_decisions[i][v]);
+}
+
+/* A metric family of one sample (label NULL) or of one a label value:
+ * values[i] for label_values[i]. */
+struct family {
+	const char *name, *type, *help;
+	const char *label;
+	const char *const *label_values;
+	size_t n;
+	const uint64_t *values;
+};
+
+static void render_family(FILE *f, const struct family *fam)
+{
+	put_header(f, fam->name, fam->type, fam->help);
+	if (!fam->label) {
+		fprintf(f, "%s %llu\n", fam->name, (unsigned long long)fam->values[0]);
+		return;
+	}
+	for (size_t i = 0; i < fam->n; i++)
+		fprintf(f, "%s{%s=\"%s\"} %llu\n", fam->name, fam->label, fam->label_values[i],
+		        (unsigned long long)fam->values[i]);
+}
+
+#define ONE(name, type, help, field)                                                                                   \
+	{                                                                                                              \
+		name, type, help, NULL, NULL, 1, &(field)                                                              \
+	}
+#define BY(name, help, label, values, field)                                                                           \
+	{                                                                                                              \
+		name, "counter", help, label, values, ARRAY_SIZE(values), field                                        \
+	}
+
+/* The counters and gauges after the egress decisions, in the order they are
+ * rendered. */
+static void render_families(FILE *f, const struct metrics *s)
+{
+	const struct family families[] = {
+	    BY("airlock_egress_bytes_total", "Bytes relayed by the egress gateway (up: guest to server).", "direction",
+	       egress_directions, s->egress_bytes),
+	    ONE("airlock_egress_up", "gauge", "Whether the egress gateway is running.", s->egress_up),
+	    ONE("airlock_egress_restarts_total", "counter", "Restarts of the egress gateway after it died.",
+	        s->egress_restarts),
+	    ONE("airlock_rate_limited_total", "counter", "API requests refused (429) because a tenant passed its rate.",
+	        s->rate_limited),
+	    ONE("airlock_starts_active", "gauge", "Sandbox boots and restores running now.", s->starts_active),
+	    ONE("airlock_starts_waiting", "gauge", "Creates waiting for a start slot (--max-concurrent-starts).",
+	        s->starts_waiting),
+	    ONE("airlock_start_waits_total", "counter", "Creates that had to wait for a start slot.", s->start_waits),
+	    ONE("airlock_start_rejections_total", "counter",
+	        "Creates refused (503) after waiting for a start slot too long.", s->start_rejections),
+	    ONE("airlock_exec_output_truncated_total", "counter",
+	        "Collected execs whose output passed max_output_bytes.", s->exec_truncated),
+	    BY("airlock_output_dropped_bytes_total",
+	       "Guest output dropped by a bounded buffer (exec: past max_output_bytes; log: out of a process's kept "
+	       "log; console: rotated away).",
+	       "kind", dropped_kinds, s->output_dropped),
+	    ONE("airlock_console_rotations_total", "counter",
+	        "Rotations of a sandbox's console log (it keeps one old file).", s->console_rotations),
+	    BY("airlock_watchdog_kills_total", "VMMs the watchdog killed, by what stopped answering.", "unresponsive",
+	       watchdog_whats, s->watchdog_kills),
+	    ONE("airlock_watchdog_reprieves_total", "counter",
+	        "Silent VMMs the watchdog did not kill at --watchdog-s because they had been waiting for a CPU (an "
+	        "overloaded host, or their CPU quota).",
+	        s->watchdog_reprieves),
+	    BY("airlock_auth_failures_total", "Failed authentications on the TCP listener (401), by reason.", "reason",
+	       auth_reasons, s->auth_failures),
+	    ONE("airlock_auth_failures_unrecorded_total", "counter",
+	        "Failed authentications counted in an auth.failure summary instead of an event of their own.",
+	        s->auth_unrecorded),
+	    BY("airlock_api_connections_shed_total", "Idle API connections closed to make room for a new one.",
+	       "listener", api_listeners, s->api_shed),
+	    BY("airlock_api_connections_refused_total",
+	       "API connections refused: every connection in the way was busy.", "listener", api_listeners,
+	       s->api_refused),
+	    ONE("airlock_netns_pool_ready", "gauge",
+	        "Network namespaces made ahead, ready for a create (--netns-pool).", s->netns_pool_ready),
+	    BY("airlock_netns_takes_total", "Network namespaces of starting sandboxes: from the pool or made then.",
+	       "from", netns_froms, s->netns_takes),
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(families); i++)
+		render_family(f, &families[i]);
+}
+
+static void render_accel(FILE *f, const struct metrics *s)
+{
+	put_header(f, "airlock_accel_info", "gauge",
+	           "The accelerator of QEMU's guests (kvm, tcg; probing while its probe runs), its CPU model and why "
+	           "it was chosen.");
+	fputs("airlock_accel_info{accel=\"", f);
+	put_label_value(f, s->accel);
+	fputs("\",cpu=\"", f);
+	put_label_value(f, s->accel_cpu);
+	fputs("\",reason=\"", f);
+	put_label_value(f, s->accel_reason);
+	fputs("\"} 1\n", f);
+	put_header(f, "airlock_accel_probe_seconds", "gauge", "How long the accelerator's probe took (0: none ran).");
+	fprintf(f, "airlock_accel_probe_seconds %.3f\n", (double)s->accel_probe_ms / 1000.0);
 }
 
 char *metrics_render(const unsigned state_counts[], size_t n_states, const char *const state_names[])
@@ -315,167 +448,16 @@ char *metrics_render(const unsigned state_counts[], size_t n_states, const char 
 	FILE *f = open_memstream(&buf, &len);
 	if (!f)
 		abort();
-
-	fputs("# HELP airlock_sandboxes Sandboxes by state.\n# TYPE airlock_sandboxes gauge\n", f);
-	for (size_t i = 0; i < n_states; i++) {
-		if (!state_names[i])
-			continue;
-		fputs("airlock_sandboxes{state=\"", f);
-		put_label_value(f, state_names[i]);
-		fprintf(f, "\"} %u\n", state_counts[i]);
-	}
-
+	render_sandboxes(f, state_counts, n_states, state_names);
 	render_histogram(f, &snap.create);
 	render_histogram(f, &snap.exec);
-
-	fputs("# HELP airlock_api_requests_total API responses by HTTP status.\n"
-	      "# TYPE airlock_api_requests_total counter\n",
-	      f);
-	for (int i = 0; i < (int)ARRAY_SIZE(snap.requests); i++)
-		if (snap.requests[i])
-			fprintf(f, "airlock_api_requests_total{code=\"%d\"} %llu\n", i + HTTP_STATUS_MIN,
-			        (unsigned long long)snap.requests[i]);
-
-	/* Every error code is rendered, zeros too: a bounded set, and rate()
-	 * works from the first error on. */
-	fputs("# HELP airlock_errors_total API error responses by error code.\n"
-	      "# TYPE airlock_errors_total counter\n",
-	      f);
-	for (int i = AL_ERR_NONE + 1; i < AL_ERR__COUNT; i++)
-		fprintf(f, "airlock_errors_total{code=\"%s\"} %llu\n", al_error_code_name((enum al_error_code)i),
-		        (unsigned long long)snap.errors[i]);
-
-	fprintf(f,
-	        "# HELP airlock_boot_failures_total Sandboxes whose VM did not come up.\n"
-	        "# TYPE airlock_boot_failures_total counter\n"
-	        "airlock_boot_failures_total %llu\n",
-	        (unsigned long long)snap.boot_failures);
-
-	fputs("# HELP airlock_egress_decisions_total Egress gateway decisions (connections and DNS queries).\n"
-	      "# TYPE airlock_egress_decisions_total counter\n",
-	      f);
-	for (size_t i = 0; i < ARRAY_SIZE(egress_protos); i++)
-		for (int v = 0; v < 2; v++)
-			fprintf(f, "airlock_egress_decisions_total{proto=\"%s\",verdict=\"%s\"} %llu\n",
-			        egress_protos[i], v ? "deny" : "allow",
-			        (unsigned long long)snap.egress_decisions[i][v]);
-	fprintf(f,
-	        "# HELP airlock_egress_bytes_total Bytes relayed by the egress gateway (up: guest to server).\n"
-	        "# TYPE airlock_egress_bytes_total counter\n"
-	        "airlock_egress_bytes_total{direction=\"up\"} %llu\n"
-	        "airlock_egress_bytes_total{direction=\"down\"} %llu\n"
-	        "# HELP airlock_egress_up Whether the egress gateway is running.\n"
-	        "# TYPE airlock_egress_up gauge\n"
-	        "airlock_egress_up %d\n"
-	        "# HELP airlock_egress_restarts_total Restarts of the egress gateway after it died.\n"
-	        "# TYPE airlock_egress_restarts_total counter\n"
-	        "airlock_egress_restarts_total %llu\n",
-	        (unsigned long long)snap.egress_bytes_up, (unsigned long long)snap.egress_bytes_down,
-	        snap.egress_up ? 1 : 0, (unsigned long long)snap.egress_restarts);
-
-	fprintf(f,
-	        "# HELP airlock_rate_limited_total API requests refused (429) because a tenant passed its rate.\n"
-	        "# TYPE airlock_rate_limited_total counter\n"
-	        "airlock_rate_limited_total %llu\n"
-	        "# HELP airlock_starts_active Sandbox boots and restores running now.\n"
-	        "# TYPE airlock_starts_active gauge\n"
-	        "airlock_starts_active %u\n"
-	        "# HELP airlock_starts_waiting Creates waiting for a start slot (--max-concurrent-starts).\n"
-	        "# TYPE airlock_starts_waiting gauge\n"
-	        "airlock_starts_waiting %u\n"
-	        "# HELP airlock_start_waits_total Creates that had to wait for a start slot.\n"
-	        "# TYPE airlock_start_waits_total counter\n"
-	        "airlock_start_waits_total %llu\n"
-	        "# HELP airlock_start_rejections_total Creates refused (503) after waiting for a start slot too long.\n"
-	        "# TYPE airlock_start_rejections_total counter\n"
-	        "airlock_start_rejections_total %llu\n"
-	        "# HELP airlock_exec_output_truncated_total Collected execs whose output passed max_output_bytes.\n"
-	        "# TYPE airlock_exec_output_truncated_total counter\n"
-	        "airlock_exec_output_truncated_total %llu\n",
-	        (unsigned long long)snap.rate_limited, snap.starts_active, snap.starts_waiting,
-	        (unsigned long long)snap.start_waits, (unsigned long long)snap.start_rejections,
-	        (unsigned long long)snap.exec_truncated);
-	fputs("# HELP airlock_output_dropped_bytes_total Guest output dropped by a bounded buffer (exec: past "
-	      "max_output_bytes; log: out of a process's kept log; console: rotated away).\n"
-	      "# TYPE airlock_output_dropped_bytes_total counter\n",
-	      f);
-	for (size_t i = 0; i < ARRAY_SIZE(dropped_kinds); i++)
-		fprintf(f, "airlock_output_dropped_bytes_total{kind=\"%s\"} %llu\n", dropped_kinds[i],
-		        (unsigned long long)snap.output_dropped[i]);
-	fprintf(f,
-	        "# HELP airlock_console_rotations_total Rotations of a sandbox's console log (it keeps one old file).\n"
-	        "# TYPE airlock_console_rotations_total counter\n"
-	        "airlock_console_rotations_total %llu\n",
-	        (unsigned long long)snap.console_rotations);
-	fputs("# HELP airlock_watchdog_kills_total VMMs the watchdog killed, by what stopped answering.\n"
-	      "# TYPE airlock_watchdog_kills_total counter\n",
-	      f);
-	for (size_t i = 0; i < ARRAY_SIZE(watchdog_whats); i++)
-		fprintf(f, "airlock_watchdog_kills_total{unresponsive=\"%s\"} %llu\n", watchdog_whats[i],
-		        (unsigned long long)snap.watchdog_kills[i]);
-	fprintf(f,
-	        "# HELP airlock_watchdog_reprieves_total Silent VMMs the watchdog did not kill at --watchdog-s because "
-	        "they had been waiting for a CPU (an overloaded host, or their CPU quota).\n"
-	        "# TYPE airlock_watchdog_reprieves_total counter\n"
-	        "airlock_watchdog_reprieves_total %llu\n",
-	        (unsigned long long)snap.watchdog_reprieves);
-	fputs("# HELP airlock_auth_failures_total Failed authentications on the TCP listener (401), by reason.\n"
-	      "# TYPE airlock_auth_failures_total counter\n",
-	      f);
-	for (size_t i = 0; i < ARRAY_SIZE(auth_reasons); i++)
-		fprintf(f, "airlock_auth_failures_total{reason=\"%s\"} %llu\n", auth_reasons[i],
-		        (unsigned long long)snap.auth_failures[i]);
-	fprintf(f,
-	        "# HELP airlock_auth_failures_unrecorded_total Failed authentications counted in an auth.failure "
-	        "summary instead of an event of their own.\n"
-	        "# TYPE airlock_auth_failures_unrecorded_total counter\n"
-	        "airlock_auth_failures_unrecorded_total %llu\n",
-	        (unsigned long long)snap.auth_unrecorded);
-	fputs("# HELP airlock_api_connections_shed_total Idle API connections closed to make room for a new one.\n"
-	      "# TYPE airlock_api_connections_shed_total counter\n",
-	      f);
-	for (size_t i = 0; i < ARRAY_SIZE(api_listeners); i++)
-		fprintf(f, "airlock_api_connections_shed_total{listener=\"%s\"} %llu\n", api_listeners[i],
-		        (unsigned long long)snap.api_shed[i]);
-	fputs("# HELP airlock_api_connections_refused_total API connections refused: every connection in the way "
-	      "was busy.\n"
-	      "# TYPE airlock_api_connections_refused_total counter\n",
-	      f);
-	for (size_t i = 0; i < ARRAY_SIZE(api_listeners); i++)
-		fprintf(f, "airlock_api_connections_refused_total{listener=\"%s\"} %llu\n", api_listeners[i],
-		        (unsigned long long)snap.api_refused[i]);
-
-	fprintf(f,
-	        "# HELP airlock_netns_pool_ready Network namespaces made ahead, ready for a create (--netns-pool).\n"
-	        "# TYPE airlock_netns_pool_ready gauge\n"
-	        "airlock_netns_pool_ready %u\n"
-	        "# HELP airlock_netns_takes_total Network namespaces of starting sandboxes: from the pool or made "
-	        "then.\n"
-	        "# TYPE airlock_netns_takes_total counter\n"
-	        "airlock_netns_takes_total{from=\"pool\"} %llu\n"
-	        "airlock_netns_takes_total{from=\"new\"} %llu\n",
-	        snap.netns_pool_ready, (unsigned long long)snap.netns_takes[1],
-	        (unsigned long long)snap.netns_takes[0]);
-
-	if (snap.accel[0]) {
-		fputs("# HELP airlock_accel_info The accelerator of QEMU's guests (kvm, tcg; probing while its probe "
-		      "runs), its CPU model and why it was chosen.\n"
-		      "# TYPE airlock_accel_info gauge\n"
-		      "airlock_accel_info{accel=\"",
-		      f);
-		put_label_value(f, snap.accel);
-		fputs("\",cpu=\"", f);
-		put_label_value(f, snap.accel_cpu);
-		fputs("\",reason=\"", f);
-		put_label_value(f, snap.accel_reason);
-		fprintf(f,
-		        "\"} 1\n"
-		        "# HELP airlock_accel_probe_seconds How long the accelerator's probe took (0: none ran).\n"
-		        "# TYPE airlock_accel_probe_seconds gauge\n"
-		        "airlock_accel_probe_seconds %.3f\n",
-		        (double)snap.accel_probe_ms / 1000.0);
-	}
-
+	render_requests(f, &snap);
+	render_family(f, &(struct family)ONE("airlock_boot_failures_total", "counter",
+	                                     "Sandboxes whose VM did not come up.", snap.boot_failures));
+	render_egress_decisions(f, &snap);
+	render_families(f, &snap);
+	if (snap.accel[0])
+		render_accel(f, &snap);
 	if (fclose(f) != 0 || !buf)
 		abort();
 	return buf;

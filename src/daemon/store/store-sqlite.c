@@ -133,6 +133,16 @@ struct sqlite3 *store_db(struct store *s)
 	return s->db;
 }
 
+/* Every column of a record after id, in the order of bind_record() and
+ * row_to_record() (id is ?1 and column 0), and their parameters. */
+#define RECORD_COLUMNS                                                                                                 \
+	"state, template, vcpus, memory_mib, env, metadata, backend, accel, created_ms, updated_ms, boot_ms, error,"   \
+	" vmm_pid, tenant, timeout_s, on_timeout, idle_timeout_s, run_ms, running_since_ms, network, secrets,"         \
+	" ca_bundle, disk_mib, jail_uid, boot_path, cpu, accel_reason"
+#define RECORD_PARAMS                                                                                                  \
+	"?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24,"   \
+	" ?25, ?26, ?27, ?28"
+
 static void bind_record(sqlite3_stmt *st, const struct sandbox_record *r)
 {
 	sqlite3_bind_text(st, 1, r->id, -1, SQLITE_STATIC);
@@ -188,26 +198,14 @@ static int exec_write(struct store *s, const char *sql, const struct sandbox_rec
 
 int store_sandbox_insert(struct store *s, const struct sandbox_record *r, struct al_error *err)
 {
-	return exec_write(s,
-	                  "INSERT INTO sandboxes (id, state, template, vcpus, memory_mib, env, metadata, backend,"
-	                  " accel, created_ms, updated_ms, boot_ms, error, vmm_pid, tenant, timeout_s, on_timeout,"
-	                  " idle_timeout_s, run_ms, running_since_ms, network, secrets, ca_bundle, disk_mib, jail_uid,"
-	                  " boot_path, cpu, accel_reason)"
-	                  " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18,"
-	                  " ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28)",
-	                  r, "insert", err);
+	return exec_write(s, "INSERT INTO sandboxes (id, " RECORD_COLUMNS ") VALUES (?1, " RECORD_PARAMS ")", r,
+	                  "insert", err);
 }
 
 int store_sandbox_update(struct store *s, const struct sandbox_record *r, struct al_error *err)
 {
-	return exec_write(s,
-	                  "UPDATE sandboxes SET state=?2, template=?3, vcpus=?4, memory_mib=?5, env=?6,"
-	                  " metadata=?7, backend=?8, accel=?9, created_ms=?10, updated_ms=?11, boot_ms=?12,"
-	                  " error=?13, vmm_pid=?14, tenant=?15, timeout_s=?16, on_timeout=?17, idle_timeout_s=?18,"
-	                  " run_ms=?19, running_since_ms=?20, network=?21, secrets=?22, ca_bundle=?23, disk_mib=?24,"
-	                  " jail_uid=?25, boot_path=?26, cpu=?27, accel_reason=?28"
-	                  " WHERE id=?1",
-	                  r, "update", err);
+	return exec_write(s, "UPDATE sandboxes SET (" RECORD_COLUMNS ") = (" RECORD_PARAMS ") WHERE id=?1", r, "update",
+	                  err);
 }
 
 static int row_to_record(sqlite3_stmt *st, struct sandbox_record *r)
@@ -246,11 +244,7 @@ static int row_to_record(sqlite3_stmt *st, struct sandbox_record *r)
 	return 0;
 }
 
-#define SELECT_COLUMNS                                                                                                 \
-	"SELECT id, state, template, vcpus, memory_mib, env, metadata, backend, accel, created_ms,"                    \
-	" updated_ms, boot_ms, error, vmm_pid, tenant, timeout_s, on_timeout, idle_timeout_s, run_ms,"                 \
-	" running_since_ms, network, secrets, ca_bundle, disk_mib, jail_uid, boot_path, cpu, accel_reason"             \
-	" FROM sandboxes"
+#define SELECT_COLUMNS "SELECT id, " RECORD_COLUMNS " FROM sandboxes"
 
 int store_sandbox_get(struct store *s, const char *id, struct sandbox_record *ret, struct al_error *err)
 {
