@@ -14,13 +14,18 @@ SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-
 
 COMMON_SRC := $(wildcard src/common/*.c)
 include src/daemon/layers.mk
-DAEMON_SRC := $(foreach l,$(DAEMON_LAYERS),$(wildcard src/daemon/$(l)/*.c))
-DAEMON_INC := $(DAEMON_LAYERS:%=-Isrc/daemon/%)
+# The layers' folders, with vmm/* and the like expanded to the folders there;
+# a folder's LAYER_USES_ is its own or, for one of a /* pattern, the pattern's.
+DAEMON_LAYER_DIRS := $(foreach l,$(DAEMON_LAYERS),$(if $(findstring *,$(l)),\
+	$(patsubst src/daemon/%/,%,$(sort $(wildcard src/daemon/$(l)/))),$(l)))
+layer_uses = $(if $(filter undefined,$(origin LAYER_USES_$(1))),$(LAYER_USES_$(dir $(1))*),$(LAYER_USES_$(1)))
+DAEMON_SRC := $(foreach l,$(DAEMON_LAYER_DIRS),$(wildcard src/daemon/$(l)/*.c))
+DAEMON_INC := $(DAEMON_LAYER_DIRS:%=-Isrc/daemon/%)
 CLI_SRC := $(wildcard src/cli/*.c)
 AGENT_SRC := $(wildcard src/agent/*.c)
 EGRESS_SRC := $(wildcard src/egress/*.c)
 JAILER_SRC := $(wildcard src/jailer/*.c)
-HEADERS := $(wildcard include/airlock/*.h src/*/*.h) $(foreach l,$(DAEMON_LAYERS),$(wildcard src/daemon/$(l)/*.h))
+HEADERS := $(wildcard include/airlock/*.h src/*/*.h) $(foreach l,$(DAEMON_LAYER_DIRS),$(wildcard src/daemon/$(l)/*.h))
 
 COMMON_OBJ := $(COMMON_SRC:%.c=$(BUILD)/obj/%.o)
 # airlockd validates egress policies with the gateway's own rule parser.
@@ -52,11 +57,11 @@ $(BUILD)/libairlock-common.a: $(COMMON_OBJ)
 
 # Each layer of the daemon sees only the headers of the layers it may use
 # (src/daemon/layers.mk): an include across the rule does not compile.
-layer_inc = -Isrc/daemon/$(1) $(addprefix -Isrc/daemon/,$(LAYER_USES_$(1))) $(addprefix -I,$(LAYER_FOREIGN_$(1)))
+layer_inc = -Isrc/daemon/$(1) $(addprefix -Isrc/daemon/,$(call layer_uses,$(1))) $(addprefix -I,$(LAYER_FOREIGN_$(1)))
 define layer_flags
 $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard src/daemon/$(1)/*.c)): CFLAGS_ALL += $(call layer_inc,$(1))
 endef
-$(foreach l,$(DAEMON_LAYERS),$(eval $(call layer_flags,$(l))))
+$(foreach l,$(DAEMON_LAYER_DIRS),$(eval $(call layer_flags,$(l))))
 
 $(BUILD)/airlockd: $(DAEMON_OBJ) $(BUILD)/libairlock-common.a
 	$(CC) $(CFLAGS_ALL) -o $@ $(DAEMON_OBJ) $(BUILD)/libairlock-common.a $(DAEMON_LIBS)

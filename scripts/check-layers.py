@@ -20,7 +20,7 @@ INCLUDE_RE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 
 
 def read_layers(path):
-    """(layers, uses, foreign) from layers.mk's simple `NAME := words` lines."""
+    """(layers, uses, foreign, pattern_of) from layers.mk's simple `NAME := words` lines."""
     vars_ = {}
     with open(path, encoding="utf-8") as f:
         for line in f:
@@ -29,16 +29,27 @@ def read_layers(path):
                 continue
             name, value = (p.strip() for p in line.split(":=", 1))
             vars_[name] = value.split()
-    layers = vars_.get("DAEMON_LAYERS")
-    if not layers:
+    named = vars_.get("DAEMON_LAYERS")
+    if not named:
         sys.exit("check-layers: %s names no DAEMON_LAYERS" % path)
-    uses = {l: vars_.get("LAYER_USES_" + l, []) for l in layers}
-    foreign = {l: vars_.get("LAYER_FOREIGN_" + l, []) for l in layers}
+    # "vmm/*": every folder there is a layer of its own, with the pattern's uses.
+    layers, pattern_of = [], {}
+    for l in named:
+        if l.endswith("/*"):
+            parent = os.path.join(DAEMON, l[:-2])
+            subs = sorted(d for d in os.listdir(parent) if os.path.isdir(os.path.join(parent, d)))
+            for d in subs:
+                layers.append(l[:-1] + d)
+                pattern_of[l[:-1] + d] = l
+        else:
+            layers.append(l)
+    uses = {l: vars_.get("LAYER_USES_" + pattern_of.get(l, l), []) for l in layers}
+    foreign = {l: vars_.get("LAYER_FOREIGN_" + pattern_of.get(l, l), []) for l in layers}
     for l, used in uses.items():
         for u in used:
-            if u not in uses:
+            if u not in uses and u not in named:
                 sys.exit("check-layers: LAYER_USES_%s names %s, which is not a layer" % (l, u))
-    return layers, uses, foreign
+    return layers, uses, foreign, pattern_of
 
 
 def headers_in(folder):
@@ -56,7 +67,7 @@ def main(argv):
     elif argv:
         print(USAGE, file=sys.stderr)
         return 2
-    layers, uses, foreign = read_layers(os.path.join(DAEMON, "layers.mk"))
+    layers, uses, foreign, pattern_of = read_layers(os.path.join(DAEMON, "layers.mk"))
     owner = {}  # header name -> its layer
     for l in layers:
         for h in headers_in(os.path.join(DAEMON, l)):
@@ -80,6 +91,7 @@ def main(argv):
                 continue
             files += 1
             allowed = set(uses[rel])
+            allowed |= {l for l in layers if pattern_of.get(l) in allowed}
             foreign_dirs = foreign[rel]
             with open(path, encoding="utf-8") as f:
                 for lineno, line in enumerate(f, 1):

@@ -58,6 +58,23 @@ def test_sideways_include_between_backends_is_named(tree):
     assert "vmm/qemu/ may not include vmm/firecracker/" in r.stdout, r.stdout
 
 
+def test_a_new_backend_folder_needs_no_line_in_the_rule(tree):
+    """vmm/* in layers.mk: a third backend's folder is a layer as it is made,
+    with what a backend may use, and no more."""
+    ch = tree / "src/daemon/vmm/ch"
+    ch.mkdir()
+    (ch / "vmm-ch.c").write_text('#include "vmm-backend.h"\n#include "vmm.h"\n#include "log.h"\n')
+    r = check(str(tree))
+    assert r.returncode == 0, r.stdout
+    assert "in 12 layers" in r.stdout, r.stdout
+    (ch / "vmm-ch-api.c").write_text('#include "vmm-qmp.h"\n#include "sandbox.h"\n')
+    r = check(str(tree))
+    assert r.returncode == 1
+    assert ('src/daemon/vmm/ch/vmm-ch-api.c:1: #include "vmm-qmp.h": vmm/ch/ may not include vmm/qemu/ '
+            "(it may use: vmm obs model)") in r.stdout, r.stdout
+    assert "vmm/ch/ may not include core/" in r.stdout, r.stdout
+
+
 def test_path_includes_and_other_components_are_refused(tree):
     add_include(tree / "src/daemon/api/api-routes.c", "../core/sandbox.h")
     add_include(tree / "src/daemon/core/process.c", "egress-policy.h")
