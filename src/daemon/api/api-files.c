@@ -527,7 +527,7 @@ API_UPLOAD(api_archive_put)
 	struct kv_list none = {0};
 	char **env = sandbox_env_merge(sb, &none, &n_env);
 	cleanup_json json_t *msg = guest_exec_message(&er, env, n_env);
-	env_free(env, n_env);
+	sandbox_env_free(env, n_env);
 	struct guest_stream *s = NULL;
 	if (guest_stream_start(sandbox_channel(sb), AIRLOCK_FRAME_EXEC, msg, GUEST_STREAM_COLLECT, ARCHIVE_STDERR_MAX,
 	                       &s, err) < 0) {

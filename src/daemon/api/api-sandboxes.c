@@ -679,7 +679,7 @@ int api_start_process(const struct api_request *req, struct api_response *resp, 
 	char pid[PROCESS_ID_MAX + 1];
 	struct guest_stream *s = NULL;
 	int r = process_start(sandbox_processes(sb), ch, er, env, n_env, GUEST_STREAM_LOG, pid, &s, &err);
-	env_free(env, n_env);
+	sandbox_env_free(env, n_env);
 	if (r < 0) {
 		api_response_error(resp, &err);
 		return r;

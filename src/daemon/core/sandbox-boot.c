@@ -26,7 +26,7 @@
 
 static int list_templates(char *out, size_t size)
 {
-	cleanup_free char *dir = xasprintf("%s/templates", cfg->image_dir);
+	cleanup_free char *dir = xasprintf("%s/templates", sb_cfg->image_dir);
 	out[0] = '\0';
 	size_t o = 0;
 	int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -57,10 +57,10 @@ int sb_resolve_images(const char *template_name, struct images *ret, struct al_e
 	if (!template_name_valid(template_name))
 		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "template: invalid name");
 	char base[PATH_MAX];
-	if (!realpath(cfg->image_dir, base))
-		return al_error_set(err, AL_ERR_INTERNAL, errno, "image dir %s: %m", cfg->image_dir);
+	if (!realpath(sb_cfg->image_dir, base))
+		return al_error_set(err, AL_ERR_INTERNAL, errno, "image dir %s: %m", sb_cfg->image_dir);
 	if (snprintf_ok(ret->rootfs, sizeof(ret->rootfs), "%s/templates/%s/rootfs.ext4", base, template_name) < 0 ||
-	    snprintf_ok(ret->kernel, sizeof(ret->kernel), "%s/kernels/%s", base, cfg->vmm->kernel_file) < 0 ||
+	    snprintf_ok(ret->kernel, sizeof(ret->kernel), "%s/kernels/%s", base, sb_cfg->vmm->kernel_file) < 0 ||
 	    snprintf_ok(ret->initrd, sizeof(ret->initrd), "%s/kernels/initramfs.cpio", base) < 0)
 		return al_error_set(err, AL_ERR_INTERNAL, ENAMETOOLONG, "image dir path %s is too long", base);
 	if (access(ret->rootfs, R_OK) < 0) {
@@ -105,7 +105,7 @@ static int restore_prepare(struct sandbox *sb, const struct snapshot_info *from,
 {
 	cleanup_free char *snap = snapshot_dir(from->id);
 	cleanup_free char *src = xasprintf("%s/%s", snap, snapshot_disk_name(sb_snapshot_disk()));
-	cleanup_free char *dst = xasprintf("%s/%s", sb->root, cfg->vmm->disk_file);
+	cleanup_free char *dst = xasprintf("%s/%s", sb->root, sb_cfg->vmm->disk_file);
 	unlink(dst); /* a recover replaces the disk it had */
 	/* A whole disk is copied by reflink where the filesystem can (else
 	 * sparse); an overlay is small. */
@@ -117,7 +117,7 @@ static int restore_prepare(struct sandbox *sb, const struct snapshot_info *from,
 	if (fd < 0)
 		return al_error_set(err, AL_ERR_INTERNAL, errno, "cannot open the snapshot's memory: %m");
 	int state_fd = -1;
-	if (cfg->vmm->state_apart) {
+	if (sb_cfg->vmm->state_apart) {
 		cleanup_free char *state = xasprintf("%s/%s", snap, SNAPSHOT_STATE);
 		if (!from->state_sha[0] || (state_fd = open(state, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) < 0)
 			return al_error_set(err, AL_ERR_CONFLICT, from->state_sha[0] ? errno : ENOENT,
@@ -132,9 +132,9 @@ static int restore_prepare(struct sandbox *sb, const struct snapshot_info *from,
 /* After the VMM loaded the snapshot: run it, find its agent, make it unique. */
 static int restore_finish(struct sandbox *sb, const struct vmm_config *vc, uint64_t deadline, struct al_error *err)
 {
-	int r = cfg->vmm->wait_incoming(vc, deadline, err);
+	int r = sb_cfg->vmm->wait_incoming(vc, deadline, err);
 	if (r == 0)
-		r = cfg->vmm->resume(vc, err);
+		r = sb_cfg->vmm->resume(vc, err);
 	/* A restored guest has no connection of its own: opened now it runs. */
 	if (r == 0 && !sb->ch)
 		r = sb_attach_channel(sb, deadline, err);
@@ -194,7 +194,7 @@ static int jail_enter_prepare(struct sandbox *sb, struct al_error *err)
 	struct dirent *de;
 	int r = 0;
 	while (r == 0 && (de = readdir(d)))
-		if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..") && strcmp(de->d_name, cfg->vmm->disk_file))
+		if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..") && strcmp(de->d_name, sb_cfg->vmm->disk_file))
 			r = rm_rf_at(sb->dirfd, de->d_name);
 	closedir(d);
 	if (r < 0)
@@ -242,7 +242,7 @@ static void tsnap_putp(struct tsnap **t)
  * minute). */
 static struct tsnap *template_snapshot_for(struct sandbox *sb, const struct images *im)
 {
-	if (!cfg->template_snapshots)
+	if (!sb_cfg->template_snapshots)
 		return NULL;
 	struct tsnap_request tr = {
 	    .template_name = sb->rec.template_name,
@@ -306,7 +306,7 @@ static int hello_failed(struct sandbox *sb, int r, struct al_error *err)
 		snprintf(what, sizeof(what), "the VM exited before the guest agent said hello: %s", how);
 	} else if (r == -ETIMEDOUT)
 		snprintf(what, sizeof(what), "the guest agent did not say hello within %u s (boot timeout)",
-		         cfg->boot_timeout_s);
+		         sb_cfg->boot_timeout_s);
 	else
 		guest_channel_dead(sb->ch, what, sizeof(what));
 	return al_error_set(err, AL_ERR_BOOT_FAILED, -r, "%s", what);
@@ -317,7 +317,7 @@ int sb_boot(struct sandbox *sb, const struct images *im, const struct snapshot_i
             struct al_error *err)
 {
 	uint64_t t0 = now_ms_monotonic();
-	uint64_t deadline = t0 + (uint64_t)cfg->boot_timeout_s * 1000u;
+	uint64_t deadline = t0 + (uint64_t)sb_cfg->boot_timeout_s * 1000u;
 	struct vmm_config vc = {
 	    .sandbox_id = sb->rec.id,
 	    .dir = sb->dir,
@@ -340,7 +340,7 @@ int sb_boot(struct sandbox *sb, const struct images *im, const struct snapshot_i
 	vc.root = sb->root;
 	vc.dirfd = sb->dirfd;
 	cleanup_close int mem_fd = -1, state_fd = -1;
-	const char *disk_file = cfg->vmm->disk_file;
+	const char *disk_file = sb_cfg->vmm->disk_file;
 	/* Held until the VMM has its fds. */
 	__attribute__((cleanup(tsnap_putp))) struct tsnap *ts = NULL;
 	if (from) {
@@ -382,7 +382,7 @@ int sb_boot(struct sandbox *sb, const struct images *im, const struct snapshot_i
 			vc.incoming_state_fd = state_fd;
 			vc.mem_fd = tsnap_mem_fd(ts); /* -1 unless the backend has ram_fd */
 		} else {
-			r = cfg->vmm->prepare_disk(&vc, err);
+			r = sb_cfg->vmm->prepare_disk(&vc, err);
 		}
 	}
 	pthread_mutex_lock(&sb->lock);
@@ -390,7 +390,7 @@ int sb_boot(struct sandbox *sb, const struct images *im, const struct snapshot_i
 	pthread_mutex_unlock(&sb->lock);
 	/* The disk is the VMM's to write (and nothing else in the jail root). */
 	if (r == 0)
-		r = vmm_disk_give(cfg->vmm, sb->dirfd, sb->rec.jail_uid, err);
+		r = vmm_disk_give(sb_cfg->vmm, sb->dirfd, sb->rec.jail_uid, err);
 	if (r < 0)
 		return r;
 	uint64_t t_disk = now_ms_monotonic();
@@ -399,10 +399,10 @@ int sb_boot(struct sandbox *sb, const struct images *im, const struct snapshot_i
 	uint64_t t_net = now_ms_monotonic();
 	vc.netns_fd = sb->net.ns_fd;
 	struct vmm_jail jail;
-	vmm_jail_spec(cfg->vmm, &vc, sb->rec.jail_uid, sb->rec.disk_mib, &jail);
+	vmm_jail_spec(sb_cfg->vmm, &vc, sb->rec.jail_uid, sb->rec.disk_mib, &jail);
 	vc.jail = &jail;
 	pid_t pid;
-	if ((r = cfg->vmm->spawn(&vc, &pid, err)) < 0)
+	if ((r = sb_cfg->vmm->spawn(&vc, &pid, err)) < 0)
 		return r;
 	uint64_t t_spawn = now_ms_monotonic();
 	pthread_mutex_lock(&sb->lock);
@@ -459,7 +459,7 @@ void sb_teardown(struct sandbox *sb)
 		sb_console_drain(sb);
 	/* The VMM's sockets go with it (its disk stays for a recover). */
 	if (sb->pid <= 0 || sb->vmm_exited) {
-		for (const char *const *f = cfg->vmm->runtime_files; *f; f++) {
+		for (const char *const *f = sb_cfg->vmm->runtime_files; *f; f++) {
 			cleanup_free char *p = xasprintf("%s/%s", sb->root, *f);
 			unlink(p);
 		}

@@ -31,24 +31,24 @@ int sb_start_slot_acquire(const char *what, struct al_error *err)
 	/* Every start runs on the accelerator the daemon decided: while its
 	 * probe runs, starts wait for it. */
 	struct accel_info accel;
-	if (accel_wait(now_ms_monotonic() + (uint64_t)cfg->accel_wait_s * 1000u, &accel) < 0)
+	if (accel_wait(now_ms_monotonic() + (uint64_t)sb_cfg->accel_wait_s * 1000u, &accel) < 0)
 		return al_error_set(err, AL_ERR_UNAVAILABLE, EAGAIN,
 		                    "%s: the accelerator probe has not finished within %u s (see airlockd's log); "
 		                    "nothing was created, try again later",
-		                    what, cfg->accel_wait_s);
+		                    what, sb_cfg->accel_wait_s);
 	pthread_mutex_lock(&starts_lock);
-	if (starts_active >= cfg->max_concurrent_starts) {
+	if (starts_active >= sb_cfg->max_concurrent_starts) {
 		struct timespec deadline;
 		clock_gettime(CLOCK_REALTIME, &deadline);
-		deadline.tv_sec += cfg->start_queue_timeout_s;
+		deadline.tv_sec += sb_cfg->start_queue_timeout_s;
 		starts_waiting++;
 		metrics_set_starts(starts_active, starts_waiting);
 		metrics_count_start_waited();
 		int rc = 0;
-		while (starts_active >= cfg->max_concurrent_starts && rc != ETIMEDOUT)
+		while (starts_active >= sb_cfg->max_concurrent_starts && rc != ETIMEDOUT)
 			rc = pthread_cond_timedwait(&starts_cond, &starts_lock, &deadline);
 		starts_waiting--;
-		if (starts_active >= cfg->max_concurrent_starts) {
+		if (starts_active >= sb_cfg->max_concurrent_starts) {
 			metrics_set_starts(starts_active, starts_waiting);
 			pthread_mutex_unlock(&starts_lock);
 			metrics_count_start_rejected();
@@ -56,8 +56,8 @@ int sb_start_slot_acquire(const char *what, struct al_error *err)
 			                    "%s: %u sandboxes are starting already (airlockd --max-concurrent-starts "
 			                    "%u) and none finished within %u s (--start-queue-timeout-s); nothing was "
 			                    "created, try again later",
-			                    what, cfg->max_concurrent_starts, cfg->max_concurrent_starts,
-			                    cfg->start_queue_timeout_s);
+			                    what, sb_cfg->max_concurrent_starts, sb_cfg->max_concurrent_starts,
+			                    sb_cfg->start_queue_timeout_s);
 		}
 	}
 	starts_active++;
@@ -100,15 +100,15 @@ static int host_limits_check(const struct create_request *req, const struct snap
                              struct al_error *err)
 {
 	const char *of = from ? " (the snapshot's)" : "";
-	if (vcpus > cfg->max_vcpus)
+	if (vcpus > sb_cfg->max_vcpus)
 		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
 		                    "vcpus: %u%s is above this host's maximum of %u per sandbox (airlockd --max-vcpus)",
-		                    vcpus, of, cfg->max_vcpus);
-	if (memory_mib > cfg->max_memory_mib)
+		                    vcpus, of, sb_cfg->max_vcpus);
+	if (memory_mib > sb_cfg->max_memory_mib)
 		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
 		                    "memory_mib: %u%s is above this host's maximum of %u per sandbox (airlockd "
 		                    "--max-memory-mib, at most the host's memory)",
-		                    memory_mib, of, cfg->max_memory_mib);
+		                    memory_mib, of, sb_cfg->max_memory_mib);
 	uint64_t bytes = 0;
 	int r;
 	if (from) {
@@ -134,7 +134,7 @@ static int host_limits_check(const struct create_request *req, const struct snap
 		                    "disk_mib: %u is below the size of template %s (%u MiB); a disk can only be "
 		                    "made bigger",
 		                    req->disk_mib, req->template_name, base_mib);
-	if (disk_mib > cfg->max_disk_mib) {
+	if (disk_mib > sb_cfg->max_disk_mib) {
 		char what[128];
 		if (from)
 			snprintf(what, sizeof(what), "snapshot %s: its disk of", from->id);
@@ -145,7 +145,7 @@ static int host_limits_check(const struct create_request *req, const struct snap
 		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
 		                    "%s %u MiB is above this host's maximum of %u MiB per sandbox (airlockd "
 		                    "--max-disk-mib)",
-		                    what, disk_mib, cfg->max_disk_mib);
+		                    what, disk_mib, sb_cfg->max_disk_mib);
 	}
 	*ret_disk_mib = disk_mib;
 	return 0;
@@ -161,14 +161,14 @@ static char *default_network(const struct snapshot_info *from)
 	if (from) {
 		struct sandbox_record parent;
 		struct al_error ignored;
-		if (store_sandbox_get(cfg->store, from->sandbox_id, &parent, &ignored) == 0) {
+		if (store_sandbox_get(sb_cfg->store, from->sandbox_id, &parent, &ignored) == 0) {
 			char *p = parent.network_json ? xstrdup(parent.network_json) : NULL;
 			sandbox_record_release(&parent);
 			if (p)
 				return p;
 		}
 	}
-	return xstrdup(cfg->default_network_json ? cfg->default_network_json : NETWORK_POLICY_EMPTY);
+	return xstrdup(sb_cfg->default_network_json ? sb_cfg->default_network_json : NETWORK_POLICY_EMPTY);
 }
 
 static char *kv_to_json(const struct kv_list *l)
@@ -194,10 +194,10 @@ static void new_id(char out[SANDBOX_ID_MAX + 1])
 /* Quota check and registration in one step, so two creates cannot both take the last slot. */
 static int registry_add_within_quota(struct sandbox *sb, const struct tenant_quota *quota, struct al_error *err)
 {
-	pthread_mutex_lock(&registry_lock);
+	pthread_mutex_lock(&sb_registry_lock);
 	if (quota) {
 		struct tenant_usage used = {0};
-		for (struct sandbox *o = registry; o; o = o->next) {
+		for (struct sandbox *o = sb_registry; o; o = o->next) {
 			pthread_mutex_lock(&o->lock);
 			if ((o->rec.state == SANDBOX_CREATING || o->rec.state == SANDBOX_RUNNING ||
 			     o->rec.state == SANDBOX_PAUSED) &&
@@ -210,14 +210,14 @@ static int registry_add_within_quota(struct sandbox *sb, const struct tenant_quo
 		}
 		int r = quota_check(sb->rec.tenant, quota, &used, sb->rec.vcpus, sb->rec.memory_mib, err);
 		if (r < 0) {
-			pthread_mutex_unlock(&registry_lock);
+			pthread_mutex_unlock(&sb_registry_lock);
 			return r;
 		}
 	}
 	sb->refs++;
-	sb->next = registry;
-	registry = sb;
-	pthread_mutex_unlock(&registry_lock);
+	sb->next = sb_registry;
+	sb_registry = sb;
+	pthread_mutex_unlock(&sb_registry_lock);
 	return 0;
 }
 
@@ -244,10 +244,10 @@ static int create_started(const struct create_request *req, const char *tenant, 
 	if ((r = secret_bindings_grant(rec.tenant, &req->secrets, &rec.secrets_json, err)) < 0)
 		return r;
 	strlcpy_al(rec.template_name, from ? from->template_name : req->template_name, sizeof(rec.template_name));
-	strlcpy_al(rec.backend, cfg->vmm->name, sizeof(rec.backend));
+	strlcpy_al(rec.backend, sb_cfg->vmm->name, sizeof(rec.backend));
 	struct accel_info accel;
 	accel_get(&accel);
-	strlcpy_al(rec.accel, cfg->vmm->accel(), sizeof(rec.accel));
+	strlcpy_al(rec.accel, sb_cfg->vmm->accel(), sizeof(rec.accel));
 	strlcpy_al(rec.cpu, accel.cpu, sizeof(rec.cpu));
 	strlcpy_al(rec.accel_reason, accel.reason, sizeof(rec.accel_reason));
 	rec.created_ms = rec.updated_ms = now_ms_realtime();
@@ -264,7 +264,7 @@ static int create_started(const struct create_request *req, const char *tenant, 
 		sandbox_unref(sb);
 		return r;
 	}
-	if ((r = store_sandbox_insert(cfg->store, &sb->rec, err)) < 0) {
+	if ((r = store_sandbox_insert(sb_cfg->store, &sb->rec, err)) < 0) {
 		sb_registry_remove(sb);
 		sandbox_unref(sb);
 		return r;
@@ -279,7 +279,7 @@ static int create_started(const struct create_request *req, const char *tenant, 
 	if (r < 0) {
 		sb_boot_failed(sb, err);
 		/* The disk is large and useless now; the logs stay until rm. */
-		cleanup_free char *disk = xasprintf("%s/%s", sb->root, cfg->vmm->disk_file);
+		cleanup_free char *disk = xasprintf("%s/%s", sb->root, sb_cfg->vmm->disk_file);
 		unlink(disk);
 		/* The record has the console lines; the answer names the sandbox to inspect. */
 		al_error_prefix(err, "sandbox %s failed to boot (see 'airlock inspect %s')", sb->rec.id, sb->rec.id);

@@ -63,7 +63,7 @@ int sandbox_exec(const char *id, const char *tenant, const struct exec_request *
 	struct guest_stream *s = NULL;
 	char pid[PROCESS_ID_MAX + 1];
 	r = process_start(sb->procs, ch, req, env, n_env, GUEST_STREAM_COLLECT, pid, &s, err);
-	env_free(env, n_env);
+	sandbox_env_free(env, n_env);
 	if (r == 0 && req->stdin_data) {
 		/* A zero-length send is the EOF, so empty stdin is just that. */
 		r = guest_stream_send_data(ch, s, AIRLOCK_FRAME_STDIN, req->stdin_data, req->stdin_len, deadline);

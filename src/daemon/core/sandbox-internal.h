@@ -86,10 +86,10 @@ struct images {
 #define THAW_TIMEOUT_MS 30000
 
 /* The daemon's configuration, set once by sandboxes_init. */
-extern const struct daemon_config *cfg;
+extern const struct daemon_config *sb_cfg;
 /* The live sandboxes: a list, each holding a reference; under registry_lock. */
-extern pthread_mutex_t registry_lock;
-extern struct sandbox *registry;
+extern pthread_mutex_t sb_registry_lock;
+extern struct sandbox *sb_registry;
 
 /* ---- the registry and records (sandbox.c) ---- */
 

@@ -105,7 +105,7 @@ static void *monitor_main(void *arg)
 			char why[512];
 			guest_channel_dead(sb->ch, why, sizeof(why));
 			struct vmm_config vc = {.sandbox_id = sb->rec.id, .dir = sb->dir, .root = sb->root};
-			cfg->vmm->stop(&vc, sb->pid);
+			sb_cfg->vmm->stop(&vc, sb->pid);
 			sandbox_fail(sb, why);
 		}
 		if (ch_i >= 0 && (want_write || (chw_i >= 0 && p[chw_i].revents)))
@@ -155,7 +155,7 @@ void sb_vmm_stop_wait(struct sandbox *sb)
 	/* By pidfd when there is one: it names this process, never a reused pid. */
 	if (sb->pidfd < 0 || syscall(SYS_pidfd_send_signal, sb->pidfd, SIGKILL, NULL, 0) < 0) {
 		struct vmm_config vc = {.sandbox_id = sb->rec.id, .dir = sb->dir, .root = sb->root};
-		cfg->vmm->stop(&vc, sb->pid);
+		sb_cfg->vmm->stop(&vc, sb->pid);
 	}
 	if (sb->pidfd >= 0) {
 		struct pollfd p = {.fd = sb->pidfd, .events = POLLIN};
@@ -170,7 +170,7 @@ void sb_vmm_stop_wait(struct sandbox *sb)
 static int connect_retry(struct sandbox *sb, bool channel, uint64_t deadline_ms, int *ret_fd)
 {
 	struct vmm_config vc = {.sandbox_id = sb->rec.id, .dir = sb->dir, .root = sb->root, .dirfd = sb->dirfd};
-	return vmm_connect_retry(cfg->vmm, &vc, channel, sb->pidfd, deadline_ms, ret_fd);
+	return vmm_connect_retry(sb_cfg->vmm, &vc, channel, sb->pidfd, deadline_ms, ret_fd);
 }
 
 /* Whether the guest channel can only be opened while the guest runs (a
@@ -178,7 +178,7 @@ static int connect_retry(struct sandbox *sb, bool channel, uint64_t deadline_ms,
  * any time (QEMU's virtio-serial socket is the VMM's). */
 bool sb_channel_needs_running_guest(void)
 {
-	return cfg->vmm->channel_resets_on_save;
+	return sb_cfg->vmm->channel_resets_on_save;
 }
 
 static int attach_failed(struct sandbox *sb, int r, struct al_error *err)

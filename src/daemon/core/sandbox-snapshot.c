@@ -29,7 +29,7 @@ static int images_digests(const char *template_name, char kernel_sha[65], char i
 
 enum snapshot_disk_kind sb_snapshot_disk(void)
 {
-	return cfg->vmm->disk_kind == VMM_DISK_WHOLE ? SNAPSHOT_DISK_WHOLE : SNAPSHOT_DISK_OVERLAY;
+	return sb_cfg->vmm->disk_kind == VMM_DISK_WHOLE ? SNAPSHOT_DISK_WHOLE : SNAPSHOT_DISK_OVERLAY;
 }
 
 int sandbox_snapshot_usable(const char *snapshot_id, const char *tenant, struct snapshot_info *ret,
@@ -39,14 +39,14 @@ int sandbox_snapshot_usable(const char *snapshot_id, const char *tenant, struct 
 	int r = snapshot_get(snapshot_id, tenant, &info, err);
 	if (r < 0)
 		return r;
-	if (strcmp(info.backend, cfg->vmm->name))
+	if (strcmp(info.backend, sb_cfg->vmm->name))
 		return al_error_set(err, AL_ERR_CONFLICT, EINVAL,
 		                    "snapshot %s was taken with the %s backend; this daemon runs %s", info.id,
-		                    info.backend, cfg->vmm->name);
+		                    info.backend, sb_cfg->vmm->name);
 	/* A saved CPU state loads only where it was made. Waits while the
 	 * accelerator's probe runs. */
 	struct accel_info accel;
-	if (accel_wait(now_ms_monotonic() + (uint64_t)cfg->accel_wait_s * 1000u, &accel) == 0 && info.accel[0] &&
+	if (accel_wait(now_ms_monotonic() + (uint64_t)sb_cfg->accel_wait_s * 1000u, &accel) == 0 && info.accel[0] &&
 	    (strcmp(info.accel, accel_name(&accel)) || (info.cpu[0] && strcmp(info.cpu, accel.cpu))))
 		return al_error_set(
 		    err, AL_ERR_CONFLICT, EINVAL,
@@ -77,12 +77,12 @@ static int snapshot_write(struct sandbox *sb, const struct vmm_config *vc, const
 {
 	cleanup_free char *mem = xasprintf("%s/%s", dir, SNAPSHOT_MEMORY);
 	cleanup_free char *state = xasprintf("%s/%s", dir, SNAPSHOT_STATE);
-	int r = cfg->vmm->save(vc, mem, state, err);
+	int r = sb_cfg->vmm->save(vc, mem, state, err);
 	if (r < 0)
 		return r;
 	/* A whole disk is copied by reflink where the filesystem can (else
 	 * sparse); an overlay is small. */
-	cleanup_free char *src = xasprintf("%s/%s", sb->root, cfg->vmm->disk_file);
+	cleanup_free char *src = xasprintf("%s/%s", sb->root, sb_cfg->vmm->disk_file);
 	cleanup_free char *dst = xasprintf("%s/%s", dir, snapshot_disk_name(sb_snapshot_disk()));
 	if ((r = file_copy_cow(src, dst, 0600, NULL)) < 0)
 		return al_error_set(err, AL_ERR_INTERNAL, -r, "cannot copy the disk into the snapshot: %s%s",
@@ -98,12 +98,12 @@ static int snapshot_describe(const char *dir, struct snapshot_info *info, struct
 	cleanup_free char *state = xasprintf("%s/%s", dir, SNAPSHOT_STATE);
 	int r;
 	if ((r = file_sha256(mem, info->memory_sha)) < 0 || (r = file_sha256(disk, info->disk_sha)) < 0 ||
-	    (cfg->vmm->state_apart && (r = file_sha256(state, info->state_sha)) < 0))
+	    (sb_cfg->vmm->state_apart && (r = file_sha256(state, info->state_sha)) < 0))
 		return al_error_set(err, AL_ERR_INTERNAL, -r, "cannot read the snapshot back: %s", strerror(-r));
 	struct stat a, b, c;
 	if (stat(mem, &a) == 0 && stat(disk, &b) == 0)
 		info->size_bytes = (uint64_t)a.st_blocks * 512u + (uint64_t)b.st_blocks * 512u;
-	if (cfg->vmm->state_apart && stat(state, &c) == 0)
+	if (sb_cfg->vmm->state_apart && stat(state, &c) == 0)
 		info->size_bytes += (uint64_t)c.st_blocks * 512u;
 	cleanup_json json_t *meta = snapshot_to_json(info);
 	cleanup_free char *text = json_dumps(meta, JSON_INDENT(2));
@@ -135,7 +135,7 @@ int sandbox_snapshot(const char *id, const char *tenant, const char *name, bool 
 		strlcpy_al(info.sandbox_id, sb->rec.id, sizeof(info.sandbox_id));
 		strlcpy_al(info.tenant, sb->rec.tenant, sizeof(info.tenant));
 		strlcpy_al(info.template_name, sb->rec.template_name, sizeof(info.template_name));
-		strlcpy_al(info.backend, cfg->vmm->name, sizeof(info.backend));
+		strlcpy_al(info.backend, sb_cfg->vmm->name, sizeof(info.backend));
 		strlcpy_al(info.accel, sb->rec.accel, sizeof(info.accel));
 		strlcpy_al(info.cpu, sb->rec.cpu, sizeof(info.cpu));
 		info.vcpus = sb->rec.vcpus;
@@ -173,12 +173,12 @@ int sandbox_snapshot(const char *id, const char *tenant, const char *name, bool 
 	if (r == 0 && running) {
 		/* The channel holds everything since FREEZE's OK, until the memory is saved. */
 		guest_channel_set_paused(sb->ch, true);
-		r = cfg->vmm->pause(&vc, err);
+		r = sb_cfg->vmm->pause(&vc, err);
 		vm_paused = r == 0;
 	}
 	/* A save that resets the channel's connection (Firecracker): nobody
 	 * reads its end, so that the streams live on (sb_channel_reconnect). */
-	bool reset = cfg->vmm->channel_resets_on_save && r == 0;
+	bool reset = sb_cfg->vmm->channel_resets_on_save && r == 0;
 	if (reset)
 		sb_channel_detach(sb);
 	cleanup_free char *final_dir = snapshot_dir(info.id);
@@ -197,7 +197,7 @@ int sandbox_snapshot(const char *id, const char *tenant, const char *name, bool 
 		rm_rf(tmp_dir); /* nothing half-written stays */
 	/* Whatever happened, the sandbox goes back to how it was. */
 	struct al_error back = {0};
-	bool resumed = vm_paused && cfg->vmm->resume(&vc, &back) == 0;
+	bool resumed = vm_paused && sb_cfg->vmm->resume(&vc, &back) == 0;
 	if (resumed)
 		guest_channel_set_paused(sb->ch, false);
 	if (frozen)

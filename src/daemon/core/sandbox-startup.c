@@ -93,10 +93,10 @@ static void recover_one(struct sandbox_record *rec)
 			why = "airlockd restarted during a snapshot and could not re-attach to the VM";
 		} else {
 			/* QEMU may still be saving: a cont now would be undone when it finishes. */
-			if (cfg->vmm->cancel_save(&vc, &e) < 0)
+			if (sb_cfg->vmm->cancel_save(&vc, &e) < 0)
 				why = "airlockd restarted during a snapshot and could not stop the save";
 			else
-				cfg->vmm->resume(&vc, &ignored);
+				sb_cfg->vmm->resume(&vc, &ignored);
 			if (!why && late && sb_attach_channel(sb, deadline, &e) < 0)
 				why = "airlockd restarted during a snapshot and could not re-attach to the VM";
 			/* A new connection: the agent forgets the streams of the old one. */
@@ -119,7 +119,7 @@ static void recover_one(struct sandbox_record *rec)
 			struct vmm_config vc = {
 			    .sandbox_id = rec->id, .dir = sb->dir, .root = sb->root, .dirfd = sb->dirfd};
 			struct al_error ignored;
-			cfg->vmm->cancel_save(&vc, &ignored);
+			sb_cfg->vmm->cancel_save(&vc, &ignored);
 		}
 		/* A paused guest cannot answer: its hello is asked for when it
 		 * resumes; nor accept a vsock connection (Firecracker): its
@@ -186,8 +186,8 @@ static void vmm_left(long pid, char *cwd, void *ctx)
  * from our state dir whose sandbox is gone. */
 static void sweep_orphans(void)
 {
-	cleanup_free char *snaps = xasprintf("%s/snapshots", cfg->state_dir);
-	cleanup_free char *boxes = xasprintf("%s/sandboxes", cfg->state_dir);
+	cleanup_free char *snaps = xasprintf("%s/snapshots", sb_cfg->state_dir);
+	cleanup_free char *boxes = xasprintf("%s/sandboxes", sb_cfg->state_dir);
 	DIR *d = opendir(snaps);
 	struct dirent *de;
 	while (d && (de = readdir(d))) {
@@ -213,7 +213,7 @@ static void sweep_orphans(void)
 		}
 		struct sandbox_record rec;
 		struct al_error e = {0};
-		bool got = store_sandbox_get(cfg->store, de->d_name, &rec, &e) == 0;
+		bool got = store_sandbox_get(sb_cfg->store, de->d_name, &rec, &e) == 0;
 		/* Only what the store says is deleted or unknown goes; a store error keeps it. */
 		bool keep = got ? rec.state != SANDBOX_DELETED : e.code != AL_ERR_NOT_FOUND;
 		if (got)
@@ -232,14 +232,14 @@ static void sweep_orphans(void)
 
 int sandboxes_init(const struct daemon_config *c, struct al_error *err)
 {
-	cfg = c;
-	cleanup_free char *dir = xasprintf("%s/sandboxes", cfg->state_dir);
+	sb_cfg = c;
+	cleanup_free char *dir = xasprintf("%s/sandboxes", sb_cfg->state_dir);
 	int r = mkdir_p(dir, 0700);
 	if (r < 0)
 		return al_error_set(err, AL_ERR_INTERNAL, -r, "cannot create %s: %s", dir, strerror(-r));
 	struct sandbox_record *recs = NULL;
 	size_t n = 0;
-	if ((r = store_sandbox_list(cfg->store, false, &recs, &n, err)) < 0)
+	if ((r = store_sandbox_list(sb_cfg->store, false, &recs, &n, err)) < 0)
 		return r;
 	for (size_t i = 0; i < n; i++) {
 		if (recs[i].state == SANDBOX_CREATING || recs[i].state == SANDBOX_RUNNING ||
@@ -250,9 +250,9 @@ int sandboxes_init(const struct daemon_config *c, struct al_error *err)
 	}
 	free(recs);
 	sweep_orphans();
-	if ((r = netns_pool_start(cfg->netns_pool, err)) < 0)
+	if ((r = netns_pool_start(sb_cfg->netns_pool, err)) < 0)
 		return r;
-	tsnap_init(cfg);
+	tsnap_init(sb_cfg);
 	sb_reaper_start();
 	return 0;
 }
@@ -263,11 +263,11 @@ void sandboxes_shutdown(void)
 	tsnap_shutdown();
 	netns_pool_stop();
 	for (;;) {
-		pthread_mutex_lock(&registry_lock);
-		struct sandbox *sb = registry;
+		pthread_mutex_lock(&sb_registry_lock);
+		struct sandbox *sb = sb_registry;
 		if (sb)
-			registry = sb->next;
-		pthread_mutex_unlock(&registry_lock);
+			sb_registry = sb->next;
+		pthread_mutex_unlock(&sb_registry_lock);
 		if (!sb)
 			break;
 		/* Wake every request waiting on this guest; the VM itself keeps running. */

@@ -33,16 +33,16 @@ static void reclaim_locked(struct sandbox *sb)
 /* Every sandbox of the registry, each with a reference the caller drops. */
 static struct sandbox **registry_snapshot(size_t *ret_n)
 {
-	pthread_mutex_lock(&registry_lock);
+	pthread_mutex_lock(&sb_registry_lock);
 	size_t n = 0, i = 0;
-	for (struct sandbox *sb = registry; sb; sb = sb->next)
+	for (struct sandbox *sb = sb_registry; sb; sb = sb->next)
 		n++;
 	struct sandbox **v = xcalloc(n ? n : 1, sizeof(*v));
-	for (struct sandbox *sb = registry; sb; sb = sb->next) {
+	for (struct sandbox *sb = sb_registry; sb; sb = sb->next) {
 		sb->refs++;
 		v[i++] = sb;
 	}
-	pthread_mutex_unlock(&registry_lock);
+	pthread_mutex_unlock(&sb_registry_lock);
 	*ret_n = n;
 	return v;
 }
@@ -90,8 +90,8 @@ static void watchdog_kill(struct sandbox *sb, const char *unresponsive, uint64_t
 	snprintf(why, sizeof(why),
 	         "the watchdog killed the VM: %s%s for %" PRIu64 " s%s (airlockd --watchdog-s %u)%s%s",
 	         strcmp(unresponsive, "vmm") ? "its guest agent did not answer (HELLO)" : "its VMM did not answer ",
-	         strcmp(unresponsive, "vmm") ? "" : cfg->vmm->probe_what, silent_ms / 1000u, waited, cfg->watchdog_s,
-	         detail[0] ? "; last: " : "", detail);
+	         strcmp(unresponsive, "vmm") ? "" : sb_cfg->vmm->probe_what, silent_ms / 1000u, waited,
+	         sb_cfg->watchdog_s, detail[0] ? "; last: " : "", detail);
 	pthread_mutex_lock(&sb->lock);
 	bool running = sb->rec.state == SANDBOX_RUNNING && !sb->stopping;
 	pthread_mutex_unlock(&sb->lock);
@@ -140,7 +140,7 @@ static bool watchdog_overdue(uint64_t silent, uint64_t waited, uint64_t limit, u
  * all). */
 static void watchdog_judge(struct sandbox *sb, uint64_t now, const char *qmp_detail)
 {
-	uint64_t limit = (uint64_t)cfg->watchdog_s * 1000u;
+	uint64_t limit = (uint64_t)sb_cfg->watchdog_s * 1000u;
 	uint64_t qmp_silent = now - sb->wd.qmp_ok_ms, agent_silent = now - sb->wd.agent_ok_ms;
 	uint64_t silent = MAX(qmp_silent, agent_silent);
 	/* Both answered at this look: the baseline for a silence to come. */
@@ -200,7 +200,7 @@ static void watchdog_check(struct sandbox *sb)
 	if (eligible) {
 		struct vmm_config vc = {.sandbox_id = sb->rec.id, .dir = sb->dir, .root = sb->root, .dirfd = sb->dirfd};
 		struct al_error e = {0};
-		if (cfg->vmm->probe(&vc, WATCHDOG_PROBE_MS, &e) == 0)
+		if (sb_cfg->vmm->probe(&vc, WATCHDOG_PROBE_MS, &e) == 0)
 			sb->wd.qmp_ok_ms = now_ms_monotonic();
 		/* An answer to the last ping is a HELLO more than before it. */
 		uint64_t hellos = guest_channel_hellos(sb->ch);
@@ -248,8 +248,8 @@ static void *reaper_main(void *arg)
 		enum timeout_action acts[64];
 		const char *whys[64];
 		size_t n = 0;
-		pthread_mutex_lock(&registry_lock);
-		for (struct sandbox *sb = registry; sb && n < ARRAY_SIZE(ids); sb = sb->next) {
+		pthread_mutex_lock(&sb_registry_lock);
+		for (struct sandbox *sb = sb_registry; sb && n < ARRAY_SIZE(ids); sb = sb->next) {
 			const char *why = NULL;
 			enum timeout_action a = sb_timeout_due(sb, &why);
 			if (a != TIMEOUT_NONE) {
@@ -259,7 +259,7 @@ static void *reaper_main(void *arg)
 				whys[n++] = why;
 			}
 		}
-		pthread_mutex_unlock(&registry_lock);
+		pthread_mutex_unlock(&sb_registry_lock);
 		for (size_t i = 0; i < n; i++) {
 			struct sandbox_record rec;
 			struct al_error e = {0};
@@ -285,7 +285,7 @@ static void *reaper_main(void *arg)
 static void *watchdog_main(void *arg)
 {
 	(void)arg;
-	uint64_t period = MAX(1000u, (uint64_t)cfg->watchdog_s * 1000u / 3u);
+	uint64_t period = MAX(1000u, (uint64_t)sb_cfg->watchdog_s * 1000u / 3u);
 	while (!reaper_sleep(period)) {
 		size_t n;
 		struct sandbox **v = registry_snapshot(&n);
@@ -303,7 +303,7 @@ void sb_reaper_start(void)
 	reaper_stop = false;
 	if (pthread_create(&reaper, NULL, reaper_main, NULL) == 0)
 		reaper_running = true;
-	if (cfg->watchdog_s && pthread_create(&watchdog, NULL, watchdog_main, NULL) == 0)
+	if (sb_cfg->watchdog_s && pthread_create(&watchdog, NULL, watchdog_main, NULL) == 0)
 		watchdog_running = true;
 }
 

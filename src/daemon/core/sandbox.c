@@ -13,9 +13,9 @@
 #include "util.h"
 #include "sandbox-internal.h"
 
-const struct daemon_config *cfg;
-pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
-struct sandbox *registry;
+const struct daemon_config *sb_cfg;
+pthread_mutex_t sb_registry_lock = PTHREAD_MUTEX_INITIALIZER;
+struct sandbox *sb_registry;
 
 bool sandbox_id_valid(const char *id)
 {
@@ -33,7 +33,7 @@ struct sandbox *sandbox_new(const struct sandbox_record *rec)
 	pthread_mutex_init(&sb->lock, NULL);
 	pthread_mutex_init(&sb->op_lock, NULL);
 	sandbox_record_copy(&sb->rec, rec);
-	sb->dir = xasprintf("%s/sandboxes/%s", cfg->state_dir, rec->id);
+	sb->dir = xasprintf("%s/sandboxes/%s", sb_cfg->state_dir, rec->id);
 	sb->root = xasprintf("%s/%s", sb->dir, SANDBOX_VM_DIR);
 	sb->dirfd = sb->pidfd = sb->console_fd = sb->console_log_fd = sb->wake_fd = -1;
 	sb->refs = 1;
@@ -70,9 +70,9 @@ static void sandbox_close_runtime(struct sandbox *sb)
 
 void sandbox_unref(struct sandbox *sb)
 {
-	pthread_mutex_lock(&registry_lock);
+	pthread_mutex_lock(&sb_registry_lock);
 	bool last = --sb->refs == 0;
-	pthread_mutex_unlock(&registry_lock);
+	pthread_mutex_unlock(&sb_registry_lock);
 	if (!last)
 		return;
 	sandbox_close_runtime(sb);
@@ -86,36 +86,36 @@ void sandbox_unref(struct sandbox *sb)
 
 struct sandbox *sb_registry_find(const char *id)
 {
-	pthread_mutex_lock(&registry_lock);
-	struct sandbox *sb = registry;
+	pthread_mutex_lock(&sb_registry_lock);
+	struct sandbox *sb = sb_registry;
 	while (sb && strcmp(sb->rec.id, id))
 		sb = sb->next;
 	if (sb)
 		sb->refs++;
-	pthread_mutex_unlock(&registry_lock);
+	pthread_mutex_unlock(&sb_registry_lock);
 	return sb;
 }
 
 void sb_registry_add(struct sandbox *sb)
 {
-	pthread_mutex_lock(&registry_lock);
+	pthread_mutex_lock(&sb_registry_lock);
 	sb->refs++;
-	sb->next = registry;
-	registry = sb;
-	pthread_mutex_unlock(&registry_lock);
+	sb->next = sb_registry;
+	sb_registry = sb;
+	pthread_mutex_unlock(&sb_registry_lock);
 }
 
 void sb_registry_remove(struct sandbox *sb)
 {
 	bool found = false;
-	pthread_mutex_lock(&registry_lock);
-	for (struct sandbox **pp = &registry; *pp; pp = &(*pp)->next)
+	pthread_mutex_lock(&sb_registry_lock);
+	for (struct sandbox **pp = &sb_registry; *pp; pp = &(*pp)->next)
 		if (*pp == sb) {
 			*pp = sb->next;
 			found = true;
 			break;
 		}
-	pthread_mutex_unlock(&registry_lock);
+	pthread_mutex_unlock(&sb_registry_lock);
 	if (found)
 		sandbox_unref(sb);
 }
@@ -136,7 +136,7 @@ int sb_set_state_locked(struct sandbox *sb, enum sandbox_state st, const char *e
 	}
 	free(next.error);
 	next.error = error ? xstrdup(error) : NULL;
-	int r = store_sandbox_update(cfg->store, &next, err);
+	int r = store_sandbox_update(sb_cfg->store, &next, err);
 	if (r < 0) {
 		sandbox_record_release(&next);
 		return r;
@@ -158,7 +158,7 @@ int sb_set_state_locked(struct sandbox *sb, enum sandbox_state st, const char *e
 int sb_persist_locked(struct sandbox *sb, struct al_error *err)
 {
 	sb->rec.updated_ms = now_ms_realtime();
-	return store_sandbox_update(cfg->store, &sb->rec, err);
+	return store_sandbox_update(sb_cfg->store, &sb->rec, err);
 }
 
 /* A copy of the record for the caller (who releases it). */
@@ -182,8 +182,8 @@ int sb_not_found(const char *id, struct al_error *err)
 void sandbox_usage(const char *tenant, unsigned *ret_sandboxes, unsigned *ret_vcpus, unsigned *ret_memory_mib)
 {
 	unsigned n = 0, vcpus = 0, mem = 0;
-	pthread_mutex_lock(&registry_lock);
-	for (struct sandbox *sb = registry; sb; sb = sb->next) {
+	pthread_mutex_lock(&sb_registry_lock);
+	for (struct sandbox *sb = sb_registry; sb; sb = sb->next) {
 		pthread_mutex_lock(&sb->lock);
 		bool live = sb->rec.state == SANDBOX_CREATING || sb->rec.state == SANDBOX_RUNNING ||
 		            sb->rec.state == SANDBOX_PAUSED;
@@ -194,7 +194,7 @@ void sandbox_usage(const char *tenant, unsigned *ret_sandboxes, unsigned *ret_vc
 		}
 		pthread_mutex_unlock(&sb->lock);
 	}
-	pthread_mutex_unlock(&registry_lock);
+	pthread_mutex_unlock(&sb_registry_lock);
 	*ret_sandboxes = n;
 	*ret_vcpus = vcpus;
 	*ret_memory_mib = mem;
@@ -224,7 +224,7 @@ static int registry_find_visible(const char *id, const char *tenant, struct sand
 int sb_store_get_visible(const char *id, const char *tenant, struct sandbox_record *ret, struct al_error *err)
 {
 	struct sandbox_record rec;
-	int r = store_sandbox_get(cfg->store, id, &rec, err);
+	int r = store_sandbox_get(sb_cfg->store, id, &rec, err);
 	if (r < 0)
 		return r;
 	if (!sb_tenant_sees(tenant, &rec)) {
@@ -327,7 +327,7 @@ struct process_table *sandbox_processes(struct sandbox *sb)
 	return sb->procs;
 }
 
-void env_free(char **env, size_t n)
+void sandbox_env_free(char **env, size_t n)
 {
 	for (size_t i = 0; env && i < n; i++)
 		free(env[i]);
@@ -463,11 +463,11 @@ static int pause_resume(const char *id, const char *tenant, bool pause, struct s
 		struct vmm_config vc = {.sandbox_id = sb->rec.id, .dir = sb->dir, .root = sb->root, .dirfd = sb->dirfd};
 		if (pause) {
 			guest_channel_set_paused(sb->ch, true);
-			r = cfg->vmm->pause(&vc, err);
+			r = sb_cfg->vmm->pause(&vc, err);
 			if (r < 0)
 				guest_channel_set_paused(sb->ch, false);
 		} else {
-			r = cfg->vmm->resume(&vc, err);
+			r = sb_cfg->vmm->resume(&vc, err);
 			if (r == 0 && sb->channel_at_resume)
 				r = channel_at_resume_open(sb, err);
 			else if (r == 0)

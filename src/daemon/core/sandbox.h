@@ -143,7 +143,7 @@ struct guest_channel *sandbox_channel(struct sandbox *sb);
 struct process_table *sandbox_processes(struct sandbox *sb);
 /* The sandbox's env with `over` applied, as KEY=VALUE strings. */
 char **sandbox_env_merge(struct sandbox *sb, const struct kv_list *over, size_t *ret_n);
-void env_free(char **env, size_t n);
+void sandbox_env_free(char **env, size_t n);
 
 /* Live sandboxes (creating or running) of a tenant and what they hold. */
 void sandbox_usage(const char *tenant, unsigned *ret_sandboxes, unsigned *ret_vcpus, unsigned *ret_memory_mib);
