@@ -23,8 +23,7 @@ JAILER_SRC := $(wildcard src/jailer/*.c)
 HEADERS := $(wildcard include/airlock/*.h src/*/*.h) $(foreach l,$(DAEMON_LAYERS),$(wildcard src/daemon/$(l)/*.h))
 
 COMMON_OBJ := $(COMMON_SRC:%.c=$(BUILD)/obj/%.o)
-# airlockd validates egress policies with the gateway's own rule parser.
-DAEMON_OBJ := $(DAEMON_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/src/egress/egress-host.o $(BUILD)/obj/src/egress/egress-addr.o
+DAEMON_OBJ := $(DAEMON_SRC:%.c=$(BUILD)/obj/%.o)
 CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
 AGENT_OBJ := $(AGENT_SRC:%.c=$(BUILD)/obj/%.o)
 EGRESS_OBJ := $(EGRESS_SRC:%.c=$(BUILD)/obj/%.o)

@@ -30,7 +30,7 @@
 
 #include <jansson.h>
 
-#include "egress-host.h"
+#include "policy-host.h"
 #include "error.h"
 
 #define EGRESS_BINDINGS_MAX 256        /* bindings of one sandbox */

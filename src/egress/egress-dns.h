@@ -24,7 +24,7 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
-#include "egress-addr.h"
+#include "policy-addr.h"
 #include "error.h"
 
 #define EGRESS_DNS_UDP_MAX 4096 /* largest query/response over UDP we read or write */

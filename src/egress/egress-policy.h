@@ -27,8 +27,8 @@
 
 #include <jansson.h>
 
-#include "egress-addr.h"
-#include "egress-host.h"
+#include "policy-addr.h"
+#include "policy-host.h"
 #include "error.h"
 
 #define EGRESS_POLICY_RULES_MAX 512 /* per list (airlockd: NETWORK_POLICY_RULES_MAX) */

@@ -44,11 +44,11 @@
 
 #include <openssl/ssl.h>
 
-#include "egress-addr.h"
+#include "policy-addr.h"
 #include "egress-bindings.h"
 #include "egress-ca.h"
 #include "egress-dns.h"
-#include "egress-host.h"
+#include "policy-host.h"
 #include "egress-policy.h"
 
 /* ------------------------------------------------------------ limits */

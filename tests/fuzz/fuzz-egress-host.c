@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "egress-host.h"
+#include "policy-host.h"
 #include "util.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -3,7 +3,7 @@
 
 #include <string.h>
 
-#include "egress-host.h"
+#include "policy-host.h"
 #include "json-cleanup.h"
 #include "util.h"
 

@@ -10,7 +10,7 @@
 
 #include <cmocka.h>
 
-#include "egress-addr.h"
+#include "policy-addr.h"
 #include "util.h"
 
 #define C(x) EGRESS_ADDR_##x

@@ -27,7 +27,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "egress-addr.h"
+#include "policy-addr.h"
 #include "error.h"
 
 #define EGRESS_HOST_NAME_MAX 253   /* canonical name, bytes, without trailing dot */

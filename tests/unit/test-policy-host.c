@@ -10,7 +10,7 @@
 
 #include <cmocka.h>
 
-#include "egress-host.h"
+#include "policy-host.h"
 #include "util.h"
 
 struct canon_case {

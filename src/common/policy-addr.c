@@ -8,7 +8,7 @@
  * here trusts the guest. The tables follow the IANA special-purpose address
  * registries plus the cloud metadata endpoints.
  */
-#include "egress-addr.h"
+#include "policy-addr.h"
 
 #include <arpa/inet.h>
 #include <string.h>

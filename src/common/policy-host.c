@@ -14,7 +14,7 @@
  * compatibility characters, right-to-left scripts, symbols, other dots than
  * U+002E) is refused with -EILSEQ.
  */
-#include "egress-host.h"
+#include "policy-host.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
