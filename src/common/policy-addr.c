@@ -19,66 +19,66 @@
 struct v4_range {
 	uint32_t base; /* host byte order */
 	unsigned prefix_len;
-	enum egress_addr_class cls;
+	enum policy_addr_class cls;
 };
 
 #define V4(a, b, c, d) (((uint32_t)(a) << 24) | ((uint32_t)(b) << 16) | ((uint32_t)(c) << 8) | (uint32_t)(d))
 
 static const struct v4_range v4_table[] = {
     /* Instance metadata: AWS/GCP/Azure/OpenStack, Alibaba, Oracle, Azure WireServer. */
-    {V4(169, 254, 169, 254), 32, EGRESS_ADDR_METADATA},
-    {V4(100, 100, 100, 200), 32, EGRESS_ADDR_METADATA},
-    {V4(192, 0, 0, 192), 32, EGRESS_ADDR_METADATA},
-    {V4(168, 63, 129, 16), 32, EGRESS_ADDR_METADATA},
-    {V4(255, 255, 255, 255), 32, EGRESS_ADDR_BROADCAST},
-    {V4(0, 0, 0, 0), 8, EGRESS_ADDR_UNSPECIFIED},
-    {V4(10, 0, 0, 0), 8, EGRESS_ADDR_PRIVATE},
-    {V4(100, 64, 0, 0), 10, EGRESS_ADDR_CGNAT},
-    {V4(127, 0, 0, 0), 8, EGRESS_ADDR_LOOPBACK},
-    {V4(169, 254, 0, 0), 16, EGRESS_ADDR_LINK_LOCAL},
-    {V4(172, 16, 0, 0), 12, EGRESS_ADDR_PRIVATE},
-    {V4(192, 0, 0, 0), 24, EGRESS_ADDR_RESERVED}, /* IETF protocol assignments */
-    {V4(192, 0, 2, 0), 24, EGRESS_ADDR_DOCUMENTATION},
-    {V4(192, 88, 99, 0), 24, EGRESS_ADDR_RESERVED}, /* deprecated 6to4 relay anycast */
-    {V4(192, 168, 0, 0), 16, EGRESS_ADDR_PRIVATE},
-    {V4(198, 18, 0, 0), 15, EGRESS_ADDR_BENCHMARKING},
-    {V4(198, 51, 100, 0), 24, EGRESS_ADDR_DOCUMENTATION},
-    {V4(203, 0, 113, 0), 24, EGRESS_ADDR_DOCUMENTATION},
-    {V4(224, 0, 0, 0), 4, EGRESS_ADDR_MULTICAST},
-    {V4(240, 0, 0, 0), 4, EGRESS_ADDR_RESERVED},
+    {V4(169, 254, 169, 254), 32, POLICY_ADDR_METADATA},
+    {V4(100, 100, 100, 200), 32, POLICY_ADDR_METADATA},
+    {V4(192, 0, 0, 192), 32, POLICY_ADDR_METADATA},
+    {V4(168, 63, 129, 16), 32, POLICY_ADDR_METADATA},
+    {V4(255, 255, 255, 255), 32, POLICY_ADDR_BROADCAST},
+    {V4(0, 0, 0, 0), 8, POLICY_ADDR_UNSPECIFIED},
+    {V4(10, 0, 0, 0), 8, POLICY_ADDR_PRIVATE},
+    {V4(100, 64, 0, 0), 10, POLICY_ADDR_CGNAT},
+    {V4(127, 0, 0, 0), 8, POLICY_ADDR_LOOPBACK},
+    {V4(169, 254, 0, 0), 16, POLICY_ADDR_LINK_LOCAL},
+    {V4(172, 16, 0, 0), 12, POLICY_ADDR_PRIVATE},
+    {V4(192, 0, 0, 0), 24, POLICY_ADDR_RESERVED}, /* IETF protocol assignments */
+    {V4(192, 0, 2, 0), 24, POLICY_ADDR_DOCUMENTATION},
+    {V4(192, 88, 99, 0), 24, POLICY_ADDR_RESERVED}, /* deprecated 6to4 relay anycast */
+    {V4(192, 168, 0, 0), 16, POLICY_ADDR_PRIVATE},
+    {V4(198, 18, 0, 0), 15, POLICY_ADDR_BENCHMARKING},
+    {V4(198, 51, 100, 0), 24, POLICY_ADDR_DOCUMENTATION},
+    {V4(203, 0, 113, 0), 24, POLICY_ADDR_DOCUMENTATION},
+    {V4(224, 0, 0, 0), 4, POLICY_ADDR_MULTICAST},
+    {V4(240, 0, 0, 0), 4, POLICY_ADDR_RESERVED},
 };
 
 struct v6_range {
 	uint8_t prefix[16];
 	unsigned prefix_len;
-	enum egress_addr_class cls;
-	enum egress_addr_embed embed;
+	enum policy_addr_class cls;
+	enum policy_addr_embed embed;
 };
 
 static const struct v6_range v6_table[] = {
-    {{0}, 128, EGRESS_ADDR_UNSPECIFIED, EGRESS_EMBED_NONE},
-    {{[15] = 1}, 128, EGRESS_ADDR_LOOPBACK, EGRESS_EMBED_NONE},
+    {{0}, 128, POLICY_ADDR_UNSPECIFIED, POLICY_EMBED_NONE},
+    {{[15] = 1}, 128, POLICY_ADDR_LOOPBACK, POLICY_EMBED_NONE},
     /* AWS IMDS over IPv6: fd00:ec2::254 */
-    {{0xfd, 0x00, 0x0e, 0xc2, [15] = 0x54, [14] = 0x02}, 128, EGRESS_ADDR_METADATA, EGRESS_EMBED_NONE},
-    {{[10] = 0xff, [11] = 0xff}, 96, EGRESS_ADDR_EMBEDDED_IPV4, EGRESS_EMBED_MAPPED},
-    {{0}, 96, EGRESS_ADDR_EMBEDDED_IPV4, EGRESS_EMBED_COMPAT},
-    {{0x00, 0x64, 0xff, 0x9b}, 96, EGRESS_ADDR_EMBEDDED_IPV4, EGRESS_EMBED_NAT64},
-    {{0x00, 0x64, 0xff, 0x9b, 0x00, 0x01}, 48, EGRESS_ADDR_RESERVED, EGRESS_EMBED_NONE}, /* local NAT64 */
-    {{0x01, 0x00}, 64, EGRESS_ADDR_RESERVED, EGRESS_EMBED_NONE},                         /* discard-only */
-    {{0x20, 0x01, 0x00, 0x00}, 32, EGRESS_ADDR_EMBEDDED_IPV4, EGRESS_EMBED_TEREDO},
-    {{0x20, 0x01, 0x00, 0x02, 0x00, 0x00}, 48, EGRESS_ADDR_BENCHMARKING, EGRESS_EMBED_NONE},
-    {{0x20, 0x01, 0x00, 0x10}, 28, EGRESS_ADDR_RESERVED, EGRESS_EMBED_NONE}, /* ORCHID */
-    {{0x20, 0x01, 0x00, 0x20}, 28, EGRESS_ADDR_RESERVED, EGRESS_EMBED_NONE}, /* ORCHIDv2 */
-    {{0x20, 0x01, 0x0d, 0xb8}, 32, EGRESS_ADDR_DOCUMENTATION, EGRESS_EMBED_NONE},
-    {{0x20, 0x02}, 16, EGRESS_ADDR_EMBEDDED_IPV4, EGRESS_EMBED_6TO4},
-    {{0x3f, 0xff}, 20, EGRESS_ADDR_DOCUMENTATION, EGRESS_EMBED_NONE},
-    {{0xfc}, 7, EGRESS_ADDR_PRIVATE, EGRESS_EMBED_NONE},
-    {{0xfe, 0x80}, 10, EGRESS_ADDR_LINK_LOCAL, EGRESS_EMBED_NONE},
-    {{0xfe, 0xc0}, 10, EGRESS_ADDR_PRIVATE, EGRESS_EMBED_NONE}, /* deprecated site-local */
-    {{0xff}, 8, EGRESS_ADDR_MULTICAST, EGRESS_EMBED_NONE},
+    {{0xfd, 0x00, 0x0e, 0xc2, [15] = 0x54, [14] = 0x02}, 128, POLICY_ADDR_METADATA, POLICY_EMBED_NONE},
+    {{[10] = 0xff, [11] = 0xff}, 96, POLICY_ADDR_EMBEDDED_IPV4, POLICY_EMBED_MAPPED},
+    {{0}, 96, POLICY_ADDR_EMBEDDED_IPV4, POLICY_EMBED_COMPAT},
+    {{0x00, 0x64, 0xff, 0x9b}, 96, POLICY_ADDR_EMBEDDED_IPV4, POLICY_EMBED_NAT64},
+    {{0x00, 0x64, 0xff, 0x9b, 0x00, 0x01}, 48, POLICY_ADDR_RESERVED, POLICY_EMBED_NONE}, /* local NAT64 */
+    {{0x01, 0x00}, 64, POLICY_ADDR_RESERVED, POLICY_EMBED_NONE},                         /* discard-only */
+    {{0x20, 0x01, 0x00, 0x00}, 32, POLICY_ADDR_EMBEDDED_IPV4, POLICY_EMBED_TEREDO},
+    {{0x20, 0x01, 0x00, 0x02, 0x00, 0x00}, 48, POLICY_ADDR_BENCHMARKING, POLICY_EMBED_NONE},
+    {{0x20, 0x01, 0x00, 0x10}, 28, POLICY_ADDR_RESERVED, POLICY_EMBED_NONE}, /* ORCHID */
+    {{0x20, 0x01, 0x00, 0x20}, 28, POLICY_ADDR_RESERVED, POLICY_EMBED_NONE}, /* ORCHIDv2 */
+    {{0x20, 0x01, 0x0d, 0xb8}, 32, POLICY_ADDR_DOCUMENTATION, POLICY_EMBED_NONE},
+    {{0x20, 0x02}, 16, POLICY_ADDR_EMBEDDED_IPV4, POLICY_EMBED_6TO4},
+    {{0x3f, 0xff}, 20, POLICY_ADDR_DOCUMENTATION, POLICY_EMBED_NONE},
+    {{0xfc}, 7, POLICY_ADDR_PRIVATE, POLICY_EMBED_NONE},
+    {{0xfe, 0x80}, 10, POLICY_ADDR_LINK_LOCAL, POLICY_EMBED_NONE},
+    {{0xfe, 0xc0}, 10, POLICY_ADDR_PRIVATE, POLICY_EMBED_NONE}, /* deprecated site-local */
+    {{0xff}, 8, POLICY_ADDR_MULTICAST, POLICY_EMBED_NONE},
     /* Global unicast is 2000::/3; everything else is not (yet) a destination. */
-    {{0x20}, 3, EGRESS_ADDR_PUBLIC, EGRESS_EMBED_NONE},
-    {{0}, 0, EGRESS_ADDR_RESERVED, EGRESS_EMBED_NONE},
+    {{0x20}, 3, POLICY_ADDR_PUBLIC, POLICY_EMBED_NONE},
+    {{0}, 0, POLICY_ADDR_RESERVED, POLICY_EMBED_NONE},
 };
 
 static bool v4_in(uint32_t addr, uint32_t base, unsigned prefix_len)
@@ -98,14 +98,14 @@ static bool v6_in(const uint8_t *addr, const uint8_t *prefix, unsigned prefix_le
 	return (addr[full] & mask) == (prefix[full] & mask);
 }
 
-enum egress_addr_class egress_addr_classify_v4(const struct in_addr *a)
+enum policy_addr_class policy_addr_classify_v4(const struct in_addr *a)
 {
 	uint32_t addr = ntohl(a->s_addr);
 	for (size_t i = 0; i < ARRAY_SIZE(v4_table); i++) {
 		if (v4_in(addr, v4_table[i].base, v4_table[i].prefix_len))
 			return v4_table[i].cls;
 	}
-	return EGRESS_ADDR_PUBLIC;
+	return POLICY_ADDR_PUBLIC;
 }
 
 static struct in_addr v4_at(const uint8_t *p, bool invert)
@@ -116,10 +116,10 @@ static struct in_addr v4_at(const uint8_t *p, bool invert)
 	return (struct in_addr){.s_addr = htonl(v)};
 }
 
-void egress_addr_classify_v6(const struct in6_addr *a, struct egress_addr_info *ret_info)
+void policy_addr_classify_v6(const struct in6_addr *a, struct policy_addr_info *ret_info)
 {
 	const uint8_t *b = a->s6_addr;
-	struct egress_addr_info info = {.cls = EGRESS_ADDR_RESERVED};
+	struct policy_addr_info info = {.cls = POLICY_ADDR_RESERVED};
 	for (size_t i = 0; i < ARRAY_SIZE(v6_table); i++) {
 		if (!v6_in(b, v6_table[i].prefix, v6_table[i].prefix_len))
 			continue;
@@ -128,50 +128,50 @@ void egress_addr_classify_v6(const struct in6_addr *a, struct egress_addr_info *
 		break;
 	}
 	switch (info.embed) {
-	case EGRESS_EMBED_MAPPED:
-	case EGRESS_EMBED_COMPAT:
-	case EGRESS_EMBED_NAT64:
+	case POLICY_EMBED_MAPPED:
+	case POLICY_EMBED_COMPAT:
+	case POLICY_EMBED_NAT64:
 		info.embedded = v4_at(b + 12, false);
 		break;
-	case EGRESS_EMBED_6TO4:
+	case POLICY_EMBED_6TO4:
 		info.embedded = v4_at(b + 2, false);
 		break;
-	case EGRESS_EMBED_TEREDO:
+	case POLICY_EMBED_TEREDO:
 		info.embedded = v4_at(b + 12, true);
 		break;
-	case EGRESS_EMBED_NONE:
+	case POLICY_EMBED_NONE:
 		break;
 	}
-	if (info.embed != EGRESS_EMBED_NONE)
-		info.embedded_cls = egress_addr_classify_v4(&info.embedded);
+	if (info.embed != POLICY_EMBED_NONE)
+		info.embedded_cls = policy_addr_classify_v4(&info.embedded);
 	*ret_info = info;
 }
 
-void egress_addr_classify(const struct egress_addr *a, struct egress_addr_info *ret_info)
+void policy_addr_classify(const struct policy_addr *a, struct policy_addr_info *ret_info)
 {
 	if (a->family == AF_INET) {
-		*ret_info = (struct egress_addr_info){.cls = egress_addr_classify_v4(&a->v4)};
+		*ret_info = (struct policy_addr_info){.cls = policy_addr_classify_v4(&a->v4)};
 		return;
 	}
 	if (a->family == AF_INET6) {
-		egress_addr_classify_v6(&a->v6, ret_info);
+		policy_addr_classify_v6(&a->v6, ret_info);
 		return;
 	}
-	*ret_info = (struct egress_addr_info){.cls = EGRESS_ADDR_RESERVED};
+	*ret_info = (struct policy_addr_info){.cls = POLICY_ADDR_RESERVED};
 }
 
-bool egress_addr_is_forbidden(const struct egress_addr *a, bool explicitly_allowed)
+bool policy_addr_is_forbidden(const struct policy_addr *a, bool explicitly_allowed)
 {
-	struct egress_addr_info info;
-	egress_addr_classify(a, &info);
+	struct policy_addr_info info;
+	policy_addr_classify(a, &info);
 	/* SECURITY: fail closed. Only public addresses pass on their own; a rule
 	 * can open the others, except those that are never a unicast peer. */
 	switch (info.cls) {
-	case EGRESS_ADDR_PUBLIC:
+	case POLICY_ADDR_PUBLIC:
 		return false;
-	case EGRESS_ADDR_UNSPECIFIED:
-	case EGRESS_ADDR_BROADCAST:
-	case EGRESS_ADDR_MULTICAST:
+	case POLICY_ADDR_UNSPECIFIED:
+	case POLICY_ADDR_BROADCAST:
+	case POLICY_ADDR_MULTICAST:
 		return true;
 	default:
 		if (a->family != AF_INET && a->family != AF_INET6)
@@ -180,43 +180,43 @@ bool egress_addr_is_forbidden(const struct egress_addr *a, bool explicitly_allow
 	}
 }
 
-static const char *const class_names[EGRESS_ADDR__COUNT] = {
-    [EGRESS_ADDR_PUBLIC] = "public",
-    [EGRESS_ADDR_LOOPBACK] = "loopback",
-    [EGRESS_ADDR_PRIVATE] = "private",
-    [EGRESS_ADDR_CGNAT] = "cgnat",
-    [EGRESS_ADDR_LINK_LOCAL] = "link_local",
-    [EGRESS_ADDR_MULTICAST] = "multicast",
-    [EGRESS_ADDR_UNSPECIFIED] = "unspecified",
-    [EGRESS_ADDR_BROADCAST] = "broadcast",
-    [EGRESS_ADDR_METADATA] = "metadata",
-    [EGRESS_ADDR_DOCUMENTATION] = "documentation",
-    [EGRESS_ADDR_BENCHMARKING] = "benchmarking",
-    [EGRESS_ADDR_RESERVED] = "reserved",
-    [EGRESS_ADDR_EMBEDDED_IPV4] = "embedded_ipv4",
+static const char *const class_names[POLICY_ADDR__COUNT] = {
+    [POLICY_ADDR_PUBLIC] = "public",
+    [POLICY_ADDR_LOOPBACK] = "loopback",
+    [POLICY_ADDR_PRIVATE] = "private",
+    [POLICY_ADDR_CGNAT] = "cgnat",
+    [POLICY_ADDR_LINK_LOCAL] = "link_local",
+    [POLICY_ADDR_MULTICAST] = "multicast",
+    [POLICY_ADDR_UNSPECIFIED] = "unspecified",
+    [POLICY_ADDR_BROADCAST] = "broadcast",
+    [POLICY_ADDR_METADATA] = "metadata",
+    [POLICY_ADDR_DOCUMENTATION] = "documentation",
+    [POLICY_ADDR_BENCHMARKING] = "benchmarking",
+    [POLICY_ADDR_RESERVED] = "reserved",
+    [POLICY_ADDR_EMBEDDED_IPV4] = "embedded_ipv4",
 };
 
-const char *egress_addr_class_name(enum egress_addr_class cls)
+const char *policy_addr_class_name(enum policy_addr_class cls)
 {
 	if ((unsigned)cls >= ARRAY_SIZE(class_names) || !class_names[cls])
 		return "unknown";
 	return class_names[cls];
 }
 
-const char *egress_addr_embed_name(enum egress_addr_embed embed)
+const char *policy_addr_embed_name(enum policy_addr_embed embed)
 {
 	switch (embed) {
-	case EGRESS_EMBED_NONE:
+	case POLICY_EMBED_NONE:
 		return "none";
-	case EGRESS_EMBED_MAPPED:
+	case POLICY_EMBED_MAPPED:
 		return "ipv4_mapped";
-	case EGRESS_EMBED_COMPAT:
+	case POLICY_EMBED_COMPAT:
 		return "ipv4_compatible";
-	case EGRESS_EMBED_NAT64:
+	case POLICY_EMBED_NAT64:
 		return "nat64";
-	case EGRESS_EMBED_6TO4:
+	case POLICY_EMBED_6TO4:
 		return "6to4";
-	case EGRESS_EMBED_TEREDO:
+	case POLICY_EMBED_TEREDO:
 		return "teredo";
 	}
 	return "unknown";

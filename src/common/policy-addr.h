@@ -6,42 +6,42 @@
  *
  * SECURITY: this is the last check before connect(): every address the
  * gateway resolved (or that a rule or a Host named as a literal) goes through
- * egress_addr_is_forbidden() and is then dialled exactly as checked.
+ * policy_addr_is_forbidden() and is then dialled exactly as checked.
  */
-#ifndef AIRLOCK_EGRESS_ADDR_H
-#define AIRLOCK_EGRESS_ADDR_H
+#ifndef AIRLOCK_POLICY_ADDR_H
+#define AIRLOCK_POLICY_ADDR_H
 
 #include <netinet/in.h>
 #include <stdbool.h>
 
-enum egress_addr_class {
-	EGRESS_ADDR_PUBLIC = 0,
-	EGRESS_ADDR_LOOPBACK,      /* 127/8, ::1 */
-	EGRESS_ADDR_PRIVATE,       /* 10/8, 172.16/12, 192.168/16, fc00::/7, fec0::/10 */
-	EGRESS_ADDR_CGNAT,         /* 100.64/10 */
-	EGRESS_ADDR_LINK_LOCAL,    /* 169.254/16, fe80::/10 */
-	EGRESS_ADDR_MULTICAST,     /* 224/4, ff00::/8 */
-	EGRESS_ADDR_UNSPECIFIED,   /* 0/8 ("this network"), :: */
-	EGRESS_ADDR_BROADCAST,     /* 255.255.255.255 */
-	EGRESS_ADDR_METADATA,      /* cloud instance metadata endpoints */
-	EGRESS_ADDR_DOCUMENTATION, /* 192.0.2/24, 198.51.100/24, 203.0.113/24, 2001:db8::/32, 3fff::/20 */
-	EGRESS_ADDR_BENCHMARKING,  /* 198.18/15, 2001:2::/48 */
-	EGRESS_ADDR_RESERVED,      /* 240/4, 192.0.0/24, IPv6 outside 2000::/3, ... */
-	EGRESS_ADDR_EMBEDDED_IPV4, /* an IPv6 form that carries an IPv4 address (see embed) */
-	EGRESS_ADDR__COUNT,
+enum policy_addr_class {
+	POLICY_ADDR_PUBLIC = 0,
+	POLICY_ADDR_LOOPBACK,      /* 127/8, ::1 */
+	POLICY_ADDR_PRIVATE,       /* 10/8, 172.16/12, 192.168/16, fc00::/7, fec0::/10 */
+	POLICY_ADDR_CGNAT,         /* 100.64/10 */
+	POLICY_ADDR_LINK_LOCAL,    /* 169.254/16, fe80::/10 */
+	POLICY_ADDR_MULTICAST,     /* 224/4, ff00::/8 */
+	POLICY_ADDR_UNSPECIFIED,   /* 0/8 ("this network"), :: */
+	POLICY_ADDR_BROADCAST,     /* 255.255.255.255 */
+	POLICY_ADDR_METADATA,      /* cloud instance metadata endpoints */
+	POLICY_ADDR_DOCUMENTATION, /* 192.0.2/24, 198.51.100/24, 203.0.113/24, 2001:db8::/32, 3fff::/20 */
+	POLICY_ADDR_BENCHMARKING,  /* 198.18/15, 2001:2::/48 */
+	POLICY_ADDR_RESERVED,      /* 240/4, 192.0.0/24, IPv6 outside 2000::/3, ... */
+	POLICY_ADDR_EMBEDDED_IPV4, /* an IPv6 form that carries an IPv4 address (see embed) */
+	POLICY_ADDR__COUNT,
 };
 
 /* How an IPv6 address embeds an IPv4 address. */
-enum egress_addr_embed {
-	EGRESS_EMBED_NONE = 0,
-	EGRESS_EMBED_MAPPED, /* ::ffff:0:0/96 */
-	EGRESS_EMBED_COMPAT, /* ::/96 (deprecated IPv4-compatible) */
-	EGRESS_EMBED_NAT64,  /* 64:ff9b::/96 */
-	EGRESS_EMBED_6TO4,   /* 2002::/16, IPv4 in bits 16..47 */
-	EGRESS_EMBED_TEREDO, /* 2001::/32, client IPv4 = ~(last 32 bits) */
+enum policy_addr_embed {
+	POLICY_EMBED_NONE = 0,
+	POLICY_EMBED_MAPPED, /* ::ffff:0:0/96 */
+	POLICY_EMBED_COMPAT, /* ::/96 (deprecated IPv4-compatible) */
+	POLICY_EMBED_NAT64,  /* 64:ff9b::/96 */
+	POLICY_EMBED_6TO4,   /* 2002::/16, IPv4 in bits 16..47 */
+	POLICY_EMBED_TEREDO, /* 2001::/32, client IPv4 = ~(last 32 bits) */
 };
 
-struct egress_addr {
+struct policy_addr {
 	int family; /* AF_INET or AF_INET6 */
 	union {
 		struct in_addr v4;
@@ -49,28 +49,28 @@ struct egress_addr {
 	};
 };
 
-struct egress_addr_info {
-	enum egress_addr_class cls;
-	enum egress_addr_embed embed;
-	/* Valid when embed != EGRESS_EMBED_NONE: the embedded IPv4 address (for
+struct policy_addr_info {
+	enum policy_addr_class cls;
+	enum policy_addr_embed embed;
+	/* Valid when embed != POLICY_EMBED_NONE: the embedded IPv4 address (for
 	 * Teredo the client's, de-obfuscated) and its own class. */
 	struct in_addr embedded;
-	enum egress_addr_class embedded_cls;
+	enum policy_addr_class embedded_cls;
 };
 
-enum egress_addr_class egress_addr_classify_v4(const struct in_addr *a);
-void egress_addr_classify_v6(const struct in6_addr *a, struct egress_addr_info *ret_info);
-/* Either family; an unknown family is classified EGRESS_ADDR_RESERVED. */
-void egress_addr_classify(const struct egress_addr *a, struct egress_addr_info *ret_info);
+enum policy_addr_class policy_addr_classify_v4(const struct in_addr *a);
+void policy_addr_classify_v6(const struct in6_addr *a, struct policy_addr_info *ret_info);
+/* Either family; an unknown family is classified POLICY_ADDR_RESERVED. */
+void policy_addr_classify(const struct policy_addr *a, struct policy_addr_info *ret_info);
 
 /* True unless the address is public, or a rule named it explicitly
  * (explicitly_allowed). Unspecified, broadcast and multicast addresses are
  * forbidden even then: they are never a unicast destination (connecting to
  * 0.0.0.0 reaches the gateway's own host). */
-bool egress_addr_is_forbidden(const struct egress_addr *a, bool explicitly_allowed);
+bool policy_addr_is_forbidden(const struct policy_addr *a, bool explicitly_allowed);
 
 /* "public", "loopback", ... for audit events; "embedded_ipv4" etc. */
-const char *egress_addr_class_name(enum egress_addr_class cls);
-const char *egress_addr_embed_name(enum egress_addr_embed embed);
+const char *policy_addr_class_name(enum policy_addr_class cls);
+const char *policy_addr_embed_name(enum policy_addr_embed embed);
 
 #endif

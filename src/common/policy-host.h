@@ -19,8 +19,8 @@
  * Everything is bounded by the limits below and every byte is checked; what
  * cannot be normalised with certainty is refused rather than guessed.
  */
-#ifndef AIRLOCK_EGRESS_HOST_H
-#define AIRLOCK_EGRESS_HOST_H
+#ifndef AIRLOCK_POLICY_HOST_H
+#define AIRLOCK_POLICY_HOST_H
 
 #include <netinet/in.h>
 #include <stdbool.h>
@@ -30,29 +30,29 @@
 #include "policy-addr.h"
 #include "error.h"
 
-#define EGRESS_HOST_NAME_MAX 253   /* canonical name, bytes, without trailing dot */
-#define EGRESS_HOST_LABEL_MAX 63   /* bytes of one (A-)label */
-#define EGRESS_HOST_INPUT_MAX 1024 /* raw input bytes (UTF-8 labels are longer than their A-labels) */
-#define EGRESS_HOST_RULE_MAX 1100  /* a rule's text: "*." + host input + "/128:65535" */
+#define POLICY_HOST_NAME_MAX 253   /* canonical name, bytes, without trailing dot */
+#define POLICY_HOST_LABEL_MAX 63   /* bytes of one (A-)label */
+#define POLICY_HOST_INPUT_MAX 1024 /* raw input bytes (UTF-8 labels are longer than their A-labels) */
+#define POLICY_RULE_TEXT_MAX 1100  /* a rule's text: "*." + host input + "/128:65535" */
 
 /* Port for rules that name none: such rules open only the ports on which the
- * gateway reads a host name (HTTP 80, TLS 443); see egress_rule_match(). */
-#define EGRESS_PORT_HTTP 80
-#define EGRESS_PORT_TLS 443
+ * gateway reads a host name (HTTP 80, TLS 443); see policy_rule_match(). */
+#define POLICY_PORT_HTTP 80
+#define POLICY_PORT_TLS 443
 
-enum egress_host_kind {
-	EGRESS_HOST_NAME = 1,
-	EGRESS_HOST_IPV4,
-	EGRESS_HOST_IPV6,
+enum policy_host_kind {
+	POLICY_HOST_NAME = 1,
+	POLICY_HOST_IPV4,
+	POLICY_HOST_IPV6,
 };
 
-struct egress_host {
-	enum egress_host_kind kind;
+struct policy_host {
+	enum policy_host_kind kind;
 	/* Canonical text, NUL-terminated: name, dotted quad, or RFC 5952 IPv6
 	 * without brackets. */
-	char name[EGRESS_HOST_NAME_MAX + 1];
+	char name[POLICY_HOST_NAME_MAX + 1];
 	size_t len;
-	struct egress_addr addr; /* for EGRESS_HOST_IPV4/IPV6 */
+	struct policy_addr addr; /* for POLICY_HOST_IPV4/IPV6 */
 };
 
 /*
@@ -63,41 +63,41 @@ struct egress_host {
  * certainty: other scripts than those listed in egress-host.c, mixed scripts
  * in one label, combining marks, compatibility forms).
  */
-int egress_host_canonicalize(const uint8_t *in, size_t len, struct egress_host *ret_host, struct al_error *err);
+int policy_host_canonicalize(const uint8_t *in, size_t len, struct policy_host *ret_host, struct al_error *err);
 
 /*
  * Splits "host", "host:port", "[v6]" or "[v6]:port". ret_host points into
- * in (brackets kept, for egress_host_canonicalize()); *ret_port is 0 when no
+ * in (brackets kept, for policy_host_canonicalize()); *ret_port is 0 when no
  * port was given. A port is 1-65535 in plain decimal digits, no leading zero,
  * never empty. Returns 0 or -EINVAL.
  */
-int egress_host_split_port(const uint8_t *in, size_t len, const uint8_t **ret_host, size_t *ret_host_len,
+int policy_host_split_port(const uint8_t *in, size_t len, const uint8_t **ret_host, size_t *ret_host_len,
                            uint16_t *ret_port, struct al_error *err);
 
 /* Writes "name", "[v6]", or with a port "name:443" / "[v6]:443" (port 0: none). */
-int egress_host_format(const struct egress_host *host, uint16_t port, char *buf, size_t size);
+int policy_host_format(const struct policy_host *host, uint16_t port, char *buf, size_t size);
 
 /* RFC 3492 punycode of a sequence of code points into out (ASCII, not
  * terminated); -ENAMETOOLONG if it does not fit in out_size, -EOVERFLOW on
  * arithmetic overflow. Exposed for tests. */
-int egress_punycode_encode(const uint32_t *cps, size_t n, char *out, size_t out_size, size_t *ret_len);
+int policy_punycode_encode(const uint32_t *cps, size_t n, char *out, size_t out_size, size_t *ret_len);
 /* The inverse: ASCII (without "xn--") to code points; -EINVAL on bad input. */
-int egress_punycode_decode(const char *in, size_t len, uint32_t *out, size_t out_max, size_t *ret_n);
+int policy_punycode_decode(const char *in, size_t len, uint32_t *out, size_t out_max, size_t *ret_n);
 
 /* ------------------------------------------------------------ rules */
 
-enum egress_rule_kind {
-	EGRESS_RULE_EXACT = 1, /* "example.com", "203.0.113.7", "[2001:db8::1]" */
-	EGRESS_RULE_WILDCARD,  /* "*.example.com": one or more labels, then .example.com */
-	EGRESS_RULE_CIDR,      /* "203.0.113.0/24", "2001:db8::/32" (brackets optional) */
+enum policy_rule_kind {
+	POLICY_RULE_EXACT = 1, /* "example.com", "203.0.113.7", "[2001:db8::1]" */
+	POLICY_RULE_WILDCARD,  /* "*.example.com": one or more labels, then .example.com */
+	POLICY_RULE_CIDR,      /* "203.0.113.0/24", "2001:db8::/32" (brackets optional) */
 };
 
-struct egress_rule {
-	enum egress_rule_kind kind;
+struct policy_rule {
+	enum policy_rule_kind kind;
 	/* EXACT: the host; WILDCARD: the suffix (a name of at least two labels). */
-	struct egress_host host;
+	struct policy_host host;
 	/* CIDR: network address (host bits zero) and prefix length. */
-	struct egress_addr net;
+	struct policy_addr net;
 	unsigned prefix_len;
 	uint16_t port; /* 0: the rule names no port */
 };
@@ -109,7 +109,7 @@ struct egress_rule {
  * over a single label ("*.com") or an IP literal, a CIDR with host bits set.
  * Returns 0 or -EINVAL/-ENAMETOOLONG/-EILSEQ with a message.
  */
-int egress_rule_parse(const char *text, size_t len, struct egress_rule *ret_rule, struct al_error *err);
+int policy_rule_parse(const char *text, size_t len, struct policy_rule *ret_rule, struct al_error *err);
 
 /*
  * Does the rule allow this canonical host on this port? A rule with a port
@@ -118,9 +118,9 @@ int egress_rule_parse(const char *text, size_t len, struct egress_rule *ret_rule
  * before ".suffix" (never the suffix itself); CIDR matches IP-literal hosts in
  * the network. Names never match IP rules and vice versa.
  */
-bool egress_rule_match(const struct egress_rule *rule, const struct egress_host *host, uint16_t port);
+bool policy_rule_match(const struct policy_rule *rule, const struct policy_host *host, uint16_t port);
 /* Does the rule name this address (EXACT IP or CIDR, same port semantics)?
  * Used for the dialled address of a connection without a host name. */
-bool egress_rule_match_addr(const struct egress_rule *rule, const struct egress_addr *addr, uint16_t port);
+bool policy_rule_match_addr(const struct policy_rule *rule, const struct policy_addr *addr, uint16_t port);
 
 #endif

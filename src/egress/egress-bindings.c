@@ -188,7 +188,7 @@ static int hosts_parse(const json_t *arr, struct egress_binding *b, char *why, s
 		struct al_error perr = {0};
 		int r = -EINVAL;
 		if (s && !memchr(s, '\0', len))
-			r = egress_host_pattern_parse(s, len, &b->hosts[i], &perr);
+			r = policy_host_pattern_parse(s, len, &b->hosts[i], &perr);
 		if (r < 0) {
 			char shown[80] = "(not a string)";
 			if (s)
@@ -365,15 +365,15 @@ const struct egress_binding *egress_bindings_get(const struct egress_bindings *b
 
 /* ------------------------------------------------------------ matching */
 
-bool egress_binding_names_host(const struct egress_binding *b, const struct egress_host *host)
+bool egress_binding_names_host(const struct egress_binding *b, const struct policy_host *host)
 {
 	for (size_t i = 0; i < b->n_hosts; i++)
-		if (egress_rule_match(&b->hosts[i], host, EGRESS_PORT_TLS))
+		if (policy_rule_match(&b->hosts[i], host, POLICY_PORT_TLS))
 			return true;
 	return false;
 }
 
-bool egress_bindings_name_host(const struct egress_bindings *b, const struct egress_host *host, const char **ret_secret)
+bool egress_bindings_name_host(const struct egress_bindings *b, const struct policy_host *host, const char **ret_secret)
 {
 	for (size_t i = 0; b && i < b->n; i++)
 		if (egress_binding_names_host(&b->items[i], host)) {
@@ -384,7 +384,7 @@ bool egress_bindings_name_host(const struct egress_bindings *b, const struct egr
 	return false;
 }
 
-enum egress_binding_verdict egress_binding_check(const struct egress_binding *b, const struct egress_host *host,
+enum egress_binding_verdict egress_binding_check(const struct egress_binding *b, const struct policy_host *host,
                                                  const char *method, size_t method_len, const char *path,
                                                  size_t path_len)
 {

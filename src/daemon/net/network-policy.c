@@ -8,7 +8,7 @@
 #include "util.h"
 
 /* names_only: "pinned" holds TLS server names, never addresses (as
- * egress_host_pattern_parse() in the gateway). */
+ * policy_host_pattern_parse() in the gateway). */
 static int parse_list(const json_t *in, const char *key, bool names_only, json_t *out, struct al_error *err)
 {
 	const json_t *list = json_object_get(in, key);
@@ -27,15 +27,15 @@ static int parse_list(const json_t *in, const char *key, bool names_only, json_t
 			                    key, i);
 		const char *text = json_string_value(v);
 		size_t len = json_string_length(v);
-		struct egress_rule rule;
+		struct policy_rule rule;
 		struct al_error e;
-		if (len > EGRESS_HOST_RULE_MAX || strlen(text) != len)
+		if (len > POLICY_RULE_TEXT_MAX || strlen(text) != len)
 			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
 			                    "network.%s[%zu]: not a rule (too long)", key, i);
-		if (egress_rule_parse(text, len, &rule, &e) < 0)
+		if (policy_rule_parse(text, len, &rule, &e) < 0)
 			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "network.%s[%zu] \"%.*s\": %s", key,
 			                    i, (int)MIN(len, 200), text, e.message);
-		if (names_only && (rule.kind == EGRESS_RULE_CIDR || rule.host.kind != EGRESS_HOST_NAME))
+		if (names_only && (rule.kind == POLICY_RULE_CIDR || rule.host.kind != POLICY_HOST_NAME))
 			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
 			                    "network.%s[%zu] \"%.*s\": a host name or *.name pattern is needed here, "
 			                    "not an IP address or network",

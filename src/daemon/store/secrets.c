@@ -260,18 +260,18 @@ static int parse_hosts(json_t *j, json_t *out, struct al_error *err)
 	json_array_foreach (hosts, i, v) {
 		const char *text = json_string_value(v);
 		size_t len = json_string_length(v);
-		struct egress_rule rule;
+		struct policy_rule rule;
 		struct al_error e = {0};
-		if (!json_is_string(v) || strlen(text) != len || len > EGRESS_HOST_RULE_MAX)
+		if (!json_is_string(v) || strlen(text) != len || len > POLICY_RULE_TEXT_MAX)
 			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "hosts[%zu]: must be a host pattern",
 			                    i);
-		if (egress_rule_parse(text, len, &rule, &e) < 0)
+		if (policy_rule_parse(text, len, &rule, &e) < 0)
 			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "hosts[%zu] \"%.*s\": %s", i,
 			                    (int)MIN(len, 200), text, e.message);
 		/* SECURITY: secrets are only put into TLS connections that the
 		 * gateway intercepts by SNI, which is a name: an address or a
 		 * network would bind nothing (or everything behind a CDN). */
-		if (rule.kind == EGRESS_RULE_CIDR || rule.host.kind != EGRESS_HOST_NAME)
+		if (rule.kind == POLICY_RULE_CIDR || rule.host.kind != POLICY_HOST_NAME)
 			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
 			                    "hosts[%zu] \"%.*s\": a secret is bound to host names (TLS SNI), not to "
 			                    "addresses or networks",
