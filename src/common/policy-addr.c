@@ -11,6 +11,7 @@
 #include "policy-addr.h"
 
 #include <arpa/inet.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 
@@ -87,7 +88,8 @@ static bool v4_in(uint32_t addr, uint32_t base, unsigned prefix_len)
 	return (addr & mask) == (base & mask);
 }
 
-static bool v6_in(const uint8_t *addr, const uint8_t *prefix, unsigned prefix_len)
+/* Are the first prefix_len bits of two addresses (network byte order) equal? */
+static bool bits_equal(const uint8_t *addr, const uint8_t *prefix, unsigned prefix_len)
 {
 	unsigned full = prefix_len / 8, rest = prefix_len % 8;
 	if (memcmp(addr, prefix, full) != 0)
@@ -121,7 +123,7 @@ void policy_addr_classify_v6(const struct in6_addr *a, struct policy_addr_info *
 	const uint8_t *b = a->s6_addr;
 	struct policy_addr_info info = {.cls = POLICY_ADDR_RESERVED};
 	for (size_t i = 0; i < ARRAY_SIZE(v6_table); i++) {
-		if (!v6_in(b, v6_table[i].prefix, v6_table[i].prefix_len))
+		if (!bits_equal(b, v6_table[i].prefix, v6_table[i].prefix_len))
 			continue;
 		info.cls = v6_table[i].cls;
 		info.embed = v6_table[i].embed;
@@ -178,6 +180,35 @@ bool policy_addr_is_forbidden(const struct policy_addr *a, bool explicitly_allow
 			return true;
 		return !explicitly_allowed;
 	}
+}
+
+bool policy_addr_equal(const struct policy_addr *a, const struct policy_addr *b)
+{
+	if (a->family != b->family)
+		return false;
+	if (a->family == AF_INET)
+		return a->v4.s_addr == b->v4.s_addr;
+	return memcmp(&a->v6, &b->v6, sizeof(a->v6)) == 0;
+}
+
+bool policy_addr_in_net(const struct policy_addr *a, const struct policy_addr *net, unsigned prefix_len)
+{
+	if (a->family != net->family)
+		return false;
+	const uint8_t *x = a->family == AF_INET ? (const uint8_t *)&a->v4 : a->v6.s6_addr;
+	const uint8_t *y = net->family == AF_INET ? (const uint8_t *)&net->v4 : net->v6.s6_addr;
+	return bits_equal(x, y, prefix_len);
+}
+
+void policy_addr_format(const struct policy_addr *a, uint16_t port, char *buf, size_t size)
+{
+	char ip[INET6_ADDRSTRLEN] = "?";
+	inet_ntop(a->family, a->family == AF_INET ? (const void *)&a->v4 : (const void *)&a->v6, ip, sizeof(ip));
+	bool v6 = a->family == AF_INET6;
+	if (port)
+		snprintf(buf, size, "%s%s%s:%u", v6 ? "[" : "", ip, v6 ? "]" : "", port);
+	else
+		snprintf(buf, size, "%s", ip);
 }
 
 static const char *const class_names[POLICY_ADDR__COUNT] = {

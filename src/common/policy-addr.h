@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Address classifier of the egress gateway: which kind of destination an
- * IPv4/IPv6 address is (public, loopback, private, metadata, ...), from one
- * table per family, and whether the gateway may dial it.
+ * Addresses of the policy grammar: the value an IP literal or a network of a
+ * rule stands for, and the egress gateway's classifier of destinations: which
+ * kind an IPv4/IPv6 address is (public, loopback, private, metadata, ...),
+ * from one table per family, and whether the gateway may dial it.
  *
  * SECURITY: this is the last check before connect(): every address the
  * gateway resolved (or that a rule or a Host named as a literal) goes through
@@ -13,6 +14,8 @@
 
 #include <netinet/in.h>
 #include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
 
 enum policy_addr_class {
 	POLICY_ADDR_PUBLIC = 0,
@@ -68,6 +71,14 @@ void policy_addr_classify(const struct policy_addr *a, struct policy_addr_info *
  * forbidden even then: they are never a unicast destination (connecting to
  * 0.0.0.0 reaches the gateway's own host). */
 bool policy_addr_is_forbidden(const struct policy_addr *a, bool explicitly_allowed);
+
+/* Same family and same address. */
+bool policy_addr_equal(const struct policy_addr *a, const struct policy_addr *b);
+/* Is a in the network net/prefix_len (same family, the first prefix_len bits
+ * equal)? */
+bool policy_addr_in_net(const struct policy_addr *a, const struct policy_addr *net, unsigned prefix_len);
+/* "203.0.113.7:443" / "[2001:db8::1]:443" (port 0: no port, no brackets). */
+void policy_addr_format(const struct policy_addr *a, uint16_t port, char *buf, size_t size);
 
 /* "public", "loopback", ... for audit events; "embedded_ipv4" etc. */
 const char *policy_addr_class_name(enum policy_addr_class cls);

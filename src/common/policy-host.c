@@ -408,7 +408,7 @@ static int label_canonical(const uint8_t *in, size_t len, char *out, size_t *ret
 /* ------------------------------------------------------------ IP literals */
 
 /* Strict dotted quad: four parts, 1-3 decimal digits, no leading zero, <= 255. */
-static int ipv4_parse_strict(const uint8_t *in, size_t len, struct in_addr *ret)
+int policy_ipv4_parse(const uint8_t *in, size_t len, struct in_addr *ret)
 {
 	uint32_t v = 0;
 	size_t i = 0;
@@ -499,7 +499,7 @@ static void ipv6_format(const struct in6_addr *a, char *out, size_t size)
 	}
 }
 
-static int ipv6_parse(const uint8_t *in, size_t len, struct in6_addr *ret)
+int policy_ipv6_parse(const uint8_t *in, size_t len, struct in6_addr *ret)
 {
 	char buf[INET6_ADDRSTRLEN + 1];
 	if (len == 0 || len >= sizeof(buf))
@@ -523,7 +523,7 @@ static int ipv6_parse(const uint8_t *in, size_t len, struct in6_addr *ret)
 static int host_from_ipv6(const uint8_t *in, size_t len, struct policy_host *ret_host, struct al_error *err)
 {
 	struct policy_host h = {.kind = POLICY_HOST_IPV6, .addr.family = AF_INET6};
-	if (len < 2 || in[len - 1] != ']' || ipv6_parse(in + 1, len - 2, &h.addr.v6) < 0)
+	if (len < 2 || in[len - 1] != ']' || policy_ipv6_parse(in + 1, len - 2, &h.addr.v6) < 0)
 		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
 		                    "not a valid bracketed IPv6 address (zone ids are not accepted)");
 	ipv6_format(&h.addr.v6, h.name, sizeof(h.name));
@@ -538,7 +538,7 @@ static int host_from_ipv4(const uint8_t *in, size_t len, struct policy_host *ret
 	/* SECURITY: getaddrinfo()/inet_aton() would read 0177.0.0.1, 0x7f.1,
 	 * 127.1 and 2130706433 as 127.0.0.1; a name check must never see a
 	 * different address than the dialler. Only one spelling is accepted. */
-	if (ipv4_parse_strict(in, len, &h.addr.v4) < 0)
+	if (policy_ipv4_parse(in, len, &h.addr.v4) < 0)
 		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
 		                    "\"%.*s\" is not a canonical IPv4 address: only four decimal parts without "
 		                    "leading zeros are accepted (no octal, hex, shortened or integer forms, no "
@@ -597,7 +597,7 @@ int policy_host_canonicalize(const uint8_t *in, size_t len, struct policy_host *
 
 /* ------------------------------------------------------------ host:port */
 
-static int port_parse(const uint8_t *in, size_t len, uint16_t *ret)
+int policy_port_parse(const uint8_t *in, size_t len, uint16_t *ret)
 {
 	if (len == 0 || len > 5 || in[0] == '0')
 		return -EINVAL;
@@ -638,7 +638,7 @@ int policy_host_split_port(const uint8_t *in, size_t len, const uint8_t **ret_ho
 	if (host_len == 0)
 		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "empty host");
 	uint16_t port = 0;
-	if (host_len < len && port_parse(rest + 1, len - host_len - 1, &port) < 0)
+	if (host_len < len && policy_port_parse(rest + 1, len - host_len - 1, &port) < 0)
 		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
 		                    "invalid port: 1-65535 in decimal digits without leading zeros");
 	*ret_host = in;
@@ -653,168 +653,4 @@ int policy_host_format(const struct policy_host *host, uint16_t port, char *buf,
 	if (port)
 		return snprintf_ok(buf, size, "%s%s%s:%u", v6 ? "[" : "", host->name, v6 ? "]" : "", port);
 	return snprintf_ok(buf, size, "%s%s%s", v6 ? "[" : "", host->name, v6 ? "]" : "");
-}
-
-/* ------------------------------------------------------------ rules */
-
-static int prefix_parse(const char *in, size_t len, unsigned max, unsigned *ret)
-{
-	if (len == 0 || len > 3 || (len > 1 && in[0] == '0'))
-		return -EINVAL;
-	unsigned v = 0;
-	for (size_t i = 0; i < len; i++) {
-		if (in[i] < '0' || in[i] > '9')
-			return -EINVAL;
-		v = v * 10 + (unsigned)(in[i] - '0');
-	}
-	if (v > max)
-		return -EINVAL;
-	*ret = v;
-	return 0;
-}
-
-static bool addr_in_net(const struct policy_addr *a, const struct policy_addr *net, unsigned prefix_len)
-{
-	if (a->family != net->family)
-		return false;
-	const uint8_t *x = a->family == AF_INET ? (const uint8_t *)&a->v4 : a->v6.s6_addr;
-	const uint8_t *y = net->family == AF_INET ? (const uint8_t *)&net->v4 : net->v6.s6_addr;
-	unsigned full = prefix_len / 8, rest = prefix_len % 8;
-	if (memcmp(x, y, full) != 0)
-		return false;
-	if (rest == 0)
-		return true;
-	uint8_t mask = (uint8_t)(0xffu << (8 - rest));
-	return (x[full] & mask) == (y[full] & mask);
-}
-
-static int rule_parse_cidr(const char *text, size_t len, const char *slash, struct policy_rule *ret_rule,
-                           struct al_error *err)
-{
-	struct policy_rule r = {.kind = POLICY_RULE_CIDR};
-	const uint8_t *a = (const uint8_t *)text;
-	size_t alen = (size_t)(slash - text);
-	if (alen >= 2 && a[0] == '[' && a[alen - 1] == ']') {
-		a++;
-		alen -= 2;
-	}
-	unsigned max;
-	if (memchr(a, ':', alen)) {
-		r.net.family = AF_INET6;
-		max = 128;
-		if (ipv6_parse(a, alen, &r.net.v6) < 0)
-			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "invalid IPv6 network address");
-	} else {
-		r.net.family = AF_INET;
-		max = 32;
-		if (ipv4_parse_strict(a, alen, &r.net.v4) < 0)
-			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
-			                    "invalid IPv4 network address (dotted quad, no leading zeros)");
-	}
-	const char *p = slash + 1;
-	size_t plen = len - (size_t)(p - text);
-	const char *colon = memchr(p, ':', plen);
-	size_t digits = colon ? (size_t)(colon - p) : plen;
-	if (prefix_parse(p, digits, max, &r.prefix_len) < 0)
-		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "invalid prefix length (0-%u)", max);
-	if (colon && port_parse((const uint8_t *)colon + 1, plen - digits - 1, &r.port) < 0)
-		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
-		                    "invalid port: 1-65535 in decimal digits without leading zeros");
-	/* Host bits set ("203.0.113.5/24"): the author meant something else. */
-	const uint8_t *m = r.net.family == AF_INET ? (const uint8_t *)&r.net.v4 : r.net.v6.s6_addr;
-	for (unsigned bit = r.prefix_len; bit < max; bit++) {
-		if (m[bit / 8] & (0x80u >> (bit % 8)))
-			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "network address has host bits set");
-	}
-	*ret_rule = r;
-	return 0;
-}
-
-int policy_rule_parse(const char *text, size_t len, struct policy_rule *ret_rule, struct al_error *err)
-{
-	if (len == 0)
-		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "empty rule");
-	if (len > POLICY_RULE_TEXT_MAX)
-		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, ENAMETOOLONG, "rule longer than %d bytes",
-		                    POLICY_RULE_TEXT_MAX);
-	const char *slash = memchr(text, '/', len);
-	if (slash)
-		return rule_parse_cidr(text, len, slash, ret_rule, err);
-
-	struct policy_rule r = {.kind = POLICY_RULE_EXACT};
-	const uint8_t *host;
-	size_t host_len;
-	int ret = policy_host_split_port((const uint8_t *)text, len, &host, &host_len, &r.port, err);
-	if (ret < 0)
-		return ret;
-	if (host_len >= 2 && host[0] == '*' && host[1] == '.') {
-		r.kind = POLICY_RULE_WILDCARD;
-		host += 2;
-		host_len -= 2;
-	}
-	if (memchr(host, '*', host_len))
-		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
-		                    "'*' is only allowed as a whole first label (\"*.example.com\")");
-	ret = policy_host_canonicalize(host, host_len, &r.host, err);
-	if (ret < 0)
-		return ret;
-	if (r.kind == POLICY_RULE_WILDCARD) {
-		if (r.host.kind != POLICY_HOST_NAME)
-			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
-			                    "a wildcard applies to names, not IP addresses");
-		if (!memchr(r.host.name, '.', r.host.len))
-			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
-			                    "a wildcard needs at least two labels after \"*.\"");
-	}
-	*ret_rule = r;
-	return 0;
-}
-
-static bool port_ok(const struct policy_rule *rule, uint16_t port)
-{
-	if (rule->port)
-		return port == rule->port;
-	return port == POLICY_PORT_HTTP || port == POLICY_PORT_TLS;
-}
-
-bool policy_rule_match(const struct policy_rule *rule, const struct policy_host *host, uint16_t port)
-{
-	/* SECURITY: both sides are canonical values; no case folding, no
-	 * trailing dots, no alternative IP spellings are left to compare. */
-	if (!port_ok(rule, port))
-		return false;
-	switch (rule->kind) {
-	case POLICY_RULE_EXACT:
-		return host->kind == rule->host.kind && host->len == rule->host.len &&
-		       memcmp(host->name, rule->host.name, host->len) == 0;
-	case POLICY_RULE_WILDCARD: {
-		size_t sl = rule->host.len;
-		if (host->kind != POLICY_HOST_NAME || host->len < sl + 2)
-			return false;
-		const char *tail = host->name + host->len - sl;
-		return tail[-1] == '.' && memcmp(tail, rule->host.name, sl) == 0;
-	}
-	case POLICY_RULE_CIDR:
-		if (host->kind != POLICY_HOST_IPV4 && host->kind != POLICY_HOST_IPV6)
-			return false;
-		return addr_in_net(&host->addr, &rule->net, rule->prefix_len);
-	}
-	return false;
-}
-
-bool policy_rule_match_addr(const struct policy_rule *rule, const struct policy_addr *addr, uint16_t port)
-{
-	if (!port_ok(rule, port))
-		return false;
-	switch (rule->kind) {
-	case POLICY_RULE_EXACT:
-		if (rule->host.kind == POLICY_HOST_NAME)
-			return false;
-		return addr_in_net(addr, &rule->host.addr, rule->host.kind == POLICY_HOST_IPV4 ? 32 : 128);
-	case POLICY_RULE_CIDR:
-		return addr_in_net(addr, &rule->net, rule->prefix_len);
-	case POLICY_RULE_WILDCARD:
-		return false;
-	}
-	return false;
 }

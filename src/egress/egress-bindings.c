@@ -4,7 +4,6 @@
 #include <errno.h>
 #include <stdatomic.h>
 #include <string.h>
-#include <strings.h>
 
 #include <openssl/crypto.h>
 
@@ -94,20 +93,6 @@ static bool placeholder_valid(const char *s, size_t len)
 		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
 			return false;
 	return true;
-}
-
-/* Header fields a binding may not set: they frame the message, route it or
- * belong to one hop. Setting them would let a secret change where or how
- * the request goes. */
-static bool header_reserved(const char *name)
-{
-	static const char *const reserved[] = {
-	    "host", "content-length", "transfer-encoding", "connection",       "upgrade",
-	    "te",   "trailer",        "keep-alive",        "proxy-connection", "expect"};
-	for (size_t i = 0; i < ARRAY_SIZE(reserved); i++)
-		if (strcasecmp(name, reserved[i]) == 0)
-			return true;
-	return false;
 }
 
 static const char *format_value_at(const char *format)
@@ -243,11 +228,11 @@ static int binding_parse(const json_t *in, struct egress_binding *b, char *why, 
 	const json_t *vj = json_object_get(in, "value");
 	const char *value = json_string_value(vj);
 	size_t value_len = json_string_length(vj);
-	if (value_len == 0 || !field_text_valid(value, value_len, EGRESS_BINDING_VALUE_MAX)) {
+	if (value_len == 0 || !field_text_valid(value, value_len, POLICY_SECRET_VALUE_MAX)) {
 		snprintf(why, why_size,
 		         "\"value\" must be a string of 1-%d bytes that can stand in a header field (no control "
 		         "characters)",
-		         EGRESS_BINDING_VALUE_MAX);
+		         POLICY_SECRET_VALUE_MAX);
 		return -EINVAL;
 	}
 	b->value = xstrndup(value, value_len);
@@ -275,7 +260,7 @@ static int binding_parse(const json_t *in, struct egress_binding *b, char *why, 
 			         EGRESS_BINDING_HEADER_MAX);
 			return -EINVAL;
 		}
-		if (header_reserved(h)) {
+		if (policy_header_reserved(h)) {
 			char shown[EGRESS_BINDING_HEADER_MAX + 1];
 			snprintf(shown, sizeof(shown), "%s", h);
 			snprintf(why, why_size, "\"header\" %s frames or routes the request and cannot be set", shown);

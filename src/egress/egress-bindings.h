@@ -30,15 +30,14 @@
 
 #include <jansson.h>
 
-#include "policy-host.h"
 #include "error.h"
+#include "policy-rule.h"
 
 #define EGRESS_BINDINGS_MAX 256        /* bindings of one sandbox */
 #define EGRESS_BINDING_HOSTS_MAX 64    /* host patterns of one binding */
 #define EGRESS_BINDING_PATHS_MAX 64    /* path prefixes of one binding */
 #define EGRESS_BINDING_METHODS_MAX 16  /* methods of one binding */
 #define EGRESS_BINDING_SECRET_MAX 128  /* a secret's name, bytes */
-#define EGRESS_BINDING_VALUE_MAX 8192  /* a secret's value, bytes */
 #define EGRESS_BINDING_FORMAT_MAX 1024 /* the format, bytes (with "{value}") */
 #define EGRESS_BINDING_HEADER_MAX 64   /* a header name, bytes (egress-http1: EGRESS_HTTP1_FIELD_NAME_MAX) */
 #define EGRESS_BINDING_PATH_MAX 1024   /* one path prefix, bytes */

@@ -60,26 +60,6 @@ static const char *const proto_names[] = {"http", "tls", "tcp"};
 
 /* ------------------------------------------------------------ helpers */
 
-bool egress_addr_equal(const struct policy_addr *a, const struct policy_addr *b)
-{
-	if (a->family != b->family)
-		return false;
-	if (a->family == AF_INET)
-		return a->v4.s_addr == b->v4.s_addr;
-	return memcmp(&a->v6, &b->v6, sizeof(a->v6)) == 0;
-}
-
-void egress_addr_format(const struct policy_addr *a, uint16_t port, char *buf, size_t size)
-{
-	char ip[INET6_ADDRSTRLEN] = "?";
-	inet_ntop(a->family, a->family == AF_INET ? (const void *)&a->v4 : (const void *)&a->v6, ip, sizeof(ip));
-	bool v6 = a->family == AF_INET6;
-	if (port)
-		snprintf(buf, size, "%s%s%s:%u", v6 ? "[" : "", ip, v6 ? "]" : "", port);
-	else
-		snprintf(buf, size, "%s", ip);
-}
-
 void egress_close_reset(int fd)
 {
 	struct linger l = {.l_onoff = 1, .l_linger = 0};
@@ -140,7 +120,7 @@ json_t *egress_conn_event_data(const struct egress_conn *c, const char *verdict,
 {
 	char dst[64] = "";
 	if (c->have_dst)
-		egress_addr_format(&c->dst, c->port, dst, sizeof(dst));
+		policy_addr_format(&c->dst, c->port, dst, sizeof(dst));
 	/* Every string here is ASCII: canonical hosts, addresses, rule text
 	 * (valid UTF-8 from airlockd), escaped reasons. */
 	json_t *d =
@@ -393,7 +373,7 @@ static int connect_one(struct egress_conn *c, const struct policy_addr *a, char 
 		sl = sizeof(*sin6);
 	}
 	char text[64];
-	egress_addr_format(a, c->port, text, sizeof(text));
+	policy_addr_format(a, c->port, text, sizeof(text));
 	int fd = socket(a->family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0) {
 		snprintf(reason, reason_size, "socket: %s", strerror(errno));

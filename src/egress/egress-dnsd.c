@@ -160,7 +160,7 @@ void egress_namemap_add(struct egress_sandbox *sb, const struct policy_addr *add
 	struct egress_namemap_entry *slot = NULL, *oldest = &sb->names[0];
 	for (size_t i = 0; i < EGRESS_NAMEMAP_MAX; i++) {
 		struct egress_namemap_entry *e = &sb->names[i];
-		if (e->expires_ms > now && egress_addr_equal(&e->addr, addr) && strcmp(e->name, name) == 0) {
+		if (e->expires_ms > now && policy_addr_equal(&e->addr, addr) && strcmp(e->name, name) == 0) {
 			slot = e;
 			break;
 		}
@@ -186,7 +186,7 @@ size_t egress_namemap_find(struct egress_sandbox *sb, const struct policy_addr *
 	pthread_mutex_lock(&sb->lock);
 	for (size_t i = 0; sb->names && i < EGRESS_NAMEMAP_MAX && n < max; i++) {
 		const struct egress_namemap_entry *e = &sb->names[i];
-		if (e->expires_ms > now && egress_addr_equal(&e->addr, addr))
+		if (e->expires_ms > now && policy_addr_equal(&e->addr, addr))
 			strlcpy_al(names[n++], e->name, POLICY_HOST_NAME_MAX + 1);
 	}
 	pthread_mutex_unlock(&sb->lock);
@@ -305,7 +305,7 @@ static size_t dns_resolve(struct egress_runtime *rt, struct egress_sandbox *sb, 
 		json_t *answers = json_array();
 		for (size_t i = 0; i < n; i++) {
 			char text[64];
-			egress_addr_format(&addrs[i], 0, text, sizeof(text));
+			policy_addr_format(&addrs[i], 0, text, sizeof(text));
 			json_array_append_new(answers, json_string(text));
 			egress_namemap_add(sb, &addrs[i], p->host.name, ttl);
 		}

@@ -186,7 +186,7 @@ static int parse_server(const char *text, struct egress_options *o, struct al_er
 		sin6->sin6_addr = h.addr.v6;
 		o->resolver_len = sizeof(*sin6);
 	}
-	egress_addr_format(&h.addr, port, o->resolver_text, sizeof(o->resolver_text));
+	policy_addr_format(&h.addr, port, o->resolver_text, sizeof(o->resolver_text));
 	return 0;
 }
 

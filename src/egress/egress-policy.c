@@ -30,21 +30,6 @@ static void rule_list_release(struct egress_rule_list *l)
 	*l = (struct egress_rule_list){0};
 }
 
-int policy_host_pattern_parse(const char *text, size_t len, struct policy_rule *ret_rule, struct al_error *err)
-{
-	struct policy_rule rule;
-	int r = policy_rule_parse(text, len, &rule, err);
-	if (r < 0)
-		return r;
-	/* Interception happens on port 443 for a TLS server name, which is
-	 * never an IP address (RFC 6066): such patterns could never match. */
-	if (rule.kind == POLICY_RULE_CIDR || rule.host.kind != POLICY_HOST_NAME)
-		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
-		                    "a host name or *.name pattern is needed here, not an IP address or network");
-	*ret_rule = rule;
-	return 0;
-}
-
 /* kind "rules" (allow, deny: policy_rule_parse) or "hosts" (pinned:
  * policy_host_pattern_parse). */
 static int rule_list_parse(const json_t *arr, const char *key, bool hosts, struct egress_rule_list *ret,
@@ -54,9 +39,9 @@ static int rule_list_parse(const json_t *arr, const char *key, bool hosts, struc
 		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "policy: \"%s\" must be an array of %s", key,
 		                    hosts ? "host patterns" : "rules");
 	size_t n = json_array_size(arr);
-	if (n > EGRESS_POLICY_RULES_MAX)
+	if (n > POLICY_RULES_MAX)
 		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "policy: \"%s\" has %zu rules, at most %d",
-		                    key, n, EGRESS_POLICY_RULES_MAX);
+		                    key, n, POLICY_RULES_MAX);
 	struct egress_rule_list l = {0};
 	if (n > 0) {
 		l.rules = xcalloc(n, sizeof(*l.rules));

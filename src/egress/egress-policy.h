@@ -27,11 +27,8 @@
 
 #include <jansson.h>
 
-#include "policy-addr.h"
-#include "policy-host.h"
 #include "error.h"
-
-#define EGRESS_POLICY_RULES_MAX 512 /* per list (airlockd: NETWORK_POLICY_RULES_MAX) */
+#include "policy-rule.h"
 
 struct egress_policy;
 
@@ -44,7 +41,7 @@ enum egress_tls_mode {
 
 /*
  * Parses a policy object: keys "allow" and "deny" (each optional, an array
- * of at most EGRESS_POLICY_RULES_MAX strings), "tls" ("passthrough", the
+ * of at most POLICY_RULES_MAX strings), "tls" ("passthrough", the
  * default, or "inspect"), "pinned" (host patterns, never intercepted:
  * policy_host_pattern_parse), no other key. Any invalid rule refuses the
  * whole policy; the message names the list, the index and the rule
@@ -52,15 +49,6 @@ enum egress_tls_mode {
  * An empty allow list denies everything.
  */
 int egress_policy_parse(const json_t *in, struct egress_policy **ret, struct al_error *err);
-
-/*
- * A host pattern where only TLS server names can match ("pinned", the
- * "hosts" of a secret binding): a rule (policy_rule_parse) naming a host
- * name or *.suffix, optionally with a port. It is matched with
- * policy_rule_match() on port 443, where TLS is intercepted: a pattern with
- * another port never matches. IP addresses and networks are refused.
- */
-int policy_host_pattern_parse(const char *text, size_t len, struct policy_rule *ret_rule, struct al_error *err);
 
 /* Reference counting; unref accepts NULL. Thread-safe. */
 struct egress_policy *egress_policy_ref(struct egress_policy *p);

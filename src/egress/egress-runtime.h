@@ -44,12 +44,11 @@
 
 #include <openssl/ssl.h>
 
-#include "policy-addr.h"
 #include "egress-bindings.h"
 #include "egress-ca.h"
 #include "egress-dns.h"
-#include "policy-host.h"
 #include "egress-policy.h"
+#include "policy-rule.h"
 
 /* ------------------------------------------------------------ limits */
 
@@ -487,9 +486,5 @@ int egress_resolve_checked(struct egress_runtime *rt, const struct egress_policy
 void egress_namemap_add(struct egress_sandbox *sb, const struct policy_addr *addr, const char *name, uint32_t ttl_s);
 size_t egress_namemap_find(struct egress_sandbox *sb, const struct policy_addr *addr,
                            char (*names)[POLICY_HOST_NAME_MAX + 1], size_t max);
-
-bool egress_addr_equal(const struct policy_addr *a, const struct policy_addr *b);
-/* "203.0.113.7:443" / "[2001:db8::1]:443" (port 0: no port). */
-void egress_addr_format(const struct policy_addr *a, uint16_t port, char *buf, size_t size);
 
 #endif

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * libFuzzer target for host canonicalisation, host:port splitting and rule
- * matching of the egress gateway (src/egress/egress-host.c).
+ * libFuzzer target for host canonicalisation, host:port splitting, rules and
+ * their canonical text: the policy grammar (src/common/policy-host.c,
+ * policy-rule.c) that airlockd validates with and the egress gateway
+ * enforces with.
  *
  * Input: "RULE\nHOST" (no newline: the whole input is a host). Checks,
  * beyond the sanitizers:
@@ -10,6 +12,8 @@
  *    (IP literals likewise, IPv6 in brackets);
  *  - every "xn--" label of a canonical name decodes and re-encodes to itself;
  *  - format + split + canonicalise gives back the same host and port;
+ *  - a rule's canonical text parses back to the same rule, whose text is the
+ *    same again;
  *  - a matching wildcard rule means the host ends in ".suffix" with at least
  *    one label before it; a matching exact rule means the same canonical name.
  */
@@ -17,7 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "policy-host.h"
+#include "policy-rule.h"
 #include "util.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -88,6 +92,26 @@ static void check_host(const struct policy_host *h)
 		policy_addr_classify(&h->addr, &info);
 }
 
+static void check_rule_text(const struct policy_rule *rule)
+{
+	char text[POLICY_RULE_TEXT_MAX + 1], again_text[POLICY_RULE_TEXT_MAX + 1];
+	struct policy_rule again;
+	struct al_error err = {0};
+	CHECK(policy_rule_format(rule, text, sizeof(text)) == 0);
+	if (policy_rule_parse(text, strlen(text), &again, &err) != 0) {
+		fprintf(stderr, "fuzz-egress-host: canonical text \"%s\" refused: %s\n", text, err.message);
+		CHECK(0);
+	}
+	CHECK(again.kind == rule->kind && again.port == rule->port);
+	if (rule->kind == POLICY_RULE_CIDR)
+		CHECK(again.prefix_len == rule->prefix_len && policy_addr_equal(&again.net, &rule->net));
+	else
+		CHECK(again.host.kind == rule->host.kind && strcmp(again.host.name, rule->host.name) == 0);
+	CHECK(policy_rule_format(&again, again_text, sizeof(again_text)) == 0);
+	CHECK(strcmp(text, again_text) == 0);
+	CHECK(policy_rule_is_host_pattern(&again) == policy_rule_is_host_pattern(rule));
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	const uint8_t *nl = memchr(data, '\n', size);
@@ -117,7 +141,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (!nl)
 		return 0;
 	struct policy_rule rule;
-	if (policy_rule_parse((const char *)data, (size_t)(nl - data), &rule, &err) < 0 || r < 0)
+	if (policy_rule_parse((const char *)data, (size_t)(nl - data), &rule, &err) < 0)
+		return 0;
+	check_rule_text(&rule);
+	if (r < 0)
 		return 0;
 	for (int k = 0; k < 3; k++) {
 		uint16_t p = k == 0 ? 443 : k == 1 ? 80 : (rule.port ? rule.port : 22);

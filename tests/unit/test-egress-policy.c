@@ -343,10 +343,10 @@ static void test_parse_errors(void **state)
 static void test_parse_limits(void **state)
 {
 	(void)state;
-	/* EGRESS_POLICY_RULES_MAX rules per list are fine, one more is not. */
+	/* POLICY_RULES_MAX rules per list are fine, one more is not. */
 	for (int extra = 0; extra <= 1; extra++) {
 		cleanup_json json_t *allow = json_array();
-		for (int i = 0; i < EGRESS_POLICY_RULES_MAX + extra; i++) {
+		for (int i = 0; i < POLICY_RULES_MAX + extra; i++) {
 			char name[64];
 			snprintf(name, sizeof(name), "h%d.example.org", i);
 			json_array_append_new(allow, json_string(name));

@@ -3,7 +3,7 @@
 
 #include <string.h>
 
-#include "policy-host.h"
+#include "policy-rule.h"
 #include "json-cleanup.h"
 #include "util.h"
 

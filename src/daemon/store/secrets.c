@@ -6,7 +6,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 
-#include "policy-host.h"
+#include "policy-rule.h"
 #include "events.h"
 #include "json-cleanup.h"
 #include "store-db.h"
