@@ -137,7 +137,7 @@ static void ctx_freep(EVP_CIPHER_CTX **c)
 int secret_encrypt(const uint8_t key[SECRET_KEY_BYTES], const char *tenant, const char *name, const void *plain,
                    size_t len, uint8_t **ret_blob, size_t *ret_len)
 {
-	if (len > SECRET_VALUE_MAX)
+	if (len > POLICY_SECRET_VALUE_MAX)
 		return -E2BIG;
 	uint8_t aad[SECRET_AAD_MAX];
 	size_t aad_len = aad_build(tenant, name, aad);
@@ -166,7 +166,7 @@ int secret_decrypt(const uint8_t key[SECRET_KEY_BYTES], const char *tenant, cons
                    size_t blob_len, char **ret_plain, size_t *ret_len)
 {
 	if (blob_len < 1 + SECRET_NONCE_BYTES + SECRET_TAG_BYTES || blob[0] != SECRET_BLOB_VERSION ||
-	    blob_len - (1 + SECRET_NONCE_BYTES + SECRET_TAG_BYTES) > SECRET_VALUE_MAX)
+	    blob_len - (1 + SECRET_NONCE_BYTES + SECRET_TAG_BYTES) > POLICY_SECRET_VALUE_MAX)
 		return -EBADMSG;
 	size_t len = blob_len - (1 + SECRET_NONCE_BYTES + SECRET_TAG_BYTES);
 	uint8_t aad[SECRET_AAD_MAX];
@@ -221,19 +221,6 @@ static bool tchar(char c)
 	       strchr("!#$%&'*+-.^_`|~", c);
 }
 
-/* Headers that frame, route or upgrade a request: a secret must never be
- * able to change where a request goes or where it ends. */
-static bool header_reserved(const char *h)
-{
-	static const char *const reserved[] = {
-	    "host", "content-length", "transfer-encoding", "connection",       "upgrade",
-	    "te",   "trailer",        "keep-alive",        "proxy-connection", "expect"};
-	for (size_t i = 0; i < ARRAY_SIZE(reserved); i++)
-		if (!strcasecmp(h, reserved[i]))
-			return true;
-	return false;
-}
-
 static int get_string_field(json_t *j, const char *field, json_t **ret, struct al_error *err)
 {
 	json_t *v = json_object_get(j, field);
@@ -271,7 +258,7 @@ static int parse_hosts(json_t *j, json_t *out, struct al_error *err)
 		/* SECURITY: secrets are only put into TLS connections that the
 		 * gateway intercepts by SNI, which is a name: an address or a
 		 * network would bind nothing (or everything behind a CDN). */
-		if (rule.kind == POLICY_RULE_CIDR || rule.host.kind != POLICY_HOST_NAME)
+		if (!policy_rule_is_host_pattern(&rule))
 			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
 			                    "hosts[%zu] \"%.*s\": a secret is bound to host names (TLS SNI), not to "
 			                    "addresses or networks",
@@ -361,7 +348,7 @@ static int parse_header_format(json_t *j, json_t *spec, struct al_error *err)
 			                    "header: must be a header name (1 to %d token characters, e.g. "
 			                    "\"Authorization\")",
 			                    SECRET_HEADER_MAX);
-		if (header_reserved(name))
+		if (policy_header_reserved(name))
 			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
 			                    "header: \"%s\" frames or routes the request; a secret cannot be put there",
 			                    name);
@@ -397,12 +384,12 @@ static int parse_value(json_t *j, struct secret_request *r, struct al_error *err
 		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
 		                    "value: required, a string of 1 to %d bytes (it is stored encrypted and never "
 		                    "shown again)",
-		                    SECRET_VALUE_MAX);
+		                    POLICY_SECRET_VALUE_MAX);
 	const char *s = json_string_value(v);
 	size_t len = json_string_length(v);
-	if (len == 0 || len > SECRET_VALUE_MAX)
+	if (len == 0 || len > POLICY_SECRET_VALUE_MAX)
 		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "value: must be 1 to %d bytes, got %zu",
-		                    SECRET_VALUE_MAX, len);
+		                    POLICY_SECRET_VALUE_MAX, len);
 	if (strlen(s) != len || !header_text_valid(s, len))
 		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
 		                    "value: must not contain NUL, CR, LF or other control characters (it goes into a "

@@ -30,6 +30,7 @@
 #include "sandbox-model.h"
 #include "auth.h"
 #include "error.h"
+#include "policy-limits.h"
 
 struct store;
 
@@ -40,10 +41,6 @@ struct store;
 #define SECRET_BLOB_VERSION 1
 #define SECRET_ID_LEN 20 /* "sec-" + 16 hex */
 
-/* bytes; no control characters but HT, no space at either end (it goes into
- * a header): with the longest format it still fits one header value of the
- * gateway's rewriter (EGRESS_HTTP1 limit 8064). */
-#define SECRET_VALUE_MAX 7680
 #define SECRET_HOSTS_MAX 64
 #define SECRET_PATHS_MAX 32
 #define SECRET_PATH_MAX 256
