@@ -55,9 +55,9 @@ UNIT_SRC_api-connlimit := src/daemon/api/api-connlimit.c
 UNIT_LIBS_api-connlimit := -lpthread
 UNIT_SRC_auth-failures := src/daemon/api/auth-failures.c
 UNIT_LIBS_auth-failures := -lpthread
-# The secret store: AES-256-GCM, the host key file, the request parser,
-# the table and the sandboxes' bindings.
-UNIT_SRC_secrets := src/daemon/model/sandbox-model.c src/daemon/store/secrets.c src/daemon/api/api-request.c src/daemon/net/network-policy.c \
+# The secret store: AES-256-GCM, the host key file, the request parser
+# (api-request-secrets.c), the table and the sandboxes' bindings.
+UNIT_SRC_secrets := src/daemon/model/sandbox-model.c src/daemon/store/secrets.c src/daemon/api/api-request.c src/daemon/api/api-request-secrets.c src/daemon/net/network-policy.c \
 	src/daemon/store/events.c src/daemon/obs/log.c \
 	$(wildcard src/daemon/store/store*.c)
 UNIT_LIBS_secrets := -lsqlite3 -ljansson -lcrypto -lpthread
@@ -161,8 +161,9 @@ FUZZ_SRC_fuzz-cli-tar := src/cli/cli-tar.c
 FUZZ_LIBS_fuzz-cli-tar :=
 FUZZ_MAXLEN_fuzz-cli-tar := 16384
 # Authorization header and the token/quota request bodies (auth.c's pure
-# parsers; the rest of auth.c only links).
-FUZZ_SRC_fuzz-auth-header := src/daemon/store/auth.c src/daemon/store/events.c src/daemon/obs/log.c $(wildcard src/daemon/store/store*.c)
+# parsers and api-request.c's token parser; the rest only links).
+FUZZ_SRC_fuzz-auth-header := src/daemon/store/auth.c src/daemon/store/events.c src/daemon/obs/log.c $(wildcard src/daemon/store/store*.c) \
+	src/daemon/api/api-request.c src/daemon/model/sandbox-model.c src/daemon/net/network-policy.c
 FUZZ_LIBS_fuzz-auth-header := -ljansson -lcrypto -lsqlite3 -lpthread
 FUZZ_MAXLEN_fuzz-auth-header := 8192
 # The egress gateway: TLS ClientHello peek, HTTP request head, host names and
@@ -188,7 +189,7 @@ FUZZ_LIBS_fuzz-egress-dns := -ljansson
 FUZZ_MAXLEN_fuzz-egress-dns := 4096
 
 # The body of POST /v1/secrets (a credential: no message may quote it).
-FUZZ_SRC_fuzz-secret-request := src/daemon/model/sandbox-model.c src/daemon/store/secrets.c src/daemon/api/api-request.c src/daemon/net/network-policy.c \
+FUZZ_SRC_fuzz-secret-request := src/daemon/model/sandbox-model.c src/daemon/store/secrets.c src/daemon/api/api-request.c src/daemon/api/api-request-secrets.c src/daemon/net/network-policy.c \
 	src/daemon/store/events.c src/daemon/obs/log.c \
 	$(wildcard src/daemon/store/store*.c)
 FUZZ_LIBS_fuzz-secret-request := -lsqlite3 -lcrypto -lpthread

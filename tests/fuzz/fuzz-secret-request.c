@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * libFuzzer target for the body of POST /v1/secrets (secret_request_parse()
- * in src/daemon/store/secrets.c): client input that carries a credential.
+ * in src/daemon/api/api-request-secrets.c): client input that carries a
+ * credential.
  *
  * Beyond the sanitizers it checks that an accepted request is within the
  * limits of secrets.h (a value of 1..POLICY_SECRET_VALUE_MAX bytes without control
@@ -14,6 +15,7 @@
 
 #include <jansson.h>
 
+#include "api-request.h"
 #include "secrets.h"
 #include "util.h"
 

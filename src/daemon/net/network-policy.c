@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "json-cleanup.h"
+#include "json-field.h"
 #include "policy-rule.h"
 #include "util.h"
 
@@ -29,7 +30,7 @@ static int parse_list(const json_t *in, const char *key, bool names_only, json_t
 		size_t len = json_string_length(v);
 		struct policy_rule rule;
 		struct al_error e;
-		if (len > POLICY_RULE_TEXT_MAX || strlen(text) != len)
+		if (len > POLICY_RULE_TEXT_MAX || json_string_has_nul(v))
 			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
 			                    "network.%s[%zu]: not a rule (too long)", key, i);
 		int r = names_only ? policy_host_pattern_parse(text, len, &rule, &e)
