@@ -10,8 +10,7 @@
 #include <termios.h>
 
 #include "cli.h"
-
-#define SECRET_VALUE_MAX 8192 /* the daemon's limit (secrets.h) */
+#include "policy-limits.h"
 
 /* ------------------------------------------------------------ --secret */
 
@@ -101,7 +100,7 @@ static int read_tty(const char *name, char *buf, size_t max, size_t *ret_len)
  * without one trailing newline ("\n" or "\r\n"). */
 static int read_value(const char *name, const char *file, char **ret, size_t *ret_len)
 {
-	size_t cap = SECRET_VALUE_MAX + 2; /* the value and a "\r\n" */
+	size_t cap = POLICY_SECRET_VALUE_MAX + 2; /* the value and a "\r\n" */
 	char *buf = xmalloc(cap + 2);
 	size_t len = 0;
 	int r;
@@ -124,9 +123,9 @@ static int read_value(const char *name, const char *file, char **ret, size_t *re
 		if (len > 0 && buf[len - 1] == '\r')
 			len--;
 	}
-	if (r == -E2BIG || (r == 0 && len > SECRET_VALUE_MAX)) {
+	if (r == -E2BIG || (r == 0 && len > POLICY_SECRET_VALUE_MAX)) {
 		wipe_free(buf, cap + 2);
-		return client_error("the secret's value is longer than %d bytes", SECRET_VALUE_MAX);
+		return client_error("the secret's value is longer than %d bytes", POLICY_SECRET_VALUE_MAX);
 	}
 	if (r < 0) {
 		wipe_free(buf, cap + 2);
