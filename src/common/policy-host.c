@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Host canonicalisation, host:port splitting and rule matching for the
- * egress gateway. See egress-host.h for the canonical forms.
+ * Host canonicalisation and host:port splitting of the policy grammar. See
+ * policy-host.h for the canonical forms.
  *
  * IDN: there is no IDNA/UTS 46 library among the kept dependencies, and a
  * partial implementation that guesses is worse than none, so U-labels are

@@ -52,7 +52,7 @@ struct policy_host {
  * a bracketed IPv6 literal. Returns 0, or -EINVAL (not a valid host: the
  * message says which rule it broke), -ENAMETOOLONG (over a length limit),
  * -EILSEQ (invalid UTF-8, or a character that cannot be normalised with
- * certainty: other scripts than those listed in egress-host.c, mixed scripts
+ * certainty: other scripts than those listed in policy-host.c, mixed scripts
  * in one label, combining marks, compatibility forms).
  */
 int policy_host_canonicalize(const uint8_t *in, size_t len, struct policy_host *ret_host, struct al_error *err);

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Unit tests for the egress address classifier (src/egress/egress-addr.c):
+/* Unit tests for the address classifier (src/common/policy-addr.c):
  * every range, at both of its edges and just outside them. */
 #include <arpa/inet.h>
 #include <setjmp.h>
