@@ -28,8 +28,7 @@ JAILER_SRC := $(wildcard src/jailer/*.c)
 HEADERS := $(wildcard include/airlock/*.h src/*/*.h) $(foreach l,$(DAEMON_LAYER_DIRS),$(wildcard src/daemon/$(l)/*.h))
 
 COMMON_OBJ := $(COMMON_SRC:%.c=$(BUILD)/obj/%.o)
-# airlockd validates egress policies with the gateway's own rule parser.
-DAEMON_OBJ := $(DAEMON_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/src/egress/egress-host.o $(BUILD)/obj/src/egress/egress-addr.o
+DAEMON_OBJ := $(DAEMON_SRC:%.c=$(BUILD)/obj/%.o)
 CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
 AGENT_OBJ := $(AGENT_SRC:%.c=$(BUILD)/obj/%.o)
 EGRESS_OBJ := $(EGRESS_SRC:%.c=$(BUILD)/obj/%.o)
@@ -57,7 +56,7 @@ $(BUILD)/libairlock-common.a: $(COMMON_OBJ)
 
 # Each layer of the daemon sees only the headers of the layers it may use
 # (src/daemon/layers.mk): an include across the rule does not compile.
-layer_inc = -Isrc/daemon/$(1) $(addprefix -Isrc/daemon/,$(call layer_uses,$(1))) $(addprefix -I,$(LAYER_FOREIGN_$(1)))
+layer_inc = -Isrc/daemon/$(1) $(addprefix -Isrc/daemon/,$(call layer_uses,$(1)))
 define layer_flags
 $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard src/daemon/$(1)/*.c)): CFLAGS_ALL += $(call layer_inc,$(1))
 endef

@@ -4,7 +4,7 @@
 
 Every `#include "..."` of every source and header under src/daemon must name a
 header of its own folder, of src/common, of include/, or of a folder its layer
-may use (LAYER_USES_*; other components' folders only through LAYER_FOREIGN_*).
+may use (LAYER_USES_*); never a header of another component's folder.
 Prints each include that breaks the rule with what the layer may include, and
 exits 1 if there is one; exits 0 with a one-line summary otherwise. The build
 enforces the same rule by include paths; this check names the offence.
@@ -20,7 +20,7 @@ INCLUDE_RE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 
 
 def read_layers(path):
-    """(layers, uses, foreign, pattern_of) from layers.mk's simple `NAME := words` lines."""
+    """(layers, uses, pattern_of) from layers.mk's simple `NAME := words` lines."""
     vars_ = {}
     with open(path, encoding="utf-8") as f:
         for line in f:
@@ -44,12 +44,11 @@ def read_layers(path):
         else:
             layers.append(l)
     uses = {l: vars_.get("LAYER_USES_" + pattern_of.get(l, l), []) for l in layers}
-    foreign = {l: vars_.get("LAYER_FOREIGN_" + pattern_of.get(l, l), []) for l in layers}
     for l, used in uses.items():
         for u in used:
             if u not in uses and u not in named:
                 sys.exit("check-layers: LAYER_USES_%s names %s, which is not a layer" % (l, u))
-    return layers, uses, foreign, pattern_of
+    return layers, uses, pattern_of
 
 
 def headers_in(folder):
@@ -67,7 +66,7 @@ def main(argv):
     elif argv:
         print(USAGE, file=sys.stderr)
         return 2
-    layers, uses, foreign, pattern_of = read_layers(os.path.join(DAEMON, "layers.mk"))
+    layers, uses, pattern_of = read_layers(os.path.join(DAEMON, "layers.mk"))
     owner = {}  # header name -> its layer
     for l in layers:
         for h in headers_in(os.path.join(DAEMON, l)):
@@ -92,7 +91,6 @@ def main(argv):
             files += 1
             allowed = set(uses[rel])
             allowed |= {l for l in layers if pattern_of.get(l) in allowed}
-            foreign_dirs = foreign[rel]
             with open(path, encoding="utf-8") as f:
                 for lineno, line in enumerate(f, 1):
                     m = INCLUDE_RE.match(line)
@@ -113,8 +111,6 @@ def main(argv):
                             continue
                         bad.append("%s: %s/ may not include %s/ (it may use: %s)" %
                                    (where, rel, layer, " ".join(uses[rel]) or "nothing but its own folder"))
-                        continue
-                    if any(os.path.exists(os.path.join(ROOT, d, inc)) for d in foreign_dirs):
                         continue
                     bad.append("%s: not a header of %s/, its layers, src/common or include/" % (where, rel))
     for b in bad:

@@ -31,7 +31,7 @@ PYTEST_ARGS ?=
 # linked: src/common/ctlmsg.c uses it). A test whose
 # sources do not exist yet is skipped with a message, so the build stays green
 # while components are being written.
-UNIT_SRC_api-request := src/daemon/model/sandbox-model.c src/daemon/api/api-request.c src/daemon/net/network-policy.c src/egress/egress-host.c src/egress/egress-addr.c
+UNIT_SRC_api-request := src/daemon/model/sandbox-model.c src/daemon/api/api-request.c src/daemon/net/network-policy.c
 UNIT_LIBS_api-request := -ljansson
 UNIT_SRC_store := $(wildcard src/daemon/store/store*.c)
 UNIT_LIBS_store := -lsqlite3 -lpthread
@@ -55,32 +55,30 @@ UNIT_SRC_api-connlimit := src/daemon/api/api-connlimit.c
 UNIT_LIBS_api-connlimit := -lpthread
 UNIT_SRC_auth-failures := src/daemon/api/auth-failures.c
 UNIT_LIBS_auth-failures := -lpthread
-# The secret store: AES-256-GCM, the host key file, the request parser,
-# the table and the sandboxes' bindings.
-UNIT_SRC_secrets := src/daemon/model/sandbox-model.c src/daemon/store/secrets.c src/daemon/api/api-request.c src/daemon/net/network-policy.c \
-	src/egress/egress-host.c src/egress/egress-addr.c src/daemon/store/events.c src/daemon/obs/log.c \
+# The secret store: AES-256-GCM, the host key file, the request parser
+# (api-request-secrets.c), the table and the sandboxes' bindings.
+UNIT_SRC_secrets := src/daemon/model/sandbox-model.c src/daemon/store/secrets.c src/daemon/api/api-request.c src/daemon/api/api-request-secrets.c src/daemon/net/network-policy.c \
+	src/daemon/store/events.c src/daemon/obs/log.c \
 	$(wildcard src/daemon/store/store*.c)
 UNIT_LIBS_secrets := -lsqlite3 -ljansson -lcrypto -lpthread
 # The Airlock CA (made with OpenSSL's C API; mode and owner checks).
 UNIT_SRC_secrets-ca := src/daemon/store/ca.c
 UNIT_LIBS_secrets-ca := -lcrypto -lpthread
-# The egress gateway's parsers of guest input and its address classifier.
+# The egress gateway's parsers of guest input. (test-policy-host and
+# test-policy-addr, the policy grammar of src/common, need nothing more.)
 UNIT_SRC_egress-tls := src/egress/egress-tls.c
 UNIT_SRC_egress-http := src/egress/egress-http.c
 UNIT_SRC_egress-http1 := src/egress/egress-http1.c
-UNIT_SRC_egress-host := src/egress/egress-host.c src/egress/egress-addr.c
-UNIT_SRC_egress-addr := src/egress/egress-addr.c
 # The gateway's policy object and its decisions (deny wins, ports, DNS names).
-UNIT_SRC_egress-policy := src/egress/egress-policy.c src/egress/egress-host.c src/egress/egress-addr.c
+UNIT_SRC_egress-policy := src/egress/egress-policy.c
 UNIT_LIBS_egress-policy := -ljansson -lpthread
 # The DNS codec of the gateway's listener and the upstream resolver (its test
 # runs a small DNS server on 127.0.0.1).
-UNIT_SRC_egress-dns := src/egress/egress-dns.c src/egress/egress-resolve.c src/egress/egress-addr.c
+UNIT_SRC_egress-dns := src/egress/egress-dns.c src/egress/egress-resolve.c
 UNIT_LIBS_egress-dns := -lcares -lpthread -ljansson
 # TLS interception: the Airlock CA's leaves and their cache, secret bindings,
 # the policy's "tls" and "pinned".
-UNIT_SRC_egress-intercept := src/egress/egress-ca.c src/egress/egress-bindings.c src/egress/egress-policy.c \
-	src/egress/egress-host.c src/egress/egress-addr.c
+UNIT_SRC_egress-intercept := src/egress/egress-ca.c src/egress/egress-bindings.c src/egress/egress-policy.c
 UNIT_LIBS_egress-intercept := -lcrypto -ljansson -lpthread
 # The jailer's command line, path checks and seccomp profile parser.
 UNIT_SRC_jailer := src/jailer/jailer-args.c src/jailer/jailer-path.c src/jailer/jailer-seccomp.c
@@ -153,8 +151,7 @@ FUZZ_CFLAGS = $(CFLAGS_BASE) $(DAEMON_INC) -Isrc/cli -Isrc/egress -fsanitize=fuz
 FUZZ_SRC_fuzz-frame :=
 FUZZ_LIBS_fuzz-frame :=
 FUZZ_MAXLEN_fuzz-frame := 200000
-FUZZ_SRC_fuzz-api-request := src/daemon/model/sandbox-model.c src/daemon/api/api-request.c src/daemon/net/network-policy.c src/egress/egress-host.c \
-	src/egress/egress-addr.c
+FUZZ_SRC_fuzz-api-request := src/daemon/model/sandbox-model.c src/daemon/api/api-request.c src/daemon/net/network-policy.c
 FUZZ_LIBS_fuzz-api-request := -ljansson
 FUZZ_MAXLEN_fuzz-api-request := 8192
 # The host side of the guest channel (hostile guest frames).
@@ -166,8 +163,9 @@ FUZZ_SRC_fuzz-cli-tar := src/cli/cli-tar.c
 FUZZ_LIBS_fuzz-cli-tar :=
 FUZZ_MAXLEN_fuzz-cli-tar := 16384
 # Authorization header and the token/quota request bodies (auth.c's pure
-# parsers; the rest of auth.c only links).
-FUZZ_SRC_fuzz-auth-header := src/daemon/store/auth.c src/daemon/store/events.c src/daemon/obs/log.c $(wildcard src/daemon/store/store*.c)
+# parsers and api-request.c's token parser; the rest only links).
+FUZZ_SRC_fuzz-auth-header := src/daemon/store/auth.c src/daemon/store/events.c src/daemon/obs/log.c $(wildcard src/daemon/store/store*.c) \
+	src/daemon/api/api-request.c src/daemon/model/sandbox-model.c src/daemon/net/network-policy.c
 FUZZ_LIBS_fuzz-auth-header := -ljansson -lcrypto -lsqlite3 -lpthread
 FUZZ_MAXLEN_fuzz-auth-header := 8192
 # The egress gateway: TLS ClientHello peek, HTTP request head, host names and
@@ -183,7 +181,8 @@ FUZZ_MAXLEN_fuzz-egress-http := 20000
 FUZZ_SRC_fuzz-egress-http1 := src/egress/egress-http1.c
 FUZZ_LIBS_fuzz-egress-http1 :=
 FUZZ_MAXLEN_fuzz-egress-http1 := 40000
-FUZZ_SRC_fuzz-egress-host := src/egress/egress-host.c src/egress/egress-addr.c
+# (host names and rules: src/common's policy grammar, compiled in with the rest of src/common)
+FUZZ_SRC_fuzz-egress-host :=
 FUZZ_LIBS_fuzz-egress-host :=
 FUZZ_MAXLEN_fuzz-egress-host := 4096
 # DNS queries from the guest (parser and the response built from them).
@@ -192,8 +191,8 @@ FUZZ_LIBS_fuzz-egress-dns := -ljansson
 FUZZ_MAXLEN_fuzz-egress-dns := 4096
 
 # The body of POST /v1/secrets (a credential: no message may quote it).
-FUZZ_SRC_fuzz-secret-request := src/daemon/model/sandbox-model.c src/daemon/store/secrets.c src/daemon/api/api-request.c src/daemon/net/network-policy.c \
-	src/egress/egress-host.c src/egress/egress-addr.c src/daemon/store/events.c src/daemon/obs/log.c \
+FUZZ_SRC_fuzz-secret-request := src/daemon/model/sandbox-model.c src/daemon/store/secrets.c src/daemon/api/api-request.c src/daemon/api/api-request-secrets.c src/daemon/net/network-policy.c \
+	src/daemon/store/events.c src/daemon/obs/log.c \
 	$(wildcard src/daemon/store/store*.c)
 FUZZ_LIBS_fuzz-secret-request := -lsqlite3 -lcrypto -lpthread
 FUZZ_MAXLEN_fuzz-secret-request := 16384

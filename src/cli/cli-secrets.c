@@ -10,8 +10,7 @@
 #include <termios.h>
 
 #include "cli.h"
-
-#define SECRET_VALUE_MAX 8192 /* the daemon's limit (secrets.h) */
+#include "policy-limits.h"
 
 /* ------------------------------------------------------------ --secret */
 
@@ -99,7 +98,7 @@ static int read_tty(const char *name, char *buf, size_t max, size_t *ret_len)
 }
 
 /* The buffer of a value: the value, a "\r\n" and room to spare. */
-#define VALUE_BUF_SIZE (SECRET_VALUE_MAX + 4)
+#define VALUE_BUF_SIZE (POLICY_SECRET_VALUE_MAX + 4)
 
 static void value_wipep(char **p)
 {
@@ -111,7 +110,7 @@ static void value_wipep(char **p)
  * bytes (value_wipep). */
 static int read_value(const char *name, const char *file, char **ret, size_t *ret_len, struct al_error *err)
 {
-	size_t cap = SECRET_VALUE_MAX + 2; /* the value and a "\r\n" */
+	size_t cap = POLICY_SECRET_VALUE_MAX + 2; /* the value and a "\r\n" */
 	__attribute__((cleanup(value_wipep))) char *buf = xmalloc(VALUE_BUF_SIZE);
 	size_t len = 0;
 	int r;
@@ -130,9 +129,9 @@ static int read_value(const char *name, const char *file, char **ret, size_t *re
 		if (len > 0 && buf[len - 1] == '\r')
 			len--;
 	}
-	if (r == -E2BIG || (r == 0 && len > SECRET_VALUE_MAX))
+	if (r == -E2BIG || (r == 0 && len > POLICY_SECRET_VALUE_MAX))
 		return al_error_set(err, AL_ERR_TOO_LARGE, E2BIG, "the secret's value is longer than %d bytes",
-		                    SECRET_VALUE_MAX);
+		                    POLICY_SECRET_VALUE_MAX);
 	if (r < 0)
 		return al_error_set(err, AL_ERR_INTERNAL, -r, "cannot read the secret's value: %s", strerror(-r));
 	if (len == 0)

@@ -26,7 +26,7 @@
  *       sent after "ready" (and again after every restart) before any
  *       "add". The key is never written to disk by airlock-egress.
  * P is {"allow":[RULE...],"deny":[RULE...]} with RULE text as parsed by
- * egress_rule_parse(); airlockd has validated it already, airlock-egress
+ * policy_rule_parse(); airlockd has validated it already, airlock-egress
  * parses it again and refuses the whole message if any rule is invalid.
  * (issue 6) P may also hold "tls":"passthrough"|"inspect" (default
  * passthrough: only hosts a binding names are intercepted; inspect: every

@@ -31,7 +31,3 @@ LAYER_USES_net := store obs model
 LAYER_USES_store := obs model
 LAYER_USES_obs :=
 LAYER_USES_model :=
-# Headers of other components a layer may still include (the egress gateway's
-# rule parser, until the policy grammar moves to src/common).
-LAYER_FOREIGN_net := src/egress
-LAYER_FOREIGN_store := src/egress

@@ -4,7 +4,6 @@
 #include <errno.h>
 #include <stdatomic.h>
 #include <string.h>
-#include <strings.h>
 
 #include <openssl/crypto.h>
 
@@ -96,20 +95,6 @@ static bool placeholder_valid(const char *s, size_t len)
 	return true;
 }
 
-/* Header fields a binding may not set: they frame the message, route it or
- * belong to one hop. Setting them would let a secret change where or how
- * the request goes. */
-static bool header_reserved(const char *name)
-{
-	static const char *const reserved[] = {
-	    "host", "content-length", "transfer-encoding", "connection",       "upgrade",
-	    "te",   "trailer",        "keep-alive",        "proxy-connection", "expect"};
-	for (size_t i = 0; i < ARRAY_SIZE(reserved); i++)
-		if (strcasecmp(name, reserved[i]) == 0)
-			return true;
-	return false;
-}
-
 static const char *format_value_at(const char *format)
 {
 	return strstr(format, "{value}");
@@ -184,7 +169,7 @@ static int hosts_parse(const json_t *arr, struct egress_binding *b, struct al_er
 		struct al_error perr = {0};
 		int r = -EINVAL;
 		if (s && !memchr(s, '\0', len))
-			r = egress_host_pattern_parse(s, len, &b->hosts[i], &perr);
+			r = policy_host_pattern_parse(s, len, &b->hosts[i], &perr);
 		if (r < 0) {
 			char shown[80] = "(not a string)";
 			if (s)
@@ -242,7 +227,7 @@ static int header_parse(const json_t *in, struct egress_binding *b, struct al_er
 		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
 		                    "\"header\" must be null or a header field name of 1-%d characters",
 		                    EGRESS_BINDING_HEADER_MAX);
-	if (header_reserved(h)) {
+	if (policy_header_reserved(h)) {
 		char shown[EGRESS_BINDING_HEADER_MAX + 1];
 		snprintf(shown, sizeof(shown), "%s", h);
 		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
@@ -283,12 +268,12 @@ static int binding_parse(const json_t *in, struct egress_binding *b, struct al_e
 	b->placeholder = xstrdup(json_string_value(pj));
 	const json_t *vj = json_object_get(in, "value");
 	size_t value_len = json_string_length(vj);
-	b->value = value_len ? field_text_dup(json_string_value(vj), value_len, EGRESS_BINDING_VALUE_MAX) : NULL;
+	b->value = value_len ? field_text_dup(json_string_value(vj), value_len, POLICY_SECRET_VALUE_MAX) : NULL;
 	if (!b->value)
 		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
 		                    "\"value\" must be a string of 1-%d bytes that can stand in a header field (no "
 		                    "control characters)",
-		                    EGRESS_BINDING_VALUE_MAX);
+		                    POLICY_SECRET_VALUE_MAX);
 	b->value_len = value_len;
 	/* It would be replaced again on the next request's pass. */
 	if (strstr(b->value, EGRESS_PLACEHOLDER_PREFIX))
@@ -367,15 +352,15 @@ const struct egress_binding *egress_bindings_get(const struct egress_bindings *b
 
 /* ------------------------------------------------------------ matching */
 
-bool egress_binding_names_host(const struct egress_binding *b, const struct egress_host *host)
+bool egress_binding_names_host(const struct egress_binding *b, const struct policy_host *host)
 {
 	for (size_t i = 0; i < b->n_hosts; i++)
-		if (egress_rule_match(&b->hosts[i], host, EGRESS_PORT_TLS))
+		if (policy_rule_match(&b->hosts[i], host, POLICY_PORT_TLS))
 			return true;
 	return false;
 }
 
-bool egress_bindings_name_host(const struct egress_bindings *b, const struct egress_host *host, const char **ret_secret)
+bool egress_bindings_name_host(const struct egress_bindings *b, const struct policy_host *host, const char **ret_secret)
 {
 	for (size_t i = 0; b && i < b->n; i++)
 		if (egress_binding_names_host(&b->items[i], host)) {
@@ -386,7 +371,7 @@ bool egress_bindings_name_host(const struct egress_bindings *b, const struct egr
 	return false;
 }
 
-enum egress_binding_verdict egress_binding_check(const struct egress_binding *b, const struct egress_host *host,
+enum egress_binding_verdict egress_binding_check(const struct egress_binding *b, const struct policy_host *host,
                                                  const char *method, size_t method_len, const char *path,
                                                  size_t path_len)
 {

@@ -30,15 +30,14 @@
 
 #include <jansson.h>
 
-#include "egress-host.h"
 #include "error.h"
+#include "policy-rule.h"
 
 #define EGRESS_BINDINGS_MAX 256        /* bindings of one sandbox */
 #define EGRESS_BINDING_HOSTS_MAX 64    /* host patterns of one binding */
 #define EGRESS_BINDING_PATHS_MAX 64    /* path prefixes of one binding */
 #define EGRESS_BINDING_METHODS_MAX 16  /* methods of one binding */
 #define EGRESS_BINDING_SECRET_MAX 128  /* a secret's name, bytes */
-#define EGRESS_BINDING_VALUE_MAX 8192  /* a secret's value, bytes */
 #define EGRESS_BINDING_FORMAT_MAX 1024 /* the format, bytes (with "{value}") */
 #define EGRESS_BINDING_HEADER_MAX 64   /* a header name, bytes (egress-http1: EGRESS_HTTP1_FIELD_NAME_MAX) */
 #define EGRESS_BINDING_PATH_MAX 1024   /* one path prefix, bytes */
@@ -51,7 +50,7 @@ struct egress_binding {
 	char *placeholder; /* "airlock-ph-<64 hex>" */
 	char *value;       /* SECURITY: the credential; wiped when freed */
 	size_t value_len;
-	struct egress_rule *hosts; /* egress_host_pattern_parse */
+	struct policy_rule *hosts; /* policy_host_pattern_parse */
 	char **host_texts;
 	size_t n_hosts;
 	char **paths; /* prefixes, each "/..."; none: any path */
@@ -84,10 +83,10 @@ size_t egress_bindings_count(const struct egress_bindings *b);
 const struct egress_binding *egress_bindings_get(const struct egress_bindings *b, size_t i);
 
 /* Does the binding's host list match this canonical host? */
-bool egress_binding_names_host(const struct egress_binding *b, const struct egress_host *host);
+bool egress_binding_names_host(const struct egress_binding *b, const struct policy_host *host);
 /* Does any binding of the set name the host (interception is needed)?
  * *ret_secret (may be NULL): the first such secret's name. */
-bool egress_bindings_name_host(const struct egress_bindings *b, const struct egress_host *host,
+bool egress_bindings_name_host(const struct egress_bindings *b, const struct policy_host *host,
                                const char **ret_secret);
 
 /* Why a binding does not apply to a request (egress_binding_check). */
@@ -104,7 +103,7 @@ enum egress_binding_verdict {
  * "/v1/models", not "/v1"); methods are compared exactly (they are
  * case-sensitive).
  */
-enum egress_binding_verdict egress_binding_check(const struct egress_binding *b, const struct egress_host *host,
+enum egress_binding_verdict egress_binding_check(const struct egress_binding *b, const struct policy_host *host,
                                                  const char *method, size_t method_len, const char *path,
                                                  size_t path_len);
 

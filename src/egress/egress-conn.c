@@ -60,27 +60,7 @@ static const char *const proto_names[] = {"http", "tls", "tcp"};
 
 /* ------------------------------------------------------------ helpers */
 
-bool egress_addr_equal(const struct egress_addr *a, const struct egress_addr *b)
-{
-	if (a->family != b->family)
-		return false;
-	if (a->family == AF_INET)
-		return a->v4.s_addr == b->v4.s_addr;
-	return memcmp(&a->v6, &b->v6, sizeof(a->v6)) == 0;
-}
-
-void egress_addr_format(const struct egress_addr *a, uint16_t port, char *buf, size_t size)
-{
-	char ip[INET6_ADDRSTRLEN] = "?";
-	inet_ntop(a->family, a->family == AF_INET ? (const void *)&a->v4 : (const void *)&a->v6, ip, sizeof(ip));
-	bool v6 = a->family == AF_INET6;
-	if (port)
-		snprintf(buf, size, "%s%s%s:%u", v6 ? "[" : "", ip, v6 ? "]" : "", port);
-	else
-		snprintf(buf, size, "%s", ip);
-}
-
-socklen_t egress_addr_sockaddr(const struct egress_addr *a, uint16_t port, struct sockaddr_storage *ret)
+socklen_t egress_addr_sockaddr(const struct policy_addr *a, uint16_t port, struct sockaddr_storage *ret)
 {
 	memset(ret, 0, sizeof(*ret));
 	if (a->family == AF_INET) {
@@ -126,12 +106,12 @@ int egress_wait_fd(int fd, short events, uint64_t deadline_ms)
 
 static enum egress_conn_proto proto_of_port(uint16_t port)
 {
-	return port == EGRESS_PORT_HTTP  ? EGRESS_PROTO_HTTP
-	       : port == EGRESS_PORT_TLS ? EGRESS_PROTO_TLS
+	return port == POLICY_PORT_HTTP  ? EGRESS_PROTO_HTTP
+	       : port == POLICY_PORT_TLS ? EGRESS_PROTO_TLS
 	                                 : EGRESS_PROTO_TCP;
 }
 
-static int original_dst(int fd, struct egress_addr *ret, uint16_t *ret_port)
+static int original_dst(int fd, struct policy_addr *ret, uint16_t *ret_port)
 {
 	struct sockaddr_in sin;
 	socklen_t len = sizeof(sin);
@@ -142,7 +122,7 @@ static int original_dst(int fd, struct egress_addr *ret, uint16_t *ret_port)
 		return -errno;
 	if (len < sizeof(sin) || sin.sin_family != AF_INET || sin.sin_port == 0)
 		return -EAFNOSUPPORT;
-	*ret = (struct egress_addr){.family = AF_INET, .v4 = sin.sin_addr};
+	*ret = (struct policy_addr){.family = AF_INET, .v4 = sin.sin_addr};
 	*ret_port = ntohs(sin.sin_port);
 	return 0;
 }
@@ -153,7 +133,7 @@ json_t *egress_conn_event_data(const struct egress_conn *c, const char *verdict,
 {
 	char dst[64] = "";
 	if (c->have_dst)
-		egress_addr_format(&c->dst, c->port, dst, sizeof(dst));
+		policy_addr_format(&c->dst, c->port, dst, sizeof(dst));
 	/* Every string here is ASCII: canonical hosts, addresses, rule text
 	 * (valid UTF-8 from airlockd), escaped reasons. */
 	json_t *d =
@@ -292,7 +272,7 @@ static int conn_set_host(struct egress_conn *c, const uint8_t *raw, size_t len, 
 {
 	egress_text_escape(raw, len, c->asked, sizeof(c->asked));
 	struct al_error err = {0};
-	if (egress_host_canonicalize(raw, len, &c->host, &err) < 0) {
+	if (policy_host_canonicalize(raw, len, &c->host, &err) < 0) {
 		snprintf(reason, reason_size, "invalid host name: %.120s", err.message);
 		return -EINVAL;
 	}
@@ -333,7 +313,7 @@ static int sniff_http(struct egress_conn *c, char *reason, size_t reason_size)
 	size_t hlen;
 	uint16_t hport = 0;
 	egress_text_escape((const uint8_t *)req.host, req.host_len, c->asked, sizeof(c->asked));
-	if (egress_host_split_port((const uint8_t *)req.host, req.host_len, &h, &hlen, &hport, &err) < 0) {
+	if (policy_host_split_port((const uint8_t *)req.host, req.host_len, &h, &hlen, &hport, &err) < 0) {
 		snprintf(reason, reason_size, "invalid Host: %.120s", err.message);
 		return -EINVAL;
 	}
@@ -381,7 +361,7 @@ static int sniff_tls(struct egress_conn *c, char *reason, size_t reason_size)
 		return r;
 	}
 	r = conn_set_host(c, hello.sni, hello.sni_len, reason, reason_size);
-	if (r == 0 && c->host.kind != EGRESS_HOST_NAME) {
+	if (r == 0 && c->host.kind != POLICY_HOST_NAME) {
 		/* RFC 6066: a literal IP address is not permitted in SNI. */
 		snprintf(reason, reason_size, "an IP address as TLS SNI");
 		c->have_host = false;
@@ -416,12 +396,12 @@ static int connect_wait(int fd, const struct sockaddr_storage *ss, socklen_t sl,
 	return -soerr;
 }
 
-static int connect_one(struct egress_conn *c, const struct egress_addr *a, char *reason, size_t reason_size)
+static int connect_one(struct egress_conn *c, const struct policy_addr *a, char *reason, size_t reason_size)
 {
 	struct sockaddr_storage ss;
 	socklen_t sl = egress_addr_sockaddr(a, c->port, &ss);
 	char text[64];
-	egress_addr_format(a, c->port, text, sizeof(text));
+	policy_addr_format(a, c->port, text, sizeof(text));
 	cleanup_close int fd = socket(a->family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0) {
 		snprintf(reason, reason_size, "socket: %s", strerror(errno));
@@ -443,7 +423,7 @@ static int connect_one(struct egress_conn *c, const struct egress_addr *a, char 
 	return 0;
 }
 
-static int dial_list(struct egress_conn *c, const struct egress_addr *addrs, size_t n, char *reason, size_t reason_size)
+static int dial_list(struct egress_conn *c, const struct policy_addr *addrs, size_t n, char *reason, size_t reason_size)
 {
 	int r = -EHOSTUNREACH;
 	snprintf(reason, reason_size, "no address to dial");
@@ -465,7 +445,7 @@ static int dial_list(struct egress_conn *c, const struct egress_addr *addrs, siz
  */
 static int dial_name(struct egress_conn *c, char *reason, size_t reason_size)
 {
-	struct egress_addr addrs[EGRESS_DNS_ADDRS_MAX];
+	struct policy_addr addrs[EGRESS_DNS_ADDRS_MAX];
 	size_t n = 0;
 	uint32_t ttl;
 	int r = egress_resolve_checked(c->rt, c->policy, &c->host, c->port, AF_INET, addrs, ARRAY_SIZE(addrs), &n, &ttl,
@@ -480,7 +460,7 @@ static int dial_name(struct egress_conn *c, char *reason, size_t reason_size)
 
 /* An IP literal (Host: 203.0.113.7, or an address allowed by an IP rule):
  * exactly that address, if it may be dialled. */
-static int dial_addr(struct egress_conn *c, const struct egress_addr *a, char *reason, size_t reason_size)
+static int dial_addr(struct egress_conn *c, const struct policy_addr *a, char *reason, size_t reason_size)
 {
 	if (!egress_addr_dialable(c->rt, c->policy, a, c->port)) {
 		snprintf(reason, reason_size, "forbidden address (%s)", egress_addr_refusal(a));
@@ -694,13 +674,13 @@ static int decide_other(struct egress_conn *c, bool *ret_by_name, char *reason, 
 	bool addr_ok = egress_policy_decide_addr(c->policy, &c->dst, c->port, &addr_rule);
 	if (!addr_ok && addr_rule)
 		deny_rule = addr_rule;
-	char names[EGRESS_NAMEMAP_NAMES_MAX][EGRESS_HOST_NAME_MAX + 1];
+	char names[EGRESS_NAMEMAP_NAMES_MAX][POLICY_HOST_NAME_MAX + 1];
 	size_t n = egress_namemap_find(c->sb, &c->dst, names, ARRAY_SIZE(names));
-	struct egress_host allowed_host;
+	struct policy_host allowed_host;
 	bool have_allowed = false;
 	for (size_t i = 0; i < n; i++) {
-		struct egress_host h;
-		if (egress_host_canonicalize((const uint8_t *)names[i], strlen(names[i]), &h, NULL) < 0)
+		struct policy_host h;
+		if (policy_host_canonicalize((const uint8_t *)names[i], strlen(names[i]), &h, NULL) < 0)
 			continue;
 		const char *rule = NULL;
 		if (egress_policy_decide_host(c->policy, &h, c->port, &rule)) {
@@ -765,7 +745,7 @@ static void conn_run(struct egress_conn *c)
 	if (c->proto == EGRESS_PROTO_TCP) {
 		r = decide_other(c, &by_name, reason, sizeof(reason));
 	} else {
-		by_name = c->host.kind == EGRESS_HOST_NAME;
+		by_name = c->host.kind == POLICY_HOST_NAME;
 		if (!egress_policy_decide_host(c->policy, &c->host, c->port, &c->rule)) {
 			snprintf(reason, sizeof(reason), "%s", c->rule ? "denied by rule" : "no rule allows it");
 			r = -EACCES;

@@ -201,7 +201,7 @@ static unsigned rcode_bits(int rcode)
 	return rcode >= 0 && rcode <= 15 ? (unsigned)rcode : EGRESS_DNS_RCODE_SERVFAIL;
 }
 
-int egress_dns_build_response(const struct egress_dns_query *q, int rcode, const struct egress_addr *addrs, size_t n,
+int egress_dns_build_response(const struct egress_dns_query *q, int rcode, const struct policy_addr *addrs, size_t n,
                               uint32_t ttl, uint8_t *out, size_t out_size, size_t *ret_len)
 {
 	if (q->question_len < 5 || q->question_len > sizeof(q->question))

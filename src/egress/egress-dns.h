@@ -12,7 +12,7 @@
  * SECURITY: queries are fully guest-controlled: every length and pointer is
  * checked against the message, compression pointers are refused in queries
  * (a query has no reason to use them), exactly one question is accepted,
- * and names are returned only as LDH text for egress_host_canonicalize().
+ * and names are returned only as LDH text for policy_host_canonicalize().
  * Upstream answers are not trusted either: only A/AAAA (and the CNAME chain
  * leading to them) for the asked name are taken, bounded in number.
  */
@@ -24,7 +24,7 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
-#include "egress-addr.h"
+#include "policy-addr.h"
 #include "error.h"
 
 #define EGRESS_DNS_UDP_MAX 4096 /* largest query/response over UDP we read or write */
@@ -59,7 +59,7 @@ struct egress_dns_query {
 	bool rd; /* recursion desired, echoed in the response */
 	/* The question name in presentation form without the trailing dot,
 	 * NUL-terminated, labels of [A-Za-z0-9_-] only (case kept); "" for the
-	 * root. Not canonical yet: pass it to egress_host_canonicalize(). */
+	 * root. Not canonical yet: pass it to policy_host_canonicalize(). */
 	char name[EGRESS_DNS_NAME_MAX + 1];
 	size_t name_len;
 	uint16_t qtype;
@@ -103,7 +103,7 @@ int egress_dns_parse_query(const uint8_t *buf, size_t len, struct egress_dns_que
  * SERVFAIL. Returns 0, -ENOBUFS (not even the header and question fit), or
  * -EINVAL (q was not filled by egress_dns_parse_query()).
  */
-int egress_dns_build_response(const struct egress_dns_query *q, int rcode, const struct egress_addr *addrs, size_t n,
+int egress_dns_build_response(const struct egress_dns_query *q, int rcode, const struct policy_addr *addrs, size_t n,
                               uint32_t ttl, uint8_t *out, size_t out_size, size_t *ret_len);
 
 /* A response without a question section (FORMERR for an unparsable query):
@@ -132,16 +132,16 @@ static inline void egress_resolver_freep(struct egress_resolver **r)
 #define cleanup_egress_resolver __attribute__((cleanup(egress_resolver_freep)))
 
 /*
- * Resolves a canonical host name (output of egress_host_canonicalize(),
- * kind EGRESS_HOST_NAME) to its addresses of `family` (AF_INET: A,
+ * Resolves a canonical host name (output of policy_host_canonicalize(),
+ * kind POLICY_HOST_NAME) to its addresses of `family` (AF_INET: A,
  * AF_INET6: AAAA, AF_UNSPEC: both, A first), unfiltered: the caller runs
- * egress_addr_is_forbidden() on each. At most max addresses are written.
+ * policy_addr_is_forbidden() on each. At most max addresses are written.
  * *ret_ttl is the smallest TTL of the records used (clamped as above).
  * Returns 0 (n >= 1), -ENOENT (NXDOMAIN or no address of that family),
  * -ETIMEDOUT, or -EIO (SERVFAIL, REFUSED, a malformed answer); err says
  * which.
  */
-int egress_resolve(struct egress_resolver *r, const char *name, int family, struct egress_addr *out, size_t max,
+int egress_resolve(struct egress_resolver *r, const char *name, int family, struct policy_addr *out, size_t max,
                    size_t *ret_n, uint32_t *ret_ttl, struct al_error *err);
 
 /* Counters for /metrics and tests, counted per (name, record type): an

@@ -35,7 +35,7 @@
 /* A query decided "allowed" and waiting for the resolver. */
 struct dns_pending {
 	struct egress_dns_query q;
-	struct egress_host host;
+	struct policy_host host;
 	struct egress_policy *policy; /* the reference the decision used */
 	const char *rule;             /* in policy */
 	size_t out_max;               /* largest response the client takes */
@@ -62,7 +62,7 @@ enum dns_step {
  * a local address can be bound (net.ipv4.ip_nonlocal_bind is off by
  * default), which answers without enumerating interfaces and cannot go
  * stale. */
-bool egress_addr_is_local(const struct egress_addr *a)
+bool egress_addr_is_local(const struct policy_addr *a)
 {
 	struct sockaddr_storage ss;
 	socklen_t len = egress_addr_sockaddr(a, 0, &ss);
@@ -72,22 +72,22 @@ bool egress_addr_is_local(const struct egress_addr *a)
 	return bind(fd, (struct sockaddr *)&ss, len) == 0 || errno == EADDRINUSE;
 }
 
-const char *egress_addr_refusal(const struct egress_addr *a)
+const char *egress_addr_refusal(const struct policy_addr *a)
 {
-	struct egress_addr_info info;
-	egress_addr_classify(a, &info);
-	if (!egress_addr_is_forbidden(a, true) && egress_addr_is_local(a))
+	struct policy_addr_info info;
+	policy_addr_classify(a, &info);
+	if (!policy_addr_is_forbidden(a, true) && egress_addr_is_local(a))
 		return "the gateway host's own address";
-	return egress_addr_class_name(info.cls);
+	return policy_addr_class_name(info.cls);
 }
 
 bool egress_addr_dialable(const struct egress_runtime *rt, const struct egress_policy *p,
-                          const struct egress_addr *addr, uint16_t port)
+                          const struct policy_addr *addr, uint16_t port)
 {
 	bool explicit_ok = egress_policy_addr_explicit(p, addr, port);
 	for (size_t i = 0; !explicit_ok && i < rt->opt.n_public_cidrs; i++)
-		explicit_ok = egress_rule_match_addr(&rt->opt.public_cidrs[i], addr, EGRESS_PORT_HTTP);
-	if (egress_addr_is_forbidden(addr, explicit_ok))
+		explicit_ok = policy_rule_match_addr(&rt->opt.public_cidrs[i], addr, POLICY_PORT_HTTP);
+	if (policy_addr_is_forbidden(addr, explicit_ok))
 		return false;
 	/* SECURITY: never the gateway host's own addresses, whatever a rule
 	 * says: they reach the host's services (airlockd's TCP API, sshd ...),
@@ -95,11 +95,11 @@ bool egress_addr_dialable(const struct egress_runtime *rt, const struct egress_p
 	return !egress_addr_is_local(addr);
 }
 
-int egress_resolve_checked(struct egress_runtime *rt, const struct egress_policy *p, const struct egress_host *host,
-                           uint16_t port, int family, struct egress_addr *out, size_t max, size_t *ret_n,
+int egress_resolve_checked(struct egress_runtime *rt, const struct egress_policy *p, const struct policy_host *host,
+                           uint16_t port, int family, struct policy_addr *out, size_t max, size_t *ret_n,
                            uint32_t *ret_ttl, char *reason, size_t reason_size)
 {
-	struct egress_addr found[EGRESS_DNS_ADDRS_MAX];
+	struct policy_addr found[EGRESS_DNS_ADDRS_MAX];
 	size_t n = 0;
 	uint32_t ttl = 0;
 	struct al_error err = {0};
@@ -137,7 +137,7 @@ int egress_resolve_checked(struct egress_runtime *rt, const struct egress_policy
 
 /* ------------------------------------------------------------ name map */
 
-void egress_namemap_add(struct egress_sandbox *sb, const struct egress_addr *addr, const char *name, uint32_t ttl_s)
+void egress_namemap_add(struct egress_sandbox *sb, const struct policy_addr *addr, const char *name, uint32_t ttl_s)
 {
 	uint64_t now = now_ms_monotonic();
 	uint64_t expires = now + (uint64_t)ttl_s * 1000 + EGRESS_NAMEMAP_GRACE_MS;
@@ -147,7 +147,7 @@ void egress_namemap_add(struct egress_sandbox *sb, const struct egress_addr *add
 	struct egress_namemap_entry *slot = NULL, *oldest = &sb->names[0];
 	for (size_t i = 0; i < EGRESS_NAMEMAP_MAX; i++) {
 		struct egress_namemap_entry *e = &sb->names[i];
-		if (e->expires_ms > now && egress_addr_equal(&e->addr, addr) && strcmp(e->name, name) == 0) {
+		if (e->expires_ms > now && policy_addr_equal(&e->addr, addr) && strcmp(e->name, name) == 0) {
 			slot = e;
 			break;
 		}
@@ -165,16 +165,16 @@ void egress_namemap_add(struct egress_sandbox *sb, const struct egress_addr *add
 	pthread_mutex_unlock(&sb->lock);
 }
 
-size_t egress_namemap_find(struct egress_sandbox *sb, const struct egress_addr *addr,
-                           char (*names)[EGRESS_HOST_NAME_MAX + 1], size_t max)
+size_t egress_namemap_find(struct egress_sandbox *sb, const struct policy_addr *addr,
+                           char (*names)[POLICY_HOST_NAME_MAX + 1], size_t max)
 {
 	uint64_t now = now_ms_monotonic();
 	size_t n = 0;
 	pthread_mutex_lock(&sb->lock);
 	for (size_t i = 0; sb->names && i < EGRESS_NAMEMAP_MAX && n < max; i++) {
 		const struct egress_namemap_entry *e = &sb->names[i];
-		if (e->expires_ms > now && egress_addr_equal(&e->addr, addr))
-			strlcpy_al(names[n++], e->name, EGRESS_HOST_NAME_MAX + 1);
+		if (e->expires_ms > now && policy_addr_equal(&e->addr, addr))
+			strlcpy_al(names[n++], e->name, POLICY_HOST_NAME_MAX + 1);
 	}
 	pthread_mutex_unlock(&sb->lock);
 	return n;
@@ -182,7 +182,7 @@ size_t egress_namemap_find(struct egress_sandbox *sb, const struct egress_addr *
 
 /* ------------------------------------------------------------ queries */
 
-static void dns_event(struct egress_sandbox *sb, const struct egress_dns_query *q, const struct egress_host *host,
+static void dns_event(struct egress_sandbox *sb, const struct egress_dns_query *q, const struct policy_host *host,
                       const char *asked, const char *verdict, const char *rule, json_t *answers, const char *reason)
 {
 	json_t *qtype = NULL;
@@ -208,7 +208,7 @@ static void dns_event(struct egress_sandbox *sb, const struct egress_dns_query *
 	egress_event(sb, "network.dns", d);
 }
 
-static size_t respond(const struct egress_dns_query *q, int rcode, const struct egress_addr *addrs, size_t n,
+static size_t respond(const struct egress_dns_query *q, int rcode, const struct policy_addr *addrs, size_t n,
                       uint32_t ttl, size_t out_max, uint8_t *out)
 {
 	size_t len = 0;
@@ -246,8 +246,8 @@ static enum dns_step dns_decide(struct egress_sandbox *sb, const uint8_t *msg, s
 	/* Without EDNS a UDP client takes 512 bytes. */
 	p->out_max = tcp ? DNS_RESPONSE_MAX
 	                 : (q->edns ? MIN((size_t)MAX(q->edns_udp_max, 512), (size_t)EGRESS_DNS_UDP_MAX) : 512);
-	bool canonical = egress_host_canonicalize((const uint8_t *)q->name, q->name_len, &p->host, &err) == 0 &&
-	                 p->host.kind == EGRESS_HOST_NAME;
+	bool canonical = policy_host_canonicalize((const uint8_t *)q->name, q->name_len, &p->host, &err) == 0 &&
+	                 p->host.kind == POLICY_HOST_NAME;
 	if (q->qclass != EGRESS_DNS_CLASS_IN || (q->qtype != EGRESS_DNS_TYPE_A && q->qtype != EGRESS_DNS_TYPE_AAAA)) {
 		*ret_len = respond(q, EGRESS_DNS_RCODE_REFUSED, NULL, 0, 0, p->out_max, out);
 		dns_event(sb, q, canonical ? &p->host : NULL, q->name, "deny", NULL, NULL,
@@ -279,7 +279,7 @@ static enum dns_step dns_decide(struct egress_sandbox *sb, const uint8_t *msg, s
  */
 static size_t dns_resolve(struct egress_runtime *rt, struct egress_sandbox *sb, struct dns_pending *p, uint8_t *out)
 {
-	struct egress_addr addrs[EGRESS_DNS_ADDRS_MAX];
+	struct policy_addr addrs[EGRESS_DNS_ADDRS_MAX];
 	size_t n = 0;
 	uint32_t ttl = 0;
 	char reason[REASON_MAX] = "";
@@ -292,7 +292,7 @@ static size_t dns_resolve(struct egress_runtime *rt, struct egress_sandbox *sb, 
 		json_t *answers = json_array();
 		for (size_t i = 0; i < n; i++) {
 			char text[64];
-			egress_addr_format(&addrs[i], 0, text, sizeof(text));
+			policy_addr_format(&addrs[i], 0, text, sizeof(text));
 			json_array_append_new(answers, json_string(text));
 			egress_namemap_add(sb, &addrs[i], p->host.name, ttl);
 		}

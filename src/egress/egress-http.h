@@ -34,7 +34,7 @@ struct egress_http_request {
 	char method[EGRESS_HTTP_METHOD_MAX + 1];
 	/* The Host field value without surrounding whitespace, NUL-terminated;
 	 * never contains NUL, CR, LF or other control characters. Not yet
-	 * canonical: split it with egress_host_split_port() and canonicalise. */
+	 * canonical: split it with policy_host_split_port() and canonicalise. */
 	char host[EGRESS_HTTP_HOST_MAX + 1];
 	size_t host_len;
 	int minor_version;  /* 0 or 1 (HTTP/1.0, HTTP/1.1) */

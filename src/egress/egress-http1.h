@@ -117,7 +117,7 @@ struct egress_http1_head {
 	struct egress_http1_span path;
 	char method[EGRESS_HTTP1_METHOD_MAX + 1]; /* a token, case as sent */
 	/* The Host value without OWS, NUL-terminated: no whitespace, controls,
-	 * ",/?#@\\"; not canonical (egress_host_split_port, then canonicalise). */
+	 * ",/?#@\\"; not canonical (policy_host_split_port, then canonicalise). */
 	char host[EGRESS_HTTP1_HOST_MAX + 1];
 	size_t host_len;
 	int minor_version; /* 0 or 1 */

@@ -559,7 +559,7 @@ static void on_head(struct icpt *ic)
 	const struct egress_http1_head *h = egress_http1_parser_head(ic->rq.parser);
 	const char *method = h->method;
 	struct egress_request_shown shown;
-	struct egress_host host;
+	struct policy_host host;
 	if (egress_requests_check_head(&ic->rq, h, &shown, &host) < 0)
 		return;
 

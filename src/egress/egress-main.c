@@ -162,18 +162,18 @@ static int parse_server(const char *text, struct egress_options *o, struct al_er
 	size_t host_len;
 	uint16_t port = 0;
 	struct al_error e = {0};
-	struct egress_host h;
-	int r = egress_host_split_port((const uint8_t *)text, strlen(text), &host, &host_len, &port, &e);
+	struct policy_host h;
+	int r = policy_host_split_port((const uint8_t *)text, strlen(text), &host, &host_len, &port, &e);
 	if (r == 0)
-		r = egress_host_canonicalize(host, host_len, &h, &e);
-	if (r == 0 && h.kind == EGRESS_HOST_NAME)
+		r = policy_host_canonicalize(host, host_len, &h, &e);
+	if (r == 0 && h.kind == POLICY_HOST_NAME)
 		r = al_error_set(&e, AL_ERR_INVALID_ARGUMENT, EINVAL, "a name, not an IP address");
 	if (r < 0)
 		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "resolver \"%.100s\": %s", text, e.message);
 	if (port == 0)
 		port = 53;
 	o->resolver_len = egress_addr_sockaddr(&h.addr, port, &o->resolver);
-	egress_addr_format(&h.addr, port, o->resolver_text, sizeof(o->resolver_text));
+	policy_addr_format(&h.addr, port, o->resolver_text, sizeof(o->resolver_text));
 	return 0;
 }
 
@@ -282,13 +282,13 @@ static int parse_options(int argc, char **argv, struct egress_options *o, struct
 			                   &o->max_connections_per_sandbox, err);
 			break;
 		case OPT_PUBLIC_CIDR: {
-			struct egress_rule rule;
+			struct policy_rule rule;
 			struct al_error e = {0};
 			if (o->n_public_cidrs == EGRESS_PUBLIC_CIDRS_MAX)
 				return al_error_set(err, AL_ERR_INVALID_ARGUMENT, E2BIG, "--public-cidr: at most %d",
 				                    EGRESS_PUBLIC_CIDRS_MAX);
-			r = egress_rule_parse(optarg, strlen(optarg), &rule, &e);
-			if (r == 0 && (rule.kind != EGRESS_RULE_CIDR || rule.port != 0))
+			r = policy_rule_parse(optarg, strlen(optarg), &rule, &e);
+			if (r == 0 && (rule.kind != POLICY_RULE_CIDR || rule.port != 0))
 				r = al_error_set(&e, AL_ERR_INVALID_ARGUMENT, EINVAL,
 				                 "expected a network without a port (\"192.0.2.0/24\")");
 			if (r < 0)

@@ -120,7 +120,7 @@ static void on_head(struct plain *pl)
 {
 	const struct egress_http1_head *h = egress_http1_parser_head(pl->rq.parser);
 	struct egress_request_shown shown;
-	struct egress_host host;
+	struct policy_host host;
 	if (egress_requests_check_head(&pl->rq, h, &shown, &host) < 0)
 		return;
 	plain_secret_events(pl, h->raw, h->len);

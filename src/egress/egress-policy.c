@@ -9,7 +9,7 @@
 
 struct egress_rule_list {
 	size_t n;
-	struct egress_rule *rules;
+	struct policy_rule *rules;
 	char **texts; /* as given, for events */
 };
 
@@ -30,23 +30,8 @@ static void rule_list_release(struct egress_rule_list *l)
 	*l = (struct egress_rule_list){0};
 }
 
-int egress_host_pattern_parse(const char *text, size_t len, struct egress_rule *ret_rule, struct al_error *err)
-{
-	struct egress_rule rule;
-	int r = egress_rule_parse(text, len, &rule, err);
-	if (r < 0)
-		return r;
-	/* Interception happens on port 443 for a TLS server name, which is
-	 * never an IP address (RFC 6066): such patterns could never match. */
-	if (rule.kind == EGRESS_RULE_CIDR || rule.host.kind != EGRESS_HOST_NAME)
-		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
-		                    "a host name or *.name pattern is needed here, not an IP address or network");
-	*ret_rule = rule;
-	return 0;
-}
-
-/* kind "rules" (allow, deny: egress_rule_parse) or "hosts" (pinned:
- * egress_host_pattern_parse). */
+/* kind "rules" (allow, deny: policy_rule_parse) or "hosts" (pinned:
+ * policy_host_pattern_parse). */
 static int rule_list_parse(const json_t *arr, const char *key, bool hosts, struct egress_rule_list *ret,
                            struct al_error *err)
 {
@@ -54,9 +39,9 @@ static int rule_list_parse(const json_t *arr, const char *key, bool hosts, struc
 		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "policy: \"%s\" must be an array of %s", key,
 		                    hosts ? "host patterns" : "rules");
 	size_t n = json_array_size(arr);
-	if (n > EGRESS_POLICY_RULES_MAX)
+	if (n > POLICY_RULES_MAX)
 		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "policy: \"%s\" has %zu rules, at most %d",
-		                    key, n, EGRESS_POLICY_RULES_MAX);
+		                    key, n, POLICY_RULES_MAX);
 	struct egress_rule_list l = {0};
 	if (n > 0) {
 		l.rules = xcalloc(n, sizeof(*l.rules));
@@ -76,9 +61,9 @@ static int rule_list_parse(const json_t *arr, const char *key, bool hosts, struc
 		if (memchr(text, '\0', len))
 			al_error_set(&e, AL_ERR_INVALID_ARGUMENT, EINVAL, "NUL byte in rule");
 		else if (hosts)
-			r = egress_host_pattern_parse(text, len, &l.rules[i], &e);
+			r = policy_host_pattern_parse(text, len, &l.rules[i], &e);
 		else
-			r = egress_rule_parse(text, len, &l.rules[i], &e);
+			r = policy_rule_parse(text, len, &l.rules[i], &e);
 		if (r < 0) {
 			char shown[128];
 			egress_text_escape((const uint8_t *)text, len, shown, sizeof(shown));
@@ -169,10 +154,10 @@ size_t egress_policy_deny_count(const struct egress_policy *p)
 	return p ? p->deny.n : 0;
 }
 
-static const char *list_match_host(const struct egress_rule_list *l, const struct egress_host *host, uint16_t port)
+static const char *list_match_host(const struct egress_rule_list *l, const struct policy_host *host, uint16_t port)
 {
 	for (size_t i = 0; i < l->n; i++)
-		if (egress_rule_match(&l->rules[i], host, port))
+		if (policy_rule_match(&l->rules[i], host, port))
 			return l->texts[i];
 	return NULL;
 }
@@ -187,18 +172,18 @@ size_t egress_policy_pinned_count(const struct egress_policy *p)
 	return p ? p->pinned.n : 0;
 }
 
-bool egress_policy_pinned(const struct egress_policy *p, const struct egress_host *host, const char **ret_pattern)
+bool egress_policy_pinned(const struct egress_policy *p, const struct policy_host *host, const char **ret_pattern)
 {
-	const char *pattern = p ? list_match_host(&p->pinned, host, EGRESS_PORT_TLS) : NULL;
+	const char *pattern = p ? list_match_host(&p->pinned, host, POLICY_PORT_TLS) : NULL;
 	if (ret_pattern)
 		*ret_pattern = pattern;
 	return pattern != NULL;
 }
 
-static const char *list_match_addr(const struct egress_rule_list *l, const struct egress_addr *addr, uint16_t port)
+static const char *list_match_addr(const struct egress_rule_list *l, const struct policy_addr *addr, uint16_t port)
 {
 	for (size_t i = 0; i < l->n; i++)
-		if (egress_rule_match_addr(&l->rules[i], addr, port))
+		if (policy_rule_match_addr(&l->rules[i], addr, port))
 			return l->texts[i];
 	return NULL;
 }
@@ -212,7 +197,7 @@ static bool verdict(const char *deny_rule, const char *allow_rule, const char **
 	return !deny_rule && allow_rule;
 }
 
-bool egress_policy_decide_host(const struct egress_policy *p, const struct egress_host *host, uint16_t port,
+bool egress_policy_decide_host(const struct egress_policy *p, const struct policy_host *host, uint16_t port,
                                const char **ret_rule)
 {
 	if (!p || port == 0)
@@ -220,7 +205,7 @@ bool egress_policy_decide_host(const struct egress_policy *p, const struct egres
 	return verdict(list_match_host(&p->deny, host, port), list_match_host(&p->allow, host, port), ret_rule);
 }
 
-bool egress_policy_decide_addr(const struct egress_policy *p, const struct egress_addr *addr, uint16_t port,
+bool egress_policy_decide_addr(const struct egress_policy *p, const struct policy_addr *addr, uint16_t port,
                                const char **ret_rule)
 {
 	if (!p || port == 0)
@@ -228,15 +213,15 @@ bool egress_policy_decide_addr(const struct egress_policy *p, const struct egres
 	return verdict(list_match_addr(&p->deny, addr, port), list_match_addr(&p->allow, addr, port), ret_rule);
 }
 
-bool egress_policy_name_allowed(const struct egress_policy *p, const struct egress_host *host, const char **ret_rule)
+bool egress_policy_name_allowed(const struct egress_policy *p, const struct policy_host *host, const char **ret_rule)
 {
 	const char *blocked_by = NULL;
-	if (!p || host->kind != EGRESS_HOST_NAME)
+	if (!p || host->kind != POLICY_HOST_NAME)
 		return verdict(NULL, NULL, ret_rule);
 	/* A port-less deny rule takes the name away entirely, as one expects
 	 * of "deny example.com", even if an allow rule opens another port. */
 	for (size_t i = 0; i < p->deny.n; i++) {
-		if (p->deny.rules[i].port == 0 && egress_rule_match(&p->deny.rules[i], host, EGRESS_PORT_HTTP)) {
+		if (p->deny.rules[i].port == 0 && policy_rule_match(&p->deny.rules[i], host, POLICY_PORT_HTTP)) {
 			if (ret_rule)
 				*ret_rule = p->deny.texts[i];
 			return false;
@@ -245,12 +230,12 @@ bool egress_policy_name_allowed(const struct egress_policy *p, const struct egre
 	/* The name is answered if a connection to it could be allowed on some
 	 * port: try each port an allow rule that names it opens. */
 	for (size_t i = 0; i < p->allow.n; i++) {
-		const struct egress_rule *a = &p->allow.rules[i];
-		const uint16_t portless[] = {EGRESS_PORT_HTTP, EGRESS_PORT_TLS};
+		const struct policy_rule *a = &p->allow.rules[i];
+		const uint16_t portless[] = {POLICY_PORT_HTTP, POLICY_PORT_TLS};
 		const uint16_t *ports = a->port ? &a->port : portless;
 		size_t nports = a->port ? 1 : ARRAY_SIZE(portless);
 		for (size_t k = 0; k < nports; k++) {
-			if (!egress_rule_match(a, host, ports[k]))
+			if (!policy_rule_match(a, host, ports[k]))
 				continue;
 			const char *deny = list_match_host(&p->deny, host, ports[k]);
 			if (!deny) {
@@ -267,16 +252,16 @@ bool egress_policy_name_allowed(const struct egress_policy *p, const struct egre
 	return false;
 }
 
-bool egress_policy_addr_explicit(const struct egress_policy *p, const struct egress_addr *addr, uint16_t port)
+bool egress_policy_addr_explicit(const struct egress_policy *p, const struct policy_addr *addr, uint16_t port)
 {
 	if (!p)
 		return false;
 	for (size_t i = 0; i < p->allow.n; i++) {
-		const struct egress_rule *a = &p->allow.rules[i];
+		const struct policy_rule *a = &p->allow.rules[i];
 		/* port 0: any port the rule opens (its own, or 80 for a
 		 * port-less rule, which opens 80 and 443 alike). */
-		uint16_t q = port ? port : (a->port ? a->port : EGRESS_PORT_HTTP);
-		if (egress_rule_match_addr(a, addr, q))
+		uint16_t q = port ? port : (a->port ? a->port : POLICY_PORT_HTTP);
+		if (policy_rule_match_addr(a, addr, q))
 			return true;
 	}
 	return false;

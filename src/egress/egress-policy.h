@@ -15,7 +15,7 @@
  * rule parser; it is parsed again here and refused whole if anything is
  * wrong (fail closed: the previous policy, or no sandbox, stays). Hosts and
  * addresses passed to the decision functions are canonical values
- * (egress_host_canonicalize) taken from guest input.
+ * (policy_host_canonicalize) taken from guest input.
  */
 #ifndef AIRLOCK_EGRESS_POLICY_H
 #define AIRLOCK_EGRESS_POLICY_H
@@ -27,11 +27,8 @@
 
 #include <jansson.h>
 
-#include "egress-addr.h"
-#include "egress-host.h"
 #include "error.h"
-
-#define EGRESS_POLICY_RULES_MAX 512 /* per list (airlockd: NETWORK_POLICY_RULES_MAX) */
+#include "policy-rule.h"
 
 struct egress_policy;
 
@@ -44,23 +41,14 @@ enum egress_tls_mode {
 
 /*
  * Parses a policy object: keys "allow" and "deny" (each optional, an array
- * of at most EGRESS_POLICY_RULES_MAX strings), "tls" ("passthrough", the
+ * of at most POLICY_RULES_MAX strings), "tls" ("passthrough", the
  * default, or "inspect"), "pinned" (host patterns, never intercepted:
- * egress_host_pattern_parse), no other key. Any invalid rule refuses the
+ * policy_host_pattern_parse), no other key. Any invalid rule refuses the
  * whole policy; the message names the list, the index and the rule
  * (escaped). Returns 0 or -EINVAL (AL_ERR_INVALID_ARGUMENT).
  * An empty allow list denies everything.
  */
 int egress_policy_parse(const json_t *in, struct egress_policy **ret, struct al_error *err);
-
-/*
- * A host pattern where only TLS server names can match ("pinned", the
- * "hosts" of a secret binding): a rule (egress_rule_parse) naming a host
- * name or *.suffix, optionally with a port. It is matched with
- * egress_rule_match() on port 443, where TLS is intercepted: a pattern with
- * another port never matches. IP addresses and networks are refused.
- */
-int egress_host_pattern_parse(const char *text, size_t len, struct egress_rule *ret_rule, struct al_error *err);
 
 /* Reference counting; unref accepts NULL. Thread-safe. */
 struct egress_policy *egress_policy_ref(struct egress_policy *p);
@@ -79,22 +67,22 @@ size_t egress_policy_pinned_count(const struct egress_policy *p);
 enum egress_tls_mode egress_policy_tls_mode(const struct egress_policy *p);
 /* Is this canonical host pinned (never intercepted)? *ret_pattern (may be
  * NULL): the matching pattern's text, living as long as the policy. */
-bool egress_policy_pinned(const struct egress_policy *p, const struct egress_host *host, const char **ret_pattern);
+bool egress_policy_pinned(const struct egress_policy *p, const struct policy_host *host, const char **ret_pattern);
 
 /*
  * May a connection to this canonical host (a name or an IP literal) on this
  * port go out? Deny rules win over allow rules; a rule without a port
- * matches ports 80 and 443 only (egress_rule_match). *ret_rule (may be NULL)
+ * matches ports 80 and 443 only (policy_rule_match). *ret_rule (may be NULL)
  * is the text of the deciding rule (the deny rule that matched, or the
  * allow rule), or NULL when no rule matched (denied by default); it lives as
  * long as the policy.
  */
-bool egress_policy_decide_host(const struct egress_policy *p, const struct egress_host *host, uint16_t port,
+bool egress_policy_decide_host(const struct egress_policy *p, const struct policy_host *host, uint16_t port,
                                const char **ret_rule);
 
 /* The same for a connection known only by its address (IP and CIDR rules,
- * egress_rule_match_addr): the other-ports case without a DNS name. */
-bool egress_policy_decide_addr(const struct egress_policy *p, const struct egress_addr *addr, uint16_t port,
+ * policy_rule_match_addr): the other-ports case without a DNS name. */
+bool egress_policy_decide_addr(const struct egress_policy *p, const struct policy_addr *addr, uint16_t port,
                                const char **ret_rule);
 
 /*
@@ -105,17 +93,17 @@ bool egress_policy_decide_addr(const struct egress_policy *p, const struct egres
  *    an allow rule matches it (on the rule's port, or on 80 or 443 for a
  *    rule without one) and egress_policy_decide_host() allows the name on
  *    that port (a deny rule for that same port takes that port away).
- * Only names (EGRESS_HOST_NAME) can be allowed. *ret_rule as above: the
+ * Only names (POLICY_HOST_NAME) can be allowed. *ret_rule as above: the
  * allow rule, or the deny rule that took the name away, or NULL.
  */
-bool egress_policy_name_allowed(const struct egress_policy *p, const struct egress_host *host, const char **ret_rule);
+bool egress_policy_name_allowed(const struct egress_policy *p, const struct policy_host *host, const char **ret_rule);
 
 /*
  * Does an allow rule name this address explicitly (an exact IP or a CIDR)
  * for this port (0: for any port)? Then the address may be dialled even if
- * it is private, loopback, ...: egress_addr_is_forbidden(addr, explicit).
+ * it is private, loopback, ...: policy_addr_is_forbidden(addr, explicit).
  */
-bool egress_policy_addr_explicit(const struct egress_policy *p, const struct egress_addr *addr, uint16_t port);
+bool egress_policy_addr_explicit(const struct egress_policy *p, const struct policy_addr *addr, uint16_t port);
 
 /* ------------------------------------------------------------ the slot */
 

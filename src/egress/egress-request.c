@@ -118,7 +118,7 @@ int egress_requests_feed(struct egress_requests *rq, size_t *ret_used)
 }
 
 int egress_requests_check_head(struct egress_requests *rq, const struct egress_http1_head *h,
-                               struct egress_request_shown *shown, struct egress_host *ret_host)
+                               struct egress_request_shown *shown, struct policy_host *ret_host)
 {
 	struct egress_conn *c = rq->c;
 	char why[EGRESS_REQUEST_REASON_MAX];
@@ -134,9 +134,9 @@ int egress_requests_check_head(struct egress_requests *rq, const struct egress_h
 	const uint8_t *hp;
 	size_t hl;
 	uint16_t hport = 0;
-	struct egress_host host;
-	if (egress_host_split_port((const uint8_t *)h->host, h->host_len, &hp, &hl, &hport, NULL) < 0 ||
-	    egress_host_canonicalize(hp, hl, &host, NULL) < 0) {
+	struct policy_host host;
+	if (policy_host_split_port((const uint8_t *)h->host, h->host_len, &hp, &hl, &hport, NULL) < 0 ||
+	    policy_host_canonicalize(hp, hl, &host, NULL) < 0) {
 		egress_requests_refuse(rq, 400, "Bad Request", shown, h->method, NULL, "invalid Host");
 		return -EINVAL;
 	}

@@ -38,7 +38,7 @@ struct cache_entry {
 	int error;           /* 0, or -ENOENT for a negative entry */
 	uint64_t expires_ms; /* monotonic */
 	size_t n;
-	struct egress_addr addrs[EGRESS_DNS_ADDRS_MAX];
+	struct policy_addr addrs[EGRESS_DNS_ADDRS_MAX];
 	char name[EGRESS_DNS_NAME_MAX + 1];
 };
 
@@ -63,7 +63,7 @@ struct answer {
 	bool from_cache;
 	int r; /* 0, -ENOENT, -ETIMEDOUT or -EIO */
 	size_t n;
-	struct egress_addr addrs[EGRESS_DNS_ADDRS_MAX];
+	struct policy_addr addrs[EGRESS_DNS_ADDRS_MAX];
 	uint32_t ttl;
 	char why[128]; /* when r < 0: what the upstream said */
 };
@@ -85,7 +85,7 @@ static uint32_t ttl_clamp(int64_t ttl)
 /* ------------------------------------------------------------ name check */
 
 /* Would a resolver or inet_aton() read this as a number? (decimal, or
- * 0x-hex; the same rule as egress_host_canonicalize()'s) */
+ * 0x-hex; the same rule as policy_host_canonicalize()'s) */
 static bool label_is_numeric(const char *l, size_t n)
 {
 	bool hex = n >= 2 && l[0] == '0' && l[1] == 'x';
@@ -98,7 +98,7 @@ static bool label_is_numeric(const char *l, size_t n)
 	return true;
 }
 
-/* The output of egress_host_canonicalize() for a name: lower-case LDH
+/* The output of policy_host_canonicalize() for a name: lower-case LDH
  * labels of 1-63 bytes, no hyphen at either end of a label, at most
  * EGRESS_DNS_NAME_MAX bytes, no trailing dot, and a last label that is not
  * a number (those are addresses, never looked up). */
@@ -256,7 +256,7 @@ static void answer_parse(struct answer *a, const unsigned char *abuf, int alen)
 	int64_t ttl = INT64_MAX;
 	a->n = 0;
 	for (int i = 0; i < n && i < EGRESS_DNS_ADDRS_MAX; i++) {
-		struct egress_addr *o = &a->addrs[a->n++];
+		struct policy_addr *o = &a->addrs[a->n++];
 		memset(o, 0, sizeof(*o));
 		o->family = a->family;
 		if (a->family == AF_INET) {
@@ -512,7 +512,7 @@ static int answer_error(const struct egress_resolver *r, const char *name, const
 	}
 }
 
-int egress_resolve(struct egress_resolver *r, const char *name, int family, struct egress_addr *out, size_t max,
+int egress_resolve(struct egress_resolver *r, const char *name, int family, struct policy_addr *out, size_t max,
                    size_t *ret_n, uint32_t *ret_ttl, struct al_error *err)
 {
 	/* SECURITY: only canonical names reach c-ares (no escapes, dots or

@@ -44,12 +44,11 @@
 
 #include <openssl/ssl.h>
 
-#include "egress-addr.h"
 #include "egress-bindings.h"
 #include "egress-ca.h"
 #include "egress-dns.h"
-#include "egress-host.h"
 #include "egress-policy.h"
+#include "policy-rule.h"
 
 /* ------------------------------------------------------------ limits */
 
@@ -95,7 +94,7 @@ struct egress_options {
 	enum egress_log_level log_level;
 	/* --public-cidr: networks dialled as if public (test networks built
 	 * from the documentation ranges); CIDR rules without a port. */
-	struct egress_rule public_cidrs[EGRESS_PUBLIC_CIDRS_MAX];
+	struct policy_rule public_cidrs[EGRESS_PUBLIC_CIDRS_MAX];
 	size_t n_public_cidrs;
 };
 
@@ -118,9 +117,9 @@ struct egress_track {
 };
 
 struct egress_namemap_entry {
-	struct egress_addr addr;
+	struct policy_addr addr;
 	uint64_t expires_ms; /* monotonic; 0: free */
-	char name[EGRESS_HOST_NAME_MAX + 1];
+	char name[POLICY_HOST_NAME_MAX + 1];
 };
 
 struct egress_runtime;
@@ -212,7 +211,7 @@ struct egress_conn {
 	int up; /* the dialled server (owned), -1 */
 	uint64_t start_ms;
 
-	struct egress_addr dst; /* as the guest asked (IPv4) */
+	struct policy_addr dst; /* as the guest asked (IPv4) */
 	uint16_t port;
 	bool have_dst;
 	enum egress_conn_proto proto;
@@ -220,7 +219,7 @@ struct egress_conn {
 	uint8_t *buf; /* what was read before deciding, forwarded first */
 	size_t len;
 
-	struct egress_host host; /* canonical */
+	struct policy_host host; /* canonical */
 	bool have_host;
 	char asked[EGRESS_ASKED_HOST_MAX + 1]; /* escaped raw Host / SNI, "" */
 
@@ -465,7 +464,7 @@ int egress_requests_feed(struct egress_requests *rq, size_t *ret_used);
  * Returns 0 with *ret_host the canonical host, or -errno: refused (400,
  * 421, 403). */
 int egress_requests_check_head(struct egress_requests *rq, const struct egress_http1_head *h,
-                               struct egress_request_shown *shown, struct egress_host *ret_host);
+                               struct egress_request_shown *shown, struct policy_host *ret_host);
 
 /* ------------------------------------------------------------ egress-dnsd.c */
 
@@ -476,12 +475,12 @@ void egress_dnsd_tcp_accept(struct egress_runtime *rt, struct egress_sandbox *sb
 /* May the gateway dial this address for this policy and port (0: any)? Not
  * forbidden, or named by an allow rule, or in a --public-cidr network. */
 /* Is the address one of the gateway host's own? (Never dialled.) */
-bool egress_addr_is_local(const struct egress_addr *a);
+bool egress_addr_is_local(const struct policy_addr *a);
 /* Why an address is not dialable, for events: its class, or "the gateway
  * host's own address". */
-const char *egress_addr_refusal(const struct egress_addr *a);
+const char *egress_addr_refusal(const struct policy_addr *a);
 bool egress_addr_dialable(const struct egress_runtime *rt, const struct egress_policy *p,
-                          const struct egress_addr *addr, uint16_t port);
+                          const struct policy_addr *addr, uint16_t port);
 
 /*
  * Resolves a canonical name (never an IP literal) and keeps the addresses
@@ -490,19 +489,16 @@ bool egress_addr_dialable(const struct egress_runtime *rt, const struct egress_p
  * -EIO (resolver failure). reason (always set on error) is short, for
  * events.
  */
-int egress_resolve_checked(struct egress_runtime *rt, const struct egress_policy *p, const struct egress_host *host,
-                           uint16_t port, int family, struct egress_addr *out, size_t max, size_t *ret_n,
+int egress_resolve_checked(struct egress_runtime *rt, const struct egress_policy *p, const struct policy_host *host,
+                           uint16_t port, int family, struct policy_addr *out, size_t max, size_t *ret_n,
                            uint32_t *ret_ttl, char *reason, size_t reason_size);
 
 /* The sandbox's map of addresses its DNS answers named. */
-void egress_namemap_add(struct egress_sandbox *sb, const struct egress_addr *addr, const char *name, uint32_t ttl_s);
-size_t egress_namemap_find(struct egress_sandbox *sb, const struct egress_addr *addr,
-                           char (*names)[EGRESS_HOST_NAME_MAX + 1], size_t max);
+void egress_namemap_add(struct egress_sandbox *sb, const struct policy_addr *addr, const char *name, uint32_t ttl_s);
+size_t egress_namemap_find(struct egress_sandbox *sb, const struct policy_addr *addr,
+                           char (*names)[POLICY_HOST_NAME_MAX + 1], size_t max);
 
-bool egress_addr_equal(const struct egress_addr *a, const struct egress_addr *b);
-/* "203.0.113.7:443" / "[2001:db8::1]:443" (port 0: no port). */
-void egress_addr_format(const struct egress_addr *a, uint16_t port, char *buf, size_t size);
 /* The socket address of a and port in *ret; returns its length. */
-socklen_t egress_addr_sockaddr(const struct egress_addr *a, uint16_t port, struct sockaddr_storage *ret);
+socklen_t egress_addr_sockaddr(const struct policy_addr *a, uint16_t port, struct sockaddr_storage *ret);
 
 #endif

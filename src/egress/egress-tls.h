@@ -11,7 +11,7 @@
  * into a bounded buffer. A hello that hides its destination (no SNI,
  * Encrypted ClientHello / ESNI) is reported as such so that the gateway
  * denies it. The SNI is returned as raw bytes: it is not trusted to be
- * printable and must go through egress_host_canonicalize().
+ * printable and must go through policy_host_canonicalize().
  */
 #ifndef AIRLOCK_EGRESS_TLS_H
 #define AIRLOCK_EGRESS_TLS_H

@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * libFuzzer target for the pure parsers of src/daemon/store/auth.c, all fed with
+ * libFuzzer target for the parsers of tenants and tokens, all fed with
  * client input:
  *
- *   auth_header_parse()            the Authorization header of every TCP request
- *   token_create_request_parse()   POST /v1/tokens bodies
- *   quota_request_parse()          PUT /v1/tenants/{name} bodies
+ *   auth_header_parse()            the Authorization header of every TCP request (store/auth.c)
+ *   token_create_request_parse()   POST /v1/tokens bodies (api/api-request.c)
+ *   quota_request_parse()          PUT /v1/tenants/{name} bodies (store/auth.c)
  *
  * Each input goes to all three. The header parser gets the input as a C
  * string (up to its first NUL, as libmicrohttpd would hand it over) in a
@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api-request.h"
 #include "auth.h"
 #include "util.h"
 

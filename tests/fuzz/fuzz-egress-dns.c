@@ -102,11 +102,11 @@ static const uint8_t v6s[][16] = {{0x20, 0x01, 0x0d, 0xb8, [15] = 1}, {[15] = 1}
 
 static void build_all(const struct egress_dns_query *q, const uint8_t *data, size_t size)
 {
-	struct egress_addr addrs[24];
+	struct policy_addr addrs[24];
 	size_t n = 0, n4 = 0, n6 = 0;
 	unsigned mix = size ? data[size - 1] : 0;
 	for (size_t i = 0; i < ARRAY_SIZE(addrs) && i < 8 + mix % 17; i++) {
-		struct egress_addr *a = &addrs[n++];
+		struct policy_addr *a = &addrs[n++];
 		memset(a, 0, sizeof(*a));
 		if ((mix >> (i % 8)) & 1) {
 			a->family = AF_INET6;

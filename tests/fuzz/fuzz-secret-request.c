@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * libFuzzer target for the body of POST /v1/secrets (secret_request_parse()
- * in src/daemon/store/secrets.c): client input that carries a credential.
+ * in src/daemon/api/api-request-secrets.c): client input that carries a
+ * credential.
  *
  * Beyond the sanitizers it checks that an accepted request is within the
- * limits of secrets.h (a value of 1..SECRET_VALUE_MAX bytes without control
+ * limits of secrets.h (a value of 1..POLICY_SECRET_VALUE_MAX bytes without control
  * characters, a canonical spec that is a JSON object), and, the property
  * that matters most here, that no error message ever quotes the value.
  */
@@ -14,6 +15,7 @@
 
 #include <jansson.h>
 
+#include "api-request.h"
 #include "secrets.h"
 #include "util.h"
 
@@ -84,7 +86,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	int rc = secret_request_parse(body, size, &r, &err);
 	if (rc == 0) {
 		CHECK(r.name[0] != '\0');
-		CHECK(r.value && r.value_len >= 1 && r.value_len <= SECRET_VALUE_MAX);
+		CHECK(r.value && r.value_len >= 1 && r.value_len <= POLICY_SECRET_VALUE_MAX);
 		CHECK(strlen(r.value) == r.value_len);
 		for (size_t i = 0; i < r.value_len; i++)
 			CHECK((unsigned char)r.value[i] >= 0x20 || r.value[i] == '\t');

@@ -457,67 +457,7 @@ static void expect_bad(int r, const struct al_error *err, enum al_error_code cod
 		fail_msg("\"%s\" not in \"%s\"", needle, err->message);
 }
 
-#define PARSE_TOKEN(s, ret, err) token_create_request_parse((s), strlen(s), (ret), (err))
 #define PARSE_QUOTA(s, ret, err) quota_request_parse((s), strlen(s), (ret), (err))
-
-static void test_token_request_parse(void **state)
-{
-	(void)state;
-	struct token_create_request r;
-	struct al_error err = {0};
-	assert_int_equal(PARSE_TOKEN("{\"tenant\":\"team-a\",\"description\":\"ci\"}", &r, &err), 0);
-	assert_string_equal(r.tenant, "team-a");
-	assert_string_equal(r.description, "ci");
-	assert_int_equal(PARSE_TOKEN("{\"tenant\":\"default\",\"description\":null}", &r, &err), 0);
-	assert_string_equal(r.description, "");
-	assert_int_equal(PARSE_TOKEN("{\"description\":\"x \\u00e9\",\"tenant\":\"a\"}", &r, &err), 0);
-	assert_string_equal(r.description, "x \xc3\xa9");
-
-	char body[AUTH_BODY_MAX + 64];
-	char desc[TOKEN_DESCRIPTION_MAX + 2];
-	memset(desc, 'd', sizeof(desc) - 1);
-	desc[sizeof(desc) - 1] = '\0';
-	snprintf(body, sizeof(body), "{\"tenant\":\"a\",\"description\":\"%s\"}", desc);
-	expect_bad(PARSE_TOKEN(body, &r, &err), &err, AL_ERR_INVALID_ARGUMENT, "description");
-	desc[TOKEN_DESCRIPTION_MAX] = '\0';
-	snprintf(body, sizeof(body), "{\"tenant\":\"a\",\"description\":\"%s\"}", desc);
-	assert_int_equal(PARSE_TOKEN(body, &r, &err), 0);
-	assert_int_equal(strlen(r.description), TOKEN_DESCRIPTION_MAX);
-
-	static const struct {
-		const char *body, *needle;
-	} bad[] = {
-	    {"{}", "tenant: required"},
-	    {"{\"tenant\":null}", "tenant: required"},
-	    {"{\"tenant\":\"Team\"}", "tenant"},
-	    {"{\"tenant\":\"\"}", "tenant"},
-	    {"{\"tenant\":5}", "tenant"},
-	    {"{\"tenant\":[\"a\"]}", "tenant"},
-	    {"{\"tenant\":\"a\\u0000b\"}", "not valid JSON"}, /* jansson refuses NUL */
-	    {"{\"tenant\":\"a\",\"description\":7}", "description"},
-	    {"{\"tenant\":\"a\",\"description\":\"a\\nb\"}", "description"},
-	    {"{\"tenant\":\"a\",\"description\":\"a\\u0000b\"}", "not valid JSON"},
-	    {"{\"tenant\":\"a\",\"token\":\"alk_x\"}", "unknown field \"token\""},
-	    {"{\"tenant\":\"a\",\"tenant\":\"b\"}", "not valid JSON"},
-	    {"[\"a\"]", "JSON object"},
-	    {"\"a\"", "not valid JSON"},
-	    {"", "not valid JSON"},
-	    {"{\"tenant\":\"a\"", "not valid JSON"},
-	};
-	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
-		strlcpy_al(r.tenant, "unchanged", sizeof(r.tenant));
-		err = (struct al_error){0};
-		expect_bad(PARSE_TOKEN(bad[i].body, &r, &err), &err, AL_ERR_INVALID_ARGUMENT, bad[i].needle);
-		assert_string_equal(r.tenant, "unchanged");
-	}
-
-	/* Size: over AUTH_BODY_MAX is payload_too_large, before parsing. */
-	memset(body, ' ', sizeof(body));
-	expect_bad(token_create_request_parse(body, AUTH_BODY_MAX + 1, &r, &err), &err, AL_ERR_TOO_LARGE, NULL);
-	/* A body without NUL after it is read only up to len. */
-	const char exact[] = {'{', '"', 't', 'e', 'n', 'a', 'n', 't', '"', ':', '"', 'a', '"', '}'};
-	assert_int_equal(token_create_request_parse(exact, sizeof(exact), &r, &err), 0);
-}
 
 static void test_quota_request_parse(void **state)
 {
@@ -615,8 +555,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    T(test_error_codes),    T(test_tenant_names),      T(test_token_lifecycle),     T(test_tokens_by_tenant),
 	    T(test_create_rejects), T(test_malformed_headers), T(test_header_parse),        T(test_secret_never_stored),
-	    T(test_quota_store),    T(test_quota_check),       T(test_token_request_parse), T(test_quota_request_parse),
-	    T(test_json),           T(test_after_shutdown),
+	    T(test_quota_store),    T(test_quota_check),       T(test_quota_request_parse), T(test_json),
+	    T(test_after_shutdown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -412,15 +412,15 @@ static size_t check_response(const uint8_t *b, size_t len, const struct egress_d
 	return n;
 }
 
-static struct egress_addr v4(const char *s)
+static struct policy_addr v4(const char *s)
 {
-	struct egress_addr a = {.family = AF_INET};
+	struct policy_addr a = {.family = AF_INET};
 	assert_int_equal(inet_pton(AF_INET, s, &a.v4), 1);
 	return a;
 }
-static struct egress_addr v6(const char *s)
+static struct policy_addr v6(const char *s)
 {
-	struct egress_addr a = {.family = AF_INET6};
+	struct policy_addr a = {.family = AF_INET6};
 	assert_int_equal(inet_pton(AF_INET6, s, &a.v6), 1);
 	return a;
 }
@@ -435,7 +435,7 @@ static void query_for(struct egress_dns_query *q, unsigned flags, const char *na
 static void test_build_answers(void **state)
 {
 	(void)state;
-	struct egress_addr addrs[] = {v4("192.0.2.1"), v6("2001:db8::1"), v4("192.0.2.2"), v6("2001:db8::2")};
+	struct policy_addr addrs[] = {v4("192.0.2.1"), v6("2001:db8::1"), v4("192.0.2.2"), v6("2001:db8::2")};
 	uint8_t out[512];
 	size_t len;
 	struct rr rrs[8];
@@ -478,7 +478,7 @@ static void test_build_answers(void **state)
 static void test_build_rcodes(void **state)
 {
 	(void)state;
-	struct egress_addr a = v4("192.0.2.1");
+	struct policy_addr a = v4("192.0.2.1");
 	uint8_t out[512];
 	size_t len;
 	struct rr rrs[4];
@@ -515,7 +515,7 @@ static void test_build_rcodes(void **state)
 static void test_build_edns(void **state)
 {
 	(void)state;
-	struct egress_addr addrs[] = {v6("2001:db8::1"), v6("2001:db8::2")};
+	struct policy_addr addrs[] = {v6("2001:db8::1"), v6("2001:db8::2")};
 	uint8_t out[EGRESS_DNS_UDP_MAX];
 	size_t len;
 	struct rr rrs[8];
@@ -540,7 +540,7 @@ static void test_build_edns(void **state)
 static void test_build_truncation(void **state)
 {
 	(void)state;
-	struct egress_addr addrs[64];
+	struct policy_addr addrs[64];
 	for (size_t i = 0; i < ARRAY_SIZE(addrs); i++) {
 		addrs[i] = v4("198.51.100.0");
 		((uint8_t *)&addrs[i].v4)[3] = (uint8_t)i;
@@ -850,7 +850,7 @@ struct result {
 	int r;
 	size_t n;
 	uint32_t ttl;
-	struct egress_addr addrs[40];
+	struct policy_addr addrs[40];
 	struct al_error err;
 };
 
@@ -870,7 +870,7 @@ static struct result resolve(struct egress_resolver *r, const char *name, int fa
 	return res;
 }
 
-static void assert_addr(const struct egress_addr *a, const char *text)
+static void assert_addr(const struct policy_addr *a, const char *text)
 {
 	char buf[INET6_ADDRSTRLEN];
 	inet_ntop(a->family, a->family == AF_INET ? (const void *)&a->v4 : (const void *)&a->v6, buf, sizeof(buf));
@@ -1234,7 +1234,7 @@ static void *worker_run(void *arg)
 		char own[64];
 		snprintf(own, sizeof(own), "n-w%u-%u.test", w->id, i % 10);
 		const char *name = i % 2 ? names[(i / 2) % ARRAY_SIZE(names)] : own;
-		struct egress_addr out[8];
+		struct policy_addr out[8];
 		size_t n;
 		uint32_t ttl;
 		struct al_error err;

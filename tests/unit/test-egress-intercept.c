@@ -319,17 +319,17 @@ static struct egress_bindings *bindings_from(const char *text)
 	return b;
 }
 
-static struct egress_host host_of(const char *text)
+static struct policy_host host_of(const char *text)
 {
-	struct egress_host h;
-	assert_int_equal(egress_host_canonicalize((const uint8_t *)text, strlen(text), &h, NULL), 0);
+	struct policy_host h;
+	assert_int_equal(policy_host_canonicalize((const uint8_t *)text, strlen(text), &h, NULL), 0);
 	return h;
 }
 
 static enum egress_binding_verdict check(const struct egress_binding *b, const char *host, const char *method,
                                          const char *path)
 {
-	struct egress_host h = host_of(host);
+	struct policy_host h = host_of(host);
 	return egress_binding_check(b, &h, method, strlen(method), path, strlen(path));
 }
 
@@ -346,7 +346,7 @@ static void test_bindings_parse_and_match(void **state)
 	assert_string_equal(g->format, "Bearer {value}");
 	assert_int_equal(g->value_len, 5);
 
-	struct egress_host h = host_of("API.Example.com.");
+	struct policy_host h = host_of("API.Example.com.");
 	const char *secret = NULL;
 	assert_true(egress_bindings_name_host(bs, &h, &secret));
 	assert_string_equal(secret, "api-key");
@@ -544,7 +544,7 @@ static void test_policy_tls_and_pinned(void **state)
 	assert_int_equal(egress_policy_tls_mode(p), EGRESS_TLS_INSPECT);
 	assert_int_equal(egress_policy_pinned_count(p), 4);
 	const char *pattern = NULL;
-	struct egress_host h = host_of("bank.example.com");
+	struct policy_host h = host_of("bank.example.com");
 	assert_true(egress_policy_pinned(p, &h, &pattern));
 	assert_string_equal(pattern, "bank.example.com");
 	h = host_of("a.b.pinned.test");

@@ -29,20 +29,20 @@ static struct egress_policy *policy_from(const char *text)
 	return p;
 }
 
-static struct egress_host host_of(const char *text)
+static struct policy_host host_of(const char *text)
 {
-	struct egress_host h;
+	struct policy_host h;
 	struct al_error err = {0};
-	int r = egress_host_canonicalize((const uint8_t *)text, strlen(text), &h, &err);
+	int r = policy_host_canonicalize((const uint8_t *)text, strlen(text), &h, &err);
 	if (r < 0)
 		print_error("host %s: %s\n", text, err.message);
 	assert_int_equal(r, 0);
 	return h;
 }
 
-static struct egress_addr addr_of(const char *text)
+static struct policy_addr addr_of(const char *text)
 {
-	struct egress_addr a = {.family = strchr(text, ':') ? AF_INET6 : AF_INET};
+	struct policy_addr a = {.family = strchr(text, ':') ? AF_INET6 : AF_INET};
 	assert_int_equal(inet_pton(a.family, text, a.family == AF_INET ? (void *)&a.v4 : (void *)&a.v6), 1);
 	return a;
 }
@@ -147,7 +147,7 @@ static void test_decide_host(void **state)
 	assert_int_equal(egress_policy_deny_count(p), 7);
 	for (size_t i = 0; i < ARRAY_SIZE(host_cases); i++) {
 		const struct host_case *c = &host_cases[i];
-		struct egress_host h = host_of(c->host);
+		struct policy_host h = host_of(c->host);
 		const char *rule = "unset";
 		bool got = egress_policy_decide_host(p, &h, c->port, &rule);
 		if (got != c->allow) {
@@ -196,7 +196,7 @@ static void test_decide_addr(void **state)
 	struct egress_policy *p = policy_from(main_policy);
 	for (size_t i = 0; i < ARRAY_SIZE(addr_cases); i++) {
 		const struct addr_case *c = &addr_cases[i];
-		struct egress_addr a = addr_of(c->addr);
+		struct policy_addr a = addr_of(c->addr);
 		const char *rule = "unset";
 		bool got = egress_policy_decide_addr(p, &a, c->port, &rule);
 		if (got != c->allow) {
@@ -243,7 +243,7 @@ static void test_name_allowed(void **state)
 	struct egress_policy *p = policy_from(main_policy);
 	for (size_t i = 0; i < ARRAY_SIZE(name_cases); i++) {
 		const struct name_case *c = &name_cases[i];
-		struct egress_host h = host_of(c->name);
+		struct policy_host h = host_of(c->name);
 		const char *rule = "unset";
 		bool got = egress_policy_name_allowed(p, &h, &rule);
 		if (got != c->allow) {
@@ -253,13 +253,13 @@ static void test_name_allowed(void **state)
 		assert_rule(rule, c->rule, c->name);
 	}
 	/* IP literals are never names in DNS. */
-	struct egress_host ip = host_of("198.51.100.7");
+	struct policy_host ip = host_of("198.51.100.7");
 	assert_false(egress_policy_name_allowed(p, &ip, NULL));
 	egress_policy_unref(p);
 
 	/* deny on both ports a port-less allow opens: refused */
 	p = policy_from("{\"allow\":[\"two.test\"],\"deny\":[\"two.test:80\",\"two.test:443\"]}");
-	struct egress_host two = host_of("two.test");
+	struct policy_host two = host_of("two.test");
 	const char *rule = NULL;
 	assert_false(egress_policy_name_allowed(p, &two, &rule));
 	assert_string_equal(rule, "two.test:80");
@@ -270,8 +270,8 @@ static void test_empty_policies(void **state)
 {
 	(void)state;
 	const char *const texts[] = {"{}", "{\"allow\":[]}", "{\"allow\":[],\"deny\":[\"*.example.com\"]}"};
-	struct egress_host h = host_of("www.example.com");
-	struct egress_addr a = addr_of("203.0.113.7");
+	struct policy_host h = host_of("www.example.com");
+	struct policy_addr a = addr_of("203.0.113.7");
 	for (size_t i = 0; i < ARRAY_SIZE(texts); i++) {
 		struct egress_policy *p = policy_from(texts[i]);
 		assert_false(egress_policy_decide_host(p, &h, 443, NULL));
@@ -343,10 +343,10 @@ static void test_parse_errors(void **state)
 static void test_parse_limits(void **state)
 {
 	(void)state;
-	/* EGRESS_POLICY_RULES_MAX rules per list are fine, one more is not. */
+	/* POLICY_RULES_MAX rules per list are fine, one more is not. */
 	for (int extra = 0; extra <= 1; extra++) {
 		cleanup_json json_t *allow = json_array();
-		for (int i = 0; i < EGRESS_POLICY_RULES_MAX + extra; i++) {
+		for (int i = 0; i < POLICY_RULES_MAX + extra; i++) {
 			char name[64];
 			snprintf(name, sizeof(name), "h%d.example.org", i);
 			json_array_append_new(allow, json_string(name));
@@ -357,7 +357,7 @@ static void test_parse_limits(void **state)
 		int r = egress_policy_parse(j, &p, &err);
 		if (extra == 0) {
 			assert_int_equal(r, 0);
-			struct egress_host h = host_of("h511.example.org");
+			struct policy_host h = host_of("h511.example.org");
 			assert_true(egress_policy_decide_host(p, &h, 443, NULL));
 			egress_policy_unref(p);
 		} else {
@@ -365,11 +365,11 @@ static void test_parse_limits(void **state)
 			assert_non_null(strstr(err.message, "at most 512"));
 		}
 	}
-	/* A rule over EGRESS_HOST_RULE_MAX bytes is refused, and the message
+	/* A rule over POLICY_RULE_TEXT_MAX bytes is refused, and the message
 	 * shows only the start of it. */
-	char *long_rule = xmalloc(EGRESS_HOST_RULE_MAX + 2);
-	memset(long_rule, 'a', EGRESS_HOST_RULE_MAX + 1);
-	long_rule[EGRESS_HOST_RULE_MAX + 1] = '\0';
+	char *long_rule = xmalloc(POLICY_RULE_TEXT_MAX + 2);
+	memset(long_rule, 'a', POLICY_RULE_TEXT_MAX + 1);
+	long_rule[POLICY_RULE_TEXT_MAX + 1] = '\0';
 	cleanup_json json_t *j = json_pack("{s[s]}", "deny", long_rule);
 	free(long_rule);
 	struct egress_policy *p = NULL;
@@ -385,7 +385,7 @@ static void test_slot(void **state)
 	(void)state;
 	struct egress_policy_slot slot;
 	egress_policy_slot_init(&slot, policy_from("{\"allow\":[\"a.test\"]}"));
-	struct egress_host a = host_of("a.test"), b = host_of("b.test");
+	struct policy_host a = host_of("a.test"), b = host_of("b.test");
 
 	/* A decision holds its own reference: a swap does not change it. */
 	struct egress_policy *held = egress_policy_slot_get(&slot);

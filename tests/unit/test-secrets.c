@@ -89,7 +89,7 @@ static void test_round_trip(void **state)
 	assert_int_equal(secret_decrypt(key, "team-a", "gh", b, blen, &plain, &plen), 0);
 	secret_wipe_free(plain, plen);
 	/* The longest value, and one byte. */
-	char big[SECRET_VALUE_MAX];
+	char big[POLICY_SECRET_VALUE_MAX];
 	memset(big, 'x', sizeof(big));
 	free(b);
 	assert_int_equal(secret_encrypt(key, "t", "n", big, sizeof(big), &b, &blen), 0);
@@ -213,12 +213,12 @@ struct parse_case {
 static void test_request_table(void **state)
 {
 	(void)state;
-	char big_value[SECRET_VALUE_MAX + 64];
+	char big_value[POLICY_SECRET_VALUE_MAX + 64];
 	snprintf(big_value, sizeof(big_value), "{\"name\":\"a\",\"hosts\":[\"x.example\"],\"value\":\"%0*d\"}",
-	         SECRET_VALUE_MAX + 1, 0);
-	char max_value[SECRET_VALUE_MAX + 64];
+	         POLICY_SECRET_VALUE_MAX + 1, 0);
+	char max_value[POLICY_SECRET_VALUE_MAX + 64];
 	snprintf(max_value, sizeof(max_value), "{\"name\":\"a\",\"hosts\":[\"x.example\"],\"value\":\"%0*d\"}",
-	         SECRET_VALUE_MAX, 0);
+	         POLICY_SECRET_VALUE_MAX, 0);
 	const struct parse_case cases[] = {
 	    {"{\"name\":\"gh\",\"value\":\"" VALUE "\",\"hosts\":[\"api.github.com\"]}", NULL},
 	    {"{\"name\":\"gh.token_1-x\",\"value\":\"" VALUE "\",\"hosts\":[\"*.github.com\",\"api.github.com:8443\"],"

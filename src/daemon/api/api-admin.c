@@ -2,6 +2,7 @@
 /* Tokens, tenants and quotas, the event log, and Prometheus metrics. */
 #include "accel.h"
 #include "api-handlers.h"
+#include "api-request.h"
 #include "auth.h"
 #include "events.h"
 #include "json-cleanup.h"

@@ -2,6 +2,7 @@
 #include "api-request.h"
 
 #include "json-cleanup.h"
+#include "json-field.h"
 #include "network-policy.h"
 #include "util.h"
 
@@ -22,7 +23,7 @@ static int parse_body(const char *body, size_t len, json_t **ret, struct al_erro
 	return 0;
 }
 
-static int check_fields(json_t *obj, const char *const *allowed, struct al_error *err)
+int request_fields_check(json_t *obj, const char *const *allowed, struct al_error *err)
 {
 	const char *key;
 	json_t *v;
@@ -57,11 +58,6 @@ static int get_uint(json_t *obj, const char *field, long long min, long long max
 		                    field, min, max);
 	*ret = json_integer_value(v);
 	return 0;
-}
-
-static bool has_nul(json_t *s)
-{
-	return memchr(json_string_value(s), '\0', json_string_length(s)) != NULL;
 }
 
 /* What one entry of a string map must be: err set and < 0 if it is not. */
@@ -103,7 +99,7 @@ static int parse_string_map(const json_t *obj, const char *field, const char *sh
 /* The value of map.key: a string without NUL bytes of at most max bytes. */
 static int string_value_check(const char *map, const char *key, json_t *v, size_t max, struct al_error *err)
 {
-	if (!json_is_string(v) || has_nul(v))
+	if (!json_is_string(v) || json_string_has_nul(v))
 		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
 		                    "%s.%.64s: must be a string without NUL bytes", map, key);
 	if (json_string_length(v) > max)
@@ -150,7 +146,7 @@ static int grant_entry_check(const char *key, json_t *v, const void *ctx, struct
 		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
 		                    "secrets: name \"%.64s\" must match [A-Za-z_][A-Za-z0-9_]* and be at most %d bytes",
 		                    key, ENV_NAME_MAX);
-	if (!json_is_string(v) || has_nul(v) || !secret_name_valid(json_string_value(v)))
+	if (!json_is_string(v) || json_string_has_nul(v) || !secret_name_valid(json_string_value(v)))
 		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
 		                    "secrets.%.64s: must be a secret name ([a-z0-9][a-z0-9_.-]{0,62})", key);
 	for (size_t i = 0; env && i < env->n; i++)
@@ -203,7 +199,7 @@ int timeout_request_parse(const char *body, size_t len, struct timeout_request *
 	static const char *const fields[] = {"timeout_s", "on_timeout", "idle_timeout_s", NULL};
 	cleanup_json json_t *j = NULL;
 	int rc;
-	if ((rc = parse_body(body, len, &j, err)) < 0 || (rc = check_fields(j, fields, err)) < 0)
+	if ((rc = parse_body(body, len, &j, err)) < 0 || (rc = request_fields_check(j, fields, err)) < 0)
 		return rc;
 	return parse_timeouts(j, ret, err);
 }
@@ -220,13 +216,13 @@ int create_request_parse(const char *body, size_t len, unsigned host_memory_mib,
 
 	if (len == 0)
 		body = "{}", len = 2;
-	if ((rc = parse_body(body, len, &j, err)) < 0 || (rc = check_fields(j, fields, err)) < 0)
+	if ((rc = parse_body(body, len, &j, err)) < 0 || (rc = request_fields_check(j, fields, err)) < 0)
 		return rc;
 
 	json_t *t = json_object_get(j, "template");
 	if (!t || json_is_null(t)) {
 		strlcpy_al(r.template_name, "minimal", sizeof(r.template_name));
-	} else if (!json_is_string(t) || has_nul(t) || !template_name_valid(json_string_value(t))) {
+	} else if (!json_is_string(t) || json_string_has_nul(t) || !template_name_valid(json_string_value(t))) {
 		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
 		                    "template: must be a name of 1 to %d characters from [a-z0-9_-]",
 		                    SANDBOX_TEMPLATE_NAME_MAX);
@@ -237,7 +233,7 @@ int create_request_parse(const char *body, size_t len, unsigned host_memory_mib,
 	json_t *tn = json_object_get(j, "tenant");
 	if (tn && !json_is_null(tn)) {
 		/* Same alphabet as template names. */
-		if (!json_is_string(tn) || has_nul(tn) || !template_name_valid(json_string_value(tn)))
+		if (!json_is_string(tn) || json_string_has_nul(tn) || !template_name_valid(json_string_value(tn)))
 			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
 			                    "tenant: must be a name of 1 to 63 characters from [a-z0-9_-]");
 		strlcpy_al(r.tenant, json_string_value(tn), sizeof(r.tenant));
@@ -271,7 +267,7 @@ int create_request_parse(const char *body, size_t len, unsigned host_memory_mib,
 	r.disk_mib = (unsigned)v;
 	json_t *boot = json_object_get(j, "boot");
 	if (boot && !json_is_null(boot)) {
-		const char *bv = json_is_string(boot) && !has_nul(boot) ? json_string_value(boot) : "";
+		const char *bv = json_is_string(boot) && !json_string_has_nul(boot) ? json_string_value(boot) : "";
 		if (strcmp(bv, "auto") && strcmp(bv, "cold"))
 			return al_error_set(
 			    err, AL_ERR_INVALID_ARGUMENT, EINVAL,
@@ -312,7 +308,7 @@ static int parse_argv(json_t *j, struct exec_request *r, struct al_error *err)
 	size_t n = json_array_size(cmd), total = 0;
 	for (size_t i = 0; i < n; i++) {
 		json_t *a = json_array_get(cmd, i);
-		if (!json_is_string(a) || has_nul(a))
+		if (!json_is_string(a) || json_string_has_nul(a))
 			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
 			                    "cmd[%zu]: must be a string without NUL bytes", i);
 		if (json_string_length(a) > EXEC_ARG_MAX)
@@ -395,7 +391,7 @@ static int parse_exec_extras(json_t *j, struct exec_request *r, struct al_error 
 		if (!json_is_object(pty))
 			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
 			                    "pty: must be an object {\"rows\": R, \"cols\": C}");
-		if ((rc = check_fields(pty, pty_fields, err)) < 0) {
+		if ((rc = request_fields_check(pty, pty_fields, err)) < 0) {
 			al_error_prefix(err, "pty");
 			return rc;
 		}
@@ -409,7 +405,7 @@ static int parse_exec_extras(json_t *j, struct exec_request *r, struct al_error 
 	}
 	json_t *tag = json_object_get(j, "tag");
 	if (tag && !json_is_null(tag)) {
-		if (!json_is_string(tag) || has_nul(tag) || json_string_length(tag) > EXEC_TAG_MAX)
+		if (!json_is_string(tag) || json_string_has_nul(tag) || json_string_length(tag) > EXEC_TAG_MAX)
 			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
 			                    "tag: must be a string of at most %d bytes", EXEC_TAG_MAX);
 		strlcpy_al(r->tag, json_string_value(tag), sizeof(r->tag));
@@ -437,7 +433,7 @@ int exec_request_parse(const char *body, size_t len, struct exec_request *ret, s
 	struct exec_request r = {0};
 	int rc;
 
-	if ((rc = parse_body(body, len, &j, err)) < 0 || (rc = check_fields(j, fields, err)) < 0)
+	if ((rc = parse_body(body, len, &j, err)) < 0 || (rc = request_fields_check(j, fields, err)) < 0)
 		return rc;
 	if ((rc = parse_argv(j, &r, err)) < 0)
 		goto fail;
@@ -446,7 +442,7 @@ int exec_request_parse(const char *body, size_t len, struct exec_request *ret, s
 
 	json_t *cwd = json_object_get(j, "cwd");
 	if (cwd && !json_is_null(cwd)) {
-		if (!json_is_string(cwd) || has_nul(cwd) || json_string_value(cwd)[0] != '/' ||
+		if (!json_is_string(cwd) || json_string_has_nul(cwd) || json_string_value(cwd)[0] != '/' ||
 		    json_string_length(cwd) > EXEC_CWD_MAX) {
 			rc = al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
 			                  "cwd: must be an absolute path of at most %d bytes", EXEC_CWD_MAX);
@@ -480,4 +476,39 @@ int exec_request_parse(const char *body, size_t len, struct exec_request *ret, s
 fail:
 	exec_request_release(&r);
 	return rc;
+}
+
+/* ------------------------------------------------------------ tokens */
+
+int token_create_request_parse(const char *body, size_t len, struct token_create_request *ret, struct al_error *err)
+{
+	/* SECURITY: body is client input capped by the caller; checked here
+	 * field by field before anything is copied. */
+	static const char *const allowed[] = {"tenant", "description", NULL};
+	if (len > AUTH_BODY_MAX)
+		return al_error_set(err, AL_ERR_TOO_LARGE, E2BIG, "request body is %zu bytes; the limit is %d", len,
+		                    AUTH_BODY_MAX);
+	cleanup_json json_t *j = NULL;
+	const char *tenant, *description;
+	int r;
+	if ((r = parse_body(body, len, &j, err)) < 0 || (r = request_fields_check(j, allowed, err)) < 0 ||
+	    (r = json_field_string(j, "tenant", &tenant, err)) < 0)
+		return r;
+	if (!tenant)
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+		                    "tenant: required (the tenant the token acts for, e.g. \"default\")");
+	if (!tenant_name_valid(tenant))
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+		                    "tenant: must match [a-z0-9][a-z0-9_-]{0,62}, got \"%.64s\"", tenant);
+	if ((r = json_field_string(j, "description", &description, err)) < 0)
+		return r;
+	if (description && !token_description_valid(description))
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+		                    "description: must be at most %d bytes of UTF-8 without control characters",
+		                    TOKEN_DESCRIPTION_MAX);
+	struct token_create_request t = {0};
+	strlcpy_al(t.tenant, tenant, sizeof(t.tenant));
+	strlcpy_al(t.description, description ? description : "", sizeof(t.description));
+	*ret = t;
+	return 0;
 }

@@ -2,6 +2,7 @@
 /* /v1/secrets (write-only credentials, per tenant) and /v1/ca (the Airlock
  * CA's certificate). */
 #include "api-handlers.h"
+#include "api-request.h"
 #include "auth.h"
 #include "ca.h"
 #include "egress-supervisor.h"

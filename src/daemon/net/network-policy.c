@@ -3,12 +3,13 @@
 
 #include <string.h>
 
-#include "egress-host.h"
 #include "json-cleanup.h"
+#include "json-field.h"
+#include "policy-rule.h"
 #include "util.h"
 
-/* names_only: "pinned" holds TLS server names, never addresses (as
- * egress_host_pattern_parse() in the gateway). */
+/* names_only: "pinned" holds TLS server names, never addresses
+ * (policy_host_pattern_parse, as in the gateway). */
 static int parse_list(const json_t *in, const char *key, bool names_only, json_t *out, struct al_error *err)
 {
 	const json_t *list = json_object_get(in, key);
@@ -16,9 +17,9 @@ static int parse_list(const json_t *in, const char *key, bool names_only, json_t
 		return 0;
 	if (!json_is_array(list))
 		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "network.%s: must be an array of rules", key);
-	if (json_array_size(list) > NETWORK_POLICY_RULES_MAX)
+	if (json_array_size(list) > POLICY_RULES_MAX)
 		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, E2BIG, "network.%s: at most %d rules", key,
-		                    NETWORK_POLICY_RULES_MAX);
+		                    POLICY_RULES_MAX);
 	size_t i;
 	const json_t *v;
 	json_array_foreach (list, i, v) {
@@ -27,19 +28,16 @@ static int parse_list(const json_t *in, const char *key, bool names_only, json_t
 			                    key, i);
 		const char *text = json_string_value(v);
 		size_t len = json_string_length(v);
-		struct egress_rule rule;
+		struct policy_rule rule;
 		struct al_error e;
-		if (len > EGRESS_HOST_RULE_MAX || strlen(text) != len)
+		if (len > POLICY_RULE_TEXT_MAX || json_string_has_nul(v))
 			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
 			                    "network.%s[%zu]: not a rule (too long)", key, i);
-		if (egress_rule_parse(text, len, &rule, &e) < 0)
+		int r = names_only ? policy_host_pattern_parse(text, len, &rule, &e)
+		                   : policy_rule_parse(text, len, &rule, &e);
+		if (r < 0)
 			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "network.%s[%zu] \"%.*s\": %s", key,
 			                    i, (int)MIN(len, 200), text, e.message);
-		if (names_only && (rule.kind == EGRESS_RULE_CIDR || rule.host.kind != EGRESS_HOST_NAME))
-			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
-			                    "network.%s[%zu] \"%.*s\": a host name or *.name pattern is needed here, "
-			                    "not an IP address or network",
-			                    key, i, (int)MIN(len, 200), text);
 		json_array_append_new(out, json_stringn(text, len));
 	}
 	return 0;

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Egress policies as airlockd stores and hands them to airlock-egress:
- * {"allow":[RULE...],"deny":[RULE...]}, RULE as egress_rule_parse() reads it
+ * {"allow":[RULE...],"deny":[RULE...]}, RULE as policy_rule_parse() reads it
  * ("example.com", "*.example.com", "api.example.com:8443", "203.0.113.0/24",
  * "203.0.113.7:22", "[2001:db8::1]:443"). Deny wins over allow; an empty
  * allow list denies everything (the default). Optional (issue 6):
@@ -14,18 +14,20 @@
 #include <jansson.h>
 
 #include "error.h"
+#include "policy-limits.h"
 
-#define NETWORK_POLICY_RULES_MAX 512           /* per list */
 #define NETWORK_POLICY_JSON_MAX (256u * 1024u) /* canonical text; fits a control message */
 
 /*
  * Validates a policy object from a client or the operator's default and
  * returns its canonical JSON text (keys sorted, both lists present, rules
  * as given). Unknown keys, non-string rules, more than
- * NETWORK_POLICY_RULES_MAX rules, and any rule egress_rule_parse() refuses
+ * POLICY_RULES_MAX rules in a list, any rule policy_rule_parse() refuses
+ * and a "pinned" entry that is not a host pattern (policy_host_pattern_parse)
  * are errors (AL_ERR_INVALID_ARGUMENT) naming the rule.
- * SECURITY: client input; every rule is parsed with the gateway's own
- * parser, so what airlockd accepts is exactly what airlock-egress enforces.
+ * SECURITY: client input; every rule is parsed with the policy grammar
+ * airlock-egress enforces with (src/common/policy-rule.c), so what airlockd
+ * accepts is exactly what the gateway enforces.
  */
 int network_policy_parse(const json_t *in, char **ret_json, struct al_error *err);
 

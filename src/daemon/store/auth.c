@@ -52,26 +52,6 @@ void auth_shutdown(void)
 
 /* ------------------------------------------------------------ names and secrets */
 
-bool tenant_name_valid(const char *name)
-{
-	return name_valid(name, TENANT_NAME_MAX);
-}
-
-/* At most TOKEN_DESCRIPTION_MAX bytes of UTF-8, no control characters (it is
- * shown in terminals). */
-static bool description_valid(const char *d)
-{
-	size_t n = strnlen(d, TOKEN_DESCRIPTION_MAX + 1);
-	if (n > TOKEN_DESCRIPTION_MAX || !utf8_valid((const uint8_t *)d, n))
-		return false;
-	for (size_t i = 0; i < n; i++) {
-		unsigned char c = (unsigned char)d[i];
-		if (c < 0x20 || c == 0x7f)
-			return false;
-	}
-	return true;
-}
-
 static void sha256(const char *s, size_t n, uint8_t out[TOKEN_HASH_LEN])
 {
 	unsigned int len = 0;
@@ -195,7 +175,7 @@ int auth_token_create(const char *tenant, const char *description, struct token_
 		                    "tenant: must match [a-z0-9][a-z0-9_-]{0,62}, got \"%.64s\"", tenant ? tenant : "");
 	if (!description)
 		description = "";
-	if (!description_valid(description))
+	if (!token_description_valid(description))
 		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
 		                    "description: must be at most %d bytes of UTF-8 without control characters",
 		                    TOKEN_DESCRIPTION_MAX);
@@ -560,53 +540,6 @@ static int parse_object(const char *body, size_t len, const char *const *allowed
 		}
 	}
 	*ret = TAKE_PTR(j);
-	return 0;
-}
-
-/* A string field without NUL bytes; absent or null leaves *ret NULL. */
-static int get_string(json_t *obj, const char *field, const char **ret, struct al_error *err)
-{
-	json_t *v = json_object_get(obj, field);
-	*ret = NULL;
-	if (!v || json_is_null(v))
-		return 0;
-	if (!json_is_string(v) || strlen(json_string_value(v)) != json_string_length(v))
-		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "%s: must be a string without NUL bytes",
-		                    field);
-	*ret = json_string_value(v);
-	return 0;
-}
-
-int token_create_request_parse(const char *body, size_t len, struct token_create_request *ret, struct al_error *err)
-{
-	/* SECURITY: body is client input capped by the caller; checked here
-	 * field by field before anything is copied. */
-	static const char *const allowed[] = {"tenant", "description", NULL};
-	cleanup_json json_t *j = NULL;
-	int r = parse_object(body, len, allowed, &j, err);
-	if (r < 0)
-		return r;
-	const char *tenant, *description;
-	r = get_string(j, "tenant", &tenant, err);
-	if (r < 0)
-		return r;
-	if (!tenant)
-		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
-		                    "tenant: required (the tenant the token acts for, e.g. \"default\")");
-	if (!tenant_name_valid(tenant))
-		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
-		                    "tenant: must match [a-z0-9][a-z0-9_-]{0,62}, got \"%.64s\"", tenant);
-	r = get_string(j, "description", &description, err);
-	if (r < 0)
-		return r;
-	if (description && !description_valid(description))
-		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
-		                    "description: must be at most %d bytes of UTF-8 without control characters",
-		                    TOKEN_DESCRIPTION_MAX);
-	struct token_create_request t = {0};
-	strlcpy_al(t.tenant, tenant, sizeof(t.tenant));
-	strlcpy_al(t.description, description ? description : "", sizeof(t.description));
-	*ret = t;
 	return 0;
 }
 

@@ -20,6 +20,7 @@
 #include <jansson.h>
 
 #include "error.h"
+#include "util.h"
 
 struct store;
 
@@ -33,6 +34,28 @@ struct store;
 #define QUOTA_MAX 1000000u  /* each quota is 0 (unlimited) .. QUOTA_MAX */
 
 /* ------------------------------------------------------------ tokens */
+
+/* Pure predicates, inline: request parsers (api-request.c) check with them
+ * before the store checks again. */
+static inline bool tenant_name_valid(const char *name)
+{
+	return name_valid(name, TENANT_NAME_MAX);
+}
+
+/* At most TOKEN_DESCRIPTION_MAX bytes of UTF-8, no control characters (it is
+ * shown in terminals). */
+static inline bool token_description_valid(const char *d)
+{
+	size_t n = strnlen(d, TOKEN_DESCRIPTION_MAX + 1);
+	if (n > TOKEN_DESCRIPTION_MAX || !utf8_valid((const uint8_t *)d, n))
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)d[i];
+		if (c < 0x20 || c == 0x7f)
+			return false;
+	}
+	return true;
+}
 
 struct token_info {
 	char id[TOKEN_ID_LEN + 1];
@@ -120,8 +143,6 @@ struct tenant_usage {
 	unsigned memory_mib;
 };
 
-bool tenant_name_valid(const char *name);
-
 /* Replaces the tenant's quotas (each 0..QUOTA_MAX). */
 int auth_quota_set(const char *tenant, const struct tenant_quota *q, struct al_error *err);
 /* A tenant without a row has all quotas 0 (unlimited); that is not an error. */
@@ -139,18 +160,12 @@ json_t *tenant_to_json(const char *name, const struct tenant_quota *q, const str
 
 /* ------------------------------------------------------------ request bodies */
 
-struct token_create_request {
-	char tenant[TENANT_NAME_MAX + 1];            /* required */
-	char description[TOKEN_DESCRIPTION_MAX + 1]; /* optional, default "" */
-};
-
 /* SECURITY: bodies come from an admin client but are still parsed strictly:
  * at most AUTH_BODY_MAX bytes (else AL_ERR_TOO_LARGE), a JSON object without
  * duplicate or unknown keys, right types and ranges, else
- * AL_ERR_INVALID_ARGUMENT with a message naming the field. Pure; nothing to
- * release. */
-int token_create_request_parse(const char *body, size_t len, struct token_create_request *ret, struct al_error *err);
-/* {"max_sandboxes","max_vcpus","max_memory_mib"}: each optional integer
+ * AL_ERR_INVALID_ARGUMENT with a message naming the field. Pure. (POST
+ * /v1/tokens: token_create_request_parse() in api-request.h.)
+ * {"max_sandboxes","max_vcpus","max_memory_mib"}: each optional integer
  * 0..QUOTA_MAX (absent or null = 0 = unlimited). */
 int quota_request_parse(const char *body, size_t len, struct tenant_quota *ret, struct al_error *err);
 

@@ -30,6 +30,7 @@
 #include "sandbox-model.h"
 #include "auth.h"
 #include "error.h"
+#include "policy-limits.h"
 
 struct store;
 
@@ -40,10 +41,6 @@ struct store;
 #define SECRET_BLOB_VERSION 1
 #define SECRET_ID_LEN 20 /* "sec-" + 16 hex */
 
-/* bytes; no control characters but HT, no space at either end (it goes into
- * a header): with the longest format it still fits one header value of the
- * gateway's rewriter (EGRESS_HTTP1 limit 8064). */
-#define SECRET_VALUE_MAX 7680
 #define SECRET_HOSTS_MAX 64
 #define SECRET_PATHS_MAX 32
 #define SECRET_PATH_MAX 256
@@ -91,9 +88,10 @@ static inline void secret_json_releasep(json_t **v)
 }
 #define cleanup_secret_json __attribute__((cleanup(secret_json_releasep)))
 
-/* ------------------------------------------------------------ requests (pure) */
+/* ------------------------------------------------------------ requests */
 
-/* The body of POST /v1/secrets. spec_json is the canonical binding spec:
+/* The body of POST /v1/secrets, as secret_request_parse() (api-request.h)
+ * reads it. spec_json is the canonical binding spec:
  * {"format":F|null,"header":H|null,"hosts":[...],"methods":[...],"paths":[...]}. */
 struct secret_request {
 	char name[SECRET_NAME_MAX + 1];
@@ -103,15 +101,6 @@ struct secret_request {
 	char *spec_json;
 };
 
-/* SECURITY: client input, parsed strictly: at most SECRET_BODY_MAX bytes, one
- * JSON object without unknown or duplicate keys; every field checked
- * (AL_ERR_INVALID_ARGUMENT naming the field). Hosts are parsed with the
- * gateway's own rule parser and must be names (an IP or network cannot be
- * bound: TLS interception needs a name); the header may not be one that
- * frames or routes the request (Host, Content-Length, Transfer-Encoding,
- * Connection, ...). No error message ever contains the value, not even the
- * JSON parser's context. */
-int secret_request_parse(const char *body, size_t len, struct secret_request *ret, struct al_error *err);
 /* Wipes the value. */
 void secret_request_release(struct secret_request *r);
 

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Unit tests for the egress address classifier (src/egress/egress-addr.c):
+/* Unit tests for the address classifier (src/common/policy-addr.c):
  * every range, at both of its edges and just outside them. */
 #include <arpa/inet.h>
 #include <setjmp.h>
@@ -10,14 +10,14 @@
 
 #include <cmocka.h>
 
-#include "egress-addr.h"
+#include "policy-addr.h"
 #include "util.h"
 
-#define C(x) EGRESS_ADDR_##x
+#define C(x) POLICY_ADDR_##x
 
 struct v4_case {
 	const char *addr;
-	enum egress_addr_class cls;
+	enum policy_addr_class cls;
 };
 
 static const struct v4_case v4_cases[] = {
@@ -94,22 +94,22 @@ static void test_v4_table(void **state)
 	for (size_t i = 0; i < ARRAY_SIZE(v4_cases); i++) {
 		struct in_addr a;
 		assert_int_equal(inet_pton(AF_INET, v4_cases[i].addr, &a), 1);
-		enum egress_addr_class got = egress_addr_classify_v4(&a);
+		enum policy_addr_class got = policy_addr_classify_v4(&a);
 		if (got != v4_cases[i].cls)
-			fail_msg("%s: got %s, want %s", v4_cases[i].addr, egress_addr_class_name(got),
-			         egress_addr_class_name(v4_cases[i].cls));
+			fail_msg("%s: got %s, want %s", v4_cases[i].addr, policy_addr_class_name(got),
+			         policy_addr_class_name(v4_cases[i].cls));
 	}
 }
 
 struct v6_case {
 	const char *addr;
-	enum egress_addr_class cls;
-	enum egress_addr_embed embed;
+	enum policy_addr_class cls;
+	enum policy_addr_embed embed;
 	const char *embedded; /* when embed != NONE */
-	enum egress_addr_class embedded_cls;
+	enum policy_addr_class embedded_cls;
 };
 
-#define E(x) EGRESS_EMBED_##x
+#define E(x) POLICY_EMBED_##x
 
 static const struct v6_case v6_cases[] = {
     {"::", C(UNSPECIFIED), E(NONE), NULL, 0},
@@ -189,26 +189,26 @@ static void test_v6_table(void **state)
 		struct in6_addr a;
 		if (inet_pton(AF_INET6, c->addr, &a) != 1)
 			fail_msg("bad test address %s", c->addr);
-		struct egress_addr_info info;
-		egress_addr_classify_v6(&a, &info);
+		struct policy_addr_info info;
+		policy_addr_classify_v6(&a, &info);
 		if (info.cls != c->cls || info.embed != c->embed)
-			fail_msg("%s: got %s/%s, want %s/%s", c->addr, egress_addr_class_name(info.cls),
-			         egress_addr_embed_name(info.embed), egress_addr_class_name(c->cls),
-			         egress_addr_embed_name(c->embed));
-		if (c->embed == EGRESS_EMBED_NONE)
+			fail_msg("%s: got %s/%s, want %s/%s", c->addr, policy_addr_class_name(info.cls),
+			         policy_addr_embed_name(info.embed), policy_addr_class_name(c->cls),
+			         policy_addr_embed_name(c->embed));
+		if (c->embed == POLICY_EMBED_NONE)
 			continue;
 		char buf[INET_ADDRSTRLEN];
 		inet_ntop(AF_INET, &info.embedded, buf, sizeof(buf));
 		if (strcmp(buf, c->embedded) != 0 || info.embedded_cls != c->embedded_cls)
 			fail_msg("%s: embedded %s (%s), want %s (%s)", c->addr, buf,
-			         egress_addr_class_name(info.embedded_cls), c->embedded,
-			         egress_addr_class_name(c->embedded_cls));
+			         policy_addr_class_name(info.embedded_cls), c->embedded,
+			         policy_addr_class_name(c->embedded_cls));
 	}
 }
 
-static struct egress_addr addr_of(const char *s)
+static struct policy_addr addr_of(const char *s)
 {
-	struct egress_addr a = {0};
+	struct policy_addr a = {0};
 	if (strchr(s, ':')) {
 		a.family = AF_INET6;
 		assert_int_equal(inet_pton(AF_INET6, s, &a.v6), 1);
@@ -245,23 +245,23 @@ static void test_forbidden(void **state)
 	    {"ff02::1", true, true},
 	};
 	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
-		struct egress_addr a = addr_of(cases[i].addr);
-		if (egress_addr_is_forbidden(&a, false) != cases[i].forbidden ||
-		    egress_addr_is_forbidden(&a, true) != cases[i].forbidden_if_allowed)
-			fail_msg("%s: forbidden %d/%d", cases[i].addr, egress_addr_is_forbidden(&a, false),
-			         egress_addr_is_forbidden(&a, true));
+		struct policy_addr a = addr_of(cases[i].addr);
+		if (policy_addr_is_forbidden(&a, false) != cases[i].forbidden ||
+		    policy_addr_is_forbidden(&a, true) != cases[i].forbidden_if_allowed)
+			fail_msg("%s: forbidden %d/%d", cases[i].addr, policy_addr_is_forbidden(&a, false),
+			         policy_addr_is_forbidden(&a, true));
 	}
-	struct egress_addr bogus = {.family = AF_UNIX};
-	assert_true(egress_addr_is_forbidden(&bogus, true));
+	struct policy_addr bogus = {.family = AF_UNIX};
+	assert_true(policy_addr_is_forbidden(&bogus, true));
 }
 
 static void test_names(void **state)
 {
 	(void)state;
-	for (int c = 0; c < EGRESS_ADDR__COUNT; c++)
-		assert_string_not_equal(egress_addr_class_name((enum egress_addr_class)c), "unknown");
-	assert_string_equal(egress_addr_class_name(EGRESS_ADDR__COUNT), "unknown");
-	assert_string_equal(egress_addr_embed_name(EGRESS_EMBED_TEREDO), "teredo");
+	for (int c = 0; c < POLICY_ADDR__COUNT; c++)
+		assert_string_not_equal(policy_addr_class_name((enum policy_addr_class)c), "unknown");
+	assert_string_equal(policy_addr_class_name(POLICY_ADDR__COUNT), "unknown");
+	assert_string_equal(policy_addr_embed_name(POLICY_EMBED_TEREDO), "teredo");
 }
 
 int main(void)

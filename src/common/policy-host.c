@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Host canonicalisation, host:port splitting and rule matching for the
- * egress gateway. See egress-host.h for the canonical forms.
+ * Host canonicalisation and host:port splitting of the policy grammar. See
+ * policy-host.h for the canonical forms.
  *
  * IDN: there is no IDNA/UTS 46 library among the kept dependencies, and a
  * partial implementation that guesses is worse than none, so U-labels are
@@ -14,7 +14,7 @@
  * compatibility characters, right-to-left scripts, symbols, other dots than
  * U+002E) is refused with -EILSEQ.
  */
-#include "egress-host.h"
+#include "policy-host.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -169,7 +169,7 @@ static uint32_t puny_threshold(uint32_t k, uint32_t bias)
 	return k - bias;
 }
 
-int egress_punycode_encode(const uint32_t *cps, size_t n, char *out, size_t out_size, size_t *ret_len)
+int policy_punycode_encode(const uint32_t *cps, size_t n, char *out, size_t out_size, size_t *ret_len)
 {
 	size_t o = 0;
 	uint32_t basic = 0;
@@ -242,7 +242,7 @@ static int puny_digit_value(char c)
 	return -1;
 }
 
-int egress_punycode_decode(const char *in, size_t len, uint32_t *out, size_t out_max, size_t *ret_n)
+int policy_punycode_decode(const char *in, size_t len, uint32_t *out, size_t out_max, size_t *ret_n)
 {
 	size_t b = 0;
 	for (size_t j = 0; j < len; j++) {
@@ -331,14 +331,14 @@ static int ulabel_to_alabel(const uint32_t *cps, size_t n, char *out, size_t out
 		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, ENAMETOOLONG, "a label is longer than 63 bytes");
 	memcpy(out, "xn--", 4);
 	size_t plen;
-	int r = egress_punycode_encode(cps, n, out + 4, out_size - 4, &plen);
+	int r = policy_punycode_encode(cps, n, out + 4, out_size - 4, &plen);
 	if (r < 0)
 		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, ENAMETOOLONG, "a label is longer than 63 bytes");
 	*ret_len = 4 + plen;
 	return 0;
 }
 
-/* One label (no dots) into out (at most EGRESS_HOST_LABEL_MAX bytes). */
+/* One label (no dots) into out (at most POLICY_HOST_LABEL_MAX bytes). */
 static int label_canonical(const uint8_t *in, size_t len, char *out, size_t *ret_len, struct al_error *err)
 {
 	if (len == 0)
@@ -348,7 +348,7 @@ static int label_canonical(const uint8_t *in, size_t len, char *out, size_t *ret
 		ascii &= in[i] < 0x80;
 
 	if (!ascii) {
-		uint32_t cps[EGRESS_HOST_LABEL_MAX];
+		uint32_t cps[POLICY_HOST_LABEL_MAX];
 		size_t n = 0;
 		for (size_t i = 0; i < len;) {
 			uint32_t cp;
@@ -366,10 +366,10 @@ static int label_canonical(const uint8_t *in, size_t len, char *out, size_t *ret
 				                    "a label is longer than 63 bytes");
 			cps[n++] = cp;
 		}
-		return ulabel_to_alabel(cps, n, out, EGRESS_HOST_LABEL_MAX, ret_len, err);
+		return ulabel_to_alabel(cps, n, out, POLICY_HOST_LABEL_MAX, ret_len, err);
 	}
 
-	if (len > EGRESS_HOST_LABEL_MAX)
+	if (len > POLICY_HOST_LABEL_MAX)
 		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, ENAMETOOLONG, "a label is longer than 63 bytes");
 	for (size_t i = 0; i < len; i++) {
 		char c = (char)in[i];
@@ -386,11 +386,11 @@ static int label_canonical(const uint8_t *in, size_t len, char *out, size_t *ret
 		/* SECURITY: an A-label is kept only if it is exactly what we would
 		 * have produced from its U-label: decodes, passes the U-label
 		 * checks, and encodes back to the same bytes. */
-		uint32_t cps[EGRESS_HOST_LABEL_MAX];
+		uint32_t cps[POLICY_HOST_LABEL_MAX];
 		size_t n;
-		char again[EGRESS_HOST_LABEL_MAX];
+		char again[POLICY_HOST_LABEL_MAX];
 		size_t again_len;
-		if (len == 4 || egress_punycode_decode(out + 4, len - 4, cps, ARRAY_SIZE(cps), &n) < 0 || n == 0)
+		if (len == 4 || policy_punycode_decode(out + 4, len - 4, cps, ARRAY_SIZE(cps), &n) < 0 || n == 0)
 			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "invalid punycode in \"xn--\" label");
 		int r = ulabel_to_alabel(cps, n, again, sizeof(again), &again_len, err);
 		if (r < 0) {
@@ -408,7 +408,7 @@ static int label_canonical(const uint8_t *in, size_t len, char *out, size_t *ret
 /* ------------------------------------------------------------ IP literals */
 
 /* Strict dotted quad: four parts, 1-3 decimal digits, no leading zero, <= 255. */
-static int ipv4_parse_strict(const uint8_t *in, size_t len, struct in_addr *ret)
+int policy_ipv4_parse(const uint8_t *in, size_t len, struct in_addr *ret)
 {
 	uint32_t v = 0;
 	size_t i = 0;
@@ -499,7 +499,7 @@ static void ipv6_format(const struct in6_addr *a, char *out, size_t size)
 	}
 }
 
-static int ipv6_parse(const uint8_t *in, size_t len, struct in6_addr *ret)
+int policy_ipv6_parse(const uint8_t *in, size_t len, struct in6_addr *ret)
 {
 	char buf[INET6_ADDRSTRLEN + 1];
 	if (len == 0 || len >= sizeof(buf))
@@ -520,10 +520,10 @@ static int ipv6_parse(const uint8_t *in, size_t len, struct in6_addr *ret)
 
 /* ------------------------------------------------------------ canonicalise */
 
-static int host_from_ipv6(const uint8_t *in, size_t len, struct egress_host *ret_host, struct al_error *err)
+static int host_from_ipv6(const uint8_t *in, size_t len, struct policy_host *ret_host, struct al_error *err)
 {
-	struct egress_host h = {.kind = EGRESS_HOST_IPV6, .addr.family = AF_INET6};
-	if (len < 2 || in[len - 1] != ']' || ipv6_parse(in + 1, len - 2, &h.addr.v6) < 0)
+	struct policy_host h = {.kind = POLICY_HOST_IPV6, .addr.family = AF_INET6};
+	if (len < 2 || in[len - 1] != ']' || policy_ipv6_parse(in + 1, len - 2, &h.addr.v6) < 0)
 		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
 		                    "not a valid bracketed IPv6 address (zone ids are not accepted)");
 	ipv6_format(&h.addr.v6, h.name, sizeof(h.name));
@@ -532,13 +532,13 @@ static int host_from_ipv6(const uint8_t *in, size_t len, struct egress_host *ret
 	return 0;
 }
 
-static int host_from_ipv4(const uint8_t *in, size_t len, struct egress_host *ret_host, struct al_error *err)
+static int host_from_ipv4(const uint8_t *in, size_t len, struct policy_host *ret_host, struct al_error *err)
 {
-	struct egress_host h = {.kind = EGRESS_HOST_IPV4, .addr.family = AF_INET};
+	struct policy_host h = {.kind = POLICY_HOST_IPV4, .addr.family = AF_INET};
 	/* SECURITY: getaddrinfo()/inet_aton() would read 0177.0.0.1, 0x7f.1,
 	 * 127.1 and 2130706433 as 127.0.0.1; a name check must never see a
 	 * different address than the dialler. Only one spelling is accepted. */
-	if (ipv4_parse_strict(in, len, &h.addr.v4) < 0)
+	if (policy_ipv4_parse(in, len, &h.addr.v4) < 0)
 		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
 		                    "\"%.*s\" is not a canonical IPv4 address: only four decimal parts without "
 		                    "leading zeros are accepted (no octal, hex, shortened or integer forms, no "
@@ -550,13 +550,13 @@ static int host_from_ipv4(const uint8_t *in, size_t len, struct egress_host *ret
 	return 0;
 }
 
-int egress_host_canonicalize(const uint8_t *in, size_t len, struct egress_host *ret_host, struct al_error *err)
+int policy_host_canonicalize(const uint8_t *in, size_t len, struct policy_host *ret_host, struct al_error *err)
 {
 	if (len == 0)
 		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "empty host name");
-	if (len > EGRESS_HOST_INPUT_MAX)
+	if (len > POLICY_HOST_INPUT_MAX)
 		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, ENAMETOOLONG, "host name longer than %d bytes",
-		                    EGRESS_HOST_INPUT_MAX);
+		                    POLICY_HOST_INPUT_MAX);
 	if (in[0] == '[')
 		return host_from_ipv6(in, len, ret_host, err);
 	if (memchr(in, ':', len))
@@ -570,19 +570,19 @@ int egress_host_canonicalize(const uint8_t *in, size_t len, struct egress_host *
 	/* One trailing dot (the root) is dropped; a second would be an empty label. */
 	if (len > 1 && in[len - 1] == '.')
 		len--;
-	struct egress_host h = {.kind = EGRESS_HOST_NAME};
+	struct policy_host h = {.kind = POLICY_HOST_NAME};
 	size_t o = 0;
 	for (size_t start = 0; start <= len;) {
 		const uint8_t *dot = memchr(in + start, '.', len - start);
 		size_t end = dot ? (size_t)(dot - in) : len;
-		char label[EGRESS_HOST_LABEL_MAX];
+		char label[POLICY_HOST_LABEL_MAX];
 		size_t llen;
 		int r = label_canonical(in + start, end - start, label, &llen, err);
 		if (r < 0)
 			return r;
-		if (o + (o ? 1 : 0) + llen > EGRESS_HOST_NAME_MAX)
+		if (o + (o ? 1 : 0) + llen > POLICY_HOST_NAME_MAX)
 			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, ENAMETOOLONG,
-			                    "host name longer than %d bytes", EGRESS_HOST_NAME_MAX);
+			                    "host name longer than %d bytes", POLICY_HOST_NAME_MAX);
 		if (o)
 			h.name[o++] = '.';
 		memcpy(h.name + o, label, llen);
@@ -597,7 +597,7 @@ int egress_host_canonicalize(const uint8_t *in, size_t len, struct egress_host *
 
 /* ------------------------------------------------------------ host:port */
 
-static int port_parse(const uint8_t *in, size_t len, uint16_t *ret)
+int policy_port_parse(const uint8_t *in, size_t len, uint16_t *ret)
 {
 	if (len == 0 || len > 5 || in[0] == '0')
 		return -EINVAL;
@@ -613,7 +613,7 @@ static int port_parse(const uint8_t *in, size_t len, uint16_t *ret)
 	return 0;
 }
 
-int egress_host_split_port(const uint8_t *in, size_t len, const uint8_t **ret_host, size_t *ret_host_len,
+int policy_host_split_port(const uint8_t *in, size_t len, const uint8_t **ret_host, size_t *ret_host_len,
                            uint16_t *ret_port, struct al_error *err)
 {
 	size_t host_len;
@@ -638,7 +638,7 @@ int egress_host_split_port(const uint8_t *in, size_t len, const uint8_t **ret_ho
 	if (host_len == 0)
 		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "empty host");
 	uint16_t port = 0;
-	if (host_len < len && port_parse(rest + 1, len - host_len - 1, &port) < 0)
+	if (host_len < len && policy_port_parse(rest + 1, len - host_len - 1, &port) < 0)
 		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
 		                    "invalid port: 1-65535 in decimal digits without leading zeros");
 	*ret_host = in;
@@ -647,174 +647,10 @@ int egress_host_split_port(const uint8_t *in, size_t len, const uint8_t **ret_ho
 	return 0;
 }
 
-int egress_host_format(const struct egress_host *host, uint16_t port, char *buf, size_t size)
+int policy_host_format(const struct policy_host *host, uint16_t port, char *buf, size_t size)
 {
-	bool v6 = host->kind == EGRESS_HOST_IPV6;
+	bool v6 = host->kind == POLICY_HOST_IPV6;
 	if (port)
 		return snprintf_ok(buf, size, "%s%s%s:%u", v6 ? "[" : "", host->name, v6 ? "]" : "", port);
 	return snprintf_ok(buf, size, "%s%s%s", v6 ? "[" : "", host->name, v6 ? "]" : "");
-}
-
-/* ------------------------------------------------------------ rules */
-
-static int prefix_parse(const char *in, size_t len, unsigned max, unsigned *ret)
-{
-	if (len == 0 || len > 3 || (len > 1 && in[0] == '0'))
-		return -EINVAL;
-	unsigned v = 0;
-	for (size_t i = 0; i < len; i++) {
-		if (in[i] < '0' || in[i] > '9')
-			return -EINVAL;
-		v = v * 10 + (unsigned)(in[i] - '0');
-	}
-	if (v > max)
-		return -EINVAL;
-	*ret = v;
-	return 0;
-}
-
-static bool addr_in_net(const struct egress_addr *a, const struct egress_addr *net, unsigned prefix_len)
-{
-	if (a->family != net->family)
-		return false;
-	const uint8_t *x = a->family == AF_INET ? (const uint8_t *)&a->v4 : a->v6.s6_addr;
-	const uint8_t *y = net->family == AF_INET ? (const uint8_t *)&net->v4 : net->v6.s6_addr;
-	unsigned full = prefix_len / 8, rest = prefix_len % 8;
-	if (memcmp(x, y, full) != 0)
-		return false;
-	if (rest == 0)
-		return true;
-	uint8_t mask = (uint8_t)(0xffu << (8 - rest));
-	return (x[full] & mask) == (y[full] & mask);
-}
-
-static int rule_parse_cidr(const char *text, size_t len, const char *slash, struct egress_rule *ret_rule,
-                           struct al_error *err)
-{
-	struct egress_rule r = {.kind = EGRESS_RULE_CIDR};
-	const uint8_t *a = (const uint8_t *)text;
-	size_t alen = (size_t)(slash - text);
-	if (alen >= 2 && a[0] == '[' && a[alen - 1] == ']') {
-		a++;
-		alen -= 2;
-	}
-	unsigned max;
-	if (memchr(a, ':', alen)) {
-		r.net.family = AF_INET6;
-		max = 128;
-		if (ipv6_parse(a, alen, &r.net.v6) < 0)
-			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "invalid IPv6 network address");
-	} else {
-		r.net.family = AF_INET;
-		max = 32;
-		if (ipv4_parse_strict(a, alen, &r.net.v4) < 0)
-			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
-			                    "invalid IPv4 network address (dotted quad, no leading zeros)");
-	}
-	const char *p = slash + 1;
-	size_t plen = len - (size_t)(p - text);
-	const char *colon = memchr(p, ':', plen);
-	size_t digits = colon ? (size_t)(colon - p) : plen;
-	if (prefix_parse(p, digits, max, &r.prefix_len) < 0)
-		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "invalid prefix length (0-%u)", max);
-	if (colon && port_parse((const uint8_t *)colon + 1, plen - digits - 1, &r.port) < 0)
-		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
-		                    "invalid port: 1-65535 in decimal digits without leading zeros");
-	/* Host bits set ("203.0.113.5/24"): the author meant something else. */
-	const uint8_t *m = r.net.family == AF_INET ? (const uint8_t *)&r.net.v4 : r.net.v6.s6_addr;
-	for (unsigned bit = r.prefix_len; bit < max; bit++) {
-		if (m[bit / 8] & (0x80u >> (bit % 8)))
-			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "network address has host bits set");
-	}
-	*ret_rule = r;
-	return 0;
-}
-
-int egress_rule_parse(const char *text, size_t len, struct egress_rule *ret_rule, struct al_error *err)
-{
-	if (len == 0)
-		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "empty rule");
-	if (len > EGRESS_HOST_RULE_MAX)
-		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, ENAMETOOLONG, "rule longer than %d bytes",
-		                    EGRESS_HOST_RULE_MAX);
-	const char *slash = memchr(text, '/', len);
-	if (slash)
-		return rule_parse_cidr(text, len, slash, ret_rule, err);
-
-	struct egress_rule r = {.kind = EGRESS_RULE_EXACT};
-	const uint8_t *host;
-	size_t host_len;
-	int ret = egress_host_split_port((const uint8_t *)text, len, &host, &host_len, &r.port, err);
-	if (ret < 0)
-		return ret;
-	if (host_len >= 2 && host[0] == '*' && host[1] == '.') {
-		r.kind = EGRESS_RULE_WILDCARD;
-		host += 2;
-		host_len -= 2;
-	}
-	if (memchr(host, '*', host_len))
-		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
-		                    "'*' is only allowed as a whole first label (\"*.example.com\")");
-	ret = egress_host_canonicalize(host, host_len, &r.host, err);
-	if (ret < 0)
-		return ret;
-	if (r.kind == EGRESS_RULE_WILDCARD) {
-		if (r.host.kind != EGRESS_HOST_NAME)
-			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
-			                    "a wildcard applies to names, not IP addresses");
-		if (!memchr(r.host.name, '.', r.host.len))
-			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
-			                    "a wildcard needs at least two labels after \"*.\"");
-	}
-	*ret_rule = r;
-	return 0;
-}
-
-static bool port_ok(const struct egress_rule *rule, uint16_t port)
-{
-	if (rule->port)
-		return port == rule->port;
-	return port == EGRESS_PORT_HTTP || port == EGRESS_PORT_TLS;
-}
-
-bool egress_rule_match(const struct egress_rule *rule, const struct egress_host *host, uint16_t port)
-{
-	/* SECURITY: both sides are canonical values; no case folding, no
-	 * trailing dots, no alternative IP spellings are left to compare. */
-	if (!port_ok(rule, port))
-		return false;
-	switch (rule->kind) {
-	case EGRESS_RULE_EXACT:
-		return host->kind == rule->host.kind && host->len == rule->host.len &&
-		       memcmp(host->name, rule->host.name, host->len) == 0;
-	case EGRESS_RULE_WILDCARD: {
-		size_t sl = rule->host.len;
-		if (host->kind != EGRESS_HOST_NAME || host->len < sl + 2)
-			return false;
-		const char *tail = host->name + host->len - sl;
-		return tail[-1] == '.' && memcmp(tail, rule->host.name, sl) == 0;
-	}
-	case EGRESS_RULE_CIDR:
-		if (host->kind != EGRESS_HOST_IPV4 && host->kind != EGRESS_HOST_IPV6)
-			return false;
-		return addr_in_net(&host->addr, &rule->net, rule->prefix_len);
-	}
-	return false;
-}
-
-bool egress_rule_match_addr(const struct egress_rule *rule, const struct egress_addr *addr, uint16_t port)
-{
-	if (!port_ok(rule, port))
-		return false;
-	switch (rule->kind) {
-	case EGRESS_RULE_EXACT:
-		if (rule->host.kind == EGRESS_HOST_NAME)
-			return false;
-		return addr_in_net(addr, &rule->host.addr, rule->host.kind == EGRESS_HOST_IPV4 ? 32 : 128);
-	case EGRESS_RULE_CIDR:
-		return addr_in_net(addr, &rule->net, rule->prefix_len);
-	case EGRESS_RULE_WILDCARD:
-		return false;
-	}
-	return false;
 }
