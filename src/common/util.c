@@ -88,18 +88,27 @@ int snprintf_ok(char *buf, size_t size, const char *fmt, ...)
 	return 0;
 }
 
+/* One read(2) that an interrupting signal does not cut: bytes read, 0 at
+ * the end, or a negative errno. */
+static ssize_t read_once(int fd, void *buf, size_t n)
+{
+	for (;;) {
+		ssize_t r = read(fd, buf, n);
+		if (r >= 0 || errno != EINTR)
+			return r < 0 ? -errno : r;
+	}
+}
+
 ssize_t read_full(int fd, void *buf, size_t n)
 {
 	size_t done = 0;
 	while (done < n) {
-		ssize_t r = read(fd, (char *)buf + done, n - done);
-		if (r < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		if (r == 0)
+		ssize_t r = read_once(fd, (char *)buf + done, n - done);
+		if (r <= 0) {
+			if (r < 0)
+				return r;
 			break;
+		}
 		done += (size_t)r;
 	}
 	return (ssize_t)done;
@@ -155,12 +164,9 @@ int read_file_limited(const char *path, size_t max_bytes, char **ret_buf, size_t
 			cap *= 2;
 			buf = xrealloc(buf, cap + 1);
 		}
-		ssize_t r = read(fd, buf + len, cap - len);
-		if (r < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
+		ssize_t r = read_once(fd, buf + len, cap - len);
+		if (r < 0)
+			return (int)r;
 		if (r == 0)
 			break;
 		len += (size_t)r;

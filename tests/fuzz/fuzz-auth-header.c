@@ -5,7 +5,7 @@
  *
  *   auth_header_parse()            the Authorization header of every TCP request (store/auth.c)
  *   token_create_request_parse()   POST /v1/tokens bodies (api/api-request.c)
- *   quota_request_parse()          PUT /v1/tenants/{name} bodies (store/auth.c)
+ *   quota_request_parse()          PUT /v1/tenants/{name} bodies (api/api-request.c)
  *
  * Each input goes to all three. The header parser gets the input as a C
  * string (up to its first NUL, as libmicrohttpd would hand it over) in a

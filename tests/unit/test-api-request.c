@@ -617,6 +617,50 @@ static void expect_bad(int r, const struct al_error *err, enum al_error_code cod
 
 #define PARSE_TOKEN(s, ret, err) token_create_request_parse((s), strlen(s), (ret), (err))
 
+#define PARSE_QUOTA(s, ret, err) quota_request_parse((s), strlen(s), (ret), (err))
+
+static void test_quota_request_parse(void **state)
+{
+	(void)state;
+	struct tenant_quota q;
+	struct al_error err = {0};
+	assert_int_equal(PARSE_QUOTA("{\"max_sandboxes\":2,\"max_vcpus\":8,\"max_memory_mib\":4096}", &q, &err), 0);
+	assert_int_equal(q.max_sandboxes, 2);
+	assert_int_equal(q.max_vcpus, 8);
+	assert_int_equal(q.max_memory_mib, 4096);
+	assert_int_equal(PARSE_QUOTA("{}", &q, &err), 0);
+	assert_int_equal(q.max_sandboxes + q.max_vcpus + q.max_memory_mib, 0);
+	assert_int_equal(PARSE_QUOTA("{\"max_vcpus\":null,\"max_sandboxes\":1000000}", &q, &err), 0);
+	assert_int_equal(q.max_sandboxes, QUOTA_MAX);
+	assert_int_equal(q.max_vcpus, 0);
+	assert_int_equal(PARSE_QUOTA("{\"max_sandboxes\":0}", &q, &err), 0);
+
+	static const struct {
+		const char *body, *needle;
+	} bad[] = {
+	    {"{\"max_sandboxes\":1000001}", "max_sandboxes"},
+	    {"{\"max_vcpus\":-1}", "max_vcpus"},
+	    {"{\"max_memory_mib\":1.5}", "max_memory_mib"},
+	    {"{\"max_memory_mib\":1.0}", "max_memory_mib"},
+	    {"{\"max_memory_mib\":\"4096\"}", "max_memory_mib"},
+	    {"{\"max_vcpus\":true}", "max_vcpus"},
+	    {"{\"max_vcpus\":99999999999999999999}", "not valid JSON"},
+	    {"{\"max_cpus\":1}", "unknown field \"max_cpus\""},
+	    {"{\"max_vcpus\":1,\"max_vcpus\":2}", "not valid JSON"},
+	    {"null", "not valid JSON"},
+	    {"[]", "JSON object"},
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+		q = (struct tenant_quota){7, 7, 7};
+		err = (struct al_error){0};
+		expect_bad(PARSE_QUOTA(bad[i].body, &q, &err), &err, AL_ERR_INVALID_ARGUMENT, bad[i].needle);
+		assert_int_equal(q.max_vcpus, 7);
+	}
+	char big[AUTH_BODY_MAX + 1];
+	memset(big, ' ', sizeof(big));
+	expect_bad(quota_request_parse(big, sizeof(big), &q, &err), &err, AL_ERR_TOO_LARGE, NULL);
+}
+
 static void test_token_request_parse(void **state)
 {
 	(void)state;
@@ -679,15 +723,16 @@ static void test_token_request_parse(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_create_defaults),  cmocka_unit_test(test_create_network),
-	    cmocka_unit_test(test_create_full),      cmocka_unit_test(test_create_template),
-	    cmocka_unit_test(test_create_vcpus),     cmocka_unit_test(test_create_memory),
-	    cmocka_unit_test(test_create_env),       cmocka_unit_test(test_create_metadata),
-	    cmocka_unit_test(test_create_malformed), cmocka_unit_test(test_create_unknown_field),
-	    cmocka_unit_test(test_exec_defaults),    cmocka_unit_test(test_exec_cmd),
-	    cmocka_unit_test(test_exec_env_and_cwd), cmocka_unit_test(test_exec_stdin),
-	    cmocka_unit_test(test_exec_numbers),     cmocka_unit_test(test_exec_malformed_and_unknown),
-	    cmocka_unit_test(test_name_validators),  cmocka_unit_test(test_token_request_parse),
+	    cmocka_unit_test(test_create_defaults),     cmocka_unit_test(test_create_network),
+	    cmocka_unit_test(test_create_full),         cmocka_unit_test(test_create_template),
+	    cmocka_unit_test(test_create_vcpus),        cmocka_unit_test(test_create_memory),
+	    cmocka_unit_test(test_create_env),          cmocka_unit_test(test_create_metadata),
+	    cmocka_unit_test(test_create_malformed),    cmocka_unit_test(test_create_unknown_field),
+	    cmocka_unit_test(test_exec_defaults),       cmocka_unit_test(test_exec_cmd),
+	    cmocka_unit_test(test_exec_env_and_cwd),    cmocka_unit_test(test_exec_stdin),
+	    cmocka_unit_test(test_exec_numbers),        cmocka_unit_test(test_exec_malformed_and_unknown),
+	    cmocka_unit_test(test_name_validators),     cmocka_unit_test(test_token_request_parse),
+	    cmocka_unit_test(test_quota_request_parse),
 	};
 	return cmocka_run_group_tests_name("api-request", tests, NULL, NULL);
 }

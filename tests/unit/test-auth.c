@@ -449,58 +449,6 @@ static void test_quota_check(void **state)
 	assert_int_equal(quota_check("t", &q, &u, 1, 1, &err), -EDQUOT);
 }
 
-static void expect_bad(int r, const struct al_error *err, enum al_error_code code, const char *needle)
-{
-	assert_true(r < 0);
-	assert_int_equal(err->code, code);
-	if (needle && !strstr(err->message, needle))
-		fail_msg("\"%s\" not in \"%s\"", needle, err->message);
-}
-
-#define PARSE_QUOTA(s, ret, err) quota_request_parse((s), strlen(s), (ret), (err))
-
-static void test_quota_request_parse(void **state)
-{
-	(void)state;
-	struct tenant_quota q;
-	struct al_error err = {0};
-	assert_int_equal(PARSE_QUOTA("{\"max_sandboxes\":2,\"max_vcpus\":8,\"max_memory_mib\":4096}", &q, &err), 0);
-	assert_int_equal(q.max_sandboxes, 2);
-	assert_int_equal(q.max_vcpus, 8);
-	assert_int_equal(q.max_memory_mib, 4096);
-	assert_int_equal(PARSE_QUOTA("{}", &q, &err), 0);
-	assert_int_equal(q.max_sandboxes + q.max_vcpus + q.max_memory_mib, 0);
-	assert_int_equal(PARSE_QUOTA("{\"max_vcpus\":null,\"max_sandboxes\":1000000}", &q, &err), 0);
-	assert_int_equal(q.max_sandboxes, QUOTA_MAX);
-	assert_int_equal(q.max_vcpus, 0);
-	assert_int_equal(PARSE_QUOTA("{\"max_sandboxes\":0}", &q, &err), 0);
-
-	static const struct {
-		const char *body, *needle;
-	} bad[] = {
-	    {"{\"max_sandboxes\":1000001}", "max_sandboxes"},
-	    {"{\"max_vcpus\":-1}", "max_vcpus"},
-	    {"{\"max_memory_mib\":1.5}", "max_memory_mib"},
-	    {"{\"max_memory_mib\":1.0}", "max_memory_mib"},
-	    {"{\"max_memory_mib\":\"4096\"}", "max_memory_mib"},
-	    {"{\"max_vcpus\":true}", "max_vcpus"},
-	    {"{\"max_vcpus\":99999999999999999999}", "not valid JSON"},
-	    {"{\"max_cpus\":1}", "unknown field \"max_cpus\""},
-	    {"{\"max_vcpus\":1,\"max_vcpus\":2}", "not valid JSON"},
-	    {"null", "not valid JSON"},
-	    {"[]", "JSON object"},
-	};
-	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
-		q = (struct tenant_quota){7, 7, 7};
-		err = (struct al_error){0};
-		expect_bad(PARSE_QUOTA(bad[i].body, &q, &err), &err, AL_ERR_INVALID_ARGUMENT, bad[i].needle);
-		assert_int_equal(q.max_vcpus, 7);
-	}
-	char big[AUTH_BODY_MAX + 1];
-	memset(big, ' ', sizeof(big));
-	expect_bad(quota_request_parse(big, sizeof(big), &q, &err), &err, AL_ERR_TOO_LARGE, NULL);
-}
-
 static void test_json(void **state)
 {
 	(void)state;
@@ -553,9 +501,17 @@ int main(void)
 {
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 	const struct CMUnitTest tests[] = {
-	    T(test_error_codes),    T(test_tenant_names),      T(test_token_lifecycle),     T(test_tokens_by_tenant),
-	    T(test_create_rejects), T(test_malformed_headers), T(test_header_parse),        T(test_secret_never_stored),
-	    T(test_quota_store),    T(test_quota_check),       T(test_quota_request_parse), T(test_json),
+	    T(test_error_codes),
+	    T(test_tenant_names),
+	    T(test_token_lifecycle),
+	    T(test_tokens_by_tenant),
+	    T(test_create_rejects),
+	    T(test_malformed_headers),
+	    T(test_header_parse),
+	    T(test_secret_never_stored),
+	    T(test_quota_store),
+	    T(test_quota_check),
+	    T(test_json),
 	    T(test_after_shutdown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -512,3 +512,40 @@ int token_create_request_parse(const char *body, size_t len, struct token_create
 	*ret = t;
 	return 0;
 }
+
+/* ------------------------------------------------------------ tenants */
+
+static int get_quota(json_t *obj, const char *field, unsigned *ret, struct al_error *err)
+{
+	json_t *v = json_object_get(obj, field);
+	if (!v || json_is_null(v)) {
+		*ret = 0;
+		return 0;
+	}
+	if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > (json_int_t)QUOTA_MAX)
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+		                    "%s: must be an integer from 0 (unlimited) to %u", field, QUOTA_MAX);
+	*ret = (unsigned)json_integer_value(v);
+	return 0;
+}
+
+int quota_request_parse(const char *body, size_t len, struct tenant_quota *ret, struct al_error *err)
+{
+	/* SECURITY: body is client input capped by the caller. */
+	static const char *const allowed[] = {"max_sandboxes", "max_vcpus", "max_memory_mib", "max_snapshot_mib", NULL};
+	if (len > AUTH_BODY_MAX)
+		return al_error_set(err, AL_ERR_TOO_LARGE, E2BIG, "request body is %zu bytes; the limit is %d", len,
+		                    AUTH_BODY_MAX);
+	cleanup_json json_t *j = NULL;
+	int r;
+	if ((r = parse_body(body, len, &j, err)) < 0 || (r = request_fields_check(j, allowed, err)) < 0)
+		return r;
+	struct tenant_quota q;
+	if ((r = get_quota(j, "max_sandboxes", &q.max_sandboxes, err)) < 0 ||
+	    (r = get_quota(j, "max_vcpus", &q.max_vcpus, err)) < 0 ||
+	    (r = get_quota(j, "max_memory_mib", &q.max_memory_mib, err)) < 0 ||
+	    (r = get_quota(j, "max_snapshot_mib", &q.max_snapshot_mib, err)) < 0)
+		return r;
+	*ret = q;
+	return 0;
+}

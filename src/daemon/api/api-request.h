@@ -72,4 +72,12 @@ int token_create_request_parse(const char *body, size_t len, struct token_create
  * JSON parser's context. */
 int secret_request_parse(const char *body, size_t len, struct secret_request *ret, struct al_error *err);
 
+/* SECURITY: bodies come from an admin client but are still parsed strictly:
+ * at most AUTH_BODY_MAX bytes (else AL_ERR_TOO_LARGE), a JSON object without
+ * duplicate or unknown keys, right types and ranges, else
+ * AL_ERR_INVALID_ARGUMENT with a message naming the field. Pure. PUT
+ * /v1/tenants/{name}: {"max_sandboxes","max_vcpus","max_memory_mib"}: each optional integer
+ * 0..QUOTA_MAX (absent or null = 0 = unlimited). */
+int quota_request_parse(const char *body, size_t len, struct tenant_quota *ret, struct al_error *err);
+
 #endif

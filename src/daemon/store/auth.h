@@ -158,15 +158,4 @@ int quota_check(const char *tenant, const struct tenant_quota *q, const struct t
  *  "usage":{"sandboxes","vcpus","memory_mib"}}; usage NULL omits "usage". */
 json_t *tenant_to_json(const char *name, const struct tenant_quota *q, const struct tenant_usage *usage);
 
-/* ------------------------------------------------------------ request bodies */
-
-/* SECURITY: bodies come from an admin client but are still parsed strictly:
- * at most AUTH_BODY_MAX bytes (else AL_ERR_TOO_LARGE), a JSON object without
- * duplicate or unknown keys, right types and ranges, else
- * AL_ERR_INVALID_ARGUMENT with a message naming the field. Pure. (POST
- * /v1/tokens: token_create_request_parse() in api-request.h.)
- * {"max_sandboxes","max_vcpus","max_memory_mib"}: each optional integer
- * 0..QUOTA_MAX (absent or null = 0 = unlimited). */
-int quota_request_parse(const char *body, size_t len, struct tenant_quota *ret, struct al_error *err);
-
 #endif
