@@ -104,7 +104,7 @@ static void fuzz_bodies(const uint8_t *data, size_t size)
 		CHECK(q.max_sandboxes <= QUOTA_MAX && q.max_vcpus <= QUOTA_MAX && q.max_memory_mib <= QUOTA_MAX);
 		/* Whatever is accepted can be checked against any usage. */
 		struct tenant_usage u = {q.max_sandboxes, q.max_vcpus, q.max_memory_mib};
-		int r = quota_check("fuzz", &q, &u, 1, 1, &err);
+		int r = tenant_quota_check("fuzz", &q, &u, 1, 1, &err);
 		CHECK(r == 0 || (r == -EDQUOT && err.code == AL_ERR_QUOTA));
 	} else {
 		check_error(&err);

@@ -410,43 +410,43 @@ static void test_quota_check(void **state)
 	struct al_error err = {0};
 	struct tenant_quota unlimited = {0};
 	struct tenant_usage huge = {UINT_MAX, UINT_MAX, UINT_MAX};
-	assert_int_equal(quota_check("t", &unlimited, &huge, UINT_MAX, UINT_MAX, &err), 0);
+	assert_int_equal(tenant_quota_check("t", &unlimited, &huge, UINT_MAX, UINT_MAX, &err), 0);
 
 	struct tenant_quota q = {.max_sandboxes = 2};
 	struct tenant_usage u = {.sandboxes = 1, .vcpus = 100, .memory_mib = 100000};
-	assert_int_equal(quota_check("team-a", &q, &u, 16, 16384, &err), 0);
+	assert_int_equal(tenant_quota_check("team-a", &q, &u, 16, 16384, &err), 0);
 	u.sandboxes = 2;
-	assert_int_equal(quota_check("team-a", &q, &u, 1, 128, &err), -EDQUOT);
+	assert_int_equal(tenant_quota_check("team-a", &q, &u, 1, 128, &err), -EDQUOT);
 	assert_int_equal(err.code, AL_ERR_QUOTA);
 	assert_string_equal(err.message, "tenant team-a may run at most 2 sandboxes and has 2; delete one or raise "
 	                                 "the quota with PUT /v1/tenants/team-a");
 	u.sandboxes = 5; /* over already (quota lowered): still refused */
-	assert_int_equal(quota_check("team-a", &q, &u, 1, 128, &err), -EDQUOT);
+	assert_int_equal(tenant_quota_check("team-a", &q, &u, 1, 128, &err), -EDQUOT);
 
 	q = (struct tenant_quota){.max_vcpus = 8};
 	u = (struct tenant_usage){.sandboxes = 3, .vcpus = 6};
-	assert_int_equal(quota_check("team-a", &q, &u, 2, 128, &err), 0); /* exactly at the limit */
+	assert_int_equal(tenant_quota_check("team-a", &q, &u, 2, 128, &err), 0); /* exactly at the limit */
 	err = (struct al_error){0};
-	assert_int_equal(quota_check("team-a", &q, &u, 3, 128, &err), -EDQUOT);
+	assert_int_equal(tenant_quota_check("team-a", &q, &u, 3, 128, &err), -EDQUOT);
 	assert_non_null(strstr(err.message, "at most 8 vCPUs"));
 	assert_non_null(strstr(err.message, "uses 6"));
 	assert_non_null(strstr(err.message, "PUT /v1/tenants/team-a"));
 
 	q = (struct tenant_quota){.max_memory_mib = 1024};
 	u = (struct tenant_usage){.memory_mib = 768};
-	assert_int_equal(quota_check("team-a", &q, &u, 1, 256, &err), 0);
-	assert_int_equal(quota_check("team-a", &q, &u, 1, 257, &err), -EDQUOT);
+	assert_int_equal(tenant_quota_check("team-a", &q, &u, 1, 256, &err), 0);
+	assert_int_equal(tenant_quota_check("team-a", &q, &u, 1, 257, &err), -EDQUOT);
 	assert_non_null(strstr(err.message, "1024 MiB"));
 	assert_non_null(strstr(err.message, "768 MiB"));
 
 	/* Sums do not wrap around. */
 	q = (struct tenant_quota){QUOTA_MAX, QUOTA_MAX, QUOTA_MAX};
 	u = (struct tenant_usage){0, UINT_MAX, 0};
-	assert_int_equal(quota_check("t", &q, &u, 1, 1, &err), -EDQUOT);
+	assert_int_equal(tenant_quota_check("t", &q, &u, 1, 1, &err), -EDQUOT);
 	u = (struct tenant_usage){0, 1, 0};
-	assert_int_equal(quota_check("t", &q, &u, UINT_MAX, 1, &err), -EDQUOT);
+	assert_int_equal(tenant_quota_check("t", &q, &u, UINT_MAX, 1, &err), -EDQUOT);
 	u = (struct tenant_usage){UINT_MAX, 0, 0};
-	assert_int_equal(quota_check("t", &q, &u, 1, 1, &err), -EDQUOT);
+	assert_int_equal(tenant_quota_check("t", &q, &u, 1, 1, &err), -EDQUOT);
 }
 
 static void test_json(void **state)

@@ -208,7 +208,7 @@ static int registry_add_within_quota(struct sandbox *sb, const struct tenant_quo
 			}
 			pthread_mutex_unlock(&o->lock);
 		}
-		int r = quota_check(sb->rec.tenant, quota, &used, sb->rec.vcpus, sb->rec.memory_mib, err);
+		int r = tenant_quota_check(sb->rec.tenant, quota, &used, sb->rec.vcpus, sb->rec.memory_mib, err);
 		if (r < 0) {
 			pthread_mutex_unlock(&sb_registry_lock);
 			return r;

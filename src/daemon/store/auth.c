@@ -461,8 +461,8 @@ int auth_quota_get(const char *tenant, struct tenant_quota *ret, struct al_error
 	return 0;
 }
 
-int quota_check(const char *tenant, const struct tenant_quota *q, const struct tenant_usage *used, unsigned add_vcpus,
-                unsigned add_memory_mib, struct al_error *err)
+int tenant_quota_check(const char *tenant, const struct tenant_quota *q, const struct tenant_usage *used,
+                       unsigned add_vcpus, unsigned add_memory_mib, struct al_error *err)
 {
 	/* 64-bit sums: usage + request cannot wrap. */
 	if (q->max_sandboxes && (uint64_t)used->sandboxes + 1 > q->max_sandboxes)

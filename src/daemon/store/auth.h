@@ -151,8 +151,8 @@ int auth_quota_get(const char *tenant, struct tenant_quota *ret, struct al_error
 /* Pure: may tenant, using *used, create one more sandbox of add_vcpus and
  * add_memory_mib? 0 if so; else -EDQUOT with AL_ERR_QUOTA (429) and a message
  * naming the limit, the usage and what to do. */
-int quota_check(const char *tenant, const struct tenant_quota *q, const struct tenant_usage *used, unsigned add_vcpus,
-                unsigned add_memory_mib, struct al_error *err);
+int tenant_quota_check(const char *tenant, const struct tenant_quota *q, const struct tenant_usage *used,
+                       unsigned add_vcpus, unsigned add_memory_mib, struct al_error *err);
 
 /* {"name","quotas":{"max_sandboxes","max_vcpus","max_memory_mib"},
  *  "usage":{"sandboxes","vcpus","memory_mib"}}; usage NULL omits "usage". */
