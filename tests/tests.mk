@@ -17,6 +17,7 @@
 #                    airlockd's probe boots a guest on it; elsewhere a SKIP with
 #                    the probe's reason (the suites above run on TCG everywhere)
 #   make check-layers  the daemon's include rule (src/daemon/layers.mk)
+#   make check-functions  no function over 150 lines without a reason (scripts/func-lengths.py)
 #   make test        all of the above but test-kvm, after deps, all and images-all
 #   make bench       bench/* (figures, no assertions) into bench/results.md
 
@@ -293,6 +294,12 @@ kvm-pass: all images-all
 check-layers:
 	@/usr/bin/python3 scripts/check-layers.py
 
+# No C function of src/ over 150 lines unless the comment above it says why
+# ("long: ..."): scripts/func-lengths.py.
+.PHONY: check-functions
+check-functions:
+	@/usr/bin/python3 scripts/func-lengths.py
+
 # The include flags one layer's sources compile with: `make -s layer-cflags LAYER=store`.
 .PHONY: layer-cflags
 layer-cflags:
@@ -304,7 +311,7 @@ layer-cflags:
 test:
 	@$(MAKE) --no-print-directory deps
 	@$(MAKE) --no-print-directory all images-all
-	@$(MAKE) --no-print-directory build-clang format-check check-layers
+	@$(MAKE) --no-print-directory build-clang format-check check-layers check-functions
 	@$(MAKE) --no-print-directory unit
 	@$(MAKE) --no-print-directory test-fc
 	@$(MAKE) --no-print-directory fuzz-smoke

@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The daemon's include rule (src/daemon/layers.mk, CONTRIBUTING.md "Layers").
+"""The code rules make test checks: the daemon's include rule (src/daemon/layers.mk,
+CONTRIBUTING.md "Layers") and the length of functions (scripts/func-lengths.py).
 
 The tree as it is passes; a copy of src/daemon with one include across the rule
 fails, naming the file, the line and what the layer may use; and the build's
@@ -107,3 +108,28 @@ def test_build_include_paths_refuse_an_upward_include(tmp_path):
     assert r.returncode == 0, r.stderr
     r = subprocess.run(["cc", *flags, "-fsyntax-only", str(bad)], cwd=ROOT, capture_output=True, text=True)
     assert r.returncode != 0 and "sandbox.h" in r.stderr, r.stderr
+
+
+FUNC_LENGTHS = os.path.join(ROOT, "scripts", "func-lengths.py")
+
+
+def c_function(name, body_lines, comment=""):
+    body = "".join("\tx += %d;\n" % i for i in range(body_lines))
+    return "%sint %s(int x)\n{\n%s\treturn x;\n}\n" % (comment, name, body)
+
+
+def test_function_length_rule(tmp_path):
+    """scripts/func-lengths.py (make check-functions): over 150 lines fails,
+    naming the function; a `long:` reason above it lets it through."""
+    src = tmp_path / "x.c"
+    src.write_text(c_function("short_one", 100) + "\n" + c_function("long_one", 160))
+    r = subprocess.run([PY, FUNC_LENGTHS, str(src)], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1, r.stdout
+    assert "long_one" in r.stdout and "short_one" not in r.stdout, r.stdout
+    assert "1 over 150 lines without a reason" in r.stdout, r.stdout
+    src.write_text(c_function("long_one", 160, "/* long: one table of every case, read as one. */\n"))
+    r = subprocess.run([PY, FUNC_LENGTHS, str(src)], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stdout
+    assert "(long: reason given)" in r.stdout, r.stdout
+    r = subprocess.run([PY, FUNC_LENGTHS], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stdout
