@@ -170,6 +170,8 @@ struct daemon_options {
 
 static void usage(FILE *f)
 {
+	char backends[256];
+	vmm_backend_names(backends, sizeof(backends));
 	fprintf(f,
 	        "usage: airlockd [--socket PATH] [--state-dir DIR] [--image-dir DIR] [--boot-timeout-s N]\n"
 	        "                [--listen ADDR:PORT] [--max-file-bytes N] [--print-routes]\n"
@@ -182,7 +184,7 @@ static void usage(FILE *f)
 	        "                [--jail-uid-count N] [--cgroup-parent NAME] [--template-snapshots on|off]\n"
 	        "                [--api-max-connections N] [--api-max-connections-per-client N]\n"
 	        "                [--api-idle-timeout-s N] [--auth-failure-burst N] [--auth-failure-per-min N]\n"
-	        "                [--netns-pool N] [--backend auto|qemu|firecracker] [--print-backend]\n"
+	        "                [--netns-pool N] [--backend B] [--print-backend]\n"
 	        "                [--accel auto|kvm|tcg] [--cpu-model MODEL] [--accel-probe-timeout-s N]\n"
 	        "                [--check] [--config FILE]\n"
 	        "\n"
@@ -232,8 +234,9 @@ static void usage(FILE *f)
 	        "  --auth-failure-per-min N then N a minute, the rest summarized (default %d; 0 = one\n"
 	        "                       event per failure)\n"
 	        "  --netns-pool N       network namespaces made ahead for creates (default %d; 0 = none)\n"
-	        "  --backend B          the VMM: auto (default: firecracker when its binary is on PATH and\n"
-	        "                       /dev/kvm is usable, else qemu), qemu or firecracker (docs/kvm-host.md)\n"
+	        "  --backend B          the VMM: %s (docs/kvm-host.md); auto (the\n"
+	        "                       default) takes the first this host can run, those made for KVM\n"
+	        "                       first where /dev/kvm is usable\n"
 	        "  --print-backend      print the backend --backend selects on this host, and why, and exit\n"
 	        "  --accel A            QEMU's accelerator: auto (default: KVM once a guest has booted on it,\n"
 	        "                       else TCG), kvm (refuse to start unless a guest boots on KVM) or tcg\n"
@@ -250,7 +253,7 @@ static void usage(FILE *f)
 	        DEFAULT_MAX_CONCURRENT_STARTS, DEFAULT_WATCHDOG_S, DEFAULT_RATE_LIMIT_RPS, DEFAULT_RATE_LIMIT_BURST,
 	        JAIL_DEFAULT_UID_BASE, JAIL_DEFAULT_UID_COUNT, DEFAULT_API_MAX_CONNECTIONS,
 	        DEFAULT_API_MAX_CONNECTIONS_PER_CLIENT, DEFAULT_API_IDLE_TIMEOUT_S, DEFAULT_AUTH_FAILURE_BURST,
-	        DEFAULT_AUTH_FAILURE_PER_MIN, NETNS_POOL_DEFAULT, ACCEL_PROBE_TIMEOUT_S_DEFAULT);
+	        DEFAULT_AUTH_FAILURE_PER_MIN, NETNS_POOL_DEFAULT, backends, ACCEL_PROBE_TIMEOUT_S_DEFAULT);
 }
 
 static void options_init(struct daemon_options *o)

@@ -50,6 +50,14 @@ const char *vmm_backend_name(const struct vmm_backend *b)
 	return b ? b->ops->name : "auto";
 }
 
+void vmm_backend_names(char *buf, size_t size)
+{
+	snprintf(buf, size, "auto");
+	for (size_t i = 0; i < ARRAY_SIZE(backends); i++)
+		snprintf(buf + strlen(buf), size - strlen(buf), "%s%s", i + 1 == ARRAY_SIZE(backends) ? " or " : ", ",
+		         backends[i].ops->name);
+}
+
 int vmm_backend_parse(const char *s, const struct vmm_backend **ret, struct al_error *err)
 {
 	if (!strcmp(s, "auto")) {
@@ -61,11 +69,8 @@ int vmm_backend_parse(const char *s, const struct vmm_backend **ret, struct al_e
 			*ret = &backends[i];
 			return 0;
 		}
-	/* "auto, qemu or firecracker": every name the table has. */
-	char names[256] = "auto";
-	for (size_t i = 0; i < ARRAY_SIZE(backends); i++)
-		snprintf(names + strlen(names), sizeof(names) - strlen(names), "%s%s",
-		         i + 1 == ARRAY_SIZE(backends) ? " or " : ", ", backends[i].ops->name);
+	char names[256];
+	vmm_backend_names(names, sizeof(names));
 	return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "--backend is %s, not \"%s\"", names, s);
 }
 

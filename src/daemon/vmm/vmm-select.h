@@ -35,6 +35,8 @@ struct vmm_backend {
 /* The table: *ret its rows; returns how many. */
 size_t vmm_backends(const struct vmm_backend **ret);
 
+/* "auto, qemu or firecracker": --backend's values, from the table. */
+void vmm_backend_names(char *buf, size_t size);
 /* --backend's value: "auto" (*ret NULL) or a backend's name; -EINVAL with
  * err naming the choices otherwise. */
 int vmm_backend_parse(const char *s, const struct vmm_backend **ret, struct al_error *err);
