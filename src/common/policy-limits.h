@@ -23,4 +23,9 @@
  * (EGRESS_HTTP1_VALUE_MAX, 8064). */
 #define POLICY_SECRET_VALUE_MAX 7680
 
+/* What a sandbox holds in place of a secret: the prefix and 64 lower-case
+ * hex digits (airlockd makes them; the gateway finds and replaces them). */
+#define POLICY_PLACEHOLDER_PREFIX "airlock-ph-"
+#define POLICY_PLACEHOLDER_LEN (sizeof(POLICY_PLACEHOLDER_PREFIX) - 1 + 64)
+
 #endif

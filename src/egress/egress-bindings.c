@@ -86,8 +86,8 @@ static bool printable_ascii(const char *s, size_t len, size_t max)
 
 static bool placeholder_valid(const char *s, size_t len)
 {
-	const size_t plen = sizeof(EGRESS_PLACEHOLDER_PREFIX) - 1;
-	if (len != EGRESS_PLACEHOLDER_LEN || memcmp(s, EGRESS_PLACEHOLDER_PREFIX, plen) != 0)
+	const size_t plen = sizeof(POLICY_PLACEHOLDER_PREFIX) - 1;
+	if (len != POLICY_PLACEHOLDER_LEN || memcmp(s, POLICY_PLACEHOLDER_PREFIX, plen) != 0)
 		return false;
 	for (size_t i = plen; i < len; i++)
 		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
@@ -264,7 +264,7 @@ static int binding_parse(const json_t *in, struct egress_binding *b, struct al_e
 	const json_t *pj = json_object_get(in, "placeholder");
 	if (!json_is_string(pj) || !placeholder_valid(json_string_value(pj), json_string_length(pj)))
 		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
-		                    "\"placeholder\" must be \"" EGRESS_PLACEHOLDER_PREFIX "\" and 64 hex digits");
+		                    "\"placeholder\" must be \"" POLICY_PLACEHOLDER_PREFIX "\" and 64 hex digits");
 	b->placeholder = xstrdup(json_string_value(pj));
 	const json_t *vj = json_object_get(in, "value");
 	size_t value_len = json_string_length(vj);
@@ -276,9 +276,9 @@ static int binding_parse(const json_t *in, struct egress_binding *b, struct al_e
 		                    POLICY_SECRET_VALUE_MAX);
 	b->value_len = value_len;
 	/* It would be replaced again on the next request's pass. */
-	if (strstr(b->value, EGRESS_PLACEHOLDER_PREFIX))
+	if (strstr(b->value, POLICY_PLACEHOLDER_PREFIX))
 		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
-		                    "\"value\" must not contain \"" EGRESS_PLACEHOLDER_PREFIX "\"");
+		                    "\"value\" must not contain \"" POLICY_PLACEHOLDER_PREFIX "\"");
 	r = hosts_parse(json_object_get(in, "hosts"), b, err);
 	if (r == 0)
 		r = strv_parse(json_object_get(in, "paths"), EGRESS_BINDING_PATHS_MAX, path_prefix_valid, &b->paths,

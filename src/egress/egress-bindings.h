@@ -42,8 +42,7 @@
 #define EGRESS_BINDING_HEADER_MAX 64   /* a header name, bytes (egress-http1: EGRESS_HTTP1_FIELD_NAME_MAX) */
 #define EGRESS_BINDING_PATH_MAX 1024   /* one path prefix, bytes */
 #define EGRESS_BINDING_METHOD_MAX 32   /* one method, bytes */
-#define EGRESS_PLACEHOLDER_PREFIX "airlock-ph-"
-#define EGRESS_PLACEHOLDER_LEN (11 + 64) /* prefix + 64 lower-case hex digits */
+/* A placeholder: POLICY_PLACEHOLDER_PREFIX + 64 lower-case hex digits (policy-limits.h). */
 
 struct egress_binding {
 	char *secret;      /* its name (printable ASCII), for events */

@@ -458,7 +458,7 @@ static void test_bindings_limits(void **state)
 	(void)state;
 	cleanup_json json_t *arr = json_array();
 	for (int i = 0; i <= EGRESS_BINDINGS_MAX; i++) {
-		char ph[EGRESS_PLACEHOLDER_LEN + 1];
+		char ph[POLICY_PLACEHOLDER_LEN + 1];
 		snprintf(ph, sizeof(ph), "airlock-ph-%064x", i);
 		json_array_append_new(
 		    arr, json_pack("{sssssss[s]}", "secret", "s", "placeholder", ph, "value", "v", "hosts", "a.test"));

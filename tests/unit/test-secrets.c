@@ -576,9 +576,9 @@ static void test_bindings(void **state)
 		p[2 + i] = json_string_value(json_object_get(json_array_get(j2, i), "placeholder"));
 	}
 	for (size_t i = 0; i < 4; i++) {
-		assert_int_equal(strlen(p[i]), SECRET_PLACEHOLDER_LEN);
+		assert_int_equal(strlen(p[i]), POLICY_PLACEHOLDER_LEN);
 		assert_int_equal(strncmp(p[i], "airlock-ph-", 11), 0);
-		for (size_t k = 11; k < SECRET_PLACEHOLDER_LEN; k++)
+		for (size_t k = 11; k < POLICY_PLACEHOLDER_LEN; k++)
 			assert_non_null(strchr("0123456789abcdef", p[i][k]));
 		for (size_t k = 0; k < i; k++)
 			assert_string_not_equal(p[i], p[k]);

@@ -487,10 +487,10 @@ int secret_bindings_grant(const char *tenant, const struct kv_list *grants, char
 		/* SECURITY: placeholders come from the kernel CSPRNG: 256 bits that
 		 * the guest cannot guess, new for every sandbox and secret. */
 		uint8_t raw[32];
-		char placeholder[SECRET_PLACEHOLDER_LEN + 1], hex[65];
+		char placeholder[POLICY_PLACEHOLDER_LEN + 1], hex[65];
 		random_bytes(raw, sizeof(raw));
 		hex_encode(raw, sizeof(raw), hex);
-		snprintf(placeholder, sizeof(placeholder), SECRET_PLACEHOLDER_PREFIX "%s", hex);
+		snprintf(placeholder, sizeof(placeholder), POLICY_PLACEHOLDER_PREFIX "%s", hex);
 		json_array_append_new(arr, json_pack("{s:s, s:s, s:s, s:s}", "env", grants->keys[i], "secret",
 		                                     info.name, "secret_id", info.id, "placeholder", placeholder));
 		secret_info_release(&info);

@@ -49,9 +49,8 @@ struct store;
 #define SECRET_BODY_MAX (256u * 1024u) /* POST /v1/secrets */
 #define SECRET_FORMAT_VALUE "{value}"
 
-/* Placeholders: "airlock-ph-" + 64 hex digits of 32 bytes from getrandom. */
-#define SECRET_PLACEHOLDER_PREFIX "airlock-ph-"
-#define SECRET_PLACEHOLDER_LEN (sizeof(SECRET_PLACEHOLDER_PREFIX) - 1 + 64)
+/* Placeholders: POLICY_PLACEHOLDER_PREFIX + 64 hex digits of 32 bytes from
+ * getrandom (policy-limits.h, the gateway's contract). */
 
 /* ------------------------------------------------------------ crypto (pure) */
 
