@@ -27,5 +27,7 @@
  * hex digits (airlockd makes them; the gateway finds and replaces them). */
 #define POLICY_PLACEHOLDER_PREFIX "airlock-ph-"
 #define POLICY_PLACEHOLDER_LEN (sizeof(POLICY_PLACEHOLDER_PREFIX) - 1 + 64)
+/* Where a header binding's format puts the value ("Bearer {value}"). */
+#define POLICY_FORMAT_VALUE "{value}"
 
 #endif

@@ -97,7 +97,7 @@ static bool placeholder_valid(const char *s, size_t len)
 
 static const char *format_value_at(const char *format)
 {
-	return strstr(format, "{value}");
+	return strstr(format, POLICY_FORMAT_VALUE);
 }
 
 /* A path prefix: "/" and visible ASCII. One that a safe path could never
@@ -234,14 +234,16 @@ static int header_parse(const json_t *in, struct egress_binding *b, struct al_er
 		                    "\"header\" %s frames or routes the request and cannot be set", shown);
 	}
 	b->header = xstrdup(h);
-	const char *f = fj && !json_is_null(fj) ? json_string_value(fj) : "{value}";
+	const char *f = fj && !json_is_null(fj) ? json_string_value(fj) : POLICY_FORMAT_VALUE;
 	size_t flen = f ? (fj && !json_is_null(fj) ? json_string_length(fj) : strlen(f)) : 0;
 	const char *at = f ? format_value_at(f) : NULL;
-	if (!at || strstr(at + 1, "{value}") || !(b->format = field_text_dup(f, flen, EGRESS_BINDING_FORMAT_MAX)))
-		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
-		                    "\"format\" must be null or a header value of at most %d bytes with \"{value}\" "
-		                    "exactly once",
-		                    EGRESS_BINDING_FORMAT_MAX);
+	if (!at || strstr(at + 1, POLICY_FORMAT_VALUE) ||
+	    !(b->format = field_text_dup(f, flen, EGRESS_BINDING_FORMAT_MAX)))
+		return al_error_set(
+		    err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+		    "\"format\" must be null or a header value of at most %d bytes with \"" POLICY_FORMAT_VALUE "\" "
+		    "exactly once",
+		    EGRESS_BINDING_FORMAT_MAX);
 	return 0;
 }
 

@@ -503,13 +503,14 @@ static void plan_event(struct plan *pl, const struct egress_binding *b, const ch
 /* format with "{value}" replaced by the value: a new buffer (a secret). */
 static char *format_value(const struct egress_binding *b, size_t *ret_len)
 {
-	const char *at = strstr(b->format, "{value}");
-	size_t pre = (size_t)(at - b->format), post = strlen(at + 7);
+	const size_t mark = sizeof(POLICY_FORMAT_VALUE) - 1;
+	const char *at = strstr(b->format, POLICY_FORMAT_VALUE);
+	size_t pre = (size_t)(at - b->format), post = strlen(at + mark);
 	size_t len = pre + b->value_len + post;
 	char *v = xmalloc(len + 1);
 	memcpy(v, b->format, pre);
 	memcpy(v + pre, b->value, b->value_len);
-	memcpy(v + pre + b->value_len, at + 7, post + 1);
+	memcpy(v + pre + b->value_len, at + mark, post + 1);
 	*ret_len = len;
 	return v;
 }

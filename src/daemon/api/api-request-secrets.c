@@ -156,23 +156,23 @@ static int parse_header_format(json_t *j, json_t *spec, struct al_error *err)
 	if (f) {
 		const char *fmt = f;
 		size_t len = strlen(f);
-		const char *first = strstr(fmt, SECRET_FORMAT_VALUE);
+		const char *first = strstr(fmt, POLICY_FORMAT_VALUE);
 		if (!h)
 			return al_error_set(
 			    err, AL_ERR_INVALID_ARGUMENT, EINVAL,
 			    "format: needs header (without a header the placeholder is replaced where it "
 			    "appears in request headers)");
 		if (len > SECRET_FORMAT_MAX || !header_text_valid(fmt, len) || !first ||
-		    strstr(first + 1, SECRET_FORMAT_VALUE) || edge_space(fmt, len))
+		    strstr(first + 1, POLICY_FORMAT_VALUE) || edge_space(fmt, len))
 			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
 			                    "format: at most %d characters without control characters or spaces at "
 			                    "either end, with "
-			                    "\"" SECRET_FORMAT_VALUE
-			                    "\" exactly once (e.g. \"Bearer " SECRET_FORMAT_VALUE "\")",
+			                    "\"" POLICY_FORMAT_VALUE
+			                    "\" exactly once (e.g. \"Bearer " POLICY_FORMAT_VALUE "\")",
 			                    SECRET_FORMAT_MAX);
 	}
 	json_object_set_new(spec, "header", h ? json_string(h) : json_null());
-	json_object_set_new(spec, "format", f ? json_string(f) : h ? json_string(SECRET_FORMAT_VALUE) : json_null());
+	json_object_set_new(spec, "format", f ? json_string(f) : h ? json_string(POLICY_FORMAT_VALUE) : json_null());
 	return 0;
 }
 

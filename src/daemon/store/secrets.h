@@ -47,7 +47,6 @@ struct store;
 #define SECRET_HEADER_MAX 64
 #define SECRET_FORMAT_MAX 256
 #define SECRET_BODY_MAX (256u * 1024u) /* POST /v1/secrets */
-#define SECRET_FORMAT_VALUE "{value}"
 
 /* Placeholders: POLICY_PLACEHOLDER_PREFIX + 64 hex digits of 32 bytes from
  * getrandom (policy-limits.h, the gateway's contract). */
