@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Creating a sandbox (and restoring a snapshot into a new one): the
  * host-wide limits, the start slots (their own lock), the record, its
- * registration within the tenant's quota (under registry_lock), the boot
+ * registration within the tenant's quota (under sb_registry_lock), the boot
  * (under the new sandbox's op_lock). */
 #include <fcntl.h>
 #include <sys/stat.h>

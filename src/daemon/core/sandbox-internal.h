@@ -6,7 +6,7 @@
  *
  * Locks: a sandbox's op_lock (one lifecycle operation at a time: boot,
  * delete, pause, snapshot, recover) is taken before its lock (its record
- * and runtime fields); registry_lock (the list and every refs count) before
+ * and runtime fields); sb_registry_lock (the list and every refs count) before
  * any sandbox's lock, never the other way round, so sandbox_unref is never
  * called with sb->lock held. Each helper's comment says which
  * lock it wants held; *_locked ones want sb->lock. */
@@ -22,8 +22,8 @@
 #include "snapshot.h"
 
 struct sandbox {
-	struct sandbox *next;    /* registry list, under registry_lock */
-	int refs;                /* under registry_lock */
+	struct sandbox *next;    /* registry list, under sb_registry_lock */
+	int refs;                /* under sb_registry_lock */
 	pthread_mutex_t op_lock; /* one lifecycle operation (boot, delete) at a time */
 	pthread_mutex_t lock;    /* rec and the runtime fields below */
 	struct sandbox_record rec;
@@ -87,7 +87,7 @@ struct images {
 
 /* The daemon's configuration, set once by sandboxes_init. */
 extern const struct daemon_config *sb_cfg;
-/* The live sandboxes: a list, each holding a reference; under registry_lock. */
+/* The live sandboxes: a list, each holding a reference; under sb_registry_lock. */
 extern pthread_mutex_t sb_registry_lock;
 extern struct sandbox *sb_registry;
 

@@ -2,7 +2,7 @@
 /* The daemon's threads over every sandbox: the reaper (timeouts,
  * reclaiming what a sandbox in error still holds) and the watchdog (kills a
  * VMM or agent that stopped answering). Both take a snapshot of the
- * registry under registry_lock and act without it; each sandbox is acted
+ * registry under sb_registry_lock and act without it; each sandbox is acted
  * on under its op_lock, tried, never waited for. */
 #include <inttypes.h>
 

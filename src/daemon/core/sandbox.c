@@ -2,7 +2,7 @@
 /* Sandboxes: the registry of live ones, their records and state changes,
  * and the operations on a live sandbox (look-up, get, delete, pause,
  * resume). The other concerns are in sandbox-*.c; what they share is in
- * sandbox-internal.h, with the lock rules: registry_lock guards the list
+ * sandbox-internal.h, with the lock rules: sb_registry_lock guards the list
  * and every refs count, sb->lock a sandbox's record and runtime fields,
  * sb->op_lock one lifecycle operation at a time. */
 #include "sandbox.h"
