@@ -18,9 +18,6 @@ int policy_ceiling_add_net(struct policy_ceiling *c, const char *text, size_t le
 {
 	struct policy_rule rule;
 	struct al_error e = {0};
-	if (c->n_nets == POLICY_CEILING_NETS_MAX)
-		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, E2BIG, "at most %d networks",
-		                    POLICY_CEILING_NETS_MAX);
 	int r = policy_rule_parse(text, len, &rule, &e);
 	if (r == 0 && rule.kind == POLICY_RULE_EXACT && rule.host.kind != POLICY_HOST_NAME) {
 		rule.kind = POLICY_RULE_CIDR;
@@ -33,6 +30,15 @@ int policy_ceiling_add_net(struct policy_ceiling *c, const char *text, size_t le
 	if (r < 0)
 		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "\"%.*s\": %s", (int)MIN(len, 100), text,
 		                    e.message);
+	/* The gateway is handed airlockd's ceiling and its --public-cidr
+	 * networks, which are in it already: one entry each. */
+	for (size_t i = 0; i < c->n_nets; i++) {
+		if (c->nets[i].prefix_len == rule.prefix_len && policy_addr_equal(&c->nets[i].net, &rule.net))
+			return 0;
+	}
+	if (c->n_nets == POLICY_CEILING_NETS_MAX)
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, E2BIG, "at most %d networks",
+		                    POLICY_CEILING_NETS_MAX);
 	c->nets[c->n_nets++] = rule;
 	return 0;
 }

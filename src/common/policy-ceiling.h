@@ -28,7 +28,8 @@ struct policy_ceiling {
 	bool metadata; /* the metadata addresses and names may be named */
 };
 
-/* Adds a network ("10.20.0.0/16", "192.0.2.7"), or -EINVAL/-E2BIG with a message. */
+/* Adds a network ("10.20.0.0/16", "192.0.2.7"; one already there is not
+ * added twice), or -EINVAL/-E2BIG with a message. */
 int policy_ceiling_add_net(struct policy_ceiling *c, const char *text, size_t len, struct al_error *err);
 
 /* Is the address within the ceiling (public, or in one of its networks;

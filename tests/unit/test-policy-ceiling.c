@@ -126,6 +126,8 @@ static void test_operator_nets(void **state)
 	add(&c, "192.0.2.0/24");
 	add(&c, "169.254.0.0/16");
 	add(&c, "fd12::/16");
+	add(&c, "10.20.0.0/16"); /* a repeat is kept once */
+	assert_int_equal(c.n_nets, 4);
 	static const struct rule_case cases[] = {
 	    {"10.20.1.2", true},
 	    {"10.20.1.2:5432", true},
