@@ -66,7 +66,8 @@ UNIT_LIBS_secrets := -lsqlite3 -ljansson -lcrypto -lpthread
 UNIT_SRC_secrets-ca := src/daemon/store/ca.c
 UNIT_LIBS_secrets-ca := -lcrypto -lpthread
 # The egress gateway's parsers of guest input. (test-policy-host and
-# test-policy-addr, the policy grammar of src/common, need nothing more.)
+# test-policy-addr, the policy grammar of src/common, and test-policy-ceiling,
+# the operator's network ceiling (issue 17), need nothing more.)
 UNIT_SRC_egress-tls := src/egress/egress-tls.c
 UNIT_SRC_egress-http := src/egress/egress-http.c
 UNIT_SRC_egress-http1 := src/egress/egress-http1.c

@@ -182,6 +182,94 @@ bool policy_addr_is_forbidden(const struct policy_addr *a, bool explicitly_allow
 	}
 }
 
+/* Do two networks overlap (the shorter prefix's bits equal)? */
+static bool v4_overlap(uint32_t a, unsigned alen, uint32_t b, unsigned blen)
+{
+	return v4_in(a, b, MIN(alen, blen));
+}
+
+bool policy_addr_range_is_public(const struct policy_addr *net, unsigned prefix_len)
+{
+	if (net->family == AF_INET) {
+		uint32_t a = ntohl(net->v4.s_addr);
+		for (size_t i = 0; i < ARRAY_SIZE(v4_table); i++) {
+			if (v4_overlap(a, prefix_len, v4_table[i].base, v4_table[i].prefix_len))
+				return false;
+		}
+		return prefix_len <= 32;
+	}
+	if (net->family != AF_INET6 || prefix_len > 128)
+		return false;
+	/* SECURITY: inside 2000::/3 (the table's public entry), and overlapping
+	 * none of the entries before it, which are all non-public. */
+	const uint8_t *b = net->v6.s6_addr;
+	for (size_t i = 0; i < ARRAY_SIZE(v6_table); i++) {
+		const struct v6_range *t = &v6_table[i];
+		if (t->cls == POLICY_ADDR_PUBLIC)
+			return prefix_len >= t->prefix_len && bits_equal(b, t->prefix, t->prefix_len);
+		if (bits_equal(b, t->prefix, MIN(prefix_len, t->prefix_len)))
+			return false;
+	}
+	return false;
+}
+
+/* Is there an address in net/prefix_len whose bits [0, fixed_len) are
+ * fixed[] and whose bits [v4_at_bit, +32) are v4 (inverted when invert)? */
+static bool v6_range_holds(const uint8_t *net, unsigned prefix_len, const uint8_t *fixed, unsigned fixed_len,
+                           unsigned v4_at_bit, uint32_t v4, bool invert)
+{
+	uint8_t cand[16];
+	memcpy(cand, net, sizeof(cand));
+	for (unsigned bit = 0; bit < fixed_len; bit++) {
+		uint8_t m = (uint8_t)(0x80u >> (bit % 8));
+		cand[bit / 8] = (uint8_t)((cand[bit / 8] & ~m) | (fixed[bit / 8] & m));
+	}
+	uint32_t v = invert ? ~v4 : v4;
+	for (unsigned i = 0; i < 32; i++) {
+		unsigned bit = v4_at_bit + i;
+		uint8_t m = (uint8_t)(0x80u >> (bit % 8));
+		uint8_t on = (v >> (31 - i)) & 1u ? m : 0;
+		cand[bit / 8] = (uint8_t)((cand[bit / 8] & ~m) | on);
+	}
+	return bits_equal(cand, net, prefix_len);
+}
+
+bool policy_addr_range_has_metadata(const struct policy_addr *net, unsigned prefix_len)
+{
+	if (net->family == AF_INET) {
+		uint32_t a = ntohl(net->v4.s_addr);
+		for (size_t i = 0; i < ARRAY_SIZE(v4_table); i++) {
+			if (v4_table[i].cls == POLICY_ADDR_METADATA &&
+			    v4_overlap(a, prefix_len, v4_table[i].base, v4_table[i].prefix_len))
+				return true;
+		}
+		return false;
+	}
+	if (net->family != AF_INET6)
+		return true; /* fail closed */
+	const uint8_t *b = net->v6.s6_addr;
+	for (size_t i = 0; i < ARRAY_SIZE(v6_table); i++) {
+		const struct v6_range *t = &v6_table[i];
+		if (t->cls == POLICY_ADDR_METADATA && bits_equal(b, t->prefix, MIN(prefix_len, t->prefix_len)))
+			return true;
+		if (t->embed == POLICY_EMBED_NONE)
+			continue;
+		unsigned at = t->embed == POLICY_EMBED_6TO4 ? 16 : 96;
+		for (size_t k = 0; k < ARRAY_SIZE(v4_table); k++) {
+			if (v4_table[k].cls == POLICY_ADDR_METADATA &&
+			    v6_range_holds(b, prefix_len, t->prefix, t->prefix_len, at, v4_table[k].base,
+			                   t->embed == POLICY_EMBED_TEREDO))
+				return true;
+		}
+	}
+	return false;
+}
+
+bool policy_addr_is_metadata(const struct policy_addr *a)
+{
+	return policy_addr_range_has_metadata(a, a->family == AF_INET ? 32 : 128);
+}
+
 bool policy_addr_equal(const struct policy_addr *a, const struct policy_addr *b)
 {
 	if (a->family != b->family)

@@ -77,6 +77,17 @@ bool policy_addr_equal(const struct policy_addr *a, const struct policy_addr *b)
 /* Is a in the network net/prefix_len (same family, the first prefix_len bits
  * equal)? */
 bool policy_addr_in_net(const struct policy_addr *a, const struct policy_addr *net, unsigned prefix_len);
+/* Is every address of the network net/prefix_len public by the tables
+ * above (no overlap with a non-public class; IPv6 inside 2000::/3)? "/0"
+ * never is. */
+bool policy_addr_range_is_public(const struct policy_addr *net, unsigned prefix_len);
+/* Does the network net/prefix_len hold a metadata address, in its own
+ * family or embedded in an IPv6 form (::ffff:169.254.169.254, 6to4,
+ * Teredo, NAT64)? */
+bool policy_addr_range_has_metadata(const struct policy_addr *net, unsigned prefix_len);
+/* Is the address a metadata address, itself or embedded? */
+bool policy_addr_is_metadata(const struct policy_addr *a);
+
 /* "203.0.113.7:443" / "[2001:db8::1]:443" (port 0: no port, no brackets). */
 void policy_addr_format(const struct policy_addr *a, uint16_t port, char *buf, size_t size);
 

@@ -84,7 +84,11 @@ const char *egress_addr_refusal(const struct policy_addr *a)
 bool egress_addr_dialable(const struct egress_runtime *rt, const struct egress_policy *p,
                           const struct policy_addr *addr, uint16_t port)
 {
-	bool explicit_ok = egress_policy_addr_explicit(p, addr, port);
+	/* SECURITY: defense in depth (issue 17): airlockd refuses a policy
+	 * outside the operator's ceiling; should one get here anyway, its rule
+	 * still opens no address outside the ceiling. */
+	bool explicit_ok =
+	    egress_policy_addr_explicit(p, addr, port) && policy_ceiling_allows_addr(&rt->opt.ceiling, addr);
 	for (size_t i = 0; !explicit_ok && i < rt->opt.n_public_cidrs; i++)
 		explicit_ok = policy_rule_match_addr(&rt->opt.public_cidrs[i], addr, POLICY_PORT_HTTP);
 	if (policy_addr_is_forbidden(addr, explicit_ok))

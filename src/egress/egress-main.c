@@ -108,6 +108,9 @@ static void usage(FILE *out)
 	        "  --max-connections-per-sandbox N   open connections per sandbox (default 256)\n"
 	        "  --public-cidr CIDR                dial addresses in CIDR as if public (test\n"
 	        "                                    networks; repeatable, at most %d)\n"
+	        "  --ceiling-cidr CIDR               a network an explicit rule may open although\n"
+	        "                                    not public (the operator's ceiling; repeatable)\n"
+	        "  --ceiling-metadata                rules may open the metadata addresses\n"
 	        "  --log-level LEVEL                 error, warn, info (default) or debug\n"
 	        "\n"
 	        "Logs go to stderr, one line per event. Exits when the control socket closes.\n",
@@ -124,6 +127,8 @@ enum {
 	OPT_MAX_CONNECTIONS,
 	OPT_MAX_CONNECTIONS_PER_SANDBOX,
 	OPT_PUBLIC_CIDR,
+	OPT_CEILING_CIDR,
+	OPT_CEILING_METADATA,
 	OPT_LOG_LEVEL,
 	OPT_HELP,
 	OPT_VERSION,
@@ -139,6 +144,8 @@ static const struct option long_options[] = {
     {"max-connections", required_argument, NULL, OPT_MAX_CONNECTIONS},
     {"max-connections-per-sandbox", required_argument, NULL, OPT_MAX_CONNECTIONS_PER_SANDBOX},
     {"public-cidr", required_argument, NULL, OPT_PUBLIC_CIDR},
+    {"ceiling-cidr", required_argument, NULL, OPT_CEILING_CIDR},
+    {"ceiling-metadata", no_argument, NULL, OPT_CEILING_METADATA},
     {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
     {"help", no_argument, NULL, OPT_HELP},
     {"version", no_argument, NULL, OPT_VERSION},
@@ -295,8 +302,17 @@ static int parse_options(int argc, char **argv, struct egress_options *o, struct
 				return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "--public-cidr %.100s: %s",
 				                    optarg, e.message);
 			o->public_cidrs[o->n_public_cidrs++] = rule;
+			/* Dialled as if public: inside the ceiling too. */
+			r = policy_ceiling_add_net(&o->ceiling, optarg, strlen(optarg), err);
 			break;
 		}
+		case OPT_CEILING_CIDR:
+			if ((r = policy_ceiling_add_net(&o->ceiling, optarg, strlen(optarg), err)) < 0)
+				al_error_prefix(err, "--ceiling-cidr");
+			break;
+		case OPT_CEILING_METADATA:
+			o->ceiling.metadata = true;
+			break;
 		case OPT_LOG_LEVEL: {
 			bool found = false;
 			for (size_t i = 0; i < ARRAY_SIZE(level_names); i++)

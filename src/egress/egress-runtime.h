@@ -45,6 +45,7 @@
 #include <openssl/ssl.h>
 
 #include "egress-bindings.h"
+#include "policy-ceiling.h"
 #include "egress-ca.h"
 #include "egress-dns.h"
 #include "egress-policy.h"
@@ -96,6 +97,9 @@ struct egress_options {
 	 * from the documentation ranges); CIDR rules without a port. */
 	struct policy_rule public_cidrs[EGRESS_PUBLIC_CIDRS_MAX];
 	size_t n_public_cidrs;
+	/* --ceiling-cidr/--ceiling-metadata (and the --public-cidr networks):
+	 * the operator's ceiling, which bounds what an explicit rule opens. */
+	struct policy_ceiling ceiling;
 };
 
 /* ------------------------------------------------------------ sandboxes */
@@ -473,7 +477,8 @@ void egress_dnsd_udp_ready(struct egress_runtime *rt, struct egress_sandbox *sb)
 void egress_dnsd_tcp_accept(struct egress_runtime *rt, struct egress_sandbox *sb);
 
 /* May the gateway dial this address for this policy and port (0: any)? Not
- * forbidden, or named by an allow rule, or in a --public-cidr network. */
+ * forbidden, or named by an allow rule within the operator's ceiling, or in a
+ * --public-cidr network. */
 /* Is the address one of the gateway host's own? (Never dialled.) */
 bool egress_addr_is_local(const struct policy_addr *a);
 /* Why an address is not dialable, for events: its class, or "the gateway

@@ -646,6 +646,51 @@ def test_allowed_name_with_a_private_address_is_refused(world):
     assert not [e for e in world.internet.entries("http") if e[0] == PRIVATE_IP]
 
 
+def test_an_explicit_rule_outside_the_ceiling_is_not_dialled(world):
+    # SECURITY (issue 17, defense in depth): airlockd refuses a policy whose
+    # rule names a network outside the operator's ceiling; should one reach
+    # the gateway anyway (here sent straight to it), the rule still opens
+    # nothing outside --ceiling-cidr (this gateway has none: public only).
+    ctl, internet = world.ctl, world.internet
+    new = {"allow": POLICY["allow"] + [f"{PRIVATE_IP}:7000", "10.0.0.0/8"], "deny": POLICY["deny"]}
+    assert ctl.request({"op": "policy", "sandbox": SANDBOX, "policy": new})["op"] == "ack"
+    try:
+        assert_closed_at_once(PRIVATE_IP, 7000, b"ping")
+        d = ctl.wait_event("network.deny", dst=f"{PRIVATE_IP}:7000")["data"]
+        assert d["addr"] is None, d
+        resp = http_get(PRIVATE_IP, PRIVATE_IP)
+        assert resp.startswith(b"HTTP/1.1 403"), resp
+    finally:
+        assert ctl.request({"op": "policy", "sandbox": SANDBOX, "policy": POLICY})["op"] == "ack"
+    assert not [e for kind in ("http", "echo") for e in internet.entries(kind) if e[0] == PRIVATE_IP]
+
+
+def test_an_explicit_rule_inside_the_ceiling_is_dialled():
+    """The same kind of rule with --ceiling-cidr 10.1.2.0/24: dialled (a
+    world of its own, "aec-", so that the module's gateway keeps its flags)."""
+    log = os.path.join(eh.BUILD, "test-egress-standalone-ceiling.log")
+    cli, sbx, egr, net = names = eh.prepare_world("aec-", (DNS_IP, PRIVATE_IP), log)
+    internet = Internet()
+    proc = None
+    try:
+        internet.serve_tcp(PRIVATE_IP, 7000, internet.echo, ns=net)
+        proc, ctl = eh.start_egress(["ip", "netns", "exec", egr],
+                                    [*eh.WORLD_EGRESS_ARGS, "--ceiling-cidr", "10.1.2.0/24"], log)
+        assert eh.add_sandbox(ctl, sbx, "sb-ceiling", {"allow": [f"{PRIVATE_IP}:7000"]})["op"] == "ack"
+        with eh.socket_in(cli) as s:
+            s.settimeout(TIMEOUT)
+            s.connect((PRIVATE_IP, 7000))
+            s.sendall(b"ping")
+            assert s.recv(100) == b"ping"
+        ctl.wait_event("network.allow", dst=f"{PRIVATE_IP}:7000")
+    finally:
+        if proc:
+            proc.kill()
+            proc.wait()
+        internet.close()
+        eh.delete_namespaces(*names)
+
+
 def test_the_gateways_own_address_is_never_dialled(world):
     # SECURITY: an address of the gateway's own namespace reaches the host's
     # services, not the internet: refused even though --public-cidr covers it

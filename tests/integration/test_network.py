@@ -259,7 +259,10 @@ def test_metadata_host_and_other_sandboxes_unreachable(api, netd, sbx, fakenet):
         sh(api, other["id"], "cd /tmp && (python3 -m http.server 8080 >/tmp/srv.log 2>&1 &) ; sleep 1")
         rc, status, _ = curl(api, sbx, "http://10.0.2.15:8080/")
         assert status != 200
-        set_policy(api, sbx, allow=["10.0.2.0/24:8080"])  # even when a rule names the address
+        # A rule naming the address is outside the operator's network
+        # ceiling (issue 17): refused, and the address stays unreachable.
+        r = api.request("PUT", f"/v1/sandboxes/{sbx}/network", body={"allow": ["10.0.2.0/24:8080"]})
+        assert r.status == 403 and "ceiling" in r.json["error"]["message"], r
         rc, status, _ = curl(api, sbx, "--max-time 5 http://10.0.2.15:8080/")
         assert status != 200
         _, log, _ = sh(api, other["id"], "cat /tmp/srv.log")

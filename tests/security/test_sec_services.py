@@ -175,7 +175,9 @@ def test_another_sandbox_is_out_of_reach(api, attacker, peer, watch):
         assert token not in su.peer_got(api, peer)
 
     with attempt("services", "peer-by-ip-rule", "a policy rule naming 10.0.2.0/24:8080, then connect to 10.0.2.15:8080 via the gateway"):
-        su.set_policy(api, sid, allow=["10.0.2.0/24:8080", "10.0.2.15:8080"])
+        # Outside the operator's network ceiling (issue 17): refused.
+        r = api.request("PUT", f"/v1/sandboxes/{sid}/network", body={"allow": ["10.0.2.0/24:8080", "10.0.2.15:8080"]})
+        assert r.status == 403, r
         m = watch.mark()
         su.probe_many(api, sid, [["tcp", ip, 8080, su.b64(token + "-2\n"), "0.5"]
                                  for ip in ("10.0.2.15", "10.0.2.3", "10.0.2.255")])

@@ -11,6 +11,7 @@
 #include <jansson.h>
 
 #include "api-request.h"
+#include "network-policy.h"
 #include "util.h"
 
 /* ------------------------------------------------------------ helpers */
@@ -332,10 +333,22 @@ static void test_create_unknown_field(void **state)
 
 /* ------------------------------------------------------------ exec */
 
+/* The operator's ceiling (issue 17) as the tests' fake internet has it: the
+ * documentation ranges count as public. */
+static void ceiling_set_test_nets(void)
+{
+	static const char *const nets[] = {"203.0.113.0/24", "2001:db8::/32"};
+	struct policy_ceiling c;
+	struct al_error err = {0};
+	assert_int_equal(network_ceiling_parse(NULL, nets, ARRAY_SIZE(nets), &c, &err), 0);
+	network_policy_set_ceiling(&c);
+}
+
 static void test_create_network(void **state)
 {
 	(void)state;
 	struct create_request r;
+	ceiling_set_test_nets();
 	create_ok(body_str("{}"), 0, &r);
 	assert_null(r.network_json); /* absent: the daemon's default applies */
 	create_request_release(&r);
@@ -390,6 +403,26 @@ static void test_create_network(void **state)
 	for (int i = 0; i < 513; i++)
 		json_array_append_new(many, json_sprintf("h%d.example.com", i));
 	create_bad(create_with("network", json_pack("{s:o}", "allow", many)), 0, "512");
+
+	/* Outside the ceiling: 403, naming the rule and the ceiling. */
+	static const char *const outside[] = {
+	    "{\"allow\":[\"169.254.169.254\"]}",
+	    "{\"allow\":[\"0.0.0.0/0:22\"]}",
+	    "{\"allow\":[\"10.0.0.0/8\"]}",
+	    "{\"allow\":[\"a.b\",\"metadata.google.internal\"]}",
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(outside); i++) {
+		struct al_error err = {0};
+		struct body b = create_with("network", json_loads(outside[i], 0, NULL));
+		assert_true(create_request_parse(b.data, b.len, 0, &r, &err) < 0);
+		assert_int_equal(err.code, AL_ERR_FORBIDDEN);
+		assert_non_null(strstr(err.message, "outside the operator's network ceiling (public addresses, "
+		                                    "203.0.113.0/24, 2001:db8::/32)"));
+		free(b.data);
+	}
+	/* Deny rules open nothing: never checked. */
+	create_ok(body_str("{\"network\":{\"deny\":[\"10.0.0.0/8\",\"169.254.169.254\"]}}"), 0, &r);
+	create_request_release(&r);
 }
 
 static void test_exec_defaults(void **state)

@@ -120,6 +120,7 @@ static const struct option daemon_opts[] = {
     {"egress-ca", required_argument, NULL, 'C'},
     {"network-policy", required_argument, NULL, 'N'},
     {"egress-public-cidr", required_argument, NULL, 'P'},
+    {"network-ceiling", required_argument, NULL, 'G'},
     {"max-vcpus", required_argument, NULL, OPT_MAX_VCPUS},
     {"max-memory-mib", required_argument, NULL, OPT_MAX_MEMORY},
     {"max-disk-mib", required_argument, NULL, OPT_MAX_DISK},
@@ -156,7 +157,7 @@ static const struct option daemon_opts[] = {
 struct daemon_options {
 	const char *socket_path, *state_dir, *image_dir, *listen_addr;
 	uint64_t max_file_bytes;
-	const char *egress_bin, *resolver, *egress_ca, *network_policy_file;
+	const char *egress_bin, *resolver, *egress_ca, *network_policy_file, *network_ceiling_file;
 	const char *jailer_bin, *seccomp_profile, *cgroup_parent;
 	bool template_snapshots;
 	const char *public_cidrs[EGRESS_PUBLIC_CIDRS_MAX];
@@ -176,7 +177,8 @@ static void usage(FILE *f)
 	        "usage: airlockd [--socket PATH] [--state-dir DIR] [--image-dir DIR] [--boot-timeout-s N]\n"
 	        "                [--listen ADDR:PORT] [--max-file-bytes N] [--print-routes]\n"
 	        "                [--egress-bin PATH] [--resolver IP:PORT] [--egress-ca FILE]\n"
-	        "                [--network-policy FILE] [--egress-public-cidr CIDR]...\n"
+	        "                [--network-policy FILE] [--network-ceiling FILE]\n"
+	        "                [--egress-public-cidr CIDR]...\n"
 	        "                [--max-vcpus N] [--max-memory-mib N] [--max-disk-mib N]\n"
 	        "                [--max-concurrent-starts N] [--start-queue-timeout-s N] [--watchdog-s N]\n"
 	        "                [--rate-limit-rps N] [--rate-limit-burst N]\n"
@@ -201,6 +203,8 @@ static void usage(FILE *f)
 	        "  --egress-ca FILE     extra CA certificates the gateway trusts upstream\n"
 	        "  --network-policy FILE  egress policy of sandboxes created without one,\n"
 	        "                       {\"allow\": [...], \"deny\": [...]} (default: deny everything)\n"
+	        "  --network-ceiling FILE  what policies may name beyond public addresses,\n"
+	        "                       {\"allow\": [CIDR...], \"metadata\": false} (default: public only)\n"
 	        "  --egress-public-cidr CIDR  a network the gateway may dial although it is not public\n"
 	        "                       (e.g. an internal range; rules still decide); up to 16\n"
 	        "  --max-vcpus N        most vCPUs of one sandbox (default %d)\n"
@@ -291,6 +295,8 @@ static const char **option_string(struct daemon_options *o, int c)
 		return &o->egress_ca;
 	case 'N':
 		return &o->network_policy_file;
+	case 'G':
+		return &o->network_ceiling_file;
 	case OPT_JAILER:
 		return &o->jailer_bin;
 	case OPT_SECCOMP:
@@ -574,7 +580,8 @@ struct daemon {
 	struct daemon_config probe_daemon;
 	struct accel_probe_config probe;
 	struct daemon_config cfg;
-	char *default_network; /* --network-policy, normalized; NULL: deny everything */
+	char *default_network;         /* --network-policy, normalized; NULL: deny everything */
+	struct policy_ceiling ceiling; /* --network-ceiling */
 	struct store *store;
 	struct api_server *server, *tcp;
 };
@@ -699,9 +706,29 @@ static int accel_prove(struct daemon *d)
 	return 0;
 }
 
+/* --network-ceiling FILE (or the default) with the --egress-public-cidr
+ * networks: set before any policy is parsed, the default's first. */
+static int network_ceiling_load(struct daemon *d)
+{
+	const char *path = d->opt.network_ceiling_file;
+	struct al_error err = {0};
+	json_error_t jerr;
+	cleanup_json json_t *j = NULL;
+	int r = 0;
+	if (path && !(j = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr)))
+		r = al_error_set(&err, AL_ERR_INVALID_ARGUMENT, EINVAL, "%s (line %d)", jerr.text, jerr.line);
+	else if ((r = network_ceiling_parse(j, d->opt.public_cidrs, d->opt.n_public_cidrs, &d->ceiling, &err)) == 0)
+		network_policy_set_ceiling(&d->ceiling);
+	if (r < 0)
+		log_error("--network-ceiling %s: %s", path ? path : "(default)", err.message);
+	return r;
+}
+
 /* --network-policy FILE: the policy of sandboxes created without one. */
 static int network_policy_load(struct daemon *d)
 {
+	if (network_ceiling_load(d) < 0)
+		return -EINVAL;
 	const char *path = d->opt.network_policy_file;
 	if (!path)
 		return 0;
@@ -813,6 +840,7 @@ static int sandboxes_start(struct daemon *d)
 	    .trust_ca = o->egress_ca,
 	    .log_path = egress_log,
 	    .n_public_cidrs = o->n_public_cidrs,
+	    .ceiling = &d->ceiling,
 	};
 	memcpy(ecfg.public_cidrs, o->public_cidrs, o->n_public_cidrs * sizeof(o->public_cidrs[0]));
 	struct al_error err = {0};

@@ -45,6 +45,10 @@ struct entry {
 };
 
 static struct egress_config conf;
+/* conf.ceiling as the gateway's --ceiling-cidr/--ceiling-metadata arguments. */
+static char *ceiling_nets[POLICY_CEILING_NETS_MAX];
+static size_t n_ceiling_nets;
+static bool ceiling_metadata;
 static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct entry *entries;
 
@@ -420,7 +424,8 @@ static int spawn(int *ret_fd, pid_t *ret_pid)
 		setsockopt(sv[i], SOL_SOCKET, SO_RCVBUFFORCE, &size, sizeof(size));
 	}
 	int logfd = open(conf.log_path ? conf.log_path : "/dev/null", O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
-	char *argv[12 + 2 * EGRESS_PUBLIC_CIDRS_MAX] = {(char *)conf.bin, "--control-fd", "3"};
+	char *argv[12 + 2 * EGRESS_PUBLIC_CIDRS_MAX + 2 * POLICY_CEILING_NETS_MAX] = {(char *)conf.bin, "--control-fd",
+	                                                                              "3"};
 	size_t n = 3;
 	if (conf.resolver) {
 		argv[n++] = "--resolver";
@@ -434,6 +439,12 @@ static int spawn(int *ret_fd, pid_t *ret_pid)
 		argv[n++] = "--public-cidr";
 		argv[n++] = (char *)conf.public_cidrs[i];
 	}
+	for (size_t i = 0; i < n_ceiling_nets; i++) {
+		argv[n++] = "--ceiling-cidr";
+		argv[n++] = ceiling_nets[i];
+	}
+	if (ceiling_metadata)
+		argv[n++] = "--ceiling-metadata";
 	argv[n] = NULL;
 	pid_t parent = getpid();
 	pid_t pid = fork();
@@ -655,6 +666,12 @@ int egress_start(const struct egress_config *c, struct al_error *err)
 	conf.log_path = c->log_path ? xstrdup(c->log_path) : NULL;
 	for (size_t i = 0; i < c->n_public_cidrs && i < EGRESS_PUBLIC_CIDRS_MAX; i++)
 		conf.public_cidrs[conf.n_public_cidrs++] = xstrdup(c->public_cidrs[i]);
+	for (size_t i = 0; c->ceiling && i < c->ceiling->n_nets; i++) {
+		char text[POLICY_RULE_TEXT_MAX + 1];
+		if (policy_rule_format(&c->ceiling->nets[i], text, sizeof(text)) == 0)
+			ceiling_nets[n_ceiling_nets++] = xstrdup(text);
+	}
+	ceiling_metadata = c->ceiling && c->ceiling->metadata;
 	pthread_condattr_t ca;
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);

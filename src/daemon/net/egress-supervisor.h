@@ -18,6 +18,8 @@
 #include "error.h"
 #include "netns.h"
 
+#include "policy-ceiling.h"
+
 #define EGRESS_PUBLIC_CIDRS_MAX 16
 
 struct egress_config {
@@ -29,6 +31,9 @@ struct egress_config {
 	 * documentation addresses, an internal range); rules still decide. */
 	const char *public_cidrs[EGRESS_PUBLIC_CIDRS_MAX];
 	size_t n_public_cidrs;
+	/* The operator's ceiling (--network-ceiling): the gateway dials a
+	 * non-public address a rule names only inside it. */
+	const struct policy_ceiling *ceiling;
 };
 
 /* Starts the gateway and waits (bounded) until it is ready. */

@@ -8,6 +8,35 @@
 #include "policy-rule.h"
 #include "util.h"
 
+/* Set once at start-up (network_policy_set_ceiling); the default holds
+ * public addresses only. */
+static struct policy_ceiling ceiling;
+
+void network_policy_set_ceiling(const struct policy_ceiling *c)
+{
+	ceiling = *c;
+}
+
+const struct policy_ceiling *network_policy_ceiling(void)
+{
+	return &ceiling;
+}
+
+/* SECURITY: an allow rule is what makes an address dialable; the operator's
+ * ceiling bounds it for tenants and the operator alike (issue 17). */
+static int check_ceiling(const struct policy_rule *rule, const char *key, size_t i, const char *text, size_t len,
+                         struct al_error *err)
+{
+	struct al_error e = {0};
+	if (policy_ceiling_check_rule(&ceiling, rule, &e) == 0)
+		return 0;
+	char desc[1024];
+	policy_ceiling_describe(&ceiling, desc, sizeof(desc));
+	return al_error_set(err, AL_ERR_FORBIDDEN, EPERM,
+	                    "network.%s[%zu] \"%.*s\": outside the operator's network ceiling (%s); %s", key, i,
+	                    (int)MIN(len, 200), text, desc, e.message);
+}
+
 /* names_only: "pinned" holds TLS server names, never addresses
  * (policy_host_pattern_parse, as in the gateway). */
 static int parse_list(const json_t *in, const char *key, bool names_only, json_t *out, struct al_error *err)
@@ -38,8 +67,53 @@ static int parse_list(const json_t *in, const char *key, bool names_only, json_t
 		if (r < 0)
 			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "network.%s[%zu] \"%.*s\": %s", key,
 			                    i, (int)MIN(len, 200), text, e.message);
+		if (!strcmp(key, "allow") && (r = check_ceiling(&rule, key, i, text, len, err)) < 0)
+			return r;
 		json_array_append_new(out, json_stringn(text, len));
 	}
+	return 0;
+}
+
+int network_ceiling_parse(const json_t *in, const char *const *public_cidrs, size_t n_public_cidrs,
+                          struct policy_ceiling *ret, struct al_error *err)
+{
+	struct policy_ceiling c = {0};
+	const char *key;
+	const json_t *v;
+	if (in && !json_is_object(in))
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+		                    "must be an object {\"allow\": [networks], \"metadata\": false}");
+	json_object_foreach ((json_t *)in, key, v) {
+		if (strcmp(key, "allow") && strcmp(key, "metadata"))
+			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+			                    "unknown field \"%.64s\" (known: allow, metadata)", key);
+	}
+	const json_t *meta = json_object_get(in, "metadata");
+	if (meta && !json_is_boolean(meta))
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "metadata: must be true or false");
+	c.metadata = json_is_true(meta);
+	const json_t *allow = json_object_get(in, "allow");
+	if (allow && !json_is_array(allow))
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "allow: must be an array of networks");
+	size_t i;
+	json_array_foreach (allow, i, v) {
+		if (!json_is_string(v) || json_string_has_nul(v) || json_string_length(v) > POLICY_RULE_TEXT_MAX)
+			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "allow[%zu]: must be a network", i);
+		int r = policy_ceiling_add_net(&c, json_string_value(v), json_string_length(v), err);
+		if (r < 0) {
+			al_error_prefix(err, "allow[%zu]", i);
+			return r;
+		}
+	}
+	/* The networks the gateway dials as if public are public here too. */
+	for (i = 0; i < n_public_cidrs; i++) {
+		int r = policy_ceiling_add_net(&c, public_cidrs[i], strlen(public_cidrs[i]), err);
+		if (r < 0) {
+			al_error_prefix(err, "--egress-public-cidr");
+			return r;
+		}
+	}
+	*ret = c;
 	return 0;
 }
 

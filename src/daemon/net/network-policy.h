@@ -14,6 +14,7 @@
 #include <jansson.h>
 
 #include "error.h"
+#include "policy-ceiling.h"
 #include "policy-limits.h"
 
 #define NETWORK_POLICY_JSON_MAX (256u * 1024u) /* canonical text; fits a control message */
@@ -24,11 +25,28 @@
  * as given). Unknown keys, non-string rules, more than
  * POLICY_RULES_MAX rules in a list, any rule policy_rule_parse() refuses
  * and a "pinned" entry that is not a host pattern (policy_host_pattern_parse)
- * are errors (AL_ERR_INVALID_ARGUMENT) naming the rule.
+ * are errors (AL_ERR_INVALID_ARGUMENT) naming the rule. An allow rule
+ * outside the operator's ceiling (network_policy_set_ceiling) is
+ * AL_ERR_FORBIDDEN (403), its message naming the rule and the ceiling.
  * SECURITY: client input; every rule is parsed with the policy grammar
  * airlock-egress enforces with (src/common/policy-rule.c), so what airlockd
  * accepts is exactly what the gateway enforces.
  */
 int network_policy_parse(const json_t *in, char **ret_json, struct al_error *err);
+
+/*
+ * The operator's ceiling from --network-ceiling's JSON (NULL: the default,
+ * public addresses only): {"allow": [networks or addresses without a port],
+ * "metadata": bool}, unknown fields refused; the --egress-public-cidr
+ * networks are added to its networks.
+ */
+int network_ceiling_parse(const json_t *in, const char *const *public_cidrs, size_t n_public_cidrs,
+                          struct policy_ceiling *ret, struct al_error *err);
+
+/* The operator's ceiling (--network-ceiling, plus the --egress-public-cidr
+ * networks), copied; set once at start-up before any policy is parsed.
+ * Until then: public addresses only. */
+void network_policy_set_ceiling(const struct policy_ceiling *c);
+const struct policy_ceiling *network_policy_ceiling(void);
 
 #endif
