@@ -25,6 +25,7 @@
 #include <pthread.h>
 #include <string.h>
 
+#include "policy-addr.h"
 #include "util.h"
 
 #define RESOLVE_TRIES 2 /* c-ares waits t, then 2t: t = timeout_ms / 3 */
@@ -442,14 +443,14 @@ int egress_resolver_new(const struct sockaddr *server, socklen_t server_len, uns
 		                    RESOLVE_TIMEOUT_MS_MAX);
 
 	struct ares_addr_port_node node = {.next = NULL};
-	char text[INET6_ADDRSTRLEN];
+	struct policy_addr addr = {0};
 	unsigned port;
 	if (server && server->sa_family == AF_INET && server_len >= (socklen_t)sizeof(struct sockaddr_in)) {
 		const struct sockaddr_in *sin = (const struct sockaddr_in *)server;
 		node.family = AF_INET;
 		node.addr.addr4 = sin->sin_addr;
 		port = ntohs(sin->sin_port);
-		inet_ntop(AF_INET, &sin->sin_addr, text, sizeof(text));
+		addr = (struct policy_addr){.family = AF_INET, .v4 = sin->sin_addr};
 	} else if (server && server->sa_family == AF_INET6 && server_len >= (socklen_t)sizeof(struct sockaddr_in6)) {
 		const struct sockaddr_in6 *sin6 = (const struct sockaddr_in6 *)server;
 		if (sin6->sin6_scope_id != 0)
@@ -459,18 +460,21 @@ int egress_resolver_new(const struct sockaddr *server, socklen_t server_len, uns
 		node.family = AF_INET6;
 		memcpy(&node.addr.addr6, &sin6->sin6_addr, sizeof(node.addr.addr6));
 		port = ntohs(sin6->sin6_port);
-		inet_ntop(AF_INET6, &sin6->sin6_addr, text, sizeof(text));
+		addr = (struct policy_addr){.family = AF_INET6, .v6 = sin6->sin6_addr};
 	} else {
 		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
 		                    "upstream DNS server must be an IPv4 or IPv6 socket address");
 	}
-	if (port == 0)
+	if (port == 0) {
+		char text[INET6_ADDRSTRLEN];
+		policy_addr_format(&addr, 0, text, sizeof(text));
 		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "upstream DNS server %s has port 0", text);
+	}
 	node.udp_port = node.tcp_port = (int)port;
 
 	cleanup_egress_resolver struct egress_resolver *r = xcalloc(1, sizeof(*r));
 	r->server = node;
-	snprintf(r->server_text, sizeof(r->server_text), node.family == AF_INET6 ? "[%s]:%u" : "%s:%u", text, port);
+	policy_addr_format(&addr, (uint16_t)port, r->server_text, sizeof(r->server_text));
 	r->timeout_ms = timeout_ms;
 	pthread_mutex_init(&r->lock, NULL);
 	r->entries = xcalloc(EGRESS_DNS_CACHE_MAX, sizeof(r->entries[0]));
