@@ -286,11 +286,6 @@ void hex_encode(const uint8_t *in, size_t n, char *out)
 	out[2 * n] = '\0';
 }
 
-int copy_file(const char *src, const char *dst, mode_t mode)
-{
-	return file_copy_cow(src, dst, mode, NULL);
-}
-
 unsigned size_mib_up(uint64_t bytes)
 {
 	uint64_t mib = (bytes + (1u << 20) - 1) >> 20;

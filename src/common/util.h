@@ -102,11 +102,6 @@ void format_time_rfc3339(uint64_t epoch_ms, char buf[32]);
 void random_bytes(void *buf, size_t n);
 void hex_encode(const uint8_t *in, size_t n, char *out /* 2n+1 */);
 
-/* Copies a regular file (a reflink where the filesystem can share extents,
- * else a sparse copy: file-copy.h); dst is created with mode and must not
- * exist. */
-int copy_file(const char *src, const char *dst, mode_t mode);
-
 /* Creates dir and parents with mode (existing dirs are fine). */
 int mkdir_p(const char *path, mode_t mode);
 /* bytes in MiB, rounded up (saturating at UINT_MAX). */

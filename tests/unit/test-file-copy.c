@@ -128,13 +128,13 @@ static void test_all_hole_and_empty(void **state)
 static void test_data_file(void **state)
 {
 	(void)state;
-	/* Dense, odd length: what copy_file (util.h) is also used for. */
+	/* Dense, odd length: a file without holes (a snapshot's state file). */
 	cleanup_free char *src = path_in("dense"), *dst = path_in("dense.copy");
 	cleanup_free char *buf = xmalloc(1000003);
 	for (size_t i = 0; i < 1000003; i++)
 		buf[i] = (char)(i * 31 + (i >> 9));
 	assert_int_equal(write_file_atomic(src, buf, 1000003, 0600), 0);
-	assert_int_equal(copy_file(src, dst, 0600), 0);
+	assert_int_equal(file_copy_cow(src, dst, 0600, NULL), 0);
 	assert_same_content(src, dst);
 }
 
