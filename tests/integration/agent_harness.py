@@ -837,7 +837,7 @@ def host_proc_state(pid):
     try:
         with open(f"/proc/{pid}/stat") as f:
             text = f.read()
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):  # gone between open and read: reaped
         return None
     return text[text.rindex(")") + 2]
 
