@@ -69,7 +69,7 @@ static const char usage_text[] =
 
 /* SECURITY: a message may carry names from a guest (an archive's entry, a
  * path) or a relayed error: the whole of it is escaped for the terminal. */
-static void print_error_v(const char *fmt, va_list ap)
+__attribute__((format(printf, 1, 0))) static void print_error_v(const char *fmt, va_list ap)
 {
 	cleanup_free char *msg = NULL;
 	if (vasprintf(&msg, fmt, ap) < 0)
