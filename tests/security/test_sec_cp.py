@@ -115,6 +115,9 @@ def test_source_ending_in_dotdot(secd, api, evil, host):
             assert b"name the directory itself" in p.stderr, p.stderr
             only_dest(host)
             assert os.listdir(host["dest"]) == [], os.listdir(host["dest"])
+        # Other clients of the API are not handed such an archive either.
+        r = api.request("GET", f"/v1/sandboxes/{sid}/archive?path=/tmp/cpsrc/..")
+        assert r.status == 400 and b"name the directory itself" in r.raw, r
 
 
 @pytest.mark.parametrize("mode", ["dotdot", "absolute", "symlink", "hardlink"])
