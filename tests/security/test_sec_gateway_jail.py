@@ -46,7 +46,7 @@ def uids_of_all_processes():
 
 def test_gateway_runs_as_a_uid_of_its_own(secd, attacker, peer):
     pid = gateway_pid(secd)
-    with attempt("jail", "gateway-uid", "the gateway's uid/gid is its own: not root, not nobody, not a VMM's, no groups, "
+    with attempt("jail", "gateway-uid", "the gateway's uid/gid is its own: not root, not nobody, not a VMM's (airlockd refuses those), no groups, "
                  "and no other process runs as it"):
         s = status(pid)
         uids, gids = set(s["Uid"].split()), set(s["Gid"].split())
@@ -57,6 +57,12 @@ def test_gateway_runs_as_a_uid_of_its_own(secd, attacker, peer):
         others = [p for p, u in uids_of_all_processes().items() if u == EGRESS_UID and p != pid
                   and status(p).get("Tgid") != str(pid)]
         assert others == [], others
+        # airlockd refuses to give it root, nobody or a uid of the VMMs' range.
+        airlockd = os.path.join(os.path.dirname(su.AIRLOCK), "airlockd")
+        for uid, why in (("0", "must be from 1"), ("65534", "nobody"), ("1500000007", "jail range")):
+            p = subprocess.run([airlockd, "--egress-uid", uid, "--jail-uid-base", "1500000000", "--check"],
+                               capture_output=True, text=True, timeout=30)
+            assert p.returncode == 2 and why in p.stderr, (uid, p.returncode, p.stderr)
         # It owns no file of the daemon's state.
         for root, dirs, files in os.walk(secd.state_dir):
             for n in dirs + files:
