@@ -36,7 +36,7 @@ JAILER_OBJ := $(JAILER_SRC:%.c=$(BUILD)/obj/%.o)
 
 DAEMON_LIBS := -lmicrohttpd -ljansson -lsqlite3 -lcrypto -lpthread -lseccomp
 CLI_LIBS := -lcurl -ljansson
-EGRESS_LIBS := -ljansson -lssl -lcrypto -lpthread -lcares
+EGRESS_LIBS := -ljansson -lssl -lcrypto -lpthread -lcares -lseccomp
 JAILER_LIBS := -lseccomp -ljansson
 
 .PHONY: build-clang all deps test unit fuzz-smoke integration demo images clean format format-check bench test-kvm

@@ -37,6 +37,7 @@ UNIT_LIBS_api-request := -ljansson
 UNIT_SRC_store := $(wildcard src/daemon/store/store*.c)
 UNIT_LIBS_store := -lsqlite3 -lpthread
 UNIT_SRC_cli-tar := src/cli/cli-tar.c
+UNIT_SRC_cli-text := src/cli/cli-text.c
 # What auth, secrets and the store share of the SQLite connection.
 UNIT_SRC_store-db := src/daemon/store/store-db.c
 UNIT_LIBS_store-db := -lsqlite3 -lpthread

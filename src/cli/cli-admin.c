@@ -51,9 +51,8 @@ static void print_token_row(json_t *t)
 {
 	const char *d = json_string_value(json_object_get(t, "description"));
 	bool revoked = json_is_string(json_object_get(t, "revoked_at"));
-	printf("%-24s %-16s %-8s %-25s %s\n", json_string_value(json_object_get(t, "id")),
-	       json_string_value(json_object_get(t, "tenant")), revoked ? "revoked" : "active",
-	       json_string_value(json_object_get(t, "created_at")), d ? d : "");
+	printf("%-24s %-16s %-8s %-25s %s\n", cli_esc_json(t, "id"), cli_esc_json(t, "tenant"),
+	       revoked ? "revoked" : "active", cli_esc_json(t, "created_at"), cli_esc(d ? d : ""));
 }
 
 int cli_cmd_token(int argc, char **argv)
@@ -170,7 +169,7 @@ int cli_cmd_tenant(int argc, char **argv)
 		return 0;
 	}
 	json_t *quotas = json_object_get(resp, "quotas"), *usage = json_object_get(resp, "usage");
-	printf("tenant %s\n", json_string_value(json_object_get(resp, "name")));
+	printf("tenant %s\n", cli_esc_json(resp, "name"));
 	printf("%-10s %8s %10s\n", "", "USAGE", "QUOTA");
 	static const char *const rows[][3] = {{"sandboxes", "sandboxes", "max_sandboxes"},
 	                                      {"vcpus", "vcpus", "max_vcpus"},
@@ -235,8 +234,8 @@ static int on_event(void *ud, char *line, size_t len, struct al_error *err)
 	cleanup_free char *data = json_dumps(json_object_get(e, "data"), JSON_COMPACT);
 	const char *sb = json_string_value(json_object_get(e, "sandbox"));
 	printf("%-8lld %s %-16s %-12s %-20s %s\n", (long long)json_integer_value(json_object_get(e, "seq")),
-	       json_string_value(json_object_get(e, "time")), json_string_value(json_object_get(e, "type")),
-	       json_string_value(json_object_get(e, "tenant")), sb ? sb : "-", data ? data : "");
+	       cli_esc_json(e, "time"), cli_esc_json(e, "type"), cli_esc_json(e, "tenant"), cli_esc(sb ? sb : "-"),
+	       cli_esc(data ? data : ""));
 	fflush(stdout);
 	return 0;
 }

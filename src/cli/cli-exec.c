@@ -84,8 +84,8 @@ static int on_output_line(void *ud, char *line, size_t len, struct al_error *err
 		json_t *e = json_object_get(o, "error");
 		const char *msg = json_string_value(json_object_get(e, "message"));
 		const char *code = json_string_value(json_object_get(e, "code"));
-		fprintf(stderr, "airlock: the command failed: %s (%s)\n", msg ? msg : "no reason given",
-		        code ? code : "error");
+		fprintf(stderr, "airlock: the command failed: %s (%s)\n", cli_esc(msg ? msg : "no reason given"),
+		        cli_esc(code ? code : "error"));
 		s->failed = true;
 		return 0;
 	}
@@ -337,12 +337,12 @@ static void print_process_row(json_t *p)
 	char exitbuf[32];
 	format_exit(p, exitbuf, sizeof(exitbuf));
 	const char *tag = json_string_value(json_object_get(p, "tag"));
-	printf("%-10s %-8s %-7s %-16s", json_string_value(json_object_get(p, "id")),
-	       json_string_value(json_object_get(p, "state")), exitbuf, tag && *tag ? tag : "-");
+	printf("%-10s %-8s %-7s %-16s", cli_esc_json(p, "id"), cli_esc_json(p, "state"), exitbuf,
+	       cli_esc(tag && *tag ? tag : "-"));
 	size_t j;
 	json_t *arg;
 	json_array_foreach (json_object_get(p, "cmd"), j, arg) {
-		printf(" %s", json_string_value(arg));
+		printf(" %s", cli_esc(json_string_value(arg)));
 	}
 	putchar('\n');
 }
@@ -491,7 +491,7 @@ int cli_cmd_wait(int argc, char **argv)
 		if (status != 408)
 			return cli_report(status, resp);
 		if (timeout_s) {
-			fprintf(stderr, "airlock: process %s is still running after %ld s\n", argv[first + 1],
+			fprintf(stderr, "airlock: process %s is still running after %ld s\n", cli_esc(argv[first + 1]),
 			        timeout_s);
 			return EXIT_TIMEOUT;
 		}

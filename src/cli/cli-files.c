@@ -107,10 +107,39 @@ static bool stat_is(json_t *st, const char *type)
 
 /* ------------------------------------------------------------ sandbox -> host */
 
+/* The limits of one copy from a sandbox (--max-bytes, --max-entries). */
+struct cp_limits {
+	uint64_t max_bytes, max_entries;
+};
+
+/* Bytes from the daemon into an fd, no more than limit (for a file: the size
+ * its stat reported; for a raw archive: --max-bytes). */
+struct fd_sink {
+	int fd;
+	uint64_t written, limit;
+	bool limit_is_size; /* the limit is the size the sandbox reported */
+	const char *what;
+};
+
 static int sink_fd(void *ud, const void *buf, size_t len, struct al_error *err)
 {
-	(void)err; /* the transfer's own error says it */
-	return write_full(*(int *)ud, buf, len);
+	struct fd_sink *f = ud;
+	/* SECURITY: the guest serves the bytes: a file that grows past the size it
+	 * reported (or a stream past --max-bytes) is cut off, not followed. */
+	if (len > f->limit - f->written) {
+		if (f->limit_is_size)
+			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EFBIG,
+			                    "%s sent more than the %llu bytes its size said; the copy is not kept",
+			                    f->what, (unsigned long long)f->limit);
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EFBIG,
+		                    "%s is larger than %llu bytes; stopped (raise the limit with --max-bytes)", f->what,
+		                    (unsigned long long)f->limit);
+	}
+	f->written += len;
+	int r = write_full(f->fd, buf, len);
+	if (r < 0)
+		return al_error_set(err, AL_ERR_INTERNAL, -r, "cannot write the copy: %s", strerror(-r));
+	return 0;
 }
 
 static int sink_tar(void *ud, const void *buf, size_t len, struct al_error *err)
@@ -124,8 +153,15 @@ static int get_streamed(const char *url, int (*sink)(void *, const void *, size_
 	return cli_call_streamed(&req);
 }
 
-static int copy_file_from(const char *id, const char *src, json_t *st, int dirfd, const char *dir, const char *name)
+static int copy_file_from(const char *id, const char *src, json_t *st, int dirfd, const char *dir, const char *name,
+                          const struct cp_limits *lim)
 {
+	json_int_t size = json_integer_value(json_object_get(st, "size"));
+	if (size < 0 || !json_is_integer(json_object_get(st, "size")))
+		return cli_client_error("the sandbox did not say how large %s is; not copying it", src);
+	if ((uint64_t)size > lim->max_bytes)
+		return cli_client_error("%s is %lld bytes, more than the limit of %llu; raise it with --max-bytes", src,
+		                        (long long)size, (unsigned long long)lim->max_bytes);
 	cleanup_free char *tmp = xasprintf(".%s.airlock-cp", name);
 	if (strlen(tmp) > 255)
 		tmp[255] = '\0';
@@ -136,7 +172,8 @@ static int copy_file_from(const char *id, const char *src, json_t *st, int dirfd
 	if (fd < 0)
 		return cli_client_error("cannot create a file in %s: %s", dir, strerror(errno));
 	cleanup_free char *url = sandbox_url(id, "files", src);
-	int r = get_streamed(url, sink_fd, &fd);
+	struct fd_sink fs = {.fd = fd, .limit = (uint64_t)size, .limit_is_size = true, .what = src};
+	int r = get_streamed(url, sink_fd, &fs);
 	if (r == 0 && fsync(fd) < 0)
 		r = cli_client_error("cannot write %s/%s: %s", dir, name, strerror(errno));
 	if (r == 0 && renameat(dirfd, tmp, dirfd, name) < 0)
@@ -146,10 +183,12 @@ static int copy_file_from(const char *id, const char *src, json_t *st, int dirfd
 	return r;
 }
 
-static int extract_from(const char *id, const char *src, int dirfd, const char *dir, const char *rename)
+static int extract_from(const char *id, const char *src, int dirfd, const char *dir, const char *rename,
+                        const struct cp_limits *lim)
 {
 	cleanup_free char *url = sandbox_url(id, "archive", src);
 	cleanup_cli_tar_reader struct tar_reader *t = cli_tar_reader_new(dirfd, rename);
+	cli_tar_reader_set_limits(t, lim->max_bytes, lim->max_entries);
 	int r = get_streamed(url, sink_tar, t);
 	if (r)
 		return r;
@@ -162,12 +201,26 @@ static int extract_from(const char *id, const char *src, int dirfd, const char *
 	return 0;
 }
 
-static int cp_from_sandbox(const struct cp_spec *src, const struct cp_spec *dst)
+/* Whether the last component of a path is "." or ".." (or the path ends in "/" after one). */
+static bool path_ends_in_dots(const char *p)
 {
+	cleanup_free char *base = path_base(p);
+	return !strcmp(base, ".") || !strcmp(base, "..");
+}
+
+static int cp_from_sandbox(const struct cp_spec *src, const struct cp_spec *dst, const struct cp_limits *lim)
+{
+	/* SECURITY: the archive of /dir/.. is named "..": extracted under a new
+	 * name it would land beside the destination, not in it. Refused, as for
+	 * copies into a sandbox; name the directory itself instead. */
+	if (path_ends_in_dots(src->path))
+		return cli_client_error("cannot copy %s: a source must end with a name, not \".\" or \"..\" "
+		                        "(name the directory itself)",
+		                        src->path);
 	if (dst->stdio) {
 		cleanup_free char *url = sandbox_url(src->id, "archive", src->path);
-		int fd = 1;
-		return get_streamed(url, sink_fd, &fd);
+		struct fd_sink fs = {.fd = 1, .limit = lim->max_bytes, .what = "the archive"};
+		return get_streamed(url, sink_fd, &fs);
 	}
 	cleanup_json json_t *st = NULL;
 	int r = remote_stat(src->id, src->path, &st);
@@ -189,12 +242,15 @@ static int cp_from_sandbox(const struct cp_spec *src, const struct cp_spec *dst)
 		dir = path_dir(dst->path);
 		name = path_base(dst->path);
 	}
+	if (!*name || !strcmp(name, ".") || !strcmp(name, ".."))
+		return cli_client_error("cannot name a copy \"%s\"; give a destination path that ends with a name",
+		                        name);
 	cleanup_close int dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dirfd < 0)
 		return cli_client_error("cannot open the directory %s: %s", dir, strerror(errno));
 	if (stat_is(st, "file"))
-		return copy_file_from(src->id, src->path, st, dirfd, dir, name);
-	return extract_from(src->id, src->path, dirfd, dir, name);
+		return copy_file_from(src->id, src->path, st, dirfd, dir, name, lim);
+	return extract_from(src->id, src->path, dirfd, dir, name, lim);
 }
 
 /* ------------------------------------------------------------ host -> sandbox */
@@ -307,9 +363,29 @@ static int cp_local_only(void)
 	return cli_usage_error("cp: one side must be in a sandbox (ID:/path)");
 }
 
+static int cp_opt(int c, void *ud)
+{
+	struct cp_limits *lim = ud;
+	uint64_t v;
+	if (parse_u64(optarg, &v) < 0 || v == 0)
+		return cli_usage_error("cp: --max-%s takes a positive number, got \"%s\"",
+		                       c == 'b' ? "bytes" : "entries", optarg);
+	if (c == 'b')
+		lim->max_bytes = v;
+	else
+		lim->max_entries = v;
+	return 0;
+}
+
 int cli_cmd_cp(int argc, char **argv)
 {
-	int first = 0, r = cli_small_opts(argc, argv, "h", cli_json_only, &first, cli_no_opt, NULL);
+	static const struct option longs[] = {{"json", no_argument, NULL, 'j'},
+	                                      {"max-bytes", required_argument, NULL, 'b'},
+	                                      {"max-entries", required_argument, NULL, 'e'},
+	                                      {"help", no_argument, NULL, 'h'},
+	                                      {NULL, 0, NULL, 0}};
+	struct cp_limits lim = {.max_bytes = CP_MAX_BYTES_DEFAULT, .max_entries = CP_MAX_ENTRIES_DEFAULT};
+	int first = 0, r = cli_small_opts(argc, argv, "h", longs, &first, cp_opt, &lim);
 	if (r)
 		return r;
 	if (first + 2 != argc)
@@ -320,7 +396,7 @@ int cli_cmd_cp(int argc, char **argv)
 	if (src.id && dst.id)
 		return cli_usage_error("cp: copy between two sandboxes through the host: cp ID1:/p - | cp - ID2:/dir");
 	if (src.id)
-		return cp_from_sandbox(&src, &dst);
+		return cp_from_sandbox(&src, &dst, &lim);
 	if (dst.id)
 		return cp_to_sandbox(&src, &dst);
 	return cp_local_only();
@@ -347,10 +423,11 @@ static void print_stat_line(json_t *st)
 	if (json_is_integer(mt))
 		format_time_rfc3339((uint64_t)json_integer_value(mt), when);
 	const char *target = json_string_value(json_object_get(st, "target"));
+	/* SECURITY: names and targets are the guest's: escaped for the terminal. */
 	printf("%s %5lld %5lld %10lld %s %s%s%s\n", mode, (long long)json_integer_value(json_object_get(st, "uid")),
 	       (long long)json_integer_value(json_object_get(st, "gid")),
-	       (long long)json_integer_value(json_object_get(st, "size")), when,
-	       json_string_value(json_object_get(st, "name")), target ? " -> " : "", target ? target : "");
+	       (long long)json_integer_value(json_object_get(st, "size")), when, cli_esc_json(st, "name"),
+	       target ? " -> " : "", target ? cli_esc(target) : "");
 }
 
 struct fs_flags {

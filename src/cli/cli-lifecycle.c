@@ -47,10 +47,9 @@ static void print_snapshot_row(json_t *s)
 {
 	char size[32];
 	print_size((long long)json_integer_value(json_object_get(s, "size_bytes")), size, sizeof(size));
-	printf("%-22s %-20s %-12s %5lldM %8s %-25s %s\n", json_string_value(json_object_get(s, "id")),
-	       json_string_value(json_object_get(s, "sandbox_id")), json_string_value(json_object_get(s, "template")),
-	       (long long)json_integer_value(json_object_get(s, "memory_mib")), size,
-	       json_string_value(json_object_get(s, "created_at")), json_string_value(json_object_get(s, "name")));
+	printf("%-22s %-20s %-12s %5lldM %8s %-25s %s\n", cli_esc_json(s, "id"), cli_esc_json(s, "sandbox_id"),
+	       cli_esc_json(s, "template"), (long long)json_integer_value(json_object_get(s, "memory_mib")), size,
+	       cli_esc_json(s, "created_at"), cli_esc_json(s, "name"));
 }
 
 static int snapshots_ls(const char *sandbox)
@@ -257,9 +256,9 @@ int cli_cmd_timeout(int argc, char **argv)
 	long long t = json_integer_value(json_object_get(sb, "timeout_s"));
 	long long idle = json_integer_value(json_object_get(sb, "idle_timeout_s"));
 	const char *on = json_string_value(json_object_get(sb, "on_timeout"));
-	printf("%s: ", json_string_value(json_object_get(sb, "id")));
+	printf("%s: ", cli_esc_json(sb, "id"));
 	if (t > 0)
-		printf("timeout %lld s of running time, then %s", t, on ? on : "kill");
+		printf("timeout %lld s of running time, then %s", t, cli_esc(on ? on : "kill"));
 	else
 		printf("no timeout");
 	if (idle > 0)

@@ -55,7 +55,8 @@ static const char usage_text[] =
     "  secret ls [--tenant T] [--json]; secret inspect NAME [--json]; secret rm NAME...\n"
     "  ca                    print the Airlock CA certificate (PEM) that sandboxes trust\n"
     "Files:\n"
-    "  cp SRC DST            copy between host and sandbox; one side is ID:/path, '-' is a tar stream\n"
+    "  cp [--max-bytes N] [--max-entries N] SRC DST\n"
+    "                        copy between host and sandbox; one side is ID:/path, '-' is a tar stream\n"
     "  fs ls|stat ID PATH [--json]; fs mkdir [-p] ID PATH; fs rm [-r] ID PATH; fs mv ID FROM TO\n"
     "Administration (unix socket):\n"
     "  token create --tenant NAME [--description D]; token ls [--json]; token rm ID\n"
@@ -66,12 +67,21 @@ static const char usage_text[] =
     "The daemon is --host / $AIRLOCK_HOST (TCP, with --token / $AIRLOCK_TOKEN), else --socket PATH,\n"
     "else $AIRLOCK_SOCKET, else " DEFAULT_SOCKET ".\n";
 
+/* SECURITY: a message may carry names from a guest (an archive's entry, a
+ * path) or a relayed error: the whole of it is escaped for the terminal. */
+__attribute__((format(printf, 1, 0))) static void print_error_v(const char *fmt, va_list ap)
+{
+	cleanup_free char *msg = NULL;
+	if (vasprintf(&msg, fmt, ap) < 0)
+		abort();
+	fprintf(stderr, "airlock: %s", cli_esc(msg));
+}
+
 int cli_usage_error(const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
-	fputs("airlock: ", stderr);
-	vfprintf(stderr, fmt, ap);
+	print_error_v(fmt, ap);
 	va_end(ap);
 	fputs("\nRun 'airlock --help' for usage.\n", stderr);
 	return EXIT_USAGE;
@@ -81,8 +91,7 @@ int cli_client_error(const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
-	fputs("airlock: ", stderr);
-	vfprintf(stderr, fmt, ap);
+	print_error_v(fmt, ap);
 	va_end(ap);
 	fputc('\n', stderr);
 	return EXIT_CLIENT;
@@ -104,8 +113,9 @@ int cli_report(long status, json_t *body)
 		                      : "; the TCP listener needs a token: pass --token or set AIRLOCK_TOKEN";
 	else if (status == 404 && !msg)
 		hint = "; this daemon may be older than the CLI and not have this endpoint";
-	fprintf(stderr, "airlock: %s (HTTP %ld%s%s)%s\n", msg ? msg : "the daemon refused the request", status,
-	        code ? ", " : "", code ? code : "", hint);
+	/* SECURITY: the message may relay a guest's words (an agent's error). */
+	fprintf(stderr, "airlock: %s (HTTP %ld%s%s)%s\n", cli_esc(msg ? msg : "the daemon refused the request"), status,
+	        code ? ", " : "", cli_esc(code ? code : ""), hint);
 	return EXIT_CLIENT;
 }
 
@@ -188,7 +198,7 @@ void cli_print_word_list(const char *label, int width, json_t *words, const char
 	size_t i;
 	json_t *v;
 	json_array_foreach (words, i, v)
-		printf(" %s", json_string_value(v));
+		printf(" %s", cli_esc(json_string_value(v)));
 	printf("\n");
 }
 
@@ -220,8 +230,20 @@ int cli_exit_status_of(json_t *o)
 
 void cli_print_json(json_t *v, bool compact)
 {
-	json_dumpf(v, stdout, compact ? JSON_COMPACT : JSON_INDENT(2));
-	putchar('\n');
+	if (compact) {
+		json_dumpf(v, stdout, JSON_COMPACT);
+		putchar('\n');
+		return;
+	}
+	/* SECURITY: for a person: JSON escapes C0 controls but not DEL, C1 or
+	 * bidirectional overrides; each line (newlines in strings are escaped,
+	 * so every newline is the layout's) goes through cli_esc. */
+	cleanup_free char *text = json_dumps(v, JSON_INDENT(2));
+	for (char *line = text, *nl; line; line = nl ? nl + 1 : NULL) {
+		if ((nl = strchr(line, '\n')))
+			*nl = '\0';
+		printf("%s\n", cli_esc(line));
+	}
 }
 
 char *cli_path_with_query(const char *prefix, const char *key, const char *value)
@@ -527,11 +549,9 @@ int cli_cmd_exec(int argc, char **argv)
 
 static void print_sandbox_row(json_t *sb)
 {
-	printf("%-20s %-9s %-12s %5lld %6lldM  %s\n", json_string_value(json_object_get(sb, "id")),
-	       json_string_value(json_object_get(sb, "state")), json_string_value(json_object_get(sb, "template")),
-	       (long long)json_integer_value(json_object_get(sb, "vcpus")),
-	       (long long)json_integer_value(json_object_get(sb, "memory_mib")),
-	       json_string_value(json_object_get(sb, "created_at")));
+	printf("%-20s %-9s %-12s %5lld %6lldM  %s\n", cli_esc_json(sb, "id"), cli_esc_json(sb, "state"),
+	       cli_esc_json(sb, "template"), (long long)json_integer_value(json_object_get(sb, "vcpus")),
+	       (long long)json_integer_value(json_object_get(sb, "memory_mib")), cli_esc_json(sb, "created_at"));
 }
 
 static int cmd_ls(int argc, char **argv)

@@ -30,8 +30,8 @@ static void print_network(json_t *n)
 	json_t *policy = json_object_get(n, "policy"), *guest = json_object_get(n, "guest");
 	cli_print_word_list("allow:", 0, json_object_get(policy, "allow"), "(none)");
 	cli_print_word_list("deny:", 0, json_object_get(policy, "deny"), "(none)");
-	printf("guest: %s, gateway %s, dns %s\n", json_string_value(json_object_get(guest, "address")),
-	       json_string_value(json_object_get(guest, "gateway")), json_string_value(json_object_get(guest, "dns")));
+	printf("guest: %s, gateway %s, dns %s\n", cli_esc_json(guest, "address"), cli_esc_json(guest, "gateway"),
+	       cli_esc_json(guest, "dns"));
 	json_t *d = json_object_get(n, "dropped");
 	if (json_is_object(d))
 		printf("dropped: %lld packets, %lld bytes\n",
@@ -92,14 +92,15 @@ static int on_network_event(void *ud, char *line, size_t len, struct al_error *e
 		return 0;
 	const char *type = json_string_value(json_object_get(e, "type"));
 	const char *what = type && !strncmp(type, "network.", 8) ? type + 8 : "?";
-#define S(k) (json_string_value(json_object_get(d, k)) ?: "-")
-	printf("%s %-6s %-5s %-21s host=%s", json_string_value(json_object_get(e, "time")) ?: "-", what, S("proto"),
-	       S("dst"), S("host"));
+	/* SECURITY: names the guest asked for (DNS names may hold any byte) are escaped. */
+#define S(k) cli_esc(json_string_value(json_object_get(d, k)) ?: "-")
+	printf("%s %-6s %-5s %-21s host=%s", cli_esc(json_string_value(json_object_get(e, "time")) ?: "-"),
+	       cli_esc(what), S("proto"), S("dst"), S("host"));
 	if (json_object_get(d, "addr") && !json_is_null(json_object_get(d, "addr")))
 		printf(" addr=%s", S("addr"));
 	if (!strcmp(what, "dns")) {
 		cleanup_free char *answers = json_dumps(json_object_get(d, "answers"), JSON_COMPACT);
-		printf(" qtype=%s answers=%s", S("qtype"), answers ? answers : "[]");
+		printf(" qtype=%s answers=%s", S("qtype"), cli_esc(answers ? answers : "[]"));
 	}
 	if (json_is_string(json_object_get(d, "rule")))
 		printf(" rule=%s", S("rule"));

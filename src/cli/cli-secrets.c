@@ -210,18 +210,18 @@ static void print_secret(json_t *s)
 {
 	const char *header = json_string_value(json_object_get(s, "header"));
 	const char *format = json_string_value(json_object_get(s, "format"));
-	printf("name     %s\n", json_string_value(json_object_get(s, "name")));
-	printf("tenant   %s\n", json_string_value(json_object_get(s, "tenant")));
-	printf("id       %s\n", json_string_value(json_object_get(s, "id")));
+	printf("name     %s\n", cli_esc_json(s, "name"));
+	printf("tenant   %s\n", cli_esc_json(s, "tenant"));
+	printf("id       %s\n", cli_esc_json(s, "id"));
 	cli_print_word_list("hosts", 8, json_object_get(s, "hosts"), "(any)");
 	cli_print_word_list("paths", 8, json_object_get(s, "paths"), "(any)");
 	cli_print_word_list("methods", 8, json_object_get(s, "methods"), "(any)");
 	if (header)
-		printf("applied  header %s: %s\n", header, format ? format : "{value}");
+		printf("applied  header %s: %s\n", cli_esc(header), cli_esc(format ? format : "{value}"));
 	else
 		printf("applied  the placeholder is replaced where it appears in request headers\n");
-	printf("created  %s\n", json_string_value(json_object_get(s, "created_at")));
-	printf("updated  %s\n", json_string_value(json_object_get(s, "updated_at")));
+	printf("created  %s\n", cli_esc_json(s, "created_at"));
+	printf("updated  %s\n", cli_esc_json(s, "updated_at"));
 }
 
 static int secret_set(const char *name, struct set_opts *o)
@@ -267,8 +267,7 @@ static int secret_set(const char *name, struct set_opts *o)
 	if (cli_opt_json)
 		cli_print_json(resp, true);
 	else
-		printf("%s %s\n", json_string_value(json_object_get(resp, "name")),
-		       status == 201 ? "created" : "replaced");
+		printf("%s %s\n", cli_esc_json(resp, "name"), status == 201 ? "created" : "replaced");
 	return 0;
 }
 
@@ -293,13 +292,12 @@ static void print_secret_row(json_t *s)
 {
 	const char *header = json_string_value(json_object_get(s, "header"));
 	cleanup_free char *applied = header ? xasprintf("header %s", header) : xstrdup("placeholder");
-	printf("%-24s %-16s %-26s %-25s", json_string_value(json_object_get(s, "name")),
-	       json_string_value(json_object_get(s, "tenant")), applied,
-	       json_string_value(json_object_get(s, "updated_at")));
+	printf("%-24s %-16s %-26s %-25s", cli_esc_json(s, "name"), cli_esc_json(s, "tenant"), cli_esc(applied),
+	       cli_esc_json(s, "updated_at"));
 	size_t k;
 	json_t *h;
 	json_array_foreach (json_object_get(s, "hosts"), k, h)
-		printf("%s%s", k ? "," : " ", json_string_value(h));
+		printf("%s%s", k ? "," : " ", cli_esc(json_string_value(h)));
 	printf("\n");
 }
 

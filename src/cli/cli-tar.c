@@ -219,15 +219,31 @@ struct tar_reader {
 	uint64_t next_size;
 	uint64_t entries;
 	int skipped;
+	/* What the archive brought so far, against its limits. */
+	uint64_t data_bytes, headers, max_bytes, max_entries;
 };
 
 struct tar_reader *cli_tar_reader_new(int dest_dirfd, const char *rename_first)
 {
+	/* SECURITY: the new name replaces a component; one that is not a plain
+	 * name would put the copy beside the destination (cp ID:/dir/.. DEST). The
+	 * callers refuse such names with a message; this is the backstop. */
+	if (rename_first &&
+	    (!*rename_first || !strcmp(rename_first, ".") || !strcmp(rename_first, "..") || strchr(rename_first, '/')))
+		abort();
 	struct tar_reader *t = xcalloc(1, sizeof(*t));
 	t->dest = dest_dirfd;
 	t->rename_first = rename_first ? xstrdup(rename_first) : NULL;
 	t->out_fd = -1;
+	t->max_bytes = CP_MAX_BYTES_DEFAULT;
+	t->max_entries = CP_MAX_ENTRIES_DEFAULT;
 	return t;
+}
+
+void cli_tar_reader_set_limits(struct tar_reader *t, uint64_t max_bytes, uint64_t max_entries)
+{
+	t->max_bytes = max_bytes;
+	t->max_entries = max_entries;
 }
 
 void cli_tar_reader_free(struct tar_reader *t)
@@ -351,7 +367,16 @@ static int resolve(struct tar_reader *t, const char *name, int *ret_parent, char
 	cleanup_free char *copy = xstrdup(name);
 	char *comps[TAR_NAME_MAX / 2 + 1];
 	size_t n = 0;
+	bool first = true;
 	for (char *save = NULL, *c = strtok_r(copy, "/", &save); c; c = strtok_r(NULL, "/", &save)) {
+		/* The first component names what was copied ("./x" for the root of
+		 * a sandbox, "dir/x" else): that is the one a new name replaces. */
+		if (first && t->rename_first && strcmp(c, "..")) {
+			first = false;
+			comps[n++] = t->rename_first;
+			continue;
+		}
+		first = false;
 		if (!strcmp(c, "."))
 			continue;
 		if (!strcmp(c, ".."))
@@ -368,8 +393,6 @@ static int resolve(struct tar_reader *t, const char *name, int *ret_parent, char
 		*ret_leaf = NULL;
 		return 0; /* the destination itself */
 	}
-	if (t->rename_first)
-		comps[0] = t->rename_first;
 	int fd = fcntl(t->dest, F_DUPFD_CLOEXEC, 3);
 	if (fd < 0)
 		return al_error_set(err, AL_ERR_INTERNAL, errno, "dup: %m");
@@ -424,6 +447,19 @@ static int entry_begin(struct tar_reader *t, const struct ustar *h, struct al_er
 		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EFBIG,
 		                    "an entry of the archive is larger than %llu bytes",
 		                    (unsigned long long)TAR_SIZE_MAX);
+	/* SECURITY: the guest chooses the archive: every header and every byte of
+	 * data counts against the copy's limits before anything is created. */
+	if (++t->headers > t->max_entries)
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EMSGSIZE,
+		                    "the archive has more than %llu entries; stopped (raise the limit with "
+		                    "--max-entries)",
+		                    (unsigned long long)t->max_entries);
+	if (size > t->max_bytes - MIN(t->data_bytes, t->max_bytes))
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EFBIG,
+		                    "the archive holds more than %llu bytes; stopped (raise the limit with "
+		                    "--max-bytes)",
+		                    (unsigned long long)t->max_bytes);
+	t->data_bytes += size;
 	t->left = size;
 	t->pad_left = (TAR_BLOCK - size % TAR_BLOCK) % TAR_BLOCK;
 	t->sink = SINK_SKIP;

@@ -11,13 +11,24 @@
 #define TAR_BLOCK 512
 #define TAR_NAME_MAX 4096       /* an entry's whole name or link target */
 #define TAR_PAX_MAX (64u << 10) /* a pax extended header's data */
+/* What one copy from a sandbox may bring by default ('airlock cp --max-bytes,
+ * --max-entries' raise it): the guest chooses the archive, so its size and
+ * its number of entries are bounded like any other guest input. */
+#define CP_MAX_BYTES_DEFAULT (1ull << 30)
+#define CP_MAX_ENTRIES_DEFAULT 100000ull
 
 struct tar_reader;
 
 /* An extractor into the directory dest_dirfd (not closed). If rename_first is
  * not NULL, the first component of every name is replaced by it (cp into a new
- * name). */
+ * name); it must be one plain component (not "", "." or "..": aborts). The
+ * limits start at CP_MAX_BYTES_DEFAULT and CP_MAX_ENTRIES_DEFAULT. */
 struct tar_reader *cli_tar_reader_new(int dest_dirfd, const char *rename_first);
+/* Caps the data of all entries together (max_bytes, the bytes of every
+ * entry's data, whether written or skipped) and the number of headers
+ * (max_entries, extended headers included); going over either stops the
+ * extraction with an error naming the flag that raises it. */
+void cli_tar_reader_set_limits(struct tar_reader *t, uint64_t max_bytes, uint64_t max_entries);
 void cli_tar_reader_free(struct tar_reader *t);
 void cli_tar_reader_freep(struct tar_reader **t);
 #define cleanup_cli_tar_reader __attribute__((cleanup(cli_tar_reader_freep)))

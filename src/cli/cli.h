@@ -20,6 +20,17 @@
 /* Set once by main from the global options and the environment. */
 extern bool cli_opt_json;
 
+/* SECURITY: text that came from a guest or from another tenant's data (file
+ * names, process commands, sandbox names and labels, events, the daemon's
+ * relayed errors), made safe for a terminal: C0 controls, DEL, C1 controls,
+ * bidirectional overrides and invalid UTF-8 are written as \xNN or \uNNNN.
+ * The result lives until 16 more calls (a ring; main thread only), so several
+ * can go into one printf. NULL gives "(null)". --json output does not need it
+ * (JSON escapes controls). */
+const char *cli_esc(const char *s);
+/* cli_esc() of obj's string member key. */
+const char *cli_esc_json(json_t *obj, const char *key);
+
 /* Prints "airlock: MSG\nRun 'airlock --help' for usage." and returns EXIT_USAGE. */
 int cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Prints "airlock: MSG" and returns EXIT_CLIENT. */

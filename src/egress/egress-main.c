@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "egress-runtime.h"
+#include "egress-seccomp.h"
 #include "util.h"
 #include "version.h"
 
@@ -32,6 +33,8 @@
 #define RESOLV_CONF_MAX (64 * 1024)
 
 static enum egress_log_level log_level = EGRESS_LOG_INFO;
+/* --no-seccomp: for debugging only (strace the gateway, try a new library). */
+static bool seccomp_off;
 
 static const char *const level_names[] = {"error", "warn", "info", "debug"};
 
@@ -112,6 +115,10 @@ static void usage(FILE *out)
 	        "                                    not public (the operator's ceiling; repeatable)\n"
 	        "  --ceiling-metadata                rules may open the metadata addresses\n"
 	        "  --log-level LEVEL                 error, warn, info (default) or debug\n"
+	        "  --no-seccomp                      do not install the syscall allow-list (debugging\n"
+	        "                                    only: the gateway holds every tenant's secrets)\n"
+	        "  --check-seccomp                   install the allow-list and make a syscall it\n"
+	        "                                    forbids: the kernel must kill the process (SIGSYS)\n"
 	        "\n"
 	        "Logs go to stderr, one line per event. Exits when the control socket closes.\n",
 	        EGRESS_PUBLIC_CIDRS_MAX);
@@ -130,6 +137,7 @@ enum {
 	OPT_CEILING_CIDR,
 	OPT_CEILING_METADATA,
 	OPT_LOG_LEVEL,
+	OPT_NO_SECCOMP,
 	OPT_HELP,
 	OPT_VERSION,
 };
@@ -147,6 +155,7 @@ static const struct option long_options[] = {
     {"ceiling-cidr", required_argument, NULL, OPT_CEILING_CIDR},
     {"ceiling-metadata", no_argument, NULL, OPT_CEILING_METADATA},
     {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
+    {"no-seccomp", no_argument, NULL, OPT_NO_SECCOMP},
     {"help", no_argument, NULL, OPT_HELP},
     {"version", no_argument, NULL, OPT_VERSION},
     {NULL, 0, NULL, 0},
@@ -313,6 +322,9 @@ static int parse_options(int argc, char **argv, struct egress_options *o, struct
 		case OPT_CEILING_METADATA:
 			o->ceiling.metadata = true;
 			break;
+		case OPT_NO_SECCOMP:
+			seccomp_off = true;
+			break;
 		case OPT_LOG_LEVEL: {
 			bool found = false;
 			for (size_t i = 0; i < ARRAY_SIZE(level_names); i++)
@@ -372,6 +384,10 @@ int main(int argc, char **argv)
 			usage(stdout);
 			return 0;
 		}
+		if (strcmp(argv[i], "--check-seccomp") == 0) {
+			egress_seccomp_self_test();
+			return 1; /* alive: the filter did not work */
+		}
 	}
 
 	static struct egress_runtime rt;
@@ -415,6 +431,16 @@ int main(int argc, char **argv)
 	struct epoll_event ev = {.events = EPOLLIN, .data.u64 = 0};
 	if (rt.epoll_fd < 0 || rt.stop_fd < 0 || epoll_ctl(rt.epoll_fd, EPOLL_CTL_ADD, rt.stop_fd, &ev) < 0) {
 		egress_log(EGRESS_LOG_ERROR, "epoll: %s", strerror(errno));
+		return 1;
+	}
+	/* SECURITY: start-up is done (options, trust store, resolver, epoll);
+	 * from here on the gateway parses guest bytes: only the syscalls it
+	 * needs for that (egress-seccomp.c). Before any thread is started, so
+	 * every thread inherits it. */
+	if (seccomp_off) {
+		egress_log(EGRESS_LOG_WARN, "--no-seccomp: running without the syscall allow-list (debugging only)");
+	} else if (egress_seccomp_install(&err) < 0) {
+		egress_log(EGRESS_LOG_ERROR, "%s", err.message);
 		return 1;
 	}
 	int r = egress_dnsd_start(&rt);

@@ -261,6 +261,7 @@ def require_build():
 
 
 JAIL_UID_COUNT = 4096
+EGRESS_UID = 1_499_999_999  # the gateway's default uid (EGRESS_DEFAULT_UID, egress-supervisor.h)
 
 
 class Daemon:
@@ -287,7 +288,10 @@ class Daemon:
         """A uid range of this state dir's own (a restart on the same state
         dir gets the same): daemons of a host must not share sandbox uids."""
         slot = zlib.crc32(os.path.abspath(self.state_dir).encode()) % 500000
-        return 1_000_000_000 + slot * JAIL_UID_COUNT, JAIL_UID_COUNT
+        base = 1_000_000_000 + slot * JAIL_UID_COUNT
+        if base <= EGRESS_UID < base + JAIL_UID_COUNT:  # airlockd refuses a range with the gateway's uid
+            base += JAIL_UID_COUNT
+        return base, JAIL_UID_COUNT
 
     def argv(self):
         argv = [AIRLOCKD, "--socket", self.socket, "--state-dir", self.state_dir, "--image-dir", self.image_dir]

@@ -16,7 +16,7 @@ pair (link_guest):
                      handed over with SCM_RIGHTS in "add" (add_sandbox), as
                      airlockd does.
 
-airlock-egress runs as nobody wherever the caller puts it (start_egress),
+airlock-egress runs as its own uid wherever the caller puts it (start_egress),
 with one end of a SOCK_SEQPACKET pair as --control-fd; Control is airlockd's
 end. The tests' worlds (world_namespaces) add two namespaces: PREFIX-egr-PID,
 where the gateway runs (EGRESS_LINK_IP/30, default route via NET_LINK_IP),
@@ -75,8 +75,10 @@ table inet airlock {{
 """
 
 # SECURITY: airlock-egress runs exactly as airlockd runs it: unprivileged
-# (nobody), so that a test proves the gateway needs no privilege.
-AS_NOBODY = ("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--no-new-privs")
+# (its own uid, EGRESS_DEFAULT_UID of egress-supervisor.h), so that a test
+# proves the gateway needs no privilege.
+EGRESS_UID = 1499999999
+AS_NOBODY = ("setpriv", f"--reuid={EGRESS_UID}", f"--regid={EGRESS_UID}", "--clear-groups", "--no-new-privs")
 
 
 # ------------------------------------------------------------- namespaces

@@ -275,5 +275,7 @@ def test_prometheus_metrics(ld, admin, tokens):
     assert s2['airlock_api_requests_total{code="404"}'] >= s1.get('airlock_api_requests_total{code="404"}', 0) + 1
     assert s2['airlock_api_requests_total{code="200"}'] >= s1['airlock_api_requests_total{code="200"}'] + 2
     assert s2['airlock_errors_total{code="not_found"}'] == s1['airlock_errors_total{code="not_found"}'] + 1
-    # A token may read /metrics too (it is not admin-only).
-    assert tcp(ld, tokens, "b").request("GET", "/metrics").status == 200
+    # /metrics is the operator's (host-wide numbers of every tenant): a token gets 403, and nothing of it.
+    r = tcp(ld, tokens, "b").request("GET", "/metrics")
+    assert r.status == 403 and r.json["error"]["code"] == "forbidden", r
+    assert b"airlock_" not in r.raw, r

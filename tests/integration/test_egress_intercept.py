@@ -9,7 +9,7 @@ egress_harness.py: four network namespaces
     aei-sbx-PID   the sandbox namespace: nftables redirect DNS to
                   10.0.2.2:53 and every other TCP connection to
                   10.0.2.2:15001, where this test's listeners wait
-    aei-egr-PID   airlock-egress as nobody (203.0.113.1/30)
+    aei-egr-PID   airlock-egress as its own uid (203.0.113.1/30)
     aei-net-PID   the "internet" (203.0.113.2/30): one address 192.0.2.10
                   for every test host (virtual hosts told apart by SNI and
                   Host), an HTTPS echo server whose certificates a test CA
@@ -81,7 +81,7 @@ TIMEOUT = 5
 class Certs:
     def __init__(self):
         self.dir = tempfile.mkdtemp(prefix="aei-certs-")
-        # airlock-egress (nobody) reads --trust-ca from here.
+        # airlock-egress (its own uid) reads --trust-ca from here.
         os.chmod(self.dir, 0o755)
         d = self.dir
         self.test_ca, _ = eh.make_ca(d, "testca", "Airlock test internet CA")
@@ -223,7 +223,7 @@ class Control(eh.Control):
 
 
 def start_egress(certs, extra=()):
-    # --trust-ca readable by nobody (Certs).
+    # --trust-ca readable by the gateway's uid (Certs).
     return eh.start_egress(["ip", "netns", "exec", NS_EGRESS],
                            [*eh.WORLD_EGRESS_ARGS, "--trust-ca", certs.test_ca, *extra], LOG, control=Control)
 

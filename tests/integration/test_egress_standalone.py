@@ -10,7 +10,7 @@ The test plays airlockd. It builds a small world of network namespaces:
                   10.0.2.2:53 and every other TCP connection to
                   10.0.2.2:15001, no forwarding; the listening sockets
                   bound there are created by this test (as airlockd does)
-    aeg-egr-PID   where airlock-egress runs, as nobody: 203.0.113.1/30 on
+    aeg-egr-PID   where airlock-egress runs, as its own uid: 203.0.113.1/30 on
                   a veth, default route via 203.0.113.2; none of the test
                   hosts' addresses is here (the gateway never dials its own
                   namespace's addresses)

@@ -432,9 +432,10 @@ def test_killing_the_gateway_cuts_the_network_until_it_is_back(api, netd, sbx, f
     assert status == 200
     pid = egress_pid(netd)
     assert pid, "airlock-egress is not a child of airlockd"
-    # It runs unprivileged.
+    # It runs unprivileged, as its own uid, under its seccomp filter.
     status_text = open(f"/proc/{pid}/status").read()
-    assert re.search(r"^Uid:\s+65534\s", status_text, re.M) and re.search(r"^CapEff:\s+0+$", status_text, re.M)
+    assert re.search(r"^Uid:\s+1499999999\s", status_text, re.M) and re.search(r"^CapEff:\s+0+$", status_text, re.M)
+    assert re.search(r"^Seccomp:\s+2$", status_text, re.M), status_text
     os.kill(pid, signal.SIGSTOP)  # a gateway that hangs, then dies
     try:
         rc, status, _ = curl(api, sbx, f"--max-time 3 http://{fn.WWW_ALLOWED}/")

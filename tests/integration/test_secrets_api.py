@@ -36,7 +36,7 @@ from conftest import AIRLOCK, Daemon, _report_on_failure
 PLACEHOLDER = re.compile(r"^airlock-ph-[0-9a-f]{64}$")
 WAIT_S = 120
 
-# The stand-in gateway. It runs as nobody (the supervisor drops privileges),
+# The stand-in gateway. It runs as the gateway's own uid (the supervisor drops privileges),
 # so it and its record live in a world-writable temporary directory.
 FAKE_GATEWAY = r'''#!/usr/bin/python3
 import hashlib, json, os, socket, sys, time

@@ -30,7 +30,7 @@ CURL = "curl -sS --max-time 20 --cacert /tmp/all.pem -o /dev/null -w '%{http_cod
 
 @pytest.fixture(scope="module")
 def world(fakenet, tmp_path_factory):
-    # airlock-egress runs as nobody: the CA it trusts must be readable by it.
+    # airlock-egress runs as its own uid: the CA it trusts must be readable by it.
     cadir = tempfile.mkdtemp(prefix="airlock-testca-")
     os.chmod(cadir, 0o755)
     ca = os.path.join(cadir, "ca.pem")

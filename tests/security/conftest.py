@@ -145,7 +145,7 @@ def _free_port_in(net):
 
 @pytest.fixture(scope="session")
 def secd(fakenet, tmp_path_factory):  # noqa: F811
-    # airlock-egress runs as nobody: the CA it trusts must be readable by it.
+    # airlock-egress runs as its own uid: the CA it trusts must be readable by it.
     cadir = tempfile.mkdtemp(prefix="airlock-sec-ca-")
     os.chmod(cadir, 0o755)
     ca = os.path.join(cadir, "ca.pem")

@@ -344,6 +344,83 @@ static void test_truncated_archive(void **s)
 	hostile_check_and_free(&h);
 }
 
+/* Limits: the archive's entries and data bytes are counted as they come. */
+static int extract_limited(int fd, int dest, const char *rename, uint64_t max_bytes, uint64_t max_entries,
+                           struct al_error *err)
+{
+	struct tar_reader *t = cli_tar_reader_new(dest, rename);
+	cli_tar_reader_set_limits(t, max_bytes, max_entries);
+	assert_int_equal(lseek(fd, 0, SEEK_SET), 0);
+	char buf[4096];
+	int r = 0;
+	ssize_t n;
+	while (r == 0 && (n = read(fd, buf, sizeof(buf))) > 0)
+		r = cli_tar_reader_feed(t, buf, (size_t)n, err);
+	if (r == 0)
+		r = cli_tar_reader_finish(t, err);
+	cli_tar_reader_free(t);
+	return r;
+}
+
+static void test_limits(void **s)
+{
+	(void)s;
+	struct hostile h;
+	hostile_setup(&h);
+	int fd = memfd_create("tar", MFD_CLOEXEC);
+	for (int i = 0; i < 10; i++) {
+		char name[16];
+		snprintf(name, sizeof(name), "f%d", i);
+		put_header(fd, name, '0', NULL, "0123456789", 10);
+	}
+	end_archive(fd);
+	struct al_error err = {0};
+	/* Exactly at the limits: accepted. */
+	assert_int_equal(extract_limited(fd, h.dfd, NULL, 100, 10, &err), 0);
+	assert_true(extract_limited(fd, h.dfd, NULL, 100, 9, &err) < 0);
+	assert_non_null(strstr(err.message, "--max-entries"));
+	memset(&err, 0, sizeof(err));
+	assert_true(extract_limited(fd, h.dfd, NULL, 99, 10, &err) < 0);
+	assert_non_null(strstr(err.message, "--max-bytes"));
+	/* A single entry that announces more than the limit is refused before any byte is written. */
+	int big = memfd_create("tar", MFD_CLOEXEC);
+	char data[2000];
+	memset(data, 'b', sizeof(data));
+	put_header(big, "big", '0', NULL, data, sizeof(data));
+	end_archive(big);
+	memset(&err, 0, sizeof(err));
+	assert_true(extract_limited(big, h.dfd, NULL, 1999, 10, &err) < 0);
+	cleanup_free char *bigpath = xasprintf("%s/big", h.dest);
+	assert_int_equal(access(bigpath, F_OK), -1);
+	close(big);
+	close(fd);
+	hostile_check_and_free(&h);
+}
+
+/* The root of a sandbox comes as "./bin/..."; a new name replaces the ".". */
+static void test_rename_dot_first(void **s)
+{
+	(void)s;
+	struct hostile h;
+	hostile_setup(&h);
+	int fd = memfd_create("tar", MFD_CLOEXEC);
+	put_header(fd, "./", '5', NULL, NULL, 0);
+	put_header(fd, "./bin/ls", '0', NULL, "elf", 3);
+	end_archive(fd);
+	struct al_error err = {0};
+	assert_int_equal(extract_fd(fd, h.dfd, "root", 512, &err), 0);
+	cleanup_free char *p = xasprintf("%s/root/bin/ls", h.dest);
+	assert_int_equal(access(p, F_OK), 0);
+	close(fd);
+	/* A ".." first is refused even when renamed. */
+	fd = memfd_create("tar", MFD_CLOEXEC);
+	put_header(fd, "../x", '0', NULL, "evil", 4);
+	end_archive(fd);
+	assert_true(extract_fd(fd, h.dfd, "copy", 512, &err) < 0);
+	close(fd);
+	hostile_check_and_free(&h);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -354,6 +431,8 @@ int main(void)
 	    cmocka_unit_test(test_rejects_malformed),
 	    cmocka_unit_test(test_existing_symlink_in_destination_not_followed),
 	    cmocka_unit_test(test_truncated_archive),
+	    cmocka_unit_test(test_limits),
+	    cmocka_unit_test(test_rename_dot_first),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -356,14 +356,24 @@ API_HANDLER(api_archive_get)
 	struct sandbox *sb = path ? api_sandbox_acquire(req, resp) : NULL;
 	if (!sb)
 		return;
+	char dir[EXEC_CWD_MAX + 1];
+	const char *base;
+	split_path(path, dir, sizeof(dir), &base);
+	/* SECURITY: the archive of /dir/.. names its entries "../x": a client
+	 * that extracts it (or renames its first component) writes beside its
+	 * destination. Refused here, before the guest is asked anything (its
+	 * answers are not to be relied on), as airlock cp refuses it. */
+	if (!strcmp(base, "..")) {
+		api_response_errorf(resp, AL_ERR_INVALID_ARGUMENT, "path: %s ends in \"..\": name the directory itself",
+		                    path);
+		sandbox_release(sb);
+		return;
+	}
 	cleanup_json json_t *st = stat_path(req, resp, sb, path);
 	if (!st) {
 		sandbox_release(sb);
 		return;
 	}
-	char dir[EXEC_CWD_MAX + 1];
-	const char *base;
-	split_path(path, dir, sizeof(dir), &base);
 	if (!strcmp(path, "/")) {
 		strlcpy_al(dir, "/", sizeof(dir));
 		base = ".";

@@ -13,7 +13,10 @@
 
 static const struct api_route api_routes[] = {
     {"GET", "/healthz", 0, api_healthz, NULL, false},
-    {"GET", "/metrics", 0, api_prometheus, NULL, false},
+    /* SECURITY: host-wide numbers (every tenant's sandboxes, creates, errors,
+     * egress decisions, auth failures): the operator's, never a tenant's. A
+     * tenant reads its own sandboxes' numbers at /v1/sandboxes/{id}/metrics. */
+    {"GET", "/metrics", 0, api_prometheus, NULL, true},
     {"GET", "/v1/sandboxes", 0, api_sandbox_list, NULL, false},
     {"POST", "/v1/sandboxes", API_CREATE_BODY_MAX, api_sandbox_create, NULL, false},
     {"GET", "/v1/sandboxes/{id}", 0, api_sandbox_get, NULL, false},

@@ -65,6 +65,7 @@ enum {
 	OPT_BOOT_TIMEOUT,
 	OPT_JAIL_UID_BASE,
 	OPT_JAIL_UID_COUNT,
+	OPT_EGRESS_UID,
 	OPT_END,
 	/* Not numbers. */
 	OPT_JAILER = 2000,
@@ -74,6 +75,7 @@ enum {
 	OPT_ACCEL,
 	OPT_CPU_MODEL,
 	OPT_CHECK,
+	OPT_EGRESS_NO_SECCOMP,
 };
 #define NUM(opt) ((opt)-OPT_FIRST)
 
@@ -101,6 +103,7 @@ static const struct {
     [NUM(OPT_BOOT_TIMEOUT)] = {"boot-timeout-s", 1, BOOT_TIMEOUT_S_MAX, DEFAULT_BOOT_TIMEOUT_S},
     [NUM(OPT_JAIL_UID_BASE)] = {"jail-uid-base", 1000, UINT32_MAX - 2, JAIL_DEFAULT_UID_BASE},
     [NUM(OPT_JAIL_UID_COUNT)] = {"jail-uid-count", 1, JAIL_UID_COUNT_MAX, JAIL_DEFAULT_UID_COUNT},
+    [NUM(OPT_EGRESS_UID)] = {"egress-uid", 1, UINT32_MAX - 1, EGRESS_DEFAULT_UID},
 };
 
 /* getopt_long's table. "config" is not in it: getopt must not take an
@@ -133,6 +136,8 @@ static const struct option daemon_opts[] = {
     {"seccomp-profile", required_argument, NULL, OPT_SECCOMP},
     {"jail-uid-base", required_argument, NULL, OPT_JAIL_UID_BASE},
     {"jail-uid-count", required_argument, NULL, OPT_JAIL_UID_COUNT},
+    {"egress-uid", required_argument, NULL, OPT_EGRESS_UID},
+    {"egress-no-seccomp", no_argument, NULL, OPT_EGRESS_NO_SECCOMP},
     {"cgroup-parent", required_argument, NULL, OPT_CGROUP_PARENT},
     {"template-snapshots", required_argument, NULL, OPT_TEMPLATE_SNAPSHOTS},
     {"api-max-connections", required_argument, NULL, OPT_API_MAX_CONNECTIONS},
@@ -163,7 +168,7 @@ struct daemon_options {
 	const char *public_cidrs[EGRESS_PUBLIC_CIDRS_MAX];
 	size_t n_public_cidrs;
 	const struct vmm_backend *want_backend; /* NULL: auto */
-	bool print_backend, check;
+	bool print_backend, check, egress_no_seccomp;
 	enum accel_mode accel_mode;
 	const char *cpu_model;
 	long numbers[NUM(OPT_END)];
@@ -178,7 +183,7 @@ static void usage(FILE *f)
 	        "                [--listen ADDR:PORT] [--max-file-bytes N] [--print-routes]\n"
 	        "                [--egress-bin PATH] [--resolver IP:PORT] [--egress-ca FILE]\n"
 	        "                [--network-policy FILE] [--network-ceiling FILE]\n"
-	        "                [--egress-public-cidr CIDR]...\n"
+	        "                [--egress-public-cidr CIDR]... [--egress-uid N] [--egress-no-seccomp]\n"
 	        "                [--max-vcpus N] [--max-memory-mib N] [--max-disk-mib N]\n"
 	        "                [--max-concurrent-starts N] [--start-queue-timeout-s N] [--watchdog-s N]\n"
 	        "                [--rate-limit-rps N] [--rate-limit-burst N]\n"
@@ -207,6 +212,9 @@ static void usage(FILE *f)
 	        "                       {\"allow\": [CIDR...], \"metadata\": false} (default: public only)\n"
 	        "  --egress-public-cidr CIDR  a network the gateway may dial although it is not public\n"
 	        "                       (e.g. an internal range; rules still decide); up to 16\n"
+	        "  --egress-uid N       the gateway's uid (= gid): its own, not 0, not nobody, outside\n"
+	        "                       the jail range (default %u)\n"
+	        "  --egress-no-seccomp  run the gateway without its syscall allow-list (debugging only)\n"
 	        "  --max-vcpus N        most vCPUs of one sandbox (default %d)\n"
 	        "  --max-memory-mib N   most memory of one sandbox (default: the host's, at most %d)\n"
 	        "  --max-disk-mib N     largest disk of one sandbox, disk_mib of a create (default %d)\n"
@@ -253,9 +261,9 @@ static void usage(FILE *f)
 	        "                       images) as key=value lines and exit: 0 when it is\n"
 	        "  --config FILE        read flags from FILE first, one per line: NAME [VALUE]\n"
 	        "                       (docs/kvm-host.md); flags on the command line win\n",
-	        DEFAULT_BOOT_TIMEOUT_S, SANDBOX_VCPUS_MAX, SANDBOX_MEMORY_MIB_MAX, DEFAULT_MAX_DISK_MIB,
-	        DEFAULT_MAX_CONCURRENT_STARTS, DEFAULT_WATCHDOG_S, DEFAULT_RATE_LIMIT_RPS, DEFAULT_RATE_LIMIT_BURST,
-	        JAIL_DEFAULT_UID_BASE, JAIL_DEFAULT_UID_COUNT, DEFAULT_API_MAX_CONNECTIONS,
+	        DEFAULT_BOOT_TIMEOUT_S, EGRESS_DEFAULT_UID, SANDBOX_VCPUS_MAX, SANDBOX_MEMORY_MIB_MAX,
+	        DEFAULT_MAX_DISK_MIB, DEFAULT_MAX_CONCURRENT_STARTS, DEFAULT_WATCHDOG_S, DEFAULT_RATE_LIMIT_RPS,
+	        DEFAULT_RATE_LIMIT_BURST, JAIL_DEFAULT_UID_BASE, JAIL_DEFAULT_UID_COUNT, DEFAULT_API_MAX_CONNECTIONS,
 	        DEFAULT_API_MAX_CONNECTIONS_PER_CLIENT, DEFAULT_API_IDLE_TIMEOUT_S, DEFAULT_AUTH_FAILURE_BURST,
 	        DEFAULT_AUTH_FAILURE_PER_MIN, NETNS_POOL_DEFAULT, backends, ACCEL_PROBE_TIMEOUT_S_DEFAULT);
 }
@@ -381,6 +389,9 @@ static int option_apply(struct daemon_options *o, int c, const char *arg)
 	case OPT_CHECK:
 		o->check = true;
 		return DAEMON_RUN;
+	case OPT_EGRESS_NO_SECCOMP:
+		o->egress_no_seccomp = true;
+		return DAEMON_RUN;
 	case 'r':
 		api_print_routes(stdout);
 		return 0;
@@ -394,6 +405,29 @@ static int option_apply(struct daemon_options *o, int c, const char *arg)
 		usage(stderr);
 		return 2;
 	}
+}
+
+/* SECURITY: the gateway holds every tenant's secret values: its uid is its
+ * own. Not root, not nobody (shared with other daemons), and not one a VMM
+ * may get (a VMM escaped from its jail would own the gateway). */
+static int egress_uid_check(const struct daemon_options *o)
+{
+	uint64_t uid = (uint64_t)o->numbers[NUM(OPT_EGRESS_UID)];
+	uint64_t base = (uint64_t)o->numbers[NUM(OPT_JAIL_UID_BASE)];
+	uint64_t count = (uint64_t)o->numbers[NUM(OPT_JAIL_UID_COUNT)];
+	if (uid == 65534) {
+		fprintf(stderr, "airlockd: --egress-uid 65534 is nobody, shared with other programs; give the gateway "
+		                "a uid of its own\n");
+		return 2;
+	}
+	if (uid >= base && uid < base + count) {
+		fprintf(stderr,
+		        "airlockd: --egress-uid %llu is inside the VMMs' jail range %llu-%llu (--jail-uid-base, "
+		        "--jail-uid-count); give the gateway a uid outside it\n",
+		        (unsigned long long)uid, (unsigned long long)base, (unsigned long long)(base + count - 1));
+		return 2;
+	}
+	return DAEMON_RUN;
 }
 
 /* DAEMON_RUN, or the exit status of a run that ends with the options. */
@@ -420,7 +454,7 @@ static int options_parse(int argc, char **argv, struct daemon_options *o)
 		usage(stderr);
 		return 2;
 	}
-	return DAEMON_RUN;
+	return egress_uid_check(o);
 }
 
 /* A file next to the daemon's own binary. */
@@ -841,6 +875,8 @@ static int sandboxes_start(struct daemon *d)
 	    .log_path = egress_log,
 	    .n_public_cidrs = o->n_public_cidrs,
 	    .ceiling = &d->ceiling,
+	    .uid = (uint32_t)o->numbers[NUM(OPT_EGRESS_UID)],
+	    .no_seccomp = o->egress_no_seccomp,
 	};
 	memcpy(ecfg.public_cidrs, o->public_cidrs, o->n_public_cidrs * sizeof(o->public_cidrs[0]));
 	struct al_error err = {0};

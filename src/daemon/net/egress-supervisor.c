@@ -24,8 +24,6 @@
 #include "store.h"
 #include "util.h"
 
-#define EGRESS_UID 65534 /* nobody */
-#define EGRESS_GID 65534 /* nogroup */
 #define READY_TIMEOUT_MS 5000
 #define REQUEST_TIMEOUT_MS 5000
 #define BACKOFF_MIN_MS 100
@@ -445,6 +443,8 @@ static int spawn(int *ret_fd, pid_t *ret_pid)
 	}
 	if (ceiling_metadata)
 		argv[n++] = "--ceiling-metadata";
+	if (conf.no_seccomp)
+		argv[n++] = "--no-seccomp";
 	argv[n] = NULL;
 	pid_t parent = getpid();
 	pid_t pid = fork();
@@ -469,11 +469,13 @@ static int spawn(int *ret_fd, pid_t *ret_pid)
 		}
 		dup2(sv[1], 3);
 		close_range(4, ~0u, 0);
-		/* SECURITY: the gateway parses guest bytes; it runs with no
-		 * privilege at all: nobody, no groups, no capabilities (a
-		 * non-root uid after setresuid has none), no_new_privs. */
-		if (setgroups(0, NULL) < 0 || setresgid(EGRESS_GID, EGRESS_GID, EGRESS_GID) < 0 ||
-		    setresuid(EGRESS_UID, EGRESS_UID, EGRESS_UID) < 0 || prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) {
+		/* SECURITY: the gateway parses guest bytes and holds every
+		 * tenant's secrets; it runs with no privilege at all: a uid and
+		 * gid of its own (not nobody: no other process may signal,
+		 * ptrace or read it), no groups, no capabilities (a non-root
+		 * uid after setresuid has none), no_new_privs. */
+		if (setgroups(0, NULL) < 0 || setresgid(conf.uid, conf.uid, conf.uid) < 0 ||
+		    setresuid(conf.uid, conf.uid, conf.uid) < 0 || prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) {
 			dprintf(2, "airlockd: cannot drop privileges for airlock-egress: %m\n");
 			_exit(126);
 		}
@@ -636,7 +638,12 @@ static void *supervisor_main(void *arg)
 			pthread_mutex_unlock(&st_lock);
 			if (stop)
 				break;
-			if (WIFSIGNALED(status))
+			if (WIFSIGNALED(status) && WTERMSIG(status) == SIGSYS)
+				log_error("egress gateway: pid %d was killed by its seccomp filter: it made a syscall "
+				          "outside its allow-list (src/egress/egress-seccomp.c; the kernel's audit log "
+				          "names it: type=SECCOMP ... syscall=N); restarting in %u ms",
+				          (int)pid, backoff);
+			else if (WIFSIGNALED(status))
 				log_error("egress gateway: pid %d killed by signal %d; restarting in %u ms", (int)pid,
 				          WTERMSIG(status), backoff);
 			else
@@ -657,6 +664,8 @@ static void *supervisor_main(void *arg)
 
 int egress_start(const struct egress_config *c, struct al_error *err)
 {
+	if (c->uid == 0)
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EPERM, "egress gateway: refusing to run it as root");
 	if (access(c->bin, X_OK) < 0)
 		return al_error_set(err, AL_ERR_UNAVAILABLE, errno,
 		                    "egress gateway %s: %m (build it, or pass --egress-bin)", c->bin);
@@ -664,6 +673,8 @@ int egress_start(const struct egress_config *c, struct al_error *err)
 	conf.resolver = c->resolver ? xstrdup(c->resolver) : NULL;
 	conf.trust_ca = c->trust_ca ? xstrdup(c->trust_ca) : NULL;
 	conf.log_path = c->log_path ? xstrdup(c->log_path) : NULL;
+	conf.uid = c->uid;
+	conf.no_seccomp = c->no_seccomp;
 	for (size_t i = 0; i < c->n_public_cidrs && i < EGRESS_PUBLIC_CIDRS_MAX; i++)
 		conf.public_cidrs[conf.n_public_cidrs++] = xstrdup(c->public_cidrs[i]);
 	for (size_t i = 0; c->ceiling && i < c->ceiling->n_nets; i++) {

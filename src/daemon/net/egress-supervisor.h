@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * airlockd's side of the egress gateway: starts airlock-egress as an
- * unprivileged child (nobody, no capabilities, no_new_privs), hands it each
+ * unprivileged child (its own uid, no capabilities, no_new_privs; it installs
+ * its own seccomp allow-list before it serves), hands it each
  * sandbox's listeners and policy over the control channel (ctlmsg.h),
  * turns its audit records into events and metrics, and restarts it when it
  * dies, handing every listener back.
@@ -21,6 +22,9 @@
 #include "policy-ceiling.h"
 
 #define EGRESS_PUBLIC_CIDRS_MAX 16
+/* The gateway's uid (= gid) unless --egress-uid says otherwise: its own,
+ * shared with nothing else (not nobody), below the VMMs' default range. */
+#define EGRESS_DEFAULT_UID 1499999999u
 
 struct egress_config {
 	const char *bin;      /* airlock-egress */
@@ -34,6 +38,11 @@ struct egress_config {
 	/* The operator's ceiling (--network-ceiling): the gateway dials a
 	 * non-public address a rule names only inside it. */
 	const struct policy_ceiling *ceiling;
+	/* SECURITY: the gateway holds every tenant's secret values: it runs as
+	 * a uid (= gid) of its own (never 0, nobody or a VMM's; the caller
+	 * checks), and under its seccomp filter unless no_seccomp (debugging). */
+	uint32_t uid;
+	bool no_seccomp;
 };
 
 /* Starts the gateway and waits (bounded) until it is ready. */
