@@ -52,6 +52,7 @@ struct egress_dns_job {
 	int fd;                        /* a dup of the sandbox's UDP socket */
 	struct sockaddr_storage peer;
 	socklen_t peer_len;
+	uint64_t queued_ms; /* monotonic */
 	struct dns_pending p;
 };
 
@@ -327,6 +328,21 @@ static void job_free(struct egress_dns_job *job)
 	free(job);
 }
 
+/* A lookup the queue refused (or that waited too long): SERVFAIL now (the
+ * guest's resolver may retry later), recorded as a denial (folded with the
+ * others when they flood). */
+static void dns_refuse_busy(struct egress_sandbox *sb, struct dns_pending *p, int fd,
+                            const struct sockaddr_storage *peer, socklen_t peer_len, int why)
+{
+	uint8_t out[DNS_RESPONSE_MAX];
+	size_t len = respond(&p->q, EGRESS_DNS_RCODE_SERVFAIL, NULL, 0, 0, p->out_max, out);
+	sendto(fd, out, len, MSG_DONTWAIT | MSG_NOSIGNAL, (const struct sockaddr *)peer, peer_len);
+	dns_event(sb, &p->q, &p->host, p->q.name, "deny", NULL, NULL,
+	          why == -EAGAIN  ? "DNS limit: too many lookups of this sandbox waiting"
+	          : why == -ETIME ? "DNS limit: waited too long for a resolver worker"
+	                          : "DNS limit: too many lookups waiting");
+}
+
 static void *dns_worker_main(void *arg)
 {
 	struct egress_runtime *rt = arg;
@@ -340,7 +356,11 @@ static void *dns_worker_main(void *arg)
 		pthread_mutex_unlock(&rt->dns_lock);
 		struct egress_dns_job *job = (struct egress_dns_job *)item;
 
-		if (!egress_sandbox_removed(job->sb)) {
+		if (now_ms_monotonic() - job->queued_ms > EGRESS_DNS_QUEUE_WAIT_MS) {
+			/* Its guest has given up on it by now: SERVFAIL, at once,
+			 * so that a sandbox's own backlog drains fast. */
+			dns_refuse_busy(job->sb, &job->p, job->fd, &job->peer, job->peer_len, -ETIME);
+		} else if (!egress_sandbox_removed(job->sb)) {
 			size_t len = dns_resolve(rt, job->sb, &job->p, out);
 			sendto(job->fd, out, len, MSG_DONTWAIT | MSG_NOSIGNAL, (struct sockaddr *)&job->peer,
 			       job->peer_len);
@@ -354,20 +374,6 @@ static void *dns_worker_main(void *arg)
 		job_free(job);
 	}
 	return NULL;
-}
-
-/* A lookup the queue refused: SERVFAIL now (the guest's resolver may retry
- * later), recorded as a denial (folded with the others when they flood). */
-static void dns_refuse_busy(struct egress_sandbox *sb, struct dns_pending *p, const struct sockaddr_storage *peer,
-                            socklen_t peer_len, int why)
-{
-	uint8_t out[DNS_RESPONSE_MAX];
-	size_t len = respond(&p->q, EGRESS_DNS_RCODE_SERVFAIL, NULL, 0, 0, p->out_max, out);
-	sendto(sb->fds[EGRESS_FD_DNS_UDP], out, len, MSG_DONTWAIT | MSG_NOSIGNAL, (const struct sockaddr *)peer,
-	       peer_len);
-	dns_event(sb, &p->q, &p->host, p->q.name, "deny", NULL, NULL,
-	          why == -EAGAIN ? "DNS limit: too many lookups of this sandbox waiting"
-	                         : "DNS limit: too many lookups waiting");
 }
 
 static void dns_enqueue(struct egress_runtime *rt, struct egress_sandbox *sb, struct dns_pending *p,
@@ -389,6 +395,7 @@ static void dns_enqueue(struct egress_runtime *rt, struct egress_sandbox *sb, st
 	job->fd = fd;
 	job->peer = *peer;
 	job->peer_len = peer_len;
+	job->queued_ms = now_ms_monotonic();
 	job->p = *p;
 	pthread_mutex_lock(&rt->dns_lock);
 	int r = egress_fairq_push(&rt->dns_queue, &sb->dns_flow, &job->item);
@@ -398,7 +405,7 @@ static void dns_enqueue(struct egress_runtime *rt, struct egress_sandbox *sb, st
 	if (r < 0) {
 		/* SECURITY: a sandbox over its share is answered at once, never
 		 * queued in front of another sandbox's lookups. */
-		dns_refuse_busy(sb, &job->p, peer, peer_len, r);
+		dns_refuse_busy(sb, &job->p, job->fd, peer, peer_len, r);
 		job_free(job);
 	}
 }

@@ -22,6 +22,9 @@
  *   egress-dnsd.c   the DNS listener (UDP in the loop + worker threads, TCP a
  *                   thread per connection), checked resolution, and each
  *                   sandbox's map of the addresses its DNS answers named
+ *   egress-fair.c   fair sharing between sandboxes (issue 17): the DNS
+ *                   workers' round-robin queue, the folding of repeated
+ *                   denials into counted records (used by egress-ctl.c)
  *
  * Locking, outermost first: rt->loop_lock (the sandbox table, every
  * listener fd, the epoll set; held by the loop while it handles a batch of
@@ -73,6 +76,7 @@
 #define EGRESS_DNS_QUEUE_MAX 1024           /* UDP queries waiting for a worker, all sandboxes */
 #define EGRESS_DNS_PENDING_PER_SANDBOX 32   /* one sandbox's queued + running UDP lookups; more: SERVFAIL */
 #define EGRESS_DNS_RUNNING_PER_SANDBOX 4    /* workers one sandbox may hold at once */
+#define EGRESS_DNS_QUEUE_WAIT_MS 3000       /* a lookup queued longer is answered SERVFAIL unasked */
 #define EGRESS_EVENT_QUEUE_MAX 8192         /* events waiting for the control socket; more are dropped (counted) */
 #define EGRESS_EVENT_QUEUE_PER_SANDBOX 1024 /* one sandbox's share of them */
 #define EGRESS_EVENT_AGG_WINDOW_MS 5000     /* repeated denials are counted per window ... */

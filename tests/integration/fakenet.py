@@ -130,6 +130,7 @@ SUB_EXAMPLE = "sub.example.test"
 DNS_ONLY = "dns-only.allowed.test"       # A 192.0.2.10, resolved by one test only (never cached)
 EVIL_SUFFIX_EXAMPLE = "example.test.evil.test"
 EVIL_PREFIX_EXAMPLE = "evilexample.test"
+SLOW_ZONE = "slow.test"                  # the DNS server never answers a name under it (issue 17)
 
 HTTP_PORT = 80
 HTTPS_PORT = 443
@@ -506,7 +507,7 @@ subjectKeyIdentifier = hash
         open(self.log_path, "w").close()
         cfg = {
             "log": self.log_path,
-            "zone": {"origin": "test", "ttl": DNS_TTL, "records": RECORDS},
+            "zone": {"origin": "test", "ttl": DNS_TTL, "records": RECORDS, "silent": [SLOW_ZONE]},
             "certs": {ip: {"cert": c, "key": k} for ip, (c, k) in self.certs.items()},
             "primary": {ip: names[0] for ip, names in HOSTS.items()},
             "listeners": [{"ip": ip, "port": port, "kind": kind} for ip, port, kind in LISTENERS],
