@@ -26,7 +26,8 @@ test can show a refusal was the gateway's decision, not a missing route):
     203.0.113.7      echo.test: TCP echo :7 and :9000, UDP echo :443 and :9000
     (ECHO_IP)
     198.51.100.53    the test DNS server, UDP and TCP :53, authoritative for
-    (DNS_IP)         `test.` (RECORDS below), NXDOMAIN for anything else
+    (DNS_IP)         `test.` (RECORDS below), NXDOMAIN for anything else;
+                     never answers a name under `slow.test` (SLOW_ZONE)
     10.1.2.3         private.allowed.test (trap): HTTP :80, HTTPS :443, echo :7000
     169.254.169.254  meta.allowed.test (trap): HTTP :80, HTTPS :443, echo :7000
 
