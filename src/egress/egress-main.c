@@ -107,7 +107,7 @@ static void usage(FILE *out)
 	        "  --max-connections N               open connections, all sandboxes (default 4096)\n"
 	        "  --max-connections-per-sandbox N   open connections per sandbox (default 256)\n"
 	        "  --max-connections-per-tenant N    open connections of one tenant's sandboxes\n"
-	        "                                    (default 1024)\n"
+	        "                                    (default: half of --max-connections)\n"
 	        "  --sniff-timeout-ms MS             the request head / ClientHello must arrive\n"
 	        "                                    within this (default 3000)\n"
 	        "  --public-cidr CIDR                dial addresses in CIDR as if public (test\n"
@@ -257,7 +257,7 @@ static int parse_options(int argc, char **argv, struct egress_options *o, struct
 	    .max_connection_s = 3600,
 	    .max_connections = 4096,
 	    .max_connections_per_sandbox = 256,
-	    .max_connections_per_tenant = 1024,
+	    .max_connections_per_tenant = 0, /* half of max_connections */
 	    .sniff_timeout_ms = EGRESS_SNIFF_TIMEOUT_MS,
 	    .log_level = EGRESS_LOG_INFO,
 	};
@@ -358,6 +358,10 @@ static int parse_options(int argc, char **argv, struct egress_options *o, struct
 		                    "--control-fd is required (airlock-egress is started by airlockd)");
 	if (o->max_connections_per_sandbox > o->max_connections)
 		o->max_connections_per_sandbox = o->max_connections;
+	/* One tenant takes at most half of the gateway by default: the other
+	 * half stays for every other tenant (issue 17). */
+	if (o->max_connections_per_tenant == 0)
+		o->max_connections_per_tenant = MAX(1u, o->max_connections / 2);
 	r = check_control_fd(o->control_fd, err);
 	if (r == 0 && !have_resolver)
 		r = resolver_from_resolv_conf(o, err);
