@@ -314,16 +314,18 @@ static void event_emit_summary(json_t *msg, void *arg)
 static bool event_flush_sandbox(struct egress_runtime *rt, struct egress_sandbox *sb, uint64_t now_ms)
 {
 	egress_agg_flush(&sb->ev_agg, now_ms, false, event_emit_summary, sb);
-	if (sb->ev_dropped) {
+	/* At most one drop report a second, past the share as it is. */
+	if (sb->ev_dropped && now_ms - sb->ev_dropped_report_ms >= 1000) {
 		json_t *msg = json_pack("{sssssss{sIss}}", "op", "event", "sandbox", sb->id, "type", "network.dropped",
 		                        "data", "dropped", (json_int_t)sb->ev_dropped, "reason",
 		                        "the gateway's event queue was full for this sandbox");
 		if (!msg)
 			abort();
 		sb->ev_dropped = 0;
+		sb->ev_dropped_report_ms = now_ms;
 		event_queue_locked(rt, sb, msg, true);
 	}
-	return sb->ev_agg.pending > 0;
+	return sb->ev_agg.pending > 0 || sb->ev_dropped > 0;
 }
 
 /* Every sandbox on rt->ev_pending flushed; those with nothing left go off

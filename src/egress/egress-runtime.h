@@ -171,8 +171,9 @@ struct egress_sandbox {
 
 	/* Under rt->ev_lock: its share of the event queue. */
 	unsigned ev_queued;
-	uint64_t ev_dropped; /* not yet reported in a "network.dropped" record */
-	bool ev_pending;     /* on rt->ev_pending (holding a reference) */
+	uint64_t ev_dropped;           /* not yet reported in a "network.dropped" record */
+	uint64_t ev_dropped_report_ms; /* the last such record (monotonic) */
+	bool ev_pending;               /* on rt->ev_pending (holding a reference) */
 	struct egress_sandbox *ev_pending_next;
 	struct egress_agg ev_agg;
 
