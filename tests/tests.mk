@@ -79,6 +79,9 @@ UNIT_LIBS_egress-policy := -ljansson -lpthread
 # runs a small DNS server on 127.0.0.1).
 UNIT_SRC_egress-dns := src/egress/egress-dns.c src/egress/egress-resolve.c
 UNIT_LIBS_egress-dns := -lcares -lpthread -ljansson
+# Fair sharing (issue 17): the round-robin DNS queue, denial aggregation.
+UNIT_SRC_egress-fair := src/egress/egress-fair.c
+UNIT_LIBS_egress-fair := -ljansson
 # TLS interception: the Airlock CA's leaves and their cache, secret bindings,
 # the policy's "tls" and "pinned".
 UNIT_SRC_egress-intercept := src/egress/egress-ca.c src/egress/egress-bindings.c src/egress/egress-policy.c

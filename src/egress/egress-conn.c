@@ -288,7 +288,7 @@ static int conn_set_host(struct egress_conn *c, const uint8_t *raw, size_t len, 
  * its status (400, 403, 405, 431), not 403. */
 static int sniff_http(struct egress_conn *c, char *reason, size_t reason_size)
 {
-	uint64_t deadline = now_ms_monotonic() + EGRESS_SNIFF_TIMEOUT_MS;
+	uint64_t deadline = now_ms_monotonic() + c->rt->opt.sniff_timeout_ms;
 	struct egress_http_request req;
 	struct al_error err = {0};
 	int r = -EAGAIN;
@@ -332,7 +332,7 @@ static int sniff_http(struct egress_conn *c, char *reason, size_t reason_size)
  * ClientHello, anything malformed, or an IP address as SNI is denied. */
 static int sniff_tls(struct egress_conn *c, char *reason, size_t reason_size)
 {
-	uint64_t deadline = now_ms_monotonic() + EGRESS_SNIFF_TIMEOUT_MS;
+	uint64_t deadline = now_ms_monotonic() + c->rt->opt.sniff_timeout_ms;
 	struct egress_tls_client_hello hello;
 	struct al_error err = {0};
 	size_t need = EGRESS_TLS_RECORD_HEADER_SIZE;

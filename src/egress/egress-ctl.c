@@ -21,6 +21,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <openssl/crypto.h>
@@ -34,8 +35,71 @@
 
 struct egress_event_node {
 	struct egress_event_node *next;
+	struct egress_sandbox *sb; /* a reference: its share of the queue */
 	json_t *msg;
 };
+
+/* ------------------------------------------------------------ tenants */
+
+/* The tenant's connection counter, a new reference; NULL for "" (a sandbox
+ * without a tenant has its own limit only). */
+static struct egress_tenant *tenant_get(struct egress_runtime *rt, const char *name)
+{
+	if (!name[0])
+		return NULL;
+	pthread_mutex_lock(&rt->tenant_lock);
+	struct egress_tenant *t = rt->tenants;
+	while (t && strcmp(t->name, name) != 0)
+		t = t->next;
+	if (!t) {
+		t = xcalloc(1, sizeof(*t));
+		strlcpy_al(t->name, name, sizeof(t->name));
+		t->next = rt->tenants;
+		rt->tenants = t;
+	}
+	t->refs++;
+	pthread_mutex_unlock(&rt->tenant_lock);
+	return t;
+}
+
+static void tenant_put(struct egress_runtime *rt, struct egress_tenant *t)
+{
+	if (!t)
+		return;
+	pthread_mutex_lock(&rt->tenant_lock);
+	if (--t->refs == 0) {
+		struct egress_tenant **p = &rt->tenants;
+		while (*p != t)
+			p = &(*p)->next;
+		*p = t->next;
+		free(t);
+	}
+	pthread_mutex_unlock(&rt->tenant_lock);
+}
+
+/* Counts one more connection against the tenant (and takes a reference for
+ * it), if the tenant's limit allows. */
+static bool tenant_take(struct egress_runtime *rt, struct egress_tenant *t)
+{
+	pthread_mutex_lock(&rt->tenant_lock);
+	bool ok = t->n_conns < rt->opt.max_connections_per_tenant;
+	if (ok) {
+		t->n_conns++;
+		t->refs++;
+	}
+	pthread_mutex_unlock(&rt->tenant_lock);
+	return ok;
+}
+
+static void tenant_release(struct egress_runtime *rt, struct egress_tenant *t)
+{
+	if (!t)
+		return;
+	pthread_mutex_lock(&rt->tenant_lock);
+	t->n_conns--;
+	pthread_mutex_unlock(&rt->tenant_lock);
+	tenant_put(rt, t);
+}
 
 /* ------------------------------------------------------------ sandboxes */
 
@@ -54,6 +118,8 @@ void egress_sandbox_unref(struct egress_sandbox *sb)
 			close(sb->fds[i]);
 	egress_policy_slot_release(&sb->policy);
 	egress_bindings_slot_release(&sb->bindings);
+	egress_agg_release(&sb->ev_agg);
+	tenant_put(sb->rt, sb->tenant_conns);
 	pthread_mutex_destroy(&sb->lock);
 	free(sb->names);
 	free(sb);
@@ -89,6 +155,16 @@ bool egress_sandbox_track(struct egress_sandbox *sb, struct egress_track *t, boo
 	pthread_mutex_lock(&sb->lock);
 	bool ok = !sb->removed &&
 	          (dns ? sb->n_dns_tcp < EGRESS_DNS_TCP_PER_SANDBOX : sb->n_conns < o->max_connections_per_sandbox);
+	/* SECURITY: the tenant's limit too (issue 17): many sandboxes of one
+	 * tenant cannot take the gateway's every connection. The counter is
+	 * the sandbox's as of now (loop_lock is held by the caller); the
+	 * connection keeps it, so that a re-add cannot make it miscount. */
+	t->counted = NULL;
+	if (ok && !dns && sb->tenant_conns) {
+		ok = tenant_take(sb->rt, sb->tenant_conns);
+		if (ok)
+			t->counted = sb->tenant_conns;
+	}
 	if (ok) {
 		if (dns)
 			sb->n_dns_tcp++;
@@ -113,7 +189,9 @@ void egress_sandbox_untrack(struct egress_sandbox *sb, struct egress_track *t, b
 		sb->n_dns_tcp--;
 	else
 		sb->n_conns--;
+	struct egress_tenant *counted = TAKE_PTR(t->counted);
 	pthread_mutex_unlock(&sb->lock);
+	tenant_release(sb->rt, counted);
 }
 
 int egress_sandbox_set_upstream(struct egress_sandbox *sb, struct egress_track *t, int fd)
@@ -150,37 +228,123 @@ static void close_fds(int *fds, size_t n)
 
 /* ------------------------------------------------------------ events */
 
-void egress_event(struct egress_sandbox *sb, const char *type, json_t *data)
+/* Puts a message on the queue within the sandbox's share of it (force: a
+ * summary or a drop report, bounded per sandbox and window, goes in even
+ * past it). rt->ev_lock held. Returns false when it was dropped (counted in
+ * sb->ev_dropped, reported later in a "network.dropped" record). */
+static bool event_queue_locked(struct egress_runtime *rt, struct egress_sandbox *sb, json_t *msg, bool force)
 {
-	struct egress_runtime *rt = sb->rt;
-	cleanup_json json_t *msg =
-	    json_pack("{ssssssso}", "op", "event", "sandbox", sb->id, "type", type, "data", data);
-	if (!msg)
-		abort();
-	if (rt->opt.log_level >= EGRESS_LOG_INFO) {
-		/* SECURITY: the data holds canonical hosts and escaped guest
-		 * text only; ENSURE_ASCII keeps the line printable anyway. */
-		cleanup_free char *text = json_dumps(data, JSON_COMPACT | JSON_ENSURE_ASCII | JSON_SORT_KEYS);
-		egress_log(EGRESS_LOG_INFO, "%s %s %s", sb->id, type, text ? text : "{}");
-	}
-	cleanup_free struct egress_event_node *n = xmalloc(sizeof(*n));
-	pthread_mutex_lock(&rt->ev_lock);
-	if (rt->ev_len >= EGRESS_EVENT_QUEUE_MAX) {
-		/* airlockd is not reading: losing audit records is bad, but
-		 * blocking every connection on it is worse. Counted, logged. */
+	if (!force && (rt->ev_len >= EGRESS_EVENT_QUEUE_MAX || sb->ev_queued >= EGRESS_EVENT_QUEUE_PER_SANDBOX)) {
+		/* airlockd is not reading fast enough, or this sandbox floods:
+		 * losing audit records is bad, blocking every connection on
+		 * it is worse. Counted per sandbox, and the count is sent. */
+		json_decref(msg);
+		sb->ev_dropped++;
 		rt->ev_dropped++;
-		pthread_mutex_unlock(&rt->ev_lock);
-		return;
+		if (!sb->ev_pending) {
+			sb->ev_pending = true;
+			sb->ev_pending_next = rt->ev_pending;
+			rt->ev_pending = egress_sandbox_ref(sb);
+		}
+		return false;
 	}
-	*n = (struct egress_event_node){.msg = TAKE_PTR(msg)};
+	struct egress_event_node *n = xmalloc(sizeof(*n));
+	*n = (struct egress_event_node){.sb = egress_sandbox_ref(sb), .msg = msg};
+	sb->ev_queued++;
 	if (rt->ev_tail)
 		rt->ev_tail->next = n;
 	else
 		rt->ev_head = n;
-	rt->ev_tail = TAKE_PTR(n); /* the queue's now */
+	rt->ev_tail = n;
 	rt->ev_len++;
 	pthread_cond_signal(&rt->ev_cond);
+	return true;
+}
+
+static void event_log(struct egress_sandbox *sb, const char *type, const json_t *data)
+{
+	if (sb->rt->opt.log_level < EGRESS_LOG_INFO)
+		return;
+	/* SECURITY: the data holds canonical hosts and escaped guest text
+	 * only; ENSURE_ASCII keeps the line printable anyway. */
+	cleanup_free char *text = json_dumps(data, JSON_COMPACT | JSON_ENSURE_ASCII | JSON_SORT_KEYS);
+	egress_log(EGRESS_LOG_INFO, "%s %s %s", sb->id, type, text ? text : "{}");
+}
+
+void egress_event(struct egress_sandbox *sb, const char *type, json_t *data)
+{
+	struct egress_runtime *rt = sb->rt;
+	json_t *msg = json_pack("{ssssssso}", "op", "event", "sandbox", sb->id, "type", type, "data", data);
+	if (!msg)
+		abort();
+	char key[EGRESS_AGG_KEY_MAX];
+	bool foldable = egress_agg_key(type, data, key, sizeof(key));
+	pthread_mutex_lock(&rt->ev_lock);
+	/* SECURITY (issue 17): a sandbox's flood of denials becomes a few
+	 * counted records per window, so that it cannot push the records of
+	 * other sandboxes out of the queue or out of airlockd's log. */
+	if (foldable && !egress_agg_offer(&sb->ev_agg, key, msg, now_ms_monotonic())) {
+		if (!sb->ev_pending) {
+			sb->ev_pending = true;
+			sb->ev_pending_next = rt->ev_pending;
+			rt->ev_pending = egress_sandbox_ref(sb);
+		}
+		pthread_mutex_unlock(&rt->ev_lock);
+		json_decref(msg);
+		return;
+	}
+	json_incref(msg);
+	bool queued = event_queue_locked(rt, sb, msg, false);
 	pthread_mutex_unlock(&rt->ev_lock);
+	if (queued)
+		event_log(sb, type, data);
+	json_decref(msg);
+}
+
+static void event_emit_summary(json_t *msg, void *arg)
+{
+	struct egress_sandbox *sb = arg;
+	event_queue_locked(sb->rt, sb, msg, true);
+}
+
+/* The sandbox's folded denials whose window is over as counted records (a
+ * removed sandbox's too: the list holds it), and its drops as one
+ * "network.dropped" record. rt->ev_lock held (a leaf: no sandbox lock
+ * here). Returns whether the sandbox still has something pending. */
+static bool event_flush_sandbox(struct egress_runtime *rt, struct egress_sandbox *sb, uint64_t now_ms)
+{
+	egress_agg_flush(&sb->ev_agg, now_ms, false, event_emit_summary, sb);
+	/* At most one drop report a second, past the share as it is. */
+	if (sb->ev_dropped && now_ms - sb->ev_dropped_report_ms >= 1000) {
+		json_t *msg = json_pack("{sssssss{sIss}}", "op", "event", "sandbox", sb->id, "type", "network.dropped",
+		                        "data", "dropped", (json_int_t)sb->ev_dropped, "reason",
+		                        "the gateway's event queue was full for this sandbox");
+		if (!msg)
+			abort();
+		sb->ev_dropped = 0;
+		sb->ev_dropped_report_ms = now_ms;
+		event_queue_locked(rt, sb, msg, true);
+	}
+	return sb->ev_agg.pending > 0 || sb->ev_dropped > 0;
+}
+
+/* Every sandbox on rt->ev_pending flushed; those with nothing left go off
+ * the list (their references are dropped after the lock, in *ret_done). */
+static void event_tick_locked(struct egress_runtime *rt, struct egress_sandbox **ret_done)
+{
+	uint64_t now = now_ms_monotonic();
+	struct egress_sandbox **p = &rt->ev_pending;
+	while (*p) {
+		struct egress_sandbox *sb = *p;
+		if (event_flush_sandbox(rt, sb, now)) {
+			p = &sb->ev_pending_next;
+			continue;
+		}
+		*p = sb->ev_pending_next;
+		sb->ev_pending = false;
+		sb->ev_pending_next = *ret_done;
+		*ret_done = sb;
+	}
 }
 
 static int ctl_send(struct egress_runtime *rt, json_t *msg)
@@ -191,23 +355,57 @@ static int ctl_send(struct egress_runtime *rt, json_t *msg)
 	return r;
 }
 
+/* Waits until events are queued, flushing folded denials once a second
+ * while some are pending; returns the queue's list (rt->ev_lock held). */
+static struct egress_event_node *event_wait_locked(struct egress_runtime *rt)
+{
+	for (;;) {
+		struct egress_sandbox *done = NULL;
+		event_tick_locked(rt, &done);
+		if (done) {
+			/* Unreferenced outside the lock (the last reference frees). */
+			pthread_mutex_unlock(&rt->ev_lock);
+			while (done) {
+				struct egress_sandbox *next = done->ev_pending_next;
+				egress_sandbox_unref(done);
+				done = next;
+			}
+			pthread_mutex_lock(&rt->ev_lock);
+			continue;
+		}
+		if (rt->ev_head)
+			break;
+		if (rt->ev_pending) {
+			struct timespec ts;
+			clock_gettime(CLOCK_REALTIME, &ts);
+			ts.tv_sec += 1;
+			pthread_cond_timedwait(&rt->ev_cond, &rt->ev_lock, &ts);
+		} else {
+			pthread_cond_wait(&rt->ev_cond, &rt->ev_lock);
+		}
+	}
+	struct egress_event_node *list = rt->ev_head;
+	rt->ev_head = rt->ev_tail = NULL;
+	rt->ev_len = 0;
+	for (struct egress_event_node *n = list; n; n = n->next)
+		n->sb->ev_queued--;
+	return list;
+}
+
 static void *event_sender_main(void *arg)
 {
 	struct egress_runtime *rt = arg;
+	uint64_t dropped_logged = 0;
 	for (;;) {
 		pthread_mutex_lock(&rt->ev_lock);
-		while (!rt->ev_head)
-			pthread_cond_wait(&rt->ev_cond, &rt->ev_lock);
-		struct egress_event_node *list = rt->ev_head;
-		rt->ev_head = rt->ev_tail = NULL;
-		rt->ev_len = 0;
+		struct egress_event_node *list = event_wait_locked(rt);
 		uint64_t dropped = rt->ev_dropped;
-		rt->ev_dropped = 0;
 		pthread_mutex_unlock(&rt->ev_lock);
-		if (dropped)
+		if (dropped != dropped_logged && (dropped & (dropped - 1)) == 0)
 			egress_log(EGRESS_LOG_WARN,
-			           "%llu audit events dropped: the control socket is not read fast enough",
+			           "%llu audit events dropped so far (each counted in a network.dropped record)",
 			           (unsigned long long)dropped);
+		dropped_logged = dropped;
 		while (list) {
 			struct egress_event_node *n = list;
 			list = n->next;
@@ -215,6 +413,7 @@ static void *event_sender_main(void *arg)
 			if (r < 0 && r != -EPIPE && r != -ECONNRESET)
 				egress_log(EGRESS_LOG_WARN, "sending an event: %s", strerror(-r));
 			json_decref(n->msg);
+			egress_sandbox_unref(n->sb);
 			free(n);
 		}
 	}
@@ -364,10 +563,15 @@ static int handle_add(struct egress_runtime *rt, const json_t *msg, int *fds, si
 		egress_bindings_slot_init(&sb->bindings);
 		pthread_mutex_init(&sb->lock, NULL);
 		sb->tracks.next = sb->tracks.prev = &sb->tracks;
+		egress_agg_init(&sb->ev_agg, EGRESS_EVENT_AGG_WINDOW_MS, EGRESS_EVENT_AGG_BURST);
 		created = true;
 	}
 	sb->key = rt->next_key++;
 	memcpy(sb->fds, fds, sizeof(sb->fds));
+	if (created || strcmp(sb->tenant, tenant) != 0) {
+		tenant_put(rt, sb->tenant_conns);
+		sb->tenant_conns = tenant_get(rt, tenant);
+	}
 	strlcpy_al(sb->tenant, tenant, sizeof(sb->tenant));
 	/* Policy and bindings: each swapped whole (a connection decided in
 	 * between may see the new policy with the old bindings; both are

@@ -34,6 +34,7 @@
 #define EGRESS_DNS_TTL_MAX 300  /* seconds: cap on what we cache and hand out */
 #define EGRESS_DNS_TTL_MIN 1
 #define EGRESS_DNS_TTL_NEGATIVE 10    /* seconds: NXDOMAIN / no address of the family */
+#define EGRESS_DNS_TTL_TIMEOUT 5      /* seconds: no answer in time (the name is not asked again) */
 #define EGRESS_DNS_CACHE_MAX 4096     /* resolver cache entries (one per name and family) */
 #define EGRESS_DNS_EDNS_UDP_SIZE 1232 /* UDP payload size advertised in our OPT records */
 

@@ -13,9 +13,14 @@
  * name) for connections to ports on which no name can be read.
  *
  * The epoll loop reads UDP queries and answers those it can decide alone;
- * those that need the resolver go to a small pool of worker threads through
- * a bounded queue (full: dropped, the guest retries), so a slow upstream
- * never blocks another sandbox. DNS over TCP has a thread per connection.
+ * those that need the resolver go to a pool of worker threads through a fair
+ * queue (egress-fair.h, issue 17): each sandbox's lookups wait in their own
+ * line, the lines are served round-robin, a sandbox holds at most
+ * EGRESS_DNS_RUNNING_PER_SANDBOX workers at once, and a sandbox with
+ * EGRESS_DNS_PENDING_PER_SANDBOX lookups queued or running gets SERVFAIL at
+ * once for more. So a sandbox that floods names whose servers never answer
+ * waits behind itself only. DNS over TCP has a thread per connection (at
+ * most EGRESS_DNS_TCP_PER_SANDBOX per sandbox).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -42,11 +47,12 @@ struct dns_pending {
 };
 
 struct egress_dns_job {
-	struct egress_dns_job *next;
-	struct egress_sandbox *sb; /* a reference */
-	int fd;                    /* a dup of the sandbox's UDP socket */
+	struct egress_fairq_item item; /* in its sandbox's line of rt->dns_queue */
+	struct egress_sandbox *sb;     /* a reference */
+	int fd;                        /* a dup of the sandbox's UDP socket */
 	struct sockaddr_storage peer;
 	socklen_t peer_len;
+	uint64_t queued_ms; /* monotonic */
 	struct dns_pending p;
 };
 
@@ -322,26 +328,49 @@ static void job_free(struct egress_dns_job *job)
 	free(job);
 }
 
+/* A lookup the queue refused (or that waited too long): SERVFAIL now (the
+ * guest's resolver may retry later), recorded as a denial (folded with the
+ * others when they flood). */
+static void dns_refuse_busy(struct egress_sandbox *sb, struct dns_pending *p, int fd,
+                            const struct sockaddr_storage *peer, socklen_t peer_len, int why)
+{
+	uint8_t out[DNS_RESPONSE_MAX];
+	size_t len = respond(&p->q, EGRESS_DNS_RCODE_SERVFAIL, NULL, 0, 0, p->out_max, out);
+	sendto(fd, out, len, MSG_DONTWAIT | MSG_NOSIGNAL, (const struct sockaddr *)peer, peer_len);
+	dns_event(sb, &p->q, &p->host, p->q.name, "deny", NULL, NULL,
+	          why == -EAGAIN  ? "DNS limit: too many lookups of this sandbox waiting"
+	          : why == -ETIME ? "DNS limit: waited too long for a resolver worker"
+	                          : "DNS limit: too many lookups waiting");
+}
+
 static void *dns_worker_main(void *arg)
 {
 	struct egress_runtime *rt = arg;
 	uint8_t out[DNS_RESPONSE_MAX];
 	for (;;) {
+		struct egress_fairq_flow *flow = NULL;
+		struct egress_fairq_item *item;
 		pthread_mutex_lock(&rt->dns_lock);
-		while (!rt->dns_head)
+		while (!(item = egress_fairq_pop(&rt->dns_queue, &flow)))
 			pthread_cond_wait(&rt->dns_cond, &rt->dns_lock);
-		struct egress_dns_job *job = rt->dns_head;
-		rt->dns_head = job->next;
-		if (!rt->dns_head)
-			rt->dns_tail = NULL;
-		rt->dns_len--;
 		pthread_mutex_unlock(&rt->dns_lock);
+		struct egress_dns_job *job = (struct egress_dns_job *)item;
 
-		if (!egress_sandbox_removed(job->sb)) {
+		if (now_ms_monotonic() - job->queued_ms > EGRESS_DNS_QUEUE_WAIT_MS) {
+			/* Its guest has given up on it by now: SERVFAIL, at once,
+			 * so that a sandbox's own backlog drains fast. */
+			dns_refuse_busy(job->sb, &job->p, job->fd, &job->peer, job->peer_len, -ETIME);
+		} else if (!egress_sandbox_removed(job->sb)) {
 			size_t len = dns_resolve(rt, job->sb, &job->p, out);
 			sendto(job->fd, out, len, MSG_DONTWAIT | MSG_NOSIGNAL, (struct sockaddr *)&job->peer,
 			       job->peer_len);
 		}
+		/* Its sandbox may run another lookup now: every waiting worker
+		 * looks again (one may wait for exactly this sandbox). */
+		pthread_mutex_lock(&rt->dns_lock);
+		egress_fairq_done(&rt->dns_queue, flow);
+		pthread_cond_broadcast(&rt->dns_cond);
+		pthread_mutex_unlock(&rt->dns_lock);
 		job_free(job);
 	}
 	return NULL;
@@ -350,35 +379,35 @@ static void *dns_worker_main(void *arg)
 static void dns_enqueue(struct egress_runtime *rt, struct egress_sandbox *sb, struct dns_pending *p,
                         const struct sockaddr_storage *peer, socklen_t peer_len)
 {
-	pthread_mutex_lock(&rt->dns_lock);
-	bool full = rt->dns_len >= EGRESS_DNS_QUEUE_MAX;
-	uint64_t dropped = full ? ++rt->dns_dropped : 0;
-	pthread_mutex_unlock(&rt->dns_lock);
-	int fd = full ? -1 : fcntl(sb->fds[EGRESS_FD_DNS_UDP], F_DUPFD_CLOEXEC, 3);
+	/* Its own fd: "remove" may close the sandbox's meanwhile. */
+	int fd = fcntl(sb->fds[EGRESS_FD_DNS_UDP], F_DUPFD_CLOEXEC, 3);
 	if (fd < 0) {
-		/* The guest's resolver retries; a flood only hurts itself. */
-		if (dropped && (dropped & (dropped - 1)) == 0)
-			egress_log(EGRESS_LOG_WARN, "DNS queue full: %llu queries dropped so far",
-			           (unsigned long long)dropped);
+		/* Out of fds: the guest's resolver retries. */
+		uint64_t dropped = __atomic_add_fetch(&rt->dns_dropped, 1, __ATOMIC_RELAXED);
+		if ((dropped & (dropped - 1)) == 0)
+			egress_log(EGRESS_LOG_WARN, "DNS: %llu queries dropped so far: %s", (unsigned long long)dropped,
+			           strerror(errno));
 		egress_policy_unref(p->policy);
 		return;
 	}
 	struct egress_dns_job *job = xcalloc(1, sizeof(*job));
 	job->sb = egress_sandbox_ref(sb);
-	/* Its own fd: "remove" may close the sandbox's meanwhile. */
 	job->fd = fd;
 	job->peer = *peer;
 	job->peer_len = peer_len;
+	job->queued_ms = now_ms_monotonic();
 	job->p = *p;
 	pthread_mutex_lock(&rt->dns_lock);
-	if (rt->dns_tail)
-		rt->dns_tail->next = job;
-	else
-		rt->dns_head = job;
-	rt->dns_tail = job;
-	rt->dns_len++;
-	pthread_cond_signal(&rt->dns_cond);
+	int r = egress_fairq_push(&rt->dns_queue, &sb->dns_flow, &job->item);
+	if (r == 0)
+		pthread_cond_signal(&rt->dns_cond);
 	pthread_mutex_unlock(&rt->dns_lock);
+	if (r < 0) {
+		/* SECURITY: a sandbox over its share is answered at once, never
+		 * queued in front of another sandbox's lookups. */
+		dns_refuse_busy(sb, &job->p, job->fd, peer, peer_len, r);
+		job_free(job);
+	}
 }
 
 void egress_dnsd_udp_ready(struct egress_runtime *rt, struct egress_sandbox *sb)
@@ -523,6 +552,8 @@ void egress_dnsd_tcp_accept(struct egress_runtime *rt, struct egress_sandbox *sb
 
 int egress_dnsd_start(struct egress_runtime *rt)
 {
+	egress_fairq_init(&rt->dns_queue, EGRESS_DNS_QUEUE_MAX, EGRESS_DNS_PENDING_PER_SANDBOX,
+	                  EGRESS_DNS_RUNNING_PER_SANDBOX);
 	for (int i = 0; i < EGRESS_DNS_WORKERS; i++) {
 		int r = egress_thread_start(dns_worker_main, rt);
 		if (r < 0)

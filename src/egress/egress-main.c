@@ -109,6 +109,10 @@ static void usage(FILE *out)
 	        "  --max-connection-s S              close a connection after this long (default 3600)\n"
 	        "  --max-connections N               open connections, all sandboxes (default 4096)\n"
 	        "  --max-connections-per-sandbox N   open connections per sandbox (default 256)\n"
+	        "  --max-connections-per-tenant N    open connections of one tenant's sandboxes\n"
+	        "                                    (default: half of --max-connections)\n"
+	        "  --sniff-timeout-ms MS             the request head / ClientHello must arrive\n"
+	        "                                    within this (default 3000)\n"
 	        "  --public-cidr CIDR                dial addresses in CIDR as if public (test\n"
 	        "                                    networks; repeatable, at most %d)\n"
 	        "  --ceiling-cidr CIDR               a network an explicit rule may open although\n"
@@ -133,6 +137,8 @@ enum {
 	OPT_MAX_CONNECTION_S,
 	OPT_MAX_CONNECTIONS,
 	OPT_MAX_CONNECTIONS_PER_SANDBOX,
+	OPT_MAX_CONNECTIONS_PER_TENANT,
+	OPT_SNIFF_TIMEOUT_MS,
 	OPT_PUBLIC_CIDR,
 	OPT_CEILING_CIDR,
 	OPT_CEILING_METADATA,
@@ -151,6 +157,8 @@ static const struct option long_options[] = {
     {"max-connection-s", required_argument, NULL, OPT_MAX_CONNECTION_S},
     {"max-connections", required_argument, NULL, OPT_MAX_CONNECTIONS},
     {"max-connections-per-sandbox", required_argument, NULL, OPT_MAX_CONNECTIONS_PER_SANDBOX},
+    {"max-connections-per-tenant", required_argument, NULL, OPT_MAX_CONNECTIONS_PER_TENANT},
+    {"sniff-timeout-ms", required_argument, NULL, OPT_SNIFF_TIMEOUT_MS},
     {"public-cidr", required_argument, NULL, OPT_PUBLIC_CIDR},
     {"ceiling-cidr", required_argument, NULL, OPT_CEILING_CIDR},
     {"ceiling-metadata", no_argument, NULL, OPT_CEILING_METADATA},
@@ -258,6 +266,8 @@ static int parse_options(int argc, char **argv, struct egress_options *o, struct
 	    .max_connection_s = 3600,
 	    .max_connections = 4096,
 	    .max_connections_per_sandbox = 256,
+	    .max_connections_per_tenant = 0, /* half of max_connections */
+	    .sniff_timeout_ms = EGRESS_SNIFF_TIMEOUT_MS,
 	    .log_level = EGRESS_LOG_INFO,
 	};
 	bool have_resolver = false;
@@ -296,6 +306,13 @@ static int parse_options(int argc, char **argv, struct egress_options *o, struct
 		case OPT_MAX_CONNECTIONS_PER_SANDBOX:
 			r = parse_unsigned("max-connections-per-sandbox", optarg, 1, 1000000,
 			                   &o->max_connections_per_sandbox, err);
+			break;
+		case OPT_MAX_CONNECTIONS_PER_TENANT:
+			r = parse_unsigned("max-connections-per-tenant", optarg, 1, 1000000,
+			                   &o->max_connections_per_tenant, err);
+			break;
+		case OPT_SNIFF_TIMEOUT_MS:
+			r = parse_unsigned("sniff-timeout-ms", optarg, 100, 60000, &o->sniff_timeout_ms, err);
 			break;
 		case OPT_PUBLIC_CIDR: {
 			struct policy_rule rule;
@@ -353,6 +370,10 @@ static int parse_options(int argc, char **argv, struct egress_options *o, struct
 		                    "--control-fd is required (airlock-egress is started by airlockd)");
 	if (o->max_connections_per_sandbox > o->max_connections)
 		o->max_connections_per_sandbox = o->max_connections;
+	/* One tenant takes at most half of the gateway by default: the other
+	 * half stays for every other tenant (issue 17). */
+	if (o->max_connections_per_tenant == 0)
+		o->max_connections_per_tenant = MAX(1u, o->max_connections / 2);
 	r = check_control_fd(o->control_fd, err);
 	if (r == 0 && !have_resolver)
 		r = resolver_from_resolv_conf(o, err);
@@ -413,6 +434,7 @@ int main(int argc, char **argv)
 	pthread_mutex_init(&rt.dns_lock, NULL);
 	pthread_cond_init(&rt.dns_cond, NULL);
 	pthread_mutex_init(&rt.ca_lock, NULL);
+	pthread_mutex_init(&rt.tenant_lock, NULL);
 	rt.next_key = 1; /* 0 is the stop eventfd */
 
 	if (egress_intercept_init(&rt, &err) < 0) {

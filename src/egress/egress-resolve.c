@@ -188,6 +188,8 @@ static bool cache_get(struct egress_resolver *r, const char *name, struct answer
 		a->ttl = ttl_clamp((int64_t)((e->expires_ms - now_ms + 999) / 1000));
 		if (e->error == -ENOENT)
 			snprintf(a->why, sizeof(a->why), "no %s record (cached)", type_name(a->family));
+		else if (e->error == -ETIMEDOUT)
+			snprintf(a->why, sizeof(a->why), "no %s answer in time (cached)", type_name(a->family));
 	}
 	pthread_mutex_unlock(&r->lock);
 	if (hit)
@@ -196,12 +198,14 @@ static bool cache_get(struct egress_resolver *r, const char *name, struct answer
 }
 
 /* Positive answers for their TTL, "no such name / no record" for
- * EGRESS_DNS_TTL_NEGATIVE; failures (timeouts, SERVFAIL) are not kept. */
+ * EGRESS_DNS_TTL_NEGATIVE, a timeout for EGRESS_DNS_TTL_TIMEOUT (issue 17: a
+ * name whose servers never answer costs one lookup, not one per query);
+ * other failures (SERVFAIL) are not kept. */
 static void cache_put(struct egress_resolver *r, const char *name, const struct answer *a, uint64_t now_ms)
 {
-	if (a->r != 0 && a->r != -ENOENT)
+	if (a->r != 0 && a->r != -ENOENT && a->r != -ETIMEDOUT)
 		return;
-	uint32_t ttl = a->r == 0 ? a->ttl : EGRESS_DNS_TTL_NEGATIVE;
+	uint32_t ttl = a->r == 0 ? a->ttl : a->r == -ENOENT ? EGRESS_DNS_TTL_NEGATIVE : EGRESS_DNS_TTL_TIMEOUT;
 	uint32_t h = cache_hash(name, a->family);
 	pthread_mutex_lock(&r->lock);
 	struct cache_entry *e = cache_find(r, name, a->family, h);

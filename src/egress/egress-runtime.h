@@ -22,12 +22,18 @@
  *   egress-dnsd.c   the DNS listener (UDP in the loop + worker threads, TCP a
  *                   thread per connection), checked resolution, and each
  *                   sandbox's map of the addresses its DNS answers named
+ *   egress-fair.c   fair sharing between sandboxes (issue 17): the DNS
+ *                   workers' round-robin queue, the folding of repeated
+ *                   denials into counted records (used by egress-ctl.c)
  *
  * Locking, outermost first: rt->loop_lock (the sandbox table, every
  * listener fd, the epoll set; held by the loop while it handles a batch of
  * events and by the control thread while it changes a sandbox's listeners),
  * then sandbox->lock (its connections, counters, name map), then the policy
- * and bindings slots' locks. rt->ca_lock is a leaf. The event queue, DNS job queue and the send lock are leaves.
+ * and bindings slots' locks, then rt->tenant_lock (per-tenant connection
+ * counts). rt->ca_lock is a leaf. The event queue (with each sandbox's event
+ * budget and aggregator), the DNS job queue (with each sandbox's share of it)
+ * and the send lock are leaves.
  * Nothing is sent on the control socket with any other lock held.
  */
 #ifndef AIRLOCK_EGRESS_RUNTIME_H
@@ -48,6 +54,7 @@
 #include "policy-ceiling.h"
 #include "egress-ca.h"
 #include "egress-dns.h"
+#include "egress-fair.h"
 #include "egress-policy.h"
 #include "policy-rule.h"
 
@@ -57,7 +64,7 @@
 #define EGRESS_TENANT_MAX 64           /* same alphabet, "" or absent for none */
 #define EGRESS_SANDBOXES_MAX 4096      /* "add" beyond this is refused */
 #define EGRESS_PUBLIC_CIDRS_MAX 16     /* --public-cidr */
-#define EGRESS_SNIFF_TIMEOUT_MS 10000  /* for the request head / ClientHello */
+#define EGRESS_SNIFF_TIMEOUT_MS 3000   /* default --sniff-timeout-ms: the request head / ClientHello */
 #define EGRESS_RESOLVE_TIMEOUT_MS 2500 /* per upstream query (the resolver retries once) */
 #define EGRESS_DIAL_ATTEMPTS_MAX 3     /* addresses tried, each with --connect-timeout-ms */
 #define EGRESS_NAMEMAP_MAX 1024        /* address -> name entries per sandbox */
@@ -65,11 +72,17 @@
 #define EGRESS_NAMEMAP_NAMES_MAX 8     /* names looked at for one address */
 #define EGRESS_DNS_TCP_PER_SANDBOX 16  /* concurrent DNS-over-TCP connections */
 #define EGRESS_DNS_TCP_IDLE_MS 10000
-#define EGRESS_DNS_WORKERS 8        /* threads resolving UDP queries */
-#define EGRESS_DNS_QUEUE_MAX 256    /* UDP queries waiting for a worker; more are dropped */
-#define EGRESS_EVENT_QUEUE_MAX 8192 /* events waiting for the control socket; more are dropped */
-#define EGRESS_ASKED_HOST_MAX 256   /* "asked_host": escaped raw Host/SNI, bytes */
-#define EGRESS_LOOP_BATCH 64        /* accepts / datagrams per listener per wake-up */
+#define EGRESS_DNS_WORKERS 16               /* threads resolving UDP queries */
+#define EGRESS_DNS_QUEUE_MAX 1024           /* UDP queries waiting for a worker, all sandboxes */
+#define EGRESS_DNS_PENDING_PER_SANDBOX 32   /* one sandbox's queued + running UDP lookups; more: SERVFAIL */
+#define EGRESS_DNS_RUNNING_PER_SANDBOX 4    /* workers one sandbox may hold at once */
+#define EGRESS_DNS_QUEUE_WAIT_MS 3000       /* a lookup queued longer is answered SERVFAIL unasked */
+#define EGRESS_EVENT_QUEUE_MAX 8192         /* events waiting for the control socket; more are dropped (counted) */
+#define EGRESS_EVENT_QUEUE_PER_SANDBOX 1024 /* one sandbox's share of them */
+#define EGRESS_EVENT_AGG_WINDOW_MS 5000     /* repeated denials are counted per window ... */
+#define EGRESS_EVENT_AGG_BURST 32           /* ... past this many records of a sandbox in it */
+#define EGRESS_ASKED_HOST_MAX 256           /* "asked_host": escaped raw Host/SNI, bytes */
+#define EGRESS_LOOP_BATCH 64                /* accepts / datagrams per listener per wake-up */
 #define EGRESS_THREAD_STACK (256 * 1024)
 #define EGRESS_REPLY_TIMEOUT_MS 2000 /* writing a 403/502 to a guest */
 
@@ -92,6 +105,8 @@ struct egress_options {
 	unsigned max_connection_s;
 	unsigned max_connections;
 	unsigned max_connections_per_sandbox;
+	unsigned max_connections_per_tenant; /* guest TCP connections of one tenant's sandboxes */
+	unsigned sniff_timeout_ms;           /* the request head / ClientHello must arrive within */
 	enum egress_log_level log_level;
 	/* --public-cidr: networks dialled as if public (test networks built
 	 * from the documentation ranges); CIDR rules without a port. */
@@ -117,7 +132,8 @@ enum {
 struct egress_track {
 	struct egress_track *prev, *next;
 	int client_fd;
-	int upstream_fd; /* -1: none */
+	int upstream_fd;               /* -1: none */
+	struct egress_tenant *counted; /* the tenant it counts against (a reference), or NULL */
 };
 
 struct egress_namemap_entry {
@@ -127,6 +143,14 @@ struct egress_namemap_entry {
 };
 
 struct egress_runtime;
+
+/* A tenant's open guest TCP connections (rt->tenants, under rt->tenant_lock). */
+struct egress_tenant {
+	struct egress_tenant *next;
+	unsigned refs; /* sandboxes and connections counted against it */
+	unsigned n_conns;
+	char name[EGRESS_TENANT_MAX + 1];
+};
 
 struct egress_sandbox {
 	atomic_uint refs;
@@ -140,6 +164,18 @@ struct egress_sandbox {
 	uint64_t key; /* epoll tag: a stale event never finds a new sandbox */
 	int fds[EGRESS_FD_COUNT];
 	char tenant[EGRESS_TENANT_MAX + 1];
+	struct egress_tenant *tenant_conns; /* a reference; NULL: no tenant (own limit only) */
+
+	/* Under rt->dns_lock: its share of the DNS workers. */
+	struct egress_fairq_flow dns_flow;
+
+	/* Under rt->ev_lock: its share of the event queue. */
+	unsigned ev_queued;
+	uint64_t ev_dropped;           /* not yet reported in a "network.dropped" record */
+	uint64_t ev_dropped_report_ms; /* the last such record (monotonic) */
+	bool ev_pending;               /* on rt->ev_pending (holding a reference) */
+	struct egress_sandbox *ev_pending_next;
+	struct egress_agg ev_agg;
 
 	/* Under lock. */
 	pthread_mutex_t lock;
@@ -172,6 +208,9 @@ struct egress_runtime {
 
 	atomic_uint n_conns; /* guest TCP + DNS-over-TCP connections, all sandboxes */
 
+	pthread_mutex_t tenant_lock;
+	struct egress_tenant *tenants;
+
 	/* TLS interception (egress-intercept.c): the contexts are built at
 	 * start-up and read-only after; the CA arrives by "ca". */
 	SSL_CTX *tls_guest;    /* we are the server toward the guest */
@@ -186,11 +225,11 @@ struct egress_runtime {
 	struct egress_event_node *ev_head, *ev_tail;
 	size_t ev_len;
 	uint64_t ev_dropped;
+	struct egress_sandbox *ev_pending; /* with folded denials or unreported drops */
 
 	pthread_mutex_t dns_lock;
 	pthread_cond_t dns_cond;
-	struct egress_dns_job *dns_head, *dns_tail;
-	size_t dns_len;
+	struct egress_fairq dns_queue; /* of struct egress_dns_job, per sandbox */
 	uint64_t dns_dropped;
 };
 
@@ -333,7 +372,7 @@ struct egress_sandbox *egress_sandbox_by_key(struct egress_runtime *rt, uint64_t
 bool egress_sandbox_removed(struct egress_sandbox *sb);
 
 /* Links a connection into its sandbox, if the sandbox's limit (dns: the
- * DNS-over-TCP one) allows and it is not removed. */
+ * DNS-over-TCP one) and its tenant's allow and it is not removed. */
 bool egress_sandbox_track(struct egress_sandbox *sb, struct egress_track *t, bool dns);
 void egress_sandbox_untrack(struct egress_sandbox *sb, struct egress_track *t, bool dns);
 /* Records the upstream socket so that "remove" shuts it down too;

@@ -26,7 +26,8 @@ test can show a refusal was the gateway's decision, not a missing route):
     203.0.113.7      echo.test: TCP echo :7 and :9000, UDP echo :443 and :9000
     (ECHO_IP)
     198.51.100.53    the test DNS server, UDP and TCP :53, authoritative for
-    (DNS_IP)         `test.` (RECORDS below), NXDOMAIN for anything else
+    (DNS_IP)         `test.` (RECORDS below), NXDOMAIN for anything else;
+                     never answers a name under `slow.test` (SLOW_ZONE)
     10.1.2.3         private.allowed.test (trap): HTTP :80, HTTPS :443, echo :7000
     169.254.169.254  meta.allowed.test (trap): HTTP :80, HTTPS :443, echo :7000
 
@@ -130,6 +131,7 @@ SUB_EXAMPLE = "sub.example.test"
 DNS_ONLY = "dns-only.allowed.test"       # A 192.0.2.10, resolved by one test only (never cached)
 EVIL_SUFFIX_EXAMPLE = "example.test.evil.test"
 EVIL_PREFIX_EXAMPLE = "evilexample.test"
+SLOW_ZONE = "slow.test"                  # the DNS server never answers a name under it (issue 17)
 
 HTTP_PORT = 80
 HTTPS_PORT = 443
@@ -506,7 +508,7 @@ subjectKeyIdentifier = hash
         open(self.log_path, "w").close()
         cfg = {
             "log": self.log_path,
-            "zone": {"origin": "test", "ttl": DNS_TTL, "records": RECORDS},
+            "zone": {"origin": "test", "ttl": DNS_TTL, "records": RECORDS, "silent": [SLOW_ZONE]},
             "certs": {ip: {"cert": c, "key": k} for ip, (c, k) in self.certs.items()},
             "primary": {ip: names[0] for ip, names in HOSTS.items()},
             "listeners": [{"ip": ip, "port": port, "kind": kind} for ip, port, kind in LISTENERS],

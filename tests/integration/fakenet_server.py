@@ -397,6 +397,8 @@ def rr(name, rtype, ttl, rdata):
 class Zone:
     def __init__(self, cfg):
         self.origin = cfg["origin"].rstrip(".").lower()
+        # Names under these never get an answer (servers that never answer).
+        self.silent = [z.rstrip(".").lower() for z in cfg.get("silent", [])]
         self.ttl = cfg["ttl"]
         self.records = {}
         for name, recs in cfg["records"].items():
@@ -495,6 +497,9 @@ def dns_handle(zone, msg, transport, peer, local):
               qname=name.rstrip(".").lower(), type=TYPES.get(qtype, f"TYPE{qtype}"), qtype=qtype, qclass=qclass,
               opcode=opcode, edns=udp_size)
     opt = [b"\0" + struct.pack(">HHIH", 41, 1232, 0, 0)] if udp_size is not None else []
+    qn = name.rstrip(".").lower()
+    if any(qn == z or qn.endswith("." + z) for z in zone.silent):
+        return None  # logged above, never answered
     if opcode != 0:
         return reply(NOTIMP, question, additional=opt)
     if qclass not in (1, 255) or qtype in (252, 251):

@@ -902,6 +902,46 @@ def test_connection_limit_and_idle_timeout(world):
         assert add_sandbox(ctl)["op"] == "ack"
 
 
+def test_tenant_connection_limit_and_sniff_deadline(world):
+    """Issue 17: a tenant's sandboxes share --max-connections-per-tenant (a
+    sandbox without a tenant has its own limit only), and a connection that
+    sends no request head within --sniff-timeout-ms gives its slot back."""
+    ctl = world.ctl
+    proc, ctl2 = start_egress(["--max-connections-per-tenant", "2", "--sniff-timeout-ms", "1000"])
+    try:
+        assert ctl.request({"op": "remove", "sandbox": SANDBOX})["op"] == "ack"
+        assert eh.add_sandbox(ctl2, NS_SBX, SANDBOX, POLICY, tenant="t1")["op"] == "ack"
+        held = [guest_connect(ALLOWED_IP, 80) for _ in range(2)]  # silent: no request head
+        try:
+            time.sleep(0.2)
+            assert_closed_at_once(ALLOWED_IP, 80)  # the tenant's third
+            ctl2.wait_event("network.deny", reason="connection limit")
+            # Ended by the 1 s deadline (a recv waits at most TIMEOUT, 5 s).
+            for s in held:
+                read_all(s)
+            ctl2.wait_event("network.deny", reason="no complete HTTP request head within the time limit")
+        finally:
+            for s in held:
+                s.close()
+        assert wait_until(lambda: http_get(ALLOWED_IP, "www.allowed.test").startswith(b"HTTP/1.1 200"))
+
+        # Added again without a tenant: two silent connections and a request.
+        assert ctl2.request({"op": "remove", "sandbox": SANDBOX})["op"] == "ack"
+        assert eh.add_sandbox(ctl2, NS_SBX, SANDBOX, POLICY, tenant=None)["op"] == "ack"
+        held = [guest_connect(ALLOWED_IP, 80) for _ in range(2)]
+        try:
+            time.sleep(0.2)
+            assert http_get(ALLOWED_IP, "www.allowed.test").startswith(b"HTTP/1.1 200")
+        finally:
+            for s in held:
+                s.close()
+        assert ctl2.request({"op": "remove", "sandbox": SANDBOX})["op"] == "ack"
+    finally:
+        proc.kill()
+        proc.wait()
+        assert add_sandbox(ctl)["op"] == "ack"
+
+
 def test_exits_when_the_control_socket_closes(world):
     proc, ctl = start_egress()
     ctl.sock.shutdown(socket.SHUT_RDWR)

@@ -71,6 +71,7 @@ CATEGORIES = {
     "snapshots": "6. Snapshot tampering",
     "floods": "7. Resource floods",
     "jail": "8. The jail",
+    "fairness": "9. Egress fairness between tenants",
 }
 
 MIN_ATTEMPTS = 120

@@ -1056,6 +1056,17 @@ static void test_resolve_timeout(void **state)
 	struct result res = resolve(r, "drop.test", AF_INET, 8);
 	assert_int_equal(res.r, -ETIMEDOUT);
 	assert_true(now_ms_monotonic() - t0 <= timeout_ms + 250);
+	/* Issue 17: a timeout is remembered (EGRESS_DNS_TTL_TIMEOUT): asked
+	 * again, the name is not sent upstream and costs no wait. */
+	unsigned before = fake_queries(server);
+	uint64_t hits_before;
+	stats(r, NULL, &hits_before);
+	res = resolve(r, "drop.test", AF_INET, 8);
+	assert_int_equal(res.r, -ETIMEDOUT);
+	assert_int_equal(fake_queries(server), before);
+	uint64_t hits;
+	stats(r, NULL, &hits);
+	assert_int_equal(hits, hits_before + 1);
 	egress_resolver_free(r);
 }
 

@@ -237,6 +237,28 @@ static void test_retention(void **state)
 	assert_int_equal(events_last_seq(), 104);
 }
 
+/* Issue 17: one sandbox's flood cannot push every other sandbox's events
+ * out: past its share, its own oldest go first. */
+static void test_sandbox_share(void **state)
+{
+	(void)state;
+	events_set_retention(100, 10);
+	events_set_sandbox_share(20);
+	for (int i = 0; i < 5; i++)
+		events_emit("sandbox.state", "quiet", "sb-quiet", json_pack("{s:i}", "i", i));
+	for (int i = 0; i < 1000; i++)
+		events_emit("network.dns", "loud", "sb-loud", json_pack("{s:i}", "i", i));
+	struct event_filter f = {.sandbox = "sb-quiet"};
+	cleanup_json json_t *quiet = read_all(&f, 0, 0, NULL);
+	assert_int_equal(json_array_size(quiet), 5);
+	f.sandbox = "sb-loud";
+	cleanup_json json_t *loud = read_all(&f, 0, 0, NULL);
+	/* Its share, up to one batch more, and its newest are kept. */
+	assert_true(json_array_size(loud) >= 20 && json_array_size(loud) < 30);
+	assert_int_equal(seq_of(json_array_get(loud, json_array_size(loud) - 1)), 1005);
+	events_set_sandbox_share(EVENTS_KEEP_PER_SANDBOX_DEFAULT);
+}
+
 static void test_seq_survives_restart_after_full_prune(void **state)
 {
 	(void)state;
@@ -460,6 +482,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_filters, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_batches, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_retention, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_sandbox_share, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_seq_survives_restart_after_full_prune, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_wait_timeout_and_immediate, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_wait_wakes_on_emit, setup, teardown),

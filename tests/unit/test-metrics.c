@@ -252,6 +252,30 @@ static void test_label_escaping(void **state)
 	assert_non_null(strstr(text, "airlock_sandboxes{state=\"a\\\"b\\\\c\\nd\"} 7\n"));
 }
 
+/* Issue 17: a sandbox's gateway records folded or dropped, per sandbox;
+ * a forgotten sandbox's counts move to sandbox="". */
+static void test_egress_suppressed(void **state)
+{
+	(void)state;
+	metrics_reset();
+	metrics_add_egress_suppressed("sb-a", "mallory", 100, 0);
+	metrics_add_egress_suppressed("sb-a", "mallory", 5, 7);
+	metrics_add_egress_suppressed("sb-b", "", 1, 0);
+	metrics_add_egress_decisions("dns", "deny", 105);
+	cleanup_free char *text = metrics_render(NULL, 0, NULL);
+	assert_non_null(strstr(text, "airlock_egress_events_suppressed_total{sandbox=\"sb-a\",tenant=\"mallory\","
+	                             "kind=\"aggregated\"} 105\n"));
+	assert_non_null(strstr(text, "airlock_egress_events_suppressed_total{sandbox=\"sb-a\",tenant=\"mallory\","
+	                             "kind=\"dropped\"} 7\n"));
+	assert_non_null(strstr(text, "airlock_egress_decisions_total{proto=\"dns\",verdict=\"deny\"} 105\n"));
+	metrics_forget_egress_sandbox("sb-a");
+	cleanup_free char *after = metrics_render(NULL, 0, NULL);
+	assert_null(strstr(after, "sandbox=\"sb-a\""));
+	assert_non_null(strstr(after, "airlock_egress_events_suppressed_total{sandbox=\"\",tenant=\"\","
+	                              "kind=\"aggregated\"} 105\n"));
+	assert_non_null(strstr(after, "sandbox=\"sb-b\""));
+}
+
 #define THREADS 8
 #define PER_THREAD 5000
 
@@ -288,9 +312,8 @@ static void test_threads(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_empty_render),
-	    cmocka_unit_test(test_histograms_and_counters),
-	    cmocka_unit_test(test_label_escaping),
+	    cmocka_unit_test(test_empty_render),   cmocka_unit_test(test_histograms_and_counters),
+	    cmocka_unit_test(test_label_escaping), cmocka_unit_test(test_egress_suppressed),
 	    cmocka_unit_test(test_threads),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

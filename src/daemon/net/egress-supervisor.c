@@ -247,6 +247,7 @@ void egress_sandbox_remove(const char *id)
 		if (r < 0 && r != -ENOTCONN)
 			log_error("sandbox %s: egress gateway: %s", id, err.message);
 		entry_free(e);
+		metrics_forget_egress_sandbox(id);
 	}
 	pthread_mutex_unlock(&req_lock);
 }
@@ -336,8 +337,8 @@ static bool event_data_ok(json_t *data)
  * known sandboxes, flat small data. */
 static void handle_event(json_t *msg)
 {
-	static const char *const types[] = {"network.allow", "network.deny", "network.close", "network.dns",
-	                                    "network.secret"};
+	static const char *const types[] = {"network.allow", "network.deny",   "network.close",
+	                                    "network.dns",   "network.secret", "network.dropped"};
 	const char *type = json_string_value(json_object_get(msg, "type"));
 	const char *id = json_string_value(json_object_get(msg, "sandbox"));
 	json_t *data = json_object_get(msg, "data");
@@ -356,8 +357,16 @@ static void handle_event(json_t *msg)
 		return;
 	const char *proto = json_string_value(json_object_get(data, "proto"));
 	const char *verdict = json_string_value(json_object_get(data, "verdict"));
+	/* Issue 17: a counted record stands for "count" decisions; what the
+	 * gateway folded into one or dropped shows per sandbox in /metrics too
+	 * (the event says it as well). */
+	json_int_t folded = json_integer_value(json_object_get(data, "count"));
+	json_int_t dropped = json_integer_value(json_object_get(data, "dropped"));
 	if (strcmp(type, "network.close") && proto && verdict)
-		metrics_count_egress_decision(proto, verdict);
+		metrics_add_egress_decisions(proto, verdict, folded > 0 ? (uint64_t)folded : 1);
+	if (folded > 0 || (!strcmp(type, "network.dropped") && dropped > 0))
+		metrics_add_egress_suppressed(id, tenant, folded > 0 ? (uint64_t)folded : 0,
+		                              !strcmp(type, "network.dropped") && dropped > 0 ? (uint64_t)dropped : 0);
 	if (!strcmp(type, "network.close")) {
 		json_int_t bu = json_integer_value(json_object_get(data, "bytes_up"));
 		json_int_t bd = json_integer_value(json_object_get(data, "bytes_down"));

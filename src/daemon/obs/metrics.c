@@ -61,6 +61,16 @@ static const char *const netns_froms[] = {"pool", "new"};
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* airlock_egress_events_suppressed_total, per sandbox (under lock): a
+ * bounded table; [0] is sandbox "" (the rest, and sandboxes forgotten). */
+struct suppressed {
+	char sandbox[65], tenant[65];
+	uint64_t counts[2]; /* suppressed_kinds */
+};
+static const char *const suppressed_kinds[] = {"aggregated", "dropped"};
+static struct suppressed suppressed[METRICS_EGRESS_SANDBOXES_MAX + 1];
+static size_t n_suppressed = 1;
+
 #define METRICS_INIT                                                                                                   \
 	{                                                                                                              \
 		.create = {.name = "airlock_sandbox_create_seconds",                                                   \
@@ -79,6 +89,8 @@ void metrics_reset(void)
 {
 	pthread_mutex_lock(&lock);
 	m = (struct metrics)METRICS_INIT;
+	memset(suppressed, 0, sizeof(suppressed));
+	n_suppressed = 1;
 	pthread_mutex_unlock(&lock);
 }
 
@@ -151,10 +163,15 @@ void metrics_count_boot_failure(void)
 
 void metrics_count_egress_decision(const char *proto, const char *verdict)
 {
+	metrics_add_egress_decisions(proto, verdict, 1);
+}
+
+void metrics_add_egress_decisions(const char *proto, const char *verdict, uint64_t n)
+{
 	int v = !strcmp(verdict, "allow") ? 0 : !strcmp(verdict, "deny") ? 1 : -1;
 	for (size_t i = 0; v >= 0 && i < ARRAY_SIZE(egress_protos); i++)
 		if (!strcmp(proto, egress_protos[i]))
-			count(&m.egress_decisions[i][v], 1);
+			count(&m.egress_decisions[i][v], n);
 }
 
 void metrics_add_egress_bytes(uint64_t up, uint64_t down)
@@ -175,6 +192,39 @@ void metrics_set_egress_up(bool up)
 void metrics_count_egress_restart(void)
 {
 	count(&m.egress_restarts, 1);
+}
+
+void metrics_add_egress_suppressed(const char *sandbox, const char *tenant, uint64_t aggregated, uint64_t dropped)
+{
+	pthread_mutex_lock(&lock);
+	struct suppressed *e = NULL;
+	for (size_t i = 1; i < n_suppressed && !e; i++)
+		if (!strcmp(suppressed[i].sandbox, sandbox))
+			e = &suppressed[i];
+	if (!e && n_suppressed < ARRAY_SIZE(suppressed) && sandbox[0]) {
+		e = &suppressed[n_suppressed++];
+		strlcpy_al(e->sandbox, sandbox, sizeof(e->sandbox));
+		strlcpy_al(e->tenant, tenant ? tenant : "", sizeof(e->tenant));
+	}
+	if (!e)
+		e = &suppressed[0];
+	e->counts[0] += aggregated;
+	e->counts[1] += dropped;
+	pthread_mutex_unlock(&lock);
+}
+
+void metrics_forget_egress_sandbox(const char *sandbox)
+{
+	pthread_mutex_lock(&lock);
+	for (size_t i = 1; i < n_suppressed; i++) {
+		if (strcmp(suppressed[i].sandbox, sandbox) != 0)
+			continue;
+		for (size_t k = 0; k < ARRAY_SIZE(suppressed_kinds); k++)
+			suppressed[0].counts[k] += suppressed[i].counts[k];
+		suppressed[i] = suppressed[--n_suppressed];
+		break;
+	}
+	pthread_mutex_unlock(&lock);
 }
 
 void metrics_count_rate_limited(void)
@@ -339,6 +389,23 @@ static void render_egress_decisions(FILE *f, const struct metrics *s)
 			        egress_protos[i], v ? "deny" : "allow", (unsigned long long)s->egress_decisions[i][v]);
 }
 
+/* Under lock (a copy of the table would be 140 KiB). */
+static void render_egress_suppressed(FILE *f)
+{
+	put_header(f, "airlock_egress_events_suppressed_total", "counter",
+	           "Egress gateway records of a sandbox folded into counted records (aggregated) or dropped (its "
+	           "share of the gateway's event queue was full).");
+	for (size_t i = 0; i < n_suppressed; i++)
+		for (size_t k = 0; k < ARRAY_SIZE(suppressed_kinds); k++) {
+			fputs("airlock_egress_events_suppressed_total{sandbox=\"", f);
+			put_label_value(f, suppressed[i].sandbox);
+			fputs("\",tenant=\"", f);
+			put_label_value(f, suppressed[i].tenant);
+			fprintf(f, "\",kind=\"%s\"} %llu\n", suppressed_kinds[k],
+			        (unsigned long long)suppressed[i].counts[k]);
+		}
+}
+
 /* A metric family of one sample (label NULL) or of one a label value:
  * values[i] for label_values[i]. */
 struct family {
@@ -455,6 +522,9 @@ char *metrics_render(const unsigned state_counts[], size_t n_states, const char 
 	render_family(f, &(struct family)ONE("airlock_boot_failures_total", "counter",
 	                                     "Sandboxes whose VM did not come up.", snap.boot_failures));
 	render_egress_decisions(f, &snap);
+	pthread_mutex_lock(&lock);
+	render_egress_suppressed(f);
+	pthread_mutex_unlock(&lock);
 	render_families(f, &snap);
 	if (snap.accel[0])
 		render_accel(f, &snap);

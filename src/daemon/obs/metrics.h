@@ -13,6 +13,10 @@
  *   airlock_egress_bytes_total{direction="up|down"} counter
  *   airlock_egress_up                            gauge (the gateway is running)
  *   airlock_egress_restarts_total                counter
+ *   airlock_egress_events_suppressed_total{sandbox,tenant,kind="aggregated|dropped"}  counter
+ *       (gateway records folded into counted records, or dropped; one series
+ *       per live sandbox that had any, at most METRICS_EGRESS_SANDBOXES_MAX,
+ *       then sandbox="" for the rest)
  *   airlock_rate_limited_total                   counter (429: a tenant over its request rate)
  *   airlock_starts_active, airlock_starts_waiting    gauges (boots/restores running, waiting for a slot)
  *   airlock_start_waits_total, airlock_start_rejections_total  counters (waited; 503 after waiting)
@@ -52,9 +56,18 @@ void metrics_count_boot_failure(void);
 /* One decision of the egress gateway; other proto/verdict values are ignored
  * (bounded label set). */
 void metrics_count_egress_decision(const char *proto, const char *verdict);
+/* n of them at once (a counted record of the gateway stands for n). */
+void metrics_add_egress_decisions(const char *proto, const char *verdict, uint64_t n);
 void metrics_add_egress_bytes(uint64_t up, uint64_t down);
 void metrics_set_egress_up(bool up);
 void metrics_count_egress_restart(void);
+/* A sandbox's gateway records that reached the event log only inside a
+ * counted record (aggregated), or not at all (dropped: the gateway's queue
+ * was full for it; counted in a network.dropped record). */
+#define METRICS_EGRESS_SANDBOXES_MAX 1024
+void metrics_add_egress_suppressed(const char *sandbox, const char *tenant, uint64_t aggregated, uint64_t dropped);
+/* The sandbox is gone: its series go (their counts stay in the sandbox="" series). */
+void metrics_forget_egress_sandbox(const char *sandbox);
 
 /* Limits (docs/api.md, "Limits"). */
 void metrics_count_rate_limited(void);

@@ -28,10 +28,12 @@ static struct {
 	uint64_t last_seq;
 	bool shutdown;
 	size_t keep, prune_every, since_prune;
+	size_t keep_per_sandbox;
 } bus = {
     .life = PTHREAD_RWLOCK_INITIALIZER,
     .mu = PTHREAD_MUTEX_INITIALIZER,
     .keep = EVENTS_KEEP_DEFAULT,
+    .keep_per_sandbox = EVENTS_KEEP_PER_SANDBOX_DEFAULT,
     .prune_every = EVENTS_PRUNE_EVERY_DEFAULT,
 };
 
@@ -55,11 +57,63 @@ static const char schema[] = "CREATE TABLE IF NOT EXISTS events ("
                              " data TEXT NOT NULL);"
                              "CREATE INDEX IF NOT EXISTS events_sandbox ON events(sandbox, seq);";
 
-/* Deletes all but the newest `keep` events. Returns 0 or a SQLite code. */
-static int prune(sqlite3 *db, size_t keep)
+/* Deletes all but the newest `keep` events of one sandbox. */
+static int prune_sandbox(sqlite3 *db, const char *sandbox, size_t keep)
 {
 	sqlite3_stmt *st = NULL;
-	int rc = sqlite3_prepare_v2(
+	int rc = sqlite3_prepare_v2(db,
+	                            "DELETE FROM events WHERE sandbox = ?1 AND seq < (SELECT seq FROM events"
+	                            " WHERE sandbox = ?1 ORDER BY seq DESC LIMIT 1 OFFSET ?2)",
+	                            -1, &st, NULL);
+	if (rc != SQLITE_OK)
+		return rc;
+	sqlite3_bind_text(st, 1, sandbox, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_int64(st, 2, (sqlite3_int64)(keep ? keep - 1 : 0));
+	rc = sqlite3_step(st);
+	sqlite3_finalize(st);
+	return rc == SQLITE_DONE ? 0 : rc;
+}
+
+/*
+ * SECURITY (issue 17): one sandbox's flood (its guest's denied connections
+ * and DNS queries become events) must not push every other sandbox's events
+ * out of the log: a sandbox keeps at most keep_per_sandbox events, its oldest
+ * go first. Sandboxes over it are found with the (sandbox, seq) index.
+ */
+static int prune_sandboxes(sqlite3 *db, size_t keep_per_sandbox)
+{
+	sqlite3_stmt *st = NULL;
+	int rc = sqlite3_prepare_v2(db,
+	                            "SELECT sandbox FROM events WHERE sandbox IS NOT NULL GROUP BY sandbox"
+	                            " HAVING count(*) > ?1 LIMIT 64",
+	                            -1, &st, NULL);
+	if (rc != SQLITE_OK)
+		return rc;
+	sqlite3_bind_int64(st, 1, (sqlite3_int64)keep_per_sandbox);
+	char over[64][EVENT_SANDBOX_MAX + 1];
+	size_t n = 0;
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW && n < ARRAY_SIZE(over)) {
+		const char *id = (const char *)sqlite3_column_text(st, 0);
+		strlcpy_al(over[n++], id ? id : "", sizeof(over[0]));
+	}
+	sqlite3_finalize(st);
+	if (rc != SQLITE_DONE && rc != SQLITE_ROW)
+		return rc;
+	for (size_t i = 0; i < n; i++)
+		if ((rc = prune_sandbox(db, over[i], keep_per_sandbox)) != 0)
+			return rc;
+	return 0;
+}
+
+/* Deletes each sandbox's events past its share, then all but the newest
+ * `keep` events. Returns 0 or a SQLite code. */
+static int prune(sqlite3 *db, size_t keep, size_t keep_per_sandbox)
+{
+	int rc = prune_sandboxes(db, keep_per_sandbox);
+	if (rc != 0)
+		return rc;
+	sqlite3_stmt *st = NULL;
+	rc = sqlite3_prepare_v2(
 	    db, "DELETE FROM events WHERE seq < (SELECT seq FROM events ORDER BY seq DESC LIMIT 1 OFFSET ?1)", -1, &st,
 	    NULL);
 	if (rc != SQLITE_OK)
@@ -94,7 +148,7 @@ int events_init(struct store *s, struct al_error *err)
 	pthread_once(&cond_once, cond_init);
 	sqlite3 *db = store_db(s);
 	pthread_mutex_lock(&bus.mu);
-	size_t keep = bus.keep;
+	size_t keep = bus.keep, keep_per_sandbox = bus.keep_per_sandbox;
 	pthread_mutex_unlock(&bus.mu);
 	sqlite3_mutex_enter(sqlite3_db_mutex(db));
 	char *msg = NULL;
@@ -103,7 +157,7 @@ int events_init(struct store *s, struct al_error *err)
 	if (rc == SQLITE_OK)
 		rc = read_last_seq(db, &last);
 	if (rc == SQLITE_OK)
-		rc = prune(db, keep);
+		rc = prune(db, keep, keep_per_sandbox);
 	if (rc != SQLITE_OK) {
 		int r = al_error_set(err, AL_ERR_INTERNAL, EIO, "cannot initialise the event table: %s",
 		                     msg ? msg : sqlite3_errmsg(db));
@@ -144,6 +198,14 @@ void events_set_retention(size_t keep, size_t prune_every)
 		bus.keep = keep;
 	if (prune_every)
 		bus.prune_every = prune_every;
+	pthread_mutex_unlock(&bus.mu);
+}
+
+void events_set_sandbox_share(size_t keep_per_sandbox)
+{
+	pthread_mutex_lock(&bus.mu);
+	if (keep_per_sandbox)
+		bus.keep_per_sandbox = keep_per_sandbox;
 	pthread_mutex_unlock(&bus.mu);
 }
 
@@ -231,10 +293,10 @@ void events_emit(const char *type, const char *tenant, const char *sandbox, json
 	bool do_prune = ++bus.since_prune >= bus.prune_every;
 	if (do_prune)
 		bus.since_prune = 0;
-	size_t keep = bus.keep;
+	size_t keep = bus.keep, keep_per_sandbox = bus.keep_per_sandbox;
 	pthread_mutex_unlock(&bus.mu);
 
-	int rc = do_prune ? prune(bus.db, keep) : 0;
+	int rc = do_prune ? prune(bus.db, keep, keep_per_sandbox) : 0;
 	pthread_rwlock_unlock(&bus.life);
 	if (rc)
 		log_error("events: pruning old events failed: %s", sqlite3_errstr(rc));

@@ -22,7 +22,9 @@
  *
  * The database keeps the newest EVENTS_KEEP_DEFAULT events; older ones are
  * deleted in batches (every EVENTS_PRUNE_EVERY_DEFAULT inserts), so the table
- * may briefly hold up to one batch more.
+ * may briefly hold up to one batch more. One sandbox keeps at most
+ * EVENTS_KEEP_PER_SANDBOX_DEFAULT of them (its oldest go first), so that its
+ * flood cannot push out the events of every other sandbox (issue 17).
  */
 #ifndef AIRLOCK_EVENTS_H
 #define AIRLOCK_EVENTS_H
@@ -39,7 +41,8 @@ struct store;
 
 #define EVENTS_KEEP_DEFAULT 100000u
 #define EVENTS_PRUNE_EVERY_DEFAULT 1000u
-#define EVENTS_READ_MAX 1000u /* largest batch events_read() returns */
+#define EVENTS_KEEP_PER_SANDBOX_DEFAULT 20000u /* a fifth of the log */
+#define EVENTS_READ_MAX 1000u                  /* largest batch events_read() returns */
 #define EVENT_TYPE_MAX 64
 #define EVENT_SANDBOX_MAX 64
 
@@ -54,6 +57,9 @@ void events_shutdown(void);
 /* Changes retention (keep the newest `keep` events; prune every
  * `prune_every` inserts). For tests and configuration; 0 keeps a value. */
 void events_set_retention(size_t keep, size_t prune_every);
+/* Changes one sandbox's share (the newest `keep_per_sandbox` events of a
+ * sandbox are kept, as far as `keep` allows). 0 keeps the value. */
+void events_set_sandbox_share(size_t keep_per_sandbox);
 
 /* Appends an event. type is required ("sandbox.state", "exec.start", ...);
  * tenant and sandbox may be NULL; data (an object, or NULL for {}) is stolen.
