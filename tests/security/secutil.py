@@ -71,6 +71,7 @@ CATEGORIES = {
     "snapshots": "6. Snapshot tampering",
     "floods": "7. Resource floods",
     "jail": "8. The jail",
+    "agent": "9. A hostile guest agent",
 }
 
 MIN_ATTEMPTS = 120
