@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests for the limits of the host side of the guest channel
  * (src/daemon/guest/guest-channel.c, issue 17): the output window enforced,
+ * the logs of a sandbox bounded together,
  * results flattened and capped, frames of the wrong kind, late frames, unasked
  * HELLOs, and the strikes that close the channel. Frames are handed to
  * guest_channel_handle_frame as guest_channel_read would. */
@@ -98,6 +99,42 @@ static void test_window_enforced(void **state)
 	assert_true(bytes <= GUEST_LOG_CAPACITY / 2 + AIRLOCK_OUTPUT_WINDOW + sizeof(chunk));
 	guest_cursor_close(f->ch, &cur);
 	guest_stream_unref(f->ch, s);
+}
+
+static void test_channel_kept_budget(void **state)
+{
+	struct fixture *f = *state;
+	/* 80 logged streams without readers, 1 MiB of output each: each keeps
+	 * its log of 1 MiB until the sandbox's logs hold GUEST_CHANNEL_KEPT_MAX. */
+	enum { N = 80 };
+	struct guest_stream *s[N];
+	static uint8_t chunk[AIRLOCK_FRAME_MAX_PAYLOAD];
+	for (int i = 0; i < N; i++) {
+		s[i] = start(f, AIRLOCK_FRAME_EXEC, GUEST_STREAM_LOG, 0);
+		for (size_t sent = 0; sent < GUEST_LOG_CAPACITY; sent += sizeof(chunk))
+			assert_int_equal(frame(f, AIRLOCK_FRAME_STDOUT, guest_stream_id(s[i]), chunk, sizeof(chunk)),
+			                 0);
+	}
+	uint64_t kept = 0;
+	for (int i = 0; i < N; i++) {
+		uint64_t bytes, dropped;
+		guest_stream_stats(f->ch, s[i], &bytes, &dropped);
+		assert_int_equal(bytes, GUEST_LOG_CAPACITY);
+		kept += bytes - dropped;
+	}
+	assert_true(kept <= GUEST_CHANNEL_KEPT_MAX);
+	assert_true(kept > GUEST_CHANNEL_KEPT_MAX - GUEST_LOG_CAPACITY);
+	assert_int_equal(guest_channel_strikes(f->ch), 0);
+	/* A stream forgotten gives its share back. */
+	for (int i = 0; i < N; i++)
+		guest_stream_unref(f->ch, s[i]);
+	struct guest_stream *last = start(f, AIRLOCK_FRAME_EXEC, GUEST_STREAM_LOG, 0);
+	for (size_t sent = 0; sent < GUEST_LOG_CAPACITY; sent += sizeof(chunk))
+		assert_int_equal(frame(f, AIRLOCK_FRAME_STDOUT, guest_stream_id(last), chunk, sizeof(chunk)), 0);
+	uint64_t bytes, dropped;
+	guest_stream_stats(f->ch, last, &bytes, &dropped);
+	assert_int_equal(dropped, 0);
+	guest_stream_unref(f->ch, last);
 }
 
 static void test_window_credited_collect(void **state)
@@ -269,6 +306,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_window_enforced, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_window_credited_collect, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_channel_kept_budget, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_result_flattened, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_result_too_large, setup, teardown),
 	    cmocka_unit_test(test_utf8_cut),

@@ -76,6 +76,8 @@ struct guest_channel {
 	char violation[256];
 	/* Bytes of frames for streams nobody waits on that may still come. */
 	uint64_t stray_budget;
+	/* Output kept in the logs of all its streams (GUEST_CHANNEL_KEPT_MAX). */
+	size_t kept_bytes;
 	struct guest_hello hello_info;
 	bool dead;
 	char dead_reason[512];
@@ -543,7 +545,7 @@ static void credit_locked(struct guest_channel *ch, struct guest_stream *s, bool
 	}
 }
 
-static void log_append(struct guest_stream *s, uint8_t type, const uint8_t *data, size_t len)
+static void log_append(struct guest_channel *ch, struct guest_stream *s, uint8_t type, const uint8_t *data, size_t len)
 {
 	if (len == 0)
 		return;
@@ -560,15 +562,19 @@ static void log_append(struct guest_stream *s, uint8_t type, const uint8_t *data
 	s->tail = c;
 	s->log_end += len;
 	s->log_bytes += len;
-	/* Forget the oldest output beyond the capacity, but never what a reader
-	 * has not read yet (the withheld credit bounds that). */
+	ch->kept_bytes += len;
+	/* Forget the oldest output beyond the capacity of the stream or of the
+	 * sandbox, but never what a reader has not read yet (the withheld credit
+	 * bounds that). */
 	uint64_t keep_from = slowest_reader(s);
-	while (s->head && s->log_bytes > GUEST_LOG_CAPACITY && s->head->offset + s->head->len <= keep_from) {
+	while (s->head && (s->log_bytes > GUEST_LOG_CAPACITY || ch->kept_bytes > GUEST_CHANNEL_KEPT_MAX) &&
+	       s->head->offset + s->head->len <= keep_from) {
 		struct gc_chunk *old = s->head;
 		s->head = old->next;
 		if (!s->head)
 			s->tail = NULL;
 		s->log_bytes -= old->len;
+		ch->kept_bytes -= old->len;
 		s->log_start = old->offset + old->len;
 		free(old);
 	}
@@ -580,7 +586,7 @@ static void handle_data_locked(struct guest_channel *ch, struct guest_stream *s,
 	if (s->mode == GUEST_STREAM_COLLECT)
 		output_append(&s->out[type == AIRLOCK_FRAME_STDERR ? 1 : 0], payload, len);
 	else
-		log_append(s, type, payload, len);
+		log_append(ch, s, type, payload, len);
 	s->out_pending += len;
 	credit_locked(ch, s, false);
 }
@@ -954,6 +960,8 @@ void guest_stream_unref(struct guest_channel *ch, struct guest_stream *s)
 		return;
 	pthread_mutex_lock(&ch->lock);
 	bool last = --s->refs == 0;
+	if (last)
+		ch->kept_bytes -= s->log_bytes;
 	if (last && s->listed) {
 		for (struct guest_stream **pp = &ch->streams; *pp; pp = &(*pp)->next)
 			if (*pp == s) {

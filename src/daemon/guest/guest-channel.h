@@ -29,6 +29,10 @@
 #define GUEST_OUTQ_MAX (512u * 1024u)
 /* Output kept per logged stream for readers that come later. */
 #define GUEST_LOG_CAPACITY (1u << 20)
+/* SECURITY: and in all the logs of one sandbox together: past this, a
+ * stream's oldest output that every reader has read goes first (what its
+ * readers have not read is bounded by the window they withhold). */
+#define GUEST_CHANNEL_KEPT_MAX (64u << 20)
 /* Output is credited back to the agent in batches of this size. */
 #define GUEST_CREDIT_BATCH (64u * 1024u)
 #define GUEST_FOLLOWERS_MAX 16
