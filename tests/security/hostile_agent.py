@@ -120,11 +120,11 @@ class Hostile:
 
     def stream_out(self):
         """Endless answers that honour the window: as much as credit allows."""
-        for stream, gen in list(self.streaming.items()):
+        for stream, (t, gen) in list(self.streaming.items()):
             while self.credit.get(stream, 0) >= MAXP:  # within the window, as a real agent
                 frame = next(gen)
                 self.credit[stream] -= len(frame)
-                self.send(FILE_DATA, stream, frame)
+                self.send(t, stream, frame)
 
     def handle(self, t, stream, payload):
         if t != CREDIT:
@@ -143,6 +143,10 @@ class Hostile:
             for _ in range(128):  # 8 MiB, no credit awaited
                 self.send(FILE_DATA, stream, b"r" * MAXP)
             self.send(FILE_DATA, stream, b"")
+        elif t == EXEC and json.loads(payload).get("argv", [""])[0] == "endless":
+            chunk = b"out" * 20000  # endless output within the window, never an EXIT
+            self.credit[stream] = WINDOW
+            self.streaming[stream] = (STDOUT, iter(lambda: chunk, None))
         elif t in (EXEC, FILE_READ, FILE_WRITE):
             self.send_json(ERROR, stream, {"code": "eio", "errno": 5, "message": "hostile agent"})
 
@@ -199,13 +203,13 @@ class Hostile:
         if name == "endless":
             chunk = ('{"entries":[' + ",".join([entry] * 500) + "]}").encode()
             self.credit[stream] = WINDOW
-            self.streaming[stream] = iter(lambda: chunk, None)
+            self.streaming[stream] = (FILE_DATA, iter(lambda: chunk, None))
         elif name == "fat-entries":
             fat = json.dumps({"name": "x", **{f"junk{i}": [i] for i in range(2500)}})
             chunk = ('{"entries":[' + fat + "]}").encode()
             assert len(chunk) < MAXP, len(chunk)
             self.credit[stream] = WINDOW
-            self.streaming[stream] = iter(lambda: chunk, None)
+            self.streaming[stream] = (FILE_DATA, iter(lambda: chunk, None))
         elif name == "malformed":
             self.send(FILE_DATA, stream, b"\x00not json" * 100)
         else:

@@ -194,6 +194,17 @@ def test_hostile_answers(api, secd, peer, baseline):
                 assert r.status == 200 and r.json["name"] == "hello-sent", r
                 assert state(api, sid)["state"] == "running"
                 rss_ok(secd, baseline)
+            with attempt("agent", "process-endless-output", "a process's endless STDOUT (within the window), nobody reading"):
+                r = api.request("POST", f"/v1/sandboxes/{sid}/processes", body={"cmd": ["endless"]})
+                assert r.status == 201, r
+                pid = r.json["id"]
+                time.sleep(10)  # under TCG: tens of MiB
+                p = api.request("GET", f"/v1/sandboxes/{sid}/processes/{pid}").json
+                assert p["state"] == "running", p
+                rss_ok(secd, baseline)
+                r = api.request("GET", f"/v1/sandboxes/{sid}/processes/{pid}/output", timeout=30)
+                # What is kept for a late reader: at most the log (1 MiB) and a window.
+                assert r.status == 200 and len(r.raw) < 8 * MIB, (r.status, len(r.raw))
             with attempt("agent", "wide-metrics", "a METRICS answer of 900 members (13 KB)"):
                 r = api.request("GET", f"/v1/sandboxes/{sid}/metrics")
                 assert r.status == 200, r
