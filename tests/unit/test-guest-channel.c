@@ -293,6 +293,31 @@ static void test_hellos(void **state)
 	assert_int_equal(n, GUEST_UNASKED_MAX + GUEST_STRIKES_MAX);
 }
 
+static void test_stream0_errors_asked(void **state)
+{
+	struct fixture *f = *state;
+	/* RESIZE to an exec without a PTY draws an ERROR on stream 0 from a
+	 * real agent: as many as the host sent such frames are no violation. */
+	struct guest_stream *s = start(f, AIRLOCK_FRAME_EXEC, GUEST_STREAM_COLLECT, 0);
+	json_t *msg = json_pack("{s:i, s:i}", "rows", 24, "cols", 80);
+	const char *err = "{\"code\":\"enotty\",\"errno\":25,\"message\":\"no pty\"}";
+	for (int i = 0; i < 40; i++) {
+		assert_int_equal(guest_stream_send_control(f->ch, s, AIRLOCK_FRAME_RESIZE, msg), 0);
+		assert_int_equal(frame_json(f, AIRLOCK_FRAME_ERROR, 0, err), 0);
+	}
+	assert_int_equal(guest_channel_strikes(f->ch), 0);
+	/* Unasked ones: GUEST_UNASKED_MAX, then strikes. */
+	int r = 0, n = 0;
+	while (r == 0 && n < 100) {
+		r = frame_json(f, AIRLOCK_FRAME_ERROR, 0, err);
+		n++;
+	}
+	assert_int_equal(r, -EPROTO);
+	assert_int_equal(n, GUEST_UNASKED_MAX + GUEST_STRIKES_MAX);
+	json_decref(msg);
+	guest_stream_unref(f->ch, s);
+}
+
 static void test_stream0_output(void **state)
 {
 	struct fixture *f = *state;
@@ -314,6 +339,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_late_frames_budget, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_abandoned_stream_refills, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_hellos, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_stream0_errors_asked, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_stream0_output, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -71,6 +71,9 @@ struct guest_channel {
 	/* HELLOs asked for and not answered yet (bounded: a silent agent does
 	 * not earn a later flood its excuse), and what came unasked. */
 	unsigned hellos_asked, unasked;
+	/* SIGNAL/RESIZE frames sent on live streams: the agent answers a misused
+	 * one (RESIZE without a PTY) with an ERROR on stream 0 (bounded too). */
+	unsigned errors_asked;
 	/* SECURITY: protocol violations (GUEST_STRIKES_MAX) and the last one. */
 	unsigned strikes;
 	char violation[256];
@@ -719,7 +722,9 @@ static int handle_stream0_locked(struct guest_channel *ch, const struct airlock_
 	ch->dropped_frames++;
 	if (h->type != AIRLOCK_FRAME_ERROR)
 		return violation_locked(ch, NULL, "%s on stream 0", frame_name(h->type));
-	if (++ch->unasked > GUEST_UNASKED_MAX)
+	if (ch->errors_asked > 0)
+		ch->errors_asked--;
+	else if (++ch->unasked > GUEST_UNASKED_MAX)
 		return violation_locked(ch, NULL, "more than %d HELLO or stream-0 frames unasked", GUEST_UNASKED_MAX);
 	return 0;
 }
@@ -1021,6 +1026,8 @@ int guest_stream_send_control(struct guest_channel *ch, struct guest_stream *s, 
 		abort();
 	pthread_mutex_lock(&ch->lock);
 	int r = s->done ? -EPIPE : enqueue_locked(ch, type, s->id, text, strlen(text));
+	if (r == 0 && ch->errors_asked < 64)
+		ch->errors_asked++;
 	pthread_mutex_unlock(&ch->lock);
 	return r;
 }
