@@ -54,7 +54,7 @@
  * no memory); a connection may send this many bytes of them (each frame
  * counts at least GUEST_STRAY_FRAME_COST), plus a window for every stream
  * the host gave up on before its end; past that, each is a violation. */
-#define GUEST_STRAY_BUDGET (32u << 20)
+#define GUEST_STRAY_BUDGET (64u << 20)
 #define GUEST_STRAY_BUDGET_MAX (256u << 20)
 #define GUEST_STRAY_FRAME_COST 1024u
 /* HELLOs and stream-0 ERRORs a connection may send unasked (the agent says
