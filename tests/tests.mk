@@ -107,6 +107,10 @@ UNIT_LIBS_accel := -lpthread
 UNIT_SRC_vmm-exit := src/daemon/vmm/vmm-exit.c
 UNIT_LIBS_vmm-exit := -lseccomp
 UNIT_SRC_daemon-config := src/daemon/main/daemon-config.c
+# The bounds of the host side of the guest channel (issue 17): the output
+# window, results, late frames, unasked HELLOs, strikes.
+UNIT_SRC_guest-channel := src/daemon/model/sandbox-model.c src/daemon/guest/guest-channel.c
+UNIT_LIBS_guest-channel := -lpthread
 # The watchdog's measure of a VMM's waits for a CPU (schedstat).
 UNIT_SRC_cpu-wait := src/daemon/core/cpu-wait.c
 # What a sandbox's boot and a template snapshot's build both do around a VMM's

@@ -72,6 +72,7 @@ CATEGORIES = {
     "floods": "7. Resource floods",
     "jail": "8. The jail",
     "fairness": "9. Egress fairness between tenants",
+    "agent": "10. A hostile guest agent",
 }
 
 MIN_ATTEMPTS = 120

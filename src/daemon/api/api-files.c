@@ -31,8 +31,109 @@ static const char *path_arg(const struct api_request *req, struct api_response *
 	return p;
 }
 
-/* Runs one FILE_OP; *ret_result is the OK payload. A list also gathers the
- * FILE_DATA chunks of {"entries": [...]} it answers with into entries. */
+/* SECURITY: what a list answer may cost the daemon: its entries are held
+ * whole until the response is sent. Past a limit the request fails (the
+ * rest is read and dropped for at most FILE_LIST_DRAIN_MS, so that the
+ * agent's side of the stream ends too) and the guest has used none of the
+ * daemon's memory beyond it. */
+#define FILE_LIST_ENTRIES_MAX 10000
+#define FILE_LIST_BYTES_MAX (8u << 20)
+#define FILE_LIST_DRAIN_MS 5000
+
+/* The stat fields of a list entry (proto.h, FILE_OP), type-checked; the
+ * rest of a guest's object is dropped. NULL when it is not an entry. */
+static json_t *list_entry_copy(json_t *e)
+{
+	static const char *const strings[] = {"name", "type", "target"};
+	static const char *const ints[] = {"size", "mode", "uid", "gid", "mtime_ms"};
+	if (!json_is_string(json_object_get(e, "name")))
+		return NULL;
+	json_t *out = json_object();
+	for (size_t i = 0; i < ARRAY_SIZE(strings); i++) {
+		json_t *v = json_object_get(e, strings[i]);
+		if (json_is_string(v))
+			json_object_set_new(out, strings[i], json_stringn(json_string_value(v), json_string_length(v)));
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(ints); i++) {
+		json_t *v = json_object_get(e, ints[i]);
+		if (json_is_integer(v))
+			json_object_set_new(out, ints[i], json_integer(json_integer_value(v)));
+	}
+	return out;
+}
+
+/* One FILE_DATA chunk of a list into entries: 0, or an error set in err
+ * (malformed, or past the limits). */
+static int list_chunk_add(const uint8_t *data, size_t len, json_t *entries, size_t *bytes, struct al_error *err)
+{
+	*bytes += len;
+	if (*bytes > FILE_LIST_BYTES_MAX)
+		return al_error_set(err, AL_ERR_TOO_LARGE, EFBIG,
+		                    "the directory's listing is larger than %u MiB, the most a list may answer; list "
+		                    "a subdirectory, or run ls through exec",
+		                    FILE_LIST_BYTES_MAX >> 20);
+	/* SECURITY: each chunk is one bounded JSON object from the guest. */
+	cleanup_json json_t *j = json_loadb((const char *)data, len, 0, NULL);
+	json_t *arr = json_object_get(j, "entries");
+	if (!json_is_array(arr))
+		return al_error_set(
+		    err, AL_ERR_GUEST, EBADMSG,
+		    "the guest agent answered the list with a malformed chunk (not {\"entries\":[...]})");
+	size_t i;
+	json_t *e;
+	json_array_foreach (arr, i, e) {
+		if (json_array_size(entries) >= FILE_LIST_ENTRIES_MAX)
+			return al_error_set(
+			    err, AL_ERR_TOO_LARGE, EFBIG,
+			    "the directory has more than %d entries, the most a list may answer; list a "
+			    "subdirectory, or run ls through exec",
+			    FILE_LIST_ENTRIES_MAX);
+		json_t *copy = list_entry_copy(e);
+		if (!copy)
+			return al_error_set(err, AL_ERR_GUEST, EBADMSG,
+			                    "the guest agent answered the list with an entry that has no name");
+		json_array_append_new(entries, copy);
+	}
+	return 0;
+}
+
+/* A list: gathers the FILE_DATA chunks of {"entries": [...]} it answers with
+ * into entries, within the limits above; *ret_result is the OK payload. */
+static int run_list(struct guest_channel *ch, json_t *msg, uint64_t deadline, json_t **ret_result, json_t *entries,
+                    struct al_error *err)
+{
+	struct guest_stream *s = NULL;
+	int r = guest_stream_start(ch, AIRLOCK_FRAME_FILE_OP, msg, GUEST_STREAM_LOG, 0, &s, err);
+	if (r < 0)
+		return r;
+	struct guest_cursor cur = {0};
+	size_t bytes = 0;
+	int failed = 0;
+	if (guest_cursor_open(ch, s, true, &cur) == 0) {
+		for (;;) {
+			uint8_t type, *data = NULL;
+			size_t len;
+			uint64_t dropped;
+			if (guest_cursor_read(ch, &cur, deadline, &type, &data, &len, &dropped) != 1)
+				break;
+			if (failed == 0 && (failed = list_chunk_add(data, len, entries, &bytes, err)) < 0) {
+				/* Keep nothing more; drain briefly so a real agent's side ends. */
+				json_array_clear(entries);
+				deadline = MIN(deadline, now_ms_monotonic() + FILE_LIST_DRAIN_MS);
+			}
+			free(data);
+		}
+		guest_cursor_close(ch, &cur);
+	}
+	if (failed < 0) {
+		guest_stream_unref(ch, s); /* given up on: what still comes is dropped */
+		return failed;
+	}
+	return guest_stream_finish(ch, s, deadline, "list", ret_result, err);
+}
+
+/* Runs one FILE_OP; *ret_result is the OK payload. A list also gathers its
+ * entries (run_list). */
 static int run_op(struct sandbox *sb, json_t *msg, const char *what, json_t **ret_result, json_t *entries,
                   struct al_error *err)
 {
@@ -40,29 +141,7 @@ static int run_op(struct sandbox *sb, json_t *msg, const char *what, json_t **re
 	uint64_t deadline = now_ms_monotonic() + FILE_OP_TIMEOUT_MS;
 	if (!entries)
 		return guest_channel_call(ch, AIRLOCK_FRAME_FILE_OP, msg, deadline, what, ret_result, err);
-	struct guest_stream *s = NULL;
-	int r = guest_stream_start(ch, AIRLOCK_FRAME_FILE_OP, msg, GUEST_STREAM_LOG, 0, &s, err);
-	if (r < 0)
-		return r;
-	struct guest_cursor cur = {0};
-	if (guest_cursor_open(ch, s, true, &cur) == 0) {
-		for (;;) {
-			uint8_t type;
-			uint8_t *data = NULL;
-			size_t len;
-			uint64_t dropped;
-			if (guest_cursor_read(ch, &cur, deadline, &type, &data, &len, &dropped) != 1)
-				break;
-			/* SECURITY: each chunk is one bounded JSON object from the guest. */
-			cleanup_json json_t *j = json_loadb((const char *)data, len, 0, NULL);
-			free(data);
-			json_t *arr = json_object_get(j, "entries");
-			if (json_is_array(arr))
-				json_array_extend(entries, arr);
-		}
-		guest_cursor_close(ch, &cur);
-	}
-	return guest_stream_finish(ch, s, deadline, what, ret_result, err);
+	return run_list(ch, msg, deadline, ret_result, entries, err);
 }
 
 /* A FILE_OP for a handler: answers errors itself; NULL on failure. */

@@ -2,7 +2,9 @@
 #include "guest-channel.h"
 
 #include <fcntl.h>
+#include <inttypes.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <sys/eventfd.h>
 #include <time.h>
 
@@ -66,6 +68,19 @@ struct guest_channel {
 	struct guest_stream *streams;
 	bool hello;
 	uint64_t hellos;
+	/* HELLOs asked for and not answered yet (bounded: a silent agent does
+	 * not earn a later flood its excuse), and what came unasked. */
+	unsigned hellos_asked, unasked;
+	/* SIGNAL/RESIZE frames sent on live streams: the agent answers a misused
+	 * one (RESIZE without a PTY) with an ERROR on stream 0 (bounded too). */
+	unsigned errors_asked;
+	/* SECURITY: protocol violations (GUEST_STRIKES_MAX) and the last one. */
+	unsigned strikes;
+	char violation[256];
+	/* Bytes of frames for streams nobody waits on that may still come. */
+	uint64_t stray_budget;
+	/* Output kept in the logs of all its streams (GUEST_CHANNEL_KEPT_MAX). */
+	size_t kept_bytes;
 	struct guest_hello hello_info;
 	bool dead;
 	char dead_reason[512];
@@ -105,6 +120,7 @@ struct guest_channel *guest_channel_new(int fd)
 	uint32_t r;
 	random_bytes(&r, sizeof(r));
 	ch->next_stream = 1 + (r & 0x7fffffffu);
+	ch->stray_budget = GUEST_STRAY_BUDGET;
 	return ch;
 }
 
@@ -321,6 +337,48 @@ static void kill_locked(struct guest_channel *ch, const char *reason)
 	pthread_cond_broadcast(&ch->cond);
 }
 
+/* The host stopped waiting for a stream the agent may still be answering:
+ * what it may still send (a window, and the frames that end it) is late,
+ * not a violation. */
+static void stray_allow_locked(struct guest_channel *ch)
+{
+	ch->stray_budget = MIN(ch->stray_budget + AIRLOCK_OUTPUT_WINDOW + 16u * GUEST_STRAY_FRAME_COST,
+	                       (uint64_t)GUEST_STRAY_BUDGET_MAX);
+}
+
+/* SECURITY: one protocol violation by the guest. The stream it concerns (if
+ * any) ends with an error; the GUEST_STRIKES_MAX-th violation closes the
+ * channel: -EPROTO (guest_channel_read kills it; the monitor stops the VM
+ * and puts the sandbox in state error). */
+static int violation_locked(struct guest_channel *ch, struct guest_stream *s, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int violation_locked(struct guest_channel *ch, struct guest_stream *s, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(ch->violation, sizeof(ch->violation), fmt, ap);
+	va_end(ap);
+	ch->strikes++;
+	if (s && !s->done) {
+		char msg[400];
+		snprintf(msg, sizeof(msg),
+		         "the guest agent broke the protocol (%s; violation %u, the channel is closed at %d)",
+		         ch->violation, ch->strikes, GUEST_STRIKES_MAX);
+		stream_finish_locked(ch, s, AIRLOCK_FRAME_ERROR,
+		                     json_pack("{s:s, s:s}", "code", "guest_protocol", "message", msg));
+		stray_allow_locked(ch);
+	}
+	return ch->strikes >= GUEST_STRIKES_MAX ? -EPROTO : 0;
+}
+
+unsigned guest_channel_strikes(struct guest_channel *ch)
+{
+	pthread_mutex_lock(&ch->lock);
+	unsigned n = ch->strikes;
+	pthread_mutex_unlock(&ch->lock);
+	return n;
+}
+
 void guest_channel_kill(struct guest_channel *ch, const char *reason)
 {
 	pthread_mutex_lock(&ch->lock);
@@ -359,14 +417,16 @@ void guest_channel_replace_fd(struct guest_channel *ch, int new_fd)
 			    ch, s, AIRLOCK_FRAME_ERROR,
 			    json_pack("{s:s, s:s}", "code", "guest_gone", "message",
 			              "the guest channel was reset (a snapshot of the VM); try again"));
+			stray_allow_locked(ch);
 			continue;
 		}
 		/* The agent gives each exec a full window, less what it still
 		 * has queued: nothing received before is owed any more. */
 		s->out_pending = 0;
 	}
-	/* The next HELLO is the new connection's. */
+	/* The next HELLO is the new connection's, and unasked. */
 	ch->hello = false;
+	ch->unasked = 0;
 	ch->out_progress_ms = now_ms_monotonic();
 	pthread_cond_broadcast(&ch->cond);
 	pthread_mutex_unlock(&ch->lock);
@@ -423,12 +483,19 @@ static int handle_hello(struct guest_channel *ch, const uint8_t *payload, size_t
 	if (json_is_integer(g) && json_integer_value(g) >= 0)
 		h.generation = (uint64_t)json_integer_value(g);
 	pthread_mutex_lock(&ch->lock);
+	int r = 0;
+	/* SECURITY: a HELLO answers one the host asked for, or is the one a
+	 * connection starts with; a flood of them is a violation. */
+	if (ch->hellos_asked > 0)
+		ch->hellos_asked--;
+	else if (++ch->unasked > GUEST_UNASKED_MAX)
+		r = violation_locked(ch, NULL, "more than %d HELLO or stream-0 frames unasked", GUEST_UNASKED_MAX);
 	ch->hello = true;
 	ch->hellos++;
 	ch->hello_info = h;
 	pthread_cond_broadcast(&ch->cond);
 	pthread_mutex_unlock(&ch->lock);
-	return 0;
+	return r;
 }
 
 static void output_append(struct exec_output *o, const uint8_t *data, size_t len)
@@ -481,7 +548,7 @@ static void credit_locked(struct guest_channel *ch, struct guest_stream *s, bool
 	}
 }
 
-static void log_append(struct guest_stream *s, uint8_t type, const uint8_t *data, size_t len)
+static void log_append(struct guest_channel *ch, struct guest_stream *s, uint8_t type, const uint8_t *data, size_t len)
 {
 	if (len == 0)
 		return;
@@ -498,15 +565,19 @@ static void log_append(struct guest_stream *s, uint8_t type, const uint8_t *data
 	s->tail = c;
 	s->log_end += len;
 	s->log_bytes += len;
-	/* Forget the oldest output beyond the capacity, but never what a reader
-	 * has not read yet (the withheld credit bounds that). */
+	ch->kept_bytes += len;
+	/* Forget the oldest output beyond the capacity of the stream or of the
+	 * sandbox, but never what a reader has not read yet (the withheld credit
+	 * bounds that). */
 	uint64_t keep_from = slowest_reader(s);
-	while (s->head && s->log_bytes > GUEST_LOG_CAPACITY && s->head->offset + s->head->len <= keep_from) {
+	while (s->head && (s->log_bytes > GUEST_LOG_CAPACITY || ch->kept_bytes > GUEST_CHANNEL_KEPT_MAX) &&
+	       s->head->offset + s->head->len <= keep_from) {
 		struct gc_chunk *old = s->head;
 		s->head = old->next;
 		if (!s->head)
 			s->tail = NULL;
 		s->log_bytes -= old->len;
+		ch->kept_bytes -= old->len;
 		s->log_start = old->offset + old->len;
 		free(old);
 	}
@@ -518,69 +589,208 @@ static void handle_data_locked(struct guest_channel *ch, struct guest_stream *s,
 	if (s->mode == GUEST_STREAM_COLLECT)
 		output_append(&s->out[type == AIRLOCK_FRAME_STDERR ? 1 : 0], payload, len);
 	else
-		log_append(s, type, payload, len);
+		log_append(ch, s, type, payload, len);
 	s->out_pending += len;
 	credit_locked(ch, s, false);
 }
 
-int guest_channel_handle_frame(struct guest_channel *ch, const struct airlock_frame_header *h, const uint8_t *payload)
+/* Which frames a guest may send on a stream the host opened with a given
+ * frame (proto.h): anything else answers what was not asked. */
+static bool frame_fits_stream(const struct guest_stream *s, uint8_t type)
 {
-	if (h->stream == 0) {
-		if (h->type == AIRLOCK_FRAME_HELLO)
-			return handle_hello(ch, payload, h->length);
-		/* Stream-0 ERRORs report a misused stream; nothing waits on them. */
-		pthread_mutex_lock(&ch->lock);
-		ch->dropped_frames++;
-		pthread_mutex_unlock(&ch->lock);
-		return 0;
-	}
-	pthread_mutex_lock(&ch->lock);
-	struct guest_stream *s = stream_find(ch, h->stream);
-	if (!s || s->done) {
-		/* Late output of a stream nobody waits for any more. */
-		ch->dropped_frames++;
-		pthread_mutex_unlock(&ch->lock);
-		return 0;
-	}
-	switch (h->type) {
+	switch (type) {
 	case AIRLOCK_FRAME_STDOUT:
 	case AIRLOCK_FRAME_STDERR:
-		handle_data_locked(ch, s, h->type, payload, h->length);
-		break;
+	case AIRLOCK_FRAME_EXIT:
+		return s->type == AIRLOCK_FRAME_EXEC;
 	case AIRLOCK_FRAME_FILE_DATA:
-		/* A zero-length FILE_DATA ends a read: it carries no bytes. */
-		if (h->length > 0)
-			handle_data_locked(ch, s, h->type, payload, h->length);
-		else
-			stream_finish_locked(ch, s, AIRLOCK_FRAME_OK, json_object());
-		break;
+		/* Of FILE_OPs only a list answers with data, and its stream is
+		 * the only FILE_OP stream with a log. */
+		return s->type == AIRLOCK_FRAME_FILE_READ ||
+		       (s->type == AIRLOCK_FRAME_FILE_OP && s->mode == GUEST_STREAM_LOG);
 	case AIRLOCK_FRAME_CREDIT:
-		if (h->length == 4)
+		return s->type == AIRLOCK_FRAME_EXEC || s->type == AIRLOCK_FRAME_FILE_WRITE;
+	case AIRLOCK_FRAME_OK:
+		return s->type != AIRLOCK_FRAME_EXEC;
+	case AIRLOCK_FRAME_ERROR:
+		return true;
+	default:
+		return false;
+	}
+}
+
+static const char *frame_name(uint8_t type)
+{
+	static const char *const names[] = {
+	    [AIRLOCK_FRAME_HELLO] = "HELLO",
+	    [AIRLOCK_FRAME_EXEC] = "EXEC",
+	    [AIRLOCK_FRAME_STDIN] = "STDIN",
+	    [AIRLOCK_FRAME_STDOUT] = "STDOUT",
+	    [AIRLOCK_FRAME_STDERR] = "STDERR",
+	    [AIRLOCK_FRAME_EXIT] = "EXIT",
+	    [AIRLOCK_FRAME_ERROR] = "ERROR",
+	    [AIRLOCK_FRAME_FILE_WRITE] = "FILE_WRITE",
+	    [AIRLOCK_FRAME_FILE_READ] = "FILE_READ",
+	    [AIRLOCK_FRAME_FILE_DATA] = "FILE_DATA",
+	    [AIRLOCK_FRAME_OK] = "OK",
+	    [AIRLOCK_FRAME_SHUTDOWN] = "SHUTDOWN",
+	    [AIRLOCK_FRAME_SIGNAL] = "SIGNAL",
+	    [AIRLOCK_FRAME_CREDIT] = "CREDIT",
+	    [AIRLOCK_FRAME_RESIZE] = "RESIZE",
+	    [AIRLOCK_FRAME_FILE_OP] = "FILE_OP",
+	    [AIRLOCK_FRAME_METRICS] = "METRICS",
+	    [AIRLOCK_FRAME_FREEZE] = "FREEZE",
+	    [AIRLOCK_FRAME_THAW] = "THAW",
+	};
+	return type < ARRAY_SIZE(names) && names[type] ? names[type] : "an unknown frame";
+}
+
+/* SECURITY: what is kept of a guest's EXIT/ERROR/OK object: its scalar
+ * members only (every answer of the protocol is flat), at most
+ * GUEST_RESULT_MEMBERS_MAX of them, strings cut at GUEST_RESULT_STRING_MAX
+ * bytes (on a UTF-8 boundary), so that a result costs the daemon a bounded
+ * amount of memory however it was built. Takes j. */
+json_t *guest_result_flatten(json_t *j)
+{
+	json_t *out = json_object();
+	const char *key;
+	json_t *v;
+	size_t n = 0;
+	json_object_foreach (j, key, v) {
+		if (n >= GUEST_RESULT_MEMBERS_MAX || strlen(key) > 64)
+			continue;
+		json_t *copy = NULL;
+		if (json_is_string(v)) {
+			size_t len = json_string_length(v);
+			const char *str = json_string_value(v);
+			if (len > GUEST_RESULT_STRING_MAX) {
+				len = GUEST_RESULT_STRING_MAX;
+				while (len > 0 && ((unsigned char)str[len] & 0xc0) == 0x80)
+					len--;
+			}
+			copy = json_stringn(str, len);
+		} else if (json_is_integer(v) || json_is_real(v) || json_is_boolean(v) || json_is_null(v)) {
+			copy = json_copy(v);
+		}
+		if (copy) {
+			json_object_set_new(out, key, copy);
+			n++;
+		}
+	}
+	json_decref(j);
+	return out;
+}
+
+static int handle_result_locked(struct guest_channel *ch, struct guest_stream *s, const struct airlock_frame_header *h,
+                                const uint8_t *payload)
+{
+	if (h->length > GUEST_RESULT_MAX)
+		return violation_locked(ch, s, "%s of %u bytes (the limit is %u)", frame_name(h->type), h->length,
+		                        GUEST_RESULT_MAX);
+	json_t *j = json_loadb((const char *)payload, h->length, 0, NULL);
+	uint8_t type = h->type;
+	if (!json_is_object(j)) {
+		if (j)
+			json_decref(j);
+		j = json_pack("{s:s, s:s}", "code", "bad_reply", "message", "the guest agent sent a malformed reply");
+		type = AIRLOCK_FRAME_ERROR;
+	} else {
+		j = guest_result_flatten(j);
+	}
+	stream_finish_locked(ch, s, type, j);
+	return 0;
+}
+
+/* A frame for a stream that ended or was never opened: dropped unread, and
+ * charged to the connection's budget of late frames. */
+static int handle_stray_locked(struct guest_channel *ch, const struct airlock_frame_header *h)
+{
+	ch->dropped_frames++;
+	uint64_t cost = MAX((uint64_t)h->length, (uint64_t)GUEST_STRAY_FRAME_COST);
+	if (ch->stray_budget >= cost) {
+		ch->stray_budget -= cost;
+		return 0;
+	}
+	ch->stray_budget = 0;
+	return violation_locked(ch, NULL, "%s for stream %u, which is not open, past the budget of late frames",
+	                        frame_name(h->type), h->stream);
+}
+
+static int handle_stream0_locked(struct guest_channel *ch, const struct airlock_frame_header *h)
+{
+	/* Stream-0 ERRORs report a misused stream; nothing waits on them. */
+	ch->dropped_frames++;
+	if (h->type != AIRLOCK_FRAME_ERROR)
+		return violation_locked(ch, NULL, "%s on stream 0", frame_name(h->type));
+	if (ch->errors_asked > 0)
+		ch->errors_asked--;
+	else if (++ch->unasked > GUEST_UNASKED_MAX)
+		return violation_locked(ch, NULL, "more than %d HELLO or stream-0 frames unasked", GUEST_UNASKED_MAX);
+	return 0;
+}
+
+/* Output within the stream's window (AIRLOCK_OUTPUT_WINDOW): the host
+ * returns credit as it consumes, so received-but-not-credited bytes are what
+ * the agent may have in flight; more is a guest ignoring its window. */
+static int handle_output_locked(struct guest_channel *ch, struct guest_stream *s, const struct airlock_frame_header *h,
+                                const uint8_t *payload)
+{
+	if (h->type == AIRLOCK_FRAME_FILE_DATA && h->length == 0) {
+		/* A zero-length FILE_DATA ends a read: it carries no bytes. */
+		stream_finish_locked(ch, s, AIRLOCK_FRAME_OK, json_object());
+		return 0;
+	}
+	if (s->out_pending + h->length > AIRLOCK_OUTPUT_WINDOW)
+		return violation_locked(ch, s, "%s beyond the output window: %" PRIu64 " bytes not credited yet",
+		                        frame_name(h->type), s->out_pending + h->length);
+	handle_data_locked(ch, s, h->type, payload, h->length);
+	return 0;
+}
+
+int guest_channel_handle_frame(struct guest_channel *ch, const struct airlock_frame_header *h, const uint8_t *payload)
+{
+	if (h->stream == 0 && h->type == AIRLOCK_FRAME_HELLO)
+		return handle_hello(ch, payload, h->length);
+	pthread_mutex_lock(&ch->lock);
+	int r = 0;
+	struct guest_stream *s = h->stream ? stream_find(ch, h->stream) : NULL;
+	if (h->stream == 0)
+		r = handle_stream0_locked(ch, h);
+	else if (!s || s->done)
+		r = handle_stray_locked(ch, h);
+	else if (!frame_fits_stream(s, h->type))
+		r = violation_locked(ch, s, "%s on a stream opened with %s", frame_name(h->type), frame_name(s->type));
+	else if (h->type == AIRLOCK_FRAME_CREDIT) {
+		if (h->length != 4)
+			r = violation_locked(ch, s, "a CREDIT of %u bytes", h->length);
+		else
 			s->in_credit += ((uint32_t)payload[0] << 24) | ((uint32_t)payload[1] << 16) |
 			                ((uint32_t)payload[2] << 8) | payload[3];
-		break;
-	case AIRLOCK_FRAME_EXIT:
-	case AIRLOCK_FRAME_ERROR:
-	case AIRLOCK_FRAME_OK: {
-		json_t *j = json_loadb((const char *)payload, h->length, 0, NULL);
-		uint8_t type = h->type;
-		if (!json_is_object(j)) {
-			if (j)
-				json_decref(j);
-			j = json_pack("{s:s, s:s}", "code", "bad_reply", "message",
-			              "the guest agent sent a malformed reply");
-			type = AIRLOCK_FRAME_ERROR;
-		}
-		stream_finish_locked(ch, s, type, j);
-		break;
-	}
-	default:
-		ch->dropped_frames++;
-		break;
-	}
+	} else if (h->type == AIRLOCK_FRAME_EXIT || h->type == AIRLOCK_FRAME_ERROR || h->type == AIRLOCK_FRAME_OK)
+		r = handle_result_locked(ch, s, h, payload);
+	else
+		r = handle_output_locked(ch, s, h, payload);
 	pthread_cond_broadcast(&ch->cond);
 	pthread_mutex_unlock(&ch->lock);
-	return 0;
+	return r;
+}
+
+/* SECURITY: the guest broke the protocol beyond what is forgiven (r from
+ * the frame reader or the handler): its channel is closed for good. */
+static void channel_cut_off(struct guest_channel *ch, int r)
+{
+	char why[512];
+	pthread_mutex_lock(&ch->lock);
+	if (r == -EPROTO && ch->strikes >= GUEST_STRIKES_MAX)
+		snprintf(why, sizeof(why),
+		         "the guest agent broke the protocol %u times (the last: %s); its channel is closed",
+		         ch->strikes, ch->violation);
+	else
+		snprintf(why, sizeof(why),
+		         "the guest agent broke the protocol (%s: an unreadable frame); its channel is closed",
+		         strerror(-r));
+	kill_locked(ch, why);
+	pthread_mutex_unlock(&ch->lock);
 }
 
 int guest_channel_read(struct guest_channel *ch)
@@ -609,9 +819,7 @@ int guest_channel_read(struct guest_channel *ch)
 			if (r == 0)
 				break;
 			if (r < 0 || (r = guest_channel_handle_frame(ch, &h, payload)) < 0) {
-				char why[128];
-				snprintf(why, sizeof(why), "the guest agent broke the protocol (%s)", strerror(-r));
-				guest_channel_kill(ch, why);
+				channel_cut_off(ch, r);
 				return -EPROTO;
 			}
 		}
@@ -631,6 +839,11 @@ static int send_control0(struct guest_channel *ch, uint8_t type)
 
 int guest_channel_request_hello(struct guest_channel *ch)
 {
+	pthread_mutex_lock(&ch->lock);
+	/* Bounded: a silent agent does not earn credit for a later flood. */
+	if (ch->hellos_asked < 4)
+		ch->hellos_asked++;
+	pthread_mutex_unlock(&ch->lock);
 	return send_control0(ch, AIRLOCK_FRAME_HELLO);
 }
 
@@ -752,13 +965,17 @@ void guest_stream_unref(struct guest_channel *ch, struct guest_stream *s)
 		return;
 	pthread_mutex_lock(&ch->lock);
 	bool last = --s->refs == 0;
+	if (last)
+		ch->kept_bytes -= s->log_bytes;
 	if (last && s->listed) {
 		for (struct guest_stream **pp = &ch->streams; *pp; pp = &(*pp)->next)
 			if (*pp == s) {
 				*pp = s->next;
 				ch->n_streams--;
-				if (!s->done)
+				if (!s->done) {
 					ch->n_live--;
+					stray_allow_locked(ch);
+				}
 				break;
 			}
 	}
@@ -809,6 +1026,8 @@ int guest_stream_send_control(struct guest_channel *ch, struct guest_stream *s, 
 		abort();
 	pthread_mutex_lock(&ch->lock);
 	int r = s->done ? -EPIPE : enqueue_locked(ch, type, s->id, text, strlen(text));
+	if (r == 0 && ch->errors_asked < 64)
+		ch->errors_asked++;
 	pthread_mutex_unlock(&ch->lock);
 	return r;
 }
@@ -997,10 +1216,10 @@ int guest_result_to_error(json_t *result, const char *what, struct al_error *err
 		const char *code;
 		enum al_error_code al;
 	} map[] = {
-	    {"enoent", AL_ERR_NOT_FOUND}, {"eexist", AL_ERR_CONFLICT},  {"enotempty", AL_ERR_CONFLICT},
-	    {"eisdir", AL_ERR_CONFLICT},  {"enotdir", AL_ERR_CONFLICT}, {"ebusy", AL_ERR_CONFLICT},
-	    {"eacces", AL_ERR_FORBIDDEN}, {"eperm", AL_ERR_FORBIDDEN},  {"guest_gone", AL_ERR_GUEST},
-	    {"bad_reply", AL_ERR_GUEST},
+	    {"enoent", AL_ERR_NOT_FOUND}, {"eexist", AL_ERR_CONFLICT},      {"enotempty", AL_ERR_CONFLICT},
+	    {"eisdir", AL_ERR_CONFLICT},  {"enotdir", AL_ERR_CONFLICT},     {"ebusy", AL_ERR_CONFLICT},
+	    {"eacces", AL_ERR_FORBIDDEN}, {"eperm", AL_ERR_FORBIDDEN},      {"guest_gone", AL_ERR_GUEST},
+	    {"bad_reply", AL_ERR_GUEST},  {"guest_protocol", AL_ERR_GUEST},
 	};
 	enum al_error_code al = AL_ERR_INVALID_ARGUMENT;
 	for (size_t i = 0; i < ARRAY_SIZE(map); i++)

@@ -29,9 +29,37 @@
 #define GUEST_OUTQ_MAX (512u * 1024u)
 /* Output kept per logged stream for readers that come later. */
 #define GUEST_LOG_CAPACITY (1u << 20)
+/* SECURITY: and in all the logs of one sandbox together: past this, a
+ * stream's oldest output that every reader has read goes first (what its
+ * readers have not read is bounded by the window they withhold). */
+#define GUEST_CHANNEL_KEPT_MAX (64u << 20)
 /* Output is credited back to the agent in batches of this size. */
 #define GUEST_CREDIT_BATCH (64u * 1024u)
 #define GUEST_FOLLOWERS_MAX 16
+
+/* SECURITY: how much a guest may get wrong (docs/guest.md, "Protocol
+ * violations"). Each violation ends the stream it concerns with an error
+ * (code "guest_protocol"); the GUEST_STRIKES_MAX-th closes the channel, and
+ * the sandbox goes to state error. A frame that cannot be parsed at all
+ * (bad header, oversize) closes it at once: the byte stream cannot be
+ * resynchronised. */
+#define GUEST_STRIKES_MAX 3
+/* EXIT, ERROR and OK payloads: larger ones are a violation. What is kept of
+ * one is a flat object of at most GUEST_RESULT_MEMBERS_MAX scalar members,
+ * strings cut at GUEST_RESULT_STRING_MAX bytes. */
+#define GUEST_RESULT_MAX (16u * 1024u)
+#define GUEST_RESULT_MEMBERS_MAX 32
+#define GUEST_RESULT_STRING_MAX 1024u
+/* Frames for streams that ended or were never opened are dropped (they cost
+ * no memory); a connection may send this many bytes of them (each frame
+ * counts at least GUEST_STRAY_FRAME_COST), plus a window for every stream
+ * the host gave up on before its end; past that, each is a violation. */
+#define GUEST_STRAY_BUDGET (64u << 20)
+#define GUEST_STRAY_BUDGET_MAX (256u << 20)
+#define GUEST_STRAY_FRAME_COST 1024u
+/* HELLOs and stream-0 ERRORs a connection may send unasked (the agent says
+ * hello once when it opens the port); past that, each is a violation. */
+#define GUEST_UNASKED_MAX 8
 
 struct guest_channel;
 struct guest_stream;
@@ -115,6 +143,8 @@ void guest_channel_kill(struct guest_channel *ch, const char *reason);
  * monitor stopped). */
 void guest_channel_replace_fd(struct guest_channel *ch, int new_fd);
 bool guest_channel_dead(struct guest_channel *ch, char *reason, size_t reason_size);
+/* Protocol violations so far (GUEST_STRIKES_MAX closes the channel). */
+unsigned guest_channel_strikes(struct guest_channel *ch);
 
 /* Asks the agent to say hello again (after a re-attach). */
 int guest_channel_request_hello(struct guest_channel *ch);
@@ -201,6 +231,9 @@ int guest_channel_call(struct guest_channel *ch, uint8_t type, json_t *msg, uint
 
 /* Parses an EXIT result. */
 int guest_result_to_exit(uint8_t type, json_t *result, struct exec_exit *ret, struct al_error *err);
+/* SECURITY: the bounded copy of a guest's EXIT/ERROR/OK object that is
+ * kept (GUEST_RESULT_MEMBERS_MAX scalars, strings cut); takes j. */
+json_t *guest_result_flatten(json_t *j);
 /* Turns an ERROR result into an API error (enoent -> 404 and so on). */
 int guest_result_to_error(json_t *result, const char *what, struct al_error *err);
 
