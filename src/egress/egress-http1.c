@@ -396,11 +396,14 @@ static int field_line(struct egress_http1_parser *p, size_t off, size_t len)
 		return not_served(p, AL_ERR_FORBIDDEN,
 		                  "protocol upgrades are not served on an intercepted "
 		                  "connection: use HTTP/1.1 without Upgrade");
-	if (ascii_case_equal(line, nlen, "expect")) {
-		if (!ascii_case_equal(v, vlen, "100-continue"))
-			return not_served(p, AL_ERR_FORBIDDEN, "Expect other than 100-continue");
-		h->expect_continue = true;
-	}
+	/* SECURITY: with "Expect: 100-continue" a server may answer before the
+	 * body (a final status instead of 100) and then read the body as the
+	 * next request, one the gateway framed as body and never checked
+	 * (issue 17). Clients send the body without waiting when no 100
+	 * comes; no Expect is forwarded at all. */
+	if (ascii_case_equal(line, nlen, "expect"))
+		return al_error_set(&p->failure, AL_ERR_FORBIDDEN, ENOMSG,
+		                    "HTTP request refused: Expect is not served (send the body without it)");
 	return 0;
 }
 
@@ -422,6 +425,14 @@ static int head_finish(struct egress_http1_parser *p)
 		return bad(p, "both Content-Length and Transfer-Encoding");
 	if (p->te_seen && h->minor_version == 0)
 		return bad(p, "Transfer-Encoding in an HTTP/1.0 request");
+	/* SECURITY: a body on GET or HEAD means nothing (RFC 9110 9.3.1) and
+	 * servers disagree on it: one that ignores its framing reads the body
+	 * as a second request the gateway never saw (issue 17). Any case of
+	 * the method: some servers upper-case it. */
+	if ((p->te_seen || (p->cl_seen && h->content_length > 0)) &&
+	    (ascii_case_equal(h->method, strlen(h->method), "get") ||
+	     ascii_case_equal(h->method, strlen(h->method), "head")))
+		return bad(p, "a body on a GET or HEAD request");
 	h->framing = p->te_seen ? EGRESS_HTTP1_CHUNKED : p->cl_seen ? EGRESS_HTTP1_LENGTH : EGRESS_HTTP1_NO_BODY;
 	h->keep_alive = !p->close_seen && (h->minor_version == 1 || p->keep_alive_seen);
 	return 0;

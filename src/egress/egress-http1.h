@@ -51,7 +51,10 @@
  *     fields named Host, Content-Length or Transfer-Encoding (or alike);
  *   - versions other than HTTP/1.0 and HTTP/1.1; the methods CONNECT, TRACE
  *     and TRACK (any case); upgrade requests (an Upgrade or HTTP2-Settings
- *     field, or "upgrade" in Connection); an Expect other than 100-continue.
+ *     field, or "upgrade" in Connection);
+ *   - request hiding (issue 17): a body (Content-Length above 0, or
+ *     Transfer-Encoding) on GET or HEAD, and any Expect field, even
+ *     100-continue (a server answering early reads the body as a request).
  * The first refusal is final: the parser answers every later call with the
  * same error, and the connection must be closed (nothing after a refused
  * request can be framed reliably).
@@ -125,7 +128,6 @@ struct egress_http1_head {
 	enum egress_http1_framing framing;
 	uint64_t content_length; /* EGRESS_HTTP1_LENGTH only; <= INT64_MAX */
 	bool keep_alive;         /* the client expects the connection to stay open after this request */
-	bool expect_continue;    /* Expect: 100-continue (upstream answers it; pass the 100 back) */
 	size_t n_fields;
 	struct egress_http1_field fields[EGRESS_HTTP1_FIELDS_MAX];
 	uint8_t raw[EGRESS_HTTP1_HEAD_MAX];
@@ -185,9 +187,9 @@ static inline void egress_http1_parser_freep(struct egress_http1_parser **p)
  *                differently (err->code AL_ERR_INVALID_ARGUMENT: answer 400);
  *   -E2BIG       the head, a line, the field count, a chunk-size line or the
  *                trailers over their limit (AL_ERR_TOO_LARGE: 431 or 413);
- *   -EOPNOTSUPP  CONNECT/TRACE/TRACK (AL_ERR_METHOD: 405), an upgrade
- *                request or an Expect other than 100-continue
- *                (AL_ERR_FORBIDDEN: 403).
+ *   -EOPNOTSUPP  CONNECT/TRACE/TRACK (AL_ERR_METHOD: 405) or an upgrade
+ *                request (AL_ERR_FORBIDDEN: 403);
+ *   -ENOMSG      an Expect field (AL_ERR_FORBIDDEN: answer 417).
  * err (may be NULL) gets the message, which quotes no guest bytes. Once a
  * call fails every later one fails the same way. When bytes before the
  * failing one were body, they are first reported as EGRESS_HTTP1_EV_BODY
