@@ -80,6 +80,7 @@
 #define EGRESS_HTTP1_PLACEHOLDER_MAX 256        /* bytes */
 #define EGRESS_HTTP1_FIELD_NAME_MAX 64          /* the name of a field the caller adds or removes */
 #define EGRESS_HTTP1_VALUE_MAX (8 * 1024 - 128) /* a replacement or an added value, bytes */
+#define EGRESS_HTTP1_SUBST_FIELDS_MAX 8         /* fields one placeholder may be replaced in */
 
 /* Bytes [off, off + len) of egress_http1_head.raw. */
 struct egress_http1_span {
@@ -222,6 +223,13 @@ struct egress_http1_subst {
 	size_t placeholder_len;
 	const char *value; /* the secret */
 	size_t value_len;
+	/* SECURITY (issue 17): the names of the only fields it is replaced in
+	 * (ASCII case-insensitive, exactly: no '_' for '-'), 1 to
+	 * EGRESS_HTTP1_SUBST_FIELDS_MAX of them. A placeholder in any other
+	 * field (Origin, Referer, a custom header a server echoes back) goes
+	 * as it is. */
+	const char *const *fields;
+	size_t n_fields;
 };
 
 struct egress_http1_rewrite {
@@ -239,8 +247,8 @@ struct egress_http1_rewrite {
  * Writes the head to send upstream into out (at most
  * MIN(out_size, EGRESS_HTTP1_OUT_MAX) bytes): the request line as received;
  * the header fields in their order and spelling, without those named in
- * remove; in the value of each kept field, every occurrence of a
- * placeholder replaced by its value (left to right, non-overlapping, the
+ * remove; in the value of each kept field that a substitution names, every
+ * occurrence of its placeholder replaced by its value (left to right, non-overlapping, the
  * first substitution that matches at a position wins; the replacement is not
  * scanned again); then the added fields ("name: value"); then the empty line.
  *

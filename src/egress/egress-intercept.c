@@ -42,6 +42,7 @@
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 
+#include "egress-http.h"
 #include "egress-http1.h"
 #include "egress-openssl.h"
 #include "egress-runtime.h"
@@ -515,6 +516,19 @@ static char *format_value(const struct egress_binding *b, size_t *ret_len)
 	return v;
 }
 
+/* Is f one of the fields binding b's placeholder is replaced in? (The
+ * rewriter decides the same way: names compared without case, exactly.) */
+static bool binding_names_field(const struct egress_binding *b, const struct egress_http1_head *h,
+                                const struct egress_http1_field *f)
+{
+	for (size_t k = 0; k < b->n_headers; k++) {
+		if (egress_http_case_equal(egress_http1_span_ptr(h, f->name), f->name.len, b->headers[k],
+		                           strlen(b->headers[k])))
+			return true;
+	}
+	return false;
+}
+
 /* Adds what binding b does to a request it applies to. -E2BIG: more
  * operations than one rewrite takes. */
 static int plan_binding(struct plan *pl, const struct egress_binding *b, const struct egress_http1_head *h)
@@ -533,20 +547,34 @@ static int plan_binding(struct plan *pl, const struct egress_binding *b, const s
 		plan_event(pl, b, "substituted", NULL);
 		return 0;
 	}
-	size_t line = (size_t)h->request_line.off + h->request_line.len;
 	bool in_line = contains(h->raw + h->request_line.off, h->request_line.len, b->placeholder);
-	bool in_fields = contains(h->raw + line, h->len - line, b->placeholder);
-	if (in_fields) {
+	bool in_bound = false, in_other = false;
+	for (size_t i = 0; i < h->n_fields; i++) {
+		const struct egress_http1_field *f = &h->fields[i];
+		if (!contains(h->raw + f->value.off, f->value.len, b->placeholder))
+			continue;
+		if (binding_names_field(b, h, f))
+			in_bound = true;
+		else
+			in_other = true;
+	}
+	if (in_bound) {
 		if (pl->n_subst == EGRESS_HTTP1_REWRITE_OPS_MAX)
 			return -E2BIG;
 		pl->subst[pl->n_subst++] = (struct egress_http1_subst){.placeholder = b->placeholder,
 		                                                       .placeholder_len = strlen(b->placeholder),
 		                                                       .value = b->value,
-		                                                       .value_len = b->value_len};
+		                                                       .value_len = b->value_len,
+		                                                       .fields = (const char *const *)b->headers,
+		                                                       .n_fields = b->n_headers};
 		plan_event(pl, b, "substituted", NULL);
 	}
-	/* Only header fields are ever substituted (the request line reaches
-	 * logs and other hosts through redirects). */
+	/* SECURITY (issue 17): only the fields the binding names get the
+	 * value; one a server echoes back (Origin, Referer, a custom header)
+	 * keeps the placeholder. Never the request line (it reaches logs and
+	 * other hosts through redirects). */
+	if (in_other)
+		plan_event(pl, b, "not-substituted", "header not bound");
 	if (in_line)
 		plan_event(pl, b, "not-substituted", "not in a header field");
 	return 0;

@@ -58,10 +58,10 @@ VALUE_TOKEN = "ghp_RealTokenValue0123456789"
 VALUE_ROTATED = "sk-live-ROTATED-VALUE-42"
 
 BINDINGS = [
-    # The placeholder is replaced in header values, on /v1/ only.
+    # The placeholder is replaced in X-Api-Key (and nowhere else), on /v1/ only.
     {"secret": "api-key", "placeholder": PH_KEY, "value": VALUE_KEY,
      "hosts": [BOUND, PINNED, UNTRUSTED, MISMATCH], "paths": ["/v1/"], "methods": [],
-     "header": None, "format": None},
+     "header": None, "format": None, "headers": ["X-Api-Key"]},
     # Authorization is set (the client's removed), for GET only.
     {"secret": "gh-token", "placeholder": PH_TOKEN, "value": VALUE_TOKEN,
      "hosts": [BOUND], "paths": [], "methods": ["GET"],
@@ -339,10 +339,13 @@ def test_placeholder_is_replaced_for_the_bound_host(world):
     r = https(world, BOUND, path="/v1/models", headers=[("X-Api-Key", PH_KEY), ("X-Other", f"a {PH_KEY} b")])
     assert r.status == 200, r.body
     assert r.got("X-Api-Key") == [VALUE_KEY]
-    assert r.got("X-Other") == [f"a {VALUE_KEY} b"]
+    # Issue 17: only in the headers the binding names.
+    assert r.got("X-Other") == [f"a {PH_KEY} b"]
     assert r.json["host"] == BOUND and r.json["path"] == "/v1/models"
-    d = world.ctl.wait_event("network.secret", since=mark, secret="api-key")
-    assert d["verdict"] == "substituted" and d["host"] == BOUND and d["proto"] == "https"
+    d = world.ctl.wait_event("network.secret", since=mark, secret="api-key", verdict="substituted")
+    assert d["host"] == BOUND and d["proto"] == "https"
+    d = world.ctl.wait_event("network.secret", since=mark, secret="api-key", verdict="not-substituted")
+    assert d["reason"] == "header not bound"
     assert d["mode"] == "placeholder" and d["path"] == "/v1/models"
     assert VALUE_KEY not in json.dumps(world.ctl.events("network.secret"))
     allow = world.ctl.wait_event("network.allow", since=mark, host=BOUND)

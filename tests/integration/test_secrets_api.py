@@ -473,9 +473,10 @@ def test_placeholders_lifecycle_and_what_the_gateway_gets(api, daemon, gw):
     assert set(got) == {"one", "two"}, got
     assert got["one"] == {"secret": "one", "placeholder": pa["TOKEN_ONE"], "value_sha256": sha(v1),
                           "hosts": ["api.example.com"], "paths": ["/v1/"], "methods": ["GET"],
-                          "header": "Authorization", "format": "Bearer {value}"}, got["one"]
+                          "header": "Authorization", "format": "Bearer {value}", "headers": None}, got["one"]
     assert got["two"]["placeholder"] == pa["TOKEN_TWO"] and got["two"]["value_sha256"] == sha(v2)
     assert got["two"]["header"] is None and got["two"]["format"] is None and got["two"]["paths"] == []
+    assert got["two"]["headers"] == ["Authorization"]  # placeholder mode's default (issue 17)
     assert {x["placeholder"] for x in gw.messages("add", b["id"])[0]["bindings"]} == set(pb.values())
 
     # Rotation: both sandboxes get the new value before the answer; the placeholders stay.
