@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * TLS interception (issue 6; docs/egress.md "TLS interception"): for an
- * allowed TLS connection to a host that one of the sandbox's secrets is
- * bound to (or to any allowed host when the policy says "tls":"inspect"),
- * the gateway
+ * allowed TLS connection (issue 17: every one by default; with
+ * "tls":"passthrough" only to a host that one of the sandbox's secrets is
+ * bound to; never to a pinned host), the gateway
  *   1. terminates the guest's TLS (1.2/1.3, ALPN http/1.1 only) with a leaf
  *      certificate for the SNI issued by the Airlock CA, feeding OpenSSL the
  *      ClientHello bytes that were already read to decide;
@@ -144,11 +144,17 @@ int egress_intercept_decide(struct egress_conn *c, char *reason, size_t reason_s
 {
 	c->bindings = egress_bindings_slot_get(&c->sb->bindings);
 	bool bound = egress_bindings_name_host(c->bindings, &c->host, NULL);
-	bool inspect = egress_policy_tls_mode(c->policy) == EGRESS_TLS_INSPECT;
+	enum egress_tls_mode mode = egress_policy_tls_mode(c->policy);
 	c->tls = EGRESS_TLS_SPLICED;
 	c->tls_reason = NULL;
-	if (!bound && !inspect)
+	/* SECURITY (issue 17): inspection is the default, so that Host = SNI
+	 * and the target's authority are checked on every request (a spliced
+	 * connection checks the SNI only: domain fronting). Passthrough only
+	 * where the policy asks for it ("tls":"passthrough", or pinned). */
+	if (!bound && mode == EGRESS_TLS_PASSTHROUGH) {
+		c->tls_reason = "passthrough";
 		return 0;
+	}
 	/* SECURITY: a pinned host is never intercepted, not even for a
 	 * secret: its placeholder then reaches it as the useless placeholder. */
 	if (egress_policy_pinned(c->policy, &c->host, NULL)) {
@@ -156,6 +162,13 @@ int egress_intercept_decide(struct egress_conn *c, char *reason, size_t reason_s
 		return 0;
 	}
 	c->ca = egress_ca_current(c->rt);
+	if (!c->ca && !bound && mode == EGRESS_TLS_DEFAULT) {
+		/* Nothing can be intercepted without a CA (a gateway run
+		 * alone; airlockd always sends one, and logs an error when it
+		 * cannot): the default falls back to splicing, and says so. */
+		c->tls_reason = "no-ca";
+		return 0;
+	}
 	if (!c->ca) {
 		/* Fail closed: splicing would skip the checks inspection or
 		 * a secret binding asked for. */

@@ -70,6 +70,7 @@ BINDINGS = [
 
 POLICY = {"allow": ["*.allowed.test", BOUND], "deny": [], "pinned": [PINNED]}
 INSPECT_POLICY = dict(POLICY, tls="inspect")
+PASSTHROUGH_POLICY = dict(POLICY, tls="passthrough")
 
 SANDBOX = "sb-intercept"
 LOG = os.path.join(eh.BUILD, "test-egress-intercept.log")  # the gateway's stderr
@@ -382,12 +383,34 @@ def test_curl_as_the_guest(world):
         assert [v for k, v in json.loads(line)["headers"] if k == "X-Api-Key"] == [VALUE_KEY]
 
 
-def test_placeholder_to_a_host_without_binding_arrives_as_placeholder(world):
-    # Passthrough (the default): not intercepted at all.
+@pytest.fixture
+def passthrough(world):
+    world.set_policy(PASSTHROUGH_POLICY)
+    try:
+        yield
+    finally:
+        world.set_policy(POLICY)
+
+
+def test_placeholder_to_a_host_without_binding_arrives_as_placeholder(world, passthrough):
+    # "tls":"passthrough": not intercepted at all.
+    mark = world.ctl.mark()
     r = https(world, ECHO, path="/v1/models", headers=[("X-Api-Key", PH_KEY)])
     assert r.status == 200 and r.got("X-Api-Key") == [PH_KEY]
-    allow = world.ctl.wait_event("network.allow", host=ECHO)
-    assert allow["tls"] == "spliced" and allow["tls_reason"] is None
+    allow = world.ctl.wait_event("network.allow", since=mark, host=ECHO)
+    assert allow["tls"] == "spliced" and allow["tls_reason"] == "passthrough"
+
+
+def test_inspection_is_the_default(world):
+    # Issue 17: no "tls" in the policy: every allowed host is intercepted.
+    mark = world.ctl.mark()
+    r = https(world, ECHO, path="/v1/models", headers=[("X-Api-Key", PH_KEY)])
+    assert r.status == 200 and r.got("X-Api-Key") == [PH_KEY]
+    allow = world.ctl.wait_event("network.allow", since=mark, host=ECHO)
+    assert allow["tls"] == "intercepted" and allow["tls_reason"] == "inspect"
+    before = len(world.internet.received)
+    r = https(world, ECHO, path="/", host=FORBIDDEN_VHOST)
+    assert r.status == 421 and len(world.internet.received) == before
 
 
 def test_inspect_placeholder_to_another_host_raises_an_event(world, inspect):
@@ -627,8 +650,18 @@ def test_interception_without_a_ca_is_denied(world):
             https(world, BOUND, path="/v1/x")
         d = ctl2.wait_event("network.deny", host=BOUND)
         assert "no CA" in d["reason"]
-        # Not intercepted, so not concerned: still spliced.
+        # No binding and no explicit "tls": the default falls back to
+        # splicing without a CA, and says so (issue 17).
+        mark = ctl2.mark()
         assert https(world, ECHO, path="/").status == 200
+        allow = ctl2.wait_event("network.allow", since=mark, host=ECHO)
+        assert allow["tls"] == "spliced" and allow["tls_reason"] == "no-ca"
+        # An explicit "inspect" is refused without a CA.
+        assert ctl2.request({"op": "policy", "sandbox": SANDBOX, "policy": INSPECT_POLICY})["op"] == "ack"
+        with pytest.raises((ssl.SSLError, ConnectionResetError, OSError)):
+            https(world, ECHO, path="/")
+        d = ctl2.wait_event("network.deny", host=ECHO)
+        assert "no CA" in d["reason"]
         assert ctl2.request({"op": "remove", "sandbox": SANDBOX})["op"] == "ack"
     finally:
         proc.kill()

@@ -552,9 +552,10 @@ static void test_policy_tls_and_pinned(void **state)
 	struct al_error err = {0};
 	struct egress_policy *p = policy_from("{\"allow\":[\"*.example.com\"]}", &err);
 	assert_non_null(p);
-	assert_int_equal(egress_policy_tls_mode(p), EGRESS_TLS_PASSTHROUGH);
+	/* Issue 17: no "tls" is the default (inspect when there is a CA). */
+	assert_int_equal(egress_policy_tls_mode(p), EGRESS_TLS_DEFAULT);
 	egress_policy_unref(p);
-	assert_int_equal(egress_policy_tls_mode(NULL), EGRESS_TLS_PASSTHROUGH);
+	assert_int_equal(egress_policy_tls_mode(NULL), EGRESS_TLS_DEFAULT);
 
 	p = policy_from("{\"allow\":[\"*.example.com\"],\"tls\":\"inspect\",\"pinned\":[\"bank.example.com\","
 	                "\"*.pinned.test\",\"port.test:443\",\"other.test:8443\"]}",
@@ -583,9 +584,11 @@ static void test_policy_tls_and_pinned(void **state)
 
 	p = policy_from("{\"tls\":\"passthrough\",\"pinned\":[]}", &err);
 	assert_non_null(p);
+	assert_int_equal(egress_policy_tls_mode(p), EGRESS_TLS_PASSTHROUGH);
 	egress_policy_unref(p);
 	p = policy_from("{\"tls\":null}", &err);
 	assert_non_null(p);
+	assert_int_equal(egress_policy_tls_mode(p), EGRESS_TLS_DEFAULT);
 	egress_policy_unref(p);
 
 	static const struct refusal bad[] = {
