@@ -53,6 +53,7 @@ struct egress_redactor {
 	uint64_t content_length;
 	/* bodies */
 	uint64_t remaining;
+	uint64_t chunk_line_start; /* stream offset of the chunk-size line being read */
 	unsigned chunk_digits;
 	bool chunk_ext;
 	size_t trailer_bytes;
@@ -326,13 +327,34 @@ static int hex_value(uint8_t c)
 	return c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
 }
 
+/* SECURITY: a chunk extension is text a raw reader sees, but it is not
+ * data: a value split across chunks must still be found, so extensions are
+ * searched on their own, once their line is complete (it is held until
+ * then). */
+static void chunk_ext_mask(struct egress_redactor *r, size_t end)
+{
+	size_t start = (size_t)(r->chunk_line_start - r->base);
+	for (size_t k = 0; k < r->n_values; k++) {
+		struct value *v = &r->values[k];
+		uint8_t *p = r->buf + start;
+		while ((p = memmem(p, (size_t)(r->buf + end - p), v->bytes, v->len))) {
+			memset(p, EGRESS_REDACT_MASK, v->len);
+			v->count++;
+			p += v->len;
+		}
+	}
+}
+
 static int chunk_line_byte(struct egress_redactor *r, size_t i)
 {
 	uint8_t c = r->buf[i];
+	if (r->line_len == 0 && !r->saw_cr)
+		r->chunk_line_start = r->base + i;
 	if (r->saw_cr) {
 		if (c != '\n')
 			return fail(r, -EBADMSG, "a bare CR in a chunk-size line");
 		r->saw_cr = false;
+		chunk_ext_mask(r, i);
 		if (r->chunk_digits == 0)
 			return fail(r, -EBADMSG, "a chunk-size line without a size");
 		r->st = r->remaining ? RS_CHUNK_DATA : RS_TRAILER;
@@ -348,12 +370,8 @@ static int chunk_line_byte(struct egress_redactor *r, size_t i)
 		r->saw_cr = true;
 		return 0;
 	}
-	if (r->chunk_ext) {
-		/* SECURITY: an extension is text a raw reader sees: matched
-		 * like data (the size and the CRLFs cannot hold a value). */
-		logical(r, i);
+	if (r->chunk_ext)
 		return egress_http_is_field_char(c) ? 0 : fail(r, -EBADMSG, "a control character in a chunk extension");
-	}
 	int h = hex_value(c);
 	if (h >= 0) {
 		if (++r->chunk_digits > 15)
@@ -446,6 +464,8 @@ static void release(struct egress_redactor *r)
 	uint64_t until = r->base + r->len;
 	if (r->st == RS_HEAD && r->head_len > 0)
 		until = MIN(until, r->head_start);
+	if (r->st == RS_CHUNK_LINE && r->line_len > 0)
+		until = MIN(until, r->chunk_line_start);
 	for (size_t k = 0; k < r->n_values; k++) {
 		const struct value *v = &r->values[k];
 		if (v->q > 0)
@@ -511,6 +531,9 @@ void egress_redactor_finish(struct egress_redactor *r)
 			mask_last(r, v->q);
 		v->q = 0;
 	}
+	/* ... and so does an unfinished chunk-size line. */
+	if (!r->failed && r->st == RS_CHUNK_LINE && r->line_len > 0)
+		chunk_ext_mask(r, r->len);
 	if (!r->failed)
 		r->ready = r->len;
 }

@@ -79,6 +79,8 @@ static const struct redact_case cases[] = {
      "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n*****\r\n3;ext=1\r\n***\r\n"
      "10\r\n****************\r\n0\r\nX-T: " MASK "\r\n\r\n",
      1, 0, 2},
+    /* a value in a chunk extension (text a raw reader sees) */
+    {"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2;e=" SECRET "\r\nok\r\n0\r\n\r\n", NULL, 1, 0, 1},
     /* two pipelined responses, close-delimited last; a near miss stays */
     {"HTTP/1.1 204 No Content\r\n\r\nHTTP/1.0 200 OK\r\n\r\nsk-live-0123 " SECRET SECRET, NULL, 2, 0, 2},
     /* 1xx before the answer; 304 without a body */
