@@ -35,10 +35,17 @@ struct egress_redactor {
 	uint8_t *buf;
 	size_t len, ready, sent;
 	uint64_t base;
-	/* Stream offsets of the last logical bytes (a ring; the last
-	 * len(value) of them are what a match masks). */
-	uint64_t *lpos;
-	uint64_t lcount;
+	/* Where the last logical bytes are in the stream: a ring of runs
+	 * (logical bytes that are contiguous in the stream share one), enough
+	 * for the last EGRESS_REDACT_VALUE_MAX of them even one per run. The
+	 * last len(value) logical bytes are what a match masks. */
+	struct run {
+		uint64_t at;     /* stream offset of its first byte */
+		uint64_t lstart; /* logical index of its first byte */
+		uint64_t len;
+	} * runs;
+	uint64_t n_runs; /* ever added */
+	uint64_t lcount; /* logical bytes ever seen */
 
 	enum rstate st;
 	/* the head */
@@ -67,13 +74,13 @@ struct egress_redactor {
 	struct al_error failure;
 };
 
-#define LPOS_RING EGRESS_REDACT_VALUE_MAX
+#define RUN_RING (EGRESS_REDACT_VALUE_MAX + 1)
 
 struct egress_redactor *egress_redactor_new(void)
 {
 	struct egress_redactor *r = xcalloc(1, sizeof(*r));
 	r->buf = xmalloc(EGRESS_REDACT_BUF);
-	r->lpos = xcalloc(LPOS_RING, sizeof(*r->lpos));
+	r->runs = xcalloc(RUN_RING, sizeof(*r->runs));
 	r->st = RS_HEAD;
 	return r;
 }
@@ -90,7 +97,7 @@ void egress_redactor_free(struct egress_redactor *r)
 	/* SECURITY: held bytes may be an unmasked prefix of a value. */
 	explicit_bzero(r->buf, EGRESS_REDACT_BUF);
 	free(r->buf);
-	free(r->lpos);
+	free(r->runs);
 	free(r);
 }
 
@@ -134,34 +141,79 @@ int egress_redactor_request(struct egress_redactor *r, bool head, bool identity)
 
 /* ------------------------------------------------------------ matching */
 
-/* Masks the last n logical bytes (all still held: nothing from the start
- * of a partial match on is ever ready). */
-static void mask_last(struct egress_redactor *r, size_t n)
+/* The stream offset of logical byte lidx (one of the last RUN_RING runs). */
+static uint64_t logical_at(const struct egress_redactor *r, uint64_t lidx)
 {
-	for (size_t k = 1; k <= n; k++) {
-		uint64_t at = r->lpos[(r->lcount - k) % LPOS_RING];
-		r->buf[at - r->base] = EGRESS_REDACT_MASK;
+	for (uint64_t k = r->n_runs; k-- > 0;) {
+		const struct run *u = &r->runs[k % RUN_RING];
+		if (u->lstart <= lidx)
+			return u->at + (lidx - u->lstart);
+	}
+	return r->base; /* not reached: lidx is always in the ring */
+}
+
+/* Masks the logical bytes [from, to) (all still held: nothing from the
+ * start of a partial match on is ever ready). */
+static void mask_range(struct egress_redactor *r, uint64_t from, uint64_t to)
+{
+	for (uint64_t k = r->n_runs; k-- > 0;) {
+		const struct run *u = &r->runs[k % RUN_RING];
+		uint64_t lo = MAX(from, u->lstart), hi = MIN(to, u->lstart + u->len);
+		if (lo < hi)
+			memset(r->buf + (u->at + (lo - u->lstart) - r->base), EGRESS_REDACT_MASK, (size_t)(hi - lo));
+		if (u->lstart <= from)
+			return;
 	}
 }
 
-/* A logical byte (head, body data, trailers) at buf[i]. */
+/* Logical bytes (head, body data, trailers) buf[i, i + n): matched by every
+ * value's automaton. SECURITY: a byte no value starts with is skipped only
+ * while no value is partly matched. */
+static void logical_run(struct egress_redactor *r, size_t i, size_t n)
+{
+	uint64_t at = r->base + i, lbase = r->lcount;
+	struct run *last = r->n_runs ? &r->runs[(r->n_runs - 1) % RUN_RING] : NULL;
+	if (last && last->at + last->len == at)
+		last->len += n;
+	else
+		r->runs[r->n_runs++ % RUN_RING] = (struct run){.at = at, .lstart = lbase, .len = n};
+	r->lcount += n;
+	size_t k = 0;
+	while (k < n) {
+		bool idle = true;
+		for (size_t j = 0; j < r->n_values && idle; j++)
+			idle = r->values[j].q == 0;
+		if (idle) {
+			size_t next = n;
+			for (size_t j = 0; j < r->n_values; j++) {
+				const uint8_t *p = memchr(r->buf + i + k, r->values[j].bytes[0], next - k);
+				if (p)
+					next = (size_t)(p - (r->buf + i));
+			}
+			k = next;
+			if (k == n)
+				break;
+		}
+		uint8_t c = r->buf[i + k];
+		for (size_t j = 0; j < r->n_values; j++) {
+			struct value *v = &r->values[j];
+			while (v->q > 0 && v->bytes[v->q] != c)
+				v->q = v->fail[v->q - 1];
+			if (v->bytes[v->q] == c)
+				v->q++;
+			if (v->q == v->len) {
+				mask_range(r, lbase + k + 1 - v->len, lbase + k + 1);
+				v->count++;
+				v->q = 0;
+			}
+		}
+		k++;
+	}
+}
+
 static void logical(struct egress_redactor *r, size_t i)
 {
-	uint8_t c = r->buf[i];
-	r->lpos[r->lcount % LPOS_RING] = r->base + i;
-	r->lcount++;
-	for (size_t k = 0; k < r->n_values; k++) {
-		struct value *v = &r->values[k];
-		while (v->q > 0 && v->bytes[v->q] != c)
-			v->q = v->fail[v->q - 1];
-		if (v->bytes[v->q] == c)
-			v->q++;
-		if (v->q == v->len) {
-			mask_last(r, v->len);
-			v->count++;
-			v->q = 0;
-		}
-	}
+	logical_run(r, i, 1);
 }
 
 /* ------------------------------------------------------------ errors */
@@ -417,8 +469,7 @@ static size_t data_run(struct egress_redactor *r, size_t i, size_t n)
 	size_t take = n;
 	if (r->st != RS_CLOSE && r->remaining < take)
 		take = (size_t)r->remaining;
-	for (size_t k = 0; k < take; k++)
-		logical(r, i + k);
+	logical_run(r, i, take);
 	if (r->st != RS_CLOSE) {
 		r->remaining -= take;
 		if (r->remaining == 0)
@@ -469,7 +520,7 @@ static void release(struct egress_redactor *r)
 	for (size_t k = 0; k < r->n_values; k++) {
 		const struct value *v = &r->values[k];
 		if (v->q > 0)
-			until = MIN(until, r->lpos[(r->lcount - v->q) % LPOS_RING]);
+			until = MIN(until, logical_at(r, r->lcount - v->q));
 	}
 	r->ready = (size_t)(until - r->base);
 }
@@ -528,7 +579,7 @@ void egress_redactor_finish(struct egress_redactor *r)
 	for (size_t k = 0; k < r->n_values; k++) {
 		struct value *v = &r->values[k];
 		if (v->q >= MIN((size_t)EGRESS_REDACT_TAIL_MIN, v->len))
-			mask_last(r, v->q);
+			mask_range(r, r->lcount - v->q, r->lcount);
 		v->q = 0;
 	}
 	/* ... and so does an unfinished chunk-size line. */
