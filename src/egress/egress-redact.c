@@ -462,6 +462,21 @@ static int trailer_byte(struct egress_redactor *r, uint8_t c)
 	return 0;
 }
 
+/* A Content-Length body is complete: nothing more of it will come, and a
+ * client waits for its last byte before it sends another request, so what
+ * is held for a partial match must go now (else both sides wait). A value's
+ * beginning of EGRESS_REDACT_TAIL_MIN bytes or more is masked, as at the end
+ * of the stream. (Other ends of a message are a CRLF, which no value holds.) */
+static void body_end(struct egress_redactor *r)
+{
+	for (size_t k = 0; k < r->n_values; k++) {
+		struct value *v = &r->values[k];
+		if (v->q >= MIN((size_t)EGRESS_REDACT_TAIL_MIN, v->len))
+			mask_range(r, r->lcount - v->q, r->lcount);
+		v->q = 0;
+	}
+}
+
 /* Body data buf[i, i + n) (logical), as much of it as the state takes;
  * returns how many. */
 static size_t data_run(struct egress_redactor *r, size_t i, size_t n)
@@ -472,6 +487,8 @@ static size_t data_run(struct egress_redactor *r, size_t i, size_t n)
 	logical_run(r, i, take);
 	if (r->st != RS_CLOSE) {
 		r->remaining -= take;
+		if (r->remaining == 0 && r->st == RS_LENGTH)
+			body_end(r);
 		if (r->remaining == 0)
 			r->st = r->st == RS_LENGTH ? RS_HEAD : RS_CHUNK_CR;
 	}

@@ -165,6 +165,18 @@ static void test_head_and_identity(void **state)
 	assert_non_null(strstr(out, "\r\n\r\n" MASK));
 	assert_true(egress_redactor_idle(r));
 
+	/* a Content-Length body that ends in a value's beginning: all of it is
+	 * ready at once (the client waits for its last byte), the tail masked */
+	cleanup_egress_redactor struct egress_redactor *t = with_requests(2, true);
+	const char *tail = "HTTP/1.1 200 OK\r\nContent-Length: 14\r\n\r\nabcsk-live-012";
+	assert_int_equal(egress_redactor_feed(t, (const uint8_t *)tail, strlen(tail), NULL), 0);
+	const uint8_t *p;
+	size_t m = egress_redactor_ready(t, &p);
+	assert_int_equal(m, strlen(tail));
+	assert_memory_equal(p + m - 14, "abc***********", 14);
+	egress_redactor_sent(t, m);
+	assert_true(egress_redactor_idle(t));
+
 	/* limits: values, requests */
 	cleanup_egress_redactor struct egress_redactor *l = egress_redactor_new();
 	char v[8];
