@@ -388,16 +388,22 @@ def test_curl_as_the_guest(world):
     # connection for two URLs.
     if not shutil.which("curl"):
         pytest.skip("needs curl")
+    mark = world.ctl.mark()
     out = eh.run("curl", "-sS", "--cacert", world.certs.airlock_ca, "--resolve", f"{BOUND}:443:{SERVER_IP}",
-              "-H", f"X-Api-Key: {PH_KEY}", "-w", "\n%{http_version}\n",
+              "-H", f"X-Api-Key: {PH_KEY}", "-H", "Accept-Encoding: gzip", "-w", "\n%{http_version}\n",
               f"https://{BOUND}/v1/a", f"https://{BOUND}/v1/b", ns=NS_CLIENT).stdout
     lines = out.split("\n")
     assert lines[1] == lines[3] == "1.1", out
     for line in (lines[0], lines[2]):
         got = json.loads(line)
         assert [v for k, v in BY_ID[got["id"]]["headers"] if k == "X-Api-Key"] == [VALUE_KEY]
-        # The echo came back redacted (issue 17).
+        # The echo came back redacted (issue 17), and the request asked
+        # the server for an identity encoding.
         assert [v for k, v in got["headers"] if k == "X-Api-Key"] == ["*" * len(VALUE_KEY)]
+        assert [v for k, v in BY_ID[got["id"]]["headers"] if k == "Accept-Encoding"] == ["identity"]
+    # One connection, two echoes: counted once each at its end.
+    d = world.ctl.wait_event("network.secret", since=mark, secret="api-key", verdict="redacted")
+    assert d["count"] == 2 and d["host"] == BOUND and VALUE_KEY not in json.dumps(d)
 
 
 @pytest.fixture
