@@ -72,6 +72,8 @@ UNIT_LIBS_secrets-ca := -lcrypto -lpthread
 UNIT_SRC_egress-tls := src/egress/egress-tls.c
 UNIT_SRC_egress-http := src/egress/egress-http.c
 UNIT_SRC_egress-http1 := src/egress/egress-http1.c
+# Issue 17: the response parser and streaming redactor of intercepted connections.
+UNIT_SRC_egress-redact := src/egress/egress-redact.c
 # The gateway's policy object and its decisions (deny wins, ports, DNS names).
 UNIT_SRC_egress-policy := src/egress/egress-policy.c
 UNIT_LIBS_egress-policy := -ljansson -lpthread
@@ -191,6 +193,11 @@ FUZZ_MAXLEN_fuzz-egress-http := 20000
 FUZZ_SRC_fuzz-egress-http1 := src/egress/egress-http1.c
 FUZZ_LIBS_fuzz-egress-http1 :=
 FUZZ_MAXLEN_fuzz-egress-http1 := 40000
+# The server's responses on intercepted connections to bound hosts (issue 17:
+# framing and the redaction of reflected secrets).
+FUZZ_SRC_fuzz-egress-redact := src/egress/egress-redact.c
+FUZZ_LIBS_fuzz-egress-redact :=
+FUZZ_MAXLEN_fuzz-egress-redact := 40000
 # (host names and rules: src/common's policy grammar, compiled in with the rest of src/common)
 FUZZ_SRC_fuzz-egress-host :=
 FUZZ_LIBS_fuzz-egress-host :=

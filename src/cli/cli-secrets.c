@@ -155,7 +155,17 @@ struct set_opts {
 	const char *tenant;
 };
 
-enum { OPT_HOST = 1, OPT_PATH, OPT_METHOD, OPT_HEADER, OPT_FORMAT, OPT_VALUE_STDIN, OPT_VALUE_FILE, OPT_TENANT };
+enum {
+	OPT_HOST = 1,
+	OPT_PATH,
+	OPT_METHOD,
+	OPT_HEADER,
+	OPT_FORMAT,
+	OPT_VALUE_STDIN,
+	OPT_VALUE_FILE,
+	OPT_TENANT,
+	OPT_IN_HEADER
+};
 
 static int set_opt(int c, void *ud)
 {
@@ -172,6 +182,12 @@ static int set_opt(int c, void *ud)
 		break;
 	case OPT_FORMAT:
 		json_object_set_new(o->body, "format", json_string(optarg));
+		break;
+	case OPT_IN_HEADER:
+		/* Placeholder mode: a header the placeholder is replaced in. */
+		if (!json_object_get(o->body, "headers"))
+			json_object_set_new(o->body, "headers", json_array());
+		json_array_append_new(json_object_get(o->body, "headers"), json_string(optarg));
 		break;
 	case OPT_VALUE_STDIN:
 		o->value_stdin = true;
@@ -191,6 +207,7 @@ static const struct option secret_longs[] = {{"host", required_argument, NULL, O
                                              {"method", required_argument, NULL, OPT_METHOD},
                                              {"header", required_argument, NULL, OPT_HEADER},
                                              {"format", required_argument, NULL, OPT_FORMAT},
+                                             {"in-header", required_argument, NULL, OPT_IN_HEADER},
                                              {"value-stdin", no_argument, NULL, OPT_VALUE_STDIN},
                                              {"value-file", required_argument, NULL, OPT_VALUE_FILE},
                                              {"tenant", required_argument, NULL, OPT_TENANT},
@@ -219,7 +236,8 @@ static void print_secret(json_t *s)
 	if (header)
 		printf("applied  header %s: %s\n", cli_esc(header), cli_esc(format ? format : "{value}"));
 	else
-		printf("applied  the placeholder is replaced where it appears in request headers\n");
+		cli_print_word_list("applied  the placeholder is replaced in", 0, json_object_get(s, "headers"),
+		                    "Authorization");
 	printf("created  %s\n", cli_esc_json(s, "created_at"));
 	printf("updated  %s\n", cli_esc_json(s, "updated_at"));
 }
@@ -232,6 +250,8 @@ static int secret_set(const char *name, struct set_opts *o)
 		return cli_usage_error("secret set: at least one --host HOST the secret may be sent to");
 	if (json_object_get(o->body, "format") && !json_object_get(o->body, "header"))
 		return cli_usage_error("secret set: --format needs --header");
+	if (json_object_get(o->body, "headers") && json_object_get(o->body, "header"))
+		return cli_usage_error("secret set: --in-header is for placeholder mode, without --header");
 	__attribute__((cleanup(value_wipep))) char *value = NULL;
 	size_t len = 0;
 	struct al_error err = {0};
@@ -321,10 +341,10 @@ int cli_cmd_secret(int argc, char **argv)
 		return r;
 	char **ops = argv + 1 + first;
 	int n = argc - 1 - first;
-	bool set_only = json_array_size(json_object_get(body, "hosts")) ||
-	                json_array_size(json_object_get(body, "paths")) ||
-	                json_array_size(json_object_get(body, "methods")) || json_object_get(body, "header") ||
-	                json_object_get(body, "format") || o.value_file || o.value_stdin;
+	bool set_only =
+	    json_array_size(json_object_get(body, "hosts")) || json_array_size(json_object_get(body, "paths")) ||
+	    json_array_size(json_object_get(body, "methods")) || json_object_get(body, "header") ||
+	    json_object_get(body, "format") || json_object_get(body, "headers") || o.value_file || o.value_stdin;
 	if (!strcmp(sub, "set")) {
 		if (n != 1)
 			return cli_usage_error(

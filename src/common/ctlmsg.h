@@ -28,18 +28,21 @@
  * P is {"allow":[RULE...],"deny":[RULE...]} with RULE text as parsed by
  * policy_rule_parse(); airlockd has validated it already, airlock-egress
  * parses it again and refuses the whole message if any rule is invalid.
- * (issue 6) P may also hold "tls":"passthrough"|"inspect" (default
- * passthrough: only hosts a binding names are intercepted; inspect: every
- * allowed TLS host is) and "pinned":[HOST PATTERN...] (never intercepted).
+ * (issue 6) P may also hold "tls":"passthrough"|"inspect" (passthrough:
+ * only hosts a binding names are intercepted; inspect: every allowed TLS
+ * host is; absent, issue 17: inspect, or spliced when no "ca" was sent)
+ * and "pinned":[HOST PATTERN...] (never intercepted).
  * "add" may carry "bindings":[B...] as well.
  * B (one secret bound to one sandbox) is
  *   {"secret":NAME, "placeholder":"airlock-ph-<64 hex>", "value":"...",
  *    "hosts":[HOST PATTERN...], "paths":[PREFIX...] (empty: any),
  *    "methods":["GET",...] (empty: any),
- *    "header":NAME|null, "format":"Bearer {value}"|null}
+ *    "header":NAME|null, "format":"Bearer {value}"|null,
+ *    "headers":[NAME...]|null (placeholder mode: where; null: Authorization)}
  * header set: the gateway removes every client-sent field of that name and
  * adds NAME: format with {value} replaced; header null: every occurrence of
- * the placeholder in request header values is replaced by the value.
+ * the placeholder in the values of the fields "headers" names is replaced
+ * by the value (issue 17: nowhere else).
  * SECURITY: values travel only on this socket pair and live only in
  * airlock-egress's memory; they are never logged or put in an event.
  *

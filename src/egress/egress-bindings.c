@@ -40,6 +40,7 @@ static void binding_release(struct egress_binding *b)
 	strv_free(b->paths, b->n_paths);
 	strv_free(b->methods, b->n_methods);
 	free(b->header);
+	strv_free(b->headers, b->n_headers);
 	if (b->format) {
 		OPENSSL_cleanse(b->format, strlen(b->format));
 		free(b->format);
@@ -154,6 +155,34 @@ static bool method_ok(const char *s, size_t len)
 	return token_valid(s, len, EGRESS_BINDING_METHOD_MAX);
 }
 
+static bool header_name_ok(const char *s, size_t len)
+{
+	return token_valid(s, len, EGRESS_BINDING_HEADER_MAX) && !policy_header_reserved(s);
+}
+
+/* "headers" (placeholder mode only): the fields the placeholder may be
+ * replaced in; absent or null: Authorization alone. */
+static int headers_parse(const json_t *in, struct egress_binding *b, struct al_error *err)
+{
+	const json_t *hs = json_object_get(in, "headers");
+	if (b->header) {
+		if (hs && !json_is_null(hs))
+			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+			                    "\"headers\" only without a \"header\" (placeholder mode)");
+		return 0;
+	}
+	if (!hs || json_is_null(hs)) {
+		b->headers = xcalloc(1, sizeof(*b->headers));
+		b->headers[0] = xstrdup(EGRESS_BINDING_HEADERS_DEFAULT);
+		b->n_headers = 1;
+		return 0;
+	}
+	if (json_is_array(hs) && json_array_size(hs) == 0)
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+		                    "\"headers\" must name at least one header field");
+	return strv_parse(hs, EGRESS_BINDING_HEADERS_MAX, header_name_ok, &b->headers, &b->n_headers, "headers", err);
+}
+
 static int hosts_parse(const json_t *arr, struct egress_binding *b, struct al_error *err)
 {
 	if (!json_is_array(arr) || json_array_size(arr) == 0 || json_array_size(arr) > EGRESS_BINDING_HOSTS_MAX)
@@ -192,8 +221,8 @@ static char *field_text_dup(const char *s, size_t len, size_t max)
 
 static int keys_check(const json_t *in, struct al_error *err)
 {
-	static const char *const keys[] = {"secret", "placeholder", "value",  "hosts",
-	                                   "paths",  "methods",     "header", "format"};
+	static const char *const keys[] = {"secret",  "placeholder", "value",  "hosts",  "paths",
+	                                   "methods", "header",      "format", "headers"};
 	const char *key;
 	const json_t *v;
 	json_object_foreach ((json_t *)in, key, v) {
@@ -290,6 +319,8 @@ static int binding_parse(const json_t *in, struct egress_binding *b, struct al_e
 		               &b->n_methods, "methods", err);
 	if (r == 0)
 		r = header_parse(in, b, err);
+	if (r == 0)
+		r = headers_parse(in, b, err);
 	return r;
 }
 

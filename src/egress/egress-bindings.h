@@ -3,7 +3,8 @@
  * A sandbox's secret bindings inside airlock-egress (issue 6, DESIGN.md
  * "Credentials stay outside"; docs/egress.md "TLS interception"): which
  * secret may be sent to which hosts, paths and methods, and how (a header
- * set to a format, or the sandbox's placeholder replaced in header values).
+ * set to a format, or the sandbox's placeholder replaced in the values of
+ * the header fields the binding names, Authorization by default).
  *
  * A set of bindings is parsed once from airlockd's "bindings" array into an
  * immutable, reference-counted object; a sandbox holds its current set in a
@@ -42,6 +43,8 @@
 #define EGRESS_BINDING_HEADER_MAX 64   /* a header name, bytes (egress-http1: EGRESS_HTTP1_FIELD_NAME_MAX) */
 #define EGRESS_BINDING_PATH_MAX 1024   /* one path prefix, bytes */
 #define EGRESS_BINDING_METHOD_MAX 32   /* one method, bytes */
+#define EGRESS_BINDING_HEADERS_MAX 8   /* placeholder mode: fields (egress-http1: EGRESS_HTTP1_SUBST_FIELDS_MAX) */
+#define EGRESS_BINDING_HEADERS_DEFAULT "Authorization"
 /* A placeholder: POLICY_PLACEHOLDER_PREFIX + 64 lower-case hex digits (policy-limits.h). */
 
 struct egress_binding {
@@ -57,6 +60,10 @@ struct egress_binding {
 	char **methods; /* none: any method */
 	size_t n_methods;
 	char *header; /* NULL: placeholder mode */
+	/* Placeholder mode (issue 17): the fields the placeholder is replaced
+	 * in, and nowhere else; "headers" absent or null: Authorization. */
+	char **headers;
+	size_t n_headers;
 	char *format; /* header mode: contains "{value}" exactly once */
 };
 

@@ -396,11 +396,14 @@ static int field_line(struct egress_http1_parser *p, size_t off, size_t len)
 		return not_served(p, AL_ERR_FORBIDDEN,
 		                  "protocol upgrades are not served on an intercepted "
 		                  "connection: use HTTP/1.1 without Upgrade");
-	if (ascii_case_equal(line, nlen, "expect")) {
-		if (!ascii_case_equal(v, vlen, "100-continue"))
-			return not_served(p, AL_ERR_FORBIDDEN, "Expect other than 100-continue");
-		h->expect_continue = true;
-	}
+	/* SECURITY: with "Expect: 100-continue" a server may answer before the
+	 * body (a final status instead of 100) and then read the body as the
+	 * next request, one the gateway framed as body and never checked
+	 * (issue 17). Clients send the body without waiting when no 100
+	 * comes; no Expect is forwarded at all. */
+	if (ascii_case_equal(line, nlen, "expect"))
+		return al_error_set(&p->failure, AL_ERR_FORBIDDEN, ENOMSG,
+		                    "HTTP request refused: Expect is not served (send the body without it)");
 	return 0;
 }
 
@@ -422,6 +425,14 @@ static int head_finish(struct egress_http1_parser *p)
 		return bad(p, "both Content-Length and Transfer-Encoding");
 	if (p->te_seen && h->minor_version == 0)
 		return bad(p, "Transfer-Encoding in an HTTP/1.0 request");
+	/* SECURITY: a body on GET or HEAD means nothing (RFC 9110 9.3.1) and
+	 * servers disagree on it: one that ignores its framing reads the body
+	 * as a second request the gateway never saw (issue 17). Any case of
+	 * the method: some servers upper-case it. */
+	if ((p->te_seen || (p->cl_seen && h->content_length > 0)) &&
+	    (ascii_case_equal(h->method, strlen(h->method), "get") ||
+	     ascii_case_equal(h->method, strlen(h->method), "head")))
+		return bad(p, "a body on a GET or HEAD request");
 	h->framing = p->te_seen ? EGRESS_HTTP1_CHUNKED : p->cl_seen ? EGRESS_HTTP1_LENGTH : EGRESS_HTTP1_NO_BODY;
 	h->keep_alive = !p->close_seen && (h->minor_version == 1 || p->keep_alive_seen);
 	return 0;
@@ -883,6 +894,19 @@ static int rewrite_check(const struct egress_http1_rewrite *rw, struct al_error 
 			                    "HTTP head rewrite: the replacement of placeholder %zu is not valid field "
 			                    "content (control characters, whitespace at an end, or too long)",
 			                    i);
+		if (!s->fields || s->n_fields == 0 || s->n_fields > EGRESS_HTTP1_SUBST_FIELDS_MAX)
+			return al_error_set(err, AL_ERR_INTERNAL, EINVAL,
+			                    "HTTP head rewrite: placeholder %zu names no field or more than %d", i,
+			                    EGRESS_HTTP1_SUBST_FIELDS_MAX);
+		for (size_t k = 0; k < s->n_fields; k++) {
+			const char *n = s->fields[k];
+			if (!n || !is_field_name(n) || is_interpreted(n, strlen(n)))
+				return al_error_set(
+				    err, AL_ERR_INTERNAL, EINVAL,
+				    "HTTP head rewrite: field %zu of placeholder %zu is not a token, or "
+				    "names a field that frames or routes the request",
+				    k, i);
+		}
 	}
 	return 0;
 }
@@ -898,15 +922,38 @@ static bool is_removed(const struct egress_http1_rewrite *rw, const uint8_t *nam
 	return false;
 }
 
-/* The value with every placeholder replaced, left to right. */
-static void out_put_substituted(struct out *o, const struct egress_http1_rewrite *rw, const uint8_t *v, size_t n)
+/* Is a substitution to be made in the field so named? */
+static bool subst_names(const struct egress_http1_subst *s, const uint8_t *name, size_t len)
+{
+	for (size_t k = 0; k < s->n_fields; k++) {
+		if (ascii_case_equal(name, len, s->fields[k]))
+			return true;
+	}
+	return false;
+}
+
+/* Does any substitution name the field? */
+static bool subst_any(const struct egress_http1_rewrite *rw, const uint8_t *name, size_t len)
+{
+	for (size_t k = 0; k < rw->n_subst; k++) {
+		if (subst_names(&rw->subst[k], name, len))
+			return true;
+	}
+	return false;
+}
+
+/* The value of the field so named with every placeholder that may go
+ * there replaced, left to right. */
+static void out_put_substituted(struct out *o, const struct egress_http1_rewrite *rw, const uint8_t *name,
+                                size_t name_len, const uint8_t *v, size_t n)
 {
 	size_t run = 0, i = 0;
 	while (i < n) {
 		const struct egress_http1_subst *hit = NULL;
 		for (size_t k = 0; k < rw->n_subst && !hit; k++) {
 			const struct egress_http1_subst *s = &rw->subst[k];
-			if (s->placeholder_len <= n - i && memcmp(v + i, s->placeholder, s->placeholder_len) == 0)
+			if (s->placeholder_len <= n - i && memcmp(v + i, s->placeholder, s->placeholder_len) == 0 &&
+			    subst_names(s, name, name_len))
 				hit = s;
 		}
 		if (!hit) {
@@ -935,13 +982,13 @@ int egress_http1_head_rewrite(const struct egress_http1_head *h, const struct eg
 		const uint8_t *name = h->raw + f->name.off;
 		if (is_removed(rw, name, f->name.len))
 			continue;
-		if (rw->n_subst == 0 || is_interpreted(name, f->name.len)) {
+		if (!subst_any(rw, name, f->name.len)) {
 			out_put(&o, h->raw + f->line.off, f->line.len);
 		} else {
 			size_t value_end = (size_t)f->value.off + f->value.len,
 			       line_end = (size_t)f->line.off + f->line.len;
 			out_put(&o, h->raw + f->line.off, (size_t)f->value.off - f->line.off);
-			out_put_substituted(&o, rw, h->raw + f->value.off, f->value.len);
+			out_put_substituted(&o, rw, name, f->name.len, h->raw + f->value.off, f->value.len);
 			out_put(&o, h->raw + value_end, line_end - value_end);
 		}
 		out_put(&o, "\r\n", 2);

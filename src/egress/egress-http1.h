@@ -51,7 +51,10 @@
  *     fields named Host, Content-Length or Transfer-Encoding (or alike);
  *   - versions other than HTTP/1.0 and HTTP/1.1; the methods CONNECT, TRACE
  *     and TRACK (any case); upgrade requests (an Upgrade or HTTP2-Settings
- *     field, or "upgrade" in Connection); an Expect other than 100-continue.
+ *     field, or "upgrade" in Connection);
+ *   - request hiding (issue 17): a body (Content-Length above 0, or
+ *     Transfer-Encoding) on GET or HEAD, and any Expect field, even
+ *     100-continue (a server answering early reads the body as a request).
  * The first refusal is final: the parser answers every later call with the
  * same error, and the connection must be closed (nothing after a refused
  * request can be framed reliably).
@@ -77,6 +80,7 @@
 #define EGRESS_HTTP1_PLACEHOLDER_MAX 256        /* bytes */
 #define EGRESS_HTTP1_FIELD_NAME_MAX 64          /* the name of a field the caller adds or removes */
 #define EGRESS_HTTP1_VALUE_MAX (8 * 1024 - 128) /* a replacement or an added value, bytes */
+#define EGRESS_HTTP1_SUBST_FIELDS_MAX 8         /* fields one placeholder may be replaced in */
 
 /* Bytes [off, off + len) of egress_http1_head.raw. */
 struct egress_http1_span {
@@ -125,7 +129,6 @@ struct egress_http1_head {
 	enum egress_http1_framing framing;
 	uint64_t content_length; /* EGRESS_HTTP1_LENGTH only; <= INT64_MAX */
 	bool keep_alive;         /* the client expects the connection to stay open after this request */
-	bool expect_continue;    /* Expect: 100-continue (upstream answers it; pass the 100 back) */
 	size_t n_fields;
 	struct egress_http1_field fields[EGRESS_HTTP1_FIELDS_MAX];
 	uint8_t raw[EGRESS_HTTP1_HEAD_MAX];
@@ -185,9 +188,9 @@ static inline void egress_http1_parser_freep(struct egress_http1_parser **p)
  *                differently (err->code AL_ERR_INVALID_ARGUMENT: answer 400);
  *   -E2BIG       the head, a line, the field count, a chunk-size line or the
  *                trailers over their limit (AL_ERR_TOO_LARGE: 431 or 413);
- *   -EOPNOTSUPP  CONNECT/TRACE/TRACK (AL_ERR_METHOD: 405), an upgrade
- *                request or an Expect other than 100-continue
- *                (AL_ERR_FORBIDDEN: 403).
+ *   -EOPNOTSUPP  CONNECT/TRACE/TRACK (AL_ERR_METHOD: 405) or an upgrade
+ *                request (AL_ERR_FORBIDDEN: 403);
+ *   -ENOMSG      an Expect field (AL_ERR_FORBIDDEN: answer 417).
  * err (may be NULL) gets the message, which quotes no guest bytes. Once a
  * call fails every later one fails the same way. When bytes before the
  * failing one were body, they are first reported as EGRESS_HTTP1_EV_BODY
@@ -220,6 +223,13 @@ struct egress_http1_subst {
 	size_t placeholder_len;
 	const char *value; /* the secret */
 	size_t value_len;
+	/* SECURITY (issue 17): the names of the only fields it is replaced in
+	 * (ASCII case-insensitive, exactly: no '_' for '-'), 1 to
+	 * EGRESS_HTTP1_SUBST_FIELDS_MAX of them. A placeholder in any other
+	 * field (Origin, Referer, a custom header a server echoes back) goes
+	 * as it is. */
+	const char *const *fields;
+	size_t n_fields;
 };
 
 struct egress_http1_rewrite {
@@ -237,8 +247,8 @@ struct egress_http1_rewrite {
  * Writes the head to send upstream into out (at most
  * MIN(out_size, EGRESS_HTTP1_OUT_MAX) bytes): the request line as received;
  * the header fields in their order and spelling, without those named in
- * remove; in the value of each kept field, every occurrence of a
- * placeholder replaced by its value (left to right, non-overlapping, the
+ * remove; in the value of each kept field that a substitution names, every
+ * occurrence of its placeholder replaced by its value (left to right, non-overlapping, the
  * first substitution that matches at a position wins; the replacement is not
  * scanned again); then the added fields ("name: value"); then the empty line.
  *

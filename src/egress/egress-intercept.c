@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * TLS interception (issue 6; docs/egress.md "TLS interception"): for an
- * allowed TLS connection to a host that one of the sandbox's secrets is
- * bound to (or to any allowed host when the policy says "tls":"inspect"),
- * the gateway
+ * allowed TLS connection (issue 17: every one by default; with
+ * "tls":"passthrough" only to a host that one of the sandbox's secrets is
+ * bound to; never to a pinned host), the gateway
  *   1. terminates the guest's TLS (1.2/1.3, ALPN http/1.1 only) with a leaf
  *      certificate for the SNI issued by the Airlock CA, feeding OpenSSL the
  *      ClientHello bytes that were already read to decide;
@@ -42,8 +42,10 @@
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 
+#include "egress-http.h"
 #include "egress-http1.h"
 #include "egress-openssl.h"
+#include "egress-redact.h"
 #include "egress-runtime.h"
 #include "util.h"
 
@@ -143,11 +145,17 @@ int egress_intercept_decide(struct egress_conn *c, char *reason, size_t reason_s
 {
 	c->bindings = egress_bindings_slot_get(&c->sb->bindings);
 	bool bound = egress_bindings_name_host(c->bindings, &c->host, NULL);
-	bool inspect = egress_policy_tls_mode(c->policy) == EGRESS_TLS_INSPECT;
+	enum egress_tls_mode mode = egress_policy_tls_mode(c->policy);
 	c->tls = EGRESS_TLS_SPLICED;
 	c->tls_reason = NULL;
-	if (!bound && !inspect)
+	/* SECURITY (issue 17): inspection is the default, so that Host = SNI
+	 * and the target's authority are checked on every request (a spliced
+	 * connection checks the SNI only: domain fronting). Passthrough only
+	 * where the policy asks for it ("tls":"passthrough", or pinned). */
+	if (!bound && mode == EGRESS_TLS_PASSTHROUGH) {
+		c->tls_reason = "passthrough";
 		return 0;
+	}
 	/* SECURITY: a pinned host is never intercepted, not even for a
 	 * secret: its placeholder then reaches it as the useless placeholder. */
 	if (egress_policy_pinned(c->policy, &c->host, NULL)) {
@@ -155,6 +163,13 @@ int egress_intercept_decide(struct egress_conn *c, char *reason, size_t reason_s
 		return 0;
 	}
 	c->ca = egress_ca_current(c->rt);
+	if (!c->ca && !bound && mode == EGRESS_TLS_DEFAULT) {
+		/* Nothing can be intercepted without a CA (a gateway run
+		 * alone; airlockd always sends one, and logs an error when it
+		 * cannot): the default falls back to splicing, and says so. */
+		c->tls_reason = "no-ca";
+		return 0;
+	}
 	if (!c->ca) {
 		/* Fail closed: splicing would skip the checks inspection or
 		 * a secret binding asked for. */
@@ -372,6 +387,13 @@ struct icpt {
 
 	struct egress_conn_timer timer;
 	unsigned busy; /* rounds with progress since the guest's readiness was last polled */
+
+	/* Issue 17: on a connection to a bound host, the server's bytes go
+	 * through the redactor (values of the secrets sent on it replaced). */
+	struct egress_redactor *redact;
+	char *redact_secret[EGRESS_REDACT_VALUES_MAX]; /* the secret of each value, for events */
+	bool redact_fail;                              /* the redactor refused the stream: redact_why */
+	char redact_why[EGRESS_REQUEST_REASON_MAX];
 };
 
 /* One round of the relay: whether anything moved, and what it waits for
@@ -446,6 +468,9 @@ static void icpt_release(struct icpt *ic)
 	}
 	free(ic->rq.in);
 	free(ic->down);
+	egress_redactor_free(ic->redact);
+	for (size_t i = 0; i < EGRESS_REDACT_VALUES_MAX; i++)
+		free(ic->redact_secret[i]);
 	/* The thread serves other connections next: no error left queued. */
 	ERR_clear_error();
 }
@@ -483,6 +508,8 @@ struct plan {
 		const char *verdict, *reason;
 	} ev[ICPT_SECRET_EVENTS_MAX];
 	size_t n_ev;
+	const struct egress_binding *sent[EGRESS_HTTP1_REWRITE_OPS_MAX]; /* whose value goes in this request */
+	size_t n_sent;
 };
 
 static void plan_release(struct plan *pl)
@@ -515,6 +542,19 @@ static char *format_value(const struct egress_binding *b, size_t *ret_len)
 	return v;
 }
 
+/* Is f one of the fields binding b's placeholder is replaced in? (The
+ * rewriter decides the same way: names compared without case, exactly.) */
+static bool binding_names_field(const struct egress_binding *b, const struct egress_http1_head *h,
+                                const struct egress_http1_field *f)
+{
+	for (size_t k = 0; k < b->n_headers; k++) {
+		if (egress_http_case_equal(egress_http1_span_ptr(h, f->name), f->name.len, b->headers[k],
+		                           strlen(b->headers[k])))
+			return true;
+	}
+	return false;
+}
+
 /* Adds what binding b does to a request it applies to. -E2BIG: more
  * operations than one rewrite takes. */
 static int plan_binding(struct plan *pl, const struct egress_binding *b, const struct egress_http1_head *h)
@@ -530,25 +570,91 @@ static int plan_binding(struct plan *pl, const struct egress_binding *b, const s
 		pl->add[pl->n_add] = (struct egress_http1_field_add){
 		    .name = b->header, .value = pl->add_value[pl->n_add], .value_len = len};
 		pl->n_add++;
+		pl->sent[pl->n_sent++] = b;
 		plan_event(pl, b, "substituted", NULL);
 		return 0;
 	}
-	size_t line = (size_t)h->request_line.off + h->request_line.len;
 	bool in_line = contains(h->raw + h->request_line.off, h->request_line.len, b->placeholder);
-	bool in_fields = contains(h->raw + line, h->len - line, b->placeholder);
-	if (in_fields) {
+	bool in_bound = false, in_other = false;
+	for (size_t i = 0; i < h->n_fields; i++) {
+		const struct egress_http1_field *f = &h->fields[i];
+		if (!contains(h->raw + f->value.off, f->value.len, b->placeholder))
+			continue;
+		if (binding_names_field(b, h, f))
+			in_bound = true;
+		else
+			in_other = true;
+	}
+	if (in_bound) {
 		if (pl->n_subst == EGRESS_HTTP1_REWRITE_OPS_MAX)
 			return -E2BIG;
 		pl->subst[pl->n_subst++] = (struct egress_http1_subst){.placeholder = b->placeholder,
 		                                                       .placeholder_len = strlen(b->placeholder),
 		                                                       .value = b->value,
-		                                                       .value_len = b->value_len};
+		                                                       .value_len = b->value_len,
+		                                                       .fields = (const char *const *)b->headers,
+		                                                       .n_fields = b->n_headers};
+		pl->sent[pl->n_sent++] = b;
 		plan_event(pl, b, "substituted", NULL);
 	}
-	/* Only header fields are ever substituted (the request line reaches
-	 * logs and other hosts through redirects). */
+	/* SECURITY (issue 17): only the fields the binding names get the
+	 * value; one a server echoes back (Origin, Referer, a custom header)
+	 * keeps the placeholder. Never the request line (it reaches logs and
+	 * other hosts through redirects). */
+	if (in_other)
+		plan_event(pl, b, "not-substituted", "header not bound");
 	if (in_line)
 		plan_event(pl, b, "not-substituted", "not in a header field");
+	return 0;
+}
+
+/* Issue 17: a request to a bound host. SECURITY: the server may reflect
+ * what it receives; every value sent on the connection is redacted from
+ * what comes back, and a request that carries one asks for an identity
+ * encoding (a compressed body would hide a value from the matcher). The
+ * redactor frames responses by the requests it was told of, so it must
+ * exist from the first request on. -1: refused. */
+static int redact_prepare(struct icpt *ic, struct plan *pl, bool bound_host, bool is_head,
+                          const struct egress_request_shown *shown, const char *method)
+{
+	static const char *const accept_encoding = "Accept-Encoding";
+	const char *why = NULL;
+	if (bound_host && !ic->redact) {
+		if (ic->forwarded > 0) {
+			egress_requests_refuse(&ic->rq, 421, "Misdirected Request", shown, method, NULL,
+			                       "a secret was bound to this host after the connection opened: retry "
+			                       "on a new connection");
+			return -1;
+		}
+		ic->redact = egress_redactor_new();
+	}
+	if (!ic->redact)
+		return 0;
+	for (size_t i = 0; !why && i < pl->n_sent; i++) {
+		const struct egress_binding *b = pl->sent[i];
+		int idx = egress_redactor_add_value(ic->redact, b->value, b->value_len);
+		if (idx < 0)
+			why = "more secrets on one connection than responses can be redacted for: retry on a new "
+			      "connection";
+		else if (!ic->redact_secret[idx])
+			ic->redact_secret[idx] = xstrdup(b->secret);
+	}
+	if (!why && pl->n_sent > 0) {
+		if (pl->n_remove == EGRESS_HTTP1_REWRITE_OPS_MAX || pl->n_add == EGRESS_HTTP1_REWRITE_OPS_MAX)
+			why = "too many secrets apply";
+		else {
+			pl->remove[pl->n_remove++] = accept_encoding;
+			pl->add_value[pl->n_add] = xstrdup("identity");
+			pl->add[pl->n_add++] = (struct egress_http1_field_add){
+			    .name = accept_encoding, .value = pl->add_value[pl->n_add - 1], .value_len = 8};
+		}
+	}
+	if (!why && egress_redactor_request(ic->redact, is_head, pl->n_sent > 0) < 0)
+		why = "too many requests waiting for their responses";
+	if (why) {
+		egress_requests_refuse(&ic->rq, 503, "Service Unavailable", shown, method, NULL, why);
+		return -1;
+	}
 	return 0;
 }
 
@@ -572,7 +678,8 @@ static void on_head(struct icpt *ic)
 		path_len = 1;
 	}
 	/* SECURITY: a prefix "/v1/" must not let "/v1/../admin" through. */
-	if (egress_bindings_name_host(bs, &host, NULL) && egress_path_safe(path, path_len) < 0) {
+	bool bound_host = egress_bindings_name_host(bs, &host, NULL);
+	if (bound_host && egress_path_safe(path, path_len) < 0) {
 		egress_requests_refuse(&ic->rq, 400, "Bad Request", &shown, method, NULL,
 		                       "a path with a \"..\" segment or an encoded '/', '.' or '\\' is refused");
 		return;
@@ -586,6 +693,11 @@ static void on_head(struct icpt *ic)
 			r = plan_binding(&pl, b, h);
 		else if (contains(h->raw, h->len, b->placeholder))
 			plan_event(&pl, b, "not-substituted", egress_binding_verdict_reason(v));
+	}
+	bool is_head = egress_http_case_equal(method, strlen(method), "HEAD", 4);
+	if (r == 0 && redact_prepare(ic, &pl, bound_host, is_head, &shown, method) < 0) {
+		plan_release(&pl);
+		return;
 	}
 	size_t len = 0;
 	struct al_error err = {0};
@@ -739,6 +851,59 @@ static const char *to_server(struct icpt *ic, struct icpt_round *rd)
 	return server_end(ic, rd, drained);
 }
 
+/* server -> guest through the redactor (issue 17): its ready bytes first;
+ * then the server's next plaintext goes in. A refused response (malformed,
+ * compressed, over a limit) ends the connection once what was ready before
+ * it reached the guest. */
+static const char redact_failed[] = "the server's response was refused"; /* see redact_why */
+
+static const char *to_guest_redacted(struct icpt *ic, struct icpt_round *rd)
+{
+	size_t n = 0;
+	int r;
+	const uint8_t *out;
+	size_t ready = egress_redactor_ready(ic->redact, &out);
+	rd->u_idle = ic->u_drained;
+	if (ready > 0) {
+		r = io_write(ic->g, out, ready, &n, &rd->gev);
+		if (r < 0 || r == IO_EOF)
+			return egress_io_failure(r, "writing to the guest failed");
+		if (r == IO_DONE) {
+			egress_redactor_sent(ic->redact, n);
+			ic->rq.c->bytes_down += n;
+			rd->progress = true;
+		}
+	} else if (!ic->u_eof && !ic->redact_fail && egress_redactor_room(ic->redact) >= ICPT_DOWN_CHUNK) {
+		r = read_down(ic, &n, &rd->uev);
+		if (r < 0)
+			return egress_io_failure(r, "reading from the server failed");
+		if (r == IO_DONE) {
+			struct al_error err = {0};
+			if (egress_redactor_feed(ic->redact, ic->down, n, &err) < 0) {
+				snprintf(ic->redact_why, sizeof(ic->redact_why), "%.300s", err.message);
+				ic->redact_fail = true;
+			}
+			ic->last_down_ms = now_ms_monotonic();
+			rd->progress = true;
+		} else if (r == IO_EOF) {
+			egress_redactor_finish(ic->redact);
+			ic->u_eof = true;
+			rd->progress = true;
+		} else {
+			rd->u_idle = true;
+		}
+	}
+	ready = egress_redactor_ready(ic->redact, &out);
+	if (ready == 0 && (rd->u_idle || ic->u_eof || ic->redact_fail)) {
+		r = guest_flush(ic, &rd->gev);
+		if (r < 0)
+			return egress_io_failure(r, "writing to the guest failed");
+		if (r == IO_DONE && ic->redact_fail)
+			return redact_failed;
+	}
+	return NULL;
+}
+
 /* server -> guest: unchanged. The records go through g's write buffer,
  * sent when it is full and whenever the server has nothing more for now
  * (never held while we wait). */
@@ -746,6 +911,8 @@ static const char *to_guest(struct icpt *ic, struct icpt_round *rd)
 {
 	size_t n = 0;
 	int r;
+	if (ic->redact)
+		return to_guest_redacted(ic, rd);
 	rd->u_idle = ic->u_drained;
 	if (ic->down_off < ic->down_len) {
 		r = io_write(ic->g, ic->down + ic->down_off, ic->down_len - ic->down_off, &n, &rd->gev);
@@ -787,7 +954,9 @@ static const char *to_guest(struct icpt *ic, struct icpt_round *rd)
  * chance (the server went quiet, or took too long). */
 static const char *relay_end(struct icpt *ic, uint64_t now)
 {
-	if (ic->u_eof && ic->down_len == 0 && BIO_wpending(ic->g_wbuf) == 0) {
+	const uint8_t *out;
+	bool held = ic->redact && egress_redactor_ready(ic->redact, &out) > 0;
+	if (ic->u_eof && ic->down_len == 0 && !held && BIO_wpending(ic->g_wbuf) == 0) {
 		if (ic->rq.refusing)
 			return refusal_reply(ic);
 		ERR_clear_error();
@@ -856,6 +1025,23 @@ static const char *pump(struct icpt *ic)
 		uint64_t now = now_ms_monotonic();
 		if ((why = relay_end(ic, now)) || (why = relay_wait(ic, &rd, now)))
 			return why;
+	}
+}
+
+/* "network.secret" "redacted": how often each value sent on the connection
+ * came back from the server and was masked (issue 17). */
+static void redact_events(struct icpt *ic)
+{
+	struct egress_conn *c = ic->rq.c;
+	for (int i = 0; ic->redact && i < EGRESS_REDACT_VALUES_MAX && ic->redact_secret[i]; i++) {
+		uint64_t n = egress_redactor_count(ic->redact, i);
+		if (n == 0)
+			continue;
+		json_t *d = json_pack("{sssssssssIsn}", "proto", "https", "host", c->host.name, "secret",
+		                      ic->redact_secret[i], "verdict", "redacted", "count", (json_int_t)n, "reason");
+		if (!d)
+			abort();
+		egress_event(c->sb, "network.secret", d);
 	}
 }
 
@@ -939,9 +1125,8 @@ const char *egress_intercept_run(struct egress_conn *c, char *reason, size_t rea
 	ic.down = xmalloc(ICPT_DOWN_CHUNK);
 	ic.head = xmalloc(EGRESS_HTTP1_OUT_MAX);
 	const char *why = pump(&ic);
-	if (why != ic.rq.reason)
-		return why;
-	/* It lives in ic: the caller gets a copy. */
-	snprintf(reason, reason_size, "%s", ic.rq.reason);
+	redact_events(&ic);
+	/* It may live in ic: the caller gets a copy. */
+	snprintf(reason, reason_size, "%s", why == redact_failed ? ic.redact_why : why);
 	return reason;
 }

@@ -96,13 +96,15 @@ int egress_policy_parse(const json_t *in, struct egress_policy **ret, struct al_
 			                    shown);
 		}
 	}
-	enum egress_tls_mode tls = EGRESS_TLS_PASSTHROUGH;
+	enum egress_tls_mode tls = EGRESS_TLS_DEFAULT;
 	const json_t *tj = json_object_get(in, "tls");
 	if (tj && !json_is_null(tj)) {
 		const char *t = json_string_value(tj);
 		if (t && strcmp(t, "inspect") == 0 && json_string_length(tj) == 7)
 			tls = EGRESS_TLS_INSPECT;
-		else if (!t || strcmp(t, "passthrough") != 0 || json_string_length(tj) != 11)
+		else if (t && strcmp(t, "passthrough") == 0 && json_string_length(tj) == 11)
+			tls = EGRESS_TLS_PASSTHROUGH;
+		else
 			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
 			                    "policy: \"tls\" must be \"passthrough\" or \"inspect\"");
 	}
@@ -164,7 +166,7 @@ static const char *list_match_host(const struct egress_rule_list *l, const struc
 
 enum egress_tls_mode egress_policy_tls_mode(const struct egress_policy *p)
 {
-	return p ? p->tls : EGRESS_TLS_PASSTHROUGH;
+	return p ? p->tls : EGRESS_TLS_DEFAULT;
 }
 
 size_t egress_policy_pinned_count(const struct egress_policy *p)

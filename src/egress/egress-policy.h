@@ -35,14 +35,18 @@ struct egress_policy;
 /* How TLS connections the policy allows are handled (docs/egress.md,
  * "TLS interception"). */
 enum egress_tls_mode {
-	EGRESS_TLS_PASSTHROUGH = 0, /* spliced, unless a secret binding names the host */
-	EGRESS_TLS_INSPECT,         /* every allowed TLS host is intercepted (except pinned ones) */
+	/* No "tls" (issue 17): inspect, the default, when airlockd has sent
+	 * the Airlock CA; without one nothing can be intercepted, and hosts no
+	 * binding names are spliced (tls_reason "no-ca"). */
+	EGRESS_TLS_DEFAULT = 0,
+	EGRESS_TLS_PASSTHROUGH, /* "passthrough": spliced, unless a secret binding names the host */
+	EGRESS_TLS_INSPECT,     /* "inspect": every allowed TLS host is intercepted (except pinned ones); no CA: deny */
 };
 
 /*
  * Parses a policy object: keys "allow" and "deny" (each optional, an array
- * of at most POLICY_RULES_MAX strings), "tls" ("passthrough", the
- * default, or "inspect"), "pinned" (host patterns, never intercepted:
+ * of at most POLICY_RULES_MAX strings), "tls" ("passthrough" or "inspect";
+ * absent or null: EGRESS_TLS_DEFAULT), "pinned" (host patterns, never intercepted:
  * policy_host_pattern_parse), no other key. Any invalid rule refuses the
  * whole policy; the message names the list, the index and the rule
  * (escaped). Returns 0 or -EINVAL (AL_ERR_INVALID_ARGUMENT).
@@ -63,7 +67,7 @@ size_t egress_policy_allow_count(const struct egress_policy *p);
 size_t egress_policy_deny_count(const struct egress_policy *p);
 size_t egress_policy_pinned_count(const struct egress_policy *p);
 
-/* "tls" (NULL: passthrough). */
+/* "tls" (NULL: EGRESS_TLS_DEFAULT). */
 enum egress_tls_mode egress_policy_tls_mode(const struct egress_policy *p);
 /* Is this canonical host pinned (never intercepted)? *ret_pattern (may be
  * NULL): the matching pattern's text, living as long as the policy. */

@@ -31,6 +31,10 @@ int egress_request_refusal(const struct egress_conn *c, int r, const struct al_e
 	else
 		snprintf(why, why_size, "%.150s", err->message[0] ? err->message : "malformed HTTP request");
 
+	if (r == -ENOMSG) {
+		*ret_text = "Expectation Failed";
+		return 417;
+	}
 	if (err->code == AL_ERR_METHOD) {
 		*ret_text = "Method Not Allowed";
 		return 405;

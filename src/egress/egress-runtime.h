@@ -483,7 +483,7 @@ struct egress_request_shown {
 
 /* The answer to a request egress-http1 refused (r and err from
  * egress_http1_feed; in_body: in its body): returns its status (400, 403,
- * 405, 413, 431) with *ret_text, and says why (no guest bytes) in why. */
+ * 405, 413, 417, 431) with *ret_text, and says why (no guest bytes) in why. */
 int egress_request_refusal(const struct egress_conn *c, int r, const struct al_error *err, bool in_body,
                            const char **ret_text, char *why, size_t why_size);
 

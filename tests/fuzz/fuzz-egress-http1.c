@@ -159,6 +159,17 @@ static void check_head(const struct egress_http1_head *h, const uint8_t *at, siz
 	CHECK(h->content_length <= (uint64_t)INT64_MAX);
 }
 
+/* The fields the placeholder may be replaced in (issue 17): nowhere else. */
+static const char *const subst_fields[] = {"Authorization", "X-Api-Key", "Cookie"};
+
+static bool subst_field(const struct egress_http1_head *h, const struct egress_http1_field *f)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(subst_fields); i++)
+		if (name_is(h, f, subst_fields[i]))
+			return true;
+	return false;
+}
+
 /* The value of a kept field after the rewrite, computed the simple way. */
 static size_t expected_value(const struct egress_http1_head *h, const struct egress_http1_field *f, char *buf,
                              size_t size)
@@ -166,7 +177,7 @@ static size_t expected_value(const struct egress_http1_head *h, const struct egr
 	const char *v = egress_http1_span_ptr(h, f->value);
 	size_t n = f->value.len, o = 0, pl = strlen(PLACEHOLDER), sl = strlen(SECRET);
 	for (size_t i = 0; i < n;) {
-		if (!interpreted(h, f) && n - i >= pl && memcmp(v + i, PLACEHOLDER, pl) == 0) {
+		if (!interpreted(h, f) && subst_field(h, f) && n - i >= pl && memcmp(v + i, PLACEHOLDER, pl) == 0) {
 			CHECK(o + sl <= size);
 			memcpy(buf + o, SECRET, sl);
 			o += sl;
@@ -185,7 +196,8 @@ static void check_rewrite(const struct egress_http1_head *h, uint8_t sel)
 	static char want[EGRESS_HTTP1_HEAD_MAX];
 	const char *const remove[] = {"authorization", "X-Remove"};
 	const struct egress_http1_field_add add[] = {{"Authorization", "Bearer " SECRET, strlen("Bearer " SECRET)}};
-	const struct egress_http1_subst subst[] = {{PLACEHOLDER, strlen(PLACEHOLDER), SECRET, strlen(SECRET)}};
+	const struct egress_http1_subst subst[] = {
+	    {PLACEHOLDER, strlen(PLACEHOLDER), SECRET, strlen(SECRET), subst_fields, ARRAY_SIZE(subst_fields)}};
 	const struct egress_http1_rewrite rw = {
 	    .remove = remove, .n_remove = 2, .add = add, .n_add = 1, .subst = subst, .n_subst = 1};
 	size_t len = 0;
@@ -208,7 +220,7 @@ static void check_rewrite(const struct egress_http1_head *h, uint8_t sel)
 		CHECK(memcmp(g->raw, h->raw, h->request_line.len) == 0);
 		CHECK(strcmp(g->host, h->host) == 0 && strcmp(g->method, h->method) == 0);
 		CHECK(g->framing == h->framing && g->content_length == h->content_length);
-		CHECK(g->keep_alive == h->keep_alive && g->expect_continue == h->expect_continue);
+		CHECK(g->keep_alive == h->keep_alive);
 		CHECK(g->n_fields == kept + 1);
 		size_t j = 0;
 		for (size_t i = 0; i < h->n_fields; i++) {
@@ -253,7 +265,7 @@ static void run(const uint8_t *data, size_t size, size_t first_len, size_t step,
 			size_t used = 0;
 			int ev = egress_http1_feed(p, data + pos + off, piece - off, &used, &s->err);
 			if (ev < 0) {
-				CHECK(ev == -EBADMSG || ev == -E2BIG || ev == -EOPNOTSUPP);
+				CHECK(ev == -EBADMSG || ev == -E2BIG || ev == -EOPNOTSUPP || ev == -ENOMSG);
 				CHECK(s->err.message[0] != '\0');
 				s->error = ev;
 				hash_u64(s, body);

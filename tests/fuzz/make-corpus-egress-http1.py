@@ -60,8 +60,10 @@ def main():
         ),
         "http10-keep-alive": (3, "GET / HTTP/1.0\r\nHost: api.example\r\nConnection: keep-alive\r\n\r\n" * 2),
         "absolute-https": (
-            7, f"GET https://api.example/v1?x={PH} HTTP/1.1\r\nHost: api.example\r\nExpect: 100-continue\r\n"
+            7, f"POST https://api.example/v1?x={PH} HTTP/1.1\r\nHost: api.example\r\n"
             "Content-Length: 2\r\n\r\nhi"),
+        "expect-continue": (7, "PUT / HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\nhi"),
+        "get-body": (9, "GET / HTTP/1.1\r\nHost: a\r\nContent-Length: 32\r\n\r\nGET /x HTTP/1.1\r\nHost: b\r\n\r\n"),
         "remove-fields": (
             200, get(extra="authorization: guest\r\nX-Remove: 1\r\nAUTHORIZATION: again\r\nx-keep:\t v \r\n")),
         "incomplete-body": (55, post_cl("0123456789")[:-4]),

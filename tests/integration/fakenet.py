@@ -36,7 +36,7 @@ HTTP(S) paths: `/` ("hello from VHOST" then address/sni/host/scheme lines),
 first N bytes of the same stream, N <= BIG_SIZE), `/echo-headers` (JSON:
 method, path, vhost, sni, scheme, local, remote, headers {lowercased name:
 last value}, raw_headers [[name, value], ...]), `/upload` (POST/PUT: JSON
-{length, sha256} of the body), `/delay/SECONDS`, `/status/CODE`, `/redirect?to=URL` (302), and `/ANY/PREFIX/echo-headers` (the same as `/echo-headers`, for path rules). The vhost
+{length, sha256} of the body), `/delay/SECONDS`, `/status/CODE`, `/redirect?to=URL` (302), and `/ANY/PREFIX/echo-headers` (the same as `/echo-headers`, for path rules); `.../echo-chunked`, `.../echo-records`, `.../echo-gzip` reflect the request's header fields in 5-byte chunks, 3-byte TLS records, or gzip-compressed (issue 17). The vhost
 named is the Host header's name, else the SNI, else the address's first name.
 HTTPS serves, on each address, one certificate (signed by the test CA,
 `fakenet.ca_cert`) whose SANs are exactly that address's names and its IP, so

@@ -157,6 +157,33 @@ class Handler(BaseHTTPRequestHandler):
                 left -= len(d)
         return total, h.hexdigest()
 
+    def _echo_variant(self, path):
+        """Reflects the request's header fields, as a careless API's error
+        page would (issue 17: secrets coming back): .../echo-chunked in
+        5-byte chunks, .../echo-records in 3-byte writes (one TLS record
+        each), .../echo-gzip compressed whatever the client accepts."""
+        body = json.dumps({"headers": [[k, v] for k, v in self.headers.items()]}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        if path.endswith("/echo-gzip"):
+            import gzip
+            body = gzip.compress(body)
+            self.send_header("Content-Encoding", "gzip")
+        if path.endswith("/echo-chunked"):
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            if self.command != "HEAD":
+                for i in range(0, len(body), 5):
+                    self.wfile.write(b"%x\r\n%s\r\n" % (len(body[i:i + 5]), body[i:i + 5]))
+                self.wfile.write(b"0\r\n\r\n")
+            return
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if self.command != "HEAD":
+            step = 3 if path.endswith("/echo-records") else len(body) or 1
+            for i in range(0, len(body), step):
+                self.wfile.write(body[i:i + step])
+
     def _handle(self):
         self._record()
         path = self.path.split("?", 1)[0]
@@ -185,6 +212,8 @@ class Handler(BaseHTTPRequestHandler):
             if not to.startswith(("http://", "https://")):
                 return self._send(400, "to must be an http(s) URL\n")
             return self._send(302, f"see {to}\n", extra=[("Location", to)])
+        if path.endswith(("/echo-chunked", "/echo-records", "/echo-gzip")):
+            return self._echo_variant(path)
         if path == "/echo-headers" or path.endswith("/echo-headers"):
             hdrs = {}
             for k, v in self.headers.items():

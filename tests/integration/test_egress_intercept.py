@@ -24,6 +24,7 @@ test sees exactly what reached the server. Needs root and
 build/airlock-egress; run with `pytest-3`.
 """
 import hashlib
+import itertools
 import json
 import os
 import shutil
@@ -58,10 +59,10 @@ VALUE_TOKEN = "ghp_RealTokenValue0123456789"
 VALUE_ROTATED = "sk-live-ROTATED-VALUE-42"
 
 BINDINGS = [
-    # The placeholder is replaced in header values, on /v1/ only.
+    # The placeholder is replaced in X-Api-Key (and nowhere else), on /v1/ only.
     {"secret": "api-key", "placeholder": PH_KEY, "value": VALUE_KEY,
      "hosts": [BOUND, PINNED, UNTRUSTED, MISMATCH], "paths": ["/v1/"], "methods": [],
-     "header": None, "format": None},
+     "header": None, "format": None, "headers": ["X-Api-Key"]},
     # Authorization is set (the client's removed), for GET only.
     {"secret": "gh-token", "placeholder": PH_TOKEN, "value": VALUE_TOKEN,
      "hosts": [BOUND], "paths": [], "methods": ["GET"],
@@ -70,6 +71,7 @@ BINDINGS = [
 
 POLICY = {"allow": ["*.allowed.test", BOUND], "deny": [], "pinned": [PINNED]}
 INSPECT_POLICY = dict(POLICY, tls="inspect")
+PASSTHROUGH_POLICY = dict(POLICY, tls="passthrough")
 
 SANDBOX = "sb-intercept"
 LOG = os.path.join(eh.BUILD, "test-egress-intercept.log")  # the gateway's stderr
@@ -122,7 +124,9 @@ class Echo(BaseHTTPRequestHandler):
         rec = {"method": self.command, "path": self.path, "host": self.headers.get("Host"),
                "headers": [[k, v] for k, v in self.headers.items()], "body": body[:100000].decode("latin-1"),
                "tls": self.server.tls is not None}
+        rec["id"] = next(REQUEST_IDS)
         self.server.received.append(rec)
+        BY_ID[rec["id"]] = rec
         if self.path.startswith("/v1/bulk?n="):
             n = int(self.path.split("=", 1)[1])
             self.send_response(200)
@@ -154,6 +158,12 @@ class Echo(BaseHTTPRequestHandler):
         if self.server.tls:
             self.request = self.server.tls.wrap_socket(self.request, server_side=True)
         super().setup()
+
+
+# What the server received, by the id its answer carries: the echo itself
+# reaches the guest with every value sent on the connection redacted (issue 17).
+REQUEST_IDS = itertools.count(1)
+BY_ID = {}
 
 
 class EchoServer(ThreadingHTTPServer):
@@ -307,7 +317,12 @@ class Resp:
         return json.loads(self.body)
 
     def got(self, name):
-        """The values of a header as the server received it."""
+        """The values of a header as the server received it (its record,
+        not the echo: that one comes back redacted)."""
+        return [v for k, v in BY_ID[self.json["id"]]["headers"] if k.lower() == name.lower()]
+
+    def echoed(self, name):
+        """The values of a header as the echo brought them back to the guest."""
         return [v for k, v in self.json["headers"] if k.lower() == name.lower()]
 
 
@@ -339,10 +354,13 @@ def test_placeholder_is_replaced_for_the_bound_host(world):
     r = https(world, BOUND, path="/v1/models", headers=[("X-Api-Key", PH_KEY), ("X-Other", f"a {PH_KEY} b")])
     assert r.status == 200, r.body
     assert r.got("X-Api-Key") == [VALUE_KEY]
-    assert r.got("X-Other") == [f"a {VALUE_KEY} b"]
+    # Issue 17: only in the headers the binding names.
+    assert r.got("X-Other") == [f"a {PH_KEY} b"]
     assert r.json["host"] == BOUND and r.json["path"] == "/v1/models"
-    d = world.ctl.wait_event("network.secret", since=mark, secret="api-key")
-    assert d["verdict"] == "substituted" and d["host"] == BOUND and d["proto"] == "https"
+    d = world.ctl.wait_event("network.secret", since=mark, secret="api-key", verdict="substituted")
+    assert d["host"] == BOUND and d["proto"] == "https"
+    d = world.ctl.wait_event("network.secret", since=mark, secret="api-key", verdict="not-substituted")
+    assert d["reason"] == "header not bound"
     assert d["mode"] == "placeholder" and d["path"] == "/v1/models"
     assert VALUE_KEY not in json.dumps(world.ctl.events("network.secret"))
     allow = world.ctl.wait_event("network.allow", since=mark, host=BOUND)
@@ -370,21 +388,52 @@ def test_curl_as_the_guest(world):
     # connection for two URLs.
     if not shutil.which("curl"):
         pytest.skip("needs curl")
+    mark = world.ctl.mark()
     out = eh.run("curl", "-sS", "--cacert", world.certs.airlock_ca, "--resolve", f"{BOUND}:443:{SERVER_IP}",
-              "-H", f"X-Api-Key: {PH_KEY}", "-w", "\n%{http_version}\n",
+              "-H", f"X-Api-Key: {PH_KEY}", "-H", "Accept-Encoding: gzip", "-w", "\n%{http_version}\n",
               f"https://{BOUND}/v1/a", f"https://{BOUND}/v1/b", ns=NS_CLIENT).stdout
     lines = out.split("\n")
     assert lines[1] == lines[3] == "1.1", out
     for line in (lines[0], lines[2]):
-        assert [v for k, v in json.loads(line)["headers"] if k == "X-Api-Key"] == [VALUE_KEY]
+        got = json.loads(line)
+        assert [v for k, v in BY_ID[got["id"]]["headers"] if k == "X-Api-Key"] == [VALUE_KEY]
+        # The echo came back redacted (issue 17), and the request asked
+        # the server for an identity encoding.
+        assert [v for k, v in got["headers"] if k == "X-Api-Key"] == ["*" * len(VALUE_KEY)]
+        assert [v for k, v in BY_ID[got["id"]]["headers"] if k == "Accept-Encoding"] == ["identity"]
+    # One connection, two echoes: counted once each at its end.
+    d = world.ctl.wait_event("network.secret", since=mark, secret="api-key", verdict="redacted")
+    assert d["count"] == 2 and d["host"] == BOUND and VALUE_KEY not in json.dumps(d)
 
 
-def test_placeholder_to_a_host_without_binding_arrives_as_placeholder(world):
-    # Passthrough (the default): not intercepted at all.
+@pytest.fixture
+def passthrough(world):
+    world.set_policy(PASSTHROUGH_POLICY)
+    try:
+        yield
+    finally:
+        world.set_policy(POLICY)
+
+
+def test_placeholder_to_a_host_without_binding_arrives_as_placeholder(world, passthrough):
+    # "tls":"passthrough": not intercepted at all.
+    mark = world.ctl.mark()
     r = https(world, ECHO, path="/v1/models", headers=[("X-Api-Key", PH_KEY)])
     assert r.status == 200 and r.got("X-Api-Key") == [PH_KEY]
-    allow = world.ctl.wait_event("network.allow", host=ECHO)
-    assert allow["tls"] == "spliced" and allow["tls_reason"] is None
+    allow = world.ctl.wait_event("network.allow", since=mark, host=ECHO)
+    assert allow["tls"] == "spliced" and allow["tls_reason"] == "passthrough"
+
+
+def test_inspection_is_the_default(world):
+    # Issue 17: no "tls" in the policy: every allowed host is intercepted.
+    mark = world.ctl.mark()
+    r = https(world, ECHO, path="/v1/models", headers=[("X-Api-Key", PH_KEY)])
+    assert r.status == 200 and r.got("X-Api-Key") == [PH_KEY]
+    allow = world.ctl.wait_event("network.allow", since=mark, host=ECHO)
+    assert allow["tls"] == "intercepted" and allow["tls_reason"] == "inspect"
+    before = len(world.internet.received)
+    r = https(world, ECHO, path="/", host=FORBIDDEN_VHOST)
+    assert r.status == 421 and len(world.internet.received) == before
 
 
 def test_inspect_placeholder_to_another_host_raises_an_event(world, inspect):
@@ -466,8 +515,8 @@ def test_header_mode_and_method_restriction(world):
                                                         ("authorization", f"Bearer {PH_TOKEN}")])
     assert r.status == 200
     assert r.got("Authorization") == [f"Bearer {VALUE_TOKEN}"]
-    d = world.ctl.wait_event("network.secret", since=mark, secret="gh-token")
-    assert d["verdict"] == "substituted" and d["mode"] == "header" and d["header"] == "Authorization"
+    d = world.ctl.wait_event("network.secret", since=mark, secret="gh-token", verdict="substituted")
+    assert d["mode"] == "header" and d["header"] == "Authorization"
     # POST: the binding is for GET only.
     mark = world.ctl.mark()
     r = https(world, BOUND, method="POST", path="/anything", headers=[("Authorization", f"Bearer {PH_TOKEN}")],
@@ -624,8 +673,18 @@ def test_interception_without_a_ca_is_denied(world):
             https(world, BOUND, path="/v1/x")
         d = ctl2.wait_event("network.deny", host=BOUND)
         assert "no CA" in d["reason"]
-        # Not intercepted, so not concerned: still spliced.
+        # No binding and no explicit "tls": the default falls back to
+        # splicing without a CA, and says so (issue 17).
+        mark = ctl2.mark()
         assert https(world, ECHO, path="/").status == 200
+        allow = ctl2.wait_event("network.allow", since=mark, host=ECHO)
+        assert allow["tls"] == "spliced" and allow["tls_reason"] == "no-ca"
+        # An explicit "inspect" is refused without a CA.
+        assert ctl2.request({"op": "policy", "sandbox": SANDBOX, "policy": INSPECT_POLICY})["op"] == "ack"
+        with pytest.raises((ssl.SSLError, ConnectionResetError, OSError)):
+            https(world, ECHO, path="/")
+        d = ctl2.wait_event("network.deny", host=ECHO)
+        assert "no CA" in d["reason"]
         assert ctl2.request({"op": "remove", "sandbox": SANDBOX})["op"] == "ack"
     finally:
         proc.kill()

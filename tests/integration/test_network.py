@@ -14,8 +14,10 @@ or a connection arrive anywhere it must not).
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
+import tempfile
 import time
 
 import pytest
@@ -29,8 +31,15 @@ CURL = "curl -sS --max-time 20 --cacert /tmp/ca.pem"
 
 @pytest.fixture(scope="module")
 def netd(fakenet, tmp_path_factory):
+    # Issue 17: HTTPS is intercepted by default, so the gateway verifies the
+    # fake internet's servers: it trusts their CA (readable by nobody).
+    cadir = tempfile.mkdtemp(prefix="airlock-net-ca-")
+    os.chmod(cadir, 0o755)
+    ca = os.path.join(cadir, "ca.pem")
+    shutil.copy(fakenet.ca_cert, ca)
+    os.chmod(ca, 0o644)
     d = Daemon(tmp_path_factory.mktemp("airlockd-net"), netns=fakenet.host_ns,
-               extra_args=["--resolver", fakenet.resolver,
+               extra_args=["--resolver", fakenet.resolver, "--egress-ca", ca,
                            # the fake internet's hosts sit on documentation addresses
                            "--egress-public-cidr", "192.0.2.0/24", "--egress-public-cidr", "203.0.113.0/24"]).start()
     yield d
@@ -43,7 +52,11 @@ def sbx(netd, fakenet):
     sb = netd.api.create_ok(template="base", vcpus=1, memory_mib=512,
                             network={"allow": [fn.WWW_ALLOWED]})
     sid = sb["id"]
-    r = netd.api.request("PUT", f"/v1/sandboxes/{sid}/files?path=/tmp/ca.pem", raw=fakenet.ca_pem.encode())
+    # The guest trusts the Airlock CA (intercepted HTTPS, the default) and
+    # the fake internet's (a "tls":"passthrough" policy's spliced HTTPS).
+    airlock_ca = netd.api.request("GET", "/v1/ca").raw.decode()
+    r = netd.api.request("PUT", f"/v1/sandboxes/{sid}/files?path=/tmp/ca.pem",
+                         raw=(airlock_ca + fakenet.ca_pem).encode())
     assert r.status in (200, 201, 204), r
     yield sid
     netd.api.delete(sid)

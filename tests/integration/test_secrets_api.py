@@ -319,10 +319,21 @@ def test_set_list_inspect_rm_never_show_the_value(api, daemon):
         assert p.returncode == 0, p
     finally:
         os.unlink(f.name)
-    # Usage errors: no host, --format without --header, an empty value.
+    # Placeholder mode's header fields (issue 17): --in-header, repeatable.
+    p = subprocess.run(cli + ["secret", "set", "cli-three", "--host", "cli.example", "--in-header", "X-Api-Key",
+                              "--in-header", "Cookie"], input=v1.encode(), capture_output=True, timeout=60)
+    assert p.returncode == 0, p
+    p = subprocess.run(cli + ["secret", "inspect", "cli-three", "--json"], capture_output=True, timeout=60)
+    assert p.returncode == 0 and json.loads(p.stdout)["headers"] == ["X-Api-Key", "Cookie"], p
+    p = subprocess.run(cli + ["secret", "inspect", "cli-three"], capture_output=True, timeout=60)
+    assert b"replaced in X-Api-Key Cookie" in p.stdout, p
+    assert subprocess.run(cli + ["secret", "rm", "cli-three"], capture_output=True, timeout=60).returncode == 0
+    # Usage errors: no host, --format without --header, an empty value,
+    # --in-header with --header.
     for args, inp in ((["secret", "set", "z"], b"v"), (["secret", "set", "z", "--host", "a.example",
                                                          "--format", "{value}"], b"v"),
-                      (["secret", "set", "z", "--host", "a.example"], b"\n")):
+                      (["secret", "set", "z", "--host", "a.example"], b"\n"),
+                      (["secret", "set", "z", "--host", "a.example", "--header", "A", "--in-header", "B"], b"v")):
         p = subprocess.run(cli + args, input=inp, capture_output=True, timeout=60)
         assert p.returncode != 0, p
     p = subprocess.run(cli + ["secret", "rm", "cli-one", "cli-two", "nope"], capture_output=True, timeout=60)
@@ -473,9 +484,10 @@ def test_placeholders_lifecycle_and_what_the_gateway_gets(api, daemon, gw):
     assert set(got) == {"one", "two"}, got
     assert got["one"] == {"secret": "one", "placeholder": pa["TOKEN_ONE"], "value_sha256": sha(v1),
                           "hosts": ["api.example.com"], "paths": ["/v1/"], "methods": ["GET"],
-                          "header": "Authorization", "format": "Bearer {value}"}, got["one"]
+                          "header": "Authorization", "format": "Bearer {value}", "headers": None}, got["one"]
     assert got["two"]["placeholder"] == pa["TOKEN_TWO"] and got["two"]["value_sha256"] == sha(v2)
     assert got["two"]["header"] is None and got["two"]["format"] is None and got["two"]["paths"] == []
+    assert got["two"]["headers"] == ["Authorization"]  # placeholder mode's default (issue 17)
     assert {x["placeholder"] for x in gw.messages("add", b["id"])[0]["bindings"]} == set(pb.values())
 
     # Rotation: both sandboxes get the new value before the answer; the placeholders stay.

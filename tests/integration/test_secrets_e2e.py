@@ -41,7 +41,7 @@ def world(fakenet, tmp_path_factory):
                            "--egress-public-cidr", "192.0.2.0/24", "--egress-public-cidr", "203.0.113.0/24"]).start()
     api = d.api
     r = api.request("POST", "/v1/secrets", body={"name": "tok", "value": VALUE_TOK, "hosts": [fn.WWW_ALLOWED],
-                                                 "paths": ["/v1/"]})
+                                                 "paths": ["/v1/"], "headers": ["X-Key"]})
     assert r.status == 201, r
     r = api.request("POST", "/v1/secrets", body={"name": "api", "value": VALUE_API, "hosts": [fn.API_ALLOWED],
                                                  "header": "Authorization", "format": "Bearer {value}",

@@ -191,7 +191,8 @@ def world(secd):
     has `vsecret`; bearer tokens for tenants mallory (the attacker over TCP)
     and victim."""
     a = secd.api
-    for body in ({"name": "tok", "value": VALUE_TOK, "hosts": [fn.WWW_ALLOWED], "paths": ["/v1/"]},
+    for body in ({"name": "tok", "value": VALUE_TOK, "hosts": [fn.WWW_ALLOWED], "paths": ["/v1/"],
+                  "headers": ["X-Key"]},
                  {"name": "api", "value": VALUE_API, "hosts": [fn.API_ALLOWED], "header": "Authorization",
                   "format": "Bearer {value}", "methods": ["GET", "POST"]},
                  {"name": "vsecret", "value": VALUE_VICTIM, "hosts": [fn.WWW_ALLOWED], "tenant": "victim"}):

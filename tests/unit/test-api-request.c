@@ -364,9 +364,11 @@ static void test_create_network(void **state)
 	create_ok(body_str("{\"network\":{}}"), 0, &r);
 	assert_string_equal(r.network_json, "{\"allow\":[],\"deny\":[]}");
 	create_request_release(&r);
-	/* Issue 6: TLS inspection and pinned hosts; defaults are left out. */
+	/* Issue 6: TLS inspection and pinned hosts; an empty pinned list is
+	 * left out; issue 17: an explicit "tls" is kept (no "tls": inspect,
+	 * the default). */
 	create_ok(body_str("{\"network\":{\"tls\":\"passthrough\",\"pinned\":[]}}"), 0, &r);
-	assert_string_equal(r.network_json, "{\"allow\":[],\"deny\":[]}");
+	assert_string_equal(r.network_json, "{\"allow\":[],\"deny\":[],\"tls\":\"passthrough\"}");
 	create_request_release(&r);
 	create_ok(body_str("{\"network\":{\"tls\":\"inspect\",\"pinned\":[\"*.bank.example\"],\"allow\":[\"a.b\"]}}"),
 	          0, &r);

@@ -49,6 +49,8 @@ static const char *errno_name(int r)
 		return "E2BIG";
 	case -EOPNOTSUPP:
 		return "EOPNOTSUPP";
+	case -ENOMSG:
+		return "ENOMSG";
 	default:
 		return "other";
 	}
@@ -157,8 +159,8 @@ static const struct stream_case cases[] = {
     {"GET HTTPS://a.example:443 HTTP/1.1\r\nHost: a.example:443\r\n\r\n", 0,
      "H GET HTTPS://a.example:443 a.example:443 1 none ka;B0;E;ok", ""},
     {"OPTIONS * HTTP/1.1\r\nHost: a\r\n\r\n", 0, "H OPTIONS * a 1 none ka;B0;E;ok", ""},
-    {"PUT /f HTTP/1.1\r\nHost: a\r\nExpect: 100-Continue\r\nContent-Length: 2\r\n\r\nhi", 0,
-     "H PUT /f a 3 cl=2 ka;B2;E;ok", "hi"},
+    {"PUT /f HTTP/1.1\r\nHost: a\r\nContent-Length: 2\r\n\r\nhi", 0, "H PUT /f a 2 cl=2 ka;B2;E;ok", "hi"},
+    {"GET / HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\n\r\n", 0, "H GET / a 2 cl=0 ka;B0;E;ok", ""},
     {HDR("X-Empty:\r\nX-Obs: caf\xc3\xa9"), 0, "H GET / a 3 none ka;B0;E;ok", ""},
     {POST_CL("9223372036854775807"), 0, "H POST / a 2 cl=9223372036854775807 ka;B0;more", ""},
     /* ---- valid: keep-alive and pipelining */
@@ -268,8 +270,17 @@ static const struct stream_case cases[] = {
     {HDR("Upgrade: h2c"), 0, "EOPNOTSUPP", ""},
     {HDR("Connection: upgrade"), 0, "EOPNOTSUPP", ""},
     {HDR("HTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA"), 0, "EOPNOTSUPP", ""},
-    {HDR("Expect: 100-continue, x"), 0, "EOPNOTSUPP", ""},
-    {HDR("Expect: 200-ok"), 0, "EOPNOTSUPP", ""},
+    {HDR("Expect: 100-continue, x"), 0, "ENOMSG", ""},
+    {HDR("Expect: 200-ok"), 0, "ENOMSG", ""},
+    /* ---- request hiding (issue 17): Expect, bodies on GET and HEAD */
+    {"PUT /f HTTP/1.1\r\nHost: a\r\nExpect: 100-Continue\r\nContent-Length: 2\r\n\r\nhi", 0, "ENOMSG", ""},
+    {"PUT /f HTTP/1.1\r\nHost: a\r\nexpect: 100-continue\r\nContent-Length: 2\r\n\r\nhi", 0, "ENOMSG", ""},
+    {"GET / HTTP/1.1\r\nHost: a\r\nContent-Length: 41\r\n\r\nGET /admin HTTP/1.1\r\nHost: other\r\n\r\n", 0, "EBADMSG",
+     ""},
+    {"get / HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\n\r\nx", 0, "EBADMSG", ""},
+    {"HEAD / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 0, "EBADMSG", ""},
+    {"GET / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 0, "EBADMSG", ""},
+    {"HEAD / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\nhello", 0, "EBADMSG", ""},
     /* ---- chunk sizes and extensions */
     {POST_TE "-1\r\n", 0, "H POST / a 2 chunked ka;B0;EBADMSG", ""},
     {POST_TE " 5\r\nhello\r\n0\r\n\r\n", 0, "H POST / a 2 chunked ka;B0;EBADMSG", ""},
@@ -356,7 +367,7 @@ static void test_head_fields(void **state)
 	assert_null(egress_http1_parser_head(p));
 	assert_true(egress_http1_parser_idle(p));
 	const char *s = "POST http://a.example/v1/x?k=v HTTP/1.1\r\nhost: a.example\r\nX-Raw:\t spaced  value \t\r\n"
-	                "Content-Length: 4\r\nExpect: 100-continue\r\n\r\nbody";
+	                "Content-Length: 4\r\nX-Last: 1\r\n\r\nbody";
 	size_t used;
 	const struct egress_http1_head *h = parse_one(p, s, &used);
 	assert_int_equal(used, strlen(s) - 4);
@@ -372,7 +383,6 @@ static void test_head_fields(void **state)
 	assert_int_equal(h->request_line.len, strlen("POST http://a.example/v1/x?k=v HTTP/1.1"));
 	assert_int_equal(h->framing, EGRESS_HTTP1_LENGTH);
 	assert_int_equal(h->content_length, 4);
-	assert_true(h->expect_continue);
 	assert_true(h->keep_alive);
 	assert_int_equal(h->n_fields, 4);
 	const struct egress_http1_field *f = &h->fields[1];
@@ -673,10 +683,14 @@ static void test_rewrite_remove_add(void **state)
 	rewrite_ok(raw, &none, raw);
 }
 
+/* The fields the test substitutions name (issue 17: only those). */
+static const char *const subst_fields[] = {"Authorization", "X-Two", "X-Mid", "X", "Cookie"};
+#define SF subst_fields, 5
+
 static void test_rewrite_placeholders(void **state)
 {
 	(void)state;
-	const struct egress_http1_subst subst[] = {{"PH_123", 6, "s3cr3t", 6}};
+	const struct egress_http1_subst subst[] = {{"PH_123", 6, "s3cr3t", 6, SF}};
 	const struct egress_http1_rewrite rw = {.subst = subst, .n_subst = 1};
 	/* in several fields, several times in one value, at the edges */
 	rewrite_ok("GET / HTTP/1.1\r\nHost: a\r\nAuthorization: Bearer PH_123\r\nX-Two: PH_123PH_123 and PH_123\r\n"
@@ -696,9 +710,24 @@ static void test_rewrite_placeholders(void **state)
 	rewrite_ok("GET http://PH_123.example/ HTTP/1.1\r\nHost: PH_123.example\r\n\r\n", &rw,
 	           "GET http://PH_123.example/ HTTP/1.1\r\nHost: PH_123.example\r\n\r\n");
 
+	/* SECURITY (issue 17): only in the fields named (any case), never in
+	 * others a server may echo back (Origin, Referer, custom ones) */
+	rewrite_ok("GET / HTTP/1.1\r\nHost: a\r\nOrigin: PH_123\r\nauthorization: PH_123\r\nReferer: /PH_123\r\n"
+	           "X-Forwarded-For: PH_123\r\nX_Two: PH_123\r\nX-Twox: PH_123\r\n\r\n",
+	           &rw,
+	           "GET / HTTP/1.1\r\nHost: a\r\nOrigin: PH_123\r\nauthorization: s3cr3t\r\nReferer: /PH_123\r\n"
+	           "X-Forwarded-For: PH_123\r\nX_Two: PH_123\r\nX-Twox: PH_123\r\n\r\n");
+	const char *const only_auth[] = {"Authorization"};
+	const struct egress_http1_subst auth[] = {{"PH_123", 6, "s3cr3t", 6, only_auth, 1}};
+	const struct egress_http1_rewrite rw_auth = {.subst = auth, .n_subst = 1};
+	rewrite_ok("GET / HTTP/1.1\r\nHost: a\r\nX: PH_123\r\nAuthorization: Bearer PH_123\r\nCookie: PH_123\r\n\r\n",
+	           &rw_auth,
+	           "GET / HTTP/1.1\r\nHost: a\r\nX: PH_123\r\nAuthorization: Bearer s3cr3t\r\nCookie: PH_123\r\n\r\n");
+
 	/* several secrets; replacements are not scanned again; the first
 	 * substitution that matches wins */
-	const struct egress_http1_subst two[] = {{"PH_A", 4, "PH_B", 4}, {"PH_B", 4, "v-b", 3}, {"PH_", 3, "z", 1}};
+	const struct egress_http1_subst two[] = {
+	    {"PH_A", 4, "PH_B", 4, SF}, {"PH_B", 4, "v-b", 3, SF}, {"PH_", 3, "z", 1, SF}};
 	const struct egress_http1_rewrite rw2 = {.subst = two, .n_subst = 3};
 	rewrite_ok("GET / HTTP/1.1\r\nHost: a\r\nX: PH_A PH_B PH_C\r\n\r\n", &rw2,
 	           "GET / HTTP/1.1\r\nHost: a\r\nX: PH_B v-b zC\r\n\r\n");
@@ -728,11 +757,11 @@ static void test_rewrite_refusals(void **state)
 	/* the output limit: a value too big for it */
 	static char secret[EGRESS_HTTP1_VALUE_MAX + 1];
 	memset(secret, 'S', EGRESS_HTTP1_VALUE_MAX);
-	const struct egress_http1_subst huge[] = {{"PH", 2, secret, EGRESS_HTTP1_VALUE_MAX}};
+	const struct egress_http1_subst huge[] = {{"PH", 2, secret, EGRESS_HTTP1_VALUE_MAX, SF}};
 	const struct egress_http1_rewrite rw_huge = {.subst = huge, .n_subst = 1};
 	rewrite_fails(in, &rw_huge, sizeof(out), -E2BIG, secret);
 	/* ... and a small buffer */
-	const struct egress_http1_subst small[] = {{"PH", 2, "s3cr3t-value", 12}};
+	const struct egress_http1_subst small[] = {{"PH", 2, "s3cr3t-value", 12, SF}};
 	const struct egress_http1_rewrite rw_small = {.subst = small, .n_subst = 1};
 	rewrite_fails(in, &rw_small, 60, -E2BIG, "s3cr3t-value");
 	cleanup_egress_http1_parser struct egress_http1_parser *p = egress_http1_parser_new();
@@ -742,7 +771,7 @@ static void test_rewrite_refusals(void **state)
 	assert_int_equal(n, strlen(in) + 16 * 10);
 	explicit_bzero(out, n);
 	/* a value longer than any line may be */
-	const struct egress_http1_subst over[] = {{"PH", 2, secret, EGRESS_HTTP1_VALUE_MAX + 1}};
+	const struct egress_http1_subst over[] = {{"PH", 2, secret, EGRESS_HTTP1_VALUE_MAX + 1, SF}};
 	secret[EGRESS_HTTP1_VALUE_MAX] = 'S';
 	const struct egress_http1_rewrite rw_over = {.subst = over, .n_subst = 1};
 	rewrite_fails(in, &rw_over, sizeof(out), -EINVAL, NULL);
@@ -752,7 +781,7 @@ static void test_rewrite_refusals(void **state)
 	    "s3cr3t\r\nX-Evil: 1", "s3cr3t\n", "s3\0cr3t", " s3cr3t", "s3cr3t\t", "s3\x7f"};
 	for (size_t i = 0; i < ARRAY_SIZE(bad_values); i++) {
 		size_t vlen = i == 2 ? 7 : strlen(bad_values[i]);
-		const struct egress_http1_subst s[] = {{"PH", 2, bad_values[i], vlen}};
+		const struct egress_http1_subst s[] = {{"PH", 2, bad_values[i], vlen, SF}};
 		const struct egress_http1_rewrite rw = {.subst = s, .n_subst = 1};
 		rewrite_fails(in, &rw, sizeof(out), -EINVAL, "s3");
 		const struct egress_http1_field_add a[] = {{"Authorization", bad_values[i], vlen}};
@@ -772,12 +801,28 @@ static void test_rewrite_refusals(void **state)
 		rewrite_fails(in, &rwa, sizeof(out), -EINVAL, NULL);
 	}
 	/* placeholders: empty or too long */
-	const struct egress_http1_subst empty[] = {{"", 0, "v", 1}};
+	const struct egress_http1_subst empty[] = {{"", 0, "v", 1, SF}};
 	const struct egress_http1_rewrite rw_empty = {.subst = empty, .n_subst = 1};
 	rewrite_fails(in, &rw_empty, sizeof(out), -EINVAL, NULL);
-	const struct egress_http1_subst long_ph[] = {{secret, EGRESS_HTTP1_PLACEHOLDER_MAX + 1, "v", 1}};
+	const struct egress_http1_subst long_ph[] = {{secret, EGRESS_HTTP1_PLACEHOLDER_MAX + 1, "v", 1, SF}};
 	const struct egress_http1_rewrite rw_long = {.subst = long_ph, .n_subst = 1};
 	rewrite_fails(in, &rw_long, sizeof(out), -EINVAL, NULL);
+	/* the fields of a placeholder: none, a framing one, not a token, too many */
+	const struct egress_http1_subst nofield[] = {{"PH", 2, "v", 1, NULL, 0}};
+	const struct egress_http1_rewrite rw_nofield = {.subst = nofield, .n_subst = 1};
+	rewrite_fails(in, &rw_nofield, sizeof(out), -EINVAL, NULL);
+	const char *const framing[] = {"X", "Connection"};
+	const struct egress_http1_subst fr[] = {{"PH", 2, "v", 1, framing, 2}};
+	const struct egress_http1_rewrite rw_fr = {.subst = fr, .n_subst = 1};
+	rewrite_fails(in, &rw_fr, sizeof(out), -EINVAL, NULL);
+	const char *const notoken[] = {"X Y"};
+	const struct egress_http1_subst nt[] = {{"PH", 2, "v", 1, notoken, 1}};
+	const struct egress_http1_rewrite rw_nt = {.subst = nt, .n_subst = 1};
+	rewrite_fails(in, &rw_nt, sizeof(out), -EINVAL, NULL);
+	const char *const nine[] = {"A", "B", "C", "D", "E", "F", "G", "H", "I"};
+	const struct egress_http1_subst many[] = {{"PH", 2, "v", 1, nine, 9}};
+	const struct egress_http1_rewrite rw_many = {.subst = many, .n_subst = 1};
+	rewrite_fails(in, &rw_many, sizeof(out), -EINVAL, NULL);
 }
 
 int main(void)

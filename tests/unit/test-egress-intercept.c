@@ -345,6 +345,19 @@ static void test_bindings_parse_and_match(void **state)
 	assert_string_equal(g->header, "Authorization");
 	assert_string_equal(g->format, "Bearer {value}");
 	assert_int_equal(g->value_len, 5);
+	/* Placeholder mode without "headers": Authorization only (issue 17);
+	 * header mode: none. */
+	assert_int_equal(a->n_headers, 1);
+	assert_string_equal(a->headers[0], "Authorization");
+	assert_int_equal(g->n_headers, 0);
+	struct egress_bindings *hs =
+	    bindings_from("[{\"secret\":\"s1\",\"placeholder\":\"" PH_A "\",\"value\":\"v\",\"hosts\":[\"a.test\"],"
+	                  "\"headers\":[\"X-Api-Key\",\"cookie\"]}]");
+	const struct egress_binding *hb = egress_bindings_get(hs, 0);
+	assert_int_equal(hb->n_headers, 2);
+	assert_string_equal(hb->headers[0], "X-Api-Key");
+	assert_string_equal(hb->headers[1], "cookie");
+	egress_bindings_unref(hs);
 
 	struct policy_host h = host_of("API.Example.com.");
 	const char *secret = NULL;
@@ -424,6 +437,12 @@ static const struct refusal refusals[] = {
     {B(",\"header\":\"X-Key\",\"format\":\"{value}{value}\""), "\"format\""},
     {B(",\"header\":\"X-Key\",\"format\":\"a\\n{value}\""), "\"format\""},
     {B(",\"format\":\"Bearer {value}\""), "\"format\" needs a \"header\""},
+    {B(",\"headers\":[]"), "\"headers\" must name at least one"},
+    {B(",\"headers\":[\"Host\"]"), "headers[0] \"Host\" is not valid"},
+    {B(",\"headers\":[\"Bad Name\"]"), "headers[0]"},
+    {B(",\"headers\":\"Authorization\""), "\"headers\" must be"},
+    {B(",\"headers\":[\"A\",\"B\",\"C\",\"D\",\"E\",\"F\",\"G\",\"H\",\"I\"]"), "\"headers\" must be"},
+    {B(",\"header\":\"X-Key\",\"headers\":[\"X-Key\"]"), "\"headers\" only without"},
     {"[{\"secret\":\"s1\",\"placeholder\":\"" PH_A "\",\"value\":\"v\",\"hosts\":[\"a.test\"]},"
      "{\"secret\":\"s2\",\"placeholder\":\"" PH_A "\",\"value\":\"w\",\"hosts\":[\"b.test\"]}]",
      "same placeholder"},
@@ -533,9 +552,10 @@ static void test_policy_tls_and_pinned(void **state)
 	struct al_error err = {0};
 	struct egress_policy *p = policy_from("{\"allow\":[\"*.example.com\"]}", &err);
 	assert_non_null(p);
-	assert_int_equal(egress_policy_tls_mode(p), EGRESS_TLS_PASSTHROUGH);
+	/* Issue 17: no "tls" is the default (inspect when there is a CA). */
+	assert_int_equal(egress_policy_tls_mode(p), EGRESS_TLS_DEFAULT);
 	egress_policy_unref(p);
-	assert_int_equal(egress_policy_tls_mode(NULL), EGRESS_TLS_PASSTHROUGH);
+	assert_int_equal(egress_policy_tls_mode(NULL), EGRESS_TLS_DEFAULT);
 
 	p = policy_from("{\"allow\":[\"*.example.com\"],\"tls\":\"inspect\",\"pinned\":[\"bank.example.com\","
 	                "\"*.pinned.test\",\"port.test:443\",\"other.test:8443\"]}",
@@ -564,9 +584,11 @@ static void test_policy_tls_and_pinned(void **state)
 
 	p = policy_from("{\"tls\":\"passthrough\",\"pinned\":[]}", &err);
 	assert_non_null(p);
+	assert_int_equal(egress_policy_tls_mode(p), EGRESS_TLS_PASSTHROUGH);
 	egress_policy_unref(p);
 	p = policy_from("{\"tls\":null}", &err);
 	assert_non_null(p);
+	assert_int_equal(egress_policy_tls_mode(p), EGRESS_TLS_DEFAULT);
 	egress_policy_unref(p);
 
 	static const struct refusal bad[] = {

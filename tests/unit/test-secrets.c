@@ -299,6 +299,17 @@ static void test_request_table(void **state)
 	     "frames or routes"},
 	    {"{\"name\":\"gh\",\"value\":\"" VALUE "\",\"hosts\":[\"a.example\"],\"format\":\"Bearer {value}\"}",
 	     "format: needs header"},
+	    /* headers (placeholder mode, issue 17) */
+	    {"{\"name\":\"gh\",\"value\":\"" VALUE "\",\"hosts\":[\"a.example\"],\"headers\":[]}", "headers:"},
+	    {"{\"name\":\"gh\",\"value\":\"" VALUE "\",\"hosts\":[\"a.example\"],\"headers\":[\"Host\"]}",
+	     "frames or routes"},
+	    {"{\"name\":\"gh\",\"value\":\"" VALUE "\",\"hosts\":[\"a.example\"],\"headers\":[\"a b\"]}", "headers[0]"},
+	    {"{\"name\":\"gh\",\"value\":\"" VALUE "\",\"hosts\":[\"a.example\"],\"headers\":[\"X\",\"x\"]}", "twice"},
+	    {"{\"name\":\"gh\",\"value\":\"" VALUE
+	     "\",\"hosts\":[\"a.example\"],\"headers\":[\"A\",\"B\",\"C\",\"D\",\"E\",\"F\",\"G\",\"H\",\"I\"]}",
+	     "headers:"},
+	    {"{\"name\":\"gh\",\"value\":\"" VALUE "\",\"hosts\":[\"a.example\"],\"header\":\"A\",\"headers\":[\"A\"]}",
+	     "only without header"},
 	    {"{\"name\":\"gh\",\"value\":\"" VALUE
 	     "\",\"hosts\":[\"a.example\"],\"header\":\"A\",\"format\":\"Bearer\"}",
 	     "exactly once"},
@@ -353,7 +364,14 @@ static void test_request_canonical(void **state)
 	assert_int_equal(secret_request_parse(body, strlen(body), &r, &err), 0);
 	assert_string_equal(
 	    r.spec_json,
-	    "{\"format\":null,\"header\":null,\"hosts\":[\"api.github.com\"],\"methods\":[],\"paths\":[]}");
+	    "{\"format\":null,\"header\":null,\"headers\":[\"Authorization\"],\"hosts\":[\"api.github.com\"],"
+	    "\"methods\":[],\"paths\":[]}");
+	secret_request_release(&r);
+	/* Placeholder mode: the header fields it may be replaced in (issue 17). */
+	body = "{\"name\":\"gh\",\"value\":\"" VALUE "\",\"hosts\":[\"api.github.com\"],\"headers\":[\"X-Api-Key\","
+	       "\"Cookie\"]}";
+	assert_int_equal(secret_request_parse(body, strlen(body), &r, &err), 0);
+	assert_non_null(strstr(r.spec_json, "\"headers\":[\"X-Api-Key\",\"Cookie\"]"));
 	secret_request_release(&r);
 	/* Oversize body. */
 	cleanup_free char *huge = xmalloc(SECRET_BODY_MAX + 2);

@@ -131,6 +131,53 @@ static bool edge_space(const char *s, size_t len)
 	return len > 0 && (s[0] == ' ' || s[0] == '\t' || s[len - 1] == ' ' || s[len - 1] == '\t');
 }
 
+/* Placeholder mode (issue 17): the header fields the placeholder is
+ * replaced in, and nowhere else (an Origin or a custom header that a server
+ * echoes back must not carry the value). Default: Authorization. */
+static int parse_headers(json_t *j, const char *header, json_t *spec, struct al_error *err)
+{
+	json_t *hs = json_object_get(j, "headers");
+	if (!hs || json_is_null(hs)) {
+		if (!header)
+			json_object_set_new(spec, "headers", json_pack("[s]", SECRET_HEADERS_DEFAULT));
+		return 0;
+	}
+	if (header)
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+		                    "headers: only without header (with one, the value goes into that header alone)");
+	if (!json_is_array(hs) || json_array_size(hs) == 0 || json_array_size(hs) > SECRET_HEADERS_MAX)
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+		                    "headers: an array of 1 to %d header names the placeholder is replaced in "
+		                    "(default [\"" SECRET_HEADERS_DEFAULT "\"])",
+		                    SECRET_HEADERS_MAX);
+	json_t *out = json_array();
+	json_object_set_new(spec, "headers", out);
+	size_t i;
+	json_t *v;
+	json_array_foreach (hs, i, v) {
+		const char *name = json_string_value(v);
+		size_t len = json_string_length(v);
+		bool ok = name && !json_string_has_nul(v) && len >= 1 && len <= SECRET_HEADER_MAX;
+		for (size_t k = 0; ok && k < len; k++)
+			ok = tchar(name[k]);
+		if (!ok)
+			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+			                    "headers[%zu]: must be a header name (1 to %d token characters)", i,
+			                    SECRET_HEADER_MAX);
+		if (policy_header_reserved(name))
+			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+			                    "headers[%zu]: \"%s\" frames or routes the request; a secret cannot be put "
+			                    "there",
+			                    i, name);
+		for (size_t k = 0; k < i; k++)
+			if (!strcasecmp(json_string_value(json_array_get(out, k)), name))
+				return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "headers[%zu]: \"%s\" twice",
+				                    i, name);
+		json_array_append_new(out, json_stringn(name, len));
+	}
+	return 0;
+}
+
 static int parse_header_format(json_t *j, json_t *spec, struct al_error *err)
 {
 	const char *h, *f;
@@ -173,7 +220,7 @@ static int parse_header_format(json_t *j, json_t *spec, struct al_error *err)
 	}
 	json_object_set_new(spec, "header", h ? json_string(h) : json_null());
 	json_object_set_new(spec, "format", f ? json_string(f) : h ? json_string(POLICY_FORMAT_VALUE) : json_null());
-	return 0;
+	return parse_headers(j, h, spec, err);
 }
 
 static int parse_value(json_t *j, struct secret_request *r, struct al_error *err)
@@ -207,8 +254,8 @@ static int parse_value(json_t *j, struct secret_request *r, struct al_error *err
 
 static int parse_fields(json_t *j, struct secret_request *r, json_t *spec, struct al_error *err)
 {
-	static const char *const allowed[] = {"name",   "value",  "hosts",  "paths", "methods",
-	                                      "header", "format", "tenant", NULL};
+	static const char *const allowed[] = {"name",   "value",   "hosts",  "paths",  "methods",
+	                                      "header", "headers", "format", "tenant", NULL};
 	const char *name, *tenant;
 	int rc;
 	if ((rc = request_fields_check(j, allowed, err)) < 0 || (rc = json_field_string(j, "name", &name, err)) < 0)

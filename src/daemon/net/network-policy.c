@@ -143,12 +143,15 @@ int network_policy_parse(const json_t *in, char **ret_json, struct al_error *err
 	const char *mode = json_string_value(tls);
 	if (tls && !json_is_null(tls) && (!mode || (strcmp(mode, "passthrough") && strcmp(mode, "inspect"))))
 		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
-		                    "network.tls: \"passthrough\" (default: only hosts a secret is bound to are "
-		                    "intercepted) or \"inspect\" (every allowed TLS host is)");
+		                    "network.tls: \"inspect\" (every allowed TLS host is intercepted: Host = SNI on "
+		                    "every request; the default) or \"passthrough\" (only hosts a secret is bound to "
+		                    "are; not fronting-proof)");
 	cleanup_json json_t *out = json_pack("{sOsO}", "allow", allow, "deny", deny);
-	/* Defaults are left out, so that a policy has one spelling. */
-	if (mode && !strcmp(mode, "inspect"))
-		json_object_set_new(out, "tls", json_string("inspect"));
+	/* Issue 17: absent means the default (inspect). An explicit mode is
+	 * kept as given: "inspect" without a CA in the gateway is refused
+	 * where the default falls back to splicing (docs/egress.md). */
+	if (mode)
+		json_object_set_new(out, "tls", json_string(mode));
 	if (json_array_size(pinned) > 0)
 		json_object_set(out, "pinned", pinned);
 	char *text = json_dumps(out, JSON_COMPACT | JSON_SORT_KEYS);

@@ -463,6 +463,13 @@ json_t *secret_info_to_json(const struct secret_info *s)
 	json_t *h = json_object_get(spec, "header"), *f = json_object_get(spec, "format");
 	json_object_set_new(o, "header", json_is_string(h) ? json_incref(h) : json_null());
 	json_object_set_new(o, "format", json_is_string(f) ? json_incref(f) : json_null());
+	/* Placeholder mode: where it is replaced (a secret stored before
+	 * issue 17 has no list: the default). */
+	json_t *hs = json_object_get(spec, "headers");
+	json_object_set_new(o, "headers",
+	                    json_is_string(h)   ? json_null()
+	                    : json_is_array(hs) ? json_incref(hs)
+	                                        : json_pack("[s]", SECRET_HEADERS_DEFAULT));
 	json_object_set_new(o, "created_at", json_string(created));
 	json_object_set_new(o, "updated_at", json_string(updated));
 	return o;
@@ -578,7 +585,7 @@ int secret_bindings_resolve(const char *tenant, const char *bindings_json, json_
 		json_t *o = json_pack("{s:s, s:s}", "secret", name, "placeholder", ph);
 		json_object_set_new(o, "value", json_stringn_nocheck(value, len));
 		secret_wipe_free(value, len);
-		static const char *const fields[] = {"hosts", "paths", "methods", "header", "format"};
+		static const char *const fields[] = {"hosts", "paths", "methods", "header", "format", "headers"};
 		for (size_t k = 0; k < ARRAY_SIZE(fields); k++) {
 			json_t *v = json_object_get(spec, fields[k]);
 			json_object_set_new(o, fields[k], v ? json_incref(v) : json_null());

@@ -45,6 +45,8 @@ struct store;
 #define SECRET_PATHS_MAX 32
 #define SECRET_PATH_MAX 256
 #define SECRET_HEADER_MAX 64
+#define SECRET_HEADERS_MAX 8 /* placeholder mode: the header fields it may be replaced in (issue 17) */
+#define SECRET_HEADERS_DEFAULT "Authorization"
 #define SECRET_FORMAT_MAX 256
 #define SECRET_BODY_MAX (256u * 1024u) /* POST /v1/secrets */
 
