@@ -73,9 +73,15 @@ CATEGORIES = {
     "jail": "8. The jail",
     "fairness": "9. Egress fairness between tenants",
     "agent": "10. A hostile guest agent",
+    "ceiling": "11. Ceiling bypasses",
+    "requests": "12. Header reflection and request hiding",
+    "fronting": "13. Fronting under inspection",
+    "redaction": "14. Reflected-secret redaction",
+    "cp": "15. Copies out of a sandbox and terminal text",
+    "gateway": "16. The gateway's own jail",
 }
 
-MIN_ATTEMPTS = 120
+MIN_ATTEMPTS = 260
 
 RESULTS = []          # one dict per attempt, in the order they ran
 _KEYS = set()

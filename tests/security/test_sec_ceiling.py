@@ -68,7 +68,7 @@ def test_tenant_rules(tcp, fakenet):
             ("tenant-private-range", "10.0.0.0/8", "a tenant's create naming 10.0.0.0/8"),
             ("tenant-any-v4-ssh", "0.0.0.0/0:22", "a tenant's create naming 0.0.0.0/0:22"),
             ("tenant-any-v6", "::/0", "a tenant's create naming ::/0")):
-        with attempt("egress", f"ceiling-{name}", what):
+        with attempt("ceiling", f"ceiling-{name}", what):
             fakenet.clear_logs()
             n = count()
             r = mallory.request("POST", "/v1/sandboxes",
@@ -83,14 +83,14 @@ def test_tenant_rules(tcp, fakenet):
 # ------------------------------------------------------------------ the operator's socket, then a dial
 
 def test_operator_rules(api, sid, watch, fakenet):
-    with attempt("egress", "ceiling-put-metadata", "PUT .../network naming 169.254.169.254, then HTTP to it"):
+    with attempt("ceiling", "ceiling-put-metadata", "PUT .../network naming 169.254.169.254, then HTTP to it"):
         fakenet.clear_logs()
         put_refused(api, sid, "169.254.169.254")
         (rc, st), = su.curls(api, sid, [f"--max-time 5 http://{fn.META_IP}/latest/meta-data/"])
         assert st != 200
         no_trap(fakenet)
 
-    with attempt("egress", "ceiling-put-private-port", "PUT naming 10.1.2.3:7000, then TCP to the trap's echo port"):
+    with attempt("ceiling", "ceiling-put-private-port", "PUT naming 10.1.2.3:7000, then TCP to the trap's echo port"):
         fakenet.clear_logs()
         m = watch.mark()
         put_refused(api, sid, "10.1.2.3:7000")
@@ -107,12 +107,12 @@ def test_operator_rules(api, sid, watch, fakenet):
             ("ceiling-put-imds-v6", "[fd00:ec2::254]", "PUT naming AWS's IPv6 metadata address"),
             ("ceiling-put-metadata-name", "metadata.google.internal", "PUT naming the GCE metadata host name"),
             ("ceiling-put-loopback", "127.0.0.0/8", "PUT naming the loopback network")):
-        with attempt("egress", name, what):
+        with attempt("ceiling", name, what):
             fakenet.clear_logs()
             put_refused(api, sid, rule)
             no_trap(fakenet)
 
-    with attempt("egress", "ceiling-name-to-private", "an allowed name that resolves to the trap addresses (meta.allowed.test, private.allowed.test)"):
+    with attempt("ceiling", "ceiling-name-to-private", "an allowed name that resolves to the trap addresses (meta.allowed.test, private.allowed.test)"):
         su.set_policy(api, sid, allow=["*.allowed.test"])
         fakenet.clear_logs()
         m = watch.mark()
@@ -123,7 +123,7 @@ def test_operator_rules(api, sid, watch, fakenet):
         no_trap(fakenet)
         watch.nothing_left(m)
 
-    with attempt("egress", "ceiling-deny-only", "deny rules naming the host's networks are fine and open nothing"):
+    with attempt("ceiling", "ceiling-deny-only", "deny rules naming the host's networks are fine and open nothing"):
         fakenet.clear_logs()
         r = api.request("PUT", f"/v1/sandboxes/{sid}/network",
                         body={"allow": [fn.WWW_ALLOWED], "deny": ["169.254.169.254", "10.0.0.0/8", "0.0.0.0/0"]})
@@ -152,7 +152,7 @@ def test_startup_default_outside_ceiling(tmp_path, fakenet):
              "--network-policy naming the metadata address, default ceiling"),
             ("ceiling-default-metadata-in-net", {"allow": ["169.254.0.0/16"]}, {"allow": ["169.254.169.254:80"]},
              "--network-policy naming the metadata address inside a ceiling network without \"metadata\": true")):
-        with attempt("egress", name, what):
+        with attempt("ceiling", name, what):
             base = tmp_path / name
             base.mkdir()
             extra = ["--network-policy", _write(base / "policy.json", policy)]
@@ -177,7 +177,7 @@ def test_operator_ceiling_opens_its_network(tmp_path, fakenet):
     d.start()
     try:
         api = d.api
-        with attempt("egress", "ceiling-operator-net-metadata", "inside an operator ceiling of 10.1.2.0/24: 169.254.169.254 still refused"):
+        with attempt("ceiling", "ceiling-operator-net-metadata", "inside an operator ceiling of 10.1.2.0/24: 169.254.169.254 still refused"):
             r = api.request("POST", "/v1/sandboxes", body={"template": "base", "network": {"allow": ["169.254.169.254"]}})
             assert r.status == 403 and "10.1.2.0/24" in r.json["error"]["message"], r
         sb = api.create_ok(template="base", vcpus=1, memory_mib=384, network={"allow": [f"{fn.PRIVATE_IP}:{fn.TCP_ECHO_PORT}"]})

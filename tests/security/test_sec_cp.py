@@ -108,7 +108,7 @@ def only_dest(h):
 
 def test_source_ending_in_dotdot(secd, api, evil, host):
     sid = evil["sid"]
-    with attempt("files", "cp-dotdot-source", "airlock cp ID:/tmp/cpsrc/.. DEST (and /. ): the copy would land beside DEST"):
+    with attempt("cp", "cp-dotdot-source", "airlock cp ID:/tmp/cpsrc/.. DEST (and /. ): the copy would land beside DEST"):
         for src in ("/tmp/cpsrc/..", "/tmp/cpsrc/.", "/tmp/cpsrc/../"):
             p = cli(secd, "cp", f"{sid}:{src}", host["dest"])
             assert p.returncode != 0, (src, p.stdout, p.stderr)
@@ -131,7 +131,7 @@ def test_hostile_archive(secd, api, evil, host, mode):
             "absolute": "an entry with an absolute host path",
             "symlink": "a symlink to the destination's parent, then a file through it",
             "hardlink": "a hard link to a host file beside the destination"}[mode]
-    with attempt("files", f"cp-archive-{mode}", f"cp from a guest whose tar writes {what}"):
+    with attempt("cp", f"cp-archive-{mode}", f"cp from a guest whose tar writes {what}"):
         evil["set"](mode, aim)
         p = cli(secd, "cp", f"{sid}:/tmp/cpsrc", os.path.join(host["dest"], "copy"))
         for name in os.listdir(host["base"]):
@@ -154,13 +154,13 @@ def test_hostile_archive(secd, api, evil, host, mode):
 
 def test_archive_size_and_entry_bombs(secd, api, evil, host):
     sid = evil["sid"]
-    with attempt("files", "cp-archive-size-bomb", "an archive entry announcing 2 GiB: refused at its header (default --max-bytes 1 GiB)"):
+    with attempt("cp", "cp-archive-size-bomb", "an archive entry announcing 2 GiB: refused at its header (default --max-bytes 1 GiB)"):
         evil["set"]("big")
         p = cli(secd, "cp", f"{sid}:/tmp/cpsrc", os.path.join(host["dest"], "copy"))
         assert p.returncode != 0 and b"--max-bytes" in p.stderr, p.stderr
         assert not os.path.exists(os.path.join(host["dest"], "copy", "huge"))
         only_dest(host)
-    with attempt("files", "cp-archive-entry-bomb", "an archive of 3000 entries against --max-entries 1000"):
+    with attempt("cp", "cp-archive-entry-bomb", "an archive of 3000 entries against --max-entries 1000"):
         evil["set"]("count", "3000")
         p = cli(secd, "cp", "--max-entries", "1000", f"{sid}:/tmp/cpsrc", os.path.join(host["dest"], "copy2"))
         assert p.returncode != 0 and b"--max-entries" in p.stderr, p.stderr
@@ -175,7 +175,7 @@ def test_archive_size_and_entry_bombs(secd, api, evil, host):
 
 def test_file_longer_than_its_reported_size(secd, api, evil, host):
     sid = evil["sid"]
-    with attempt("files", "cp-file-past-its-size", "cp of a guest file that sends more than its stat said (/proc: size 0) "
+    with attempt("cp", "cp-file-past-its-size", "cp of a guest file that sends more than its stat said (/proc: size 0) "
                  "and of one over --max-bytes"):
         out = os.path.join(host["dest"], "status")
         p = cli(secd, "cp", f"{sid}:/proc/self/status", out)
@@ -197,7 +197,7 @@ BAD = (b"\x1b", b"\x07", b"\xc2\x9b", b"\x9b", b"\xe2\x80\xae")
 
 def test_terminal_escapes_from_the_guest(secd, api, attacker):
     sid = attacker["id"]
-    with attempt("files", "cli-escape-file-names", "file names with terminal escapes (OSC, CSI, C1, bidi, invalid UTF-8) in airlock fs ls"):
+    with attempt("cp", "cli-escape-file-names", "file names with terminal escapes (OSC, CSI, C1, bidi, invalid UTF-8) in airlock fs ls"):
         script = ("import os\nos.makedirs('/tmp/escdir', exist_ok=True)\n"
                   + "".join(f"open(b'/tmp/escdir/' + {n!r}, 'w').close()\n" for n in ESC_NAMES)
                   + f"os.symlink({ESC_NAMES[0]!r}, b'/tmp/escdir/link')\nprint('{{}}')\n")
@@ -209,7 +209,7 @@ def test_terminal_escapes_from_the_guest(secd, api, attacker):
         assert b"\\x1b]0;pwned\\x07title" in p.stdout and b"\\u202egpj.exe" in p.stdout, p.stdout
         p = cli(secd, "fs", "stat", sid, "/tmp/escdir/link")
         assert p.returncode == 0 and not any(bad in p.stdout for bad in BAD), p.stdout
-    with attempt("files", "cli-escape-process-and-errors", "a process command and a relayed guest error with escapes in airlock ps / exec"):
+    with attempt("cp", "cli-escape-process-and-errors", "a process command and a relayed guest error with escapes in airlock ps / exec"):
         r = api.request("POST", f"/v1/sandboxes/{sid}/processes",
                         body={"cmd": ["sh", "-c", "sleep 30", "\x1b]0;evil\x07\x1b[2J"], "tag": "esc"})
         assert r.status == 201, r

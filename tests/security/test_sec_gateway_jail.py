@@ -46,7 +46,7 @@ def uids_of_all_processes():
 
 def test_gateway_runs_as_a_uid_of_its_own(secd, attacker, peer):
     pid = gateway_pid(secd)
-    with attempt("jail", "gateway-uid", "the gateway's uid/gid is its own: not root, not nobody, not a VMM's (airlockd refuses those), no groups, "
+    with attempt("gateway", "gateway-uid", "the gateway's uid/gid is its own: not root, not nobody, not a VMM's (airlockd refuses those), no groups, "
                  "and no other process runs as it"):
         s = status(pid)
         uids, gids = set(s["Uid"].split()), set(s["Gid"].split())
@@ -72,7 +72,7 @@ def test_gateway_runs_as_a_uid_of_its_own(secd, attacker, peer):
 
 def test_gateway_privileges_and_seccomp(secd):
     pid = gateway_pid(secd)
-    with attempt("jail", "gateway-seccomp", "the gateway has a seccomp filter (mode 2) in every thread, no_new_privs, "
+    with attempt("gateway", "gateway-seccomp", "the gateway has a seccomp filter (mode 2) in every thread, no_new_privs, "
                  "no capabilities, and is not dumpable"):
         s = status(pid)
         assert s.get("Seccomp") == "2" and int(s.get("Seccomp_filters", "0")) >= 1, s.get("Seccomp")
@@ -113,7 +113,7 @@ for f in ("mem", "environ", "maps", "fd/3"):
         res[f] = e.errno
 print(json.dumps(res))
 '''
-    with attempt("jail", "gateway-ptrace-signal", "as a VMM's uid and as nobody: ptrace, signal, read /proc/PID/mem, "
+    with attempt("gateway", "gateway-ptrace-signal", "as a VMM's uid and as nobody: ptrace, signal, read /proc/PID/mem, "
                  "environ, maps and its control fd"):
         for uid in (vmm_uid, 65534):
             p = subprocess.run(["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "/usr/bin/python3",
@@ -139,13 +139,13 @@ def wait_gateway(secd, old, timeout_s=30):
 
 
 def test_forbidden_syscall_kills_the_gateway(secd, api, attacker):
-    with attempt("jail", "gateway-forbidden-syscall", "the gateway's filter kills it on a syscall outside the list "
+    with attempt("gateway", "gateway-forbidden-syscall", "the gateway's filter kills it on a syscall outside the list "
                  "(--check-seccomp calls ptrace under it, as its uid)"):
         p = subprocess.run(["setpriv", f"--reuid={EGRESS_UID}", f"--regid={EGRESS_UID}", "--clear-groups",
                             "--no-new-privs", EGRESS, "--check-seccomp"], capture_output=True, text=True, timeout=30)
         assert p.returncode == -signal.SIGSYS, (p.returncode, p.stderr)
         assert "calling ptrace" in p.stderr and "not enforced" not in p.stderr, p.stderr
-    with attempt("jail", "gateway-death-reported", "a gateway killed by SIGSYS: airlockd says it was its seccomp filter, "
+    with attempt("gateway", "gateway-death-reported", "a gateway killed by SIGSYS: airlockd says it was its seccomp filter, "
                  "restarts it, and the sandbox's network comes back"):
         old = gateway_pid(secd)
         log_before = len(secd.log(100000).splitlines())

@@ -122,7 +122,7 @@ def test_placeholder_only_where_its_binding_says(api, sid, attacker, fakenet, va
                       ("reflect-x-forwarded", f"X-Forwarded-For: {tok}"),
                       ("reflect-cookie", f"Cookie: session={tok}"),
                       ("reflect-custom-header", f"X-Debug-Echo: {tok}")):
-        with attempt("secrets", name, f"the placeholder in '{hdr.split(':')[0]}' (not the binding's X-Key) to "
+        with attempt("requests", name, f"the placeholder in '{hdr.split(':')[0]}' (not the binding's X-Key) to "
                                       "its bound host, whose echo would hand the value back"):
             fakenet.clear_logs()
             rc, body = curl(api, sid, f"-H \"X-Key: $TOK\" -H '{hdr}' {url}")
@@ -132,12 +132,12 @@ def test_placeholder_only_where_its_binding_says(api, sid, attacker, fakenet, va
             assert tok in header(r, field) and tok_v not in header(r, field), r
             assert header(r, "X-Key") == tok_v  # where the binding says: replaced
             assert tok_v not in body and api_v not in body
-    with attempt("secrets", "reflect-request-line", "the placeholder in the query string to its bound host"):
+    with attempt("requests", "reflect-request-line", "the placeholder in the query string to its bound host"):
         fakenet.clear_logs()
         rc, body = curl(api, sid, f"\"{url}?k=$TOK\"")
         r = received(fakenet, fn.WWW_ALLOWED, "/v1/echo-headers")[-1]
         assert tok in r["path"] and tok_v not in json.dumps(r), r
-    with attempt("secrets", "reflect-header-mode-elsewhere", "API's placeholder (header mode: Authorization) "
+    with attempt("requests", "reflect-header-mode-elsewhere", "API's placeholder (header mode: Authorization) "
                                                              "in X-Api and Cookie to its bound host"):
         fakenet.clear_logs()
         rc, body = curl(api, sid, f"-H \"X-Api: $API\" -H \"Cookie: a=$API\" https://{fn.API_ALLOWED}/echo-headers")
@@ -175,7 +175,7 @@ def test_requests_hidden_in_bodies_or_behind_expect(api, sid, fakenet):
                                               HIDDEN), 400),
     )
     for name, mode, what, data, status in cases:
-        with attempt("egress", name, what):
+        with attempt("requests", name, what):
             fakenet.clear_logs()
             r = raw(api, sid, mode, fn.ALLOWED_IP, fn.WWW_ALLOWED, data)
             assert r["handshake"] and r["statuses"] and r["statuses"][-1] == status, r
@@ -189,34 +189,34 @@ def test_requests_hidden_in_bodies_or_behind_expect(api, sid, fakenet):
 def test_fronting_under_inspection(api, sid, attacker, fakenet):
     su.set_policy(api, sid, allow=[fn.SUB_EXAMPLE])  # the default: no "tls"
     try:
-        with attempt("egress", "front-host-not-sni", "SNI sub.example.test (allowed), Host www.allowed.test (same "
+        with attempt("fronting", "front-host-not-sni", "SNI sub.example.test (allowed), Host www.allowed.test (same "
                                                      "server, not allowed now)"):
             fakenet.clear_logs()
             r = raw(api, sid, "tls", fn.ALLOWED_IP, fn.SUB_EXAMPLE, req("GET", "/", fn.WWW_ALLOWED,
                                                                            "Connection: close\r\n"))
             assert r["statuses"] == [421], r
             assert not fakenet.http_requests()
-        with attempt("egress", "front-absolute-form", "an absolute-form target naming www.other.test, Host the SNI"):
+        with attempt("fronting", "front-absolute-form", "an absolute-form target naming www.other.test, Host the SNI"):
             fakenet.clear_logs()
             r = raw(api, sid, "tls", fn.ALLOWED_IP, fn.SUB_EXAMPLE,
                     f"GET https://{fn.WWW_OTHER}/ HTTP/1.1\r\nHost: {fn.SUB_EXAMPLE}\r\n\r\n".encode())
             assert r["statuses"] == [400], r
             assert not fakenet.http_requests()
-        with attempt("egress", "front-h2-only-alpn", "ALPN h2 only, then the HTTP/2 preface with a request inside"):
+        with attempt("fronting", "front-h2-only-alpn", "ALPN h2 only, then the HTTP/2 preface with a request inside"):
             fakenet.clear_logs()
             preface = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
             r = raw(api, sid, "tls", fn.ALLOWED_IP, fn.SUB_EXAMPLE, preface, alpn="h2")
             assert r["handshake"] and r["alpn"] is None, r  # h2 is never negotiated
             assert r["statuses"] in ([], [400]), r
             assert not fakenet.http_requests()
-        with attempt("egress", "front-pipelined-other-host", "an allowed request, then a pipelined one for "
+        with attempt("fronting", "front-pipelined-other-host", "an allowed request, then a pipelined one for "
                                                              "www.allowed.test on the same connection"):
             fakenet.clear_logs()
             r = raw(api, sid, "tls", fn.ALLOWED_IP, fn.SUB_EXAMPLE,
                     req("GET", "/", fn.SUB_EXAMPLE) + req("GET", "/second", fn.WWW_ALLOWED, "Connection: close\r\n"))
             assert r["statuses"] == [200, 421], r
             assert [q["path"] for q in fakenet.http_requests()] == ["/"]
-        with attempt("egress", "front-ip-literal-sni", "an IP-literal SNI (the allowed server's address, allowed "
+        with attempt("fronting", "front-ip-literal-sni", "an IP-literal SNI (the allowed server's address, allowed "
                                                        "by an IP rule), Host www.other.test"):
             su.set_policy(api, sid, allow=[fn.SUB_EXAMPLE, fn.ALLOWED_IP])
             fakenet.clear_logs()
@@ -225,7 +225,7 @@ def test_fronting_under_inspection(api, sid, attacker, fakenet):
             assert not r["handshake"] or r["statuses"] in ([], [421]), r
             assert not fakenet.http_requests()
             su.set_policy(api, sid, allow=[fn.SUB_EXAMPLE])
-        with attempt("egress", "front-passthrough-default-gone", "no \"tls\" in the policy: the guest meets the "
+        with attempt("fronting", "front-passthrough-default-gone", "no \"tls\" in the policy: the guest meets the "
                                                                  "Airlock CA, the audit says intercepted"):
             r = raw(api, sid, "tls", fn.ALLOWED_IP, fn.SUB_EXAMPLE, req("GET", "/", fn.SUB_EXAMPLE,
                                                                            "Connection: close\r\n"))
@@ -250,14 +250,14 @@ def test_reflected_secrets_are_redacted(api, sid, attacker, fakenet, values):
              f"-H \"X-Key: $TOK\" https://{fn.WWW_ALLOWED}/v1/echo-records", tok_v),
             ("redact-header-mode-echo", "API's Authorization (header mode) echoed back by its bound host",
              f"-H \"Authorization: Bearer $API\" https://{fn.API_ALLOWED}/echo-chunked", api_v)):
-        with attempt("secrets", name, what):
+        with attempt("redaction", name, what):
             fakenet.clear_logs()
             rc, body = curl(api, sid, args)
             assert rc == 0, body
             got = fakenet.http_requests()
             assert value in json.dumps(got)  # the server did get (and echo) it
             assert value not in body and "*" * len(value) in body, body[-500:]
-    with attempt("secrets", "redact-gzip-asked", "the guest asks for gzip and the bound host compresses its echo "
+    with attempt("redaction", "redact-gzip-asked", "the guest asks for gzip and the bound host compresses its echo "
                                                  "anyway"):
         fakenet.clear_logs()
         rc, body = curl(api, sid, f"--compressed -H 'Accept-Encoding: gzip' -H \"X-Key: $TOK\" "
