@@ -373,32 +373,6 @@ const char *agent_json_get_cstring(json_t *v)
 	return s;
 }
 
-static const char *frame_type_name(uint8_t type)
-{
-	static const char *const names[] = {
-	    [AIRLOCK_FRAME_HELLO] = "HELLO",
-	    [AIRLOCK_FRAME_EXEC] = "EXEC",
-	    [AIRLOCK_FRAME_STDIN] = "STDIN",
-	    [AIRLOCK_FRAME_STDOUT] = "STDOUT",
-	    [AIRLOCK_FRAME_STDERR] = "STDERR",
-	    [AIRLOCK_FRAME_EXIT] = "EXIT",
-	    [AIRLOCK_FRAME_ERROR] = "ERROR",
-	    [AIRLOCK_FRAME_FILE_WRITE] = "FILE_WRITE",
-	    [AIRLOCK_FRAME_FILE_READ] = "FILE_READ",
-	    [AIRLOCK_FRAME_FILE_DATA] = "FILE_DATA",
-	    [AIRLOCK_FRAME_OK] = "OK",
-	    [AIRLOCK_FRAME_SHUTDOWN] = "SHUTDOWN",
-	    [AIRLOCK_FRAME_SIGNAL] = "SIGNAL",
-	    [AIRLOCK_FRAME_CREDIT] = "CREDIT",
-	    [AIRLOCK_FRAME_RESIZE] = "RESIZE",
-	    [AIRLOCK_FRAME_FILE_OP] = "FILE_OP",
-	    [AIRLOCK_FRAME_METRICS] = "METRICS",
-	    [AIRLOCK_FRAME_FREEZE] = "FREEZE",
-	    [AIRLOCK_FRAME_THAW] = "THAW",
-	};
-	return type < ARRAY_SIZE(names) && names[type] ? names[type] : "?";
-}
-
 /* Rejects a host frame. An ERROR is the last frame of its stream, so one
  * about a frame for a live stream goes to stream 0 (naming the stream) and
  * leaves that stream alone; otherwise it goes to the frame's own stream. */

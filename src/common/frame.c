@@ -30,6 +30,32 @@ static uint32_t get_be32(const uint8_t *p)
 	return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
 }
 
+const char *frame_type_name(uint8_t type)
+{
+	static const char *const names[] = {
+	    [AIRLOCK_FRAME_HELLO] = "HELLO",
+	    [AIRLOCK_FRAME_EXEC] = "EXEC",
+	    [AIRLOCK_FRAME_STDIN] = "STDIN",
+	    [AIRLOCK_FRAME_STDOUT] = "STDOUT",
+	    [AIRLOCK_FRAME_STDERR] = "STDERR",
+	    [AIRLOCK_FRAME_EXIT] = "EXIT",
+	    [AIRLOCK_FRAME_ERROR] = "ERROR",
+	    [AIRLOCK_FRAME_FILE_WRITE] = "FILE_WRITE",
+	    [AIRLOCK_FRAME_FILE_READ] = "FILE_READ",
+	    [AIRLOCK_FRAME_FILE_DATA] = "FILE_DATA",
+	    [AIRLOCK_FRAME_OK] = "OK",
+	    [AIRLOCK_FRAME_SHUTDOWN] = "SHUTDOWN",
+	    [AIRLOCK_FRAME_SIGNAL] = "SIGNAL",
+	    [AIRLOCK_FRAME_CREDIT] = "CREDIT",
+	    [AIRLOCK_FRAME_RESIZE] = "RESIZE",
+	    [AIRLOCK_FRAME_FILE_OP] = "FILE_OP",
+	    [AIRLOCK_FRAME_METRICS] = "METRICS",
+	    [AIRLOCK_FRAME_FREEZE] = "FREEZE",
+	    [AIRLOCK_FRAME_THAW] = "THAW",
+	};
+	return type < ARRAY_SIZE(names) && names[type] ? names[type] : "an unknown frame";
+}
+
 void frame_header_encode(const struct airlock_frame_header *h, uint8_t out[AIRLOCK_FRAME_HEADER_SIZE])
 {
 	out[0] = h->version;

@@ -10,6 +10,9 @@
 
 #include "airlock/proto.h"
 
+/* The frame type's name for messages ("EXEC"), or "an unknown frame". */
+const char *frame_type_name(uint8_t type);
+
 void frame_header_encode(const struct airlock_frame_header *h, uint8_t out[AIRLOCK_FRAME_HEADER_SIZE]);
 /* SECURITY: validates everything the header claims: -EPROTONOSUPPORT for a
  * foreign version, -EBADMSG for an unknown type or non-zero flags, -EMSGSIZE

@@ -619,32 +619,6 @@ static bool frame_fits_stream(const struct guest_stream *s, uint8_t type)
 	}
 }
 
-static const char *frame_name(uint8_t type)
-{
-	static const char *const names[] = {
-	    [AIRLOCK_FRAME_HELLO] = "HELLO",
-	    [AIRLOCK_FRAME_EXEC] = "EXEC",
-	    [AIRLOCK_FRAME_STDIN] = "STDIN",
-	    [AIRLOCK_FRAME_STDOUT] = "STDOUT",
-	    [AIRLOCK_FRAME_STDERR] = "STDERR",
-	    [AIRLOCK_FRAME_EXIT] = "EXIT",
-	    [AIRLOCK_FRAME_ERROR] = "ERROR",
-	    [AIRLOCK_FRAME_FILE_WRITE] = "FILE_WRITE",
-	    [AIRLOCK_FRAME_FILE_READ] = "FILE_READ",
-	    [AIRLOCK_FRAME_FILE_DATA] = "FILE_DATA",
-	    [AIRLOCK_FRAME_OK] = "OK",
-	    [AIRLOCK_FRAME_SHUTDOWN] = "SHUTDOWN",
-	    [AIRLOCK_FRAME_SIGNAL] = "SIGNAL",
-	    [AIRLOCK_FRAME_CREDIT] = "CREDIT",
-	    [AIRLOCK_FRAME_RESIZE] = "RESIZE",
-	    [AIRLOCK_FRAME_FILE_OP] = "FILE_OP",
-	    [AIRLOCK_FRAME_METRICS] = "METRICS",
-	    [AIRLOCK_FRAME_FREEZE] = "FREEZE",
-	    [AIRLOCK_FRAME_THAW] = "THAW",
-	};
-	return type < ARRAY_SIZE(names) && names[type] ? names[type] : "an unknown frame";
-}
-
 /* SECURITY: what is kept of a guest's EXIT/ERROR/OK object: its scalar
  * members only (every answer of the protocol is flat), at most
  * GUEST_RESULT_MEMBERS_MAX of them, strings cut at GUEST_RESULT_STRING_MAX
@@ -685,7 +659,7 @@ static int handle_result_locked(struct guest_channel *ch, struct guest_stream *s
                                 const uint8_t *payload)
 {
 	if (h->length > GUEST_RESULT_MAX)
-		return violation_locked(ch, s, "%s of %u bytes (the limit is %u)", frame_name(h->type), h->length,
+		return violation_locked(ch, s, "%s of %u bytes (the limit is %u)", frame_type_name(h->type), h->length,
 		                        GUEST_RESULT_MAX);
 	json_t *j = json_loadb((const char *)payload, h->length, 0, NULL);
 	uint8_t type = h->type;
@@ -713,7 +687,7 @@ static int handle_stray_locked(struct guest_channel *ch, const struct airlock_fr
 	}
 	ch->stray_budget = 0;
 	return violation_locked(ch, NULL, "%s for stream %u, which is not open, past the budget of late frames",
-	                        frame_name(h->type), h->stream);
+	                        frame_type_name(h->type), h->stream);
 }
 
 static int handle_stream0_locked(struct guest_channel *ch, const struct airlock_frame_header *h)
@@ -721,7 +695,7 @@ static int handle_stream0_locked(struct guest_channel *ch, const struct airlock_
 	/* Stream-0 ERRORs report a misused stream; nothing waits on them. */
 	ch->dropped_frames++;
 	if (h->type != AIRLOCK_FRAME_ERROR)
-		return violation_locked(ch, NULL, "%s on stream 0", frame_name(h->type));
+		return violation_locked(ch, NULL, "%s on stream 0", frame_type_name(h->type));
 	if (ch->errors_asked > 0)
 		ch->errors_asked--;
 	else if (++ch->unasked > GUEST_UNASKED_MAX)
@@ -742,7 +716,7 @@ static int handle_output_locked(struct guest_channel *ch, struct guest_stream *s
 	}
 	if (s->out_pending + h->length > AIRLOCK_OUTPUT_WINDOW)
 		return violation_locked(ch, s, "%s beyond the output window: %" PRIu64 " bytes not credited yet",
-		                        frame_name(h->type), s->out_pending + h->length);
+		                        frame_type_name(h->type), s->out_pending + h->length);
 	handle_data_locked(ch, s, h->type, payload, h->length);
 	return 0;
 }
@@ -759,7 +733,8 @@ int guest_channel_handle_frame(struct guest_channel *ch, const struct airlock_fr
 	else if (!s || s->done)
 		r = handle_stray_locked(ch, h);
 	else if (!frame_fits_stream(s, h->type))
-		r = violation_locked(ch, s, "%s on a stream opened with %s", frame_name(h->type), frame_name(s->type));
+		r = violation_locked(ch, s, "%s on a stream opened with %s", frame_type_name(h->type),
+		                     frame_type_name(s->type));
 	else if (h->type == AIRLOCK_FRAME_CREDIT) {
 		if (h->length != 4)
 			r = violation_locked(ch, s, "a CREDIT of %u bytes", h->length);
