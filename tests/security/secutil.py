@@ -857,3 +857,58 @@ def digs(api, sid, queries, timeout=120):
 
 
 pid_alive = itc.pid_alive
+
+
+class Responsiveness:
+    """Checks, in a loop on its own thread, that the peer sandbox answers
+    `echo ok` (and the daemon /healthz, unless healthz=False) within bound_s
+    while an attack runs; records the worst times. check() asserts them, or
+    leaving the block does (check_on_exit, when the block raised nothing)."""
+
+    def __init__(self, api, peer_id, bound_s, interval_s=0.5, healthz=True, check_on_exit=False):
+        self.api, self.peer, self.bound_s = api, peer_id, bound_s
+        self.interval_s, self.healthz, self.check_on_exit = interval_s, healthz, check_on_exit
+        self.worst_exec = self.worst_health = 0.0
+        self.failures = []
+        self.rounds = 0
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        while not self.stop.is_set():
+            t0 = time.monotonic()
+            try:
+                r = self.api.exec(self.peer, ["echo", "ok"], timeout_s=max(30, 3 * self.bound_s))
+                ok = r.status == 200 and r.json["stdout"] == "ok\n"
+            except OSError as e:
+                ok, r = False, e
+            t1 = time.monotonic()
+            h = True
+            if self.healthz:
+                try:
+                    h = self.api.request("GET", "/healthz", timeout=30).status == 200
+                except OSError:
+                    h = False
+            t2 = time.monotonic()
+            self.worst_exec = max(self.worst_exec, t1 - t0)
+            self.worst_health = max(self.worst_health, t2 - t1)
+            if not ok or not h:
+                self.failures.append((ok, h, repr(r)[:200]))
+            self.rounds += 1
+            self.stop.wait(self.interval_s)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        self.thread.join(90)
+        if self.check_on_exit and exc[0] is None:
+            self.check(min_rounds=1)
+
+    def check(self, min_rounds=2):
+        assert not self.failures, self.failures
+        assert self.rounds >= min_rounds, f"only {self.rounds} checks ran during the attack"
+        assert self.worst_exec < self.bound_s, f"the peer took {self.worst_exec:.1f} s to answer echo ok"
+        assert self.worst_health < self.bound_s, f"/healthz took {self.worst_health:.1f} s"

@@ -47,42 +47,10 @@ def rss_ok(secd, baseline):
         f"airlockd grew from {baseline // 1024} MiB to {now // 1024} MiB (cap: +{RSS_CAP_MIB} MiB)"
 
 
-class Peer:
-    """Checks on its own thread that the peer answers `echo ok` within
-    RESPONSIVE_S while an attack runs."""
-
-    def __init__(self, api, peer_id):
-        import threading
-        self.api, self.peer = api, peer_id
-        self.worst, self.failures, self.rounds = 0.0, [], 0
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self):
-        while not self.stop.is_set():
-            t0 = time.monotonic()
-            try:
-                r = self.api.exec(self.peer, ["echo", "ok"], timeout_s=60)
-                ok = r.status == 200 and r.json["stdout"] == "ok\n"
-            except OSError as e:
-                ok, r = False, e
-            self.worst = max(self.worst, time.monotonic() - t0)
-            if not ok:
-                self.failures.append(repr(r)[:200])
-            self.rounds += 1
-            self.stop.wait(0.3)
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.stop.set()
-        self.thread.join(90)
-        if exc[0] is None:
-            assert not self.failures, self.failures
-            assert self.rounds >= 1, "the peer was never checked"
-            assert self.worst < RESPONSIVE_S, f"the peer took {self.worst:.1f} s to answer echo ok"
+def Peer(api, peer_id):
+    """The peer answers `echo ok` within RESPONSIVE_S while an attack runs
+    (checked when the block ends without an exception)."""
+    return su.Responsiveness(api, peer_id, RESPONSIVE_S, interval_s=0.3, healthz=False, check_on_exit=True)
 
 
 def hostile_sandbox(api, startup=None):

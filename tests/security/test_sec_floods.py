@@ -11,7 +11,6 @@ DNS, and at the very end garbage on its own agent channel: an attempt of
 category 1, made here because it ends the sandbox)."""
 import json
 import os
-import threading
 import time
 
 import pytest
@@ -38,52 +37,8 @@ def flooder(secd):
     secd.api.delete(sb["id"])
 
 
-class Responsiveness:
-    """Checks, in a loop on its own thread, that the peer answers `echo ok`
-    and the daemon /healthz within RESPONSIVE_S; records the worst times."""
-
-    def __init__(self, api, peer_id):
-        self.api, self.peer = api, peer_id
-        self.worst_exec = self.worst_health = 0.0
-        self.failures = []
-        self.rounds = 0
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self):
-        while not self.stop.is_set():
-            t0 = time.monotonic()
-            try:
-                r = self.api.exec(self.peer, ["echo", "ok"], timeout_s=30)
-                ok = r.status == 200 and r.json["stdout"] == "ok\n"
-            except OSError as e:
-                ok, r = False, e
-            t1 = time.monotonic()
-            try:
-                h = self.api.request("GET", "/healthz", timeout=30).status == 200
-            except OSError:
-                h = False
-            t2 = time.monotonic()
-            self.worst_exec = max(self.worst_exec, t1 - t0)
-            self.worst_health = max(self.worst_health, t2 - t1)
-            if not ok or not h:
-                self.failures.append((ok, h, repr(r)[:200]))
-            self.rounds += 1
-            self.stop.wait(0.5)
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.stop.set()
-        self.thread.join(60)
-
-    def check(self, min_rounds=2):
-        assert not self.failures, self.failures
-        assert self.rounds >= min_rounds, f"only {self.rounds} checks ran during the flood"
-        assert self.worst_exec < RESPONSIVE_S, f"the peer took {self.worst_exec:.1f} s to answer echo ok"
-        assert self.worst_health < RESPONSIVE_S, f"/healthz took {self.worst_health:.1f} s"
+def Responsiveness(api, peer_id):
+    return su.Responsiveness(api, peer_id, RESPONSIVE_S)
 
 
 def start_bg(api, sid, script, timeout_s=60):
