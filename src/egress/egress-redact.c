@@ -602,6 +602,17 @@ void egress_redactor_finish(struct egress_redactor *r)
 	/* ... and so does an unfinished chunk-size line. */
 	if (!r->failed && r->st == RS_CHUNK_LINE && r->line_len > 0)
 		chunk_ext_mask(r, r->len);
+	/* SECURITY: an unfinished head is dropped, as a refused one is: it was
+	 * never checked to be a status line, and right after a Content-Length
+	 * body (whose short partial match went out at body_end) its first bytes
+	 * could complete a value. The guest's client sees the connection end
+	 * where a truncated head would have been an error to it anyway. */
+	if (!r->failed && r->st == RS_HEAD && r->head_len > 0) {
+		size_t keep = (size_t)(r->head_start - r->base);
+		explicit_bzero(r->buf + keep, r->len - keep);
+		r->len = keep;
+		r->head_len = 0;
+	}
 	if (!r->failed)
 		r->ready = r->len;
 }

@@ -85,7 +85,8 @@ size_t egress_redactor_room(const struct egress_redactor *r);
  */
 int egress_redactor_feed(struct egress_redactor *r, const uint8_t *data, size_t len, struct al_error *err);
 /* The server ended the stream: a held partial match of at least
- * EGRESS_REDACT_TAIL_MIN bytes is masked, and everything becomes ready. */
+ * EGRESS_REDACT_TAIL_MIN bytes is masked, an unfinished response head is
+ * dropped (never checked), and everything else becomes ready. */
 void egress_redactor_finish(struct egress_redactor *r);
 
 /* Bytes ready for the guest: *ret points at them (valid until the next
