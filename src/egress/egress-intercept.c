@@ -640,9 +640,14 @@ static int redact_prepare(struct icpt *ic, struct plan *pl, bool bound_host, boo
 			ic->redact_secret[idx] = xstrdup(b->secret);
 	}
 	if (!why && pl->n_sent > 0) {
-		if (pl->n_remove == EGRESS_HTTP1_REWRITE_OPS_MAX || pl->n_add == EGRESS_HTTP1_REWRITE_OPS_MAX)
+		if (pl->n_remove + 3 > EGRESS_HTTP1_REWRITE_OPS_MAX || pl->n_add == EGRESS_HTTP1_REWRITE_OPS_MAX)
 			why = "too many secrets apply";
 		else {
+			/* SECURITY: nor a range of it: the reflected value in
+			 * pieces shorter than the matcher can tell, one per
+			 * response, is the value. */
+			pl->remove[pl->n_remove++] = "Range";
+			pl->remove[pl->n_remove++] = "If-Range";
 			pl->remove[pl->n_remove++] = accept_encoding;
 			pl->add_value[pl->n_add] = xstrdup("identity");
 			pl->add[pl->n_add++] = (struct egress_http1_field_add){

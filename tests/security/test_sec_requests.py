@@ -265,5 +265,15 @@ def test_reflected_secrets_are_redacted(api, sid, attacker, fakenet, values):
         assert rc != 0 and tok_v not in body, (rc, body[-500:])
         r = received(fakenet, fn.WWW_ALLOWED, "/v1/echo-gzip")[-1]
         assert header(r, "Accept-Encoding") == "identity", r  # what the gateway asked for
+    with attempt("redaction", "redact-range-pieces", "the guest asks its bound echo host for a byte range (one "
+                                                   "piece of the reflected value per response, each too short "
+                                                   "to match)"):
+        fakenet.clear_logs()
+        rc, body = curl(api, sid, f"-H 'Range: bytes=0-4' -H 'If-Range: x' -H \"X-Key: $TOK\" "
+                                  f"https://{fn.WWW_ALLOWED}/v1/echo-headers")
+        assert rc == 0 and tok_v not in body, (rc, body[-500:])
+        r = received(fakenet, fn.WWW_ALLOWED, "/v1/echo-headers")[-1]
+        assert header(r, "Range") is None and header(r, "If-Range") is None, r
+        assert header(r, "X-Key") == tok_v, r  # the request did carry the value
     ev = [e["data"] for e in events(api, sid, "network.secret") if e["data"].get("verdict") == "redacted"]
     assert ev and all(e["count"] >= 1 for e in ev), ev
