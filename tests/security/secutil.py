@@ -878,7 +878,7 @@ class Responsiveness:
         while not self.stop.is_set():
             t0 = time.monotonic()
             try:
-                r = self.api.exec(self.peer, ["echo", "ok"], timeout_s=max(30, 3 * self.bound_s))
+                r = self.api.exec(self.peer, ["echo", "ok"], timeout_s=int(max(30, 3 * self.bound_s)))
                 ok = r.status == 200 and r.json["stdout"] == "ok\n"
             except OSError as e:
                 ok, r = False, e
