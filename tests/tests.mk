@@ -285,7 +285,14 @@ test-kvm:
 	@MAKE="$(MAKE)" PYTEST="$(PYTEST)" PYTEST_ARGS="$(PYTEST_ARGS)" BUILD="$(BUILD)" scripts/test-kvm.sh
 
 # ---------------------------------------------------------------- integration
-integration: all images-all
+# airlockd with its crash points armed (src/daemon/obs/crash-point.h), in a
+# build dir of its own, for tests/integration/test_crash_points.py: never
+# installed, never the airlockd of another test.
+.PHONY: crash-build
+crash-build:
+	@$(MAKE) --no-print-directory BUILD=$(BUILD)/crash CFLAGS=-DAIRLOCK_CRASH_POINTS $(BUILD)/crash/airlockd
+
+integration: all images-all crash-build
 	@echo "integration: accelerator $${AIRLOCK_TEST_ACCEL:-tcg} (AIRLOCK_TEST_ACCEL; make kvm-pass runs on KVM where it works)"
 	$(PYTEST) -v $(PYTEST_ARGS) tests/integration
 

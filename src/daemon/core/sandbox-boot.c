@@ -134,6 +134,8 @@ static int restore_finish(struct sandbox *sb, const struct vmm_config *vc, uint6
 {
 	int r = sb_cfg->vmm->wait_incoming(vc, deadline, err);
 	if (r == 0)
+		crash_point("restore.loaded");
+	if (r == 0)
 		r = sb_cfg->vmm->resume(vc, err);
 	/* A restored guest has no connection of its own: opened now it runs. */
 	if (r == 0 && !sb->ch)

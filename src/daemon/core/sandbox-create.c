@@ -237,6 +237,10 @@ static int create_started(const struct create_request *req, const char *tenant, 
 	};
 	if (req->cold_boot)
 		strlcpy_al(rec.boot_path, "cold", sizeof(rec.boot_path));
+	/* Only a fork restores an internal snapshot: until the fork is done,
+	 * a restart deletes this sandbox (sandbox_fork). */
+	if (from && from->internal)
+		strlcpy_al(rec.fork_of, from->id, sizeof(rec.fork_of));
 	new_id(rec.id);
 	strlcpy_al(rec.tenant, tenant ? tenant : req->tenant[0] ? req->tenant : TENANT_DEFAULT, sizeof(rec.tenant));
 	/* Bindings only for what this request grants: a restore or fork never
@@ -269,6 +273,7 @@ static int create_started(const struct create_request *req, const char *tenant, 
 		sandbox_unref(sb);
 		return r;
 	}
+	crash_point("create.inserted");
 	events_emit("sandbox.state", sb->rec.tenant, sb->rec.id, json_pack("{s:s}", "state", "creating"));
 	log_info("sandbox %s: creating (template %s, %u vCPU, %u MiB, %s/%s%s%s)", sb->rec.id, sb->rec.template_name,
 	         sb->rec.vcpus, sb->rec.memory_mib, sb->rec.backend, sb->rec.accel, from ? ", from snapshot " : "",

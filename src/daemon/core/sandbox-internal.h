@@ -17,6 +17,7 @@
 #include <pthread.h>
 
 #include "cpu-wait.h"
+#include "crash-point.h"
 #include "netns.h"
 #include "sandbox.h"
 #include "snapshot.h"

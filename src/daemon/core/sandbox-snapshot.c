@@ -189,8 +189,12 @@ int sandbox_snapshot(const char *id, const char *tenant, const char *name, bool 
 		r = snapshot_write(sb, &vc, tmp_dir, err);
 	if (r == 0)
 		r = snapshot_describe(tmp_dir, &info, err);
+	if (r == 0)
+		crash_point("snapshot.written");
 	if (r == 0 && rename(tmp_dir, final_dir) < 0)
 		r = al_error_set(err, AL_ERR_INTERNAL, errno, "cannot publish the snapshot: %m");
+	if (r == 0)
+		crash_point("snapshot.published");
 	if (r == 0 && (r = snapshot_insert(&info, err)) < 0)
 		rm_rf(final_dir);
 	if (r < 0)
@@ -237,6 +241,30 @@ int sandbox_snapshot(const char *id, const char *tenant, const char *name, bool 
 
 #define FORK_MAX 16
 
+/* The fork's copies (recs, count) are all there: they stop naming its
+ * snapshot, in memory and in the store at once (one transaction), with
+ * every copy's lock held so that no other write of a record comes between. */
+static int fork_finish(const struct snapshot_info *snap, struct sandbox_record *recs, unsigned count,
+                       struct al_error *err)
+{
+	struct sandbox **kids = xcalloc(count, sizeof(*kids));
+	for (unsigned i = 0; i < count; i++)
+		if ((kids[i] = sb_registry_find(recs[i].id)))
+			pthread_mutex_lock(&kids[i]->lock);
+	int r = store_fork_finish(sb_cfg->store, snap->id, err);
+	for (unsigned i = 0; i < count; i++) {
+		recs[i].fork_of[0] = '\0';
+		if (!kids[i])
+			continue;
+		if (r == 0)
+			kids[i]->rec.fork_of[0] = '\0';
+		pthread_mutex_unlock(&kids[i]->lock);
+		sandbox_unref(kids[i]);
+	}
+	free(kids);
+	return r;
+}
+
 int sandbox_fork(const char *id, const char *tenant, const struct tenant_quota *quota, unsigned count,
                  const struct kv_list *grants, struct sandbox_record **ret, struct al_error *err)
 {
@@ -248,6 +276,7 @@ int sandbox_fork(const char *id, const char *tenant, const struct tenant_quota *
 	int r = sandbox_snapshot(id, tenant, name, true, &snap, err);
 	if (r < 0)
 		return r;
+	crash_point("fork.snapshot_taken");
 	struct sandbox_record *recs = xcalloc(count, sizeof(*recs));
 	struct sandbox_record parent;
 	if ((r = sandbox_get(id, tenant, &parent, err)) < 0) {
@@ -287,7 +316,12 @@ int sandbox_fork(const char *id, const char *tenant, const struct tenant_quota *
 			pthread_mutex_unlock(&child->lock);
 			sandbox_unref(child);
 		}
+		crash_point("fork.child_made");
 	}
+	crash_point("fork.children_made");
+	if (r == 0)
+		r = fork_finish(&snap, recs, count, err);
+	crash_point("fork.finished");
 	/* The copies have their own disks and memory: the fork's snapshot goes. */
 	struct al_error e3;
 	snapshot_delete(snap.id, NULL, &e3);

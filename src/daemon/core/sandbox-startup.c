@@ -186,20 +186,17 @@ static void vmm_left(long pid, char *cwd, void *ctx)
  * from our state dir whose sandbox is gone. */
 static void sweep_orphans(void)
 {
-	cleanup_free char *snaps = xasprintf("%s/snapshots", sb_cfg->state_dir);
 	cleanup_free char *boxes = xasprintf("%s/sandboxes", sb_cfg->state_dir);
-	DIR *d = opendir(snaps);
+	unsigned forks = 0, dirs = 0;
+	struct al_error e = {0};
+	if (snapshot_sweep(&forks, &dirs, &e) < 0)
+		log_error("sweeping the snapshots a crash left: %s", e.message);
+	else if (forks || dirs)
+		log_info("removed what a crash left of snapshots: %u of unfinished forks, %u director%s no record "
+		         "owns (half-written or never recorded)",
+		         forks, dirs, dirs == 1 ? "y" : "ies");
+	DIR *d;
 	struct dirent *de;
-	while (d && (de = readdir(d))) {
-		size_t n = strlen(de->d_name);
-		if (n > 4 && !strcmp(de->d_name + n - 4, ".tmp")) {
-			cleanup_free char *p = xasprintf("%s/%s", snaps, de->d_name);
-			log_info("removing the half-written snapshot %s", p);
-			rm_rf(p);
-		}
-	}
-	if (d)
-		closedir(d);
 	/* VMMs first: their cwd is the sandbox dir. */
 	jail_each_process_below(boxes, vmm_left, boxes);
 	d = opendir(boxes);
@@ -212,7 +209,7 @@ static void sweep_orphans(void)
 			continue;
 		}
 		struct sandbox_record rec;
-		struct al_error e = {0};
+		e = (struct al_error){0};
 		bool got = store_sandbox_get(sb_cfg->store, de->d_name, &rec, &e) == 0;
 		/* Only what the store says is deleted or unknown goes; a store error keeps it. */
 		bool keep = got ? rec.state != SANDBOX_DELETED : e.code != AL_ERR_NOT_FOUND;
@@ -230,6 +227,24 @@ static void sweep_orphans(void)
 		closedir(d);
 }
 
+/* A copy a fork made that the fork did not finish (it was cut by the
+ * crash): a fork is all or nothing, so it goes. A live one's delete is
+ * finished by recover_one (state stopping); another's record says deleted
+ * and sweep_orphans removes its directory. */
+static void fork_child_drop(struct sandbox_record *rec)
+{
+	log_info("sandbox %s: deleting it: the fork that made it (snapshot %s) was cut by a restart", rec->id,
+	         rec->fork_of);
+	bool live = rec->state == SANDBOX_CREATING || rec->state == SANDBOX_RUNNING || rec->state == SANDBOX_PAUSED ||
+	            rec->state == SANDBOX_SNAPSHOTTING || rec->state == SANDBOX_STOPPING;
+	rec->state = live ? SANDBOX_STOPPING : SANDBOX_DELETED;
+	rec->fork_of[0] = '\0';
+	rec->updated_ms = now_ms_realtime();
+	struct al_error e = {0};
+	if (store_sandbox_update(sb_cfg->store, rec, &e) < 0)
+		log_error("sandbox %s: %s", rec->id, e.message);
+}
+
 int sandboxes_init(const struct daemon_config *c, struct al_error *err)
 {
 	sb_cfg = c;
@@ -242,6 +257,8 @@ int sandboxes_init(const struct daemon_config *c, struct al_error *err)
 	if ((r = store_sandbox_list(sb_cfg->store, false, &recs, &n, err)) < 0)
 		return r;
 	for (size_t i = 0; i < n; i++) {
+		if (recs[i].fork_of[0])
+			fork_child_drop(&recs[i]);
 		if (recs[i].state == SANDBOX_CREATING || recs[i].state == SANDBOX_RUNNING ||
 		    recs[i].state == SANDBOX_STOPPING || recs[i].state == SANDBOX_PAUSED ||
 		    recs[i].state == SANDBOX_SNAPSHOTTING)

@@ -395,7 +395,9 @@ int sandbox_delete(const char *id, const char *tenant, struct sandbox_record *re
 		sandbox_unref(sb);
 		return r;
 	}
+	crash_point("delete.stopping");
 	sb_teardown(sb);
+	crash_point("delete.torn_down");
 	/* The channel and fds are released with the last reference: an exec
 	 * that is still returning may hold one. */
 	pthread_mutex_lock(&sb->lock);
@@ -466,8 +468,12 @@ static int pause_resume(const char *id, const char *tenant, bool pause, struct s
 			r = sb_cfg->vmm->pause(&vc, err);
 			if (r < 0)
 				guest_channel_set_paused(sb->ch, false);
+			else
+				crash_point("pause.vmm_paused");
 		} else {
 			r = sb_cfg->vmm->resume(&vc, err);
+			if (r == 0)
+				crash_point("resume.vmm_resumed");
 			if (r == 0 && sb->channel_at_resume)
 				r = channel_at_resume_open(sb, err);
 			else if (r == 0)

@@ -5,7 +5,9 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <pthread.h>
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 
@@ -659,6 +661,43 @@ static void signals_block(sigset_t *sigs)
 	signal(SIGPIPE, SIG_IGN);
 }
 
+#define STATE_DIR_LOCK "airlockd.lock"
+
+/* Two daemons on one state dir would take each other's VMs for orphans and
+ * sweep each other's files: the state dir is locked before anything in it
+ * is touched, and the lock is held (its fd kept, close-on-exec: no VMM or
+ * gateway inherits it) until the daemon is gone. The file says who holds it. */
+static int state_dir_lock(const char *state_dir)
+{
+	cleanup_free char *path = xasprintf("%s/" STATE_DIR_LOCK, state_dir);
+	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0) {
+		int e = errno;
+		log_error("cannot open %s: %s", path, strerror(e));
+		return -e;
+	}
+	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+		int e = errno;
+		char buf[32] = "";
+		ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
+		buf[n > 0 ? n : 0] = '\0';
+		buf[strcspn(buf, "\n")] = '\0';
+		close(fd);
+		if (e == EWOULDBLOCK)
+			log_error("the state dir %s is in use by another airlockd (pid %s): two daemons must never share "
+			          "a state dir; stop that one first, or give this one its own --state-dir",
+			          state_dir, buf[0] ? buf : "?");
+		else
+			log_error("cannot lock %s: %s", path, strerror(e));
+		return e == EWOULDBLOCK ? -EBUSY : -e;
+	}
+	char pid[32];
+	int len = snprintf(pid, sizeof(pid), "%d\n", (int)getpid());
+	if (ftruncate(fd, 0) < 0 || pwrite(fd, pid, (size_t)len, 0) != len)
+		log_error("cannot write %s: %m", path);
+	return fd; /* held for the daemon's life */
+}
+
 static int dirs_resolve(struct daemon *d)
 {
 	const char *state_dir = d->opt.state_dir, *image_dir = d->opt.image_dir ? d->opt.image_dir : state_dir;
@@ -668,6 +707,8 @@ static int dirs_resolve(struct daemon *d)
 		log_error("cannot create the state dir %s: %s", state_dir, strerror(e));
 		return -e;
 	}
+	if ((r = state_dir_lock(d->state_abs)) < 0)
+		return r;
 	if (!realpath(image_dir, d->image_abs)) {
 		int e = errno;
 		log_error("image dir %s: %s", image_dir, strerror(e));

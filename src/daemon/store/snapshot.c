@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "snapshot.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <openssl/evp.h>
 #include <sqlite3.h>
@@ -285,6 +286,72 @@ int snapshot_delete(const char *id, const char *tenant, struct al_error *err)
 	sqlite3_bind_text(q.stmt, 1, id, -1, SQLITE_STATIC);
 	if (sqlite3_step(q.stmt) != SQLITE_DONE)
 		return db_query_error(&q, err);
+	return 0;
+}
+
+/* The ids of the internal snapshots (*ret_n of them). */
+static int internal_ids(char (**ret)[SNAPSHOT_ID_MAX + 1], size_t *ret_n, struct al_error *err)
+{
+	cleanup_db_query struct db_query q = {0};
+	int r = db_query_prepare(&snap_db, "SELECT id FROM snapshots WHERE internal!=0", "list forks", &q, err);
+	if (r < 0)
+		return r;
+	size_t n = 0, cap = 4;
+	char(*v)[SNAPSHOT_ID_MAX + 1] = xcalloc(cap, sizeof(*v));
+	int rc;
+	while ((rc = sqlite3_step(q.stmt)) == SQLITE_ROW) {
+		if (n == cap)
+			v = xrealloc(v, (cap *= 2) * sizeof(*v));
+		strlcpy_al(v[n++], (const char *)sqlite3_column_text(q.stmt, 0) ?: "", sizeof(*v));
+	}
+	if (rc != SQLITE_DONE) {
+		free(v);
+		return db_query_error(&q, err);
+	}
+	*ret = v;
+	*ret_n = n;
+	return 0;
+}
+
+/* Whether a directory named `name` under snapshots/ belongs to no record:
+ * a *.tmp, or a snapshot id the store does not know (a store error keeps it). */
+static bool dir_unowned(const char *name)
+{
+	size_t n = strlen(name);
+	if (n > 4 && !strcmp(name + n - 4, ".tmp"))
+		return true;
+	struct snapshot_info info;
+	struct al_error e = {0};
+	return snapshot_id_valid(name) && snapshot_get(name, NULL, &info, &e) < 0 && e.code == AL_ERR_NOT_FOUND;
+}
+
+int snapshot_sweep(unsigned *ret_forks, unsigned *ret_dirs, struct al_error *err)
+{
+	char(*ids)[SNAPSHOT_ID_MAX + 1] = NULL;
+	size_t n = 0;
+	int r = internal_ids(&ids, &n, err);
+	if (r < 0)
+		return r;
+	unsigned forks = 0, dirs = 0;
+	for (size_t i = 0; i < n && r == 0; i++)
+		if ((r = snapshot_delete(ids[i], NULL, err)) == 0)
+			forks++;
+	free(ids);
+	if (r < 0)
+		return r;
+	DIR *d = opendir(snapshots_root);
+	if (!d)
+		return al_error_set(err, AL_ERR_INTERNAL, errno, "cannot read %s: %m", snapshots_root);
+	struct dirent *de;
+	while ((de = readdir(d)))
+		if (de->d_name[0] != '.' && dir_unowned(de->d_name)) {
+			cleanup_free char *p = xasprintf("%s/%s", snapshots_root, de->d_name);
+			if (rm_rf(p) == 0)
+				dirs++;
+		}
+	closedir(d);
+	*ret_forks = forks;
+	*ret_dirs = dirs;
 	return 0;
 }
 

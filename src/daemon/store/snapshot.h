@@ -67,6 +67,11 @@ int snapshot_get(const char *id, const char *tenant, struct snapshot_info *ret, 
 int snapshot_list(const char *tenant, const char *sandbox_id, struct snapshot_info **ret, size_t *ret_n,
                   struct al_error *err);
 int snapshot_delete(const char *id, const char *tenant, struct al_error *err);
+/* At start-up, before any snapshot is taken: what a crash left goes. Every
+ * internal snapshot (a fork that did not finish: a finished one deletes its
+ * own), and every directory under snapshots/ that no record owns (published
+ * but not recorded, or half-written: *.tmp). Counts what went. */
+int snapshot_sweep(unsigned *ret_forks, unsigned *ret_dirs, struct al_error *err);
 /* Bytes of snapshots a tenant holds (an error when the store cannot say:
  * the quota check then fails closed). */
 int snapshot_tenant_bytes(const char *tenant, uint64_t *ret, struct al_error *err);

@@ -102,6 +102,7 @@ int store_open(const char *path, struct store **ret, struct al_error *err)
 		    "ALTER TABLE sandboxes ADD COLUMN boot_path TEXT NOT NULL DEFAULT ''",
 		    "ALTER TABLE sandboxes ADD COLUMN cpu TEXT NOT NULL DEFAULT ''",
 		    "ALTER TABLE sandboxes ADD COLUMN accel_reason TEXT NOT NULL DEFAULT ''",
+		    "ALTER TABLE sandboxes ADD COLUMN fork_of TEXT NOT NULL DEFAULT ''",
 		};
 		for (size_t i = 0; i < ARRAY_SIZE(added); i++)
 			sqlite3_exec(s->db, added[i], NULL, NULL, NULL);
@@ -138,10 +139,10 @@ struct sqlite3 *store_db(struct store *s)
 #define RECORD_COLUMNS                                                                                                 \
 	"state, template, vcpus, memory_mib, env, metadata, backend, accel, created_ms, updated_ms, boot_ms, error,"   \
 	" vmm_pid, tenant, timeout_s, on_timeout, idle_timeout_s, run_ms, running_since_ms, network, secrets,"         \
-	" ca_bundle, disk_mib, jail_uid, boot_path, cpu, accel_reason"
+	" ca_bundle, disk_mib, jail_uid, boot_path, cpu, accel_reason, fork_of"
 #define RECORD_PARAMS                                                                                                  \
 	"?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24,"   \
-	" ?25, ?26, ?27, ?28"
+	" ?25, ?26, ?27, ?28, ?29"
 
 static void bind_record(sqlite3_stmt *st, const struct sandbox_record *r)
 {
@@ -176,6 +177,7 @@ static void bind_record(sqlite3_stmt *st, const struct sandbox_record *r)
 	sqlite3_bind_text(st, 26, r->boot_path, -1, SQLITE_STATIC);
 	sqlite3_bind_text(st, 27, r->cpu, -1, SQLITE_STATIC);
 	sqlite3_bind_text(st, 28, r->accel_reason, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 29, r->fork_of, -1, SQLITE_STATIC);
 }
 
 static int exec_write(struct store *s, const char *sql, const struct sandbox_record *r, const char *what,
@@ -241,6 +243,7 @@ static int row_to_record(sqlite3_stmt *st, struct sandbox_record *r)
 	strlcpy_al(r->boot_path, db_column_text(st, 25), sizeof(r->boot_path));
 	strlcpy_al(r->cpu, db_column_text(st, 26), sizeof(r->cpu));
 	strlcpy_al(r->accel_reason, db_column_text(st, 27), sizeof(r->accel_reason));
+	strlcpy_al(r->fork_of, db_column_text(st, 28), sizeof(r->fork_of));
 	return 0;
 }
 
@@ -259,6 +262,16 @@ int store_sandbox_get(struct store *s, const char *id, struct sandbox_record *re
 	if (rc != SQLITE_ROW)
 		return db_query_error(&q, err);
 	return row_to_record(q.stmt, ret);
+}
+
+int store_fork_finish(struct store *s, const char *snapshot_id, struct al_error *err)
+{
+	cleanup_db_query struct db_query q = {0};
+	int r = db_query_prepare(&s->conn, "UPDATE sandboxes SET fork_of='' WHERE fork_of=?1", "fork", &q, err);
+	if (r < 0)
+		return r;
+	sqlite3_bind_text(q.stmt, 1, snapshot_id, -1, SQLITE_STATIC);
+	return sqlite3_step(q.stmt) == SQLITE_DONE ? 0 : db_query_error(&q, err);
 }
 
 int store_sandbox_list(struct store *s, bool include_deleted, struct sandbox_record **ret, size_t *ret_n,

@@ -72,6 +72,10 @@ struct sandbox_record {
 	 * the daemon chose the accelerator (accel.h); "" in records from before. */
 	char cpu[64];
 	char accel_reason[512];
+	/* The internal snapshot of the fork that made it while that fork is
+	 * unfinished; "" otherwise. A restart deletes every sandbox that still
+	 * names one: a fork is all or nothing (store_fork_finish). */
+	char fork_of[32];
 };
 
 #define NETWORK_POLICY_EMPTY "{\"allow\":[],\"deny\":[]}"
@@ -94,6 +98,9 @@ int store_sandbox_update(struct store *s, const struct sandbox_record *r, struct
 /* -ENOENT if there is none. */
 int store_sandbox_get(struct store *s, const char *id, struct sandbox_record *ret, struct al_error *err);
 /* Newest first. The caller releases each record and frees the array. */
+/* The fork of snapshot_id is finished: its sandboxes' fork_of is cleared,
+ * all of them in one transaction. */
+int store_fork_finish(struct store *s, const char *snapshot_id, struct al_error *err);
 int store_sandbox_list(struct store *s, bool include_deleted, struct sandbox_record **ret, size_t *ret_n,
                        struct al_error *err);
 
