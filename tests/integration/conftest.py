@@ -268,8 +268,12 @@ class Daemon:
     """airlockd as a subprocess on its own state dir and socket."""
 
     def __init__(self, base_dir, image_dir=IMAGES, boot_timeout_s=None, state_dir=None, name="airlockd",
-                 netns=None, extra_args=()):
+                 netns=None, extra_args=(), binary=AIRLOCKD, env=None):
         self.base_dir = str(base_dir)
+        # Another build of airlockd (the crash points' build/crash/airlockd),
+        # and environment variables on top of ours (start() may take new ones).
+        self.binary = binary
+        self.env = dict(env or {})
         # Run in that network namespace (see fakenet.py), with nsenter: `ip
         # netns exec` would also give it a fresh /sys without the cgroup
         # hierarchies the VMMs' jails need. Pass --resolver.
@@ -294,7 +298,7 @@ class Daemon:
         return base, JAIL_UID_COUNT
 
     def argv(self):
-        argv = [AIRLOCKD, "--socket", self.socket, "--state-dir", self.state_dir, "--image-dir", self.image_dir]
+        argv = [self.binary, "--socket", self.socket, "--state-dir", self.state_dir, "--image-dir", self.image_dir]
         base, count = self.jail_uids()
         argv += ["--jail-uid-base", str(base), "--jail-uid-count", str(count)]
         if self.boot_timeout_s is not None:
@@ -321,7 +325,7 @@ class Daemon:
         log.write(f"==== start: {' '.join(argv)}\n".encode())
         log.flush()
         self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                     close_fds=True)
+                                     close_fds=True, env={**os.environ, **self.env})
         log.close()
         deadline = time.monotonic() + STARTUP_TIMEOUT_S
         last = None

@@ -52,6 +52,36 @@ static void recover_one_drop(struct sandbox *sb, enum sandbox_state st, const ch
 	sandbox_unref(sb);
 }
 
+/* A crash between the VMM's stop (or cont) and the record saying so leaves
+ * them apart. The record is what clients were told, or were about to be
+ * (the pause or resume was not acknowledged): the VM follows the record,
+ * rather than a healthy VM being torn down for not answering. */
+static void run_state_reconcile(struct sandbox *sb, bool paused)
+{
+	struct vmm_config vc = {.sandbox_id = sb->rec.id, .dir = sb->dir, .root = sb->root, .dirfd = sb->dirfd};
+	enum vmm_run_state st = VMM_RUN_UNKNOWN;
+	struct al_error e = {0};
+	if (sb_cfg->vmm->run_state(&vc, REATTACH_TIMEOUT_MS, &st, &e) < 0) {
+		log_error("sandbox %s: %s", sb->rec.id, e.message);
+		return;
+	}
+	bool vm_paused = st == VMM_RUN_PAUSED || st == VMM_RUN_SAVED;
+	int r = 0;
+	if (!paused && vm_paused) {
+		log_info("sandbox %s: its record says running and its VM is paused (a pause the restart cut short): "
+		         "resuming it",
+		         sb->rec.id);
+		r = sb_cfg->vmm->resume(&vc, &e);
+	} else if (paused && st == VMM_RUN_RUNNING) {
+		log_info("sandbox %s: its record says paused and its VM runs (a resume the restart cut short): "
+		         "pausing it",
+		         sb->rec.id);
+		r = sb_cfg->vmm->pause(&vc, &e);
+	}
+	if (r < 0)
+		log_error("sandbox %s: %s", sb->rec.id, e.message);
+}
+
 static void recover_one(struct sandbox_record *rec)
 {
 	struct sandbox *sb = sandbox_new(rec);
@@ -121,6 +151,8 @@ static void recover_one(struct sandbox_record *rec)
 			struct al_error ignored;
 			sb_cfg->vmm->cancel_save(&vc, &ignored);
 		}
+		if (sb->dirfd >= 0)
+			run_state_reconcile(sb, paused);
 		/* A paused guest cannot answer: its hello is asked for when it
 		 * resumes; nor accept a vsock connection (Firecracker): its
 		 * channel is opened when it resumes. */

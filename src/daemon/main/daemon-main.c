@@ -684,9 +684,10 @@ static int state_dir_lock(const char *state_dir)
 		buf[strcspn(buf, "\n")] = '\0';
 		close(fd);
 		if (e == EWOULDBLOCK)
-			log_error("the state dir %s is in use by another airlockd (pid %s): two daemons must never share "
-			          "a state dir; stop that one first, or give this one its own --state-dir",
-			          state_dir, buf[0] ? buf : "?");
+			log_error(
+			    "the state dir %s is in use by another airlockd (pid %s): two daemons must never share "
+			    "a state dir; stop that one first, or give this one its own --state-dir",
+			    state_dir, buf[0] ? buf : "?");
 		else
 			log_error("cannot lock %s: %s", path, strerror(e));
 		return e == EWOULDBLOCK ? -EBUSY : -e;

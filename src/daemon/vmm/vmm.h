@@ -77,6 +77,14 @@ enum vmm_disk_kind {
 
 /* One VMM backend: what the daemon knows of it and asks of it. Every backend
  * fills every field and op (docs/vmm-backends.md lists them). */
+/* Where a VMM's guest is, as the VMM says (run_state). */
+enum vmm_run_state {
+	VMM_RUN_UNKNOWN, /* it said something else (loading, failed, shut down) */
+	VMM_RUN_RUNNING,
+	VMM_RUN_PAUSED,
+	VMM_RUN_SAVED, /* paused, and a save has completed since it last ran */
+};
+
 struct vmm_ops {
 	/* ---- what it is ---- */
 	/* Its name: --backend's value, and the backend of a sandbox's record
@@ -150,6 +158,10 @@ struct vmm_ops {
 	 * through its control socket, within timeout_ms; never blocks longer)?
 	 * 0 if it answered. */
 	int (*probe)(const struct vmm_config *cfg, unsigned timeout_ms, struct al_error *err);
+	/* Where the guest is (within timeout_ms): what a restarted daemon
+	 * checks against the record before it re-attaches. */
+	int (*run_state)(const struct vmm_config *cfg, unsigned timeout_ms, enum vmm_run_state *ret,
+	                 struct al_error *err);
 	/* Opens the host end of the guest channel, one attempt: -ENOENT or
 	 * -ECONNREFUSED while the VMM or the agent is not there yet (callers
 	 * retry those: vmm_connect_retry). */

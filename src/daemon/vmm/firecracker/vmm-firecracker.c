@@ -502,6 +502,19 @@ static int fc_probe(const struct vmm_config *cfg, unsigned timeout_ms, struct al
 	return r;
 }
 
+static int fc_run_state(const struct vmm_config *cfg, unsigned timeout_ms, enum vmm_run_state *ret,
+                        struct al_error *err)
+{
+	char state[32];
+	int r = fc_instance_state(cfg, timeout_ms, state, sizeof(state), err);
+	if (r < 0)
+		return r;
+	*ret = !strcmp(state, "Running")  ? VMM_RUN_RUNNING
+	       : !strcmp(state, "Paused") ? VMM_RUN_PAUSED
+	                                  : VMM_RUN_UNKNOWN;
+	return 0;
+}
+
 static int fc_channel_connect(const struct vmm_config *cfg, int *ret_fd, struct al_error *err)
 {
 	return vsock_uds_connect(cfg->dirfd, FC_VSOCK_SOCK, AIRLOCK_VSOCK_PORT, FC_VSOCK_HANDSHAKE_MS, ret_fd, err);
@@ -546,6 +559,7 @@ const struct vmm_ops vmm_firecracker_ops = {
     .cancel_save = fc_cancel_save,
     .wait_incoming = fc_wait_incoming,
     .probe = fc_probe,
+    .run_state = fc_run_state,
     .channel_connect = fc_channel_connect,
     .console_open = fc_console_open,
 };

@@ -354,11 +354,41 @@ static int start_fds_open(const struct vmm_config *cfg, struct start_fds *f, str
 	return 0;
 }
 
+/* A completed save leaves QEMU "postmigrate", where it refuses another
+ * ("Can't migrate the vm that was paused due to previous migration")
+ * until the guest runs again; and a paused guest does not change. So the
+ * last save's memory file is kept, hard-linked, in the sandbox's dir (the
+ * daemon's, root's 0700): a paused sandbox's next save is that file again.
+ * It is dropped before the guest can run (pause, resume, a new VMM), so
+ * that it exists only while it is the guest's state. */
+#define LAST_SAVE_FILE "last-save.bin"
+
+static void last_save_drop(const struct vmm_config *cfg)
+{
+	if (!cfg->dir)
+		return;
+	cleanup_free char *path = xasprintf("%s/" LAST_SAVE_FILE, cfg->dir);
+	unlink(path);
+}
+
+static void last_save_keep(const struct vmm_config *cfg, const char *out)
+{
+	if (!cfg->dir)
+		return;
+	cleanup_free char *path = xasprintf("%s/" LAST_SAVE_FILE, cfg->dir);
+	cleanup_free char *tmp = xasprintf("%s.tmp", path);
+	unlink(tmp);
+	/* Another filesystem (no link): the next save runs the guest a moment (qemu_save). */
+	if (link(out, tmp) < 0 || rename(tmp, path) < 0)
+		unlink(tmp);
+}
+
 static int qemu_spawn(const struct vmm_config *cfg, pid_t *ret_pid, struct al_error *err)
 {
 	/* SECURITY: fail closed: a VMM never runs outside its jail. */
 	if (!cfg->jail)
 		return al_error_set(err, AL_ERR_INTERNAL, EPERM, "refusing to start a VMM without its jail");
+	last_save_drop(cfg); /* an earlier VMM's */
 	struct qemu_cmdline c = {0};
 	if (vmm_binary_path(QEMU_BINARY, c.binary, sizeof(c.binary)) < 0)
 		return al_error_set(err, AL_ERR_INTERNAL, ENOENT, "%s is not on PATH", QEMU_BINARY);
@@ -397,17 +427,41 @@ static int qemu_run_state(const struct vmm_config *cfg, const char *command, con
 
 static int qemu_pause(const struct vmm_config *cfg, struct al_error *err)
 {
+	last_save_drop(cfg);
 	return qemu_run_state(cfg, "stop", "pause", err);
 }
 
 static int qemu_resume(const struct vmm_config *cfg, struct al_error *err)
 {
+	last_save_drop(cfg);
 	return qemu_run_state(cfg, "cont", "resume", err);
+}
+
+static int qemu_run_state_get(const struct vmm_config *cfg, unsigned timeout_ms, enum vmm_run_state *ret,
+                              struct al_error *err)
+{
+	cleanup_json json_t *ans = NULL;
+	int r = qmp_command_timeout(cfg->dirfd, "query-status", NULL, &ans, timeout_ms, err);
+	if (r < 0)
+		return r;
+	const char *s = json_string_value(json_object_get(ans, "status"));
+	if (!s)
+		return al_error_set(err, AL_ERR_INTERNAL, EBADMSG, "QEMU's query-status has no status");
+	if (!strcmp(s, "running"))
+		*ret = VMM_RUN_RUNNING;
+	else if (!strcmp(s, "postmigrate"))
+		*ret = VMM_RUN_SAVED;
+	else if (!strcmp(s, "paused") || !strcmp(s, "finish-migrate") || !strcmp(s, "save-vm"))
+		*ret = VMM_RUN_PAUSED;
+	else
+		*ret = VMM_RUN_UNKNOWN;
+	return 0;
 }
 
 #define QEMU_SAVE_TIMEOUT_MS 600000
 #define QEMU_CANCEL_TIMEOUT_MS 30000
 #define QEMU_POLL_MS 20
+#define QEMU_STATUS_TIMEOUT_MS 10000
 #define QEMU_INCOMING_POLL_MS 3
 
 /* Every saved state is made and read with x-ignore-shared: the RAM of a
@@ -482,15 +536,29 @@ static int qemu_save_fd(const struct vmm_config *cfg, int out_fd, struct al_erro
 static int qemu_save(const struct vmm_config *cfg, const char *out, const char *state_out, struct al_error *err)
 {
 	(void)state_out;
+	enum vmm_run_state st = VMM_RUN_UNKNOWN;
+	int r = qemu_run_state_get(cfg, QEMU_STATUS_TIMEOUT_MS, &st, err);
+	if (r < 0)
+		return r;
+	if (st == VMM_RUN_SAVED) {
+		cleanup_free char *last = cfg->dir ? xasprintf("%s/" LAST_SAVE_FILE, cfg->dir) : NULL;
+		if (last && link(last, out) == 0)
+			return 0;
+		/* No kept save (a crash came between the save and keeping it):
+		 * out of postmigrate the only way QEMU has, a moment of running. */
+		if ((r = qemu_run_state(cfg, "cont", "resume", err)) < 0 ||
+		    (r = qemu_run_state(cfg, "stop", "pause", err)) < 0)
+			return r;
+	}
 	cleanup_close int fd = open(out, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd < 0)
 		return al_error_set(err, AL_ERR_INTERNAL, errno, "cannot create %s: %m", out);
-	int r = qemu_save_fd(cfg, fd, err);
-	if (r < 0)
+	if ((r = qemu_save_fd(cfg, fd, err)) < 0)
 		return r;
 	if (fsync(fd) < 0)
 		return al_error_set(err, AL_ERR_INTERNAL, errno, "cannot write the snapshot's memory: %m%s",
 		                    errno == ENOSPC ? " (the state dir's filesystem is full)" : "");
+	last_save_keep(cfg, out);
 	return 0;
 }
 
@@ -634,6 +702,7 @@ const struct vmm_ops vmm_qemu_ops = {
     .cancel_save = qemu_cancel_save,
     .wait_incoming = qemu_wait_incoming,
     .probe = qemu_probe,
+    .run_state = qemu_run_state_get,
     .channel_connect = qemu_channel_connect,
     .console_open = qemu_console_open,
 };
