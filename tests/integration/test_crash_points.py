@@ -23,6 +23,7 @@ second airlockd on the same state dir is refused without harm, and a paused
 sandbox can be snapshotted and forked again and again. Template minimal,
 one vCPU, as everywhere."""
 import os
+import signal
 import sqlite3
 import subprocess
 import threading
@@ -126,8 +127,15 @@ def cgroup_left(sid):
             if os.path.exists(os.path.join(m, CG_PARENT, sid))]
 
 
+def reattached(d):
+    """Waits until the restarted daemon has re-attached every live sandbox
+    (GET /healthz "reattaching" is 0: until then their requests answer 503)."""
+    wait_for(lambda: d.api.healthz().json["reattaching"] == 0, WAIT_S, "the re-attach to finish")
+
+
 def check_invariants(d):
     """What must hold after every restart; returns the records by id."""
+    reattached(d)
     recs = {s["id"]: s for s in d.api.list(all=True)}
     live = {i for i, s in recs.items() if s["state"] in ("running", "paused")}
     # Every sandbox directory belongs to a record that is not deleted.
@@ -342,3 +350,35 @@ def test_only_the_daemon_holds_the_lock(cd, box):
         except (FileNotFoundError, ProcessLookupError, PermissionError):
             pass
     assert holders == {cd.proc.pid}, (holders, cd.proc.pid, qemu_processes(cd.state_dir))
+
+
+def test_api_answers_while_a_vm_that_does_not_answer_is_reattached(cd):
+    """The API opens at once after a restart; a sandbox still being
+    re-attached answers 503 with Retry-After, and the others work meanwhile
+    (the re-attach runs in parallel, not one sandbox at a time)."""
+    slow = cd.api.create_ok()["id"]
+    fine = cd.api.create_ok()["id"]
+    pid = [p for p, c in cd.qemus().items() if f"airlock-{slow}" in c]
+    assert len(pid) == 1, cd.qemus()
+    os.kill(pid[0], signal.SIGSTOP)  # its re-attach waits for it (up to 10 s)
+    try:
+        cd.proc.kill()
+        cd.proc.wait()
+        cd.start()
+        health = cd.api.healthz().json
+        assert health["reattaching"] >= 1, health
+        r = cd.api.exec(slow, ["true"])
+        assert r.status == 503 and r.json["error"]["code"] == "unavailable", r
+        assert "re-attaching" in r.json["error"]["message"], r
+        assert int(r.headers.get("Retry-After") or r.headers.get("retry-after")) >= 1, r.headers
+        # The healthy one is back while the other one still waits.
+        wait_for(lambda: cd.api.exec(fine, ["true"]).status == 200, WAIT_S, f"{fine} to answer")
+        assert cd.api.healthz().json["reattaching"] >= 1
+    finally:
+        os.kill(pid[0], signal.SIGCONT)
+    reattached(cd)
+    # Woken within its deadline it is re-attached; else it ended in error (never left half-way).
+    assert cd.api.get(slow).json["state"] in ("running", "error"), cd.api.get(slow).json
+    check_invariants(cd)
+    for sid in (slow, fine):
+        cd.api.delete_ok(sid)

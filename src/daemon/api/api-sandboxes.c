@@ -129,6 +129,7 @@ API_HANDLER(api_healthz)
 	                       accel.decided && accel.cpu[0] ? accel.cpu : NULL, "accel_reason", accel.reason);
 	if (accel.probe_ms)
 		json_object_set_new(resp->body, "accel_probe_ms", json_integer((json_int_t)accel.probe_ms));
+	json_object_set_new(resp->body, "reattaching", json_integer(sandboxes_reattaching()));
 }
 
 /* ---- create, list, get, delete ------------------------------------------------------------------- */

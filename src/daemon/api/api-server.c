@@ -137,6 +137,9 @@ void api_response_error(struct api_response *resp, const struct al_error *err)
 	if (resp->body)
 		json_decref(resp->body);
 	resp->status = al_error_http_status(err->code);
+	/* 503 is for a moment (a start slot, a sandbox being re-attached): when to ask again. */
+	if (err->code == AL_ERR_UNAVAILABLE && !resp->retry_after_s)
+		resp->retry_after_s = 1;
 	resp->body =
 	    json_pack("{s:{s:s, s:s}}", "error", "code", al_error_code_name(err->code), "message", err->message);
 }

@@ -48,6 +48,7 @@ struct sandbox {
 	bool vmm_status_known;     /* the VMM was our child: vmm_status is its wait status */
 	bool uid_held;             /* rec.jail_uid is reserved for it (jail_uid_take/reserve) */
 	bool channel_at_resume;    /* re-attached paused without a channel: connect it when resumed */
+	bool reattaching;          /* a restart is re-attaching to its VMM: requests get 503 (sb_find_live) */
 	char *root;                /* <dir>/vm: the VMM's jail root and cwd (owned by its uid); dirfd opens it */
 	bool stopping;             /* delete or failed boot in progress: exits are expected */
 	bool cancel;               /* deleted while booting */

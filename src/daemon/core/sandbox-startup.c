@@ -5,6 +5,7 @@
  * before any request; shutdown after the API stopped. */
 #include <dirent.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <signal.h>
 
 #include "jail.h"
@@ -36,7 +37,7 @@ static bool vmm_alive(const char *id, pid_t pid)
 /* A sandbox the restart does not keep: its runtime goes, its record ends in
  * st (why: the reason) and the registry forgets it. An interrupted delete's
  * directory goes; an error's stays: POST .../recover can boot its disk
- * again. */
+ * again. The caller's reference stays the caller's. */
 static void recover_one_drop(struct sandbox *sb, enum sandbox_state st, const char *why)
 {
 	struct al_error e = {0};
@@ -49,7 +50,6 @@ static void recover_one_drop(struct sandbox *sb, enum sandbox_state st, const ch
 		log_error("sandbox %s: %s", sb->rec.id, e.message);
 	pthread_mutex_unlock(&sb->lock);
 	sb_registry_remove(sb);
-	sandbox_unref(sb);
 }
 
 /* A crash between the VMM's stop (or cont) and the record saying so leaves
@@ -82,11 +82,14 @@ static void run_state_reconcile(struct sandbox *sb, bool paused)
 		log_error("sandbox %s: %s", sb->rec.id, e.message);
 }
 
-static void recover_one(struct sandbox_record *rec)
+/* Before the API opens, for every record of a live sandbox: the sandbox is
+ * registered and takes its uid back (no create may take it), and one that
+ * cannot be re-attached is settled. Returns the sandbox to re-attach
+ * (reattaching set; the caller's reference), or NULL. */
+static struct sandbox *recover_prepare(const struct sandbox_record *rec)
 {
 	struct sandbox *sb = sandbox_new(rec);
 	sb_registry_add(sb);
-	struct al_error e = {0};
 	const char *why = NULL;
 	pid_t pid = (pid_t)rec->vmm_pid;
 	bool alive = vmm_alive(rec->id, pid);
@@ -106,84 +109,201 @@ static void recover_one(struct sandbox_record *rec)
 	if (rec->state == SANDBOX_STOPPING) {
 		/* An interrupted delete: finish it. */
 		recover_one_drop(sb, SANDBOX_DELETED, NULL);
-		return;
+		sandbox_unref(sb);
+		return NULL;
 	}
-	if (why) {
-		/* Not re-attached (above). */
-	} else if (rec->state == SANDBOX_SNAPSHOTTING && alive) {
-		/* An interrupted snapshot: roll it back (its files are swept as *.tmp)
-		 * and give the guest back its CPU and its processes. */
-		sb->dirfd = open(sb->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-		uint64_t deadline = now_ms_monotonic() + REATTACH_TIMEOUT_MS;
-		struct vmm_config vc = {.sandbox_id = rec->id, .dir = sb->dir, .root = sb->root, .dirfd = sb->dirfd};
-		struct al_error ignored;
-		/* A vsock channel (Firecracker) is opened once the guest runs. */
-		bool late = sb_channel_needs_running_guest();
-		if (sb->pidfd < 0 || sb->dirfd < 0 || sb_attach(sb, deadline, !late, &e) < 0) {
-			why = "airlockd restarted during a snapshot and could not re-attach to the VM";
-		} else {
-			/* QEMU may still be saving: a cont now would be undone when it finishes. */
-			if (sb_cfg->vmm->cancel_save(&vc, &e) < 0)
-				why = "airlockd restarted during a snapshot and could not stop the save";
-			else
-				sb_cfg->vmm->resume(&vc, &ignored);
-			if (!why && late && sb_attach_channel(sb, deadline, &e) < 0)
-				why = "airlockd restarted during a snapshot and could not re-attach to the VM";
-			/* A new connection: the agent forgets the streams of the old one. */
-			if (!why &&
-			    (guest_channel_request_hello(sb->ch) < 0 ||
-			     guest_channel_wait_hello(sb->ch, deadline, NULL) < 0 || sb_thaw(sb, late, &ignored) < 0))
-				why = "airlockd restarted during a snapshot and the guest did not come back";
-		}
-		if (!why) {
-			pthread_mutex_lock(&sb->lock);
-			sb_set_state_locked(sb, SANDBOX_RUNNING, NULL, &ignored);
-			pthread_mutex_unlock(&sb->lock);
-		}
-	} else if ((rec->state == SANDBOX_RUNNING || rec->state == SANDBOX_PAUSED) && alive) {
-		sb->dirfd = open(sb->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-		uint64_t deadline = now_ms_monotonic() + REATTACH_TIMEOUT_MS;
-		bool paused = rec->state == SANDBOX_PAUSED;
-		if (paused && sb->dirfd >= 0) {
-			/* A paused sandbox may have been in the middle of a snapshot. */
-			struct vmm_config vc = {
-			    .sandbox_id = rec->id, .dir = sb->dir, .root = sb->root, .dirfd = sb->dirfd};
-			struct al_error ignored;
-			sb_cfg->vmm->cancel_save(&vc, &ignored);
-		}
-		if (sb->dirfd >= 0)
-			run_state_reconcile(sb, paused);
-		/* A paused guest cannot answer: its hello is asked for when it
-		 * resumes; nor accept a vsock connection (Firecracker): its
-		 * channel is opened when it resumes. */
-		bool late = paused && sb_channel_needs_running_guest();
-		if (sb->pidfd < 0 || sb->dirfd < 0 || sb_attach(sb, deadline, !late, &e) < 0 ||
-		    (!late && guest_channel_request_hello(sb->ch) < 0) ||
-		    (!paused && guest_channel_wait_hello(sb->ch, deadline, NULL) < 0))
-			why = "airlockd restarted and could not re-attach to the VM";
-		else if (late) {
-			/* Supervised meanwhile: its exit and console. */
-			sb->channel_at_resume = true;
-			sb_monitor_start(sb);
-		} else if (paused)
-			guest_channel_set_paused(sb->ch, true);
-	} else if (alive) {
-		/* Half-done create or delete: finish it the safe way. */
-		why = "airlockd restarted while the sandbox was being created or stopped";
-	} else {
+	if (!why && !alive)
 		why = "the VM was gone when airlockd restarted";
+	else if (!why && rec->state != SANDBOX_SNAPSHOTTING && rec->state != SANDBOX_RUNNING &&
+	         rec->state != SANDBOX_PAUSED)
+		/* Half-done create: finish it the safe way. */
+		why = "airlockd restarted while the sandbox was being created or stopped";
+	if (why) {
+		/* The disk stays: POST .../recover can boot it again. */
+		recover_one_drop(sb, SANDBOX_ERROR, why);
+		sandbox_unref(sb);
+		return NULL;
 	}
-	if (!why && sb_network_up(sb, pid, &e) < 0) {
-		log_error("sandbox %s: %s", rec->id, e.message);
-		why = "airlockd restarted and could not re-attach the sandbox's network";
+	sb->reattaching = true;
+	return sb;
+}
+
+/* An interrupted snapshot: roll it back (its files are swept as *.tmp)
+ * and give the guest back its CPU and its processes. NULL, or why not. */
+static const char *reattach_snapshotting(struct sandbox *sb, struct al_error *e)
+{
+	uint64_t deadline = now_ms_monotonic() + REATTACH_TIMEOUT_MS;
+	struct vmm_config vc = {.sandbox_id = sb->rec.id, .dir = sb->dir, .root = sb->root, .dirfd = sb->dirfd};
+	struct al_error ignored;
+	/* A vsock channel (Firecracker) is opened once the guest runs. */
+	bool late = sb_channel_needs_running_guest();
+	if (sb->pidfd < 0 || sb->dirfd < 0 || sb_attach(sb, deadline, !late, e) < 0)
+		return "airlockd restarted during a snapshot and could not re-attach to the VM";
+	/* QEMU may still be saving: a cont now would be undone when it finishes. */
+	if (sb_cfg->vmm->cancel_save(&vc, e) < 0)
+		return "airlockd restarted during a snapshot and could not stop the save";
+	sb_cfg->vmm->resume(&vc, &ignored);
+	if (late && sb_attach_channel(sb, deadline, e) < 0)
+		return "airlockd restarted during a snapshot and could not re-attach to the VM";
+	/* A new connection: the agent forgets the streams of the old one. */
+	if (guest_channel_request_hello(sb->ch) < 0 || guest_channel_wait_hello(sb->ch, deadline, NULL) < 0 ||
+	    sb_thaw(sb, late, &ignored) < 0)
+		return "airlockd restarted during a snapshot and the guest did not come back";
+	pthread_mutex_lock(&sb->lock);
+	sb_set_state_locked(sb, SANDBOX_RUNNING, NULL, &ignored);
+	pthread_mutex_unlock(&sb->lock);
+	return NULL;
+}
+
+/* A running or paused sandbox: its VM follows the record, then the console
+ * and the channel are opened again. NULL, or why not. */
+static const char *reattach_live(struct sandbox *sb, struct al_error *e)
+{
+	uint64_t deadline = now_ms_monotonic() + REATTACH_TIMEOUT_MS;
+	bool paused = sb->rec.state == SANDBOX_PAUSED;
+	if (paused && sb->dirfd >= 0) {
+		/* A paused sandbox may have been in the middle of a snapshot. */
+		struct vmm_config vc = {.sandbox_id = sb->rec.id, .dir = sb->dir, .root = sb->root, .dirfd = sb->dirfd};
+		struct al_error ignored;
+		sb_cfg->vmm->cancel_save(&vc, &ignored);
 	}
-	if (!why) {
-		log_info("sandbox %s: re-attached to VMM %d", rec->id, (int)pid);
+	if (sb->dirfd >= 0)
+		run_state_reconcile(sb, paused);
+	/* A paused guest cannot answer: its hello is asked for when it
+	 * resumes; nor accept a vsock connection (Firecracker): its
+	 * channel is opened when it resumes. */
+	bool late = paused && sb_channel_needs_running_guest();
+	if (sb->pidfd < 0 || sb->dirfd < 0 || sb_attach(sb, deadline, !late, e) < 0 ||
+	    (!late && guest_channel_request_hello(sb->ch) < 0) ||
+	    (!paused && guest_channel_wait_hello(sb->ch, deadline, NULL) < 0))
+		return "airlockd restarted and could not re-attach to the VM";
+	if (late) {
+		/* Supervised meanwhile: its exit and console. */
+		sb->channel_at_resume = true;
+		sb_monitor_start(sb);
+	} else if (paused) {
+		guest_channel_set_paused(sb->ch, true);
+	}
+	return NULL;
+}
+
+/* On a re-attach worker, with the sandbox's op_lock: requests about it wait
+ * for that (a delete) or are answered 503 until it is done (sb_find_live). */
+static void recover_attach(struct sandbox *sb)
+{
+	pthread_mutex_lock(&sb->op_lock);
+	pthread_mutex_lock(&sb->lock);
+	enum sandbox_state st = sb->rec.state;
+	pthread_mutex_unlock(&sb->lock);
+	struct al_error e = {0};
+	const char *why = NULL;
+	if (st != SANDBOX_SNAPSHOTTING && st != SANDBOX_RUNNING && st != SANDBOX_PAUSED) {
+		/* Deleted meanwhile (the delete waited for nothing: it held op_lock first). */
+		pthread_mutex_unlock(&sb->op_lock);
 		sandbox_unref(sb);
 		return;
 	}
-	/* The disk stays: POST .../recover can boot it again. */
-	recover_one_drop(sb, SANDBOX_ERROR, why);
+	sb->dirfd = open(sb->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	why = st == SANDBOX_SNAPSHOTTING ? reattach_snapshotting(sb, &e) : reattach_live(sb, &e);
+	if (!why && sb_network_up(sb, sb->pid, &e) < 0) {
+		log_error("sandbox %s: %s", sb->rec.id, e.message);
+		why = "airlockd restarted and could not re-attach the sandbox's network";
+	}
+	pthread_mutex_lock(&sb->lock);
+	sb->reattaching = false;
+	pthread_mutex_unlock(&sb->lock);
+	if (!why)
+		log_info("sandbox %s: re-attached to VMM %d", sb->rec.id, (int)sb->pid);
+	else /* The disk stays: POST .../recover can boot it again. */
+		recover_one_drop(sb, SANDBOX_ERROR, why);
+	pthread_mutex_unlock(&sb->op_lock);
+	sandbox_unref(sb);
+}
+
+/* The re-attach of the live sandboxes a restart found: REATTACH_WORKERS at
+ * once, on threads of their own, while the API already answers. */
+#define REATTACH_WORKERS 8
+
+/* Internal resource failure aborts (STYLE.md): a thread is one. */
+static pthread_t thread_start(void *(*fn)(void *))
+{
+	pthread_t t;
+	if (pthread_create(&t, NULL, fn, NULL) != 0)
+		abort();
+	return t;
+}
+
+static struct {
+	pthread_t manager;
+	bool started;
+	pthread_mutex_t lock;
+	struct sandbox **todo;
+	size_t n, next, done;
+	uint64_t started_ms;
+} reattach = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static void *reattach_worker(void *arg)
+{
+	(void)arg;
+	for (;;) {
+		pthread_mutex_lock(&reattach.lock);
+		struct sandbox *sb = reattach.next < reattach.n ? reattach.todo[reattach.next++] : NULL;
+		pthread_mutex_unlock(&reattach.lock);
+		if (!sb)
+			return NULL;
+		recover_attach(sb);
+		pthread_mutex_lock(&reattach.lock);
+		reattach.done++;
+		pthread_mutex_unlock(&reattach.lock);
+	}
+}
+
+static void *reattach_manager(void *arg)
+{
+	(void)arg;
+	pthread_t workers[REATTACH_WORKERS];
+	size_t n = reattach.n < REATTACH_WORKERS ? reattach.n : REATTACH_WORKERS;
+	for (size_t i = 0; i < n; i++)
+		workers[i] = thread_start(reattach_worker);
+	for (size_t i = 0; i < n; i++)
+		pthread_join(workers[i], NULL);
+	log_info("re-attach: %zu sandbox%s done in %" PRIu64 " ms", reattach.n, reattach.n == 1 ? "" : "es",
+	         now_ms_monotonic() - reattach.started_ms);
+	return NULL;
+}
+
+/* Starts re-attaching todo[n] (taken) in the background. */
+static void reattach_start(struct sandbox **todo, size_t n)
+{
+	reattach.todo = todo;
+	reattach.n = n;
+	reattach.next = reattach.done = 0;
+	reattach.started_ms = now_ms_monotonic();
+	if (n == 0)
+		return;
+	reattach.manager = thread_start(reattach_manager);
+	reattach.started = true;
+}
+
+unsigned sandboxes_reattaching(void)
+{
+	pthread_mutex_lock(&reattach.lock);
+	unsigned left = (unsigned)(reattach.n - reattach.done);
+	pthread_mutex_unlock(&reattach.lock);
+	return left;
+}
+
+/* Waits until every re-attach is done. */
+static void reattach_join(void)
+{
+	if (reattach.started)
+		pthread_join(reattach.manager, NULL);
+	reattach.started = false;
+	free(reattach.todo);
+	pthread_mutex_lock(&reattach.lock);
+	reattach.todo = NULL;
+	reattach.n = reattach.done = 0;
+	pthread_mutex_unlock(&reattach.lock);
 }
 
 /* A process whose cwd is in <boxes> (ctx): the jailer of a VMM if it runs
@@ -288,17 +408,24 @@ int sandboxes_init(const struct daemon_config *c, struct al_error *err)
 	size_t n = 0;
 	if ((r = store_sandbox_list(sb_cfg->store, false, &recs, &n, err)) < 0)
 		return r;
+	struct sandbox **todo = xcalloc(n ? n : 1, sizeof(*todo));
+	size_t n_todo = 0;
 	for (size_t i = 0; i < n; i++) {
 		if (recs[i].fork_of[0])
 			fork_child_drop(&recs[i]);
 		if (recs[i].state == SANDBOX_CREATING || recs[i].state == SANDBOX_RUNNING ||
 		    recs[i].state == SANDBOX_STOPPING || recs[i].state == SANDBOX_PAUSED ||
-		    recs[i].state == SANDBOX_SNAPSHOTTING)
-			recover_one(&recs[i]);
+		    recs[i].state == SANDBOX_SNAPSHOTTING) {
+			struct sandbox *sb = recover_prepare(&recs[i]);
+			if (sb)
+				todo[n_todo++] = sb;
+		}
 		sandbox_record_release(&recs[i]);
 	}
 	free(recs);
+	/* Every live record is registered now: what no record owns can go. */
 	sweep_orphans();
+	reattach_start(todo, n_todo);
 	if ((r = netns_pool_start(sb_cfg->netns_pool, err)) < 0)
 		return r;
 	tsnap_init(sb_cfg);
@@ -308,6 +435,7 @@ int sandboxes_init(const struct daemon_config *c, struct al_error *err)
 
 void sandboxes_shutdown(void)
 {
+	reattach_join();
 	sb_reaper_join();
 	tsnap_shutdown();
 	netns_pool_stop();

@@ -38,7 +38,7 @@ enum timeout_action sb_timeout_due(struct sandbox *sb, const char **ret_why)
 {
 	enum timeout_action a = TIMEOUT_NONE;
 	pthread_mutex_lock(&sb->lock);
-	if (sb->rec.state == SANDBOX_RUNNING && !sb->stopping) {
+	if (sb->rec.state == SANDBOX_RUNNING && !sb->stopping && !sb->reattaching) {
 		uint64_t now = now_ms_realtime();
 		uint64_t used =
 		    sb->rec.run_ms +

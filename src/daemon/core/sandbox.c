@@ -241,8 +241,21 @@ int sb_store_get_visible(const char *id, const char *tenant, struct sandbox_reco
 int sb_find_live(const char *id, const char *tenant, const char *needs, struct sandbox **ret, struct al_error *err)
 {
 	int r = registry_find_visible(id, tenant, ret, err);
-	if (r != 0)
-		return r < 0 ? r : 0;
+	if (r < 0)
+		return r;
+	if (r > 0) {
+		pthread_mutex_lock(&(*ret)->lock);
+		bool reattaching = (*ret)->reattaching;
+		pthread_mutex_unlock(&(*ret)->lock);
+		if (!reattaching)
+			return 0;
+		sandbox_unref(*ret);
+		*ret = NULL;
+		return al_error_set(err, AL_ERR_UNAVAILABLE, EAGAIN,
+		                    "sandbox %s: airlockd restarted and is re-attaching to its VM; try again in a "
+		                    "moment",
+		                    id);
+	}
 	struct sandbox_record rec;
 	if ((r = sb_store_get_visible(id, tenant, &rec, err)) < 0)
 		return r;

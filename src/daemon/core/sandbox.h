@@ -85,6 +85,9 @@ struct daemon_config {
 int sandboxes_init(const struct daemon_config *cfg, struct al_error *err);
 /* Stops supervising (VMMs keep running; a restarted daemon re-attaches). */
 void sandboxes_shutdown(void);
+/* How many of the live sandboxes a restart found are still being
+ * re-attached (in the background, while the API answers). */
+unsigned sandboxes_reattaching(void);
 
 /* `tenant` scopes every call: NULL is the admin (every tenant); otherwise a
  * sandbox of another tenant answers "not found", as if it did not exist. */
