@@ -120,6 +120,36 @@ static void test_insert_get_update(void **state)
 	store_close(s);
 }
 
+/* A fork's copies name its snapshot until the fork is done; finishing it
+ * clears every one of them at once, and only theirs. */
+static void test_fork_of(void **state)
+{
+	(void)state;
+	struct store *s = NULL;
+	struct al_error err = {0};
+	assert_int_equal(store_open(db, &s, &err), 0);
+	const char *ids[] = {"sb-00000000000000b1", "sb-00000000000000b2", "sb-00000000000000b3"};
+	for (int i = 0; i < 3; i++) {
+		struct sandbox_record r = record(ids[i], SANDBOX_RUNNING, 2000 + (uint64_t)i);
+		strlcpy_al(r.fork_of, i < 2 ? "snap-00000000000000f1" : "snap-00000000000000f2", sizeof(r.fork_of));
+		assert_int_equal(store_sandbox_insert(s, &r, &err), 0);
+	}
+	struct sandbox_record got = {0};
+	assert_int_equal(store_sandbox_get(s, ids[1], &got, &err), 0);
+	assert_string_equal(got.fork_of, "snap-00000000000000f1");
+	sandbox_record_release(&got);
+	assert_int_equal(store_fork_finish(s, "snap-00000000000000f1", &err), 0);
+	for (int i = 0; i < 3; i++) {
+		assert_int_equal(store_sandbox_get(s, ids[i], &got, &err), 0);
+		assert_string_equal(got.fork_of, i < 2 ? "" : "snap-00000000000000f2");
+		assert_int_equal(got.state, SANDBOX_RUNNING);
+		sandbox_record_release(&got);
+	}
+	/* A fork nobody names: nothing changes, no error. */
+	assert_int_equal(store_fork_finish(s, "snap-00000000000000f9", &err), 0);
+	store_close(s);
+}
+
 /* Writers on the one shared connection, as the daemon's threads are: an
  * update's "no such sandbox" must come from its own statement, never from
  * another thread's that ran between its step and the count of changed rows. */
@@ -237,6 +267,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_state_names),
 	    cmocka_unit_test_setup_teardown(test_insert_get_update, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_fork_of, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_concurrent_updates, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_list_and_persistence, setup, teardown),
 	    cmocka_unit_test(test_record_copy),
