@@ -259,8 +259,11 @@ static int fork_finish(const struct snapshot_info *snap, struct sandbox_record *
 		if (r == 0)
 			kids[i]->rec.fork_of[0] = '\0';
 		pthread_mutex_unlock(&kids[i]->lock);
-		sandbox_unref(kids[i]);
 	}
+	/* Not before every lock is let go: sandbox_unref takes the registry's. */
+	for (unsigned i = 0; i < count; i++)
+		if (kids[i])
+			sandbox_unref(kids[i]);
 	free(kids);
 	return r;
 }
