@@ -380,3 +380,27 @@ def test_delete_while_the_vmm_is_held(real, real_api, boot):
     sb = api.create_ok(boot=boot)
     assert sb["boot"] == ("template" if boot == "auto" else "cold"), sb
     api.delete_ok(sb["id"])
+
+
+def test_delete_during_a_recover(real, real_api):
+    """A recover boots again (state creating): a DELETE cuts it short the same
+    way, and the recover answers the documented error."""
+    api = real_api
+    sb = api.create_ok()
+    sid = sb["id"]
+    os.kill(next(iter(qemu_processes(needle=sid))), signal.SIGKILL)
+    wait_for(lambda: api.get(sid).json["state"] == "error", 60, "the sandbox to be in error")
+    netns = netns_baseline(real)
+    log = Log(real)
+    call = Call(api.request, "POST", f"/v1/sandboxes/{sid}/recover", body={"memory": False})
+    log.wait(rf"sandbox {sid}: recovering", "the recover to start")
+    pid = stop_vmm_when_it_appears(sid)
+    try:
+        timed_delete(api, sid)
+    finally:
+        try:
+            os.kill(pid, signal.SIGCONT)
+        except ProcessLookupError:
+            pass
+    assert_deleted_while_booting(call.result(), sid)
+    assert_nothing_left(real, sid, netns)
