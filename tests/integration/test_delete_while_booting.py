@@ -211,16 +211,20 @@ def start_daemon(base, **kw):
 
 # ---------------------------------------------------------------- a template that never says hello
 
+def silent_images(base):
+    images = make_image_dir(base / "images")
+    os.unlink(os.path.join(images, "kernels", "initramfs.cpio"))
+    silent_initramfs(os.path.join(images, "kernels", "initramfs.cpio"), str(base))
+    return images
+
+
 @pytest.fixture(scope="module")
 def silent(tmp_path_factory):
     """A daemon whose template's guest never says hello: its template build
     and its cold boots wait SILENT_BOOT_TIMEOUT_S for it."""
     require_build()
     base = tmp_path_factory.mktemp("silent")
-    images = make_image_dir(base / "images")
-    os.unlink(os.path.join(images, "kernels", "initramfs.cpio"))
-    silent_initramfs(os.path.join(images, "kernels", "initramfs.cpio"), str(base))
-    d = start_daemon(base, image_dir=images, boot_timeout_s=SILENT_BOOT_TIMEOUT_S)
+    d = start_daemon(base, image_dir=silent_images(base), boot_timeout_s=SILENT_BOOT_TIMEOUT_S)
     yield d
     leftovers = d.cleanup()
     assert not leftovers, f"QEMU processes left: {leftovers}; log:\n{d.log()}"
@@ -286,6 +290,37 @@ def test_delete_right_after_the_create_got_its_id(silent, silent_api):
     timed_delete(api, sid)
     assert_deleted_while_booting(call.result(), sid)
     assert_nothing_left(silent, sid, netns)
+
+
+def test_delete_gives_the_start_slot_to_the_next_create(tmp_path_factory):
+    """--max-concurrent-starts 1: create A boots (a guest that never says
+    hello), create B waits for a start slot. B has no record yet (it is not
+    listed: nothing to delete, and a 503 would have created nothing). DELETE A:
+    A answers the documented error and its slot goes to B at once, which B's
+    own DELETE then cuts short in turn."""
+    require_build()
+    base = tmp_path_factory.mktemp("slots")
+    d = start_daemon(base, image_dir=silent_images(base), boot_timeout_s=SILENT_BOOT_TIMEOUT_S,
+                     extra_args=["--max-concurrent-starts", "1", "--start-queue-timeout-s", "120"])
+    try:
+        api = d.api
+        netns = netns_baseline(d)
+        log = Log(d)
+        a = create_call(api, boot="cold")
+        sid_a = log.new_id()
+        b = create_call(api, boot="cold")
+        wait_for(lambda: metrics(api)["airlock_starts_waiting"] == 1, 60, "create B to wait for a start slot")
+        assert [s["id"] for s in api.list(all=True)] == [sid_a], "a create waiting for a slot has no record yet"
+        timed_delete(api, sid_a)
+        assert_deleted_while_booting(a.result(), sid_a)
+        sid_b = log.new_id(known=(sid_a,), timeout_s=DELETE_BOUND_S)  # B started without waiting out A's boot
+        timed_delete(api, sid_b)
+        assert_deleted_while_booting(b.result(), sid_b)
+        for sid in (sid_a, sid_b):
+            assert_nothing_left(d, sid, netns)
+    finally:
+        leftovers = d.cleanup()
+    assert not leftovers, f"QEMU processes left: {leftovers}"
 
 
 # ---------------------------------------------------------------- real templates
