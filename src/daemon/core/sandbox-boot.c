@@ -132,7 +132,7 @@ static int restore_prepare(struct sandbox *sb, const struct snapshot_info *from,
 /* After the VMM loaded the snapshot: run it, find its agent, make it unique. */
 static int restore_finish(struct sandbox *sb, const struct vmm_config *vc, uint64_t deadline, struct al_error *err)
 {
-	int r = sb_cfg->vmm->wait_incoming(vc, deadline, err);
+	int r = sb_cfg->vmm->wait_incoming(vc, sb->pidfd, deadline, err);
 	if (r == 0)
 		crash_point("restore.loaded");
 	if (r == 0)
@@ -239,9 +239,32 @@ static void tsnap_putp(struct tsnap **t)
 	tsnap_put(*t);
 }
 
+/* Whether a DELETE asked to cut this boot short (sandbox_delete sets it). */
+static bool boot_cancel_requested(void *arg)
+{
+	struct sandbox *sb = arg;
+	pthread_mutex_lock(&sb->lock);
+	bool cancel = sb->cancel;
+	pthread_mutex_unlock(&sb->lock);
+	return cancel;
+}
+
+int sb_boot_cancelled(struct sandbox *sb, struct al_error *err)
+{
+	return al_error_set(err, AL_ERR_BOOT_FAILED, ECANCELED, "sandbox %s was deleted while it booted", sb->rec.id);
+}
+
+/* Between two stages of a boot: the documented answer once a DELETE came
+ * (whatever the stage, the create answers the same). */
+static int boot_cancel_check(struct sandbox *sb, struct al_error *err)
+{
+	return boot_cancel_requested(sb) ? sb_boot_cancelled(sb, err) : 0;
+}
+
 /* The snapshot of the sandbox's template (made now if needed), or NULL:
  * then it boots cold (the reason is logged; making it is retried after a
- * minute). */
+ * minute), or a DELETE ended the wait for its build (the build goes on for
+ * the other creates; the caller checks). */
 static struct tsnap *template_snapshot_for(struct sandbox *sb, const struct images *im)
 {
 	if (!sb_cfg->template_snapshots)
@@ -253,10 +276,15 @@ static struct tsnap *template_snapshot_for(struct sandbox *sb, const struct imag
 	    .kernel = im->kernel,
 	    .initrd = im->initrd,
 	    .rootfs = im->rootfs,
+	    .cancelled = boot_cancel_requested,
+	    .cancel_arg = sb,
 	};
 	struct tsnap *ts = NULL;
 	struct al_error e = {0};
-	if (tsnap_get(&tr, &ts, &e) < 0) {
+	int r = tsnap_get(&tr, &ts, &e);
+	if (r == -ECANCELED)
+		return NULL;
+	if (r < 0) {
 		log_info("sandbox %s: boots cold: %s", sb->rec.id, e.message);
 		return NULL;
 	}
@@ -336,8 +364,8 @@ int sb_boot(struct sandbox *sb, const struct images *im, const struct snapshot_i
 	/* A recover boots again in the directory the sandbox has. */
 	if (mkdir(sb->dir, 0700) < 0 && !(errno == EEXIST && reuse))
 		return al_error_set(err, AL_ERR_INTERNAL, errno, "cannot create %s: %m", sb->dir);
-	int r = jail_enter_prepare(sb, err);
-	if (r < 0)
+	int r = boot_cancel_check(sb, err);
+	if (r < 0 || (r = jail_enter_prepare(sb, err)) < 0)
 		return r;
 	vc.root = sb->root;
 	vc.dirfd = sb->dirfd;
@@ -391,12 +419,12 @@ int sb_boot(struct sandbox *sb, const struct images *im, const struct snapshot_i
 	strlcpy_al(sb->rec.boot_path, from ? "snapshot" : ts ? "template" : "cold", sizeof(sb->rec.boot_path));
 	pthread_mutex_unlock(&sb->lock);
 	/* The disk is the VMM's to write (and nothing else in the jail root). */
-	if (r == 0)
+	if (r == 0 && (r = boot_cancel_check(sb, err)) == 0)
 		r = vmm_disk_give(sb_cfg->vmm, sb->dirfd, sb->rec.jail_uid, err);
 	if (r < 0)
 		return r;
 	uint64_t t_disk = now_ms_monotonic();
-	if ((r = sb_network_up(sb, 0, err)) < 0)
+	if ((r = sb_network_up(sb, 0, err)) < 0 || (r = boot_cancel_check(sb, err)) < 0)
 		return r;
 	uint64_t t_net = now_ms_monotonic();
 	vc.netns_fd = sb->net.ns_fd;
@@ -413,11 +441,16 @@ int sb_boot(struct sandbox *sb, const struct images *im, const struct snapshot_i
 	sb->pidfd = pidfd_open_pid(pid);
 	sb->rec.vmm_pid = pid;
 	int pr = sb_persist_locked(sb, err);
+	/* A DELETE from here on kills the VMM itself (sandbox_delete): every
+	 * wait below ends with it. One that came before is seen here. */
+	bool cancel = sb->cancel;
 	pthread_mutex_unlock(&sb->lock);
 	if (sb->pidfd < 0)
 		return al_error_set(err, AL_ERR_INTERNAL, errno, "pidfd_open on the VMM: %m");
 	if (pr < 0)
 		return pr;
+	if (cancel)
+		return sb_boot_cancelled(sb, err);
 	/* A restored guest's vsock channel can only be opened once it runs
 	 * (restore_finish). */
 	if ((r = sb_attach(sb, deadline, !((from || ts) && sb_channel_needs_running_guest()), err)) < 0)
@@ -441,7 +474,8 @@ int sb_boot(struct sandbox *sb, const struct images *im, const struct snapshot_i
 	boot_phases_log(sb, t0, t_disk, t_net, t_spawn, t_attach, t_agent);
 	pthread_mutex_lock(&sb->lock);
 	sb->rec.boot_ms = (int64_t)(now_ms_monotonic() - t0);
-	r = sb_set_state_locked(sb, SANDBOX_RUNNING, NULL, err);
+	/* A DELETE that came at the last moment wins: it was told the boot is cut short. */
+	r = sb->cancel ? sb_boot_cancelled(sb, err) : sb_set_state_locked(sb, SANDBOX_RUNNING, NULL, err);
 	pthread_mutex_unlock(&sb->lock);
 	return r;
 }
@@ -475,6 +509,9 @@ void sb_boot_failed(struct sandbox *sb, const struct al_error *err)
 {
 	sb_teardown(sb);
 	pthread_mutex_lock(&sb->lock);
-	sb_error_locked(sb, err->message);
+	/* Deleted while it booted: the DELETE waiting for op_lock ends it in
+	 * `deleted`; an `error` on the way would only mislead. */
+	if (!sb->cancel)
+		sb_error_locked(sb, err->message);
 	pthread_mutex_unlock(&sb->lock);
 }

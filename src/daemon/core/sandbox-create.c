@@ -264,12 +264,17 @@ static int create_started(const struct create_request *req, const char *tenant, 
 	           sizeof(rec.on_timeout));
 	struct sandbox *sb = sandbox_new(&rec);
 	sandbox_record_release(&rec);
+	/* The boot's before anyone can find it: a DELETE from the first moment
+	 * waits for the boot (which it cuts short), never runs before it. */
+	pthread_mutex_lock(&sb->op_lock);
 	if ((r = registry_add_within_quota(sb, quota, err)) < 0) {
+		pthread_mutex_unlock(&sb->op_lock);
 		sandbox_unref(sb);
 		return r;
 	}
 	if ((r = store_sandbox_insert(sb_cfg->store, &sb->rec, err)) < 0) {
 		sb_registry_remove(sb);
+		pthread_mutex_unlock(&sb->op_lock);
 		sandbox_unref(sb);
 		return r;
 	}
@@ -279,15 +284,23 @@ static int create_started(const struct create_request *req, const char *tenant, 
 	         sb->rec.vcpus, sb->rec.memory_mib, sb->rec.backend, sb->rec.accel, from ? ", from snapshot " : "",
 	         from ? from->id : "");
 
-	pthread_mutex_lock(&sb->op_lock);
 	r = sb_boot(sb, &im, from, false, err);
 	if (r < 0) {
 		sb_boot_failed(sb, err);
+		/* As sb_boot_failed saw it: a DELETE after it finds `error`. */
+		pthread_mutex_lock(&sb->lock);
+		bool deleted = sb->cancel;
+		pthread_mutex_unlock(&sb->lock);
 		/* The disk is large and useless now; the logs stay until rm. */
 		cleanup_free char *disk = xasprintf("%s/%s", sb->root, sb_cfg->vmm->disk_file);
 		unlink(disk);
-		/* The record has the console lines; the answer names the sandbox to inspect. */
-		al_error_prefix(err, "sandbox %s failed to boot (see 'airlock inspect %s')", sb->rec.id, sb->rec.id);
+		/* Deleted while it booted: whatever failed on the way (the VMM and
+		 * the channel were killed), the answer is the documented one. */
+		if (deleted)
+			sb_boot_cancelled(sb, err);
+		else /* The record has the console lines; the answer names the sandbox to inspect. */
+			al_error_prefix(err, "sandbox %s failed to boot (see 'airlock inspect %s')", sb->rec.id,
+			                sb->rec.id);
 	} else {
 		sb_record_copy_out(sb, ret);
 	}

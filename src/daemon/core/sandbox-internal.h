@@ -169,6 +169,8 @@ bool sb_jail_refusal(struct sandbox *sb, char *buf, size_t size);
 /* Boots (or restores `from`) the VMM of a sandbox and waits for its agent; with op_lock held. */
 int sb_boot(struct sandbox *sb, const struct images *im, const struct snapshot_info *from, bool reuse,
             struct al_error *err);
+/* The answer of a boot a DELETE cut short (500 boot_failed, "deleted while it booted"). */
+int sb_boot_cancelled(struct sandbox *sb, struct al_error *err);
 /* Tears down the runtime of a sandbox: monitor, VMM, network, fds; keeps the dir. */
 void sb_teardown(struct sandbox *sb);
 /* A boot failed with err: the runtime goes, the record says why. */

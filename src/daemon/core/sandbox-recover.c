@@ -87,7 +87,13 @@ int sandbox_recover(const char *id, const char *tenant, bool memory, struct sand
 		r = sb_boot(sb, &im, from_snapshot ? &snap : NULL, true, err);
 		if (r < 0) {
 			sb_boot_failed(sb, err);
-			al_error_prefix(err, "sandbox %s could not be recovered", id);
+			pthread_mutex_lock(&sb->lock);
+			bool deleted = sb->cancel; /* as sb_boot_failed saw it */
+			pthread_mutex_unlock(&sb->lock);
+			if (deleted) /* whatever failed on the way: the documented answer */
+				sb_boot_cancelled(sb, err);
+			else
+				al_error_prefix(err, "sandbox %s could not be recovered", id);
 		}
 	}
 	if (slot)

@@ -7,6 +7,9 @@
  * sb->op_lock one lifecycle operation at a time. */
 #include "sandbox.h"
 
+#include <signal.h>
+#include <sys/syscall.h>
+
 #include "events.h"
 #include "log.h"
 #include "process.h"
@@ -360,6 +363,31 @@ int sandbox_get(const char *id, const char *tenant, struct sandbox_record *ret, 
 	return 0;
 }
 
+/* A boot in progress (a create or recover: state creating) is cut short,
+ * whatever its stage, so that the DELETE waits seconds, not a boot: the
+ * boot sees `cancel` between stages and in a wait for the template's
+ * build; its VMM is killed (every wait on the VMM ends with it) and its
+ * channel too (the waits for the agent). The boot then answers "deleted
+ * while it booted" and leaves the runtime for the DELETE to remove. */
+static void boot_cut_short(struct sandbox *sb)
+{
+	pthread_mutex_lock(&sb->lock);
+	struct guest_channel *booting = NULL;
+	if (sb->rec.state == SANDBOX_CREATING) {
+		sb->cancel = true;
+		booting = sb->ch;
+		/* By pidfd: it names this VMM, never a reused pid; it stays open
+		 * while sb->lock is held (a boot sets it under the lock). */
+		if (sb->pidfd >= 0 && !__atomic_load_n(&sb->vmm_exited, __ATOMIC_ACQUIRE) &&
+		    syscall(SYS_pidfd_send_signal, sb->pidfd, SIGKILL, NULL, 0) < 0 && errno != ESRCH)
+			log_error("sandbox %s: cannot kill its booting VMM: %m", sb->rec.id);
+		log_info("sandbox %s: deleted while it boots: the boot is cut short", sb->rec.id);
+	}
+	pthread_mutex_unlock(&sb->lock);
+	if (booting)
+		guest_channel_kill(booting, "the sandbox was deleted while it booted");
+}
+
 int sandbox_delete(const char *id, const char *tenant, struct sandbox_record *ret, struct al_error *err)
 {
 	struct sandbox *sb = NULL;
@@ -381,16 +409,7 @@ int sandbox_delete(const char *id, const char *tenant, struct sandbox_record *re
 		}
 		sandbox_record_release(&rec);
 	}
-	/* A boot in progress is cut short, then waited for. */
-	pthread_mutex_lock(&sb->lock);
-	struct guest_channel *booting = NULL;
-	if (sb->rec.state == SANDBOX_CREATING) {
-		sb->cancel = true;
-		booting = sb->ch;
-	}
-	pthread_mutex_unlock(&sb->lock);
-	if (booting)
-		guest_channel_kill(booting, "the sandbox was deleted while it booted");
+	boot_cut_short(sb);
 	pthread_mutex_lock(&sb->op_lock);
 	pthread_mutex_lock(&sb->lock);
 	int r = 0;

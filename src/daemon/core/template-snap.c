@@ -45,7 +45,11 @@ struct tsnap {
 
 static const struct daemon_config *cfg;
 static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_mutex_t build_lock = PTHREAD_MUTEX_INITIALIZER;
+/* A build runs on its own thread (build_main), one at a time: `building`,
+ * under cache_lock; build_done is signalled when it ends. */
+#define BUILD_POLL_MS 100
+static pthread_cond_t build_done = PTHREAD_COND_INITIALIZER;
+static bool building, shut;
 static struct tsnap *cache[TSNAP_MAX];
 static struct {
 	char key[96];
@@ -134,6 +138,10 @@ void tsnap_init(const struct daemon_config *c)
 void tsnap_shutdown(void)
 {
 	pthread_mutex_lock(&cache_lock);
+	/* A build that runs ends first (its VMM must not outlive it). */
+	shut = true;
+	while (building)
+		pthread_cond_wait(&build_done, &cache_lock);
 	struct tsnap *all[TSNAP_MAX];
 	memcpy(all, cache, sizeof(all));
 	memset(cache, 0, sizeof(cache));
@@ -399,41 +407,31 @@ static struct tsnap *lookup_locked(const char *key, const struct stat images[3])
 	return NULL;
 }
 
-int tsnap_get(const struct tsnap_request *req, struct tsnap **ret, struct al_error *err)
-{
+/* A build on its thread (its own copy of the request: the create that
+ * started it may be gone before it ends). */
+struct build_job {
+	struct tsnap_request req;
 	char key[96];
-	if (snprintf_ok(key, sizeof(key), "%s/%u/%u", req->template_name, req->vcpus, req->memory_mib) < 0)
-		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, ENAMETOOLONG, "template name too long");
 	struct stat images[3];
-	int r = stat_images(req, images);
-	if (r < 0)
-		return al_error_set(err, AL_ERR_INTERNAL, -r, "cannot stat the template's images: %s", strerror(-r));
-	pthread_mutex_lock(&cache_lock);
-	struct tsnap *t = lookup_locked(key, images);
-	bool failed = !t && failed_recently(key);
-	pthread_mutex_unlock(&cache_lock);
-	if (t) {
-		*ret = t;
-		return 0;
-	}
-	if (failed)
-		return al_error_set(err, AL_ERR_UNAVAILABLE, EAGAIN,
-		                    "the template snapshot for %s failed less than a minute ago", key);
-	/* One build at a time; whoever waited finds it made. */
-	pthread_mutex_lock(&build_lock);
-	pthread_mutex_lock(&cache_lock);
-	t = lookup_locked(key, images);
-	pthread_mutex_unlock(&cache_lock);
-	if (t) {
-		pthread_mutex_unlock(&build_lock);
-		*ret = t;
-		return 0;
-	}
-	t = xcalloc(1, sizeof(*t));
+};
+
+static void build_job_free(struct build_job *j)
+{
+	free((char *)j->req.template_name);
+	free((char *)j->req.kernel);
+	free((char *)j->req.initrd);
+	free((char *)j->req.rootfs);
+	free(j);
+}
+
+/* Makes the snapshot of job and puts it in the cache (or notes the failure). */
+static void build_and_keep(const struct tsnap_request *req, const char *key, const struct stat images[3])
+{
+	struct tsnap *t = xcalloc(1, sizeof(*t));
 	t->mem_fd = -1;
 	t->refs = 1;
 	strlcpy_al(t->key, key, sizeof(t->key));
-	memcpy(t->images, images, sizeof(images));
+	memcpy(t->images, images, sizeof(t->images));
 	/* A directory of its own: a replaced or evicted snapshot keeps its
 	 * files until its last user is done. */
 	uint8_t rnd[6];
@@ -456,16 +454,14 @@ int tsnap_get(const struct tsnap_request *req, struct tsnap **ret, struct al_err
 	pthread_mutex_unlock(&cache_lock);
 	tsnap_put(old);
 	log_info("template snapshot %s: booting the template once", key);
-	r = build(req, t, err);
-	if (r < 0) {
-		al_error_prefix(err, "template snapshot %s", key);
-		log_error("%s (creates boot cold)", err->message);
+	struct al_error e = {0};
+	if (build(req, t, &e) < 0) {
+		log_error("template snapshot %s: %s (creates boot cold)", key, e.message);
 		pthread_mutex_lock(&cache_lock);
 		note_failure(key);
 		pthread_mutex_unlock(&cache_lock);
 		tsnap_put(t);
-		pthread_mutex_unlock(&build_lock);
-		return r;
+		return;
 	}
 	log_info("template snapshot %s: ready in %" PRIu64 " ms", key, t->build_ms);
 	t->last_used_ms = now_ms_monotonic();
@@ -483,10 +479,98 @@ int tsnap_get(const struct tsnap_request *req, struct tsnap **ret, struct al_err
 		evicted = cache[slot];
 	}
 	cache[slot] = t;
-	t->refs++; /* the caller's */
 	pthread_mutex_unlock(&cache_lock);
-	pthread_mutex_unlock(&build_lock);
 	tsnap_put(evicted);
-	*ret = t;
+}
+
+static void *build_main(void *arg)
+{
+	struct build_job *j = arg;
+	build_and_keep(&j->req, j->key, j->images);
+	build_job_free(j);
+	pthread_mutex_lock(&cache_lock);
+	building = false;
+	pthread_cond_broadcast(&build_done);
+	pthread_mutex_unlock(&cache_lock);
+	return NULL;
+}
+
+/* With cache_lock held and no build running: starts one for req. */
+static void build_start_locked(const struct tsnap_request *req, const char *key, const struct stat images[3])
+{
+	struct build_job *j = xcalloc(1, sizeof(*j));
+	j->req = *req;
+	j->req.template_name = xstrdup(req->template_name);
+	j->req.kernel = xstrdup(req->kernel);
+	j->req.initrd = xstrdup(req->initrd);
+	j->req.rootfs = xstrdup(req->rootfs);
+	j->req.cancelled = NULL;
+	j->req.cancel_arg = NULL;
+	strlcpy_al(j->key, key, sizeof(j->key));
+	memcpy(j->images, images, sizeof(j->images));
+	pthread_attr_t attr;
+	pthread_t thread;
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	if (pthread_create(&thread, &attr, build_main, j) != 0)
+		abort();
+	pthread_attr_destroy(&attr);
+	building = true;
+}
+
+/* With cache_lock held: waits until no build runs, or (-ECANCELED) until
+ * req->cancelled says so (asked without the lock, every BUILD_POLL_MS). */
+static int build_wait_locked(const struct tsnap_request *req)
+{
+	while (building) {
+		if (req->cancelled) {
+			pthread_mutex_unlock(&cache_lock);
+			bool cancelled = req->cancelled(req->cancel_arg);
+			pthread_mutex_lock(&cache_lock);
+			if (cancelled)
+				return -ECANCELED;
+		}
+		struct timespec until;
+		clock_gettime(CLOCK_REALTIME, &until);
+		until.tv_nsec += BUILD_POLL_MS * 1000000L;
+		until.tv_sec += until.tv_nsec / 1000000000L;
+		until.tv_nsec %= 1000000000L;
+		pthread_cond_timedwait(&build_done, &cache_lock, &until);
+	}
 	return 0;
+}
+
+int tsnap_get(const struct tsnap_request *req, struct tsnap **ret, struct al_error *err)
+{
+	char key[96];
+	if (snprintf_ok(key, sizeof(key), "%s/%u/%u", req->template_name, req->vcpus, req->memory_mib) < 0)
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, ENAMETOOLONG, "template name too long");
+	struct stat images[3];
+	int r = stat_images(req, images);
+	if (r < 0)
+		return al_error_set(err, AL_ERR_INTERNAL, -r, "cannot stat the template's images: %s", strerror(-r));
+	/* One build at a time; whoever waited finds it made (or failed). */
+	pthread_mutex_lock(&cache_lock);
+	for (;;) {
+		struct tsnap *t = lookup_locked(key, images);
+		if (t)
+			r = 0;
+		else if (failed_recently(key))
+			r = al_error_set(err, AL_ERR_UNAVAILABLE, EAGAIN,
+			                 "the template snapshot for %s failed less than a minute ago", key);
+		else if (shut)
+			r = al_error_set(err, AL_ERR_UNAVAILABLE, ESHUTDOWN, "airlockd is shutting down");
+		else {
+			if (!building)
+				build_start_locked(req, key, images);
+			if (build_wait_locked(req) == 0)
+				continue;
+			r = al_error_set(err, AL_ERR_BOOT_FAILED, ECANCELED,
+			                 "the wait for the template snapshot %s was cancelled", key);
+		}
+		pthread_mutex_unlock(&cache_lock);
+		if (r == 0)
+			*ret = t;
+		return r;
+	}
 }

@@ -22,6 +22,7 @@
 #ifndef AIRLOCK_TEMPLATE_SNAP_H
 #define AIRLOCK_TEMPLATE_SNAP_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "error.h"
@@ -36,6 +37,10 @@ struct tsnap_request {
 	unsigned vcpus;
 	unsigned memory_mib;
 	const char *kernel, *initrd, *rootfs; /* resolved image paths */
+	/* Asked while it waits for a build (NULL: never): true ends the wait
+	 * (-ECANCELED: a DELETE of the create); the build goes on for the others. */
+	bool (*cancelled)(void *arg);
+	void *cancel_arg;
 };
 
 void tsnap_init(const struct daemon_config *cfg);
@@ -44,7 +49,9 @@ void tsnap_shutdown(void);
 
 /* The snapshot for req, made now when there is none (or its images
  * changed): a reference the caller puts back. -EAGAIN: making it failed
- * recently (not tried again for a minute; the caller boots cold). */
+ * recently (not tried again for a minute; the caller boots cold).
+ * -ECANCELED: req->cancelled said so while it waited. The build runs on a
+ * thread of its own, so that a waiter can stop waiting. */
 int tsnap_get(const struct tsnap_request *req, struct tsnap **ret, struct al_error *err);
 void tsnap_put(struct tsnap *t);
 

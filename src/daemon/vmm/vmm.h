@@ -152,8 +152,9 @@ struct vmm_ops {
 	 * until the VMM is no longer saving (the guest stays paused). */
 	int (*cancel_save)(const struct vmm_config *cfg, struct al_error *err);
 	/* After a spawn with incoming_fd: waits until the state is loaded (the
-	 * guest is then paused; resume runs it). */
-	int (*wait_incoming)(const struct vmm_config *cfg, uint64_t deadline_ms, struct al_error *err);
+	 * guest is then paused; resume runs it). Ends at once (-ECHILD) when
+	 * the VMM (pidfd) has exited: killed by a DELETE, or crashed. */
+	int (*wait_incoming)(const struct vmm_config *cfg, int pidfd, uint64_t deadline_ms, struct al_error *err);
 	/* The watchdog's question: does the VMM still answer (a status query
 	 * through its control socket, within timeout_ms; never blocks longer)?
 	 * 0 if it answered. */
@@ -180,6 +181,8 @@ int vmm_disk_give(const struct vmm_ops *ops, int dirfd, uint32_t uid, struct al_
  * template's size if that is larger. */
 void vmm_jail_spec(const struct vmm_ops *ops, const struct vmm_config *vc, uint32_t uid, uint64_t disk_mib,
                    struct vmm_jail *ret);
+/* Whether the process of pidfd has exited (a wait for it would not block). */
+bool vmm_pidfd_exited(int pidfd);
 /* Opens the guest channel (channel) or the console of a started VMM, retried
  * while the VMM or its agent is not there yet: -ECHILD once the VMM (pidfd)
  * has exited, -ETIMEDOUT at deadline_ms, or the -errno of an attempt that

@@ -471,7 +471,7 @@ static int fc_cancel_save(const struct vmm_config *cfg, struct al_error *err)
 }
 
 /* The load itself happened in spawn; this checks where it left the VM. */
-static int fc_wait_incoming(const struct vmm_config *cfg, uint64_t deadline_ms, struct al_error *err)
+static int fc_wait_incoming(const struct vmm_config *cfg, int pidfd, uint64_t deadline_ms, struct al_error *err)
 {
 	char state[32];
 	for (;;) {
@@ -481,6 +481,9 @@ static int fc_wait_incoming(const struct vmm_config *cfg, uint64_t deadline_ms, 
 		if (r == 0)
 			return al_error_set(err, AL_ERR_INTERNAL, EIO,
 			                    "Firecracker did not load the snapshot (state %s)", state);
+		if (vmm_pidfd_exited(pidfd))
+			return al_error_set(err, AL_ERR_INTERNAL, ECHILD,
+			                    "Firecracker exited while it loaded the snapshot");
 		if (now_ms_monotonic() > deadline_ms) {
 			al_error_prefix(err, "loading the snapshot took too long");
 			return -ETIMEDOUT;

@@ -596,7 +596,7 @@ static int qemu_cancel_save(const struct vmm_config *cfg, struct al_error *err)
 
 /* -incoming defer: QEMU waits for the capabilities, then reads the state
  * from the fd it was given at start. */
-static int qemu_load_start(const struct vmm_config *cfg, uint64_t deadline_ms, struct al_error *err)
+static int qemu_load_start(const struct vmm_config *cfg, int pidfd, uint64_t deadline_ms, struct al_error *err)
 {
 	/* Its QMP socket appears a moment after the others. */
 	for (;;) {
@@ -605,7 +605,8 @@ static int qemu_load_start(const struct vmm_config *cfg, uint64_t deadline_ms, s
 			break;
 		/* Not listening yet, or too busy to answer (a loaded host): again,
 		 * until the restore's own deadline. */
-		if ((r != -ENOENT && r != -ECONNREFUSED && r != -ETIMEDOUT) || now_ms_monotonic() > deadline_ms) {
+		if ((r != -ENOENT && r != -ECONNREFUSED && r != -ETIMEDOUT) || now_ms_monotonic() > deadline_ms ||
+		    vmm_pidfd_exited(pidfd)) {
 			al_error_prefix(err, "QEMU could not start loading the snapshot");
 			err->code = AL_ERR_INTERNAL;
 			return -EIO;
@@ -621,9 +622,9 @@ static int qemu_load_start(const struct vmm_config *cfg, uint64_t deadline_ms, s
 	return 0;
 }
 
-static int qemu_wait_incoming(const struct vmm_config *cfg, uint64_t deadline_ms, struct al_error *err)
+static int qemu_wait_incoming(const struct vmm_config *cfg, int pidfd, uint64_t deadline_ms, struct al_error *err)
 {
-	int r = qemu_load_start(cfg, deadline_ms, err);
+	int r = qemu_load_start(cfg, pidfd, deadline_ms, err);
 	if (r < 0)
 		return r;
 	/* Why the last status query failed, for the timeout's message. */
@@ -639,6 +640,8 @@ static int qemu_wait_incoming(const struct vmm_config *cfg, uint64_t deadline_ms
 			if (!loading)
 				return 0;
 		}
+		if (vmm_pidfd_exited(pidfd))
+			return al_error_set(err, AL_ERR_INTERNAL, ECHILD, "QEMU exited while it loaded the snapshot");
 		if (now_ms_monotonic() > deadline_ms)
 			return al_error_set(err, AL_ERR_TIMEOUT, ETIMEDOUT, "loading the snapshot took too long%s%s",
 			                    last.message[0] ? ": " : "", last.message);
