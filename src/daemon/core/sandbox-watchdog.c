@@ -7,6 +7,7 @@
 #include <inttypes.h>
 
 #include "events.h"
+#include "jail.h"
 #include "log.h"
 #include "metrics.h"
 #include "util.h"
@@ -215,8 +216,8 @@ static void watchdog_check(struct sandbox *sb)
 	pthread_mutex_unlock(&sb->op_lock);
 }
 
-static pthread_t reaper, watchdog;
-static bool reaper_running, watchdog_running;
+static pthread_t reaper, watchdog, leaser;
+static bool reaper_running, watchdog_running, leaser_running;
 static bool reaper_stop;
 static pthread_mutex_t reaper_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t reaper_cond = PTHREAD_COND_INITIALIZER;
@@ -298,6 +299,28 @@ static void *watchdog_main(void *arg)
 	return NULL;
 }
 
+/* Renews every sandbox's lease (docs/jailer.md, "Lease"): on a thread of
+ * its own, which nothing else delays (a delete or pause of the reaper may
+ * take long). A sandbox without one (its VMM never started, or the flag
+ * was 0 then) is skipped. */
+static void *leaser_main(void *arg)
+{
+	(void)arg;
+	uint64_t period = jail_lease_period_ms();
+	do {
+		size_t n;
+		struct sandbox **v = registry_snapshot(&n);
+		for (size_t i = 0; i < n; i++) {
+			int r = jail_lease_touch(v[i]->dir, false);
+			if (r < 0 && r != -ENOENT)
+				log_error("sandbox %s: cannot renew its lease: %s", v[i]->rec.id, strerror(-r));
+			sandbox_unref(v[i]);
+		}
+		free(v);
+	} while (!reaper_sleep(period));
+	return NULL;
+}
+
 void sb_reaper_start(void)
 {
 	reaper_stop = false;
@@ -305,11 +328,13 @@ void sb_reaper_start(void)
 		reaper_running = true;
 	if (sb_cfg->watchdog_s && pthread_create(&watchdog, NULL, watchdog_main, NULL) == 0)
 		watchdog_running = true;
+	if (jail_orphan_timeout_s() && pthread_create(&leaser, NULL, leaser_main, NULL) == 0)
+		leaser_running = true;
 }
 
 void sb_reaper_join(void)
 {
-	if (!reaper_running && !watchdog_running)
+	if (!reaper_running && !watchdog_running && !leaser_running)
 		return;
 	pthread_mutex_lock(&reaper_lock);
 	reaper_stop = true;
@@ -319,5 +344,7 @@ void sb_reaper_join(void)
 		pthread_join(reaper, NULL);
 	if (watchdog_running)
 		pthread_join(watchdog, NULL);
-	reaper_running = watchdog_running = false;
+	if (leaser_running)
+		pthread_join(leaser, NULL);
+	reaper_running = watchdog_running = leaser_running = false;
 }
