@@ -11,11 +11,13 @@ duration below bounds a hang, it is not a timing benchmark."""
 import os
 import shutil
 import signal
+import subprocess
+import tempfile
 import time
 
 import pytest
 
-from conftest import Daemon, _report_on_failure, pid_alive, qemu_processes, wait_for
+from conftest import Daemon, _parent, _report_on_failure, pid_alive, qemu_processes, wait_for
 from lifecycleutil import WAIT_S, wait_state
 
 
@@ -149,3 +151,49 @@ def test_daemon_back_in_time_keeps_its_vms(fresh, how):
     assert_answers(d, sid)
     lease = os.stat(os.path.join(d.sandbox_dir(sid), "lease"))
     assert lease.st_uid == 0 and lease.st_mode & 0o077 == 0, oct(lease.st_mode)
+
+
+
+def test_a_vm_keeps_its_timeout_when_a_restart_turns_it_off(fresh):
+    """--orphan-timeout-s 0 after a restart: the VMs started with a lease
+    still have it, and the daemon still renews it."""
+    d = fresh("--orphan-timeout-s", str(ORPHAN_S))
+    sid, pid = running_vm(d)
+    d.proc.send_signal(signal.SIGKILL)
+    d.proc.wait()
+    d.extra_args = ["--orphan-timeout-s", "0"]
+    d.start()
+    time.sleep(3 * ORPHAN_S)
+    assert pid_alive(pid) and d.api.get(sid).json["state"] == "running", d.log()
+    assert_answers(d, sid)
+    # A VM started now has no lease (and is not stopped for it).
+    sid2, pid2 = running_vm(d)
+    assert not os.path.exists(os.path.join(d.sandbox_dir(sid2), "lease"))
+    jailer = open(f"/proc/{_parent(pid2)}/cmdline", "rb").read().split(b"\0")
+    assert b"--exit-file" in jailer and b"--lease" not in jailer, jailer
+
+def test_the_vmm_cannot_renew_its_own_lease(fresh):
+    """SECURITY: the lease is root's, in the sandbox directory (root's, 0700),
+    out of the jail: neither the VMM's uid nor its view of the file system
+    reaches it (a VMM that could renew its lease would outlive every daemon)."""
+    d = fresh("--orphan-timeout-s", str(ORPHAN_S))
+    sid, pid = running_vm(d)
+    lease = os.path.join(d.sandbox_dir(sid), "lease")
+    uid = int([line for line in open(f"/proc/{pid}/status") if line.startswith("Uid:")][0].split()[1])
+    assert uid >= 1000, uid
+    r = subprocess.run(["touch", "-c", lease], user=uid, group=uid, extra_groups=[], capture_output=True)
+    assert r.returncode != 0 and b"Permission denied" in r.stderr, r
+    # The same command as that uid does write where the uid may (the refusal
+    # above is the lease's path, not the way the test runs it).
+    ctl = tempfile.mkdtemp(dir="/tmp")
+    try:
+        os.chown(ctl, uid, uid)
+        r = subprocess.run(["touch", os.path.join(ctl, "x")], user=uid, group=uid, extra_groups=[],
+                           capture_output=True)
+        assert r.returncode == 0, r
+    finally:
+        shutil.rmtree(ctl)
+    # The VMM's root is its vm/ directory: the lease is not in its world.
+    assert os.stat(f"/proc/{pid}/root/").st_ino == os.stat(d.vm_dir(sid)).st_ino
+    for p in ("/lease", lease, "/../lease"):
+        assert not os.path.exists(f"/proc/{pid}/root{p}"), p

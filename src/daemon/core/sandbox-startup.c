@@ -61,7 +61,7 @@ static void recover_one(struct sandbox_record *rec)
 	pid_t pid = (pid_t)rec->vmm_pid;
 	bool alive = vmm_alive(rec->id, pid);
 	if (alive) {
-		jail_lease_touch(sb->dir, false); /* at once: its jailer may be close to --orphan-timeout-s */
+		sb_lease_adopt(sb, pid); /* at once: its jailer may be close to its --orphan-timeout-s */
 		sb->pid = pid;
 		sb->pidfd = pidfd_open_pid(pid);
 		/* SECURITY: its uid is its own again; one that another VMM has

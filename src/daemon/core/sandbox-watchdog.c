@@ -302,14 +302,23 @@ static void *watchdog_main(void *arg)
 /* Renews every sandbox's lease (docs/jailer.md, "Lease"): on a thread of
  * its own, which nothing else delays (a delete or pause of the reaper may
  * take long). A sandbox without one (its VMM never started, or the flag
- * was 0 then) is skipped. */
+ * was 0 when it did) is skipped. */
 static void *leaser_main(void *arg)
 {
 	(void)arg;
-	uint64_t period = jail_lease_period_ms();
+	uint64_t period;
 	do {
 		size_t n;
 		struct sandbox **v = registry_snapshot(&n);
+		/* In time for the shortest timeout: this daemon's, or the one a
+		 * re-attached VM was started with (a restart may change the flag). */
+		unsigned shortest = jail_orphan_timeout_s();
+		for (size_t i = 0; i < n; i++) {
+			unsigned t = __atomic_load_n(&v[i]->lease_timeout_s, __ATOMIC_RELAXED);
+			if (t && (!shortest || t < shortest))
+				shortest = t;
+		}
+		period = jail_lease_period_ms(shortest);
 		for (size_t i = 0; i < n; i++) {
 			int r = jail_lease_touch(v[i]->dir, false);
 			if (r < 0 && r != -ENOENT)
@@ -321,6 +330,14 @@ static void *leaser_main(void *arg)
 	return NULL;
 }
 
+void sb_lease_adopt(struct sandbox *sb, pid_t jailer)
+{
+	__atomic_store_n(&sb->lease_timeout_s, jail_orphan_timeout_of(jailer), __ATOMIC_RELAXED);
+	int r = jail_lease_touch(sb->dir, false);
+	if (r < 0 && r != -ENOENT)
+		log_error("sandbox %s: cannot renew its lease: %s", sb->rec.id, strerror(-r));
+}
+
 void sb_reaper_start(void)
 {
 	reaper_stop = false;
@@ -328,7 +345,8 @@ void sb_reaper_start(void)
 		reaper_running = true;
 	if (sb_cfg->watchdog_s && pthread_create(&watchdog, NULL, watchdog_main, NULL) == 0)
 		watchdog_running = true;
-	if (jail_orphan_timeout_s() && pthread_create(&leaser, NULL, leaser_main, NULL) == 0)
+	/* Also with --orphan-timeout-s 0: the VMs re-attached may have a lease. */
+	if (pthread_create(&leaser, NULL, leaser_main, NULL) == 0)
 		leaser_running = true;
 }
 

@@ -373,10 +373,29 @@ unsigned jail_orphan_timeout_s(void)
 	return t;
 }
 
-unsigned jail_lease_period_ms(void)
+unsigned jail_lease_period_ms(unsigned timeout_s)
 {
-	uint64_t p = (uint64_t)jail_orphan_timeout_s() * 1000u / 4u;
+	uint64_t p = timeout_s ? (uint64_t)timeout_s * 1000u / 4u : 60000u;
 	return (unsigned)MIN(MAX(p, 250u), 60000u);
+}
+
+unsigned jail_orphan_timeout_of(pid_t pid)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)pid);
+	cleanup_free char *buf = NULL;
+	size_t len;
+	if (pid <= 0 || read_file_limited(path, 256 * 1024, &buf, &len) < 0)
+		return 0;
+	/* The jailer's own options end at "--"; the VMM's arguments are not its. */
+	for (size_t i = 0; i < len && strcmp(buf + i, "--"); i += strlen(buf + i) + 1) {
+		size_t next = i + strlen(buf + i) + 1;
+		uint64_t v;
+		if (!strcmp(buf + i, "--orphan-timeout-s") && next < len && parse_u64(buf + next, &v) == 0 &&
+		    v <= JAIL_ORPHAN_TIMEOUT_S_MAX)
+			return (unsigned)v;
+	}
+	return 0;
 }
 
 int jail_lease_touch(const char *dir, bool create)

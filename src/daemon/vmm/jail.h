@@ -14,6 +14,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "error.h"
 
@@ -48,9 +49,13 @@ void jail_shutdown(void);
 
 /* --orphan-timeout-s (0: off). */
 unsigned jail_orphan_timeout_s(void);
-/* How often airlockd renews each lease: a quarter of the timeout, at most a
- * minute (the jailer looks as often). */
-unsigned jail_lease_period_ms(void);
+/* How often airlockd renews the leases of VMs whose shortest timeout is
+ * timeout_s: a quarter of it, from 250 ms to 60 s (the jailer looks as
+ * often); 60 s for 0. */
+unsigned jail_lease_period_ms(unsigned timeout_s);
+/* The --orphan-timeout-s of a running jailer (its command line): 0 for
+ * none, or when pid is not a jailer's. */
+unsigned jail_orphan_timeout_of(pid_t pid);
 /* Makes (create) or renews the lease in dir: its mtime is now. 0, or -errno
  * (-ENOENT: there is none to renew). */
 int jail_lease_touch(const char *dir, bool create);
