@@ -220,7 +220,19 @@ static pthread_t reaper, watchdog, leaser;
 static bool reaper_running, watchdog_running, leaser_running;
 static bool reaper_stop;
 static pthread_mutex_t reaper_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t reaper_cond = PTHREAD_COND_INITIALIZER;
+static pthread_cond_t reaper_cond;
+static pthread_once_t reaper_cond_once = PTHREAD_ONCE_INIT;
+
+/* On the monotonic clock: a step of the wall clock must not hold up the
+ * threads (a lease not renewed for --orphan-timeout-s stops its VM). */
+static void reaper_cond_init(void)
+{
+	pthread_condattr_t a;
+	pthread_condattr_init(&a);
+	pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+	pthread_cond_init(&reaper_cond, &a);
+	pthread_condattr_destroy(&a);
+}
 
 /* Waits for period_ms or until the threads are told to stop (true then). */
 static bool reaper_sleep(uint64_t period_ms)
@@ -228,7 +240,7 @@ static bool reaper_sleep(uint64_t period_ms)
 	pthread_mutex_lock(&reaper_lock);
 	if (!reaper_stop) {
 		struct timespec ts;
-		clock_gettime(CLOCK_REALTIME, &ts);
+		clock_gettime(CLOCK_MONOTONIC, &ts);
 		uint64_t ns = (uint64_t)ts.tv_nsec + (period_ms % 1000u) * 1000000u;
 		ts.tv_sec += (time_t)(period_ms / 1000u + ns / 1000000000u);
 		ts.tv_nsec = (long)(ns % 1000000000u);
@@ -340,6 +352,7 @@ void sb_lease_adopt(struct sandbox *sb, pid_t jailer)
 
 void sb_reaper_start(void)
 {
+	pthread_once(&reaper_cond_once, reaper_cond_init);
 	reaper_stop = false;
 	if (pthread_create(&reaper, NULL, reaper_main, NULL) == 0)
 		reaper_running = true;
