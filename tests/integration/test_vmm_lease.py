@@ -77,6 +77,17 @@ def test_sigkilled_reattached_vmm_is_named_by_its_signal(fresh):
 
 # ------------------------------------------------------------------ the lease
 
+def test_flag_bounds(tmp_path):
+    from conftest import AIRLOCKD
+    for bad in ("2592001", "-1", "1h", ""):
+        r = subprocess.run([AIRLOCKD, "--orphan-timeout-s", bad, "--socket", str(tmp_path / "s"),
+                            "--state-dir", str(tmp_path / "state")], capture_output=True, text=True, timeout=30)
+        assert r.returncode == 2 and "--orphan-timeout-s must be from 0 to 2592000" in r.stderr, (bad, r)
+    assert not os.path.exists(tmp_path / "state")
+    r = subprocess.run([AIRLOCKD, "--help"], capture_output=True, text=True, timeout=30)
+    assert "--orphan-timeout-s N" in r.stdout and "default 3600; 0 = never" in r.stdout, r
+
+
 ORPHAN_S = 3
 # The jailer looks at the lease every quarter of the timeout: a VM stops
 # within the timeout and a look after it is gone. This bounds a hang on a
