@@ -89,7 +89,7 @@ UNIT_LIBS_egress-fair := -ljansson
 UNIT_SRC_egress-intercept := src/egress/egress-ca.c src/egress/egress-bindings.c src/egress/egress-policy.c
 UNIT_LIBS_egress-intercept := -lcrypto -ljansson -lpthread
 # The jailer's command line, path checks and seccomp profile parser.
-UNIT_SRC_jailer := src/jailer/jailer-args.c src/jailer/jailer-path.c src/jailer/jailer-seccomp.c
+UNIT_SRC_jailer := src/jailer/jailer-args.c src/jailer/jailer-lease.c src/jailer/jailer-path.c src/jailer/jailer-seccomp.c
 UNIT_LIBS_jailer := -lseccomp
 $(TEST_BUILD)/obj/tests/unit/test-jailer.o: TEST_CFLAGS += -Isrc/jailer
 

@@ -13,6 +13,15 @@
  *
  * PID is the VMM's pid in the host's pid namespace, which the kernel's audit
  * record of a seccomp kill names (type=1326 ... pid=PID ... syscall=NR).
+ *
+ * With --lease, a lease no airlockd renews in time makes the parent stop the
+ * VMM (then the line above, signal 9), after one line
+ *
+ *   airlock-jailer[supervisor]: WHY: no airlockd will re-attach to the VMM (pid PID); stopping it
+ *
+ * The VMM can write to this stream too: airlockd decides nothing from it.
+ * How the VMM ended, for an airlockd that is not the jailer's parent, is the
+ * --exit-file (root's, out of the jail): one line "status N" or "signal N".
  */
 #ifndef AIRLOCK_PROTO_JAILER_H
 #define AIRLOCK_PROTO_JAILER_H

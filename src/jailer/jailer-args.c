@@ -83,6 +83,9 @@ enum {
 	OPT_KEEP_FD,
 	OPT_SECCOMP,
 	OPT_NEW_PID_NS,
+	OPT_LEASE,
+	OPT_ORPHAN_TIMEOUT_S,
+	OPT_EXIT_FILE,
 	OPT_CHECK,
 	OPT_CLEANUP,
 	OPT_HELP,
@@ -106,6 +109,9 @@ static const struct option jail_options[] = {
     {"keep-fd", required_argument, NULL, OPT_KEEP_FD},
     {"seccomp", required_argument, NULL, OPT_SECCOMP},
     {"new-pid-ns", no_argument, NULL, OPT_NEW_PID_NS},
+    {"lease", required_argument, NULL, OPT_LEASE},
+    {"orphan-timeout-s", required_argument, NULL, OPT_ORPHAN_TIMEOUT_S},
+    {"exit-file", required_argument, NULL, OPT_EXIT_FILE},
     {"check", no_argument, NULL, OPT_CHECK},
     {"cleanup", no_argument, NULL, OPT_CLEANUP},
     {"help", no_argument, NULL, OPT_HELP},
@@ -118,7 +124,7 @@ void jail_usage(FILE *out)
 	      "         [--netns-fd FD] [--cgroup-parent NAME] [--cpu-quota-pct N] [--memory-mib N] [--pids-max N]\n"
 	      "         [--rlimit-fsize BYTES] [--rlimit-nofile N] [--rlimit-nproc N]\n"
 	      "         [--bind-ro PATH]... [--dev PATH]... [--keep-fd FD]...\n"
-	      "         [--seccomp FILE] [--new-pid-ns]\n"
+	      "         [--seccomp FILE] [--new-pid-ns [--lease FILE --orphan-timeout-s N] [--exit-file FILE]]\n"
 	      "         -- /absolute/path/to/vmm ARGS...\n"
 	      "       airlock-jailer --cleanup --id SANDBOX_ID [--cgroup-parent NAME]\n"
 	      "       airlock-jailer --check\n"
@@ -310,6 +316,25 @@ static int parse_one(int opt, const char *arg, struct jail_config *cfg, bool *se
 	case OPT_NEW_PID_NS:
 		cfg->new_pid_ns = true;
 		return 0;
+	case OPT_LEASE:
+	case OPT_EXIT_FILE: {
+		const char *name = opt == OPT_LEASE ? "lease" : "exit-file";
+		const char **slot = opt == OPT_LEASE ? &cfg->lease_path : &cfg->exit_file;
+		if ((r = set_once(slot, name, arg, err)) < 0)
+			return r;
+		if ((r = jail_path_syntax_check(arg, err)) < 0) {
+			al_error_prefix(err, "--%s", name);
+			return r;
+		}
+		if (!strcmp(arg, "/"))
+			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "--%s: cannot be /", name);
+		return 0;
+	}
+	case OPT_ORPHAN_TIMEOUT_S:
+		if (cfg->orphan_timeout_s)
+			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "--orphan-timeout-s given twice");
+		return parse_u64_range("orphan-timeout-s", arg, 1, JAIL_ORPHAN_TIMEOUT_S_MAX, &cfg->orphan_timeout_s,
+		                       err);
 	case OPT_CHECK:
 		cfg->mode = JAIL_MODE_CHECK;
 		return 0;
@@ -321,6 +346,26 @@ static int parse_one(int opt, const char *arg, struct jail_config *cfg, bool *se
 		return 0;
 	}
 	return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "unknown option");
+}
+
+/* The lease and the exit record are the supervisor's, which only
+ * --new-pid-ns has. SECURITY: neither may lie in the jail, whose owner is
+ * the VMM: it could renew its own lease or write how it ended. */
+static int check_supervisor_files(const struct jail_config *cfg, struct al_error *err)
+{
+	if (!cfg->lease_path != !cfg->orphan_timeout_s)
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+		                    "--lease and --orphan-timeout-s come together (leave both out: no lease)");
+	if ((cfg->lease_path || cfg->exit_file) && !cfg->new_pid_ns)
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+		                    "--lease and --exit-file need --new-pid-ns (its supervisor keeps them)");
+	const char *paths[] = {cfg->lease_path, cfg->exit_file}, *names[] = {"lease", "exit-file"};
+	for (size_t i = 0; i < ARRAY_SIZE(paths); i++)
+		if (paths[i] && (jail_path_is_under(paths[i], cfg->root) || jail_path_is_under(cfg->root, paths[i])))
+			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+			                    "--%s %s: contains or lies inside --root %s (the VMM's own)", names[i],
+			                    paths[i], cfg->root);
+	return 0;
 }
 
 /* What each mode needs, once every option has been read. */
@@ -362,6 +407,8 @@ static int check_complete(int argc, char **argv, struct jail_config *cfg, bool s
 			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
 			                    "--keep-fd %d is the --netns-fd (it is closed after joining)",
 			                    cfg->netns_fd);
+	if ((r = check_supervisor_files(cfg, err)) < 0)
+		return r;
 	for (size_t i = 0; i < cfg->n_binds; i++)
 		if (jail_path_is_under(cfg->root, cfg->binds[i]) || jail_path_is_under(cfg->binds[i], cfg->root))
 			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,

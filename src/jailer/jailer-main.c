@@ -4,6 +4,7 @@
  * and exit status 1, and a failure leaves no cgroup behind (as far as the
  * jailer still has the privilege to remove it). docs/jailer.md. */
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -105,38 +106,81 @@ struct pidns_child {
 
 static const int forwarded[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
 
+/* What the supervising parent holds. */
+struct supervisor {
+	pid_t child;
+	int failed_rd;
+	struct jail_cgroup *cg;
+	const sigset_t *set;
+	bool has_lease;
+	struct jail_lease lease;
+	int exit_dir_fd; /* -1: no --exit-file */
+	const char *exit_name;
+};
+
+/* The next signal, or 0 when the lease was looked at meanwhile and nobody
+ * will re-attach: then the VMM is killed (once; its end is waited for like
+ * any other). */
+static int supervise_wait(struct supervisor *s, bool *orphaned)
+{
+	siginfo_t si;
+	if (!s->has_lease || *orphaned)
+		return sigwaitinfo(s->set, &si);
+	uint64_t period = jail_lease_period_ms(s->lease.timeout_ms / 1000u);
+	struct timespec ts = {.tv_sec = (time_t)(period / 1000u), .tv_nsec = (long)(period % 1000u) * 1000000L};
+	int sig = sigtimedwait(s->set, &si, &ts);
+	char why[PATH_MAX + 128];
+	if (sig < 0 && errno == EAGAIN && jail_lease_check(&s->lease, now_ms_monotonic(), why, sizeof(why)) < 0) {
+		*orphaned = true;
+		fprintf(stderr,
+		        AIRLOCK_JAILER_SUPERVISOR_PREFIX "%s: no airlockd will re-attach to the VMM (pid %d); "
+		                                         "stopping it\n",
+		        why, (int)s->child);
+		kill(s->child, SIGKILL);
+	}
+	return sig;
+}
+
 /* The parent stays outside the new pid namespace: it waits for the VMM (pid 1
- * inside), forwards termination signals to it, removes the cgroup if the
- * child failed before exec, and exits as the VMM did. */
-static __attribute__((noreturn)) void supervise(pid_t child, int failed_rd, struct jail_cgroup *cg, const sigset_t *set)
+ * inside), forwards termination signals to it, watches the lease, removes
+ * the cgroup if the child failed before exec or nobody will re-attach,
+ * records how the VMM ended, and exits as the VMM did. */
+static __attribute__((noreturn)) void supervise(struct supervisor *s)
 {
 	int status = 0;
+	bool orphaned = false;
+	if (s->exit_dir_fd >= 0 && unlinkat(s->exit_dir_fd, s->exit_name, 0) < 0 && errno != ENOENT)
+		fprintf(stderr, AIRLOCK_JAILER_SUPERVISOR_PREFIX "cannot remove the old %s: %m\n", s->exit_name);
 	for (;;) {
-		siginfo_t si;
-		int sig = sigwaitinfo(set, &si);
-		if (sig < 0)
+		int sig = supervise_wait(s, &orphaned);
+		if (sig <= 0)
 			continue;
 		if (sig != SIGCHLD) {
-			kill(child, sig);
+			kill(s->child, sig);
 			continue;
 		}
-		pid_t p = waitpid(child, &status, WNOHANG);
-		if (p == child)
+		pid_t p = waitpid(s->child, &status, WNOHANG);
+		if (p == s->child)
 			break;
 	}
 	char b;
-	if (read(failed_rd, &b, 1) == 1) {
+	if (read(s->failed_rd, &b, 1) == 1) {
 		/* The child already said why on stderr. */
-		jail_cgroup_abandon(cg);
+		jail_cgroup_abandon(s->cg);
 		_exit(1);
 	}
+	/* No airlockd will remove the cgroup of an orphan. */
+	if (orphaned)
+		jail_cgroup_abandon(s->cg);
+	if (s->exit_dir_fd >= 0)
+		jail_exit_record_write(s->exit_dir_fd, s->exit_name, status);
 	if (WIFEXITED(status))
 		_exit(WEXITSTATUS(status));
 	int sig = WTERMSIG(status);
 	/* The VMM's pid in the host's namespace: the kernel's record of a
 	 * seccomp kill (SIGSYS) names it, and airlockd knows only ours. */
 	fprintf(stderr, AIRLOCK_JAILER_SUPERVISOR_PREFIX "the VMM (pid %d) was killed by signal %d (SIG%s)\n",
-	        (int)child, sig, sigabbrev_np(sig) ?: "?");
+	        (int)s->child, sig, sigabbrev_np(sig) ?: "?");
 	signal(sig, SIG_DFL);
 	sigset_t one;
 	sigemptyset(&one);
@@ -169,8 +213,18 @@ static int enter_pid_ns(const struct jail_config *cfg, struct jail_validated *v,
 		close(alive[0]);
 		for (size_t i = 0; i < cfg->n_keep_fds; i++)
 			close(cfg->keep_fds[i]);
+		struct supervisor s = {.child = pid,
+		                       .failed_rd = failed[0],
+		                       .cg = cg,
+		                       .set = &set,
+		                       .has_lease = cfg->lease_path != NULL,
+		                       .exit_dir_fd = TAKE_FD(v->exit_dir_fd),
+		                       .exit_name = cfg->exit_file ? jail_path_base(cfg->exit_file) : NULL};
+		if (s.has_lease)
+			jail_lease_start(&s.lease, TAKE_FD(v->lease_dir_fd), cfg->lease_path, cfg->orphan_timeout_s,
+			                 now_ms_monotonic());
 		jail_validated_release(v);
-		supervise(pid, failed[0], cg, &set);
+		supervise(&s);
 	}
 	sigprocmask(SIG_SETMASK, &old, NULL);
 	close(failed[0]);

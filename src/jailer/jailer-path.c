@@ -146,6 +146,8 @@ void jail_validated_release(struct jail_validated *v)
 {
 	closep(&v->root_fd);
 	closep(&v->vmm_fd);
+	closep(&v->lease_dir_fd);
+	closep(&v->exit_dir_fd);
 	for (size_t i = 0; i < JAIL_MAX_BINDS; i++)
 		closep(&v->bind_fds[i]);
 	jail_seccomp_free(v->seccomp);
@@ -220,6 +222,27 @@ static int validate_seccomp(const struct jail_config *cfg, struct jail_validated
 	return r;
 }
 
+/* The supervisor's files (jailer-lease.c): their directories are root's and
+ * only root writes to them; the lease exists already (airlockd made it). */
+static int validate_supervisor_files(const struct jail_config *cfg, struct jail_validated *v, struct al_error *err)
+{
+	int r;
+	if (cfg->exit_file && (r = jail_parent_open("exit-file", cfg->exit_file, &v->exit_dir_fd, err)) < 0)
+		return r;
+	if (!cfg->lease_path)
+		return 0;
+	if ((r = jail_parent_open("lease", cfg->lease_path, &v->lease_dir_fd, err)) < 0)
+		return r;
+	struct stat st;
+	if (fstatat(v->lease_dir_fd, jail_path_base(cfg->lease_path), &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+	    !S_ISREG(st.st_mode) || st.st_uid != 0 || (st.st_mode & (S_IWGRP | S_IWOTH)))
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+		                    "--lease %s: must be an existing regular file of root's that group and others "
+		                    "cannot write",
+		                    cfg->lease_path);
+	return 0;
+}
+
 static int validate_all(const struct jail_config *cfg, struct jail_validated *v, struct al_error *err)
 {
 	int r;
@@ -241,12 +264,12 @@ static int validate_all(const struct jail_config *cfg, struct jail_validated *v,
 		return r;
 	if (cfg->seccomp_path && (r = validate_seccomp(cfg, v, err)) < 0)
 		return r;
-	return 0;
+	return validate_supervisor_files(cfg, v, err);
 }
 
 int jail_validate(const struct jail_config *cfg, struct jail_validated *ret, struct al_error *err)
 {
-	struct jail_validated v = {.root_fd = -1, .vmm_fd = -1};
+	struct jail_validated v = {.root_fd = -1, .vmm_fd = -1, .lease_dir_fd = -1, .exit_dir_fd = -1};
 	for (size_t i = 0; i < JAIL_MAX_BINDS; i++)
 		v.bind_fds[i] = -1;
 	int r = validate_all(cfg, &v, err);

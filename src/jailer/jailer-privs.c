@@ -45,7 +45,7 @@ int jail_env_reset(const struct jail_config *cfg, const struct jail_validated *v
 	 * VMM's own umask just before execve. */
 	umask(0022);
 
-	int keep[JAIL_MAX_KEEP_FDS + JAIL_MAX_BINDS + 3];
+	int keep[JAIL_MAX_KEEP_FDS + JAIL_MAX_BINDS + 5];
 	size_t n = 0;
 	if (cfg->netns_fd >= 0)
 		keep[n++] = cfg->netns_fd;
@@ -56,6 +56,11 @@ int jail_env_reset(const struct jail_config *cfg, const struct jail_validated *v
 		keep[n++] = v->vmm_fd;
 	for (size_t i = 0; i < cfg->n_binds; i++)
 		keep[n++] = v->bind_fds[i];
+	/* The supervisor's (the pid namespace's child closes them). */
+	if (v->lease_dir_fd >= 0)
+		keep[n++] = v->lease_dir_fd;
+	if (v->exit_dir_fd >= 0)
+		keep[n++] = v->exit_dir_fd;
 	int r = close_all_but(keep, n, err);
 	if (r < 0)
 		return r;

@@ -39,6 +39,8 @@
 #define JAIL_SECCOMP_FILE_MAX (256 * 1024)
 #define JAIL_SECCOMP_SYSCALLS_MAX 1024
 #define JAIL_SYSCALL_NAME_MAX 63
+/* --orphan-timeout-s: 30 days at most. */
+#define JAIL_ORPHAN_TIMEOUT_S_MAX 2592000
 
 enum jail_mode {
 	JAIL_MODE_RUN,
@@ -69,7 +71,12 @@ struct jail_config {
 	size_t n_keep_fds;
 	const char *seccomp_path; /* NULL: no filter */
 	bool new_pid_ns;
-	char **vmm_argv; /* NULL-terminated; [0] is an absolute path */
+	/* With --new-pid-ns: the file airlockd renews while it (or a restarted
+	 * airlockd) may re-attach, outside the jail, root's; NULL: none. */
+	const char *lease_path;
+	uint64_t orphan_timeout_s; /* with lease_path: 1..JAIL_ORPHAN_TIMEOUT_S_MAX */
+	const char *exit_file;     /* with --new-pid-ns: how the VMM ended, for a later airlockd */
+	char **vmm_argv;           /* NULL-terminated; [0] is an absolute path */
 };
 
 /* ------------------------------------------------------------ jailer-args.c */
@@ -187,7 +194,9 @@ struct jail_validated {
 	struct stat vmm_st;
 	bool vmm_bind; /* no --bind-ro covers the VMM: bind it read-only at its own path */
 	struct stat dev_st[JAIL_MAX_DEVS];
-	void *seccomp; /* compiled filter, or NULL */
+	void *seccomp;    /* compiled filter, or NULL */
+	int lease_dir_fd; /* O_PATH: the directories of --lease and --exit-file, or -1 */
+	int exit_dir_fd;
 };
 
 int jail_validate(const struct jail_config *cfg, struct jail_validated *ret, struct al_error *err);
@@ -195,6 +204,37 @@ void jail_validated_release(struct jail_validated *v);
 /* Inside a fresh mount namespace: builds the jail from the validated fds and
  * pivot_roots into it (cwd "/" afterwards). */
 int jail_mount_build(const struct jail_config *cfg, const struct jail_validated *v, struct al_error *err);
+
+/* ------------------------------------------------------------ jailer-lease.c */
+
+/* What the supervisor knows of the lease (docs/jailer.md, "Lease"). Its
+ * renewals are told apart by the lease's mtime, and their age is measured on
+ * the monotonic clock: a jump of the wall clock neither expires nor renews
+ * it. */
+struct jail_lease {
+	int dir_fd;       /* O_PATH: the lease's directory */
+	const char *name; /* the lease's name in it */
+	const char *path; /* for messages */
+	uint64_t timeout_ms;
+	struct timespec mtime; /* the mtime last seen */
+	uint64_t changed_ms;   /* when it was first seen (now_ms of the caller's clock) */
+};
+
+/* The last component of a canonical absolute path other than "/". */
+const char *jail_path_base(const char *path);
+/* Opens path's directory as jail_path_open does (root's, not writable by
+ * group or others): O_PATH in *ret_fd. */
+int jail_parent_open(const char *opt, const char *path, int *ret_fd, struct al_error *err);
+/* How often the supervisor looks: a quarter of the timeout, 250 ms to 60 s. */
+uint64_t jail_lease_period_ms(uint64_t timeout_s);
+void jail_lease_start(struct jail_lease *l, int dir_fd, const char *path, uint64_t timeout_s, uint64_t now_ms);
+/* 0 while the lease is renewed in time; -1 with why in buf once its
+ * directory or the lease is gone, or its mtime has not changed for the
+ * timeout. */
+int jail_lease_check(struct jail_lease *l, uint64_t now_ms, char *buf, size_t size);
+/* "status N" or "signal N" and a newline, in dir_fd/name (root's, 0600), in
+ * place of an earlier one. Best effort. */
+void jail_exit_record_write(int dir_fd, const char *name, int wait_status);
 
 /* ------------------------------------------------------------ jailer-privs.c */
 

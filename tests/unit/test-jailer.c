@@ -5,6 +5,7 @@
  * tests/integration/test_jailer.py. */
 #include <fcntl.h>
 #include <limits.h>
+#include <signal.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -168,6 +169,124 @@ static void test_args_refused(void **state)
 	expect_refused("is the --netns-fd", BASE, "--netns-fd", "5", "--keep-fd", "5", "--", "/x", NULL);
 	expect_refused("--keep-fd 7 given twice", BASE, "--keep-fd", "7", "--keep-fd", "7", "--", "/x", NULL);
 	expect_refused("control character", BASE, "--bind-ro", "/usr\n/x", "--", "/x", NULL);
+}
+
+/* The supervisor's lease and exit record: their bounds and combinations. */
+static void test_args_lease(void **state)
+{
+	(void)state;
+	struct jail_config cfg;
+	struct al_error err;
+	assert_int_equal(parse(&cfg, &err, BASE, "--new-pid-ns", "--lease", "/srv/sb/lease", "--orphan-timeout-s",
+	                       "2592000", "--exit-file", "/srv/sb/vmm-exit", "--", "/x", NULL),
+	                 0);
+	assert_string_equal(cfg.lease_path, "/srv/sb/lease");
+	assert_int_equal(cfg.orphan_timeout_s, JAIL_ORPHAN_TIMEOUT_S_MAX);
+	assert_string_equal(cfg.exit_file, "/srv/sb/vmm-exit");
+	assert_int_equal(
+	    parse(&cfg, &err, BASE, "--new-pid-ns", "--lease", "/l", "--orphan-timeout-s", "1", "--", "/x", NULL), 0);
+	assert_int_equal(cfg.orphan_timeout_s, 1);
+	assert_int_equal(parse(&cfg, &err, BASE, "--", "/x", NULL), 0);
+	assert_null(cfg.lease_path);
+	assert_null(cfg.exit_file);
+	assert_int_equal(cfg.orphan_timeout_s, 0);
+
+#define LEASE "--new-pid-ns", "--lease", "/srv/sb/lease"
+	expect_refused("--orphan-timeout-s 0: expected a whole number from 1 to 2592000", BASE, LEASE,
+	               "--orphan-timeout-s", "0", "--", "/x", NULL);
+	expect_refused("--orphan-timeout-s 2592001", BASE, LEASE, "--orphan-timeout-s", "2592001", "--", "/x", NULL);
+	expect_refused("--orphan-timeout-s -1", BASE, LEASE, "--orphan-timeout-s", "-1", "--", "/x", NULL);
+	expect_refused("--orphan-timeout-s 1h", BASE, LEASE, "--orphan-timeout-s", "1h", "--", "/x", NULL);
+	expect_refused("--orphan-timeout-s given twice", BASE, LEASE, "--orphan-timeout-s", "5", "--orphan-timeout-s",
+	               "5", "--", "/x", NULL);
+	expect_refused("come together", BASE, LEASE, "--", "/x", NULL);
+	expect_refused("come together", BASE, "--new-pid-ns", "--orphan-timeout-s", "5", "--", "/x", NULL);
+	expect_refused("need --new-pid-ns", BASE, "--lease", "/l", "--orphan-timeout-s", "5", "--", "/x", NULL);
+	expect_refused("need --new-pid-ns", BASE, "--exit-file", "/e", "--", "/x", NULL);
+	expect_refused("--lease given twice", BASE, LEASE, "--lease", "/m", "--orphan-timeout-s", "5", "--", "/x",
+	               NULL);
+	expect_refused("--lease: cannot be /", BASE, "--new-pid-ns", "--lease", "/", "--orphan-timeout-s", "5", "--",
+	               "/x", NULL);
+	expect_refused("--exit-file: /srv/sb/: not canonical", BASE, "--new-pid-ns", "--exit-file", "/srv/sb/", "--",
+	               "/x", NULL);
+	expect_refused("not an absolute path", BASE, "--new-pid-ns", "--exit-file", "vmm-exit", "--", "/x", NULL);
+	/* SECURITY: never in the jail, which is the VMM's. */
+	expect_refused("lies inside --root", BASE, "--new-pid-ns", "--lease", "/srv/jail/lease", "--orphan-timeout-s",
+	               "5", "--", "/x", NULL);
+	expect_refused("lies inside --root", BASE, "--new-pid-ns", "--exit-file", "/srv/jail/x/vmm-exit", "--", "/x",
+	               NULL);
+	expect_refused("lies inside --root", BASE, "--new-pid-ns", "--exit-file", "/srv/jail", "--", "/x", NULL);
+#undef LEASE
+	assert_int_equal(jail_lease_period_ms(1), 250);
+	assert_int_equal(jail_lease_period_ms(3), 750);
+	assert_int_equal(jail_lease_period_ms(3600), 60000);
+	assert_int_equal(jail_lease_period_ms(JAIL_ORPHAN_TIMEOUT_S_MAX), 60000);
+	assert_string_equal(jail_path_base("/srv/sb/lease"), "lease");
+	assert_string_equal(jail_path_base("/lease"), "lease");
+}
+
+/* The supervisor's verdict, on a real directory and a clock of the test's. */
+static void test_lease_check(void **state)
+{
+	(void)state;
+	char dir[] = "/tmp/test-jailer-lease.XXXXXX", path[PATH_MAX], why[PATH_MAX + 128];
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/lease", dir);
+	int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+	assert_true(fd >= 0);
+	close(fd);
+	int dfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	assert_true(dfd >= 0);
+	struct jail_lease l;
+	jail_lease_start(&l, dfd, path, 10, 1000);
+	assert_int_equal(jail_lease_check(&l, 1000, why, sizeof(why)), 0);
+	assert_int_equal(jail_lease_check(&l, 10999, why, sizeof(why)), 0);
+	/* Not renewed for the timeout. */
+	assert_int_equal(jail_lease_check(&l, 11000, why, sizeof(why)), -1);
+	assert_non_null(strstr(why, "was not renewed for 10 s"));
+	/* A renewal (another mtime) starts the count again, whatever the mtime says. */
+	struct timespec old[2] = {{.tv_sec = 1}, {.tv_sec = 1}};
+	assert_int_equal(utimensat(AT_FDCWD, path, old, 0), 0);
+	assert_int_equal(jail_lease_check(&l, 50000, why, sizeof(why)), 0);
+	assert_int_equal(jail_lease_check(&l, 59999, why, sizeof(why)), 0);
+	assert_int_equal(jail_lease_check(&l, 60000, why, sizeof(why)), -1);
+	/* The lease gone, then its directory. */
+	assert_int_equal(utimensat(AT_FDCWD, path, NULL, 0), 0);
+	assert_int_equal(jail_lease_check(&l, 60001, why, sizeof(why)), 0);
+	assert_int_equal(unlink(path), 0);
+	assert_int_equal(jail_lease_check(&l, 60002, why, sizeof(why)), -1);
+	assert_non_null(strstr(why, "the lease"));
+	assert_non_null(strstr(why, "is gone"));
+	assert_int_equal(rmdir(dir), 0);
+	assert_int_equal(jail_lease_check(&l, 60003, why, sizeof(why)), -1);
+	assert_non_null(strstr(why, "the directory of the lease"));
+	close(dfd);
+}
+
+static void test_exit_record(void **state)
+{
+	(void)state;
+	char dir[] = "/tmp/test-jailer-exit.XXXXXX", buf[32];
+	assert_non_null(mkdtemp(dir));
+	int dfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	const int statuses[] = {SIGKILL, 3 << 8, 0};
+	const char *want[] = {"signal 9\n", "status 3\n", "status 0\n"};
+	for (size_t i = 0; i < ARRAY_SIZE(statuses); i++) {
+		jail_exit_record_write(dfd, "vmm-exit", statuses[i]);
+		int fd = openat(dfd, "vmm-exit", O_RDONLY | O_CLOEXEC);
+		assert_true(fd >= 0);
+		ssize_t n = read(fd, buf, sizeof(buf) - 1);
+		struct stat st;
+		assert_int_equal(fstat(fd, &st), 0);
+		assert_int_equal(st.st_mode & 0777, 0600);
+		close(fd);
+		assert_true(n > 0);
+		buf[n] = '\0';
+		assert_string_equal(buf, want[i]);
+	}
+	assert_int_equal(unlinkat(dfd, "vmm-exit", 0), 0);
+	close(dfd);
+	assert_int_equal(rmdir(dir), 0);
 }
 
 static void test_ids_paths_devs(void **state)
@@ -500,6 +619,9 @@ int main(void)
 	    cmocka_unit_test(test_args_modes),
 	    cmocka_unit_test(test_args_identity_refused),
 	    cmocka_unit_test(test_args_refused),
+	    cmocka_unit_test(test_args_lease),
+	    cmocka_unit_test(test_lease_check),
+	    cmocka_unit_test(test_exit_record),
 	    cmocka_unit_test(test_ids_paths_devs),
 	    cmocka_unit_test_setup_teardown(test_path_checks, tree_setup, tree_teardown),
 	    cmocka_unit_test_setup_teardown(test_validate, tree_setup, tree_teardown),

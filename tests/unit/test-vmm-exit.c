@@ -105,6 +105,49 @@ static void test_describe_status(void **state)
 	done(dfd);
 }
 
+/* A VMM that is not our child (re-attached after a restart): how it ended
+ * is the jailer's record, else not known; never "status 0". */
+static void test_describe_exit_record(void **state)
+{
+	(void)state;
+	char out[1024];
+	int dfd = log_dir("airlock-jailer[supervisor]: the VMM (pid 7) was killed by signal 9 (SIGKILL)\n");
+	const struct {
+		const char *record;
+		int r;
+		const char *want;
+	} cases[] = {
+	    {"signal 9\n", 0, "the VMM was killed by signal 9 (SIGKILL); vmm.log: (empty)"},
+	    {"status 3\n", 0, "the VMM exited with status 3; "},
+	    {"status 0\n", 0, "the VMM exited with status 0 (the guest powered off"},
+	    /* Anything else is no record. */
+	    {"signal 0\n", -ECHILD, "how is not known"},
+	    {"status 256\n", -ECHILD, "how is not known"},
+	    {"status 3", -ECHILD, "how is not known"},
+	    {"status 3\nsignal 9\n", -ECHILD, "how is not known"},
+	    {"exited 3\n", -ECHILD, "how is not known"},
+	    {"", -ECHILD, "how is not known"},
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		int fd = openat(dfd, "vmm-exit", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+		assert_true(fd >= 0);
+		assert_int_equal(write(fd, cases[i].record, strlen(cases[i].record)), (ssize_t)strlen(cases[i].record));
+		close(fd);
+		assert_int_equal(vmm_exit_describe(-1, 1, NULL, dfd, "vmm.log", out, sizeof(out)), cases[i].r);
+		if (!strstr(out, cases[i].want))
+			fail_msg("record \"%s\": \"%s\" lacks \"%s\"", cases[i].record, out, cases[i].want);
+	}
+	/* A symlink is not followed. */
+	assert_int_equal(unlinkat(dfd, "vmm-exit", 0), 0);
+	assert_int_equal(symlinkat("vmm.log", dfd, "vmm-exit"), 0);
+	assert_int_equal(vmm_exit_describe(-1, 1, NULL, dfd, "vmm.log", out, sizeof(out)), -ECHILD);
+	/* The wait status of our own child wins over any record. */
+	int st = 1 << 8;
+	assert_int_equal(vmm_exit_describe(-1, 1, &st, dfd, "vmm.log", out, sizeof(out)), 0);
+	assert_non_null(strstr(out, "the VMM exited with status 1"));
+	done(dfd);
+}
+
 /* A real seccomp kill, as the jailer's supervisor reports it: the syscall is
  * named from the kernel's record when this host logs seccomp kills. */
 static void test_describe_sigsys(void **state)
@@ -142,6 +185,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_audit_parse),
 	    cmocka_unit_test(test_describe_status),
+	    cmocka_unit_test(test_describe_exit_record),
 	    cmocka_unit_test(test_describe_sigsys),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -430,7 +430,12 @@ int sb_boot(struct sandbox *sb, const struct images *im, const struct snapshot_i
 	vc.netns_fd = sb->net.ns_fd;
 	struct vmm_jail jail;
 	vmm_jail_spec(sb_cfg->vmm, &vc, sb->rec.jail_uid, sb->rec.disk_mib, &jail);
+	jail.sandbox_dir = sb->dir;
 	vc.jail = &jail;
+	/* The VMM's jailer stops it once nobody renews this (docs/jailer.md). */
+	if (jail_orphan_timeout_s() && (r = jail_lease_touch(sb->dir, true)) < 0)
+		return al_error_set(err, AL_ERR_INTERNAL, -r, "cannot make the lease in %s: %s", sb->dir, strerror(-r));
+	__atomic_store_n(&sb->lease_timeout_s, jail_orphan_timeout_s(), __ATOMIC_RELAXED);
 	pid_t pid;
 	if ((r = sb_cfg->vmm->spawn(&vc, &pid, err)) < 0)
 		return r;

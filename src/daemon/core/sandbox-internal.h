@@ -33,6 +33,9 @@ struct sandbox {
 	pid_t pid;
 	int pidfd;
 	bool our_child;
+	/* Its jailer's --orphan-timeout-s (0: no lease); set when it starts or
+	 * is re-attached (sb_lease_adopt), read by the lease thread. */
+	unsigned lease_timeout_s;
 	struct guest_channel *ch;
 	struct process_table *procs;
 	int console_fd;
@@ -209,6 +212,9 @@ void sb_timeout_rearm(const char *id);
 
 /* Starts the reaper (timeouts, reclaiming) and, with --watchdog-s, the watchdog. */
 void sb_reaper_start(void);
+/* A re-attached VMM (jailer: its pid): its lease is renewed at once, and
+ * from then on in time for the timeout its jailer was started with. */
+void sb_lease_adopt(struct sandbox *sb, pid_t jailer);
 /* Stops both threads and waits for them. */
 void sb_reaper_join(void);
 

@@ -20,10 +20,13 @@
 static void reap_vmm(struct sandbox *sb)
 {
 	int status = 0;
-	bool known = sb->our_child;
+	bool known = false;
 	if (sb->our_child) {
-		while (waitpid(sb->pid, &status, 0) < 0 && errno == EINTR)
+		pid_t p;
+		while ((p = waitpid(sb->pid, &status, 0)) < 0 && errno == EINTR)
 			;
+		/* A failed wait tells nothing: never "status 0". */
+		known = p == sb->pid;
 		sb->our_child = false;
 	}
 	sb->vmm_status = status;

@@ -94,6 +94,7 @@ static struct sandbox *recover_prepare(const struct sandbox_record *rec)
 	pid_t pid = (pid_t)rec->vmm_pid;
 	bool alive = vmm_alive(rec->id, pid);
 	if (alive) {
+		sb_lease_adopt(sb, pid); /* at once: its jailer may be close to its --orphan-timeout-s */
 		sb->pid = pid;
 		sb->pidfd = pidfd_open_pid(pid);
 		/* SECURITY: its uid is its own again; one that another VMM has

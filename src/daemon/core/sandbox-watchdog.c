@@ -7,6 +7,7 @@
 #include <inttypes.h>
 
 #include "events.h"
+#include "jail.h"
 #include "log.h"
 #include "metrics.h"
 #include "util.h"
@@ -215,11 +216,23 @@ static void watchdog_check(struct sandbox *sb)
 	pthread_mutex_unlock(&sb->op_lock);
 }
 
-static pthread_t reaper, watchdog;
-static bool reaper_running, watchdog_running;
+static pthread_t reaper, watchdog, leaser;
+static bool reaper_running, watchdog_running, leaser_running;
 static bool reaper_stop;
 static pthread_mutex_t reaper_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t reaper_cond = PTHREAD_COND_INITIALIZER;
+static pthread_cond_t reaper_cond;
+static pthread_once_t reaper_cond_once = PTHREAD_ONCE_INIT;
+
+/* On the monotonic clock: a step of the wall clock must not hold up the
+ * threads (a lease not renewed for --orphan-timeout-s stops its VM). */
+static void reaper_cond_init(void)
+{
+	pthread_condattr_t a;
+	pthread_condattr_init(&a);
+	pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+	pthread_cond_init(&reaper_cond, &a);
+	pthread_condattr_destroy(&a);
+}
 
 /* Waits for period_ms or until the threads are told to stop (true then). */
 static bool reaper_sleep(uint64_t period_ms)
@@ -227,7 +240,7 @@ static bool reaper_sleep(uint64_t period_ms)
 	pthread_mutex_lock(&reaper_lock);
 	if (!reaper_stop) {
 		struct timespec ts;
-		clock_gettime(CLOCK_REALTIME, &ts);
+		clock_gettime(CLOCK_MONOTONIC, &ts);
 		uint64_t ns = (uint64_t)ts.tv_nsec + (period_ms % 1000u) * 1000000u;
 		ts.tv_sec += (time_t)(period_ms / 1000u + ns / 1000000000u);
 		ts.tv_nsec = (long)(ns % 1000000000u);
@@ -298,18 +311,61 @@ static void *watchdog_main(void *arg)
 	return NULL;
 }
 
+/* Renews every sandbox's lease (docs/jailer.md, "Lease"): on a thread of
+ * its own, which nothing else delays (a delete or pause of the reaper may
+ * take long). A sandbox without one (its VMM never started, or the flag
+ * was 0 when it did) is skipped. */
+static void *leaser_main(void *arg)
+{
+	(void)arg;
+	uint64_t period;
+	do {
+		size_t n;
+		struct sandbox **v = registry_snapshot(&n);
+		/* In time for the shortest timeout: this daemon's, or the one a
+		 * re-attached VM was started with (a restart may change the flag). */
+		unsigned shortest = jail_orphan_timeout_s();
+		for (size_t i = 0; i < n; i++) {
+			unsigned t = __atomic_load_n(&v[i]->lease_timeout_s, __ATOMIC_RELAXED);
+			if (t && (!shortest || t < shortest))
+				shortest = t;
+		}
+		period = jail_lease_period_ms(shortest);
+		for (size_t i = 0; i < n; i++) {
+			int r = jail_lease_touch(v[i]->dir, false);
+			if (r < 0 && r != -ENOENT)
+				log_error("sandbox %s: cannot renew its lease: %s", v[i]->rec.id, strerror(-r));
+			sandbox_unref(v[i]);
+		}
+		free(v);
+	} while (!reaper_sleep(period));
+	return NULL;
+}
+
+void sb_lease_adopt(struct sandbox *sb, pid_t jailer)
+{
+	__atomic_store_n(&sb->lease_timeout_s, jail_orphan_timeout_of(jailer), __ATOMIC_RELAXED);
+	int r = jail_lease_touch(sb->dir, false);
+	if (r < 0 && r != -ENOENT)
+		log_error("sandbox %s: cannot renew its lease: %s", sb->rec.id, strerror(-r));
+}
+
 void sb_reaper_start(void)
 {
+	pthread_once(&reaper_cond_once, reaper_cond_init);
 	reaper_stop = false;
 	if (pthread_create(&reaper, NULL, reaper_main, NULL) == 0)
 		reaper_running = true;
 	if (sb_cfg->watchdog_s && pthread_create(&watchdog, NULL, watchdog_main, NULL) == 0)
 		watchdog_running = true;
+	/* Also with --orphan-timeout-s 0: the VMs re-attached may have a lease. */
+	if (pthread_create(&leaser, NULL, leaser_main, NULL) == 0)
+		leaser_running = true;
 }
 
 void sb_reaper_join(void)
 {
-	if (!reaper_running && !watchdog_running)
+	if (!reaper_running && !watchdog_running && !leaser_running)
 		return;
 	pthread_mutex_lock(&reaper_lock);
 	reaper_stop = true;
@@ -319,5 +375,7 @@ void sb_reaper_join(void)
 		pthread_join(reaper, NULL);
 	if (watchdog_running)
 		pthread_join(watchdog, NULL);
-	reaper_running = watchdog_running = false;
+	if (leaser_running)
+		pthread_join(leaser, NULL);
+	reaper_running = watchdog_running = leaser_running = false;
 }

@@ -68,6 +68,7 @@ enum {
 	OPT_JAIL_UID_BASE,
 	OPT_JAIL_UID_COUNT,
 	OPT_EGRESS_UID,
+	OPT_ORPHAN_TIMEOUT,
 	OPT_END,
 	/* Not numbers. */
 	OPT_JAILER = 2000,
@@ -106,6 +107,7 @@ static const struct {
     [NUM(OPT_JAIL_UID_BASE)] = {"jail-uid-base", 1000, UINT32_MAX - 2, JAIL_DEFAULT_UID_BASE},
     [NUM(OPT_JAIL_UID_COUNT)] = {"jail-uid-count", 1, JAIL_UID_COUNT_MAX, JAIL_DEFAULT_UID_COUNT},
     [NUM(OPT_EGRESS_UID)] = {"egress-uid", 1, UINT32_MAX - 1, EGRESS_DEFAULT_UID},
+    [NUM(OPT_ORPHAN_TIMEOUT)] = {"orphan-timeout-s", 0, JAIL_ORPHAN_TIMEOUT_S_MAX, JAIL_DEFAULT_ORPHAN_TIMEOUT_S},
 };
 
 /* getopt_long's table. "config" is not in it: getopt must not take an
@@ -139,6 +141,7 @@ static const struct option daemon_opts[] = {
     {"jail-uid-base", required_argument, NULL, OPT_JAIL_UID_BASE},
     {"jail-uid-count", required_argument, NULL, OPT_JAIL_UID_COUNT},
     {"egress-uid", required_argument, NULL, OPT_EGRESS_UID},
+    {"orphan-timeout-s", required_argument, NULL, OPT_ORPHAN_TIMEOUT},
     {"egress-no-seccomp", no_argument, NULL, OPT_EGRESS_NO_SECCOMP},
     {"cgroup-parent", required_argument, NULL, OPT_CGROUP_PARENT},
     {"template-snapshots", required_argument, NULL, OPT_TEMPLATE_SNAPSHOTS},
@@ -268,6 +271,11 @@ static void usage(FILE *f)
 	        DEFAULT_RATE_LIMIT_BURST, JAIL_DEFAULT_UID_BASE, JAIL_DEFAULT_UID_COUNT, DEFAULT_API_MAX_CONNECTIONS,
 	        DEFAULT_API_MAX_CONNECTIONS_PER_CLIENT, DEFAULT_API_IDLE_TIMEOUT_S, DEFAULT_AUTH_FAILURE_BURST,
 	        DEFAULT_AUTH_FAILURE_PER_MIN, NETNS_POOL_DEFAULT, backends, ACCEL_PROBE_TIMEOUT_S_DEFAULT);
+	fprintf(f,
+	        "  --orphan-timeout-s N a VM whose lease no airlockd renewed for N s (this one gone and\n"
+	        "                       not back, or its state dir removed) is stopped by its jailer\n"
+	        "                       (docs/jailer.md; default %u; 0 = never)\n",
+	        JAIL_DEFAULT_ORPHAN_TIMEOUT_S);
 }
 
 static void options_init(struct daemon_options *o)
@@ -738,6 +746,7 @@ static int jail_start(const struct daemon_options *o)
 	    .cgroup_parent = o->cgroup_parent,
 	    .uid_base = (uint32_t)o->numbers[NUM(OPT_JAIL_UID_BASE)],
 	    .uid_count = (uint32_t)o->numbers[NUM(OPT_JAIL_UID_COUNT)],
+	    .orphan_timeout_s = (unsigned)o->numbers[NUM(OPT_ORPHAN_TIMEOUT)],
 	};
 	struct al_error err = {0};
 	int r = jail_init(&js, &err);

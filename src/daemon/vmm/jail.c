@@ -28,6 +28,7 @@ static const char *const vmm_binds[] = {"/usr/lib/x86_64-linux-gnu", "/usr/lib64
 static struct {
 	char *jailer, *seccomp, *cgroup_parent;
 	uint32_t uid_base, uid_count;
+	unsigned orphan_timeout_s;
 	uint8_t *used; /* one byte per uid of the range */
 	uint32_t next; /* where the search for a free uid starts */
 } jail;
@@ -116,6 +117,9 @@ int jail_init(const struct jail_settings *s, struct al_error *err)
 		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, ENOENT,
 		                    "the VMM's seccomp profile %s is not a file (--seccomp-profile)",
 		                    s->seccomp ? s->seccomp : "(none)");
+	if (s->orphan_timeout_s > JAIL_ORPHAN_TIMEOUT_S_MAX)
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, ERANGE, "--orphan-timeout-s %u: at most %u",
+		                    s->orphan_timeout_s, JAIL_ORPHAN_TIMEOUT_S_MAX);
 	if (!cgroup_parent_valid(s->cgroup_parent))
 		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
 		                    "--cgroup-parent %s: must match [a-z0-9][a-z0-9_-]{0,62}", s->cgroup_parent);
@@ -145,6 +149,7 @@ int jail_init(const struct jail_settings *s, struct al_error *err)
 	jail.cgroup_parent = xstrdup(s->cgroup_parent);
 	jail.uid_base = s->uid_base;
 	jail.uid_count = s->uid_count;
+	jail.orphan_timeout_s = s->orphan_timeout_s;
 	jail.used = xcalloc(s->uid_count, 1);
 	jail.next = 0;
 	pthread_mutex_unlock(&jail_lock);
@@ -316,6 +321,21 @@ char **jail_argv(const char *id, const char *root, const struct vmm_jail *j, int
 	ab_add(&b, "--rlimit-nproc");
 	ab_add(&b, "%u", j->pids_max);
 	ab_add(&b, "--new-pid-ns");
+	/* The supervisor's files, root's and outside the jail (SECURITY: the
+	 * VMM can neither renew its own lease nor say how it ended). */
+	if (j->sandbox_dir) {
+		ab_add(&b, "--exit-file");
+		ab_add(&b, "%s/%s", j->sandbox_dir, JAIL_EXIT_RECORD);
+		pthread_mutex_lock(&jail_lock);
+		unsigned orphan = jail.orphan_timeout_s;
+		pthread_mutex_unlock(&jail_lock);
+		if (orphan) {
+			ab_add(&b, "--lease");
+			ab_add(&b, "%s/%s", j->sandbox_dir, JAIL_LEASE);
+			ab_add(&b, "--orphan-timeout-s");
+			ab_add(&b, "%u", orphan);
+		}
+	}
 	for (size_t i = 0; i < ARRAY_SIZE(vmm_binds); i++) {
 		struct stat st;
 		if (stat(vmm_binds[i], &st) == 0) {
@@ -343,6 +363,50 @@ char **jail_argv(const char *id, const char *root, const struct vmm_jail *j, int
 	for (size_t i = 0; vmm_argv[i]; i++)
 		ab_add(&b, "%s", vmm_argv[i]);
 	return ab_finish(&b, ret_arena);
+}
+
+unsigned jail_orphan_timeout_s(void)
+{
+	pthread_mutex_lock(&jail_lock);
+	unsigned t = jail.orphan_timeout_s;
+	pthread_mutex_unlock(&jail_lock);
+	return t;
+}
+
+unsigned jail_lease_period_ms(unsigned timeout_s)
+{
+	uint64_t p = timeout_s ? (uint64_t)timeout_s * 1000u / 4u : 60000u;
+	return (unsigned)MIN(MAX(p, 250u), 60000u);
+}
+
+unsigned jail_orphan_timeout_of(pid_t pid)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)pid);
+	cleanup_free char *buf = NULL;
+	size_t len;
+	if (pid <= 0 || read_file_limited(path, 256 * 1024, &buf, &len) < 0)
+		return 0;
+	/* The jailer's own options end at "--"; the VMM's arguments are not its. */
+	for (size_t i = 0; i < len && strcmp(buf + i, "--"); i += strlen(buf + i) + 1) {
+		size_t next = i + strlen(buf + i) + 1;
+		uint64_t v;
+		if (!strcmp(buf + i, "--orphan-timeout-s") && next < len && parse_u64(buf + next, &v) == 0 &&
+		    v <= JAIL_ORPHAN_TIMEOUT_S_MAX)
+			return (unsigned)v;
+	}
+	return 0;
+}
+
+int jail_lease_touch(const char *dir, bool create)
+{
+	cleanup_free char *path = xasprintf("%s/%s", dir, JAIL_LEASE);
+	if (create) {
+		cleanup_close int fd = open(path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+		if (fd < 0)
+			return -errno;
+	}
+	return utimensat(AT_FDCWD, path, NULL, AT_SYMLINK_NOFOLLOW) < 0 ? -errno : 0;
 }
 
 int jail_cleanup(const char *id, struct al_error *err)

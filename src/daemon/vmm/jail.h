@@ -14,6 +14,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "error.h"
 
@@ -23,7 +24,18 @@ struct jail_settings {
 	const char *cgroup_parent; /* [a-z0-9][a-z0-9_-]{0,62} */
 	uint32_t uid_base;         /* sandbox uids (= gids): [uid_base, uid_base + uid_count) */
 	uint32_t uid_count;
+	/* A VMM whose lease airlockd has not renewed for this long is stopped by
+	 * its jailer (docs/jailer.md, "Lease"); 0: never. */
+	unsigned orphan_timeout_s;
 };
+
+#define JAIL_DEFAULT_ORPHAN_TIMEOUT_S 3600u
+#define JAIL_ORPHAN_TIMEOUT_S_MAX 2592000u /* 30 days, the jailer's bound */
+/* In a sandbox's directory (root's, 0700; the jail root is its vm/, the
+ * VMM's): the lease airlockd renews, the jailer's record of how the VMM
+ * ended. */
+#define JAIL_LEASE "lease"
+#define JAIL_EXIT_RECORD "vmm-exit"
 
 #define JAIL_DEFAULT_UID_BASE 1500000000u
 #define JAIL_DEFAULT_UID_COUNT 65536u
@@ -34,6 +46,19 @@ struct jail_settings {
  * logged); fails when the host cannot jail a VMM. Keeps copies. */
 int jail_init(const struct jail_settings *s, struct al_error *err);
 void jail_shutdown(void);
+
+/* --orphan-timeout-s (0: off). */
+unsigned jail_orphan_timeout_s(void);
+/* How often airlockd renews the leases of VMs whose shortest timeout is
+ * timeout_s: a quarter of it, from 250 ms to 60 s (the jailer looks as
+ * often); 60 s for 0. */
+unsigned jail_lease_period_ms(unsigned timeout_s);
+/* The --orphan-timeout-s of a running jailer (its command line): 0 for
+ * none, or when pid is not a jailer's. */
+unsigned jail_orphan_timeout_of(pid_t pid);
+/* Makes (create) or renews the lease in dir: its mtime is now. 0, or -errno
+ * (-ENOENT: there is none to renew). */
+int jail_lease_touch(const char *dir, bool create);
 
 /* A free sandbox uid (the gid is the same number). */
 int jail_uid_take(uint32_t *ret, struct al_error *err);
@@ -60,6 +85,10 @@ struct vmm_jail {
 	 * (Firecracker: its built-in filters are its production profile):
 	 * the jailer adds none. false: the jailer's --seccomp profile (QEMU). */
 	bool own_seccomp;
+	/* The sandbox's directory: the jailer's supervisor watches its
+	 * JAIL_LEASE and writes JAIL_EXIT_RECORD there. NULL: neither (the
+	 * daemon's own boots, which die with it). */
+	const char *sandbox_dir;
 };
 
 /* VMM overhead on top of guest memory in its cgroup's limit: QEMU itself,

@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 
 #include "airlock/jailer.h"
+#include "jail.h"
 #include "util.h"
 #include "vmm.h"
 
@@ -179,6 +180,34 @@ static void describe_signal(int sig, long pid, const char *log, char *out, size_
 	snprintf(out, size, "seccomp killed the VMM (syscall %d, %s)", nr, name ? name : "unknown");
 }
 
+/* The jailer's record of how the VMM ended (JAIL_EXIT_RECORD beside the
+ * log: "status N" or "signal N"), for a VMM that is not our child (one a
+ * restarted airlockd re-attached to). SECURITY: the sandbox's directory is
+ * root's; the VMM cannot write there, unlike in its log. */
+static int exit_record_read(int dirfd, int *ret_code, int *ret_sig)
+{
+	cleanup_close int fd = openat(dirfd, JAIL_EXIT_RECORD, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+	struct stat st;
+	if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != 0)
+		return -ENOENT;
+	char buf[32];
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	if (n <= 0)
+		return -ENOENT;
+	buf[n] = '\0';
+	int value = -1, used = 0;
+	char word[8];
+	if (sscanf(buf, "%7s %d%n", word, &value, &used) != 2 || buf[used] != '\n' || buf[used + 1] != '\0')
+		return -EINVAL;
+	if (!strcmp(word, "status") && value >= 0 && value <= 255)
+		*ret_code = value;
+	else if (!strcmp(word, "signal") && value > 0 && value < 65)
+		*ret_sig = value;
+	else
+		return -EINVAL;
+	return 0;
+}
+
 int vmm_exit_describe(int pidfd, long pid, const int *status, int log_dirfd, const char *log_name, char *out,
                       size_t size)
 {
@@ -201,6 +230,9 @@ int vmm_exit_describe(int pidfd, long pid, const int *status, int log_dirfd, con
 				sig = si.si_status;
 		}
 	}
+	/* Not our child: its jailer's word, or "not known" (never "status 0"). */
+	if (!sig && code < 0)
+		exit_record_read(log_dirfd, &code, &sig);
 	if (sig)
 		describe_signal(sig, pid, log, how, sizeof(how));
 	else if (code == 0)
