@@ -317,7 +317,10 @@ class Daemon:
                 argv += ["--cpu-model", os.environ["AIRLOCK_TEST_CPU"]]
         return argv + self.extra_args
 
-    def start(self):
+    def start(self, wait_reattach=True):
+        """Starts airlockd and waits for its API; with wait_reattach, also
+        until it has re-attached every live sandbox it found (/healthz
+        "reattaching" 0: until then requests about one answer 503)."""
         require_build()
         assert self.proc is None or self.proc.poll() is not None
         log = open(self.log_path, "ab")
@@ -336,7 +339,7 @@ class Daemon:
             if os.path.exists(self.socket):
                 try:
                     r = self.api.healthz()
-                    if r.status == 200:
+                    if r.status == 200 and (not wait_reattach or not r.json.get("reattaching")):
                         return self
                     last = r
                 except OSError as e:

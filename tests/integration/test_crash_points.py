@@ -364,7 +364,7 @@ def test_api_answers_while_a_vm_that_does_not_answer_is_reattached(cd):
     try:
         cd.proc.kill()
         cd.proc.wait()
-        cd.start()
+        cd.start(wait_reattach=False)
         health = cd.api.healthz().json
         assert health["reattaching"] >= 1, health
         r = cd.api.exec(slow, ["true"])
