@@ -245,25 +245,71 @@ static int pages_write(int fd, const uint8_t *buf, size_t n, uint64_t off)
 	return 0;
 }
 
-/* Copies size bytes from in (pread) to out's non-zero pages, digesting them. */
+static void sha_u64(EVP_MD_CTX *ctx, uint64_t v)
+{
+	uint8_t le[8];
+	for (size_t i = 0; i < 8; i++)
+		le[i] = (uint8_t)(v >> (8 * i));
+	EVP_DigestUpdate(ctx, le, sizeof(le));
+}
+
+/* One extent of in that may hold data: [start, end), page-aligned. */
+static int extent_copy(int in, int out, EVP_MD_CTX *ctx, uint8_t *buf, uint64_t start, uint64_t end)
+{
+	for (uint64_t off = start; off < end;) {
+		size_t want = (size_t)MIN((uint64_t)CHUNK, end - off);
+		ssize_t n = pread(in, buf, want, (off_t)off);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if ((size_t)n != want)
+			return -EIO;
+		for (size_t i = 0; i < want; i += PAGE)
+			if (!page_zero(buf + i)) {
+				sha_u64(ctx, off + i);
+				EVP_DigestUpdate(ctx, buf + i, PAGE);
+			}
+		int r = pages_write(out, buf, want, off);
+		if (r < 0)
+			return r;
+		off += want;
+	}
+	return 0;
+}
+
+/* Copies the non-zero pages of in's first size bytes to the same offsets
+ * of out (a new file or memfd of that size: the rest stays zero), and
+ * digests them (TSNAP_RAM_DIGEST): what a guest's RAM holds is mostly zero
+ * pages, which are holes in the file and in the memfd until written, never
+ * read. */
 static int ram_copy(int in, int out, uint64_t size, char ret_sha[65])
 {
 	if (size % PAGE)
 		return -EINVAL;
 	EVP_MD_CTX *ctx = sha_new();
+	sha_u64(ctx, size);
 	cleanup_free uint8_t *buf = xmalloc(CHUNK);
-	for (uint64_t off = 0; off < size;) {
-		size_t want = (size_t)MIN((uint64_t)CHUNK, size - off);
-		ssize_t n = pread(in, buf, want, (off_t)off);
-		if (n < 0 && errno == EINTR)
-			continue;
-		int r = n < 0 ? -errno : (size_t)n != want ? -EIO : pages_write(out, buf, want, off);
-		if (r < 0) {
-			EVP_MD_CTX_free(ctx);
-			return r;
+	int r = 0;
+	for (uint64_t off = 0; off < size && r == 0;) {
+		off_t data = lseek(in, (off_t)off, SEEK_DATA);
+		off_t hole = data < 0 ? -1 : lseek(in, data, SEEK_HOLE);
+		if (data < 0 && errno == ENXIO)
+			break; /* no data after off */
+		if (data < 0 || hole < 0) {
+			r = -errno;
+			break;
 		}
-		EVP_DigestUpdate(ctx, buf, want);
-		off += want;
+		uint64_t start = (uint64_t)data & ~(uint64_t)(PAGE - 1);
+		uint64_t end = MIN(((uint64_t)hole + PAGE - 1) & ~(uint64_t)(PAGE - 1), size);
+		if (start >= end)
+			break;
+		r = extent_copy(in, out, ctx, buf, start, end);
+		off = end;
+	}
+	if (r < 0) {
+		EVP_MD_CTX_free(ctx);
+		return r;
 	}
 	sha_end(ctx, ret_sha);
 	return 0;

@@ -40,12 +40,19 @@ bool tsnap_inputs_differ(const json_t *want, const json_t *got, char *buf, size_
 
 /* The sha256 and size of a file; with sync, fsyncs it first. */
 int tsnap_file_digest(const char *path, bool sync, uint64_t *ret_size, char ret_sha[65]);
+/* The digest of a snapshot's RAM (the manifest's "sha256_pages" of
+ * TSNAP_RAM_FILE): sha256 over its size (64-bit little-endian), then, in
+ * order of offset, over each 4 KiB page that is not all zeros, preceded
+ * by its offset (the same). A zero page and a hole are the same content;
+ * any byte that differs changes it. Computed without reading the holes. */
+#define TSNAP_RAM_DIGEST "sha256_pages"
+
 /* Writes the first size bytes of mem_fd to a new file path (0600, zero
- * pages left as holes), fsynced; their sha256. */
+ * pages left as holes), fsynced; their TSNAP_RAM_DIGEST. */
 int tsnap_ram_save(int mem_fd, uint64_t size, const char *path, char ret_sha[65], struct al_error *err);
 /* A new memfd (MFD_ALLOW_SEALING, not sealed yet) with the contents of the
- * file path, which must be size bytes long; their sha256, computed over
- * what was put in the memfd. */
+ * file path, which must be size bytes long; their TSNAP_RAM_DIGEST,
+ * computed over what was put in the memfd. */
 int tsnap_ram_load(const char *path, uint64_t size, int *ret_fd, char ret_sha[65], struct al_error *err);
 
 /* Writes dir's manifest (tmp + fsync + rename, then fsyncs dir). */

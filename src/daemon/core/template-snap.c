@@ -560,7 +560,8 @@ static int keep(const struct tsnap_request *req, struct tsnap *t, struct al_erro
 		if (r < 0)
 			return r;
 		json_object_set_new(files, base_name(paths[i]),
-		                    json_pack("{s:I, s:s}", "size", (json_int_t)size, "sha256", sha));
+		                    json_pack("{s:I, s:s}", "size", (json_int_t)size,
+		                              paths[i] == t->ram_path ? TSNAP_RAM_DIGEST : "sha256", sha));
 	}
 	cleanup_json json_t *m =
 	    json_pack("{s:i, s:s, s:s, s:i, s:i, s:O, s:s, s:I, s:O}", "format", TSNAP_FORMAT, "key", t->key,
@@ -592,7 +593,8 @@ static int kept_load(const struct tsnap_request *req, struct tsnap *t, struct al
 		return al_error_set(err, AL_ERR_INTERNAL, EINVAL, "its manifest lists other files");
 	for (size_t i = 0; i < n; i++) {
 		const char *want =
-		    json_string_value(json_object_get(json_object_get(files, base_name(paths[i])), "sha256"));
+		    json_string_value(json_object_get(json_object_get(files, base_name(paths[i])),
+		                                      paths[i] == t->ram_path ? TSNAP_RAM_DIGEST : "sha256"));
 		char got[65];
 		uint64_t size;
 		int r;
