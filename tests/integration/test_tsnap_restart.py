@@ -79,6 +79,22 @@ def identity(d, sid):
     return out
 
 
+def template_memfd_seals(d, sid):
+    """F_GET_SEALS of the template memory (memfd:airlock-template) sandbox
+    sid's VMM maps."""
+    import fcntl
+    pids = [pid for pid, argv in d.qemus().items() if f"airlock-{sid} " in argv + " "]
+    assert len(pids) == 1, d.qemus()
+    fds = [fd for fd in os.listdir(f"/proc/{pids[0]}/fd")
+           if os.readlink(f"/proc/{pids[0]}/fd/{fd}").startswith("/memfd:airlock-template")]
+    assert fds, f"the VMM of {sid} maps no template memory"
+    f = os.open(f"/proc/{pids[0]}/fd/{fds[0]}", os.O_RDONLY)
+    try:
+        return fcntl.fcntl(f, 1034)  # F_GET_SEALS
+    finally:
+        os.close(f)
+
+
 def first_create_and_stop(d, sig):
     """A create that makes the snapshot (and keeps it), then the daemon goes
     by sig; returns the kept snapshot's directory."""
@@ -114,6 +130,8 @@ def test_first_create_after_a_restart_restores_the_kept_snapshot(d, sig):
     assert ida[:2] == [a, a] and idb[:2] == [b, b], (ida, idb)
     assert ida[2] != idb[2], f"two sandboxes of the kept snapshot read the same random bytes: {ida} {idb}"
     assert d.api.exec_ok(a, ["echo", "ok"])["stdout"] == "ok\n"
+    # The loaded memory is sealed, as a built one: no VMM (nor root holding it) can write it.
+    assert template_memfd_seals(d, a) & 0x0f == 0x0f
     d.api.delete_ok(a)
     d.api.delete_ok(b)
     # And again after a second restart: it stays kept.
