@@ -241,7 +241,10 @@ void tsnap_shutdown(void)
 	pthread_mutex_unlock(&cache_lock);
 	for (size_t i = 0; i < TSNAP_MAX; i++)
 		tsnap_put(all[i]);
-	pthread_mutex_lock(&build_lock);
+	/* A build still running (its create is being cut short) is not waited
+	 * for: the process ends; whatever it leaves is sorted at the next start. */
+	if (pthread_mutex_trylock(&build_lock) != 0)
+		return;
 	for (size_t i = 0; i < kept_n; i++)
 		free(kept[i].dir);
 	kept_n = 0;
