@@ -11,6 +11,7 @@ instead of booting the template again, and its guests are still each their own
 (here: a manifest naming another kernel digest) or whose files do not match
 their digests (a byte of its memory changed) is never restored: it is removed
 and made again. A snapshot cut by a crash (no manifest) is removed at start-up.
+At most 8 stay on disk (one per kind, the newest), at start-up and after.
 
 Which path a create took is read from the daemon's log, never from timings.
 Root only (the daemon jails its VMMs). Run: pytest-3 -v tests/integration/test_tsnap_restart.py
@@ -19,6 +20,7 @@ import glob
 import json
 import os
 import signal
+import time
 
 import pytest
 
@@ -201,3 +203,42 @@ def test_a_snapshot_cut_by_a_crash_is_removed_at_start(d):
     text = log_from(d, off)
     assert BUILT in text and LOADED not in text, text
     d.api.delete_ok(sid)
+
+
+def test_disk_use_is_bounded(d):
+    """At most 8 snapshots stay on disk (TSNAP_MAX), one per kind, the newest:
+    at start-up, and when a new kind is made while kept ones wait for their
+    first use."""
+    kept = first_create_and_stop(d, signal.SIGTERM)
+    base = os.path.dirname(kept)
+    now = time.time()
+    # Complete-looking snapshots of 8 other kinds, older than the real one, and
+    # an older second one of the real kind.
+    fakes = []
+    for i, key in enumerate([f"fake{i}/1/256" for i in range(8)] + [KEY]):
+        fdir = os.path.join(base, f"fake-{i}")
+        os.mkdir(fdir, 0o700)
+        path = os.path.join(fdir, "manifest.json")
+        with open(path, "w") as f:
+            json.dump({"format": 1, "key": key}, f)
+        os.utime(path, (now - 1000 + i, now - 1000 + i))
+        fakes.append(fdir)
+    os.utime(os.path.join(kept, "manifest.json"), (now, now))
+    off = log_size(d)
+    d.start()
+    text = log_from(d, off)
+    # 10 complete ones: the older of the real kind goes, then the oldest fake.
+    assert not os.path.exists(fakes[8]) and not os.path.exists(fakes[0]), snapshot_dirs(d)
+    assert f"{NOT_USED} {fakes[8]} is removed (a newer one of the same kind is kept)" in text, text
+    assert "is removed (at most 8 are kept)" in text, text
+    assert snapshot_dirs(d) == sorted([kept] + fakes[1:8])
+    # Its first use loads the real one; a new kind made then pushes out the
+    # oldest kept one not loaded yet.
+    sid = create(d)
+    big = d.api.create_ok(template="minimal", vcpus=1, memory_mib=320)
+    text = log_from(d, off)
+    assert LOADED in text and "template snapshot minimal/1/320: booting the template once" in text, text
+    assert len(snapshot_dirs(d)) == 8 and not os.path.exists(fakes[1]), snapshot_dirs(d)
+    assert kept in snapshot_dirs(d)
+    d.api.delete_ok(sid)
+    d.api.delete_ok(big["id"])

@@ -34,6 +34,7 @@
 #define TSNAP_RETRY_MS 60000
 #define TSNAP_SAVE_SEAL_TRIES 100
 #define TSNAP_MAX_WHY "at most 8 are kept"
+#define TSNAP_NEWER_WHY "a newer one of the same kind is kept"
 _Static_assert(TSNAP_MAX == 8, "TSNAP_MAX_WHY says 8");
 
 struct tsnap {
@@ -161,10 +162,10 @@ static void kept_add(const char *key, char *dir, int64_t mtime)
 	for (size_t i = 0; i < kept_n; i++)
 		if (!strcmp(kept[i].key, key)) {
 			if (kept[i].mtime < mtime) {
-				kept_drop(i, "a newer one of the same kind is kept");
+				kept_drop(i, TSNAP_NEWER_WHY);
 				break;
 			}
-			log_info("template snapshot %s: the one kept in %s is removed (a newer one is kept)", key, dir);
+			log_info("template snapshot %s: the one kept in %s is removed (%s)", key, dir, TSNAP_NEWER_WHY);
 			rm_rf(dir);
 			free(dir);
 			return;
@@ -172,8 +173,7 @@ static void kept_add(const char *key, char *dir, int64_t mtime)
 	if (kept_n == TSNAP_MAX) {
 		size_t oldest = kept_oldest();
 		if (kept[oldest].mtime >= mtime) {
-			log_info("template snapshot %s: the one kept in %s is removed (at most %d are kept)", key, dir,
-			         TSNAP_MAX);
+			log_info("template snapshot %s: the one kept in %s is removed (%s)", key, dir, TSNAP_MAX_WHY);
 			rm_rf(dir);
 			free(dir);
 			return;
