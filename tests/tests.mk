@@ -120,6 +120,11 @@ UNIT_SRC_cpu-wait := src/daemon/core/cpu-wait.c
 UNIT_SRC_vmm-start := src/daemon/vmm/vmm-start.c src/daemon/vmm/accel.c src/daemon/vmm/qemu/vmm-qemu.c src/daemon/vmm/qemu/vmm-qmp.c src/daemon/vmm/jail.c \
 	src/daemon/vmm/vmm-spawn.c src/daemon/vmm/vmm-sock.c src/daemon/obs/log.c
 UNIT_LIBS_vmm-start := -lpthread
+# Template snapshots kept across restarts (issue 18): the RAM on disk and
+# back, digests, the manifest.
+UNIT_SRC_template-snap-disk := src/daemon/core/template-snap-disk.c src/daemon/vmm/accel.c src/daemon/store/ca.c \
+	src/daemon/vmm/vmm-spawn.c src/daemon/obs/log.c
+UNIT_LIBS_template-snap-disk := -lcrypto -lpthread -lseccomp
 
 UNIT_ALL := $(patsubst tests/unit/test-%.c,%,$(wildcard tests/unit/test-*.c))
 unit_missing = $(strip $(foreach f,$(UNIT_SRC_$(1)),$(if $(wildcard $(f)),,$(f))) \

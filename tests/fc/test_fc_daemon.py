@@ -193,7 +193,7 @@ def test_create_restores_the_template_snapshot(fcd, box):
     assert not os.path.exists(os.path.join(vm, "disk.qcow2"))
     tdir = os.path.join(fcd.d.state_dir, "template-snapshots")
     (one,) = os.listdir(tdir)
-    assert sorted(os.listdir(os.path.join(tdir, one))) == ["disk.raw", "memory.bin", "memory.bin.vmstate", "vmm.log"]
+    assert sorted(os.listdir(os.path.join(tdir, one))) == ["disk.raw", "manifest.json", "memory.bin", "memory.bin.vmstate", "vmm.log"]
     loads = [r for r in fcd.records() if r["template"] == "/snapshot/load"]
     assert loads and loads[-1]["body"]["mem_backend"] == {"backend_type": "File", "backend_path": "/proc/self/fd/6"}
     _no_refusals(fcd)

@@ -15,9 +15,11 @@
 #include "guest-ca.h"
 #include "guest-channel.h"
 #include "jail.h"
+#include "json-cleanup.h"
 #include "log.h"
 #include "netns.h"
 #include "sandbox.h"
+#include "template-snap-disk.h"
 #include "template-snap.h"
 #include "util.h"
 #include "vmm.h"
@@ -31,12 +33,18 @@
 #define TSNAP_STATE_FILE "memory.bin.vmstate"
 #define TSNAP_RETRY_MS 60000
 #define TSNAP_SAVE_SEAL_TRIES 100
+#define TSNAP_MAX_WHY "at most 8 are kept"
+#define TSNAP_NEWER_WHY "a newer one of the same kind is kept"
+_Static_assert(TSNAP_MAX == 8, "TSNAP_MAX_WHY says 8");
 
 struct tsnap {
 	char key[96]; /* template/vcpus/memory */
 	int mem_fd;   /* the RAM, a sealed memfd (ram_fd backends; else -1) */
 	char *dir, *saved_path, *disk_path;
 	char *state_path;      /* the device state (state_apart backends; else NULL) */
+	char *ram_path;        /* the RAM on disk (ram_fd backends; else NULL) */
+	bool kept;             /* its files and manifest are on disk (for a restart) */
+	bool keep_dir;         /* the daemon stops: its directory stays */
 	char ca_bundle[64];    /* where the guest has the Airlock CA ("": not installed) */
 	struct stat images[3]; /* kernel, initrd, rootfs when it was made */
 	uint64_t build_ms, last_used_ms;
@@ -45,8 +53,11 @@ struct tsnap {
 
 static const struct daemon_config *cfg;
 static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
-/* A build runs on its own thread (build_main), one at a time: `building`,
- * under cache_lock; build_done is signalled when it ends. */
+/* One build (or load of a kept one) at a time, on its own thread
+ * (build_main): build_lock is held by it; `building` says one runs (under
+ * cache_lock), build_done is signalled when it ends, and the creates that
+ * wait for it can each stop waiting (a DELETE) while it goes on. */
+static pthread_mutex_t build_lock = PTHREAD_MUTEX_INITIALIZER;
 #define BUILD_POLL_MS 100
 static pthread_cond_t build_done = PTHREAD_COND_INITIALIZER;
 static bool building, shut;
@@ -55,14 +66,23 @@ static struct {
 	char key[96];
 	uint64_t at_ms;
 } failures[TSNAP_MAX];
+/* The snapshots a previous daemon kept (tsnap_init), not yet loaded: under
+ * build_lock. One per key, newest first out of TSNAP_MAX. */
+static struct kept {
+	char key[96];
+	char *dir;
+	int64_t mtime;
+} kept[TSNAP_MAX];
+static size_t kept_n;
 
 static void tsnap_free(struct tsnap *t)
 {
 	if (t->mem_fd >= 0)
 		close(t->mem_fd);
-	if (t->dir)
+	if (t->dir && !t->keep_dir)
 		rm_rf(t->dir);
 	free(t->dir);
+	free(t->ram_path);
 	free(t->saved_path);
 	free(t->disk_path);
 	free(t->state_path);
@@ -125,14 +145,94 @@ static int stat_images(const struct tsnap_request *req, struct stat st[3])
 	return 0;
 }
 
+static void kept_drop(size_t i, const char *why)
+{
+	log_info("template snapshot %s: the one kept in %s is removed (%s)", kept[i].key, kept[i].dir, why);
+	rm_rf(kept[i].dir);
+	free(kept[i].dir);
+	kept[i] = kept[--kept_n];
+}
+
+static size_t kept_oldest(void)
+{
+	size_t oldest = 0;
+	for (size_t i = 1; i < kept_n; i++)
+		if (kept[i].mtime < kept[oldest].mtime)
+			oldest = i;
+	return oldest;
+}
+
+/* Adds dir, a complete snapshot of key, to kept[] (takes dir): one per
+ * key, at most TSNAP_MAX, the newest. */
+static void kept_add(const char *key, char *dir, int64_t mtime)
+{
+	for (size_t i = 0; i < kept_n; i++)
+		if (!strcmp(kept[i].key, key)) {
+			if (kept[i].mtime < mtime) {
+				kept_drop(i, TSNAP_NEWER_WHY);
+				break;
+			}
+			log_info("template snapshot %s: the one kept in %s is removed (%s)", key, dir, TSNAP_NEWER_WHY);
+			rm_rf(dir);
+			free(dir);
+			return;
+		}
+	if (kept_n == TSNAP_MAX) {
+		size_t oldest = kept_oldest();
+		if (kept[oldest].mtime >= mtime) {
+			log_info("template snapshot %s: the one kept in %s is removed (%s)", key, dir, TSNAP_MAX_WHY);
+			rm_rf(dir);
+			free(dir);
+			return;
+		}
+		kept_drop(oldest, TSNAP_MAX_WHY);
+	}
+	kept[kept_n].dir = dir;
+	kept[kept_n].mtime = mtime;
+	strlcpy_al(kept[kept_n].key, key, sizeof(kept[kept_n].key));
+	kept_n++;
+}
+
+/* What a previous daemon left in base: complete snapshots (a manifest of
+ * this format) are kept for their first use; anything else (a build cut
+ * by a crash, a manifest of another format) is removed. */
+static void kept_scan(const char *base)
+{
+	DIR *d = opendir(base);
+	if (!d)
+		return;
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+			continue;
+		char *dir = xasprintf("%s/%s", base, e->d_name);
+		cleanup_free char *manifest = xasprintf("%s/%s", dir, TSNAP_MANIFEST);
+		cleanup_json json_t *m = tsnap_manifest_read(dir);
+		const char *key = json_string_value(json_object_get(m, "key"));
+		struct stat st;
+		if (!key || strlen(key) >= sizeof(kept[0].key) || lstat(manifest, &st) < 0) {
+			log_info("template snapshot dir %s: not complete (no manifest of format %d): removed", dir,
+			         TSNAP_FORMAT);
+			rm_rf(dir);
+			free(dir);
+			continue;
+		}
+		kept_add(key, dir, (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec);
+	}
+	closedir(d);
+}
+
 void tsnap_init(const struct daemon_config *c)
 {
 	cfg = c;
 	cleanup_free char *base = xasprintf("%s/%s", cfg->state_dir, TSNAP_DIR);
 	/* A build's VMM a crashed daemon left (the jailer's --id is tpl-<hex>). */
 	jail_kill_left_below(base, "tpl-", "template build");
-	/* Snapshots live as long as the daemon: what is on disk is stale. */
-	rm_rf(base);
+	/* Complete snapshots stay for their first use (checked then); the
+	 * rest goes. */
+	pthread_mutex_lock(&build_lock);
+	kept_scan(base);
+	pthread_mutex_unlock(&build_lock);
 }
 
 void tsnap_shutdown(void)
@@ -145,9 +245,18 @@ void tsnap_shutdown(void)
 	struct tsnap *all[TSNAP_MAX];
 	memcpy(all, cache, sizeof(all));
 	memset(cache, 0, sizeof(cache));
+	/* What is on disk complete stays for the next daemon. */
+	for (size_t i = 0; i < TSNAP_MAX; i++)
+		if (all[i])
+			all[i]->keep_dir = all[i]->kept;
 	pthread_mutex_unlock(&cache_lock);
 	for (size_t i = 0; i < TSNAP_MAX; i++)
 		tsnap_put(all[i]);
+	pthread_mutex_lock(&build_lock);
+	for (size_t i = 0; i < kept_n; i++)
+		free(kept[i].dir);
+	kept_n = 0;
+	pthread_mutex_unlock(&build_lock);
 }
 
 /* One build's runtime: what must go whatever happens. */
@@ -407,6 +516,216 @@ static struct tsnap *lookup_locked(const char *key, const struct stat images[3])
 	return NULL;
 }
 
+static struct tsnap *tsnap_alloc(const char *key, const struct stat images[3], char *dir)
+{
+	struct tsnap *t = xcalloc(1, sizeof(*t));
+	t->mem_fd = -1;
+	t->refs = 1;
+	strlcpy_al(t->key, key, sizeof(t->key));
+	memcpy(t->images, images, sizeof(t->images));
+	t->dir = dir;
+	t->saved_path = xasprintf("%s/%s", t->dir, cfg->vmm->ram_fd ? TSNAP_STATE : TSNAP_MEMORY_FILE);
+	t->state_path = cfg->vmm->state_apart ? xasprintf("%s/%s", t->dir, TSNAP_STATE_FILE) : NULL;
+	t->disk_path = xasprintf("%s/%s", t->dir, cfg->vmm->disk_file);
+	t->ram_path = cfg->vmm->ram_fd ? xasprintf("%s/%s", t->dir, TSNAP_RAM_FILE) : NULL;
+	return t;
+}
+
+/* The files of t's directory its manifest lists (their digests). */
+static size_t snap_files(const struct tsnap *t, const char *paths[4])
+{
+	size_t n = 0;
+	paths[n++] = t->saved_path;
+	if (t->state_path)
+		paths[n++] = t->state_path;
+	paths[n++] = t->disk_path;
+	if (t->ram_path)
+		paths[n++] = t->ram_path;
+	return n;
+}
+
+static const char *base_name(const char *path)
+{
+	return strrchr(path, '/') + 1;
+}
+
+/* Writes what a restarted daemon needs to use t again: its RAM (ram_fd
+ * backends), then, every file fsynced, the manifest: what t was made of and
+ * the digests of its files. */
+static int keep(const struct tsnap_request *req, struct tsnap *t, struct al_error *err)
+{
+	cleanup_json json_t *inputs = tsnap_inputs_new(cfg, req, err);
+	if (!inputs)
+		return -EINVAL;
+	cleanup_json json_t *files = json_object();
+	const char *paths[4];
+	size_t n = snap_files(t, paths);
+	for (size_t i = 0; i < n; i++) {
+		char sha[65];
+		uint64_t size = (uint64_t)req->memory_mib << 20;
+		int r;
+		if (paths[i] == t->ram_path)
+			r = tsnap_ram_save(t->mem_fd, size, paths[i], sha, err);
+		else if ((r = tsnap_file_digest(paths[i], true, &size, sha)) < 0)
+			r = al_error_set(err, AL_ERR_INTERNAL, -r, "cannot read %s: %s", paths[i], strerror(-r));
+		if (r < 0)
+			return r;
+		json_object_set_new(files, base_name(paths[i]),
+		                    json_pack("{s:I, s:s}", "size", (json_int_t)size,
+		                              paths[i] == t->ram_path ? TSNAP_RAM_DIGEST : "sha256", sha));
+	}
+	cleanup_json json_t *m =
+	    json_pack("{s:i, s:s, s:s, s:i, s:i, s:O, s:s, s:I, s:O}", "format", TSNAP_FORMAT, "key", t->key,
+	              "template", req->template_name, "vcpus", (int)req->vcpus, "memory_mib", (int)req->memory_mib,
+	              "inputs", inputs, "ca_bundle", t->ca_bundle, "build_ms", (json_int_t)t->build_ms, "files", files);
+	if (!m)
+		abort();
+	return tsnap_manifest_write(t->dir, m, err);
+}
+
+/* Checks a kept snapshot against what it would be made of now and its
+ * files against their digests (they may have been changed or corrupted
+ * since), loading its RAM into a new sealed memfd on the way. */
+static int kept_load(const struct tsnap_request *req, struct tsnap *t, struct al_error *err)
+{
+	cleanup_json json_t *m = tsnap_manifest_read(t->dir);
+	if (!m || strcmp(json_string_value(json_object_get(m, "key")), t->key))
+		return al_error_set(err, AL_ERR_INTERNAL, EINVAL, "its manifest is not one of %s", t->key);
+	cleanup_json json_t *now = tsnap_inputs_new(cfg, req, err);
+	if (!now)
+		return -EINVAL;
+	char what[128];
+	if (tsnap_inputs_differ(json_object_get(m, "inputs"), now, what, sizeof(what)))
+		return al_error_set(err, AL_ERR_CONFLICT, ESTALE, "its %s changed", what);
+	json_t *files = json_object_get(m, "files");
+	const char *paths[4];
+	size_t n = snap_files(t, paths);
+	if (!json_is_object(files) || json_object_size(files) != n)
+		return al_error_set(err, AL_ERR_INTERNAL, EINVAL, "its manifest lists other files");
+	for (size_t i = 0; i < n; i++) {
+		const char *want =
+		    json_string_value(json_object_get(json_object_get(files, base_name(paths[i])),
+		                                      paths[i] == t->ram_path ? TSNAP_RAM_DIGEST : "sha256"));
+		char got[65];
+		uint64_t size;
+		int r;
+		if (paths[i] == t->ram_path)
+			r = tsnap_ram_load(paths[i], (uint64_t)req->memory_mib << 20, &t->mem_fd, got, err);
+		else if ((r = tsnap_file_digest(paths[i], false, &size, got)) < 0)
+			r = al_error_set(err, AL_ERR_INTERNAL, -r, "cannot read %s: %s", paths[i], strerror(-r));
+		if (r < 0)
+			return r;
+		if (!want || strcmp(want, got))
+			return al_error_set(err, AL_ERR_INTERNAL, EBADMSG, "%s does not match its digest",
+			                    base_name(paths[i]));
+	}
+	const char *ca = json_string_value(json_object_get(m, "ca_bundle"));
+	if (!ca || strlen(ca) >= sizeof(t->ca_bundle))
+		return al_error_set(err, AL_ERR_INTERNAL, EINVAL, "its manifest has no ca_bundle");
+	strlcpy_al(t->ca_bundle, ca, sizeof(t->ca_bundle));
+	t->build_ms = (uint64_t)json_integer_value(json_object_get(m, "build_ms"));
+	return t->mem_fd >= 0 ? seal(t->mem_fd, err) : 0;
+}
+
+/* The snapshot of key a previous daemon kept, when it is still what it
+ * would be made of now and its files are intact; else NULL (what was kept
+ * is removed). With build_lock held. */
+static struct tsnap *kept_take(const struct tsnap_request *req, const char *key, const struct stat images[3])
+{
+	size_t i = 0;
+	while (i < kept_n && strcmp(kept[i].key, key))
+		i++;
+	if (i == kept_n)
+		return NULL;
+	struct tsnap *t = tsnap_alloc(key, images, kept[i].dir);
+	kept[i] = kept[--kept_n];
+	uint64_t t0 = now_ms_monotonic();
+	struct al_error e = {0};
+	if (kept_load(req, t, &e) < 0) {
+		log_info("template snapshot %s: the one kept in %s is not used: %s; it is removed and made again", key,
+		         t->dir, e.message);
+		tsnap_put(t);
+		return NULL;
+	}
+	t->kept = true;
+	log_info("template snapshot %s: loaded the kept one in %" PRIu64 " ms (its inputs and digests checked)", key,
+	         now_ms_monotonic() - t0);
+	return t;
+}
+
+/* Boots the template to make the snapshot of key, and keeps it on disk
+ * for later daemons (where that fails, it lives as long as this one). */
+static int build_new(const struct tsnap_request *req, const char *key, const struct stat images[3], struct tsnap **ret,
+                     struct al_error *err)
+{
+	/* A directory of its own: a replaced or evicted snapshot keeps its
+	 * files until its last user is done. */
+	uint8_t rnd[6];
+	random_bytes(rnd, sizeof(rnd));
+	char hex[13];
+	hex_encode(rnd, sizeof(rnd), hex);
+	struct tsnap *t = tsnap_alloc(key, images,
+	                              xasprintf("%s/%s/%s-%u-%u-%s", cfg->state_dir, TSNAP_DIR, req->template_name,
+	                                        req->vcpus, req->memory_mib, hex));
+	log_info("template snapshot %s: booting the template once", key);
+	int r = build(req, t, err);
+	if (r < 0) {
+		al_error_prefix(err, "template snapshot %s", key);
+		log_error("%s (creates boot cold)", err->message);
+		pthread_mutex_lock(&cache_lock);
+		note_failure(key);
+		pthread_mutex_unlock(&cache_lock);
+		tsnap_put(t);
+		return r;
+	}
+	log_info("template snapshot %s: ready in %" PRIu64 " ms", key, t->build_ms);
+	uint64_t t0 = now_ms_monotonic();
+	struct al_error e = {0};
+	if (keep(req, t, &e) < 0) {
+		log_error("template snapshot %s: not kept for a restart of the daemon: %s", key, e.message);
+		cleanup_free char *manifest = xasprintf("%s/%s", t->dir, TSNAP_MANIFEST);
+		unlink(manifest);
+		if (t->ram_path)
+			unlink(t->ram_path);
+	} else {
+		t->kept = true;
+		log_info("template snapshot %s: kept on disk for a restart (written in %" PRIu64 " ms)", key,
+		         now_ms_monotonic() - t0);
+	}
+	*ret = t;
+	return 0;
+}
+
+/* Puts t in the cache (with a reference for the caller), the least recently
+ * used one out when it is full; kept snapshots not loaded yet go, oldest
+ * first, while there would be more than TSNAP_MAX on disk. With build_lock
+ * held. */
+static void publish(struct tsnap *t)
+{
+	t->last_used_ms = now_ms_monotonic();
+	pthread_mutex_lock(&cache_lock);
+	size_t slot = TSNAP_MAX, cached = 0;
+	for (size_t i = 0; i < TSNAP_MAX; i++)
+		if (!cache[i] && slot == TSNAP_MAX)
+			slot = i;
+	struct tsnap *evicted = NULL;
+	if (slot == TSNAP_MAX) {
+		slot = 0;
+		for (size_t i = 1; i < TSNAP_MAX; i++)
+			if (cache[i]->last_used_ms < cache[slot]->last_used_ms)
+				slot = i;
+		evicted = cache[slot];
+	}
+	cache[slot] = t;
+	t->refs++; /* the caller's */
+	for (size_t i = 0; i < TSNAP_MAX; i++)
+		cached += cache[i] != NULL;
+	pthread_mutex_unlock(&cache_lock);
+	tsnap_put(evicted);
+	while (kept_n && cached + kept_n > TSNAP_MAX)
+		kept_drop(kept_oldest(), TSNAP_MAX_WHY);
+}
+
 /* A build on its thread (its own copy of the request: the create that
  * started it may be gone before it ends). */
 struct build_job {
@@ -424,25 +743,11 @@ static void build_job_free(struct build_job *j)
 	free(j);
 }
 
-/* Makes the snapshot of job and puts it in the cache (or notes the failure). */
+/* Makes the snapshot of key (a previous daemon's, checked; else a build) and
+ * puts it in the cache, or notes the failure. On the build thread. */
 static void build_and_keep(const struct tsnap_request *req, const char *key, const struct stat images[3])
 {
-	struct tsnap *t = xcalloc(1, sizeof(*t));
-	t->mem_fd = -1;
-	t->refs = 1;
-	strlcpy_al(t->key, key, sizeof(t->key));
-	memcpy(t->images, images, sizeof(t->images));
-	/* A directory of its own: a replaced or evicted snapshot keeps its
-	 * files until its last user is done. */
-	uint8_t rnd[6];
-	random_bytes(rnd, sizeof(rnd));
-	char hex[13];
-	hex_encode(rnd, sizeof(rnd), hex);
-	t->dir = xasprintf("%s/%s/%s-%u-%u-%s", cfg->state_dir, TSNAP_DIR, req->template_name, req->vcpus,
-	                   req->memory_mib, hex);
-	t->saved_path = xasprintf("%s/%s", t->dir, cfg->vmm->ram_fd ? TSNAP_STATE : TSNAP_MEMORY_FILE);
-	t->state_path = cfg->vmm->state_apart ? xasprintf("%s/%s", t->dir, TSNAP_STATE_FILE) : NULL;
-	t->disk_path = xasprintf("%s/%s", t->dir, cfg->vmm->disk_file);
+	pthread_mutex_lock(&build_lock);
 	/* The stale one (if any) leaves the cache; it goes with its last user. */
 	pthread_mutex_lock(&cache_lock);
 	struct tsnap *old = NULL;
@@ -453,34 +758,13 @@ static void build_and_keep(const struct tsnap_request *req, const char *key, con
 		}
 	pthread_mutex_unlock(&cache_lock);
 	tsnap_put(old);
-	log_info("template snapshot %s: booting the template once", key);
+	struct tsnap *t = kept_take(req, key, images);
 	struct al_error e = {0};
-	if (build(req, t, &e) < 0) {
-		log_error("template snapshot %s: %s (creates boot cold)", key, e.message);
-		pthread_mutex_lock(&cache_lock);
-		note_failure(key);
-		pthread_mutex_unlock(&cache_lock);
-		tsnap_put(t);
-		return;
+	if (t || build_new(req, key, images, &t, &e) == 0) {
+		publish(t);
+		tsnap_put(t); /* publish's reference for a caller: a build has none */
 	}
-	log_info("template snapshot %s: ready in %" PRIu64 " ms", key, t->build_ms);
-	t->last_used_ms = now_ms_monotonic();
-	pthread_mutex_lock(&cache_lock);
-	size_t slot = TSNAP_MAX;
-	for (size_t i = 0; i < TSNAP_MAX && slot == TSNAP_MAX; i++)
-		if (!cache[i])
-			slot = i;
-	struct tsnap *evicted = NULL;
-	if (slot == TSNAP_MAX) {
-		slot = 0;
-		for (size_t i = 1; i < TSNAP_MAX; i++)
-			if (cache[i]->last_used_ms < cache[slot]->last_used_ms)
-				slot = i;
-		evicted = cache[slot];
-	}
-	cache[slot] = t;
-	pthread_mutex_unlock(&cache_lock);
-	tsnap_put(evicted);
+	pthread_mutex_unlock(&build_lock);
 }
 
 static void *build_main(void *arg)

@@ -8,9 +8,14 @@
  * pages are shared by every sandbox of the template, and the guest gets its
  * own identity at THAW (sandbox-boot.c).
  *
- * One snapshot per (template, vCPUs, memory), made on first use and kept
- * while the daemon runs (at most TSNAP_MAX; the least recently used goes);
- * a new kernel, initramfs or template image makes it again.
+ * One snapshot per (template, vCPUs, memory), made on first use (at most
+ * TSNAP_MAX; the least recently used goes); a new kernel, initramfs or
+ * template image makes it again. It outlives the daemon: once made it is
+ * kept on disk (template-snap-disk.h: its RAM written out of the memfd,
+ * then a manifest of what it was made of and of its files' digests), and
+ * the first use after a restart checks both, once, loading the RAM into a
+ * new sealed memfd; a snapshot that does not match is removed and made
+ * again, and one without a manifest (cut by a crash) is never used.
  *
  * A backend whose RAM cannot be a file the daemon gives (vmm_ops without
  * ram_fd: Firecracker) boots the template on anonymous memory and saves it
@@ -43,8 +48,11 @@ struct tsnap_request {
 	void *cancel_arg;
 };
 
+/* Kills a template build a crashed daemon left, removes what is not a
+ * complete snapshot from <state-dir>/template-snapshots and notes the rest
+ * (at most TSNAP_MAX) for their first use. */
 void tsnap_init(const struct daemon_config *cfg);
-/* Frees every snapshot (the daemon stops). */
+/* Frees every snapshot (the daemon stops); the kept ones stay on disk. */
 void tsnap_shutdown(void);
 
 /* The snapshot for req, made now when there is none (or its images
