@@ -333,7 +333,9 @@ static void restore(const struct opts *o)
 	if (ops->spawn(&vc, &pid, &err) < 0)
 		step_fail("spawn", err.message);
 	step_ok("spawn", json_pack("{s:i}", "pid", (int)pid));
-	check("wait_incoming", ops->wait_incoming(&vc, now_ms_monotonic() + 5000, &err), &err);
+	/* As the daemon does: a VMM that exits while it loads ends the wait at once. */
+	cleanup_close int pidfd = pidfd_open_pid(pid);
+	check("wait_incoming", ops->wait_incoming(&vc, pidfd, now_ms_monotonic() + 5000, &err), &err);
 	check("resume", ops->resume(&vc, &err), &err);
 	struct chan c;
 	chan_open(&vc, &c, true, "hello");

@@ -4,6 +4,7 @@
  * their numbers. */
 #include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
 #include <signal.h>
 
 #include "util.h"
@@ -89,4 +90,10 @@ int vmm_stop_by_kill(const struct vmm_config *cfg, pid_t pid)
 	if (kill(pid, SIGKILL) < 0 && errno != ESRCH)
 		return -errno;
 	return 0;
+}
+
+bool vmm_pidfd_exited(int pidfd)
+{
+	struct pollfd p = {.fd = pidfd, .events = POLLIN};
+	return pidfd >= 0 && poll(&p, 1, 0) > 0;
 }

@@ -38,12 +38,6 @@ void vmm_jail_spec(const struct vmm_ops *ops, const struct vmm_config *vc, uint3
 	jail_spec(ret, uid, vc->vcpus, vc->memory_mib, disk_mib, vc->kvm_cpu || !strcmp(ops->accel(), "kvm"));
 }
 
-bool vmm_pidfd_exited(int pidfd)
-{
-	struct pollfd p = {.fd = pidfd, .events = POLLIN};
-	return pidfd >= 0 && poll(&p, 1, 0) > 0;
-}
-
 int vmm_connect_retry(const struct vmm_ops *ops, const struct vmm_config *vc, bool channel, int pidfd,
                       uint64_t deadline_ms, int *ret_fd)
 {
