@@ -210,13 +210,16 @@ static void recover_attach(struct sandbox *sb)
 		log_error("sandbox %s: %s", sb->rec.id, e.message);
 		why = "airlockd restarted and could not re-attach the sandbox's network";
 	}
-	pthread_mutex_lock(&sb->lock);
-	sb->reattaching = false;
-	pthread_mutex_unlock(&sb->lock);
-	if (!why)
-		log_info("sandbox %s: re-attached to VMM %d", sb->rec.id, (int)sb->pid);
-	else /* The disk stays: POST .../recover can boot it again. */
+	if (why) {
+		/* The disk stays: POST .../recover can boot it again. Requests get
+		 * 503 until it has left the registry. */
 		recover_one_drop(sb, SANDBOX_ERROR, why);
+	} else {
+		pthread_mutex_lock(&sb->lock);
+		sb->reattaching = false;
+		pthread_mutex_unlock(&sb->lock);
+		log_info("sandbox %s: re-attached to VMM %d", sb->rec.id, (int)sb->pid);
+	}
 	pthread_mutex_unlock(&sb->op_lock);
 	sandbox_unref(sb);
 }
