@@ -96,6 +96,13 @@ extern const struct daemon_config *sb_cfg;
 extern pthread_mutex_t sb_registry_lock;
 extern struct sandbox *sb_registry;
 
+/* What the backend's calls on a live sandbox's VMM need: its id, its
+ * directory and its VMM's (jail root), open as dirfd. */
+static inline struct vmm_config sb_vmm_config(const struct sandbox *sb)
+{
+	return (struct vmm_config){.sandbox_id = sb->rec.id, .dir = sb->dir, .root = sb->root, .dirfd = sb->dirfd};
+}
+
 /* ---- the registry and records (sandbox.c) ---- */
 
 /* A sandbox for rec with one reference (the caller's), not registered yet. */

@@ -172,7 +172,7 @@ void sb_vmm_stop_wait(struct sandbox *sb)
  * agent is not there yet (vmm_connect_retry). */
 static int connect_retry(struct sandbox *sb, bool channel, uint64_t deadline_ms, int *ret_fd)
 {
-	struct vmm_config vc = {.sandbox_id = sb->rec.id, .dir = sb->dir, .root = sb->root, .dirfd = sb->dirfd};
+	struct vmm_config vc = sb_vmm_config(sb);
 	return vmm_connect_retry(sb_cfg->vmm, &vc, channel, sb->pidfd, deadline_ms, ret_fd);
 }
 

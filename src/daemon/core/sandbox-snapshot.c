@@ -156,11 +156,8 @@ int sandbox_snapshot(const char *id, const char *tenant, const char *name, bool 
 	}
 	bool running = before == SANDBOX_RUNNING;
 	/* The guest's memory bounds the files a save may leave (save()). */
-	struct vmm_config vc = {.sandbox_id = sb->rec.id,
-	                        .dir = sb->dir,
-	                        .root = sb->root,
-	                        .dirfd = sb->dirfd,
-	                        .memory_mib = sb->rec.memory_mib};
+	struct vmm_config vc = sb_vmm_config(sb);
+	vc.memory_mib = sb->rec.memory_mib;
 	/* Guest processes stop first (a paused guest cannot be asked: its vCPUs are stopped already). */
 	bool frozen = false;
 	if (r == 0)

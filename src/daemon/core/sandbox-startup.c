@@ -58,7 +58,7 @@ static void recover_one_drop(struct sandbox *sb, enum sandbox_state st, const ch
  * rather than a healthy VM being torn down for not answering. */
 static void run_state_reconcile(struct sandbox *sb, bool paused)
 {
-	struct vmm_config vc = {.sandbox_id = sb->rec.id, .dir = sb->dir, .root = sb->root, .dirfd = sb->dirfd};
+	struct vmm_config vc = sb_vmm_config(sb);
 	enum vmm_run_state st = VMM_RUN_UNKNOWN;
 	struct al_error e = {0};
 	if (sb_cfg->vmm->run_state(&vc, REATTACH_TIMEOUT_MS, &st, &e) < 0) {
@@ -134,7 +134,7 @@ static struct sandbox *recover_prepare(const struct sandbox_record *rec)
 static const char *reattach_snapshotting(struct sandbox *sb, struct al_error *e)
 {
 	uint64_t deadline = now_ms_monotonic() + REATTACH_TIMEOUT_MS;
-	struct vmm_config vc = {.sandbox_id = sb->rec.id, .dir = sb->dir, .root = sb->root, .dirfd = sb->dirfd};
+	struct vmm_config vc = sb_vmm_config(sb);
 	struct al_error ignored;
 	/* A vsock channel (Firecracker) is opened once the guest runs. */
 	bool late = sb_channel_needs_running_guest();
@@ -164,7 +164,7 @@ static const char *reattach_live(struct sandbox *sb, struct al_error *e)
 	bool paused = sb->rec.state == SANDBOX_PAUSED;
 	if (paused && sb->dirfd >= 0) {
 		/* A paused sandbox may have been in the middle of a snapshot. */
-		struct vmm_config vc = {.sandbox_id = sb->rec.id, .dir = sb->dir, .root = sb->root, .dirfd = sb->dirfd};
+		struct vmm_config vc = sb_vmm_config(sb);
 		struct al_error ignored;
 		sb_cfg->vmm->cancel_save(&vc, &ignored);
 	}

@@ -199,7 +199,7 @@ static void watchdog_check(struct sandbox *sb)
 	}
 	pthread_mutex_unlock(&sb->lock);
 	if (eligible) {
-		struct vmm_config vc = {.sandbox_id = sb->rec.id, .dir = sb->dir, .root = sb->root, .dirfd = sb->dirfd};
+		struct vmm_config vc = sb_vmm_config(sb);
 		struct al_error e = {0};
 		if (sb_cfg->vmm->probe(&vc, WATCHDOG_PROBE_MS, &e) == 0)
 			sb->wd.qmp_ok_ms = now_ms_monotonic();

@@ -494,7 +494,7 @@ static int pause_resume(const char *id, const char *tenant, bool pause, struct s
 		                 pause ? "paused" : "resumed");
 	pthread_mutex_unlock(&sb->lock);
 	if (r == 0) {
-		struct vmm_config vc = {.sandbox_id = sb->rec.id, .dir = sb->dir, .root = sb->root, .dirfd = sb->dirfd};
+		struct vmm_config vc = sb_vmm_config(sb);
 		if (pause) {
 			guest_channel_set_paused(sb->ch, true);
 			r = sb_cfg->vmm->pause(&vc, err);
