@@ -123,6 +123,7 @@ UNIT_LIBS_vmm-start := -lpthread
 # Template snapshots kept across restarts (issue 18): the RAM on disk and
 # back, digests, the manifest.
 UNIT_SRC_template-snap-disk := src/daemon/core/template-snap-disk.c src/daemon/vmm/accel.c src/daemon/store/ca.c \
+	src/daemon/store/digest.c \
 	src/daemon/vmm/vmm-spawn.c src/daemon/obs/log.c
 UNIT_LIBS_template-snap-disk := -lcrypto -lpthread -lseccomp
 

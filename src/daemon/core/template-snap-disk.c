@@ -9,6 +9,7 @@
 
 #include "accel.h"
 #include "ca.h"
+#include "digest.h"
 #include "json-cleanup.h"
 #include "sandbox.h"
 #include "template-snap-disk.h"
@@ -56,32 +57,13 @@ static void sha_end(EVP_MD_CTX *ctx, char out[65])
 	hex_encode(md, 32, out);
 }
 
-/* The sha256 of what fd has from its offset on. */
-static int fd_digest(int fd, char out[65])
-{
-	EVP_MD_CTX *ctx = sha_new();
-	cleanup_free uint8_t *buf = xmalloc(CHUNK);
-	for (;;) {
-		ssize_t n = read_full(fd, buf, CHUNK);
-		if (n < 0) {
-			EVP_MD_CTX_free(ctx);
-			return (int)n;
-		}
-		EVP_DigestUpdate(ctx, buf, (size_t)n);
-		if ((size_t)n < CHUNK)
-			break;
-	}
-	sha_end(ctx, out);
-	return 0;
-}
-
 int tsnap_file_digest(const char *path, bool sync, uint64_t *ret_size, char ret_sha[65])
 {
 	cleanup_close int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	struct stat st;
 	if (fd < 0 || fstat(fd, &st) < 0 || (sync && fsync(fd) < 0))
 		return -errno;
-	int r = fd_digest(fd, ret_sha);
+	int r = fd_sha256(fd, ret_sha);
 	if (r < 0)
 		return r;
 	*ret_size = (uint64_t)st.st_size;
@@ -106,7 +88,7 @@ static int input_digest(const char *path, bool follow, struct stat *ret_st, char
 		}
 	pthread_mutex_unlock(&digest_lock);
 	char sha[65];
-	int r = fd_digest(fd, sha);
+	int r = fd_sha256(fd, sha);
 	if (r < 0)
 		return r;
 	pthread_mutex_lock(&digest_lock);

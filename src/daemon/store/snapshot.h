@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "digest.h"
 #include "error.h"
 
 #define SNAPSHOT_ID_MAX 31
@@ -82,7 +83,6 @@ int snapshot_verify(const struct snapshot_info *info, enum snapshot_disk_kind di
 /* The name of the disk in a snapshot whose disk is of this kind. */
 const char *snapshot_disk_name(enum snapshot_disk_kind kind);
 
-int file_sha256(const char *path, char out[65]);
 json_t *snapshot_to_json(const struct snapshot_info *info);
 
 #endif
