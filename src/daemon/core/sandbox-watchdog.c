@@ -311,6 +311,13 @@ static void *watchdog_main(void *arg)
 	return NULL;
 }
 
+static void lease_renew(struct sandbox *sb)
+{
+	int r = jail_lease_touch(sb->dir, false);
+	if (r < 0 && r != -ENOENT)
+		log_error("sandbox %s: cannot renew its lease: %s", sb->rec.id, strerror(-r));
+}
+
 /* Renews every sandbox's lease (docs/jailer.md, "Lease"): on a thread of
  * its own, which nothing else delays (a delete or pause of the reaper may
  * take long). A sandbox without one (its VMM never started, or the flag
@@ -332,9 +339,7 @@ static void *leaser_main(void *arg)
 		}
 		period = jail_lease_period_ms(shortest);
 		for (size_t i = 0; i < n; i++) {
-			int r = jail_lease_touch(v[i]->dir, false);
-			if (r < 0 && r != -ENOENT)
-				log_error("sandbox %s: cannot renew its lease: %s", v[i]->rec.id, strerror(-r));
+			lease_renew(v[i]);
 			sandbox_unref(v[i]);
 		}
 		free(v);
@@ -345,9 +350,7 @@ static void *leaser_main(void *arg)
 void sb_lease_adopt(struct sandbox *sb, pid_t jailer)
 {
 	__atomic_store_n(&sb->lease_timeout_s, jail_orphan_timeout_of(jailer), __ATOMIC_RELAXED);
-	int r = jail_lease_touch(sb->dir, false);
-	if (r < 0 && r != -ENOENT)
-		log_error("sandbox %s: cannot renew its lease: %s", sb->rec.id, strerror(-r));
+	lease_renew(sb);
 }
 
 void sb_reaper_start(void)

@@ -145,11 +145,17 @@ static int stat_images(const struct tsnap_request *req, struct stat st[3])
 	return 0;
 }
 
+/* A kept snapshot's directory goes (takes dir). */
+static void kept_dir_remove(const char *key, char *dir, const char *why)
+{
+	log_info("template snapshot %s: the one kept in %s is removed (%s)", key, dir, why);
+	rm_rf(dir);
+	free(dir);
+}
+
 static void kept_drop(size_t i, const char *why)
 {
-	log_info("template snapshot %s: the one kept in %s is removed (%s)", kept[i].key, kept[i].dir, why);
-	rm_rf(kept[i].dir);
-	free(kept[i].dir);
+	kept_dir_remove(kept[i].key, kept[i].dir, why);
 	kept[i] = kept[--kept_n];
 }
 
@@ -172,17 +178,13 @@ static void kept_add(const char *key, char *dir, int64_t mtime)
 				kept_drop(i, TSNAP_NEWER_WHY);
 				break;
 			}
-			log_info("template snapshot %s: the one kept in %s is removed (%s)", key, dir, TSNAP_NEWER_WHY);
-			rm_rf(dir);
-			free(dir);
+			kept_dir_remove(key, dir, TSNAP_NEWER_WHY);
 			return;
 		}
 	if (kept_n == TSNAP_MAX) {
 		size_t oldest = kept_oldest();
 		if (kept[oldest].mtime >= mtime) {
-			log_info("template snapshot %s: the one kept in %s is removed (%s)", key, dir, TSNAP_MAX_WHY);
-			rm_rf(dir);
-			free(dir);
+			kept_dir_remove(key, dir, TSNAP_MAX_WHY);
 			return;
 		}
 		kept_drop(oldest, TSNAP_MAX_WHY);
