@@ -412,6 +412,19 @@ def pytest_runtest_makereport(item, call):
     setattr(item, "rep_" + rep.when, rep)
 
 
+@pytest.fixture
+def restart_daemon(tmp_path, request):
+    """A daemon of the test's own, which it may kill and restart on the same
+    state dir; its log is printed when the test fails."""
+    d = Daemon(tmp_path).start()
+    yield d
+    rep = getattr(request.node, "rep_call", None)
+    if rep is not None and rep.failed:
+        print(f"\n---- airlockd log ({d.log_path}) ----\n{d.log(tail_lines=400)}")
+    leftovers = d.cleanup()
+    assert not leftovers, f"QEMU left running: {leftovers}"
+
+
 @pytest.fixture(scope="module")
 def daemon(tmp_path_factory):
     """One daemon per test module, on the real images."""

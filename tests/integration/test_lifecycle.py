@@ -5,8 +5,6 @@ import os
 import threading
 import time
 
-import pytest
-
 from conftest import Daemon, kill_pids, pid_alive, qemu_processes, wait_for, zombie_children
 
 
@@ -53,17 +51,6 @@ def test_daemon_exits_cleanly_on_sigterm(tmp_path):
         assert d.stop() == 0, d.log()
     finally:
         d.cleanup()
-
-
-@pytest.fixture
-def restart_daemon(tmp_path, request):
-    d = Daemon(tmp_path).start()
-    yield d
-    rep = getattr(request.node, "rep_call", None)
-    if rep is not None and rep.failed:
-        print(f"\n---- airlockd log ({d.log_path}) ----\n{d.log()}")
-    leftovers = d.cleanup()
-    assert not leftovers, f"QEMU left running: {leftovers}"
 
 
 def test_records_survive_a_restart(restart_daemon):

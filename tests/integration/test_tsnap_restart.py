@@ -25,7 +25,6 @@ import time
 import pytest
 
 import lifecycleutil as lu
-from conftest import Daemon
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="airlockd needs root")
 
@@ -37,14 +36,8 @@ NOT_USED = f"template snapshot {KEY}: the one kept in"
 
 
 @pytest.fixture
-def d(tmp_path, request):
-    d = Daemon(tmp_path).start()
-    yield d
-    rep = getattr(request.node, "rep_call", None)
-    if rep is not None and rep.failed:
-        print(f"\n---- airlockd log ({d.log_path}) ----\n{d.log(tail_lines=400)}")
-    leftovers = d.cleanup()
-    assert not leftovers, f"QEMU left running: {leftovers}"
+def d(restart_daemon):
+    return restart_daemon
 
 
 def log_size(d):
