@@ -190,7 +190,7 @@ API_HANDLER(api_events)
 /* ---- Prometheus ----------------------------------------------------------------------------------- */
 
 struct text_body {
-	char *text;
+	uint8_t *text;
 	size_t len, off;
 };
 
@@ -238,9 +238,17 @@ API_HANDLER(api_prometheus)
 
 void api_answer_text(struct api_response *resp, char *text, const char *content_type)
 {
+	api_answer_bytes(resp, (uint8_t *)text, strlen(text), content_type);
+}
+
+void api_answer_bytes(struct api_response *resp, uint8_t *data, size_t len, const char *content_type)
+{
 	struct text_body *t = xcalloc(1, sizeof(*t));
-	t->text = text;
-	t->len = strlen(t->text);
+	t->text = data;
+	t->len = len;
+	if (resp->body)
+		json_decref(resp->body);
+	resp->body = NULL;
 	resp->status = 200;
 	resp->reader = text_read;
 	resp->reader_free = text_free;

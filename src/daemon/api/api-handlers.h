@@ -62,8 +62,13 @@ API_HANDLER(api_secret_get);
 API_HANDLER(api_secret_delete);
 API_HANDLER(api_ca_get);
 
+/* api-e2b.c */
+API_HANDLER(api_e2b_health);
+
 /* api-admin.c: a 200 answer with a text body (text is taken over). */
 void api_answer_text(struct api_response *resp, char *text, const char *content_type);
+/* The same with len bytes of data (taken over). */
+void api_answer_bytes(struct api_response *resp, uint8_t *data, size_t len, const char *content_type);
 
 /* Shared by the handlers: the running sandbox named by the first path
  * parameter, within the caller's tenant; answers the error itself. */

@@ -63,6 +63,9 @@ static const struct api_route api_routes[] = {
     {"GET", "/v1/secrets/{name}", 0, api_secret_get, NULL, false},
     {"DELETE", "/v1/secrets/{name}", 0, api_secret_delete, NULL, false},
     {"GET", "/v1/ca", 0, api_ca_get, NULL, false},
+    /* E2B compatibility (api-e2b.h, docs/e2b.md): not in openapi.yaml (E2B's
+     * own specs describe them); each answers only under its own prefix. */
+    {"GET", "/e2b/envd/health", 0, api_e2b_health, NULL, false, API_ROUTE_E2B_ENVD},
 };
 
 /* Matches one path against a pattern, collecting the {…} segments. */

@@ -25,7 +25,9 @@
 
 #include "api-connlimit.h"
 #include "api-ratelimit.h"
+#include "api-e2b.h"
 #include "api.h"
+#include "connect-wire.h"
 #include "auth-failures.h"
 #include "auth.h"
 #include "events.h"
@@ -68,7 +70,9 @@ struct conn_state {
 	bool uploading;
 	bool upload_failed;
 	struct al_error upload_err;
-	bool streaming; /* the answer is streamed or upgraded: the idle timeout is off */
+	bool streaming;                       /* the answer is streamed or upgraded: the idle timeout is off */
+	enum api_route_kind kind;             /* by the path's prefix, before routing */
+	char e2b_sandbox[SANDBOX_ID_MAX + 1]; /* envd routes: the authenticated E2b-Sandbox-Id */
 };
 
 static uint64_t max_file_bytes;
@@ -208,9 +212,11 @@ static void upgrade_cb(void *cls, struct MHD_Connection *c, void *con_cls, const
 	free(sc);
 }
 
-static enum MHD_Result send_response(struct MHD_Connection *c, struct api_response *resp)
+static enum MHD_Result send_response(struct MHD_Connection *c, const struct conn_state *st, struct api_response *resp)
 {
 	struct MHD_Response *r;
+	if (st)
+		e2b_error_render(st->kind, st->req.e2b_stream, resp);
 	metrics_count_request(resp->status);
 	/* Errors are counted once, as they are answered. */
 	const char *code = json_string_value(json_object_get(json_object_get(resp->body, "error"), "code"));
@@ -256,6 +262,10 @@ static enum MHD_Result send_response(struct MHD_Connection *c, struct api_respon
 		r = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
 	}
 	resp->body = NULL;
+	if (resp->header_name && resp->header_value)
+		MHD_add_response_header(r, resp->header_name, resp->header_value);
+	free(resp->header_value);
+	resp->header_value = NULL;
 	if (resp->retry_after_s) {
 		char after[16];
 		snprintf(after, sizeof(after), "%u", resp->retry_after_s);
@@ -266,9 +276,10 @@ static enum MHD_Result send_response(struct MHD_Connection *c, struct api_respon
 	return ret;
 }
 
-static enum MHD_Result send_error(struct MHD_Connection *c, enum al_error_code code, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static enum MHD_Result send_error(struct MHD_Connection *c, enum al_error_code code, const char *fmt, ...)
+static enum MHD_Result send_error(struct MHD_Connection *c, const struct conn_state *st, enum al_error_code code,
+                                  const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static enum MHD_Result send_error(struct MHD_Connection *c, const struct conn_state *st, enum al_error_code code,
+                                  const char *fmt, ...)
 {
 	struct al_error err = {.code = code};
 	va_list ap;
@@ -277,7 +288,7 @@ static enum MHD_Result send_error(struct MHD_Connection *c, enum al_error_code c
 	va_end(ap);
 	struct api_response resp = {0};
 	api_response_error(&resp, &err);
-	return send_response(c, &resp);
+	return send_response(c, st, &resp);
 }
 
 /* ---- connections -------------------------------------------------------------------------------- */
@@ -476,6 +487,37 @@ static void describe_peer(struct MHD_Connection *c, bool tcp, char *out, size_t 
 	strlcpy_al(out, host, size);
 }
 
+static enum api_route_kind route_kind_of(const char *url)
+{
+	if (strncmp(url, API_E2B_PREFIX, strlen(API_E2B_PREFIX)) != 0)
+		return API_ROUTE_NATIVE;
+	if (strncmp(url, API_E2B_ENVD_PREFIX, strlen(API_E2B_ENVD_PREFIX)) == 0)
+		return API_ROUTE_E2B_ENVD;
+	return API_ROUTE_E2B_CONTROL;
+}
+
+/* SECURITY: the credential a TCP request must carry depends on the path's
+ * prefix, decided before any routing: Authorization: Bearer (Airlock's API),
+ * X-API-KEY (E2B's control API, the same tokens) or X-Access-Token with
+ * E2b-Sandbox-Id (E2B's envd: one sandbox). *ret_auth is the value to log. */
+static int request_authenticate(struct MHD_Connection *c, struct conn_state *st, const char **ret_auth,
+                                enum auth_failure *ret_failure, struct al_error *err)
+{
+	switch (st->kind) {
+	case API_ROUTE_E2B_CONTROL:
+		*ret_auth = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-API-KEY");
+		return e2b_control_authenticate(*ret_auth, st->tenant, ret_failure, err);
+	case API_ROUTE_E2B_ENVD:
+		*ret_auth = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Access-Token");
+		return e2b_envd_authenticate(MHD_lookup_connection_value(c, MHD_HEADER_KIND, "E2b-Sandbox-Id"),
+		                             *ret_auth, st->tenant, st->e2b_sandbox, ret_failure, err);
+	case API_ROUTE_NATIVE:
+		break;
+	}
+	*ret_auth = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
+	return auth_token_verify(*ret_auth, st->tenant, ret_failure, err);
+}
+
 /* First call for a request: route, authenticate, check the declared body. */
 /* An error answered before the body was read. */
 static enum MHD_Result early(struct conn_state *st, enum MHD_Result r)
@@ -497,18 +539,30 @@ static enum MHD_Result on_headers(struct api_server *srv, struct MHD_Connection 
 	describe_peer(c, srv->tcp, st->remote, sizeof(st->remote));
 	st->req.remote = st->remote;
 
+	st->kind = route_kind_of(url);
 	if (strlen(url) > 1024)
-		return early(st, send_error(c, AL_ERR_INVALID_ARGUMENT, "the request path is longer than 1024 bytes"));
+		return early(st,
+		             send_error(c, st, AL_ERR_INVALID_ARGUMENT, "the request path is longer than 1024 bytes"));
+	if (st->kind == API_ROUTE_E2B_ENVD) {
+		const char *ct = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Type");
+		st->req.e2b_stream =
+		    ct && !strncasecmp(ct, CONNECT_STREAM_CONTENT_TYPE, strlen(CONNECT_STREAM_CONTENT_TYPE));
+	}
+	if (st->kind != API_ROUTE_NATIVE && !srv->tcp)
+		return early(st, send_error(c, st, AL_ERR_NOT_FOUND,
+		                            "E2B's API is served on the TCP listener (airlockd --listen), not on the "
+		                            "unix socket"));
 	if (srv->tcp) {
 		/* SECURITY: every TCP request carries a token; its tenant scopes everything it can see. */
 		struct al_error err = {0};
-		const char *auth = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
+		const char *auth = NULL;
 		enum auth_failure failure = AUTH_FAILURE_MISSING;
-		int r = auth_token_verify(auth, st->tenant, &failure, &err);
+		int r = request_authenticate(c, st, &auth, &failure, &err);
 		if (r < 0) {
 			if (r == -EACCES)
 				auth_failure_record(srv, c, method, url, auth, st->remote, failure);
-			return early(st, send_error(c, err.code ? err.code : AL_ERR_UNAUTHORIZED, "%s", err.message));
+			return early(st,
+			             send_error(c, st, err.code ? err.code : AL_ERR_UNAUTHORIZED, "%s", err.message));
 		}
 		st->req.tenant = st->tenant;
 		/* A tenant over its rate gets nothing done, not even routing. */
@@ -520,19 +574,23 @@ static enum MHD_Result on_headers(struct api_server *srv, struct MHD_Connection 
 			                    "tenant %s: more than %u API requests a second (burst %u; airlockd "
 			                    "--rate-limit-rps, --rate-limit-burst); retry after %u s",
 			                    st->tenant, config->rate_limit_rps, config->rate_limit_burst, after);
-			return early(st, send_response(c, &resp));
+			return early(st, send_response(c, st, &resp));
 		}
 	}
 	st->route = api_route_match(method, url, &st->req, &path_known, allowed, sizeof(allowed));
+	if (st->route && st->route->kind != st->kind)
+		st->route = NULL; /* a route answers only under its own prefix (and so its own authentication) */
+	if (st->route && st->kind == API_ROUTE_E2B_ENVD)
+		strlcpy_al(st->req.params[0], st->e2b_sandbox, sizeof(st->req.params[0]));
 	if (!st->route) {
 		if (path_known)
-			return early(st, send_error(c, AL_ERR_METHOD, "%s is not allowed on %s (allowed: %s)", method,
-			                            url, allowed));
-		return early(
-		    st, send_error(c, AL_ERR_NOT_FOUND, "no such endpoint: %s %.200s (see docs/api.md)", method, url));
+			return early(st, send_error(c, st, AL_ERR_METHOD, "%s is not allowed on %s (allowed: %s)",
+			                            method, url, allowed));
+		return early(st, send_error(c, st, AL_ERR_NOT_FOUND, "no such endpoint: %s %.200s (see docs/api.md)",
+		                            method, url));
 	}
 	if (st->route->admin_only && st->req.tenant)
-		return early(st, send_error(c, AL_ERR_FORBIDDEN,
+		return early(st, send_error(c, st, AL_ERR_FORBIDDEN,
 		                            "%s %s is for the operator: use the unix socket (tokens cannot do this)",
 		                            method, st->route->pattern));
 
@@ -541,16 +599,17 @@ static enum MHD_Result on_headers(struct api_server *srv, struct MHD_Connection 
 	const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
 	uint64_t declared = 0;
 	if (cl && parse_u64(cl, &declared) < 0)
-		return early(st, send_error(c, AL_ERR_INVALID_ARGUMENT, "Content-Length is not a number"));
+		return early(st, send_error(c, st, AL_ERR_INVALID_ARGUMENT, "Content-Length is not a number"));
 	if (declared > 0 && st->limit == 0)
-		return early(st, send_error(c, AL_ERR_INVALID_ARGUMENT, "%s %s takes no request body", method, url));
+		return early(st,
+		             send_error(c, st, AL_ERR_INVALID_ARGUMENT, "%s %s takes no request body", method, url));
 	if (declared > st->limit)
 		return early(st,
-		             send_error(c, AL_ERR_TOO_LARGE,
+		             send_error(c, st, AL_ERR_TOO_LARGE,
 		                        "request body of %" PRIu64 " bytes is above this endpoint's limit of %zu bytes",
 		                        declared, st->limit));
-	if (!st->route->upload_begin && declared > 0 && !content_type_json(c))
-		return early(st, send_error(c, AL_ERR_UNSUPPORTED_MEDIA, "Content-Type must be application/json"));
+	if (!st->route->upload_begin && declared > 0 && !content_type_json(c) && !st->req.e2b_stream)
+		return early(st, send_error(c, st, AL_ERR_UNSUPPORTED_MEDIA, "Content-Type must be application/json"));
 	/* Accepted: from now on the connection is not shed to make room (an
 	 * early answer, a 401 included, leaves it idle, so a client cannot hold
 	 * a slot by sending a refused request's body slowly). */
@@ -561,7 +620,7 @@ static enum MHD_Result on_headers(struct api_server *srv, struct MHD_Connection 
 		int r = st->route->upload_begin(&st->req, &st->upload, &err);
 		idle_clock_restart(srv, c);
 		if (r < 0)
-			return early(st, send_error(c, err.code, "%s", err.message));
+			return early(st, send_error(c, st, err.code, "%s", err.message));
 		st->uploading = true;
 	}
 	return MHD_YES;
@@ -606,7 +665,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 	}
 	st->answered = true;
 	if (st->too_large) {
-		return send_error(c, AL_ERR_TOO_LARGE, "request body is above this endpoint's limit of %zu bytes",
+		return send_error(c, st, AL_ERR_TOO_LARGE, "request body is above this endpoint's limit of %zu bytes",
 		                  st->limit);
 	}
 	struct api_response resp = {.status = 200, .content_length = -1};
@@ -622,7 +681,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 		conn_stream_begin(srv, c, st, resp.upgrade != NULL);
 	else
 		idle_clock_restart(srv, c); /* a client that does not read its answer is idle */
-	return send_response(c, &resp);
+	return send_response(c, st, &resp);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe)

@@ -27,6 +27,10 @@ struct api_request {
 	char params[API_PARAMS_MAX][API_PARAM_MAX + 1]; /* the {…} parts of the route, in order */
 	void *conn;                                     /* the MHD connection, for query arguments and headers */
 	int conn_fd;                                    /* to notice a client that went away during a long answer */
+	/* E2B's in-sandbox routes (API_ROUTE_E2B_ENVD): params[0] holds the
+	 * sandbox the E2b-Sandbox-Id header names, whose envd access token the
+	 * request carried; tenant is that sandbox's tenant. */
+	bool e2b_stream; /* a Connect streaming call (application/connect+json) */
 };
 
 /* A query argument or request header, NULL when absent. */
@@ -56,6 +60,9 @@ struct api_response {
 	void (*upgrade_free)(void *ctx);
 	void *upgrade_ctx;
 	const char *upgrade_protocol;
+	/* One more response header (X-Next-Token of a list page); value owned. */
+	const char *header_name;
+	char *header_value;
 };
 
 /* Sets an error answer from err. */
@@ -77,6 +84,15 @@ struct api_upload {
 	void *ctx;
 };
 
+/* Who a route is for: its authentication and how its errors are written. */
+enum api_route_kind {
+	API_ROUTE_NATIVE,      /* Bearer token (TCP) or the unix socket; {"error":{"code","message"}} */
+	API_ROUTE_E2B_CONTROL, /* E2B's control API: X-API-KEY (a tenant token); {"code":404,"message"} */
+	API_ROUTE_E2B_ENVD,    /* E2B's in-sandbox API: X-Access-Token; Connect errors (connect-wire.h) */
+};
+#define API_E2B_PREFIX "/e2b/"
+#define API_E2B_ENVD_PREFIX "/e2b/envd/"
+
 struct api_route {
 	const char *method;
 	const char *pattern; /* "/v1/sandboxes/{id}/exec" */
@@ -84,6 +100,7 @@ struct api_route {
 	void (*handle)(const struct api_request *req, struct api_response *resp);
 	int (*upload_begin)(const struct api_request *req, struct api_upload *ret, struct al_error *err);
 	bool admin_only;
+	enum api_route_kind kind;
 };
 
 /* Finds the route for method + path in the table (api-routes.c) and fills

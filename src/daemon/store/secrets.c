@@ -249,6 +249,27 @@ int secrets_init(struct store *s, const char *state_dir, struct al_error *err)
 	return 0;
 }
 
+int secret_key_mac(const char *purpose, const char *a, const char *b, uint8_t ret[SECRET_MAC_BYTES])
+{
+	size_t lp = strlen(purpose), la = strlen(a), lb = strlen(b);
+	cleanup_free uint8_t *msg = xmalloc(lp + la + lb + 2);
+	memcpy(msg, purpose, lp + 1);
+	memcpy(msg + lp + 1, a, la + 1);
+	memcpy(msg + lp + la + 2, b, lb);
+	pthread_rwlock_rdlock(&secrets_db.life);
+	int r = -ENOTCONN;
+	size_t n = 0;
+	if (host_key &&
+	    EVP_Q_mac(NULL, "HMAC", NULL, "SHA256", NULL, host_key, SECRET_KEY_BYTES, msg, lp + la + lb + 2, ret,
+	              SECRET_MAC_BYTES, &n) &&
+	    n == SECRET_MAC_BYTES)
+		r = 0;
+	else if (host_key)
+		r = -EIO;
+	pthread_rwlock_unlock(&secrets_db.life);
+	return r;
+}
+
 void secrets_shutdown(void)
 {
 	pthread_rwlock_wrlock(&secrets_db.life);

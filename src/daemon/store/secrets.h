@@ -121,6 +121,13 @@ int secrets_init(struct store *s, const char *state_dir, struct al_error *err);
 /* Forgets the key (wiped) and the store. */
 void secrets_shutdown(void);
 
+/* HMAC-SHA256 under the host key of purpose \0 a \0 b: a value only this
+ * host can make, for tokens derived from a name (E2B's envd access token
+ * of a sandbox). purpose separates the uses. -ENOTCONN before
+ * secrets_init(). */
+#define SECRET_MAC_BYTES 32
+int secret_key_mac(const char *purpose, const char *a, const char *b, uint8_t ret[SECRET_MAC_BYTES]);
+
 /* Creates, or replaces by (tenant, name): a replacement (rotation) keeps the
  * id and created_ms and gets a new nonce. *ret_created tells which. Emits
  * `secret.set` (data: name, created). */
