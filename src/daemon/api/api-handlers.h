@@ -64,6 +64,15 @@ API_HANDLER(api_ca_get);
 
 /* api-e2b.c */
 API_HANDLER(api_e2b_health);
+/* api-e2b-process.c */
+API_HANDLER(api_e2b_process_start);
+API_HANDLER(api_e2b_process_connect);
+API_HANDLER(api_e2b_process_list);
+API_HANDLER(api_e2b_process_send_input);
+API_HANDLER(api_e2b_process_close_stdin);
+API_HANDLER(api_e2b_process_send_signal);
+API_HANDLER(api_e2b_process_update);
+API_HANDLER(api_e2b_process_stream_input);
 
 /* api-admin.c: a 200 answer with a text body (text is taken over). */
 void api_answer_text(struct api_response *resp, char *text, const char *content_type);

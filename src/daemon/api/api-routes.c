@@ -5,6 +5,7 @@
 #include "api-handlers.h"
 #include "api-request.h"
 #include "auth.h"
+#include "connect-wire.h"
 #include "secrets.h"
 #include "util.h"
 
@@ -66,6 +67,20 @@ static const struct api_route api_routes[] = {
     /* E2B compatibility (api-e2b.h, docs/e2b.md): not in openapi.yaml (E2B's
      * own specs describe them); each answers only under its own prefix. */
     {"GET", "/e2b/envd/health", 0, api_e2b_health, NULL, false, API_ROUTE_E2B_ENVD},
+    /* envd's process service (api-e2b-process.c); StreamInput only says it is not served. */
+    {"POST", "/e2b/envd/process.Process/Start", CONNECT_ENVELOPE_HEADER + CONNECT_MESSAGE_MAX, api_e2b_process_start,
+     NULL, false, API_ROUTE_E2B_ENVD},
+    {"POST", "/e2b/envd/process.Process/Connect", SMALL, api_e2b_process_connect, NULL, false, API_ROUTE_E2B_ENVD},
+    {"POST", "/e2b/envd/process.Process/List", SMALL, api_e2b_process_list, NULL, false, API_ROUTE_E2B_ENVD},
+    {"POST", "/e2b/envd/process.Process/SendInput", CONNECT_MESSAGE_MAX, api_e2b_process_send_input, NULL, false,
+     API_ROUTE_E2B_ENVD},
+    {"POST", "/e2b/envd/process.Process/CloseStdin", SMALL, api_e2b_process_close_stdin, NULL, false,
+     API_ROUTE_E2B_ENVD},
+    {"POST", "/e2b/envd/process.Process/SendSignal", SMALL, api_e2b_process_send_signal, NULL, false,
+     API_ROUTE_E2B_ENVD},
+    {"POST", "/e2b/envd/process.Process/Update", SMALL, api_e2b_process_update, NULL, false, API_ROUTE_E2B_ENVD},
+    {"POST", "/e2b/envd/process.Process/StreamInput", SMALL, api_e2b_process_stream_input, NULL, false,
+     API_ROUTE_E2B_ENVD},
 };
 
 /* Matches one path against a pattern, collecting the {…} segments. */

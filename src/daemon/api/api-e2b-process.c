@@ -1,0 +1,842 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* E2B compatibility: envd's process service (process.Process, Connect with
+ * the JSON codec; docs/e2b.md "Processes (envd)") on Airlock's background
+ * processes (process.h).
+ *
+ * Every Start is a background process: it outlives its request, so a
+ * client that goes away (E2B's handle.disconnect()) leaves it running, and
+ * Connect follows it again. E2B's pid N is Airlock's process "p-N"; its tag
+ * is the process's tag. Start and Connect answer a stream of ProcessEvent:
+ * start {pid}, data {stdout|stderr|pty} (base64), keepalive while quiet,
+ * and end {exitCode, exited, status, error}, then the end-of-stream. */
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <string.h>
+
+#include "airlock/proto.h"
+#include "api-e2b.h"
+#include "api-handlers.h"
+#include "connect-wire.h"
+#include "json-cleanup.h"
+#include "json-field.h"
+#include "process.h"
+#include "sandbox.h"
+#include "util.h"
+
+/* Bytes of one SendInput (decoded). */
+#define E2B_INPUT_MAX EXEC_STDIN_MAX
+#define E2B_INPUT_TIMEOUT_MS 30000
+/* A quiet stream carries a keepalive event this often (or at the client's
+ * Keepalive-Ping-Interval when that is shorter), so that proxies between
+ * the SDK and airlockd keep an idle stream open. */
+#define E2B_KEEPALIVE_S 25
+#define E2B_STREAM_POLL_MS 500
+/* Start's stream outlives its Connect-Timeout-Ms by this much, so that the
+ * end of the process the guest killed at that time is told. */
+#define E2B_START_END_GRACE_MS 3000
+
+/* ---- request messages ---------------------------------------------------------------------------- */
+
+/* A field of a message, NULL when absent or null (protobuf's JSON: both mean the default). */
+static json_t *field(const json_t *msg, const char *name)
+{
+	json_t *v = json_object_get(msg, name);
+	return json_is_null(v) ? NULL : v;
+}
+
+/* SECURITY: a uint32 of a client's message: a JSON integer or a decimal
+ * string (protobuf's JSON allows both), within 0..UINT32_MAX. */
+static int u32_parse(const json_t *v, uint32_t *ret)
+{
+	if (json_is_integer(v)) {
+		json_int_t n = json_integer_value(v);
+		if (n < 0 || n > (json_int_t)UINT32_MAX)
+			return -ERANGE;
+		*ret = (uint32_t)n;
+		return 0;
+	}
+	const char *s = json_string_value(v);
+	size_t n = s ? strlen(s) : 0;
+	if (n < 1 || n > 10 || strspn(s, "0123456789") != n)
+		return -EINVAL;
+	uint64_t x = 0;
+	for (size_t i = 0; i < n; i++)
+		x = x * 10 + (uint64_t)(s[i] - '0');
+	if (x > UINT32_MAX)
+		return -ERANGE;
+	*ret = (uint32_t)x;
+	return 0;
+}
+
+/* SECURITY: an optional string field: a JSON string without NUL of at most max bytes. */
+static int string_field(const json_t *msg, const char *name, size_t max, const char **ret, struct al_error *err)
+{
+	json_t *v = field(msg, name);
+	*ret = NULL;
+	if (!v)
+		return 0;
+	if (!json_is_string(v) || json_string_has_nul(v) || json_string_length(v) > max)
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "%s must be a string of at most %zu bytes",
+		                    name, max);
+	*ret = json_string_value(v);
+	return 0;
+}
+
+/* The message of a request: the enveloped one of a server-streaming call,
+ * the body of a unary one. Answers the error itself (NULL). */
+static json_t *request_message(const struct api_request *req, struct api_response *resp, const char *rpc,
+                               bool streaming)
+{
+	if (req->e2b_stream != streaming) {
+		api_response_errorf(resp, AL_ERR_INVALID_ARGUMENT,
+		                    "process.Process/%s is a %s call: send Content-Type %s (Connect protocol)", rpc,
+		                    streaming ? "server-streaming" : "unary",
+		                    streaming ? CONNECT_STREAM_CONTENT_TYPE : "application/json");
+		return NULL;
+	}
+	if (!streaming)
+		return api_parse_json_object(req, resp);
+	struct al_error err = {0};
+	json_t *msg = NULL;
+	if (connect_request_unwrap((const uint8_t *)req->body, req->body_len, &msg, &err) < 0)
+		api_response_error(resp, &err);
+	return msg;
+}
+
+/* A ProcessSelector: a pid or a tag. */
+struct selector {
+	uint32_t pid;
+	const char *tag; /* in the message; NULL: by pid */
+};
+
+/* SECURITY: client input; msg.process must be {pid: uint32} or {tag: string}. */
+static int selector_parse(const json_t *msg, struct selector *ret, struct al_error *err)
+{
+	json_t *p = field(msg, "process");
+	json_t *pid = json_is_object(p) ? field(p, "pid") : NULL, *tag = json_is_object(p) ? field(p, "tag") : NULL;
+	*ret = (struct selector){0};
+	if (!json_is_object(p) || (pid && tag) || (!pid && !tag))
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+		                    "process must be a selector: {\"pid\": N} or {\"tag\": \"…\"}");
+	if (pid && u32_parse(pid, &ret->pid) < 0)
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "process.pid must be a uint32");
+	if (tag && (string_field(p, "tag", EXEC_TAG_MAX, &ret->tag, err) < 0))
+		return -EINVAL;
+	return 0;
+}
+
+/* ---- the processes of a sandbox ------------------------------------------------------------------ */
+
+static uint32_t pid_of(const char *id)
+{
+	return (uint32_t)strtoul(id + 2, NULL, 10);
+}
+
+/* The process a selector names: its id, its JSON object (process.h) and a
+ * reference to its stream (NULL once its output is forgotten). By tag: the
+ * newest running process with that tag, else the newest with it. */
+static int selector_find(struct sandbox *sb, const struct selector *sel, char ret_id[PROCESS_ID_MAX + 1],
+                         json_t **ret_json, struct guest_stream **ret_stream, struct al_error *err)
+{
+	struct process_table *t = sandbox_processes(sb);
+	if (!sel->tag) {
+		snprintf(ret_id, PROCESS_ID_MAX + 1, "p-%" PRIu32, sel->pid);
+		int r = process_get(t, sandbox_channel(sb), ret_id, ret_json, ret_stream, err);
+		if (r == -ENOENT)
+			al_error_set(err, AL_ERR_NOT_FOUND, ENOENT, "process with pid %" PRIu32 " not found", sel->pid);
+		return r;
+	}
+	cleanup_json json_t *all = process_list(t, sandbox_channel(sb));
+	const char *found = NULL;
+	size_t i;
+	json_t *p;
+	json_array_foreach (all, i, p) {
+		const char *tag = json_string_value(json_object_get(p, "tag"));
+		if (!tag || strcmp(tag, sel->tag))
+			continue;
+		bool running = !strcmp(json_string_value(json_object_get(p, "state")), "running");
+		if (!found || running)
+			found = json_string_value(json_object_get(p, "id"));
+		if (running)
+			break;
+	}
+	if (!found)
+		return al_error_set(err, AL_ERR_NOT_FOUND, ENOENT, "process with tag \"%s\" not found", sel->tag);
+	strlcpy_al(ret_id, found, PROCESS_ID_MAX + 1);
+	return process_get(t, sandbox_channel(sb), ret_id, ret_json, ret_stream, err);
+}
+
+/* A running process for an RPC that acts on one (input, signal, resize):
+ * envd knows only running processes, so one that ended is not found (and
+ * the SDK's kill() answers false). */
+struct running {
+	struct sandbox *sb;
+	struct guest_stream *s;
+	json_t *json;
+	char id[PROCESS_ID_MAX + 1];
+};
+
+static void running_release(struct running *r)
+{
+	if (r->s)
+		guest_stream_unref(sandbox_channel(r->sb), r->s);
+	if (r->json)
+		json_decref(r->json);
+	sandbox_release(r->sb);
+	*r = (struct running){0};
+}
+
+/* Parses the selector of msg and finds its process; answers errors itself. */
+static int running_find(const struct api_request *req, struct api_response *resp, const json_t *msg,
+                        struct running *ret)
+{
+	struct al_error err = {0};
+	struct selector sel;
+	*ret = (struct running){0};
+	if (selector_parse(msg, &sel, &err) < 0) {
+		api_response_error(resp, &err);
+		return -EINVAL;
+	}
+	ret->sb = api_sandbox_acquire(req, resp);
+	if (!ret->sb)
+		return -ENOENT;
+	int r = selector_find(ret->sb, &sel, ret->id, &ret->json, &ret->s, &err);
+	if (r == 0 && (!ret->s || strcmp(json_string_value(json_object_get(ret->json, "state")), "running"))) {
+		r = al_error_set(&err, AL_ERR_NOT_FOUND, ENOENT, "process with pid %" PRIu32 " has ended",
+		                 pid_of(ret->id));
+	}
+	if (r < 0) {
+		api_response_error(resp, &err);
+		running_release(ret);
+	}
+	return r;
+}
+
+/* ---- the event stream of Start and Connect ------------------------------------------------------- */
+
+struct proc_stream {
+	struct sandbox *sb;
+	struct guest_channel *ch;
+	struct guest_stream *s; /* our reference */
+	struct guest_cursor cur;
+	int conn_fd;
+	const char *data_kind;  /* "pty" for a PTY process, else by the frame */
+	uint64_t deadline_ms;   /* monotonic; 0: none */
+	uint64_t timeout_ms;    /* the client's Connect-Timeout-Ms, for the message */
+	uint64_t keepalive_ms;  /* interval */
+	uint64_t last_sent_ms;  /* monotonic */
+	uint8_t *buf;           /* envelopes not yet handed to the server */
+	size_t len, off;
+	bool ended;             /* the end-of-stream is queued */
+};
+
+static void ps_append(struct proc_stream *ps, const uint8_t *env, size_t n)
+{
+	if (ps->off == ps->len)
+		ps->off = ps->len = 0;
+	ps->buf = xrealloc(ps->buf, ps->len + n);
+	memcpy(ps->buf + ps->len, env, n);
+	ps->len += n;
+	ps->last_sent_ms = now_ms_monotonic();
+}
+
+/* Queues {"event": {kind: value}} (value stolen). */
+static void ps_queue_event(struct proc_stream *ps, const char *kind, json_t *value)
+{
+	cleanup_json json_t *msg = json_pack("{s:{s:o}}", "event", kind, value);
+	size_t n = 0;
+	cleanup_free uint8_t *env = connect_envelope(0, msg, &n);
+	ps_append(ps, env, n);
+}
+
+static void ps_end(struct proc_stream *ps, const struct al_error *err)
+{
+	size_t n = 0;
+	cleanup_free uint8_t *env = connect_end_stream(err, &n);
+	ps_append(ps, env, n);
+	ps->ended = true;
+}
+
+/* Go's names of signals (envd reports a process's end as Go's os.ProcessState does). */
+static const char *signal_text(int sig)
+{
+	static const struct {
+		int sig;
+		const char *text;
+	} names[] = {
+	    {SIGHUP, "hangup"},
+	    {SIGINT, "interrupt"},
+	    {SIGQUIT, "quit"},
+	    {SIGILL, "illegal instruction"},
+	    {SIGTRAP, "trace/breakpoint trap"},
+	    {SIGABRT, "aborted"},
+	    {SIGBUS, "bus error"},
+	    {SIGFPE, "floating point exception"},
+	    {SIGKILL, "killed"},
+	    {SIGUSR1, "user defined signal 1"},
+	    {SIGSEGV, "segmentation fault"},
+	    {SIGUSR2, "user defined signal 2"},
+	    {SIGPIPE, "broken pipe"},
+	    {SIGALRM, "alarm clock"},
+	    {SIGTERM, "terminated"},
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(names); i++)
+		if (names[i].sig == sig)
+			return names[i].text;
+	return NULL;
+}
+
+/* The end of the process: an end event and the end-of-stream, or (it never
+ * ran, or the guest went away) an end-of-stream with the error. */
+static void ps_finish(struct proc_stream *ps)
+{
+	uint8_t type = 0;
+	cleanup_json json_t *result = NULL;
+	guest_stream_done(ps->ch, ps->s, &type, &result);
+	struct exec_exit ex;
+	struct al_error err = {0};
+	if (guest_result_to_exit(type, result, &ex, &err) < 0) {
+		ps_end(ps, &err);
+		return;
+	}
+	char status[64];
+	if (ex.exited) {
+		snprintf(status, sizeof(status), "exit status %d", ex.exit_code);
+	} else {
+		const char *name = signal_text(ex.signal);
+		if (name)
+			snprintf(status, sizeof(status), "signal: %s", name);
+		else
+			snprintf(status, sizeof(status), "signal: signal %d", ex.signal);
+	}
+	json_t *end = json_pack("{s:i, s:b, s:s}", "exitCode", ex.exited ? ex.exit_code : -1, "exited", ex.exited,
+	                        "status", status);
+	if (!ex.exited || ex.exit_code != 0) {
+		char error[160];
+		snprintf(error, sizeof(error), "%s%s", status,
+		         ex.timed_out ? " (the call's timeout passed: E2B's timeoutMs, 0 for none)" : "");
+		json_object_set_new(end, "error", json_string(error));
+	}
+	ps_queue_event(ps, "end", end);
+	ps_end(ps, NULL);
+}
+
+/* One step: waits for output (until the next keepalive, the deadline or a
+ * poll to notice a client that went away) and queues what came. -1 when
+ * the client is gone. */
+static int ps_step(struct proc_stream *ps)
+{
+	uint64_t now = now_ms_monotonic();
+	uint64_t until = MIN(now + E2B_STREAM_POLL_MS, ps->last_sent_ms + ps->keepalive_ms);
+	if (ps->deadline_ms)
+		until = MIN(until, ps->deadline_ms);
+	uint8_t type = 0;
+	uint8_t *data = NULL;
+	size_t len = 0;
+	uint64_t dropped = 0;
+	int r = guest_cursor_read(ps->ch, &ps->cur, until, &type, &data, &len, &dropped);
+	if (r == 1) {
+		cleanup_free char *b64 = base64_encode(data, len, NULL);
+		free(data);
+		const char *kind = ps->data_kind ? ps->data_kind : type == AIRLOCK_FRAME_STDERR ? "stderr" : "stdout";
+		ps_queue_event(ps, "data", json_pack("{s:s}", kind, b64));
+		return 0;
+	}
+	if (r == 0) {
+		ps_finish(ps);
+		return 0;
+	}
+	if (api_client_gone(ps->conn_fd))
+		return -1;
+	now = now_ms_monotonic();
+	if (ps->deadline_ms && now >= ps->deadline_ms) {
+		struct al_error err = {0};
+		al_error_set(&err, AL_ERR_TIMEOUT, ETIMEDOUT,
+		             "the call's timeout of %" PRIu64 " ms (Connect-Timeout-Ms) passed; the process goes on",
+		             ps->timeout_ms);
+		ps_end(ps, &err);
+	} else if (now >= ps->last_sent_ms + ps->keepalive_ms) {
+		ps_queue_event(ps, "keepalive", json_object());
+	}
+	return 0;
+}
+
+static ssize_t ps_read(void *ctx, uint8_t *out, size_t max)
+{
+	struct proc_stream *ps = ctx;
+	for (;;) {
+		if (ps->off < ps->len) {
+			size_t n = MIN(max, ps->len - ps->off);
+			memcpy(out, ps->buf + ps->off, n);
+			ps->off += n;
+			return (ssize_t)n;
+		}
+		if (ps->ended)
+			return 0;
+		if (ps_step(ps) < 0)
+			return -1;
+	}
+}
+
+/* The client went away or the stream ended: the process is left as it is
+ * (E2B's processes outlive their streams). */
+static void ps_free(void *ctx)
+{
+	struct proc_stream *ps = ctx;
+	guest_cursor_close(ps->ch, &ps->cur);
+	guest_stream_unref(ps->ch, ps->s);
+	sandbox_release(ps->sb);
+	free(ps->buf);
+	free(ps);
+}
+
+/* What the request's headers ask of a stream. */
+struct stream_opts {
+	uint64_t timeout_ms; /* Connect-Timeout-Ms; 0: none */
+	uint64_t keepalive_ms;
+};
+
+/* SECURITY: client headers, each parsed with its bounds. */
+static int stream_opts_parse(const struct api_request *req, struct stream_opts *ret, struct al_error *err)
+{
+	*ret = (struct stream_opts){.keepalive_ms = E2B_KEEPALIVE_S * 1000u};
+	const char *t = api_header(req, "Connect-Timeout-Ms");
+	if (t && connect_timeout_parse(t, &ret->timeout_ms) < 0)
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+		                    "Connect-Timeout-Ms must be 1 to 10 digits (milliseconds)");
+	if (ret->timeout_ms > (uint64_t)EXEC_TIMEOUT_S_MAX * 1000u)
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+		                    "Connect-Timeout-Ms is above %u ms (%u s, the longest a process may be given); "
+		                    "use timeoutMs: 0 for no timeout",
+		                    EXEC_TIMEOUT_S_MAX * 1000u, EXEC_TIMEOUT_S_MAX);
+	long k = 0;
+	const char *ka = api_header(req, "Keepalive-Ping-Interval");
+	if (ka && parse_int_range(ka, 1, 86400, &k) == 0 && (uint64_t)k * 1000u < ret->keepalive_ms)
+		ret->keepalive_ms = (uint64_t)k * 1000u;
+	return 0;
+}
+
+/* Answers with the event stream of process id (its stream s and sb are
+ * taken over): a start event, its output from the start (Start) or from
+ * now (Connect), its end. */
+static void ps_begin(const struct api_request *req, struct api_response *resp, struct sandbox *sb,
+                     struct guest_stream *s, const char *id, bool pty, bool from_start, uint64_t deadline_ms,
+                     uint64_t timeout_ms, uint64_t keepalive_ms)
+{
+	struct proc_stream *ps = xcalloc(1, sizeof(*ps));
+	ps->sb = sb;
+	ps->ch = sandbox_channel(sb);
+	ps->s = s;
+	ps->conn_fd = req->conn_fd;
+	ps->data_kind = pty ? "pty" : NULL;
+	ps->deadline_ms = deadline_ms;
+	ps->timeout_ms = timeout_ms;
+	ps->keepalive_ms = keepalive_ms;
+	if (guest_cursor_open(ps->ch, s, from_start, &ps->cur) < 0) {
+		guest_stream_unref(ps->ch, s);
+		sandbox_release(sb);
+		free(ps);
+		api_response_errorf(resp, AL_ERR_QUOTA,
+		                    "process %s has %d readers already (Start and Connect streams); disconnect one",
+		                    id, GUEST_FOLLOWERS_MAX);
+		return;
+	}
+	ps_queue_event(ps, "start", json_pack("{s:I}", "pid", (json_int_t)pid_of(id)));
+	resp->status = 200;
+	resp->reader = ps_read;
+	resp->reader_free = ps_free;
+	resp->reader_ctx = ps;
+	resp->content_type = CONNECT_STREAM_CONTENT_TYPE;
+	resp->content_length = -1;
+}
+
+/* ---- Start --------------------------------------------------------------------------------------- */
+
+static void env_add(struct kv_list *env, const char *key, const char *value)
+{
+	env->keys[env->n] = xstrdup(key);
+	env->values[env->n] = xstrdup(value);
+	env->n++;
+}
+
+static bool env_has(const struct kv_list *env, const char *key)
+{
+	for (size_t i = 0; i < env->n; i++)
+		if (!strcmp(env->keys[i], key))
+			return true;
+	return false;
+}
+
+/* SECURITY: the ProcessConfig of a client's StartRequest: cmd, args and
+ * envs within the limits of an Airlock exec (sandbox-model.h), cwd an envd
+ * path (e2b_path_resolve). The guest runs it as u; nothing here touches a
+ * host path. */
+static int config_parse(const json_t *p, const struct e2b_user *u, struct exec_request *er, struct al_error *err)
+{
+	const char *cmd = NULL, *cwd = NULL;
+	if (!json_is_object(p))
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+		                    "process must be a ProcessConfig {\"cmd\", \"args\", \"envs\", \"cwd\"}");
+	if (string_field(p, "cmd", EXEC_ARG_MAX, &cmd, err) < 0 || string_field(p, "cwd", E2B_PATH_MAX, &cwd, err) < 0)
+		return -EINVAL;
+	if (!cmd || !cmd[0])
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "process.cmd is required (the program to run)");
+	json_t *args = field(p, "args"), *envs = field(p, "envs");
+	if ((args && !json_is_array(args)) || json_array_size(args) >= EXEC_ARGV_MAX)
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+		                    "process.args must be an array of fewer than %d strings", EXEC_ARGV_MAX);
+	if ((envs && !json_is_object(envs)) || json_object_size(envs) > ENV_ENTRIES_MAX - 2)
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+		                    "process.envs must be an object of at most %d strings", ENV_ENTRIES_MAX - 2);
+	size_t total = strlen(cmd), i;
+	json_t *v;
+	json_array_foreach (args, i, v) {
+		if (!json_is_string(v) || json_string_has_nul(v) || json_string_length(v) > EXEC_ARG_MAX)
+			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+			                    "process.args[%zu] must be a string of at most %u bytes", i, EXEC_ARG_MAX);
+		total += json_string_length(v);
+	}
+	if (total > EXEC_ARGV_TOTAL_MAX)
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, E2BIG,
+		                    "process.cmd and args are %zu bytes together; the limit is %u", total,
+		                    EXEC_ARGV_TOTAL_MAX);
+	const char *key;
+	json_object_foreach (envs, key, v) {
+		if (!env_name_valid(key))
+			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+			                    "process.envs: name \"%.64s\" must match [A-Za-z_][A-Za-z0-9_]* (at most %d "
+			                    "bytes)",
+			                    key, ENV_NAME_MAX);
+		if (!json_is_string(v) || json_string_has_nul(v) || json_string_length(v) > ENV_VALUE_MAX)
+			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+			                    "process.envs.%.64s must be a string of at most %u bytes", key, ENV_VALUE_MAX);
+	}
+	char dir[E2B_PATH_MAX + 1];
+	if (e2b_path_resolve(u, cwd ? cwd : u->home, dir, err) < 0)
+		return -EINVAL;
+
+	er->argc = 1 + json_array_size(args);
+	er->argv = xcalloc(er->argc + 1, sizeof(char *));
+	er->argv[0] = xstrdup(cmd);
+	json_array_foreach (args, i, v)
+		er->argv[i + 1] = xstrdup(json_string_value(v));
+	er->env.keys = xcalloc(json_object_size(envs) + 2, sizeof(char *));
+	er->env.values = xcalloc(json_object_size(envs) + 2, sizeof(char *));
+	json_object_foreach (envs, key, v)
+		env_add(&er->env, key, json_string_value(v));
+	/* envd's environment of a user's process. */
+	if (!env_has(&er->env, "HOME"))
+		env_add(&er->env, "HOME", u->home);
+	if (!env_has(&er->env, "USER"))
+		env_add(&er->env, "USER", u->name);
+	er->cwd = xstrdup(dir);
+	return 0;
+}
+
+/* SECURITY: a client's StartRequest {process, pty?, tag?, stdin?}. */
+static int start_request_parse(const json_t *msg, const struct e2b_user *u, uint64_t timeout_ms,
+                               struct exec_request *ret, struct al_error *err)
+{
+	struct exec_request er = {0};
+	json_t *pty = field(msg, "pty"), *stdin_v = field(msg, "stdin");
+	const char *tag = NULL;
+	int r = config_parse(field(msg, "process"), u, &er, err);
+	if (r == 0 && (r = string_field(msg, "tag", EXEC_TAG_MAX, &tag, err)) == 0 && stdin_v &&
+	    !json_is_boolean(stdin_v))
+		r = al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "stdin must be true or false");
+	if (r == 0 && pty) {
+		json_t *size = json_is_object(pty) ? field(pty, "size") : NULL;
+		uint32_t rows = 24, cols = 80;
+		if (!json_is_object(pty) || (size && !json_is_object(size)) ||
+		    (size && field(size, "rows") && u32_parse(field(size, "rows"), &rows) < 0) ||
+		    (size && field(size, "cols") && u32_parse(field(size, "cols"), &cols) < 0) || rows < 1 ||
+		    rows > PTY_ROWS_MAX || cols < 1 || cols > PTY_COLS_MAX)
+			r = al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+			                 "pty must be {\"size\": {\"rows\": 1..%d, \"cols\": 1..%d}}", PTY_ROWS_MAX,
+			                 PTY_COLS_MAX);
+		er.pty_rows = rows;
+		er.pty_cols = cols;
+	}
+	if (r < 0) {
+		exec_request_release(&er);
+		return r;
+	}
+	strlcpy_al(er.tag, tag ? tag : "", sizeof(er.tag));
+	er.uid = u->uid;
+	er.gid = u->gid;
+	er.stdin_stream = json_is_true(stdin_v) || pty;
+	er.max_output_bytes = EXEC_OUTPUT_DEFAULT;
+	/* envd kills a started process when the call's timeout passes (E2B's
+	 * timeoutMs, 60 s unless given; 0: none): the exec's own timeout,
+	 * rounded up to Airlock's seconds. */
+	er.timeout_s = (unsigned)((timeout_ms + 999) / 1000);
+	er.timeout_given = timeout_ms > 0;
+	*ret = er;
+	return 0;
+}
+
+API_HANDLER(api_e2b_process_start)
+{
+	struct al_error err = {0};
+	struct stream_opts so;
+	cleanup_json json_t *msg = request_message(req, resp, "Start", true);
+	if (!msg)
+		return;
+	if (stream_opts_parse(req, &so, &err) < 0) {
+		api_response_error(resp, &err);
+		return;
+	}
+	struct sandbox *sb = api_sandbox_acquire(req, resp);
+	if (!sb)
+		return;
+	struct e2b_user u;
+	struct exec_request er = {0};
+	if (e2b_user_resolve(req, sb, &u, resp) < 0) {
+		sandbox_release(sb);
+		return;
+	}
+	if (start_request_parse(msg, &u, so.timeout_ms, &er, &err) < 0) {
+		api_response_error(resp, &err);
+		sandbox_release(sb);
+		return;
+	}
+	char id[32];
+	struct guest_stream *s = NULL;
+	uint64_t now = now_ms_monotonic();
+	if (api_start_process(req, resp, sb, &er, id, &s) < 0) {
+		sandbox_release(sb);
+	} else {
+		uint64_t deadline = so.timeout_ms ? now + so.timeout_ms + E2B_START_END_GRACE_MS : 0;
+		ps_begin(req, resp, sb, s, id, er.pty_rows > 0, true, deadline, so.timeout_ms, so.keepalive_ms);
+	}
+	exec_request_release(&er);
+}
+
+/* ---- Connect, List ------------------------------------------------------------------------------- */
+
+API_HANDLER(api_e2b_process_connect)
+{
+	struct al_error err = {0};
+	struct stream_opts so;
+	struct selector sel;
+	cleanup_json json_t *msg = request_message(req, resp, "Connect", true);
+	if (!msg)
+		return;
+	if (stream_opts_parse(req, &so, &err) < 0 || selector_parse(msg, &sel, &err) < 0) {
+		api_response_error(resp, &err);
+		return;
+	}
+	struct sandbox *sb = api_sandbox_acquire(req, resp);
+	if (!sb)
+		return;
+	char id[PROCESS_ID_MAX + 1];
+	cleanup_json json_t *p = NULL;
+	struct guest_stream *s = NULL;
+	int r = selector_find(sb, &sel, id, &p, &s, &err);
+	if (r == 0 && !s)
+		r = al_error_set(&err, AL_ERR_NOT_FOUND, ENOENT,
+		                 "process with pid %" PRIu32 " ended long ago; its end is no longer kept", pid_of(id));
+	if (r < 0) {
+		api_response_error(resp, &err);
+		sandbox_release(sb);
+		return;
+	}
+	/* A process that ended meanwhile answers its start and its end. */
+	uint64_t deadline = so.timeout_ms ? now_ms_monotonic() + so.timeout_ms : 0;
+	ps_begin(req, resp, sb, s, id, json_is_true(json_object_get(p, "pty")), false, deadline, so.timeout_ms,
+	         so.keepalive_ms);
+}
+
+/* A ProcessInfo: what envd tells of a running process. */
+static json_t *process_info(const json_t *p)
+{
+	json_t *cmd = json_object_get(p, "cmd");
+	json_t *args = json_array();
+	for (size_t i = 1; i < json_array_size(cmd); i++)
+		json_array_append(args, json_array_get(cmd, i));
+	const char *c = json_string_value(json_array_get(cmd, 0));
+	json_t *o = json_pack("{s:{s:s, s:o, s:{}}, s:I}", "config", "cmd", c ? c : "", "args", args, "envs", "pid",
+	                      (json_int_t)pid_of(json_string_value(json_object_get(p, "id"))));
+	const char *tag = json_string_value(json_object_get(p, "tag"));
+	if (tag && tag[0])
+		json_object_set_new(o, "tag", json_string(tag));
+	return o;
+}
+
+API_HANDLER(api_e2b_process_list)
+{
+	cleanup_json json_t *msg = request_message(req, resp, "List", false);
+	if (!msg)
+		return;
+	struct sandbox *sb = api_sandbox_acquire(req, resp);
+	if (!sb)
+		return;
+	/* Bounded: the running processes of a sandbox are at most its guest streams. */
+	cleanup_json json_t *all = process_list(sandbox_processes(sb), sandbox_channel(sb));
+	sandbox_release(sb);
+	json_t *out = json_array();
+	size_t i;
+	json_t *p;
+	json_array_foreach (all, i, p)
+		if (!strcmp(json_string_value(json_object_get(p, "state")), "running"))
+			json_array_append_new(out, process_info(p));
+	resp->body = json_pack("{s:o}", "processes", out);
+}
+
+/* ---- SendInput, CloseStdin, SendSignal, Update --------------------------------------------------- */
+
+/* Input for a process: it must take it (stdin: true, or a PTY). */
+static bool takes_input(struct api_response *resp, const struct running *run)
+{
+	if (json_is_true(json_object_get(run->json, "stdin_stream")))
+		return true;
+	api_response_errorf(resp, AL_ERR_CONFLICT,
+	                    "process with pid %" PRIu32 " was started without stdin: true; it takes no input",
+	                    pid_of(run->id));
+	return false;
+}
+
+static void input_answer(struct api_response *resp, const struct running *run, int r)
+{
+	if (r == 0 || r == -EPIPE) /* -EPIPE: it ended meanwhile; like envd, the input is dropped */
+		resp->body = json_object();
+	else
+		api_response_errorf(resp, r == -ETIMEDOUT ? AL_ERR_TIMEOUT : AL_ERR_GUEST,
+		                    "cannot pass input to process with pid %" PRIu32 ": %s", pid_of(run->id),
+		                    strerror(-r));
+}
+
+/* SECURITY: a client's SendInputRequest {process, input: {stdin|pty: base64}},
+ * decoded within E2B_INPUT_MAX bytes before anything is sent. */
+API_HANDLER(api_e2b_process_send_input)
+{
+	cleanup_json json_t *msg = request_message(req, resp, "SendInput", false);
+	if (!msg)
+		return;
+	json_t *in = field(msg, "input");
+	json_t *stdin_v = json_is_object(in) ? field(in, "stdin") : NULL, *pty_v = json_is_object(in) ? field(in, "pty") : NULL;
+	json_t *data = stdin_v ? stdin_v : pty_v;
+	if (!data || (stdin_v && pty_v) || !json_is_string(data) || json_string_has_nul(data)) {
+		api_response_errorf(resp, AL_ERR_INVALID_ARGUMENT,
+		                    "input must be {\"stdin\": BASE64} or {\"pty\": BASE64}");
+		return;
+	}
+	cleanup_free uint8_t *bytes = NULL;
+	size_t len = 0;
+	int r = connect_base64_decode(json_string_value(data), E2B_INPUT_MAX, &bytes, &len);
+	if (r < 0) {
+		api_response_errorf(resp, AL_ERR_INVALID_ARGUMENT, "input.%s must be base64 of at most %u bytes",
+		                    stdin_v ? "stdin" : "pty", E2B_INPUT_MAX);
+		return;
+	}
+	struct running run;
+	if (running_find(req, resp, msg, &run) < 0)
+		return;
+	if (pty_v && !json_is_true(json_object_get(run.json, "pty")))
+		api_response_errorf(resp, AL_ERR_CONFLICT,
+		                    "process with pid %" PRIu32 " has no PTY: send its input as stdin",
+		                    pid_of(run.id));
+	else if (takes_input(resp, &run))
+		input_answer(resp, &run,
+		             len ? guest_stream_send_data(sandbox_channel(run.sb), run.s, AIRLOCK_FRAME_STDIN, bytes, len,
+		                                          now_ms_monotonic() + E2B_INPUT_TIMEOUT_MS)
+		                 : 0);
+	running_release(&run);
+}
+
+API_HANDLER(api_e2b_process_close_stdin)
+{
+	cleanup_json json_t *msg = request_message(req, resp, "CloseStdin", false);
+	if (!msg)
+		return;
+	struct running run;
+	if (running_find(req, resp, msg, &run) < 0)
+		return;
+	if (takes_input(resp, &run))
+		input_answer(resp, &run,
+		             guest_stream_send_data(sandbox_channel(run.sb), run.s, AIRLOCK_FRAME_STDIN, NULL, 0,
+		                                    now_ms_monotonic() + E2B_INPUT_TIMEOUT_MS));
+	running_release(&run);
+}
+
+/* SECURITY: a Signal of a client's message: its name or its number, and
+ * only the two envd sends. */
+static int signal_parse(const json_t *v)
+{
+	if (json_is_string(v)) {
+		if (!strcmp(json_string_value(v), "SIGNAL_SIGKILL"))
+			return SIGKILL;
+		if (!strcmp(json_string_value(v), "SIGNAL_SIGTERM"))
+			return SIGTERM;
+		return -EINVAL;
+	}
+	if (json_is_integer(v) && (json_integer_value(v) == SIGKILL || json_integer_value(v) == SIGTERM))
+		return (int)json_integer_value(v);
+	return -EINVAL;
+}
+
+static void control_send(struct api_response *resp, struct running *run, uint8_t type, json_t *ctl)
+{
+	if (guest_stream_send_control(sandbox_channel(run->sb), run->s, type, ctl) < 0)
+		api_response_errorf(resp, AL_ERR_NOT_FOUND, "process with pid %" PRIu32 " has ended", pid_of(run->id));
+	else
+		resp->body = json_object();
+}
+
+API_HANDLER(api_e2b_process_send_signal)
+{
+	cleanup_json json_t *msg = request_message(req, resp, "SendSignal", false);
+	if (!msg)
+		return;
+	int sig = signal_parse(field(msg, "signal"));
+	if (sig < 0) {
+		api_response_errorf(resp, AL_ERR_INVALID_ARGUMENT,
+		                    "signal must be SIGNAL_SIGTERM (15) or SIGNAL_SIGKILL (9)");
+		return;
+	}
+	struct running run;
+	if (running_find(req, resp, msg, &run) < 0)
+		return;
+	cleanup_json json_t *ctl = json_pack("{s:i}", "signal", sig);
+	control_send(resp, &run, AIRLOCK_FRAME_SIGNAL, ctl);
+	running_release(&run);
+}
+
+API_HANDLER(api_e2b_process_update)
+{
+	cleanup_json json_t *msg = request_message(req, resp, "Update", false);
+	if (!msg)
+		return;
+	json_t *pty = field(msg, "pty");
+	json_t *size = json_is_object(pty) ? field(pty, "size") : NULL;
+	uint32_t rows = 0, cols = 0;
+	if (pty && (!json_is_object(size) || u32_parse(field(size, "rows"), &rows) < 0 ||
+	            u32_parse(field(size, "cols"), &cols) < 0 || rows < 1 || rows > PTY_ROWS_MAX || cols < 1 ||
+	            cols > PTY_COLS_MAX)) {
+		api_response_errorf(resp, AL_ERR_INVALID_ARGUMENT,
+		                    "pty must be {\"size\": {\"rows\": 1..%d, \"cols\": 1..%d}}", PTY_ROWS_MAX,
+		                    PTY_COLS_MAX);
+		return;
+	}
+	struct running run;
+	if (running_find(req, resp, msg, &run) < 0)
+		return;
+	if (!pty) {
+		resp->body = json_object(); /* nothing to change */
+	} else if (!json_is_true(json_object_get(run.json, "pty"))) {
+		api_response_errorf(resp, AL_ERR_CONFLICT, "process with pid %" PRIu32 " has no PTY to resize",
+		                    pid_of(run.id));
+	} else {
+		cleanup_json json_t *ctl = json_pack("{s:I, s:I}", "rows", (json_int_t)rows, "cols", (json_int_t)cols);
+		control_send(resp, &run, AIRLOCK_FRAME_RESIZE, ctl);
+	}
+	running_release(&run);
+}
+
+API_HANDLER(api_e2b_process_stream_input)
+{
+	api_response_errorf(resp, AL_ERR_METHOD,
+	                    "process.Process/StreamInput (a client stream) is not served here: send input with "
+	                    "SendInput and end it with CloseStdin, as E2B's SDK does");
+}
