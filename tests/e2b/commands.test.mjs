@@ -70,12 +70,19 @@ test('user: the default user, or root', async () => {
 })
 
 test('background: list, connect, kill', async () => {
-  const h = await sbx.commands.run('echo started; sleep 600', { background: true, timeoutMs: 0 })
+  const h = await sbx.commands.run('echo started; sleep 600', {
+    background: true,
+    timeoutMs: 0,
+    cwd: '/tmp',
+    envs: { MARK: 'm1' },
+  })
   assert.ok(h.pid > 0)
   const p = (await sbx.commands.list()).find((x) => x.pid === h.pid)
   assert.ok(p, 'the command is listed')
   assert.equal(p.cmd, '/bin/bash')
   assert.deepEqual(p.args, ['-l', '-c', 'echo started; sleep 600'])
+  assert.equal(p.cwd, '/tmp')
+  assert.equal(p.envs.MARK, 'm1')
   await waitFor('its first output', () => h.stdout === 'started\n')
 
   const again = await sbx.commands.connect(h.pid, { timeoutMs: 0 })

@@ -194,6 +194,24 @@ def test_malformed_requests(sb):
     assert flags == END_STREAM and msg["error"]["code"] == "unimplemented" and "SendInput" in msg["error"]["message"]
 
 
+def test_start_that_cannot_run(sb):
+    # The process never ran (no such cwd): its stream says why.
+    c = sb.stream("Start", {"process": {"cmd": "pwd", "cwd": "/no/such/dir"}})
+    try:
+        events, eos = c.until_end()
+        assert [k for k, _ in events] == ["start"], events
+        assert eos["error"]["code"] == "invalid_argument" and "/no/such/dir" in eos["error"]["message"], eos
+    finally:
+        c.close()
+    # A user the guest does not have is refused before anything runs.
+    c = sb.stream("Start", {"process": {"cmd": "true"}}, headers=basic("nobody-here"))
+    try:
+        flags, msg = c.next()
+        assert flags == END_STREAM and msg["error"]["code"] == "invalid_argument", msg
+    finally:
+        c.close()
+
+
 def test_unknown_pid(sb):
     status, body = sb.unary("SendSignal", {"process": {"pid": 999999}, "signal": "SIGNAL_SIGKILL"})
     assert status == 404 and body["code"] == "not_found", (status, body)
@@ -217,14 +235,18 @@ def test_wrong_token(sb):
 
 
 def test_disconnect_leaves_it_running_and_connect_reattaches(sb):
-    c = sb.stream("Start", {"process": {"cmd": "cat"}, "stdin": True, "tag": "the-cat"})
+    c = sb.stream("Start", {"process": {"cmd": "cat", "envs": {"MARK": "m"}}, "stdin": True, "tag": "the-cat"})
     kind, start = c.event()
     assert kind == "start"
     pid = start["pid"]
     c.close()  # the client goes away: the process stays
     time.sleep(1)
     procs = sb.running()
-    assert pid in procs and procs[pid]["config"]["cmd"] == "cat" and procs[pid]["tag"] == "the-cat", procs
+    assert pid in procs and procs[pid]["tag"] == "the-cat", procs
+    config = procs[pid]["config"]
+    assert set(config) == {"cmd", "args", "envs", "cwd"}, config
+    assert config["cmd"] == "cat" and config["args"] == [] and config["cwd"] == "/home/user", config
+    assert config["envs"]["MARK"] == "m", config
     c = sb.stream("Connect", {"process": {"tag": "the-cat"}}, headers={"Keepalive-Ping-Interval": "1"})
     try:
         assert c.event() == ("start", {"pid": pid})

@@ -221,14 +221,14 @@ struct proc_stream {
 	struct guest_stream *s; /* our reference */
 	struct guest_cursor cur;
 	int conn_fd;
-	const char *data_kind;  /* "pty" for a PTY process, else by the frame */
-	uint64_t deadline_ms;   /* monotonic; 0: none */
-	uint64_t timeout_ms;    /* the client's Connect-Timeout-Ms, for the message */
-	uint64_t keepalive_ms;  /* interval */
-	uint64_t last_sent_ms;  /* monotonic */
-	uint8_t *buf;           /* envelopes not yet handed to the server */
+	const char *data_kind; /* "pty" for a PTY process, else by the frame */
+	uint64_t deadline_ms;  /* monotonic; 0: none */
+	uint64_t timeout_ms;   /* the client's Connect-Timeout-Ms, for the message */
+	uint64_t keepalive_ms; /* interval */
+	uint64_t last_sent_ms; /* monotonic */
+	uint8_t *buf;          /* envelopes not yet handed to the server */
 	size_t len, off;
-	bool ended;             /* the end-of-stream is queued */
+	bool ended; /* the end-of-stream is queued */
 };
 
 static void ps_append(struct proc_stream *ps, const uint8_t *env, size_t n)
@@ -438,8 +438,8 @@ static void ps_begin(const struct api_request *req, struct api_response *resp, s
 		sandbox_release(sb);
 		free(ps);
 		api_response_errorf(resp, AL_ERR_QUOTA,
-		                    "process %s has %d readers already (Start and Connect streams); disconnect one",
-		                    id, GUEST_FOLLOWERS_MAX);
+		                    "process %s has %d readers already (Start and Connect streams); disconnect one", id,
+		                    GUEST_FOLLOWERS_MAX);
 		return;
 	}
 	ps_queue_event(ps, "start", json_pack("{s:I}", "pid", (json_int_t)pid_of(id)));
@@ -481,7 +481,8 @@ static int config_parse(const json_t *p, const struct e2b_user *u, struct exec_r
 	if (string_field(p, "cmd", EXEC_ARG_MAX, &cmd, err) < 0 || string_field(p, "cwd", E2B_PATH_MAX, &cwd, err) < 0)
 		return -EINVAL;
 	if (!cmd || !cmd[0])
-		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "process.cmd is required (the program to run)");
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+		                    "process.cmd is required (the program to run)");
 	json_t *args = field(p, "args"), *envs = field(p, "envs");
 	if ((args && !json_is_array(args)) || json_array_size(args) >= EXEC_ARGV_MAX)
 		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
@@ -504,13 +505,15 @@ static int config_parse(const json_t *p, const struct e2b_user *u, struct exec_r
 	const char *key;
 	json_object_foreach (envs, key, v) {
 		if (!env_name_valid(key))
-			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
-			                    "process.envs: name \"%.64s\" must match [A-Za-z_][A-Za-z0-9_]* (at most %d "
-			                    "bytes)",
-			                    key, ENV_NAME_MAX);
+			return al_error_set(
+			    err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+			    "process.envs: name \"%.64s\" must match [A-Za-z_][A-Za-z0-9_]* (at most %d "
+			    "bytes)",
+			    key, ENV_NAME_MAX);
 		if (!json_is_string(v) || json_string_has_nul(v) || json_string_length(v) > ENV_VALUE_MAX)
 			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
-			                    "process.envs.%.64s must be a string of at most %u bytes", key, ENV_VALUE_MAX);
+			                    "process.envs.%.64s must be a string of at most %u bytes", key,
+			                    ENV_VALUE_MAX);
 	}
 	char dir[E2B_PATH_MAX + 1];
 	if (e2b_path_resolve(u, cwd ? cwd : u->home, dir, err) < 0)
@@ -649,15 +652,25 @@ API_HANDLER(api_e2b_process_connect)
 }
 
 /* A ProcessInfo: what envd tells of a running process. */
-static json_t *process_info(const json_t *p)
+static json_t *process_info(struct process_table *t, const json_t *p)
 {
+	const char *id = json_string_value(json_object_get(p, "id"));
 	json_t *cmd = json_object_get(p, "cmd");
 	json_t *args = json_array();
 	for (size_t i = 1; i < json_array_size(cmd); i++)
 		json_array_append(args, json_array_get(cmd, i));
 	const char *c = json_string_value(json_array_get(cmd, 0));
-	json_t *o = json_pack("{s:{s:s, s:o, s:{}}, s:I}", "config", "cmd", c ? c : "", "args", args, "envs", "pid",
-	                      (json_int_t)pid_of(json_string_value(json_object_get(p, "id"))));
+	json_t *config = json_pack("{s:s, s:o}", "cmd", c ? c : "", "args", args);
+	cleanup_free char *cwd = NULL;
+	json_t *env = NULL;
+	struct al_error ignored = {0};
+	if (process_config(t, id, &cwd, &env, &ignored) == 0) {
+		json_object_set_new(config, "envs", env);
+		json_object_set_new(config, "cwd", json_string(cwd));
+	} else {
+		json_object_set_new(config, "envs", json_object()); /* it ended meanwhile */
+	}
+	json_t *o = json_pack("{s:o, s:I}", "config", config, "pid", (json_int_t)pid_of(id));
 	const char *tag = json_string_value(json_object_get(p, "tag"));
 	if (tag && tag[0])
 		json_object_set_new(o, "tag", json_string(tag));
@@ -674,13 +687,13 @@ API_HANDLER(api_e2b_process_list)
 		return;
 	/* Bounded: the running processes of a sandbox are at most its guest streams. */
 	cleanup_json json_t *all = process_list(sandbox_processes(sb), sandbox_channel(sb));
-	sandbox_release(sb);
 	json_t *out = json_array();
 	size_t i;
 	json_t *p;
 	json_array_foreach (all, i, p)
 		if (!strcmp(json_string_value(json_object_get(p, "state")), "running"))
-			json_array_append_new(out, process_info(p));
+			json_array_append_new(out, process_info(sandbox_processes(sb), p));
+	sandbox_release(sb);
 	resp->body = json_pack("{s:o}", "processes", out);
 }
 
@@ -715,7 +728,8 @@ API_HANDLER(api_e2b_process_send_input)
 	if (!msg)
 		return;
 	json_t *in = field(msg, "input");
-	json_t *stdin_v = json_is_object(in) ? field(in, "stdin") : NULL, *pty_v = json_is_object(in) ? field(in, "pty") : NULL;
+	json_t *stdin_v = json_is_object(in) ? field(in, "stdin") : NULL,
+	       *pty_v = json_is_object(in) ? field(in, "pty") : NULL;
 	json_t *data = stdin_v ? stdin_v : pty_v;
 	if (!data || (stdin_v && pty_v) || !json_is_string(data) || json_string_has_nul(data)) {
 		api_response_errorf(resp, AL_ERR_INVALID_ARGUMENT,
@@ -735,12 +749,11 @@ API_HANDLER(api_e2b_process_send_input)
 		return;
 	if (pty_v && !json_is_true(json_object_get(run.json, "pty")))
 		api_response_errorf(resp, AL_ERR_CONFLICT,
-		                    "process with pid %" PRIu32 " has no PTY: send its input as stdin",
-		                    pid_of(run.id));
+		                    "process with pid %" PRIu32 " has no PTY: send its input as stdin", pid_of(run.id));
 	else if (takes_input(resp, &run))
 		input_answer(resp, &run,
-		             len ? guest_stream_send_data(sandbox_channel(run.sb), run.s, AIRLOCK_FRAME_STDIN, bytes, len,
-		                                          now_ms_monotonic() + E2B_INPUT_TIMEOUT_MS)
+		             len ? guest_stream_send_data(sandbox_channel(run.sb), run.s, AIRLOCK_FRAME_STDIN, bytes,
+		                                          len, now_ms_monotonic() + E2B_INPUT_TIMEOUT_MS)
 		                 : 0);
 	running_release(&run);
 }

@@ -24,6 +24,10 @@ struct process {
 	uint8_t final_type;
 	json_t *final_result;
 	uint64_t final_bytes, final_dropped;
+	/* What the request gave besides its cmd, while the process runs
+	 * (process_config); env NULL when it was above PROCESS_CONFIG_ENV_MAX. */
+	char *cwd;
+	json_t *env;
 };
 
 struct process_table {
@@ -79,9 +83,19 @@ static void process_forget_output(struct process *p, struct guest_channel *ch)
 	p->stream = NULL;
 }
 
+static void process_drop_config(struct process *p)
+{
+	free(p->cwd);
+	p->cwd = NULL;
+	if (p->env)
+		json_decref(p->env);
+	p->env = NULL;
+}
+
 static void process_free(struct process *p, struct guest_channel *ch)
 {
 	process_forget_output(p, ch);
+	process_drop_config(p);
 	json_decref(p->cmd);
 	if (p->final_result)
 		json_decref(p->final_result);
@@ -119,6 +133,7 @@ static void table_trim(struct process_table *t, struct guest_channel *ch)
 		struct process *p = *pp;
 		bool running = __atomic_load_n(&p->ended_ms, __ATOMIC_ACQUIRE) == 0;
 		if (!running) {
+			process_drop_config(p);
 			exited++;
 			if (exited > PROCESS_KEEP_EXITED) {
 				*pp = p->next;
@@ -150,6 +165,15 @@ int process_start(struct process_table *t, struct guest_channel *ch, const struc
 	p->pty = req->pty_rows > 0;
 	p->stdin_stream = req->stdin_stream || p->pty;
 	p->stream = s;
+	p->cwd = xstrdup(req->cwd ? req->cwd : "/");
+	size_t env_bytes = 0;
+	for (size_t i = 0; i < req->env.n; i++)
+		env_bytes += strlen(req->env.keys[i]) + strlen(req->env.values[i]);
+	if (env_bytes <= PROCESS_CONFIG_ENV_MAX) {
+		p->env = json_object();
+		for (size_t i = 0; i < req->env.n; i++)
+			json_object_set_new(p->env, req->env.keys[i], json_string(req->env.values[i]));
+	}
 	p->started_ms = now_ms_realtime();
 	p->start_mono = now_ms_monotonic();
 	pthread_mutex_lock(&t->lock);
@@ -225,6 +249,23 @@ int process_get(struct process_table *t, struct guest_channel *ch, const char *i
 		if (p->stream)
 			guest_stream_ref(ch, p->stream);
 	}
+	pthread_mutex_unlock(&t->lock);
+	return 0;
+}
+
+int process_config(struct process_table *t, const char *id, char **ret_cwd, json_t **ret_env, struct al_error *err)
+{
+	pthread_mutex_lock(&t->lock);
+	struct process *p = t->list;
+	while (p && strcmp(p->id, id))
+		p = p->next;
+	if (!p || !p->cwd) {
+		pthread_mutex_unlock(&t->lock);
+		return al_error_set(err, AL_ERR_NOT_FOUND, ENOENT, "no running process \"%.32s\" in sandbox %s", id,
+		                    t->sandbox_id);
+	}
+	*ret_cwd = xstrdup(p->cwd);
+	*ret_env = p->env ? json_deep_copy(p->env) : json_object();
 	pthread_mutex_unlock(&t->lock);
 	return 0;
 }

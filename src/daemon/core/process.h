@@ -13,6 +13,9 @@
 #define PROCESS_ID_MAX 23
 #define PROCESS_KEEP_EXITED 256 /* records of exited processes */
 #define PROCESS_KEEP_OUTPUT 32  /* of which keep their output */
+/* The env of its request a process keeps for process_config, at most
+ * (bytes of names and values): a larger one is not kept. */
+#define PROCESS_CONFIG_ENV_MAX (64u * 1024u)
 
 struct process_table;
 
@@ -36,6 +39,10 @@ int process_start(struct process_table *t, struct guest_channel *ch, const struc
 int process_get(struct process_table *t, struct guest_channel *ch, const char *id, json_t **ret_json,
                 struct guest_stream **ret_stream, struct al_error *err);
 json_t *process_list(struct process_table *t, struct guest_channel *ch);
+/* The cwd and the request's own env ({"NAME": "value"}; {} when it was
+ * above PROCESS_CONFIG_ENV_MAX) of a process; kept until it is seen to
+ * have ended (the next process_start), -ENOENT after. */
+int process_config(struct process_table *t, const char *id, char **ret_cwd, json_t **ret_env, struct al_error *err);
 
 bool process_id_valid(const char *id);
 
