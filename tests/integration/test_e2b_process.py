@@ -328,3 +328,10 @@ def test_pty(sb):
         assert events[-1][0] == "end" and events[-1][1]["status"] == "signal: killed" and eos == {}, events
     finally:
         c.close()
+
+
+def test_much_output_in_order(sb):
+    # More than the 1 MiB log: the stream is flow-controlled, nothing is lost.
+    out, _, end, eos = sb.run("seq 1 400000")
+    assert end["exitCode"] == 0 and eos == {}, end
+    assert out == "".join(f"{i}\n" for i in range(1, 400001)), len(out)

@@ -516,7 +516,7 @@ static int config_parse(const json_t *p, const struct e2b_user *u, struct exec_r
 			                    ENV_VALUE_MAX);
 	}
 	char dir[E2B_PATH_MAX + 1];
-	if (e2b_path_resolve(u, cwd ? cwd : u->home, dir, err) < 0)
+	if (e2b_path_resolve(u, cwd && cwd[0] ? cwd : u->home, dir, err) < 0)
 		return -EINVAL;
 
 	er->argc = 1 + json_array_size(args);
