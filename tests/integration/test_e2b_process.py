@@ -182,6 +182,12 @@ def test_malformed_requests(sb):
     flags, msg = c.next()
     c.close()
     assert flags == END_STREAM and msg["error"]["code"] == "invalid_argument" and "cmd" in msg["error"]["message"]
+    for timeout in ("soon", "86400001"):
+        c = sb.stream("Start", {"process": {"cmd": "true"}}, headers={"Connect-Timeout-Ms": timeout})
+        flags, msg = c.next()
+        c.close()
+        assert flags == END_STREAM and msg["error"]["code"] == "invalid_argument", (timeout, msg)
+        assert "Connect-Timeout-Ms" in msg["error"]["message"], msg
     # A unary call's errors are a Connect error body with the code's status.
     status, body = sb.unary("SendSignal", None, raw=b"{nope")
     assert status == 400 and body["code"] == "invalid_argument", (status, body)

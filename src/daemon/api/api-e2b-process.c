@@ -405,11 +405,6 @@ static int stream_opts_parse(const struct api_request *req, struct stream_opts *
 	if (t && connect_timeout_parse(t, &ret->timeout_ms) < 0)
 		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
 		                    "Connect-Timeout-Ms must be 1 to 10 digits (milliseconds)");
-	if (ret->timeout_ms > (uint64_t)EXEC_TIMEOUT_S_MAX * 1000u)
-		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
-		                    "Connect-Timeout-Ms is above %u ms (%u s, the longest a process may be given); "
-		                    "use timeoutMs: 0 for no timeout",
-		                    EXEC_TIMEOUT_S_MAX * 1000u, EXEC_TIMEOUT_S_MAX);
 	long k = 0;
 	const char *ka = api_header(req, "Keepalive-Ping-Interval");
 	if (ka && parse_int_range(ka, 1, 86400, &k) == 0 && (uint64_t)k * 1000u < ret->keepalive_ms)
@@ -588,6 +583,13 @@ API_HANDLER(api_e2b_process_start)
 		return;
 	if (stream_opts_parse(req, &so, &err) < 0) {
 		api_response_error(resp, &err);
+		return;
+	}
+	if (so.timeout_ms > (uint64_t)EXEC_TIMEOUT_S_MAX * 1000u) {
+		api_response_errorf(resp, AL_ERR_INVALID_ARGUMENT,
+		                    "Connect-Timeout-Ms is above %u ms (%u s, the longest a process may be given); "
+		                    "use timeoutMs: 0 for no timeout",
+		                    EXEC_TIMEOUT_S_MAX * 1000u, EXEC_TIMEOUT_S_MAX);
 		return;
 	}
 	struct sandbox *sb = api_sandbox_acquire(req, resp);
