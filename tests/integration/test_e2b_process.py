@@ -341,3 +341,20 @@ def test_much_output_in_order(sb):
     out, _, end, eos = sb.run("seq 1 400000")
     assert end["exitCode"] == 0 and eos == {}, end
     assert out == "".join(f"{i}\n" for i in range(1, 400001)), len(out)
+
+
+def test_sandbox_deleted_under_a_stream(e2b, sb):
+    # Last: a stream open while its sandbox goes ends with `unavailable` (the
+    # SDK's "sandbox is probably not running anymore"), and the delete does
+    # not wait for the stream.
+    c = sb.stream("Start", {"process": {"cmd": "sleep", "args": ["600"]}})
+    try:
+        assert c.event()[0] == "start"
+        t0 = time.monotonic()
+        r = e2b.api.delete(sb.sid)
+        assert r.status == 200, r
+        events, eos = c.until_end()
+        assert events == [] and eos["error"]["code"] == "unavailable", (events, eos)
+        assert time.monotonic() - t0 < 30
+    finally:
+        c.close()
