@@ -117,9 +117,9 @@ static json_t *e2b_detail_json(const struct sandbox_record *r, struct api_respon
 	/* Airlock never opens the whole internet: the policy names what goes out. */
 	json_object_set_new(o, "allowInternetAccess", json_false());
 	json_object_set_new(o, "network", e2b_network_json(r));
-	json_object_set_new(o, "lifecycle", json_pack("{s:s, s:b}", "onTimeout",
-	                                              !strcmp(r->on_timeout, "pause") ? "pause" : "kill",
-	                                              "autoResume", false));
+	json_object_set_new(o, "lifecycle",
+	                    json_pack("{s:s, s:b}", "onTimeout", !strcmp(r->on_timeout, "pause") ? "pause" : "kill",
+	                              "autoResume", false));
 	return o;
 }
 
@@ -248,10 +248,13 @@ static void e2b_network_error(struct al_error *err)
 
 /* ---- POST /v2/sandboxes ------------------------------------------------------------------------- */
 
-static const char *const e2b_create_fields[] = {
-    "templateID", "metadata",  "envVars",     "timeout",    "autoPause",   "autoPauseMemory", "autoResume",
-    "secure",     "network",   "allow_internet_access",     "mcp",         "iam",             "volumeMounts",
-    NULL};
+static const char *const e2b_create_fields[] = {"templateID",   "metadata",
+                                                "envVars",      "timeout",
+                                                "autoPause",    "autoPauseMemory",
+                                                "autoResume",   "secure",
+                                                "network",      "allow_internet_access",
+                                                "mcp",          "iam",
+                                                "volumeMounts", NULL};
 
 /* Options Airlock has no counterpart for: refused unless they ask for nothing. */
 static int e2b_create_unsupported(const json_t *b, struct al_error *err)
@@ -259,12 +262,14 @@ static int e2b_create_unsupported(const json_t *b, struct al_error *err)
 	const json_t *mcp = json_object_get(b, "mcp"), *iam = json_object_get(b, "iam"),
 	             *vol = json_object_get(b, "volumeMounts"), *resume = json_object_get(b, "autoResume");
 	if (mcp && !json_is_null(mcp))
-		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "mcp: MCP gateways are not supported by Airlock");
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+		                    "mcp: MCP gateways are not supported by Airlock");
 	if (iam && !json_is_null(iam))
 		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
 		                    "iam: workload identity is not supported by Airlock");
 	if (vol && !json_is_null(vol) && !(json_is_array(vol) && json_array_size(vol) == 0))
-		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "volumeMounts: volumes are not supported by Airlock");
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+		                    "volumeMounts: volumes are not supported by Airlock");
 	if (resume && !json_is_null(resume) &&
 	    !(json_is_object(resume) && json_is_false(json_object_get(resume, "enabled"))))
 		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
@@ -302,10 +307,12 @@ static int e2b_create_translate(json_t *b, char **ret_body, struct al_error *err
 	if ((r = e2b_network_translate(json_object_get(b, "allow_internet_access"), json_object_get(b, "network"),
 	                               &policy, err)) < 0)
 		return r;
-	cleanup_json json_t *native = json_pack(
-	    "{s:O, s:i, s:i, s:I, s:s}", "template", tmpl, "vcpus", E2B_VCPUS, "memory_mib", E2B_MEMORY_MIB, "timeout_s",
-	    timeout && !json_is_null(timeout) ? (json_int_t)json_integer_value(timeout) : (json_int_t)E2B_TIMEOUT_DEFAULT_S,
-	    "on_timeout", json_is_true(json_object_get(b, "autoPause")) ? "pause" : "kill");
+	cleanup_json json_t *native =
+	    json_pack("{s:O, s:i, s:i, s:I, s:s}", "template", tmpl, "vcpus", E2B_VCPUS, "memory_mib", E2B_MEMORY_MIB,
+	              "timeout_s",
+	              timeout && !json_is_null(timeout) ? (json_int_t)json_integer_value(timeout)
+	                                                : (json_int_t)E2B_TIMEOUT_DEFAULT_S,
+	              "on_timeout", json_is_true(json_object_get(b, "autoPause")) ? "pause" : "kill");
 	json_t *env = json_object_get(b, "envVars"), *meta = json_object_get(b, "metadata");
 	if (env && !json_is_null(env))
 		json_object_set(native, "env", env);
@@ -505,8 +512,10 @@ static void e2b_connect(const struct api_request *req, struct api_response *resp
 		return;
 	bool paused = rec.state == SANDBOX_PAUSED;
 	uint64_t now = now_ms_realtime();
-	uint64_t ran = rec.run_ms + (rec.running_since_ms && now > rec.running_since_ms ? now - rec.running_since_ms : 0);
-	bool longer = rec.timeout_s && (uint64_t)timeout_s * 1000 > (uint64_t)rec.timeout_s * 1000 - MIN(ran, (uint64_t)rec.timeout_s * 1000);
+	uint64_t ran =
+	    rec.run_ms + (rec.running_since_ms && now > rec.running_since_ms ? now - rec.running_since_ms : 0);
+	bool longer = rec.timeout_s && (uint64_t)timeout_s * 1000 >
+	                                   (uint64_t)rec.timeout_s * 1000 - MIN(ran, (uint64_t)rec.timeout_s * 1000);
 	sandbox_record_release(&rec);
 	if (resume_only && !paused) {
 		api_response_errorf(resp, AL_ERR_CONFLICT, "sandbox %s is already running", req->params[0]);
@@ -552,8 +561,8 @@ API_HANDLER(api_e2b_resume)
 
 API_HANDLER(api_e2b_network_put)
 {
-	static const char *const fields[] = {"allow_internet_access", "allowOut", "denyOut", "rules", "egressProxy",
-	                                     NULL};
+	static const char *const fields[] = {"allow_internet_access", "allowOut", "denyOut", "rules",
+	                                     "egressProxy",           NULL};
 	cleanup_json json_t *b = api_parse_json_object(req, resp);
 	if (!b)
 		return;
@@ -627,12 +636,11 @@ API_HANDLER(api_e2b_metrics)
 	uint64_t now = now_ms_realtime();
 	format_time_rfc3339(now, ts_text);
 	json_int_t total = e2b_int(m, "mem_total_kib") * 1024;
-	json_t *sample = json_pack("{s:s, s:I, s:f, s:I, s:I, s:I, s:I, s:I, s:I}", "timestamp", ts_text,
-	                           "timestampUnix", (json_int_t)(now / 1000), "cpuUsedPct", pct > 100.0 ? 100.0 : pct,
-	                           "cpuCount", cpus, "memTotal", total, "memUsed",
-	                           total - e2b_int(m, "mem_available_kib") * 1024, "memCache", (json_int_t)0,
-	                           "diskTotal", e2b_int(m, "disk_total_bytes"), "diskUsed",
-	                           e2b_int(m, "disk_used_bytes"));
+	json_t *sample =
+	    json_pack("{s:s, s:I, s:f, s:I, s:I, s:I, s:I, s:I, s:I}", "timestamp", ts_text, "timestampUnix",
+	              (json_int_t)(now / 1000), "cpuUsedPct", pct > 100.0 ? 100.0 : pct, "cpuCount", cpus, "memTotal",
+	              total, "memUsed", total - e2b_int(m, "mem_available_kib") * 1024, "memCache", (json_int_t)0,
+	              "diskTotal", e2b_int(m, "disk_total_bytes"), "diskUsed", e2b_int(m, "disk_used_bytes"));
 	resp->body = json_pack("[o]", sample);
 }
 
@@ -737,8 +745,12 @@ static int e2b_time_parse(const char *s, uint64_t *ret_ms)
 	}
 	if (strcmp(p, "Z") || y < 1970 || mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || sec > 60)
 		return -EINVAL;
-	struct tm tm = {.tm_year = (int)y - 1900, .tm_mon = (int)mo - 1, .tm_mday = (int)d, .tm_hour = (int)h,
-	                .tm_min = (int)mi, .tm_sec = (int)sec};
+	struct tm tm = {.tm_year = (int)y - 1900,
+	                .tm_mon = (int)mo - 1,
+	                .tm_mday = (int)d,
+	                .tm_hour = (int)h,
+	                .tm_min = (int)mi,
+	                .tm_sec = (int)sec};
 	time_t t = timegm(&tm);
 	if (t < 0)
 		return -EINVAL;
@@ -751,8 +763,8 @@ static int e2b_time_parse(const char *s, uint64_t *ret_ms)
 static int e2b_token_parse(const char *s, struct e2b_list_query *q)
 {
 	const char *dot = strchr(s, '.');
-	if (strlen(s) > E2B_NEXT_TOKEN_MAX || !dot || dot == s || dot - s > 20 ||
-	    strlen(dot + 1) > SANDBOX_ID_MAX || !sandbox_id_valid(dot + 1))
+	if (strlen(s) > E2B_NEXT_TOKEN_MAX || !dot || dot == s || dot - s > 20 || strlen(dot + 1) > SANDBOX_ID_MAX ||
+	    !sandbox_id_valid(dot + 1))
 		return -EINVAL;
 	uint64_t ms = 0;
 	for (const char *p = s; p < dot; p++) {
