@@ -199,8 +199,10 @@ static int e2b_network_translate(const json_t *internet, const json_t *net, json
 		net = NULL;
 	if (net && !json_is_object(net))
 		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "network: must be an object");
-	if (net && request_fields_check((json_t *)net, e2b_network_fields, err) < 0)
-		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "network: %s", err->message);
+	if (net && request_fields_check((json_t *)net, e2b_network_fields, err) < 0) {
+		al_error_prefix(err, "network");
+		return -EINVAL;
+	}
 	const json_t *allow = json_object_get(net, "allowOut"), *deny = json_object_get(net, "denyOut");
 	const json_t *rules = json_object_get(net, "rules"), *proxy = json_object_get(net, "egressProxy");
 	if ((allow && !e2b_string_array(allow)) || (deny && !e2b_string_array(deny)))
@@ -823,6 +825,12 @@ static int e2b_list_query_parse(const struct api_request *req, bool v2, struct e
 	return 0;
 }
 
+static void e2b_list_query_release(struct e2b_list_query *q)
+{
+	free(q->meta_text);
+	q->meta_text = NULL;
+}
+
 static bool e2b_list_matches(const struct e2b_list_query *q, const struct sandbox_record *r)
 {
 	if ((r->state == SANDBOX_PAUSED && !q->paused) || (r->state != SANDBOX_PAUSED && !q->running))
@@ -873,10 +881,8 @@ static bool e2b_after_token(const struct e2b_list_query *q, const struct e2b_lis
 static void e2b_list(const struct api_request *req, struct api_response *resp, bool v2)
 {
 	struct al_error err = {0};
-	struct e2b_list_query q;
-	int r = e2b_list_query_parse(req, v2, &q, &err);
-	cleanup_free char *meta_text = q.meta_text;
-	if (r < 0) {
+	struct e2b_list_query q __attribute__((cleanup(e2b_list_query_release))) = {0};
+	if (e2b_list_query_parse(req, v2, &q, &err) < 0) {
 		api_response_error(resp, &err);
 		return;
 	}
