@@ -5,7 +5,14 @@
 // the errors the SDK maps. Two sandboxes, killed in `after`.
 import { test, before, after } from 'node:test'
 import assert from 'node:assert/strict'
-import { Sandbox, AuthenticationError, NotFoundError, SandboxNotFoundError } from 'e2b'
+import {
+  Sandbox,
+  ALL_TRAFFIC,
+  AuthenticationError,
+  NotFoundError,
+  SandboxError,
+  SandboxNotFoundError,
+} from 'e2b'
 
 const TEMPLATE = process.env.AIRLOCK_E2B_TEMPLATE || 'base'
 const UNKNOWN_ID = 'sb-0123456789abcdef'
@@ -87,6 +94,38 @@ test('list: pages of one, and a metadata filter', async () => {
   assert.deepEqual(odd.map((s) => s.sandboxId), [first.sandboxId])
   const none = await Sandbox.list({ query: { metadata: { run: 'no-such-run' } } }).nextItems()
   assert.deepEqual(none, [])
+})
+
+test('getMetrics: one sample, now', async () => {
+  const metrics = await Sandbox.getMetrics(first.sandboxId)
+  assert.equal(metrics.length, 1)
+  const [m] = metrics
+  assert.equal(m.cpuCount, 1)
+  assert.ok(m.cpuUsedPct >= 0 && m.cpuUsedPct <= 100, `cpuUsedPct ${m.cpuUsedPct}`)
+  assert.ok(m.memUsed > 0 && m.memUsed < m.memTotal && m.diskUsed > 0 && m.diskUsed < m.diskTotal)
+  assert.ok(m.timestamp instanceof Date && !isNaN(m.timestamp))
+})
+
+test('network: a closed world maps, an open one is refused', async () => {
+  await Sandbox.updateNetwork(first.sandboxId, { allowOut: ['example.com'], denyOut: [ALL_TRAFFIC] })
+  const info = await first.getInfo()
+  assert.deepEqual(info.network.allowOut, ['example.com'])
+  assert.deepEqual(info.network.denyOut, [ALL_TRAFFIC])
+  const refused = (e) => {
+    assert.ok(e instanceof SandboxError, `${e}`)
+    assert.match(e.message, /^400: .*whole internet/)
+    return true
+  }
+  await assert.rejects(Sandbox.create(TEMPLATE, { allowInternetAccess: true }), refused)
+  await assert.rejects(Sandbox.create(TEMPLATE, { network: { allowOut: ['example.com'] } }), refused)
+  await assert.rejects(
+    Sandbox.updateNetwork(first.sandboxId, { allowInternetAccess: true }),
+    refused
+  )
+  await assert.rejects(
+    Sandbox.create(TEMPLATE, { network: { allowOut: ['10.0.0.0/8'], denyOut: [ALL_TRAFFIC] } }),
+    /^SandboxError: 400: .*ceiling/
+  )
 })
 
 test('pause, then connect resumes it', async () => {
