@@ -34,6 +34,10 @@ PYTEST_ARGS ?=
 # while components are being written.
 UNIT_SRC_api-request := src/daemon/model/sandbox-model.c src/daemon/api/api-request.c src/daemon/net/network-policy.c
 UNIT_LIBS_api-request := -ljansson
+# E2B's control API requests mapped onto Airlock's (docs/e2b.md).
+UNIT_SRC_api-e2b-request := src/daemon/model/sandbox-model.c src/daemon/api/api-request.c src/daemon/net/network-policy.c \
+	src/daemon/api/api-e2b-request.c
+UNIT_LIBS_api-e2b-request := -ljansson
 UNIT_SRC_store := $(wildcard src/daemon/store/store*.c)
 UNIT_LIBS_store := -lsqlite3 -lpthread
 UNIT_SRC_cli-tar := src/cli/cli-tar.c
@@ -172,6 +176,11 @@ FUZZ_MAXLEN_fuzz-frame := 200000
 FUZZ_SRC_fuzz-api-request := src/daemon/model/sandbox-model.c src/daemon/api/api-request.c src/daemon/net/network-policy.c
 FUZZ_LIBS_fuzz-api-request := -ljansson
 FUZZ_MAXLEN_fuzz-api-request := 8192
+# E2B's control API: the create and network bodies, the list query.
+FUZZ_SRC_fuzz-e2b-request := src/daemon/model/sandbox-model.c src/daemon/api/api-request.c src/daemon/net/network-policy.c \
+	src/daemon/api/api-e2b-request.c
+FUZZ_LIBS_fuzz-e2b-request := -ljansson
+FUZZ_MAXLEN_fuzz-e2b-request := 8192
 # The host side of the guest channel (hostile guest frames).
 FUZZ_SRC_fuzz-guest-channel := src/daemon/model/sandbox-model.c src/daemon/guest/guest-channel.c
 FUZZ_LIBS_fuzz-guest-channel := -ljansson -lpthread

@@ -204,7 +204,6 @@ static int e2b_create_translate(json_t *b, char **ret_body, struct al_error *err
 	return 0;
 }
 
-
 int e2b_create_request_parse(const char *body, size_t len, unsigned host_memory_mib, struct create_request *ret,
                              struct al_error *err)
 {
@@ -228,8 +227,8 @@ void e2b_create_error_explain(struct al_error *err)
 
 int e2b_network_request_parse(const char *body, size_t len, char **ret_policy_json, struct al_error *err)
 {
-	static const char *const fields[] = {"allow_internet_access", "allowOut", "denyOut", "rules", "egressProxy",
-	                                     NULL};
+	static const char *const fields[] = {"allow_internet_access", "allowOut", "denyOut", "rules",
+	                                     "egressProxy",           NULL};
 	cleanup_json json_t *b = NULL;
 	cleanup_json json_t *policy = NULL;
 	int r;
@@ -289,7 +288,6 @@ static bool e2b_unescape(char *s, bool form)
 	*o = '\0';
 	return true;
 }
-
 
 /*
  * SECURITY: ?metadata= is client input: "k1=v1&k2=v2" where the SDK
@@ -399,6 +397,9 @@ int e2b_list_query_parse(const struct e2b_list_args *a, bool v2, struct e2b_list
 				return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
 				                    "state: running, paused or both (comma-separated)");
 		}
+		if (!q->running && !q->paused)
+			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+			                    "state: running, paused or both (comma-separated)");
 	}
 	const char *limit = a->limit, *token = a->next_token;
 	const char *order = a->order, *after = a->started_after;
@@ -421,7 +422,6 @@ int e2b_list_query_parse(const struct e2b_list_args *a, bool v2, struct e2b_list
 		q->template_name = NULL;
 	return 0;
 }
-
 
 void e2b_list_query_release(struct e2b_list_query *q)
 {

@@ -16,9 +16,9 @@
 /* What an E2B sandbox gets that E2B's create cannot say (docs/e2b.md). */
 #define E2B_VCPUS 1
 #define E2B_MEMORY_MIB 512
-#define E2B_TIMEOUT_DEFAULT_S 300       /* the SDKs' documented default */
-#define E2B_ALL_TRAFFIC "0.0.0.0/0"     /* the SDK's ALL_TRAFFIC */
-#define E2B_LIST_LIMIT_MAX 100          /* E2B's largest page */
+#define E2B_TIMEOUT_DEFAULT_S 300   /* the SDKs' documented default */
+#define E2B_ALL_TRAFFIC "0.0.0.0/0" /* the SDK's ALL_TRAFFIC */
+#define E2B_LIST_LIMIT_MAX 100      /* E2B's largest page */
 #define E2B_METADATA_FILTERS_MAX 16
 #define E2B_NEXT_TOKEN_MAX 64
 
