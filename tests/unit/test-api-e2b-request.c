@@ -76,20 +76,24 @@ static void test_create_network(void **state)
 	assert_string_equal(r.network_json, "{\"allow\":[],\"deny\":[]}");
 	create_request_release(&r);
 	/* Ingress options are ignored; they do not open anything. */
-	assert_int_equal(create("{\"templateID\":\"base\",\"network\":{\"allowPublicTraffic\":true,\"httpsPorts\":[443]}}",
-	                        &r, &err),
-	                 0);
+	assert_int_equal(
+	    create("{\"templateID\":\"base\",\"network\":{\"allowPublicTraffic\":true,\"httpsPorts\":[443]}}", &r,
+	           &err),
+	    0);
 	assert_null(r.network_json);
 	create_request_release(&r);
 
 	create_refused("{\"templateID\":\"base\",\"allow_internet_access\":true}", "whole internet");
 	create_refused("{\"templateID\":\"base\",\"network\":{\"allowOut\":[\"a.com\"]}}", "whole internet");
 	create_refused("{\"templateID\":\"base\",\"network\":{\"denyOut\":[\"a.com\"]}}", "whole internet");
-	create_refused("{\"templateID\":\"base\",\"network\":{\"allowOut\":[\"10.0.0.0/8\"],\"denyOut\":[\"0.0.0.0/0\"]}}",
-	               "ceiling");
-	create_refused("{\"templateID\":\"base\",\"allow_internet_access\":false,\"network\":{\"allowOut\":[\"0.0.0.0/0\"]}}",
-	               "ceiling");
-	create_refused("{\"templateID\":\"base\",\"network\":{\"allowOut\":[1],\"denyOut\":[\"0.0.0.0/0\"]}}", "arrays");
+	create_refused(
+	    "{\"templateID\":\"base\",\"network\":{\"allowOut\":[\"10.0.0.0/8\"],\"denyOut\":[\"0.0.0.0/0\"]}}",
+	    "ceiling");
+	create_refused(
+	    "{\"templateID\":\"base\",\"allow_internet_access\":false,\"network\":{\"allowOut\":[\"0.0.0.0/0\"]}}",
+	    "ceiling");
+	create_refused("{\"templateID\":\"base\",\"network\":{\"allowOut\":[1],\"denyOut\":[\"0.0.0.0/0\"]}}",
+	               "arrays");
 	create_refused("{\"templateID\":\"base\",\"network\":{\"nope\":1}}", "nope");
 	create_refused("{\"templateID\":\"base\",\"network\":{\"rules\":{\"a.com\":[{}]}}}", "rules");
 	create_refused("{\"templateID\":\"base\",\"network\":{\"egressProxy\":{\"address\":\"p:1\"}}}", "egressProxy");
@@ -236,9 +240,9 @@ static void test_list_args(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_create_maps),   cmocka_unit_test(test_create_network),
+	    cmocka_unit_test(test_create_maps),    cmocka_unit_test(test_create_network),
 	    cmocka_unit_test(test_create_refused), cmocka_unit_test(test_network_update),
-	    cmocka_unit_test(test_list_metadata), cmocka_unit_test(test_list_args),
+	    cmocka_unit_test(test_list_metadata),  cmocka_unit_test(test_list_args),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
