@@ -127,6 +127,11 @@ UNIT_SRC_template-snap-disk := src/daemon/core/template-snap-disk.c src/daemon/v
 	src/daemon/vmm/vmm-spawn.c src/daemon/obs/log.c
 UNIT_LIBS_template-snap-disk := -lcrypto -lpthread -lseccomp
 
+# E2B compatibility (issue 19): the Connect wire format of envd (request
+# envelopes, end-of-stream messages, codes, Connect-Timeout-Ms, base64).
+UNIT_SRC_connect-wire := src/daemon/api/connect-wire.c
+UNIT_LIBS_connect-wire :=
+
 UNIT_ALL := $(patsubst tests/unit/test-%.c,%,$(wildcard tests/unit/test-*.c))
 unit_missing = $(strip $(foreach f,$(UNIT_SRC_$(1)),$(if $(wildcard $(f)),,$(f))) \
 	$(if $(filter store,$(1)),$(if $(wildcard src/daemon/store/store*.c),,src/daemon/store/store*.c)))
