@@ -248,7 +248,7 @@ static const struct {
     {"already_exists", 409},
     {"permission_denied", 403},
     {"resource_exhausted", 429},
-    {"failed_precondition", 412},
+    {"failed_precondition", 400},
     {"aborted", 409},
     {"out_of_range", 400},
     {"unimplemented", 501},

@@ -42,6 +42,9 @@ const char *connect_code_name(enum al_error_code code)
 
 int connect_code_http_status(const char *code)
 {
+	/* The protocol's table since its 2024 amendment (connectrpc.com RFC 003):
+	 * failed_precondition is 400, no longer 412 (@connectrpc/connect's
+	 * codeToHttpStatus agrees). */
 	static const struct {
 		const char *name;
 		int status;
@@ -54,7 +57,7 @@ int connect_code_http_status(const char *code)
 	    {"already_exists", 409},
 	    {"permission_denied", 403},
 	    {"resource_exhausted", 429},
-	    {"failed_precondition", 412},
+	    {"failed_precondition", 400},
 	    {"aborted", 409},
 	    {"out_of_range", 400},
 	    {"unimplemented", 501},
