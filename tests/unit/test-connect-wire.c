@@ -232,6 +232,55 @@ static void test_end_stream(void **state)
 	assert_string_equal(json_string_value(json_object_get(e, "message")), "no such file \"/x\"");
 }
 
+/* The message of the end-of-stream envelope of an error whose message is text. */
+static json_t *end_stream_message(const char *text)
+{
+	struct al_error err = {.code = AL_ERR_GUEST};
+	strlcpy_al(err.message, text, sizeof(err.message));
+	size_t len = 0;
+	cleanup_free uint8_t *buf = connect_end_stream(&err, &len);
+	assert_non_null(buf);
+	assert_int_equal(length_field(buf), len - CONNECT_ENVELOPE_HEADER);
+	json_error_t jerr;
+	json_t *m = json_loadb((const char *)buf + CONNECT_ENVELOPE_HEADER, len - CONNECT_ENVELOPE_HEADER, 0, &jerr);
+	assert_non_null(m);
+	json_t *e = json_object_get(m, "error");
+	assert_string_equal(json_string_value(json_object_get(e, "code")), "unavailable");
+	json_t *msg = json_incref(json_object_get(e, "message"));
+	json_decref(m);
+	return msg;
+}
+
+/* A message need not be UTF-8: it may quote what a guest sent, or be cut
+ * inside a character at AL_ERROR_MSG_MAX. JSON strings must be UTF-8: each
+ * byte that is not becomes U+FFFD, and the envelope is still made (it
+ * aborted). */
+static void test_end_stream_not_utf8(void **state)
+{
+	(void)state;
+	cleanup_json json_t *m1 = end_stream_message("guest said \xff\xfe: no");
+	assert_string_equal(json_string_value(m1), "guest said \xef\xbf\xbd\xef\xbf\xbd: no");
+
+	/* Overlong, surrogate and truncated sequences. */
+	cleanup_json json_t *m2 = end_stream_message("a\xc0\xaf"
+	                                             "b\xed\xa0\x80"
+	                                             "c\xe2\x82");
+	assert_string_equal(json_string_value(m2), "a\xef\xbf\xbd\xef\xbf\xbd"
+	                                           "b\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd"
+	                                           "c\xef\xbf\xbd\xef\xbf\xbd");
+
+	/* Valid UTF-8 is kept as it is. */
+	cleanup_json json_t *m3 = end_stream_message("caf\xc3\xa9 \xf0\x9f\x92\xa9");
+	assert_string_equal(json_string_value(m3), "caf\xc3\xa9 \xf0\x9f\x92\xa9");
+
+	/* A whole message of bad bytes, as long as a message can be. */
+	char text[AL_ERROR_MSG_MAX];
+	memset(text, 0xff, sizeof(text) - 1);
+	text[sizeof(text) - 1] = '\0';
+	cleanup_json json_t *m4 = end_stream_message(text);
+	assert_int_equal(json_string_length(m4), 3 * (sizeof(text) - 1));
+}
+
 /* ------------------------------------------------------------ codes */
 
 /* The Connect protocol's table (connectrpc.com/docs/protocol, "Error
@@ -384,8 +433,8 @@ static void test_base64_decode(void **state)
 	decodes_to("", 0, "", 0);
 
 	/* Bad characters and padding. */
-	const char *bad[] = {"a", "aGk=a", "aG=k", "=aGk", "a===", "aGk==", "aGk===", "aG.k", "aG k", "aGk\n", "aGk*",
-	                     "====", "aGk=aGk=", "\xff\xff\xff\xff"};
+	const char *bad[] = {"a",    "aGk=a", "aG=k",  "=aGk", "a===", "aGk==",    "aGk===",
+	                     "aG.k", "aG k",  "aGk\n", "aGk*", "====", "aGk=aGk=", "\xff\xff\xff\xff"};
 	for (size_t i = 0; i < ARRAY_SIZE(bad); i++)
 		decode_fails(bad[i], 100, -EINVAL);
 	/* One character left over after whole quads holds no byte. */
@@ -412,17 +461,12 @@ static void test_base64_decode(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_unwrap_good),
-	    cmocka_unit_test(test_unwrap_short_header),
-	    cmocka_unit_test(test_unwrap_flags),
-	    cmocka_unit_test(test_unwrap_lengths),
-	    cmocka_unit_test(test_unwrap_not_an_object),
-	    cmocka_unit_test(test_unwrap_duplicate_keys),
-	    cmocka_unit_test(test_envelope_round_trip),
-	    cmocka_unit_test(test_end_stream),
-	    cmocka_unit_test(test_code_names),
-	    cmocka_unit_test(test_code_http_status),
-	    cmocka_unit_test(test_timeout_parse),
+	    cmocka_unit_test(test_unwrap_good),          cmocka_unit_test(test_unwrap_short_header),
+	    cmocka_unit_test(test_unwrap_flags),         cmocka_unit_test(test_unwrap_lengths),
+	    cmocka_unit_test(test_unwrap_not_an_object), cmocka_unit_test(test_unwrap_duplicate_keys),
+	    cmocka_unit_test(test_envelope_round_trip),  cmocka_unit_test(test_end_stream),
+	    cmocka_unit_test(test_end_stream_not_utf8),  cmocka_unit_test(test_code_names),
+	    cmocka_unit_test(test_code_http_status),     cmocka_unit_test(test_timeout_parse),
 	    cmocka_unit_test(test_base64_decode),
 	};
 	return cmocka_run_group_tests_name("connect-wire", tests, NULL, NULL);
