@@ -131,6 +131,9 @@ UNIT_LIBS_template-snap-disk := -lcrypto -lpthread -lseccomp
 # envelopes, end-of-stream messages, codes, Connect-Timeout-Ms, base64).
 UNIT_SRC_connect-wire := src/daemon/api/connect-wire.c
 UNIT_LIBS_connect-wire :=
+# Its pure parsers of users and paths (the Basic header, the guest's /etc/passwd).
+UNIT_SRC_e2b-parse := src/daemon/api/api-e2b-parse.c
+UNIT_LIBS_e2b-parse :=
 
 UNIT_ALL := $(patsubst tests/unit/test-%.c,%,$(wildcard tests/unit/test-*.c))
 unit_missing = $(strip $(foreach f,$(UNIT_SRC_$(1)),$(if $(wildcard $(f)),,$(f))) \
