@@ -233,6 +233,17 @@ FUZZ_SRC_fuzz-fc-response := src/daemon/vmm/firecracker/fc-api.c src/daemon/vmm/
 FUZZ_LIBS_fuzz-fc-response :=
 FUZZ_MAXLEN_fuzz-fc-response := 70000
 
+# E2B compatibility (issue 19): the Connect wire format of envd (request
+# envelopes, base64, Connect-Timeout-Ms, end-of-stream messages), and the
+# parsers of users and paths (the Basic header, the guest's /etc/passwd).
+# Seeds: tests/fuzz/make-corpus-e2b.py.
+FUZZ_SRC_fuzz-connect-wire := src/daemon/api/connect-wire.c
+FUZZ_LIBS_fuzz-connect-wire :=
+FUZZ_MAXLEN_fuzz-connect-wire := 70000
+FUZZ_SRC_fuzz-e2b-parse := src/daemon/api/api-e2b-parse.c
+FUZZ_LIBS_fuzz-e2b-parse :=
+FUZZ_MAXLEN_fuzz-e2b-parse := 20000
+
 FUZZ_ALL := $(patsubst tests/fuzz/%.c,%,$(wildcard tests/fuzz/fuzz-*.c))
 fuzz_missing = $(strip $(foreach f,$(FUZZ_SRC_$(1)),$(if $(wildcard $(f)),,$(f))))
 FUZZ_READY := $(foreach t,$(FUZZ_ALL),$(if $(call fuzz_missing,$(t)),,$(t)))
