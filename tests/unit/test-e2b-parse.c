@@ -147,6 +147,10 @@ static void test_passwd_good(void **state)
 	assert_string_equal(u.home, "/h");
 	/* An empty file. */
 	assert_int_equal(find("", 0, "user", &u), -ENOENT);
+	/* Colons after the shell's are the shell's (never read). */
+	static const char extra[] = "user:x:1:2::/h:/bin/sh:extra:fields\n";
+	assert_int_equal(FIND(extra, "user", &u), 0);
+	assert_string_equal(u.home, "/h");
 }
 
 static void test_passwd_malformed_lines(void **state)
