@@ -115,10 +115,14 @@ int e2b_path_resolve(const struct e2b_user *u, const char *path, char ret[E2B_PA
 	}
 	if (path[0] == '~' && (path[1] == '\0' || path[1] == '/'))
 		rest = path[1] ? path + 2 : "";
-	int m = snprintf(ret, E2B_PATH_MAX + 1, "%s%s%s", u->home, rest[0] && strcmp(u->home, "/") ? "/" : "", rest);
-	if (m < 0 || (size_t)m > E2B_PATH_MAX)
+	size_t home_len = strlen(u->home), sep = rest[0] && strcmp(u->home, "/") ? 1 : 0, rest_len = strlen(rest);
+	if (home_len + sep + rest_len > E2B_PATH_MAX)
 		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, ENAMETOOLONG,
-		                    "path is longer than %d bytes once joined to the home directory %s", E2B_PATH_MAX,
-		                    u->home);
+		                    "path is longer than %d bytes once joined to the home directory %.256s",
+		                    E2B_PATH_MAX, u->home);
+	memcpy(ret, u->home, home_len);
+	if (sep)
+		ret[home_len] = '/';
+	memcpy(ret + home_len + sep, rest, rest_len + 1);
 	return 0;
 }
