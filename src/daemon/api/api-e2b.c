@@ -95,8 +95,11 @@ void e2b_error_render(enum api_route_kind kind, bool connect_stream, struct api_
 		return;
 	const char *code = json_string_value(json_object_get(e, "code"));
 	const char *msg = json_string_value(json_object_get(e, "message"));
-	/* code and msg point into the old body: it goes when this returns. */
-	cleanup_json json_t *old __attribute__((unused)) = TAKE_PTR(resp->body);
+	/* code and msg point into the old body: it is released on return.
+	 * (clang's -Wunused-variable does not count the cleanup as a use.) */
+	cleanup_json json_t *old = resp->body;
+	(void)old;
+	resp->body = NULL;
 	if (kind == API_ROUTE_E2B_CONTROL) {
 		resp->body = json_pack("{s:i, s:s}", "code", resp->status, "message", msg ? msg : "");
 		return;
