@@ -27,7 +27,9 @@ before(async () => {
     timeoutMs: 600_000,
   })
   made.push(first)
-  second = await Sandbox.create(TEMPLATE, { metadata: { run: RUN, which: 'second' } })
+  // No template: the SDK's default, `base`, which Airlock has.
+  const opts = { metadata: { run: RUN, which: 'second' } }
+  second = await (TEMPLATE === 'base' ? Sandbox.create(opts) : Sandbox.create(TEMPLATE, opts))
   made.push(second)
 })
 
