@@ -138,6 +138,10 @@ UNIT_LIBS_connect-wire :=
 # Its pure parsers of users and paths (the Basic header, the guest's /etc/passwd).
 UNIT_SRC_e2b-parse := src/daemon/api/api-e2b-parse.c
 UNIT_LIBS_e2b-parse :=
+# envd's process messages (Start, selectors, input, signals, PTY sizes, end events).
+UNIT_SRC_api-e2b-process-request := src/daemon/api/api-e2b-process-request.c src/daemon/api/api-e2b-parse.c \
+	src/daemon/api/connect-wire.c src/daemon/model/sandbox-model.c
+UNIT_LIBS_api-e2b-process-request := -ljansson
 
 UNIT_ALL := $(patsubst tests/unit/test-%.c,%,$(wildcard tests/unit/test-*.c))
 unit_missing = $(strip $(foreach f,$(UNIT_SRC_$(1)),$(if $(wildcard $(f)),,$(f))) \
@@ -252,6 +256,11 @@ FUZZ_MAXLEN_fuzz-connect-wire := 70000
 FUZZ_SRC_fuzz-e2b-parse := src/daemon/api/api-e2b-parse.c
 FUZZ_LIBS_fuzz-e2b-parse :=
 FUZZ_MAXLEN_fuzz-e2b-parse := 20000
+# envd's process messages (seeds: tests/fuzz/make-corpus-e2b-process.py).
+FUZZ_SRC_fuzz-e2b-process-request := src/daemon/api/api-e2b-process-request.c src/daemon/api/api-e2b-parse.c \
+	src/daemon/api/connect-wire.c src/daemon/model/sandbox-model.c
+FUZZ_LIBS_fuzz-e2b-process-request :=
+FUZZ_MAXLEN_fuzz-e2b-process-request := 20000
 
 FUZZ_ALL := $(patsubst tests/fuzz/%.c,%,$(wildcard tests/fuzz/fuzz-*.c))
 fuzz_missing = $(strip $(foreach f,$(FUZZ_SRC_$(1)),$(if $(wildcard $(f)),,$(f))))

@@ -11,21 +11,18 @@
  * and end {exitCode, exited, status, error}, then the end-of-stream. */
 #include <errno.h>
 #include <inttypes.h>
-#include <signal.h>
 #include <string.h>
 
 #include "airlock/proto.h"
+#include "api-e2b-process-request.h"
 #include "api-e2b.h"
 #include "api-handlers.h"
 #include "connect-wire.h"
 #include "json-cleanup.h"
-#include "json-field.h"
 #include "process.h"
 #include "sandbox.h"
 #include "util.h"
 
-/* Bytes of one SendInput (decoded). */
-#define E2B_INPUT_MAX EXEC_STDIN_MAX
 #define E2B_INPUT_TIMEOUT_MS 30000
 /* A quiet stream carries a keepalive event this often (or at the client's
  * Keepalive-Ping-Interval when that is shorter), so that proxies between
@@ -37,51 +34,6 @@
 #define E2B_START_END_GRACE_MS 3000
 
 /* ---- request messages ---------------------------------------------------------------------------- */
-
-/* A field of a message, NULL when absent or null (protobuf's JSON: both mean the default). */
-static json_t *field(const json_t *msg, const char *name)
-{
-	json_t *v = json_object_get(msg, name);
-	return json_is_null(v) ? NULL : v;
-}
-
-/* SECURITY: a uint32 of a client's message: a JSON integer or a decimal
- * string (protobuf's JSON allows both), within 0..UINT32_MAX. */
-static int u32_parse(const json_t *v, uint32_t *ret)
-{
-	if (json_is_integer(v)) {
-		json_int_t n = json_integer_value(v);
-		if (n < 0 || n > (json_int_t)UINT32_MAX)
-			return -ERANGE;
-		*ret = (uint32_t)n;
-		return 0;
-	}
-	const char *s = json_string_value(v);
-	size_t n = s ? strlen(s) : 0;
-	if (n < 1 || n > 10 || strspn(s, "0123456789") != n)
-		return -EINVAL;
-	uint64_t x = 0;
-	for (size_t i = 0; i < n; i++)
-		x = x * 10 + (uint64_t)(s[i] - '0');
-	if (x > UINT32_MAX)
-		return -ERANGE;
-	*ret = (uint32_t)x;
-	return 0;
-}
-
-/* SECURITY: an optional string field: a JSON string without NUL of at most max bytes. */
-static int string_field(const json_t *msg, const char *name, size_t max, const char **ret, struct al_error *err)
-{
-	json_t *v = field(msg, name);
-	*ret = NULL;
-	if (!v)
-		return 0;
-	if (!json_is_string(v) || json_string_has_nul(v) || json_string_length(v) > max)
-		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "%s must be a string of at most %zu bytes",
-		                    name, max);
-	*ret = json_string_value(v);
-	return 0;
-}
 
 /* The message of a request: the enveloped one of a server-streaming call,
  * the body of a unary one. Answers the error itself (NULL). */
@@ -104,28 +56,6 @@ static json_t *request_message(const struct api_request *req, struct api_respons
 	return msg;
 }
 
-/* A ProcessSelector: a pid or a tag. */
-struct selector {
-	uint32_t pid;
-	const char *tag; /* in the message; NULL: by pid */
-};
-
-/* SECURITY: client input; msg.process must be {pid: uint32} or {tag: string}. */
-static int selector_parse(const json_t *msg, struct selector *ret, struct al_error *err)
-{
-	json_t *p = field(msg, "process");
-	json_t *pid = json_is_object(p) ? field(p, "pid") : NULL, *tag = json_is_object(p) ? field(p, "tag") : NULL;
-	*ret = (struct selector){0};
-	if (!json_is_object(p) || (pid && tag) || (!pid && !tag))
-		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
-		                    "process must be a selector: {\"pid\": N} or {\"tag\": \"…\"}");
-	if (pid && u32_parse(pid, &ret->pid) < 0)
-		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "process.pid must be a uint32");
-	if (tag && (string_field(p, "tag", EXEC_TAG_MAX, &ret->tag, err) < 0))
-		return -EINVAL;
-	return 0;
-}
-
 /* ---- the processes of a sandbox ------------------------------------------------------------------ */
 
 static uint32_t pid_of(const char *id)
@@ -136,7 +66,7 @@ static uint32_t pid_of(const char *id)
 /* The process a selector names: its id, its JSON object (process.h) and a
  * reference to its stream (NULL once its output is forgotten). By tag: the
  * newest running process with that tag, else the newest with it. */
-static int selector_find(struct sandbox *sb, const struct selector *sel, char ret_id[PROCESS_ID_MAX + 1],
+static int selector_find(struct sandbox *sb, const struct e2b_selector *sel, char ret_id[PROCESS_ID_MAX + 1],
                          json_t **ret_json, struct guest_stream **ret_stream, struct al_error *err)
 {
 	struct process_table *t = sandbox_processes(sb);
@@ -192,9 +122,9 @@ static int running_find(const struct api_request *req, struct api_response *resp
                         struct running *ret)
 {
 	struct al_error err = {0};
-	struct selector sel;
+	struct e2b_selector sel;
 	*ret = (struct running){0};
-	if (selector_parse(msg, &sel, &err) < 0) {
+	if (e2b_selector_parse(msg, &sel, &err) < 0) {
 		api_response_error(resp, &err);
 		return -EINVAL;
 	}
@@ -258,35 +188,6 @@ static void ps_end(struct proc_stream *ps, const struct al_error *err)
 	ps->ended = true;
 }
 
-/* Go's names of signals (envd reports a process's end as Go's os.ProcessState does). */
-static const char *signal_text(int sig)
-{
-	static const struct {
-		int sig;
-		const char *text;
-	} names[] = {
-	    {SIGHUP, "hangup"},
-	    {SIGINT, "interrupt"},
-	    {SIGQUIT, "quit"},
-	    {SIGILL, "illegal instruction"},
-	    {SIGTRAP, "trace/breakpoint trap"},
-	    {SIGABRT, "aborted"},
-	    {SIGBUS, "bus error"},
-	    {SIGFPE, "floating point exception"},
-	    {SIGKILL, "killed"},
-	    {SIGUSR1, "user defined signal 1"},
-	    {SIGSEGV, "segmentation fault"},
-	    {SIGUSR2, "user defined signal 2"},
-	    {SIGPIPE, "broken pipe"},
-	    {SIGALRM, "alarm clock"},
-	    {SIGTERM, "terminated"},
-	};
-	for (size_t i = 0; i < ARRAY_SIZE(names); i++)
-		if (names[i].sig == sig)
-			return names[i].text;
-	return NULL;
-}
-
 /* The end of the process: an end event and the end-of-stream, or (it never
  * ran, or the guest went away) an end-of-stream with the error. */
 static void ps_finish(struct proc_stream *ps)
@@ -300,24 +201,7 @@ static void ps_finish(struct proc_stream *ps)
 		ps_end(ps, &err);
 		return;
 	}
-	char status[64];
-	if (ex.exited) {
-		snprintf(status, sizeof(status), "exit status %d", ex.exit_code);
-	} else {
-		const char *name = signal_text(ex.signal);
-		if (name)
-			snprintf(status, sizeof(status), "signal: %s", name);
-		else
-			snprintf(status, sizeof(status), "signal: signal %d", ex.signal);
-	}
-	json_t *end = json_pack("{s:i, s:b, s:s}", "exitCode", ex.exited ? ex.exit_code : -1, "exited", ex.exited,
-	                        "status", status);
-	if (!ex.exited || ex.exit_code != 0) {
-		char error[160];
-		snprintf(error, sizeof(error), "%s%s", status,
-		         ex.timed_out ? " (the call's timeout passed: E2B's timeoutMs, 0 for none)" : "");
-		json_object_set_new(end, "error", json_string(error));
-	}
+	json_t *end = e2b_end_event(ex.exited, ex.exit_code, ex.signal, ex.timed_out);
 	ps_queue_event(ps, "end", end);
 	ps_end(ps, NULL);
 }
@@ -448,132 +332,6 @@ static void ps_begin(const struct api_request *req, struct api_response *resp, s
 
 /* ---- Start --------------------------------------------------------------------------------------- */
 
-static void env_add(struct kv_list *env, const char *key, const char *value)
-{
-	env->keys[env->n] = xstrdup(key);
-	env->values[env->n] = xstrdup(value);
-	env->n++;
-}
-
-static bool env_has(const struct kv_list *env, const char *key)
-{
-	for (size_t i = 0; i < env->n; i++)
-		if (!strcmp(env->keys[i], key))
-			return true;
-	return false;
-}
-
-/* SECURITY: the ProcessConfig of a client's StartRequest: cmd, args and
- * envs within the limits of an Airlock exec (sandbox-model.h), cwd an envd
- * path (e2b_path_resolve). The guest runs it as u; nothing here touches a
- * host path. */
-static int config_parse(const json_t *p, const struct e2b_user *u, struct exec_request *er, struct al_error *err)
-{
-	const char *cmd = NULL, *cwd = NULL;
-	if (!json_is_object(p))
-		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
-		                    "process must be a ProcessConfig {\"cmd\", \"args\", \"envs\", \"cwd\"}");
-	if (string_field(p, "cmd", EXEC_ARG_MAX, &cmd, err) < 0 || string_field(p, "cwd", E2B_PATH_MAX, &cwd, err) < 0)
-		return -EINVAL;
-	if (!cmd || !cmd[0])
-		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
-		                    "process.cmd is required (the program to run)");
-	json_t *args = field(p, "args"), *envs = field(p, "envs");
-	if ((args && !json_is_array(args)) || json_array_size(args) >= EXEC_ARGV_MAX)
-		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
-		                    "process.args must be an array of fewer than %d strings", EXEC_ARGV_MAX);
-	if ((envs && !json_is_object(envs)) || json_object_size(envs) > ENV_ENTRIES_MAX - 2)
-		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
-		                    "process.envs must be an object of at most %d strings", ENV_ENTRIES_MAX - 2);
-	size_t total = strlen(cmd), i;
-	json_t *v;
-	json_array_foreach (args, i, v) {
-		if (!json_is_string(v) || json_string_has_nul(v) || json_string_length(v) > EXEC_ARG_MAX)
-			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
-			                    "process.args[%zu] must be a string of at most %u bytes", i, EXEC_ARG_MAX);
-		total += json_string_length(v);
-	}
-	if (total > EXEC_ARGV_TOTAL_MAX)
-		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, E2BIG,
-		                    "process.cmd and args are %zu bytes together; the limit is %u", total,
-		                    EXEC_ARGV_TOTAL_MAX);
-	const char *key;
-	json_object_foreach (envs, key, v) {
-		if (!env_name_valid(key))
-			return al_error_set(
-			    err, AL_ERR_INVALID_ARGUMENT, EINVAL,
-			    "process.envs: name \"%.64s\" must match [A-Za-z_][A-Za-z0-9_]* (at most %d "
-			    "bytes)",
-			    key, ENV_NAME_MAX);
-		if (!json_is_string(v) || json_string_has_nul(v) || json_string_length(v) > ENV_VALUE_MAX)
-			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
-			                    "process.envs.%.64s must be a string of at most %u bytes", key,
-			                    ENV_VALUE_MAX);
-	}
-	char dir[E2B_PATH_MAX + 1];
-	if (e2b_path_resolve(u, cwd && cwd[0] ? cwd : u->home, dir, err) < 0)
-		return -EINVAL;
-
-	er->argc = 1 + json_array_size(args);
-	er->argv = xcalloc(er->argc + 1, sizeof(char *));
-	er->argv[0] = xstrdup(cmd);
-	json_array_foreach (args, i, v)
-		er->argv[i + 1] = xstrdup(json_string_value(v));
-	er->env.keys = xcalloc(json_object_size(envs) + 2, sizeof(char *));
-	er->env.values = xcalloc(json_object_size(envs) + 2, sizeof(char *));
-	json_object_foreach (envs, key, v)
-		env_add(&er->env, key, json_string_value(v));
-	/* envd's environment of a user's process. */
-	if (!env_has(&er->env, "HOME"))
-		env_add(&er->env, "HOME", u->home);
-	if (!env_has(&er->env, "USER"))
-		env_add(&er->env, "USER", u->name);
-	er->cwd = xstrdup(dir);
-	return 0;
-}
-
-/* SECURITY: a client's StartRequest {process, pty?, tag?, stdin?}. */
-static int start_request_parse(const json_t *msg, const struct e2b_user *u, uint64_t timeout_ms,
-                               struct exec_request *ret, struct al_error *err)
-{
-	struct exec_request er = {0};
-	json_t *pty = field(msg, "pty"), *stdin_v = field(msg, "stdin");
-	const char *tag = NULL;
-	int r = config_parse(field(msg, "process"), u, &er, err);
-	if (r == 0 && (r = string_field(msg, "tag", EXEC_TAG_MAX, &tag, err)) == 0 && stdin_v &&
-	    !json_is_boolean(stdin_v))
-		r = al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "stdin must be true or false");
-	if (r == 0 && pty) {
-		json_t *size = json_is_object(pty) ? field(pty, "size") : NULL;
-		uint32_t rows = 24, cols = 80;
-		if (!json_is_object(pty) || (size && !json_is_object(size)) ||
-		    (size && field(size, "rows") && u32_parse(field(size, "rows"), &rows) < 0) ||
-		    (size && field(size, "cols") && u32_parse(field(size, "cols"), &cols) < 0) || rows < 1 ||
-		    rows > PTY_ROWS_MAX || cols < 1 || cols > PTY_COLS_MAX)
-			r = al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
-			                 "pty must be {\"size\": {\"rows\": 1..%d, \"cols\": 1..%d}}", PTY_ROWS_MAX,
-			                 PTY_COLS_MAX);
-		er.pty_rows = rows;
-		er.pty_cols = cols;
-	}
-	if (r < 0) {
-		exec_request_release(&er);
-		return r;
-	}
-	strlcpy_al(er.tag, tag ? tag : "", sizeof(er.tag));
-	er.uid = u->uid;
-	er.gid = u->gid;
-	er.stdin_stream = json_is_true(stdin_v) || pty;
-	er.max_output_bytes = EXEC_OUTPUT_DEFAULT;
-	/* envd kills a started process when the call's timeout passes (E2B's
-	 * timeoutMs, 60 s unless given; 0: none): the exec's own timeout,
-	 * rounded up to Airlock's seconds. */
-	er.timeout_s = (unsigned)((timeout_ms + 999) / 1000);
-	er.timeout_given = timeout_ms > 0;
-	*ret = er;
-	return 0;
-}
-
 API_HANDLER(api_e2b_process_start)
 {
 	struct al_error err = {0};
@@ -585,13 +343,6 @@ API_HANDLER(api_e2b_process_start)
 		api_response_error(resp, &err);
 		return;
 	}
-	if (so.timeout_ms > (uint64_t)EXEC_TIMEOUT_S_MAX * 1000u) {
-		api_response_errorf(resp, AL_ERR_INVALID_ARGUMENT,
-		                    "Connect-Timeout-Ms is above %u ms (%u s, the longest a process may be given); "
-		                    "use timeoutMs: 0 for no timeout",
-		                    EXEC_TIMEOUT_S_MAX * 1000u, EXEC_TIMEOUT_S_MAX);
-		return;
-	}
 	struct sandbox *sb = api_sandbox_acquire(req, resp);
 	if (!sb)
 		return;
@@ -601,7 +352,7 @@ API_HANDLER(api_e2b_process_start)
 		sandbox_release(sb);
 		return;
 	}
-	if (start_request_parse(msg, &u, so.timeout_ms, &er, &err) < 0) {
+	if (e2b_start_request_parse(msg, &u, so.timeout_ms, &er, &err) < 0) {
 		api_response_error(resp, &err);
 		sandbox_release(sb);
 		return;
@@ -624,11 +375,11 @@ API_HANDLER(api_e2b_process_connect)
 {
 	struct al_error err = {0};
 	struct stream_opts so;
-	struct selector sel;
+	struct e2b_selector sel;
 	cleanup_json json_t *msg = request_message(req, resp, "Connect", true);
 	if (!msg)
 		return;
-	if (stream_opts_parse(req, &so, &err) < 0 || selector_parse(msg, &sel, &err) < 0) {
+	if (stream_opts_parse(req, &so, &err) < 0 || e2b_selector_parse(msg, &sel, &err) < 0) {
 		api_response_error(resp, &err);
 		return;
 	}
@@ -729,27 +480,18 @@ API_HANDLER(api_e2b_process_send_input)
 	cleanup_json json_t *msg = request_message(req, resp, "SendInput", false);
 	if (!msg)
 		return;
-	json_t *in = field(msg, "input");
-	json_t *stdin_v = json_is_object(in) ? field(in, "stdin") : NULL,
-	       *pty_v = json_is_object(in) ? field(in, "pty") : NULL;
-	json_t *data = stdin_v ? stdin_v : pty_v;
-	if (!data || (stdin_v && pty_v) || !json_is_string(data) || json_string_has_nul(data)) {
-		api_response_errorf(resp, AL_ERR_INVALID_ARGUMENT,
-		                    "input must be {\"stdin\": BASE64} or {\"pty\": BASE64}");
-		return;
-	}
+	struct al_error err = {0};
 	cleanup_free uint8_t *bytes = NULL;
 	size_t len = 0;
-	int r = connect_base64_decode(json_string_value(data), E2B_INPUT_MAX, &bytes, &len);
-	if (r < 0) {
-		api_response_errorf(resp, AL_ERR_INVALID_ARGUMENT, "input.%s must be base64 of at most %u bytes",
-		                    stdin_v ? "stdin" : "pty", E2B_INPUT_MAX);
+	bool pty = false;
+	if (e2b_input_parse(msg, &bytes, &len, &pty, &err) < 0) {
+		api_response_error(resp, &err);
 		return;
 	}
 	struct running run;
 	if (running_find(req, resp, msg, &run) < 0)
 		return;
-	if (pty_v && !json_is_true(json_object_get(run.json, "pty")))
+	if (pty && !json_is_true(json_object_get(run.json, "pty")))
 		api_response_errorf(resp, AL_ERR_CONFLICT,
 		                    "process with pid %" PRIu32 " has no PTY: send its input as stdin", pid_of(run.id));
 	else if (takes_input(resp, &run))
@@ -775,22 +517,6 @@ API_HANDLER(api_e2b_process_close_stdin)
 	running_release(&run);
 }
 
-/* SECURITY: a Signal of a client's message: its name or its number, and
- * only the two envd sends. */
-static int signal_parse(const json_t *v)
-{
-	if (json_is_string(v)) {
-		if (!strcmp(json_string_value(v), "SIGNAL_SIGKILL"))
-			return SIGKILL;
-		if (!strcmp(json_string_value(v), "SIGNAL_SIGTERM"))
-			return SIGTERM;
-		return -EINVAL;
-	}
-	if (json_is_integer(v) && (json_integer_value(v) == SIGKILL || json_integer_value(v) == SIGTERM))
-		return (int)json_integer_value(v);
-	return -EINVAL;
-}
-
 static void control_send(struct api_response *resp, struct running *run, uint8_t type, json_t *ctl)
 {
 	if (guest_stream_send_control(sandbox_channel(run->sb), run->s, type, ctl) < 0)
@@ -804,10 +530,10 @@ API_HANDLER(api_e2b_process_send_signal)
 	cleanup_json json_t *msg = request_message(req, resp, "SendSignal", false);
 	if (!msg)
 		return;
-	int sig = signal_parse(field(msg, "signal"));
-	if (sig < 0) {
-		api_response_errorf(resp, AL_ERR_INVALID_ARGUMENT,
-		                    "signal must be SIGNAL_SIGTERM (15) or SIGNAL_SIGKILL (9)");
+	struct al_error err = {0};
+	int sig = 0;
+	if (e2b_signal_parse(msg, &sig, &err) < 0) {
+		api_response_error(resp, &err);
 		return;
 	}
 	struct running run;
@@ -823,15 +549,11 @@ API_HANDLER(api_e2b_process_update)
 	cleanup_json json_t *msg = request_message(req, resp, "Update", false);
 	if (!msg)
 		return;
-	json_t *pty = field(msg, "pty");
-	json_t *size = json_is_object(pty) ? field(pty, "size") : NULL;
-	uint32_t rows = 0, cols = 0;
-	if (pty && (!json_is_object(size) || u32_parse(field(size, "rows"), &rows) < 0 ||
-	            u32_parse(field(size, "cols"), &cols) < 0 || rows < 1 || rows > PTY_ROWS_MAX || cols < 1 ||
-	            cols > PTY_COLS_MAX)) {
-		api_response_errorf(resp, AL_ERR_INVALID_ARGUMENT,
-		                    "pty must be {\"size\": {\"rows\": 1..%d, \"cols\": 1..%d}}", PTY_ROWS_MAX,
-		                    PTY_COLS_MAX);
+	struct al_error err = {0};
+	bool pty = false;
+	unsigned rows = 0, cols = 0;
+	if (e2b_update_parse(msg, &pty, &rows, &cols, &err) < 0) {
+		api_response_error(resp, &err);
 		return;
 	}
 	struct running run;
