@@ -10,7 +10,10 @@ import { Sandbox, CommandExitError, TimeoutError } from 'e2b'
 let sbx
 
 before(async () => {
-  sbx = await Sandbox.create(process.env.AIRLOCK_E2B_TEMPLATE, { timeoutMs: 900_000 })
+  sbx = await Sandbox.create(process.env.AIRLOCK_E2B_TEMPLATE, {
+    timeoutMs: 900_000,
+    envs: { SANDBOX_WIDE: 'everywhere', OVERRIDDEN: 'sandbox' },
+  })
 })
 
 after(async () => {
@@ -62,6 +65,11 @@ test('envs and cwd', async () => {
   assert.equal((await sbx.commands.run('pwd')).stdout, '/home/user\n')
   await sbx.commands.run('mkdir -p sub')
   assert.equal((await sbx.commands.run('pwd', { cwd: 'sub' })).stdout, '/home/user/sub\n')
+})
+
+test("the sandbox's envs, under the command's own", async () => {
+  const r = await sbx.commands.run('echo $SANDBOX_WIDE $OVERRIDDEN', { envs: { OVERRIDDEN: 'command' } })
+  assert.equal(r.stdout, 'everywhere command\n')
 })
 
 test('user: the default user, or root', async () => {
