@@ -37,7 +37,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 #define CHECK(cond)                                                                                                    \
 	do {                                                                                                           \
 		if (!(cond)) {                                                                                         \
-			fprintf(stderr, "fuzz-e2b-process-request: check failed: %s (line %d)\n", #cond, __LINE__);   \
+			fprintf(stderr, "fuzz-e2b-process-request: check failed: %s (line %d)\n", #cond, __LINE__);    \
 			abort();                                                                                       \
 		}                                                                                                      \
 	} while (0)

@@ -68,9 +68,10 @@ static void test_start_options(void **state)
 	struct exec_request er;
 	struct al_error err = {0};
 	/* A PTY (the SDK's pty.create), a tag, a relative cwd, envs that set HOME. */
-	cleanup_json json_t *pty = parse("{\"process\":{\"cmd\":\"/bin/bash\",\"args\":[\"-i\",\"-l\"],\"cwd\":\"work\","
-	                                 "\"envs\":{\"HOME\":\"/x\"}},\"pty\":{\"size\":{\"cols\":100,\"rows\":\"30\"}},"
-	                                 "\"tag\":\"t1\",\"unknown\":{\"ignored\":1}}");
+	cleanup_json json_t *pty =
+	    parse("{\"process\":{\"cmd\":\"/bin/bash\",\"args\":[\"-i\",\"-l\"],\"cwd\":\"work\","
+	          "\"envs\":{\"HOME\":\"/x\"}},\"pty\":{\"size\":{\"cols\":100,\"rows\":\"30\"}},"
+	          "\"tag\":\"t1\",\"unknown\":{\"ignored\":1}}");
 	assert_int_equal(e2b_start_request_parse(pty, &user, 1, &er, &err), 0);
 	assert_int_equal(er.pty_rows, 30);
 	assert_int_equal(er.pty_cols, 100);
@@ -270,11 +271,16 @@ static void test_signal(void **state)
 		const char *text;
 		int want;
 	} cases[] = {
-	    {"{\"signal\":\"SIGNAL_SIGKILL\"}", SIGKILL}, {"{\"signal\":\"SIGNAL_SIGTERM\"}", SIGTERM},
-	    {"{\"signal\":9}", SIGKILL},                  {"{\"signal\":15}", SIGTERM},
-	    {"{\"signal\":\"SIGNAL_UNSPECIFIED\"}", -1},  {"{\"signal\":0}", -1},
-	    {"{\"signal\":1}", -1},                       {"{\"signal\":\"SIGKILL\"}", -1},
-	    {"{}", -1},                                   {"{\"signal\":null}", -1},
+	    {"{\"signal\":\"SIGNAL_SIGKILL\"}", SIGKILL},
+	    {"{\"signal\":\"SIGNAL_SIGTERM\"}", SIGTERM},
+	    {"{\"signal\":9}", SIGKILL},
+	    {"{\"signal\":15}", SIGTERM},
+	    {"{\"signal\":\"SIGNAL_UNSPECIFIED\"}", -1},
+	    {"{\"signal\":0}", -1},
+	    {"{\"signal\":1}", -1},
+	    {"{\"signal\":\"SIGKILL\"}", -1},
+	    {"{}", -1},
+	    {"{\"signal\":null}", -1},
 	};
 	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
 		cleanup_json json_t *m = parse(cases[i].text);

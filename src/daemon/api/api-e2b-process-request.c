@@ -174,8 +174,8 @@ static int pty_size_parse(const json_t *pty, bool defaults, unsigned *ret_rows, 
 	return 0;
 }
 
-int e2b_start_request_parse(const json_t *msg, const struct e2b_user *u, uint64_t timeout_ms,
-                            struct exec_request *ret, struct al_error *err)
+int e2b_start_request_parse(const json_t *msg, const struct e2b_user *u, uint64_t timeout_ms, struct exec_request *ret,
+                            struct al_error *err)
 {
 	struct exec_request er = {0};
 	json_t *pty = field(msg, "pty"), *stdin_v = field(msg, "stdin");

@@ -42,8 +42,8 @@ int e2b_selector_parse(const json_t *msg, struct e2b_selector *ret, struct al_er
  * open with stdin: true or a PTY, and timeout_ms (the call's
  * Connect-Timeout-Ms; 0: none) as its timeout, rounded up to seconds.
  * -EINVAL with err saying which field. */
-int e2b_start_request_parse(const json_t *msg, const struct e2b_user *u, uint64_t timeout_ms,
-                            struct exec_request *ret, struct al_error *err);
+int e2b_start_request_parse(const json_t *msg, const struct e2b_user *u, uint64_t timeout_ms, struct exec_request *ret,
+                            struct al_error *err);
 
 /* SECURITY: client input. A SendInputRequest's input, {"stdin": B64} or
  * {"pty": B64}, decoded (at most E2B_INPUT_MAX bytes): *ret_pty says which. */
