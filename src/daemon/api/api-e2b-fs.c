@@ -1,0 +1,537 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* E2B's filesystem service, filesystem.Filesystem: the unary Connect RPCs
+ * Stat, ListDir, MakeDir, Move and Remove (JSON codec), built on the agent's
+ * FILE_OPs (api-files.c); and what /files (api-e2b-files.c) shares with
+ * them: the user of a request, its paths, and helpers run as that user.
+ *
+ * SECURITY: paths come from the client and name guest paths only; the
+ * accounts files come from the guest and are parsed with bounds. Nothing
+ * here becomes a host path. */
+#include <ctype.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "api-e2b-fs.h"
+#include "api-handlers.h"
+#include "connect-wire.h"
+#include "json-cleanup.h"
+#include "sandbox.h"
+#include "util.h"
+
+#define E2B_FS_OP_TIMEOUT_MS 60000
+#define E2B_FS_RUN_STDERR_MAX 2048u
+/* SECURITY: what one ListDir may answer, whatever its depth. */
+#define E2B_LIST_ENTRIES_MAX 10000
+#define E2B_LIST_DEPTH_MAX 64
+
+/* ---- reading small guest files ------------------------------------------------------------------ */
+
+/* The guest file at path whole (NUL-terminated), at most max bytes; a
+ * missing file is "". */
+static int guest_read_small(struct sandbox *sb, const char *path, size_t max, char **ret, struct al_error *err)
+{
+	struct guest_channel *ch = sandbox_channel(sb);
+	uint64_t deadline = now_ms_monotonic() + E2B_FS_OP_TIMEOUT_MS;
+	cleanup_json json_t *msg = json_pack("{s:s}", "path", path);
+	struct guest_stream *s = NULL;
+	int r = guest_stream_start(ch, AIRLOCK_FRAME_FILE_READ, msg, GUEST_STREAM_LOG, 0, &s, err);
+	if (r < 0)
+		return r;
+	struct guest_cursor cur = {0};
+	cleanup_free char *text = xmalloc(1);
+	size_t len = 0;
+	bool too_big = false;
+	if (guest_cursor_open(ch, s, true, &cur) == 0) {
+		for (;;) {
+			uint8_t type, *data = NULL;
+			size_t n;
+			uint64_t dropped;
+			if (guest_cursor_read(ch, &cur, deadline, &type, &data, &n, &dropped) != 1)
+				break;
+			if (type == AIRLOCK_FRAME_FILE_DATA && !too_big && len + n <= max) {
+				text = xrealloc(text, len + n + 1);
+				memcpy(text + len, data, n);
+				len += n;
+			} else if (type == AIRLOCK_FRAME_FILE_DATA) {
+				too_big = true;
+			}
+			free(data);
+		}
+		guest_cursor_close(ch, &cur);
+	}
+	text[len] = '\0';
+	struct al_error ferr = {0};
+	r = guest_stream_finish(ch, s, deadline, path, NULL, &ferr);
+	if (r < 0 && ferr.code == AL_ERR_NOT_FOUND) {
+		text[0] = '\0';
+	} else if (r < 0) {
+		*err = ferr;
+		return r;
+	} else if (too_big) {
+		return al_error_set(err, AL_ERR_TOO_LARGE, EFBIG, "the sandbox's %s is larger than %u KiB", path,
+		                    (unsigned)(max >> 10));
+	}
+	*ret = TAKE_PTR(text);
+	return 0;
+}
+
+void e2b_fs_accounts_release(struct e2b_fs_accounts *a)
+{
+	free(a->passwd);
+	free(a->group);
+	a->passwd = a->group = NULL;
+}
+
+int e2b_fs_accounts_read(struct sandbox *sb, struct e2b_fs_accounts *ret, struct al_error *err)
+{
+	*ret = (struct e2b_fs_accounts){0};
+	if (guest_read_small(sb, "/etc/passwd", E2B_FS_ACCOUNTS_MAX, &ret->passwd, err) < 0 ||
+	    guest_read_small(sb, "/etc/group", E2B_FS_ACCOUNTS_MAX, &ret->group, err) < 0) {
+		e2b_fs_accounts_release(ret);
+		return -EIO;
+	}
+	return 0;
+}
+
+/* SECURITY: text is a guest's passwd or group file (bounded, NUL-terminated).
+ * Finds the first line whose field key_idx equals key and copies its field
+ * want_idx into out (cut at out_size). Lines are split on ':' only. */
+static bool accounts_find(const char *text, unsigned key_idx, const char *key, unsigned want_idx, char *out,
+                          size_t out_size)
+{
+	size_t key_len = strlen(key);
+	for (const char *line = text; line && *line;) {
+		const char *end = strchrnul(line, '\n');
+		const char *f[8] = {0}, *fe[8] = {0};
+		unsigned n = 0;
+		for (const char *p = line; n < ARRAY_SIZE(f) && p <= end;) {
+			const char *q = p;
+			while (q < end && *q != ':')
+				q++;
+			f[n] = p;
+			fe[n++] = q;
+			p = q + 1;
+		}
+		if (key_idx < n && want_idx < n && (size_t)(fe[key_idx] - f[key_idx]) == key_len &&
+		    !memcmp(f[key_idx], key, key_len)) {
+			snprintf(out, out_size, "%.*s", (int)(fe[want_idx] - f[want_idx]), f[want_idx]);
+			return true;
+		}
+		line = *end ? end + 1 : NULL;
+	}
+	return false;
+}
+
+/* uid or gid as its name in text (passwd or group), else the number. */
+static void accounts_name(const char *text, unsigned id, char *out, size_t out_size)
+{
+	char num[16];
+	snprintf(num, sizeof(num), "%u", id);
+	if (!text || !accounts_find(text, 2, num, 0, out, out_size) || !out[0])
+		strlcpy_al(out, num, out_size);
+}
+
+/* ---- paths -------------------------------------------------------------------------------------- */
+
+int e2b_fs_path(const struct e2b_user *u, const char *in, char ret[E2B_PATH_MAX + 1], struct al_error *err)
+{
+	char full[E2B_PATH_MAX + 1];
+	int r = e2b_path_resolve(u, in, full, err);
+	if (r < 0)
+		return r;
+	/* Lexical clean: components one by one into ret. */
+	size_t o = 0;
+	for (const char *p = full; *p;) {
+		while (*p == '/')
+			p++;
+		const char *e = strchrnul(p, '/');
+		size_t n = (size_t)(e - p);
+		if (n == 0 || (n == 1 && p[0] == '.')) {
+			/* nothing */
+		} else if (n == 2 && p[0] == '.' && p[1] == '.') {
+			while (o > 0 && ret[o - 1] != '/')
+				o--;
+			if (o > 0)
+				o--;
+		} else {
+			ret[o++] = '/';
+			memcpy(ret + o, p, n);
+			o += n;
+		}
+		p = e;
+	}
+	if (o == 0)
+		ret[o++] = '/';
+	ret[o] = '\0';
+	return 0;
+}
+
+/* ---- helpers run in the guest ------------------------------------------------------------------- */
+
+int e2b_fs_run(struct sandbox *sb, const char *const *argv, unsigned uid, unsigned gid, struct al_error *err)
+{
+	struct guest_channel *ch = sandbox_channel(sb);
+	size_t argc = 0;
+	while (argv[argc])
+		argc++;
+	struct exec_request er = {
+	    .argc = argc, .argv = (char **)argv, .cwd = "/", .uid = uid, .gid = gid, .max_output_bytes = 0};
+	char *env[] = {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"};
+	cleanup_json json_t *msg = guest_exec_message(&er, env, ARRAY_SIZE(env));
+	struct guest_stream *s = NULL;
+	int r = guest_stream_start(ch, AIRLOCK_FRAME_EXEC, msg, GUEST_STREAM_COLLECT, E2B_FS_RUN_STDERR_MAX, &s, err);
+	if (r < 0)
+		return r;
+	r = guest_stream_wait_done(ch, s, now_ms_monotonic() + E2B_FS_OP_TIMEOUT_MS);
+	uint8_t type = 0;
+	cleanup_json json_t *result = NULL;
+	struct exec_exit ex = {0};
+	if (r == 0) {
+		guest_stream_done(ch, s, &type, &result);
+		r = guest_result_to_exit(type, result, &ex, err);
+	} else {
+		al_error_set(err, AL_ERR_TIMEOUT, -r, "%s in the sandbox did not finish in %d s", argv[0],
+		             E2B_FS_OP_TIMEOUT_MS / 1000);
+	}
+	if (r == 0 && (!ex.exited || ex.exit_code != 0)) {
+		struct exec_output out[2] = {0};
+		guest_stream_take_output(ch, s, out);
+		size_t n = out[1].len;
+		while (n > 0 && (out[1].data[n - 1] == '\n' || out[1].data[n - 1] == '\r'))
+			n--;
+		bool denied = out[1].data && memmem(out[1].data, n, "ermission denied", 16);
+		r = al_error_set(err, denied ? AL_ERR_FORBIDDEN : AL_ERR_INVALID_ARGUMENT, EIO, "%s failed: %.*s",
+		                 argv[0], (int)MIN(n, (size_t)512), out[1].data ? (const char *)out[1].data : "");
+		free(out[0].data);
+		free(out[1].data);
+	}
+	guest_stream_unref(ch, s);
+	return r;
+}
+
+json_t *e2b_fs_stat(struct sandbox *sb, const char *path, struct al_error *err)
+{
+	cleanup_json json_t *msg = json_pack("{s:s, s:s}", "op", "stat", "path", path);
+	json_t *st = NULL;
+	if (api_file_op(sb, msg, "stat", &st, NULL, err) < 0)
+		return NULL;
+	return st;
+}
+
+int e2b_fs_make_parents(struct sandbox *sb, const struct e2b_user *u, const char *path, struct al_error *err)
+{
+	char parent[E2B_PATH_MAX + 1];
+	strlcpy_al(parent, path, sizeof(parent));
+	char *slash = strrchr(parent, '/');
+	if (!slash || slash == parent)
+		return 0;
+	*slash = '\0';
+	struct al_error serr = {0};
+	cleanup_json json_t *st = e2b_fs_stat(sb, parent, &serr);
+	if (st)
+		return 0;
+	if (serr.code != AL_ERR_NOT_FOUND) {
+		*err = serr;
+		return -EIO;
+	}
+	const char *argv[] = {"mkdir", "-p", "--", parent, NULL};
+	int r = e2b_fs_run(sb, argv, u->uid, u->gid, err);
+	if (r < 0)
+		al_error_prefix(err, "creating the parent directories of %s as %s", path, u->name);
+	return r;
+}
+
+/* ---- EntryInfo ---------------------------------------------------------------------------------- */
+
+/* Go's os.FileMode.String(), which envd answers: type letters, then rwx. */
+static void permissions_string(const char *type, unsigned mode, char out[16])
+{
+	size_t o = 0;
+	if (!strcmp(type, "dir"))
+		out[o++] = 'd';
+	else if (!strcmp(type, "symlink"))
+		out[o++] = 'L';
+	else if (strcmp(type, "file"))
+		out[o++] = '?';
+	if (mode & 04000)
+		out[o++] = 'u';
+	if (mode & 02000)
+		out[o++] = 'g';
+	if (mode & 01000)
+		out[o++] = 't';
+	if (o == 0)
+		out[o++] = '-';
+	static const char rwx[] = "rwxrwxrwx";
+	for (int i = 0; i < 9; i++)
+		out[o++] = (mode & (0400u >> i)) ? rwx[i] : '-';
+	out[o] = '\0';
+}
+
+static void rfc3339_ms(int64_t ms, char out[40])
+{
+	time_t sec = (time_t)(ms >= 0 ? ms / 1000 : (ms - 999) / 1000);
+	int frac = (int)(ms - (int64_t)sec * 1000);
+	struct tm tm;
+	gmtime_r(&sec, &tm);
+	size_t n = strftime(out, 40, "%Y-%m-%dT%H:%M:%S", &tm);
+	snprintf(out + n, 40 - n, ".%03dZ", frac);
+}
+
+/* SECURITY: st is the agent's stat object (guest input): only its typed
+ * fields are used, names are JSON strings already. */
+static json_t *entry_info(json_t *st, const char *path, const struct e2b_fs_accounts *acc)
+{
+	const char *type = json_string_value(json_object_get(st, "type"));
+	const char *name = strrchr(path, '/');
+	name = name && name[1] ? name + 1 : path;
+	if (!type)
+		type = "other";
+	unsigned mode = (unsigned)json_integer_value(json_object_get(st, "mode")) & 07777;
+	char perms[16], mtime[40], owner[64], group[64];
+	permissions_string(type, mode, perms);
+	rfc3339_ms(json_integer_value(json_object_get(st, "mtime_ms")), mtime);
+	accounts_name(acc->passwd, (unsigned)json_integer_value(json_object_get(st, "uid")), owner, sizeof(owner));
+	accounts_name(acc->group, (unsigned)json_integer_value(json_object_get(st, "gid")), group, sizeof(group));
+	char size[24];
+	snprintf(size, sizeof(size), "%" JSON_INTEGER_FORMAT, json_integer_value(json_object_get(st, "size")));
+	const char *ft = !strcmp(type, "file")      ? "FILE_TYPE_FILE"
+	                 : !strcmp(type, "dir")     ? "FILE_TYPE_DIRECTORY"
+	                 : !strcmp(type, "symlink") ? "FILE_TYPE_SYMLINK"
+	                                            : "FILE_TYPE_UNSPECIFIED";
+	json_t *e = json_pack("{s:s, s:s, s:s, s:s, s:i, s:s, s:s, s:s, s:s}", "name", name, "type", ft, "path", path,
+	                      "size", size, "mode", (int)(mode & 0777), "permissions", perms, "owner", owner, "group",
+	                      group, "modifiedTime", mtime);
+	json_t *target = json_object_get(st, "target");
+	if (json_is_string(target))
+		json_object_set(e, "symlinkTarget", target);
+	return e;
+}
+
+/* ---- the RPCs ----------------------------------------------------------------------------------- */
+
+/* What every RPC starts with: the sandbox, the body, the user and the
+ * accounts. Answers errors itself; NULL sandbox on failure. */
+struct rpc {
+	struct sandbox *sb;
+	json_t *body;
+	struct e2b_user user;
+	struct e2b_fs_accounts acc;
+};
+
+static void rpc_release(struct rpc *c)
+{
+	if (c->sb)
+		sandbox_release(c->sb);
+	json_decref(c->body);
+	e2b_fs_accounts_release(&c->acc);
+}
+
+static bool rpc_begin(const struct api_request *req, struct api_response *resp, struct rpc *c)
+{
+	*c = (struct rpc){0};
+	c->body = api_parse_json_object(req, resp);
+	if (!c->body)
+		return false;
+	c->sb = api_sandbox_acquire(req, resp);
+	if (!c->sb)
+		return false;
+	if (e2b_user_resolve(req, c->sb, &c->user, resp) < 0)
+		return false;
+	struct al_error err = {0};
+	if (e2b_fs_accounts_read(c->sb, &c->acc, &err) < 0) {
+		api_response_error(resp, &err);
+		return false;
+	}
+	return true;
+}
+
+/* SECURITY: a string field of the client's message (absent is ""),
+ * resolved for the request's user (e2b_fs_path checks it). */
+static bool rpc_path(struct rpc *c, struct api_response *resp, const char *field, char out[E2B_PATH_MAX + 1])
+{
+	json_t *v = json_object_get(c->body, field);
+	struct al_error err = {0};
+	if (v && !json_is_string(v)) {
+		api_response_errorf(resp, AL_ERR_INVALID_ARGUMENT, "%s: must be a string (a path)", field);
+		return false;
+	}
+	if (v && strlen(json_string_value(v)) != json_string_length(v)) {
+		api_response_errorf(resp, AL_ERR_INVALID_ARGUMENT, "%s: a path has no NUL byte", field);
+		return false;
+	}
+	if (e2b_fs_path(&c->user, v ? json_string_value(v) : "", out, &err) < 0) {
+		al_error_prefix(&err, "%s", field);
+		api_response_error(resp, &err);
+		return false;
+	}
+	return true;
+}
+
+static json_t *rpc_entry(struct rpc *c, struct api_response *resp, const char *path)
+{
+	struct al_error err = {0};
+	cleanup_json json_t *st = e2b_fs_stat(c->sb, path, &err);
+	if (!st) {
+		api_response_error(resp, &err);
+		return NULL;
+	}
+	return entry_info(st, path, &c->acc);
+}
+
+API_HANDLER(api_e2b_fs_stat)
+{
+	struct rpc c;
+	char path[E2B_PATH_MAX + 1];
+	if (rpc_begin(req, resp, &c) && rpc_path(&c, resp, "path", path)) {
+		json_t *e = rpc_entry(&c, resp, path);
+		if (e)
+			resp->body = json_pack("{s:o}", "entry", e);
+	}
+	rpc_release(&c);
+}
+
+/* One directory of a ListDir into out, and below it while depth lasts. */
+static int list_dir(struct rpc *c, const char *dir, unsigned depth, json_t *out, struct al_error *err)
+{
+	cleanup_json json_t *msg = json_pack("{s:s, s:s}", "op", "list", "path", dir);
+	cleanup_json json_t *entries = json_array();
+	cleanup_json json_t *ok = NULL;
+	int r = api_file_op(c->sb, msg, "list", &ok, entries, err);
+	if (r < 0)
+		return r;
+	size_t i;
+	json_t *st;
+	json_array_foreach (entries, i, st) {
+		const char *name = json_string_value(json_object_get(st, "name"));
+		char path[E2B_PATH_MAX + 1];
+		/* SECURITY: a guest's name must be one path component. */
+		if (!name || !name[0] || strchr(name, '/') || !strcmp(name, ".") || !strcmp(name, ".."))
+			continue;
+		if ((size_t)snprintf(path, sizeof(path), "%s%s%s", dir, strcmp(dir, "/") ? "/" : "", name) >=
+		    sizeof(path))
+			continue;
+		if (json_array_size(out) >= E2B_LIST_ENTRIES_MAX)
+			return al_error_set(err, AL_ERR_TOO_LARGE, EFBIG,
+			                    "the listing has more than %d entries, the most one ListDir answers: list "
+			                    "with a smaller depth, or a subdirectory",
+			                    E2B_LIST_ENTRIES_MAX);
+		json_array_append_new(out, entry_info(st, path, &c->acc));
+		const char *type = json_string_value(json_object_get(st, "type"));
+		if (depth > 1 && type && !strcmp(type, "dir")) {
+			r = list_dir(c, path, depth - 1, out, err);
+			if (r < 0)
+				return r;
+		}
+	}
+	return 0;
+}
+
+API_HANDLER(api_e2b_fs_list_dir)
+{
+	struct rpc c;
+	char path[E2B_PATH_MAX + 1];
+	if (!rpc_begin(req, resp, &c) || !rpc_path(&c, resp, "path", path)) {
+		rpc_release(&c);
+		return;
+	}
+	json_t *jd = json_object_get(c.body, "depth");
+	json_int_t depth = json_is_integer(jd) ? json_integer_value(jd) : 1;
+	struct al_error err = {0};
+	cleanup_json json_t *st = NULL;
+	cleanup_json json_t *out = json_array();
+	const char *type = NULL;
+	if (jd && !json_is_integer(jd)) {
+		api_response_errorf(resp, AL_ERR_INVALID_ARGUMENT, "depth: must be an integer");
+	} else if (depth < 1 || depth > E2B_LIST_DEPTH_MAX) {
+		api_response_errorf(resp, AL_ERR_INVALID_ARGUMENT, "depth: from 1 (the directory's entries) to %d",
+		                    E2B_LIST_DEPTH_MAX);
+	} else if (!(st = e2b_fs_stat(c.sb, path, &err))) {
+		api_response_error(resp, &err);
+	} else if (!(type = json_string_value(json_object_get(st, "type"))) || strcmp(type, "dir")) {
+		api_response_errorf(resp, AL_ERR_INVALID_ARGUMENT, "path %s is not a directory", path);
+	} else if (list_dir(&c, path, (unsigned)depth, out, &err) < 0) {
+		api_response_error(resp, &err);
+	} else {
+		resp->body = json_pack("{s:O}", "entries", out);
+	}
+	rpc_release(&c);
+}
+
+/* Connect's already_exists, which no Airlock error code maps to: written
+ * here as the unary error body (e2b_error_render leaves it alone). */
+static void answer_already_exists(struct api_response *resp, const char *path)
+{
+	char msg[EXEC_CWD_MAX + 64];
+	snprintf(msg, sizeof(msg), "%s already exists", path);
+	resp->status = connect_code_http_status("already_exists");
+	resp->body = json_pack("{s:s, s:s}", "code", "already_exists", "message", msg);
+}
+
+API_HANDLER(api_e2b_fs_make_dir)
+{
+	struct rpc c;
+	char path[E2B_PATH_MAX + 1];
+	if (!rpc_begin(req, resp, &c) || !rpc_path(&c, resp, "path", path)) {
+		rpc_release(&c);
+		return;
+	}
+	struct al_error err = {0};
+	cleanup_json json_t *st = e2b_fs_stat(c.sb, path, &err);
+	const char *argv[] = {"mkdir", "-p", "--", path, NULL};
+	if (st) {
+		answer_already_exists(resp, path);
+	} else if (err.code != AL_ERR_NOT_FOUND) {
+		api_response_error(resp, &err);
+	} else if (e2b_fs_run(c.sb, argv, c.user.uid, c.user.gid, &err) < 0) {
+		al_error_prefix(&err, "creating %s as %s", path, c.user.name);
+		api_response_error(resp, &err);
+	} else {
+		json_t *e = rpc_entry(&c, resp, path);
+		if (e)
+			resp->body = json_pack("{s:o}", "entry", e);
+	}
+	rpc_release(&c);
+}
+
+API_HANDLER(api_e2b_fs_move)
+{
+	struct rpc c;
+	char from[E2B_PATH_MAX + 1], to[E2B_PATH_MAX + 1];
+	if (!rpc_begin(req, resp, &c) || !rpc_path(&c, resp, "source", from) ||
+	    !rpc_path(&c, resp, "destination", to)) {
+		rpc_release(&c);
+		return;
+	}
+	struct al_error err = {0};
+	cleanup_json json_t *msg = json_pack("{s:s, s:s, s:s}", "op", "rename", "path", from, "to", to);
+	cleanup_json json_t *ok = NULL;
+	cleanup_json json_t *st = e2b_fs_stat(c.sb, from, &err);
+	if (!st || e2b_fs_make_parents(c.sb, &c.user, to, &err) < 0 ||
+	    api_file_op(c.sb, msg, "rename", &ok, NULL, &err) < 0) {
+		api_response_error(resp, &err);
+	} else {
+		json_t *e = rpc_entry(&c, resp, to);
+		if (e)
+			resp->body = json_pack("{s:o}", "entry", e);
+	}
+	rpc_release(&c);
+}
+
+API_HANDLER(api_e2b_fs_remove)
+{
+	struct rpc c;
+	char path[E2B_PATH_MAX + 1];
+	if (!rpc_begin(req, resp, &c) || !rpc_path(&c, resp, "path", path)) {
+		rpc_release(&c);
+		return;
+	}
+	struct al_error err = {0};
+	cleanup_json json_t *msg = json_pack("{s:s, s:s, s:b}", "op", "remove", "path", path, "recursive", 1);
+	cleanup_json json_t *ok = NULL;
+	if (api_file_op(c.sb, msg, "remove", &ok, NULL, &err) < 0)
+		api_response_error(resp, &err);
+	else
+		resp->body = json_object();
+	rpc_release(&c);
+}
