@@ -183,3 +183,19 @@ def test_gzip_upload_refused(env):
                            {"Content-Type": "application/octet-stream", "Content-Encoding": "gzip"})
     assert status in (400, 415), out
     assert "gzip" in json.loads(out)["message"]
+
+
+def test_metadata_upload_refused(env):
+    status, ct, out = call(env, "POST", "/e2b/envd/files?path=/tmp/meta", b"m",
+                           {"Content-Type": "application/octet-stream", "X-Metadata-Owner": "me"})
+    assert status == 400, out
+    assert "X-Metadata" in json.loads(out)["message"]
+    status, body = rpc(env, "Stat", {"path": "/tmp/meta"})
+    assert status == 404, body
+
+
+def test_unknown_user(env):
+    status, body = rpc(env, "Stat", {"path": "/"}, user="nosuchuser")
+    assert status == 400 and "nosuchuser" in body["message"], body
+    status, body = rpc(env, "Stat", {"path": "~"}, user="root")
+    assert status == 200 and body["entry"]["path"] == "/root", body

@@ -243,8 +243,23 @@ static int files_target(const struct api_request *req, struct sandbox *sb, struc
 	return r;
 }
 
+static enum MHD_Result header_is_metadata(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+{
+	(void)kind;
+	(void)value;
+	if (!strncasecmp(key, "X-Metadata-", 11))
+		*(bool *)cls = true;
+	return MHD_YES;
+}
+
 API_UPLOAD(api_e2b_files_post)
 {
+	bool metadata = false;
+	MHD_get_connection_values(req->conn, MHD_HEADER_KIND, header_is_metadata, &metadata);
+	if (metadata)
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, ENOTSUP,
+		                    "file metadata (X-Metadata-* headers, the SDK's metadata option) is not kept by "
+		                    "Airlock: write without it");
 	const char *ct = api_header(req, "Content-Type");
 	const char *ce = api_header(req, "Content-Encoding");
 	bool multipart = ct && !strncasecmp(ct, "multipart/form-data", 19);
