@@ -199,3 +199,17 @@ def test_unknown_user(env):
     assert status == 400 and "nosuchuser" in body["message"], body
     status, body = rpc(env, "Stat", {"path": "~"}, user="root")
     assert status == 200 and body["entry"]["path"] == "/root", body
+
+
+def test_parents_created_as_root_given_to_the_user(env):
+    # /opt is root's: E2B's envd creates missing parents as root and gives them to the user
+    status, ct, out = call(env, "POST", "/e2b/envd/files?path=/opt/e2bnew/deeper/f.txt", b"f",
+                           {"Content-Type": "application/octet-stream"})
+    assert status == 200, out
+    for p in ("/opt/e2bnew", "/opt/e2bnew/deeper", "/opt/e2bnew/deeper/f.txt"):
+        status, body = rpc(env, "Stat", {"path": p})
+        assert body["entry"]["owner"] == "user", body
+    status, body = rpc(env, "Stat", {"path": "/opt"})
+    assert body["entry"]["owner"] == "root", body
+    status, body = rpc(env, "MakeDir", {"path": "/opt/e2bmade/x"})
+    assert status == 200 and body["entry"]["owner"] == "user", body

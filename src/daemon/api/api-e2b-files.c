@@ -119,9 +119,8 @@ static int file_end(struct e2b_upload *u)
 		}
 	}
 	const char *name = strrchr(u->path, '/');
-	json_array_append_new(u->written,
-	                      json_pack("{s:s, s:s, s:s}", "name", name ? name + 1 : u->path, "type", "file", "path",
-	                                u->path));
+	json_array_append_new(u->written, json_pack("{s:s, s:s, s:s}", "name", name ? name + 1 : u->path, "type",
+	                                            "file", "path", u->path));
 	return 0;
 }
 
@@ -192,8 +191,9 @@ static void upload_end(void *ctx, bool failed, const struct al_error *data_err, 
 		return;
 	}
 	if (u->pp && MHD_destroy_post_processor(u->pp) != MHD_YES && !u->failed)
-		upload_fail(u, &(struct al_error){.code = AL_ERR_INVALID_ARGUMENT,
-		                                  .message = "the multipart/form-data body ended in the middle of a part"});
+		upload_fail(
+		    u, &(struct al_error){.code = AL_ERR_INVALID_ARGUMENT,
+		                          .message = "the multipart/form-data body ended in the middle of a part"});
 	u->pp = NULL;
 	if (!u->failed && u->s)
 		file_end(u);

@@ -219,6 +219,42 @@ json_t *e2b_fs_stat(struct sandbox *sb, const char *path, struct al_error *err)
 	return st;
 }
 
+int e2b_fs_make_dirs(struct sandbox *sb, const struct e2b_user *u, const char *dir, struct al_error *err)
+{
+	/* The topmost missing directory: what is created, and given to u. */
+	char first[E2B_PATH_MAX + 1], up[E2B_PATH_MAX + 1];
+	strlcpy_al(first, dir, sizeof(first));
+	for (;;) {
+		strlcpy_al(up, first, sizeof(up));
+		char *slash = strrchr(up, '/');
+		if (!slash || slash == up)
+			break;
+		*slash = '\0';
+		struct al_error serr = {0};
+		cleanup_json json_t *st = e2b_fs_stat(sb, up, &serr);
+		if (st)
+			break;
+		if (serr.code != AL_ERR_NOT_FOUND) {
+			*err = serr;
+			return -EIO;
+		}
+		strlcpy_al(first, up, sizeof(first));
+	}
+	cleanup_json json_t *msg =
+	    json_pack("{s:s, s:s, s:b, s:i}", "op", "mkdir", "path", dir, "parents", 1, "mode", 0755);
+	cleanup_json json_t *ok = NULL;
+	int r = api_file_op(sb, msg, "mkdir", &ok, NULL, err);
+	if (r < 0 || (u->uid == 0 && u->gid == 0))
+		return r;
+	char owner[32];
+	snprintf(owner, sizeof(owner), "%u:%u", u->uid, u->gid);
+	const char *argv[] = {"chown", "-R", "-h", "--", owner, first, NULL};
+	r = e2b_fs_run(sb, argv, 0, 0, err);
+	if (r < 0)
+		al_error_prefix(err, "giving %s to %s", first, u->name);
+	return r;
+}
+
 int e2b_fs_make_parents(struct sandbox *sb, const struct e2b_user *u, const char *path, struct al_error *err)
 {
 	char parent[E2B_PATH_MAX + 1];
@@ -235,10 +271,9 @@ int e2b_fs_make_parents(struct sandbox *sb, const struct e2b_user *u, const char
 		*err = serr;
 		return -EIO;
 	}
-	const char *argv[] = {"mkdir", "-p", "--", parent, NULL};
-	int r = e2b_fs_run(sb, argv, u->uid, u->gid, err);
+	int r = e2b_fs_make_dirs(sb, u, parent, err);
 	if (r < 0)
-		al_error_prefix(err, "creating the parent directories of %s as %s", path, u->name);
+		al_error_prefix(err, "creating the parent directories of %s", path);
 	return r;
 }
 
@@ -478,13 +513,12 @@ API_HANDLER(api_e2b_fs_make_dir)
 	}
 	struct al_error err = {0};
 	cleanup_json json_t *st = e2b_fs_stat(c.sb, path, &err);
-	const char *argv[] = {"mkdir", "-p", "--", path, NULL};
 	if (st) {
 		answer_already_exists(resp, path);
 	} else if (err.code != AL_ERR_NOT_FOUND) {
 		api_response_error(resp, &err);
-	} else if (e2b_fs_run(c.sb, argv, c.user.uid, c.user.gid, &err) < 0) {
-		al_error_prefix(&err, "creating %s as %s", path, c.user.name);
+	} else if (e2b_fs_make_dirs(c.sb, &c.user, path, &err) < 0) {
+		al_error_prefix(&err, "creating %s", path);
 		api_response_error(resp, &err);
 	} else {
 		json_t *e = rpc_entry(&c, resp, path);

@@ -37,8 +37,11 @@ int e2b_fs_path(const struct e2b_user *u, const char *in, char ret[E2B_PATH_MAX 
 /* Runs argv in the guest as uid:gid and waits for it (60 s at most); a
  * failure carries its stderr. */
 int e2b_fs_run(struct sandbox *sb, const char *const *argv, unsigned uid, unsigned gid, struct al_error *err);
-/* Creates the parent directories of path that are missing, as u (mkdir -p,
- * so they are u's). */
+/* Creates dir and its missing parents (the agent's mkdir, as root, as
+ * E2B's envd does) and gives the ones it created to u (chown -R -h of the
+ * topmost). */
+int e2b_fs_make_dirs(struct sandbox *sb, const struct e2b_user *u, const char *dir, struct al_error *err);
+/* The same for the parent directory of path, when it is missing. */
 int e2b_fs_make_parents(struct sandbox *sb, const struct e2b_user *u, const char *path, struct al_error *err);
 /* The agent's stat of path (a FILE_OP): NULL with err on failure
  * (AL_ERR_NOT_FOUND when it does not exist). */
