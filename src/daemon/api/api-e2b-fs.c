@@ -7,11 +7,10 @@
  * SECURITY: paths come from the client and name guest paths only; the
  * accounts files come from the guest and are parsed with bounds. Nothing
  * here becomes a host path. */
-#include <ctype.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
+#include "api-e2b-entry.h"
 #include "api-e2b-fs.h"
 #include "api-handlers.h"
 #include "connect-wire.h"
@@ -94,44 +93,6 @@ int e2b_fs_accounts_read(struct sandbox *sb, struct e2b_fs_accounts *ret, struct
 	return 0;
 }
 
-/* SECURITY: text is a guest's passwd or group file (bounded, NUL-terminated).
- * Finds the first line whose field key_idx equals key and copies its field
- * want_idx into out (cut at out_size). Lines are split on ':' only. */
-static bool accounts_find(const char *text, unsigned key_idx, const char *key, unsigned want_idx, char *out,
-                          size_t out_size)
-{
-	size_t key_len = strlen(key);
-	for (const char *line = text; line && *line;) {
-		const char *end = strchrnul(line, '\n');
-		const char *f[8] = {0}, *fe[8] = {0};
-		unsigned n = 0;
-		for (const char *p = line; n < ARRAY_SIZE(f) && p <= end;) {
-			const char *q = p;
-			while (q < end && *q != ':')
-				q++;
-			f[n] = p;
-			fe[n++] = q;
-			p = q + 1;
-		}
-		if (key_idx < n && want_idx < n && (size_t)(fe[key_idx] - f[key_idx]) == key_len &&
-		    !memcmp(f[key_idx], key, key_len)) {
-			snprintf(out, out_size, "%.*s", (int)(fe[want_idx] - f[want_idx]), f[want_idx]);
-			return true;
-		}
-		line = *end ? end + 1 : NULL;
-	}
-	return false;
-}
-
-/* uid or gid as its name in text (passwd or group), else the number. */
-static void accounts_name(const char *text, unsigned id, char *out, size_t out_size)
-{
-	char num[16];
-	snprintf(num, sizeof(num), "%u", id);
-	if (!text || !accounts_find(text, 2, num, 0, out, out_size) || !out[0])
-		strlcpy_al(out, num, out_size);
-}
-
 /* ---- paths -------------------------------------------------------------------------------------- */
 
 int e2b_fs_path(const struct e2b_user *u, const char *in, char ret[E2B_PATH_MAX + 1], struct al_error *err)
@@ -140,30 +101,9 @@ int e2b_fs_path(const struct e2b_user *u, const char *in, char ret[E2B_PATH_MAX 
 	int r = e2b_path_resolve(u, in, full, err);
 	if (r < 0)
 		return r;
-	/* Lexical clean: components one by one into ret. */
-	size_t o = 0;
-	for (const char *p = full; *p;) {
-		while (*p == '/')
-			p++;
-		const char *e = strchrnul(p, '/');
-		size_t n = (size_t)(e - p);
-		if (n == 0 || (n == 1 && p[0] == '.')) {
-			/* nothing */
-		} else if (n == 2 && p[0] == '.' && p[1] == '.') {
-			while (o > 0 && ret[o - 1] != '/')
-				o--;
-			if (o > 0)
-				o--;
-		} else {
-			ret[o++] = '/';
-			memcpy(ret + o, p, n);
-			o += n;
-		}
-		p = e;
-	}
-	if (o == 0)
-		ret[o++] = '/';
-	ret[o] = '\0';
+	if (!utf8_valid((const uint8_t *)full, strlen(full)))
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "path is not UTF-8");
+	e2b_path_clean(full, ret);
 	return 0;
 }
 
@@ -277,72 +217,6 @@ int e2b_fs_make_parents(struct sandbox *sb, const struct e2b_user *u, const char
 	return r;
 }
 
-/* ---- EntryInfo ---------------------------------------------------------------------------------- */
-
-/* Go's os.FileMode.String(), which envd answers: type letters, then rwx. */
-static void permissions_string(const char *type, unsigned mode, char out[16])
-{
-	size_t o = 0;
-	if (!strcmp(type, "dir"))
-		out[o++] = 'd';
-	else if (!strcmp(type, "symlink"))
-		out[o++] = 'L';
-	else if (strcmp(type, "file"))
-		out[o++] = '?';
-	if (mode & 04000)
-		out[o++] = 'u';
-	if (mode & 02000)
-		out[o++] = 'g';
-	if (mode & 01000)
-		out[o++] = 't';
-	if (o == 0)
-		out[o++] = '-';
-	static const char rwx[] = "rwxrwxrwx";
-	for (int i = 0; i < 9; i++)
-		out[o++] = (mode & (0400u >> i)) ? rwx[i] : '-';
-	out[o] = '\0';
-}
-
-static void rfc3339_ms(int64_t ms, char out[40])
-{
-	time_t sec = (time_t)(ms >= 0 ? ms / 1000 : (ms - 999) / 1000);
-	int frac = (int)(ms - (int64_t)sec * 1000);
-	struct tm tm;
-	gmtime_r(&sec, &tm);
-	size_t n = strftime(out, 40, "%Y-%m-%dT%H:%M:%S", &tm);
-	snprintf(out + n, 40 - n, ".%03dZ", frac);
-}
-
-/* SECURITY: st is the agent's stat object (guest input): only its typed
- * fields are used, names are JSON strings already. */
-static json_t *entry_info(json_t *st, const char *path, const struct e2b_fs_accounts *acc)
-{
-	const char *type = json_string_value(json_object_get(st, "type"));
-	const char *name = strrchr(path, '/');
-	name = name && name[1] ? name + 1 : path;
-	if (!type)
-		type = "other";
-	unsigned mode = (unsigned)json_integer_value(json_object_get(st, "mode")) & 07777;
-	char perms[16], mtime[40], owner[64], group[64];
-	permissions_string(type, mode, perms);
-	rfc3339_ms(json_integer_value(json_object_get(st, "mtime_ms")), mtime);
-	accounts_name(acc->passwd, (unsigned)json_integer_value(json_object_get(st, "uid")), owner, sizeof(owner));
-	accounts_name(acc->group, (unsigned)json_integer_value(json_object_get(st, "gid")), group, sizeof(group));
-	char size[24];
-	snprintf(size, sizeof(size), "%" JSON_INTEGER_FORMAT, json_integer_value(json_object_get(st, "size")));
-	const char *ft = !strcmp(type, "file")      ? "FILE_TYPE_FILE"
-	                 : !strcmp(type, "dir")     ? "FILE_TYPE_DIRECTORY"
-	                 : !strcmp(type, "symlink") ? "FILE_TYPE_SYMLINK"
-	                                            : "FILE_TYPE_UNSPECIFIED";
-	json_t *e = json_pack("{s:s, s:s, s:s, s:s, s:i, s:s, s:s, s:s, s:s}", "name", name, "type", ft, "path", path,
-	                      "size", size, "mode", (int)(mode & 0777), "permissions", perms, "owner", owner, "group",
-	                      group, "modifiedTime", mtime);
-	json_t *target = json_object_get(st, "target");
-	if (json_is_string(target))
-		json_object_set(e, "symlinkTarget", target);
-	return e;
-}
-
 /* ---- the RPCs ----------------------------------------------------------------------------------- */
 
 /* What every RPC starts with: the sandbox, the body, the user and the
@@ -411,7 +285,7 @@ static json_t *rpc_entry(struct rpc *c, struct api_response *resp, const char *p
 		api_response_error(resp, &err);
 		return NULL;
 	}
-	return entry_info(st, path, &c->acc);
+	return e2b_entry_info(st, path, c->acc.passwd, c->acc.group);
 }
 
 API_HANDLER(api_e2b_fs_stat)
@@ -451,7 +325,7 @@ static int list_dir(struct rpc *c, const char *dir, unsigned depth, json_t *out,
 			                    "the listing has more than %d entries, the most one ListDir answers: list "
 			                    "with a smaller depth, or a subdirectory",
 			                    E2B_LIST_ENTRIES_MAX);
-		json_array_append_new(out, entry_info(st, path, &c->acc));
+		json_array_append_new(out, e2b_entry_info(st, path, c->acc.passwd, c->acc.group));
 		const char *type = json_string_value(json_object_get(st, "type"));
 		if (depth > 1 && type && !strcmp(type, "dir")) {
 			r = list_dir(c, path, depth - 1, out, err);
