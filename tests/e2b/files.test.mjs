@@ -6,7 +6,7 @@
 // is written. One sandbox for the file.
 import { after, before, test } from 'node:test'
 import assert from 'node:assert/strict'
-import { Sandbox, FileNotFoundError, NotFoundError } from 'e2b'
+import { Sandbox, FileNotFoundError, InvalidArgumentError, NotFoundError } from 'e2b'
 
 const TEMPLATE = process.env.AIRLOCK_E2B_TEMPLATE ?? 'base'
 let sbx
@@ -150,4 +150,23 @@ test('a missing file is a FileNotFoundError', async () => {
   await assert.rejects(sbx.files.getInfo('/tmp/nope'), FileNotFoundError)
   await assert.rejects(sbx.files.list('/tmp/nope'), NotFoundError)
   await assert.rejects(sbx.files.rename('/tmp/nope', '/tmp/nope2'), FileNotFoundError)
+})
+
+test('useOctetStream writes files in parallel requests', async () => {
+  const infos = await sbx.files.writeFiles(
+    [
+      { path: '/tmp/oct/1', data: 'one' },
+      { path: '/tmp/oct/2', data: new Uint8Array([0, 1, 2, 255]).buffer },
+    ],
+    { useOctetStream: true }
+  )
+  assert.deepEqual(infos.map((i) => i.path), ['/tmp/oct/1', '/tmp/oct/2'])
+  assert.equal(await sbx.files.read('/tmp/oct/1'), 'one')
+  assert.deepEqual([...(await sbx.files.read('/tmp/oct/2', { format: 'bytes' }))], [0, 1, 2, 255])
+})
+
+test('gzip: a read asking for it gets the bytes; a gzip upload is refused', async () => {
+  assert.equal(await sbx.files.read('/tmp/hello.txt', { gzip: true }), 'hello e2b\n')
+  await assert.rejects(sbx.files.write('/tmp/gz.txt', 'zipped', { gzip: true }), InvalidArgumentError)
+  assert.equal(await sbx.files.exists('/tmp/gz.txt'), false)
 })

@@ -51,8 +51,8 @@ static void fuzz_entry(const uint8_t *data, size_t size, const char *text)
 	}
 	json_t *e = e2b_entry_info(st, "/some/dir/name", text, text);
 	CHECK(e != NULL);
-	static const char *const strings[] = {"name", "type", "path", "size", "permissions", "owner", "group",
-	                                      "modifiedTime"};
+	static const char *const strings[] = {"name",        "type",  "path",  "size",
+	                                      "permissions", "owner", "group", "modifiedTime"};
 	for (size_t i = 0; i < ARRAY_SIZE(strings); i++)
 		CHECK(json_is_string(json_object_get(e, strings[i])));
 	CHECK(json_is_integer(json_object_get(e, "mode")));

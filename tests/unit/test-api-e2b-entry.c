@@ -96,8 +96,8 @@ static void test_entry_info(void **state)
 	cleanup_json json_t *st = json_pack("{s:s, s:s, s:I, s:i, s:i, s:i, s:I}", "name", "f.txt", "type", "file",
 	                                    "size", (json_int_t)5000000000, "mode", 0644, "uid", 1000, "gid", 1000,
 	                                    "mtime_ms", (json_int_t)1700000000123);
-	cleanup_json json_t *e = e2b_entry_info(st, "/home/user/f.txt", "user:x:1000:1000::/home/user:/bin/sh\n",
-	                                        "user:x:1000:\n");
+	cleanup_json json_t *e =
+	    e2b_entry_info(st, "/home/user/f.txt", "user:x:1000:1000::/home/user:/bin/sh\n", "user:x:1000:\n");
 	assert_string_equal(json_string_value(json_object_get(e, "name")), "f.txt");
 	assert_string_equal(json_string_value(json_object_get(e, "type")), "FILE_TYPE_FILE");
 	assert_string_equal(json_string_value(json_object_get(e, "path")), "/home/user/f.txt");
@@ -109,8 +109,8 @@ static void test_entry_info(void **state)
 	assert_string_equal(json_string_value(json_object_get(e, "modifiedTime")), "2023-11-14T22:13:20.123Z");
 	assert_null(json_object_get(e, "symlinkTarget"));
 
-	cleanup_json json_t *link = json_pack("{s:s, s:s, s:i, s:s}", "name", "l", "type", "symlink", "mode", 0777,
-	                                      "target", "../f.txt");
+	cleanup_json json_t *link =
+	    json_pack("{s:s, s:s, s:i, s:s}", "name", "l", "type", "symlink", "mode", 0777, "target", "../f.txt");
 	cleanup_json json_t *le = e2b_entry_info(link, "/", NULL, NULL);
 	assert_string_equal(json_string_value(json_object_get(le, "type")), "FILE_TYPE_SYMLINK");
 	assert_string_equal(json_string_value(json_object_get(le, "name")), "/");
@@ -118,8 +118,8 @@ static void test_entry_info(void **state)
 	assert_string_equal(json_string_value(json_object_get(le, "owner")), "0");
 
 	/* A hostile stat: wrong types, absurd times; still an entry. */
-	cleanup_json json_t *bad = json_pack("{s:i, s:i, s:I, s:s}", "type", 3, "mode", -1, "mtime_ms",
-	                                     (json_int_t)INT64_MIN, "target", "x");
+	cleanup_json json_t *bad =
+	    json_pack("{s:i, s:i, s:I, s:s}", "type", 3, "mode", -1, "mtime_ms", (json_int_t)INT64_MIN, "target", "x");
 	cleanup_json json_t *be = e2b_entry_info(bad, "/x", "", "");
 	assert_non_null(be);
 	assert_string_equal(json_string_value(json_object_get(be, "type")), "FILE_TYPE_UNSPECIFIED");

@@ -39,7 +39,6 @@ void e2b_path_clean(const char *path, char *ret)
 	ret[o] = '\0';
 }
 
-
 /* SECURITY: text is a guest's passwd or group file (bounded, NUL-terminated).
  * Finds the first line whose field key_idx equals key and copies its field
  * want_idx into out (cut at out_size). Lines are split on ':' only. */
@@ -142,4 +141,3 @@ json_t *e2b_entry_info(json_t *st, const char *path, const char *passwd, const c
 		json_object_set(e, "symlinkTarget", target);
 	return e;
 }
-

@@ -173,7 +173,9 @@ static int upload_data(void *ctx, const uint8_t *buf, size_t len, struct al_erro
 {
 	struct e2b_upload *u = ctx;
 	int r = 0;
-	if (!u->pp)
+	if (u->failed)
+		r = -EIO;
+	else if (!u->pp)
 		r = file_data(u, buf, len);
 	else if (MHD_post_process(u->pp, (const char *)buf, len) != MHD_YES && !u->failed)
 		r = upload_fail(u, &(struct al_error){.code = AL_ERR_INVALID_ARGUMENT,
@@ -252,7 +254,9 @@ static enum MHD_Result header_is_metadata(void *cls, enum MHD_ValueKind kind, co
 	return MHD_YES;
 }
 
-API_UPLOAD(api_e2b_files_post)
+/* What the request asks for, checked, and the first file begun (for an
+ * octet-stream body). */
+static int upload_setup(const struct api_request *req, struct e2b_upload *u, struct al_error *err)
 {
 	bool metadata = false;
 	MHD_get_connection_values(req->conn, MHD_HEADER_KIND, header_is_metadata, &metadata);
@@ -272,6 +276,28 @@ API_UPLOAD(api_e2b_files_post)
 		return al_error_set(err, AL_ERR_UNSUPPORTED_MEDIA, ENOTSUP,
 		                    "Content-Type must be application/octet-stream (one file, ?path=) or "
 		                    "multipart/form-data (one part per file)");
+	int r = files_target(req, u->sb, &u->user, u->query_path, err);
+	if (r < 0)
+		return r;
+	if (multipart) {
+		u->pp = MHD_create_post_processor(req->conn, E2B_MULTIPART_BUFFER, multipart_part, u);
+		if (!u->pp)
+			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+			                    "the multipart/form-data Content-Type has no usable boundary");
+		return 0;
+	}
+	if (!u->query_path[0])
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+		                    "?path=: required for an application/octet-stream upload (the file to write)");
+	if (file_begin(u, u->query_path) < 0) {
+		*err = u->err;
+		return -EIO;
+	}
+	return 0;
+}
+
+API_UPLOAD(api_e2b_files_post)
+{
 	struct api_response tmp = {0};
 	struct sandbox *sb = api_sandbox_acquire(req, &tmp);
 	if (!sb)
@@ -280,24 +306,13 @@ API_UPLOAD(api_e2b_files_post)
 	u->sb = sb;
 	u->written = json_array();
 	*ret = (struct api_upload){.data = upload_data, .end = upload_end, .release = upload_release, .ctx = u};
-	int r = files_target(req, sb, &u->user, u->query_path, err);
-	if (r == 0 && multipart) {
-		u->pp = MHD_create_post_processor(req->conn, E2B_MULTIPART_BUFFER, multipart_part, u);
-		if (!u->pp)
-			r = al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
-			                 "the multipart/form-data Content-Type has no usable boundary");
-	} else if (r == 0 && !u->query_path[0]) {
-		r = al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
-		                 "?path=: required for an application/octet-stream upload (the file to write)");
-	} else if (r == 0 && file_begin(u, u->query_path) < 0) {
-		*err = u->err;
-		r = -EIO;
-	}
-	if (r < 0) {
-		upload_release(u);
-		*ret = (struct api_upload){0};
-	}
-	return r;
+	/* A refusal is answered once the body is in (the server reads and drops
+	 * it, within the limit): a client still sending its body, as fetch does,
+	 * would see its connection reset rather than the answer. */
+	struct al_error refusal = {0};
+	if (upload_setup(req, u, &refusal) < 0)
+		upload_fail(u, &refusal);
+	return 0;
 }
 
 API_HANDLER(api_e2b_files_get)
