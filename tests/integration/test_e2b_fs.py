@@ -73,7 +73,7 @@ def test_stat_entry_info(env):
 
 
 def test_missing_is_not_found(env):
-    for name in ("Stat", "ListDir", "Remove"):
+    for name in ("Stat", "ListDir"):
         status, body = rpc(env, name, {"path": "/no/such/thing"})
         assert status == 404 and body["code"] == "not_found", (name, body)
     status, body = rpc(env, "Move", {"source": "/no/such", "destination": "/tmp/x"})
@@ -112,10 +112,24 @@ def test_make_dir_list_move_remove(env):
     assert status == 200 and body["entry"]["path"] == "/home/user/rawdir/c", body
     status, body = rpc(env, "Remove", {"path": "rawdir"})
     assert status == 200, body
+    status, body = rpc(env, "Remove", {"path": "rawdir"})  # envd's RemoveAll: gone already is fine
+    assert status == 200, body
     status, body = rpc(env, "Stat", {"path": "rawdir"})
     assert status == 404, body
     status, body = rpc(env, "ListDir", {"path": "/etc/passwd"})
     assert status == 400, body
+    status, body = rpc(env, "MakeDir", {"path": "/etc/passwd"})
+    assert status == 400 and body["code"] == "invalid_argument", body
+
+
+def test_list_dir_follows_a_symlink(env):
+    d, sid, _ = env
+    d.api.exec_ok(sid, ["sh", "-c", "mkdir -p /tmp/real && touch /tmp/real/in && ln -sfn /tmp/real /tmp/link"])
+    status, body = rpc(env, "ListDir", {"path": "/tmp/link"})
+    assert status == 200 and [e["path"] for e in body["entries"]] == ["/tmp/link/in"], body
+    status, body = rpc(env, "Stat", {"path": "/tmp/link"})
+    assert body["entry"]["type"] == "FILE_TYPE_SYMLINK" and body["entry"]["symlinkTarget"] == "/tmp/real", body
+    assert body["entry"]["permissions"] == "Lrwxrwxrwx", body
 
 
 def test_octet_stream_upload_and_download(env):
@@ -151,15 +165,22 @@ def test_multipart_upload(env):
 
 
 def test_upload_over_limit_leaves_nothing(env):
-    data = b"x" * (MAX_FILE_BYTES + 1)
-    status, ct, out = call(env, "POST", "/e2b/envd/files?path=/tmp/too-big", data,
-                           {"Content-Type": "application/octet-stream"})
-    assert status in (400, 413), out
+    # declared too large: refused before the body is read (so none is sent here)
+    d, sid, tok = env
+    conn = http.client.HTTPConnection("127.0.0.1", d.port, timeout=120)
+    conn.putrequest("POST", "/e2b/envd/files?path=/tmp/too-big")
+    for k, v in {"E2b-Sandbox-Id": sid, "X-Access-Token": tok, "Content-Type": "application/octet-stream",
+                 "Content-Length": str(MAX_FILE_BYTES + 1)}.items():
+        conn.putheader(k, v)
+    conn.endheaders()
+    r = conn.getresponse()
+    out = r.read()
+    assert r.status in (400, 413), out
+    conn.close()
     status, body = rpc(env, "Stat", {"path": "/tmp/too-big"})
     assert status == 404, body
 
     # chunked: the limit is found while the body streams
-    d, sid, tok = env
     conn = http.client.HTTPConnection("127.0.0.1", d.port, timeout=120)
     conn.putrequest("POST", "/e2b/envd/files?path=/tmp/too-big-chunked")
     for k, v in {"E2b-Sandbox-Id": sid, "X-Access-Token": tok, "Content-Type": "application/octet-stream",

@@ -357,7 +357,9 @@ API_HANDLER(api_e2b_fs_list_dir)
 		                    E2B_LIST_DEPTH_MAX);
 	} else if (!(st = e2b_fs_stat(c.sb, path, &err))) {
 		api_response_error(resp, &err);
-	} else if (!(type = json_string_value(json_object_get(st, "type"))) || strcmp(type, "dir")) {
+	} else if (!(type = json_string_value(json_object_get(st, "type"))) ||
+	           (strcmp(type, "dir") && strcmp(type, "symlink"))) {
+		/* A symlink is followed (the agent's list opens it), as envd does. */
 		api_response_errorf(resp, AL_ERR_INVALID_ARGUMENT, "path %s is not a directory", path);
 	} else if (list_dir(&c, path, (unsigned)depth, out, &err) < 0) {
 		api_response_error(resp, &err);
@@ -387,8 +389,11 @@ API_HANDLER(api_e2b_fs_make_dir)
 	}
 	struct al_error err = {0};
 	cleanup_json json_t *st = e2b_fs_stat(c.sb, path, &err);
-	if (st) {
+	const char *type = json_string_value(json_object_get(st, "type"));
+	if (st && type && (!strcmp(type, "dir") || !strcmp(type, "symlink"))) {
 		answer_already_exists(resp, path);
+	} else if (st) {
+		api_response_errorf(resp, AL_ERR_INVALID_ARGUMENT, "%s already exists and is not a directory", path);
 	} else if (err.code != AL_ERR_NOT_FOUND) {
 		api_response_error(resp, &err);
 	} else if (e2b_fs_make_dirs(c.sb, &c.user, path, &err) < 0) {
@@ -437,7 +442,8 @@ API_HANDLER(api_e2b_fs_remove)
 	struct al_error err = {0};
 	cleanup_json json_t *msg = json_pack("{s:s, s:s, s:b}", "op", "remove", "path", path, "recursive", 1);
 	cleanup_json json_t *ok = NULL;
-	if (api_file_op(c.sb, msg, "remove", &ok, NULL, &err) < 0)
+	/* As envd's RemoveAll: a path that is not there is removed already. */
+	if (api_file_op(c.sb, msg, "remove", &ok, NULL, &err) < 0 && err.code != AL_ERR_NOT_FOUND)
 		api_response_error(resp, &err);
 	else
 		resp->body = json_object();
