@@ -234,3 +234,33 @@ def test_parents_created_as_root_given_to_the_user(env):
     assert body["entry"]["owner"] == "root", body
     status, body = rpc(env, "MakeDir", {"path": "/opt/e2bmade/x"})
     assert status == 200 and body["entry"]["owner"] == "user", body
+
+
+def multipart_body(boundary, parts):
+    body = b""
+    for field, name, content in parts:
+        disp = f"form-data; name=\"{field}\"" + (f"; filename=\"{name}\"" if name is not None else "")
+        body += f"--{boundary}\r\nContent-Disposition: {disp}\r\n\r\n".encode() + content + b"\r\n"
+    return body + f"--{boundary}--\r\n".encode()
+
+
+def test_multipart_as_envd(env):
+    b = "b0undary"
+    ct = {"Content-Type": f"multipart/form-data; boundary={b}"}
+    # only parts named "file" are files
+    body = multipart_body(b, [("other", None, b"ignored"), ("file", "/tmp/mp-only.txt", b"kept")])
+    status, _, out = call(env, "POST", "/e2b/envd/files", body, ct)
+    assert status == 200 and [e["path"] for e in json.loads(out)] == ["/tmp/mp-only.txt"], out
+    # ?path= wins over the part's filename
+    body = multipart_body(b, [("file", "ignored-name.txt", b"q")])
+    status, _, out = call(env, "POST", "/e2b/envd/files?path=/tmp/mp-query.txt", body, ct)
+    assert status == 200 and json.loads(out)[0]["path"] == "/tmp/mp-query.txt", out
+    status, _, out = call(env, "GET", "/e2b/envd/files?path=/tmp/mp-query.txt")
+    assert out == b"q"
+    # one path twice in one upload
+    body = multipart_body(b, [("file", "/tmp/mp-dup", b"1"), ("file", "/tmp/mp-dup", b"2")])
+    status, _, out = call(env, "POST", "/e2b/envd/files", body, ct)
+    assert status == 400 and "once" in json.loads(out)["message"], out
+    # malformed: no closing boundary
+    status, _, out = call(env, "POST", "/e2b/envd/files", f"--{b}\r\nContent-Disp".encode(), ct)
+    assert status == 400, out

@@ -124,43 +124,62 @@ static int file_end(struct e2b_upload *u)
 	return 0;
 }
 
+static bool already_written(const struct e2b_upload *u, const char *path)
+{
+	size_t i;
+	json_t *e;
+	json_array_foreach (u->written, i, e)
+		if (!strcmp(json_string_value(json_object_get(e, "path")), path))
+			return true;
+	return false;
+}
+
+/* The path of a new part: ?path= when given (as envd), else the part's
+ * filename; never one this request wrote already. */
+static int part_path(struct e2b_upload *u, const char *filename, char path[E2B_PATH_MAX + 1])
+{
+	struct al_error err = {0};
+	if (u->query_path[0]) {
+		strlcpy_al(path, u->query_path, E2B_PATH_MAX + 1);
+	} else if (!filename[0]) {
+		al_error_set(&err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+		             "a multipart part has no filename and the request no ?path=: name the file");
+		return upload_fail(u, &err);
+	} else if (e2b_fs_path(&u->user, filename, path, &err) < 0) {
+		al_error_prefix(&err, "the filename of a multipart part");
+		return upload_fail(u, &err);
+	}
+	if (already_written(u, path)) {
+		al_error_set(&err, AL_ERR_INVALID_ARGUMENT, EEXIST,
+		             "%s: one upload writes a path once (the parts before this one were written)", path);
+		return upload_fail(u, &err);
+	}
+	return 0;
+}
+
 /* SECURITY: libmicrohttpd parsed the part (its headers within the
  * processor's buffer); filename is the client's and goes through
- * e2b_fs_path like every path. A part without a filename is no file and is
- * ignored. A part begins at offset 0 (an empty part may come once with
- * size 0). */
+ * e2b_fs_path like every path. As envd, only the parts named "file" are
+ * files; others are ignored. A part begins at offset 0 (an empty part may
+ * come once with size 0). */
 static enum MHD_Result multipart_part(void *cls, enum MHD_ValueKind kind, const char *key, const char *filename,
                                       const char *content_type, const char *transfer_encoding, const char *data,
                                       uint64_t off, size_t size)
 {
 	(void)kind;
-	(void)key;
 	(void)content_type;
 	(void)transfer_encoding;
 	struct e2b_upload *u = cls;
 	if (u->failed)
 		return MHD_NO;
-	if (!filename)
+	if (!key || strcmp(key, "file"))
 		return MHD_YES;
-	bool new_part = off == 0 && (!u->s || u->part_bytes > 0 || strcmp(filename, u->part_name));
-	if (new_part) {
-		if (u->s && file_end(u) < 0)
-			return MHD_NO;
-		struct al_error err = {0};
+	const char *name = filename ? filename : "";
+	if (off == 0 && (!u->s || u->part_bytes > 0 || strcmp(name, u->part_name))) {
 		char path[E2B_PATH_MAX + 1];
-		const char *want = filename[0] ? filename : u->query_path;
-		if (!want[0]) {
-			al_error_set(&err, AL_ERR_INVALID_ARGUMENT, EINVAL,
-			             "a multipart part has no filename and the request no ?path=: name the file");
-			upload_fail(u, &err);
+		if ((u->s && file_end(u) < 0) || part_path(u, name, path) < 0)
 			return MHD_NO;
-		}
-		if (e2b_fs_path(&u->user, want, path, &err) < 0) {
-			al_error_prefix(&err, "the filename of a multipart part");
-			upload_fail(u, &err);
-			return MHD_NO;
-		}
-		strlcpy_al(u->part_name, filename, sizeof(u->part_name));
+		strlcpy_al(u->part_name, name, sizeof(u->part_name));
 		if (file_begin(u, path) < 0)
 			return MHD_NO;
 	}
