@@ -264,3 +264,18 @@ def test_multipart_as_envd(env):
     # malformed: no closing boundary
     status, _, out = call(env, "POST", "/e2b/envd/files", f"--{b}\r\nContent-Disp".encode(), ct)
     assert status == 400, out
+
+
+def test_read_follows_symlinks(env):
+    d, sid, _ = env
+    d.api.exec_ok(sid, ["sh", "-c", "mkdir -p /tmp/sl && echo target > /tmp/sl/t && ln -sfn t /tmp/sl/l1 && "
+                                    "ln -sfn /tmp/sl/l1 /tmp/sl/l2 && ln -sfn nowhere /tmp/sl/dangling && "
+                                    "ln -sfn /tmp/sl /tmp/sl-dir && ln -sfn loop /tmp/sl/loop"])
+    status, _, out = call(env, "GET", "/e2b/envd/files?path=/tmp/sl/l2")
+    assert status == 200 and out == b"target\n", out
+    status, _, out = call(env, "GET", "/e2b/envd/files?path=/tmp/sl/dangling")
+    assert status == 404, out
+    status, _, out = call(env, "GET", "/e2b/envd/files?path=/tmp/sl-dir")
+    assert status == 400 and "directory" in json.loads(out)["message"], out
+    status, _, out = call(env, "GET", "/e2b/envd/files?path=/tmp/sl/loop")
+    assert status == 400 and "symlinks" in json.loads(out)["message"], out

@@ -340,13 +340,19 @@ API_HANDLER(api_e2b_files_get)
 	if (!sb)
 		return;
 	struct e2b_user user;
-	char path[E2B_PATH_MAX + 1];
+	char path[E2B_PATH_MAX + 1], real[E2B_PATH_MAX + 1];
 	struct al_error err = {0};
+	cleanup_json json_t *st = NULL;
+	const char *type = NULL;
+	/* As envd's os.Stat: a symlink is read through; a directory is 400. */
 	if (files_target(req, sb, &user, path, &err) < 0 ||
-	    (!path[0] && al_error_set(&err, AL_ERR_INVALID_ARGUMENT, EINVAL, "?path=: required (the file to read)"))) {
+	    (!path[0] && al_error_set(&err, AL_ERR_INVALID_ARGUMENT, EINVAL, "?path=: required (the file to read)")) ||
+	    !(st = e2b_fs_stat_follow(sb, path, real, &err)) ||
+	    ((type = json_string_value(json_object_get(st, "type"))) && !strcmp(type, "dir") &&
+	     al_error_set(&err, AL_ERR_INVALID_ARGUMENT, EISDIR, "%s is a directory: read a file", path))) {
 		api_response_error(resp, &err);
 		sandbox_release(sb);
 		return;
 	}
-	api_file_send(req, resp, sb, path);
+	api_file_send(req, resp, sb, real);
 }

@@ -23,6 +23,8 @@
 /* SECURITY: what one ListDir may answer, whatever its depth. */
 #define E2B_LIST_ENTRIES_MAX 10000
 #define E2B_LIST_DEPTH_MAX 64
+/* As Linux: at most 40 symlinks followed on the way to a file. */
+#define E2B_SYMLINK_HOPS_MAX 40
 
 /* ---- reading small guest files ------------------------------------------------------------------ */
 
@@ -157,6 +159,45 @@ json_t *e2b_fs_stat(struct sandbox *sb, const char *path, struct al_error *err)
 	if (api_file_op(sb, msg, "stat", &st, NULL, err) < 0)
 		return NULL;
 	return st;
+}
+
+json_t *e2b_fs_stat_follow(struct sandbox *sb, const char *path, char ret_path[E2B_PATH_MAX + 1], struct al_error *err)
+{
+	char cur[E2B_PATH_MAX + 1];
+	strlcpy_al(cur, path, sizeof(cur));
+	for (int hops = 0; hops <= E2B_SYMLINK_HOPS_MAX; hops++) {
+		json_t *st = e2b_fs_stat(sb, cur, err);
+		const char *type = json_string_value(json_object_get(st, "type"));
+		const char *target = json_string_value(json_object_get(st, "target"));
+		if (!st || !type || strcmp(type, "symlink")) {
+			if (st)
+				strlcpy_al(ret_path, cur, E2B_PATH_MAX + 1);
+			return st;
+		}
+		/* SECURITY: the target is the guest's: it only becomes another
+		 * guest path to stat, bounded like a client's. */
+		char next[2 * E2B_PATH_MAX + 2];
+		const char *slash = strrchr(cur, '/');
+		if (!target || !target[0]) {
+			json_decref(st);
+			break;
+		}
+		if (target[0] == '/')
+			snprintf(next, sizeof(next), "%s", target);
+		else
+			snprintf(next, sizeof(next), "%.*s/%s", (int)(slash - cur), cur, target);
+		json_decref(st);
+		if (strlen(next) > E2B_PATH_MAX) {
+			al_error_set(err, AL_ERR_INVALID_ARGUMENT, ENAMETOOLONG,
+			             "%s: a symlink on the way leads to a path longer than %d bytes", path,
+			             E2B_PATH_MAX);
+			return NULL;
+		}
+		e2b_path_clean(next, cur);
+	}
+	al_error_set(err, AL_ERR_INVALID_ARGUMENT, ELOOP, "%s: more than %d symlinks on the way (a loop?)", path,
+	             E2B_SYMLINK_HOPS_MAX);
+	return NULL;
 }
 
 int e2b_fs_make_dirs(struct sandbox *sb, const struct e2b_user *u, const char *dir, struct al_error *err)

@@ -46,5 +46,8 @@ int e2b_fs_make_parents(struct sandbox *sb, const struct e2b_user *u, const char
 /* The agent's stat of path (a FILE_OP): NULL with err on failure
  * (AL_ERR_NOT_FOUND when it does not exist). */
 json_t *e2b_fs_stat(struct sandbox *sb, const char *path, struct al_error *err);
+/* The same, following a final symlink (and the symlinks it leads to) as
+ * stat(2) does; ret_path is the path it ends at. */
+json_t *e2b_fs_stat_follow(struct sandbox *sb, const char *path, char ret_path[E2B_PATH_MAX + 1], struct al_error *err);
 
 #endif
