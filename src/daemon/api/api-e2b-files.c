@@ -2,14 +2,14 @@
 /* E2B's file transfer, /e2b/envd/files (docs/e2b.md "Files (envd)"):
  * GET ?path=&username= answers the file's bytes; POST writes files from an
  * application/octet-stream body (one file, ?path=) or a multipart/form-data
- * body (one part per file, the part's filename its path), and answers
- * [{"name","type":"file","path"}] for them.
+ * body (one part named "file" per file, at ?path= or else the part's
+ * filename), and answers [{"name","type":"file","path"}] for them.
  *
  * Both stream: a download is Airlock's file download (api_file_send), an
  * upload goes to the agent's FILE_WRITE (a temp file renamed into place,
- * removed when the upload fails or is cut). Missing parents are created
- * as the request's user and the file is then given to that user, as E2B
- * writes as the user. The whole body is bounded by --max-file-bytes.
+ * removed when the upload fails or is cut). As envd, missing parents are
+ * created and they and the file are then given to the request's user. The
+ * whole body is bounded by --max-file-bytes.
  *
  * SECURITY: paths and user names come from the client (api-e2b-fs.h checks
  * them); multipart bodies are parsed by libmicrohttpd's post processor,
@@ -52,7 +52,7 @@ static int upload_fail(struct e2b_upload *u, const struct al_error *err)
 	return -EIO;
 }
 
-/* Starts writing path (resolved): parents first, as the user. */
+/* Starts writing path (resolved): missing parents first, given to the user. */
 static int file_begin(struct e2b_upload *u, const char *path)
 {
 	struct al_error err = {0};

@@ -2,7 +2,9 @@
 /* E2B's filesystem service, filesystem.Filesystem: the unary Connect RPCs
  * Stat, ListDir, MakeDir, Move and Remove (JSON codec), built on the agent's
  * FILE_OPs (api-files.c); and what /files (api-e2b-files.c) shares with
- * them: the user of a request, its paths, and helpers run as that user.
+ * them: paths cleaned, owner names from the guest's account files, stat
+ * following symlinks, directories made and given to the user, helpers run
+ * in the guest.
  *
  * SECURITY: paths come from the client and name guest paths only; the
  * accounts files come from the guest and are parsed with bounds. Nothing
@@ -32,49 +34,14 @@
  * missing file is "". */
 static int guest_read_small(struct sandbox *sb, const char *path, size_t max, char **ret, struct al_error *err)
 {
-	struct guest_channel *ch = sandbox_channel(sb);
-	uint64_t deadline = now_ms_monotonic() + E2B_FS_OP_TIMEOUT_MS;
-	cleanup_json json_t *msg = json_pack("{s:s}", "path", path);
-	struct guest_stream *s = NULL;
-	int r = guest_stream_start(ch, AIRLOCK_FRAME_FILE_READ, msg, GUEST_STREAM_LOG, 0, &s, err);
-	if (r < 0)
-		return r;
-	struct guest_cursor cur = {0};
-	cleanup_free char *text = xmalloc(1);
-	size_t len = 0;
-	bool too_big = false;
-	if (guest_cursor_open(ch, s, true, &cur) == 0) {
-		for (;;) {
-			uint8_t type, *data = NULL;
-			size_t n;
-			uint64_t dropped;
-			if (guest_cursor_read(ch, &cur, deadline, &type, &data, &n, &dropped) != 1)
-				break;
-			if (type == AIRLOCK_FRAME_FILE_DATA && !too_big && len + n <= max) {
-				text = xrealloc(text, len + n + 1);
-				memcpy(text + len, data, n);
-				len += n;
-			} else if (type == AIRLOCK_FRAME_FILE_DATA) {
-				too_big = true;
-			}
-			free(data);
-		}
-		guest_cursor_close(ch, &cur);
+	size_t len;
+	int r = e2b_guest_file_read(sb, path, max, ret, &len, err);
+	if (r < 0 && err->code == AL_ERR_NOT_FOUND) {
+		*err = (struct al_error){0};
+		*ret = xstrdup("");
+		return 0;
 	}
-	text[len] = '\0';
-	struct al_error ferr = {0};
-	r = guest_stream_finish(ch, s, deadline, path, NULL, &ferr);
-	if (r < 0 && ferr.code == AL_ERR_NOT_FOUND) {
-		text[0] = '\0';
-	} else if (r < 0) {
-		*err = ferr;
-		return r;
-	} else if (too_big) {
-		return al_error_set(err, AL_ERR_TOO_LARGE, EFBIG, "the sandbox's %s is larger than %u KiB", path,
-		                    (unsigned)(max >> 10));
-	}
-	*ret = TAKE_PTR(text);
-	return 0;
+	return r;
 }
 
 void e2b_fs_accounts_release(struct e2b_fs_accounts *a)
