@@ -59,7 +59,7 @@ int e2b_user_resolve(const struct api_request *req, struct sandbox *sb, struct e
                      struct api_response *resp);
 /* Reads a small guest file whole (FILE_READ): at most max bytes (else
  * AL_ERR_GUEST, -EFBIG), NUL-terminated in *ret; a missing file is
- * AL_ERR_NOT_FOUND. The account files: /etc/passwd for the user (here),
+ * AL_ERR_NOT_FOUND. The account files: /etc/passwd for the user (api-e2b-user.c),
  * /etc/passwd and /etc/group for owner names (api-e2b-fs.c). */
 int e2b_guest_file_read(struct sandbox *sb, const char *path, size_t max, char **ret, size_t *ret_len,
                         struct al_error *err);
