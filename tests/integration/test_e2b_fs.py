@@ -108,8 +108,17 @@ def test_make_dir_list_move_remove(env):
     assert [e["path"] for e in body["entries"]] == ["/home/user/rawdir/a"], body
     status, body = rpc(env, "ListDir", {"path": "~/rawdir", "depth": 2})
     assert sorted(e["path"] for e in body["entries"]) == ["/home/user/rawdir/a", "/home/user/rawdir/a/b"], body
-    status, body = rpc(env, "Move", {"source": "rawdir/a", "destination": "rawdir/c"})
-    assert status == 200 and body["entry"]["path"] == "/home/user/rawdir/c", body
+    # depth first in lexical order, as envd's walk
+    for p in ("rawdir/c/z", "rawdir/b", "rawdir/c/y"):
+        rpc(env, "MakeDir", {"path": p})
+    status, body = rpc(env, "ListDir", {"path": "rawdir", "depth": 3})
+    assert [e["path"][len("/home/user/rawdir/"):] for e in body["entries"]] == ["a", "a/b", "b", "c", "c/y", "c/z"]
+    status, body = rpc(env, "ListDir", {"path": "rawdir", "depth": 0})  # proto's default: 1
+    assert [e["name"] for e in body["entries"]] == ["a", "b", "c"], body
+    status, body = rpc(env, "ListDir", {"path": "rawdir", "depth": 65})
+    assert status == 400, body
+    status, body = rpc(env, "Move", {"source": "rawdir/a", "destination": "rawdir/moved"})
+    assert status == 200 and body["entry"]["path"] == "/home/user/rawdir/moved", body
     status, body = rpc(env, "Remove", {"path": "rawdir"})
     assert status == 200, body
     status, body = rpc(env, "Remove", {"path": "rawdir"})  # envd's RemoveAll: gone already is fine

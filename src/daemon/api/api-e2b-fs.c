@@ -25,6 +25,7 @@
 /* SECURITY: what one ListDir may answer, whatever its depth. */
 #define E2B_LIST_ENTRIES_MAX 10000
 #define E2B_LIST_DEPTH_MAX 64
+#define E2B_LIST_HELD_MAX 20000
 /* As Linux: at most 40 symlinks followed on the way to a file. */
 #define E2B_SYMLINK_HOPS_MAX 40
 
@@ -308,8 +309,16 @@ API_HANDLER(api_e2b_fs_stat)
 	rpc_release(&c);
 }
 
-/* One directory of a ListDir into out, and below it while depth lasts. */
-static int list_dir(struct rpc *c, const char *dir, unsigned depth, json_t *out, struct al_error *err)
+static int entry_name_cmp(const void *a, const void *b)
+{
+	const char *x = json_string_value(json_object_get(*(json_t *const *)a, "name"));
+	const char *y = json_string_value(json_object_get(*(json_t *const *)b, "name"));
+	return strcmp(x ? x : "", y ? y : "");
+}
+
+/* One directory's entries, listed by the agent, sorted by name (envd walks
+ * in lexical order). */
+static int list_one(struct rpc *c, const char *dir, json_t ***ret, size_t *ret_n, struct al_error *err)
 {
 	cleanup_json json_t *msg = json_pack("{s:s, s:s}", "op", "list", "path", dir);
 	cleanup_json json_t *entries = json_array();
@@ -317,10 +326,42 @@ static int list_dir(struct rpc *c, const char *dir, unsigned depth, json_t *out,
 	int r = api_file_op(c->sb, msg, "list", &ok, entries, err);
 	if (r < 0)
 		return r;
-	size_t i;
-	json_t *st;
-	json_array_foreach (entries, i, st) {
-		const char *name = json_string_value(json_object_get(st, "name"));
+	size_t n = json_array_size(entries);
+	json_t **v = xcalloc(n ? n : 1, sizeof(*v));
+	for (size_t i = 0; i < n; i++)
+		v[i] = json_incref(json_array_get(entries, i));
+	qsort(v, n, sizeof(*v), entry_name_cmp);
+	*ret = v;
+	*ret_n = n;
+	return 0;
+}
+
+static void entries_free(json_t **v, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		json_decref(v[i]);
+	free(v);
+}
+
+/* One directory of a ListDir into out, and below it while depth lasts
+ * (depth first, as envd's walk). SECURITY: *held counts the entries of
+ * every directory still being walked, so a deep tree of wide directories
+ * costs the daemon at most E2B_LIST_HELD_MAX of them at once. */
+static int list_dir(struct rpc *c, const char *dir, unsigned depth, json_t *out, size_t *held, struct al_error *err)
+{
+	json_t **v = NULL;
+	size_t n = 0;
+	int r = list_one(c, dir, &v, &n, err);
+	if (r < 0)
+		return r;
+	*held += n;
+	if (*held > E2B_LIST_HELD_MAX)
+		r = al_error_set(err, AL_ERR_TOO_LARGE, EFBIG,
+		                 "the directories being listed hold more than %d entries: list with a smaller depth, "
+		                 "or a subdirectory",
+		                 E2B_LIST_HELD_MAX);
+	for (size_t i = 0; r == 0 && i < n; i++) {
+		const char *name = json_string_value(json_object_get(v[i], "name"));
 		char path[E2B_PATH_MAX + 1];
 		/* SECURITY: a guest's name must be one path component. */
 		if (!name || !name[0] || strchr(name, '/') || !strcmp(name, ".") || !strcmp(name, ".."))
@@ -328,20 +369,21 @@ static int list_dir(struct rpc *c, const char *dir, unsigned depth, json_t *out,
 		if ((size_t)snprintf(path, sizeof(path), "%s%s%s", dir, strcmp(dir, "/") ? "/" : "", name) >=
 		    sizeof(path))
 			continue;
-		if (json_array_size(out) >= E2B_LIST_ENTRIES_MAX)
-			return al_error_set(err, AL_ERR_TOO_LARGE, EFBIG,
-			                    "the listing has more than %d entries, the most one ListDir answers: list "
-			                    "with a smaller depth, or a subdirectory",
-			                    E2B_LIST_ENTRIES_MAX);
-		json_array_append_new(out, e2b_entry_info(st, path, c->acc.passwd, c->acc.group));
-		const char *type = json_string_value(json_object_get(st, "type"));
-		if (depth > 1 && type && !strcmp(type, "dir")) {
-			r = list_dir(c, path, depth - 1, out, err);
-			if (r < 0)
-				return r;
+		if (json_array_size(out) >= E2B_LIST_ENTRIES_MAX) {
+			r = al_error_set(err, AL_ERR_TOO_LARGE, EFBIG,
+			                 "the listing has more than %d entries, the most one ListDir answers: list "
+			                 "with a smaller depth, or a subdirectory",
+			                 E2B_LIST_ENTRIES_MAX);
+			break;
 		}
+		json_array_append_new(out, e2b_entry_info(v[i], path, c->acc.passwd, c->acc.group));
+		const char *type = json_string_value(json_object_get(v[i], "type"));
+		if (depth > 1 && type && !strcmp(type, "dir"))
+			r = list_dir(c, path, depth - 1, out, held, err);
 	}
-	return 0;
+	*held -= n;
+	entries_free(v, n);
+	return r;
 }
 
 API_HANDLER(api_e2b_fs_list_dir)
@@ -353,7 +395,8 @@ API_HANDLER(api_e2b_fs_list_dir)
 		return;
 	}
 	json_t *jd = json_object_get(c.body, "depth");
-	json_int_t depth = json_is_integer(jd) ? json_integer_value(jd) : 1;
+	json_int_t depth = json_is_integer(jd) && json_integer_value(jd) != 0 ? json_integer_value(jd) : 1;
+	size_t held = 0;
 	struct al_error err = {0};
 	cleanup_json json_t *st = NULL;
 	cleanup_json json_t *out = json_array();
@@ -369,7 +412,7 @@ API_HANDLER(api_e2b_fs_list_dir)
 	           (strcmp(type, "dir") && strcmp(type, "symlink"))) {
 		/* A symlink is followed (the agent's list opens it), as envd does. */
 		api_response_errorf(resp, AL_ERR_INVALID_ARGUMENT, "path %s is not a directory", path);
-	} else if (list_dir(&c, path, (unsigned)depth, out, &err) < 0) {
+	} else if (list_dir(&c, path, (unsigned)depth, out, &held, &err) < 0) {
 		api_response_error(resp, &err);
 	} else {
 		resp->body = json_pack("{s:O}", "entries", out);
