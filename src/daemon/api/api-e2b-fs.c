@@ -101,6 +101,8 @@ int e2b_fs_run(struct sandbox *sb, const char *const *argv, unsigned uid, unsign
 		guest_stream_done(ch, s, &type, &result);
 		r = guest_result_to_exit(type, result, &ex, err);
 	} else {
+		cleanup_json json_t *sig = json_pack("{s:i}", "signal", 9);
+		guest_stream_send_control(ch, s, AIRLOCK_FRAME_SIGNAL, sig); /* not left behind */
 		al_error_set(err, AL_ERR_TIMEOUT, -r, "%s in the sandbox did not finish in %d s", argv[0],
 		             E2B_FS_OP_TIMEOUT_MS / 1000);
 	}
