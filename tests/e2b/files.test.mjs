@@ -170,3 +170,16 @@ test('gzip: a read asking for it gets the bytes; a gzip upload is refused', asyn
   await assert.rejects(sbx.files.write('/tmp/gz.txt', 'zipped', { gzip: true }), InvalidArgumentError)
   assert.equal(await sbx.files.exists('/tmp/gz.txt'), false)
 })
+
+test('16 MiB both ways, streamed', async () => {
+  const size = 16 << 20
+  const data = new Uint8Array(size)
+  for (let i = 0; i < size; i += 4096) data[i] = (i >> 12) & 0xff
+  await sbx.files.write('/tmp/big.bin', new Blob([data]))
+  assert.equal((await sbx.files.getInfo('/tmp/big.bin')).size, size)
+  const stream = await sbx.files.read('/tmp/big.bin', { format: 'stream' })
+  const chunks = []
+  for await (const c of stream) chunks.push(Buffer.from(c))
+  assert.ok(Buffer.concat(chunks).equals(Buffer.from(data)))
+  await sbx.files.remove('/tmp/big.bin')
+})
