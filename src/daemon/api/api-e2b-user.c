@@ -35,9 +35,8 @@ static int request_user_name(const struct api_request *req, char ret[E2B_USER_NA
 	return 0;
 }
 
-/* Reads a small guest file whole (at most max bytes, else -EFBIG). */
-static int guest_file_slurp(struct sandbox *sb, const char *path, size_t max, char **ret, size_t *ret_len,
-                            struct al_error *err)
+int e2b_guest_file_read(struct sandbox *sb, const char *path, size_t max, char **ret, size_t *ret_len,
+                        struct al_error *err)
 {
 	struct guest_channel *ch = sandbox_channel(sb);
 	cleanup_json json_t *msg = json_pack("{s:s}", "path", path);
@@ -93,7 +92,7 @@ int e2b_user_resolve(const struct api_request *req, struct sandbox *sb, struct e
 	}
 	cleanup_free char *text = NULL;
 	size_t len = 0;
-	int r = guest_file_slurp(sb, PASSWD_PATH, PASSWD_MAX, &text, &len, &err);
+	int r = e2b_guest_file_read(sb, PASSWD_PATH, PASSWD_MAX, &text, &len, &err);
 	if (r < 0) {
 		api_response_error(resp, &err);
 		return r;

@@ -57,6 +57,12 @@ struct sandbox;
  * (400 for a malformed name, 400 for a user the guest does not have). */
 int e2b_user_resolve(const struct api_request *req, struct sandbox *sb, struct e2b_user *ret,
                      struct api_response *resp);
+/* Reads a small guest file whole (FILE_READ): at most max bytes (else
+ * AL_ERR_GUEST, -EFBIG), NUL-terminated in *ret; a missing file is
+ * AL_ERR_NOT_FOUND. The account files: /etc/passwd for the user (api-e2b-user.c),
+ * /etc/passwd and /etc/group for owner names (api-e2b-fs.c). */
+int e2b_guest_file_read(struct sandbox *sb, const char *path, size_t max, char **ret, size_t *ret_len,
+                        struct al_error *err);
 /* Rewrites an error answer ({"error":{"code","message"}}, status >= 400)
  * into the form a route of this kind answers with: the control API's
  * {"code":STATUS,"message"}; a Connect unary error (its status from its

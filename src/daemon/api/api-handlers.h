@@ -86,6 +86,25 @@ API_HANDLER(api_e2b_process_close_stdin);
 API_HANDLER(api_e2b_process_send_signal);
 API_HANDLER(api_e2b_process_update);
 API_HANDLER(api_e2b_process_stream_input);
+/* api-e2b-fs.c */
+API_HANDLER(api_e2b_fs_stat);
+API_HANDLER(api_e2b_fs_list_dir);
+API_HANDLER(api_e2b_fs_make_dir);
+API_HANDLER(api_e2b_fs_move);
+API_HANDLER(api_e2b_fs_remove);
+/* api-e2b-files.c */
+API_HANDLER(api_e2b_files_get);
+API_UPLOAD(api_e2b_files_post);
+
+/* api-files.c, shared with E2B's envd (api-e2b-fs.c, api-e2b-files.c). One
+ * FILE_OP (proto.h) on sb's channel: *ret_result is the OK payload; with
+ * entries (a list) the listed entries are appended, within the list limits. */
+struct sandbox;
+int api_file_op(struct sandbox *sb, json_t *msg, const char *what, json_t **ret_result, json_t *entries,
+                struct al_error *err);
+/* Answers with the bytes of the regular file at path (an absolute guest
+ * path), streamed; takes over sb (released when the answer is done). */
+void api_file_send(const struct api_request *req, struct api_response *resp, struct sandbox *sb, const char *path);
 
 /* api-admin.c: a 200 answer with a text body (text is taken over). */
 void api_answer_text(struct api_response *resp, char *text, const char *content_type);

@@ -101,6 +101,13 @@ static const struct api_route api_routes[] = {
     {"POST", "/e2b/envd/process.Process/Update", SMALL, api_e2b_process_update, NULL, false, API_ROUTE_E2B_ENVD},
     {"POST", "/e2b/envd/process.Process/StreamInput", SMALL, api_e2b_process_stream_input, NULL, false,
      API_ROUTE_E2B_ENVD},
+    {"POST", "/e2b/envd/filesystem.Filesystem/Stat", SMALL, api_e2b_fs_stat, NULL, false, API_ROUTE_E2B_ENVD},
+    {"POST", "/e2b/envd/filesystem.Filesystem/ListDir", SMALL, api_e2b_fs_list_dir, NULL, false, API_ROUTE_E2B_ENVD},
+    {"POST", "/e2b/envd/filesystem.Filesystem/MakeDir", SMALL, api_e2b_fs_make_dir, NULL, false, API_ROUTE_E2B_ENVD},
+    {"POST", "/e2b/envd/filesystem.Filesystem/Move", SMALL, api_e2b_fs_move, NULL, false, API_ROUTE_E2B_ENVD},
+    {"POST", "/e2b/envd/filesystem.Filesystem/Remove", SMALL, api_e2b_fs_remove, NULL, false, API_ROUTE_E2B_ENVD},
+    {"GET", "/e2b/envd/files", 0, api_e2b_files_get, NULL, false, API_ROUTE_E2B_ENVD},
+    {"POST", "/e2b/envd/files", 0, NULL, api_e2b_files_post, false, API_ROUTE_E2B_ENVD},
 };
 
 /* Matches one path against a pattern, collecting the {…} segments. */
