@@ -28,8 +28,7 @@
 #define LIST_PREFIX "{\"entries\":["
 #define LIST_SUFFIX "]}"
 
-/* A JSON string of arbitrary bytes: invalid UTF-8 becomes U+FFFD. */
-static json_t *json_string_lossy(const char *s, size_t n)
+json_t *agent_json_string_lossy(const char *s, size_t n)
 {
 	if (utf8_valid((const uint8_t *)s, n))
 		return json_stringn(s, n);
@@ -67,7 +66,7 @@ static int entry_json(int dir_fd, const char *name, const char *display, json_t 
 	if (fstatat(dir_fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
 		return -errno;
 	json_t *o = json_object();
-	json_object_set_new(o, "name", json_string_lossy(display, strlen(display)));
+	json_object_set_new(o, "name", agent_json_string_lossy(display, strlen(display)));
 	json_object_set_new(o, "type", json_string(type_name(st.st_mode)));
 	json_object_set_new(o, "size", json_integer((json_int_t)st.st_size));
 	json_object_set_new(o, "mode", json_integer(st.st_mode & 07777));
@@ -79,7 +78,7 @@ static int entry_json(int dir_fd, const char *name, const char *display, json_t 
 		char target[PATH_MAX];
 		ssize_t n = readlinkat(dir_fd, name, target, sizeof(target));
 		if (n >= 0)
-			json_object_set_new(o, "target", json_string_lossy(target, (size_t)n));
+			json_object_set_new(o, "target", agent_json_string_lossy(target, (size_t)n));
 	}
 	*ret = o;
 	return 0;

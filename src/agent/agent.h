@@ -87,7 +87,10 @@ enum stream_kind {
 	STREAM_FILE_WRITE,
 	STREAM_FILE_READ,
 	STREAM_FILE_LIST, /* FILE_OP "list": entries go out as the window allows */
+	STREAM_WATCH,     /* WATCH: inotify events go out as the window allows */
 };
+
+struct watch;
 
 struct stream {
 	uint32_t id; /* 0 once orphaned (THAW orphan_streams): the host may reuse it */
@@ -143,6 +146,9 @@ struct stream {
 	char *pending;
 	size_t list_need; /* output room the pending entry needs */
 	uint64_t count;
+
+	/* STREAM_WATCH: file_fd is its inotify instance (agent-watch.c). */
+	struct watch *watch;
 };
 
 struct outbuf;
@@ -265,6 +271,20 @@ bool agent_fileop_list_ready(const struct agent *a, const struct stream *s);
 /* Sends one chunk of a listing; true when the stream ended (and was freed). */
 bool agent_fileop_list_pump(struct agent *a, struct stream *s);
 
+/* agent-watch.c */
+int agent_watch_start(struct agent *a, uint32_t id, json_t *req, struct al_error *err);
+/* Whether its inotify fd should be polled (its queue has room). */
+bool agent_watch_want_read(const struct stream *s);
+void agent_watch_read(struct stream *s);
+/* Whether it has something to send and the credit for it. */
+bool agent_watch_ready(const struct agent *a, const struct stream *s);
+/* Sends one WATCH_EVENTS frame; true when the stream ended (and was freed). */
+bool agent_watch_pump(struct agent *a, struct stream *s);
+/* Ends the watch: OK {"reason":reason}, the stream freed. */
+void agent_watch_end(struct agent *a, struct stream *s, const char *reason);
+/* Part of agent_stream_free: the watch's tables (not its fd). */
+void agent_watch_free(struct stream *s);
+
 /* agent-snapshot.c */
 int agent_snapshot_freeze(struct agent *a, uint32_t id, json_t *req, struct al_error *err);
 int agent_snapshot_thaw(struct agent *a, uint32_t id, json_t *req, struct al_error *err);
@@ -276,6 +296,8 @@ int agent_metrics_send(struct agent *a, uint32_t id, json_t *req, struct al_erro
 
 /* JSON helpers shared by the parsers of host requests. */
 int agent_json_parse_object(const uint8_t *payload, size_t len, json_t **ret, struct al_error *err);
+/* A JSON string of arbitrary bytes: invalid UTF-8 becomes U+FFFD. */
+json_t *agent_json_string_lossy(const char *s, size_t n);
 /* A JSON string without embedded NUL bytes, or NULL. */
 const char *agent_json_get_cstring(json_t *v);
 
