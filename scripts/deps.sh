@@ -8,18 +8,31 @@ PKGS="build-essential gcc clang clang-format libclang-rt-14-dev make pkg-config
  python3-pytest python3-yaml iproute2 procps psmisc
  nftables libc-ares-dev openssl dnsutils
  libseccomp-dev strace"
+# Node.js and npm run E2B's SDK in tests/e2b: Debian's, unless a node is on PATH already.
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+	PKGS="$PKGS nodejs npm"
+fi
 missing=""
 for p in $PKGS; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
 done
-if [ -z "$missing" ]; then
+if [ -n "$missing" ]; then
+	if [ "$(id -u)" != 0 ]; then
+		echo "deps: missing packages:$missing; run 'make deps' as root" >&2
+		exit 1
+	fi
+	echo "deps: installing$missing"
+	apt-get update -q
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -q $missing
+else
 	echo "deps: all packages present"
-	exit 0
 fi
-if [ "$(id -u)" != 0 ]; then
-	echo "deps: missing packages:$missing; run 'make deps' as root" >&2
-	exit 1
+
+# The npm packages of tests/e2b (E2B's SDK, pinned in its package-lock.json),
+# installed again only when the lock file changed.
+e2b_dir=$(cd "$(dirname "$0")/.." && pwd)/tests/e2b
+if ! cmp -s "$e2b_dir/package-lock.json" "$e2b_dir/node_modules/.airlock-lock" 2>/dev/null; then
+	echo "deps: npm ci in tests/e2b"
+	npm ci --prefix "$e2b_dir" --no-audit --no-fund --loglevel=error
+	cp "$e2b_dir/package-lock.json" "$e2b_dir/node_modules/.airlock-lock"
 fi
-echo "deps: installing$missing"
-apt-get update -q
-DEBIAN_FRONTEND=noninteractive apt-get install -y -q $missing

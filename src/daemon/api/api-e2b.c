@@ -28,8 +28,8 @@ int e2b_envd_token(const char *tenant, const char *sandbox_id, char ret[E2B_ENVD
 	return 0;
 }
 
-int e2b_control_authenticate(const char *api_key, char ret_tenant[TENANT_NAME_MAX + 1],
-                             enum auth_failure *ret_failure, struct al_error *err)
+int e2b_control_authenticate(const char *api_key, char ret_tenant[TENANT_NAME_MAX + 1], enum auth_failure *ret_failure,
+                             struct al_error *err)
 {
 	/* The key is the token itself; auth_token_verify parses it as a Bearer value. */
 	if (api_key && strlen(api_key) > API_KEY_MAX) {
@@ -129,6 +129,7 @@ API_HANDLER(api_e2b_health)
 	if (rec.state == SANDBOX_RUNNING)
 		resp->status = 204;
 	else
-		api_response_errorf(resp, AL_ERR_UNAVAILABLE, "sandbox %s is %s", rec.id, sandbox_state_name(rec.state));
+		api_response_errorf(resp, AL_ERR_UNAVAILABLE, "sandbox %s is %s", rec.id,
+		                    sandbox_state_name(rec.state));
 	sandbox_record_release(&rec);
 }

@@ -36,14 +36,41 @@ int e2b_envd_token(const char *tenant, const char *sandbox_id, char ret[E2B_ENVD
 /* SECURITY: the headers of a request to the control API. X-API-KEY must be
  * a valid tenant token (auth_token_verify); ret_failure says why not, for
  * the failed-authentication log. */
-int e2b_control_authenticate(const char *api_key, char ret_tenant[TENANT_NAME_MAX + 1],
-                             enum auth_failure *ret_failure, struct al_error *err);
+int e2b_control_authenticate(const char *api_key, char ret_tenant[TENANT_NAME_MAX + 1], enum auth_failure *ret_failure,
+                             struct al_error *err);
 /* SECURITY: the headers of a request to envd. E2b-Sandbox-Id must name a
  * sandbox of this host and X-Access-Token must be its envd token (compared
  * in constant time); a wrong token and an unknown sandbox get the same
  * answer. Fills the sandbox's tenant and id. */
 int e2b_envd_authenticate(const char *sandbox_id, const char *access_token, char ret_tenant[TENANT_NAME_MAX + 1],
                           char ret_id[SANDBOX_ID_MAX + 1], enum auth_failure *ret_failure, struct al_error *err);
+
+/* ---- users and paths (api-e2b-user.c) ---- */
+
+#define E2B_USER_NAME_MAX 32
+#define E2B_DEFAULT_USER "user"
+#define E2B_PATH_MAX 4096
+
+/* Who an envd request acts as: a user of the guest's /etc/passwd. */
+struct e2b_user {
+	char name[E2B_USER_NAME_MAX + 1];
+	unsigned uid, gid;
+	char home[E2B_PATH_MAX + 1];
+};
+
+struct sandbox;
+/* SECURITY: the user named by the request (Authorization: Basic
+ * base64(NAME:) on RPCs, ?username= on /files; E2B_DEFAULT_USER when
+ * neither), a name of [A-Za-z0-9._-] (not starting with '-') of at most
+ * E2B_USER_NAME_MAX bytes, looked up in the guest's /etc/passwd (read as
+ * hostile input: bounded, each line checked). Answers errors into resp
+ * (400 for a malformed name, 400 for a user the guest does not have). */
+int e2b_user_resolve(const struct api_request *req, struct sandbox *sb, struct e2b_user *ret,
+                     struct api_response *resp);
+/* SECURITY: an envd path: absolute, or relative to the user's home ("~"
+ * and "~/…" too, as envd does); at most E2B_PATH_MAX bytes, no NUL, not
+ * empty. The guest resolves it (no host path is ever made of it). */
+int e2b_path_resolve(const struct e2b_user *u, const char *path, char ret[E2B_PATH_MAX + 1], struct al_error *err);
 
 /* Rewrites an error answer ({"error":{"code","message"}}, status >= 400)
  * into the form a route of this kind answers with: the control API's

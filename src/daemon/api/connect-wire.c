@@ -46,11 +46,21 @@ int connect_code_http_status(const char *code)
 		const char *name;
 		int status;
 	} table[] = {
-	    {"canceled", 499},          {"unknown", 500},           {"invalid_argument", 400},
-	    {"deadline_exceeded", 504}, {"not_found", 404},         {"already_exists", 409},
-	    {"permission_denied", 403}, {"resource_exhausted", 429}, {"failed_precondition", 412},
-	    {"aborted", 409},           {"out_of_range", 400},      {"unimplemented", 501},
-	    {"internal", 500},          {"unavailable", 503},       {"data_loss", 500},
+	    {"canceled", 499},
+	    {"unknown", 500},
+	    {"invalid_argument", 400},
+	    {"deadline_exceeded", 504},
+	    {"not_found", 404},
+	    {"already_exists", 409},
+	    {"permission_denied", 403},
+	    {"resource_exhausted", 429},
+	    {"failed_precondition", 412},
+	    {"aborted", 409},
+	    {"out_of_range", 400},
+	    {"unimplemented", 501},
+	    {"internal", 500},
+	    {"unavailable", 503},
+	    {"data_loss", 500},
 	    {"unauthenticated", 401},
 	};
 	for (size_t i = 0; i < ARRAY_SIZE(table); i++)
@@ -80,14 +90,15 @@ int connect_request_unwrap(const uint8_t *body, size_t len, json_t **ret_msg, st
 		                    CONNECT_MESSAGE_MAX);
 	if ((size_t)n != len - CONNECT_ENVELOPE_HEADER)
 		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
-		                    "the request's envelope says %u bytes but %zu follow it (one message expected)",
-		                    n, len - CONNECT_ENVELOPE_HEADER);
+		                    "the request's envelope says %u bytes but %zu follow it (one message expected)", n,
+		                    len - CONNECT_ENVELOPE_HEADER);
 	json_error_t jerr;
 	json_t *msg = json_loadb((const char *)body + CONNECT_ENVELOPE_HEADER, n, JSON_REJECT_DUPLICATES, &jerr);
 	if (!json_is_object(msg)) {
 		json_decref(msg);
-		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "the request message is not a JSON object%s%s",
-		                    jerr.text[0] && !msg ? ": " : "", !msg ? jerr.text : "");
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+		                    "the request message is not a JSON object%s%s", jerr.text[0] && !msg ? ": " : "",
+		                    !msg ? jerr.text : "");
 	}
 	*ret_msg = msg;
 	return 0;
@@ -116,7 +127,8 @@ uint8_t *connect_end_stream(const struct al_error *err, size_t *ret_len)
 {
 	cleanup_json json_t *msg = NULL;
 	if (err && err->code != AL_ERR_NONE)
-		msg = json_pack("{s:{s:s, s:s}}", "error", "code", connect_code_name(err->code), "message", err->message);
+		msg =
+		    json_pack("{s:{s:s, s:s}}", "error", "code", connect_code_name(err->code), "message", err->message);
 	else
 		msg = json_object();
 	return connect_envelope(CONNECT_FLAG_END_STREAM, msg, ret_len);
