@@ -268,13 +268,12 @@ int agent_watch_start(struct agent *a, uint32_t id, json_t *req, struct al_error
 	if (r <= 0) {
 		int e = r < 0 ? -r : ENOSPC;
 		agent_stream_free(a, s);
-		return al_error_set(err, AL_ERR_INTERNAL, e, "WATCH \"%s\": inotify_add_watch: %s", path,
-		                    strerror(e));
+		return al_error_set(err, AL_ERR_INTERNAL, e, "WATCH \"%s\": inotify_add_watch: %s", path, strerror(e));
 	}
 	if (w->recursive) /* the root's watch exists: only what is below it */
 		tree_add(w, s->file_fd, "", false, true);
-	cleanup_json json_t *start = json_pack("{s:b, s:I, s:[]}", "started", 1, "watches", (json_int_t)w->n_dirs,
-	                                       "events");
+	cleanup_json json_t *start =
+	    json_pack("{s:b, s:I, s:[]}", "started", 1, "watches", (json_int_t)w->n_dirs, "events");
 	if (w->unwatched)
 		json_object_set_new(start, "unwatched", json_integer((json_int_t)w->unwatched));
 	w->unwatched = 0;
@@ -381,8 +380,9 @@ bool agent_watch_pump(struct agent *a, struct stream *s)
 	used += (size_t)snprintf(chunk, sizeof(chunk), "{\"events\":[");
 	while (w->q_len > 0 && n_events < AIRLOCK_WATCH_FRAME_EVENTS_MAX) {
 		struct watch_event *e = &w->queue[w->q_head];
-		cleanup_json json_t *o = json_pack("{s:o, s:s}", "name", agent_json_string_lossy(e->name, strlen(e->name)),
-		                                   "op", watch_op_names[e->op]);
+		cleanup_json json_t *o =
+		    json_pack("{s:o, s:s}", "name", agent_json_string_lossy(e->name, strlen(e->name)), "op",
+		              watch_op_names[e->op]);
 		cleanup_free char *text = json_dumps(o, JSON_COMPACT);
 		if (!text)
 			abort();
@@ -400,8 +400,8 @@ bool agent_watch_pump(struct agent *a, struct stream *s)
 	}
 	used += (size_t)snprintf(chunk + used, sizeof(chunk) - used, "]");
 	if (w->lost)
-		used += (size_t)snprintf(chunk + used, sizeof(chunk) - used, ",\"lost\":%llu",
-		                         (unsigned long long)w->lost);
+		used +=
+		    (size_t)snprintf(chunk + used, sizeof(chunk) - used, ",\"lost\":%llu", (unsigned long long)w->lost);
 	if (w->unwatched)
 		used += (size_t)snprintf(chunk + used, sizeof(chunk) - used, ",\"unwatched\":%llu",
 		                         (unsigned long long)w->unwatched);

@@ -65,6 +65,9 @@ API_HANDLER(api_ca_get);
 /* api-e2b.c */
 API_HANDLER(api_e2b_health);
 
+/* api-e2b-watch.c */
+API_HANDLER(api_e2b_watch_dir);
+
 /* api-admin.c: a 200 answer with a text body (text is taken over). */
 void api_answer_text(struct api_response *resp, char *text, const char *content_type);
 /* The same with len bytes of data (taken over). */

@@ -66,6 +66,7 @@ static const struct api_route api_routes[] = {
     /* E2B compatibility (api-e2b.h, docs/e2b.md): not in openapi.yaml (E2B's
      * own specs describe them); each answers only under its own prefix. */
     {"GET", "/e2b/envd/health", 0, api_e2b_health, NULL, false, API_ROUTE_E2B_ENVD},
+    {"POST", "/e2b/envd/filesystem.Filesystem/WatchDir", 64 * 1024, api_e2b_watch_dir, NULL, false, API_ROUTE_E2B_ENVD},
 };
 
 /* Matches one path against a pattern, collecting the {…} segments. */
