@@ -158,7 +158,8 @@ static ssize_t watch_read(void *ctx, uint8_t *buf, size_t max)
 		uint64_t now = now_ms_monotonic();
 		if (w->deadline_ms && now >= w->deadline_ms) {
 			struct al_error err = {0};
-			al_error_set(&err, AL_ERR_TIMEOUT, ETIMEDOUT, "the watch reached its timeout (Connect-Timeout-Ms)");
+			al_error_set(&err, AL_ERR_TIMEOUT, ETIMEDOUT,
+			             "the watch reached its timeout (Connect-Timeout-Ms)");
 			reader_end(w, &err);
 			continue;
 		}
@@ -186,7 +187,8 @@ static ssize_t watch_read(void *ctx, uint8_t *buf, size_t max)
 			if (dropped && !w->finished) {
 				/* Not expected: the log keeps what its reader has not read. */
 				struct al_error err = {0};
-				al_error_set(&err, AL_ERR_INTERNAL, ENOBUFS, "events were lost on the host; watch again");
+				al_error_set(&err, AL_ERR_INTERNAL, ENOBUFS,
+				             "events were lost on the host; watch again");
 				reader_end(w, &err);
 			}
 			continue;
@@ -242,8 +244,8 @@ static int watch_wait_started(struct watch_reader *w, struct al_error *err)
 	uint8_t *data = NULL;
 	size_t len;
 	uint64_t dropped = 0;
-	int r = guest_cursor_read(w->ch, &w->cur, now_ms_monotonic() + E2B_WATCH_START_MS, &type, &data, &len,
-	                          &dropped);
+	int r =
+	    guest_cursor_read(w->ch, &w->cur, now_ms_monotonic() + E2B_WATCH_START_MS, &type, &data, &len, &dropped);
 	if (r == 1) {
 		cleanup_json json_t *j = json_loadb((const char *)data, len, 0, NULL);
 		free(data);
@@ -264,7 +266,8 @@ static int watch_wait_started(struct watch_reader *w, struct al_error *err)
 	cleanup_json json_t *result = NULL;
 	guest_stream_done(w->ch, w->s, &rtype, &result);
 	if (rtype != AIRLOCK_FRAME_ERROR)
-		return al_error_set(err, AL_ERR_UNAVAILABLE, ECONNRESET, "the sandbox went away before the watch began");
+		return al_error_set(err, AL_ERR_UNAVAILABLE, ECONNRESET,
+		                    "the sandbox went away before the watch began");
 	const char *code = json_string_value(json_object_get(result, "code"));
 	r = guest_result_to_error(result, "the directory watch", err);
 	if (code && !strcmp(code, "enotdir"))
