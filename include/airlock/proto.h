@@ -175,7 +175,7 @@ enum airlock_frame_type {
 	 * output is read and dropped) — then SIGCONTs the processes it stopped and
 	 * answers OK {"generation":N}. The HELLOs it sends afterwards carry N. */
 	AIRLOCK_FRAME_THAW = 19,
-	/* host -> guest, on a new stream: {"path":"/abs","recursive":bool}
+	/* host -> guest, on a new stream: {"path":"/abs","recursive":bool,"entries":bool}
 	 * watches a directory with inotify (recursive: every subdirectory too,
 	 * also those created later). The agent answers WATCH_EVENTS frames (the
 	 * first, {"started":true,"watches":N,"events":[]}, once the watches are
@@ -192,7 +192,9 @@ enum airlock_frame_type {
 	 * events the agent could not keep (the kernel's queue overflowed:
 	 * counted as 1, or AIRLOCK_WATCH_QUEUE_MAX events waited for credit);
 	 * "unwatched" counts directories left unwatched because the sandbox
-	 * reached AIRLOCK_WATCH_WATCHES_MAX. Both mean events were missed. */
+	 * reached AIRLOCK_WATCH_WATCHES_MAX. Both mean events were missed.
+	 * With "entries", a create, write or chmod event carries "entry": the
+	 * FILE_OP stat object of its path when it was sent (absent if gone). */
 	AIRLOCK_FRAME_WATCH_EVENTS = 21,
 	AIRLOCK_FRAME_TYPE_MAX = 21,
 };

@@ -59,8 +59,7 @@ static const char *type_name(mode_t m)
 	return S_ISREG(m) ? "file" : S_ISDIR(m) ? "dir" : S_ISLNK(m) ? "symlink" : "other";
 }
 
-/* The stat object of dir_fd/name (not following a final symlink). */
-static int entry_json(int dir_fd, const char *name, const char *display, json_t **ret)
+int agent_stat_json(int dir_fd, const char *name, const char *display, json_t **ret)
 {
 	struct stat st;
 	if (fstatat(dir_fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
@@ -120,9 +119,9 @@ static int op_stat(struct agent *a, uint32_t id, const char *path, struct al_err
 	int r = path_split_open(path, &dir_fd, name);
 	json_t *o = NULL;
 	if (r == -EBUSY) /* "/" */
-		r = entry_json(AT_FDCWD, "/", "/", &o);
+		r = agent_stat_json(AT_FDCWD, "/", "/", &o);
 	else if (r == 0)
-		r = entry_json(dir_fd, name, name, &o);
+		r = agent_stat_json(dir_fd, name, name, &o);
 	if (r < 0)
 		return al_error_set(err, AL_ERR_INTERNAL, -r, "stat \"%s\": %s", path, strerror(-r));
 	agent_channel_send_json(a, AIRLOCK_FRAME_OK, id, o);
@@ -156,7 +155,7 @@ static char *list_next(struct stream *s, int *ret_err)
 		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
 			continue;
 		cleanup_json json_t *o = NULL;
-		int r = entry_json(dirfd(s->dir), de->d_name, de->d_name, &o);
+		int r = agent_stat_json(dirfd(s->dir), de->d_name, de->d_name, &o);
 		if (r == -ENOENT)
 			continue; /* removed since readdir */
 		if (r < 0) {

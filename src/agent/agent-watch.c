@@ -53,6 +53,7 @@ struct watch_event {
 struct watch {
 	char *root; /* the watched directory's path, without a trailing slash (but "/") */
 	bool recursive;
+	bool entries; /* each create/write/chmod event carries the stat of its path, as sent */
 	struct watch_dir *dirs;
 	size_t n_dirs, cap_dirs;
 	struct watch_event *queue; /* ring of AIRLOCK_WATCH_QUEUE_MAX */
@@ -237,9 +238,10 @@ int agent_watch_start(struct agent *a, uint32_t id, json_t *req, struct al_error
 		al_error_prefix(err, "WATCH");
 		return r;
 	}
-	json_t *rec = json_object_get(req, "recursive");
-	if (rec && !json_is_boolean(rec))
-		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "WATCH: \"recursive\" must be a boolean");
+	json_t *rec = json_object_get(req, "recursive"), *entries = json_object_get(req, "entries");
+	if ((rec && !json_is_boolean(rec)) || (entries && !json_is_boolean(entries)))
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+		                    "WATCH: \"recursive\" and \"entries\" must be booleans");
 	if (watch_streams(a) >= AIRLOCK_WATCH_STREAMS_MAX)
 		return al_error_set(err, AL_ERR_CONFLICT, EMFILE,
 		                    "WATCH \"%s\": the sandbox already has %d directory watches, the most it may "
@@ -260,6 +262,7 @@ int agent_watch_start(struct agent *a, uint32_t id, json_t *req, struct al_error
 		len--;
 	w->root = xstrndup(path, len);
 	w->recursive = rec && json_is_true(rec);
+	w->entries = entries && json_is_true(entries);
 	w->queue = xcalloc(AIRLOCK_WATCH_QUEUE_MAX, sizeof(*w->queue));
 	struct stream *s = agent_stream_new(a, id, STREAM_WATCH);
 	s->watch = w;
@@ -360,15 +363,33 @@ void agent_watch_read(struct stream *s)
 	}
 }
 
-/* Room a frame needs beyond its events: the prefix and the counters. */
+/* Room a frame needs beyond its events: the prefix and the counters; and
+ * the most one event takes (a name, and with entries a symlink target, each
+ * PATH_MAX bytes that may triple as JSON). */
 #define WATCH_FRAME_OVERHEAD 96
+#define WATCH_EVENT_TEXT_MAX (2 * PATH_MAX * 3 + 256)
 
 bool agent_watch_ready(const struct agent *a, const struct stream *s)
 {
 	const struct watch *w = s->watch;
 	if (!w->q_len && !w->lost && !w->unwatched && !w->ending)
 		return false;
-	return agent_stream_output_room(a, s) >= WATCH_FRAME_OVERHEAD + PATH_MAX * 3;
+	return agent_stream_output_room(a, s) >= WATCH_FRAME_OVERHEAD + WATCH_EVENT_TEXT_MAX;
+}
+
+/* The stat of root/name now (the path may have changed since the event, as
+ * envd's may too); NULL when it is gone. */
+static json_t *event_entry(const struct watch *w, const struct watch_event *e)
+{
+	if (!w->entries || (e->op != WATCH_CREATE && e->op != WATCH_WRITE && e->op != WATCH_CHMOD))
+		return NULL;
+	char path[PATH_MAX];
+	int n = snprintf(path, sizeof(path), "%s/%s", w->root, e->name);
+	if (n < 0 || n >= (int)sizeof(path))
+		return NULL;
+	const char *base = strrchr(e->name, '/');
+	json_t *o = NULL;
+	return agent_stat_json(AT_FDCWD, path, base ? base + 1 : e->name, &o) == 0 ? o : NULL;
 }
 
 bool agent_watch_pump(struct agent *a, struct stream *s)
@@ -383,6 +404,9 @@ bool agent_watch_pump(struct agent *a, struct stream *s)
 		cleanup_json json_t *o =
 		    json_pack("{s:o, s:s}", "name", agent_json_string_lossy(e->name, strlen(e->name)), "op",
 		              watch_op_names[e->op]);
+		json_t *entry = event_entry(w, e);
+		if (entry)
+			json_object_set_new(o, "entry", entry);
 		cleanup_free char *text = json_dumps(o, JSON_COMPACT);
 		if (!text)
 			abort();

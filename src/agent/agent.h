@@ -265,6 +265,9 @@ bool agent_file_read_pump(struct agent *a, struct stream *s);
 int agent_json_get_path(json_t *o, const char *key, const char **ret, struct al_error *err);
 
 /* agent-fileops.c */
+/* The stat object of dir_fd/name (not following a final symlink), "name"
+ * being display: {"name","type","size","mode","uid","gid","mtime_ms","target"?}. */
+int agent_stat_json(int dir_fd, const char *name, const char *display, json_t **ret);
 int agent_fileop_start(struct agent *a, uint32_t id, json_t *req, struct al_error *err);
 /* Whether a listing can send its next chunk (it has the credit for it). */
 bool agent_fileop_list_ready(const struct agent *a, const struct stream *s);

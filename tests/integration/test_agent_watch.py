@@ -177,3 +177,30 @@ def test_watch_stream_limit(agent, tree):
     c.send(ah.WATCH, 200, {"path": tree})
     ftype, _, p = c.recv(200, 10)
     assert ftype == ah.ERROR and json.loads(p)["code"] == "emfile"
+
+
+def test_entries(agent, tree):
+    c = agent.client
+    c.send(ah.WATCH, 9, {"path": tree, "entries": True})
+    ftype, _, p = c.recv(9, 10)
+    assert ftype == ah.WATCH_EVENTS and json.loads(p)["started"]
+    with open(os.path.join(tree, "f"), "w") as f:
+        f.write("12345")
+    os.symlink("f", os.path.join(tree, "l"))
+    os.unlink(os.path.join(tree, "f"))
+    got = []
+    deadline = time.monotonic() + 10
+    while not any(e["op"] == "remove" for e in got):
+        assert time.monotonic() < deadline, got
+        ftype, _, p = c.recv(9, 10)
+        assert ftype == ah.WATCH_EVENTS
+        got += json.loads(p)["events"]
+    # The entry is the path's stat when the event was sent: f may be gone by then.
+    for e in got:
+        if e["op"] == "remove" or e["name"] == "f":
+            assert "entry" not in e or e["entry"]["name"] == "f", e
+    link = [e for e in got if e["name"] == "l" and e["op"] == "create"]
+    assert link and link[0]["entry"]["type"] == "symlink" and link[0]["entry"]["target"] == "f", got
+    c.send(ah.WATCH, 10, {"path": tree, "entries": 1})
+    ftype, _, p = c.recv(10, 10)
+    assert ftype == ah.ERROR and json.loads(p)["code"] == "einval"

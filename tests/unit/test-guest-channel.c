@@ -257,6 +257,15 @@ static void test_watch_events_checked(void **state)
 	    "{\"events\":[],\"lost\":\"1\"}",
 	    "{\"events\":[],\"started\":1}",
 	    "{\"events\":[],\"events\":[]}",
+	    "{\"events\":[{\"name\":\"a\",\"op\":\"write\",\"entry\":{}}]}",
+	    "{\"events\":[{\"name\":\"a\",\"op\":\"write\",\"entry\":{\"name\":\"a\",\"type\":\"fifo\",\"size\":1,"
+	    "\"mode\":420,\"uid\":0,\"gid\":0,\"mtime_ms\":1}}]}",
+	    "{\"events\":[{\"name\":\"a\",\"op\":\"write\",\"entry\":{\"name\":\"a\",\"type\":\"file\",\"size\":-1,"
+	    "\"mode\":420,\"uid\":0,\"gid\":0,\"mtime_ms\":1}}]}",
+	    "{\"events\":[{\"name\":\"a\",\"op\":\"write\",\"entry\":{\"name\":\"a\",\"type\":\"file\",\"size\":1,"
+	    "\"mode\":99999,\"uid\":0,\"gid\":0,\"mtime_ms\":1}}]}",
+	    "{\"events\":[{\"name\":\"a\",\"op\":\"write\",\"entry\":{\"name\":\"a\",\"type\":\"file\",\"size\":1,"
+	    "\"mode\":420,\"uid\":0,\"gid\":0,\"mtime_ms\":1,\"target\":7}}]}",
 	};
 	char why[160];
 	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
@@ -282,6 +291,17 @@ static void test_watch_events_checked(void **state)
 	assert_null(guest_watch_events_check((const uint8_t *)text, strlen(text), why, sizeof(why)));
 	free(text);
 	json_decref(many);
+
+	/* A good entry is kept, with only its members. */
+	const char *good =
+	    "{\"events\":[{\"name\":\"a\",\"op\":\"write\",\"entry\":{\"name\":\"a\",\"type\":\"symlink\","
+	    "\"size\":1,\"mode\":511,\"uid\":1000,\"gid\":1000,\"mtime_ms\":-5,\"target\":\"b\",\"x\":1}}]}";
+	json_t *j = guest_watch_events_check((const uint8_t *)good, strlen(good), why, sizeof(why));
+	assert_non_null(j);
+	json_t *entry = json_object_get(json_array_get(json_object_get(j, "events"), 0), "entry");
+	assert_int_equal(json_object_size(entry), 8);
+	assert_string_equal(json_string_value(json_object_get(entry, "target")), "b");
+	json_decref(j);
 
 	/* Through the channel: extra members are not kept; a bad frame is a strike. */
 	struct fixture *f = *state;

@@ -728,6 +728,46 @@ static bool watch_name_valid(json_t *v)
 	}
 }
 
+/* SECURITY: the stat object a watch event may carry (the FILE_OP stat of
+ * proto.h): every member typed and bounded, or the frame is refused; the
+ * copy has only these members. NULL when it is not valid. */
+static json_t *watch_entry_check(json_t *e)
+{
+	static const char *const types[] = {"file", "dir", "symlink", "other"};
+	json_t *name = json_object_get(e, "name"), *target = json_object_get(e, "target");
+	const char *type = json_string_value(json_object_get(e, "type"));
+	size_t k = 0;
+	while (type && k < ARRAY_SIZE(types) && strcmp(type, types[k]))
+		k++;
+	if (!json_is_object(e) || !json_is_string(name) || json_string_length(name) > GUEST_WATCH_NAME_MAX ||
+	    strlen(json_string_value(name)) != json_string_length(name) || !type || k == ARRAY_SIZE(types) ||
+	    (target && (!json_is_string(target) || json_string_length(target) > GUEST_WATCH_NAME_MAX ||
+	                strlen(json_string_value(target)) != json_string_length(target))))
+		return NULL;
+	static const struct {
+		const char *key;
+		json_int_t min, max;
+	} ints[] = {
+	    {"size", 0, INT64_MAX},
+	    {"mode", 0, 07777},
+	    {"uid", 0, UINT32_MAX},
+	    {"gid", 0, UINT32_MAX},
+	    {"mtime_ms", INT64_MIN, INT64_MAX},
+	};
+	json_t *out = json_pack("{s:O, s:s}", "name", name, "type", types[k]);
+	for (size_t i = 0; i < ARRAY_SIZE(ints); i++) {
+		json_t *v = json_object_get(e, ints[i].key);
+		if (!json_is_integer(v) || json_integer_value(v) < ints[i].min || json_integer_value(v) > ints[i].max) {
+			json_decref(out);
+			return NULL;
+		}
+		json_object_set(out, ints[i].key, v);
+	}
+	if (target)
+		json_object_set(out, "target", target);
+	return out;
+}
+
 static bool watch_count_valid(json_t *v)
 {
 	return !v || (json_is_integer(v) && json_integer_value(v) >= 0 && json_integer_value(v) <= (1ll << 53));
@@ -767,13 +807,19 @@ json_t *guest_watch_events_check(const uint8_t *payload, size_t len, char *why, 
 		size_t k = 0;
 		while (op && k < ARRAY_SIZE(ops) && strcmp(op, ops[k]))
 			k++;
-		if (!json_is_object(e) || !watch_name_valid(name) || !op || k == ARRAY_SIZE(ops)) {
-			snprintf(why, why_size, "event %zu is not {\"name\": a relative path, \"op\": %s}", i,
-			         "create|write|remove|rename|chmod");
+		json_t *entry = json_object_get(e, "entry"), *entry_copy = NULL;
+		if (!json_is_object(e) || !watch_name_valid(name) || !op || k == ARRAY_SIZE(ops) ||
+		    (entry && !(entry_copy = watch_entry_check(entry)))) {
+			snprintf(why, why_size,
+			         "event %zu is not {\"name\": a relative path, \"op\": %s, \"entry\"?: a stat object}",
+			         i, "create|write|remove|rename|chmod");
 			json_decref(out);
 			return NULL;
 		}
-		json_array_append_new(out_events, json_pack("{s:O, s:s}", "name", name, "op", ops[k]));
+		json_t *copy = json_pack("{s:O, s:s}", "name", name, "op", ops[k]);
+		if (entry_copy)
+			json_object_set_new(copy, "entry", entry_copy);
+		json_array_append_new(out_events, copy);
 	}
 	for (size_t c = 0; c < ARRAY_SIZE(counts); c++)
 		if (json_object_get(j, counts[c]))

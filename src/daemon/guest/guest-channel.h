@@ -234,7 +234,8 @@ int guest_channel_call(struct guest_channel *ch, uint8_t type, json_t *msg, uint
 /* SECURITY: a WATCH_EVENTS payload from the guest, checked: a JSON object
  * whose "events" (at most AIRLOCK_WATCH_FRAME_EVENTS_MAX) are each
  * {"name": a relative path of 1..GUEST_WATCH_NAME_MAX bytes without NUL,
- * empty, "." or ".." components, "op": create|write|remove|rename|chmod},
+ * empty, "." or ".." components, "op": create|write|remove|rename|chmod,
+ * "entry"?: a FILE_OP stat object, every member typed and bounded},
  * "lost", "unwatched", "watches" counts and "started" a boolean when
  * present. Returns a new object of only those members (what the channel
  * keeps in the stream's log and an API reads), or NULL with why set. */
