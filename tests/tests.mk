@@ -57,6 +57,10 @@ UNIT_SRC_api-connlimit := src/daemon/api/api-connlimit.c
 UNIT_LIBS_api-connlimit := -lpthread
 UNIT_SRC_auth-failures := src/daemon/api/auth-failures.c
 UNIT_LIBS_auth-failures := -lpthread
+# E2B's filesystem (issue 19): EntryInfo from the agent's stat, owner names
+# from the guest's account files, envd paths.
+UNIT_SRC_api-e2b-entry := src/daemon/api/api-e2b-entry.c
+UNIT_LIBS_api-e2b-entry := -ljansson
 # The secret store: AES-256-GCM, the host key file, the request parser
 # (api-request-secrets.c), the table and the sandboxes' bindings.
 UNIT_SRC_secrets := src/daemon/model/sandbox-model.c src/daemon/store/secrets.c src/daemon/api/api-request.c src/daemon/api/api-request-secrets.c src/daemon/net/network-policy.c \
@@ -186,6 +190,11 @@ FUZZ_SRC_fuzz-auth-header := src/daemon/store/auth.c src/daemon/store/events.c s
 	src/daemon/api/api-request.c src/daemon/model/sandbox-model.c src/daemon/net/network-policy.c
 FUZZ_LIBS_fuzz-auth-header := -ljansson -lcrypto -lsqlite3 -lpthread
 FUZZ_MAXLEN_fuzz-auth-header := 8192
+# E2B's filesystem entries (issue 19): the guest's account files and stat
+# objects, the client's paths.
+FUZZ_SRC_fuzz-e2b-entry := src/daemon/api/api-e2b-entry.c
+FUZZ_LIBS_fuzz-e2b-entry :=
+FUZZ_MAXLEN_fuzz-e2b-entry := 16384
 # The egress gateway: TLS ClientHello peek, HTTP request head, host names and
 # policy patterns (all guest input).
 FUZZ_SRC_fuzz-egress-tls := src/egress/egress-tls.c

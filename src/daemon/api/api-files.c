@@ -134,8 +134,8 @@ static int run_list(struct guest_channel *ch, json_t *msg, uint64_t deadline, js
 
 /* Runs one FILE_OP; *ret_result is the OK payload. A list also gathers its
  * entries (run_list). */
-static int run_op(struct sandbox *sb, json_t *msg, const char *what, json_t **ret_result, json_t *entries,
-                  struct al_error *err)
+int api_file_op(struct sandbox *sb, json_t *msg, const char *what, json_t **ret_result, json_t *entries,
+                struct al_error *err)
 {
 	struct guest_channel *ch = sandbox_channel(sb);
 	uint64_t deadline = now_ms_monotonic() + FILE_OP_TIMEOUT_MS;
@@ -150,7 +150,7 @@ static json_t *file_op(const struct api_request *req, struct api_response *resp,
 {
 	struct al_error err = {0};
 	json_t *result = NULL;
-	if (run_op(sb, msg, what, &result, entries, &err) < 0) {
+	if (api_file_op(sb, msg, what, &result, entries, &err) < 0) {
 		api_response_error(resp, &err);
 		return NULL;
 	}
@@ -392,12 +392,8 @@ static void start_download(const struct api_request *req, struct api_response *r
 	resp->content_length = -1;
 }
 
-API_HANDLER(api_file_get)
+void api_file_send(const struct api_request *req, struct api_response *resp, struct sandbox *sb, const char *path)
 {
-	const char *path = path_arg(req, resp);
-	struct sandbox *sb = path ? api_sandbox_acquire(req, resp) : NULL;
-	if (!sb)
-		return;
 	cleanup_json json_t *st = stat_path(req, resp, sb, path);
 	const char *type = json_string_value(json_object_get(st, "type"));
 	if (st && (!type || strcmp(type, "file"))) {
@@ -418,6 +414,14 @@ API_HANDLER(api_file_get)
 		}
 	}
 	sandbox_release(sb);
+}
+
+API_HANDLER(api_file_get)
+{
+	const char *path = path_arg(req, resp);
+	struct sandbox *sb = path ? api_sandbox_acquire(req, resp) : NULL;
+	if (sb)
+		api_file_send(req, resp, sb, path);
 }
 
 /* dirname and basename of a guest path, for tar -C DIR NAME. */

@@ -64,6 +64,25 @@ API_HANDLER(api_ca_get);
 
 /* api-e2b.c */
 API_HANDLER(api_e2b_health);
+/* api-e2b-fs.c */
+API_HANDLER(api_e2b_fs_stat);
+API_HANDLER(api_e2b_fs_list_dir);
+API_HANDLER(api_e2b_fs_make_dir);
+API_HANDLER(api_e2b_fs_move);
+API_HANDLER(api_e2b_fs_remove);
+/* api-e2b-files.c */
+API_HANDLER(api_e2b_files_get);
+API_UPLOAD(api_e2b_files_post);
+
+/* api-files.c, shared with E2B's envd (api-e2b-fs.c, api-e2b-files.c). One
+ * FILE_OP (proto.h) on sb's channel: *ret_result is the OK payload; with
+ * entries (a list) the listed entries are appended, within the list limits. */
+struct sandbox;
+int api_file_op(struct sandbox *sb, json_t *msg, const char *what, json_t **ret_result, json_t *entries,
+                struct al_error *err);
+/* Answers with the bytes of the regular file at path (an absolute guest
+ * path), streamed; takes over sb (released when the answer is done). */
+void api_file_send(const struct api_request *req, struct api_response *resp, struct sandbox *sb, const char *path);
 
 /* api-e2b-watch.c */
 API_HANDLER(api_e2b_watch_dir);

@@ -66,6 +66,13 @@ static const struct api_route api_routes[] = {
     /* E2B compatibility (api-e2b.h, docs/e2b.md): not in openapi.yaml (E2B's
      * own specs describe them); each answers only under its own prefix. */
     {"GET", "/e2b/envd/health", 0, api_e2b_health, NULL, false, API_ROUTE_E2B_ENVD},
+    {"POST", "/e2b/envd/filesystem.Filesystem/Stat", SMALL, api_e2b_fs_stat, NULL, false, API_ROUTE_E2B_ENVD},
+    {"POST", "/e2b/envd/filesystem.Filesystem/ListDir", SMALL, api_e2b_fs_list_dir, NULL, false, API_ROUTE_E2B_ENVD},
+    {"POST", "/e2b/envd/filesystem.Filesystem/MakeDir", SMALL, api_e2b_fs_make_dir, NULL, false, API_ROUTE_E2B_ENVD},
+    {"POST", "/e2b/envd/filesystem.Filesystem/Move", SMALL, api_e2b_fs_move, NULL, false, API_ROUTE_E2B_ENVD},
+    {"POST", "/e2b/envd/filesystem.Filesystem/Remove", SMALL, api_e2b_fs_remove, NULL, false, API_ROUTE_E2B_ENVD},
+    {"GET", "/e2b/envd/files", 0, api_e2b_files_get, NULL, false, API_ROUTE_E2B_ENVD},
+    {"POST", "/e2b/envd/files", 0, NULL, api_e2b_files_post, false, API_ROUTE_E2B_ENVD},
     {"POST", "/e2b/envd/filesystem.Filesystem/WatchDir", 64 * 1024, api_e2b_watch_dir, NULL, false, API_ROUTE_E2B_ENVD},
 };
 
