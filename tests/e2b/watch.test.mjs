@@ -65,6 +65,27 @@ test('watchDir: a relative path is under the home; recursive sees new subdirecto
   }
 })
 
+test('watchDir: includeEntry gives the EntryInfo of a created file', async () => {
+  await sbx.commands.run('rm -rf /home/user/we && mkdir -p /home/user/we')
+  const events = []
+  const handle = await sbx.files.watchDir('/home/user/we', (e) => events.push(e), { includeEntry: true })
+  try {
+    await sbx.files.write('/home/user/we/e.txt', 'hello')
+    // The upload is made by root and then given to the user (a chmod
+    // event): the entry is the path as it was when each event was sent.
+    const owned = (e) => e.name === 'e.txt' && e.entry?.owner === 'user'
+    await waitFor('an event with the entry of the user\'s file', () => events.some(owned))
+    const { entry } = events.find(owned)
+    assert.equal(entry.name, 'e.txt')
+    assert.equal(entry.path, '/home/user/we/e.txt')
+    assert.equal(entry.type, 'file')
+    assert.equal(entry.owner, 'user')
+    assert.ok(entry.modifiedTime instanceof Date, JSON.stringify(entry))
+  } finally {
+    await handle.stop()
+  }
+})
+
 test('watchDir: a missing directory is a NotFoundError', async () => {
   await assert.rejects(sbx.files.watchDir('/no/such/dir', () => {}), NotFoundError)
 })

@@ -16,13 +16,15 @@
  *
  * A missing directory answers not_found, a file invalid_argument, before
  * the stream starts. The guest's watch is cancelled (SIGNAL) when the
- * client goes away. includeEntry is accepted, but events carry no entry
- * (it would cost a stat round trip per event; the SDK then leaves
- * event.entry undefined, as it does for a removed path).
+ * client goes away. With includeEntry, create, write and chmod events
+ * carry the EntryInfo of their path (the guest's stat of it as it sent the
+ * event, api-e2b-entry.h; none when the path is gone by then).
  */
 #include <errno.h>
 #include <string.h>
 
+#include "api-e2b-entry.h"
+#include "api-e2b-fs.h"
 #include "api-e2b.h"
 #include "api-handlers.h"
 #include "connect-wire.h"
@@ -50,6 +52,11 @@ struct watch_reader {
 	uint64_t keepalive_at, deadline_ms; /* deadline 0: none */
 	int conn_fd;
 	bool finished; /* the end-of-stream envelope is in buf */
+	/* includeEntry: the watched directory and the guest's account files
+	 * (owner and group names). */
+	bool include_entry;
+	char root[E2B_PATH_MAX + 1];
+	struct e2b_fs_accounts acc;
 };
 
 static void reader_push(struct watch_reader *w, uint8_t *env, size_t n)
@@ -105,9 +112,18 @@ static void reader_chunk(struct watch_reader *w, const uint8_t *data, size_t len
 	json_t *e;
 	json_array_foreach (json_object_get(j, "events"), i, e) {
 		const char *type = event_type_name(json_string_value(json_object_get(e, "op")));
-		if (type)
-			reader_push_msg(w, json_pack("{s:{s:O, s:s}}", "filesystem", "name", json_object_get(e, "name"),
-			                             "type", type));
+		if (!type)
+			continue;
+		json_t *fs = json_pack("{s:O, s:s}", "name", json_object_get(e, "name"), "type", type);
+		json_t *entry = json_object_get(e, "entry");
+		if (w->include_entry && entry) {
+			/* Both checked: the root by e2b_fs_path, the name by the channel. */
+			char path[2 * E2B_PATH_MAX + 2];
+			snprintf(path, sizeof(path), "%s%s%s", w->root, strcmp(w->root, "/") ? "/" : "",
+			         json_string_value(json_object_get(e, "name")));
+			json_object_set_new(fs, "entry", e2b_entry_info(entry, path, w->acc.passwd, w->acc.group));
+		}
+		reader_push_msg(w, json_pack("{s:o}", "filesystem", fs));
 	}
 	json_int_t lost = json_integer_value(json_object_get(j, "lost"));
 	json_int_t unwatched = json_integer_value(json_object_get(j, "unwatched"));
@@ -209,6 +225,7 @@ static void watch_reader_free(void *ctx)
 	guest_cursor_close(w->ch, &w->cur);
 	guest_stream_unref(w->ch, w->s);
 	sandbox_release(w->sb);
+	e2b_fs_accounts_release(&w->acc);
 	free(w->buf);
 	free(w);
 }
@@ -216,7 +233,7 @@ static void watch_reader_free(void *ctx)
 /* SECURITY: the request message is client input: "path" a string (checked
  * by e2b_path_resolve), the flags booleans when present. */
 static int watch_request_parse(const struct api_request *req, json_t **ret_msg, bool *ret_recursive,
-                               struct al_error *err)
+                               bool *ret_include_entry, struct al_error *err)
 {
 	cleanup_json json_t *msg = NULL;
 	int r = connect_request_unwrap((const uint8_t *)req->body, req->body_len, &msg, err);
@@ -232,6 +249,7 @@ static int watch_request_parse(const struct api_request *req, json_t **ret_msg, 
 			                    flags[i]);
 	}
 	*ret_recursive = json_is_true(json_object_get(msg, "recursive"));
+	*ret_include_entry = json_is_true(json_object_get(msg, "includeEntry"));
 	*ret_msg = TAKE_PTR(msg);
 	return 0;
 }
@@ -281,8 +299,8 @@ API_HANDLER(api_e2b_watch_dir)
 {
 	struct al_error err = {0};
 	cleanup_json json_t *msg = NULL;
-	bool recursive = false;
-	if (watch_request_parse(req, &msg, &recursive, &err) < 0) {
+	bool recursive = false, include_entry = false;
+	if (watch_request_parse(req, &msg, &recursive, &include_entry, &err) < 0) {
 		api_response_error(resp, &err);
 		return;
 	}
@@ -301,7 +319,7 @@ API_HANDLER(api_e2b_watch_dir)
 		sandbox_release(sb);
 		return;
 	}
-	if (e2b_path_resolve(&user, json_string_value(json_object_get(msg, "path")), path, &err) < 0) {
+	if (e2b_fs_path(&user, json_string_value(json_object_get(msg, "path")), path, &err) < 0) {
 		sandbox_release(sb);
 		api_response_error(resp, &err);
 		return;
@@ -310,7 +328,16 @@ API_HANDLER(api_e2b_watch_dir)
 	w->sb = sb;
 	w->ch = sandbox_channel(sb);
 	w->conn_fd = req->conn_fd;
-	cleanup_json json_t *gmsg = json_pack("{s:s, s:b}", "path", path, "recursive", recursive);
+	w->include_entry = include_entry;
+	strlcpy_al(w->root, path, sizeof(w->root));
+	if (include_entry && e2b_fs_accounts_read(sb, &w->acc, &err) < 0) {
+		sandbox_release(sb);
+		free(w);
+		api_response_error(resp, &err);
+		return;
+	}
+	cleanup_json json_t *gmsg =
+	    json_pack("{s:s, s:b, s:b}", "path", path, "recursive", recursive, "entries", include_entry);
 	int r = guest_stream_start(w->ch, AIRLOCK_FRAME_WATCH, gmsg, GUEST_STREAM_LOG, 0, &w->s, &err);
 	if (r == 0 && guest_cursor_open(w->ch, w->s, true, &w->cur) < 0)
 		r = al_error_set(&err, AL_ERR_INTERNAL, EBUSY, "no reader for the watch");
