@@ -8,7 +8,8 @@
  * a walk, later as IN_CREATE / IN_MOVED_TO of a directory arrive; a new
  * directory is then scanned, and what is already in it is reported as
  * created (it may have been filled before its watch existed). A directory
- * moved away or removed loses its watches.
+ * moved away or removed loses its watches. The walks do not enter other
+ * filesystems (mount points below the root).
  *
  * Events wait in a per-stream queue (at most AIRLOCK_WATCH_QUEUE_MAX; the
  * same event twice in a row is kept once) and go out as WATCH_EVENTS frames
@@ -53,6 +54,7 @@ struct watch_event {
 struct watch {
 	char *root; /* the watched directory's path, without a trailing slash (but "/") */
 	bool recursive;
+	dev_t dev;    /* the root's filesystem: the recursive walk stays on it */
 	bool entries; /* each create/write/chmod event carries the stat of its path, as sent */
 	struct watch_dir *dirs;
 	size_t n_dirs, cap_dirs;
@@ -172,11 +174,12 @@ static void tree_add(struct watch *w, int ifd, const char *rel, bool report, boo
 				queue_push(w, WATCH_CREATE, child);
 			if (de->d_type != DT_DIR && de->d_type != DT_UNKNOWN)
 				continue;
-			if (de->d_type == DT_UNKNOWN) {
-				struct stat st;
-				if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(st.st_mode))
-					continue;
-			}
+			/* Not into another filesystem (/proc, /sys, a mount below):
+			 * like a recursive remove, a watch stays on the root's. */
+			struct stat st;
+			if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(st.st_mode) ||
+			    st.st_dev != w->dev)
+				continue;
 			if (n_todo == cap_todo) {
 				cap_todo *= 2;
 				todo = xrealloc(todo, cap_todo * sizeof(*todo));
@@ -262,6 +265,7 @@ int agent_watch_start(struct agent *a, uint32_t id, json_t *req, struct al_error
 		len--;
 	w->root = xstrndup(path, len);
 	w->recursive = rec && json_is_true(rec);
+	w->dev = st.st_dev;
 	w->entries = entries && json_is_true(entries);
 	w->queue = xcalloc(AIRLOCK_WATCH_QUEUE_MAX, sizeof(*w->queue));
 	struct stream *s = agent_stream_new(a, id, STREAM_WATCH);

@@ -204,3 +204,29 @@ def test_entries(agent, tree):
     c.send(ah.WATCH, 10, {"path": tree, "entries": 1})
     ftype, _, p = c.recv(10, 10)
     assert ftype == ah.ERROR and json.loads(p)["code"] == "einval"
+
+
+def test_recursive_stays_on_the_filesystem(agent):
+    """A recursive watch does not walk into other filesystems: /dev's
+    directories are watched, /dev/pts, /dev/shm, /dev/mqueue are not."""
+    root_dev = os.lstat("/dev").st_dev
+    others = [d for d in ("/dev/pts", "/dev/shm", "/dev/mqueue")
+              if os.path.isdir(d) and os.lstat(d).st_dev != root_dev]
+    if not others:
+        pytest.skip("no other filesystem mounted below /dev here")
+    same = 0
+    for top, dirs, _ in os.walk("/dev"):
+        keep = []
+        for d in dirs:
+            p = os.path.join(top, d)
+            st = os.lstat(p)
+            if not os.path.islink(p) and st.st_dev == root_dev:
+                keep.append(d)
+        dirs[:] = keep
+        same += 1
+    c = agent.client
+    msg = start(c, 11, "/dev", recursive=True)
+    assert msg["watches"] == same, (msg, same, others)
+    c.send(ah.SIGNAL, 11, {})
+    ev, (ftype, end) = frames(c, 11, lambda ev, m: False)
+    assert ftype == ah.OK and end["reason"] == "cancelled"
