@@ -66,6 +66,26 @@ static const struct api_route api_routes[] = {
     /* E2B compatibility (api-e2b.h, docs/e2b.md): not in openapi.yaml (E2B's
      * own specs describe them); each answers only under its own prefix. */
     {"GET", "/e2b/envd/health", 0, api_e2b_health, NULL, false, API_ROUTE_E2B_ENVD},
+    /* api-e2b-control.c: E2B's control API (docs/e2b.md, "Control API"). */
+    {"POST", "/e2b/v2/sandboxes", API_CREATE_BODY_MAX, api_e2b_create, NULL, false, API_ROUTE_E2B_CONTROL},
+    {"GET", "/e2b/v2/sandboxes", 0, api_e2b_list, NULL, false, API_ROUTE_E2B_CONTROL},
+    {"GET", "/e2b/sandboxes", 0, api_e2b_list_v1, NULL, false, API_ROUTE_E2B_CONTROL},
+    {"GET", "/e2b/sandboxes/{id}", 0, api_e2b_get, NULL, false, API_ROUTE_E2B_CONTROL},
+    {"DELETE", "/e2b/sandboxes/{id}", 0, api_e2b_kill, NULL, false, API_ROUTE_E2B_CONTROL},
+    {"POST", "/e2b/sandboxes/{id}/timeout", SMALL, api_e2b_timeout, NULL, false, API_ROUTE_E2B_CONTROL},
+    {"POST", "/e2b/sandboxes/{id}/pause", SMALL, api_e2b_pause, NULL, false, API_ROUTE_E2B_CONTROL},
+    {"POST", "/e2b/v2/sandboxes/{id}/connect", SMALL, api_e2b_connect, NULL, false, API_ROUTE_E2B_CONTROL},
+    {"POST", "/e2b/sandboxes/{id}/connect", SMALL, api_e2b_connect, NULL, false, API_ROUTE_E2B_CONTROL},
+    {"POST", "/e2b/sandboxes/{id}/resume", SMALL, api_e2b_resume, NULL, false, API_ROUTE_E2B_CONTROL},
+    {"PUT", "/e2b/sandboxes/{id}/network", API_NETWORK_BODY_MAX, api_e2b_network_put, NULL, false,
+     API_ROUTE_E2B_CONTROL},
+    {"GET", "/e2b/sandboxes/{id}/metrics", 0, api_e2b_metrics, NULL, false, API_ROUTE_E2B_CONTROL},
+    {"POST", "/e2b/sandboxes/{id}/fork", SMALL, api_e2b_unsupported, NULL, false, API_ROUTE_E2B_CONTROL},
+    {"POST", "/e2b/sandboxes/{id}/snapshots", SMALL, api_e2b_unsupported, NULL, false, API_ROUTE_E2B_CONTROL},
+    {"GET", "/e2b/snapshots", 0, api_e2b_unsupported, NULL, false, API_ROUTE_E2B_CONTROL},
+    {"DELETE", "/e2b/templates/{id}", 0, api_e2b_unsupported, NULL, false, API_ROUTE_E2B_CONTROL},
+    {"GET", "/e2b/sandboxes/{id}/logs", 0, api_e2b_unsupported, NULL, false, API_ROUTE_E2B_CONTROL},
+    {"GET", "/e2b/v2/sandboxes/{id}/logs", 0, api_e2b_unsupported, NULL, false, API_ROUTE_E2B_CONTROL},
     {"POST", "/e2b/envd/filesystem.Filesystem/WatchDir", 64 * 1024, api_e2b_watch_dir, NULL, false, API_ROUTE_E2B_ENVD},
 };
 
