@@ -34,6 +34,10 @@ PYTEST_ARGS ?=
 # while components are being written.
 UNIT_SRC_api-request := src/daemon/model/sandbox-model.c src/daemon/api/api-request.c src/daemon/net/network-policy.c
 UNIT_LIBS_api-request := -ljansson
+# E2B's control API requests mapped onto Airlock's (docs/e2b.md).
+UNIT_SRC_api-e2b-request := src/daemon/model/sandbox-model.c src/daemon/api/api-request.c src/daemon/net/network-policy.c \
+	src/daemon/api/api-e2b-request.c
+UNIT_LIBS_api-e2b-request := -ljansson
 UNIT_SRC_store := $(wildcard src/daemon/store/store*.c)
 UNIT_LIBS_store := -lsqlite3 -lpthread
 UNIT_SRC_cli-tar := src/cli/cli-tar.c
@@ -131,6 +135,14 @@ UNIT_SRC_template-snap-disk := src/daemon/core/template-snap-disk.c src/daemon/v
 	src/daemon/vmm/vmm-spawn.c src/daemon/obs/log.c
 UNIT_LIBS_template-snap-disk := -lcrypto -lpthread -lseccomp
 
+# E2B compatibility (issue 19): the Connect wire format of envd (request
+# envelopes, end-of-stream messages, codes, Connect-Timeout-Ms, base64).
+UNIT_SRC_connect-wire := src/daemon/api/connect-wire.c
+UNIT_LIBS_connect-wire :=
+# Its pure parsers of users and paths (the Basic header, the guest's /etc/passwd).
+UNIT_SRC_e2b-parse := src/daemon/api/api-e2b-parse.c
+UNIT_LIBS_e2b-parse :=
+
 UNIT_ALL := $(patsubst tests/unit/test-%.c,%,$(wildcard tests/unit/test-*.c))
 unit_missing = $(strip $(foreach f,$(UNIT_SRC_$(1)),$(if $(wildcard $(f)),,$(f))) \
 	$(if $(filter store,$(1)),$(if $(wildcard src/daemon/store/store*.c),,src/daemon/store/store*.c)))
@@ -176,6 +188,11 @@ FUZZ_MAXLEN_fuzz-frame := 200000
 FUZZ_SRC_fuzz-api-request := src/daemon/model/sandbox-model.c src/daemon/api/api-request.c src/daemon/net/network-policy.c
 FUZZ_LIBS_fuzz-api-request := -ljansson
 FUZZ_MAXLEN_fuzz-api-request := 8192
+# E2B's control API: the create and network bodies, the list query.
+FUZZ_SRC_fuzz-e2b-request := src/daemon/model/sandbox-model.c src/daemon/api/api-request.c src/daemon/net/network-policy.c \
+	src/daemon/api/api-e2b-request.c
+FUZZ_LIBS_fuzz-e2b-request := -ljansson
+FUZZ_MAXLEN_fuzz-e2b-request := 8192
 # The host side of the guest channel (hostile guest frames).
 FUZZ_SRC_fuzz-guest-channel := src/daemon/model/sandbox-model.c src/daemon/guest/guest-channel.c
 FUZZ_LIBS_fuzz-guest-channel := -ljansson -lpthread
@@ -233,6 +250,17 @@ FUZZ_MAXLEN_fuzz-secret-request := 16384
 FUZZ_SRC_fuzz-fc-response := src/daemon/vmm/firecracker/fc-api.c src/daemon/vmm/vmm-sock.c
 FUZZ_LIBS_fuzz-fc-response :=
 FUZZ_MAXLEN_fuzz-fc-response := 70000
+
+# E2B compatibility (issue 19): the Connect wire format of envd (request
+# envelopes, base64, Connect-Timeout-Ms, end-of-stream messages), and the
+# parsers of users and paths (the Basic header, the guest's /etc/passwd).
+# Seeds: tests/fuzz/make-corpus-e2b.py.
+FUZZ_SRC_fuzz-connect-wire := src/daemon/api/connect-wire.c
+FUZZ_LIBS_fuzz-connect-wire :=
+FUZZ_MAXLEN_fuzz-connect-wire := 70000
+FUZZ_SRC_fuzz-e2b-parse := src/daemon/api/api-e2b-parse.c
+FUZZ_LIBS_fuzz-e2b-parse :=
+FUZZ_MAXLEN_fuzz-e2b-parse := 20000
 
 FUZZ_ALL := $(patsubst tests/fuzz/%.c,%,$(wildcard tests/fuzz/fuzz-*.c))
 fuzz_missing = $(strip $(foreach f,$(FUZZ_SRC_$(1)),$(if $(wildcard $(f)),,$(f))))

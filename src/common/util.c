@@ -385,6 +385,31 @@ int utf8_next(const uint8_t *s, size_t n, uint32_t *ret_cp)
 	return (int)len;
 }
 
+/* text as UTF-8: each byte that does not start a valid sequence becomes
+ * U+FFFD. An error message may quote a guest's bytes or be cut inside a
+ * character, and a JSON string must be UTF-8 (json_pack refuses it). */
+char *utf8_repair(const char *text)
+{
+	static const char replacement[] = "\xef\xbf\xbd";
+	size_t n = strlen(text), o = 0;
+	char *out = xmalloc(3 * n + 1);
+	for (size_t i = 0; i < n;) {
+		uint32_t cp;
+		int k = utf8_next((const uint8_t *)text + i, n - i, &cp);
+		if (k > 0) {
+			memcpy(out + o, text + i, (size_t)k);
+			o += (size_t)k;
+			i += (size_t)k;
+		} else {
+			memcpy(out + o, replacement, 3);
+			o += 3;
+			i++;
+		}
+	}
+	out[o] = '\0';
+	return out;
+}
+
 bool name_valid(const char *name, size_t max)
 {
 	size_t n = strnlen(name, max + 1);

@@ -122,6 +122,10 @@ bool utf8_valid(const uint8_t *s, size_t n);
 /* Strict UTF-8 decoding of one code point (no overlongs, surrogates or values
  * above U+10FFFF); returns its length or -EILSEQ. */
 int utf8_next(const uint8_t *s, size_t n, uint32_t *ret_cp);
+/* text as UTF-8 (malloc'd): each byte that does not start a valid sequence
+ * becomes U+FFFD. For messages that may quote a guest's or client's bytes
+ * or be cut inside a character: a JSON string must be UTF-8. */
+char *utf8_repair(const char *text);
 /* base64 (RFC 4648, with padding). Decode returns -EINVAL on bad input. */
 char *base64_encode(const uint8_t *in, size_t n, size_t *ret_len);
 int base64_decode(const char *in, size_t n, uint8_t **ret_out, size_t *ret_len);

@@ -95,7 +95,10 @@ void e2b_error_render(enum api_route_kind kind, bool connect_stream, struct api_
 		return;
 	const char *code = json_string_value(json_object_get(e, "code"));
 	const char *msg = json_string_value(json_object_get(e, "message"));
+	/* code and msg point into the old body: it is released on return.
+	 * (clang's -Wunused-variable does not count the cleanup as a use.) */
 	cleanup_json json_t *old = resp->body;
+	(void)old;
 	resp->body = NULL;
 	if (kind == API_ROUTE_E2B_CONTROL) {
 		resp->body = json_pack("{s:i, s:s}", "code", resp->status, "message", msg ? msg : "");
@@ -117,7 +120,10 @@ void e2b_error_render(enum api_route_kind kind, bool connect_stream, struct api_
 	resp->body = json_pack("{s:s, s:s}", "code", name, "message", err.message);
 }
 
-/* envd's health check: 204 while the sandbox is there (the SDK's isRunning). */
+/* envd's health check: 204 while the sandbox runs. Otherwise (paused,
+ * killed, ...) 502, as E2B's proxy answers for a sandbox it cannot reach:
+ * the SDK's isRunning() reads exactly that status as false, and anything
+ * else as an error. The body is not an Airlock error, so it stays as it is. */
 API_HANDLER(api_e2b_health)
 {
 	struct sandbox_record rec;
@@ -126,10 +132,13 @@ API_HANDLER(api_e2b_health)
 		api_response_error(resp, &err);
 		return;
 	}
-	if (rec.state == SANDBOX_RUNNING)
+	if (rec.state == SANDBOX_RUNNING) {
 		resp->status = 204;
-	else
-		api_response_errorf(resp, AL_ERR_UNAVAILABLE, "sandbox %s is %s", rec.id,
-		                    sandbox_state_name(rec.state));
+	} else {
+		char msg[128];
+		snprintf(msg, sizeof(msg), "sandbox %s is %s", rec.id, sandbox_state_name(rec.state));
+		resp->status = 502;
+		resp->body = json_pack("{s:i, s:s, s:s}", "code", 502, "message", msg, "sandboxId", rec.id);
+	}
 	sandbox_record_release(&rec);
 }

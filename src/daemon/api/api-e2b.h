@@ -16,6 +16,7 @@
 
 #include <stdbool.h>
 
+#include "api-e2b-parse.h"
 #include "api.h"
 #include "auth.h"
 #include "error.h"
@@ -45,18 +46,7 @@ int e2b_control_authenticate(const char *api_key, char ret_tenant[TENANT_NAME_MA
 int e2b_envd_authenticate(const char *sandbox_id, const char *access_token, char ret_tenant[TENANT_NAME_MAX + 1],
                           char ret_id[SANDBOX_ID_MAX + 1], enum auth_failure *ret_failure, struct al_error *err);
 
-/* ---- users and paths (api-e2b-user.c) ---- */
-
-#define E2B_USER_NAME_MAX 32
-#define E2B_DEFAULT_USER "user"
-#define E2B_PATH_MAX 4096
-
-/* Who an envd request acts as: a user of the guest's /etc/passwd. */
-struct e2b_user {
-	char name[E2B_USER_NAME_MAX + 1];
-	unsigned uid, gid;
-	char home[E2B_PATH_MAX + 1];
-};
+/* ---- users and paths (api-e2b-user.c; their parsers: api-e2b-parse.h) ---- */
 
 struct sandbox;
 /* SECURITY: the user named by the request (Authorization: Basic
@@ -67,11 +57,6 @@ struct sandbox;
  * (400 for a malformed name, 400 for a user the guest does not have). */
 int e2b_user_resolve(const struct api_request *req, struct sandbox *sb, struct e2b_user *ret,
                      struct api_response *resp);
-/* SECURITY: an envd path: absolute, or relative to the user's home ("~"
- * and "~/…" too, as envd does); at most E2B_PATH_MAX bytes, no NUL, not
- * empty. The guest resolves it (no host path is ever made of it). */
-int e2b_path_resolve(const struct e2b_user *u, const char *path, char ret[E2B_PATH_MAX + 1], struct al_error *err);
-
 /* Rewrites an error answer ({"error":{"code","message"}}, status >= 400)
  * into the form a route of this kind answers with: the control API's
  * {"code":STATUS,"message"}; a Connect unary error (its status from its

@@ -64,6 +64,19 @@ API_HANDLER(api_ca_get);
 
 /* api-e2b.c */
 API_HANDLER(api_e2b_health);
+/* api-e2b-control.c */
+API_HANDLER(api_e2b_create);
+API_HANDLER(api_e2b_list);
+API_HANDLER(api_e2b_list_v1);
+API_HANDLER(api_e2b_get);
+API_HANDLER(api_e2b_kill);
+API_HANDLER(api_e2b_timeout);
+API_HANDLER(api_e2b_pause);
+API_HANDLER(api_e2b_connect);
+API_HANDLER(api_e2b_resume);
+API_HANDLER(api_e2b_network_put);
+API_HANDLER(api_e2b_metrics);
+API_HANDLER(api_e2b_unsupported);
 /* api-e2b-fs.c */
 API_HANDLER(api_e2b_fs_stat);
 API_HANDLER(api_e2b_fs_list_dir);

@@ -144,8 +144,9 @@ void api_response_error(struct api_response *resp, const struct al_error *err)
 	/* 503 is for a moment (a start slot, a sandbox being re-attached): when to ask again. */
 	if (err->code == AL_ERR_UNAVAILABLE && !resp->retry_after_s)
 		resp->retry_after_s = 1;
-	resp->body =
-	    json_pack("{s:{s:s, s:s}}", "error", "code", al_error_code_name(err->code), "message", err->message);
+	/* A message may quote a client's or guest's bytes, or be cut inside a character. */
+	cleanup_free char *message = utf8_repair(err->message);
+	resp->body = json_pack("{s:{s:s, s:s}}", "error", "code", al_error_code_name(err->code), "message", message);
 }
 
 int api_response_to_error(struct api_response *resp, struct al_error *err)

@@ -42,6 +42,9 @@ const char *connect_code_name(enum al_error_code code)
 
 int connect_code_http_status(const char *code)
 {
+	/* The protocol's table since its 2024 amendment (connectrpc.com RFC 003):
+	 * failed_precondition is 400, no longer 412 (@connectrpc/connect's
+	 * codeToHttpStatus agrees). */
 	static const struct {
 		const char *name;
 		int status;
@@ -54,7 +57,7 @@ int connect_code_http_status(const char *code)
 	    {"already_exists", 409},
 	    {"permission_denied", 403},
 	    {"resource_exhausted", 429},
-	    {"failed_precondition", 412},
+	    {"failed_precondition", 400},
 	    {"aborted", 409},
 	    {"out_of_range", 400},
 	    {"unimplemented", 501},
@@ -126,11 +129,12 @@ uint8_t *connect_envelope(uint8_t flags, const json_t *msg, size_t *ret_len)
 uint8_t *connect_end_stream(const struct al_error *err, size_t *ret_len)
 {
 	cleanup_json json_t *msg = NULL;
-	if (err && err->code != AL_ERR_NONE)
-		msg =
-		    json_pack("{s:{s:s, s:s}}", "error", "code", connect_code_name(err->code), "message", err->message);
-	else
+	if (err && err->code != AL_ERR_NONE) {
+		cleanup_free char *text = utf8_repair(err->message);
+		msg = json_pack("{s:{s:s, s:s}}", "error", "code", connect_code_name(err->code), "message", text);
+	} else {
 		msg = json_object();
+	}
 	return connect_envelope(CONNECT_FLAG_END_STREAM, msg, ret_len);
 }
 

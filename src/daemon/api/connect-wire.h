@@ -42,11 +42,13 @@ int connect_request_unwrap(const uint8_t *body, size_t len, json_t **ret_msg, st
  * buffer and its length in *ret_len. */
 uint8_t *connect_envelope(uint8_t flags, const json_t *msg, size_t *ret_len);
 /* The end-of-stream envelope: {} when err is NULL or has no code, else
- * {"error":{"code":C,"message":M}}. */
+ * {"error":{"code":C,"message":M}} (M with U+FFFD for each byte of the
+ * message that is not UTF-8). */
 uint8_t *connect_end_stream(const struct al_error *err, size_t *ret_len);
 
-/* SECURITY: the Connect-Timeout-Ms header's value: 1 to 10 ASCII digits,
- * else -EINVAL. */
+/* SECURITY: the Connect-Timeout-Ms header's value: 1 to 10 ASCII digits
+ * (no sign, no space), else -EINVAL, as @connectrpc/connect's parseTimeout
+ * reads it; "0" is 0, a deadline already passed: the caller decides. */
 int connect_timeout_parse(const char *value, uint64_t *ret_ms);
 
 /* Protobuf's JSON for bytes is base64 (util.h's base64_encode writes it).
