@@ -245,3 +245,23 @@ def rss_kib(pid):
             if line.startswith("VmRSS:"):
                 return int(line.split()[1])
     return 0
+
+
+def test_sandbox_deleted_ends_the_stream(e2b, sb):
+    """The sandbox goes away under a watch: the stream ends (unavailable),
+    and the DELETE does not wait for the watch's reader."""
+    rec = e2b.api.create_ok(template="minimal", vcpus=1, memory_mib=256)
+    with open(os.path.join(e2b.state_dir, "secrets.key"), "rb") as f:
+        key = f.read()
+    msg = ENVD_TOKEN_PURPOSE + b"\0" + rec["tenant"].encode() + b"\0" + rec["id"].encode()
+    other = Envd(e2b, rec["id"], "ea_" + hmac.new(key, msg, hashlib.sha256).hexdigest())
+    w = other.started({"path": "/tmp"})
+    try:
+        t0 = time.monotonic()
+        r = e2b.api.delete(rec["id"])
+        assert r.status == 200, r
+        n, end = w.until_end(timeout=30)
+        assert end.get("error", {}).get("code") == "unavailable", end
+        assert time.monotonic() - t0 < 30
+    finally:
+        w.close()
