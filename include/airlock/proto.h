@@ -11,7 +11,8 @@
  *   offset 4  u32  stream    0 = channel control, else a stream id chosen by the host
  *   offset 8  u32  length    payload bytes, <= AIRLOCK_FRAME_MAX_PAYLOAD
  *
- * Control payloads (HELLO, EXEC, EXIT, ERROR, FILE_*, OK) are a JSON object;
+ * Control payloads (HELLO, EXEC, EXIT, ERROR, FILE_*, OK, WATCH, WATCH_EVENTS)
+ * are a JSON object;
  * data payloads (STDIN, STDOUT, STDERR, FILE_DATA) are raw bytes; CREDIT is a
  * 4-byte big-endian byte count.
  *
@@ -79,6 +80,17 @@
  * pipes (the process blocks), and no other stream is affected.
  */
 #define AIRLOCK_OUTPUT_WINDOW (1024u * 1024u)
+
+/*
+ * Directory watches (WATCH): inotify watches in the whole guest (one per
+ * watched directory, over every WATCH stream), watch streams at once, events
+ * a watch keeps while the host has not credited them (past that they are
+ * counted as "lost"), and events in one WATCH_EVENTS frame.
+ */
+#define AIRLOCK_WATCH_WATCHES_MAX 8192
+#define AIRLOCK_WATCH_STREAMS_MAX 32
+#define AIRLOCK_WATCH_QUEUE_MAX 4096
+#define AIRLOCK_WATCH_FRAME_EVENTS_MAX 1024
 
 enum airlock_frame_type {
 	/* guest -> host, stream 0: {"proto":1,"agent":"VERSION","generation":N,
@@ -163,7 +175,28 @@ enum airlock_frame_type {
 	 * output is read and dropped) — then SIGCONTs the processes it stopped and
 	 * answers OK {"generation":N}. The HELLOs it sends afterwards carry N. */
 	AIRLOCK_FRAME_THAW = 19,
-	AIRLOCK_FRAME_TYPE_MAX = 19,
+	/* host -> guest, on a new stream: {"path":"/abs","recursive":bool,"entries":bool}
+	 * watches a directory with inotify (recursive: every subdirectory too,
+	 * also those created later). The agent answers WATCH_EVENTS frames (the
+	 * first, {"started":true,"watches":N,"events":[]}, once the watches are
+	 * in place), or ERROR (enoent, enotdir, emfile...). SIGNAL (any payload)
+	 * cancels the watch: OK {"reason":"cancelled"} ends the stream; so does
+	 * OK {"reason":"removed"} when the watched directory goes away. */
+	AIRLOCK_FRAME_WATCH = 20,
+	/* guest -> host, on a WATCH stream, within AIRLOCK_OUTPUT_WINDOW (the
+	 * host credits it like output): a JSON object
+	 * {"events":[{"name":"a/b","op":"create"|"write"|"remove"|"rename"|"chmod"}, ...],
+	 *  "lost":N, "unwatched":N, "started":true, "watches":N}
+	 * "name" is relative to the watched directory, never empty, never
+	 * absolute, without "." or ".." components. "lost" (absent = 0) counts
+	 * events the agent could not keep (the kernel's queue overflowed:
+	 * counted as 1, or AIRLOCK_WATCH_QUEUE_MAX events waited for credit);
+	 * "unwatched" counts directories left unwatched because the sandbox
+	 * reached AIRLOCK_WATCH_WATCHES_MAX. Both mean events were missed.
+	 * With "entries", a create, write or chmod event carries "entry": the
+	 * FILE_OP stat object of its path when it was sent (absent if gone). */
+	AIRLOCK_FRAME_WATCH_EVENTS = 21,
+	AIRLOCK_FRAME_TYPE_MAX = 21,
 };
 
 struct airlock_frame_header {

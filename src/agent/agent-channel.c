@@ -403,6 +403,7 @@ static const struct {
     [AIRLOCK_FRAME_METRICS] = {agent_metrics_send, true},
     [AIRLOCK_FRAME_FREEZE] = {agent_snapshot_freeze, true},
     [AIRLOCK_FRAME_THAW] = {agent_snapshot_thaw, false},
+    [AIRLOCK_FRAME_WATCH] = {agent_watch_start, false},
 };
 
 /* A frame that opens a stream: its handler's failure is the stream's ERROR
@@ -463,6 +464,7 @@ static void channel_dispatch(struct agent *a, const struct airlock_frame_header 
 	case AIRLOCK_FRAME_METRICS:
 	case AIRLOCK_FRAME_FREEZE:
 	case AIRLOCK_FRAME_THAW:
+	case AIRLOCK_FRAME_WATCH:
 		if (s)
 			channel_reject(a, h, EEXIST, "the stream is already in use");
 		else if (a->n_streams >= AGENT_MAX_STREAMS)
@@ -496,6 +498,9 @@ static void channel_dispatch(struct agent *a, const struct airlock_frame_header 
 		if (s && s->kind == STREAM_FILE_WRITE && h->type == AIRLOCK_FRAME_SIGNAL) {
 			/* The host gave up on the upload: nothing of it may stay behind. */
 			agent_file_write_cancel(a, s);
+		} else if (s && s->kind == STREAM_WATCH && h->type == AIRLOCK_FRAME_SIGNAL) {
+			/* The host's reader went away: the watch ends with it. */
+			agent_watch_end(a, s, "cancelled");
 		} else if (s && s->kind == STREAM_EXEC) {
 			if (h->type == AIRLOCK_FRAME_STDIN)
 				agent_exec_stdin(a, s, p, h->length);

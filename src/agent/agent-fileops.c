@@ -28,8 +28,7 @@
 #define LIST_PREFIX "{\"entries\":["
 #define LIST_SUFFIX "]}"
 
-/* A JSON string of arbitrary bytes: invalid UTF-8 becomes U+FFFD. */
-static json_t *json_string_lossy(const char *s, size_t n)
+json_t *agent_json_string_lossy(const char *s, size_t n)
 {
 	if (utf8_valid((const uint8_t *)s, n))
 		return json_stringn(s, n);
@@ -60,14 +59,13 @@ static const char *type_name(mode_t m)
 	return S_ISREG(m) ? "file" : S_ISDIR(m) ? "dir" : S_ISLNK(m) ? "symlink" : "other";
 }
 
-/* The stat object of dir_fd/name (not following a final symlink). */
-static int entry_json(int dir_fd, const char *name, const char *display, json_t **ret)
+int agent_stat_json(int dir_fd, const char *name, const char *display, json_t **ret)
 {
 	struct stat st;
 	if (fstatat(dir_fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
 		return -errno;
 	json_t *o = json_object();
-	json_object_set_new(o, "name", json_string_lossy(display, strlen(display)));
+	json_object_set_new(o, "name", agent_json_string_lossy(display, strlen(display)));
 	json_object_set_new(o, "type", json_string(type_name(st.st_mode)));
 	json_object_set_new(o, "size", json_integer((json_int_t)st.st_size));
 	json_object_set_new(o, "mode", json_integer(st.st_mode & 07777));
@@ -79,7 +77,7 @@ static int entry_json(int dir_fd, const char *name, const char *display, json_t 
 		char target[PATH_MAX];
 		ssize_t n = readlinkat(dir_fd, name, target, sizeof(target));
 		if (n >= 0)
-			json_object_set_new(o, "target", json_string_lossy(target, (size_t)n));
+			json_object_set_new(o, "target", agent_json_string_lossy(target, (size_t)n));
 	}
 	*ret = o;
 	return 0;
@@ -121,9 +119,9 @@ static int op_stat(struct agent *a, uint32_t id, const char *path, struct al_err
 	int r = path_split_open(path, &dir_fd, name);
 	json_t *o = NULL;
 	if (r == -EBUSY) /* "/" */
-		r = entry_json(AT_FDCWD, "/", "/", &o);
+		r = agent_stat_json(AT_FDCWD, "/", "/", &o);
 	else if (r == 0)
-		r = entry_json(dir_fd, name, name, &o);
+		r = agent_stat_json(dir_fd, name, name, &o);
 	if (r < 0)
 		return al_error_set(err, AL_ERR_INTERNAL, -r, "stat \"%s\": %s", path, strerror(-r));
 	agent_channel_send_json(a, AIRLOCK_FRAME_OK, id, o);
@@ -157,7 +155,7 @@ static char *list_next(struct stream *s, int *ret_err)
 		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
 			continue;
 		cleanup_json json_t *o = NULL;
-		int r = entry_json(dirfd(s->dir), de->d_name, de->d_name, &o);
+		int r = agent_stat_json(dirfd(s->dir), de->d_name, de->d_name, &o);
 		if (r == -ENOENT)
 			continue; /* removed since readdir */
 		if (r < 0) {

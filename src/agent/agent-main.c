@@ -70,6 +70,7 @@ void agent_stream_free(struct agent *a, struct stream *s)
 	if (s->dir)
 		closedir(s->dir);
 	free(s->pending);
+	agent_watch_free(s);
 	for (size_t i = 0; i < a->n_streams; i++) {
 		if (a->streams[i] == s) {
 			a->streams[i] = a->streams[--a->n_streams];
@@ -277,6 +278,14 @@ static void agent_loop(struct agent *a)
 			else if ((s->kind == STREAM_FILE_READ && agent_stream_output_room(a, s) > 0) ||
 			         (s->kind == STREAM_FILE_LIST && agent_fileop_list_ready(a, s)))
 				timeout = 0; /* regular files and directories are always readable */
+			if (s->kind == STREAM_WATCH) {
+				if (agent_watch_ready(a, s))
+					timeout = 0;
+				if (agent_watch_want_read(s)) {
+					s->poll_out = (int)n;
+					pfds[n++] = (struct pollfd){.fd = s->file_fd, .events = POLLIN};
+				}
+			}
 		}
 
 		if (poll(pfds, n, timeout) < 0) {
@@ -309,6 +318,12 @@ static void agent_loop(struct agent *a)
 				agent_file_read_pump(a, s);
 			else if (s->kind == STREAM_FILE_LIST && agent_fileop_list_ready(a, s))
 				agent_fileop_list_pump(a, s);
+			else if (s->kind == STREAM_WATCH) {
+				if (s->poll_out >= 0 && (pfds[s->poll_out].revents & POLLIN))
+					agent_watch_read(s);
+				if (agent_watch_ready(a, s))
+					agent_watch_pump(a, s);
+			}
 		}
 
 		if (port_idx >= 0) {

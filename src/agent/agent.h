@@ -87,7 +87,10 @@ enum stream_kind {
 	STREAM_FILE_WRITE,
 	STREAM_FILE_READ,
 	STREAM_FILE_LIST, /* FILE_OP "list": entries go out as the window allows */
+	STREAM_WATCH,     /* WATCH: inotify events go out as the window allows */
 };
+
+struct watch;
 
 struct stream {
 	uint32_t id; /* 0 once orphaned (THAW orphan_streams): the host may reuse it */
@@ -143,6 +146,9 @@ struct stream {
 	char *pending;
 	size_t list_need; /* output room the pending entry needs */
 	uint64_t count;
+
+	/* STREAM_WATCH: file_fd is its inotify instance (agent-watch.c). */
+	struct watch *watch;
 };
 
 struct outbuf;
@@ -259,11 +265,28 @@ bool agent_file_read_pump(struct agent *a, struct stream *s);
 int agent_json_get_path(json_t *o, const char *key, const char **ret, struct al_error *err);
 
 /* agent-fileops.c */
+/* The stat object of dir_fd/name (not following a final symlink), "name"
+ * being display: {"name","type","size","mode","uid","gid","mtime_ms","target"?}. */
+int agent_stat_json(int dir_fd, const char *name, const char *display, json_t **ret);
 int agent_fileop_start(struct agent *a, uint32_t id, json_t *req, struct al_error *err);
 /* Whether a listing can send its next chunk (it has the credit for it). */
 bool agent_fileop_list_ready(const struct agent *a, const struct stream *s);
 /* Sends one chunk of a listing; true when the stream ended (and was freed). */
 bool agent_fileop_list_pump(struct agent *a, struct stream *s);
+
+/* agent-watch.c */
+int agent_watch_start(struct agent *a, uint32_t id, json_t *req, struct al_error *err);
+/* Whether its inotify fd should be polled (its queue has room). */
+bool agent_watch_want_read(const struct stream *s);
+void agent_watch_read(struct stream *s);
+/* Whether it has something to send and the credit for it. */
+bool agent_watch_ready(const struct agent *a, const struct stream *s);
+/* Sends one WATCH_EVENTS frame; true when the stream ended (and was freed). */
+bool agent_watch_pump(struct agent *a, struct stream *s);
+/* Ends the watch: OK {"reason":reason}, the stream freed. */
+void agent_watch_end(struct agent *a, struct stream *s, const char *reason);
+/* Part of agent_stream_free: the watch's tables (not its fd). */
+void agent_watch_free(struct stream *s);
 
 /* agent-snapshot.c */
 int agent_snapshot_freeze(struct agent *a, uint32_t id, json_t *req, struct al_error *err);
@@ -276,6 +299,8 @@ int agent_metrics_send(struct agent *a, uint32_t id, json_t *req, struct al_erro
 
 /* JSON helpers shared by the parsers of host requests. */
 int agent_json_parse_object(const uint8_t *payload, size_t len, json_t **ret, struct al_error *err);
+/* A JSON string of arbitrary bytes: invalid UTF-8 becomes U+FFFD. */
+json_t *agent_json_string_lossy(const char *s, size_t n);
 /* A JSON string without embedded NUL bytes, or NULL. */
 const char *agent_json_get_cstring(json_t *v);
 

@@ -52,6 +52,8 @@ const char *frame_type_name(uint8_t type)
 	    [AIRLOCK_FRAME_METRICS] = "METRICS",
 	    [AIRLOCK_FRAME_FREEZE] = "FREEZE",
 	    [AIRLOCK_FRAME_THAW] = "THAW",
+	    [AIRLOCK_FRAME_WATCH] = "WATCH",
+	    [AIRLOCK_FRAME_WATCH_EVENTS] = "WATCH_EVENTS",
 	};
 	return type < ARRAY_SIZE(names) && names[type] ? names[type] : "an unknown frame";
 }

@@ -2,7 +2,8 @@
 /* Hostile guest frames through the host side of the channel: the frame
  * reader, then the per-frame handler with streams of both kinds open (HELLO
  * parsing, output caps and logs, CREDIT, EXIT/ERROR/OK payloads, unknown
- * streams and types), and a reader draining the log as the daemon would. */
+ * streams and types), a WATCH stream (WATCH_EVENTS checked field by field),
+ * and readers draining the logs as the daemon would. */
 #include <stdint.h>
 #include <sys/socket.h>
 
@@ -15,15 +16,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
 		abort();
 	struct guest_channel *ch = guest_channel_new(sv[0]);
-	struct guest_stream *s[3] = {NULL};
+	/* Streams 1-3 are execs, stream 4 a WATCH. */
+	struct guest_stream *s[4] = {NULL};
 	json_t *msg = json_object();
-	for (size_t i = 0; i < 3; i++)
-		if (guest_stream_start(ch, AIRLOCK_FRAME_EXEC, msg, i == 0 ? GUEST_STREAM_COLLECT : GUEST_STREAM_LOG,
-		                       4096, &s[i], NULL) < 0)
+	for (size_t i = 0; i < 4; i++)
+		if (guest_stream_start(ch, i == 3 ? AIRLOCK_FRAME_WATCH : AIRLOCK_FRAME_EXEC, msg,
+		                       i == 0 ? GUEST_STREAM_COLLECT : GUEST_STREAM_LOG, 4096, &s[i], NULL) < 0)
 			abort();
 	json_decref(msg);
-	struct guest_cursor cur;
-	if (guest_cursor_open(ch, s[1], true, &cur) < 0)
+	struct guest_cursor cur, wcur;
+	if (guest_cursor_open(ch, s[1], true, &cur) < 0 || guest_cursor_open(ch, s[3], true, &wcur) < 0)
 		abort();
 	struct frame_reader *r = xmalloc(sizeof(*r));
 	frame_reader_init(r);
@@ -56,6 +58,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				break;
 			free(chunk);
 		}
+		/* What a watch's reader gets is the checked copy: it must pass the
+		 * check again, unchanged. */
+		for (;;) {
+			uint8_t type, *chunk = NULL;
+			size_t len;
+			uint64_t dropped;
+			char why[160];
+			if (guest_cursor_read(ch, &wcur, 0, &type, &chunk, &len, &dropped) != 1)
+				break;
+			json_t *j = guest_watch_events_check(chunk, len, why, sizeof(why));
+			if (type != AIRLOCK_FRAME_WATCH_EVENTS || !j)
+				abort();
+			json_decref(j);
+			free(chunk);
+		}
 		guest_channel_flush(ch);
 	}
 	struct guest_hello hello;
@@ -65,7 +82,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	free(out[0].data);
 	free(out[1].data);
 	guest_cursor_close(ch, &cur);
-	for (size_t i = 0; i < 3; i++)
+	guest_cursor_close(ch, &wcur);
+	for (size_t i = 0; i < 4; i++)
 		guest_stream_unref(ch, s[i]);
 	free(r);
 	guest_channel_free(ch);

@@ -2,7 +2,7 @@
 /* Unit tests for the limits of the host side of the guest channel
  * (src/daemon/guest/guest-channel.c, issue 17): the output window enforced,
  * the logs of a sandbox bounded together,
- * results flattened and capped, frames of the wrong kind, late frames, unasked
+ * results flattened and capped, watch events checked, frames of the wrong kind, late frames, unasked
  * HELLOs, and the strikes that close the channel. Frames are handed to
  * guest_channel_handle_frame as guest_channel_read would. */
 #include <setjmp.h>
@@ -236,6 +236,107 @@ static void test_wrong_kind_and_strikes(void **state)
 	guest_stream_unref(f->ch, c);
 }
 
+/* WATCH_EVENTS: checked field by field; the log keeps the checked copy. */
+static void test_watch_events_checked(void **state)
+{
+	static const char *const bad[] = {
+	    "[]",
+	    "{}",
+	    "{\"events\":{}}",
+	    "{\"events\":[{\"name\":\"../x\",\"op\":\"create\"}]}",
+	    "{\"events\":[{\"name\":\"/etc/passwd\",\"op\":\"create\"}]}",
+	    "{\"events\":[{\"name\":\"a//b\",\"op\":\"create\"}]}",
+	    "{\"events\":[{\"name\":\"a/.\",\"op\":\"create\"}]}",
+	    "{\"events\":[{\"name\":\"a/\",\"op\":\"create\"}]}",
+	    "{\"events\":[{\"name\":\"\",\"op\":\"create\"}]}",
+	    "{\"events\":[{\"name\":\"a\\u0000b\",\"op\":\"create\"}]}",
+	    "{\"events\":[{\"name\":\"a\",\"op\":\"explode\"}]}",
+	    "{\"events\":[{\"name\":3,\"op\":\"create\"}]}",
+	    "{\"events\":[\"a\"]}",
+	    "{\"events\":[],\"lost\":-1}",
+	    "{\"events\":[],\"lost\":\"1\"}",
+	    "{\"events\":[],\"started\":1}",
+	    "{\"events\":[],\"events\":[]}",
+	    "{\"events\":[{\"name\":\"a\",\"op\":\"write\",\"entry\":{}}]}",
+	    "{\"events\":[{\"name\":\"a\",\"op\":\"write\",\"entry\":{\"name\":\"a\",\"type\":\"fifo\",\"size\":1,"
+	    "\"mode\":420,\"uid\":0,\"gid\":0,\"mtime_ms\":1}}]}",
+	    "{\"events\":[{\"name\":\"a\",\"op\":\"write\",\"entry\":{\"name\":\"a\",\"type\":\"file\",\"size\":-1,"
+	    "\"mode\":420,\"uid\":0,\"gid\":0,\"mtime_ms\":1}}]}",
+	    "{\"events\":[{\"name\":\"a\",\"op\":\"write\",\"entry\":{\"name\":\"a\",\"type\":\"file\",\"size\":1,"
+	    "\"mode\":99999,\"uid\":0,\"gid\":0,\"mtime_ms\":1}}]}",
+	    "{\"events\":[{\"name\":\"a\",\"op\":\"write\",\"entry\":{\"name\":\"a\",\"type\":\"file\",\"size\":1,"
+	    "\"mode\":420,\"uid\":0,\"gid\":0,\"mtime_ms\":1,\"target\":7}}]}",
+	};
+	char why[160];
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+		json_t *j = guest_watch_events_check((const uint8_t *)bad[i], strlen(bad[i]), why, sizeof(why));
+		if (j)
+			fail_msg("accepted: %s", bad[i]);
+	}
+	/* A name of GUEST_WATCH_NAME_MAX bytes passes, one more does not. */
+	for (size_t n = GUEST_WATCH_NAME_MAX; n <= GUEST_WATCH_NAME_MAX + 1; n++) {
+		char *text = xmalloc(n + 64);
+		int len = snprintf(text, n + 64, "{\"events\":[{\"name\":\"%0*d\",\"op\":\"write\"}]}", (int)n, 7);
+		json_t *j = guest_watch_events_check((const uint8_t *)text, (size_t)len, why, sizeof(why));
+		assert_true((j != NULL) == (n == GUEST_WATCH_NAME_MAX));
+		json_decref(j);
+		free(text);
+	}
+	/* Too many events in one frame. */
+	json_t *many = json_pack("{s:[]}", "events");
+	for (int i = 0; i <= AIRLOCK_WATCH_FRAME_EVENTS_MAX; i++)
+		json_array_append_new(json_object_get(many, "events"),
+		                      json_pack("{s:s, s:s}", "name", "a", "op", "write"));
+	char *text = json_dumps(many, JSON_COMPACT);
+	assert_null(guest_watch_events_check((const uint8_t *)text, strlen(text), why, sizeof(why)));
+	free(text);
+	json_decref(many);
+
+	/* A good entry is kept, with only its members. */
+	const char *good =
+	    "{\"events\":[{\"name\":\"a\",\"op\":\"write\",\"entry\":{\"name\":\"a\",\"type\":\"symlink\","
+	    "\"size\":1,\"mode\":511,\"uid\":1000,\"gid\":1000,\"mtime_ms\":-5,\"target\":\"b\",\"x\":1}}]}";
+	json_t *j = guest_watch_events_check((const uint8_t *)good, strlen(good), why, sizeof(why));
+	assert_non_null(j);
+	json_t *entry = json_object_get(json_array_get(json_object_get(j, "events"), 0), "entry");
+	assert_int_equal(json_object_size(entry), 8);
+	assert_string_equal(json_string_value(json_object_get(entry, "target")), "b");
+	json_decref(j);
+
+	/* Through the channel: extra members are not kept; a bad frame is a strike. */
+	struct fixture *f = *state;
+	struct guest_stream *s = start(f, AIRLOCK_FRAME_WATCH, GUEST_STREAM_LOG, 0);
+	struct guest_cursor cur;
+	assert_int_equal(guest_cursor_open(f->ch, s, true, &cur), 0);
+	uint32_t id = guest_stream_id(s);
+	assert_int_equal(frame_json(f, AIRLOCK_FRAME_WATCH_EVENTS, id,
+	                            "{\"events\":[{\"name\":\"d/f\",\"op\":\"create\",\"x\":[1,2]}],\"lost\":2,"
+	                            "\"junk\":{\"a\":1}}"),
+	                 0);
+	uint8_t type, *data = NULL;
+	size_t len;
+	uint64_t dropped;
+	assert_int_equal(guest_cursor_read(f->ch, &cur, 0, &type, &data, &len, &dropped), 1);
+	assert_int_equal(type, AIRLOCK_FRAME_WATCH_EVENTS);
+	json_t *kept = json_loadb((const char *)data, len, 0, NULL);
+	json_t *want = json_loads("{\"events\":[{\"name\":\"d/f\",\"op\":\"create\"}],\"lost\":2}", 0, NULL);
+	assert_true(json_equal(kept, want));
+	json_decref(kept);
+	json_decref(want);
+	free(data);
+	/* WATCH_EVENTS on an exec, a malformed one on the watch: strikes. */
+	struct guest_stream *e = start(f, AIRLOCK_FRAME_EXEC, GUEST_STREAM_COLLECT, 10);
+	assert_int_equal(frame_json(f, AIRLOCK_FRAME_WATCH_EVENTS, guest_stream_id(e), "{\"events\":[]}"), 0);
+	assert_ended(f, e, AIRLOCK_FRAME_ERROR, "guest_protocol");
+	assert_int_equal(
+	    frame_json(f, AIRLOCK_FRAME_WATCH_EVENTS, id, "{\"events\":[{\"name\":\"..\",\"op\":\"write\"}]}"), 0);
+	assert_ended(f, s, AIRLOCK_FRAME_ERROR, "guest_protocol");
+	assert_int_equal(guest_channel_strikes(f->ch), 2);
+	guest_cursor_close(f->ch, &cur);
+	guest_stream_unref(f->ch, s);
+	guest_stream_unref(f->ch, e);
+}
+
 static void test_late_frames_budget(void **state)
 {
 	struct fixture *f = *state;
@@ -336,6 +437,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_result_too_large, setup, teardown),
 	    cmocka_unit_test(test_utf8_cut),
 	    cmocka_unit_test_setup_teardown(test_wrong_kind_and_strikes, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_watch_events_checked, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_late_frames_budget, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_abandoned_stream_refills, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_hellos, setup, teardown),

@@ -106,6 +106,9 @@ int api_file_op(struct sandbox *sb, json_t *msg, const char *what, json_t **ret_
  * path), streamed; takes over sb (released when the answer is done). */
 void api_file_send(const struct api_request *req, struct api_response *resp, struct sandbox *sb, const char *path);
 
+/* api-e2b-watch.c */
+API_HANDLER(api_e2b_watch_dir);
+
 /* api-admin.c: a 200 answer with a text body (text is taken over). */
 void api_answer_text(struct api_response *resp, char *text, const char *content_type);
 /* The same with len bytes of data (taken over). */

@@ -108,6 +108,7 @@ static const struct api_route api_routes[] = {
     {"POST", "/e2b/envd/filesystem.Filesystem/Remove", SMALL, api_e2b_fs_remove, NULL, false, API_ROUTE_E2B_ENVD},
     {"GET", "/e2b/envd/files", 0, api_e2b_files_get, NULL, false, API_ROUTE_E2B_ENVD},
     {"POST", "/e2b/envd/files", 0, NULL, api_e2b_files_post, false, API_ROUTE_E2B_ENVD},
+    {"POST", "/e2b/envd/filesystem.Filesystem/WatchDir", 64 * 1024, api_e2b_watch_dir, NULL, false, API_ROUTE_E2B_ENVD},
 };
 
 /* Matches one path against a pattern, collecting the {…} segments. */

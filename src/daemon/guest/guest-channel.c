@@ -608,6 +608,8 @@ static bool frame_fits_stream(const struct guest_stream *s, uint8_t type)
 		 * the only FILE_OP stream with a log. */
 		return s->type == AIRLOCK_FRAME_FILE_READ ||
 		       (s->type == AIRLOCK_FRAME_FILE_OP && s->mode == GUEST_STREAM_LOG);
+	case AIRLOCK_FRAME_WATCH_EVENTS:
+		return s->type == AIRLOCK_FRAME_WATCH;
 	case AIRLOCK_FRAME_CREDIT:
 		return s->type == AIRLOCK_FRAME_EXEC || s->type == AIRLOCK_FRAME_FILE_WRITE;
 	case AIRLOCK_FRAME_OK:
@@ -703,6 +705,152 @@ static int handle_stream0_locked(struct guest_channel *ch, const struct airlock_
 	return 0;
 }
 
+/* SECURITY: a name in a guest's watch event: 1..GUEST_WATCH_NAME_MAX bytes
+ * (JSON made it UTF-8), no NUL, relative, without empty, "." or ".."
+ * components, so that joined to the watched directory it names something
+ * below it. */
+static bool watch_name_valid(json_t *v)
+{
+	if (!json_is_string(v))
+		return false;
+	const char *name = json_string_value(v);
+	size_t len = json_string_length(v);
+	if (len == 0 || len > GUEST_WATCH_NAME_MAX || strlen(name) != len)
+		return false;
+	for (const char *c = name;;) {
+		const char *slash = strchr(c, '/');
+		size_t n = slash ? (size_t)(slash - c) : strlen(c);
+		if (n == 0 || (n == 1 && c[0] == '.') || (n == 2 && c[0] == '.' && c[1] == '.'))
+			return false;
+		if (!slash)
+			return true;
+		c = slash + 1;
+	}
+}
+
+/* SECURITY: the stat object a watch event may carry (the FILE_OP stat of
+ * proto.h): every member typed and bounded, or the frame is refused; the
+ * copy has only these members. NULL when it is not valid. */
+static json_t *watch_entry_check(json_t *e)
+{
+	static const char *const types[] = {"file", "dir", "symlink", "other"};
+	json_t *name = json_object_get(e, "name"), *target = json_object_get(e, "target");
+	const char *type = json_string_value(json_object_get(e, "type"));
+	size_t k = 0;
+	while (type && k < ARRAY_SIZE(types) && strcmp(type, types[k]))
+		k++;
+	if (!json_is_object(e) || !json_is_string(name) || json_string_length(name) > GUEST_WATCH_NAME_MAX ||
+	    strlen(json_string_value(name)) != json_string_length(name) || !type || k == ARRAY_SIZE(types) ||
+	    (target && (!json_is_string(target) || json_string_length(target) > GUEST_WATCH_NAME_MAX ||
+	                strlen(json_string_value(target)) != json_string_length(target))))
+		return NULL;
+	static const struct {
+		const char *key;
+		json_int_t min, max;
+	} ints[] = {
+	    {"size", 0, INT64_MAX},
+	    {"mode", 0, 07777},
+	    {"uid", 0, UINT32_MAX},
+	    {"gid", 0, UINT32_MAX},
+	    {"mtime_ms", INT64_MIN, INT64_MAX},
+	};
+	json_t *out = json_pack("{s:O, s:s}", "name", name, "type", types[k]);
+	for (size_t i = 0; i < ARRAY_SIZE(ints); i++) {
+		json_t *v = json_object_get(e, ints[i].key);
+		if (!json_is_integer(v) || json_integer_value(v) < ints[i].min || json_integer_value(v) > ints[i].max) {
+			json_decref(out);
+			return NULL;
+		}
+		json_object_set(out, ints[i].key, v);
+	}
+	if (target)
+		json_object_set(out, "target", target);
+	return out;
+}
+
+static bool watch_count_valid(json_t *v)
+{
+	return !v || (json_is_integer(v) && json_integer_value(v) >= 0 && json_integer_value(v) <= (1ll << 53));
+}
+
+json_t *guest_watch_events_check(const uint8_t *payload, size_t len, char *why, size_t why_size)
+{
+	static const char *const ops[] = {"create", "write", "remove", "rename", "chmod"};
+	cleanup_json json_t *j = json_loadb((const char *)payload, len, JSON_REJECT_DUPLICATES, NULL);
+	json_t *events = json_object_get(j, "events"), *started = json_object_get(j, "started");
+	if (!json_is_object(j) || !json_is_array(events)) {
+		snprintf(why, why_size, "not a JSON object with an \"events\" array");
+		return NULL;
+	}
+	if (json_array_size(events) > AIRLOCK_WATCH_FRAME_EVENTS_MAX) {
+		snprintf(why, why_size, "%zu events in one frame (the limit is %d)", json_array_size(events),
+		         AIRLOCK_WATCH_FRAME_EVENTS_MAX);
+		return NULL;
+	}
+	const char *counts[] = {"lost", "unwatched", "watches"};
+	for (size_t i = 0; i < ARRAY_SIZE(counts); i++)
+		if (!watch_count_valid(json_object_get(j, counts[i]))) {
+			snprintf(why, why_size, "\"%s\" is not a count", counts[i]);
+			return NULL;
+		}
+	if (started && !json_is_boolean(started)) {
+		snprintf(why, why_size, "\"started\" is not a boolean");
+		return NULL;
+	}
+	json_t *out_events = json_array();
+	json_t *out = json_pack("{s:o}", "events", out_events);
+	size_t i;
+	json_t *e;
+	json_array_foreach (events, i, e) {
+		json_t *name = json_object_get(e, "name");
+		const char *op = json_string_value(json_object_get(e, "op"));
+		size_t k = 0;
+		while (op && k < ARRAY_SIZE(ops) && strcmp(op, ops[k]))
+			k++;
+		json_t *entry = json_object_get(e, "entry"), *entry_copy = NULL;
+		if (!json_is_object(e) || !watch_name_valid(name) || !op || k == ARRAY_SIZE(ops) ||
+		    (entry && !(entry_copy = watch_entry_check(entry)))) {
+			snprintf(why, why_size,
+			         "event %zu is not {\"name\": a relative path, \"op\": %s, \"entry\"?: a stat object}",
+			         i, "create|write|remove|rename|chmod");
+			json_decref(out);
+			return NULL;
+		}
+		json_t *copy = json_pack("{s:O, s:s}", "name", name, "op", ops[k]);
+		if (entry_copy)
+			json_object_set_new(copy, "entry", entry_copy);
+		json_array_append_new(out_events, copy);
+	}
+	for (size_t c = 0; c < ARRAY_SIZE(counts); c++)
+		if (json_object_get(j, counts[c]))
+			json_object_set(out, counts[c], json_object_get(j, counts[c]));
+	if (started)
+		json_object_set(out, "started", started);
+	return out;
+}
+
+/* A WATCH_EVENTS frame within the window: what is kept (and read by the
+ * API) is the checked copy, never the guest's bytes; the credit is for the
+ * guest's bytes. */
+static int handle_watch_events_locked(struct guest_channel *ch, struct guest_stream *s,
+                                      const struct airlock_frame_header *h, const uint8_t *payload)
+{
+	if (s->out_pending + h->length > AIRLOCK_OUTPUT_WINDOW)
+		return violation_locked(ch, s, "%s beyond the output window: %" PRIu64 " bytes not credited yet",
+		                        frame_type_name(h->type), s->out_pending + h->length);
+	char why[160];
+	cleanup_json json_t *checked = guest_watch_events_check(payload, h->length, why, sizeof(why));
+	if (!checked)
+		return violation_locked(ch, s, "a malformed WATCH_EVENTS: %s", why);
+	cleanup_free char *text = json_dumps(checked, JSON_COMPACT);
+	if (!text)
+		abort();
+	log_append(ch, s, h->type, (const uint8_t *)text, strlen(text));
+	s->out_pending += h->length;
+	credit_locked(ch, s, false);
+	return 0;
+}
+
 /* Output within the stream's window (AIRLOCK_OUTPUT_WINDOW): the host
  * returns credit as it consumes, so received-but-not-credited bytes are what
  * the agent may have in flight; more is a guest ignoring its window. */
@@ -743,6 +891,8 @@ int guest_channel_handle_frame(struct guest_channel *ch, const struct airlock_fr
 			                ((uint32_t)payload[2] << 8) | payload[3];
 	} else if (h->type == AIRLOCK_FRAME_EXIT || h->type == AIRLOCK_FRAME_ERROR || h->type == AIRLOCK_FRAME_OK)
 		r = handle_result_locked(ch, s, h, payload);
+	else if (h->type == AIRLOCK_FRAME_WATCH_EVENTS)
+		r = handle_watch_events_locked(ch, s, h, payload);
 	else
 		r = handle_output_locked(ch, s, h, payload);
 	pthread_cond_broadcast(&ch->cond);

@@ -60,6 +60,8 @@
 /* HELLOs and stream-0 ERRORs a connection may send unasked (the agent says
  * hello once when it opens the port); past that, each is a violation. */
 #define GUEST_UNASKED_MAX 8
+/* The longest name in a watch event (a path below the watched directory). */
+#define GUEST_WATCH_NAME_MAX 4095u
 
 struct guest_channel;
 struct guest_stream;
@@ -228,6 +230,16 @@ int guest_cursor_read(struct guest_channel *ch, struct guest_cursor *c, uint64_t
  * becomes an API error ("what" names the operation). */
 int guest_channel_call(struct guest_channel *ch, uint8_t type, json_t *msg, uint64_t deadline_ms, const char *what,
                        json_t **ret_result, struct al_error *err);
+
+/* SECURITY: a WATCH_EVENTS payload from the guest, checked: a JSON object
+ * whose "events" (at most AIRLOCK_WATCH_FRAME_EVENTS_MAX) are each
+ * {"name": a relative path of 1..GUEST_WATCH_NAME_MAX bytes without NUL,
+ * empty, "." or ".." components, "op": create|write|remove|rename|chmod,
+ * "entry"?: a FILE_OP stat object, every member typed and bounded},
+ * "lost", "unwatched", "watches" counts and "started" a boolean when
+ * present. Returns a new object of only those members (what the channel
+ * keeps in the stream's log and an API reads), or NULL with why set. */
+json_t *guest_watch_events_check(const uint8_t *payload, size_t len, char *why, size_t why_size);
 
 /* Parses an EXIT result. */
 int guest_result_to_exit(uint8_t type, json_t *result, struct exec_exit *ret, struct al_error *err);
