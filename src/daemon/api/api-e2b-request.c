@@ -10,6 +10,7 @@
 #include "api-e2b-request.h"
 #include "json-cleanup.h"
 #include "network-policy.h"
+#include "sandbox-model.h"
 #include "util.h"
 
 /* A JSON object body ("" is {}), duplicates refused; the parser's message
@@ -247,17 +248,6 @@ int e2b_network_request_parse(const char *body, size_t len, char **ret_policy_js
 
 /* ---- the query of a list ------------------------------------------------------------------------ */
 
-/* "sb-" and 16 hex digits (sandbox_id_valid, which lives with the sandboxes). */
-static bool e2b_sandbox_id_shaped(const char *id)
-{
-	if (strlen(id) != 19 || strncmp(id, "sb-", 3) != 0)
-		return false;
-	for (size_t i = 3; i < 19; i++)
-		if (!((id[i] >= '0' && id[i] <= '9') || (id[i] >= 'a' && id[i] <= 'f')))
-			return false;
-	return true;
-}
-
 static int e2b_hex(char c)
 {
 	if (c >= '0' && c <= '9')
@@ -361,7 +351,7 @@ static int e2b_time_parse(const char *s, uint64_t *ret_ms)
 static int e2b_token_parse(const char *s, struct e2b_list_query *q)
 {
 	const char *dot = strchr(s, '.');
-	if (strlen(s) > E2B_NEXT_TOKEN_MAX || !dot || dot == s || dot - s > 20 || !e2b_sandbox_id_shaped(dot + 1))
+	if (strlen(s) > E2B_NEXT_TOKEN_MAX || !dot || dot == s || dot - s > 20 || !sandbox_id_valid(dot + 1))
 		return -EINVAL;
 	uint64_t ms = 0;
 	for (const char *p = s; p < dot; p++) {

@@ -20,16 +20,6 @@ const struct daemon_config *sb_cfg;
 pthread_mutex_t sb_registry_lock = PTHREAD_MUTEX_INITIALIZER;
 struct sandbox *sb_registry;
 
-bool sandbox_id_valid(const char *id)
-{
-	if (strlen(id) != 19 || strncmp(id, "sb-", 3) != 0)
-		return false;
-	for (size_t i = 3; i < 19; i++)
-		if (!((id[i] >= '0' && id[i] <= '9') || (id[i] >= 'a' && id[i] <= 'f')))
-			return false;
-	return true;
-}
-
 struct sandbox *sandbox_new(const struct sandbox_record *rec)
 {
 	struct sandbox *sb = xcalloc(1, sizeof(*sb));

@@ -151,7 +151,4 @@ void sandbox_env_free(char **env, size_t n);
 /* Live sandboxes (creating or running) of a tenant and what they hold. */
 void sandbox_usage(const char *tenant, unsigned *ret_sandboxes, unsigned *ret_vcpus, unsigned *ret_memory_mib);
 
-/* Sandbox ids are "sb-" + 16 lowercase hex digits. */
-bool sandbox_id_valid(const char *id);
-
 #endif

@@ -14,6 +14,16 @@ void kv_list_release(struct kv_list *l)
 	*l = (struct kv_list){0};
 }
 
+bool sandbox_id_valid(const char *id)
+{
+	if (strlen(id) != 19 || strncmp(id, "sb-", 3) != 0)
+		return false;
+	for (size_t i = 3; i < 19; i++)
+		if (!((id[i] >= '0' && id[i] <= '9') || (id[i] >= 'a' && id[i] <= 'f')))
+			return false;
+	return true;
+}
+
 bool template_name_valid(const char *name)
 {
 	return name_valid(name, SANDBOX_TEMPLATE_NAME_MAX);

@@ -96,6 +96,8 @@ struct exec_request {
 void create_request_release(struct create_request *r);
 void exec_request_release(struct exec_request *r);
 
+/* Sandbox ids are "sb-" + 16 lowercase hex digits. */
+bool sandbox_id_valid(const char *id);
 bool template_name_valid(const char *name);
 bool env_name_valid(const char *name);
 bool secret_name_valid(const char *name);
