@@ -286,6 +286,17 @@ void hex_encode(const uint8_t *in, size_t n, char *out)
 	out[2 * n] = '\0';
 }
 
+int hex_digit_value(unsigned char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
 unsigned size_mib_up(uint64_t bytes)
 {
 	uint64_t mib = (bytes + (1u << 20) - 1) >> 20;

@@ -101,6 +101,8 @@ void format_time_rfc3339(uint64_t epoch_ms, char buf[32]);
 /* Random bytes from getrandom(2); aborts if the kernel cannot give them. */
 void random_bytes(void *buf, size_t n);
 void hex_encode(const uint8_t *in, size_t n, char *out /* 2n+1 */);
+/* The value of one hex digit (0-9, a-f, A-F), or -1 for any other byte. */
+int hex_digit_value(unsigned char c);
 
 /* Creates dir and parents with mode (existing dirs are fine). */
 int mkdir_p(const char *path, mode_t mode);

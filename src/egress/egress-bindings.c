@@ -437,17 +437,6 @@ const char *egress_binding_verdict_reason(enum egress_binding_verdict v)
 	}
 }
 
-static int hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 int egress_path_safe(const char *p, size_t len)
 {
 	for (size_t i = 0; i < len; i++) {
@@ -457,7 +446,8 @@ int egress_path_safe(const char *p, size_t len)
 		if (c == '%') {
 			if (i + 2 >= len)
 				return -EINVAL;
-			int hi = hexval(p[i + 1]), lo = hexval(p[i + 2]);
+			int hi = hex_digit_value((unsigned char)p[i + 1]),
+			    lo = hex_digit_value((unsigned char)p[i + 2]);
 			if (hi < 0 || lo < 0)
 				return -EINVAL;
 			int byte = hi << 4 | lo;

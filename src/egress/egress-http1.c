@@ -76,20 +76,6 @@ struct egress_http1_parser {
 
 /* ------------------------------------------------------------ characters */
 
-static bool is_hex(uint8_t c)
-{
-	return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
-}
-
-static unsigned hex_value(uint8_t c)
-{
-	if (c >= '0' && c <= '9')
-		return (unsigned)(c - '0');
-	if (c >= 'a' && c <= 'f')
-		return (unsigned)(c - 'a' + 10);
-	return (unsigned)(c - 'A' + 10);
-}
-
 /* Equal to the NUL-terminated b but for the case of ASCII letters. */
 static bool ascii_case_equal(const void *a, size_t alen, const char *b)
 {
@@ -536,10 +522,10 @@ static int chunk_line_byte(struct egress_http1_parser *p, uint8_t c)
 		return too_long(p, "a chunk-size line", EGRESS_HTTP1_CHUNK_LINE_MAX);
 	switch (p->state) {
 	case ST_CHUNK_SIZE:
-		if (is_hex(c)) {
+		if (hex_digit_value(c) >= 0) {
 			/* SECURITY: no overflow (a parser that wraps reads another
 			 * size) and nothing a signed 64-bit parser reads as negative. */
-			unsigned d = hex_value(c);
+			unsigned d = (unsigned)hex_digit_value(c);
 			if (++p->chunk_digits > 16 || p->chunk_size > ((uint64_t)INT64_MAX - d) / 16)
 				return bad(p, "chunk size above 2^63-1");
 			p->chunk_size = p->chunk_size * 16 + d;

@@ -371,14 +371,6 @@ static int head_byte(struct egress_redactor *r, size_t i)
 
 /* ------------------------------------------------------------ bodies */
 
-static int hex_value(uint8_t c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	c = egress_http_ascii_lower(c);
-	return c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-}
-
 /* SECURITY: a chunk extension is text a raw reader sees, but it is not
  * data: a value split across chunks must still be found, so extensions are
  * searched on their own, once their line is complete (it is held until
@@ -424,7 +416,7 @@ static int chunk_line_byte(struct egress_redactor *r, size_t i)
 	}
 	if (r->chunk_ext)
 		return egress_http_is_field_char(c) ? 0 : fail(r, -EBADMSG, "a control character in a chunk extension");
-	int h = hex_value(c);
+	int h = hex_digit_value(c);
 	if (h >= 0) {
 		if (++r->chunk_digits > 15)
 			return fail(r, -EBADMSG, "a chunk size over 15 hex digits");

@@ -305,6 +305,23 @@ static void test_hex_encode(void **state)
 	assert_string_equal(out, "");
 }
 
+static void test_hex_digit_value(void **state)
+{
+	(void)state;
+	const char *digits = "0123456789abcdef", *upper = "ABCDEF";
+	for (int i = 0; i < 16; i++)
+		assert_int_equal(hex_digit_value((unsigned char)digits[i]), i);
+	for (int i = 0; i < 6; i++)
+		assert_int_equal(hex_digit_value((unsigned char)upper[i]), 10 + i);
+	int accepted = 0;
+	for (int c = 0; c < 256; c++)
+		accepted += hex_digit_value((unsigned char)c) >= 0;
+	assert_int_equal(accepted, 22);
+	assert_int_equal(hex_digit_value('g'), -1);
+	assert_int_equal(hex_digit_value('/'), -1);
+	assert_int_equal(hex_digit_value(0xe6), -1);
+}
+
 static void test_format_time_rfc3339(void **state)
 {
 	(void)state;
@@ -413,6 +430,7 @@ int main(void)
 	    cmocka_unit_test(test_strlcpy_al),
 	    cmocka_unit_test(test_snprintf_ok),
 	    cmocka_unit_test(test_hex_encode),
+	    cmocka_unit_test(test_hex_digit_value),
 	    cmocka_unit_test(test_format_time_rfc3339),
 	    cmocka_unit_test_setup_teardown(test_mkdir_p_and_rm_rf, setup_tmpdir, teardown_tmpdir),
 	    cmocka_unit_test_setup_teardown(test_write_and_read_file, setup_tmpdir, teardown_tmpdir),

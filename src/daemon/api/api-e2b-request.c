@@ -248,17 +248,6 @@ int e2b_network_request_parse(const char *body, size_t len, char **ret_policy_js
 
 /* ---- the query of a list ------------------------------------------------------------------------ */
 
-static int e2b_hex(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 /* SECURITY: decodes %XX (and '+' as a space when form is true) in place;
  * false for a bad escape or a NUL. The result is never longer. */
 static bool e2b_unescape(char *s, bool form)
@@ -266,7 +255,8 @@ static bool e2b_unescape(char *s, bool form)
 	char *o = s;
 	for (const char *p = s; *p; p++) {
 		if (*p == '%') {
-			int hi = e2b_hex(p[1]), lo = hi < 0 ? -1 : e2b_hex(p[2]);
+			int hi = hex_digit_value((unsigned char)p[1]),
+			    lo = hi < 0 ? -1 : hex_digit_value((unsigned char)p[2]);
 			if (hi < 0 || lo < 0 || (hi == 0 && lo == 0))
 				return false;
 			*o++ = (char)(hi << 4 | lo);
