@@ -54,14 +54,22 @@ static json_t *e2b_metadata(const struct sandbox_record *r)
 	return json_is_object(m) ? m : (json_decref(m), json_object());
 }
 
+/* The sandbox's envd access token, for the Sandbox and SandboxDetail objects;
+ * a failure is answered. */
+static int e2b_token_make(const struct sandbox_record *r, char token[E2B_ENVD_TOKEN_LEN + 1], struct api_response *resp)
+{
+	int rc = e2b_envd_token(r->tenant, r->id, token);
+	if (rc < 0)
+		api_response_errorf(resp, AL_ERR_INTERNAL, "the envd access token of %s could not be made", r->id);
+	return rc;
+}
+
 /* The Sandbox object of create and connect. */
 static json_t *e2b_sandbox_json(const struct sandbox_record *r, struct api_response *resp)
 {
 	char token[E2B_ENVD_TOKEN_LEN + 1];
-	if (e2b_envd_token(r->tenant, r->id, token) < 0) {
-		api_response_errorf(resp, AL_ERR_INTERNAL, "the envd access token of %s could not be made", r->id);
+	if (e2b_token_make(r, token, resp) < 0)
 		return NULL;
-	}
 	json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:n, s:n}", "sandboxID", r->id, "templateID",
 	                      r->template_name, "alias", r->template_name, "clientID", E2B_CLIENT_ID, "envdVersion",
 	                      E2B_ENVD_VERSION, "envdAccessToken", token, "domain", "trafficAccessToken");
@@ -96,10 +104,8 @@ static json_t *e2b_network_json(const struct sandbox_record *r)
 static json_t *e2b_detail_json(const struct sandbox_record *r, struct api_response *resp)
 {
 	char token[E2B_ENVD_TOKEN_LEN + 1];
-	if (e2b_envd_token(r->tenant, r->id, token) < 0) {
-		api_response_errorf(resp, AL_ERR_INTERNAL, "the envd access token of %s could not be made", r->id);
+	if (e2b_token_make(r, token, resp) < 0)
 		return NULL;
-	}
 	json_t *o = e2b_listed_json(r);
 	json_object_set_new(o, "envdAccessToken", json_string(token));
 	explicit_bzero(token, sizeof(token));
