@@ -145,6 +145,32 @@ static int e2b_sandbox_get(const struct api_request *req, struct api_response *r
 	return 0;
 }
 
+/* The state of the caller's sandbox as E2B can see it (e2b_sandbox_get),
+ * checked before an operation (ret may be NULL); a failure is answered. */
+static int e2b_sandbox_state(const struct api_request *req, struct api_response *resp, enum sandbox_state *ret)
+{
+	struct sandbox_record rec;
+	int r = e2b_sandbox_get(req, resp, &rec);
+	if (r < 0)
+		return r;
+	if (ret)
+		*ret = rec.state;
+	sandbox_record_release(&rec);
+	return 0;
+}
+
+/* The end of an operation that gave a record (r its result): its error, or
+ * 204 with the record let go. */
+static void e2b_answer_done(struct api_response *resp, int r, struct sandbox_record *rec, const struct al_error *err)
+{
+	if (r < 0) {
+		api_response_error(resp, err);
+		return;
+	}
+	sandbox_record_release(rec);
+	resp->status = 204;
+}
+
 API_HANDLER(api_e2b_create)
 {
 	struct al_error err = {0};
@@ -195,12 +221,7 @@ API_HANDLER(api_e2b_kill)
 		api_response_errorf(resp, AL_ERR_NOT_FOUND, "sandbox %s was killed already", req->params[0]);
 		return;
 	}
-	if (sandbox_delete(req->params[0], req->tenant, &rec, &err) < 0) {
-		api_response_error(resp, &err);
-		return;
-	}
-	sandbox_record_release(&rec);
-	resp->status = 204;
+	e2b_answer_done(resp, sandbox_delete(req->params[0], req->tenant, &rec, &err), &rec, &err);
 }
 
 /* A body's "timeout" in seconds (required: E2B's SandboxTimeoutRequest). */
@@ -243,14 +264,12 @@ API_HANDLER(api_e2b_timeout)
 		return;
 	struct al_error err = {0};
 	unsigned timeout_s;
-	struct sandbox_record rec;
 	if (e2b_timeout_field(b, fields, true, &timeout_s, &err) < 0) {
 		api_response_error(resp, &err);
 		return;
 	}
-	if (e2b_sandbox_get(req, resp, &rec) < 0)
+	if (e2b_sandbox_state(req, resp, NULL) < 0)
 		return;
-	sandbox_record_release(&rec);
 	/* 0 would be "no timeout" in Airlock; in E2B it is "now". */
 	if (e2b_set_timeout(req->params[0], req->tenant, timeout_s ? timeout_s : 1, &err) < 0) {
 		api_response_error(resp, &err);
@@ -274,21 +293,15 @@ API_HANDLER(api_e2b_pause)
 		return;
 	}
 	/* memory: false (a filesystem-only pause) keeps the memory all the same. */
-	struct sandbox_record rec;
-	if (e2b_sandbox_get(req, resp, &rec) < 0)
+	enum sandbox_state state;
+	if (e2b_sandbox_state(req, resp, &state) < 0)
 		return;
-	bool paused = rec.state == SANDBOX_PAUSED;
-	sandbox_record_release(&rec);
-	if (paused) {
+	if (state == SANDBOX_PAUSED) {
 		api_response_errorf(resp, AL_ERR_CONFLICT, "sandbox %s is already paused", req->params[0]);
 		return;
 	}
-	if (sandbox_pause(req->params[0], req->tenant, &rec, &err) < 0) {
-		api_response_error(resp, &err);
-		return;
-	}
-	sandbox_record_release(&rec);
-	resp->status = 204;
+	struct sandbox_record rec;
+	e2b_answer_done(resp, sandbox_pause(req->params[0], req->tenant, &rec, &err), &rec, &err);
 }
 
 /* POST /v2/sandboxes/{id}/connect, /sandboxes/{id}/connect and
@@ -370,20 +383,14 @@ API_HANDLER(api_e2b_network_put)
 {
 	struct al_error err = {0};
 	cleanup_free char *policy = NULL;
-	struct sandbox_record rec;
 	if (e2b_network_request_parse(req->body, req->body_len, &policy, &err) < 0) {
 		api_response_error(resp, &err);
 		return;
 	}
-	if (e2b_sandbox_get(req, resp, &rec) < 0)
+	if (e2b_sandbox_state(req, resp, NULL) < 0)
 		return;
-	sandbox_record_release(&rec);
-	if (sandbox_network_set(req->params[0], req->tenant, policy, &rec, &err) < 0) {
-		api_response_error(resp, &err);
-		return;
-	}
-	sandbox_record_release(&rec);
-	resp->status = 204;
+	struct sandbox_record rec;
+	e2b_answer_done(resp, sandbox_network_set(req->params[0], req->tenant, policy, &rec, &err), &rec, &err);
 }
 
 /* ---- GET /sandboxes/{id}/metrics ---------------------------------------------------------------- */
