@@ -170,27 +170,36 @@ json_t *e2b_fs_stat_follow(struct sandbox *sb, const char *path, char ret_path[E
 	return NULL;
 }
 
+/* Is the parent of path missing? 1 and its path in ret_parent if so; 0 if it
+ * is there or path has no parent below /; < 0 if the stat failed otherwise. */
+static int parent_missing(struct sandbox *sb, const char *path, char ret_parent[E2B_PATH_MAX + 1], struct al_error *err)
+{
+	strlcpy_al(ret_parent, path, E2B_PATH_MAX + 1);
+	char *slash = strrchr(ret_parent, '/');
+	if (!slash || slash == ret_parent)
+		return 0;
+	*slash = '\0';
+	struct al_error serr = {0};
+	cleanup_json json_t *st = e2b_fs_stat(sb, ret_parent, &serr);
+	if (st)
+		return 0;
+	if (serr.code != AL_ERR_NOT_FOUND) {
+		*err = serr;
+		return -EIO;
+	}
+	return 1;
+}
+
 int e2b_fs_make_dirs(struct sandbox *sb, const struct e2b_user *u, const char *dir, struct al_error *err)
 {
 	/* The topmost missing directory: what is created, and given to u. */
 	char first[E2B_PATH_MAX + 1], up[E2B_PATH_MAX + 1];
 	strlcpy_al(first, dir, sizeof(first));
-	for (;;) {
-		strlcpy_al(up, first, sizeof(up));
-		char *slash = strrchr(up, '/');
-		if (!slash || slash == up)
-			break;
-		*slash = '\0';
-		struct al_error serr = {0};
-		cleanup_json json_t *st = e2b_fs_stat(sb, up, &serr);
-		if (st)
-			break;
-		if (serr.code != AL_ERR_NOT_FOUND) {
-			*err = serr;
-			return -EIO;
-		}
+	int missing;
+	while ((missing = parent_missing(sb, first, up, err)) > 0)
 		strlcpy_al(first, up, sizeof(first));
-	}
+	if (missing < 0)
+		return missing;
 	cleanup_json json_t *msg =
 	    json_pack("{s:s, s:s, s:b, s:i}", "op", "mkdir", "path", dir, "parents", 1, "mode", 0755);
 	cleanup_json json_t *ok = NULL;
@@ -209,20 +218,10 @@ int e2b_fs_make_dirs(struct sandbox *sb, const struct e2b_user *u, const char *d
 int e2b_fs_make_parents(struct sandbox *sb, const struct e2b_user *u, const char *path, struct al_error *err)
 {
 	char parent[E2B_PATH_MAX + 1];
-	strlcpy_al(parent, path, sizeof(parent));
-	char *slash = strrchr(parent, '/');
-	if (!slash || slash == parent)
-		return 0;
-	*slash = '\0';
-	struct al_error serr = {0};
-	cleanup_json json_t *st = e2b_fs_stat(sb, parent, &serr);
-	if (st)
-		return 0;
-	if (serr.code != AL_ERR_NOT_FOUND) {
-		*err = serr;
-		return -EIO;
-	}
-	int r = e2b_fs_make_dirs(sb, u, parent, err);
+	int r = parent_missing(sb, path, parent, err);
+	if (r <= 0)
+		return r;
+	r = e2b_fs_make_dirs(sb, u, parent, err);
 	if (r < 0)
 		al_error_prefix(err, "creating the parent directories of %s", path);
 	return r;
