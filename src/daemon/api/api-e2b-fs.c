@@ -298,15 +298,20 @@ static json_t *rpc_entry(struct rpc *c, struct api_response *resp, const char *p
 	return e2b_entry_info(st, path, c->acc.passwd, c->acc.group);
 }
 
+/* The answer of Stat, MakeDir and Move: {"entry": the entry at path}. */
+static void rpc_answer_entry(struct rpc *c, struct api_response *resp, const char *path)
+{
+	json_t *e = rpc_entry(c, resp, path);
+	if (e)
+		resp->body = json_pack("{s:o}", "entry", e);
+}
+
 API_HANDLER(api_e2b_fs_stat)
 {
 	struct rpc c;
 	char path[E2B_PATH_MAX + 1];
-	if (rpc_begin(req, resp, &c) && rpc_path(&c, resp, "path", path)) {
-		json_t *e = rpc_entry(&c, resp, path);
-		if (e)
-			resp->body = json_pack("{s:o}", "entry", e);
-	}
+	if (rpc_begin(req, resp, &c) && rpc_path(&c, resp, "path", path))
+		rpc_answer_entry(&c, resp, path);
 	rpc_release(&c);
 }
 
@@ -452,9 +457,7 @@ API_HANDLER(api_e2b_fs_make_dir)
 		al_error_prefix(&err, "creating %s", path);
 		api_response_error(resp, &err);
 	} else {
-		json_t *e = rpc_entry(&c, resp, path);
-		if (e)
-			resp->body = json_pack("{s:o}", "entry", e);
+		rpc_answer_entry(&c, resp, path);
 	}
 	rpc_release(&c);
 }
@@ -476,9 +479,7 @@ API_HANDLER(api_e2b_fs_move)
 	    api_file_op(c.sb, msg, "rename", &ok, NULL, &err) < 0) {
 		api_response_error(resp, &err);
 	} else {
-		json_t *e = rpc_entry(&c, resp, to);
-		if (e)
-			resp->body = json_pack("{s:o}", "entry", e);
+		rpc_answer_entry(&c, resp, to);
 	}
 	rpc_release(&c);
 }
