@@ -12,7 +12,7 @@ import pytest
 
 from apiutil import TcpApi
 from conftest import _report_on_failure
-from e2butil import TENANT, e2b_daemon_start
+from e2butil import TENANT, e2b_daemon_start, e2b_daemon_stop
 
 TEMPLATE = "base"
 UNKNOWN_ID = "sb-0123456789abcdef"
@@ -23,8 +23,7 @@ ENVD_VERSION = "0.6.4"
 def d(tmp_path_factory):
     daemon = e2b_daemon_start(tmp_path_factory, "airlockd-e2b-control")
     yield daemon
-    leftovers = daemon.cleanup()
-    assert not leftovers, f"QEMU processes left: {leftovers}; log:\n{daemon.log()}"
+    e2b_daemon_stop(daemon)
 
 
 @pytest.fixture(autouse=True)

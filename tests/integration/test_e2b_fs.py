@@ -4,9 +4,6 @@ Connect RPCs of filesystem.Filesystem and /files, with what the SDK cannot
 show: Connect error bodies and statuses, paths with NUL or over 4096 bytes,
 a wrong access token, multipart bodies, an upload over --max-file-bytes that
 leaves nothing behind. One daemon and one `base` sandbox for the module."""
-import base64
-import hashlib
-import hmac
 import http.client
 import json
 import os
@@ -14,7 +11,7 @@ import os
 import pytest
 
 from apiutil import MIB, free_port
-from e2butil import E2bDaemon
+from e2butil import E2bDaemon, basic_auth, e2b_daemon_stop, envd_token
 
 MAX_FILE_BYTES = 2 * MIB
 FS = "/e2b/envd/filesystem.Filesystem/"
@@ -30,14 +27,9 @@ def env(tmp_path_factory):
     r = conn.getresponse()
     sb = json.loads(r.read())
     assert r.status == 201, sb
-    with open(os.path.join(d.state_dir, "secrets.key"), "rb") as f:
-        key = f.read()
-    mac = hmac.new(key, b"airlock e2b envd access token v1\0" + sb["tenant"].encode() + b"\0" + sb["id"].encode(),
-                   hashlib.sha256).hexdigest()
-    yield d, sb["id"], "ea_" + mac
+    yield d, sb["id"], envd_token(d, sb)
     d.api.delete(sb["id"])
-    leftovers = d.cleanup()
-    assert not leftovers, leftovers
+    e2b_daemon_stop(d)
 
 
 def call(env, method, path, body=b"", headers=None, token=None):
@@ -54,7 +46,7 @@ def call(env, method, path, body=b"", headers=None, token=None):
 def rpc(env, name, msg, user=None, token=None):
     headers = {"Content-Type": "application/json"}
     if user:
-        headers["Authorization"] = "Basic " + base64.b64encode(f"{user}:".encode()).decode()
+        headers.update(basic_auth(user))
     status, _, data = call(env, "POST", FS + name, json.dumps(msg).encode(), headers, token)
     return status, json.loads(data) if data else None
 

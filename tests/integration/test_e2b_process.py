@@ -5,39 +5,27 @@ its end-of-stream, malformed envelopes, unknown pids, wrong tokens, and a
 process that outlives its stream (docs/e2b.md, "Processes (envd)"). One
 daemon and one `base` sandbox for the module."""
 import base64
-import hashlib
-import hmac
 import http.client
 import json
-import os
-import struct
 import time
 
 import pytest
 
-from e2butil import e2b_daemon_start
-
-ENVD_TOKEN_PURPOSE = b"airlock e2b envd access token v1"
-STREAM_CT = "application/connect+json"
-END_STREAM = 0x02
+from e2butil import (END_STREAM, STREAM_CT, ConnectStream, basic_auth, e2b_daemon_start, e2b_daemon_stop,
+                     envd_headers, envd_token, envelope)
 
 
 @pytest.fixture(scope="module")
 def e2b(tmp_path_factory):
     d = e2b_daemon_start(tmp_path_factory, name="airlockd-e2b-process")
     yield d
-    leftovers = d.cleanup()
-    assert not leftovers, f"QEMU processes left: {leftovers}"
+    e2b_daemon_stop(d)
 
 
 @pytest.fixture(scope="module")
 def sb(e2b):
     rec = e2b.api.create_ok(template="base", vcpus=1, memory_mib=512)
-    with open(os.path.join(e2b.state_dir, "secrets.key"), "rb") as f:
-        key = f.read()
-    msg = ENVD_TOKEN_PURPOSE + b"\0" + rec["tenant"].encode() + b"\0" + rec["id"].encode()
-    token = "ea_" + hmac.new(key, msg, hashlib.sha256).hexdigest()
-    yield Envd(e2b.port, rec["id"], token)
+    yield Envd(e2b.port, rec["id"], envd_token(e2b, rec))
     e2b.api.delete(rec["id"])
 
 
@@ -45,27 +33,8 @@ def b64(data):
     return base64.b64encode(data).decode()
 
 
-def envelope(msg, flags=0):
-    data = json.dumps(msg).encode() if not isinstance(msg, bytes) else msg
-    return struct.pack(">BI", flags, len(data)) + data
-
-
-class Call:
-    """A server-streaming call's answer, read envelope by envelope."""
-
-    def __init__(self, conn, resp):
-        self.conn, self.resp = conn, resp
-        self.status = resp.status
-        self.content_type = resp.getheader("Content-Type", "")
-
-    def next(self):
-        """(flags, message) of the next envelope."""
-        hdr = self.resp.read(5)
-        assert len(hdr) == 5, f"the stream ended without an end-of-stream envelope ({hdr!r})"
-        flags, n = struct.unpack(">BI", hdr)
-        data = self.resp.read(n)
-        assert len(data) == n
-        return flags, json.loads(data)
+class Call(ConnectStream):
+    """A Start or Connect stream: envelopes of process events."""
 
     def event(self):
         flags, msg = self.next()
@@ -85,19 +54,13 @@ class Call:
             if kind != "keepalive":
                 events.append((kind, value))
 
-    def close(self):
-        self.conn.close()
-
 
 class Envd:
     def __init__(self, port, sid, token):
         self.port, self.sid, self.token = port, sid, token
 
     def headers(self, content_type, extra=None, token=None):
-        h = {"E2b-Sandbox-Id": self.sid, "X-Access-Token": token or self.token, "Content-Type": content_type,
-             "Connect-Protocol-Version": "1"}
-        h.update(extra or {})
-        return h
+        return envd_headers(self.sid, token or self.token, content_type, extra)
 
     def unary(self, rpc, msg, headers=None, raw=None, token=None):
         conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=120)
@@ -141,10 +104,6 @@ class Envd:
         return {p["pid"]: p for p in body["processes"]}
 
 
-def basic(user):
-    return {"Authorization": "Basic " + b64(f"{user}:".encode())}
-
-
 def test_start_stream_envelopes(sb):
     out, err, end, eos = sb.run("echo out; echo err >&2; exit 3")
     assert (out, err) == ("out\n", "err\n")
@@ -157,7 +116,7 @@ def test_start_stream_envelopes(sb):
 def test_user_cwd_env(sb):
     out, _, _, _ = sb.run("whoami; pwd; echo $HOME $USER $GREETING")
     assert out == "user\n/home/user\n/home/user user\n", out
-    out, _, _, _ = sb.run("whoami; pwd; echo $HOME $GREETING", headers=basic("root"),
+    out, _, _, _ = sb.run("whoami; pwd; echo $HOME $GREETING", headers=basic_auth("root"),
                           process={"cmd": "/bin/bash", "args": ["-l", "-c", "whoami; pwd; echo $HOME $GREETING"],
                                    "envs": {"GREETING": "hi"}, "cwd": "/tmp"})
     assert out == "root\n/tmp\n/root hi\n", out
@@ -210,7 +169,7 @@ def test_start_that_cannot_run(sb):
     finally:
         c.close()
     # A user the guest does not have is refused before anything runs.
-    c = sb.stream("Start", {"process": {"cmd": "true"}}, headers=basic("nobody-here"))
+    c = sb.stream("Start", {"process": {"cmd": "true"}}, headers=basic_auth("nobody-here"))
     try:
         flags, msg = c.next()
         assert flags == END_STREAM and msg["error"]["code"] == "invalid_argument", msg

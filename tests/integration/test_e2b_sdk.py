@@ -11,7 +11,7 @@ import subprocess
 
 import pytest
 
-from e2butil import E2B_DIR, e2b_daemon_start
+from e2butil import E2B_DIR, e2b_daemon_start, e2b_daemon_stop
 
 NODE_TESTS = sorted(glob.glob(os.path.join(E2B_DIR, "*.test.mjs")))
 NODE_TIMEOUT_S = 900
@@ -25,8 +25,7 @@ def e2b(tmp_path_factory):
         pytest.fail("tests/e2b/node_modules/e2b is missing: run 'make deps' (npm ci in tests/e2b)", pytrace=False)
     d = e2b_daemon_start(tmp_path_factory)
     yield d
-    leftovers = d.cleanup()
-    assert not leftovers, f"QEMU processes left: {leftovers}; log:\n{d.log()}"
+    e2b_daemon_stop(d)
 
 
 def test_node_tests_exist():

@@ -5,63 +5,32 @@ events, recursive watches that pick up new subdirectories, a missing
 directory (not_found), the guest's watch ending with the client, and a
 flood that ends the stream with resource_exhausted instead of growing
 anything. One daemon and one `base` sandbox for the module."""
-import hashlib
-import hmac
 import http.client
-import json
-import os
 import socket
-import struct
 import time
 
 import pytest
 
-from e2butil import e2b_daemon_start
-
-ENVD_TOKEN_PURPOSE = b"airlock e2b envd access token v1"
-STREAM_CT = "application/connect+json"
-END_STREAM = 0x02
+from e2butil import (END_STREAM, STREAM_CT, ConnectStream, e2b_daemon_start, e2b_daemon_stop, envd_headers,
+                     envd_token, envelope)
 
 
 @pytest.fixture(scope="module")
 def e2b(tmp_path_factory):
     d = e2b_daemon_start(tmp_path_factory, name="airlockd-e2b-watch")
     yield d
-    leftovers = d.cleanup()
-    assert not leftovers, f"QEMU processes left: {leftovers}"
+    e2b_daemon_stop(d)
 
 
 @pytest.fixture(scope="module")
 def sb(e2b):
     rec = e2b.api.create_ok(template="base", vcpus=1, memory_mib=512)
-    with open(os.path.join(e2b.state_dir, "secrets.key"), "rb") as f:
-        key = f.read()
-    msg = ENVD_TOKEN_PURPOSE + b"\0" + rec["tenant"].encode() + b"\0" + rec["id"].encode()
-    token = "ea_" + hmac.new(key, msg, hashlib.sha256).hexdigest()
-    yield Envd(e2b, rec["id"], token)
+    yield Envd(e2b, rec["id"], envd_token(e2b, rec))
     e2b.api.delete(rec["id"])
 
 
-def envelope(msg, flags=0):
-    data = json.dumps(msg).encode() if not isinstance(msg, bytes) else msg
-    return struct.pack(">BI", flags, len(data)) + data
-
-
-class Watch:
+class Watch(ConnectStream):
     """A WatchDir stream, read envelope by envelope."""
-
-    def __init__(self, conn, resp):
-        self.conn, self.resp = conn, resp
-        self.status = resp.status
-        self.content_type = resp.getheader("Content-Type", "")
-
-    def next(self):
-        hdr = self.resp.read(5)
-        assert len(hdr) == 5, f"the stream ended without an end-of-stream envelope ({hdr!r})"
-        flags, n = struct.unpack(">BI", hdr)
-        data = self.resp.read(n)
-        assert len(data) == n
-        return flags, json.loads(data)
 
     def events_until(self, pred, timeout=60):
         """(name, type) pairs until pred(events) holds; keepalives skipped."""
@@ -87,9 +56,6 @@ class Watch:
                 return n, msg
             n += 1
 
-    def close(self):
-        self.conn.close()
-
 
 class Envd:
     def __init__(self, e2b, sid, token):
@@ -99,8 +65,7 @@ class Envd:
         conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=120)
         conn.request("POST", "/e2b/envd/filesystem.Filesystem/WatchDir",
                      body=raw if raw is not None else envelope(msg),
-                     headers={"E2b-Sandbox-Id": self.sid, "X-Access-Token": token or self.token,
-                              "Content-Type": STREAM_CT, "Connect-Protocol-Version": "1"})
+                     headers=envd_headers(self.sid, token or self.token, STREAM_CT))
         return Watch(conn, conn.getresponse())
 
     def started(self, msg):
@@ -251,10 +216,7 @@ def test_sandbox_deleted_ends_the_stream(e2b, sb):
     """The sandbox goes away under a watch: the stream ends (unavailable),
     and the DELETE does not wait for the watch's reader."""
     rec = e2b.api.create_ok(template="minimal", vcpus=1, memory_mib=256)
-    with open(os.path.join(e2b.state_dir, "secrets.key"), "rb") as f:
-        key = f.read()
-    msg = ENVD_TOKEN_PURPOSE + b"\0" + rec["tenant"].encode() + b"\0" + rec["id"].encode()
-    other = Envd(e2b, rec["id"], "ea_" + hmac.new(key, msg, hashlib.sha256).hexdigest())
+    other = Envd(e2b, rec["id"], envd_token(e2b, rec))
     w = other.started({"path": "/tmp"})
     try:
         t0 = time.monotonic()
