@@ -3,31 +3,13 @@
 // "Processes (envd)"): foreground runs with their callbacks, exit codes,
 // envs, cwd and users; background commands, list, connect, kill, stdin,
 // disconnect and timeoutMs. One sandbox for the file.
-import { test, before, after } from 'node:test'
+import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { Sandbox, CommandExitError, TimeoutError } from 'e2b'
+import { CommandExitError, TimeoutError } from 'e2b'
+import { oneSandbox, waitFor } from './util.mjs'
 
 let sbx
-
-before(async () => {
-  sbx = await Sandbox.create(process.env.AIRLOCK_E2B_TEMPLATE, {
-    timeoutMs: 900_000,
-    envs: { SANDBOX_WIDE: 'everywhere', OVERRIDDEN: 'sandbox' },
-  })
-})
-
-after(async () => {
-  await sbx?.kill()
-})
-
-async function waitFor(what, fn, timeoutMs = 30_000) {
-  const end = Date.now() + timeoutMs
-  for (;;) {
-    if (await fn()) return
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`)
-    await new Promise((r) => setTimeout(r, 200))
-  }
-}
+oneSandbox({ timeoutMs: 900_000, envs: { SANDBOX_WIDE: 'everywhere', OVERRIDDEN: 'sandbox' } }, (s) => (sbx = s))
 
 async function pids() {
   return (await sbx.commands.list()).map((p) => p.pid)

@@ -4,20 +4,14 @@
 // read (text, bytes, blob, stream), list with depth, exists, getInfo,
 // makeDir, rename, remove, the errors of a missing file, and who owns what
 // is written. One sandbox for the file.
-import { after, before, test } from 'node:test'
+import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { Sandbox, FileNotFoundError, InvalidArgumentError, NotFoundError } from 'e2b'
+import { FileNotFoundError, InvalidArgumentError, NotFoundError } from 'e2b'
+import { oneSandbox } from './util.mjs'
 
 const TEMPLATE = process.env.AIRLOCK_E2B_TEMPLATE ?? 'base'
 let sbx
-
-before(async () => {
-  sbx = await Sandbox.create(TEMPLATE, { timeoutMs: 600_000 })
-})
-
-after(async () => {
-  if (sbx) await sbx.kill()
-})
+oneSandbox({ timeoutMs: 600_000 }, (s) => (sbx = s), TEMPLATE)
 
 async function streamText(stream) {
   const chunks = []

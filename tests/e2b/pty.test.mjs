@@ -2,29 +2,15 @@
 // sandbox.pty, unmodified, on envd's process service (docs/e2b.md,
 // "Processes (envd)"): a login shell on a PTY, its input, its size, connect
 // and kill. One sandbox for the file.
-import { test, before, after } from 'node:test'
+import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { Sandbox, CommandExitError } from 'e2b'
+import { CommandExitError } from 'e2b'
+import { oneSandbox, waitFor } from './util.mjs'
 
 let sbx
 const enc = new TextEncoder()
-
-before(async () => {
-  sbx = await Sandbox.create(process.env.AIRLOCK_E2B_TEMPLATE, { timeoutMs: 900_000 })
-})
-
-after(async () => {
-  await sbx?.kill()
-})
-
-async function waitFor(what, fn, timeoutMs = 30_000) {
-  const end = Date.now() + timeoutMs
-  for (;;) {
-    if (await fn()) return
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`)
-    await new Promise((r) => setTimeout(r, 100))
-  }
-}
+const POLL = { pollMs: 100 }
+oneSandbox({ timeoutMs: 900_000 }, (s) => (sbx = s))
 
 // A terminal's output, decoded as it comes.
 function screen() {
@@ -41,12 +27,12 @@ test('pty: create, sendInput, resize, kill', async () => {
   const h = await sbx.pty.create({ cols: 80, rows: 24, onData: s.onData, timeoutMs: 0 })
   assert.ok(h.pid > 0)
   await sbx.pty.sendInput(h.pid, enc.encode('echo hi$((40+2))\n'))
-  await waitFor('the echo', () => s.text.includes('hi42'))
+  await waitFor('the echo', () => s.text.includes('hi42'), POLL)
   await sbx.pty.sendInput(h.pid, enc.encode('stty size; whoami; pwd; echo $TERM\n'))
-  await waitFor('the size', () => /24 80\r\nuser\r\n\/home\/user\r\nxterm-256color/.test(s.text))
+  await waitFor('the size', () => /24 80\r\nuser\r\n\/home\/user\r\nxterm-256color/.test(s.text), POLL)
   await sbx.pty.resize(h.pid, { cols: 100, rows: 30 })
   await sbx.pty.sendInput(h.pid, enc.encode('stty size\n'))
-  await waitFor('the new size', () => s.text.includes('30 100'))
+  await waitFor('the new size', () => s.text.includes('30 100'), POLL)
   assert.ok((await sbx.commands.list()).some((p) => p.pid === h.pid), 'the PTY is listed')
   assert.equal(await sbx.pty.kill(h.pid), true)
   await assert.rejects(h.wait(), (e) => e instanceof CommandExitError && e.exitCode === -1)

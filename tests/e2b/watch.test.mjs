@@ -3,28 +3,13 @@
 // "Watching directories (envd)"): the events of a watched directory
 // (create, write, remove, rename), recursive watches, a missing directory,
 // handle.stop() ending the watch in the guest. One sandbox for the file.
-import { test, before, after } from 'node:test'
+import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { Sandbox, FilesystemEventType, NotFoundError } from 'e2b'
+import { FilesystemEventType, NotFoundError } from 'e2b'
+import { oneSandbox, waitFor } from './util.mjs'
 
 let sbx
-
-before(async () => {
-  sbx = await Sandbox.create(process.env.AIRLOCK_E2B_TEMPLATE, { timeoutMs: 900_000 })
-})
-
-after(async () => {
-  await sbx?.kill()
-})
-
-async function waitFor(what, fn, timeoutMs = 30_000) {
-  const end = Date.now() + timeoutMs
-  for (;;) {
-    if (await fn()) return
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`)
-    await new Promise((r) => setTimeout(r, 200))
-  }
-}
+oneSandbox({ timeoutMs: 900_000 }, (s) => (sbx = s))
 
 const has = (events, name, type) => events.some((e) => e.name === name && e.type === type)
 
