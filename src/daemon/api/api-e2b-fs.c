@@ -287,6 +287,14 @@ static bool rpc_path(struct rpc *c, struct api_response *resp, const char *field
 	return true;
 }
 
+/* rpc_begin, then the message's "path" (rpc_path): how Stat, ListDir, MakeDir
+ * and Remove start. */
+static bool rpc_begin_path(const struct api_request *req, struct api_response *resp, struct rpc *c,
+                           char path[E2B_PATH_MAX + 1])
+{
+	return rpc_begin(req, resp, c) && rpc_path(c, resp, "path", path);
+}
+
 static json_t *rpc_entry(struct rpc *c, struct api_response *resp, const char *path)
 {
 	struct al_error err = {0};
@@ -310,7 +318,7 @@ API_HANDLER(api_e2b_fs_stat)
 {
 	struct rpc c;
 	char path[E2B_PATH_MAX + 1];
-	if (rpc_begin(req, resp, &c) && rpc_path(&c, resp, "path", path))
+	if (rpc_begin_path(req, resp, &c, path))
 		rpc_answer_entry(&c, resp, path);
 	rpc_release(&c);
 }
@@ -396,7 +404,7 @@ API_HANDLER(api_e2b_fs_list_dir)
 {
 	struct rpc c;
 	char path[E2B_PATH_MAX + 1];
-	if (!rpc_begin(req, resp, &c) || !rpc_path(&c, resp, "path", path)) {
+	if (!rpc_begin_path(req, resp, &c, path)) {
 		rpc_release(&c);
 		return;
 	}
@@ -440,7 +448,7 @@ API_HANDLER(api_e2b_fs_make_dir)
 {
 	struct rpc c;
 	char path[E2B_PATH_MAX + 1];
-	if (!rpc_begin(req, resp, &c) || !rpc_path(&c, resp, "path", path)) {
+	if (!rpc_begin_path(req, resp, &c, path)) {
 		rpc_release(&c);
 		return;
 	}
@@ -488,7 +496,7 @@ API_HANDLER(api_e2b_fs_remove)
 {
 	struct rpc c;
 	char path[E2B_PATH_MAX + 1];
-	if (!rpc_begin(req, resp, &c) || !rpc_path(&c, resp, "path", path)) {
+	if (!rpc_begin_path(req, resp, &c, path)) {
 		rpc_release(&c);
 		return;
 	}
