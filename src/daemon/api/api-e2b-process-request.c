@@ -29,13 +29,9 @@ static int u32_parse(const json_t *v, uint32_t *ret)
 		*ret = (uint32_t)n;
 		return 0;
 	}
-	const char *s = json_string_value(v);
-	size_t n = s ? strlen(s) : 0;
-	if (n < 1 || n > 10 || strspn(s, "0123456789") != n)
+	uint64_t x;
+	if (connect_digits_parse(json_string_value(v), &x) < 0)
 		return -EINVAL;
-	uint64_t x = 0;
-	for (size_t i = 0; i < n; i++)
-		x = x * 10 + (uint64_t)(s[i] - '0');
 	if (x > UINT32_MAX)
 		return -ERANGE;
 	*ret = (uint32_t)x;

@@ -138,16 +138,21 @@ uint8_t *connect_end_stream(const struct al_error *err, size_t *ret_len)
 	return connect_envelope(CONNECT_FLAG_END_STREAM, msg, ret_len);
 }
 
+int connect_digits_parse(const char *s, uint64_t *ret)
+{
+	size_t n = s ? strlen(s) : 0;
+	if (n < 1 || n > 10 || strspn(s, "0123456789") != n)
+		return -EINVAL;
+	uint64_t x = 0;
+	for (size_t i = 0; i < n; i++)
+		x = x * 10 + (uint64_t)(s[i] - '0');
+	*ret = x;
+	return 0;
+}
+
 int connect_timeout_parse(const char *value, uint64_t *ret_ms)
 {
-	size_t n = value ? strlen(value) : 0;
-	if (n < 1 || n > 10 || strspn(value, "0123456789") != n)
-		return -EINVAL;
-	uint64_t ms = 0;
-	for (size_t i = 0; i < n; i++)
-		ms = ms * 10 + (uint64_t)(value[i] - '0');
-	*ret_ms = ms;
-	return 0;
+	return connect_digits_parse(value, ret_ms);
 }
 
 int connect_base64_decode(const char *text, size_t max, uint8_t **ret, size_t *ret_len)

@@ -46,6 +46,11 @@ uint8_t *connect_envelope(uint8_t flags, const json_t *msg, size_t *ret_len);
  * message that is not UTF-8). */
 uint8_t *connect_end_stream(const struct al_error *err, size_t *ret_len);
 
+/* SECURITY: 1 to 10 ASCII digits (no sign, no space), else -EINVAL: the
+ * Connect-Timeout-Ms header (connect_timeout_parse) and protobuf JSON's
+ * 32-bit integers written as strings. */
+int connect_digits_parse(const char *s, uint64_t *ret);
+
 /* SECURITY: the Connect-Timeout-Ms header's value: 1 to 10 ASCII digits
  * (no sign, no space), else -EINVAL, as @connectrpc/connect's parseTimeout
  * reads it; "0" is 0, a deadline already passed: the caller decides. */
