@@ -60,7 +60,9 @@ static int file_begin(struct e2b_upload *u, const char *path)
 	u->part_bytes = 0;
 	if (e2b_fs_make_parents(u->sb, &u->user, path, &err) < 0)
 		return upload_fail(u, &err);
-	cleanup_json json_t *msg = json_pack("{s:s, s:i}", "path", path, "mode", E2B_FILE_MODE);
+	/* The agent gives the temp file to the user before it is renamed into place. */
+	cleanup_json json_t *msg = json_pack("{s:s, s:i, s:I, s:I}", "path", path, "mode", E2B_FILE_MODE, "uid",
+	                                     (json_int_t)u->user.uid, "gid", (json_int_t)u->user.gid);
 	if (guest_stream_start(sandbox_channel(u->sb), AIRLOCK_FRAME_FILE_WRITE, msg, GUEST_STREAM_COLLECT, 0, &u->s,
 	                       &err) < 0)
 		return upload_fail(u, &err);
@@ -89,8 +91,8 @@ static int file_data(struct e2b_upload *u, const void *buf, size_t len)
 	return 0;
 }
 
-/* Ends the file being written: the agent renames it into place; then it is
- * given to the user and listed in the answer. */
+/* Ends the file being written: the agent renames it (already the user's)
+ * into place; it is listed in the answer. */
 static int file_end(struct e2b_upload *u)
 {
 	struct guest_channel *ch = sandbox_channel(u->sb);
@@ -108,15 +110,6 @@ static int file_end(struct e2b_upload *u)
 	if (type != AIRLOCK_FRAME_OK) {
 		guest_result_to_error(result, "the upload", &err);
 		return upload_fail(u, &err);
-	}
-	if (u->user.uid != 0 || u->user.gid != 0) {
-		char owner[32];
-		snprintf(owner, sizeof(owner), "%u:%u", u->user.uid, u->user.gid);
-		const char *argv[] = {"chown", "-h", "--", owner, u->path, NULL};
-		if (e2b_fs_run(u->sb, argv, 0, 0, &err) < 0) {
-			al_error_prefix(&err, "giving %s to %s", u->path, u->user.name);
-			return upload_fail(u, &err);
-		}
 	}
 	const char *name = strrchr(u->path, '/');
 	json_array_append_new(u->written, json_pack("{s:s, s:s, s:s}", "name", name ? name + 1 : u->path, "type",
