@@ -195,7 +195,7 @@ def test_tcp_tenant(admin, tenant, token, sb):
         assert t.state == "running" and t.metadata == {"via": "tcp"}
         env_key = t.exec(["sh", "-c", "echo $API_KEY"]).stdout.strip()
         assert env_key.startswith("airlock-ph-") and "s3cr3t" not in env_key, env_key
-        net = t.network()
+        net = t.get_network()
         assert net["policy"]["allow"] == ["api.example.com"], net
         net = t.set_network(allow=["*.example.org"], deny=["bad.example.org"])
         assert net["policy"] == {"allow": ["*.example.org"], "deny": ["bad.example.org"]}, net
@@ -282,7 +282,7 @@ def test_background_processes(sb):
         s.wait(timeout=1)
     assert e.value.status == 408 and e.value.process.state == "running"
     s.signal("TERM")
-    assert s.wait(timeout=60).signal == 15
+    assert s.wait(timeout=60).exit_signal == 15
     assert sb.process(s.id).state == "exited"
     with pytest.raises(airlock.Conflict):
         s.signal("KILL")  # it has ended

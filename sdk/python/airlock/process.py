@@ -174,8 +174,9 @@ class OutputStream:
 
 class Process:
     """A process of a sandbox (every exec is one; background ones outlive
-    their request). .id, .state ("running" or "exited"), .exit_code, .signal,
-    .timed_out, .tag, .pty and the rest of the process object in .data."""
+    their request). .id, .state ("running" or "exited"), .exit_code,
+    .exit_signal, .timed_out, .tag, .pty and the rest of the process object
+    in .data."""
 
     def __init__(self, sandbox, data):
         self.sandbox = sandbox
@@ -186,6 +187,12 @@ class Process:
             return self.__dict__["data"][name]
         except KeyError:
             raise AttributeError(name) from None
+
+    @property
+    def exit_signal(self):
+        """The number of the signal that ended it (the process object's
+        `signal`; .signal is the method that sends one)."""
+        return self.data.get("signal")
 
     def __repr__(self):
         return f"Process({self.id!r}, state={self.data.get('state')!r}, exit_code={self.data.get('exit_code')!r})"

@@ -18,7 +18,7 @@ ROUTES = {
     ("POST", "/v1/sandboxes/{id}/fork"): "Sandbox.fork",
     ("POST", "/v1/sandboxes/{id}/recover"): "Sandbox.recover",
     ("POST", "/v1/sandboxes/{id}/timeout"): "Sandbox.set_timeout",
-    ("GET", "/v1/sandboxes/{id}/network"): "Sandbox.network",
+    ("GET", "/v1/sandboxes/{id}/network"): "Sandbox.get_network",
     ("PUT", "/v1/sandboxes/{id}/network"): "Sandbox.set_network",
     ("POST", "/v1/sandboxes/{id}/exec"): "Sandbox.exec",
     ("GET", "/v1/sandboxes/{id}/metrics"): "Sandbox.metrics",

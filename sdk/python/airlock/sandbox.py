@@ -29,7 +29,8 @@ def _network_body(network):
 class Sandbox:
     """A sandbox (a microVM). Attributes of the sandbox object (state,
     template, vcpus, memory_mib, env, metadata, ...) read from .data, as of
-    the last answer; refresh() asks again. `with Sandbox.create() as sb:`
+    the last answer (.data["network"]: the policy; get_network() asks);
+    refresh() asks again. `with Sandbox.create() as sb:`
     deletes it at the end of the block."""
 
     def __init__(self, client, data):
@@ -261,8 +262,9 @@ class Sandbox:
 
     # ---- network and metrics
 
-    def network(self):
-        """GET .../network: {"sandbox","policy","guest","dropped"}."""
+    def get_network(self):
+        """GET .../network: {"sandbox","policy","guest","dropped"} (the
+        policy as of now; .data["network"] is the one of the last answer)."""
         return self._t.request("GET", f"{self._path()}/network").json()
 
     def set_network(self, allow=(), deny=()):
