@@ -75,7 +75,7 @@ def solve(sb, task, expected):
             feedback = f"the code exited with {result.exit_code}:\n{result.stderr[-2000:]}"
         else:
             feedback = f"the code printed {answer!r}, expected {expected!r}"
-        print(f"--- attempt {attempt}: failed: {feedback.splitlines()[0]}")
+        print(f"--- attempt {attempt}: failed: {feedback.strip().splitlines()[-1]}")
     return None
 
 
