@@ -5,7 +5,7 @@ set -eu
 PKGS="build-essential gcc clang clang-format libclang-rt-14-dev make pkg-config
  libmicrohttpd-dev libjansson-dev libsqlite3-dev libcmocka-dev libcurl4-openssl-dev libssl-dev
  qemu-system-x86 qemu-utils busybox-static mmdebstrap e2fsprogs cpio kmod zstd lz4
- python3-pytest python3-yaml iproute2 procps psmisc
+ python3-pytest python3-yaml python3-pip iproute2 procps psmisc
  nftables libc-ares-dev openssl dnsutils
  libseccomp-dev strace"
 # Node.js and npm run E2B's SDK in tests/e2b: Debian's, unless a node is on PATH already.
