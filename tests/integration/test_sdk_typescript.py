@@ -23,7 +23,7 @@ from conftest import AIRLOCKD, ROOT
 SDK_DIR = os.path.join(ROOT, "sdk", "typescript")
 SPEC = os.path.join(ROOT, "docs", "api", "openapi.yaml")
 EXAMPLE = os.path.join(ROOT, "examples", "typescript", "agent-loop.mjs")
-UNIT_TESTS = [os.path.join(SDK_DIR, "test", "unit.test.mjs")]
+UNIT_TESTS = [os.path.join(SDK_DIR, "test", n) for n in ("unit.test.mjs", "wire.test.mjs")]
 NODE_TESTS = sorted(p for p in glob.glob(os.path.join(SDK_DIR, "test", "*.test.mjs")) if p not in UNIT_TESTS)
 NODE_TIMEOUT_S = 900
 TENANT = "sdk"
@@ -76,7 +76,7 @@ def test_node_tests_exist():
 
 
 def test_unit():
-    """The SDK's pure checks (no daemon): route table, errors, tar."""
+    """The SDK's checks without a daemon: route table, errors, tar, the wire against a scripted server."""
     check(run_node(["--test", "--test-reporter=spec"] + UNIT_TESTS, dict(os.environ)), "unit.test.mjs")
 
 

@@ -635,8 +635,9 @@ export class Pty {
     for (const w of this._exitWaiters.splice(0)) w(this.exit);
   }
 
-  /** Calls fn(Buffer) with every chunk from the terminal. */
+  /** Calls fn(Buffer) with every chunk from the terminal, first those not read yet. */
   onData(fn) {
+    for (const c of this._queue.splice(0)) fn(c);
     this._listeners.push(fn);
   }
 
