@@ -424,6 +424,7 @@ export declare class Ptys {
 export declare class Pty implements AsyncIterable<Buffer> {
   readonly process: Process;
   exit: PtyExit | null;
+  /** Every chunk from the terminal, first those not read yet; with a listener the iterator gets nothing. */
   onData(fn: (chunk: Buffer) => void): void;
   [Symbol.asyncIterator](): AsyncIterator<Buffer>;
   write(data: string | Uint8Array): void;

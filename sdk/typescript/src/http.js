@@ -197,13 +197,22 @@ export class Connection {
   }
 }
 
-/** JSON lines of a streamed answer, as they arrive; destroys the answer when the loop stops early. */
+/** The longest JSON line of a streamed answer the SDK holds (the daemon's are a chunk of output each). */
+export const MAX_LINE_BYTES = 32 * 1024 * 1024;
+
+/**
+ * JSON lines of a streamed answer, as they arrive; destroys the answer when the loop stops early.
+ * SECURITY: a line's length is bounded (MAX_LINE_BYTES) before more is buffered; its
+ * data is the guest's output, handed to the caller as bytes, never interpreted.
+ */
 export async function* jsonLines(res) {
   let buf = "";
   const dec = new TextDecoder();
   try {
     for await (const chunk of res) {
       buf += dec.decode(chunk, { stream: true });
+      if (buf.length > MAX_LINE_BYTES && buf.indexOf("\n") < 0)
+        throw new ProtocolError(`a streamed line passed ${MAX_LINE_BYTES} bytes`, { code: "protocol" });
       let nl;
       while ((nl = buf.indexOf("\n")) >= 0) {
         const line = buf.slice(0, nl);

@@ -14,6 +14,8 @@ export { DEFAULT_SOCKET, DEFAULT_MAX_EXTRACT_BYTES };
 const asyncDispose = Symbol.asyncDispose ?? Symbol.for("nodejs.asyncDispose");
 /** A PTY message's payload limit (docs/api.md, "The PTY protocol"). */
 const PTY_MAX_PAYLOAD = 65536;
+/** Terminal output held for a reader that is behind; past it the socket is paused (back-pressure). */
+const PTY_MAX_QUEUED_BYTES = 4 * 1024 * 1024;
 
 function drop(obj) {
   const out = {};
@@ -560,6 +562,7 @@ export class Pty {
     this.socket = socket;
     this._buf = Buffer.alloc(0);
     this._queue = [];
+    this._queued = 0;
     this._waiters = [];
     this._listeners = [];
     this._ended = false;
@@ -615,7 +618,11 @@ export class Pty {
         for (const l of this._listeners) l(payload);
         const w = this._waiters.shift();
         if (w) w.resolve({ value: payload, done: false });
-        else this._queue.push(payload);
+        else if (!this._listeners.length) {
+          this._queue.push(payload);
+          this._queued += payload.length;
+          if (this._queued > PTY_MAX_QUEUED_BYTES) this.socket.pause();
+        }
       } else if (type === 3) {
         try {
           const e = JSON.parse(payload.toString("utf8"));
@@ -638,13 +645,20 @@ export class Pty {
   /** Calls fn(Buffer) with every chunk from the terminal, first those not read yet. */
   onData(fn) {
     for (const c of this._queue.splice(0)) fn(c);
+    this._queued = 0;
     this._listeners.push(fn);
+    this.socket.resume();
   }
 
   [Symbol.asyncIterator]() {
     return {
       next: () => {
-        if (this._queue.length) return Promise.resolve({ value: this._queue.shift(), done: false });
+        if (this._queue.length) {
+          const value = this._queue.shift();
+          this._queued -= value.length;
+          if (this._queued <= PTY_MAX_QUEUED_BYTES) this.socket.resume();
+          return Promise.resolve({ value, done: false });
+        }
         if (this._ended) return this._error ? Promise.reject(this._error) : Promise.resolve({ value: undefined, done: true });
         return new Promise((resolve, reject) => this._waiters.push({ resolve, reject }));
       },
