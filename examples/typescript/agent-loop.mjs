@@ -27,11 +27,11 @@ function nextAttempt(history) {
 
 await withSandbox({ template: process.env.AIRLOCK_EXAMPLE_TEMPLATE || "minimal", vcpus: 1, memoryMib: 256, timeout: 600 }, async (sb) => {
   console.log(`sandbox ${sb.id}: ${TASK}`);
+  await sb.files.mkdir("/work");
   const history = [];
   for (;;) {
     const code = nextAttempt(history);
     if (code === null) throw new Error(`no attempt got ${EXPECTED}: ${JSON.stringify(history)}`);
-    await sb.files.mkdir("/work");
     await sb.files.writeText("/work/solution.sh", `${code}\n`, { mode: 0o755 });
     const r = await sb.exec(["sh", "/work/solution.sh"], { cwd: "/work", timeout: 30 });
     const answer = r.stdout.trim();

@@ -98,7 +98,7 @@ describe("a sandbox over TCP", () => {
     assert.equal(events.at(-1).type, "exit");
     assert.equal(events.at(-1).exitCode, 0);
 
-    const sleeper = await sb.processes.start("sleep 600");
+    const sleeper = await sb.processes.start(["sleep", "600"]);
     await assert.rejects(sleeper.wait({ timeout: 1 }), TimeoutError);
     const listed = await sb.processes.list();
     assert.ok(listed.some((x) => x.id === sleeper.id && x.state === "running"));
