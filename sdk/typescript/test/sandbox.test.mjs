@@ -12,16 +12,22 @@ import {
   Airlock, Sandbox, withSandbox, NotFoundError, InvalidArgumentError, ConflictError, UnauthorizedError,
   ForbiddenError, AirlockError, TimeoutError,
 } from "../src/index.js";
-import { SMALL, requireDaemon, collectText } from "./helpers.mjs";
+import { SMALL, requireDaemon, collectText, admin } from "./helpers.mjs";
 
 describe("a sandbox over TCP", () => {
   let sb;
   before(async () => {
     requireDaemon();
-    sb = await Sandbox.create({ ...SMALL, env: { GREETING: "hello" }, metadata: { suite: "sdk-ts", run: String(process.pid) } });
+    // a secret of the token's tenant (set by the operator), granted to the sandbox
+    await admin().secrets.set({ name: "sdk-key", value: "the-real-value", hosts: ["api.example.com"], tenant: "sdk" });
+    sb = await Sandbox.create({
+      ...SMALL, env: { GREETING: "hello" }, metadata: { suite: "sdk-ts", run: String(process.pid) },
+      secrets: { API_KEY: "sdk-key" }, network: { allow: ["api.example.com"] },
+    });
   });
   after(async () => {
     if (sb) await sb.kill();
+    await admin().secrets.delete("sdk-key", { tenant: "sdk" }).catch(() => {});
   });
 
   it("creates, gets, lists and connects", async () => {
@@ -37,6 +43,15 @@ describe("a sandbox over TCP", () => {
     const c = await Sandbox.connect(sb.id);
     assert.equal(c.state, "running");
     await assert.rejects(Sandbox.get("sb-0000000000000000"), NotFoundError);
+  });
+
+  it("grants a secret as a placeholder, never the value", async () => {
+    assert.deepEqual(sb.info.secrets.map((b) => [b.env, b.secret]), [["API_KEY", "sdk-key"]]);
+    const r = await sb.exec("echo $API_KEY");
+    assert.match(r.stdout, /^airlock-ph-[0-9a-f]{64}\n$/);
+    assert.equal(r.stdout.trim(), sb.info.secrets[0].placeholder);
+    assert.ok(!JSON.stringify(sb.info).includes("the-real-value"));
+    await assert.rejects(Sandbox.create({ ...SMALL, secrets: { K: "no-such-secret" } }), InvalidArgumentError);
   });
 
   it("refuses a bad create with InvalidArgumentError", async () => {
@@ -176,7 +191,7 @@ describe("a sandbox over TCP", () => {
     assert.ok(m.mem_total_kib > 0 && m.uptime_ms > 0, JSON.stringify(m));
     const n = await sb.getNetwork();
     assert.equal(n.sandbox, sb.id);
-    assert.deepEqual(n.policy.allow, []);
+    assert.deepEqual(n.policy.allow, ["api.example.com"]);
     const set = await sb.setNetwork({ allow: ["example.com"], deny: [] });
     assert.deepEqual(set.policy ? set.policy.allow : (await sb.getNetwork()).policy.allow, ["example.com"]);
     assert.deepEqual((await sb.getNetwork()).policy.allow, ["example.com"]);
