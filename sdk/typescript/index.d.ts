@@ -71,8 +71,8 @@ export declare class Connection {
   json<T = any>(route: string, params?: Record<string, string>, opts?: object): Promise<T>;
   bytes(route: string, params?: Record<string, string>, opts?: object): Promise<Buffer>;
 }
-/** Where a call connects: a client, or connection options. */
-export interface Via extends ConnectionOptions {
+/** Where a call connects: a client, or connection options (`env` there is not the connection's). */
+export interface Via extends Omit<ConnectionOptions, "env"> {
   client?: Airlock;
 }
 

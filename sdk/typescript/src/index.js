@@ -89,7 +89,8 @@ export class Airlock {
 
   static from(opts) {
     if (opts && opts.client instanceof Airlock) return opts.client;
-    return new Airlock(opts ? drop({ socketPath: opts.socketPath, host: opts.host, token: opts.token, requestTimeoutMs: opts.requestTimeoutMs, env: opts.env }) : {});
+    // (not opts.env: in a create's options that is the sandbox's environment)
+    return new Airlock(opts ? drop({ socketPath: opts.socketPath, host: opts.host, token: opts.token, requestTimeoutMs: opts.requestTimeoutMs }) : {});
   }
 
   /** GET /healthz. */
