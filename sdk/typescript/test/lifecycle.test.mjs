@@ -32,7 +32,8 @@ describe("the lifecycle over TCP", () => {
     assert.notEqual(restored.id, sb.id);
     assert.equal(restored.info.boot, "snapshot");
     assert.equal(await restored.files.readText("/tmp/mark"), "before\n");
-    await restored.kill();
+    // what `await using` calls at the end of its block
+    await restored[Symbol.asyncDispose]();
     assert.equal(restored.state, "deleted");
 
     await snap.delete();
