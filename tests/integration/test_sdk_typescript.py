@@ -50,9 +50,15 @@ class SdkDaemon(ListeningDaemon):
         self.token = r.json["token"]
         return self
 
+    @property
+    def route_log(self):
+        """Routes the node tests called (test/helpers.mjs appends them)."""
+        return os.path.join(self.base_dir, "sdk-routes.log")
+
     def sdk_env(self):
         env = {k: v for k, v in os.environ.items() if not k.startswith("AIRLOCK_")}
-        env.update(AIRLOCK_HOST=f"tcp://127.0.0.1:{self.port}", AIRLOCK_TOKEN=self.token, AIRLOCK_SOCKET=self.socket)
+        env.update(AIRLOCK_HOST=f"tcp://127.0.0.1:{self.port}", AIRLOCK_TOKEN=self.token, AIRLOCK_SOCKET=self.socket,
+                   AIRLOCK_SDK_ROUTE_LOG=self.route_log)
         return env
 
 
@@ -89,6 +95,16 @@ def test_example_agent_loop(sdkd):
     r = run_node([EXAMPLE], sdkd.sdk_env(), cwd=os.path.dirname(EXAMPLE))
     check(r, "examples/typescript/agent-loop.mjs", sdkd)
     assert "agent loop: done" in r.stdout, r.stdout
+
+
+def test_every_route_was_called(sdkd):
+    """After the node tests (they run first, in this file's order): each route of
+    the SDK's table was sent to the daemon by some test, through its method."""
+    assert os.path.exists(sdkd.route_log), "the node tests recorded no route (test/helpers.mjs)"
+    with open(sdkd.route_log) as f:
+        called = {line.strip() for line in f if line.strip()}
+    missing = sorted(set(sdk_route_table()["ROUTES"]) - called)
+    assert not missing, f"routes of sdk/typescript/src/routes.js no test in sdk/typescript/test called: {missing}"
 
 
 # ---- the spec coverage rule: no route without an SDK method (or a reason) ----

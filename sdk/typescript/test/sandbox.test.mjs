@@ -210,6 +210,8 @@ describe("a sandbox over TCP", () => {
     await sb.pause();
     await sb.resume();
     assert.equal(sb.state, "running");
+    await sb.pause();
+    assert.equal((await Sandbox.connect(sb.id)).state, "running", "connect resumes a paused sandbox");
     await sb.setTimeout({ timeout: 3600, onTimeout: "pause", idleTimeout: 1800 });
     assert.equal(sb.info.timeout_s, 3600);
     assert.equal(sb.info.on_timeout, "pause");
