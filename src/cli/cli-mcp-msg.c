@@ -65,9 +65,10 @@ int mcp_message_parse(const char *buf, size_t len, struct mcp_message *ret, stru
 	 * jansson bounds the nesting depth (JSON_PARSER_MAX_DEPTH), rejects NUL
 	 * bytes inside strings (no JSON_ALLOW_NUL) and invalid UTF-8. */
 	if (len > MCP_MESSAGE_MAX)
-		return mcp_fault_set(fault, MCP_INVALID_REQUEST, "the message is larger than %u bytes", MCP_MESSAGE_MAX);
+		return mcp_fault_set(fault, MCP_INVALID_REQUEST, "the message is larger than %u bytes",
+		                     MCP_MESSAGE_MAX);
 	json_error_t jerr;
-	cleanup_json json_t *root = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &jerr);
+	cleanup_json json_t *root = json_loadb(buf, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &jerr);
 	if (!root)
 		return mcp_fault_set(fault, MCP_PARSE_ERROR, "not JSON: %s (at byte %d)", jerr.text, jerr.position);
 	if (json_is_array(root))
@@ -108,8 +109,8 @@ int mcp_message_parse(const char *buf, size_t len, struct mcp_message *ret, stru
 	} else {
 		if (!json_is_string(method) || json_string_length(method) == 0 ||
 		    json_string_length(method) > MCP_METHOD_MAX)
-			return mcp_fault_set(fault, MCP_INVALID_REQUEST,
-			                     "\"method\" must be a string of 1 to %d bytes", MCP_METHOD_MAX);
+			return mcp_fault_set(fault, MCP_INVALID_REQUEST, "\"method\" must be a string of 1 to %d bytes",
+			                     MCP_METHOD_MAX);
 		if (params && !json_is_object(params))
 			return mcp_fault_set(fault, MCP_INVALID_REQUEST, "\"params\" must be an object");
 		m.kind = id ? MCP_REQUEST : MCP_NOTIFICATION;
@@ -191,7 +192,8 @@ static int check_one(const struct mcp_arg *a, json_t *v, char *msg, size_t size)
 		json_t *e;
 		json_object_foreach (v, k, e)
 			if (!json_is_string(e) || !string_ok(e, MCP_STRING_MAX) || strlen(k) > 256)
-				return snprintf(msg, size, "\"%s\" must map names (at most 256 bytes) to strings", a->name),
+				return snprintf(msg, size, "\"%s\" must map names (at most 256 bytes) to strings",
+				                a->name),
 				       -EINVAL;
 		return 0;
 	}

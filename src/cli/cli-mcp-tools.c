@@ -142,8 +142,8 @@ static const char *arg_id(struct mcp_call *c, const char *name, json_t **ret_bad
 	const char *id = arg_str(c, name);
 	if (id_ok(id))
 		return id;
-	*ret_bad = result_fmt(true, "\"%s\" must be an id such as the ones the tools answer (letters, digits, - and _)",
-	                      name);
+	*ret_bad =
+	    result_fmt(true, "\"%s\" must be an id such as the ones the tools answer (letters, digits, - and _)", name);
 	return NULL;
 }
 
@@ -257,13 +257,13 @@ static int stream_progress(struct stream_state *s, const char *type, const uint8
 	if (!s->call || !s->call->progress)
 		return 0;
 	cleanup_free char *text = text_of((const char *)bytes, MIN(len, MCP_PROGRESS_TEXT_MAX));
-	cleanup_free char *msg = len > MCP_PROGRESS_TEXT_MAX
-	                             ? xasprintf("%s: %s[\u2026 %zu bytes truncated]", type, text,
-	                                         len - MCP_PROGRESS_TEXT_MAX)
-	                             : xasprintf("%s: %s", type, text);
+	cleanup_free char *msg = len > MCP_PROGRESS_TEXT_MAX ? xasprintf("%s: %s[\u2026 %zu bytes truncated]", type,
+	                                                                 text, len - MCP_PROGRESS_TEXT_MAX)
+	                                                     : xasprintf("%s: %s", type, text);
 	if (s->call->progress(s->call->progress_ud, ++s->events, msg) < 0) {
 		s->client_gone = true;
-		return al_error_set(err, AL_ERR_UNAVAILABLE, EPIPE, "the MCP client went away; the command was stopped");
+		return al_error_set(err, AL_ERR_UNAVAILABLE, EPIPE,
+		                    "the MCP client went away; the command was stopped");
 	}
 	return 0;
 }
@@ -325,7 +325,8 @@ static json_t *stream_result(struct stream_state *s, const char *head)
 static const char *const on_timeout_choices[] = {"kill", "pause", NULL};
 
 static const struct mcp_arg create_args[] = {
-    {"template", MCP_ARG_STRING, false, 0, 63, NULL, "the template (default \"minimal\"; \"base\" has python3, bash, curl, git)"},
+    {"template", MCP_ARG_STRING, false, 0, 63, NULL,
+     "the template (default \"minimal\"; \"base\" has python3, bash, curl, git)"},
     {"vcpus", MCP_ARG_INTEGER, false, 1, 16, NULL, "virtual CPUs (default 1)"},
     {"memory_mib", MCP_ARG_INTEGER, false, 128, 16384, NULL, "memory in MiB (default 256)"},
     {"env", MCP_ARG_STRING_MAP, false, 0, 256, NULL, "environment of every command"},
@@ -341,8 +342,8 @@ static const struct mcp_arg create_args[] = {
 /* What an agent needs of a sandbox, not the whole record. */
 static json_t *sandbox_summary(json_t *sb)
 {
-	static const char *const keys[] = {"id", "state", "template", "vcpus", "memory_mib", "created_at",
-	                                   "metadata", "error", "boot_ms", "timeout_s"};
+	static const char *const keys[] = {"id",         "state",    "template", "vcpus",   "memory_mib",
+	                                   "created_at", "metadata", "error",    "boot_ms", "timeout_s"};
 	json_t *o = json_object();
 	for (size_t i = 0; i < ARRAY_SIZE(keys); i++) {
 		json_t *v = json_object_get(sb, keys[i]);
@@ -410,8 +411,9 @@ static json_t *tool_list_sandboxes(struct mcp_call *c)
 	}
 	cleanup_json json_t *answer = json_pack("{s:O}", "sandboxes", out);
 	if (json_array_size(list) > MCP_LIST_MAX)
-		json_object_set_new(answer, "truncated",
-		                    json_sprintf("[\u2026 %zu more sandboxes not listed]", json_array_size(list) - MCP_LIST_MAX));
+		json_object_set_new(
+		    answer, "truncated",
+		    json_sprintf("[\u2026 %zu more sandboxes not listed]", json_array_size(list) - MCP_LIST_MAX));
 	return result_json(answer);
 }
 
@@ -477,8 +479,8 @@ static json_t *tool_run_command(struct mcp_call *c)
 		return result_text(true, "the output stream ended before the command did (the daemon went away?)");
 	char how[96];
 	describe_exit(s.exit, how, sizeof(how));
-	cleanup_free char *head = xasprintf("%s (%lld ms)", how,
-	                                    (long long)json_integer_value(json_object_get(s.exit, "duration_ms")));
+	cleanup_free char *head =
+	    xasprintf("%s (%lld ms)", how, (long long)json_integer_value(json_object_get(s.exit, "duration_ms")));
 	return stream_result(&s, head);
 }
 
@@ -732,8 +734,9 @@ static json_t *tool_list_files(struct mcp_call *c)
 		json_t *e = json_array_get(entries, i);
 		const char *raw = json_string_value(json_object_get(e, "name"));
 		cleanup_free char *name = text_of(raw ? raw : "", raw ? strlen(raw) : 0);
-		char *next = xasprintf("%s%-9s %12lld  %s\n", text, json_string_value(json_object_get(e, "type")) ?: "?",
-		                       (long long)json_integer_value(json_object_get(e, "size")), name);
+		char *next =
+		    xasprintf("%s%-9s %12lld  %s\n", text, json_string_value(json_object_get(e, "type")) ?: "?",
+		              (long long)json_integer_value(json_object_get(e, "size")), name);
 		free(text);
 		text = next;
 	}
@@ -827,10 +830,9 @@ static json_t *tool_snapshot(struct mcp_call *c)
 	cleanup_json json_t *snap = NULL;
 	if (api_json("POST", path, body, 201, &snap, &f) < 0)
 		return fail_result(&f);
-	cleanup_json json_t *sum = json_pack("{s:O?, s:O?, s:O?, s:O?}", "id", json_object_get(snap, "id"), "name",
-	                                     json_object_get(snap, "name"), "sandbox_id",
-	                                     json_object_get(snap, "sandbox_id"), "created_at",
-	                                     json_object_get(snap, "created_at"));
+	cleanup_json json_t *sum = json_pack(
+	    "{s:O?, s:O?, s:O?, s:O?}", "id", json_object_get(snap, "id"), "name", json_object_get(snap, "name"),
+	    "sandbox_id", json_object_get(snap, "sandbox_id"), "created_at", json_object_get(snap, "created_at"));
 	return result_json(sum);
 }
 
@@ -859,8 +861,8 @@ static json_t *tool_restore(struct mcp_call *c)
 
 const struct mcp_tool mcp_tools[] = {
     {"create_sandbox", "Create a sandbox",
-     "Boot a new sandbox (a microVM) and answer its id. Delete it with delete_sandbox when done.",
-     ARGS(create_args), false, false, tool_create_sandbox},
+     "Boot a new sandbox (a microVM) and answer its id. Delete it with delete_sandbox when done.", ARGS(create_args),
+     false, false, tool_create_sandbox},
     {"delete_sandbox", "Delete a sandbox", "Stop a sandbox and remove everything it had.", ARGS(sandbox_only_args),
      false, true, tool_delete_sandbox},
     {"list_sandboxes", "List sandboxes", "The token's sandboxes: id, state, template, metadata.",
@@ -870,11 +872,11 @@ const struct mcp_tool mcp_tools[] = {
      "a truncation marker). With a progressToken, output is also sent as it comes in progress notifications.",
      ARGS(run_args), false, false, tool_run_command},
     {"start_process", "Start a background process",
-     "Start a command that outlives the call (a server, a long build); read it with get_output.",
-     ARGS(start_args), false, false, tool_start_process},
+     "Start a command that outlives the call (a server, a long build); read it with get_output.", ARGS(start_args),
+     false, false, tool_start_process},
     {"get_output", "Read a background process",
-     "A background process's state and output so far (the last 65536 bytes of each stream).",
-     ARGS(output_args), true, false, tool_get_output},
+     "A background process's state and output so far (the last 65536 bytes of each stream).", ARGS(output_args), true,
+     false, tool_get_output},
     {"kill_process", "Signal a background process", "Send a signal (default TERM) to a background process.",
      ARGS(kill_args), false, true, tool_kill_process},
     {"write_file", "Write a file", "Create or replace a file in a sandbox (parents must exist).", ARGS(write_args),
@@ -882,13 +884,13 @@ const struct mcp_tool mcp_tools[] = {
     {"read_file", "Read a file",
      "A file's content (at most max_bytes, default 65536, then a truncation marker); base64 when binary.",
      ARGS(read_args), true, false, tool_read_file},
-    {"list_files", "List a directory", "A directory's entries: type, size, name (at most 1000).", ARGS(list_args),
-     true, false, tool_list_files},
+    {"list_files", "List a directory", "A directory's entries: type, size, name (at most 1000).", ARGS(list_args), true,
+     false, tool_list_files},
     {"upload", "Upload a tree", "Extract a tar archive (base64) into a directory of a sandbox.", ARGS(upload_args),
      false, true, tool_upload},
     {"download", "Download a tree",
-     "A file or directory as a tar archive (an embedded resource, base64; at most 4 MiB).", ARGS(download_args),
-     true, false, tool_download},
+     "A file or directory as a tar archive (an embedded resource, base64; at most 4 MiB).", ARGS(download_args), true,
+     false, tool_download},
     {"snapshot", "Snapshot a sandbox", "Save a sandbox's memory and disk; restore it later with restore.",
      ARGS(snapshot_args), false, false, tool_snapshot},
     {"restore", "Restore a snapshot", "A new sandbox from a snapshot, running where the snapshot was taken.",
@@ -921,10 +923,12 @@ json_t *mcp_resources_list(void)
 			if (i == MCP_LIST_MAX || !id_ok(id))
 				continue;
 			cleanup_free char *uri = xasprintf(RES_PREFIX "%s", id);
-			cleanup_free char *desc = xasprintf("sandbox %s (%s); its files: " RES_PREFIX "%s/files/{path}", id,
-			                                    json_string_value(json_object_get(sb, "state")) ?: "?", id);
-			json_array_append_new(resources, json_pack("{s:s, s:s, s:s, s:s}", "uri", uri, "name", id,
-			                                           "description", desc, "mimeType", "application/json"));
+			cleanup_free char *desc =
+			    xasprintf("sandbox %s (%s); its files: " RES_PREFIX "%s/files/{path}", id,
+			              json_string_value(json_object_get(sb, "state")) ?: "?", id);
+			json_array_append_new(resources,
+			                      json_pack("{s:s, s:s, s:s, s:s}", "uri", uri, "name", id, "description",
+			                                desc, "mimeType", "application/json"));
 		}
 	}
 	return json_pack("{s:o}", "resources", resources);
@@ -933,11 +937,10 @@ json_t *mcp_resources_list(void)
 json_t *mcp_resource_templates(void)
 {
 	return json_pack("{s:[{s:s, s:s, s:s}, {s:s, s:s, s:s}]}", "resourceTemplates", "uriTemplate",
-	                 RES_PREFIX "{sandbox_id}", "name", "sandbox", "description",
-	                 "a sandbox's record (JSON)", "uriTemplate", RES_PREFIX "{sandbox_id}/files/{+path}", "name",
-	                 "sandbox-file",
-	                 "description", "a file of a sandbox (at most 1 MiB, then a truncation marker), or a "
-	                                "directory's listing (JSON)");
+	                 RES_PREFIX "{sandbox_id}", "name", "sandbox", "description", "a sandbox's record (JSON)",
+	                 "uriTemplate", RES_PREFIX "{sandbox_id}/files/{+path}", "name", "sandbox-file", "description",
+	                 "a file of a sandbox (at most 1 MiB, then a truncation marker), or a "
+	                 "directory's listing (JSON)");
 }
 
 /* "%2F" and the like in a URI's path (percent-decoding). NULL if malformed. */
@@ -975,8 +978,7 @@ static int read_sandbox_resource(const char *uri, const char *id, json_t **ret, 
 	return 0;
 }
 
-static int read_file_resource(const char *uri, const char *id, const char *path, json_t **ret,
-                              struct mcp_fault *fault)
+static int read_file_resource(const char *uri, const char *id, const char *path, json_t **ret, struct mcp_fault *fault)
 {
 	struct api_fail f;
 	cleanup_json json_t *st = get_stat(id, path, &f);
@@ -993,8 +995,8 @@ static int read_file_resource(const char *uri, const char *id, const char *path,
 			return mcp_fault_set(fault, MCP_INTERNAL_ERROR,
 			                     "the listing of %.200s is larger than %u bytes: use list_files", path,
 			                     MCP_READ_MAX);
-		*ret = json_pack("{s:[{s:s, s:s, s:s}]}", "contents", "uri", uri, "mimeType", "application/json", "text",
-		                 text);
+		*ret = json_pack("{s:[{s:s, s:s, s:s}]}", "contents", "uri", uri, "mimeType", "application/json",
+		                 "text", text);
 		return 0;
 	}
 	cleanup_free char *text = NULL;

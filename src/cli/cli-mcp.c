@@ -59,12 +59,12 @@ static json_t *do_tools_list(void)
 	json_t *tools = json_array();
 	for (size_t i = 0; i < mcp_tools_count; i++) {
 		const struct mcp_tool *t = &mcp_tools[i];
-		json_array_append_new(
-		    tools, json_pack("{s:s, s:s, s:s, s:o, s:{s:s, s:b, s:b, s:b, s:b}}", "name", t->name, "title",
-		                     t->title, "description", t->description, "inputSchema",
-		                     mcp_args_schema(t->args, t->n_args), "annotations", "title", t->title,
-		                     "readOnlyHint", t->read_only, "destructiveHint", t->destructive, "idempotentHint",
-		                     t->read_only, "openWorldHint", 0));
+		json_array_append_new(tools,
+		                      json_pack("{s:s, s:s, s:s, s:o, s:{s:s, s:b, s:b, s:b, s:b}}", "name", t->name,
+		                                "title", t->title, "description", t->description, "inputSchema",
+		                                mcp_args_schema(t->args, t->n_args), "annotations", "title", t->title,
+		                                "readOnlyHint", t->read_only, "destructiveHint", t->destructive,
+		                                "idempotentHint", t->read_only, "openWorldHint", 0));
 	}
 	return json_pack("{s:o}", "tools", tools);
 }
@@ -77,9 +77,9 @@ struct progress_ctx {
 static int send_progress(void *ud, double done, const char *message)
 {
 	struct progress_ctx *p = ud;
-	cleanup_json json_t *n = json_pack("{s:s, s:s, s:{s:O, s:f, s:s}}", "jsonrpc", "2.0", "method",
-	                                   "notifications/progress", "params", "progressToken", p->token, "progress",
-	                                   done, "message", message);
+	cleanup_json json_t *n =
+	    json_pack("{s:s, s:s, s:{s:O, s:f, s:s}}", "jsonrpc", "2.0", "method", "notifications/progress", "params",
+	              "progressToken", p->token, "progress", done, "message", message);
 	return p->sink->send(p->sink->ud, n);
 }
 
@@ -95,7 +95,8 @@ static json_t *do_tools_call(struct mcp_session *s, json_t *params, struct mcp_s
 	const char *name = json_string_value(json_object_get(params, "name"));
 	const struct mcp_tool *t = mcp_tool_find(name);
 	if (!t) {
-		mcp_fault_set(f, MCP_INVALID_PARAMS, "Unknown tool: %.64s (tools/list names them)", name ? name : "(none)");
+		mcp_fault_set(f, MCP_INVALID_PARAMS, "Unknown tool: %.64s (tools/list names them)",
+		              name ? name : "(none)");
 		return NULL;
 	}
 	json_t *args = json_object_get(params, "arguments");
@@ -212,7 +213,8 @@ static int serve_stdio(void)
 		if (len == cap) {
 			if (cap > MCP_MESSAGE_MAX) {
 				struct mcp_fault f = {0};
-				mcp_fault_set(&f, MCP_INVALID_REQUEST, "a message is longer than %u bytes", MCP_MESSAGE_MAX);
+				mcp_fault_set(&f, MCP_INVALID_REQUEST, "a message is longer than %u bytes",
+				              MCP_MESSAGE_MAX);
 				stdio_fault(&sink, &f);
 				skipping = true;
 				len = 0;
@@ -310,7 +312,7 @@ static bool origin_ok(const char *origin)
 {
 	if (!origin)
 		return true;
-	static const char *const ok[] = {"http://127.0.0.1", "http://localhost", "http://[::1]",
+	static const char *const ok[] = {"http://127.0.0.1",  "http://localhost",  "http://[::1]",
 	                                 "https://127.0.0.1", "https://localhost", "https://[::1]"};
 	for (size_t i = 0; i < ARRAY_SIZE(ok); i++) {
 		size_t n = strlen(ok[i]);
@@ -435,7 +437,8 @@ static enum MHD_Result respond_sse(struct MHD_Connection *c, struct mcp_session 
 	pthread_detach(t);
 	int *rfd = xmalloc(sizeof(*rfd));
 	*rfd = p[0];
-	struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 64 * 1024, sse_read, rfd, sse_free);
+	struct MHD_Response *r =
+	    MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 64 * 1024, sse_read, rfd, sse_free);
 	if (!r)
 		abort();
 	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
@@ -539,7 +542,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 	if (strcmp(url, "/mcp"))
 		return respond(c, MHD_HTTP_NOT_FOUND, "text/plain", xstrdup("airlock mcp serves POST /mcp\n"), NULL);
 	if (!origin_ok(MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin")))
-		return respond(c, MHD_HTTP_FORBIDDEN, "text/plain", xstrdup("a non-loopback Origin is refused\n"), NULL);
+		return respond(c, MHD_HTTP_FORBIDDEN, "text/plain", xstrdup("a non-loopback Origin is refused\n"),
+		               NULL);
 	if (!strcmp(method, "POST"))
 		return handle_post(c, b);
 	if (!strcmp(method, "DELETE")) {
