@@ -105,7 +105,7 @@ static json_t *do_tools_call(struct mcp_session *s, json_t *params, struct mcp_s
 		/* 2025-06-18 calls invalid arguments a protocol error; 2025-11-25
 		 * a tool error the model can read and correct. */
 		if (strcmp(s->version, "2025-11-25") >= 0)
-			return json_pack("{s:[{s:s, s:s++}], s:b}", "content", "type", "text", "text",
+			return json_pack("{s:[{s:s, s:s+}], s:b}", "content", "type", "text", "text",
 			                 "invalid arguments: ", msg, "isError", 1);
 		mcp_fault_set(f, MCP_INVALID_PARAMS, "invalid arguments for %s: %s", t->name, msg);
 		return NULL;
