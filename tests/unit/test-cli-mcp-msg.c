@@ -92,12 +92,9 @@ static void test_size_limit(void **s)
 
 static const char *const enc[] = {"utf8", "base64", NULL};
 static const struct mcp_arg spec[] = {
-    {"sandbox_id", MCP_ARG_STRING, true, 0, 8, NULL, "id"},
-    {"n", MCP_ARG_INTEGER, false, 1, 10, NULL, "n"},
-    {"flag", MCP_ARG_BOOLEAN, false, 0, 0, NULL, "flag"},
-    {"argv", MCP_ARG_STRING_ARRAY, false, 0, 2, NULL, "argv"},
-    {"env", MCP_ARG_STRING_MAP, false, 0, 2, NULL, "env"},
-    {"encoding", MCP_ARG_STRING, false, 0, 8, enc, "encoding"},
+    {"sandbox_id", MCP_ARG_STRING, true, 0, 8, NULL, "id"}, {"n", MCP_ARG_INTEGER, false, 1, 10, NULL, "n"},
+    {"flag", MCP_ARG_BOOLEAN, false, 0, 0, NULL, "flag"},   {"argv", MCP_ARG_STRING_ARRAY, false, 0, 2, NULL, "argv"},
+    {"env", MCP_ARG_STRING_MAP, false, 0, 2, NULL, "env"},  {"encoding", MCP_ARG_STRING, false, 0, 8, enc, "encoding"},
 };
 
 static int check(const char *text)
@@ -113,13 +110,13 @@ static void test_args(void **s)
 	assert_int_equal(check("{\"sandbox_id\":\"sb-1\",\"n\":3,\"flag\":true,\"argv\":[\"a\",\"b\"],"
 	                       "\"env\":{\"A\":\"1\"},\"encoding\":\"base64\"}"),
 	                 0);
-	assert_true(check("{}") < 0);                                            /* required */
-	assert_true(check("{\"sandbox_id\":\"123456789\"}") < 0);                /* too long */
-	assert_true(check("{\"sandbox_id\":\"a\\u0000b\"}") < 0);                /* NUL */
-	assert_true(check("{\"sandbox_id\":\"a\",\"n\":11}") < 0);               /* range */
-	assert_true(check("{\"sandbox_id\":\"a\",\"n\":\"3\"}") < 0);            /* type */
-	assert_true(check("{\"sandbox_id\":\"a\",\"n\":3.0}") < 0);              /* not an integer */
-	assert_true(check("{\"sandbox_id\":\"a\",\"flag\":1}") < 0);             /* not a boolean */
+	assert_true(check("{}") < 0);                                                  /* required */
+	assert_true(check("{\"sandbox_id\":\"123456789\"}") < 0);                      /* too long */
+	assert_true(check("{\"sandbox_id\":\"a\\u0000b\"}") < 0);                      /* NUL */
+	assert_true(check("{\"sandbox_id\":\"a\",\"n\":11}") < 0);                     /* range */
+	assert_true(check("{\"sandbox_id\":\"a\",\"n\":\"3\"}") < 0);                  /* type */
+	assert_true(check("{\"sandbox_id\":\"a\",\"n\":3.0}") < 0);                    /* not an integer */
+	assert_true(check("{\"sandbox_id\":\"a\",\"flag\":1}") < 0);                   /* not a boolean */
 	assert_true(check("{\"sandbox_id\":\"a\",\"argv\":[\"a\",\"b\",\"c\"]}") < 0); /* items */
 	assert_true(check("{\"sandbox_id\":\"a\",\"argv\":[1]}") < 0);
 	assert_true(check("{\"sandbox_id\":\"a\",\"env\":{\"A\":1}}") < 0);
