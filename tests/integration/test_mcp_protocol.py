@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from conftest import AIRLOCK, ROOT
+from conftest import AIRLOCK, AIRLOCKD, ROOT
 
 NO_DAEMON = {"AIRLOCK_SOCKET": "/nonexistent/airlockd.sock", "PATH": os.environ.get("PATH", "")}
 INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
@@ -180,6 +180,12 @@ def openapi_routes():
     return routes
 
 
+def daemon_routes():
+    """The routes airlockd serves (--print-routes), less E2B's (/e2b/: not this API)."""
+    out = subprocess.run([AIRLOCKD, "--print-routes"], stdout=subprocess.PIPE, check=True, timeout=30).stdout
+    return {l.strip() for l in out.decode().splitlines() if l.strip() and " /e2b/" not in l}
+
+
 def mcp_doc_tables():
     """docs/mcp.md: {tool: {routes}} from the tools table, {route: reason} of the exclusions."""
     text = open(os.path.join(ROOT, "docs", "mcp.md")).read()
@@ -205,6 +211,7 @@ def test_every_tool_maps_to_documented_routes():
     tools, excluded = mcp_doc_tables()
     routes = openapi_routes()
     assert routes, "no routes parsed from openapi.yaml"
+    assert daemon_routes() <= routes, f"airlockd serves routes openapi.yaml lacks: {daemon_routes() - routes}"
     assert names == set(tools), f"tools/list and docs/mcp.md differ: {names ^ set(tools)}"
     for name, rs in tools.items():
         assert rs, f"docs/mcp.md names no API route for the tool {name}"
