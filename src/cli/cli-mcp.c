@@ -23,6 +23,7 @@ struct mcp_session {
 	bool initialized;
 	char id[2 * MCP_SESSION_ID_BYTES + 1];
 	char version[16]; /* the negotiated protocol revision */
+	uint64_t used_ms; /* last request (HTTP): the least recent goes when the table is full */
 };
 
 /* Where answers and notifications go; send returns < 0 when the client is gone. */
@@ -332,6 +333,7 @@ static int session_get(struct MHD_Connection *c, struct mcp_session *ret)
 	pthread_mutex_lock(&server.lock);
 	for (size_t i = 0; i < MCP_SESSIONS_MAX; i++)
 		if (server.sessions[i].in_use && !strcmp(server.sessions[i].id, id)) {
+			server.sessions[i].used_ms = now_ms_monotonic();
 			*ret = server.sessions[i];
 			r = 0;
 		}
@@ -339,21 +341,27 @@ static int session_get(struct MHD_Connection *c, struct mcp_session *ret)
 	return r;
 }
 
-static int session_add(struct mcp_session *s)
+/* A new session in the table; when it is full, the one least recently used
+ * makes room (its client gets 404 and initializes again, as the spec says). */
+static void session_add(struct mcp_session *s)
 {
 	uint8_t raw[MCP_SESSION_ID_BYTES];
 	random_bytes(raw, sizeof(raw));
 	hex_encode(raw, sizeof(raw), s->id);
 	s->in_use = true;
-	int r = -EBUSY;
+	s->used_ms = now_ms_monotonic();
 	pthread_mutex_lock(&server.lock);
-	for (size_t i = 0; i < MCP_SESSIONS_MAX && r < 0; i++)
+	size_t slot = 0;
+	for (size_t i = 0; i < MCP_SESSIONS_MAX; i++) {
 		if (!server.sessions[i].in_use) {
-			server.sessions[i] = *s;
-			r = 0;
+			slot = i;
+			break;
 		}
+		if (server.sessions[i].used_ms < server.sessions[slot].used_ms)
+			slot = i;
+	}
+	server.sessions[slot] = *s;
 	pthread_mutex_unlock(&server.lock);
-	return r;
 }
 
 static bool session_remove(const char *id)
@@ -483,11 +491,9 @@ static enum MHD_Result handle_post(struct MHD_Connection *c, struct http_body *b
 	} else if (init) {
 		struct mcp_sink sink = {.send = json_send_none};
 		cleanup_json json_t *answer = mcp_dispatch(&s, &m, &sink);
-		if (s.initialized && session_add(&s) < 0)
-			ret = respond_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, m.id, MCP_INTERNAL_ERROR,
-			                    "too many MCP sessions: end one (DELETE /mcp) or restart airlock mcp");
-		else
-			ret = respond_json(c, MHD_HTTP_OK, answer, s.initialized ? s.id : NULL);
+		if (s.initialized)
+			session_add(&s);
+		ret = respond_json(c, MHD_HTTP_OK, answer, s.initialized ? s.id : NULL);
 	} else {
 		int r = session_get(c, &s);
 		const char *accept = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCEPT);

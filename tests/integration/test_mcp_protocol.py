@@ -222,3 +222,17 @@ def test_every_tool_maps_to_documented_routes():
     missing = routes - covered - set(excluded)
     assert not missing, f"routes neither a tool's nor excluded (with a reason) in docs/mcp.md: {sorted(missing)}"
     assert not (covered & set(excluded)), f"routes both a tool's and excluded: {covered & set(excluded)}"
+
+
+def test_http_sessions_bounded(http_server):
+    """At most 64 sessions: the least recently used one makes room for a new one."""
+    ids = []
+    for _ in range(65):
+        r, _ = post(http_server, INIT)
+        assert r.status == 200
+        ids.append(r.getheader("Mcp-Session-Id"))
+    assert len(set(ids)) == 65
+    r, _ = post(http_server, {"jsonrpc": "2.0", "id": 2, "method": "ping"}, {"Mcp-Session-Id": ids[0]})
+    assert r.status == 404
+    r, _ = post(http_server, {"jsonrpc": "2.0", "id": 3, "method": "ping"}, {"Mcp-Session-Id": ids[-1]})
+    assert r.status == 200

@@ -37,7 +37,7 @@ test('initialize gave a session id; tools/list', async () => {
 test('run_command streams progress notifications over SSE', async () => {
   const seen = [];
   const r = await client.callTool(
-    { name: 'run_command', arguments: { sandbox_id: sid, command: 'for i in 1 2 3; do echo line$i; sleep 0.3; done' } },
+    { name: 'run_command', arguments: { sandbox_id: sid, command: 'for i in 1 2 3; do echo line$i; sleep 1; done' } },
     undefined, { ...LONG, onprogress: (p) => seen.push(p) });
   assert.match(text(r), /^exit code 0/);
   assert.match(text(r), /line1\nline2\nline3/);
