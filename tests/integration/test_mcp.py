@@ -33,7 +33,7 @@ class McpDaemon(ListeningDaemon):
         self.foreign = self.api.create_ok(template="minimal", vcpus=1)["id"]
         return self
 
-    def env(self):
+    def mcp_env(self):
         env = {k: v for k, v in os.environ.items() if not k.startswith("AIRLOCK_")}
         env.update(AIRLOCK_BIN=AIRLOCK, AIRLOCK_HOST=f"tcp://127.0.0.1:{self.port}", AIRLOCK_TOKEN=self.token,
                    AIRLOCK_MCP_FOREIGN=self.foreign)
@@ -59,7 +59,7 @@ def test_node_tests_exist():
 
 @pytest.mark.parametrize("path", NODE_TESTS, ids=[os.path.basename(p).split(".")[0] for p in NODE_TESTS])
 def test_mcp_client(mcpd, path):
-    r = subprocess.run(["node", "--test", "--test-reporter=spec", path], cwd=MCP_DIR, env=mcpd.env(),
+    r = subprocess.run(["node", "--test", "--test-reporter=spec", path], cwd=MCP_DIR, env=mcpd.mcp_env(),
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=NODE_TIMEOUT_S)
     print(r.stdout)
     assert r.returncode == 0, (f"node --test {os.path.basename(path)} failed:\n{r.stdout[-8000:]}\n"
