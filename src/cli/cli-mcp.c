@@ -255,6 +255,25 @@ struct http_server {
 
 static struct http_server server = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
+/* AIRLOCK_MCP_HTTP_TOKEN: when set, every request must carry it as a bearer
+ * token (for a host where other local users could reach the port). */
+static const char *http_token;
+
+/* SECURITY: compared in time independent of where the first difference is. */
+static bool http_token_ok(const char *auth)
+{
+	if (!http_token)
+		return true;
+	if (!auth || strncmp(auth, "Bearer ", 7))
+		return false;
+	const char *given = auth + 7;
+	size_t n = strlen(http_token), m = strlen(given);
+	unsigned char diff = n != m;
+	for (size_t i = 0; i < n; i++)
+		diff |= (unsigned char)(http_token[i] ^ (i < m ? given[i] : 0));
+	return diff == 0;
+}
+
 /* One POST's body, bounded. */
 struct http_body {
 	char *data;
@@ -520,7 +539,8 @@ static enum MHD_Result handle_post(struct MHD_Connection *c, struct http_body *b
 
 /* SECURITY: requests come from whoever reaches the loopback port: only
  * /mcp, bodies bounded by MCP_MESSAGE_MAX before they are kept, the Origin
- * checked, sessions by unguessable ids (128 random bits). */
+ * checked, the bearer token when one is set, sessions by unguessable ids
+ * (128 random bits). */
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                                   const char *version, const char *upload_data, size_t *upload_data_size,
                                   void **con_cls)
@@ -550,6 +570,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 	if (!origin_ok(MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin")))
 		return respond(c, MHD_HTTP_FORBIDDEN, "text/plain", xstrdup("a non-loopback Origin is refused\n"),
 		               NULL);
+	if (!http_token_ok(MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION)))
+		return respond(c, MHD_HTTP_UNAUTHORIZED, "text/plain",
+		               xstrdup("this server wants Authorization: Bearer $AIRLOCK_MCP_HTTP_TOKEN\n"), NULL);
 	if (!strcmp(method, "POST"))
 		return handle_post(c, b);
 	if (!strcmp(method, "DELETE")) {
@@ -663,5 +686,7 @@ int cli_cmd_mcp(int argc, char **argv)
 	if (optind != argc)
 		return cli_usage_error("mcp takes no operands");
 	signal(SIGPIPE, SIG_IGN);
+	const char *t = getenv("AIRLOCK_MCP_HTTP_TOKEN");
+	http_token = t && *t ? t : NULL;
 	return http ? serve_http(http) : serve_stdio();
 }

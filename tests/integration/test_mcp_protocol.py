@@ -236,3 +236,18 @@ def test_http_sessions_bounded(http_server):
     assert r.status == 404
     r, _ = post(http_server, {"jsonrpc": "2.0", "id": 3, "method": "ping"}, {"Mcp-Session-Id": ids[-1]})
     assert r.status == 200
+
+
+def test_http_bearer_token():
+    env = dict(NO_DAEMON, AIRLOCK_MCP_HTTP_TOKEN="s3cret")
+    p = subprocess.Popen([AIRLOCK, "mcp", "--http", "127.0.0.1:0"], env=env, stderr=subprocess.PIPE)
+    try:
+        port = int(re.search(r":(\d+)/mcp", p.stderr.readline().decode()).group(1))
+        assert post(port, INIT)[0].status == 401
+        assert post(port, INIT, {"Authorization": "Bearer s3cre"})[0].status == 401
+        assert post(port, INIT, {"Authorization": "Bearer s3cret2"})[0].status == 401
+        assert post(port, INIT, {"Authorization": "Basic s3cret"})[0].status == 401
+        assert post(port, INIT, {"Authorization": "Bearer s3cret"})[0].status == 200
+    finally:
+        p.terminate()
+        p.wait(timeout=10)

@@ -16,7 +16,7 @@ let sid;
 
 before(async () => {
   server = await startHttpServer();
-  conn = await connectHttp(server.url);
+  conn = await connectHttp(server.url, server.token);
   client = conn.client;
   sid = await createSandbox(client);
 });
@@ -66,8 +66,13 @@ test("another tenant's sandbox is refused", async () => {
   assert.match(text(r), /HTTP 404/);
 });
 
+test('without the server\'s bearer token: refused', async () => {
+  await assert.rejects(connectHttp(server.url), /401|Unauthorized|bearer/i);
+  await assert.rejects(connectHttp(server.url, 'wrong'), /401|Unauthorized|bearer/i);
+});
+
 test('a second client gets its own session', async () => {
-  const other = await connectHttp(server.url);
+  const other = await connectHttp(server.url, server.token);
   assert.notEqual(other.transport.sessionId, conn.transport.sessionId);
   await other.client.ping();
   await other.transport.terminateSession();

@@ -5,6 +5,7 @@
 // AIRLOCK_TOKEN (a tenant's token on the daemon's TCP listener), AIRLOCK_MCP_FOREIGN
 // (a sandbox of another tenant).
 import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import assert from 'node:assert/strict';
 
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
@@ -31,9 +32,13 @@ export async function connectStdio() {
   return { client, close: () => client.close() };
 }
 
-// Starts `airlock mcp --http 127.0.0.1:0` and reads the port it printed.
+// Starts `airlock mcp --http 127.0.0.1:0` with a bearer token of its own
+// (AIRLOCK_MCP_HTTP_TOKEN) and reads the port it printed.
 export async function startHttpServer() {
-  const child = spawn(BIN, ['mcp', '--http', '127.0.0.1:0'], { env: serverEnv(), stdio: ['ignore', 'inherit', 'pipe'] });
+  const token = randomBytes(16).toString('hex');
+  const child = spawn(BIN, ['mcp', '--http', '127.0.0.1:0'], {
+    env: { ...serverEnv(), AIRLOCK_MCP_HTTP_TOKEN: token }, stdio: ['ignore', 'inherit', 'pipe'],
+  });
   const url = await new Promise((resolve, reject) => {
     let err = '';
     const timer = setTimeout(() => reject(new Error(`airlock mcp --http said nothing in 10 s: ${err}`)), 10_000);
@@ -49,6 +54,7 @@ export async function startHttpServer() {
   });
   return {
     url,
+    token,
     stop: () => new Promise((resolve) => {
       child.once('exit', resolve);
       child.kill('SIGTERM');
@@ -56,8 +62,10 @@ export async function startHttpServer() {
   };
 }
 
-export async function connectHttp(url) {
-  const transport = new StreamableHTTPClientTransport(new URL(url));
+export async function connectHttp(url, token) {
+  const transport = new StreamableHTTPClientTransport(new URL(url), {
+    requestInit: token ? { headers: { Authorization: `Bearer ${token}` } } : undefined,
+  });
   const client = new Client({ name: 'airlock-tests', version: '1.0.0' });
   await client.connect(transport);
   return { client, transport, close: () => client.close() };
