@@ -145,7 +145,7 @@ test('snapshot and restore', async () => {
 
 test('errors: unknown tool is a protocol error, bad arguments and daemon refusals are tool errors', async () => {
   await assert.rejects(client.callTool({ name: 'expose_port', arguments: {} }),
-    (e) => e instanceof McpError && e.code === -32602 && /Unknown tool/.test(e.message));
+    (e) => e instanceof McpError && e.code === -32602 && /Unknown tool: expose_port \(not available/.test(e.message));
   // The client negotiated 2025-11-25: invalid arguments are a tool error the model can read.
   let r = await client.callTool({ name: 'read_file', arguments: { sandbox_id: sid } });
   assert.equal(r.isError, true);
