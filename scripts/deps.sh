@@ -28,11 +28,14 @@ else
 	echo "deps: all packages present"
 fi
 
-# The npm packages of tests/e2b (E2B's SDK, pinned in its package-lock.json),
-# installed again only when the lock file changed.
-e2b_dir=$(cd "$(dirname "$0")/.." && pwd)/tests/e2b
-if ! cmp -s "$e2b_dir/package-lock.json" "$e2b_dir/node_modules/.airlock-lock" 2>/dev/null; then
-	echo "deps: npm ci in tests/e2b"
-	npm ci --prefix "$e2b_dir" --no-audit --no-fund --loglevel=error
-	cp "$e2b_dir/package-lock.json" "$e2b_dir/node_modules/.airlock-lock"
-fi
+# The npm packages of tests/e2b (E2B's SDK) and tests/mcp (the official MCP
+# client SDK), each pinned in its package-lock.json, installed again only when
+# the lock file changed.
+for sub in e2b mcp; do
+	npm_dir=$(cd "$(dirname "$0")/.." && pwd)/tests/$sub
+	if ! cmp -s "$npm_dir/package-lock.json" "$npm_dir/node_modules/.airlock-lock" 2>/dev/null; then
+		echo "deps: npm ci in tests/$sub"
+		npm ci --prefix "$npm_dir" --no-audit --no-fund --loglevel=error
+		cp "$npm_dir/package-lock.json" "$npm_dir/node_modules/.airlock-lock"
+	fi
+done

@@ -42,6 +42,8 @@ UNIT_SRC_store := $(wildcard src/daemon/store/store*.c)
 UNIT_LIBS_store := -lsqlite3 -lpthread
 UNIT_SRC_cli-tar := src/cli/cli-tar.c
 UNIT_SRC_cli-text := src/cli/cli-text.c
+# airlock mcp's parser of a client's messages and tool arguments (issue 20).
+UNIT_SRC_cli-mcp-msg := src/cli/cli-mcp-msg.c
 # What auth, secrets and the store share of the SQLite connection.
 UNIT_SRC_store-db := src/daemon/store/store-db.c
 UNIT_LIBS_store-db := -lsqlite3 -lpthread
@@ -270,6 +272,12 @@ FUZZ_SRC_fuzz-e2b-process-request := src/daemon/api/api-e2b-process-request.c sr
 	src/daemon/api/connect-wire.c src/daemon/model/sandbox-model.c
 FUZZ_LIBS_fuzz-e2b-process-request :=
 FUZZ_MAXLEN_fuzz-e2b-process-request := 20000
+
+# airlock mcp (issue 20): a client's JSON-RPC messages and tool arguments
+# (seeds: tests/fuzz/corpus/fuzz-mcp-message, written by hand).
+FUZZ_SRC_fuzz-mcp-message := src/cli/cli-mcp-msg.c
+FUZZ_LIBS_fuzz-mcp-message :=
+FUZZ_MAXLEN_fuzz-mcp-message := 16384
 
 FUZZ_ALL := $(patsubst tests/fuzz/%.c,%,$(wildcard tests/fuzz/fuzz-*.c))
 fuzz_missing = $(strip $(foreach f,$(FUZZ_SRC_$(1)),$(if $(wildcard $(f)),,$(f))))

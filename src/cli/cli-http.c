@@ -37,7 +37,7 @@ int cli_conn_set_host(const char *spec)
 
 const char *cli_conn_describe(void)
 {
-	static char buf[512];
+	static __thread char buf[512]; /* airlock mcp --http calls from several threads */
 	if (cli_conn.host)
 		snprintf(buf, sizeof(buf), "tcp://%s%s%s:%s", strchr(cli_conn.host, ':') ? "[" : "", cli_conn.host,
 		         strchr(cli_conn.host, ':') ? "]" : "", cli_conn.port);

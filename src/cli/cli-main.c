@@ -5,6 +5,7 @@
 #include <curl/curl.h>
 #include <jansson.h>
 
+#include "cli-mcp.h"
 #include "cli.h"
 #include "version.h"
 
@@ -64,6 +65,8 @@ static const char usage_text[] =
     "  tenant quota NAME [--max-sandboxes N] [--max-vcpus N] [--max-memory MIB] [--json]\n"
     "  events [--sandbox ID] [--type PREFIX] [--since SEQ] [-f] [--json]\n"
     "  version\n"
+    "Agents:\n"
+    "  mcp [--http 127.0.0.1:PORT]   a Model Context Protocol server (stdio, or streamable HTTP at /mcp)\n"
     "\n"
     "The daemon is --host / $AIRLOCK_HOST (TCP, with --token / $AIRLOCK_TOKEN), else --socket PATH,\n"
     "else $AIRLOCK_SOCKET, else " DEFAULT_SOCKET ".\n";
@@ -730,6 +733,7 @@ int main(int argc, char **argv)
 	    {"network", cli_cmd_network},
 	    {"secret", cli_cmd_secret},
 	    {"ca", cli_cmd_ca},
+	    {"mcp", cli_cmd_mcp},
 	};
 	const char *verb = argv[optind];
 	if (!strcmp(verb, "version")) {
