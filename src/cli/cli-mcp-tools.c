@@ -322,6 +322,18 @@ static json_t *stream_result(struct stream_state *s, const char *head)
 
 /* ------------------------------------------------------------ sandboxes */
 
+/* The arguments several tools share. */
+/* clang-format off */
+#define SANDBOX_ID_ARG {"sandbox_id", MCP_ARG_STRING, true, 0, 64, NULL, "the sandbox's id"}
+#define PATH_ARG(desc) {"path", MCP_ARG_STRING, true, 0, 4096, NULL, desc}
+/* run_command's and start_process's: what exec_body reads. */
+#define EXEC_ARGS \
+	{"command", MCP_ARG_STRING, false, 0, 65536, NULL, "a shell command line, run as /bin/sh -c COMMAND"}, \
+	{"argv", MCP_ARG_STRING_ARRAY, false, 0, 1024, NULL, "or the program and its arguments, without a shell"}, \
+	{"cwd", MCP_ARG_STRING, false, 0, 4096, NULL, "working directory (absolute; default /)"}, \
+	{"env", MCP_ARG_STRING_MAP, false, 0, 256, NULL, "extra environment"}
+/* clang-format on */
+
 static const char *const on_timeout_choices[] = {"kill", "pause", NULL};
 
 static const struct mcp_arg create_args[] = {
@@ -420,11 +432,8 @@ static json_t *tool_list_sandboxes(struct mcp_call *c)
 /* ------------------------------------------------------------ commands */
 
 static const struct mcp_arg run_args[] = {
-    {"sandbox_id", MCP_ARG_STRING, true, 0, 64, NULL, "the sandbox's id"},
-    {"command", MCP_ARG_STRING, false, 0, 65536, NULL, "a shell command line, run as /bin/sh -c COMMAND"},
-    {"argv", MCP_ARG_STRING_ARRAY, false, 0, 1024, NULL, "or the program and its arguments, without a shell"},
-    {"cwd", MCP_ARG_STRING, false, 0, 4096, NULL, "working directory (absolute; default /)"},
-    {"env", MCP_ARG_STRING_MAP, false, 0, 256, NULL, "extra environment"},
+    SANDBOX_ID_ARG,
+    EXEC_ARGS,
     {"stdin", MCP_ARG_STRING, false, 0, MCP_STDIN_MAX, NULL, "text given to the command's standard input"},
     {"timeout_s", MCP_ARG_INTEGER, false, 1, 3600, NULL, "kill the command after this many seconds (default 60)"},
 };
@@ -485,11 +494,8 @@ static json_t *tool_run_command(struct mcp_call *c)
 }
 
 static const struct mcp_arg start_args[] = {
-    {"sandbox_id", MCP_ARG_STRING, true, 0, 64, NULL, "the sandbox's id"},
-    {"command", MCP_ARG_STRING, false, 0, 65536, NULL, "a shell command line, run as /bin/sh -c COMMAND"},
-    {"argv", MCP_ARG_STRING_ARRAY, false, 0, 1024, NULL, "or the program and its arguments, without a shell"},
-    {"cwd", MCP_ARG_STRING, false, 0, 4096, NULL, "working directory (absolute; default /)"},
-    {"env", MCP_ARG_STRING_MAP, false, 0, 256, NULL, "extra environment"},
+    SANDBOX_ID_ARG,
+    EXEC_ARGS,
     {"tag", MCP_ARG_STRING, false, 0, 64, NULL, "a label for the process"},
 };
 
@@ -511,7 +517,7 @@ static json_t *tool_start_process(struct mcp_call *c)
 }
 
 static const struct mcp_arg output_args[] = {
-    {"sandbox_id", MCP_ARG_STRING, true, 0, 64, NULL, "the sandbox's id"},
+    SANDBOX_ID_ARG,
     {"process_id", MCP_ARG_STRING, true, 0, 64, NULL, "the process's id (from start_process)"},
     {"wait_s", MCP_ARG_INTEGER, false, 0, MCP_WAIT_MAX, NULL,
      "first wait up to this many seconds for the process to exit (default 0: do not wait)"},
@@ -552,7 +558,7 @@ static json_t *tool_get_output(struct mcp_call *c)
 }
 
 static const struct mcp_arg kill_args[] = {
-    {"sandbox_id", MCP_ARG_STRING, true, 0, 64, NULL, "the sandbox's id"},
+    SANDBOX_ID_ARG,
     {"process_id", MCP_ARG_STRING, true, 0, 64, NULL, "the process's id"},
     {"signal", MCP_ARG_STRING, false, 0, 8, NULL, "TERM (default), KILL, INT, HUP, ..."},
 };
@@ -654,8 +660,8 @@ static int read_file_text(const char *id, const char *path, size_t max, char **r
 }
 
 static const struct mcp_arg read_args[] = {
-    {"sandbox_id", MCP_ARG_STRING, true, 0, 64, NULL, "the sandbox's id"},
-    {"path", MCP_ARG_STRING, true, 0, 4096, NULL, "absolute path of the file"},
+    SANDBOX_ID_ARG,
+    PATH_ARG("absolute path of the file"),
     {"max_bytes", MCP_ARG_INTEGER, false, 1, MCP_READ_MAX, NULL, "bytes to read at most (default 65536)"},
 };
 
@@ -679,8 +685,8 @@ static json_t *tool_read_file(struct mcp_call *c)
 static const char *const encoding_choices[] = {"utf8", "base64", NULL};
 
 static const struct mcp_arg write_args[] = {
-    {"sandbox_id", MCP_ARG_STRING, true, 0, 64, NULL, "the sandbox's id"},
-    {"path", MCP_ARG_STRING, true, 0, 4096, NULL, "absolute path of the file (replaced whole)"},
+    SANDBOX_ID_ARG,
+    PATH_ARG("absolute path of the file (replaced whole)"),
     {"content", MCP_ARG_STRING, true, 0, MCP_MESSAGE_MAX, NULL, "the file's content"},
     {"encoding", MCP_ARG_STRING, false, 0, 8, encoding_choices, "utf8 (default) or base64 for binary content"},
 };
@@ -711,8 +717,8 @@ static json_t *tool_write_file(struct mcp_call *c)
 }
 
 static const struct mcp_arg list_args[] = {
-    {"sandbox_id", MCP_ARG_STRING, true, 0, 64, NULL, "the sandbox's id"},
-    {"path", MCP_ARG_STRING, true, 0, 4096, NULL, "absolute path of the directory"},
+    SANDBOX_ID_ARG,
+    PATH_ARG("absolute path of the directory"),
 };
 
 static json_t *tool_list_files(struct mcp_call *c)
@@ -749,8 +755,8 @@ static json_t *tool_list_files(struct mcp_call *c)
 }
 
 static const struct mcp_arg upload_args[] = {
-    {"sandbox_id", MCP_ARG_STRING, true, 0, 64, NULL, "the sandbox's id"},
-    {"path", MCP_ARG_STRING, true, 0, 4096, NULL, "absolute path of the directory to extract into"},
+    SANDBOX_ID_ARG,
+    PATH_ARG("absolute path of the directory to extract into"),
     {"archive_base64", MCP_ARG_STRING, true, 0, MCP_MESSAGE_MAX, NULL, "a tar archive, base64"},
 };
 
@@ -779,8 +785,8 @@ static json_t *tool_upload(struct mcp_call *c)
 }
 
 static const struct mcp_arg download_args[] = {
-    {"sandbox_id", MCP_ARG_STRING, true, 0, 64, NULL, "the sandbox's id"},
-    {"path", MCP_ARG_STRING, true, 0, 4096, NULL, "absolute path of the file or directory"},
+    SANDBOX_ID_ARG,
+    PATH_ARG("absolute path of the file or directory"),
 };
 
 static json_t *tool_download(struct mcp_call *c)
@@ -812,7 +818,7 @@ static json_t *tool_download(struct mcp_call *c)
 /* ------------------------------------------------------------ lifecycle */
 
 static const struct mcp_arg snapshot_args[] = {
-    {"sandbox_id", MCP_ARG_STRING, true, 0, 64, NULL, "the sandbox's id"},
+    SANDBOX_ID_ARG,
     {"name", MCP_ARG_STRING, false, 0, 64, NULL, "a name for the snapshot"},
 };
 
