@@ -157,6 +157,18 @@ static const char *arg_path(struct mcp_call *c, const char *name, json_t **ret_b
 	return NULL;
 }
 
+/* The "sandbox_id" argument and a second one, `name`: an id, or a path when
+ * is_path. NULL with both set, or the tool's error for the first that is wrong. */
+static json_t *args_sandbox_and(struct mcp_call *c, const char *name, bool is_path, const char **ret_id,
+                                const char **ret_other)
+{
+	json_t *bad = NULL;
+	*ret_id = arg_id(c, "sandbox_id", &bad);
+	if (*ret_id)
+		*ret_other = is_path ? arg_path(c, name, &bad) : arg_id(c, name, &bad);
+	return bad;
+}
+
 static char *sandbox_path(const char *id, const char *rest)
 {
 	return xasprintf("/v1/sandboxes/%s%s", id, rest);
@@ -525,10 +537,9 @@ static const struct mcp_arg output_args[] = {
 
 static json_t *tool_get_output(struct mcp_call *c)
 {
-	json_t *bad = NULL;
-	const char *id = arg_id(c, "sandbox_id", &bad);
-	const char *pid = id ? arg_id(c, "process_id", &bad) : NULL;
-	if (!pid)
+	const char *id = NULL, *pid = NULL;
+	json_t *bad = args_sandbox_and(c, "process_id", false, &id, &pid);
+	if (bad)
 		return bad;
 	struct api_fail f;
 	cleanup_free char *base = sandbox_path(id, "/processes/");
@@ -565,10 +576,9 @@ static const struct mcp_arg kill_args[] = {
 
 static json_t *tool_kill_process(struct mcp_call *c)
 {
-	json_t *bad = NULL;
-	const char *id = arg_id(c, "sandbox_id", &bad);
-	const char *pid = id ? arg_id(c, "process_id", &bad) : NULL;
-	if (!pid)
+	const char *id = NULL, *pid = NULL;
+	json_t *bad = args_sandbox_and(c, "process_id", false, &id, &pid);
+	if (bad)
 		return bad;
 	cleanup_free char *path = xasprintf("/v1/sandboxes/%s/processes/%s/signal", id, pid);
 	const char *sig = arg_str(c, "signal");
@@ -667,10 +677,9 @@ static const struct mcp_arg read_args[] = {
 
 static json_t *tool_read_file(struct mcp_call *c)
 {
-	json_t *bad = NULL;
-	const char *id = arg_id(c, "sandbox_id", &bad);
-	const char *path = id ? arg_path(c, "path", &bad) : NULL;
-	if (!path)
+	const char *id = NULL, *path = NULL;
+	json_t *bad = args_sandbox_and(c, "path", true, &id, &path);
+	if (bad)
 		return bad;
 	cleanup_free char *text = NULL;
 	bool b64 = false;
@@ -693,10 +702,9 @@ static const struct mcp_arg write_args[] = {
 
 static json_t *tool_write_file(struct mcp_call *c)
 {
-	json_t *bad = NULL;
-	const char *id = arg_id(c, "sandbox_id", &bad);
-	const char *path = id ? arg_path(c, "path", &bad) : NULL;
-	if (!path)
+	const char *id = NULL, *path = NULL;
+	json_t *bad = args_sandbox_and(c, "path", true, &id, &path);
+	if (bad)
 		return bad;
 	json_t *content = json_object_get(c->args, "content");
 	const char *enc = arg_str(c, "encoding");
@@ -723,10 +731,9 @@ static const struct mcp_arg list_args[] = {
 
 static json_t *tool_list_files(struct mcp_call *c)
 {
-	json_t *bad = NULL;
-	const char *id = arg_id(c, "sandbox_id", &bad);
-	const char *path = id ? arg_path(c, "path", &bad) : NULL;
-	if (!path)
+	const char *id = NULL, *path = NULL;
+	json_t *bad = args_sandbox_and(c, "path", true, &id, &path);
+	if (bad)
 		return bad;
 	cleanup_free char *url = sandbox_query(id, "/files/list", path);
 	struct api_fail f;
@@ -762,10 +769,9 @@ static const struct mcp_arg upload_args[] = {
 
 static json_t *tool_upload(struct mcp_call *c)
 {
-	json_t *bad = NULL;
-	const char *id = arg_id(c, "sandbox_id", &bad);
-	const char *path = id ? arg_path(c, "path", &bad) : NULL;
-	if (!path)
+	const char *id = NULL, *path = NULL;
+	json_t *bad = args_sandbox_and(c, "path", true, &id, &path);
+	if (bad)
 		return bad;
 	json_t *b64 = json_object_get(c->args, "archive_base64");
 	cleanup_free uint8_t *tar = NULL;
@@ -791,10 +797,9 @@ static const struct mcp_arg download_args[] = {
 
 static json_t *tool_download(struct mcp_call *c)
 {
-	json_t *bad = NULL;
-	const char *id = arg_id(c, "sandbox_id", &bad);
-	const char *path = id ? arg_path(c, "path", &bad) : NULL;
-	if (!path)
+	const char *id = NULL, *path = NULL;
+	json_t *bad = args_sandbox_and(c, "path", true, &id, &path);
+	if (bad)
 		return bad;
 	cleanup_free char *url = sandbox_query(id, "/archive", path);
 	struct byte_sink b = {.max = MCP_DOWNLOAD_MAX};
