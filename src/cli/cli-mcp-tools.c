@@ -377,6 +377,17 @@ static json_t *sandbox_summary(json_t *sb)
 	return o;
 }
 
+/* POST /v1/sandboxes (create_sandbox, restore): the new sandbox's summary. */
+static json_t *new_sandbox(json_t *body)
+{
+	struct api_fail f;
+	cleanup_json json_t *sb = NULL;
+	if (api_json("POST", "/v1/sandboxes", body, 201, &sb, &f) < 0)
+		return fail_result(&f);
+	cleanup_json json_t *sum = sandbox_summary(sb);
+	return result_json(sum);
+}
+
 static json_t *tool_create_sandbox(struct mcp_call *c)
 {
 	cleanup_json json_t *body = json_object();
@@ -388,12 +399,7 @@ static json_t *tool_create_sandbox(struct mcp_call *c)
 		else
 			json_object_set(body, key, v);
 	}
-	struct api_fail f;
-	cleanup_json json_t *sb = NULL;
-	if (api_json("POST", "/v1/sandboxes", body, 201, &sb, &f) < 0)
-		return fail_result(&f);
-	cleanup_json json_t *sum = sandbox_summary(sb);
-	return result_json(sum);
+	return new_sandbox(body);
 }
 
 static const struct mcp_arg sandbox_only_args[] = {
@@ -858,12 +864,7 @@ static json_t *tool_restore(struct mcp_call *c)
 	if (!snap)
 		return bad;
 	cleanup_json json_t *body = json_pack("{s:s}", "snapshot", snap);
-	struct api_fail f;
-	cleanup_json json_t *sb = NULL;
-	if (api_json("POST", "/v1/sandboxes", body, 201, &sb, &f) < 0)
-		return fail_result(&f);
-	cleanup_json json_t *sum = sandbox_summary(sb);
-	return result_json(sum);
+	return new_sandbox(body);
 }
 
 /* ------------------------------------------------------------ the table */
