@@ -697,6 +697,19 @@ static json_t *tool_read_file(struct mcp_call *c)
 	return result_text(false, text);
 }
 
+/* PUT len bytes to a sandbox's route with ?path= (write_file, upload). */
+static int put_bytes(const char *id, const char *route, const char *path, const uint8_t *bytes, size_t len,
+                     const char *content_type, long want, struct api_fail *f)
+{
+	cleanup_free char *url = sandbox_query(id, route, path);
+	struct cli_req req = {.method = "PUT",
+	                      .path = url,
+	                      .raw = bytes ? (const void *)bytes : "",
+	                      .raw_len = len,
+	                      .content_type = content_type};
+	return api_call(&req, want, NULL, f);
+}
+
 static const char *const encoding_choices[] = {"utf8", "base64", NULL};
 
 static const struct mcp_arg write_args[] = {
@@ -722,10 +735,8 @@ static json_t *tool_write_file(struct mcp_call *c)
 	} else {
 		bytes = (uint8_t *)xstrndup(json_string_value(content), len);
 	}
-	cleanup_free char *url = sandbox_query(id, "/files", path);
-	struct cli_req req = {.method = "PUT", .path = url, .raw = bytes ? (const void *)bytes : "", .raw_len = len};
 	struct api_fail f;
-	if (api_call(&req, 201, NULL, &f) < 0)
+	if (put_bytes(id, "/files", path, bytes, len, NULL, 201, &f) < 0)
 		return fail_result(&f);
 	return result_fmt(false, "wrote %zu bytes to %s", len, path);
 }
@@ -784,14 +795,8 @@ static json_t *tool_upload(struct mcp_call *c)
 	size_t len = 0;
 	if (base64_decode(json_string_value(b64), json_string_length(b64), &tar, &len) < 0)
 		return result_text(true, "\"archive_base64\" is not valid base64");
-	cleanup_free char *url = sandbox_query(id, "/archive", path);
-	struct cli_req req = {.method = "PUT",
-	                      .path = url,
-	                      .raw = tar ? (const void *)tar : "",
-	                      .raw_len = len,
-	                      .content_type = "application/x-tar"};
 	struct api_fail f;
-	if (api_call(&req, 204, NULL, &f) < 0)
+	if (put_bytes(id, "/archive", path, tar, len, "application/x-tar", 204, &f) < 0)
 		return fail_result(&f);
 	return result_fmt(false, "extracted a %zu-byte archive into %s", len, path);
 }
