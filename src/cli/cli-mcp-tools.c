@@ -982,16 +982,27 @@ static char *uri_decode(const char *s)
 	return TAKE_PTR(out);
 }
 
+/* A resources/read result of one content: key is "text" or "blob". */
+static json_t *resource_contents(const char *uri, const char *mime, const char *key, const char *value)
+{
+	return json_pack("{s:[{s:s, s:s, s:s}]}", "contents", "uri", uri, "mimeType", mime, key, value);
+}
+
+/* The daemon's refusal as the fault of a resources/read: not found for its 404. */
+static int fault_from(struct mcp_fault *fault, const struct api_fail *f)
+{
+	return mcp_fault_set(fault, f->status == 404 ? MCP_RESOURCE_NOT_FOUND : MCP_INTERNAL_ERROR, "%s", f->message);
+}
+
 static int read_sandbox_resource(const char *uri, const char *id, json_t **ret, struct mcp_fault *fault)
 {
 	cleanup_free char *path = sandbox_path(id, "");
 	struct api_fail f;
 	cleanup_json json_t *sb = NULL;
 	if (api_json("GET", path, NULL, 200, &sb, &f) < 0)
-		return mcp_fault_set(fault, f.status == 404 ? MCP_RESOURCE_NOT_FOUND : MCP_INTERNAL_ERROR, "%s",
-		                     f.message);
+		return fault_from(fault, &f);
 	cleanup_free char *text = json_dumps(sb, JSON_INDENT(2));
-	*ret = json_pack("{s:[{s:s, s:s, s:s}]}", "contents", "uri", uri, "mimeType", "application/json", "text", text);
+	*ret = resource_contents(uri, "application/json", "text", text);
 	return 0;
 }
 
@@ -1000,8 +1011,7 @@ static int read_file_resource(const char *uri, const char *id, const char *path,
 	struct api_fail f;
 	cleanup_json json_t *st = get_stat(id, path, &f);
 	if (!st)
-		return mcp_fault_set(fault, f.status == 404 ? MCP_RESOURCE_NOT_FOUND : MCP_INTERNAL_ERROR, "%s",
-		                     f.message);
+		return fault_from(fault, &f);
 	if (stat_is_dir(st)) {
 		cleanup_free char *url = sandbox_query(id, "/files/list", path);
 		cleanup_json json_t *list = NULL;
@@ -1012,16 +1022,14 @@ static int read_file_resource(const char *uri, const char *id, const char *path,
 			return mcp_fault_set(fault, MCP_INTERNAL_ERROR,
 			                     "the listing of %.200s is larger than %u bytes: use list_files", path,
 			                     MCP_READ_MAX);
-		*ret = json_pack("{s:[{s:s, s:s, s:s}]}", "contents", "uri", uri, "mimeType", "application/json",
-		                 "text", text);
+		*ret = resource_contents(uri, "application/json", "text", text);
 		return 0;
 	}
 	cleanup_free char *text = NULL;
 	bool b64 = false;
 	if (read_file_text(id, path, MCP_READ_MAX, &text, &b64, &f) < 0)
 		return mcp_fault_set(fault, MCP_INTERNAL_ERROR, "%s", f.message);
-	*ret = json_pack("{s:[{s:s, s:s, s:s}]}", "contents", "uri", uri, "mimeType",
-	                 b64 ? "application/octet-stream" : "text/plain", b64 ? "blob" : "text", text);
+	*ret = resource_contents(uri, b64 ? "application/octet-stream" : "text/plain", b64 ? "blob" : "text", text);
 	return 0;
 }
 
