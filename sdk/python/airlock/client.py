@@ -4,6 +4,7 @@
 import urllib.parse
 
 from ._http import DEFAULT_TIMEOUT_S, Transport
+from ._record import Record
 from .sandbox import Sandbox
 
 
@@ -11,19 +12,13 @@ def _seg(s):
     return urllib.parse.quote(str(s), safe="")
 
 
-class Snapshot:
+class Snapshot(Record):
     """A snapshot (memory, device state and disk of a sandbox at one
     moment). .id, .name, .sandbox_id, ... from .data."""
 
     def __init__(self, client, data):
         self.client = client
         self.data = data
-
-    def __getattr__(self, name):
-        try:
-            return self.__dict__["data"][name]
-        except KeyError:
-            raise AttributeError(name) from None
 
     def __repr__(self):
         return f"Snapshot({self.data.get('id')!r}, name={self.data.get('name')!r})"

@@ -9,6 +9,7 @@ import socket
 import struct
 import time
 
+from ._record import Record
 from .errors import CommandFailed, ProtocolError, Timeout, error_from
 
 PTY_PROTOCOL = "airlock-pty/1"
@@ -172,7 +173,7 @@ class OutputStream:
         self.close()
 
 
-class Process:
+class Process(Record):
     """A process of a sandbox (every exec is one; background ones outlive
     their request). .id, .state ("running" or "exited"), .exit_code,
     .exit_signal, .timed_out, .tag, .pty and the rest of the process object
@@ -181,12 +182,6 @@ class Process:
     def __init__(self, sandbox, data):
         self.sandbox = sandbox
         self.data = data
-
-    def __getattr__(self, name):
-        try:
-            return self.__dict__["data"][name]
-        except KeyError:
-            raise AttributeError(name) from None
 
     @property
     def exit_signal(self):

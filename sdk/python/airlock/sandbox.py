@@ -2,6 +2,7 @@
 """The Sandbox: create, find, exec, processes, PTY, files, lifecycle."""
 import urllib.parse
 
+from ._record import Record
 from .files import Files
 from .process import (ExecResult, OutputStream, Process, command_argv, encode_stdin, raise_if_failed, seconds)
 
@@ -26,7 +27,7 @@ def _network_body(network):
     return {"allow": list(network), "deny": []}
 
 
-class Sandbox:
+class Sandbox(Record):
     """A sandbox (a microVM). Attributes of the sandbox object (state,
     template, vcpus, memory_mib, env, metadata, ...) read from .data, as of
     the last answer (.data["network"]: the policy; get_network() asks);
@@ -40,12 +41,6 @@ class Sandbox:
         # Exec, process, file and metrics requests resume a paused sandbox
         # first when this is true (?resume=true).
         self.auto_resume = False
-
-    def __getattr__(self, name):
-        try:
-            return self.__dict__["data"][name]
-        except KeyError:
-            raise AttributeError(name) from None
 
     def __repr__(self):
         return f"Sandbox({self.data.get('id')!r}, state={self.data.get('state')!r})"
