@@ -53,6 +53,24 @@ def seconds(value):
     return None if value is None else max(0, int(math.ceil(value)))
 
 
+def command_body(cmd, env=None, cwd=None, uid=None, gid=None, timeout=None, stdin=None):
+    """The body of an exec or a background process: "cmd" from command_argv,
+    and the options both take (None leaves one out)."""
+    body = {"cmd": command_argv(cmd)}
+    if env:
+        body["env"] = dict(env)
+    if cwd is not None:
+        body["cwd"] = cwd
+    if uid is not None:
+        body["uid"] = int(uid)
+    if gid is not None:
+        body["gid"] = int(gid)
+    if timeout is not None:
+        body["timeout_s"] = max(1, seconds(timeout))
+    encode_stdin(stdin, body)
+    return body
+
+
 class OutputChunk:
     """A piece of a process's output: stream is "stdout" or "stderr", data
     the bytes, text the bytes decoded as UTF-8."""

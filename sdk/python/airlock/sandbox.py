@@ -4,7 +4,7 @@ import urllib.parse
 
 from ._record import Record
 from .files import Files
-from .process import (ExecResult, OutputStream, Process, command_argv, encode_stdin, raise_if_failed, seconds)
+from .process import ExecResult, OutputStream, Process, command_body, raise_if_failed, seconds
 
 # How long past a command's own timeout the SDK waits for the daemon's answer.
 _EXEC_SLACK_S = 60
@@ -125,19 +125,8 @@ class Sandbox(Record):
         all of the output). stdin: str or bytes. timeout: seconds, after
         which the process group is killed (result.timed_out). check=True
         raises CommandFailed unless it exited 0."""
-        argv = command_argv(cmd)
-        body = {"cmd": argv}
-        if env:
-            body["env"] = dict(env)
-        if cwd is not None:
-            body["cwd"] = cwd
-        if uid is not None:
-            body["uid"] = int(uid)
-        if gid is not None:
-            body["gid"] = int(gid)
-        if timeout is not None:
-            body["timeout_s"] = max(1, seconds(timeout))
-        encode_stdin(stdin, body)
+        body = command_body(cmd, env=env, cwd=cwd, uid=uid, gid=gid, timeout=timeout, stdin=stdin)
+        argv = body["cmd"]
         http_timeout = body.get("timeout_s", _EXEC_DEFAULT_TIMEOUT_S) + _EXEC_SLACK_S
         if stream is None:
             if max_output_bytes is not None:
@@ -162,15 +151,10 @@ class Sandbox(Record):
         (its process_id is known after the first item or at the end;
         closing it early kills the process). stdin_stream=True keeps stdin
         open for self.process(id).write_stdin()."""
-        body = {"cmd": command_argv(cmd), "stream": True}
+        body = command_body(cmd, env=env, cwd=cwd, timeout=timeout)
+        body["stream"] = True
         if stdin_stream:
             body["stdin_stream"] = True
-        if timeout is not None:
-            body["timeout_s"] = max(1, seconds(timeout))
-        if env:
-            body["env"] = dict(env)
-        if cwd is not None:
-            body["cwd"] = cwd
         return OutputStream(self._t.lines("POST", f"{self._path()}/exec", query=self._resume_q(), json=body))
 
     def start(self, cmd, tag=None, stdin=None, stdin_stream=False, pty=None, timeout=None, env=None, cwd=None,
@@ -178,25 +162,14 @@ class Sandbox(Record):
         """POST .../processes: a background process (outlives the request).
         pty=(rows, cols) gives it a terminal (then attach()). Returns a
         Process."""
-        body = {"cmd": command_argv(cmd)}
+        body = command_body(cmd, env=env, cwd=cwd, uid=uid, gid=gid, timeout=timeout, stdin=stdin)
         if tag is not None:
             body["tag"] = tag
         if stdin_stream:
             body["stdin_stream"] = True
-        encode_stdin(stdin, body)
         if pty is not None:
             rows, cols = pty
             body["pty"] = {"rows": int(rows), "cols": int(cols)}
-        if timeout is not None:
-            body["timeout_s"] = max(1, seconds(timeout))
-        if env:
-            body["env"] = dict(env)
-        if cwd is not None:
-            body["cwd"] = cwd
-        if uid is not None:
-            body["uid"] = int(uid)
-        if gid is not None:
-            body["gid"] = int(gid)
         return Process(self, self._t.request("POST", f"{self._path()}/processes", query=self._resume_q(),
                                              json=body).json())
 
