@@ -28,76 +28,61 @@ class AirlockError(Exception):
         return f"{prefix}: {self.message}"
 
 
-class InvalidArgument(AirlockError):
-    """400: malformed JSON, unknown field, wrong type, value out of range,
-    unknown template, a command that cannot be started."""
-    code = "invalid_argument"
+ERROR_CLASSES = {}  # the API's error code -> its class
+STATUS_CLASSES = {}  # an HTTP status -> the class of a code the SDK does not know
 
 
-class Unauthorized(AirlockError):
-    """401 (TCP only): missing, malformed, unknown or revoked token."""
-    code = "unauthorized"
+def _api_error(name, code, status, doc):
+    """The AirlockError subclass `name` for the API's error `code`; it also
+    stands for HTTP `status` (None: no status of its own)."""
+    cls = type(name, (AirlockError,), {"__doc__": doc, "__module__": __name__, "code": code})
+    ERROR_CLASSES[code] = cls
+    if status is not None:
+        STATUS_CLASSES[status] = cls
+    return cls
 
 
-class Forbidden(AirlockError):
-    """403: an operator route over a token, another tenant named, a network
-    rule outside the operator's ceiling, or the guest refused (eacces, eperm)."""
-    code = "forbidden"
-
-
-class NotFound(AirlockError):
-    """404: unknown sandbox, snapshot, process, secret or guest path."""
-    code = "not_found"
-
-
-class MethodNotAllowed(AirlockError):
-    code = "method_not_allowed"
-
-
-class Conflict(AirlockError):
-    """409: the sandbox is not in a state that allows it (paused, deleted,
-    ...), or a guest path exists / is not empty / is (not) a directory."""
-    code = "conflict"
-
-
-class PayloadTooLarge(AirlockError):
-    code = "payload_too_large"
-
-
-class UnsupportedMediaType(AirlockError):
-    code = "unsupported_media_type"
-
-
-class QuotaExceeded(AirlockError):
-    """429: a tenant's quota, or its request rate (then retry_after is set)."""
-    code = "quota_exceeded"
-
-
-class BootFailed(AirlockError):
-    """500 boot_failed: the VM did not come up; the sandbox is in state error."""
-    code = "boot_failed"
-
-
-class InternalError(AirlockError):
-    """500 internal: a bug or a host failure."""
-    code = "internal"
-
-
-class GuestError(AirlockError):
-    """502: the guest agent broke the protocol or went away."""
-    code = "guest_error"
-
-
-class Unavailable(AirlockError):
-    """503: the daemon is shutting down, re-attaching the sandbox, or no start
-    slot came in time; retry after retry_after seconds."""
-    code = "unavailable"
-
-
-class Timeout(AirlockError):
-    """504 (the operation did not finish in time), or a wait() that ran out
-    (status 408, with the still-running process in .process)."""
-    code = "timeout"
+InvalidArgument = _api_error(
+    "InvalidArgument", "invalid_argument", 400,
+    "400: malformed JSON, unknown field, wrong type, value out of range, unknown template, a command that cannot "
+    "be started.")
+Unauthorized = _api_error(
+    "Unauthorized", "unauthorized", 401,
+    "401 (TCP only): missing, malformed, unknown or revoked token.")
+Forbidden = _api_error(
+    "Forbidden", "forbidden", 403,
+    "403: an operator route over a token, another tenant named, a network rule outside the operator's ceiling, or "
+    "the guest refused (eacces, eperm).")
+NotFound = _api_error(
+    "NotFound", "not_found", 404,
+    "404: unknown sandbox, snapshot, process, secret or guest path.")
+MethodNotAllowed = _api_error("MethodNotAllowed", "method_not_allowed", 405, None)
+Conflict = _api_error(
+    "Conflict", "conflict", 409,
+    "409: the sandbox is not in a state that allows it (paused, deleted, ...), or a guest path exists / is not "
+    "empty / is (not) a directory.")
+PayloadTooLarge = _api_error("PayloadTooLarge", "payload_too_large", 413, None)
+UnsupportedMediaType = _api_error("UnsupportedMediaType", "unsupported_media_type", 415, None)
+QuotaExceeded = _api_error(
+    "QuotaExceeded", "quota_exceeded", 429,
+    "429: a tenant's quota, or its request rate (then retry_after is set).")
+BootFailed = _api_error(
+    "BootFailed", "boot_failed", None,
+    "500 boot_failed: the VM did not come up; the sandbox is in state error.")
+InternalError = _api_error(
+    "InternalError", "internal", 500,
+    "500 internal: a bug or a host failure.")
+GuestError = _api_error(
+    "GuestError", "guest_error", 502,
+    "502: the guest agent broke the protocol or went away.")
+Unavailable = _api_error(
+    "Unavailable", "unavailable", 503,
+    "503: the daemon is shutting down, re-attaching the sandbox, or no start slot came in time; retry after "
+    "retry_after seconds.")
+Timeout = _api_error(
+    "Timeout", "timeout", 504,
+    "504 (the operation did not finish in time), or a wait() that ran out (status 408, with the still-running "
+    "process in .process).")
 
 
 class ConnectionFailed(AirlockError):
@@ -118,17 +103,6 @@ class CommandFailed(AirlockError):
     def __init__(self, message, result):
         super().__init__(message)
         self.result = result
-
-
-ERROR_CLASSES = {
-    cls.code: cls
-    for cls in (InvalidArgument, Unauthorized, Forbidden, NotFound, MethodNotAllowed, Conflict, PayloadTooLarge,
-                UnsupportedMediaType, QuotaExceeded, BootFailed, InternalError, GuestError, Unavailable, Timeout)
-}
-
-STATUS_CLASSES = {400: InvalidArgument, 401: Unauthorized, 403: Forbidden, 404: NotFound, 405: MethodNotAllowed,
-                  409: Conflict, 413: PayloadTooLarge, 415: UnsupportedMediaType, 429: QuotaExceeded,
-                  500: InternalError, 502: GuestError, 503: Unavailable, 504: Timeout}
 
 
 def error_from(code, message, status=None, retry_after=None, body=None):
