@@ -29,30 +29,24 @@ MAX_ATTEMPTS = 4
 SOLUTION = "/work/solution.py"
 
 
+# The function both of the model's drafts define.
+PRIMES = ("def primes(n):\n"
+          "    found = []\n"
+          "    k = 2\n"
+          "    while len(found) < n:\n"
+          "        if all(k % p for p in found):\n"
+          "            found.append(k)\n"
+          "        k += 1\n"
+          "    return found\n")
+
+
 def model(task, feedback):
     """Returns Python code for the task; feedback is None on the first
     attempt, else what went wrong with the previous one."""
     if feedback is None:  # a first draft with a typo, as models make
-        return ("def primes(n):\n"
-                "    found = []\n"
-                "    k = 2\n"
-                "    while len(found) < n:\n"
-                "        if all(k % p for p in found):\n"
-                "            found.append(k)\n"
-                "        k += 1\n"
-                "    return found\n"
-                "prnt(' '.join(map(str, primes(10))))\n")
+        return PRIMES + "prnt(' '.join(map(str, primes(10))))\n"
     if "NameError" in feedback:  # reads the traceback and fixes the name
-        return ("import sys\n"
-                "def primes(n):\n"
-                "    found = []\n"
-                "    k = 2\n"
-                "    while len(found) < n:\n"
-                "        if all(k % p for p in found):\n"
-                "            found.append(k)\n"
-                "        k += 1\n"
-                "    return found\n"
-                "print(' '.join(map(str, primes(10))))\n"
+        return ("import sys\n" + PRIMES + "print(' '.join(map(str, primes(10))))\n"
                 "print('checked', len(primes(10)), 'primes', file=sys.stderr)\n")
     return "print('I give up')\n"
 
