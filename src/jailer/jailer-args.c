@@ -73,6 +73,7 @@ enum {
 	OPT_NETNS_FD,
 	OPT_CGROUP_PARENT,
 	OPT_CPU_QUOTA_PCT,
+	OPT_CPU_WEIGHT,
 	OPT_MEMORY_MIB,
 	OPT_PIDS_MAX,
 	OPT_RLIMIT_FSIZE,
@@ -99,6 +100,7 @@ static const struct option jail_options[] = {
     {"netns-fd", required_argument, NULL, OPT_NETNS_FD},
     {"cgroup-parent", required_argument, NULL, OPT_CGROUP_PARENT},
     {"cpu-quota-pct", required_argument, NULL, OPT_CPU_QUOTA_PCT},
+    {"cpu-weight", required_argument, NULL, OPT_CPU_WEIGHT},
     {"memory-mib", required_argument, NULL, OPT_MEMORY_MIB},
     {"pids-max", required_argument, NULL, OPT_PIDS_MAX},
     {"rlimit-fsize", required_argument, NULL, OPT_RLIMIT_FSIZE},
@@ -121,7 +123,8 @@ static const struct option jail_options[] = {
 void jail_usage(FILE *out)
 {
 	fputs("usage: airlock-jailer --id SANDBOX_ID --root DIR --uid UID --gid GID\n"
-	      "         [--netns-fd FD] [--cgroup-parent NAME] [--cpu-quota-pct N] [--memory-mib N] [--pids-max N]\n"
+	      "         [--netns-fd FD] [--cgroup-parent NAME] [--cpu-quota-pct N] [--cpu-weight N]\n"
+	      "         [--memory-mib N] [--pids-max N]\n"
 	      "         [--rlimit-fsize BYTES] [--rlimit-nofile N] [--rlimit-nproc N]\n"
 	      "         [--bind-ro PATH]... [--dev PATH]... [--keep-fd FD]...\n"
 	      "         [--seccomp FILE] [--new-pid-ns [--lease FILE --orphan-timeout-s N] [--exit-file FILE]]\n"
@@ -260,6 +263,8 @@ static int parse_one(int opt, const char *arg, struct jail_config *cfg, bool *se
 		return 0;
 	case OPT_CPU_QUOTA_PCT:
 		return parse_u64_range("cpu-quota-pct", arg, 1, JAIL_CPU_QUOTA_PCT_MAX, &cfg->cpu_quota_pct, err);
+	case OPT_CPU_WEIGHT:
+		return parse_u64_range("cpu-weight", arg, 1, JAIL_CPU_WEIGHT_MAX, &cfg->cpu_weight, err);
 	case OPT_MEMORY_MIB:
 		return parse_u64_range("memory-mib", arg, 1, JAIL_MEMORY_MIB_MAX, &cfg->memory_mib, err);
 	case OPT_PIDS_MAX:

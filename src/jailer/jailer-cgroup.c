@@ -152,6 +152,20 @@ static int write_cpu(const struct jail_cgroup_dir *d, const char *path, uint64_t
 	return cg_write(d->dir_fd, path, "cpu.cfs_quota_us", v, err);
 }
 
+/* Its share of the CPU against the other sandboxes' cgroups when they
+ * compete (a warm pool's VMs are filled at a low weight: docs/api.md, "Warm
+ * pools"). v1's cpu.shares default 1024 is v2's weight 100. */
+static int write_cpu_weight(const struct jail_cgroup_dir *d, const char *path, uint64_t weight, struct al_error *err)
+{
+	char v[32];
+	if (d->version == 2) {
+		snprintf(v, sizeof(v), "%llu", (unsigned long long)weight);
+		return cg_write(d->dir_fd, path, "cpu.weight", v, err);
+	}
+	snprintf(v, sizeof(v), "%llu", (unsigned long long)MAX(2u, weight * 1024u / 100u));
+	return cg_write(d->dir_fd, path, "cpu.shares", v, err);
+}
+
 /* SECURITY: "memory" bounds RAM and swap together: v1 sets memsw to the same
  * value (where swap accounting is on), v2 allows no swap on top. */
 static int write_memory(const struct jail_cgroup_dir *d, const char *path, uint64_t mib, struct al_error *err)
@@ -255,6 +269,8 @@ static int limit_one(const struct jail_cgroup_dir *d, const struct jail_config *
 	int r = 0;
 	if (d->controllers & (1u << JAIL_CG_CPU))
 		r = write_cpu(d, path, cfg->cpu_quota_pct, err);
+	if (r >= 0 && (d->controllers & (1u << JAIL_CG_CPU)) && cfg->cpu_weight)
+		r = write_cpu_weight(d, path, cfg->cpu_weight, err);
 	if (r >= 0 && (d->controllers & (1u << JAIL_CG_MEMORY)))
 		r = write_memory(d, path, cfg->memory_mib, err);
 	if (r >= 0 && (d->controllers & (1u << JAIL_CG_PIDS)))

@@ -26,6 +26,7 @@
 #define JAIL_ID_MIN 1000
 #define JAIL_ID_NOBODY 65534
 #define JAIL_CPU_QUOTA_PCT_MAX 100000 /* 1000 CPUs */
+#define JAIL_CPU_WEIGHT_MAX 10000     /* cgroup v2's cpu.weight range is 1..10000 */
 #define JAIL_MEMORY_MIB_MAX (UINT64_C(1) << 30)
 #define JAIL_PIDS_MAX 4194304
 #define JAIL_NOFILE_MIN 16
@@ -58,6 +59,7 @@ struct jail_config {
 	int netns_fd; /* -1: stay in the current network namespace */
 	const char *cgroup_parent;
 	uint64_t cpu_quota_pct; /* 0: no quota */
+	uint64_t cpu_weight;    /* cgroup v2 cpu.weight (v1: cpu.shares to match); 0: the default */
 	uint64_t memory_mib;    /* 0: no limit */
 	uint64_t pids_max;      /* 0: no limit */
 	uint64_t rlimit_fsize;  /* JAIL_RLIMIT_UNSET: left as inherited */

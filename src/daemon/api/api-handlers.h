@@ -47,6 +47,11 @@ API_HANDLER(api_file_remove);
 API_HANDLER(api_file_rename);
 API_HANDLER(api_archive_get);
 API_UPLOAD(api_archive_put);
+/* api-pools.c */
+API_HANDLER(api_pool_list);
+API_HANDLER(api_pool_put);
+/* The warm pools' series for /metrics (the caller frees it). */
+char *pools_metrics_text(void);
 /* api-admin.c */
 API_HANDLER(api_token_create);
 API_HANDLER(api_token_list);

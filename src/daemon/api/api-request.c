@@ -6,7 +6,7 @@
 #include "network-policy.h"
 #include "util.h"
 
-static int parse_body(const char *body, size_t len, json_t **ret, struct al_error *err)
+int request_body_parse(const char *body, size_t len, json_t **ret, struct al_error *err)
 {
 	json_error_t jerr;
 	/* JSON_REJECT_DUPLICATES: two "cmd" keys must not mean whichever came last. */
@@ -199,7 +199,7 @@ int timeout_request_parse(const char *body, size_t len, struct timeout_request *
 	static const char *const fields[] = {"timeout_s", "on_timeout", "idle_timeout_s", NULL};
 	cleanup_json json_t *j = NULL;
 	int rc;
-	if ((rc = parse_body(body, len, &j, err)) < 0 || (rc = request_fields_check(j, fields, err)) < 0)
+	if ((rc = request_body_parse(body, len, &j, err)) < 0 || (rc = request_fields_check(j, fields, err)) < 0)
 		return rc;
 	return parse_timeouts(j, ret, err);
 }
@@ -216,7 +216,7 @@ int create_request_parse(const char *body, size_t len, unsigned host_memory_mib,
 
 	if (len == 0)
 		body = "{}", len = 2;
-	if ((rc = parse_body(body, len, &j, err)) < 0 || (rc = request_fields_check(j, fields, err)) < 0)
+	if ((rc = request_body_parse(body, len, &j, err)) < 0 || (rc = request_fields_check(j, fields, err)) < 0)
 		return rc;
 
 	json_t *t = json_object_get(j, "template");
@@ -433,7 +433,7 @@ int exec_request_parse(const char *body, size_t len, struct exec_request *ret, s
 	struct exec_request r = {0};
 	int rc;
 
-	if ((rc = parse_body(body, len, &j, err)) < 0 || (rc = request_fields_check(j, fields, err)) < 0)
+	if ((rc = request_body_parse(body, len, &j, err)) < 0 || (rc = request_fields_check(j, fields, err)) < 0)
 		return rc;
 	if ((rc = parse_argv(j, &r, err)) < 0)
 		goto fail;
@@ -491,7 +491,7 @@ int token_create_request_parse(const char *body, size_t len, struct token_create
 	cleanup_json json_t *j = NULL;
 	const char *tenant, *description;
 	int r;
-	if ((r = parse_body(body, len, &j, err)) < 0 || (r = request_fields_check(j, allowed, err)) < 0 ||
+	if ((r = request_body_parse(body, len, &j, err)) < 0 || (r = request_fields_check(j, allowed, err)) < 0 ||
 	    (r = json_field_string(j, "tenant", &tenant, err)) < 0)
 		return r;
 	if (!tenant)
@@ -538,7 +538,7 @@ int quota_request_parse(const char *body, size_t len, struct tenant_quota *ret, 
 		                    AUTH_BODY_MAX);
 	cleanup_json json_t *j = NULL;
 	int r;
-	if ((r = parse_body(body, len, &j, err)) < 0 || (r = request_fields_check(j, allowed, err)) < 0)
+	if ((r = request_body_parse(body, len, &j, err)) < 0 || (r = request_fields_check(j, allowed, err)) < 0)
 		return r;
 	struct tenant_quota q;
 	if ((r = get_quota(j, "max_sandboxes", &q.max_sandboxes, err)) < 0 ||

@@ -80,4 +80,16 @@ int secret_request_parse(const char *body, size_t len, struct secret_request *re
  * 0..QUOTA_MAX (absent or null = 0 = unlimited). */
 int quota_request_parse(const char *body, size_t len, struct tenant_quota *ret, struct al_error *err);
 
+/* A JSON object (duplicate keys refused) from a body, or AL_ERR_INVALID_ARGUMENT. */
+int request_body_parse(const char *body, size_t len, json_t **ret, struct al_error *err);
+
+/* Warm pools (api-pool-request.c), strict like the others. --warm-pool
+ * TEMPLATE[:VCPUS:MiB]=N (VCPUS 1, MiB 256 when not given); PUT /v1/pools:
+ * {"template", "vcpus", "memory_mib", "size", "tenant"}: template and size
+ * required, size 0..POOL_SIZE_MAX (0 removes the pool). */
+#define POOL_BODY_MAX 4096
+int pool_flag_parse(const char *arg, unsigned host_memory_mib, struct pool_spec *ret, struct al_error *err);
+int pool_request_parse(const char *body, size_t len, unsigned host_memory_mib, struct pool_spec *ret,
+                       struct al_error *err);
+
 #endif

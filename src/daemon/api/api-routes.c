@@ -59,6 +59,8 @@ static const struct api_route api_routes[] = {
     {"PUT", "/v1/tenants/{name}", AUTH_BODY_MAX, api_tenant_put, NULL, true},
     {"GET", "/v1/tenants/{name}", 0, api_tenant_get, NULL, false},
     {"GET", "/v1/events", 0, api_events, NULL, false},
+    {"GET", "/v1/pools", 0, api_pool_list, NULL, false},
+    {"PUT", "/v1/pools", POOL_BODY_MAX, api_pool_put, NULL, false},
     {"POST", "/v1/secrets", SECRET_BODY_MAX, api_secret_set, NULL, false},
     {"GET", "/v1/secrets", 0, api_secret_list, NULL, false},
     {"GET", "/v1/secrets/{name}", 0, api_secret_get, NULL, false},

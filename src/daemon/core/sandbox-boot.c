@@ -411,6 +411,11 @@ int sb_boot(struct sandbox *sb, const struct images *im, const struct snapshot_i
 			vc.incoming_fd = mem_fd;
 			vc.incoming_state_fd = state_fd;
 			vc.mem_fd = tsnap_mem_fd(ts); /* -1 unless the backend has ram_fd */
+		} else if (sb->pooled) {
+			r = al_error_set(err, AL_ERR_UNAVAILABLE, ENOENT,
+			                 "template %s has no snapshot to restore (a warm pool holds only restored VMs; "
+			                 "see airlockd's log for why the snapshot is missing)",
+			                 sb->rec.template_name);
 		} else {
 			r = sb_cfg->vmm->prepare_disk(&vc, err);
 		}
@@ -424,13 +429,18 @@ int sb_boot(struct sandbox *sb, const struct images *im, const struct snapshot_i
 	if (r < 0)
 		return r;
 	uint64_t t_disk = now_ms_monotonic();
-	if ((r = sb_network_up(sb, 0, err)) < 0 || (r = boot_cancel_check(sb, err)) < 0)
+	/* A pooled VM's namespace is known to the gateway only once a create
+	 * gives it a policy. */
+	if ((r = sb->pooled ? sb_network_take(sb, err) : sb_network_up(sb, 0, err)) < 0 ||
+	    (r = boot_cancel_check(sb, err)) < 0)
 		return r;
 	uint64_t t_net = now_ms_monotonic();
 	vc.netns_fd = sb->net.ns_fd;
 	struct vmm_jail jail;
 	vmm_jail_spec(sb_cfg->vmm, &vc, sb->rec.jail_uid, sb->rec.disk_mib, &jail);
 	jail.sandbox_dir = sb->dir;
+	/* A pool fills at a low weight: its VMs' CPU yields to the sandboxes'. */
+	jail.cpu_weight = sb->pooled ? JAIL_CPU_WEIGHT_POOL : 0;
 	vc.jail = &jail;
 	/* The VMM's jailer stops it once nobody renews this (docs/jailer.md). */
 	if (jail_orphan_timeout_s() && (r = jail_lease_touch(sb->dir, true)) < 0)
@@ -479,6 +489,10 @@ int sb_boot(struct sandbox *sb, const struct images *im, const struct snapshot_i
 	boot_phases_log(sb, t0, t_disk, t_net, t_spawn, t_attach, t_agent);
 	pthread_mutex_lock(&sb->lock);
 	sb->rec.boot_ms = (int64_t)(now_ms_monotonic() - t0);
+	if (sb->pooled) { /* it stays creating until a create takes it */
+		pthread_mutex_unlock(&sb->lock);
+		return 0;
+	}
 	/* A DELETE that came at the last moment wins: it was told the boot is cut short. */
 	r = sb->cancel ? sb_boot_cancelled(sb, err) : sb_set_state_locked(sb, SANDBOX_RUNNING, NULL, err);
 	pthread_mutex_unlock(&sb->lock);

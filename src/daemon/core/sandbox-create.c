@@ -66,6 +66,22 @@ int sb_start_slot_acquire(const char *what, struct al_error *err)
 	return 0;
 }
 
+bool sb_start_slot_try_acquire(void)
+{
+	struct accel_info accel;
+	accel_get(&accel);
+	if (!accel.decided)
+		return false;
+	pthread_mutex_lock(&starts_lock);
+	bool free = starts_waiting == 0 && starts_active < sb_cfg->max_concurrent_starts;
+	if (free) {
+		starts_active++;
+		metrics_set_starts(starts_active, starts_waiting);
+	}
+	pthread_mutex_unlock(&starts_lock);
+	return free;
+}
+
 void sb_start_slot_release(void)
 {
 	pthread_mutex_lock(&starts_lock);
@@ -191,28 +207,33 @@ static void new_id(char out[SANDBOX_ID_MAX + 1])
 	snprintf(out, SANDBOX_ID_MAX + 1, "sb-%s", hex);
 }
 
+/* Whether one more sandbox of this shape fits in the tenant's quota;
+ * under sb_registry_lock. */
+static int quota_check_locked(const char *tenant, const struct tenant_quota *quota, const struct tenant_usage *extra,
+                              unsigned vcpus, unsigned memory_mib, struct al_error *err)
+{
+	struct tenant_usage used = extra ? *extra : (struct tenant_usage){0};
+	for (struct sandbox *o = sb_registry; o; o = o->next) {
+		pthread_mutex_lock(&o->lock);
+		if ((o->rec.state == SANDBOX_CREATING || o->rec.state == SANDBOX_RUNNING || o->rec.state == SANDBOX_PAUSED) &&
+		    !strcmp(o->rec.tenant, tenant)) {
+			used.sandboxes++;
+			used.vcpus += o->rec.vcpus;
+			used.memory_mib += o->rec.memory_mib;
+		}
+		pthread_mutex_unlock(&o->lock);
+	}
+	return tenant_quota_check(tenant, quota, &used, vcpus, memory_mib, err);
+}
+
 /* Quota check and registration in one step, so two creates cannot both take the last slot. */
 static int registry_add_within_quota(struct sandbox *sb, const struct tenant_quota *quota, struct al_error *err)
 {
 	pthread_mutex_lock(&sb_registry_lock);
-	if (quota) {
-		struct tenant_usage used = {0};
-		for (struct sandbox *o = sb_registry; o; o = o->next) {
-			pthread_mutex_lock(&o->lock);
-			if ((o->rec.state == SANDBOX_CREATING || o->rec.state == SANDBOX_RUNNING ||
-			     o->rec.state == SANDBOX_PAUSED) &&
-			    !strcmp(o->rec.tenant, sb->rec.tenant)) {
-				used.sandboxes++;
-				used.vcpus += o->rec.vcpus;
-				used.memory_mib += o->rec.memory_mib;
-			}
-			pthread_mutex_unlock(&o->lock);
-		}
-		int r = tenant_quota_check(sb->rec.tenant, quota, &used, sb->rec.vcpus, sb->rec.memory_mib, err);
-		if (r < 0) {
-			pthread_mutex_unlock(&sb_registry_lock);
-			return r;
-		}
+	int r = quota ? quota_check_locked(sb->rec.tenant, quota, NULL, sb->rec.vcpus, sb->rec.memory_mib, err) : 0;
+	if (r < 0) {
+		pthread_mutex_unlock(&sb_registry_lock);
+		return r;
 	}
 	sb->refs++;
 	sb->next = sb_registry;
@@ -221,70 +242,123 @@ static int registry_add_within_quota(struct sandbox *sb, const struct tenant_quo
 	return 0;
 }
 
-/* A create that holds a start slot: the record, the registry, the boot. */
-static int create_started(const struct create_request *req, const char *tenant, const struct tenant_quota *quota,
-                          const struct snapshot_info *from, const struct images *images, unsigned disk_mib,
-                          struct sandbox_record *ret, struct al_error *err)
+void sb_record_base(struct sandbox_record *rec, const char *template_name, unsigned vcpus, unsigned memory_mib,
+                    unsigned disk_mib)
 {
-	struct images im = *images;
-	int r;
-	struct sandbox_record rec = {
+	*rec = (struct sandbox_record){
 	    .state = SANDBOX_CREATING,
-	    .vcpus = from ? from->vcpus : req->vcpus,
-	    .memory_mib = from ? from->memory_mib : req->memory_mib,
+	    .vcpus = vcpus,
+	    .memory_mib = memory_mib,
 	    .disk_mib = disk_mib,
 	    .boot_ms = -1,
 	};
+	new_id(rec->id);
+	strlcpy_al(rec->template_name, template_name, sizeof(rec->template_name));
+	strlcpy_al(rec->backend, sb_cfg->vmm->name, sizeof(rec->backend));
+	struct accel_info accel;
+	accel_get(&accel);
+	strlcpy_al(rec->accel, sb_cfg->vmm->accel(), sizeof(rec->accel));
+	strlcpy_al(rec->cpu, accel.cpu, sizeof(rec->cpu));
+	strlcpy_al(rec->accel_reason, accel.reason, sizeof(rec->accel_reason));
+	rec->created_ms = rec->updated_ms = now_ms_realtime();
+}
+
+/* What the request decides of the record: tenant, secrets, env, metadata,
+ * policy, timeouts. */
+static int record_from_request(struct sandbox_record *rec, const struct create_request *req, const char *tenant,
+                               const struct snapshot_info *from, struct al_error *err)
+{
+	strlcpy_al(rec->tenant, tenant ? tenant : req->tenant[0] ? req->tenant : TENANT_DEFAULT, sizeof(rec->tenant));
+	/* Bindings only for what this request grants: a restore or fork never
+	 * inherits them; each binding gets a new placeholder. */
+	int r = secret_bindings_grant(rec->tenant, &req->secrets, &rec->secrets_json, err);
+	if (r < 0)
+		return r;
+	rec->env_json = kv_to_json(&req->env);
+	rec->metadata_json = kv_to_json(&req->metadata);
+	rec->network_json = req->network_json ? xstrdup(req->network_json) : default_network(from);
+	rec->timeout_s = req->timeouts.timeout_s;
+	rec->idle_timeout_s = req->timeouts.idle_timeout_s;
+	strlcpy_al(rec->on_timeout, req->timeouts.on_timeout[0] ? req->timeouts.on_timeout : "kill",
+	           sizeof(rec->on_timeout));
+	return 0;
+}
+
+/* A pooled VM takes the request's record; what it is already (its id, jail,
+ * VMM, accelerator, the CA it trusts) it keeps. */
+static void pooled_adopt(struct sandbox *sb, struct sandbox_record *rec)
+{
+	pthread_mutex_lock(&sb->lock);
+	strlcpy_al(rec->id, sb->rec.id, sizeof(rec->id));
+	rec->jail_uid = sb->rec.jail_uid;
+	rec->vmm_pid = sb->rec.vmm_pid;
+	strlcpy_al(rec->boot_path, "pool", sizeof(rec->boot_path));
+	strlcpy_al(rec->ca_bundle, sb->rec.ca_bundle, sizeof(rec->ca_bundle));
+	strlcpy_al(rec->accel, sb->rec.accel, sizeof(rec->accel));
+	strlcpy_al(rec->cpu, sb->rec.cpu, sizeof(rec->cpu));
+	strlcpy_al(rec->accel_reason, sb->rec.accel_reason, sizeof(rec->accel_reason));
+	sandbox_record_release(&sb->rec);
+	sandbox_record_copy(&sb->rec, rec);
+	sb->pooled = false; /* recorded from here on */
+	pthread_mutex_unlock(&sb->lock);
+}
+
+/* A create that holds a start slot (or a pooled VM): the record, the
+ * registry, the boot (or the hand-out). */
+static int create_started(const struct create_request *req, const char *tenant, const struct tenant_quota *quota,
+                          const struct snapshot_info *from, const struct images *images, unsigned disk_mib,
+                          struct sandbox *pooled, struct sandbox_record *ret, struct al_error *err)
+{
+	struct images im = *images;
+	struct sandbox_record rec;
+	sb_record_base(&rec, from ? from->template_name : req->template_name, from ? from->vcpus : req->vcpus,
+	               from ? from->memory_mib : req->memory_mib, disk_mib);
 	if (req->cold_boot)
 		strlcpy_al(rec.boot_path, "cold", sizeof(rec.boot_path));
 	/* Only a fork restores an internal snapshot: until the fork is done,
 	 * a restart deletes this sandbox (sandbox_fork). */
 	if (from && from->internal)
 		strlcpy_al(rec.fork_of, from->id, sizeof(rec.fork_of));
-	new_id(rec.id);
-	strlcpy_al(rec.tenant, tenant ? tenant : req->tenant[0] ? req->tenant : TENANT_DEFAULT, sizeof(rec.tenant));
-	/* Bindings only for what this request grants: a restore or fork never
-	 * inherits them; each binding gets a new placeholder. */
-	if ((r = secret_bindings_grant(rec.tenant, &req->secrets, &rec.secrets_json, err)) < 0)
+	int r = record_from_request(&rec, req, tenant, from, err);
+	if (r < 0) {
+		sandbox_record_release(&rec);
+		if (pooled)
+			sb_pool_discard(pooled);
 		return r;
-	strlcpy_al(rec.template_name, from ? from->template_name : req->template_name, sizeof(rec.template_name));
-	strlcpy_al(rec.backend, sb_cfg->vmm->name, sizeof(rec.backend));
-	struct accel_info accel;
-	accel_get(&accel);
-	strlcpy_al(rec.accel, sb_cfg->vmm->accel(), sizeof(rec.accel));
-	strlcpy_al(rec.cpu, accel.cpu, sizeof(rec.cpu));
-	strlcpy_al(rec.accel_reason, accel.reason, sizeof(rec.accel_reason));
-	rec.created_ms = rec.updated_ms = now_ms_realtime();
-	rec.env_json = kv_to_json(&req->env);
-	rec.metadata_json = kv_to_json(&req->metadata);
-	rec.network_json = req->network_json ? xstrdup(req->network_json) : default_network(from);
-	rec.timeout_s = req->timeouts.timeout_s;
-	rec.idle_timeout_s = req->timeouts.idle_timeout_s;
-	strlcpy_al(rec.on_timeout, req->timeouts.on_timeout[0] ? req->timeouts.on_timeout : "kill",
-	           sizeof(rec.on_timeout));
-	struct sandbox *sb = sandbox_new(&rec);
+	}
+	struct sandbox *sb = pooled;
+	if (sb)
+		pooled_adopt(sb, &rec);
+	else
+		sb = sandbox_new(&rec);
 	sandbox_record_release(&rec);
 	/* The boot's before anyone can find it: a DELETE from the first moment
 	 * waits for the boot (which it cuts short), never runs before it. */
 	pthread_mutex_lock(&sb->op_lock);
 	if ((r = registry_add_within_quota(sb, quota, err)) < 0) {
 		pthread_mutex_unlock(&sb->op_lock);
-		sandbox_unref(sb);
+		if (pooled)
+			sb_pool_discard(sb);
+		else
+			sandbox_unref(sb);
 		return r;
 	}
 	if ((r = store_sandbox_insert(sb_cfg->store, &sb->rec, err)) < 0) {
 		sb_registry_remove(sb);
 		pthread_mutex_unlock(&sb->op_lock);
-		sandbox_unref(sb);
+		if (pooled)
+			sb_pool_discard(sb);
+		else
+			sandbox_unref(sb);
 		return r;
 	}
 	crash_point("create.inserted");
 	events_emit("sandbox.state", sb->rec.tenant, sb->rec.id, json_pack("{s:s}", "state", "creating"));
-	log_info("sandbox %s: creating (template %s, %u vCPU, %u MiB, %s/%s%s%s)", sb->rec.id, sb->rec.template_name,
+	log_info("sandbox %s: creating (template %s, %u vCPU, %u MiB, %s/%s%s%s%s)", sb->rec.id, sb->rec.template_name,
 	         sb->rec.vcpus, sb->rec.memory_mib, sb->rec.backend, sb->rec.accel, from ? ", from snapshot " : "",
-	         from ? from->id : "");
+	         from ? from->id : "", pooled ? ", from the warm pool" : "");
 
-	r = sb_boot(sb, &im, from, false, err);
+	r = pooled ? sb_pool_handout(sb, err) : sb_boot(sb, &im, from, false, err);
 	if (r < 0) {
 		sb_boot_failed(sb, err);
 		/* As sb_boot_failed saw it: a DELETE after it finds `error`. */
@@ -309,6 +383,18 @@ static int create_started(const struct create_request *req, const char *tenant, 
 	return r;
 }
 
+bool sb_quota_fits(const char *tenant, const struct tenant_quota *quota, const struct tenant_usage *extra,
+                   unsigned vcpus, unsigned memory_mib)
+{
+	if (!quota)
+		return true;
+	struct al_error ignored;
+	pthread_mutex_lock(&sb_registry_lock);
+	bool fits = quota_check_locked(tenant, quota, extra, vcpus, memory_mib, &ignored) == 0;
+	pthread_mutex_unlock(&sb_registry_lock);
+	return fits;
+}
+
 int sandbox_create(const struct create_request *req, const char *tenant, const struct tenant_quota *quota,
                    const struct snapshot_info *from, struct sandbox_record *ret, struct al_error *err)
 {
@@ -325,10 +411,19 @@ int sandbox_create(const struct create_request *req, const char *tenant, const s
 	if ((r = host_limits_check(req, from, &im, from ? from->vcpus : req->vcpus,
 	                           from ? from->memory_mib : req->memory_mib, &disk_mib, err)) < 0)
 		return r;
+	/* A warm pool's VM needs no start slot: it started already. Taken
+	 * only when the create would fit in the quota, so that creates over it
+	 * cannot use up a pool. */
+	const char *owner = tenant ? tenant : req->tenant[0] ? req->tenant : TENANT_DEFAULT;
+	struct sandbox *pooled = NULL;
+	if (!from && !req->cold_boot && sb_quota_fits(owner, quota, NULL, req->vcpus, req->memory_mib))
+		pooled = sb_pool_take(owner, req->template_name, req->vcpus, req->memory_mib, disk_mib);
+	if (pooled)
+		return create_started(req, tenant, quota, NULL, &im, disk_mib, pooled, ret, err);
 	/* Before anything is recorded: a create refused here leaves nothing. */
 	if ((r = sb_start_slot_acquire(from ? "restore" : "create", err)) < 0)
 		return r;
-	r = create_started(req, tenant, quota, from, &im, disk_mib, ret, err);
+	r = create_started(req, tenant, quota, from, &im, disk_mib, NULL, ret, err);
 	sb_start_slot_release();
 	return r;
 }

@@ -60,6 +60,10 @@ struct sandbox {
 	uint64_t last_activity_ms; /* monotonic; any API request about it (idle timeout) */
 	struct netns net;          /* its network namespace (listeners handed to the gateway) */
 	bool net_registered;       /* the egress gateway knows it */
+	/* A warm pool's VM (sandbox-pool.c): no record in the store and not in
+	 * the registry until a create takes it; sb_boot restores it (THAW
+	 * included) but leaves it unknown to the gateway and not running. */
+	bool pooled;
 	/* The watchdog's view (its thread only; `armed` also under lock):
 	 * when QMP and the agent last answered, and the agent's HELLO count;
 	 * how long the VMM's threads had waited for a CPU at the last look at
@@ -115,6 +119,8 @@ struct sandbox *sb_registry_find(const char *id);
 void sb_registry_add(struct sandbox *sb);
 /* Unregisters sb and drops the registry's reference. */
 void sb_registry_remove(struct sandbox *sb);
+/* A DELETE came while it boots: the boot is cut short (its VMM killed). */
+void sb_boot_cut_short(struct sandbox *sb);
 /* Persists a state change and emits its event; with sb->lock held. */
 int sb_set_state_locked(struct sandbox *sb, enum sandbox_state st, const char *error, struct al_error *err);
 /* Persists sb->rec as it is now; with sb->lock held. */
@@ -198,6 +204,10 @@ enum snapshot_disk_kind sb_snapshot_disk(void);
 void sb_network_down(struct sandbox *sb);
 /* A namespace (new, or attach_pid's) with its listeners handed to the gateway; fails closed. */
 int sb_network_up(struct sandbox *sb, pid_t attach_pid, struct al_error *err);
+/* A new namespace, not yet known to the gateway (a warm pool's VM). */
+int sb_network_take(struct sandbox *sb, struct al_error *err);
+/* The namespace's listeners handed to the gateway with the sandbox's policy and bindings; fails closed. */
+int sb_network_register(struct sandbox *sb, struct al_error *err);
 
 /* ---- limits (sandbox-create.c) ---- */
 
@@ -205,6 +215,39 @@ int sb_network_up(struct sandbox *sb, pid_t attach_pid, struct al_error *err);
 int sb_start_slot_acquire(const char *what, struct al_error *err);
 /* Gives a start slot back. */
 void sb_start_slot_release(void);
+/* A start slot only if one is free now, nobody waits for one and the
+ * accelerator is decided (a warm pool's fill yields to creates). */
+bool sb_start_slot_try_acquire(void);
+/* Whether one more sandbox of this shape fits in the tenant's quotas now,
+ * with its live sandboxes and `extra` (NULL: nothing) counted (a create
+ * checks again, atomically, when it registers). */
+struct tenant_usage;
+bool sb_quota_fits(const char *tenant, const struct tenant_quota *quota, const struct tenant_usage *extra,
+                   unsigned vcpus, unsigned memory_mib);
+/* The parts of a new record that do not come from a request: a new id, the
+ * shape, the backend and accelerator, the time. */
+void sb_record_base(struct sandbox_record *rec, const char *template_name, unsigned vcpus, unsigned memory_mib,
+                    unsigned disk_mib);
+
+/* ---- warm pools (sandbox-pool.c) ---- */
+
+/* Starts the pools of --warm-pool and the thread that fills them. */
+void sb_pools_start(void);
+/* Stops the thread; the pooled VMs are stopped and their directories removed. */
+void sb_pools_stop(void);
+/* A pooled VM of this shape for a create of tenant (its own pool first,
+ * then a shared one), taken out of its pool, or NULL (a miss is counted
+ * when there is a pool of the shape). */
+struct sandbox *sb_pool_take(const char *tenant, const char *template_name, unsigned vcpus, unsigned memory_mib,
+                             unsigned disk_mib);
+/* Gives a taken VM its identity (the record's, set by the create): its
+ * cgroup's CPU weight, the gateway, a process table of its tenant, resume,
+ * THAW; then running. With op_lock held, the record inserted. */
+int sb_pool_handout(struct sandbox *sb, struct al_error *err);
+/* A taken VM that will not be handed out: stopped, its directory removed. */
+void sb_pool_discard(struct sandbox *sb);
+/* Renews the jailer leases of the pooled VMs (the leaser's thread). */
+void sb_pool_leases_renew(void);
 
 /* ---- timeouts (sandbox-timeouts.c) ---- */
 

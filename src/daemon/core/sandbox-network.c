@@ -27,21 +27,30 @@ void sb_network_down(struct sandbox *sb)
 int sb_network_up(struct sandbox *sb, pid_t attach_pid, struct al_error *err)
 {
 	sb_network_down(sb);
-	struct netns n = NETNS_INIT;
-	int r = attach_pid > 0 ? netns_attach(attach_pid, &n, err) : netns_take(sb->rec.jail_uid, &n, err);
+	int r = attach_pid > 0 ? netns_attach(attach_pid, &sb->net, err) : netns_take(sb->rec.jail_uid, &sb->net, err);
 	if (r < 0)
 		return r;
+	if ((r = sb_network_register(sb, err)) < 0)
+		netns_release(&sb->net);
+	return r;
+}
+
+int sb_network_take(struct sandbox *sb, struct al_error *err)
+{
+	sb_network_down(sb);
+	return netns_take(sb->rec.jail_uid, &sb->net, err);
+}
+
+int sb_network_register(struct sandbox *sb, struct al_error *err)
+{
 	pthread_mutex_lock(&sb->lock);
 	cleanup_free char *policy = xstrdup(sb->rec.network_json ? sb->rec.network_json : NETWORK_POLICY_EMPTY);
 	cleanup_free char *bindings = xstrdup(sb->rec.secrets_json ? sb->rec.secrets_json : "[]");
 	pthread_mutex_unlock(&sb->lock);
-	if ((r = egress_sandbox_add(sb->rec.id, sb->rec.tenant, policy, bindings, &n, err)) < 0) {
-		netns_release(&n);
-		return r;
-	}
-	sb->net = n;
-	sb->net_registered = true;
-	return 0;
+	int r = egress_sandbox_add(sb->rec.id, sb->rec.tenant, policy, bindings, &sb->net, err);
+	if (r == 0)
+		sb->net_registered = true;
+	return r;
 }
 
 int sandbox_network_set(const char *id, const char *tenant, const char *policy_json, struct sandbox_record *ret,

@@ -434,11 +434,13 @@ int sandboxes_init(const struct daemon_config *c, struct al_error *err)
 		return r;
 	tsnap_init(sb_cfg);
 	sb_reaper_start();
+	sb_pools_start();
 	return 0;
 }
 
 void sandboxes_shutdown(void)
 {
+	sb_pools_stop();
 	reattach_join();
 	sb_reaper_join();
 	tsnap_shutdown();

@@ -343,6 +343,7 @@ static void *leaser_main(void *arg)
 			sandbox_unref(v[i]);
 		}
 		free(v);
+		sb_pool_leases_renew();
 	} while (!reaper_sleep(period));
 	return NULL;
 }

@@ -151,6 +151,8 @@ int sb_set_state_locked(struct sandbox *sb, enum sandbox_state st, const char *e
 int sb_persist_locked(struct sandbox *sb, struct al_error *err)
 {
 	sb->rec.updated_ms = now_ms_realtime();
+	if (sb->pooled) /* no record until a create takes it */
+		return 0;
 	return store_sandbox_update(sb_cfg->store, &sb->rec, err);
 }
 
@@ -359,7 +361,7 @@ int sandbox_get(const char *id, const char *tenant, struct sandbox_record *ret, 
  * build; its VMM is killed (every wait on the VMM ends with it) and its
  * channel too (the waits for the agent). The boot then answers "deleted
  * while it booted" and leaves the runtime for the DELETE to remove. */
-static void boot_cut_short(struct sandbox *sb)
+void sb_boot_cut_short(struct sandbox *sb)
 {
 	pthread_mutex_lock(&sb->lock);
 	struct guest_channel *booting = NULL;
@@ -399,7 +401,7 @@ int sandbox_delete(const char *id, const char *tenant, struct sandbox_record *re
 		}
 		sandbox_record_release(&rec);
 	}
-	boot_cut_short(sb);
+	sb_boot_cut_short(sb);
 	pthread_mutex_lock(&sb->op_lock);
 	pthread_mutex_lock(&sb->lock);
 	int r = 0;

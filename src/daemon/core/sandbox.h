@@ -61,7 +61,14 @@ struct daemon_config {
 	/* How long a start waits for the accelerator's decision while its probe
 	 * runs (accel-probe.h); 503 after that. */
 	unsigned accel_wait_s;
+	/* Warm pools (--warm-pool, sandbox-pool.c) and the host memory in use,
+	 * in percent, above which they shed VMs (--pool-memory-high-pct; 0: never). */
+	const struct pool_spec *warm_pools;
+	size_t n_warm_pools;
+	unsigned pool_memory_high_pct;
 };
+
+#define DEFAULT_POOL_MEMORY_HIGH_PCT 80
 
 #define DEFAULT_MAX_DISK_MIB 4096
 #define DEFAULT_MAX_CONCURRENT_STARTS 4
@@ -147,6 +154,28 @@ struct process_table *sandbox_processes(struct sandbox *sb);
 /* The sandbox's env with `over` applied, as KEY=VALUE strings. */
 char **sandbox_env_merge(struct sandbox *sb, const struct kv_list *over, size_t *ret_n);
 void sandbox_env_free(char **env, size_t n);
+
+/* Warm pools (sandbox-pool.c; docs/api.md, "Warm pools"). */
+struct pool_status {
+	struct pool_spec spec;
+	unsigned ready;     /* VMs restored and paused, ready to be taken */
+	bool filling;       /* one is being restored now */
+	uint64_t pss_bytes; /* of its ready VMs (VMM and jailer), now */
+	uint64_t hits, misses, fills, failures, shed, lost;
+	char error[256]; /* why the last fill failed; "" once one succeeds */
+};
+struct pool_memory {
+	uint64_t host_total_bytes, host_available_bytes;
+	unsigned high_pct; /* --pool-memory-high-pct */
+	bool shedding;     /* above it now: pools shrink, nothing is filled */
+};
+/* Sets a pool's size (0 removes it; VMs above the size are stopped); a
+ * tenant's pool (spec->tenant set) must fit in quota (NULL: not checked). */
+int sandbox_pool_set(const struct pool_spec *spec, const struct tenant_quota *quota, struct al_error *err);
+/* The pools tenant sees (NULL: every pool; a tenant: the shared ones and
+ * its own), with their memory measured now; *ret is the caller's to free. */
+int sandbox_pools_list(const char *tenant, struct pool_status **ret, size_t *ret_n);
+void sandbox_pools_memory(struct pool_memory *ret);
 
 /* Live sandboxes (creating or running) of a tenant and what they hold. */
 void sandbox_usage(const char *tenant, unsigned *ret_sandboxes, unsigned *ret_vcpus, unsigned *ret_memory_mib);

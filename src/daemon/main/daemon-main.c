@@ -14,6 +14,7 @@
 #include "accel-probe.h"
 #include "accel.h"
 #include "api.h"
+#include "api-request.h"
 #include "auth.h"
 #include "ca.h"
 #include "daemon-config.h"
@@ -62,6 +63,7 @@ enum {
 	OPT_AUTH_FAILURE_BURST,
 	OPT_AUTH_FAILURE_PER_MIN,
 	OPT_NETNS_POOL,
+	OPT_POOL_MEMORY_HIGH,
 	OPT_ACCEL_PROBE_TIMEOUT,
 	/* Numbers that are not limits. */
 	OPT_BOOT_TIMEOUT,
@@ -79,6 +81,7 @@ enum {
 	OPT_CPU_MODEL,
 	OPT_CHECK,
 	OPT_EGRESS_NO_SECCOMP,
+	OPT_WARM_POOL,
 };
 #define NUM(opt) ((opt)-OPT_FIRST)
 
@@ -102,6 +105,7 @@ static const struct {
     [NUM(OPT_AUTH_FAILURE_BURST)] = {"auth-failure-burst", 1, AUTH_FAILURE_LIMIT_MAX, DEFAULT_AUTH_FAILURE_BURST},
     [NUM(OPT_AUTH_FAILURE_PER_MIN)] = {"auth-failure-per-min", 0, AUTH_FAILURE_LIMIT_MAX, DEFAULT_AUTH_FAILURE_PER_MIN},
     [NUM(OPT_NETNS_POOL)] = {"netns-pool", 0, NETNS_POOL_MAX, NETNS_POOL_DEFAULT},
+    [NUM(OPT_POOL_MEMORY_HIGH)] = {"pool-memory-high-pct", 0, 99, DEFAULT_POOL_MEMORY_HIGH_PCT},
     [NUM(OPT_ACCEL_PROBE_TIMEOUT)] = {"accel-probe-timeout-s", 1, BOOT_TIMEOUT_S_MAX, ACCEL_PROBE_TIMEOUT_S_DEFAULT},
     [NUM(OPT_BOOT_TIMEOUT)] = {"boot-timeout-s", 1, BOOT_TIMEOUT_S_MAX, DEFAULT_BOOT_TIMEOUT_S},
     [NUM(OPT_JAIL_UID_BASE)] = {"jail-uid-base", 1000, UINT32_MAX - 2, JAIL_DEFAULT_UID_BASE},
@@ -151,6 +155,8 @@ static const struct option daemon_opts[] = {
     {"auth-failure-burst", required_argument, NULL, OPT_AUTH_FAILURE_BURST},
     {"auth-failure-per-min", required_argument, NULL, OPT_AUTH_FAILURE_PER_MIN},
     {"netns-pool", required_argument, NULL, OPT_NETNS_POOL},
+    {"warm-pool", required_argument, NULL, OPT_WARM_POOL},
+    {"pool-memory-high-pct", required_argument, NULL, OPT_POOL_MEMORY_HIGH},
     {"backend", required_argument, NULL, 'b'},
     {"print-backend", no_argument, NULL, 'B'},
     {"accel", required_argument, NULL, OPT_ACCEL},
@@ -172,6 +178,8 @@ struct daemon_options {
 	bool template_snapshots;
 	const char *public_cidrs[EGRESS_PUBLIC_CIDRS_MAX];
 	size_t n_public_cidrs;
+	struct pool_spec warm_pools[POOLS_MAX];
+	size_t n_warm_pools;
 	const struct vmm_backend *want_backend; /* NULL: auto */
 	bool print_backend, check, egress_no_seccomp;
 	enum accel_mode accel_mode;
@@ -196,7 +204,8 @@ static void usage(FILE *f)
 	        "                [--jail-uid-count N] [--cgroup-parent NAME] [--template-snapshots on|off]\n"
 	        "                [--api-max-connections N] [--api-max-connections-per-client N]\n"
 	        "                [--api-idle-timeout-s N] [--auth-failure-burst N] [--auth-failure-per-min N]\n"
-	        "                [--netns-pool N] [--backend B] [--print-backend]\n"
+	        "                [--netns-pool N] [--warm-pool TEMPLATE[:VCPUS:MiB]=N]...\n"
+	        "                [--pool-memory-high-pct N] [--backend B] [--print-backend]\n"
 	        "                [--accel auto|kvm|tcg] [--cpu-model MODEL] [--accel-probe-timeout-s N]\n"
 	        "                [--check] [--config FILE]\n"
 	        "\n"
@@ -251,6 +260,13 @@ static void usage(FILE *f)
 	        "  --auth-failure-per-min N then N a minute, the rest summarized (default %d; 0 = one\n"
 	        "                       event per failure)\n"
 	        "  --netns-pool N       network namespaces made ahead for creates (default %d; 0 = none)\n"
+	        "  --warm-pool TEMPLATE[:VCPUS:MiB]=N\n"
+	        "                       keep N VMs of that shape (default 1 vCPU, 256 MiB) restored and\n"
+	        "                       paused for creates, a shared pool (repeatable; PUT /v1/pools\n"
+	        "                       changes it at run time)\n"
+	        "  --pool-memory-high-pct N\n"
+	        "                       warm pools shed VMs and stop filling while the host's memory in use\n"
+	        "                       is at or above N%% (default %d; 0 = never)\n"
 	        "  --backend B          the VMM: %s (docs/kvm-host.md); auto (the\n"
 	        "                       default) takes the first this host can run, those made for KVM\n"
 	        "                       first where /dev/kvm is usable\n"
@@ -270,7 +286,8 @@ static void usage(FILE *f)
 	        DEFAULT_MAX_DISK_MIB, DEFAULT_MAX_CONCURRENT_STARTS, DEFAULT_WATCHDOG_S, DEFAULT_RATE_LIMIT_RPS,
 	        DEFAULT_RATE_LIMIT_BURST, JAIL_DEFAULT_UID_BASE, JAIL_DEFAULT_UID_COUNT, DEFAULT_API_MAX_CONNECTIONS,
 	        DEFAULT_API_MAX_CONNECTIONS_PER_CLIENT, DEFAULT_API_IDLE_TIMEOUT_S, DEFAULT_AUTH_FAILURE_BURST,
-	        DEFAULT_AUTH_FAILURE_PER_MIN, NETNS_POOL_DEFAULT, backends, ACCEL_PROBE_TIMEOUT_S_DEFAULT);
+	        DEFAULT_AUTH_FAILURE_PER_MIN, NETNS_POOL_DEFAULT, DEFAULT_POOL_MEMORY_HIGH_PCT, backends,
+	        ACCEL_PROBE_TIMEOUT_S_DEFAULT);
 	fprintf(f,
 	        "  --orphan-timeout-s N a VM whose lease no airlockd renewed for N s (this one gone and\n"
 	        "                       not back, or its state dir removed) is stopped by its jailer\n"
@@ -362,6 +379,19 @@ static int option_apply(struct daemon_options *o, int c, const char *arg)
 		}
 		o->template_snapshots = !strcmp(arg, "on");
 		return DAEMON_RUN;
+	case OPT_WARM_POOL: {
+		struct al_error err = {0};
+		if (o->n_warm_pools == POOLS_MAX) {
+			fprintf(stderr, "airlockd: at most %d --warm-pool\n", POOLS_MAX);
+			return 2;
+		}
+		if (pool_flag_parse(arg, 0, &o->warm_pools[o->n_warm_pools], &err) < 0) {
+			fprintf(stderr, "airlockd: %s\n", err.message);
+			return 2;
+		}
+		o->n_warm_pools++;
+		return DAEMON_RUN;
+	}
 	case 'P':
 		if (o->n_public_cidrs == EGRESS_PUBLIC_CIDRS_MAX) {
 			fprintf(stderr, "airlockd: at most %d --egress-public-cidr\n", EGRESS_PUBLIC_CIDRS_MAX);
@@ -870,6 +900,9 @@ static void config_fill(struct daemon *d)
 	    .auth_failure_burst = (unsigned)n[NUM(OPT_AUTH_FAILURE_BURST)],
 	    .auth_failure_per_min = (unsigned)n[NUM(OPT_AUTH_FAILURE_PER_MIN)],
 	    .netns_pool = (unsigned)n[NUM(OPT_NETNS_POOL)],
+	    .warm_pools = d->opt.warm_pools,
+	    .n_warm_pools = d->opt.n_warm_pools,
+	    .pool_memory_high_pct = (unsigned)n[NUM(OPT_POOL_MEMORY_HIGH)],
 	    .accel_wait_s = accel_probe_wait_s(&d->probe),
 	};
 	/* Memory: what the operator allows, never more than the host has. */

@@ -93,6 +93,21 @@ struct exec_request {
 	char tag[EXEC_TAG_MAX + 1];
 };
 
+/* A warm pool (docs/api.md, "Warm pools"): VMs of one shape restored from
+ * their template's snapshot and paused ahead of the creates that take them.
+ * tenant "" is a shared pool (the operator's: any tenant's create takes
+ * from it); a tenant's own pool serves only its creates and is filled only
+ * while its live sandboxes and pooled VMs fit in its quotas. */
+#define POOL_SIZE_MAX 64 /* VMs of one pool */
+#define POOLS_MAX 32     /* pools of a daemon: shapes and tenants */
+struct pool_spec {
+	char tenant[64];
+	char template_name[SANDBOX_TEMPLATE_NAME_MAX + 1];
+	unsigned vcpus;
+	unsigned memory_mib;
+	unsigned size; /* 0: the pool goes */
+};
+
 void create_request_release(struct create_request *r);
 void exec_request_release(struct exec_request *r);
 

@@ -311,6 +311,10 @@ char **jail_argv(const char *id, const char *root, const struct vmm_jail *j, int
 	ab_add(&b, "%" PRIu64, j->memory_limit_mib);
 	ab_add(&b, "--cpu-quota-pct");
 	ab_add(&b, "%u", j->cpu_quota_pct);
+	if (j->cpu_weight) {
+		ab_add(&b, "--cpu-weight");
+		ab_add(&b, "%u", j->cpu_weight);
+	}
 	ab_add(&b, "--pids-max");
 	ab_add(&b, "%u", j->pids_max);
 	ab_add(&b, "--rlimit-fsize");
@@ -524,4 +528,63 @@ bool jail_failure_in_log(int log_dirfd, const char *log_name, char *buf, size_t 
 	memcpy(buf, hit, len);
 	buf[len] = '\0';
 	return true;
+}
+
+/* The mount point of the hierarchy that has the cpu controller: a v1
+ * "cgroup" mount with the cpu option (*ret_v2 false), else the cgroup2
+ * mount (the jailer chooses the same way: jailer-cgroup.c). */
+static int cpu_cgroup_mount(char *out, size_t size, bool *ret_v2)
+{
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	if (!f)
+		return -errno;
+	char line[4096];
+	bool found_v1 = false, found_v2 = false;
+	char v2[PATH_MAX] = "";
+	while (!found_v1 && fgets(line, sizeof(line), f)) {
+		/* "ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTS ... - FSTYPE SOURCE SUPEROPTS" */
+		char mnt[PATH_MAX], fstype[32], superopts[512];
+		const char *dash = strstr(line, " - ");
+		if (!dash || sscanf(line, "%*s %*s %*s %*s %4095s", mnt) != 1 ||
+		    sscanf(dash + 3, "%31s %*s %511s", fstype, superopts) != 2)
+			continue;
+		if (!strcmp(fstype, "cgroup2") && !found_v2) {
+			strlcpy_al(v2, mnt, sizeof(v2));
+			found_v2 = true;
+		} else if (!strcmp(fstype, "cgroup")) {
+			for (char *save = NULL, *o = strtok_r(superopts, ",", &save); o; o = strtok_r(NULL, ",", &save))
+				if (!strcmp(o, "cpu")) {
+					strlcpy_al(out, mnt, size);
+					found_v1 = true;
+				}
+		}
+	}
+	fclose(f);
+	if (found_v1) {
+		*ret_v2 = false;
+		return 0;
+	}
+	if (!found_v2)
+		return -ENOENT;
+	strlcpy_al(out, v2, size);
+	*ret_v2 = true;
+	return 0;
+}
+
+int jail_cpu_weight_set(const char *id, unsigned weight, struct al_error *err)
+{
+	char mnt[PATH_MAX];
+	bool v2 = true;
+	int r = cpu_cgroup_mount(mnt, sizeof(mnt), &v2);
+	if (r < 0)
+		return al_error_set(err, AL_ERR_INTERNAL, -r, "cannot find the cgroup hierarchy with the cpu controller");
+	pthread_mutex_lock(&jail_lock);
+	cleanup_free char *path = xasprintf("%s/%s/%s/%s", mnt, jail.cgroup_parent, id, v2 ? "cpu.weight" : "cpu.shares");
+	pthread_mutex_unlock(&jail_lock);
+	char v[32];
+	snprintf(v, sizeof(v), "%u", v2 ? weight : MAX(2u, weight * 1024u / 100u));
+	cleanup_close int fd = open(path, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0 || write_full(fd, v, strlen(v)) < 0)
+		return al_error_set(err, AL_ERR_INTERNAL, errno, "cannot set %s to %s: %m", path, v);
+	return 0;
 }

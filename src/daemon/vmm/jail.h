@@ -76,6 +76,7 @@ struct vmm_jail {
 	uint32_t uid;              /* = gid */
 	uint64_t memory_limit_mib; /* cgroup memory incl. swap */
 	unsigned cpu_quota_pct;    /* of one CPU */
+	unsigned cpu_weight;       /* its cgroup's cpu.weight; 0: the default (100) */
 	unsigned pids_max;
 	uint64_t fsize_bytes; /* largest file the VMM may write */
 	unsigned nofile;
@@ -114,6 +115,12 @@ char **jail_argv(const char *id, const char *root, const struct vmm_jail *j, int
 /* Removes the cgroup of sandbox id (after its VMM is gone): kills what is
  * left in it first, retries a short while; 0 also when there was none. */
 int jail_cleanup(const char *id, struct al_error *err);
+/* A warm pool's VMs are filled at a low CPU weight and given the default
+ * when a create takes one: its cgroup's cpu.weight (v1: cpu.shares to
+ * match) is set to weight. */
+#define JAIL_CPU_WEIGHT_POOL 1
+#define JAIL_CPU_WEIGHT_DEFAULT 100
+int jail_cpu_weight_set(const char *id, unsigned weight, struct al_error *err);
 
 /* Calls fn(pid, cwd, ctx) for every process (but init) whose working
  * directory is below dir/ (a jailer runs in its jail's directory): how the
