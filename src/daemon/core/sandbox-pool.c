@@ -167,6 +167,10 @@ int sandbox_pool_set(const struct pool_spec *spec, const struct tenant_quota *qu
 		                    "a pool of %u vCPU and %u MiB is above this host's maxima per sandbox (%u vCPUs, %u "
 		                    "MiB: airlockd --max-vcpus, --max-memory-mib)",
 		                    spec->vcpus, spec->memory_mib, sb_cfg->max_vcpus, sb_cfg->max_memory_mib);
+	if (spec->size && !sb_cfg->template_snapshots)
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+		                    "warm pools hold restores of the template's snapshot, and this airlockd runs with "
+		                    "--template-snapshots off");
 	if (spec->size) {
 		struct images im;
 		int r = sb_resolve_images(spec->template_name, &im, err);
