@@ -24,8 +24,8 @@ static int pool_shape_check(const struct pool_spec *p, unsigned host_memory_mib,
 		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "vcpus: must be an integer from 1 to %d",
 		                    SANDBOX_VCPUS_MAX);
 	if (p->memory_mib < SANDBOX_MEMORY_MIB_MIN || p->memory_mib > mem_max)
-		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "memory_mib: must be an integer from %d to %u",
-		                    SANDBOX_MEMORY_MIB_MIN, mem_max);
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+		                    "memory_mib: must be an integer from %d to %u", SANDBOX_MEMORY_MIB_MIN, mem_max);
 	if (p->size > POOL_SIZE_MAX)
 		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "size: must be an integer from 0 to %d",
 		                    POOL_SIZE_MAX);
@@ -62,15 +62,15 @@ int pool_flag_parse(const char *arg, unsigned host_memory_mib, struct pool_spec 
 	const char *colon = memchr(arg, ':', (size_t)(eq - arg));
 	const char *name_end = colon ? colon : eq;
 	if ((size_t)(name_end - arg) > SANDBOX_TEMPLATE_NAME_MAX)
-		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "--warm-pool %.80s: the template name is too long",
-		                    arg);
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+		                    "--warm-pool %.80s: the template name is too long", arg);
 	memcpy(p.template_name, arg, (size_t)(name_end - arg));
 	if (colon) {
 		const char *colon2 = memchr(colon + 1, ':', (size_t)(eq - colon - 1));
 		if (!colon2 || !pool_number(colon + 1, colon2, &p.vcpus) || !pool_number(colon2 + 1, eq, &p.memory_mib))
-			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
-			                    "--warm-pool %.80s: the shape must be TEMPLATE:VCPUS:MiB (e.g. minimal:1:256=4)",
-			                    arg);
+			return al_error_set(
+			    err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+			    "--warm-pool %.80s: the shape must be TEMPLATE:VCPUS:MiB (e.g. minimal:1:256=4)", arg);
 	}
 	int r = pool_shape_check(&p, host_memory_mib, err);
 	if (r < 0) {
@@ -132,7 +132,8 @@ int pool_request_parse(const char *body, size_t len, unsigned host_memory_mib, s
 	    (r = pool_get_uint(j, "size", 0, true, &p.size, err)) < 0)
 		return r;
 	if (p.tenant[0] && !tenant_name_valid(p.tenant))
-		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "tenant: must match [a-z0-9][a-z0-9_-]{0,62}");
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+		                    "tenant: must match [a-z0-9][a-z0-9_-]{0,62}");
 	if ((r = pool_shape_check(&p, host_memory_mib, err)) < 0)
 		return r;
 	*ret = p;

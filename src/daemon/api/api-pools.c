@@ -17,8 +17,8 @@ static json_t *pool_to_json(const struct pool_status *p)
 	                      (json_int_t)p->spec.vcpus, "memory_mib", (json_int_t)p->spec.memory_mib, "size",
 	                      (json_int_t)p->spec.size, "ready", (json_int_t)p->ready, "filling", p->filling,
 	                      "pss_bytes", (json_int_t)p->pss_bytes, "counts", "hits", (json_int_t)p->hits, "misses",
-	                      (json_int_t)p->misses, "fills", (json_int_t)p->fills, "failures",
-	                      (json_int_t)p->failures, "shed", (json_int_t)p->shed, "lost", (json_int_t)p->lost);
+	                      (json_int_t)p->misses, "fills", (json_int_t)p->fills, "failures", (json_int_t)p->failures,
+	                      "shed", (json_int_t)p->shed, "lost", (json_int_t)p->lost);
 	if (!o)
 		abort();
 	if (p->error[0])
@@ -42,10 +42,10 @@ static void answer_pools(const char *tenant, struct api_response *resp)
 	free(v);
 	struct pool_memory m;
 	sandbox_pools_memory(&m);
-	resp->body = json_pack("{s:o, s:I, s:I, s:{s:I, s:I, s:I, s:b}}", "pools", arr, "ready", (json_int_t)ready,
-	                       "pss_bytes", (json_int_t)pss, "host_memory", "total_bytes",
-	                       (json_int_t)m.host_total_bytes, "available_bytes", (json_int_t)m.host_available_bytes,
-	                       "high_pct", (json_int_t)m.high_pct, "shedding", m.shedding);
+	resp->body =
+	    json_pack("{s:o, s:I, s:I, s:{s:I, s:I, s:I, s:b}}", "pools", arr, "ready", (json_int_t)ready, "pss_bytes",
+	              (json_int_t)pss, "host_memory", "total_bytes", (json_int_t)m.host_total_bytes, "available_bytes",
+	              (json_int_t)m.host_available_bytes, "high_pct", (json_int_t)m.high_pct, "shedding", m.shedding);
 	if (!resp->body)
 		abort();
 }
@@ -67,9 +67,10 @@ API_HANDLER(api_pool_put)
 	 * quotas; the shared pools (no tenant) are the operator's. */
 	if (req->tenant) {
 		if (spec.tenant[0] && strcmp(spec.tenant, req->tenant)) {
-			api_response_errorf(resp, AL_ERR_FORBIDDEN,
-			                    "tenant: your token belongs to tenant \"%s\"; it cannot set a pool of \"%s\"",
-			                    req->tenant, spec.tenant);
+			api_response_errorf(
+			    resp, AL_ERR_FORBIDDEN,
+			    "tenant: your token belongs to tenant \"%s\"; it cannot set a pool of \"%s\"", req->tenant,
+			    spec.tenant);
 			return;
 		}
 		strlcpy_al(spec.tenant, req->tenant, sizeof(spec.tenant));
@@ -123,7 +124,8 @@ char *pools_metrics_text(void)
 			               : k == 3 ? v[i].hits
 			               : k == 4 ? v[i].misses
 			                        : v[i].shed;
-			off += (size_t)snprintf(out + off, cap - off, "%s{%s} %" PRIu64 "\n", series[k].name, labels, val);
+			off +=
+			    (size_t)snprintf(out + off, cap - off, "%s{%s} %" PRIu64 "\n", series[k].name, labels, val);
 		}
 	}
 	uint64_t pss = 0;

@@ -307,6 +307,28 @@ static int template_snapshot_open(const struct tsnap *ts, int *ret_mem_fd, int *
 	return 0;
 }
 
+/* The disk and memory of a restore of the template's snapshot ts, before
+ * the VMM starts: the snapshot's disk copied, its save and RAM opened. */
+static int template_restore_prepare(struct sandbox *sb, const struct tsnap *ts, struct vmm_config *vc, int *ret_mem_fd,
+                                    int *ret_state_fd, struct al_error *err)
+{
+	/* A new sandbox, as after a boot: its snapshots are generation 0's. */
+	sb->generation = 0;
+	cleanup_free char *disk = xasprintf("%s/%s", sb->root, sb_cfg->vmm->disk_file);
+	unlink(disk);
+	/* A whole disk by reflink where it can (else sparse); an overlay is small. */
+	int r = file_copy_cow(tsnap_disk_path(ts), disk, 0600, NULL);
+	if (r < 0)
+		return al_error_set(err, AL_ERR_INTERNAL, -r, "cannot copy the template snapshot's disk: %s",
+		                    strerror(-r));
+	if ((r = template_snapshot_open(ts, ret_mem_fd, ret_state_fd, err)) < 0)
+		return r;
+	vc->incoming_fd = *ret_mem_fd;
+	vc->incoming_state_fd = *ret_state_fd;
+	vc->mem_fd = tsnap_mem_fd(ts); /* -1 unless the backend has ram_fd */
+	return 0;
+}
+
 /* Where a start's time went (the benchmarks' profile of a create). */
 static void boot_phases_log(struct sandbox *sb, uint64_t t0, uint64_t disk, uint64_t net, uint64_t spawn,
                             uint64_t attach, uint64_t agent)
@@ -396,21 +418,8 @@ int sb_boot(struct sandbox *sb, const struct images *im, const struct snapshot_i
 		if (!vc.disk_mib && strcmp(sb->rec.boot_path, "cold"))
 			ts = template_snapshot_for(sb, im);
 		if (ts) {
-			/* A new sandbox, as after a boot: its snapshots are generation 0's. */
-			sb->generation = 0;
 			deadline = t0 + RESTORE_TIMEOUT_MS;
-			cleanup_free char *disk = xasprintf("%s/%s", sb->root, disk_file);
-			unlink(disk);
-			/* A whole disk by reflink where it can (else sparse); an
-			 * overlay is small. */
-			if ((r = file_copy_cow(tsnap_disk_path(ts), disk, 0600, NULL)) < 0)
-				r = al_error_set(err, AL_ERR_INTERNAL, -r,
-				                 "cannot copy the template snapshot's disk: %s", strerror(-r));
-			else
-				r = template_snapshot_open(ts, &mem_fd, &state_fd, err);
-			vc.incoming_fd = mem_fd;
-			vc.incoming_state_fd = state_fd;
-			vc.mem_fd = tsnap_mem_fd(ts); /* -1 unless the backend has ram_fd */
+			r = template_restore_prepare(sb, ts, &vc, &mem_fd, &state_fd, err);
 		} else if (sb->pooled) {
 			r = al_error_set(err, AL_ERR_UNAVAILABLE, ENOENT,
 			                 "template %s has no snapshot to restore (a warm pool holds only restored VMs; "

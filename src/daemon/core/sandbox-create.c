@@ -215,7 +215,8 @@ static int quota_check_locked(const char *tenant, const struct tenant_quota *quo
 	struct tenant_usage used = extra ? *extra : (struct tenant_usage){0};
 	for (struct sandbox *o = sb_registry; o; o = o->next) {
 		pthread_mutex_lock(&o->lock);
-		if ((o->rec.state == SANDBOX_CREATING || o->rec.state == SANDBOX_RUNNING || o->rec.state == SANDBOX_PAUSED) &&
+		if ((o->rec.state == SANDBOX_CREATING || o->rec.state == SANDBOX_RUNNING ||
+		     o->rec.state == SANDBOX_PAUSED) &&
 		    !strcmp(o->rec.tenant, tenant)) {
 			used.sandboxes++;
 			used.vcpus += o->rec.vcpus;

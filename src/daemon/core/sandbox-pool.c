@@ -114,8 +114,7 @@ static bool spec_same_pool(const struct pool_spec *a, const struct pool_spec *b)
 }
 
 /* The pool of owner and shape; under pool_lock. */
-static struct pool *pool_find_locked(const char *tenant, const char *template_name, unsigned vcpus,
-                                     unsigned memory_mib)
+static struct pool *pool_find_locked(const char *tenant, const char *template_name, unsigned vcpus, unsigned memory_mib)
 {
 	struct pool_spec key = {.vcpus = vcpus, .memory_mib = memory_mib};
 	strlcpy_al(key.tenant, tenant, sizeof(key.tenant));
@@ -163,10 +162,11 @@ static size_t pool_prune_locked(struct pool *p, struct sandbox **out, size_t max
 int sandbox_pool_set(const struct pool_spec *spec, const struct tenant_quota *quota, struct al_error *err)
 {
 	if (spec->size && (spec->vcpus > sb_cfg->max_vcpus || spec->memory_mib > sb_cfg->max_memory_mib))
-		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
-		                    "a pool of %u vCPU and %u MiB is above this host's maxima per sandbox (%u vCPUs, %u "
-		                    "MiB: airlockd --max-vcpus, --max-memory-mib)",
-		                    spec->vcpus, spec->memory_mib, sb_cfg->max_vcpus, sb_cfg->max_memory_mib);
+		return al_error_set(
+		    err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+		    "a pool of %u vCPU and %u MiB is above this host's maxima per sandbox (%u vCPUs, %u "
+		    "MiB: airlockd --max-vcpus, --max-memory-mib)",
+		    spec->vcpus, spec->memory_mib, sb_cfg->max_vcpus, sb_cfg->max_memory_mib);
 	if (spec->size && !sb_cfg->template_snapshots)
 		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
 		                    "warm pools hold restores of the template's snapshot, and this airlockd runs with "
@@ -187,8 +187,9 @@ int sandbox_pool_set(const struct pool_spec *spec, const struct tenant_quota *qu
 			                    "a pool of %u sandboxes of %u vCPU and %u MiB does not fit in tenant %s's "
 			                    "quotas (%u sandboxes, %u vCPUs, %u MiB; 0 = unlimited); ask for a smaller "
 			                    "pool or raise the quota with PUT /v1/tenants/%s",
-			                    spec->size, spec->vcpus, spec->memory_mib, spec->tenant, quota->max_sandboxes,
-			                    quota->max_vcpus, quota->max_memory_mib, spec->tenant);
+			                    spec->size, spec->vcpus, spec->memory_mib, spec->tenant,
+			                    quota->max_sandboxes, quota->max_vcpus, quota->max_memory_mib,
+			                    spec->tenant);
 		}
 	}
 	struct sandbox *out[POOL_SIZE_MAX];

@@ -577,9 +577,11 @@ int jail_cpu_weight_set(const char *id, unsigned weight, struct al_error *err)
 	bool v2 = true;
 	int r = cpu_cgroup_mount(mnt, sizeof(mnt), &v2);
 	if (r < 0)
-		return al_error_set(err, AL_ERR_INTERNAL, -r, "cannot find the cgroup hierarchy with the cpu controller");
+		return al_error_set(err, AL_ERR_INTERNAL, -r,
+		                    "cannot find the cgroup hierarchy with the cpu controller");
 	pthread_mutex_lock(&jail_lock);
-	cleanup_free char *path = xasprintf("%s/%s/%s/%s", mnt, jail.cgroup_parent, id, v2 ? "cpu.weight" : "cpu.shares");
+	cleanup_free char *path =
+	    xasprintf("%s/%s/%s/%s", mnt, jail.cgroup_parent, id, v2 ? "cpu.weight" : "cpu.shares");
 	pthread_mutex_unlock(&jail_lock);
 	char v[32];
 	snprintf(v, sizeof(v), "%u", v2 ? weight : MAX(2u, weight * 1024u / 100u));
