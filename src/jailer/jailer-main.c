@@ -88,13 +88,26 @@ static int run_check(void)
 
 /* ------------------------------------------------------------ --cleanup */
 
+/* A VMM killed with its jailer leaves its cgroup a moment later (its
+ * memory is being torn down): waited for here, by reading cgroup.procs,
+ * rather than by the caller running --cleanup again. */
+#define CLEANUP_SETTLE_MS 250
+#define CLEANUP_POLL_MS 2
+
 static int run_cleanup(const struct jail_config *cfg)
 {
 	struct al_error err = {0};
 	struct jail_cgroup_host host;
-	if (jail_cgroup_detect(&host, &err) < 0 || jail_cgroup_remove(&host, cfg->cgroup_parent, cfg->id, &err) < 0)
+	if (jail_cgroup_detect(&host, &err) < 0)
 		return report("cleanup", &err);
-	return 0;
+	uint64_t deadline = now_ms_monotonic() + CLEANUP_SETTLE_MS;
+	int r;
+	while ((r = jail_cgroup_remove(&host, cfg->cgroup_parent, cfg->id, &err)) == -EBUSY &&
+	       now_ms_monotonic() < deadline) {
+		err = (struct al_error){0};
+		poll(NULL, 0, CLEANUP_POLL_MS);
+	}
+	return r < 0 ? report("cleanup", &err) : 0;
 }
 
 /* ------------------------------------------------------------ --new-pid-ns */

@@ -62,9 +62,7 @@ static int guest_write(struct guest_channel *ch, const char *path, unsigned mode
 	return type == AIRLOCK_FRAME_OK ? 0 : guest_result_to_error(result, "the write", err);
 }
 
-/* Runs argv in the guest (root, cwd /, the agent's default PATH) and wants
- * exit status 0. Not a process of the sandbox: no id, no event. */
-static int guest_run(struct guest_channel *ch, char **argv, size_t argc, uint64_t deadline, struct al_error *err)
+int guest_run_internal(struct guest_channel *ch, char **argv, size_t argc, uint64_t deadline, struct al_error *err)
 {
 	struct exec_request er = {.argc = argc,
 	                          .argv = argv,
@@ -133,7 +131,7 @@ int guest_ca_install(struct guest_channel *ch, const char *cert_pem, uint64_t de
 		                marker,
 		                CA_GUEST_CERT,
 		                NULL};
-		if (guest_run(ch, argv, 7, deadline_ms, err) < 0)
+		if (guest_run_internal(ch, argv, 7, deadline_ms, err) < 0)
 			return failed(err, "appending to " CA_GUEST_SYSTEM_BUNDLE);
 		strlcpy_al(ret_bundle, CA_GUEST_SYSTEM_BUNDLE, size);
 		return 0;

@@ -427,7 +427,8 @@ int jail_cleanup(const char *id, struct al_error *err)
 	char out[JAIL_OUTPUT_MAX];
 	/* The VMM dies with its jailer (PR_SET_PDEATHSIG, and pid 1 of its
 	 * namespace takes every other process with it): its cgroup empties a
-	 * moment after the jailer is reaped. */
+	 * moment after the jailer is reaped, which --cleanup waits for (a
+	 * quarter of a second); run again while it is longer. */
 	uint64_t deadline = now_ms_monotonic() + JAIL_CLEANUP_WAIT_MS;
 	for (;;) {
 		int r = run_capture(argv, out, sizeof(out));
