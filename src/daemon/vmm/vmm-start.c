@@ -12,7 +12,6 @@
 #include "log.h"
 #include "util.h"
 #include "vmm.h"
-#include "airlock/proto.h"
 
 /* Between two attempts to connect to a VMM's socket. */
 #define VMM_CONNECT_RETRY_MS 5
@@ -74,12 +73,4 @@ void vmm_internal_end(pid_t *pid, const char *id, uint32_t uid, bool *uid_held, 
 	if (*uid_held)
 		jail_uid_put(uid);
 	*uid_held = false;
-}
-
-const char *vmm_guest_mac(const struct vmm_config *vc)
-{
-	uint8_t mac[6];
-	if (vc->guest_mac && mac_parse(vc->guest_mac, mac) == 0 && mac_is_local_unicast(mac))
-		return vc->guest_mac;
-	return AIRLOCK_NET_GUEST_MAC;
 }

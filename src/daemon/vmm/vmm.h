@@ -186,7 +186,7 @@ int vmm_disk_give(const struct vmm_ops *ops, int dirfd, uint32_t uid, struct al_
  * template's size if that is larger. */
 void vmm_jail_spec(const struct vmm_ops *ops, const struct vmm_config *vc, uint32_t uid, uint64_t disk_mib,
                    struct vmm_jail *ret);
-/* The MAC address vc's NIC starts with: vc->guest_mac, or
+/* The MAC address vc's NIC starts with (vmm-spawn.c): vc->guest_mac, or
  * AIRLOCK_NET_GUEST_MAC when that is unset. SECURITY: it goes into a VMM's
  * command line or API body: anything but a plain address is not used. */
 const char *vmm_guest_mac(const struct vmm_config *vc);
