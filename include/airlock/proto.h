@@ -51,9 +51,10 @@
  * agent configures eth0 with it at boot; airlockd gives tap0 the gateway
  * address and binds the egress listeners there. The gateway's fixed MAC
  * keeps the guest's ARP cache valid across snapshot/restore into a new
- * namespace. The guest's MAC is each sandbox's own (02 and five random
- * bytes: QEMU's command line on a cold boot, THAW's "mac" on a restore);
- * AIRLOCK_NET_GUEST_MAC is only a template snapshot's build's. */
+ * namespace. The guest's MAC is each VM's own (02 and five random bytes,
+ * drawn with its namespace: QEMU's command line on a cold boot, THAW's
+ * "mac" on a restore); AIRLOCK_NET_GUEST_MAC is only what guests of
+ * sandboxes from before that have. */
 #define AIRLOCK_NET_GUEST_ADDR "10.0.2.15"
 #define AIRLOCK_NET_GATEWAY "10.0.2.2"
 #define AIRLOCK_NET_PREFIX_LEN 24

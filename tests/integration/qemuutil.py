@@ -25,8 +25,8 @@ DAEMON_FDS = Fds(kernel=4, initrd=5, rootfs=6, incoming=7, mem=8)
 # include/airlock/proto.h
 PORT_NAME = "org.airlock.agent.0"
 NET_TAP = "tap0"
-# A VM without a sandbox's own MAC (a template snapshot's build; airlockd
-# gives every sandbox's NIC one of its own, GET .../network reports it).
+# The guest MAC of sandboxes from before per-VM MACs; airlockd gives every
+# VM's NIC one of its own (drawn with its namespace; GET .../network).
 NET_GUEST_MAC = "02:a1:0c:00:02:0f"
 # vmm-qemu.c: TCG's translation cache, MiB.
 TCG_TB_MIB = 128
@@ -101,8 +101,7 @@ def qemu_argv(name, *, vcpus=1, memory_mib=256, kvm=None, cpu=None, restore=Fals
     state). mem_shared None: anonymous RAM; True/False: RAM mapped from the
     file at fds.mem, shared (a template's boot) or private (a restore from
     the template's snapshot). net: virtio-net on tap0 (QEMU runs in the
-    namespace that has it), its MAC mac (None: NET_GUEST_MAC, as a template's
-    boot has it). console None: the console socket con.sock, as
+    namespace that has it), its MAC mac (None: NET_GUEST_MAC). console None: the console socket con.sock, as
     airlockd has it; else a file QEMU writes the console to."""
     if kvm is None:
         kvm = test_accel() == "kvm"

@@ -3,12 +3,12 @@
 nothing a guest derives from its MAC, a uuid1 node or a DHCP client id, is
 shared by two sandboxes).
 
-A restore (of the template's snapshot, of a user's snapshot, a fork) gets
-its sandbox's address from THAW; a cold boot from QEMU's command line. What
-is checked is what a user would: /sys/class/net/eth0/address in each guest,
+Each VM's address is drawn with its network namespace (whose rules accept
+only it); a restore (of the template's snapshot, of a user's snapshot, a
+fork copy) gets it by THAW, a cold boot on QEMU's command line. What is
+checked is what a user would: /sys/class/net/eth0/address in each guest,
 the address GET .../network reports, and that egress through the gateway
-still works with it (the namespace's rules check the kind of address, and
-the gateway's neighbour table learns the new one).
+still works with it.
 
 airlockd runs in the fake internet's host namespace (fakenet.py), as in
 test_network.py, with `minimal` guests (busybox wget) and 1 vCPU.

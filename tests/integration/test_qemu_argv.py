@@ -5,8 +5,7 @@ airlockd's: compared with /proc/PID/cmdline of the QEMUs a real airlockd
 starts (src/daemon/vmm/qemu/vmm-qemu.c, qemu_spawn) in each of its four forms: a cold
 boot, a restore of a snapshot, the boot of a template's snapshot (RAM in a
 shared memfd) and a restore from it (that memfd mapped private). Each
-sandbox's NIC has the sandbox's own MAC (GET .../network); a template's
-boot the constant one.
+VM's NIC has a MAC of its own (a sandbox's: GET .../network).
 
 Root only (the daemon jails its VMMs). Run: pytest-3 -v tests/integration/test_qemu_argv.py
 """
@@ -100,7 +99,12 @@ def test_template_snapshot_boot_and_restore(daemon, api):
     assert sb["boot"] == "template", sb
     builds = [name for name in seen if name.startswith("airlock-tpl-")]
     assert len(builds) == 1, sorted(seen)
-    assert_same(seen[builds[0]], q.qemu_argv(builds[0], mem_shared=True))
+    # The build's NIC has its namespace's own MAC (no sandbox reports it).
+    nic = [a for a in seen[builds[0]] if a.startswith("virtio-net-device,")]
+    assert len(nic) == 1 and re.fullmatch(r"virtio-net-device,netdev=n0,mac=02(:[0-9a-f]{2}){5}", nic[0]), nic
+    build_mac = nic[0].rsplit("=", 1)[1]
+    assert build_mac != q.NET_GUEST_MAC
+    assert_same(seen[builds[0]], q.qemu_argv(builds[0], mem_shared=True, mac=build_mac))
     assert_same(vmm_argv(daemon, sb["id"]), q.qemu_argv(f"airlock-{sb['id']}", restore=True, mem_shared=False,
                                                             mac=guest_mac(api, sb["id"])))
     api.delete_ok(sb["id"])

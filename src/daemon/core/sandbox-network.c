@@ -32,11 +32,11 @@ int sb_network_up(struct sandbox *sb, pid_t attach_pid, struct al_error *err)
 	if (r < 0)
 		return r;
 	pthread_mutex_lock(&sb->lock);
-	/* A new VM gets the sandbox's own MAC, chosen once: the address its
-	 * namespace's neighbour table learns stays right across snapshots of
-	 * it and recovers (saved with the record by the boot). */
-	if (attach_pid <= 0 && !sb->rec.guest_mac[0])
-		mac_random_local(sb->rec.guest_mac);
+	/* A new VM (and namespace) has the MAC its namespace drew; it stays
+	 * while that VM lives (THAW after a snapshot of it, a daemon restart:
+	 * the record keeps it, saved by the boot). */
+	if (attach_pid <= 0)
+		strlcpy_al(sb->rec.guest_mac, n.guest_mac, sizeof(sb->rec.guest_mac));
 	cleanup_free char *policy = xstrdup(sb->rec.network_json ? sb->rec.network_json : NETWORK_POLICY_EMPTY);
 	cleanup_free char *bindings = xstrdup(sb->rec.secrets_json ? sb->rec.secrets_json : "[]");
 	pthread_mutex_unlock(&sb->lock);

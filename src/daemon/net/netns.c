@@ -38,17 +38,13 @@
  * reach is exactly: the egress listener (all TCP, redirected), the DNS
  * listeners (UDP/TCP 53 to any address, redirected), ARP for the gateway.
  * The netdev table stops, before the stack sees it, what is not the guest's
- * own IPv4 or ARP (other source addresses, IPv6, other ethertypes), frames
- * from a source MAC no guest has (not locally administered unicast, or the
- * gateway's own) and every IPv4 packet that is neither TCP nor DNS (UDP,
- * ICMP, ...): the stack would drop those too (no route out), but silently;
- * here they are counted. Each guest has a MAC of its own (THAW sets it
- * after a restore) and the rules are made before the namespace knows its
- * sandbox, so they check the kind of address, not the address: another
- * one is the guest's own business (tap0 is alone in its namespace, and the
- * neighbour table holds only that guest's entry).
+ * own IPv4 or ARP (other source addresses or MACs, IPv6, other ethertypes)
+ * and every IPv4 packet that is neither TCP nor DNS (UDP, ICMP, ...): the
+ * stack would drop those too (no route out), but silently; here they are
+ * counted.
  */
-/* %1$s tap, %2$s gateway address, %3$s guest address, %4$s gateway MAC,
+/* %1$s tap, %2$s gateway address, %3$s guest address, %4$s guest MAC (the
+ * namespace's own: netns.h),
  * %5$d DNS port, %6$d egress port. */
 static const char nft_rules_format[] = "table inet airlock {\n"
                                        "  counter dropped {\n  }\n"
@@ -80,9 +76,7 @@ static const char nft_rules_format[] = "table inet airlock {\n"
                                        "  counter dropped {\n  }\n"
                                        "  chain ingress {\n"
                                        "    type filter hook ingress device \"%1$s\" priority filter; policy accept;\n"
-                                       "    ether saddr & 03:00:00:00:00:00 != 02:00:00:00:00:00 counter name "
-                                       "dropped drop\n"
-                                       "    ether saddr %4$s counter name dropped drop\n"
+                                       "    ether saddr != %4$s counter name dropped drop\n"
                                        "    meta protocol != { ip, arp } counter name dropped drop\n"
                                        "    meta protocol ip ip saddr != %3$s counter name dropped drop\n"
                                        "    meta protocol arp arp saddr ip != %3$s counter name dropped drop\n"
@@ -91,12 +85,9 @@ static const char nft_rules_format[] = "table inet airlock {\n"
                                        "  }\n"
                                        "}\n";
 
-static char *nft_rules(void)
+static char *nft_rules(const char *guest_mac)
 {
-	static const uint8_t gateway_mac[6] = AIRLOCK_NET_GATEWAY_MAC_BYTES;
-	char gw[MAC_TEXT_LEN + 1];
-	mac_format(gateway_mac, gw);
-	return xasprintf(nft_rules_format, AIRLOCK_NET_TAP, AIRLOCK_NET_GATEWAY, AIRLOCK_NET_GUEST_ADDR, gw,
+	return xasprintf(nft_rules_format, AIRLOCK_NET_TAP, AIRLOCK_NET_GATEWAY, AIRLOCK_NET_GUEST_ADDR, guest_mac,
 	                 AIRLOCK_NET_DNS_PORT, AIRLOCK_NET_EGRESS_PORT);
 }
 
@@ -411,7 +402,8 @@ static int create(uid_t tap_owner, struct netns *ret, struct al_error *err)
 	if (r < 0)
 		return r;
 	static const char *const args[] = {"-f", "-", NULL};
-	cleanup_free char *rules = nft_rules();
+	mac_random_local(j.n.guest_mac);
+	cleanup_free char *rules = nft_rules(j.n.guest_mac);
 	if ((r = nft_run(j.n.ns_fd, args, rules, NULL, err)) < 0) {
 		netns_release(&j.n);
 		return r;

@@ -47,10 +47,10 @@ struct vmm_config {
 	/* The sandbox's network namespace (netns.h): the VMM joins it before
 	 * it starts and attaches the guest's NIC to its tap0. -1: no NIC. */
 	int netns_fd;
-	/* The MAC address of that NIC ("02:xx:xx:xx:xx:xx", the sandbox's
-	 * own); NULL or "": AIRLOCK_NET_GUEST_MAC (a template snapshot's
-	 * build; every restore of it gets the sandbox's own by THAW). A
-	 * restore's NIC has the address saved with the snapshot until THAW. */
+	/* The MAC address of that NIC ("02:xx:xx:xx:xx:xx", the one its
+	 * namespace's rules accept, netns.h); NULL or "": AIRLOCK_NET_GUEST_MAC.
+	 * A restore's NIC has the address saved with the snapshot until THAW
+	 * gives it this one. */
 	const char *guest_mac;
 	/* The VMM's jail (jail.h); spawn refuses to run a VMM without one. */
 	const struct vmm_jail *jail;
