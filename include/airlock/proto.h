@@ -49,8 +49,12 @@
 /* The network plan, the same in every sandbox (each has its own network
  * namespace, so addresses never clash and clones need no renumbering). The
  * agent configures eth0 with it at boot; airlockd gives tap0 the gateway
- * address and binds the egress listeners there. Fixed MACs keep the guest's
- * ARP cache valid across snapshot/restore into a new namespace. */
+ * address and binds the egress listeners there. The gateway's fixed MAC
+ * keeps the guest's ARP cache valid across snapshot/restore into a new
+ * namespace. The guest's MAC is each VM's own (02 and five random bytes,
+ * drawn with its namespace: QEMU's command line on a cold boot, THAW's
+ * "mac" on a restore); AIRLOCK_NET_GUEST_MAC is only what guests of
+ * sandboxes from before that have. */
 #define AIRLOCK_NET_GUEST_ADDR "10.0.2.15"
 #define AIRLOCK_NET_GATEWAY "10.0.2.2"
 #define AIRLOCK_NET_PREFIX_LEN 24
@@ -167,9 +171,16 @@ enum airlock_frame_type {
 	/* host -> guest, on a new stream, after a snapshot (on the original) or a
 	 * restore (on each clone), before anything else:
 	 * {"generation":N, "entropy":"<base64, >= 32 bytes>", "time_ms":EPOCH_MS,
-	 *  "sandbox_id":"sb-...", "hostname":"...", "orphan_streams":bool}
-	 * The agent mixes the entropy into the kernel RNG and reseeds it
-	 * (RNDADDENTROPY + RNDRESEEDCRNG), sets CLOCK_REALTIME, sets the hostname,
+	 *  "sandbox_id":"sb-...", "hostname":"...", "orphan_streams":bool,
+	 *  "mac":"02:xx:xx:xx:xx:xx"}
+	 * "mac" is exactly six two-digit hex groups joined by ':', a locally
+	 * administered unicast address (first octet & 3 == 2); absent (a host
+	 * from before): the guest keeps the one it has. The agent checks every
+	 * field before it changes anything (ERROR einval). It mixes the entropy
+	 * into the kernel RNG and reseeds it (RNDADDENTROPY + RNDRESEEDCRNG),
+	 * gives eth0 the MAC (SIOCSIFHWADDR with the link up; no eth0 or a
+	 * refusal: ERROR, and the host fails the start), sets CLOCK_REALTIME,
+	 * sets the hostname,
 	 * writes /run/airlock/{generation,sandbox_id}, and with orphan_streams
 	 * forgets every stream it had (their processes keep running; their
 	 * output is read and dropped) — then SIGCONTs the processes it stopped and

@@ -13,13 +13,15 @@
  *
  * THAW: validate everything first (any bad field: ERROR einval, nothing
  * done), then in order: (a) mix the host's entropy into the kernel RNG and
- * reseed the CRNG, (b) set CLOCK_REALTIME, (c) the hostname, (d) write
+ * reseed the CRNG, (a2) give eth0 the host's MAC address (the link stays
+ * up: virtio-net changes it live through its control queue), (b) set
+ * CLOCK_REALTIME, (c) the hostname, (d) write
  * /run/airlock/{generation,sandbox_id}, (e) with orphan_streams forget every
  * stream, (f) SIGCONT what FREEZE stopped, (g) record the generation and
  * draw a new boot_id, release the held frames, (h) OK {"generation":N}.
  * A step that fails answers ERROR and stops there: the processes stay
  * stopped and the host may send THAW again (every step can be repeated).
- * Steps a-c change the whole machine: a test agent (not PID 1) skips them,
+ * Steps a, a2, b, c change the whole machine: a test agent (not PID 1) skips them,
  * and writes (d) only under $AIRLOCK_AGENT_RUN_DIR if that is set.
  */
 #include <ctype.h>
@@ -27,10 +29,13 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/random.h>
+#include <net/if.h>
+#include <net/if_arp.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -45,6 +50,8 @@
 /* 9999-12-31: anything later is a bug on the host, not a time. */
 #define THAW_TIME_MS_MAX 253402300799999LL
 #define PROC_MAX_DEPTH 4096
+/* The guest's NIC (agent-init.c). */
+#define THAW_NIC "eth0"
 
 struct proc_ent {
 	pid_t pid, ppid;
@@ -182,6 +189,8 @@ struct thaw_req {
 	int64_t time_ms;
 	const char *sandbox_id, *hostname;
 	bool orphan_streams;
+	bool has_mac;
+	uint8_t mac[6];
 };
 
 static void thaw_req_release(struct thaw_req *r)
@@ -260,6 +269,16 @@ static int thaw_parse(json_t *o, struct thaw_req *r, struct al_error *err)
 	if (orph && !json_is_boolean(orph))
 		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "\"orphan_streams\" must be true or false");
 	r->orphan_streams = json_is_true(orph);
+	/* Absent: a host from before per-sandbox MACs; the address stays. */
+	json_t *m = json_object_get(o, "mac");
+	if (m) {
+		const char *text = agent_json_get_cstring(m);
+		if (!text || mac_parse(text, r->mac) < 0 || !mac_is_local_unicast(r->mac))
+			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+			                    "\"mac\" must be a locally administered unicast MAC address written "
+			                    "xx:xx:xx:xx:xx:xx (first octet x2, x6, xa or xe)");
+		r->has_mac = true;
+	}
 	return 0;
 }
 
@@ -287,6 +306,32 @@ static int rng_reseed(const uint8_t *entropy, size_t len, struct al_error *err)
 	if (ioctl(fd, RNDRESEEDCRNG) < 0)
 		return al_error_set(err, AL_ERR_INTERNAL, errno, "reseed the kernel RNG (RNDRESEEDCRNG): %m");
 	return 0;
+}
+
+/* (a2) SIOCSIFHWADDR on the running link: virtio-net sends the address to
+ * the device (VIRTIO_NET_CTRL_MAC_ADDR_SET), whose receive filter follows;
+ * a device without that queue (Firecracker's) does not filter by address. */
+static int thaw_set_mac(const uint8_t mac[6], struct al_error *err)
+{
+	char text[MAC_TEXT_LEN + 1];
+	mac_format(mac, text);
+	cleanup_close int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return al_error_set(err, AL_ERR_INTERNAL, errno, "set the MAC address of %s to %s (socket): %m",
+		                    THAW_NIC, text);
+	struct ifreq ifr = {0};
+	strlcpy_al(ifr.ifr_name, THAW_NIC, sizeof(ifr.ifr_name));
+	ifr.ifr_hwaddr.sa_family = ARPHRD_ETHER;
+	memcpy(ifr.ifr_hwaddr.sa_data, mac, 6);
+	if (ioctl(fd, SIOCSIFHWADDR, &ifr) == 0)
+		return 0;
+	if (errno == ENODEV)
+		return al_error_set(err, AL_ERR_INTERNAL, ENODEV,
+		                    "set the MAC address to %s: this guest has no network interface %s "
+		                    "(a restore needs the NIC its snapshot had)",
+		                    text, THAW_NIC);
+	return al_error_set(err, AL_ERR_INTERNAL, errno, "set the MAC address of %s to %s (SIOCSIFHWADDR): %m",
+	                    THAW_NIC, text);
 }
 
 /* (b), (c) */
@@ -357,7 +402,8 @@ int agent_snapshot_thaw(struct agent *a, uint32_t id, json_t *req, struct al_err
 	__attribute__((cleanup(thaw_req_release))) struct thaw_req r = {0};
 	int rc = thaw_parse(req, &r, err);
 	/* a-c change the machine, not the agent: only as the guest's PID 1. */
-	if (rc == 0 && a->pid1 && (rc = rng_reseed(r.entropy, r.entropy_len, err)) == 0)
+	if (rc == 0 && a->pid1 && (rc = rng_reseed(r.entropy, r.entropy_len, err)) == 0 &&
+	    (!r.has_mac || (rc = thaw_set_mac(r.mac, err)) == 0))
 		rc = thaw_clock_hostname(&r, err);
 	const char *dir = a->pid1 ? AGENT_RUN_DIR : getenv("AIRLOCK_AGENT_RUN_DIR");
 	if (rc == 0 && dir && dir[0])

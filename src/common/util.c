@@ -297,6 +297,39 @@ int hex_digit_value(unsigned char c)
 	return -1;
 }
 
+int mac_parse(const char *s, uint8_t ret[6])
+{
+	uint8_t mac[6];
+	for (size_t i = 0; i < 6; i++) {
+		const char *g = s + 3 * i;
+		int hi = hex_digit_value((unsigned char)g[0]);
+		int lo = hi < 0 ? -1 : hex_digit_value((unsigned char)g[1]);
+		if (lo < 0 || g[2] != (i < 5 ? ':' : '\0'))
+			return -EINVAL;
+		mac[i] = (uint8_t)(hi << 4 | lo);
+	}
+	memcpy(ret, mac, sizeof(mac));
+	return 0;
+}
+
+void mac_format(const uint8_t mac[6], char out[MAC_TEXT_LEN + 1])
+{
+	snprintf(out, MAC_TEXT_LEN + 1, "%02x:%02x:%02x:%02x:%02x:%02x", mac[0], mac[1], mac[2], mac[3], mac[4],
+	         mac[5]);
+}
+
+bool mac_is_local_unicast(const uint8_t mac[6])
+{
+	return (mac[0] & 0x03) == 0x02;
+}
+
+void mac_random_local(char out[MAC_TEXT_LEN + 1])
+{
+	uint8_t mac[6] = {0x02};
+	random_bytes(mac + 1, 5);
+	mac_format(mac, out);
+}
+
 unsigned size_mib_up(uint64_t bytes)
 {
 	uint64_t mib = (bytes + (1u << 20) - 1) >> 20;

@@ -104,6 +104,20 @@ void hex_encode(const uint8_t *in, size_t n, char *out /* 2n+1 */);
 /* The value of one hex digit (0-9, a-f, A-F), or -1 for any other byte. */
 int hex_digit_value(unsigned char c);
 
+/* Ethernet MAC addresses as text: six two-digit hex groups joined by ':',
+ * e.g. "02:1a:2b:3c:4d:5e". */
+#define MAC_TEXT_LEN 17
+/* Exactly that form (hex digits of either case), nothing before or after;
+ * -EINVAL otherwise. ret is written only on success. */
+int mac_parse(const char *s, uint8_t ret[6]);
+/* Lower-case hex. */
+void mac_format(const uint8_t mac[6], char out[MAC_TEXT_LEN + 1]);
+/* Whether the first octet says locally administered (bit 1) and unicast
+ * (bit 0 clear): an address nobody's hardware has and no group's. */
+bool mac_is_local_unicast(const uint8_t mac[6]);
+/* A new random address: 02 then five bytes from random_bytes(). */
+void mac_random_local(char out[MAC_TEXT_LEN + 1]);
+
 /* Creates dir and parents with mode (existing dirs are fine). */
 int mkdir_p(const char *path, mode_t mode);
 /* bytes in MiB, rounded up (saturating at UINT_MAX). */

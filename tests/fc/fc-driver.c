@@ -249,6 +249,7 @@ static void lifecycle(const struct opts *o)
 	    .memory_mib = 256,
 	    .dirfd = open_dir(o->dir),
 	    .netns_fd = netns,
+	    .guest_mac = "02:1a:2b:3c:4d:5e", /* a sandbox's own (sandbox-network.c) */
 	    .diff_snapshots = o->diff,
 	};
 	struct al_error err = {0};

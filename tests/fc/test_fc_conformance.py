@@ -104,7 +104,7 @@ def test_request_bodies(booted):
                                                  "is_root_device": False, "is_read_only": False,
                                                  "cache_type": "Writeback"}
     assert body("PUT", "/network-interfaces/{iface_id}") == {"iface_id": "eth0", "host_dev_name": "tap0",
-                                                             "guest_mac": "02:a1:0c:00:02:0f"}
+                                                             "guest_mac": "02:1a:2b:3c:4d:5e"}
     assert body("PUT", "/vsock") == {"guest_cid": 3, "uds_path": "v.sock"}
     # A save is written in the jail root under the daemon's names, then taken out (vmm-save.c).
     assert body("PUT", "/snapshot/create", "Full") == {"snapshot_type": "Full", "snapshot_path": "save.mem.vmstate",

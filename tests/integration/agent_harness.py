@@ -310,12 +310,14 @@ class Client(Conn):
         return NAMES[ftype], json.loads(p)
 
     def thaw(self, generation=1, orphan_streams=False, time_ms=None, hostname="airlock", sandbox_id="sb-test",
-             entropy=None, raw=None):
+             entropy=None, raw=None, mac=None):
         s = self.new_stream()
         req = raw if raw is not None else dict(
             generation=generation, entropy=base64.b64encode(entropy or os.urandom(64)).decode(),
             time_ms=int(time.time() * 1000) if time_ms is None else time_ms, sandbox_id=sandbox_id,
             hostname=hostname, orphan_streams=orphan_streams)
+        if mac is not None:
+            req["mac"] = mac
         self.send(THAW, s, req)
         ftype, _, p = self.recv(s)
         return NAMES[ftype], json.loads(p)
@@ -861,7 +863,12 @@ def check_thaw_errors(c):
            ("entropy", "not base64!"), ("entropy", 123), ("time_ms", 0), ("time_ms", "now"), ("time_ms", 10 ** 15),
            ("sandbox_id", "SB-UPPER"), ("sandbox_id", "sb_x"), ("sandbox_id", "s" * 64), ("sandbox_id", ""),
            ("hostname", "-bad"), ("hostname", "a..b"), ("hostname", "h" * 64), ("hostname", "bad_name"),
-           ("hostname", "x\u00e9"), ("hostname", 7), ("orphan_streams", "yes")]
+           ("hostname", "x\u00e9"), ("hostname", 7), ("orphan_streams", "yes"),
+           # mac: exactly xx:xx:xx:xx:xx:xx, locally administered unicast
+           ("mac", "00:1a:2b:3c:4d:5e"), ("mac", "03:1a:2b:3c:4d:5e"), ("mac", "ff:ff:ff:ff:ff:ff"),
+           ("mac", "02:1a:2b:3c:4d"), ("mac", "02:1a:2b:3c:4d:5e:6f"), ("mac", "02-1a-2b-3c-4d-5e"),
+           ("mac", "02:1a:2b:3c:4d:5g"), ("mac", " 02:1a:2b:3c:4d:5e"), ("mac", "02:1a:2b:3c:4d:5e\n"),
+           ("mac", ""), ("mac", 2), ("mac", None)]
     for key, val in bad:
         req = dict(good)
         req[key] = val
@@ -1004,6 +1011,11 @@ def check_freeze_thaw_vm(c):
     assert kind == "OK" and p["stopped"] >= 1, (kind, p)
     assert proc_state(c, spid) == "T", proc_state(c, spid)  # new execs run while frozen
     check_thaw_errors(c)
+    assert proc_state(c, spid) == "T" and guest_sh(c, "ls /run/airlock 2>/dev/null; hostname") == "airlock\n"
+    # This VM has no NIC: a MAC for it is an error that says so, and the
+    # THAW stops there (nothing after the RNG step is done).
+    kind, p = c.thaw(generation=2, hostname="no-nic", sandbox_id="sb-vmtest", mac="02:1a:2b:3c:4d:5e")
+    assert kind == "ERROR" and p["code"] == "enodev" and "no network interface eth0" in p["message"], (kind, p)
     assert proc_state(c, spid) == "T" and guest_sh(c, "ls /run/airlock 2>/dev/null; hostname") == "airlock\n"
 
     ahead = int(time.time() * 1000) + 3600 * 1000

@@ -25,6 +25,8 @@ DAEMON_FDS = Fds(kernel=4, initrd=5, rootfs=6, incoming=7, mem=8)
 # include/airlock/proto.h
 PORT_NAME = "org.airlock.agent.0"
 NET_TAP = "tap0"
+# The guest MAC of sandboxes from before per-VM MACs; airlockd gives every
+# VM's NIC one of its own (drawn with its namespace; GET .../network).
 NET_GUEST_MAC = "02:a1:0c:00:02:0f"
 # vmm-qemu.c: TCG's translation cache, MiB.
 TCG_TB_MIB = 128
@@ -86,7 +88,7 @@ def qemu_binary():
 
 
 def qemu_argv(name, *, vcpus=1, memory_mib=256, kvm=None, cpu=None, restore=False, mem_shared=None, net=True,
-              fds=DAEMON_FDS, console=None, root="/dev/vda"):
+              fds=DAEMON_FDS, console=None, root="/dev/vda", mac=None):
     """qemu_spawn's command line. QEMU's cwd is its directory (disk.qcow2 and
     the sockets are relative names there); the kernel, initramfs and the
     template (backing of the qcow2 overlay) are open at fds.kernel,
@@ -99,7 +101,7 @@ def qemu_argv(name, *, vcpus=1, memory_mib=256, kvm=None, cpu=None, restore=Fals
     state). mem_shared None: anonymous RAM; True/False: RAM mapped from the
     file at fds.mem, shared (a template's boot) or private (a restore from
     the template's snapshot). net: virtio-net on tap0 (QEMU runs in the
-    namespace that has it). console None: the console socket con.sock, as
+    namespace that has it), its MAC mac (None: NET_GUEST_MAC). console None: the console socket con.sock, as
     airlockd has it; else a file QEMU writes the console to."""
     if kvm is None:
         kvm = test_accel() == "kvm"
@@ -135,7 +137,7 @@ def qemu_argv(name, *, vcpus=1, memory_mib=256, kvm=None, cpu=None, restore=Fals
              "-qmp", "unix:qmp.sock,server=on,wait=off"]
     if net:
         argv += ["-netdev", f"tap,id=n0,ifname={NET_TAP},script=no,downscript=no",
-                 "-device", f"virtio-net-device,netdev=n0,mac={NET_GUEST_MAC}"]
+                 "-device", f"virtio-net-device,netdev=n0,mac={mac or NET_GUEST_MAC}"]
     if restore:
         argv += ["-incoming", "defer"]
     return argv

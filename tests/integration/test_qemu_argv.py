@@ -4,7 +4,8 @@ derivation (security/seccomp/derive-profile.py) start QEMU with, is
 airlockd's: compared with /proc/PID/cmdline of the QEMUs a real airlockd
 starts (src/daemon/vmm/qemu/vmm-qemu.c, qemu_spawn) in each of its four forms: a cold
 boot, a restore of a snapshot, the boot of a template's snapshot (RAM in a
-shared memfd) and a restore from it (that memfd mapped private).
+shared memfd) and a restore from it (that memfd mapped private). Each
+VM's NIC has a MAC of its own (a sandbox's: GET .../network).
 
 Root only (the daemon jails its VMMs). Run: pytest-3 -v tests/integration/test_qemu_argv.py
 """
@@ -78,6 +79,15 @@ class Watch:
         return self.seen
 
 
+def guest_mac(api, sid):
+    """The sandbox's own MAC (GET .../network): every sandbox's QEMU has it."""
+    r = api.request("GET", f"/v1/sandboxes/{sid}/network")
+    assert r.status == 200, r
+    mac = r.json["guest"]["mac"]
+    assert mac != q.NET_GUEST_MAC, mac
+    return mac
+
+
 def test_template_snapshot_boot_and_restore(daemon, api):
     # The first create of a template boots it once (memory-backend-file on
     # a memfd at fd 8, shared), then restores from it (the same, private).
@@ -89,18 +99,24 @@ def test_template_snapshot_boot_and_restore(daemon, api):
     assert sb["boot"] == "template", sb
     builds = [name for name in seen if name.startswith("airlock-tpl-")]
     assert len(builds) == 1, sorted(seen)
-    assert_same(seen[builds[0]], q.qemu_argv(builds[0], mem_shared=True))
-    assert_same(vmm_argv(daemon, sb["id"]), q.qemu_argv(f"airlock-{sb['id']}", restore=True, mem_shared=False))
+    # The build's NIC has its namespace's own MAC (no sandbox reports it).
+    nic = [a for a in seen[builds[0]] if a.startswith("virtio-net-device,")]
+    assert len(nic) == 1 and re.fullmatch(r"virtio-net-device,netdev=n0,mac=02(:[0-9a-f]{2}){5}", nic[0]), nic
+    build_mac = nic[0].rsplit("=", 1)[1]
+    assert build_mac != q.NET_GUEST_MAC
+    assert_same(seen[builds[0]], q.qemu_argv(builds[0], mem_shared=True, mac=build_mac))
+    assert_same(vmm_argv(daemon, sb["id"]), q.qemu_argv(f"airlock-{sb['id']}", restore=True, mem_shared=False,
+                                                            mac=guest_mac(api, sb["id"])))
     api.delete_ok(sb["id"])
 
 
 def test_cold_boot_and_snapshot_restore(daemon, api):
     sb = api.create_ok(template="minimal", vcpus=1, memory_mib=256, boot="cold")
     assert sb["boot"] == "cold", sb
-    assert_same(vmm_argv(daemon, sb["id"]), q.qemu_argv(f"airlock-{sb['id']}"))
+    assert_same(vmm_argv(daemon, sb["id"]), q.qemu_argv(f"airlock-{sb['id']}", mac=guest_mac(api, sb["id"])))
     snap = lu.snapshot(api, sb["id"], "argv")
     api.delete_ok(sb["id"])
     rb = lu.restore(api, snap["id"])
     assert rb["boot"] == "snapshot", rb
-    assert_same(vmm_argv(daemon, rb["id"]), q.qemu_argv(f"airlock-{rb['id']}", restore=True))
+    assert_same(vmm_argv(daemon, rb["id"]), q.qemu_argv(f"airlock-{rb['id']}", restore=True, mac=guest_mac(api, rb["id"])))
     api.delete_ok(rb["id"])

@@ -96,6 +96,7 @@ static void test_insert_get_update(void **state)
 	assert_true(got.created_ms == 1000 && got.updated_ms == 1005);
 	assert_true(got.boot_ms == -1);
 	assert_null(got.error);
+	assert_string_equal(got.guest_mac, "");
 	sandbox_record_release(&got);
 
 	/* Every field is written by update. */
@@ -104,9 +105,11 @@ static void test_insert_get_update(void **state)
 	r.boot_ms = 2143;
 	r.vmm_pid = 4242;
 	r.updated_ms = 9999;
+	strlcpy_al(r.guest_mac, "02:1a:2b:3c:4d:5e", sizeof(r.guest_mac));
 	assert_int_equal(store_sandbox_update(s, &r, &err), 0);
 	assert_int_equal(store_sandbox_get(s, r.id, &got, &err), 0);
 	assert_int_equal(got.state, SANDBOX_ERROR);
+	assert_string_equal(got.guest_mac, "02:1a:2b:3c:4d:5e");
 	assert_string_equal(got.error, r.error);
 	assert_true(got.boot_ms == 2143 && got.vmm_pid == 4242 && got.updated_ms == 9999);
 	sandbox_record_release(&got);

@@ -416,6 +416,79 @@ static void test_write_and_read_file(void **state)
 	assert_int_equal(read_file_limited(missing, 10, &none, NULL), -ENOENT);
 }
 
+/* ------------------------------------------------------------ MAC addresses */
+
+static void test_mac_parse_and_format(void **state)
+{
+	(void)state;
+	uint8_t mac[6];
+	assert_int_equal(mac_parse("02:1a:2b:3c:4d:5e", mac), 0);
+	const uint8_t want[6] = {0x02, 0x1a, 0x2b, 0x3c, 0x4d, 0x5e};
+	assert_memory_equal(mac, want, 6);
+	char text[MAC_TEXT_LEN + 1];
+	mac_format(mac, text);
+	assert_string_equal(text, "02:1a:2b:3c:4d:5e");
+	assert_int_equal(mac_parse("FE:FF:00:AB:cd:Ef", mac), 0);
+	mac_format(mac, text);
+	assert_string_equal(text, "fe:ff:00:ab:cd:ef");
+}
+
+static void test_mac_parse_is_strict(void **state)
+{
+	(void)state;
+	static const char *const bad[] = {
+	    "",
+	    "02",
+	    "02:1a:2b:3c:4d",
+	    "02:1a:2b:3c:4d:",
+	    "02:1a:2b:3c:4d:5",
+	    "02:1a:2b:3c:4d:5e:",
+	    "02:1a:2b:3c:4d:5e ",
+	    " 02:1a:2b:3c:4d:5e",
+	    "02:1a:2b:3c:4d:5e:6f",
+	    "02-1a-2b-3c-4d-5e",
+	    "021a.2b3c.4d5e",
+	    "2:1a:2b:3c:4d:5e",
+	    "02:1a:2b:3c:4d:5g",
+	    "02:1a:2b:3c:4d:+5",
+	    "0x:1a:2b:3c:4d:5e",
+	    "02::1a:2b:3c:4d:5e",
+	};
+	uint8_t mac[6] = {0xaa, 0xaa, 0xaa, 0xaa, 0xaa, 0xaa};
+	const uint8_t untouched[6] = {0xaa, 0xaa, 0xaa, 0xaa, 0xaa, 0xaa};
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+		assert_int_equal(mac_parse(bad[i], mac), -EINVAL);
+		assert_memory_equal(mac, untouched, 6);
+	}
+}
+
+static void test_mac_local_unicast(void **state)
+{
+	(void)state;
+	const uint8_t local[6] = {0x02}, local2[6] = {0xfe}, global[6] = {0x00}, multicast[6] = {0x03},
+	              broadcast[6] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, global_mc[6] = {0x01};
+	assert_true(mac_is_local_unicast(local));
+	assert_true(mac_is_local_unicast(local2));
+	assert_false(mac_is_local_unicast(global));
+	assert_false(mac_is_local_unicast(multicast));
+	assert_false(mac_is_local_unicast(broadcast));
+	assert_false(mac_is_local_unicast(global_mc));
+}
+
+static void test_mac_random_local(void **state)
+{
+	(void)state;
+	char a[MAC_TEXT_LEN + 1], b[MAC_TEXT_LEN + 1];
+	mac_random_local(a);
+	mac_random_local(b);
+	assert_int_equal(strlen(a), MAC_TEXT_LEN);
+	assert_string_not_equal(a, b); /* 40 random bits */
+	uint8_t mac[6];
+	assert_int_equal(mac_parse(a, mac), 0);
+	assert_int_equal(mac[0], 0x02);
+	assert_true(mac_is_local_unicast(mac));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -432,6 +505,10 @@ int main(void)
 	    cmocka_unit_test(test_hex_encode),
 	    cmocka_unit_test(test_hex_digit_value),
 	    cmocka_unit_test(test_format_time_rfc3339),
+	    cmocka_unit_test(test_mac_parse_and_format),
+	    cmocka_unit_test(test_mac_parse_is_strict),
+	    cmocka_unit_test(test_mac_local_unicast),
+	    cmocka_unit_test(test_mac_random_local),
 	    cmocka_unit_test_setup_teardown(test_mkdir_p_and_rm_rf, setup_tmpdir, teardown_tmpdir),
 	    cmocka_unit_test_setup_teardown(test_write_and_read_file, setup_tmpdir, teardown_tmpdir),
 	};

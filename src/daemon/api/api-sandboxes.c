@@ -400,12 +400,12 @@ static json_t *network_to_json(const struct sandbox_record *rec, const char *ten
 	uint64_t packets = 0, bytes = 0;
 	struct al_error ignored;
 	bool have = sandbox_network_dropped(rec->id, tenant, &packets, &bytes, &ignored) == 0;
-	return json_pack("{s:s, s:o, s:{s:s, s:s, s:s, s:s}, s:o}", "sandbox", rec->id, "policy",
-	                 json_from_text(rec->network_json ? rec->network_json : NETWORK_POLICY_EMPTY), "guest",
-	                 "address", AIRLOCK_NET_GUEST_ADDR "/" STR(AIRLOCK_NET_PREFIX_LEN), "gateway",
-	                 AIRLOCK_NET_GATEWAY, "dns", AIRLOCK_NET_DNS, "mac", AIRLOCK_NET_GUEST_MAC, "dropped",
-	                 have ? json_pack("{s:I, s:I}", "packets", (json_int_t)packets, "bytes", (json_int_t)bytes)
-	                      : json_null());
+	return json_pack(
+	    "{s:s, s:o, s:{s:s, s:s, s:s, s:s}, s:o}", "sandbox", rec->id, "policy",
+	    json_from_text(rec->network_json ? rec->network_json : NETWORK_POLICY_EMPTY), "guest", "address",
+	    AIRLOCK_NET_GUEST_ADDR "/" STR(AIRLOCK_NET_PREFIX_LEN), "gateway", AIRLOCK_NET_GATEWAY, "dns",
+	    AIRLOCK_NET_DNS, "mac", rec->guest_mac[0] ? rec->guest_mac : AIRLOCK_NET_GUEST_MAC, "dropped",
+	    have ? json_pack("{s:I, s:I}", "packets", (json_int_t)packets, "bytes", (json_int_t)bytes) : json_null());
 }
 
 API_HANDLER(api_sandbox_network_get)

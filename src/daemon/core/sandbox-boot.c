@@ -91,6 +91,9 @@ int sb_thaw(struct sandbox *sb, bool orphan_streams, struct al_error *err)
 	cleanup_json json_t *msg = json_pack("{s:I, s:s, s:I, s:s, s:s, s:b}", "generation", (json_int_t)sb->generation,
 	                                     "entropy", b64, "time_ms", (json_int_t)now_ms_realtime(), "sandbox_id",
 	                                     sb->rec.id, "hostname", hostname, "orphan_streams", orphan_streams);
+	/* Its own MAC (a restore has its snapshot's); a record from before
+	 * per-sandbox MACs keeps the one its guest has. */
+	json_object_set_new(msg, "mac", json_string(sb->rec.guest_mac[0] ? sb->rec.guest_mac : AIRLOCK_NET_GUEST_MAC));
 	return guest_channel_call(sb->ch, AIRLOCK_FRAME_THAW, msg, now_ms_monotonic() + THAW_TIMEOUT_MS,
 	                          "the restore hooks (THAW)", NULL, err);
 }
@@ -445,6 +448,7 @@ int sb_boot(struct sandbox *sb, const struct images *im, const struct snapshot_i
 		return r;
 	uint64_t t_net = now_ms_monotonic();
 	vc.netns_fd = sb->net.ns_fd;
+	vc.guest_mac = sb->rec.guest_mac;
 	struct vmm_jail jail;
 	vmm_jail_spec(sb_cfg->vmm, &vc, sb->rec.jail_uid, sb->rec.disk_mib, &jail);
 	jail.sandbox_dir = sb->dir;

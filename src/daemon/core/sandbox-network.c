@@ -44,6 +44,11 @@ int sb_network_take(struct sandbox *sb, struct al_error *err)
 int sb_network_register(struct sandbox *sb, struct al_error *err)
 {
 	pthread_mutex_lock(&sb->lock);
+	/* A new VM (and namespace) has the MAC its namespace drew; it stays
+	 * while that VM lives (THAW after a snapshot of it, a daemon restart:
+	 * the record keeps it, saved by the boot). */
+	if (attach_pid <= 0)
+		strlcpy_al(sb->rec.guest_mac, n.guest_mac, sizeof(sb->rec.guest_mac));
 	cleanup_free char *policy = xstrdup(sb->rec.network_json ? sb->rec.network_json : NETWORK_POLICY_EMPTY);
 	cleanup_free char *bindings = xstrdup(sb->rec.secrets_json ? sb->rec.secrets_json : "[]");
 	pthread_mutex_unlock(&sb->lock);

@@ -433,6 +433,7 @@ static int build(const struct tsnap_request *req, struct tsnap *t, struct al_err
 	    .incoming_fd = -1,
 	    .incoming_state_fd = -1,
 	    .netns_fd = b.net.ns_fd,
+	    .guest_mac = b.net.guest_mac, /* its namespace's; THAW gives each restore its own */
 	    .mem_fd = t->mem_fd,
 	    .mem_shared = ram_fd,
 	};

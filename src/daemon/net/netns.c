@@ -43,7 +43,8 @@
  * stack would drop those too (no route out), but silently; here they are
  * counted.
  */
-/* %1$s tap, %2$s gateway address, %3$s guest address, %4$s guest MAC,
+/* %1$s tap, %2$s gateway address, %3$s guest address, %4$s guest MAC (the
+ * namespace's own: netns.h),
  * %5$d DNS port, %6$d egress port. */
 static const char nft_rules_format[] = "table inet airlock {\n"
                                        "  counter dropped {\n  }\n"
@@ -84,10 +85,10 @@ static const char nft_rules_format[] = "table inet airlock {\n"
                                        "  }\n"
                                        "}\n";
 
-static char *nft_rules(void)
+static char *nft_rules(const char *guest_mac)
 {
-	return xasprintf(nft_rules_format, AIRLOCK_NET_TAP, AIRLOCK_NET_GATEWAY, AIRLOCK_NET_GUEST_ADDR,
-	                 AIRLOCK_NET_GUEST_MAC, AIRLOCK_NET_DNS_PORT, AIRLOCK_NET_EGRESS_PORT);
+	return xasprintf(nft_rules_format, AIRLOCK_NET_TAP, AIRLOCK_NET_GATEWAY, AIRLOCK_NET_GUEST_ADDR, guest_mac,
+	                 AIRLOCK_NET_DNS_PORT, AIRLOCK_NET_EGRESS_PORT);
 }
 
 const char *netns_nft_path(void)
@@ -401,7 +402,8 @@ static int create(uid_t tap_owner, struct netns *ret, struct al_error *err)
 	if (r < 0)
 		return r;
 	static const char *const args[] = {"-f", "-", NULL};
-	cleanup_free char *rules = nft_rules();
+	mac_random_local(j.n.guest_mac);
+	cleanup_free char *rules = nft_rules(j.n.guest_mac);
 	if ((r = nft_run(j.n.ns_fd, args, rules, NULL, err)) < 0) {
 		netns_release(&j.n);
 		return r;

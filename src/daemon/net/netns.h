@@ -32,6 +32,10 @@ enum {
 struct netns {
 	int ns_fd; /* the namespace (for setns) */
 	int listen_fds[NETNS_LISTEN_COUNT];
+	/* The guest MAC its rules accept: drawn with the namespace (02 and five
+	 * random bytes), so every VM's is its own; "" after netns_attach (the
+	 * sandbox's record knows it). */
+	char guest_mac[18];
 };
 
 #define NETNS_INIT                                                                                                     \
@@ -40,7 +44,7 @@ struct netns {
 	}
 
 /* A namespace fully set up (tap owned by tap_owner's uid and gid,
- * addresses, sysctls, nftables, listeners): from the pool when it has one
+ * addresses, sysctls, nftables for ret->guest_mac, listeners): from the pool when it has one
  * ready (its tap then given to tap_owner), else a new one. On any failure
  * nothing is left and the error says which step failed: the sandbox must
  * not start. */

@@ -103,6 +103,7 @@ int store_open(const char *path, struct store **ret, struct al_error *err)
 		    "ALTER TABLE sandboxes ADD COLUMN cpu TEXT NOT NULL DEFAULT ''",
 		    "ALTER TABLE sandboxes ADD COLUMN accel_reason TEXT NOT NULL DEFAULT ''",
 		    "ALTER TABLE sandboxes ADD COLUMN fork_of TEXT NOT NULL DEFAULT ''",
+		    "ALTER TABLE sandboxes ADD COLUMN guest_mac TEXT NOT NULL DEFAULT ''",
 		};
 		for (size_t i = 0; i < ARRAY_SIZE(added); i++)
 			sqlite3_exec(s->db, added[i], NULL, NULL, NULL);
@@ -139,10 +140,11 @@ struct sqlite3 *store_db(struct store *s)
 #define RECORD_COLUMNS                                                                                                 \
 	"state, template, vcpus, memory_mib, env, metadata, backend, accel, created_ms, updated_ms, boot_ms, error,"   \
 	" vmm_pid, tenant, timeout_s, on_timeout, idle_timeout_s, run_ms, running_since_ms, network, secrets,"         \
-	" ca_bundle, disk_mib, jail_uid, boot_path, cpu, accel_reason, fork_of"
+	" ca_bundle, disk_mib, jail_uid, boot_path, cpu, accel_reason, fork_of,"                                       \
+	" guest_mac"
 #define RECORD_PARAMS                                                                                                  \
 	"?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24,"   \
-	" ?25, ?26, ?27, ?28, ?29"
+	" ?25, ?26, ?27, ?28, ?29, ?30"
 
 static void bind_record(sqlite3_stmt *st, const struct sandbox_record *r)
 {
@@ -178,6 +180,7 @@ static void bind_record(sqlite3_stmt *st, const struct sandbox_record *r)
 	sqlite3_bind_text(st, 27, r->cpu, -1, SQLITE_STATIC);
 	sqlite3_bind_text(st, 28, r->accel_reason, -1, SQLITE_STATIC);
 	sqlite3_bind_text(st, 29, r->fork_of, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 30, r->guest_mac, -1, SQLITE_STATIC);
 }
 
 static int exec_write(struct store *s, const char *sql, const struct sandbox_record *r, const char *what,
@@ -244,6 +247,7 @@ static int row_to_record(sqlite3_stmt *st, struct sandbox_record *r)
 	strlcpy_al(r->cpu, db_column_text(st, 26), sizeof(r->cpu));
 	strlcpy_al(r->accel_reason, db_column_text(st, 27), sizeof(r->accel_reason));
 	strlcpy_al(r->fork_of, db_column_text(st, 28), sizeof(r->fork_of));
+	strlcpy_al(r->guest_mac, db_column_text(st, 29), sizeof(r->guest_mac));
 	return 0;
 }
 

@@ -76,6 +76,11 @@ struct sandbox_record {
 	 * unfinished; "" otherwise. A restart deletes every sandbox that still
 	 * names one: a fork is all or nothing (store_fork_finish). */
 	char fork_of[32];
+	/* The MAC address of the guest's NIC ("02:xx:xx:xx:xx:xx", its VM's
+	 * own: drawn with the VM's namespace, netns.h; given by the QEMU
+	 * command line on a cold boot and by THAW on a restore); "" in records
+	 * from before, whose guests have AIRLOCK_NET_GUEST_MAC. */
+	char guest_mac[18];
 };
 
 #define NETWORK_POLICY_EMPTY "{\"allow\":[],\"deny\":[]}"

@@ -10,6 +10,7 @@
 #include "util.h"
 #include "vmm-backend.h"
 #include "vmm.h"
+#include "airlock/proto.h"
 
 int vmm_binary_path(const char *name, char *out, size_t size)
 {
@@ -96,4 +97,12 @@ bool vmm_pidfd_exited(int pidfd)
 {
 	struct pollfd p = {.fd = pidfd, .events = POLLIN};
 	return pidfd >= 0 && poll(&p, 1, 0) > 0;
+}
+
+const char *vmm_guest_mac(const struct vmm_config *vc)
+{
+	uint8_t mac[6];
+	if (vc->guest_mac && mac_parse(vc->guest_mac, mac) == 0 && mac_is_local_unicast(mac))
+		return vc->guest_mac;
+	return AIRLOCK_NET_GUEST_MAC;
 }

@@ -47,6 +47,11 @@ struct vmm_config {
 	/* The sandbox's network namespace (netns.h): the VMM joins it before
 	 * it starts and attaches the guest's NIC to its tap0. -1: no NIC. */
 	int netns_fd;
+	/* The MAC address of that NIC ("02:xx:xx:xx:xx:xx", the one its
+	 * namespace's rules accept, netns.h); NULL or "": AIRLOCK_NET_GUEST_MAC.
+	 * A restore's NIC has the address saved with the snapshot until THAW
+	 * gives it this one. */
+	const char *guest_mac;
 	/* The VMM's jail (jail.h); spawn refuses to run a VMM without one. */
 	const struct vmm_jail *jail;
 	/* Guest RAM, backends whose ops have ram_fd: -1 anonymous memory; else
@@ -181,6 +186,10 @@ int vmm_disk_give(const struct vmm_ops *ops, int dirfd, uint32_t uid, struct al_
  * template's size if that is larger. */
 void vmm_jail_spec(const struct vmm_ops *ops, const struct vmm_config *vc, uint32_t uid, uint64_t disk_mib,
                    struct vmm_jail *ret);
+/* The MAC address vc's NIC starts with (vmm-spawn.c): vc->guest_mac, or
+ * AIRLOCK_NET_GUEST_MAC when that is unset. SECURITY: it goes into a VMM's
+ * command line or API body: anything but a plain address is not used. */
+const char *vmm_guest_mac(const struct vmm_config *vc);
 /* Whether the process of pidfd has exited (a wait for it would not block). */
 bool vmm_pidfd_exited(int pidfd);
 /* Opens the guest channel (channel) or the console of a started VMM, retried

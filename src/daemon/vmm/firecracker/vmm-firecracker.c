@@ -112,10 +112,10 @@ static json_t *drive_body(void)
 	                 "is_root_device", 0, "is_read_only", 0, "cache_type", "Writeback");
 }
 
-static json_t *network_interface_body(void)
+static json_t *network_interface_body(const struct vmm_config *cfg)
 {
 	return json_pack("{s:s, s:s, s:s}", "iface_id", FC_IFACE_ID, "host_dev_name", AIRLOCK_NET_TAP, "guest_mac",
-	                 AIRLOCK_NET_GUEST_MAC);
+	                 vmm_guest_mac(cfg));
 }
 
 static json_t *vsock_body(void)
@@ -299,8 +299,8 @@ static int configure_boot(const struct vmm_config *cfg, struct al_error *err)
 	    (r = fc_send(cfg, "PUT", "/boot-source", boot_source_body(), FC_CALL_TIMEOUT_MS, err)) < 0 ||
 	    (r = fc_send(cfg, "PUT", "/drives/" FC_DRIVE_ID, drive_body(), FC_CALL_TIMEOUT_MS, err)) < 0)
 		return r;
-	if (cfg->netns_fd >= 0 && (r = fc_send(cfg, "PUT", "/network-interfaces/" FC_IFACE_ID, network_interface_body(),
-	                                       FC_CALL_TIMEOUT_MS, err)) < 0)
+	if (cfg->netns_fd >= 0 && (r = fc_send(cfg, "PUT", "/network-interfaces/" FC_IFACE_ID,
+	                                       network_interface_body(cfg), FC_CALL_TIMEOUT_MS, err)) < 0)
 		return r;
 	if ((r = fc_send(cfg, "PUT", "/vsock", vsock_body(), FC_CALL_TIMEOUT_MS, err)) < 0 ||
 	    (r = fc_send(cfg, "PUT", "/entropy", json_object(), FC_CALL_TIMEOUT_MS, err)) < 0 ||

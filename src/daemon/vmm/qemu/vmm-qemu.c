@@ -129,7 +129,7 @@ static int qemu_prepare_disk(const struct vmm_config *cfg, struct al_error *err)
 /* One start's command line and the buffers its arguments live in. */
 struct qemu_cmdline {
 	char binary[PATH_MAX];
-	char name[64], smp[16], mem[24], append[512], rootfs_fdset[32], ram[160];
+	char name[64], smp[16], mem[24], append[512], rootfs_fdset[32], ram[160], nic[80];
 	char *argv[QEMU_ARGS_MAX + 1];
 	size_t n;
 };
@@ -272,8 +272,9 @@ static void args_network_incoming(const struct vmm_config *cfg, struct qemu_cmdl
 		 * surface). */
 		arg(c, "-netdev");
 		arg(c, "tap,id=n0,ifname=" AIRLOCK_NET_TAP ",script=no,downscript=no");
+		snprintf(c->nic, sizeof(c->nic), "virtio-net-device,netdev=n0,mac=%s", vmm_guest_mac(cfg));
 		arg(c, "-device");
-		arg(c, "virtio-net-device,netdev=n0,mac=" AIRLOCK_NET_GUEST_MAC);
+		arg(c, c->nic);
 	}
 	if (cfg->incoming_fd >= 0) {
 		/* A restore: the same machine, its state read from the snapshot
