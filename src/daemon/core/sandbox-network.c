@@ -26,11 +26,14 @@ void sb_network_down(struct sandbox *sb)
  * not start (or is not re-attached). */
 int sb_network_up(struct sandbox *sb, pid_t attach_pid, struct al_error *err)
 {
-	sb_network_down(sb);
-	int r = attach_pid > 0 ? netns_attach(attach_pid, &sb->net, err) : netns_take(sb->rec.jail_uid, &sb->net, err);
-	if (r < 0)
-		return r;
-	if ((r = sb_network_register(sb, err)) < 0)
+	int r;
+	if (attach_pid > 0) {
+		sb_network_down(sb);
+		r = netns_attach(attach_pid, &sb->net, err);
+	} else {
+		r = sb_network_take(sb, err);
+	}
+	if (r == 0 && (r = sb_network_register(sb, err)) < 0)
 		netns_release(&sb->net);
 	return r;
 }
@@ -38,17 +41,21 @@ int sb_network_up(struct sandbox *sb, pid_t attach_pid, struct al_error *err)
 int sb_network_take(struct sandbox *sb, struct al_error *err)
 {
 	sb_network_down(sb);
-	return netns_take(sb->rec.jail_uid, &sb->net, err);
+	int r = netns_take(sb->rec.jail_uid, &sb->net, err);
+	if (r < 0)
+		return r;
+	/* A new VM (and namespace) has the MAC its namespace drew; it stays
+	 * while that VM lives (THAW after a snapshot of it, a daemon restart:
+	 * the record keeps it, saved by the boot). */
+	pthread_mutex_lock(&sb->lock);
+	strlcpy_al(sb->rec.guest_mac, sb->net.guest_mac, sizeof(sb->rec.guest_mac));
+	pthread_mutex_unlock(&sb->lock);
+	return 0;
 }
 
 int sb_network_register(struct sandbox *sb, struct al_error *err)
 {
 	pthread_mutex_lock(&sb->lock);
-	/* A new VM (and namespace) has the MAC its namespace drew; it stays
-	 * while that VM lives (THAW after a snapshot of it, a daemon restart:
-	 * the record keeps it, saved by the boot). */
-	if (attach_pid <= 0)
-		strlcpy_al(sb->rec.guest_mac, n.guest_mac, sizeof(sb->rec.guest_mac));
 	cleanup_free char *policy = xstrdup(sb->rec.network_json ? sb->rec.network_json : NETWORK_POLICY_EMPTY);
 	cleanup_free char *bindings = xstrdup(sb->rec.secrets_json ? sb->rec.secrets_json : "[]");
 	pthread_mutex_unlock(&sb->lock);
