@@ -128,10 +128,11 @@ def test_pooled_sandboxes_share_nothing(pd, api):
     a = api.create_ok(**SHAPE, env={"SECRET_OF_A": "a-only"})
     b = api.create_ok(**SHAPE)
     assert a["boot"] == b["boot"] == "pool", (a, b)
-    probe = "head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \\n'; echo; cat /proc/sys/kernel/random/boot_id; hostname"
+    probe = ("head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \\n'; echo; cat /proc/sys/kernel/random/boot_id; "
+             "hostname; cat /sys/class/net/eth0/address")
     oa, ob = sh(api, a["id"], probe).split(), sh(api, b["id"], probe).split()
-    assert len(oa) == len(ob) == 3, (oa, ob)
-    for x, y, what in zip(oa, ob, ("RNG output", "boot id", "hostname")):
+    assert len(oa) == len(ob) == 4, (oa, ob)
+    for x, y, what in zip(oa, ob, ("RNG output", "boot id", "hostname", "MAC")):
         assert x != y, f"{what} shared by two pooled sandboxes: {x}"
     # A file and env of a's; deleted; the next pooled sandbox has neither.
     sh(api, a["id"], "echo mine > /root/a-was-here; sync")

@@ -286,7 +286,7 @@ static int record_from_request(struct sandbox_record *rec, const struct create_r
 }
 
 /* A pooled VM takes the request's record; what it is already (its id, jail,
- * VMM, accelerator, the CA it trusts) it keeps. */
+ * VMM, accelerator, the CA it trusts, its namespace's MAC) it keeps. */
 static void pooled_adopt(struct sandbox *sb, struct sandbox_record *rec)
 {
 	pthread_mutex_lock(&sb->lock);
@@ -295,6 +295,7 @@ static void pooled_adopt(struct sandbox *sb, struct sandbox_record *rec)
 	rec->vmm_pid = sb->rec.vmm_pid;
 	strlcpy_al(rec->boot_path, "pool", sizeof(rec->boot_path));
 	strlcpy_al(rec->ca_bundle, sb->rec.ca_bundle, sizeof(rec->ca_bundle));
+	strlcpy_al(rec->guest_mac, sb->rec.guest_mac, sizeof(rec->guest_mac));
 	strlcpy_al(rec->accel, sb->rec.accel, sizeof(rec->accel));
 	strlcpy_al(rec->cpu, sb->rec.cpu, sizeof(rec->cpu));
 	strlcpy_al(rec->accel_reason, sb->rec.accel_reason, sizeof(rec->accel_reason));
