@@ -34,6 +34,10 @@ PYTEST_ARGS ?=
 # while components are being written.
 UNIT_SRC_api-request := src/daemon/model/sandbox-model.c src/daemon/api/api-request.c src/daemon/net/network-policy.c
 UNIT_LIBS_api-request := -ljansson
+# Warm pools (issue 21): --warm-pool and the body of PUT /v1/pools.
+UNIT_SRC_api-pool-request := src/daemon/model/sandbox-model.c src/daemon/api/api-request.c src/daemon/net/network-policy.c \
+	src/daemon/api/api-pool-request.c
+UNIT_LIBS_api-pool-request := -ljansson
 # E2B's control API requests mapped onto Airlock's (docs/e2b.md).
 UNIT_SRC_api-e2b-request := src/daemon/model/sandbox-model.c src/daemon/api/api-request.c src/daemon/net/network-policy.c \
 	src/daemon/api/api-e2b-request.c
