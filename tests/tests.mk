@@ -283,6 +283,13 @@ FUZZ_SRC_fuzz-mcp-message := src/cli/cli-mcp-msg.c
 FUZZ_LIBS_fuzz-mcp-message :=
 FUZZ_MAXLEN_fuzz-mcp-message := 16384
 
+# Warm pools (issue 21): the body of PUT /v1/pools and --warm-pool (seeds:
+# tests/fuzz/corpus/fuzz-pool-request, written by hand).
+FUZZ_SRC_fuzz-pool-request := src/daemon/model/sandbox-model.c src/daemon/api/api-request.c src/daemon/net/network-policy.c \
+	src/daemon/api/api-pool-request.c
+FUZZ_LIBS_fuzz-pool-request :=
+FUZZ_MAXLEN_fuzz-pool-request := 8192
+
 FUZZ_ALL := $(patsubst tests/fuzz/%.c,%,$(wildcard tests/fuzz/fuzz-*.c))
 fuzz_missing = $(strip $(foreach f,$(FUZZ_SRC_$(1)),$(if $(wildcard $(f)),,$(f))))
 FUZZ_READY := $(foreach t,$(FUZZ_ALL),$(if $(call fuzz_missing,$(t)),,$(t)))
