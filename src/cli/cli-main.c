@@ -69,7 +69,7 @@ static const char usage_text[] =
     "  pool set TEMPLATE[:VCPUS:MiB] N [--tenant T] [--json]\n"
     "                    keep N VMs of that shape (default 1 vCPU, 256 MiB) ready for creates; 0 removes\n"
     "                    the pool (a tenant token sets its own pool; the socket, shared ones or --tenant's)\n"
-    "  info [--json]         the daemon's version, backend and accelerator, its pools' memory and the host's\n"
+    "  info [--json]         the daemon (version, backend, accelerator), its pools' and the host's memory\n"
     "  version\n"
     "Agents:\n"
     "  mcp [--http 127.0.0.1:PORT]   a Model Context Protocol server (stdio, or streamable HTTP at /mcp)\n"
