@@ -34,6 +34,10 @@ PYTEST_ARGS ?=
 # while components are being written.
 UNIT_SRC_api-request := src/daemon/model/sandbox-model.c src/daemon/api/api-request.c src/daemon/net/network-policy.c
 UNIT_LIBS_api-request := -ljansson
+# Warm pools (issue 21): --warm-pool and the body of PUT /v1/pools.
+UNIT_SRC_api-pool-request := src/daemon/model/sandbox-model.c src/daemon/api/api-request.c src/daemon/net/network-policy.c \
+	src/daemon/api/api-pool-request.c
+UNIT_LIBS_api-pool-request := -ljansson
 # E2B's control API requests mapped onto Airlock's (docs/e2b.md).
 UNIT_SRC_api-e2b-request := src/daemon/model/sandbox-model.c src/daemon/api/api-request.c src/daemon/net/network-policy.c \
 	src/daemon/api/api-e2b-request.c
@@ -278,6 +282,13 @@ FUZZ_MAXLEN_fuzz-e2b-process-request := 20000
 FUZZ_SRC_fuzz-mcp-message := src/cli/cli-mcp-msg.c
 FUZZ_LIBS_fuzz-mcp-message :=
 FUZZ_MAXLEN_fuzz-mcp-message := 16384
+
+# Warm pools (issue 21): the body of PUT /v1/pools and --warm-pool (seeds:
+# tests/fuzz/corpus/fuzz-pool-request, written by hand).
+FUZZ_SRC_fuzz-pool-request := src/daemon/model/sandbox-model.c src/daemon/api/api-request.c src/daemon/net/network-policy.c \
+	src/daemon/api/api-pool-request.c
+FUZZ_LIBS_fuzz-pool-request :=
+FUZZ_MAXLEN_fuzz-pool-request := 8192
 
 FUZZ_ALL := $(patsubst tests/fuzz/%.c,%,$(wildcard tests/fuzz/fuzz-*.c))
 fuzz_missing = $(strip $(foreach f,$(FUZZ_SRC_$(1)),$(if $(wildcard $(f)),,$(f))))

@@ -98,7 +98,7 @@ export interface SandboxInfo {
   created_at: string;
   updated_at: string;
   boot_ms: number | null;
-  boot: "template" | "cold" | "snapshot" | null;
+  boot: "template" | "cold" | "snapshot" | "pool" | null;
   error: string | null;
   timeout_s: number;
   on_timeout: "kill" | "pause";
@@ -192,6 +192,26 @@ export interface TenantInfo {
   quotas: Quotas;
   usage: { sandboxes: number; vcpus: number; memory_mib: number };
 }
+export interface PoolInfo {
+  /** The owner; null: a shared pool (the operator's). */
+  tenant: string | null;
+  template: string;
+  vcpus: number;
+  memory_mib: number;
+  size: number;
+  ready: number;
+  filling: boolean;
+  pss_bytes: number;
+  counts: { hits: number; misses: number; fills: number; failures: number; shed: number; lost: number };
+  /** Why the last fill failed; absent once one succeeds. */
+  error?: string;
+}
+export interface PoolList {
+  pools: PoolInfo[];
+  ready: number;
+  pss_bytes: number;
+  host_memory: { total_bytes: number; available_bytes: number; high_pct: number; shedding: boolean };
+}
 export interface SecretInfo {
   id: string;
   tenant: string;
@@ -230,6 +250,7 @@ export declare class Airlock {
   readonly conn: Connection;
   readonly tokens: Tokens;
   readonly tenants: Tenants;
+  readonly pools: Pools;
   readonly secrets: Secrets;
   readonly sandboxes: {
     create(opts?: CreateOptions): Promise<Sandbox>;
@@ -256,6 +277,12 @@ export declare class Tokens {
 export declare class Tenants {
   get(name: string): Promise<TenantInfo>;
   setQuotas(name: string, quotas: { maxSandboxes?: number; maxVcpus?: number; maxMemoryMib?: number; maxSnapshotMib?: number }): Promise<TenantInfo>;
+}
+/** Warm pools (client.pools). */
+export declare class Pools {
+  list(): Promise<PoolList>;
+  /** size 0 removes the pool; tenant: over the unix socket only (a token sets its own). */
+  set(template: string, size: number, opts?: { vcpus?: number; memoryMib?: number; tenant?: string }): Promise<PoolList>;
 }
 export interface SecretSpec {
   name: string;

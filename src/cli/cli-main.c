@@ -64,6 +64,12 @@ static const char usage_text[] =
     "  token create --tenant NAME [--description D]; token ls [--json]; token rm ID\n"
     "  tenant quota NAME [--max-sandboxes N] [--max-vcpus N] [--max-memory MIB] [--json]\n"
     "  events [--sandbox ID] [--type PREFIX] [--since SEQ] [-f] [--json]\n"
+    "Warm pools (docs/api.md, \"Warm pools\"):\n"
+    "  pool ls [--json]      the pools: shape, owner (a tenant or shared), size, VMs ready, memory, hits\n"
+    "  pool set TEMPLATE[:VCPUS:MiB] N [--tenant T] [--json]\n"
+    "                    keep N VMs of that shape (default 1 vCPU, 256 MiB) ready for creates; 0 removes\n"
+    "                    the pool (a tenant token sets its own pool; the socket, shared ones or --tenant's)\n"
+    "  info [--json]         the daemon (version, backend, accelerator), its pools' and the host's memory\n"
     "  version\n"
     "Agents:\n"
     "  mcp [--http 127.0.0.1:PORT]   a Model Context Protocol server (stdio, or streamable HTTP at /mcp)\n"
@@ -733,6 +739,8 @@ int main(int argc, char **argv)
 	    {"network", cli_cmd_network},
 	    {"secret", cli_cmd_secret},
 	    {"ca", cli_cmd_ca},
+	    {"pool", cli_cmd_pool},
+	    {"info", cli_cmd_info},
 	    {"mcp", cli_cmd_mcp},
 	};
 	const char *verb = argv[optind];

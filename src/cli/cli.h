@@ -111,6 +111,8 @@ int cli_cmd_recover(int argc, char **argv);
 int cli_cmd_timeout(int argc, char **argv);
 int cli_cmd_secret(int argc, char **argv);
 int cli_cmd_ca(int argc, char **argv);
+int cli_cmd_pool(int argc, char **argv);
+int cli_cmd_info(int argc, char **argv);
 /* --secret ENV=NAME: adds the grant to a create (or fork) body's "secrets". */
 int cli_secret_grant_add(json_t *body, const char *arg);
 

@@ -150,7 +150,7 @@ def test_route_table_covers_the_spec():
         assert isinstance(reason, str) and len(reason) > 20, f"{route}: say why it is excluded"
     classes = {"Client": airlock.Client, "Sandbox": airlock.Sandbox, "Process": airlock.Process,
                "Files": airlock.Files, "Snapshots": airlock.client.Snapshots, "Secrets": airlock.client.Secrets,
-               "Tokens": airlock.client.Tokens, "Tenants": airlock.client.Tenants}
+               "Tokens": airlock.client.Tokens, "Tenants": airlock.client.Tenants, "Pools": airlock.client.Pools}
     for route, name in ROUTES.items():
         cls, _, meth = name.partition(".")
         assert callable(getattr(classes[cls], meth, None)), f"{route}: {name} does not exist"
@@ -259,6 +259,27 @@ def test_tokens_and_secrets_as_operator(admin, daemon, token):
     admin.secrets.delete("op-key", tenant="sdk-other")
     with pytest.raises(airlock.InvalidArgument):
         admin.secrets.set("op-key", "bad\nvalue", hosts=["x.example.com"])
+
+
+def test_pools(admin, tenant):
+    """Warm pools: the operator's shared pool and a tenant's own, set and
+    removed again (size 0) before any VM of theirs is needed."""
+    answer = admin.pools.set("minimal", 1, vcpus=1, memory_mib=288)
+    try:
+        shared = [p for p in answer["pools"] if p["memory_mib"] == 288]
+        assert len(shared) == 1 and shared[0]["tenant"] is None and shared[0]["size"] == 1, answer
+        assert set(answer["host_memory"]) == {"total_bytes", "available_bytes", "high_pct", "shedding"}
+        # A token sees the shared pool and sets only its own.
+        mine = tenant.pools.set("minimal", 0, memory_mib=288)
+        assert [p["tenant"] for p in mine["pools"] if p["memory_mib"] == 288] == [None], mine
+        with pytest.raises(airlock.Forbidden):
+            tenant.pools.set("minimal", 1, tenant="sdk-other")
+        with pytest.raises(airlock.InvalidArgument):
+            tenant.pools.set("minimal", 65)
+        assert any(p["memory_mib"] == 288 for p in tenant.pools.list()["pools"])
+    finally:
+        answer = admin.pools.set("minimal", 0, memory_mib=288)
+    assert not [p for p in answer["pools"] if p["memory_mib"] == 288], answer
 
 
 # ------------------------------------------------------------------ commands

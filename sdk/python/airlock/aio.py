@@ -14,12 +14,12 @@ threads: each call holds one thread while it waits.
 import asyncio
 import inspect
 
-from .client import Client, EventStream, Secrets, Snapshot, Snapshots, Tenants, Tokens
+from .client import Client, EventStream, Pools, Secrets, Snapshot, Snapshots, Tenants, Tokens
 from .files import Files
 from .process import OutputStream, Process, Pty
 from .sandbox import Sandbox
 
-_WRAPPED = (Client, Sandbox, Process, Files, Snapshot, Snapshots, Secrets, Tokens, Tenants, Pty)
+_WRAPPED = (Client, Sandbox, Process, Files, Snapshot, Snapshots, Secrets, Tokens, Tenants, Pools, Pty)
 _ITERATORS = (EventStream, OutputStream)
 
 

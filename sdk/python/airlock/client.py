@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """The Client: the connection to airlockd and what is not one sandbox's
-(snapshots, secrets, tokens, tenants, events, metrics, health, the CA)."""
+(snapshots, secrets, tokens, tenants, warm pools, events, metrics, health,
+the CA)."""
 import urllib.parse
 
 from ._http import DEFAULT_TIMEOUT_S, Transport
@@ -121,6 +122,29 @@ class Tenants:
                                          json={k: v for k, v in body.items() if v is not None}).json()
 
 
+class Pools:
+    """client.pools: warm pools, VMs of one shape restored and paused ahead
+    of creates (docs/api.md, "Warm pools"). A token sets only its tenant's
+    own pool; the unix socket sets shared ones, or a tenant's with tenant=."""
+
+    def __init__(self, client):
+        self._c = client
+
+    def list(self):
+        """GET /v1/pools: {"pools": [{"tenant","template","vcpus","memory_mib",
+        "size","ready","filling","pss_bytes","counts",...}], "ready",
+        "pss_bytes", "host_memory"}."""
+        return self._c.transport.request("GET", "/v1/pools").json()
+
+    def set(self, template, size, vcpus=None, memory_mib=None, tenant=None):
+        """PUT /v1/pools: keep size VMs of (template, vcpus (default 1),
+        memory_mib (default 256)) ready; 0 removes the pool. Returns the
+        listing, as list()."""
+        body = {"template": template, "size": size, "vcpus": vcpus, "memory_mib": memory_mib, "tenant": tenant}
+        return self._c.transport.request("PUT", "/v1/pools",
+                                         json={k: v for k, v in body.items() if v is not None}).json()
+
+
 class EventStream:
     """GET /v1/events as an iterator of event dicts ({"seq","time","type",
     "tenant","sandbox","data"}); with follow it waits for new ones until
@@ -173,6 +197,7 @@ class Client:
         self.secrets = Secrets(self)
         self.tokens = Tokens(self)
         self.tenants = Tenants(self)
+        self.pools = Pools(self)
 
     def __repr__(self):
         return f"Client({self.transport.describe()!r})"

@@ -48,6 +48,8 @@ ROUTES = {
     ("DELETE", "/v1/tokens/{id}"): "Tokens.revoke",
     ("PUT", "/v1/tenants/{name}"): "Tenants.set_quotas",
     ("GET", "/v1/tenants/{name}"): "Tenants.get",
+    ("GET", "/v1/pools"): "Pools.list",
+    ("PUT", "/v1/pools"): "Pools.set",
     ("GET", "/v1/events"): "Client.events",
     ("POST", "/v1/secrets"): "Secrets.set",
     ("GET", "/v1/secrets"): "Secrets.list",

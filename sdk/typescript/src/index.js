@@ -74,6 +74,7 @@ export class Airlock {
     this.conn = opts instanceof Connection ? opts : new Connection(opts);
     this.tokens = new Tokens(this);
     this.tenants = new Tenants(this);
+    this.pools = new Pools(this);
     this.secrets = new Secrets(this);
     this.sandboxes = {
       create: (o = {}) => Sandbox.create({ ...o, client: this }),
@@ -155,6 +156,26 @@ export class Tenants {
         max_memory_mib: q.maxMemoryMib ?? q.max_memory_mib,
         max_snapshot_mib: q.maxSnapshotMib ?? q.max_snapshot_mib,
       }),
+    });
+  }
+}
+
+/** Warm pools (docs/api.md, "Warm pools"): VMs of one shape restored and paused ahead of creates. */
+export class Pools {
+  constructor(client) {
+    this.client = client;
+  }
+  /** GET /v1/pools: {pools: [{tenant, template, vcpus, memory_mib, size, ready, filling, pss_bytes, counts, error?}], ready, pss_bytes, host_memory}. */
+  list() {
+    return this.client.conn.json("GET /v1/pools");
+  }
+  /**
+   * PUT /v1/pools: keep `size` VMs of (template, vcpus (default 1), memoryMib (default 256)) ready; 0 removes
+   * the pool. A token sets its tenant's own pool; the unix socket a shared one, or `tenant`'s. Answers as list().
+   */
+  set(template, size, o = {}) {
+    return this.client.conn.json("PUT /v1/pools", {}, {
+      json: drop({ template, size, vcpus: o.vcpus, memory_mib: o.memoryMib ?? o.memory_mib, tenant: o.tenant }),
     });
   }
 }

@@ -50,6 +50,8 @@ export const ROUTES = {
   "DELETE /v1/tokens/{id}": "Tokens.prototype.revoke",
   "PUT /v1/tenants/{name}": "Tenants.prototype.setQuotas",
   "GET /v1/tenants/{name}": "Tenants.prototype.get",
+  "GET /v1/pools": "Pools.prototype.list",
+  "PUT /v1/pools": "Pools.prototype.set",
   "GET /v1/events": "Airlock.prototype.events",
   "POST /v1/secrets": "Secrets.prototype.set",
   "GET /v1/secrets": "Secrets.prototype.list",

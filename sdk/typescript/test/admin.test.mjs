@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // The operator's routes over the unix socket: health, metrics, CA, tokens,
-// tenants, secrets, events.
+// tenants, warm pools, secrets, events.
 import { describe, it, before } from "node:test";
 import assert from "node:assert/strict";
 import { Airlock, UnauthorizedError, NotFoundError, InvalidArgumentError, ForbiddenError } from "../src/index.js";
@@ -60,6 +60,24 @@ describe("the operator's API over the unix socket", () => {
     // a token may not name another tenant
     const user = new Airlock();
     await assert.rejects(user.secrets.list({ tenant: "sdk-admin" }), ForbiddenError);
+  });
+
+  it("warm pools: a shared pool set and removed; a token sets only its own", async () => {
+    const answer = await a.pools.set("minimal", 1, { memoryMib: 288 });
+    try {
+      const shared = answer.pools.filter((p) => p.memory_mib === 288);
+      assert.equal(shared.length, 1);
+      assert.equal(shared[0].tenant, null);
+      assert.equal(shared[0].size, 1);
+      assert.equal(typeof answer.host_memory.shedding, "boolean");
+      const user = new Airlock(); // the tenant's token
+      assert.ok((await user.pools.list()).pools.some((p) => p.memory_mib === 288), "a token sees the shared pools");
+      await assert.rejects(user.pools.set("minimal", 1, { tenant: "sdk-admin" }), ForbiddenError);
+      await assert.rejects(user.pools.set("minimal", 65), InvalidArgumentError);
+    } finally {
+      const after = await a.pools.set("minimal", 0, { memoryMib: 288 });
+      assert.ok(!after.pools.some((p) => p.memory_mib === 288));
+    }
   });
 
   it("events: a filtered, then followed iterator", async () => {
