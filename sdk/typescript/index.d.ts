@@ -201,8 +201,9 @@ export interface PoolInfo {
   size: number;
   ready: number;
   filling: boolean;
-  pss_bytes: number;
-  counts: { hits: number; misses: number; fills: number; failures: number; shed: number; lost: number };
+  /** Absent from a tenant's view of a shared pool (as are counts and error). */
+  pss_bytes?: number;
+  counts?: { hits: number; misses: number; fills: number; failures: number; shed: number; lost: number };
   /** Why the last fill failed; absent once one succeeds. */
   error?: string;
 }
@@ -210,7 +211,8 @@ export interface PoolList {
   pools: PoolInfo[];
   ready: number;
   pss_bytes: number;
-  host_memory: { total_bytes: number; available_bytes: number; high_pct: number; shedding: boolean };
+  /** The operator's only (absent with a tenant's token). */
+  host_memory?: { total_bytes: number; available_bytes: number; high_pct: number; shedding: boolean };
 }
 export interface SecretInfo {
   id: string;

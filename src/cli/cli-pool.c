@@ -15,13 +15,16 @@ static long long num(json_t *obj, const char *key)
 static void print_pool_row(json_t *p)
 {
 	json_t *tenant = json_object_get(p, "tenant"), *counts = json_object_get(p, "counts");
-	char hits[48];
-	snprintf(hits, sizeof(hits), "%lld/%lld", num(counts, "hits"), num(counts, "misses"));
+	/* A tenant sees no counts or memory of a shared pool. */
+	char hits[48] = "-", pss[32] = "-";
+	if (counts)
+		snprintf(hits, sizeof(hits), "%lld/%lld", num(counts, "hits"), num(counts, "misses"));
+	if (json_object_get(p, "pss_bytes"))
+		snprintf(pss, sizeof(pss), "%lld", num(p, "pss_bytes") / MIB);
 	/* SECURITY: names are the daemon's checked [a-z0-9_-], escaped all the same. */
-	printf("%-20s %5lld %6lld %-16s %4lld %5lld%s %8lld  %s\n", cli_esc_json(p, "template"), num(p, "vcpus"),
+	printf("%-20s %5lld %6lld %-16s %4lld %5lld%s %8s  %s\n", cli_esc_json(p, "template"), num(p, "vcpus"),
 	       num(p, "memory_mib"), json_is_string(tenant) ? cli_esc(json_string_value(tenant)) : "shared",
-	       num(p, "size"), num(p, "ready"), json_is_true(json_object_get(p, "filling")) ? "+" : " ",
-	       num(p, "pss_bytes") / MIB, hits);
+	       num(p, "size"), num(p, "ready"), json_is_true(json_object_get(p, "filling")) ? "+" : " ", pss, hits);
 	const char *error = json_string_value(json_object_get(p, "error"));
 	if (error)
 		printf("  last fill failed: %s\n", cli_esc(error));
@@ -148,6 +151,8 @@ static void print_info(json_t *health, json_t *pools)
 	printf("warm pools    %zu, %lld VMs ready, PSS %lld MiB\n", json_array_size(json_object_get(pools, "pools")),
 	       num(pools, "ready"), num(pools, "pss_bytes") / MIB);
 	json_t *m = json_object_get(pools, "host_memory");
+	if (!m) /* the operator's: not shown to a tenant */
+		return;
 	char mark[48];
 	if (num(m, "high_pct") > 0)
 		snprintf(mark, sizeof(mark), "high-water mark %lld%%", num(m, "high_pct"));

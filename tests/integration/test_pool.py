@@ -197,9 +197,14 @@ def test_pool_api_and_tenant_pools(pd, api, tenant_tokens):
     assert r.status == 429 and r.error_code == "quota_exceeded", r
     r = a.request("PUT", "/v1/pools", body={"template": "minimal", "size": 1})
     assert r.status == 200, r
-    # pa sees the shared pool and its own, pb only the shared one.
+    # pa sees the shared pool and its own, pb only the shared one; of the
+    # shared one a tenant sees the shape and readiness, not other tenants' counts.
     assert {p["tenant"] for p in pools(a)["pools"]} == {None, "pa"}
-    assert {p["tenant"] for p in pools(b)["pools"]} == {None}
+    seen_b = pools(b)
+    assert [p["tenant"] for p in seen_b["pools"]] == [None] and "host_memory" not in seen_b, seen_b
+    assert set(seen_b["pools"][0]) == {"tenant", "template", "vcpus", "memory_mib", "size", "ready", "filling"}
+    own_view = [p for p in pools(a)["pools"] if p["tenant"] == "pa"][0]
+    assert "counts" in own_view and "pss_bytes" in own_view, own_view
     wait_ready(api, 1, tenant="pa")
     wait_ready(api, 2)
     own = pooled_ids(pd)

@@ -10,17 +10,25 @@
 #include "sandbox.h"
 #include "util.h"
 
-static json_t *pool_to_json(const struct pool_status *p)
+/* SECURITY: a tenant sees of a shared pool only its shape, size and ready
+ * count: its counts, memory and errors tell of other tenants' creates and
+ * of the host (the operator's, like /metrics). */
+static json_t *pool_to_json(const struct pool_status *p, bool full)
 {
-	json_t *o = json_pack("{s:s?, s:s, s:I, s:I, s:I, s:I, s:b, s:I, s:{s:I, s:I, s:I, s:I, s:I, s:I}}", "tenant",
+	json_t *o = json_pack("{s:s?, s:s, s:I, s:I, s:I, s:I, s:b}", "tenant",
 	                      p->spec.tenant[0] ? p->spec.tenant : NULL, "template", p->spec.template_name, "vcpus",
 	                      (json_int_t)p->spec.vcpus, "memory_mib", (json_int_t)p->spec.memory_mib, "size",
-	                      (json_int_t)p->spec.size, "ready", (json_int_t)p->ready, "filling", p->filling,
-	                      "pss_bytes", (json_int_t)p->pss_bytes, "counts", "hits", (json_int_t)p->hits, "misses",
-	                      (json_int_t)p->misses, "fills", (json_int_t)p->fills, "failures", (json_int_t)p->failures,
-	                      "shed", (json_int_t)p->shed, "lost", (json_int_t)p->lost);
+	                      (json_int_t)p->spec.size, "ready", (json_int_t)p->ready, "filling", p->filling);
 	if (!o)
 		abort();
+	if (!full)
+		return o;
+	json_object_set_new(o, "pss_bytes", json_integer((json_int_t)p->pss_bytes));
+	json_object_set_new(o, "counts",
+	                    json_pack("{s:I, s:I, s:I, s:I, s:I, s:I}", "hits", (json_int_t)p->hits, "misses",
+	                              (json_int_t)p->misses, "fills", (json_int_t)p->fills, "failures",
+	                              (json_int_t)p->failures, "shed", (json_int_t)p->shed, "lost",
+	                              (json_int_t)p->lost));
 	if (p->error[0])
 		json_object_set_new(o, "error", json_string(p->error));
 	return o;
@@ -35,19 +43,24 @@ static void answer_pools(const char *tenant, struct api_response *resp)
 	uint64_t pss = 0;
 	unsigned ready = 0;
 	for (size_t i = 0; i < n; i++) {
-		json_array_append_new(arr, pool_to_json(&v[i]));
-		pss += v[i].pss_bytes;
+		bool full = !tenant || v[i].spec.tenant[0];
+		json_array_append_new(arr, pool_to_json(&v[i], full));
+		pss += full ? v[i].pss_bytes : 0;
 		ready += v[i].ready;
 	}
 	free(v);
-	struct pool_memory m;
-	sandbox_pools_memory(&m);
 	resp->body =
-	    json_pack("{s:o, s:I, s:I, s:{s:I, s:I, s:I, s:b}}", "pools", arr, "ready", (json_int_t)ready, "pss_bytes",
-	              (json_int_t)pss, "host_memory", "total_bytes", (json_int_t)m.host_total_bytes, "available_bytes",
-	              (json_int_t)m.host_available_bytes, "high_pct", (json_int_t)m.high_pct, "shedding", m.shedding);
+	    json_pack("{s:o, s:I, s:I}", "pools", arr, "ready", (json_int_t)ready, "pss_bytes", (json_int_t)pss);
 	if (!resp->body)
 		abort();
+	if (tenant)
+		return;
+	struct pool_memory m;
+	sandbox_pools_memory(&m);
+	json_object_set_new(resp->body, "host_memory",
+	                    json_pack("{s:I, s:I, s:I, s:b}", "total_bytes", (json_int_t)m.host_total_bytes,
+	                              "available_bytes", (json_int_t)m.host_available_bytes, "high_pct",
+	                              (json_int_t)m.high_pct, "shedding", m.shedding));
 }
 
 API_HANDLER(api_pool_list)
