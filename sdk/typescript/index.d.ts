@@ -203,6 +203,7 @@ export interface PoolInfo {
   filling: boolean;
   /** Absent from a tenant's view of a shared pool (as are counts and error). */
   pss_bytes?: number;
+  pss_per_vm_bytes?: number;
   counts?: { hits: number; misses: number; fills: number; failures: number; shed: number; lost: number };
   /** Why the last fill failed; absent once one succeeds. */
   error?: string;

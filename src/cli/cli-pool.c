@@ -16,15 +16,18 @@ static void print_pool_row(json_t *p)
 {
 	json_t *tenant = json_object_get(p, "tenant"), *counts = json_object_get(p, "counts");
 	/* A tenant sees no counts or memory of a shared pool. */
-	char hits[48] = "-", pss[32] = "-";
+	char hits[48] = "-", pss[32] = "-", per_vm[32] = "-";
 	if (counts)
 		snprintf(hits, sizeof(hits), "%lld/%lld", num(counts, "hits"), num(counts, "misses"));
 	if (json_object_get(p, "pss_bytes"))
 		snprintf(pss, sizeof(pss), "%lld", num(p, "pss_bytes") / MIB);
+	if (json_object_get(p, "pss_per_vm_bytes"))
+		snprintf(per_vm, sizeof(per_vm), "%lld", num(p, "pss_per_vm_bytes") / MIB);
 	/* SECURITY: names are the daemon's checked [a-z0-9_-], escaped all the same. */
-	printf("%-20s %5lld %6lld %-16s %4lld %5lld%s %8s  %s\n", cli_esc_json(p, "template"), num(p, "vcpus"),
+	printf("%-20s %5lld %6lld %-16s %4lld %5lld%s %8s %10s  %s\n", cli_esc_json(p, "template"), num(p, "vcpus"),
 	       num(p, "memory_mib"), json_is_string(tenant) ? cli_esc(json_string_value(tenant)) : "shared",
-	       num(p, "size"), num(p, "ready"), json_is_true(json_object_get(p, "filling")) ? "+" : " ", pss, hits);
+	       num(p, "size"), num(p, "ready"), json_is_true(json_object_get(p, "filling")) ? "+" : " ", pss, per_vm,
+	       hits);
 	const char *error = json_string_value(json_object_get(p, "error"));
 	if (error)
 		printf("  last fill failed: %s\n", cli_esc(error));
@@ -37,8 +40,8 @@ static void print_pools(json_t *answer)
 		cli_print_json(answer, true);
 		return;
 	}
-	printf("%-20s %5s %6s %-16s %4s %6s %8s  %s\n", "TEMPLATE", "VCPUS", "MIB", "TENANT", "SIZE", "READY",
-	       "PSS_MIB", "HITS/MISSES");
+	printf("%-20s %5s %6s %-16s %4s %6s %8s %10s  %s\n", "TEMPLATE", "VCPUS", "MIB", "TENANT", "SIZE", "READY",
+	       "PSS_MIB", "PER_VM_MIB", "HITS/MISSES");
 	size_t i;
 	json_t *p;
 	json_array_foreach (json_object_get(answer, "pools"), i, p)

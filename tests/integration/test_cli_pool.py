@@ -34,7 +34,8 @@ def pool_rows(pcli):
     p = pcli("pool", "ls")
     assert p.returncode == 0, text(p.stderr)
     lines = text(p.stdout).splitlines()
-    assert lines[0].split() == ["TEMPLATE", "VCPUS", "MIB", "TENANT", "SIZE", "READY", "PSS_MIB", "HITS/MISSES"]
+    assert lines[0].split() == ["TEMPLATE", "VCPUS", "MIB", "TENANT", "SIZE", "READY", "PSS_MIB", "PER_VM_MIB",
+                               "HITS/MISSES"]
     return [line.split() for line in lines[1:] if not line.startswith(" ")]
 
 

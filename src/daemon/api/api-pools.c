@@ -24,6 +24,7 @@ static json_t *pool_to_json(const struct pool_status *p, bool full)
 	if (!full)
 		return o;
 	json_object_set_new(o, "pss_bytes", json_integer((json_int_t)p->pss_bytes));
+	json_object_set_new(o, "pss_per_vm_bytes", json_integer((json_int_t)(p->ready ? p->pss_bytes / p->ready : 0)));
 	json_object_set_new(o, "counts",
 	                    json_pack("{s:I, s:I, s:I, s:I, s:I, s:I}", "hits", (json_int_t)p->hits, "misses",
 	                              (json_int_t)p->misses, "fills", (json_int_t)p->fills, "failures",
@@ -118,6 +119,8 @@ char *pools_metrics_text(void)
 	    {"airlock_pool_size", "gauge", "VMs a warm pool is to hold"},
 	    {"airlock_pool_ready", "gauge", "VMs of a warm pool restored, paused and ready"},
 	    {"airlock_pool_pss_bytes", "gauge", "proportional set size of a warm pool's ready VMs (VMM and jailer)"},
+	    {"airlock_pool_vm_pss_bytes", "gauge",
+	     "proportional set size of one of a warm pool's ready VMs, on average"},
 	    {"airlock_pool_hits_total", "counter", "creates that took a VM of the pool"},
 	    {"airlock_pool_misses_total", "counter", "creates of the pool's shape that found it empty"},
 	    {"airlock_pool_shed_total", "counter", "pooled VMs stopped because host memory was above the mark"},
@@ -131,12 +134,10 @@ char *pools_metrics_text(void)
 		for (size_t i = 0; i < n; i++) {
 			char labels[256];
 			pool_labels(&v[i].spec, labels, sizeof(labels));
-			uint64_t val = k == 0   ? v[i].spec.size
-			               : k == 1 ? v[i].ready
-			               : k == 2 ? v[i].pss_bytes
-			               : k == 3 ? v[i].hits
-			               : k == 4 ? v[i].misses
-			                        : v[i].shed;
+			uint64_t per_vm = v[i].ready ? v[i].pss_bytes / v[i].ready : 0;
+			uint64_t vals[] = {v[i].spec.size, v[i].ready,  v[i].pss_bytes, per_vm,
+			                   v[i].hits,      v[i].misses, v[i].shed};
+			uint64_t val = vals[k];
 			off +=
 			    (size_t)snprintf(out + off, cap - off, "%s{%s} %" PRIu64 "\n", series[k].name, labels, val);
 		}
