@@ -174,6 +174,7 @@ class Daemon:
                         killed.append(pid)
                     except ProcessLookupError:
                         pass
+        killed += self.kill_strays()
         if killed:
             note(self.name, f"killed VMM processes left by airlockd: {killed}")
         if self.keep:
@@ -183,7 +184,37 @@ class Daemon:
         return killed
 
 
+    def kill_strays(self):
+        """Once the daemon is gone: kills any process whose command line
+        names this daemon's temporary dir (a VM a create started while it
+        was stopping, no longer its child), then has the jailer remove the
+        cgroups of those sandboxes. Returns the pids killed."""
+        if self.proc is None or self.proc.poll() is None:
+            return []
+        ids, killed = set(), []
+        for pid in all_pids():
+            argv = cmdline(pid)
+            if pid == os.getpid() or not any(self.base in a for a in argv) or not pid_alive(pid):
+                continue
+            if os.path.basename(argv[0]) == "airlock-jailer" and "--id" in argv[:-1]:
+                ids.add(argv[argv.index("--id") + 1])
+            try:
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
+            except ProcessLookupError:
+                pass
+        parent = self.argv[self.argv.index("--cgroup-parent") + 1] if "--cgroup-parent" in self.argv else "airlock"
+        for sid in sorted(ids):
+            subprocess.run([os.path.join(BUILD, "airlock-jailer"), "--cleanup", "--id", sid, "--cgroup-parent",
+                            parent], stdin=subprocess.DEVNULL, capture_output=True, timeout=STOP_TIMEOUT_S)
+        return killed
+
+
 # ------------------------------------------------------------ processes
+
+def all_pids():
+    return [int(p) for p in os.listdir("/proc") if p.isdigit()]
+
 
 def _stat(pid):
     try:

@@ -414,7 +414,7 @@ test:
 	@$(MAKE) --no-print-directory kvm-pass
 
 # Every benchmark in bench/ (figures, no assertions): bench/all runs them and
-# writes bench/results.md (bench/README.md). About 20 min on a 2-core TCG host;
+# writes bench/results.md (bench/README.md). About 27 min on a 2-core TCG host;
 # BENCH_ARGS=--quick for a few minutes of small N. images-all: bench/egress
 # measures from inside a base guest too.
 BENCH_ARGS ?=
