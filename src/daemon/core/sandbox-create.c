@@ -66,20 +66,11 @@ int sb_start_slot_acquire(const char *what, struct al_error *err)
 	return 0;
 }
 
-bool sb_start_slot_try_acquire(void)
+bool sb_accel_decided(void)
 {
 	struct accel_info accel;
 	accel_get(&accel);
-	if (!accel.decided)
-		return false;
-	pthread_mutex_lock(&starts_lock);
-	bool free = starts_waiting == 0 && starts_active < sb_cfg->max_concurrent_starts;
-	if (free) {
-		starts_active++;
-		metrics_set_starts(starts_active, starts_waiting);
-	}
-	pthread_mutex_unlock(&starts_lock);
-	return free;
+	return accel.decided;
 }
 
 void sb_start_slot_release(void)

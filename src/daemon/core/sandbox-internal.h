@@ -215,9 +215,8 @@ int sb_network_register(struct sandbox *sb, struct al_error *err);
 int sb_start_slot_acquire(const char *what, struct al_error *err);
 /* Gives a start slot back. */
 void sb_start_slot_release(void);
-/* A start slot only if one is free now, nobody waits for one and the
- * accelerator is decided (a warm pool's fill yields to creates). */
-bool sb_start_slot_try_acquire(void);
+/* Whether the accelerator is decided (a warm pool fills only then). */
+bool sb_accel_decided(void);
 /* Whether one more sandbox of this shape fits in the tenant's quotas now,
  * with its live sandboxes and `extra` (NULL: nothing) counted (a create
  * checks again, atomically, when it registers). */

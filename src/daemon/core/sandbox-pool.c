@@ -10,9 +10,10 @@
  * id). No VM is ever handed out twice: a pooled VM is either taken once or
  * stopped.
  *
- * One thread fills the pools, one VM at a time, only when a start slot is
- * free and nobody waits for one, at the cgroup CPU weight
- * JAIL_CPU_WEIGHT_POOL; it stops filling and sheds pooled VMs while the
+ * One thread fills the pools, one VM at a time, besides the creates' start
+ * slots (under load a pool would otherwise never refill) but at the
+ * cgroup CPU weight JAIL_CPU_WEIGHT_POOL, so that its VM gets the CPU that
+ * the sandboxes and creates leave; it stops filling and sheds pooled VMs while the
  * host's memory in use is above --pool-memory-high-pct. pool_lock guards
  * the table; it is taken before any sandbox's lock, never after. */
 #include <fcntl.h>
@@ -500,7 +501,6 @@ static void pool_fill_locked(struct pool *p)
 	struct al_error e = {0};
 	uint64_t t0 = now_ms_monotonic();
 	int r = pool_fill_one(&spec, &sb, &e);
-	sb_start_slot_release();
 	pthread_mutex_lock(&pool_lock);
 	p->filling = false;
 	bool keep = r == 0 && p->used && p->gen == gen && p->n_ready < p->spec.size && !pool_stopping;
@@ -577,7 +577,7 @@ static void *pool_main(void *arg)
 				p = NULL;
 			}
 		}
-		if (p && p->used && !p->filling && sb_start_slot_try_acquire()) {
+		if (p && p->used && !p->filling && sb_accel_decided()) {
 			pool_fill_locked(p);
 			continue;
 		}
