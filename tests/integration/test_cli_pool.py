@@ -48,8 +48,8 @@ def test_pool_ls_shows_the_flags_pool_and_it_fills(pcli):
         return rows and rows[0][5] == "1"
     wait_for(ready, POOL_FILL_TIMEOUT_S, "the pool's one VM to be ready")
     row = pool_rows(pcli)[0]
-    assert int(row[6]) > 0, f"a ready VM has memory: {row}"
-    assert row[7] == "0/0", row
+    assert int(row[6]) > 0 and int(row[7]) == int(row[6]), f"a ready VM has memory: {row}"
+    assert row[8] == "0/0", row
 
     p = pcli("pool", "ls", "--json")
     assert p.returncode == 0, text(p.stderr)
