@@ -396,19 +396,35 @@ check-functions:
 layer-cflags:
 	@echo $(CFLAGS_BASE) $(call layer_inc,$(LAYER))
 
-# `make test`: everything a newcomer needs, in order. Sub-makes so that -j
-# never runs a later stage before an earlier one has passed; integration runs
-# last so that pytest's summary is the last thing printed.
+# `make test`: everything a newcomer needs, in stages. Each stage is a sub-make,
+# so that no stage starts before the one before it has passed; within the first
+# two, make runs what does not depend on each other at once (-j TEST_JOBS,
+# default the number of CPUs, plus one in the build stage, whose image builds
+# mostly wait on the network), and --output-sync keeps each target's output in
+# one piece. The VM suites run one at a time, integration and security last, so
+# that pytest's summary is the last thing printed.
+#   1. deps (apt), on its own: nothing compiles before the packages are there
+#   2. test-build: the npm packages, all, images-all, build-clang, crash-build,
+#      the unit, fuzz and fc-driver programs, format-check, check-layers,
+#      check-functions
+#   3. test-quick: unit, test-fc, fuzz-smoke (one job per libFuzzer target)
+#   4. integration, then security, then kvm-pass
+TEST_JOBS ?= $(shell nproc 2>/dev/null || echo 1)
+TEST_SUBMAKE = $(MAKE) --no-print-directory --output-sync=target
+
+.PHONY: test-build test-quick
 test:
-	@$(MAKE) --no-print-directory deps
-	@$(MAKE) --no-print-directory all images-all
-	@$(MAKE) --no-print-directory build-clang format-check check-layers check-functions
-	@$(MAKE) --no-print-directory unit
-	@$(MAKE) --no-print-directory test-fc
-	@$(MAKE) --no-print-directory fuzz-smoke
+	@$(MAKE) --no-print-directory deps-apt
+	@$(TEST_SUBMAKE) -j$$(( $(TEST_JOBS) + 1 )) test-build
+	@$(TEST_SUBMAKE) -j$(TEST_JOBS) test-quick
 	@$(MAKE) --no-print-directory integration
 	@$(MAKE) --no-print-directory security
 	@$(MAKE) --no-print-directory kvm-pass
+
+test-build: deps-npm all images-all build-clang crash-build $(UNIT_BINS) $(FUZZ_BINS) $(TEST_BUILD)/fc-driver \
+	format-check check-layers check-functions
+
+test-quick: unit test-fc fuzz-smoke
 
 # Every benchmark in bench/ (figures, no assertions): bench/all runs them and
 # writes bench/results.md (bench/README.md). About 20 min on a 2-core TCG host;
