@@ -86,6 +86,14 @@ include images/images.mk
 deps:
 	./scripts/deps.sh
 
+# The two halves of deps, for `make test` (tests/tests.mk): the apt packages
+# first, on their own; the npm packages of tests/e2b and tests/mcp while it compiles.
+.PHONY: deps-apt deps-npm
+deps-apt:
+	./scripts/deps.sh apt
+deps-npm:
+	./scripts/deps.sh npm
+
 # deps first, on its own: nothing can compile before the packages are there.
 demo:
 	./scripts/deps.sh

@@ -1,7 +1,17 @@
 #!/bin/sh
 # Installs the Debian packages Airlock needs to build, test and run.
 # Idempotent: skips apt entirely when everything is already installed.
+# Usage: deps.sh [apt|npm]   (default both; `make test` runs the npm part while
+# it compiles)
 set -eu
+what=${1:-all}
+case $what in
+all | apt | npm) ;;
+*)
+	echo "deps: usage: deps.sh [apt|npm]" >&2
+	exit 2
+	;;
+esac
 PKGS="build-essential gcc clang clang-format libclang-rt-14-dev make pkg-config
  libmicrohttpd-dev libjansson-dev libsqlite3-dev libcmocka-dev libcurl4-openssl-dev libssl-dev
  qemu-system-x86 qemu-utils busybox-static mmdebstrap e2fsprogs cpio kmod zstd lz4
@@ -13,10 +23,12 @@ if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
 	PKGS="$PKGS nodejs npm"
 fi
 missing=""
-for p in $PKGS; do
+[ "$what" = npm ] || for p in $PKGS; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
 done
-if [ -n "$missing" ]; then
+if [ "$what" = npm ]; then
+	: # the packages are deps.sh apt's
+elif [ -n "$missing" ]; then
 	if [ "$(id -u)" != 0 ]; then
 		echo "deps: missing packages:$missing; run 'make deps' as root" >&2
 		exit 1
@@ -31,6 +43,7 @@ fi
 # The npm packages of tests/e2b (E2B's SDK) and tests/mcp (the official MCP
 # client SDK), each pinned in its package-lock.json, installed again only when
 # the lock file changed.
+[ "$what" != apt ] || exit 0
 for sub in e2b mcp; do
 	npm_dir=$(cd "$(dirname "$0")/.." && pwd)/tests/$sub
 	if ! cmp -s "$npm_dir/package-lock.json" "$npm_dir/node_modules/.airlock-lock" 2>/dev/null; then

@@ -296,10 +296,15 @@ FUZZ_READY := $(foreach t,$(FUZZ_ALL),$(if $(call fuzz_missing,$(t)),,$(t)))
 FUZZ_SKIPPED := $(filter-out $(FUZZ_READY),$(FUZZ_ALL))
 FUZZ_BINS := $(FUZZ_READY:%=$(FUZZ_BUILD)/%)
 
+# Each source is compiled once with the fuzzer's flags ($(FUZZ_BUILD)/obj) and
+# linked into every target that names it.
+$(FUZZ_BUILD)/obj/%.o: %.c $(HEADERS) Makefile tests/tests.mk
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -c $< -o $@
+
 define fuzz_rule
-$(FUZZ_BUILD)/$(1): tests/fuzz/$(1).c $(COMMON_SRC) $(FUZZ_SRC_$(1)) $(HEADERS) Makefile tests/tests.mk
-	@mkdir -p $$(dir $$@)
-	$$(FUZZ_CC) $$(FUZZ_CFLAGS) -o $$@ tests/fuzz/$(1).c $(COMMON_SRC) $(FUZZ_SRC_$(1)) $(FUZZ_LIBS_$(1)) -ljansson
+$(FUZZ_BUILD)/$(1): $(patsubst %.c,$(FUZZ_BUILD)/obj/%.o,tests/fuzz/$(1).c $(COMMON_SRC) $(FUZZ_SRC_$(1)))
+	$$(FUZZ_CC) $$(FUZZ_CFLAGS) -o $$@ $$^ $(FUZZ_LIBS_$(1)) -ljansson
 endef
 $(foreach t,$(FUZZ_READY),$(eval $(call fuzz_rule,$(t))))
 
@@ -308,24 +313,27 @@ fuzz-build: $(FUZZ_BINS)
 # For each target: every file of its seed corpus once (regression), then
 # FUZZ_SECONDS of fuzzing that writes new inputs to a scratch corpus under
 # $(FUZZ_BUILD) (the seed corpus in the tree is only read). Crashes land in
-# $(FUZZ_BUILD)/artifacts/.
-fuzz-smoke: $(FUZZ_BINS)
+# $(FUZZ_BUILD)/artifacts/. One target is fuzz-smoke-NAME, so `make -j`
+# runs several at once (each libFuzzer process uses one core).
+FUZZ_SMOKE := $(FUZZ_READY:%=fuzz-smoke-%)
+.PHONY: $(FUZZ_SMOKE)
+$(FUZZ_SMOKE): fuzz-smoke-%: $(FUZZ_BUILD)/%
+	@set -e; t=$*; bin=$(FUZZ_BUILD)/$$t; corpus=tests/fuzz/corpus/$$t; work=$(FUZZ_BUILD)/work/$$t; \
+	mkdir -p $$work $(FUZZ_BUILD)/artifacts; \
+	n=$$(ls $$corpus | wc -l); \
+	echo "fuzz-smoke: $$t: replaying $$n seed inputs"; \
+	$(SAN_ENV) $$bin -artifact_prefix=$(FUZZ_BUILD)/artifacts/$$t- $$corpus/* 2>$(FUZZ_BUILD)/$$t-replay.log \
+		|| { cat $(FUZZ_BUILD)/$$t-replay.log; echo "fuzz-smoke: $$t: a seed input failed"; exit 1; }; \
+	echo "fuzz-smoke: $$t: fuzzing for $(FUZZ_SECONDS) s"; \
+	$(SAN_ENV) $$bin -max_total_time=$(FUZZ_SECONDS) -max_len=$(FUZZ_MAXLEN_$*) -timeout=10 \
+		-rss_limit_mb=2048 -print_final_stats=0 -artifact_prefix=$(FUZZ_BUILD)/artifacts/$$t- \
+		$$work $$corpus 2>$(FUZZ_BUILD)/$$t.log \
+		|| { tail -n 60 $(FUZZ_BUILD)/$$t.log; echo "fuzz-smoke: $$t: FAILED (reproducer in $(FUZZ_BUILD)/artifacts/)"; exit 1; }; \
+	grep -E '^#[0-9]+[[:space:]]+DONE' $(FUZZ_BUILD)/$$t.log | tail -n1 | sed "s/^/fuzz-smoke: $$t: /" || true
+
+fuzz-smoke: $(FUZZ_SMOKE)
 	@$(foreach t,$(FUZZ_SKIPPED),echo "fuzz-smoke: SKIP $(t): needs $(call fuzz_missing,$(t)), which does not exist yet";) true
-	@set -e; for t in $(FUZZ_READY); do \
-		bin=$(FUZZ_BUILD)/$$t; corpus=tests/fuzz/corpus/$$t; work=$(FUZZ_BUILD)/work/$$t; \
-		mkdir -p $$work $(FUZZ_BUILD)/artifacts; \
-		n=$$(ls $$corpus | wc -l); \
-		echo "fuzz-smoke: $$t: replaying $$n seed inputs"; \
-		$(SAN_ENV) $$bin -artifact_prefix=$(FUZZ_BUILD)/artifacts/$$t- $$corpus/* 2>$(FUZZ_BUILD)/$$t-replay.log \
-			|| { cat $(FUZZ_BUILD)/$$t-replay.log; echo "fuzz-smoke: $$t: a seed input failed"; exit 1; }; \
-		echo "fuzz-smoke: $$t: fuzzing for $(FUZZ_SECONDS) s"; \
-		$(SAN_ENV) $$bin -max_total_time=$(FUZZ_SECONDS) -max_len=$(FUZZ_MAXLEN_$$t) -timeout=10 \
-			-rss_limit_mb=2048 -print_final_stats=0 -artifact_prefix=$(FUZZ_BUILD)/artifacts/$$t- \
-			$$work $$corpus 2>$(FUZZ_BUILD)/$$t.log \
-			|| { tail -n 60 $(FUZZ_BUILD)/$$t.log; echo "fuzz-smoke: $$t: FAILED (reproducer in $(FUZZ_BUILD)/artifacts/)"; exit 1; }; \
-		grep -E '^#[0-9]+[[:space:]]+DONE' $(FUZZ_BUILD)/$$t.log | tail -n1 | sed "s/^/fuzz-smoke: $$t: /" || true; \
-	done; \
-	echo "fuzz-smoke: $(words $(FUZZ_READY)) targets passed"
+	@echo "fuzz-smoke: $(words $(FUZZ_READY)) targets passed"
 
 # ---------------------------------------------------------------- Firecracker
 # tests/fc: the Firecracker backend without KVM. build/test/fc-driver runs
@@ -399,19 +407,35 @@ check-functions:
 layer-cflags:
 	@echo $(CFLAGS_BASE) $(call layer_inc,$(LAYER))
 
-# `make test`: everything a newcomer needs, in order. Sub-makes so that -j
-# never runs a later stage before an earlier one has passed; integration runs
-# last so that pytest's summary is the last thing printed.
+# `make test`: everything a newcomer needs, in stages. Each stage is a sub-make,
+# so that no stage starts before the one before it has passed; within the first
+# two, make runs what does not depend on each other at once (-j TEST_JOBS,
+# default the number of CPUs, plus one in the build stage, whose image builds
+# mostly wait on the network), and --output-sync keeps each target's output in
+# one piece. The VM suites run one at a time, integration and security last, so
+# that pytest's summary is the last thing printed.
+#   1. deps (apt), on its own: nothing compiles before the packages are there
+#   2. test-build: the npm packages, all, images-all, build-clang, crash-build,
+#      the unit, fuzz and fc-driver programs, format-check, check-layers,
+#      check-functions
+#   3. test-quick: unit, test-fc, fuzz-smoke (one job per libFuzzer target)
+#   4. integration, then security, then kvm-pass
+TEST_JOBS ?= $(shell nproc 2>/dev/null || echo 1)
+TEST_SUBMAKE = $(MAKE) --no-print-directory --output-sync=target
+
+.PHONY: test-build test-quick
 test:
-	@$(MAKE) --no-print-directory deps
-	@$(MAKE) --no-print-directory all images-all
-	@$(MAKE) --no-print-directory build-clang format-check check-layers check-functions
-	@$(MAKE) --no-print-directory unit
-	@$(MAKE) --no-print-directory test-fc
-	@$(MAKE) --no-print-directory fuzz-smoke
+	@$(MAKE) --no-print-directory deps-apt
+	@$(TEST_SUBMAKE) -j$$(( $(TEST_JOBS) + 1 )) test-build
+	@$(TEST_SUBMAKE) -j$(TEST_JOBS) test-quick
 	@$(MAKE) --no-print-directory integration
 	@$(MAKE) --no-print-directory security
 	@$(MAKE) --no-print-directory kvm-pass
+
+test-build: deps-npm all images-all build-clang crash-build $(UNIT_BINS) $(FUZZ_BINS) $(TEST_BUILD)/fc-driver \
+	format-check check-layers check-functions
+
+test-quick: unit test-fc fuzz-smoke
 
 # Every benchmark in bench/ (figures, no assertions): bench/all runs them and
 # writes bench/results.md (bench/README.md). About 27 min on a 2-core TCG host;
