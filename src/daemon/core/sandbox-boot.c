@@ -86,11 +86,12 @@ int sb_thaw(struct sandbox *sb, bool orphan_streams, struct al_error *err)
 	random_bytes(entropy, sizeof(entropy));
 	cleanup_free char *b64 = base64_encode(entropy, sizeof(entropy), NULL);
 	explicit_bzero(entropy, sizeof(entropy));
-	char hostname[32];
-	snprintf(hostname, sizeof(hostname), "%s", sb->rec.id);
+	/* A warm pool's VM is nobody yet: the create that takes it THAWs it
+	 * again with its id (sb_pool_handout). */
+	const char *who = sb->pooled ? "pool" : sb->rec.id;
 	cleanup_json json_t *msg = json_pack("{s:I, s:s, s:I, s:s, s:s, s:b}", "generation", (json_int_t)sb->generation,
 	                                     "entropy", b64, "time_ms", (json_int_t)now_ms_realtime(), "sandbox_id",
-	                                     sb->rec.id, "hostname", hostname, "orphan_streams", orphan_streams);
+	                                     who, "hostname", who, "orphan_streams", orphan_streams);
 	/* Its own MAC (a restore has its snapshot's); a record from before
 	 * per-sandbox MACs keeps the one its guest has. */
 	json_object_set_new(msg, "mac", json_string(sb->rec.guest_mac[0] ? sb->rec.guest_mac : AIRLOCK_NET_GUEST_MAC));
