@@ -200,6 +200,12 @@ int e2b_fs_make_dirs(struct sandbox *sb, const struct e2b_user *u, const char *d
 		strlcpy_al(first, up, sizeof(first));
 	if (missing < 0)
 		return missing;
+	size_t depth = 1;
+	for (const char *c = dir + strlen(first); *c; c++)
+		depth += *c == '/';
+	if (depth > E2B_MADE_DIRS_MAX)
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, E2BIG,
+		                    "%s: %zu directories to create; at most %d at once", dir, depth, E2B_MADE_DIRS_MAX);
 	cleanup_json json_t *msg =
 	    json_pack("{s:s, s:s, s:b, s:i}", "op", "mkdir", "path", dir, "parents", 1, "mode", 0755);
 	cleanup_json json_t *ok = NULL;
@@ -208,8 +214,29 @@ int e2b_fs_make_dirs(struct sandbox *sb, const struct e2b_user *u, const char *d
 		return r;
 	char owner[32];
 	snprintf(owner, sizeof(owner), "%u:%u", u->uid, u->gid);
-	const char *argv[] = {"chown", "-R", "-h", "--", owner, first, NULL};
+	/* The directories made, from first down to dir, each itself: never
+	 * what is in them (a parallel write's temporary file may come and go
+	 * there, and a recursive chown then fails on it). */
+	const char *argv[4 + E2B_MADE_DIRS_MAX + 1] = {"chown", "-h", "--", owner};
+	size_t n = 4;
+	char chain[E2B_PATH_MAX + 1];
+	strlcpy_al(chain, dir, sizeof(chain));
+	size_t first_len = strlen(first);
+	char *made[E2B_MADE_DIRS_MAX];
+	size_t n_made = 0;
+	for (;;) {
+		made[n_made++] = xstrdup(chain);
+		char *slash = strrchr(chain, '/');
+		if (strlen(chain) <= first_len || !slash || slash == chain || n_made == E2B_MADE_DIRS_MAX)
+			break;
+		*slash = '\0';
+	}
+	for (size_t i = n_made; i-- > 0;)
+		argv[n++] = made[i];
+	argv[n] = NULL;
 	r = e2b_fs_run(sb, argv, 0, 0, err);
+	for (size_t i = 0; i < n_made; i++)
+		free(made[i]);
 	if (r < 0)
 		al_error_prefix(err, "giving %s to %s", first, u->name);
 	return r;

@@ -38,8 +38,9 @@ int e2b_fs_path(const struct e2b_user *u, const char *in, char ret[E2B_PATH_MAX 
  * failure carries its stderr. */
 int e2b_fs_run(struct sandbox *sb, const char *const *argv, unsigned uid, unsigned gid, struct al_error *err);
 /* Creates dir and its missing parents (the agent's mkdir, as root, as
- * E2B's envd does) and gives the ones it created to u (chown -R -h of the
- * topmost). */
+ * E2B's envd does) and gives the ones it created to u (chown -h of each,
+ * never of what is in them); at most E2B_MADE_DIRS_MAX at once. */
+#define E2B_MADE_DIRS_MAX 64
 int e2b_fs_make_dirs(struct sandbox *sb, const struct e2b_user *u, const char *dir, struct al_error *err);
 /* The same for the parent directory of path, when it is missing. */
 int e2b_fs_make_parents(struct sandbox *sb, const struct e2b_user *u, const char *path, struct al_error *err);

@@ -50,6 +50,23 @@ static unsigned pool_gen;
 static pthread_t pool_thread;
 static bool pool_running, pool_stopping, pool_shedding;
 static struct sandbox *pool_filling; /* the VM being filled: its boot is cut short at stop */
+/* VMs taken and not yet handed out (or discarded): not in a pool and maybe
+ * not in the registry yet, they still count in their tenant's quota for
+ * refills (tenant_pooled_locked). */
+#define POOL_INFLIGHT_MAX 256
+static struct {
+	struct sandbox *sb;
+	char tenant[64];
+	unsigned vcpus, memory_mib;
+} pool_inflight[POOL_INFLIGHT_MAX];
+
+/* sb leaves the in-flight list (if it is there); under pool_lock. */
+static void inflight_remove_locked(const struct sandbox *sb)
+{
+	for (size_t i = 0; i < POOL_INFLIGHT_MAX; i++)
+		if (pool_inflight[i].sb == sb)
+			pool_inflight[i].sb = NULL;
+}
 
 /* ---- memory ------------------------------------------------------------------------------------ */
 
@@ -129,6 +146,9 @@ static struct pool *pool_find_locked(const char *tenant, const char *template_na
 /* Stops a VM that was never handed out (or was taken and not used). */
 void sb_pool_discard(struct sandbox *sb)
 {
+	pthread_mutex_lock(&pool_lock);
+	inflight_remove_locked(sb);
+	pthread_mutex_unlock(&pool_lock);
 	pthread_mutex_lock(&sb->op_lock);
 	sb_teardown(sb);
 	int r = rm_rf(sb->dir);
@@ -294,8 +314,16 @@ struct sandbox *sb_pool_take(const char *tenant, const char *template_name, unsi
 		n_dead += pool_prune_locked(p, dead + n_dead, POOL_SIZE_MAX);
 		/* The oldest first; a disk of another size (the template's image
 		 * changed) is not this create's. */
-		if (p->n_ready && p->ready[0]->rec.disk_mib == disk_mib) {
+		size_t slot = 0;
+		while (slot < POOL_INFLIGHT_MAX && pool_inflight[slot].sb)
+			slot++;
+		/* A full in-flight list (256 hand-outs at once): the restore path. */
+		if (p->n_ready && p->ready[0]->rec.disk_mib == disk_mib && slot < POOL_INFLIGHT_MAX) {
 			sb = p->ready[0];
+			pool_inflight[slot].sb = sb;
+			strlcpy_al(pool_inflight[slot].tenant, tenant, sizeof(pool_inflight[slot].tenant));
+			pool_inflight[slot].vcpus = vcpus;
+			pool_inflight[slot].memory_mib = memory_mib;
 			memmove(&p->ready[0], &p->ready[1], (p->n_ready - 1) * sizeof(p->ready[0]));
 			p->n_ready--;
 			p->hits++;
@@ -311,7 +339,19 @@ struct sandbox *sb_pool_take(const char *tenant, const char *template_name, unsi
 	return sb;
 }
 
+static int pool_handout(struct sandbox *sb, struct al_error *err);
+
 int sb_pool_handout(struct sandbox *sb, struct al_error *err)
+{
+	int r = pool_handout(sb, err);
+	pthread_mutex_lock(&pool_lock);
+	inflight_remove_locked(sb);
+	pthread_cond_signal(&pool_cond); /* a refill may fit the quota now */
+	pthread_mutex_unlock(&pool_lock);
+	return r;
+}
+
+static int pool_handout(struct sandbox *sb, struct al_error *err)
 {
 	uint64_t t0 = now_ms_monotonic();
 	struct vmm_config vc = sb_vmm_config(sb);
@@ -474,6 +514,14 @@ static void tenant_pooled_locked(const char *tenant, unsigned *n, unsigned *vcpu
 		*vcpus += k * pools[i].spec.vcpus;
 		*mem += k * pools[i].spec.memory_mib;
 	}
+	/* Taken for a create of the tenant's and not handed out yet: maybe not
+	 * registered yet either (counted twice at worst: a refill waits). */
+	for (size_t i = 0; i < POOL_INFLIGHT_MAX; i++)
+		if (pool_inflight[i].sb && !strcmp(pool_inflight[i].tenant, tenant)) {
+			*n += 1;
+			*vcpus += pool_inflight[i].vcpus;
+			*mem += pool_inflight[i].memory_mib;
+		}
 }
 
 /* Sheds one pooled VM (the newest of the fullest pool) while the host is
