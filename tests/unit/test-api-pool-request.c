@@ -42,26 +42,26 @@ static void flag_bad(const char *arg, unsigned host_mib, const char *says)
 	assert_memory_equal(&p, &before, sizeof(p));
 }
 
+/* p is the pool of that shape, size and owner. */
+static void assert_spec(const struct pool_spec *p, const char *template_name, unsigned vcpus, unsigned memory_mib,
+                        unsigned size, const char *tenant)
+{
+	assert_string_equal(p->template_name, template_name);
+	assert_int_equal(p->vcpus, vcpus);
+	assert_int_equal(p->memory_mib, memory_mib);
+	assert_int_equal(p->size, size);
+	assert_string_equal(p->tenant, tenant);
+}
+
 static void test_flag_good(void **state)
 {
 	(void)state;
 	struct pool_spec p = flag_ok("minimal=4", 0);
-	assert_string_equal(p.template_name, "minimal");
-	assert_int_equal(p.vcpus, 1);
-	assert_int_equal(p.memory_mib, 256);
-	assert_int_equal(p.size, 4);
-	assert_string_equal(p.tenant, ""); /* a flag's pool is shared */
-
+	assert_spec(&p, "minimal", 1, 256, 4, ""); /* a flag's pool is shared */
 	p = flag_ok("minimal:2:512=0", 0);
-	assert_string_equal(p.template_name, "minimal");
-	assert_int_equal(p.vcpus, 2);
-	assert_int_equal(p.memory_mib, 512);
-	assert_int_equal(p.size, 0);
-
+	assert_spec(&p, "minimal", 2, 512, 0, "");
 	p = flag_ok("base_2-x:16:16384=64", 0);
-	assert_int_equal(p.vcpus, 16);
-	assert_int_equal(p.memory_mib, 16384);
-	assert_int_equal(p.size, 64);
+	assert_spec(&p, "base_2-x", 16, 16384, 64, "");
 	p = flag_ok("m:1:128=1", 0);
 	assert_int_equal(p.memory_mib, 128);
 	p = flag_ok("m=000000007", 0); /* 9 digits: still a number */
@@ -186,25 +186,12 @@ static void test_put_good(void **state)
 {
 	(void)state;
 	struct pool_spec p = put_ok("{\"template\":\"minimal\",\"size\":2}");
-	assert_string_equal(p.template_name, "minimal");
-	assert_int_equal(p.vcpus, 1);
-	assert_int_equal(p.memory_mib, 256);
-	assert_int_equal(p.size, 2);
-	assert_string_equal(p.tenant, "");
-
+	assert_spec(&p, "minimal", 1, 256, 2, "");
 	p = put_ok("{\"template\":\"base\",\"vcpus\":4,\"memory_mib\":1024,\"size\":0,\"tenant\":\"acme-1\"}");
-	assert_string_equal(p.template_name, "base");
-	assert_int_equal(p.vcpus, 4);
-	assert_int_equal(p.memory_mib, 1024);
-	assert_int_equal(p.size, 0);
-	assert_string_equal(p.tenant, "acme-1");
-
+	assert_spec(&p, "base", 4, 1024, 0, "acme-1");
 	/* null is "not given" for the optional fields */
 	p = put_ok("{\"template\":\"m\",\"size\":64,\"vcpus\":null,\"memory_mib\":null,\"tenant\":null}");
-	assert_int_equal(p.vcpus, 1);
-	assert_int_equal(p.memory_mib, 256);
-	assert_int_equal(p.size, 64);
-	assert_string_equal(p.tenant, "");
+	assert_spec(&p, "m", 1, 256, 64, "");
 
 	char body[200];
 	char name[64];
