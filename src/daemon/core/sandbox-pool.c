@@ -22,6 +22,7 @@
 
 #include "auth.h"
 #include "cpu-wait.h"
+#include "guest-ca.h"
 #include "jail.h"
 #include "log.h"
 #include "process.h"
@@ -30,6 +31,7 @@
 
 #define POOL_TICK_MS 250
 #define POOL_RETRY_MS 15000 /* after a failed fill */
+#define POOL_WARM_UP_MS 30000
 
 struct pool {
 	bool used;
@@ -414,22 +416,17 @@ void sb_pool_leases_renew(void)
  * other than a dead channel only costs that speed. */
 static int pool_warm_up(struct sandbox *sb, struct al_error *err)
 {
+	/* The guest's internal exec (like the CA's install): not a process of
+	 * the sandbox, so no id in its table and no exec event of a VM that is
+	 * nobody's yet. */
 	char *argv[] = {"/bin/sh", "-c", "echo warm", NULL};
-	struct exec_request req = {.argc = 3, .argv = argv, .cwd = "/", .timeout_s = 30, .max_output_bytes = 4096};
-	struct guest_stream *s = NULL;
-	char pid[PROCESS_ID_MAX + 1];
 	struct al_error e = {0};
-	int r = process_start(sb->procs, sb->ch, &req, NULL, 0, GUEST_STREAM_COLLECT, pid, &s, &e);
-	if (r == 0)
-		r = guest_stream_wait_done(sb->ch, s, now_ms_monotonic() + 30000u);
-	if (s)
-		guest_stream_unref(sb->ch, s);
+	int r = guest_run_internal(sb->ch, argv, 3, now_ms_monotonic() + POOL_WARM_UP_MS, &e);
 	char why[256] = "";
 	if (guest_channel_dead(sb->ch, why, sizeof(why)))
 		return al_error_set(err, AL_ERR_BOOT_FAILED, ECONNRESET, "the pooled guest went away: %s", why);
 	if (r < 0)
-		log_info("warm pool: %s: its warm-up command failed (%s); it is kept", sb->rec.id,
-		         e.message[0] ? e.message : strerror(-r));
+		log_info("warm pool: %s: its warm-up command failed (%s); it is kept", sb->rec.id, e.message);
 	return 0;
 }
 
