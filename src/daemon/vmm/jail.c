@@ -574,16 +574,18 @@ static int cpu_cgroup_mount(char *out, size_t size, bool *ret_v2)
 
 int jail_cpu_weight_set(const char *id, unsigned weight, struct al_error *err)
 {
-	char mnt[PATH_MAX];
-	bool v2 = true;
-	int r = cpu_cgroup_mount(mnt, sizeof(mnt), &v2);
+	/* Found once (a hand-out is on a create's path; the mounts do not move). */
+	static char mnt[PATH_MAX];
+	static bool v2, found;
+	pthread_mutex_lock(&jail_lock);
+	int r = found ? 0 : cpu_cgroup_mount(mnt, sizeof(mnt), &v2);
+	found = r == 0;
+	cleanup_free char *path =
+	    found ? xasprintf("%s/%s/%s/%s", mnt, jail.cgroup_parent, id, v2 ? "cpu.weight" : "cpu.shares") : NULL;
+	pthread_mutex_unlock(&jail_lock);
 	if (r < 0)
 		return al_error_set(err, AL_ERR_INTERNAL, -r,
 		                    "cannot find the cgroup hierarchy with the cpu controller");
-	pthread_mutex_lock(&jail_lock);
-	cleanup_free char *path =
-	    xasprintf("%s/%s/%s/%s", mnt, jail.cgroup_parent, id, v2 ? "cpu.weight" : "cpu.shares");
-	pthread_mutex_unlock(&jail_lock);
 	char v[32];
 	snprintf(v, sizeof(v), "%u", v2 ? weight : MAX(2u, weight * 1024u / 100u));
 	cleanup_close int fd = open(path, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
