@@ -180,4 +180,37 @@ void sandbox_pools_memory(struct pool_memory *ret);
 /* Live sandboxes (creating or running) of a tenant and what they hold. */
 void sandbox_usage(const char *tenant, unsigned *ret_sandboxes, unsigned *ret_vcpus, unsigned *ret_memory_mib);
 
+/* Ports of a sandbox reached from outside (sandbox-ports.c; docs/api.md,
+ * "Ports"): the proxy (api/proxy-*.c) and `port-forward` dial a guest port
+ * from inside the sandbox's namespace; nothing gives the guest a way out. */
+#define SANDBOX_PORTS_MAX 16 /* exposed ports a sandbox lists */
+#define TRAFFIC_TOKEN_PREFIX "att_"
+#define TRAFFIC_TOKEN_LEN (4 + 64) /* "att_" and 32 bytes of HMAC-SHA256 in hex */
+/* How the proxy may admit a request to `port` of `id`. */
+struct port_target {
+	char tenant[64];   /* the sandbox's */
+	bool exposed;      /* the port is in its list (PUT .../ports/{port}) */
+	bool public_port;  /* exposed with public: anyone may reach it */
+	bool auto_resume;  /* a request to it resumes it when paused */
+	enum sandbox_state state;
+};
+/* The sandbox's view for the proxy; "not found" for an unknown or deleted one. */
+int sandbox_port_target(const char *id, unsigned port, struct port_target *ret, struct al_error *err);
+/* Its traffic token: HMAC-SHA256 under the host's secret key of (tenant, id);
+ * valid while the sandbox lives, on this host. */
+int sandbox_traffic_token(const char *tenant, const char *id, char ret[TRAFFIC_TOKEN_LEN + 1]);
+/* Whether token is that token (constant time). */
+bool sandbox_traffic_token_check(const char *tenant, const char *id, const char *token);
+/* A connected TCP socket (blocking, CLOEXEC) to the guest's `port`, made in
+ * the sandbox's namespace: a paused sandbox is resumed first when its
+ * auto_resume is on (the call waits), else a conflict; ECONNREFUSED: nothing
+ * listens there (AL_ERR_UNAVAILABLE naming the port). Counts as activity. */
+int sandbox_port_dial(const char *id, unsigned port, unsigned timeout_ms, int *ret_fd, struct al_error *err);
+/* Traffic through a port (requests answered, bytes each way, failed
+ * requests) for its counters (metrics, the ports list); counts as activity. */
+struct port_traffic {
+	uint64_t requests, bytes_in, bytes_out, errors;
+};
+void sandbox_port_traffic(const char *id, unsigned port, const struct port_traffic *t);
+
 #endif
