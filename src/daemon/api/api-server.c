@@ -432,19 +432,15 @@ static void auth_summary_emit(void *ctx, const struct authfail_summary *sum)
  * failure is counted in /metrics; what it leaves in the event log is bounded
  * per client address (IPv6: per /64) and in all (auth-failures.h), the rest
  * is reported in summaries. */
-static void auth_failure_record(struct api_server *srv, struct MHD_Connection *c, const char *method, const char *url,
-                                const char *authorization, const char *remote, enum auth_failure failure)
+void api_auth_failure_note(const char *source, const char *remote, const char *const parts[3],
+                           enum auth_failure failure)
 {
 	metrics_count_auth_failure(auth_failure_name(failure));
 	struct authfail_summary sum = {0};
 	bool record = true;
-	if (auth_failures) {
-		char source[CONN_SOURCE_MAX + 1];
-		peer_source(srv, c, true, source);
-		const char *const parts[] = {method, url, authorization};
+	if (auth_failures)
 		record = authfail_limiter_note(auth_failures, source, failure, authfail_fingerprint(parts, 3),
 		                               now_ms_monotonic(), &sum);
-	}
 	if (sum.suppressed)
 		auth_summary_emit(NULL, &sum);
 	if (record)
@@ -452,6 +448,15 @@ static void auth_failure_record(struct api_server *srv, struct MHD_Connection *c
 		            json_pack("{s:s, s:s}", "reason", auth_failure_name(failure), "remote", remote));
 	else
 		metrics_count_auth_failure_unrecorded();
+}
+
+static void auth_failure_record(struct api_server *srv, struct MHD_Connection *c, const char *method, const char *url,
+                                const char *authorization, const char *remote, enum auth_failure failure)
+{
+	char source[CONN_SOURCE_MAX + 1];
+	peer_source(srv, c, true, source);
+	const char *const parts[] = {method, url, authorization};
+	api_auth_failure_note(source, remote, parts, failure);
 }
 
 void api_auth_failures_flush(bool all)

@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "auth.h"
 #include "error.h"
 
 #define API_PARAMS_MAX 4
@@ -124,6 +125,12 @@ void api_server_stop(struct api_server *s);
 /* Records the summaries of failed authentications that are due (all: every
  * pending one, before the event log shuts down). Call every few seconds. */
 void api_auth_failures_flush(bool all);
+/* One failed authentication from the client address key source (IPv6: its
+ * /64) at remote: counted, and recorded as an auth.failure event within the
+ * bounds of the TCP listener's (auth-failures.h; without --listen, every
+ * one). parts: method, URL, credential (a fingerprint, never stored). */
+void api_auth_failure_note(const char *source, const char *remote, const char *const parts[3],
+                           enum auth_failure failure);
 
 /* JSON-lines streaming shared by exec, process output and events. */
 struct api_line_stream;

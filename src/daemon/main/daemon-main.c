@@ -27,6 +27,7 @@
 #include "metrics.h"
 #include "jail.h"
 #include "process.h"
+#include "proxy.h"
 #include "secrets.h"
 #include "snapshot.h"
 #include "sandbox.h"
@@ -65,6 +66,9 @@ enum {
 	OPT_NETNS_POOL,
 	OPT_POOL_MEMORY_HIGH,
 	OPT_ACCEL_PROBE_TIMEOUT,
+	OPT_PROXY_HEADER_TIMEOUT,
+	OPT_PROXY_IDLE_TIMEOUT,
+	OPT_PROXY_MAX_BODY,
 	/* Numbers that are not limits. */
 	OPT_BOOT_TIMEOUT,
 	OPT_JAIL_UID_BASE,
@@ -82,6 +86,8 @@ enum {
 	OPT_CHECK,
 	OPT_EGRESS_NO_SECCOMP,
 	OPT_WARM_POOL,
+	OPT_PROXY_LISTEN,
+	OPT_PROXY_DOMAIN,
 };
 #define NUM(opt) ((opt)-OPT_FIRST)
 
@@ -107,6 +113,10 @@ static const struct {
     [NUM(OPT_NETNS_POOL)] = {"netns-pool", 0, NETNS_POOL_MAX, NETNS_POOL_DEFAULT},
     [NUM(OPT_POOL_MEMORY_HIGH)] = {"pool-memory-high-pct", 0, 99, DEFAULT_POOL_MEMORY_HIGH_PCT},
     [NUM(OPT_ACCEL_PROBE_TIMEOUT)] = {"accel-probe-timeout-s", 1, BOOT_TIMEOUT_S_MAX, ACCEL_PROBE_TIMEOUT_S_DEFAULT},
+    [NUM(OPT_PROXY_HEADER_TIMEOUT)] = {"proxy-header-timeout-s", 1, PROXY_TIMEOUT_S_MAX,
+                                       PROXY_HEADER_TIMEOUT_S_DEFAULT},
+    [NUM(OPT_PROXY_IDLE_TIMEOUT)] = {"proxy-idle-timeout-s", 1, PROXY_TIMEOUT_S_MAX, PROXY_IDLE_TIMEOUT_S_DEFAULT},
+    [NUM(OPT_PROXY_MAX_BODY)] = {"proxy-max-body-mib", 1, PROXY_MAX_BODY_MIB_MAX, PROXY_MAX_BODY_MIB_DEFAULT},
     [NUM(OPT_BOOT_TIMEOUT)] = {"boot-timeout-s", 1, BOOT_TIMEOUT_S_MAX, DEFAULT_BOOT_TIMEOUT_S},
     [NUM(OPT_JAIL_UID_BASE)] = {"jail-uid-base", 1000, UINT32_MAX - 2, JAIL_DEFAULT_UID_BASE},
     [NUM(OPT_JAIL_UID_COUNT)] = {"jail-uid-count", 1, JAIL_UID_COUNT_MAX, JAIL_DEFAULT_UID_COUNT},
@@ -163,6 +173,11 @@ static const struct option daemon_opts[] = {
     {"cpu-model", required_argument, NULL, OPT_CPU_MODEL},
     {"accel-probe-timeout-s", required_argument, NULL, OPT_ACCEL_PROBE_TIMEOUT},
     {"check", no_argument, NULL, OPT_CHECK},
+    {"proxy-listen", required_argument, NULL, OPT_PROXY_LISTEN},
+    {"proxy-domain", required_argument, NULL, OPT_PROXY_DOMAIN},
+    {"proxy-header-timeout-s", required_argument, NULL, OPT_PROXY_HEADER_TIMEOUT},
+    {"proxy-idle-timeout-s", required_argument, NULL, OPT_PROXY_IDLE_TIMEOUT},
+    {"proxy-max-body-mib", required_argument, NULL, OPT_PROXY_MAX_BODY},
     {NULL, 0, NULL, 0},
 };
 
@@ -172,6 +187,7 @@ static const struct option daemon_opts[] = {
 /* The command line, after the flags of a --config file. */
 struct daemon_options {
 	const char *socket_path, *state_dir, *image_dir, *listen_addr;
+	const char *proxy_listen, *proxy_domain;
 	uint64_t max_file_bytes;
 	const char *egress_bin, *resolver, *egress_ca, *network_policy_file, *network_ceiling_file;
 	const char *jailer_bin, *seccomp_profile, *cgroup_parent;
@@ -207,6 +223,8 @@ static void usage(FILE *f)
 	        "                [--netns-pool N] [--warm-pool TEMPLATE[:VCPUS:MiB]=N]...\n"
 	        "                [--pool-memory-high-pct N] [--backend B] [--print-backend]\n"
 	        "                [--accel auto|kvm|tcg] [--cpu-model MODEL] [--accel-probe-timeout-s N]\n"
+	        "                [--proxy-listen ADDR:PORT] [--proxy-domain DOMAIN]\n"
+	        "                [--proxy-header-timeout-s N] [--proxy-idle-timeout-s N] [--proxy-max-body-mib N]\n"
 	        "                [--check] [--config FILE]\n"
 	        "\n"
 	        "  --socket PATH        API socket (default " DEFAULT_SOCKET ")\n"
@@ -293,6 +311,16 @@ static void usage(FILE *f)
 	        "                       not back, or its state dir removed) is stopped by its jailer\n"
 	        "                       (docs/jailer.md; default %u; 0 = never)\n",
 	        JAIL_DEFAULT_ORPHAN_TIMEOUT_S);
+	fprintf(f,
+	        "  --proxy-listen ADDR:PORT  serve sandboxes' ports over HTTP there (docs/api.md, \"Ports\"):\n"
+	        "                       http://<port>-<id>.DOMAIN/ and http://ADDR:PORT/sandbox/<id>/<port>/\n"
+	        "  --proxy-domain DOMAIN the host form's domain, with :PORT when clients name one\n"
+	        "                       (default localhost:<the listener's port>)\n"
+	        "  --proxy-header-timeout-s N  a request head must arrive within N s, else 408 (default %d)\n"
+	        "  --proxy-idle-timeout-s N    a body or response with no byte either way for N s is cut\n"
+	        "                       (default %d)\n"
+	        "  --proxy-max-body-mib N      largest request body through the proxy, else 413 (default %d)\n",
+	        PROXY_HEADER_TIMEOUT_S_DEFAULT, PROXY_IDLE_TIMEOUT_S_DEFAULT, PROXY_MAX_BODY_MIB_DEFAULT);
 }
 
 static void options_init(struct daemon_options *o)
@@ -338,6 +366,10 @@ static const char **option_string(struct daemon_options *o, int c)
 		return &o->seccomp_profile;
 	case OPT_CGROUP_PARENT:
 		return &o->cgroup_parent;
+	case OPT_PROXY_LISTEN:
+		return &o->proxy_listen;
+	case OPT_PROXY_DOMAIN:
+		return &o->proxy_domain;
 	default:
 		return NULL;
 	}
@@ -657,6 +689,7 @@ struct daemon {
 	char *default_network;         /* --network-policy, normalized; NULL: deny everything */
 	struct policy_ceiling ceiling; /* --network-ceiling */
 	struct store *store;
+	struct proxy_server *proxy; /* --proxy-listen */
 	struct api_server *server, *tcp;
 };
 
@@ -980,9 +1013,21 @@ static int api_start(struct daemon *d)
 	const char *listen_addr = d->opt.listen_addr;
 	struct al_error err = {0};
 	int r;
+	const long *n = d->opt.numbers;
+	struct proxy_config pcfg = {
+	    .listen = d->opt.proxy_listen,
+	    .domain = d->opt.proxy_domain,
+	    .header_timeout_s = (unsigned)n[NUM(OPT_PROXY_HEADER_TIMEOUT)],
+	    .idle_timeout_s = (unsigned)n[NUM(OPT_PROXY_IDLE_TIMEOUT)],
+	    .max_body_mib = (unsigned)n[NUM(OPT_PROXY_MAX_BODY)],
+	    .max_connections = d->cfg.api_max_connections,
+	    .max_per_client = d->cfg.api_max_connections_per_client,
+	};
 	if ((r = api_server_start_unix(d->opt.socket_path, &d->server, &err)) < 0 ||
-	    (listen_addr && (r = api_server_start_tcp(listen_addr, &d->tcp, &err)) < 0)) {
+	    (listen_addr && (r = api_server_start_tcp(listen_addr, &d->tcp, &err)) < 0) ||
+	    (pcfg.listen && (r = proxy_server_start(&pcfg, &d->proxy, &err)) < 0)) {
 		log_error("%s", err.message);
+		api_server_stop(d->tcp);
 		api_server_stop(d->server);
 		sandboxes_shutdown();
 		egress_stop();
@@ -1006,6 +1051,11 @@ static void listen_log(const struct daemon *d)
 	         cfg->api_max_connections_per_client ? "" : " (no cap)", cfg->api_idle_timeout_s,
 	         cfg->auth_failure_burst, cfg->auth_failure_per_min,
 	         cfg->auth_failure_per_min ? "" : " (off: one per failure)");
+	if (d->proxy)
+		log_info("port proxy on %s: http://<port>-<sandbox id>.%s/ and /sandbox/<id>/<port>/; head within %ld s, "
+		         "idle %ld s, bodies up to %ld MiB",
+		         d->opt.proxy_listen, proxy_server_domain(d->proxy), d->opt.numbers[NUM(OPT_PROXY_HEADER_TIMEOUT)],
+		         d->opt.numbers[NUM(OPT_PROXY_IDLE_TIMEOUT)], d->opt.numbers[NUM(OPT_PROXY_MAX_BODY)]);
 }
 
 static void daemon_stop(struct daemon *d, int sig)
@@ -1016,6 +1066,7 @@ static void daemon_stop(struct daemon *d, int sig)
 	events_shutdown();
 	sandboxes_shutdown();
 	egress_stop();
+	proxy_server_stop(d->proxy);
 	api_server_stop(d->tcp);
 	api_server_stop(d->server);
 	auth_shutdown();

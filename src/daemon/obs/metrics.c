@@ -29,6 +29,7 @@ struct metrics {
 	char accel[8], accel_cpu[64], accel_reason[512];
 	uint64_t accel_probe_ms;
 	uint64_t requests[HTTP_STATUS_MAX - HTTP_STATUS_MIN + 1];
+	uint64_t proxy_requests[HTTP_STATUS_MAX - HTTP_STATUS_MIN + 1];
 	uint64_t errors[AL_ERR__COUNT];
 	/* From here on uint64_t, gauges too: a struct family points at them. */
 	uint64_t boot_failures;
@@ -49,6 +50,7 @@ struct metrics {
 	uint64_t api_shed[2], api_refused[2]; /* api_listeners */
 	uint64_t netns_pool_ready;
 	uint64_t netns_takes[2]; /* netns_froms */
+	uint64_t proxy_connections;
 };
 
 static const char *const egress_protos[] = {"http", "tls", "tcp", "dns"};
@@ -140,6 +142,23 @@ void metrics_count_request(int http_status)
 	if (http_status < HTTP_STATUS_MIN || http_status > HTTP_STATUS_MAX)
 		return;
 	count(&m.requests[http_status - HTTP_STATUS_MIN], 1);
+}
+
+void metrics_count_proxy_request(int http_status)
+{
+	if (http_status < HTTP_STATUS_MIN || http_status > HTTP_STATUS_MAX)
+		return;
+	count(&m.proxy_requests[http_status - HTTP_STATUS_MIN], 1);
+}
+
+void metrics_proxy_connection(bool open)
+{
+	pthread_mutex_lock(&lock);
+	if (open)
+		m.proxy_connections++;
+	else if (m.proxy_connections)
+		m.proxy_connections--;
+	pthread_mutex_unlock(&lock);
 }
 
 void metrics_count_error(const char *code)
@@ -371,6 +390,12 @@ static void render_requests(FILE *f, const struct metrics *s)
 		if (s->requests[i])
 			fprintf(f, "airlock_api_requests_total{code=\"%d\"} %llu\n", i + HTTP_STATUS_MIN,
 			        (unsigned long long)s->requests[i]);
+	put_header(f, "airlock_proxy_requests_total", "counter",
+	           "Requests through the port proxy (--proxy-listen) by HTTP status.");
+	for (int i = 0; i < (int)ARRAY_SIZE(s->proxy_requests); i++)
+		if (s->proxy_requests[i])
+			fprintf(f, "airlock_proxy_requests_total{code=\"%d\"} %llu\n", i + HTTP_STATUS_MIN,
+			        (unsigned long long)s->proxy_requests[i]);
 	/* Every error code is rendered, zeros too: a bounded set, and rate()
 	 * works from the first error on. */
 	put_header(f, "airlock_errors_total", "counter", "API error responses by error code.");
@@ -481,6 +506,8 @@ static void render_families(FILE *f, const struct metrics *s)
 	       s->api_refused),
 	    ONE("airlock_netns_pool_ready", "gauge",
 	        "Network namespaces made ahead, ready for a create (--netns-pool).", s->netns_pool_ready),
+	    ONE("airlock_proxy_connections", "gauge", "Client connections of the port proxy open now.",
+	        s->proxy_connections),
 	    BY("airlock_netns_takes_total", "Network namespaces of starting sandboxes: from the pool or made then.",
 	       "from", netns_froms, s->netns_takes),
 	};

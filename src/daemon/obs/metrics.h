@@ -29,6 +29,8 @@
  *   airlock_auth_failures_unrecorded_total       counter (401s folded into an auth.failure summary)
  *   airlock_api_connections_shed_total{listener="unix|tcp"}    counter (idle, closed to make room)
  *   airlock_api_connections_refused_total{listener="unix|tcp"} counter (every slot busy)
+ *   airlock_proxy_connections                    gauge (client connections of the port proxy)
+ *   airlock_proxy_requests_total{code="<HTTP status>"}  counter (answers of the port proxy)
  *
  * All functions are thread-safe and never fail; state is process-global and
  * needs no initialisation. Label sets are bounded: HTTP statuses 100..599,
@@ -91,6 +93,10 @@ void metrics_count_auth_failure_unrecorded(void);
 /* A connection to the "unix" or "tcp" listener was "shed" (idle, closed to
  * make room) or "refused" (every slot in the way busy); others are ignored. */
 void metrics_count_api_connection(const char *listener, const char *what);
+/* The port proxy (api/proxy-server.c): one answer with this status (its own
+ * or the guest's); a client connection opened or closed. */
+void metrics_count_proxy_request(int http_status);
+void metrics_proxy_connection(bool open);
 
 /* The network namespace pool (netns.h): how many are ready; each start's
  * namespace, from the pool or made then. */
