@@ -14,8 +14,8 @@ struct half {
 	int from, to;
 	uint8_t buf[FD_RELAY_BUF];
 	size_t len, off;
-	bool eof;   /* from ended; to's write side shut once the buffer is out */
-	bool done;  /* eof and buffer written */
+	bool eof;  /* from ended; to's write side shut once the buffer is out */
+	bool done; /* eof and buffer written */
 	uint64_t moved;
 };
 

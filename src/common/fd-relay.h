@@ -13,9 +13,9 @@
 #define FD_RELAY_BUF 65536
 
 struct fd_relay {
-	int a, b;              /* blocking or not: the relay polls */
-	unsigned idle_ms;      /* 0: no idle limit */
-	unsigned progress_ms;  /* how often progress is called while bytes move (0: at the end only) */
+	int a, b;             /* blocking or not: the relay polls */
+	unsigned idle_ms;     /* 0: no idle limit */
+	unsigned progress_ms; /* how often progress is called while bytes move (0: at the end only) */
 	/* Called with the bytes moved since its last call (a→b, b→a); may be NULL. */
 	void (*progress)(void *arg, uint64_t a_to_b, uint64_t b_to_a);
 	void *arg;

@@ -235,9 +235,10 @@ API_HANDLER(api_port_connect)
 {
 	const char *upgrade = api_header(req, "Upgrade");
 	if (!upgrade || strcasecmp(upgrade, PORT_FORWARD_PROTOCOL)) {
-		api_response_errorf(resp, AL_ERR_INVALID_ARGUMENT,
-		                    "connect needs the headers \"Connection: Upgrade\" and \"Upgrade: " PORT_FORWARD_PROTOCOL
-		                    "\" (see docs/api.md, \"Ports\"; `airlock port-forward` speaks it)");
+		api_response_errorf(
+		    resp, AL_ERR_INVALID_ARGUMENT,
+		    "connect needs the headers \"Connection: Upgrade\" and \"Upgrade: " PORT_FORWARD_PROTOCOL
+		    "\" (see docs/api.md, \"Ports\"; `airlock port-forward` speaks it)");
 		return;
 	}
 	unsigned port;

@@ -227,8 +227,8 @@ void sandbox_port_traffic(const char *id, unsigned port, const struct port_traff
 	sandbox_unref(sb);
 }
 
-int sandbox_port_expose(const char *id, const char *tenant, unsigned port, bool public_port,
-                        struct sandbox_record *ret, struct al_error *err)
+int sandbox_port_expose(const char *id, const char *tenant, unsigned port, bool public_port, struct sandbox_record *ret,
+                        struct al_error *err)
 {
 	if (port < 1 || port > 65535)
 		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "port %u: must be 1-65535", port);
@@ -297,8 +297,8 @@ int sandbox_port_unexpose(const char *id, const char *tenant, unsigned port, str
 	return r;
 }
 
-int sandbox_ports_stats(const char *id, const char *tenant, struct port_stats ret[SANDBOX_PORT_STATS_MAX], unsigned *ret_n,
-                        struct al_error *err)
+int sandbox_ports_stats(const char *id, const char *tenant, struct port_stats ret[SANDBOX_PORT_STATS_MAX],
+                        unsigned *ret_n, struct al_error *err)
 {
 	struct sandbox *sb = NULL;
 	int r = sb_find_live(id, tenant, "", &sb, err);
