@@ -131,7 +131,8 @@ def test_unknown_sandbox_is_404(e2b):
     ({"templateID": TEMPLATE, "timeout": 0}, "timeout"),
     ({"templateID": TEMPLATE, "envVars": {"1BAD": "x"}}, "env"),
     ({"templateID": TEMPLATE, "mcp": {"x": {}}}, "mcp"),
-    ({"templateID": TEMPLATE, "autoResume": {"enabled": True}}, "autoResume"),
+    ({"templateID": TEMPLATE, "autoResume": {"enabled": "yes"}}, "autoResume"),
+    ({"templateID": TEMPLATE, "autoResume": {"enabled": True, "x": 1}}, "autoResume"),
     ({"templateID": TEMPLATE, "volumeMounts": [{"name": "v", "path": "/v"}]}, "volume"),
     # E2B opens the internet unless told otherwise; Airlock cannot.
     ({"templateID": TEMPLATE, "allow_internet_access": True}, "whole internet"),
@@ -163,7 +164,9 @@ def test_create_answer(e2b, sandboxes):
         assert sb["sandboxID"].startswith("sb-") and sb["templateID"] == TEMPLATE, sb
         assert sb["envdVersion"] == ENVD_VERSION and sb["clientID"], sb
         assert sb["envdAccessToken"].startswith("ea_") and len(sb["envdAccessToken"]) == 67, sb
+        # No ports proxy in this daemon: getHost has no domain; the traffic token is always given.
         assert sb["domain"] is None, sb
+        assert sb["trafficAccessToken"].startswith("att_") and len(sb["trafficAccessToken"]) == 68, sb
     assert sandboxes[0]["envdAccessToken"] != sandboxes[1]["envdAccessToken"]
 
 

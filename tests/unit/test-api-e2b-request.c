@@ -50,6 +50,12 @@ static void test_create_maps(void **state)
 	assert_string_equal(r.env.keys[0], "X");
 	assert_int_equal(r.metadata.n, 1);
 	assert_null(r.network_json); /* the operator's default */
+	assert_false(r.timeouts.auto_resume);
+	create_request_release(&r);
+
+	assert_int_equal(
+	    create("{\"templateID\":\"base\",\"autoPause\":true,\"autoResume\":{\"enabled\":true}}", &r, &err), 0);
+	assert_true(r.timeouts.auto_resume);
 	create_request_release(&r);
 
 	assert_int_equal(create("{\"templateID\":\"base\"}", &r, &err), 0);
@@ -116,7 +122,8 @@ static void test_create_refused(void **state)
 	create_refused("{\"templateID\":\"base\",\"metadata\":{\"k\":1}}", "metadata");
 	create_refused("{\"templateID\":\"base\",\"iam\":{\"tokens\":{}}}", "iam");
 	create_refused("{\"templateID\":\"base\",\"mcp\":{}}", "mcp");
-	create_refused("{\"templateID\":\"base\",\"autoResume\":{\"enabled\":true}}", "autoResume");
+	create_refused("{\"templateID\":\"base\",\"autoResume\":{\"enabled\":1}}", "autoResume");
+	create_refused("{\"templateID\":\"base\",\"autoResume\":true}", "autoResume");
 	create_refused("{\"templateID\":\"base\",\"volumeMounts\":[{}]}", "volumeMounts");
 	create_refused("{\"templateID\":\"base\",\"autoPause\":\"yes\"}", "autoPause");
 	create_refused("{\"templateID\":\"base\",\"tenant\":\"other\"}", "tenant");

@@ -97,6 +97,8 @@ static void test_insert_get_update(void **state)
 	assert_true(got.boot_ms == -1);
 	assert_null(got.error);
 	assert_string_equal(got.guest_mac, "");
+	assert_false(got.auto_resume);
+	assert_int_equal(got.n_ports, 0);
 	sandbox_record_release(&got);
 
 	/* Every field is written by update. */
@@ -106,10 +108,21 @@ static void test_insert_get_update(void **state)
 	r.vmm_pid = 4242;
 	r.updated_ms = 9999;
 	strlcpy_al(r.guest_mac, "02:1a:2b:3c:4d:5e", sizeof(r.guest_mac));
+	r.auto_resume = true;
+	/* Every exposed port, in order, with whether it is public. */
+	r.n_ports = SANDBOX_RECORD_PORTS_MAX;
+	for (unsigned i = 0; i < r.n_ports; i++)
+		r.ports[i] = (struct sandbox_port){.port = (uint16_t)(65535 - i * 3), .public_port = i % 2 == 1};
 	assert_int_equal(store_sandbox_update(s, &r, &err), 0);
 	assert_int_equal(store_sandbox_get(s, r.id, &got, &err), 0);
 	assert_int_equal(got.state, SANDBOX_ERROR);
 	assert_string_equal(got.guest_mac, "02:1a:2b:3c:4d:5e");
+	assert_true(got.auto_resume);
+	assert_int_equal(got.n_ports, SANDBOX_RECORD_PORTS_MAX);
+	for (unsigned i = 0; i < got.n_ports; i++) {
+		assert_int_equal(got.ports[i].port, 65535 - i * 3);
+		assert_int_equal(got.ports[i].public_port, i % 2 == 1);
+	}
 	assert_string_equal(got.error, r.error);
 	assert_true(got.boot_ms == 2143 && got.vmm_pid == 4242 && got.updated_ms == 9999);
 	sandbox_record_release(&got);

@@ -235,7 +235,8 @@ API_HANDLER(api_prometheus)
 	metrics_set_accel(accel_name(&accel), accel.cpu, accel.reason, accel.probe_ms);
 	cleanup_free char *base = metrics_render(counts, SANDBOX_STATE_COUNT, names);
 	cleanup_free char *pools = pools_metrics_text();
-	api_answer_text(resp, xasprintf("%s%s", base, pools), "text/plain; version=0.0.4");
+	cleanup_free char *ports = ports_metrics_text();
+	api_answer_text(resp, xasprintf("%s%s%s", base, pools, ports), "text/plain; version=0.0.4");
 }
 
 void api_answer_text(struct api_response *resp, char *text, const char *content_type)

@@ -64,16 +64,32 @@ static int e2b_token_make(const struct sandbox_record *r, char token[E2B_ENVD_TO
 	return rc;
 }
 
+/* Where the SDK's getHost(port) points (PORT-ID.DOMAIN: the ports proxy,
+ * docs/api.md "Ports"; null without one) and the token a private port
+ * wants (its e2b-traffic-access-token header). */
+static void e2b_traffic_set(json_t *o, const struct sandbox_record *r)
+{
+	const char *domain = api_config()->proxy_domain;
+	json_object_set_new(o, "domain", domain ? json_string(domain) : json_null());
+	char traffic[TRAFFIC_TOKEN_LEN + 1];
+	if (sandbox_traffic_token(r->tenant, r->id, traffic) == 0)
+		json_object_set_new(o, "trafficAccessToken", json_string(traffic));
+	else
+		json_object_set_new(o, "trafficAccessToken", json_null());
+	explicit_bzero(traffic, sizeof(traffic));
+}
+
 /* The Sandbox object of create and connect. */
 static json_t *e2b_sandbox_json(const struct sandbox_record *r, struct api_response *resp)
 {
 	char token[E2B_ENVD_TOKEN_LEN + 1];
 	if (e2b_token_make(r, token, resp) < 0)
 		return NULL;
-	json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:n, s:n}", "sandboxID", r->id, "templateID",
-	                      r->template_name, "alias", r->template_name, "clientID", E2B_CLIENT_ID, "envdVersion",
-	                      E2B_ENVD_VERSION, "envdAccessToken", token, "domain", "trafficAccessToken");
+	json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "sandboxID", r->id, "templateID", r->template_name,
+	                      "alias", r->template_name, "clientID", E2B_CLIENT_ID, "envdVersion", E2B_ENVD_VERSION,
+	                      "envdAccessToken", token);
 	explicit_bzero(token, sizeof(token));
+	e2b_traffic_set(o, r);
 	return o;
 }
 
@@ -109,13 +125,13 @@ static json_t *e2b_detail_json(const struct sandbox_record *r, struct api_respon
 	json_t *o = e2b_listed_json(r);
 	json_object_set_new(o, "envdAccessToken", json_string(token));
 	explicit_bzero(token, sizeof(token));
-	json_object_set_new(o, "domain", json_null());
+	e2b_traffic_set(o, r);
 	/* Airlock never opens the whole internet: the policy names what goes out. */
 	json_object_set_new(o, "allowInternetAccess", json_false());
 	json_object_set_new(o, "network", e2b_network_json(r));
 	json_object_set_new(o, "lifecycle",
 	                    json_pack("{s:s, s:b}", "onTimeout", !strcmp(r->on_timeout, "pause") ? "pause" : "kill",
-	                              "autoResume", false));
+	                              "autoResume", r->auto_resume));
 	return o;
 }
 

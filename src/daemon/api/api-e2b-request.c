@@ -52,8 +52,9 @@ static bool e2b_array_has(const json_t *a, const char *s)
 	return false;
 }
 
-/* Fields of E2B's network config that are about the sandbox's URLs, which
- * Airlock does not serve: accepted and ignored (docs/e2b.md). */
+/* Fields of E2B's network config that are about the sandbox's URLs:
+ * accepted and ignored (docs/e2b.md: Airlock's ports are private unless
+ * exposed public, whatever allowPublicTraffic says). */
 static const char *const e2b_network_fields[] = {"allowOut",           "denyOut",         "rules",      "egressProxy",
                                                  "allowPublicTraffic", "maskRequestHost", "httpsPorts", NULL};
 
@@ -152,10 +153,10 @@ static int e2b_create_unsupported(const json_t *b, struct al_error *err)
 		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
 		                    "volumeMounts: volumes are not supported by Airlock");
 	if (resume && !json_is_null(resume) &&
-	    !(json_is_object(resume) && json_is_false(json_object_get(resume, "enabled"))))
+	    !(json_is_object(resume) && json_is_boolean(json_object_get(resume, "enabled")) &&
+	      json_object_size(resume) == 1))
 		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
-		                    "autoResume: Airlock does not resume a paused sandbox on traffic; resume it with "
-		                    "Sandbox.connect()");
+		                    "autoResume: must be {\"enabled\": true|false}");
 	const char *bools[] = {"autoPause", "autoPauseMemory", "secure"};
 	for (size_t i = 0; i < ARRAY_SIZE(bools); i++) {
 		const json_t *v = json_object_get(b, bools[i]);
@@ -194,6 +195,9 @@ static int e2b_create_translate(json_t *b, char **ret_body, struct al_error *err
 	              timeout && !json_is_null(timeout) ? (json_int_t)json_integer_value(timeout)
 	                                                : (json_int_t)E2B_TIMEOUT_DEFAULT_S,
 	              "on_timeout", json_is_true(json_object_get(b, "autoPause")) ? "pause" : "kill");
+	/* Traffic to its ports (the proxy) resumes it when paused. */
+	if (json_is_true(json_object_get(json_object_get(b, "autoResume"), "enabled")))
+		json_object_set_new(native, "auto_resume", json_true());
 	json_t *env = json_object_get(b, "envVars"), *meta = json_object_get(b, "metadata");
 	if (env && !json_is_null(env))
 		json_object_set(native, "env", env);

@@ -49,6 +49,17 @@ API_HANDLER(api_archive_get);
 API_UPLOAD(api_archive_put);
 /* api-pools.c */
 API_HANDLER(api_pool_list);
+API_HANDLER(api_ports_list);
+API_HANDLER(api_port_put);
+API_HANDLER(api_port_delete);
+API_HANDLER(api_port_connect);
+/* The /metrics series of the sandboxes' ports (caller frees). */
+char *ports_metrics_text(void);
+/* A port's URLs on the proxy ("" without one): PORT-ID.DOMAIN and the path form. */
+void api_port_urls(const char *id, unsigned port, char *url, size_t url_size, char *path_url, size_t path_size);
+/* The exposed ports of a record, for the sandbox's JSON. */
+struct sandbox_record;
+json_t *api_ports_json(const struct sandbox_record *r);
 API_HANDLER(api_pool_put);
 /* The warm pools' series for /metrics (the caller frees it). */
 char *pools_metrics_text(void);

@@ -191,12 +191,19 @@ static int parse_timeouts(json_t *j, struct timeout_request *t, struct al_error 
 		strlcpy_al(t->on_timeout, json_string_value(on), sizeof(t->on_timeout));
 		t->has_on_timeout = true;
 	}
+	json_t *ar = json_object_get(j, "auto_resume");
+	if (ar && !json_is_null(ar)) {
+		if (!json_is_boolean(ar))
+			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "auto_resume: must be true or false");
+		t->auto_resume = json_is_true(ar);
+		t->has_auto_resume = true;
+	}
 	return 0;
 }
 
 int timeout_request_parse(const char *body, size_t len, struct timeout_request *ret, struct al_error *err)
 {
-	static const char *const fields[] = {"timeout_s", "on_timeout", "idle_timeout_s", NULL};
+	static const char *const fields[] = {"timeout_s", "on_timeout", "idle_timeout_s", "auto_resume", NULL};
 	cleanup_json json_t *j = NULL;
 	int rc;
 	if ((rc = request_body_parse(body, len, &j, err)) < 0 || (rc = request_fields_check(j, fields, err)) < 0)
@@ -207,9 +214,10 @@ int timeout_request_parse(const char *body, size_t len, struct timeout_request *
 int create_request_parse(const char *body, size_t len, unsigned host_memory_mib, struct create_request *ret,
                          struct al_error *err)
 {
-	static const char *const fields[] = {"template",   "vcpus",          "memory_mib", "env",     "metadata",
-	                                     "tenant",     "snapshot",       "timeout_s",  "network", "secrets",
-	                                     "on_timeout", "idle_timeout_s", "disk_mib",   "boot",    NULL};
+	static const char *const fields[] = {"template", "vcpus",   "memory_mib",  "env",
+	                                     "metadata", "tenant",  "snapshot",    "timeout_s",
+	                                     "network",  "secrets", "on_timeout",  "idle_timeout_s",
+	                                     "disk_mib", "boot",    "auto_resume", NULL};
 	cleanup_json json_t *j = NULL;
 	struct create_request r = {0};
 	int rc;

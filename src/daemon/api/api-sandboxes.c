@@ -99,6 +99,8 @@ static json_t *sandbox_to_json(const struct sandbox_record *r)
 	json_object_set_new(o, "timeout_s", json_integer(r->timeout_s));
 	json_object_set_new(o, "on_timeout", json_string(r->on_timeout[0] ? r->on_timeout : "kill"));
 	json_object_set_new(o, "idle_timeout_s", json_integer(r->idle_timeout_s));
+	json_object_set_new(o, "auto_resume", json_boolean(r->auto_resume));
+	json_object_set_new(o, "ports", api_ports_json(r));
 	json_object_set_new(o, "running_ms", json_integer((json_int_t)running_ms));
 	json_object_set_new(o, "network", json_from_text(r->network_json ? r->network_json : NETWORK_POLICY_EMPTY));
 	/* Bindings without the secrets' ids (placeholders are not secret). */

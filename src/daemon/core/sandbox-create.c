@@ -273,6 +273,7 @@ static int record_from_request(struct sandbox_record *rec, const struct create_r
 	rec->idle_timeout_s = req->timeouts.idle_timeout_s;
 	strlcpy_al(rec->on_timeout, req->timeouts.on_timeout[0] ? req->timeouts.on_timeout : "kill",
 	           sizeof(rec->on_timeout));
+	rec->auto_resume = req->timeouts.auto_resume;
 	return 0;
 }
 

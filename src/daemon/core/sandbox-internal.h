@@ -60,6 +60,9 @@ struct sandbox {
 	uint64_t last_activity_ms; /* monotonic; any API request about it (idle timeout) */
 	struct netns net;          /* its network namespace (listeners handed to the gateway) */
 	bool net_registered;       /* the egress gateway knows it */
+	/* Traffic through its ports (sandbox-ports.c), under lock. */
+	struct port_stats port_stats[SANDBOX_PORT_STATS_MAX];
+	unsigned n_port_stats;
 	/* A warm pool's VM (sandbox-pool.c): no record in the store and not in
 	 * the registry until a create takes it; sb_boot restores it (THAW
 	 * included) but leaves it unknown to the gateway and not running. */

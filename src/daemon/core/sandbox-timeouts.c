@@ -25,6 +25,8 @@ int sandbox_set_timeouts(const char *id, const char *tenant, const struct timeou
 		strlcpy_al(sb->rec.on_timeout, t->on_timeout, sizeof(sb->rec.on_timeout));
 	if (t->has_idle)
 		sb->rec.idle_timeout_s = t->idle_timeout_s;
+	if (t->has_auto_resume)
+		sb->rec.auto_resume = t->auto_resume;
 	sb->last_activity_ms = now_ms_monotonic();
 	r = sb_persist_locked(sb, err);
 	if (r == 0)

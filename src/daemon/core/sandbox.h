@@ -66,6 +66,12 @@ struct daemon_config {
 	const struct pool_spec *warm_pools;
 	size_t n_warm_pools;
 	unsigned pool_memory_high_pct;
+	/* The ports proxy (api/proxy-*.c; docs/api.md, "Ports"): its listener
+	 * (--proxy-listen HOST:PORT; NULL: none) and the domain of its URLs
+	 * (--proxy-domain; URLs are http://PORT-ID.DOMAIN/ and, without
+	 * wildcard DNS, http://DOMAIN/sandbox/ID/PORT/); NULL without a proxy. */
+	const char *proxy_listen;
+	const char *proxy_domain;
 };
 
 #define DEFAULT_POOL_MEMORY_HIGH_PCT 80
@@ -183,15 +189,14 @@ void sandbox_usage(const char *tenant, unsigned *ret_sandboxes, unsigned *ret_vc
 /* Ports of a sandbox reached from outside (sandbox-ports.c; docs/api.md,
  * "Ports"): the proxy (api/proxy-*.c) and `port-forward` dial a guest port
  * from inside the sandbox's namespace; nothing gives the guest a way out. */
-#define SANDBOX_PORTS_MAX 16 /* exposed ports a sandbox lists */
 #define TRAFFIC_TOKEN_PREFIX "att_"
 #define TRAFFIC_TOKEN_LEN (4 + 64) /* "att_" and 32 bytes of HMAC-SHA256 in hex */
 /* How the proxy may admit a request to `port` of `id`. */
 struct port_target {
-	char tenant[64];   /* the sandbox's */
-	bool exposed;      /* the port is in its list (PUT .../ports/{port}) */
-	bool public_port;  /* exposed with public: anyone may reach it */
-	bool auto_resume;  /* a request to it resumes it when paused */
+	char tenant[64];  /* the sandbox's */
+	bool exposed;     /* the port is in its list (PUT .../ports/{port}) */
+	bool public_port; /* exposed with public: anyone may reach it */
+	bool auto_resume; /* a request to it resumes it when paused */
 	enum sandbox_state state;
 };
 /* The sandbox's view for the proxy; "not found" for an unknown or deleted one. */
@@ -212,5 +217,24 @@ struct port_traffic {
 	uint64_t requests, bytes_in, bytes_out, errors;
 };
 void sandbox_port_traffic(const char *id, unsigned port, const struct port_traffic *t);
+/* Adds port to the sandbox's exposed ports (or changes whether it is
+ * public); at most SANDBOX_RECORD_PORTS_MAX; an event `port.exposed`. */
+int sandbox_port_expose(const char *id, const char *tenant, unsigned port, bool public_port, struct sandbox_record *ret,
+                        struct al_error *err);
+/* Takes it out of the list ("not found" if it is not there); `port.unexposed`. */
+int sandbox_port_unexpose(const char *id, const char *tenant, unsigned port, struct sandbox_record *ret,
+                          struct al_error *err);
+/* The counters of the ports that had traffic since the sandbox was last
+ * started by this daemon (at most SANDBOX_PORT_STATS_MAX ports). */
+#define SANDBOX_PORT_STATS_MAX 32
+struct port_stats {
+	uint16_t port;
+	struct port_traffic t;
+};
+int sandbox_ports_stats(const char *id, const char *tenant, struct port_stats ret[SANDBOX_PORT_STATS_MAX],
+                        unsigned *ret_n, struct al_error *err);
+/* fn for each counted port of every live sandbox (for /metrics; under the registry's lock). */
+void sandbox_ports_stats_each(void (*fn)(const char *id, const char *tenant, const struct port_stats *s, void *arg),
+                              void *arg);
 
 #endif

@@ -51,7 +51,8 @@ void kv_list_release(struct kv_list *l);
 
 /* timeout_s, on_timeout, idle_timeout_s: at create and on their own. */
 struct timeout_request {
-	bool has_timeout, has_on_timeout, has_idle;
+	bool has_timeout, has_on_timeout, has_idle, has_auto_resume;
+	bool auto_resume; /* traffic to its ports resumes it when paused */
 	unsigned timeout_s;
 	char on_timeout[8]; /* "kill" or "pause" */
 	unsigned idle_timeout_s;

@@ -43,9 +43,16 @@
  * stack would drop those too (no route out), but silently; here they are
  * counted.
  */
-/* %1$s tap, %2$s gateway address, %3$s guest address, %4$s guest MAC (the
+/* The host side may open TCP connections to the guest (a sandbox's ports
+ * reached from outside: netns_guest_socket), only from sockets marked
+ * NETNS_PORT_MARK, which only airlockd can set (SO_MARK needs
+ * CAP_NET_ADMIN); the guest's answers are accepted as replies
+ * (`ct direction reply`: the namespace began the connection), so the guest
+ * can still begin nothing but what the prerouting rules redirect.
+ *
+ * %1$s tap, %2$s gateway address, %3$s guest address, %4$s guest MAC (the
  * namespace's own: netns.h),
- * %5$d DNS port, %6$d egress port. */
+ * %5$d DNS port, %6$d egress port, %7$u the mark of port sockets. */
 static const char nft_rules_format[] = "table inet airlock {\n"
                                        "  counter dropped {\n  }\n"
                                        "  chain prerouting {\n"
@@ -59,6 +66,7 @@ static const char nft_rules_format[] = "table inet airlock {\n"
                                        "    iifname \"lo\" accept\n"
                                        "    iifname \"%1$s\" ip daddr %2$s tcp dport { %5$d, %6$d } accept\n"
                                        "    iifname \"%1$s\" ip daddr %2$s udp dport %5$d accept\n"
+                                       "    iifname \"%1$s\" ip saddr %3$s ct direction reply accept\n"
                                        "    counter name dropped drop\n"
                                        "  }\n"
                                        "  chain forward {\n"
@@ -69,6 +77,7 @@ static const char nft_rules_format[] = "table inet airlock {\n"
                                        "    type filter hook output priority filter; policy drop;\n"
                                        "    oifname \"lo\" accept\n"
                                        "    oifname \"%1$s\" ip daddr %3$s ct state established accept\n"
+                                       "    oifname \"%1$s\" ip daddr %3$s meta l4proto tcp meta mark %7$u accept\n"
                                        "    counter name dropped drop\n"
                                        "  }\n"
                                        "}\n"
@@ -88,7 +97,7 @@ static const char nft_rules_format[] = "table inet airlock {\n"
 static char *nft_rules(const char *guest_mac)
 {
 	return xasprintf(nft_rules_format, AIRLOCK_NET_TAP, AIRLOCK_NET_GATEWAY, AIRLOCK_NET_GUEST_ADDR, guest_mac,
-	                 AIRLOCK_NET_DNS_PORT, AIRLOCK_NET_EGRESS_PORT);
+	                 AIRLOCK_NET_DNS_PORT, AIRLOCK_NET_EGRESS_PORT, NETNS_PORT_MARK);
 }
 
 const char *netns_nft_path(void)
@@ -341,8 +350,24 @@ static int listeners(struct netns *n, bool retry, struct al_error *err)
 	return r;
 }
 
+/* A TCP socket of the namespace, marked so that its rules let it reach
+ * the guest. */
+static int guest_socket(int *ret_fd, struct al_error *err)
+{
+	cleanup_close int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return al_error_set(err, AL_ERR_INTERNAL, errno, "a socket in the sandbox's namespace: %m");
+	unsigned mark = NETNS_PORT_MARK;
+	if (setsockopt(fd, SOL_SOCKET, SO_MARK, &mark, sizeof(mark)) < 0)
+		return al_error_set(err, AL_ERR_INTERNAL, errno,
+		                    "a socket in the sandbox's namespace: SO_MARK: %m (airlockd needs CAP_NET_ADMIN)");
+	*ret_fd = TAKE_FD(fd);
+	return 0;
+}
+
 struct ns_job {
-	enum { NS_CREATE, NS_ATTACH, NS_GIVE } kind;
+	enum { NS_CREATE, NS_ATTACH, NS_GIVE, NS_SOCKET } kind;
+	int socket_fd;   /* socket: the new socket */
 	uid_t tap_owner; /* create, give: tap0's owner uid and group */
 	int attach_fd;   /* attach, give: the namespace to enter */
 	struct netns n;
@@ -374,7 +399,11 @@ static void *ns_thread(void *arg)
 		j->r = al_error_set(&j->err, AL_ERR_INTERNAL, errno, "network namespace: setns: %m");
 		return NULL;
 	}
-	j->r = j->kind == NS_GIVE ? give_tap(j->tap_owner, &j->err) : listeners(&j->n, j->kind == NS_ATTACH, &j->err);
+	if (j->kind == NS_SOCKET)
+		j->r = guest_socket(&j->socket_fd, &j->err);
+	else
+		j->r = j->kind == NS_GIVE ? give_tap(j->tap_owner, &j->err)
+		                          : listeners(&j->n, j->kind == NS_ATTACH, &j->err);
 	return NULL;
 }
 
@@ -558,6 +587,16 @@ int netns_attach(pid_t pid, struct netns *ret, struct al_error *err)
 		return r;
 	}
 	*ret = j.n;
+	return 0;
+}
+
+int netns_guest_socket(int ns_fd, int *ret_fd, struct al_error *err)
+{
+	struct ns_job j = {.kind = NS_SOCKET, .attach_fd = ns_fd, .socket_fd = -1, .n = NETNS_INIT};
+	int r = run_ns_job(&j, err);
+	if (r < 0)
+		return r;
+	*ret_fd = j.socket_fd;
 	return 0;
 }
 

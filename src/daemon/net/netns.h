@@ -63,6 +63,12 @@ void netns_pool_stop(void);
  * (after a daemon restart; the rules are still in place and are checked). */
 int netns_attach(pid_t pid, struct netns *ret, struct al_error *err);
 
+/* A new TCP socket (non-blocking, CLOEXEC) in the namespace ns_fd, marked
+ * NETNS_PORT_MARK: the namespace's rules let it connect to the guest (a
+ * sandbox's port reached from outside); only such sockets may. */
+#define NETNS_PORT_MARK 0x41a1u
+int netns_guest_socket(int ns_fd, int *ret_fd, struct al_error *err);
+
 /* Closes what is still held (listener fds may have been taken). */
 void netns_release(struct netns *n);
 

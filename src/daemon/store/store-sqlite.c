@@ -104,6 +104,8 @@ int store_open(const char *path, struct store **ret, struct al_error *err)
 		    "ALTER TABLE sandboxes ADD COLUMN accel_reason TEXT NOT NULL DEFAULT ''",
 		    "ALTER TABLE sandboxes ADD COLUMN fork_of TEXT NOT NULL DEFAULT ''",
 		    "ALTER TABLE sandboxes ADD COLUMN guest_mac TEXT NOT NULL DEFAULT ''",
+		    "ALTER TABLE sandboxes ADD COLUMN auto_resume INTEGER NOT NULL DEFAULT 0",
+		    "ALTER TABLE sandboxes ADD COLUMN ports TEXT NOT NULL DEFAULT ''",
 		};
 		for (size_t i = 0; i < ARRAY_SIZE(added); i++)
 			sqlite3_exec(s->db, added[i], NULL, NULL, NULL);
@@ -141,10 +143,36 @@ struct sqlite3 *store_db(struct store *s)
 	"state, template, vcpus, memory_mib, env, metadata, backend, accel, created_ms, updated_ms, boot_ms, error,"   \
 	" vmm_pid, tenant, timeout_s, on_timeout, idle_timeout_s, run_ms, running_since_ms, network, secrets,"         \
 	" ca_bundle, disk_mib, jail_uid, boot_path, cpu, accel_reason, fork_of,"                                       \
-	" guest_mac"
+	" guest_mac, auto_resume, ports"
 #define RECORD_PARAMS                                                                                                  \
 	"?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24,"   \
-	" ?25, ?26, ?27, ?28, ?29, ?30"
+	" ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32"
+
+/* The ports column: "8000p,3000" (p: public), in the record's order. */
+static void ports_format(const struct sandbox_record *r, char *out, size_t size)
+{
+	size_t o = 0;
+	out[0] = 0;
+	for (unsigned i = 0; i < r->n_ports && i < SANDBOX_RECORD_PORTS_MAX && o < size; i++)
+		o += (size_t)snprintf(out + o, size - o, "%s%u%s", i ? "," : "", r->ports[i].port,
+		                      r->ports[i].public_port ? "p" : "");
+}
+
+/* Its parse; what is not a port (1-65535) is skipped, as is what does not fit. */
+static void ports_parse(const char *s, struct sandbox_record *r)
+{
+	r->n_ports = 0;
+	while (*s && r->n_ports < SANDBOX_RECORD_PORTS_MAX) {
+		char *end;
+		unsigned long v = strtoul(s, &end, 10);
+		bool pub = *end == 'p';
+		if (pub)
+			end++;
+		if (end != s && v >= 1 && v <= 65535)
+			r->ports[r->n_ports++] = (struct sandbox_port){.port = (uint16_t)v, .public_port = pub};
+		s = *end == ',' ? end + 1 : end + strlen(end);
+	}
+}
 
 static void bind_record(sqlite3_stmt *st, const struct sandbox_record *r)
 {
@@ -181,6 +209,10 @@ static void bind_record(sqlite3_stmt *st, const struct sandbox_record *r)
 	sqlite3_bind_text(st, 28, r->accel_reason, -1, SQLITE_STATIC);
 	sqlite3_bind_text(st, 29, r->fork_of, -1, SQLITE_STATIC);
 	sqlite3_bind_text(st, 30, r->guest_mac, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 31, r->auto_resume);
+	char ports[SANDBOX_RECORD_PORTS_MAX * 8 + 1];
+	ports_format(r, ports, sizeof(ports));
+	sqlite3_bind_text(st, 32, ports, -1, SQLITE_TRANSIENT);
 }
 
 static int exec_write(struct store *s, const char *sql, const struct sandbox_record *r, const char *what,
@@ -248,6 +280,8 @@ static int row_to_record(sqlite3_stmt *st, struct sandbox_record *r)
 	strlcpy_al(r->accel_reason, db_column_text(st, 27), sizeof(r->accel_reason));
 	strlcpy_al(r->fork_of, db_column_text(st, 28), sizeof(r->fork_of));
 	strlcpy_al(r->guest_mac, db_column_text(st, 29), sizeof(r->guest_mac));
+	r->auto_resume = sqlite3_column_int64(st, 30) != 0;
+	ports_parse(db_column_text(st, 31), r);
 	return 0;
 }
 

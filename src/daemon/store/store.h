@@ -11,6 +11,7 @@
 #include "error.h"
 
 #define SANDBOX_ID_MAX 31
+#define SANDBOX_RECORD_PORTS_MAX 16 /* exposed ports of one sandbox */
 
 enum sandbox_state {
 	SANDBOX_CREATING,
@@ -81,6 +82,16 @@ struct sandbox_record {
 	 * command line on a cold boot and by THAW on a restore); "" in records
 	 * from before, whose guests have AIRLOCK_NET_GUEST_MAC. */
 	char guest_mac[18];
+	/* A paused sandbox is resumed by traffic to its ports (the proxy,
+	 * port-forward: sandbox_port_dial); E2B's autoResume. */
+	bool auto_resume;
+	/* Its exposed ports (PUT /v1/sandboxes/{id}/ports/{port}), in the order
+	 * they were exposed; public ones are reached without a token. */
+	struct sandbox_port {
+		uint16_t port;
+		bool public_port;
+	} ports[SANDBOX_RECORD_PORTS_MAX];
+	unsigned n_ports;
 };
 
 #define NETWORK_POLICY_EMPTY "{\"allow\":[],\"deny\":[]}"
