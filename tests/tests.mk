@@ -153,6 +153,11 @@ UNIT_SRC_api-e2b-process-request := src/daemon/api/api-e2b-process-request.c src
 	src/daemon/api/connect-wire.c src/daemon/model/sandbox-model.c
 UNIT_LIBS_api-e2b-process-request := -ljansson
 
+# The port proxy (issue 22): request and response heads, routing, the
+# credentials of a query or cookie, the rewriters.
+UNIT_SRC_proxy-http := src/daemon/api/proxy-http.c src/daemon/api/proxy-route.c src/daemon/model/sandbox-model.c
+UNIT_LIBS_proxy-http :=
+
 UNIT_ALL := $(patsubst tests/unit/test-%.c,%,$(wildcard tests/unit/test-*.c))
 unit_missing = $(strip $(foreach f,$(UNIT_SRC_$(1)),$(if $(wildcard $(f)),,$(f))) \
 	$(if $(filter store,$(1)),$(if $(wildcard src/daemon/store/store*.c),,src/daemon/store/store*.c)))
@@ -289,6 +294,12 @@ FUZZ_SRC_fuzz-pool-request := src/daemon/model/sandbox-model.c src/daemon/api/ap
 	src/daemon/api/api-pool-request.c
 FUZZ_LIBS_fuzz-pool-request :=
 FUZZ_MAXLEN_fuzz-pool-request := 8192
+
+# The port proxy (issue 22): a client's request head or a guest's response
+# head, its rewrite, the routing (seeds: tests/fuzz/corpus/fuzz-proxy-http).
+FUZZ_SRC_fuzz-proxy-http := src/daemon/api/proxy-http.c src/daemon/api/proxy-route.c src/daemon/model/sandbox-model.c
+FUZZ_LIBS_fuzz-proxy-http :=
+FUZZ_MAXLEN_fuzz-proxy-http := 20000
 
 FUZZ_ALL := $(patsubst tests/fuzz/%.c,%,$(wildcard tests/fuzz/fuzz-*.c))
 fuzz_missing = $(strip $(foreach f,$(FUZZ_SRC_$(1)),$(if $(wildcard $(f)),,$(f))))

@@ -36,7 +36,6 @@ static bool case_equal(const char *a, size_t alen, const char *b)
 	return true;
 }
 
-
 /* Two counted names alike (proxy_name_alike). */
 static bool proxy_name_alike_n(const char *a, size_t alen, const char *b, size_t blen)
 {
@@ -356,8 +355,8 @@ static const char *const hop_by_hop[] = {
 /* SECURITY: credentials of the proxy and headers only the proxy may set:
  * removed under any spelling a server could read as them. */
 static const char *const consumed[] = {
-    "x-airlock-traffic-token", "e2b-traffic-access-token", "cookie",           "x-forwarded-for",
-    "x-forwarded-host",        "x-forwarded-proto",        "x-forwarded-prefix",
+    "x-airlock-traffic-token", "e2b-traffic-access-token", "cookie", "x-forwarded-for", "x-forwarded-host",
+    "x-forwarded-proto",       "x-forwarded-prefix",
 };
 static const char *const framing_fields[] = {"content-length", "transfer-encoding", "host"};
 
@@ -451,7 +450,8 @@ int proxy_response_rewrite(const struct proxy_head *h, bool close, char *out, si
 			copy_field(&o, h, i);
 			continue;
 		}
-		if (in_list(name, nlen, hop_by_hop, ARRAY_SIZE(hop_by_hop), false) || named_by_connection(h, name, nlen))
+		if (in_list(name, nlen, hop_by_hop, ARRAY_SIZE(hop_by_hop), false) ||
+		    named_by_connection(h, name, nlen))
 			continue;
 		copy_field(&o, h, i);
 	}

@@ -28,11 +28,11 @@
 #include "error.h"
 #include "sandbox-model.h"
 
-#define PROXY_HEAD_MAX (16 * 1024)          /* a request head with its empty line: else 431 */
-#define PROXY_RESPONSE_HEAD_MAX (64 * 1024) /* a guest's response head: else 502 */
-#define PROXY_FIELDS_MAX 100                /* header fields of a head: else 431 (502) */
-#define PROXY_METHOD_MAX 32                 /* bytes of a method */
-#define PROXY_HOST_MAX 255                  /* bytes of the Host value */
+#define PROXY_HEAD_MAX (16 * 1024)                     /* a request head with its empty line: else 431 */
+#define PROXY_RESPONSE_HEAD_MAX (64 * 1024)            /* a guest's response head: else 502 */
+#define PROXY_FIELDS_MAX 100                           /* header fields of a head: else 431 (502) */
+#define PROXY_METHOD_MAX 32                            /* bytes of a method */
+#define PROXY_HOST_MAX 255                             /* bytes of the Host value */
 #define PROXY_OUT_MAX (PROXY_RESPONSE_HEAD_MAX + 2048) /* a rewritten head */
 #define PROXY_DOMAIN_MAX 200                           /* --proxy-domain, with its :PORT */
 #define PROXY_TOKEN_MAX 512                            /* a credential taken from a query or cookie */
@@ -65,9 +65,9 @@ struct proxy_head {
 	int status;                       /* responses: 100..999 */
 	int minor_version;                /* HTTP/1.0 or HTTP/1.1 */
 	enum proxy_framing framing;
-	uint64_t content_length; /* PROXY_LENGTH */
-	int host;                /* index of the Host field, -1: none */
-	int upgrade;             /* index of the Upgrade field, -1: none */
+	uint64_t content_length;                        /* PROXY_LENGTH */
+	int host;                                       /* index of the Host field, -1: none */
+	int upgrade;                                    /* index of the Upgrade field, -1: none */
 	bool conn_close, conn_keep_alive, conn_upgrade; /* tokens of Connection */
 	size_t n_fields;
 	struct proxy_field fields[PROXY_FIELDS_MAX];
@@ -116,8 +116,8 @@ size_t proxy_route_guest_target(const struct proxy_route *r, const char *target,
 /* Takes "airlock_token=VALUE" out of the query of target: 1 with the token
  * and the target without that parameter (the '?' goes when nothing is left),
  * 0 when the query has none, -E2BIG when a part does not fit. */
-int proxy_query_take_token(const char *target, size_t target_len, char *ret_token, size_t token_size,
-                           char *ret_target, size_t target_size);
+int proxy_query_take_token(const char *target, size_t target_len, char *ret_token, size_t token_size, char *ret_target,
+                           size_t target_size);
 
 /* Splits one Cookie field's value: 1 when it has an airlock_token pair (its
  * value to ret_token; the last one wins), 0 when not; ret_rest gets the

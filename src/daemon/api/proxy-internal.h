@@ -37,8 +37,8 @@ struct proxy_conn {
 /* A request that passed routing and access, about to be relayed. */
 struct proxy_request {
 	struct proxy_route route;
-	size_t head_len;         /* bytes of the client's head at the front of in */
-	const char *guest_head;  /* the rewritten head for the guest */
+	size_t head_len;        /* bytes of the client's head at the front of in */
+	const char *guest_head; /* the rewritten head for the guest */
 	size_t guest_head_len;
 	bool head_method;        /* HEAD: the response has no body */
 	bool client_keep_alive;  /* the client may send another request */

@@ -18,9 +18,9 @@
 #include "util.h"
 
 enum relay_end {
-	RELAY_DONE,    /* the response is complete */
-	RELAY_SWITCH,  /* a 101: splice */
-	RELAY_CLOSE,   /* the response ended with the guest's connection, or was cut: close the client */
+	RELAY_DONE,   /* the response is complete */
+	RELAY_SWITCH, /* a 101: splice */
+	RELAY_CLOSE,  /* the response ended with the guest's connection, or was cut: close the client */
 };
 
 struct relay {
@@ -116,10 +116,12 @@ static bool client_bytes(struct relay *r)
 	if (e != HPE_OK && e != HPE_PAUSED) {
 		if (!r->resp_head_sent) {
 			if (r->body_too_large)
-				proxy_answer(c, 413, true, NULL, "the request body is larger than %u MiB (--proxy-max-body-mib)\n",
+				proxy_answer(c, 413, true, NULL,
+				             "the request body is larger than %u MiB (--proxy-max-body-mib)\n",
 				             (unsigned)(r->req->max_body_bytes >> 20));
 			else
-				proxy_answer(c, 400, true, NULL, "malformed request body: %s\n", http_errno_description(e));
+				proxy_answer(c, 400, true, NULL, "malformed request body: %s\n",
+				             http_errno_description(e));
 			r->status = r->body_too_large ? 413 : 400;
 		}
 		return false;
@@ -398,8 +400,10 @@ bool proxy_relay(struct proxy_conn *c, const struct proxy_request *req, int gfd,
 			             req->route.port, req->route.id, req->idle_timeout_s);
 			r.status = 504;
 		} else if (e != -ECONNABORTED) {
-			proxy_answer(c, 502, true, NULL, "port %u of sandbox %s closed the connection or sent a malformed "
-			             "response\n", req->route.port, req->route.id);
+			proxy_answer(c, 502, true, NULL,
+			             "port %u of sandbox %s closed the connection or sent a malformed "
+			             "response\n",
+			             req->route.port, req->route.id);
 			r.status = 502;
 		}
 	}

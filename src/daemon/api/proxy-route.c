@@ -144,8 +144,8 @@ size_t proxy_route_guest_target(const struct proxy_route *r, const char *target,
 	return n;
 }
 
-int proxy_query_take_token(const char *target, size_t target_len, char *ret_token, size_t token_size,
-                           char *ret_target, size_t target_size)
+int proxy_query_take_token(const char *target, size_t target_len, char *ret_token, size_t token_size, char *ret_target,
+                           size_t target_size)
 {
 	const char *q = memchr(target, '?', target_len);
 	if (!q)
@@ -190,13 +190,13 @@ int proxy_cookie_take(const char *value, size_t len, char *ret_token, size_t tok
 	size_t rest_len = strlen(ret_rest), nlen = strlen(PROXY_COOKIE_NAME);
 	size_t i = 0;
 	while (i < len) {
-		while (i < len && (value[i] == ' ' || value[i] == ';'))
+		while (i < len && (value[i] == ' ' || value[i] == '\t' || value[i] == ';'))
 			i++;
 		size_t s = i;
 		while (i < len && value[i] != ';')
 			i++;
 		size_t e = i;
-		while (e > s && value[e - 1] == ' ')
+		while (e > s && (value[e - 1] == ' ' || value[e - 1] == '\t'))
 			e--;
 		if (e == s)
 			continue;

@@ -25,10 +25,10 @@
 #include "proxy-internal.h"
 #include "util.h"
 
-#define PROXY_LINGER_MS 1000           /* reading what a refused client still sends, so it sees the answer */
-#define PROXY_STOP_WAIT_MS 5000        /* stop waits this long for connection threads */
+#define PROXY_LINGER_MS 1000    /* reading what a refused client still sends, so it sees the answer */
+#define PROXY_STOP_WAIT_MS 5000 /* stop waits this long for connection threads */
 #define PROXY_URL_FORMS                                                                                                \
-	"A sandbox's port is reached at http://<port>-<sandbox id>.%s/ or at http://HOST/sandbox/<sandbox "        \
+	"A sandbox's port is reached at http://<port>-<sandbox id>.%s/ or at http://HOST/sandbox/<sandbox "            \
 	"id>/<port>/ (docs/api.md, \"Ports\").\n"
 
 struct proxy_server {
@@ -190,8 +190,7 @@ static int credentials_collect(const struct proxy_head *h, struct credentials *c
 	return 0;
 }
 
-static void auth_failed(struct proxy_conn *c, const struct proxy_head *h, const char *credential,
-                        enum auth_failure why)
+static void auth_failed(struct proxy_conn *c, const struct proxy_head *h, const char *credential, enum auth_failure why)
 {
 	char method[PROXY_METHOD_MAX + 1], target[256];
 	snprintf(method, sizeof(method), "%.*s", (int)h->method.len, h->raw + h->method.off);
@@ -230,8 +229,8 @@ static enum access access_check(struct proxy_conn *c, const struct proxy_head *h
 		}
 		if (r >= 0) {
 			proxy_answer(c, 403, false, NULL,
-			             "forbidden: port %u of sandbox %s is a port of another tenant's sandbox\n", rt->port,
-			             rt->id);
+			             "forbidden: port %u of sandbox %s is a port of another tenant's sandbox\n",
+			             rt->port, rt->id);
 			*ret_status = 403;
 			return ACCESS_ANSWERED;
 		}
@@ -249,7 +248,8 @@ static enum access access_check(struct proxy_conn *c, const struct proxy_head *h
 	proxy_answer(c, 401, false, "WWW-Authenticate: Bearer realm=\"airlock\"\r\n",
 	             "unauthorized: port %u of sandbox %s needs its traffic token (X-Airlock-Traffic-Token, or "
 	             "?airlock_token= once in a browser) or a token of its tenant (Authorization: Bearer)%s\n",
-	             rt->port, rt->id, cr->has_header || cr->has_cookie || cr->has_authorization ? "; the one given is not valid" : "");
+	             rt->port, rt->id,
+	             cr->has_header || cr->has_cookie || cr->has_authorization ? "; the one given is not valid" : "");
 	*ret_status = 401;
 	return ACCESS_ANSWERED;
 }
@@ -262,15 +262,17 @@ static enum access query_token(struct proxy_conn *c, const struct proxy_head *h,
 {
 	char token[PROXY_TOKEN_MAX + 1], target[PROXY_HEAD_MAX];
 	*ret_handled = false;
-	int r = proxy_query_take_token(h->raw + h->target.off, h->target.len, token, sizeof(token), target,
-	                               sizeof(target));
+	int r =
+	    proxy_query_take_token(h->raw + h->target.off, h->target.len, token, sizeof(token), target, sizeof(target));
 	if (r == 0)
 		return ACCESS_OK;
 	*ret_handled = true;
 	if (r < 0 || !sandbox_traffic_token_check(pt->tenant, rt->id, token)) {
 		auth_failed(c, h, r < 0 ? "" : token, r < 0 ? AUTH_FAILURE_MALFORMED : AUTH_FAILURE_UNKNOWN);
-		proxy_answer(c, 401, false, NULL, "unauthorized: the airlock_token in the URL is not port %u of sandbox %s's "
-		             "traffic token\n", rt->port, rt->id);
+		proxy_answer(c, 401, false, NULL,
+		             "unauthorized: the airlock_token in the URL is not port %u of sandbox %s's "
+		             "traffic token\n",
+		             rt->port, rt->id);
 		*ret_status = 401;
 		return ACCESS_ANSWERED;
 	}
@@ -396,10 +398,11 @@ static bool request_handle(struct proxy_conn *c, size_t head_len, int *ret_statu
 	credentials_collect(h, cr);
 	bool go = access_check(c, h, rt, &pt, cr, &bearer, ret_status) == ACCESS_OK;
 	if (go && pt.state == SANDBOX_PAUSED && !pt.auto_resume) {
-		proxy_answer(c, 409, false, NULL,
-		             "sandbox %s is paused: resume it (POST /v1/sandboxes/%s/resume, airlock resume %s) or turn "
-		             "on its auto_resume so that a request resumes it\n",
-		             rt->id, rt->id, rt->id);
+		proxy_answer(
+		    c, 409, false, NULL,
+		    "sandbox %s is paused: resume it (POST /v1/sandboxes/%s/resume, airlock resume %s) or turn "
+		    "on its auto_resume so that a request resumes it\n",
+		    rt->id, rt->id, rt->id);
 		*ret_status = 409;
 		go = false;
 	}

@@ -936,6 +936,7 @@ static void config_fill(struct daemon *d)
 	    .warm_pools = d->opt.warm_pools,
 	    .n_warm_pools = d->opt.n_warm_pools,
 	    .pool_memory_high_pct = (unsigned)n[NUM(OPT_POOL_MEMORY_HIGH)],
+	    .proxy_listen = d->opt.proxy_listen,
 	    .accel_wait_s = accel_probe_wait_s(&d->probe),
 	};
 	/* Memory: what the operator allows, never more than the host has. */
@@ -1012,7 +1013,7 @@ static int api_start(struct daemon *d)
 {
 	const char *listen_addr = d->opt.listen_addr;
 	struct al_error err = {0};
-	int r;
+	int r = 0;
 	const long *n = d->opt.numbers;
 	struct proxy_config pcfg = {
 	    .listen = d->opt.proxy_listen,
@@ -1023,12 +1024,15 @@ static int api_start(struct daemon *d)
 	    .max_connections = d->cfg.api_max_connections,
 	    .max_per_client = d->cfg.api_max_connections_per_client,
 	};
-	if ((r = api_server_start_unix(d->opt.socket_path, &d->server, &err)) < 0 ||
-	    (listen_addr && (r = api_server_start_tcp(listen_addr, &d->tcp, &err)) < 0) ||
-	    (pcfg.listen && (r = proxy_server_start(&pcfg, &d->proxy, &err)) < 0)) {
+	/* The proxy first: the API's answers give its URLs (cfg.proxy_domain). */
+	if (pcfg.listen && (r = proxy_server_start(&pcfg, &d->proxy, &err)) >= 0)
+		d->cfg.proxy_domain = proxy_server_domain(d->proxy);
+	if ((pcfg.listen && !d->proxy) || (r = api_server_start_unix(d->opt.socket_path, &d->server, &err)) < 0 ||
+	    (listen_addr && (r = api_server_start_tcp(listen_addr, &d->tcp, &err)) < 0)) {
 		log_error("%s", err.message);
 		api_server_stop(d->tcp);
 		api_server_stop(d->server);
+		proxy_server_stop(d->proxy);
 		sandboxes_shutdown();
 		egress_stop();
 		events_shutdown();
@@ -1052,10 +1056,11 @@ static void listen_log(const struct daemon *d)
 	         cfg->auth_failure_burst, cfg->auth_failure_per_min,
 	         cfg->auth_failure_per_min ? "" : " (off: one per failure)");
 	if (d->proxy)
-		log_info("port proxy on %s: http://<port>-<sandbox id>.%s/ and /sandbox/<id>/<port>/; head within %ld s, "
-		         "idle %ld s, bodies up to %ld MiB",
-		         d->opt.proxy_listen, proxy_server_domain(d->proxy), d->opt.numbers[NUM(OPT_PROXY_HEADER_TIMEOUT)],
-		         d->opt.numbers[NUM(OPT_PROXY_IDLE_TIMEOUT)], d->opt.numbers[NUM(OPT_PROXY_MAX_BODY)]);
+		log_info(
+		    "port proxy on %s: http://<port>-<sandbox id>.%s/ and /sandbox/<id>/<port>/; head within %ld s, "
+		    "idle %ld s, bodies up to %ld MiB",
+		    d->opt.proxy_listen, proxy_server_domain(d->proxy), d->opt.numbers[NUM(OPT_PROXY_HEADER_TIMEOUT)],
+		    d->opt.numbers[NUM(OPT_PROXY_IDLE_TIMEOUT)], d->opt.numbers[NUM(OPT_PROXY_MAX_BODY)]);
 }
 
 static void daemon_stop(struct daemon *d, int sig)
@@ -1066,9 +1071,9 @@ static void daemon_stop(struct daemon *d, int sig)
 	events_shutdown();
 	sandboxes_shutdown();
 	egress_stop();
-	proxy_server_stop(d->proxy);
 	api_server_stop(d->tcp);
 	api_server_stop(d->server);
+	proxy_server_stop(d->proxy);
 	auth_shutdown();
 	snapshots_shutdown();
 	secrets_shutdown();
