@@ -79,6 +79,7 @@ CATEGORIES = {
     "redaction": "14. Reflected-secret redaction",
     "cp": "15. Copies out of a sandbox and terminal text",
     "gateway": "16. The gateway's own jail",
+    "ports": "17. Sandbox ports from outside",
 }
 
 MIN_ATTEMPTS = 260

@@ -63,6 +63,9 @@ struct sandbox {
 	/* Traffic through its ports (sandbox-ports.c), under lock. */
 	struct port_stats port_stats[SANDBOX_PORT_STATS_MAX];
 	unsigned n_port_stats;
+	/* What the last `port.traffic` event of each told, and when (monotonic). */
+	struct port_traffic port_reported[SANDBOX_PORT_STATS_MAX];
+	uint64_t port_reported_ms[SANDBOX_PORT_STATS_MAX];
 	/* A warm pool's VM (sandbox-pool.c): no record in the store and not in
 	 * the registry until a create takes it; sb_boot restores it (THAW
 	 * included) but leaves it unknown to the gateway and not running. */
@@ -250,6 +253,20 @@ int sb_pool_handout(struct sandbox *sb, struct al_error *err);
 void sb_pool_discard(struct sandbox *sb);
 /* Renews the jailer leases of the pooled VMs (the leaser's thread). */
 void sb_pool_leases_renew(void);
+
+/* ---- ports (sandbox-ports.c) ---- */
+
+/* A `port.traffic` event to emit: a port's counts since its last one. */
+struct port_event {
+	char id[SANDBOX_ID_MAX + 1];
+	char tenant[64];
+	uint16_t port;
+	struct port_traffic t;
+};
+/* The events of sb's ports that are due (at most max; takes sb->lock). */
+size_t sb_port_events_due(struct sandbox *sb, struct port_event *out, size_t max);
+/* Emits them (without any lock held). */
+void sb_port_events_emit(const struct port_event *e, size_t n);
 
 /* ---- timeouts (sandbox-timeouts.c) ---- */
 

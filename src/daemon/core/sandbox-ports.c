@@ -204,9 +204,51 @@ static struct port_stats *stats_of(struct sandbox *sb, unsigned port)
 			return &sb->port_stats[i];
 	if (sb->n_port_stats >= SANDBOX_PORT_STATS_MAX)
 		return NULL;
-	struct port_stats *s = &sb->port_stats[sb->n_port_stats++];
-	*s = (struct port_stats){.port = (uint16_t)port};
-	return s;
+	unsigned i = sb->n_port_stats++;
+	sb->port_stats[i] = (struct port_stats){.port = (uint16_t)port};
+	sb->port_reported[i] = (struct port_traffic){0};
+	sb->port_reported_ms[i] = 0;
+	return &sb->port_stats[i];
+}
+
+/* A `port.traffic` event per port that had traffic since its last one, at
+ * most every PORT_EVENT_PERIOD_MS (the reaper's thread; under the
+ * registry's lock): the counts since then, so that the event log tells a
+ * port's use over time without an event per request. */
+#define PORT_EVENT_PERIOD_MS 10000
+size_t sb_port_events_due(struct sandbox *sb, struct port_event *out, size_t max)
+{
+	size_t n = 0;
+	uint64_t now = now_ms_monotonic();
+	pthread_mutex_lock(&sb->lock);
+	for (unsigned i = 0; i < sb->n_port_stats && n < max; i++) {
+		struct port_stats *s = &sb->port_stats[i];
+		struct port_traffic *r = &sb->port_reported[i];
+		bool moved = memcmp(&s->t, r, sizeof(*r)) != 0;
+		if (!moved || now - sb->port_reported_ms[i] < PORT_EVENT_PERIOD_MS)
+			continue;
+		out[n].port = s->port;
+		out[n].t = (struct port_traffic){.requests = s->t.requests - r->requests,
+		                                 .bytes_in = s->t.bytes_in - r->bytes_in,
+		                                 .bytes_out = s->t.bytes_out - r->bytes_out,
+		                                 .errors = s->t.errors - r->errors};
+		strlcpy_al(out[n].id, sb->rec.id, sizeof(out[n].id));
+		strlcpy_al(out[n].tenant, sb->rec.tenant, sizeof(out[n].tenant));
+		n++;
+		*r = s->t;
+		sb->port_reported_ms[i] = now;
+	}
+	pthread_mutex_unlock(&sb->lock);
+	return n;
+}
+
+void sb_port_events_emit(const struct port_event *e, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		events_emit("port.traffic", e[i].tenant, e[i].id,
+		            json_pack("{s:i, s:I, s:I, s:I, s:I}", "port", (int)e[i].port, "requests",
+		                      (json_int_t)e[i].t.requests, "bytes_in", (json_int_t)e[i].t.bytes_in, "bytes_out",
+		                      (json_int_t)e[i].t.bytes_out, "errors", (json_int_t)e[i].t.errors));
 }
 
 void sandbox_port_traffic(const char *id, unsigned port, const struct port_traffic *t)

@@ -251,6 +251,9 @@ static bool reaper_sleep(uint64_t period_ms)
 	return stop;
 }
 
+/* port.traffic events one round emits at most (the rest wait for the next). */
+#define PORT_EVENTS_PER_ROUND 256
+
 static void *reaper_main(void *arg)
 {
 	(void)arg;
@@ -260,8 +263,12 @@ static void *reaper_main(void *arg)
 		char ids[64][SANDBOX_ID_MAX + 1], tenants[64][64];
 		enum timeout_action acts[64];
 		const char *whys[64];
-		size_t n = 0;
+		size_t n = 0, n_port_events = 0;
+		struct port_event *port_events = xcalloc(PORT_EVENTS_PER_ROUND, sizeof(*port_events));
 		pthread_mutex_lock(&sb_registry_lock);
+		for (struct sandbox *sb = sb_registry; sb; sb = sb->next)
+			n_port_events +=
+			    sb_port_events_due(sb, port_events + n_port_events, PORT_EVENTS_PER_ROUND - n_port_events);
 		for (struct sandbox *sb = sb_registry; sb && n < ARRAY_SIZE(ids); sb = sb->next) {
 			const char *why = NULL;
 			enum timeout_action a = sb_timeout_due(sb, &why);
@@ -273,6 +280,8 @@ static void *reaper_main(void *arg)
 			}
 		}
 		pthread_mutex_unlock(&sb_registry_lock);
+		sb_port_events_emit(port_events, n_port_events);
+		free(port_events);
 		for (size_t i = 0; i < n; i++) {
 			struct sandbox_record rec;
 			struct al_error e = {0};
