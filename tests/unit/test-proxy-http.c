@@ -41,9 +41,8 @@ static void test_head_ok(void **state)
 	assert_int_equal(head.content_length, 12);
 	assert_int_equal(parse("POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: Chunked\r\n\r\n", false), 0);
 	assert_int_equal(head.framing, PROXY_CHUNKED);
-	assert_int_equal(parse("GET / HTTP/1.1\r\nHost: x\r\nConnection: Upgrade, close\r\nUpgrade: websocket\r\n\r\n",
-	                       false),
-	                 0);
+	assert_int_equal(
+	    parse("GET / HTTP/1.1\r\nHost: x\r\nConnection: Upgrade, close\r\nUpgrade: websocket\r\n\r\n", false), 0);
 	assert_true(head.conn_upgrade && head.conn_close && head.upgrade == 2);
 	/* HTTP/1.0 needs no Host. */
 	assert_int_equal(parse("GET / HTTP/1.0\r\n\r\n", false), 0);
@@ -121,9 +120,11 @@ static void test_route(void **state)
 	const char *upper = "8000-SB-0123456789ABCDEF.LocalHost:8081";
 	assert_int_equal(proxy_route_parse(upper, strlen(upper), "/", 1, "localhost:8081", &r), 0);
 	assert_string_equal(r.id, ID);
-	const char *no[] = {"8000-" ID ".localhost:8082", "8000-" ID ".localhost", "8000-" ID ".evil.localhost:8081x", "8000-" ID ".evil.localhost:8081",
-	                    "0-" ID ".localhost:8081", "65536-" ID ".localhost:8081", "8000-sb-0123.localhost:8081",
-	                    "08000-" ID ".localhost:8081", "8000-" ID "localhost:8081", "localhost:8081"};
+	const char *no[] = {"8000-" ID ".localhost:8082",       "8000-" ID ".localhost",
+	                    "8000-" ID ".evil.localhost:8081x", "8000-" ID ".evil.localhost:8081",
+	                    "0-" ID ".localhost:8081",          "65536-" ID ".localhost:8081",
+	                    "8000-sb-0123.localhost:8081",      "08000-" ID ".localhost:8081",
+	                    "8000-" ID "localhost:8081",        "localhost:8081"};
 	for (size_t i = 0; i < ARRAY_SIZE(no); i++)
 		assert_int_equal(proxy_route_parse(no[i], strlen(no[i]), "/", 1, "localhost:8081", &r), -ENOENT);
 	/* A domain without a port takes any port in Host. */
@@ -142,8 +143,13 @@ static void test_route(void **state)
 	assert_int_equal(proxy_route_parse(NULL, 0, t2, strlen(t2), "localhost:8081", &r), 0);
 	proxy_route_guest_target(&r, t2, strlen(t2), out, sizeof(out));
 	assert_string_equal(out, "/?q");
-	const char *bad[] = {"/sandbox/" ID, "/sandbox/" ID "/", "/sandbox/" ID "/0/", "/sandbox/" ID "/80a/",
-	                     "/sandbox/SB-0123456789ABCDEF/80/", "/sandboxes/" ID "/80/", "/"};
+	const char *bad[] = {"/sandbox/" ID,
+	                     "/sandbox/" ID "/",
+	                     "/sandbox/" ID "/0/",
+	                     "/sandbox/" ID "/80a/",
+	                     "/sandbox/SB-0123456789ABCDEF/80/",
+	                     "/sandboxes/" ID "/80/",
+	                     "/"};
 	for (size_t i = 0; i < ARRAY_SIZE(bad); i++)
 		assert_int_equal(proxy_route_parse(NULL, 0, bad[i], strlen(bad[i]), "localhost:8081", &r), -ENOENT);
 }
@@ -159,9 +165,9 @@ static void test_query_token(void **state)
 	    {"/p?a=1&airlock_token=att_1&b=2", "/p?a=1&b=2"},
 	};
 	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
-		assert_int_equal(proxy_query_take_token(cases[i][0], strlen(cases[i][0]), tok, sizeof(tok), target,
-		                                        sizeof(target)),
-		                 1);
+		assert_int_equal(
+		    proxy_query_take_token(cases[i][0], strlen(cases[i][0]), tok, sizeof(tok), target, sizeof(target)),
+		    1);
 		assert_string_equal(tok, "att_1");
 		assert_string_equal(target, cases[i][1]);
 	}
@@ -189,10 +195,11 @@ static void test_cookie(void **state)
 static void test_request_rewrite(void **state)
 {
 	(void)state;
-	const char *in = "GET /sandbox/" ID "/80/x HTTP/1.1\r\nHost: h:1\r\nX-Airlock-Traffic-Token: att_1\r\n"
-	                 "X_Airlock_Traffic_Token: att_1\r\ne2b-traffic-access-token: att_1\r\nAuthorization: Bearer "
-	                 "alk_x\r\nCookie: a=1; airlock_token=att_1\r\nConnection: keep-alive, X-Secret\r\n"
-	                 "X-Secret: s\r\nKeep-Alive: 5\r\nTE: trailers\r\nX-Forwarded-For: 6.6.6.6\r\nAccept: */*\r\n\r\n";
+	const char *in =
+	    "GET /sandbox/" ID "/80/x HTTP/1.1\r\nHost: h:1\r\nX-Airlock-Traffic-Token: att_1\r\n"
+	    "X_Airlock_Traffic_Token: att_1\r\ne2b-traffic-access-token: att_1\r\nAuthorization: Bearer "
+	    "alk_x\r\nCookie: a=1; airlock_token=att_1\r\nConnection: keep-alive, X-Secret\r\n"
+	    "X-Secret: s\r\nKeep-Alive: 5\r\nTE: trailers\r\nX-Forwarded-For: 6.6.6.6\r\nAccept: */*\r\n\r\n";
 	assert_int_equal(parse(in, false), 0);
 	struct proxy_request_rewrite rw = {.target = "/x",
 	                                   .drop_authorization = true,
@@ -234,7 +241,8 @@ static void test_response_rewrite(void **state)
 	assert_int_equal(parse(sw, true), 0);
 	assert_int_equal(proxy_response_rewrite(&head, false, out, sizeof(out) - 1, &len), 0);
 	out[len] = '\0';
-	assert_string_equal(out, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: upgrade\r\n\r\n");
+	assert_string_equal(out,
+	                    "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: upgrade\r\n\r\n");
 }
 
 static void test_answer(void **state)
@@ -252,10 +260,10 @@ static void test_answer(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_head_ok),           cmocka_unit_test(test_head_refused),
-	    cmocka_unit_test(test_head_limits),       cmocka_unit_test(test_route),
-	    cmocka_unit_test(test_query_token),       cmocka_unit_test(test_cookie),
-	    cmocka_unit_test(test_request_rewrite),   cmocka_unit_test(test_response_rewrite),
+	    cmocka_unit_test(test_head_ok),         cmocka_unit_test(test_head_refused),
+	    cmocka_unit_test(test_head_limits),     cmocka_unit_test(test_route),
+	    cmocka_unit_test(test_query_token),     cmocka_unit_test(test_cookie),
+	    cmocka_unit_test(test_request_rewrite), cmocka_unit_test(test_response_rewrite),
 	    cmocka_unit_test(test_answer),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
