@@ -261,6 +261,12 @@ def test_access(pd, box, tokens):
     assert st == 200, data
     h = {k.lower(): v for k, v in json.loads(data)["headers"].items()}
     assert "authorization" not in h, h
+    # A tenant token is never forwarded, even beside another Authorization field.
+    raw = (f"GET {path} HTTP/1.1\r\nHost: x\r\nX-Airlock-Traffic-Token: {box['token']}\r\n"
+           f"Authorization: Bearer {tokens['pa']}\r\nAuthorization: Basic eDp5\r\nConnection: close\r\n\r\n")
+    out = raw_exchange(pd, raw.encode())
+    assert status_of(out) == 200, out
+    assert b"alk_" not in out and b"uthorization" not in out.split(b"\r\n\r\n", 1)[1], out
     # ?airlock_token=: a cookie and a redirect to the URL without it.
     st, hdrs, _ = proxy_request(pd, "GET", f"{path}?a=1&airlock_token={box['token']}")
     assert st == 302, hdrs

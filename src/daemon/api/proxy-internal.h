@@ -41,6 +41,7 @@ struct proxy_request {
 	const char *guest_head; /* the rewritten head for the guest */
 	size_t guest_head_len;
 	bool head_method;        /* HEAD: the response has no body */
+	bool client_http11;      /* an HTTP/1.0 client gets no 1xx */
 	bool client_keep_alive;  /* the client may send another request */
 	bool upgrade;            /* the client asked for an Upgrade */
 	uint64_t max_body_bytes; /* --proxy-max-body-mib */

@@ -161,7 +161,7 @@ static int response_head(struct relay *r, size_t off, size_t hl)
 	size_t len;
 	if (proxy_response_rewrite(h, close && !interim, c->out, sizeof(c->out), &len) < 0)
 		return -E2BIG;
-	if (!interim || r->req->client_keep_alive) {
+	if (!interim || r->req->client_http11) {
 		if (!proxy_send_all(c->fd, c->out, len))
 			return -ECONNABORTED;
 	}

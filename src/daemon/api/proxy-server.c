@@ -184,7 +184,9 @@ static int credentials_collect(const struct proxy_head *h, struct credentials *c
 				continue;
 			field_copy(h, (int)i, cr->authorization, sizeof(cr->authorization));
 			cr->has_authorization = true;
-			cr->authorization_ours = strncasecmp(cr->authorization, "bearer alk_", 11) == 0;
+			/* Sticky: one Bearer alk_… among several Authorization fields drops them all. */
+			cr->authorization_ours =
+			    cr->authorization_ours || strncasecmp(cr->authorization, "bearer alk_", 11) == 0;
 		}
 	}
 	return 0;
@@ -368,6 +370,7 @@ static bool request_handle(struct proxy_conn *c, size_t head_len, int *ret_statu
 	}
 	struct proxy_request req = {
 	    .head_len = head_len,
+	    .client_http11 = h->minor_version == 1,
 	    .head_method = h->method.len == 4 && memcmp(h->raw + h->method.off, "HEAD", 4) == 0,
 	    .client_keep_alive = h->minor_version == 1 ? !h->conn_close : h->conn_keep_alive && !h->conn_close,
 	    .upgrade = h->upgrade >= 0 && h->conn_upgrade,

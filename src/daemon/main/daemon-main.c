@@ -1066,6 +1066,8 @@ static void listen_log(const struct daemon *d)
 static void daemon_stop(struct daemon *d, int sig)
 {
 	log_info("signal %d: shutting down (VMs keep running and are re-attached at the next start)", sig);
+	/* The proxy's connections dial into sandboxes: gone before the registry. */
+	proxy_server_stop(d->proxy);
 	api_auth_failures_flush(true);
 	accel_probe_join();
 	events_shutdown();
@@ -1073,7 +1075,6 @@ static void daemon_stop(struct daemon *d, int sig)
 	egress_stop();
 	api_server_stop(d->tcp);
 	api_server_stop(d->server);
-	proxy_server_stop(d->proxy);
 	auth_shutdown();
 	snapshots_shutdown();
 	secrets_shutdown();
