@@ -240,11 +240,15 @@ def test_host_and_path_forms(pd, box):
     assert "att_" not in data.decode()
     # Keep-alive: several requests, two sandboxes' URLs, one connection.
     conn = http.client.HTTPConnection("127.0.0.1", pd.proxy_port, timeout=30)
-    for path in (f"/sandbox/{sid}/8000/hello.txt", f"/sandbox/{UNKNOWN_ID}/8000/", f"/sandbox/{sid}/8001/x"):
-        conn.request("GET", path, headers=hdr)
+    for method, path, status in (("GET", f"/sandbox/{sid}/8000/hello.txt", 200),
+                                 ("HEAD", f"/sandbox/{UNKNOWN_ID}/8000/", 404), ("HEAD", "/nowhere", 404),
+                                 ("HEAD", f"/sandbox/{sid}/8000/hello.txt", 200),
+                                 ("GET", f"/sandbox/{UNKNOWN_ID}/8000/", 404),
+                                 ("GET", f"/sandbox/{sid}/8001/x", 200)):
+        conn.request(method, path, headers=hdr)
         r = conn.getresponse()
-        r.read()
-        assert r.status == (404 if UNKNOWN_ID in path else 200), path
+        data = r.read()
+        assert r.status == status and (method == "GET" or data == b""), (method, path, r.status, data)
     conn.close()
 
 

@@ -24,6 +24,7 @@ struct proxy_conn {
 	char addr[64];                      /* the client's address, for X-Forwarded-For */
 	struct proxy_conn *prev, *next;     /* the server's list */
 	bool answer_close;                  /* the proxy's answers to this request say Connection: close */
+	bool answer_head;                   /* ... and have no body (a HEAD request) */
 	/* Client bytes: in[0, in_len); a parsed head is at the front. */
 	size_t in_len;
 	uint8_t in[PROXY_IN_MAX];

@@ -64,6 +64,10 @@ void proxy_answer(struct proxy_conn *c, int status, bool close, const char *extr
 	vsnprintf(body, sizeof(body), fmt, ap);
 	va_end(ap);
 	size_t n = proxy_answer_format(c->out, sizeof(c->out), status, close || c->answer_close, extra, body);
+	/* An answer to HEAD has no body: the next answer on the connection would start inside it. */
+	const char *end = c->answer_head ? strstr(c->out, "\r\n\r\n") : NULL;
+	if (end)
+		n = (size_t)(end + 4 - c->out);
 	proxy_send_all(c->fd, c->out, n);
 }
 
@@ -380,6 +384,7 @@ static bool request_handle(struct proxy_conn *c, size_t head_len, int *ret_statu
 	/* A refused request with a body: its bytes cannot be told from the next request's. */
 	bool keep_refused = req.client_keep_alive && h->framing == PROXY_NO_BODY;
 	c->answer_close = !keep_refused;
+	c->answer_head = req.head_method;
 	const char *host = h->host >= 0 ? h->raw + h->fields[h->host].value.off : NULL;
 	if (proxy_route_parse(host, host ? h->fields[h->host].value.len : 0, h->raw + h->target.off, h->target.len,
 	                      srv->domain, &req.route) < 0) {
@@ -459,7 +464,7 @@ static void conn_serve(struct proxy_conn *c)
 		conn_table_busy(c->srv->conns, c->slot);
 		bool relayed = false;
 		bool keep = request_handle(c, head_len, &status, &relayed);
-		c->answer_close = false;
+		c->answer_close = c->answer_head = false;
 		if (status)
 			metrics_count_proxy_request(status);
 		/* A request answered here (not relayed) leaves its head in front. */
