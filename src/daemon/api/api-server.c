@@ -459,6 +459,16 @@ static void auth_failure_record(struct api_server *srv, struct MHD_Connection *c
 	api_auth_failure_note(source, remote, parts, failure);
 }
 
+void api_auth_failures_start(void)
+{
+	if (config && config->auth_failure_per_min && !auth_failures) {
+		struct authfail_limits lim = {.per_min = config->auth_failure_per_min,
+		                              .burst = config->auth_failure_burst,
+		                              .summary_ms = AUTHFAIL_SUMMARY_MS};
+		auth_failures = authfail_limiter_new(&lim, AUTHFAIL_SOURCES_MAX);
+	}
+}
+
 void api_auth_failures_flush(bool all)
 {
 	if (auth_failures)
@@ -850,12 +860,7 @@ int api_server_start_tcp(const char *addr_port, struct api_server **ret, struct 
 	s->tcp = true;
 	if (config && config->rate_limit_rps && !rate_limiter)
 		rate_limiter = rate_limiter_new(config->rate_limit_rps, config->rate_limit_burst, RATELIMIT_KEYS_MAX);
-	if (config && config->auth_failure_per_min && !auth_failures) {
-		struct authfail_limits lim = {.per_min = config->auth_failure_per_min,
-		                              .burst = config->auth_failure_burst,
-		                              .summary_ms = AUTHFAIL_SUMMARY_MS};
-		auth_failures = authfail_limiter_new(&lim, AUTHFAIL_SOURCES_MAX);
-	}
+	api_auth_failures_start();
 	if (start_mhd(s, err) < 0) {
 		close(s->listen_fd);
 		free(s);

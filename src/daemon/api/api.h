@@ -125,6 +125,9 @@ void api_server_stop(struct api_server *s);
 /* Records the summaries of failed authentications that are due (all: every
  * pending one, before the event log shuts down). Call every few seconds. */
 void api_auth_failures_flush(bool all);
+/* The bounds of auth.failure events (--auth-failure-per-min), for the TCP
+ * listener and the ports proxy: made once, at start-up (main thread). */
+void api_auth_failures_start(void);
 /* One failed authentication from the client address key source (IPv6: its
  * /64) at remote: counted, and recorded as an auth.failure event within the
  * bounds of the TCP listener's (auth-failures.h; without --listen, every

@@ -1025,14 +1025,17 @@ static int api_start(struct daemon *d)
 	    .max_per_client = d->cfg.api_max_connections_per_client,
 	};
 	/* The proxy first: the API's answers give its URLs (cfg.proxy_domain). */
-	if (pcfg.listen && (r = proxy_server_start(&pcfg, &d->proxy, &err)) >= 0)
-		d->cfg.proxy_domain = proxy_server_domain(d->proxy);
+	if (pcfg.listen) {
+		api_auth_failures_start();
+		if ((r = proxy_server_start(&pcfg, &d->proxy, &err)) >= 0)
+			d->cfg.proxy_domain = proxy_server_domain(d->proxy);
+	}
 	if ((pcfg.listen && !d->proxy) || (r = api_server_start_unix(d->opt.socket_path, &d->server, &err)) < 0 ||
 	    (listen_addr && (r = api_server_start_tcp(listen_addr, &d->tcp, &err)) < 0)) {
 		log_error("%s", err.message);
+		proxy_server_stop(d->proxy);
 		api_server_stop(d->tcp);
 		api_server_stop(d->server);
-		proxy_server_stop(d->proxy);
 		sandboxes_shutdown();
 		egress_stop();
 		events_shutdown();
