@@ -18,10 +18,10 @@
 #define PTY_MSG_MAX 65536u
 #define PTY_PROTOCOL "airlock-pty/1"
 #define WAIT_DEFAULT_S 60
+#define WAIT_MAX_S 3600
+#define ATTACH_WRITE_TIMEOUT_MS 30000
 #define WS_READ_BLOCK 16384
 #define WS_CLOSE_WAIT_MS 2000 /* after our close frame, for the client's */
-#define ATTACH_WRITE_TIMEOUT_MS 30000
-#define WAIT_MAX_S 3600
 
 enum { PTY_IN_DATA = 0, PTY_IN_RESIZE = 1, PTY_OUT_DATA = 2, PTY_OUT_EXIT = 3 };
 
