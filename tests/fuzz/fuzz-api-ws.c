@@ -75,8 +75,10 @@ static void fuzz_decoder(const uint8_t *data, size_t size)
 			size_t used = 99999999;
 			int r = ws_decoder_feed(d, data + off, n, &used, &m, &close);
 			if (r < 0) {
-				CHECK(close == WS_CLOSE_PROTOCOL || close == WS_CLOSE_TOO_BIG || close == WS_CLOSE_BAD_DATA);
-				CHECK(ws_decoder_feed(d, data, size, &used, &m, &close) < 0 && close == WS_CLOSE_PROTOCOL);
+				CHECK(close == WS_CLOSE_PROTOCOL || close == WS_CLOSE_TOO_BIG ||
+				      close == WS_CLOSE_BAD_DATA);
+				CHECK(ws_decoder_feed(d, data, size, &used, &m, &close) < 0 &&
+				      close == WS_CLOSE_PROTOCOL);
 				over = true;
 				break;
 			}
@@ -111,8 +113,9 @@ static void fuzz_headers(const char *text, size_t n, const char *second)
 			CHECK(strstr(text, WS_PROTOCOL_PTY));
 		if (p.bearer) {
 			size_t tn = strlen(p.token);
-			CHECK(tn >= 1 && tn <= WS_TOKEN_MAX && strspn(p.token, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopq"
-			                                                       "rstuvwxyz0123456789._~+-") == tn);
+			CHECK(tn >= 1 && tn <= WS_TOKEN_MAX &&
+			      strspn(p.token, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopq"
+			                      "rstuvwxyz0123456789._~+-") == tn);
 			CHECK(strstr(text, p.token));
 		}
 	}

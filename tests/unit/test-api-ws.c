@@ -243,7 +243,10 @@ static void test_decode_fragments_and_control(void **state)
 	free(pong);
 
 	/* Close with a code and reason; then nothing more. */
-	uint8_t *c = client_frame(0x88, "\x03\xe8" "bye", 5, &lp);
+	uint8_t *c = client_frame(0x88,
+	                          "\x03\xe8"
+	                          "bye",
+	                          5, &lp);
 	assert_int_equal(feed_all(d, c, lp, &m, &close), 1);
 	assert_int_equal(m.opcode, WS_OP_CLOSE);
 	assert_int_equal(m.close_code, 1000);

@@ -43,8 +43,7 @@ static bool tchar(char c)
 
 static bool token_char(char c)
 {
-	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-	       (c && strchr("._~+-", c));
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || (c && strchr("._~+-", c));
 }
 
 /* One item of the list (not empty, tchars only) into p. */

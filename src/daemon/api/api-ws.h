@@ -53,9 +53,9 @@ bool ws_key_valid(const char *key);
 void ws_accept_compute(const char *key, char ret_accept[WS_ACCEPT_LEN + 1]);
 
 struct ws_protocols {
-	bool pty;                        /* airlock.pty.v1 was offered */
-	bool bearer;                     /* airlock.bearer.<token> was offered */
-	char token[WS_TOKEN_MAX + 1];    /* that token */
+	bool pty;                     /* airlock.pty.v1 was offered */
+	bool bearer;                  /* airlock.bearer.<token> was offered */
+	char token[WS_TOKEN_MAX + 1]; /* that token */
 };
 
 /* SECURITY: value is a client's Sec-WebSocket-Protocol header, and may carry
