@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from apiutil import ListeningDaemon, TcpApi, free_port
+from apiutil import ListeningDaemon, TcpApi, free_port, recv_exact
 from conftest import _report_on_failure
 
 GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
@@ -93,16 +93,7 @@ class WsClient:
         self.send_frame(OP_TEXT, json.dumps({"type": "resize", "cols": cols, "rows": rows}))
 
     def _recv_exact(self, n, deadline):
-        while len(self.buf) < n:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise TimeoutError(f"WebSocket: nothing more; screen so far: {bytes(self.screen[-500:])!r}")
-            self.sock.settimeout(left)
-            chunk = self.sock.recv(65536)
-            if not chunk:
-                raise EOFError(f"WebSocket: connection closed; screen: {bytes(self.screen[-500:])!r}")
-            self.buf += chunk
-        out, self.buf = self.buf[:n], self.buf[n:]
+        out, self.buf = recv_exact(self.sock, self.buf, n, deadline, "WebSocket", self.screen)
         return out
 
     def frame(self, timeout=60):
@@ -281,14 +272,17 @@ def test_refused_handshakes(ld, token, shell):
         assert ws.json["error"]["code"] == "unauthorized", ws.json
         assert "alk_" not in json.dumps(ws.json)
         ws.close()
+    ws = WsClient(ld.port, shell, protocols=(PTY,))
+    assert ws.status == 401 and "airlock.bearer.<token>" in ws.json["error"]["message"], ws.json
+    ws.close()
     # A token in the subprotocol and an Authorization header besides: refused.
     ws = WsClient(ld.port, shell, protocols=(PTY, f"airlock.bearer.{token}"), token=token)
     assert ws.status == 401, ws.head
     ws.close()
     wait_for_events = time.monotonic() + 10
-    while len(auth_failures(ld)) < before + 5 and time.monotonic() < wait_for_events:
+    while len(auth_failures(ld)) < before + 6 and time.monotonic() < wait_for_events:
         time.sleep(0.1)
-    assert len(auth_failures(ld)) >= before + 5, auth_failures(ld)[-6:]
+    assert len(auth_failures(ld)) >= before + 6, auth_failures(ld)[-7:]
     # The bearer subprotocol is for the attach only.
     r = TcpApi(ld.port).request("GET", "/v1/sandboxes", headers={
         "Upgrade": "websocket", "Connection": "Upgrade", "Sec-WebSocket-Protocol": f"{PTY}, airlock.bearer.{token}"})

@@ -525,10 +525,17 @@ static int websocket_authenticate(struct MHD_Connection *c, struct conn_state *s
 		return 1;
 	struct ws_protocols p;
 	int r = ws_protocols_parse(offered, &p);
-	if (r == 0 && !p.bearer)
+	bool authorization = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
+	if (r == 0 && !p.bearer && authorization)
 		return 1;
+	if (r == 0 && !p.bearer) {
+		*ret_failure = AUTH_FAILURE_MISSING;
+		return al_error_set(err, AL_ERR_UNAUTHORIZED, EACCES,
+		                    "this endpoint needs a token: offer the subprotocol \"" WS_PROTOCOL_BEARER
+		                    "<token>\" (browsers) or send \"Authorization: Bearer <token>\"");
+	}
 	*ret_auth = offered;
-	if (r == 0 && MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization"))
+	if (r == 0 && authorization)
 		r = -EINVAL;
 	if (r < 0) {
 		explicit_bzero(&p, sizeof(p));
