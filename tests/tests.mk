@@ -158,6 +158,11 @@ UNIT_LIBS_api-e2b-process-request := -ljansson
 UNIT_SRC_proxy-http := src/daemon/api/proxy-http.c src/daemon/api/proxy-route.c src/daemon/model/sandbox-model.c
 UNIT_LIBS_proxy-http :=
 
+# The WebSocket codec of the PTY attach: handshake headers, the client frame
+# decoder, the control messages.
+UNIT_SRC_api-ws := src/daemon/api/api-ws.c
+UNIT_LIBS_api-ws := -lcrypto -ljansson
+
 UNIT_ALL := $(patsubst tests/unit/test-%.c,%,$(wildcard tests/unit/test-*.c))
 unit_missing = $(strip $(foreach f,$(UNIT_SRC_$(1)),$(if $(wildcard $(f)),,$(f))) \
 	$(if $(filter store,$(1)),$(if $(wildcard src/daemon/store/store*.c),,src/daemon/store/store*.c)))
@@ -300,6 +305,12 @@ FUZZ_MAXLEN_fuzz-pool-request := 8192
 FUZZ_SRC_fuzz-proxy-http := src/daemon/api/proxy-http.c src/daemon/api/proxy-route.c src/daemon/model/sandbox-model.c
 FUZZ_LIBS_fuzz-proxy-http :=
 FUZZ_MAXLEN_fuzz-proxy-http := 20000
+
+# The WebSocket attach (a browser's frames and handshake headers; seeds:
+# tests/fuzz/corpus/fuzz-api-ws, written by tests/fuzz/make-corpus-ws.py).
+FUZZ_SRC_fuzz-api-ws := src/daemon/api/api-ws.c
+FUZZ_LIBS_fuzz-api-ws := -lcrypto
+FUZZ_MAXLEN_fuzz-api-ws := 140000
 
 FUZZ_ALL := $(patsubst tests/fuzz/%.c,%,$(wildcard tests/fuzz/fuzz-*.c))
 fuzz_missing = $(strip $(foreach f,$(FUZZ_SRC_$(1)),$(if $(wildcard $(f)),,$(f))))

@@ -127,6 +127,21 @@ def output_bytes(lines, kind="stdout"):
     return bytes(out)
 
 
+def recv_exact(sock, buf, n, deadline, what, screen):
+    """n bytes, first from buf then from sock, by deadline: (those bytes,
+    what is left of buf). what and the end of screen explain a failure."""
+    while len(buf) < n:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError(f"{what}: nothing more; screen so far: {bytes(screen[-500:])!r}")
+        sock.settimeout(left)
+        chunk = sock.recv(65536)
+        if not chunk:
+            raise EOFError(f"{what}: connection closed; screen: {bytes(screen[-500:])!r}")
+        buf += chunk
+    return buf[:n], buf[n:]
+
+
 class PtySession:
     """GET .../processes/{pid}/attach with the HTTP Upgrade, then the framed
     PTY protocol over the same socket."""
@@ -167,16 +182,7 @@ class PtySession:
         self.send(PTY_IN_RESIZE, {"rows": rows, "cols": cols})
 
     def _recv_exact(self, n, deadline):
-        while len(self.buf) < n:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise TimeoutError(f"PTY: nothing more; screen so far: {bytes(self.screen[-500:])!r}")
-            self.sock.settimeout(left)
-            chunk = self.sock.recv(65536)
-            if not chunk:
-                raise EOFError(f"PTY: connection closed; screen: {bytes(self.screen[-500:])!r}")
-            self.buf += chunk
-        out, self.buf = self.buf[:n], self.buf[n:]
+        out, self.buf = recv_exact(self.sock, self.buf, n, deadline, "PTY", self.screen)
         return out
 
     def message(self, timeout=60):

@@ -9,6 +9,7 @@
 
 #include "api-handlers.h"
 #include "api-request.h"
+#include "api-ws.h"
 #include "json-cleanup.h"
 #include "process.h"
 #include "sandbox.h"
@@ -18,6 +19,9 @@
 #define PTY_PROTOCOL "airlock-pty/1"
 #define WAIT_DEFAULT_S 60
 #define WAIT_MAX_S 3600
+#define ATTACH_WRITE_TIMEOUT_MS 30000
+#define WS_READ_BLOCK 16384
+#define WS_CLOSE_WAIT_MS 2000 /* after our close frame, for the client's */
 
 enum { PTY_IN_DATA = 0, PTY_IN_RESIZE = 1, PTY_OUT_DATA = 2, PTY_OUT_EXIT = 3 };
 
@@ -328,9 +332,14 @@ struct attach {
 	struct guest_stream *s;
 	int fd;
 	bool client_gone;
-	pthread_mutex_t lock; /* writes to fd */
+	pthread_mutex_t lock; /* writes to fd, close_sent */
 	uint8_t *extra;       /* bytes the client sent before it saw our 101 */
 	size_t extra_len, extra_off;
+	/* The WebSocket variant (Upgrade: websocket) */
+	bool ws;
+	bool close_sent;
+	struct ws_decoder *dec;
+	char accept[WS_ACCEPT_LEN + 1];
 };
 
 /* Reads exactly n bytes: first what came with the request, then the socket. */
@@ -348,11 +357,55 @@ static int send_msg(struct attach *a, uint8_t type, const void *data, size_t len
 {
 	uint8_t hdr[5] = {type, (uint8_t)(len >> 24), (uint8_t)(len >> 16), (uint8_t)(len >> 8), (uint8_t)len};
 	pthread_mutex_lock(&a->lock);
-	int r = write_full_timeout(a->fd, hdr, sizeof(hdr), 30000);
+	int r = write_full_timeout(a->fd, hdr, sizeof(hdr), ATTACH_WRITE_TIMEOUT_MS);
 	if (r == 0 && len)
-		r = write_full_timeout(a->fd, data, len, 30000);
+		r = write_full_timeout(a->fd, data, len, ATTACH_WRITE_TIMEOUT_MS);
 	pthread_mutex_unlock(&a->lock);
 	return r;
+}
+
+/* One unmasked WebSocket frame; nothing after our close frame. */
+static int ws_send(struct attach *a, enum ws_opcode op, const void *data, size_t len)
+{
+	uint8_t head[WS_HEAD_MAX];
+	size_t hl = ws_frame_head(head, op, len);
+	pthread_mutex_lock(&a->lock);
+	int r = -EPIPE;
+	if (!a->close_sent) {
+		a->close_sent = op == WS_OP_CLOSE;
+		r = write_full_timeout(a->fd, head, hl, ATTACH_WRITE_TIMEOUT_MS);
+		if (r == 0 && len)
+			r = write_full_timeout(a->fd, data, len, ATTACH_WRITE_TIMEOUT_MS);
+	}
+	pthread_mutex_unlock(&a->lock);
+	return r;
+}
+
+static void ws_send_close(struct attach *a, uint16_t code)
+{
+	uint8_t payload[2] = {(uint8_t)(code >> 8), (uint8_t)code};
+	ws_send(a, WS_OP_CLOSE, payload, sizeof(payload));
+}
+
+static int attach_send_data(struct attach *a, const uint8_t *data, size_t len)
+{
+	return a->ws ? ws_send(a, WS_OP_BINARY, data, len) : send_msg(a, PTY_OUT_DATA, data, len);
+}
+
+/* The exit object; a WebSocket then closes (and waits a little for the
+ * client's close frame, as RFC 6455 7.1.1 asks of a server). */
+static void attach_send_exit(struct attach *a, const char *text)
+{
+	if (!a->ws) {
+		send_msg(a, PTY_OUT_EXIT, text, strlen(text));
+		return;
+	}
+	if (ws_send(a, WS_OP_TEXT, text, strlen(text)) < 0)
+		return;
+	ws_send_close(a, WS_CLOSE_NORMAL);
+	uint64_t deadline = now_ms_monotonic() + WS_CLOSE_WAIT_MS;
+	while (!__atomic_load_n(&a->client_gone, __ATOMIC_ACQUIRE) && now_ms_monotonic() < deadline)
+		usleep(20000);
 }
 
 /* SECURITY: client messages are bounded (PTY_MSG_MAX) and typed; anything
@@ -373,7 +426,7 @@ static void *attach_input(void *arg)
 			break;
 		if (hdr[0] == PTY_IN_DATA) {
 			if (len && guest_stream_send_data(ch, a->s, AIRLOCK_FRAME_STDIN, buf, len,
-			                                  now_ms_monotonic() + 30000) < 0)
+			                                  now_ms_monotonic() + ATTACH_WRITE_TIMEOUT_MS) < 0)
 				break;
 			continue;
 		}
@@ -385,6 +438,95 @@ static void *attach_input(void *arg)
 			break;
 		cleanup_json json_t *msg = json_pack("{s:O, s:O}", "rows", rows, "cols", cols);
 		guest_stream_send_control(ch, a->s, AIRLOCK_FRAME_RESIZE, msg);
+	}
+	free(buf);
+	__atomic_store_n(&a->client_gone, true, __ATOMIC_RELEASE);
+	shutdown(a->fd, SHUT_RD);
+	return NULL;
+}
+
+static void ws_resize(struct attach *a, struct guest_channel *ch, const struct ws_control *ctl)
+{
+	cleanup_json json_t *msg =
+	    json_pack("{s:I, s:I}", "rows", (json_int_t)ctl->rows, "cols", (json_int_t)ctl->cols);
+	guest_stream_send_control(ch, a->s, AIRLOCK_FRAME_RESIZE, msg);
+}
+
+/* One whole message of the client; < 0 ends the session (after our close frame). */
+static int ws_message_handle(struct attach *a, struct guest_channel *ch, const struct ws_message *m)
+{
+	struct ws_control ctl;
+	switch (m->opcode) {
+	case WS_OP_BINARY:
+		if (m->len && guest_stream_send_data(ch, a->s, AIRLOCK_FRAME_STDIN, m->data, m->len,
+		                                     now_ms_monotonic() + ATTACH_WRITE_TIMEOUT_MS) < 0) {
+			ws_send_close(a, WS_CLOSE_GOING_AWAY);
+			return -EPIPE;
+		}
+		return 0;
+	case WS_OP_TEXT:
+		if (ws_control_parse(m->data, m->len, &ctl) < 0) {
+			ws_send_close(a, WS_CLOSE_POLICY);
+			return -EINVAL;
+		}
+		ws_resize(a, ch, &ctl);
+		return 0;
+	case WS_OP_PING:
+		return ws_send(a, WS_OP_PONG, m->data, m->len) < 0 ? -EPIPE : 0;
+	case WS_OP_CLOSE:
+		/* The client's code back (RFC 6455 5.5.1), or none if it sent none. */
+		if (m->close_code)
+			ws_send_close(a, m->close_code);
+		else
+			ws_send(a, WS_OP_CLOSE, NULL, 0);
+		return -ECONNRESET;
+	default:
+		return 0; /* a pong */
+	}
+}
+
+/* SECURITY: the WebSocket variant. Every byte goes through the decoder
+ * (api-ws.h: masked frames only, messages at most WS_MESSAGE_MAX, control
+ * frames at most 125 bytes, text UTF-8); binary messages become the PTY's
+ * input, text ones must be a control message (ws_control_parse). A
+ * violation sends its close code and ends the session; the process keeps
+ * running (attach again). */
+static void *attach_input_ws(void *arg)
+{
+	struct attach *a = arg;
+	struct guest_channel *ch = sandbox_channel(a->sb);
+	uint8_t *buf = xmalloc(WS_READ_BLOCK);
+	bool over = false;
+	while (!over) {
+		const uint8_t *in = buf;
+		size_t n;
+		if (a->extra_off < a->extra_len) {
+			in = a->extra + a->extra_off;
+			n = a->extra_len - a->extra_off;
+			a->extra_off = a->extra_len;
+		} else {
+			ssize_t r = read(a->fd, buf, WS_READ_BLOCK);
+			if (r < 0 && errno == EINTR)
+				continue;
+			if (r <= 0)
+				break;
+			n = (size_t)r;
+		}
+		while (n > 0 && !over) {
+			size_t used = 0;
+			struct ws_message m;
+			uint16_t close = 0;
+			int r = ws_decoder_feed(a->dec, in, n, &used, &m, &close);
+			if (r < 0) {
+				ws_send_close(a, close);
+				over = true;
+				break;
+			}
+			in += used;
+			n -= used;
+			if (r == 1 && ws_message_handle(a, ch, &m) < 0)
+				over = true;
+		}
 	}
 	free(buf);
 	__atomic_store_n(&a->client_gone, true, __ATOMIC_RELEASE);
@@ -406,7 +548,7 @@ static void attach_run(void *ctx, int fd, const uint8_t *extra, size_t extra_len
 		a->extra_len = extra_len;
 	}
 	pthread_t input;
-	bool have_input = pthread_create(&input, NULL, attach_input, a) == 0;
+	bool have_input = pthread_create(&input, NULL, a->ws ? attach_input_ws : attach_input, a) == 0;
 	struct guest_cursor cur;
 	if (guest_cursor_open(ch, a->s, true, &cur) == 0) {
 		uint64_t start = now_ms_monotonic();
@@ -417,7 +559,7 @@ static void attach_run(void *ctx, int fd, const uint8_t *extra, size_t extra_len
 			uint64_t dropped;
 			int r = guest_cursor_read(ch, &cur, now_ms_monotonic() + 300, &type, &data, &len, &dropped);
 			if (r == 1) {
-				int w = send_msg(a, PTY_OUT_DATA, data, len);
+				int w = attach_send_data(a, data, len);
 				free(data);
 				if (w < 0)
 					break;
@@ -429,7 +571,7 @@ static void attach_run(void *ctx, int fd, const uint8_t *extra, size_t extra_len
 				guest_stream_done(ch, a->s, &rtype, &result);
 				cleanup_json json_t *line = api_exit_line(rtype, result, now_ms_monotonic() - start);
 				cleanup_free char *text = json_dumps(line, JSON_COMPACT);
-				send_msg(a, PTY_OUT_EXIT, text, strlen(text));
+				attach_send_exit(a, text);
 				break;
 			}
 			if (__atomic_load_n(&a->client_gone, __ATOMIC_ACQUIRE))
@@ -448,19 +590,71 @@ static void attach_free(void *ctx)
 	guest_stream_unref(sandbox_channel(a->sb), a->s);
 	sandbox_release(a->sb);
 	pthread_mutex_destroy(&a->lock);
+	ws_decoder_free(a->dec);
 	free(a->extra);
 	free(a);
+}
+
+/* The WebSocket handshake's checks (RFC 6455 4.2.1) and our own; the
+ * Sec-WebSocket-Accept into accept. False with resp set if refused. */
+static bool ws_handshake_check(const struct api_request *req, struct api_response *resp, char accept[WS_ACCEPT_LEN + 1])
+{
+	const char *connection = api_header(req, "Connection");
+	const char *version = api_header(req, "Sec-WebSocket-Version");
+	const char *key = api_header(req, "Sec-WebSocket-Key");
+	struct ws_protocols p;
+	if (!connection || !strcasestr(connection, "upgrade")) {
+		api_response_errorf(resp, AL_ERR_INVALID_ARGUMENT, "a WebSocket attach needs \"Connection: Upgrade\"");
+		return false;
+	}
+	if (!version || strcmp(version, "13")) {
+		api_response_errorf(resp, AL_ERR_INVALID_ARGUMENT,
+		                    "Sec-WebSocket-Version must be 13 (RFC 6455), got \"%.16s\"",
+		                    version ? version : "");
+		resp->header_name = "Sec-WebSocket-Version";
+		resp->header_value = xstrdup("13");
+		return false;
+	}
+	if (!ws_key_valid(key)) {
+		api_response_errorf(resp, AL_ERR_INVALID_ARGUMENT,
+		                    "Sec-WebSocket-Key must be the base64 of 16 random bytes (RFC 6455 4.1)");
+		return false;
+	}
+	int r = ws_protocols_parse(api_header(req, "Sec-WebSocket-Protocol"), &p);
+	explicit_bzero(p.token, sizeof(p.token));
+	if (r < 0 || !p.pty) {
+		api_response_errorf(resp, AL_ERR_INVALID_ARGUMENT,
+		                    "Sec-WebSocket-Protocol must offer \"" WS_PROTOCOL_PTY "\" (see docs/api.md, the "
+		                    "WebSocket variant)");
+		return false;
+	}
+	/* SECURITY: a page of another site may open a WebSocket to us with the
+	 * browser's credentials for it; only a page of our own host may. */
+	if (!ws_origin_allowed(api_header(req, "Origin"), api_header(req, "Host"))) {
+		api_response_errorf(
+		    resp, AL_ERR_FORBIDDEN,
+		    "Origin %.200s is not this server (Host %.200s): a WebSocket attach is allowed only "
+		    "from a page of the same host",
+		    api_header(req, "Origin"), api_header(req, "Host") ? api_header(req, "Host") : "(none)");
+		return false;
+	}
+	ws_accept_compute(key, accept);
+	return true;
 }
 
 API_HANDLER(api_process_attach)
 {
 	const char *upgrade = api_header(req, "Upgrade");
-	if (!upgrade || strcasecmp(upgrade, PTY_PROTOCOL)) {
+	bool ws = upgrade && !strcasecmp(upgrade, "websocket");
+	if (!upgrade || (!ws && strcasecmp(upgrade, PTY_PROTOCOL))) {
 		api_response_errorf(resp, AL_ERR_INVALID_ARGUMENT,
 		                    "attach needs the headers \"Connection: Upgrade\" and \"Upgrade: " PTY_PROTOCOL
-		                    "\" (see docs/api.md, the PTY protocol)");
+		                    "\" or \"Upgrade: websocket\" (see docs/api.md, the PTY protocol)");
 		return;
 	}
+	char accept[WS_ACCEPT_LEN + 1] = "";
+	if (ws && !ws_handshake_check(req, resp, accept))
+		return;
 	struct sandbox *sb = NULL;
 	struct guest_stream *s = stream_acquire(req, resp, &sb);
 	if (!s)
@@ -475,4 +669,14 @@ API_HANDLER(api_process_attach)
 	resp->upgrade_free = attach_free;
 	resp->upgrade_ctx = a;
 	resp->upgrade_protocol = PTY_PROTOCOL;
+	if (ws) {
+		a->ws = true;
+		a->dec = ws_decoder_new();
+		memcpy(a->accept, accept, sizeof(a->accept));
+		resp->upgrade_protocol = "websocket";
+		resp->upgrade_headers[0][0] = "Sec-WebSocket-Accept";
+		resp->upgrade_headers[0][1] = a->accept;
+		resp->upgrade_headers[1][0] = "Sec-WebSocket-Protocol";
+		resp->upgrade_headers[1][1] = WS_PROTOCOL_PTY;
+	}
 }

@@ -47,7 +47,8 @@ static const struct api_route api_routes[] = {
     {"POST", "/v1/sandboxes/{id}/processes/{pid}/signal", SMALL, api_process_signal, NULL, false},
     {"POST", "/v1/sandboxes/{id}/processes/{pid}/resize", SMALL, api_process_resize, NULL, false},
     {"GET", "/v1/sandboxes/{id}/processes/{pid}/wait", 0, api_process_wait, NULL, false},
-    {"GET", "/v1/sandboxes/{id}/processes/{pid}/attach", 0, api_process_attach, NULL, false},
+    /* The PTY attach, also as a WebSocket for browsers (docs/api.md). */
+    {"GET", "/v1/sandboxes/{id}/processes/{pid}/attach", 0, api_process_attach, NULL, false, API_ROUTE_NATIVE, true},
     {"GET", "/v1/sandboxes/{id}/files", 0, api_file_get, NULL, false},
     {"PUT", "/v1/sandboxes/{id}/files", 0, NULL, api_file_put, false},
     {"GET", "/v1/sandboxes/{id}/files/stat", 0, api_file_stat, NULL, false},

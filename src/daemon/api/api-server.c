@@ -26,6 +26,7 @@
 #include "api-connlimit.h"
 #include "api-ratelimit.h"
 #include "api-e2b.h"
+#include "api-ws.h"
 #include "api.h"
 #include "connect-wire.h"
 #include "auth-failures.h"
@@ -229,6 +230,8 @@ static enum MHD_Result send_response(struct MHD_Connection *c, const struct conn
 		r = MHD_create_response_for_upgrade(upgrade_cb, sc);
 		/* MHD adds "Connection: Upgrade" itself. */
 		MHD_add_response_header(r, MHD_HTTP_HEADER_UPGRADE, resp->upgrade_protocol);
+		for (size_t i = 0; i < API_UPGRADE_HEADERS_MAX && resp->upgrade_headers[i][0]; i++)
+			MHD_add_response_header(r, resp->upgrade_headers[i][0], resp->upgrade_headers[i][1]);
 		enum MHD_Result ret = MHD_queue_response(c, MHD_HTTP_SWITCHING_PROTOCOLS, r);
 		MHD_destroy_response(r);
 		if (ret != MHD_YES) {
@@ -512,6 +515,63 @@ static enum api_route_kind route_kind_of(const char *url)
 	return API_ROUTE_E2B_CONTROL;
 }
 
+/* SECURITY: a browser cannot set Authorization on a WebSocket. On a route
+ * that allows it (ws_bearer in the route table: the PTY attach), a GET with
+ * "Upgrade: websocket" may carry the token as the subprotocol
+ * airlock.bearer.<token> instead: the Sec-WebSocket-Protocol list is parsed
+ * strictly (ws_protocols_parse) and the token checked as the Bearer value it
+ * stands for, with the same failures (401, auth.failure events). Never both
+ * an Authorization header and a bearer subprotocol. Returns 1 when this does
+ * not apply (Authorization decides), else auth_token_verify's answer. The
+ * token is never echoed: the handler answers with airlock.pty.v1 only. */
+static int websocket_authenticate(struct MHD_Connection *c, struct conn_state *st, const char **ret_auth,
+                                  enum auth_failure *ret_failure, struct al_error *err)
+{
+	const char *upgrade = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Upgrade");
+	const char *offered = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Sec-WebSocket-Protocol");
+	if (!upgrade || strcasecmp(upgrade, "websocket") || !offered || strcmp(st->req.method, "GET"))
+		return 1;
+	struct api_request probe = {0};
+	bool known = false;
+	char allowed[128];
+	const struct api_route *route =
+	    api_route_match(st->req.method, st->req.path, &probe, &known, allowed, sizeof(allowed));
+	if (!route || !route->ws_bearer || route->kind != API_ROUTE_NATIVE)
+		return 1;
+	struct ws_protocols p;
+	int r = ws_protocols_parse(offered, &p);
+	bool authorization = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
+	if (r == 0 && !p.bearer && authorization)
+		return 1;
+	if (r == 0 && !p.bearer) {
+		*ret_failure = AUTH_FAILURE_MISSING;
+		return al_error_set(err, AL_ERR_UNAUTHORIZED, EACCES,
+		                    "this endpoint needs a token: offer the subprotocol \"" WS_PROTOCOL_BEARER
+		                    "<token>\" (browsers) or send \"Authorization: Bearer <token>\"");
+	}
+	*ret_auth = offered;
+	if (r == 0 && authorization)
+		r = -EINVAL;
+	if (r < 0) {
+		explicit_bzero(&p, sizeof(p));
+		*ret_failure = AUTH_FAILURE_MALFORMED;
+		return al_error_set(err, AL_ERR_UNAUTHORIZED, EACCES,
+		                    "Sec-WebSocket-Protocol must be a list of subprotocols (at most %d, %d bytes) "
+		                    "with one \"" WS_PROTOCOL_BEARER "<token>\" and no Authorization header besides",
+		                    WS_PROTOCOL_COUNT_MAX, WS_PROTOCOLS_MAX);
+	}
+	char bearer[WS_TOKEN_MAX + 8];
+	snprintf(bearer, sizeof(bearer), "Bearer %s", p.token);
+	explicit_bzero(&p, sizeof(p));
+	r = auth_token_verify(bearer, st->tenant, ret_failure, err);
+	explicit_bzero(bearer, sizeof(bearer));
+	if (r < 0 && err->code == AL_ERR_UNAUTHORIZED)
+		al_error_set(err, AL_ERR_UNAUTHORIZED, EACCES,
+		             "the token of the subprotocol " WS_PROTOCOL_BEARER "<token> is not valid (unknown, "
+		             "revoked or malformed); ask an administrator for a new one");
+	return r;
+}
+
 /* SECURITY: the credential a TCP request must carry depends on the path's
  * prefix, decided before any routing: Authorization: Bearer (Airlock's API),
  * X-API-KEY (E2B's control API, the same tokens) or X-Access-Token with
@@ -530,6 +590,9 @@ static int request_authenticate(struct MHD_Connection *c, struct conn_state *st,
 	case API_ROUTE_NATIVE:
 		break;
 	}
+	int r = websocket_authenticate(c, st, ret_auth, ret_failure, err);
+	if (r <= 0)
+		return r;
 	*ret_auth = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
 	return auth_token_verify(*ret_auth, st->tenant, ret_failure, err);
 }

@@ -17,6 +17,7 @@
 #define API_PARAMS_MAX 4
 #define API_PARAM_MAX 64
 #define API_QUERY_VALUE_MAX 4096
+#define API_UPGRADE_HEADERS_MAX 2
 
 struct api_request {
 	const char *method;
@@ -61,6 +62,9 @@ struct api_response {
 	void (*upgrade_free)(void *ctx);
 	void *upgrade_ctx;
 	const char *upgrade_protocol;
+	/* More headers of the 101 (name, value; NULL name: none), e.g. a
+	 * WebSocket's Sec-WebSocket-Accept; the strings live in upgrade_ctx. */
+	const char *upgrade_headers[API_UPGRADE_HEADERS_MAX][2];
 	/* One more response header (X-Next-Token of a list page); value owned. */
 	const char *header_name;
 	char *header_value;
@@ -102,6 +106,10 @@ struct api_route {
 	int (*upload_begin)(const struct api_request *req, struct api_upload *ret, struct al_error *err);
 	bool admin_only;
 	enum api_route_kind kind;
+	/* A WebSocket upgrade of this route may carry its bearer token as the
+	 * subprotocol airlock.bearer.<token> (a browser cannot set
+	 * Authorization): api-server.c, websocket_authenticate. */
+	bool ws_bearer;
 };
 
 /* Finds the route for method + path in the table (api-routes.c) and fills
