@@ -9,6 +9,7 @@ import hashlib
 import http.client
 import json
 import os
+import re
 import socket
 import struct
 import time
@@ -289,6 +290,8 @@ def test_access(pd, box, tokens):
     assert st == 502 and b"port 9" in data, data
     m = pd.api.request("GET", "/metrics").raw.decode()
     assert 'airlock_proxy_requests_total{code="401"}' in m and "airlock_proxy_connections" in m
+    missing = re.search(r'airlock_auth_failures_total\{reason="missing"\} (\d+)', m)
+    assert missing and int(missing.group(1)) >= 1, m
 
 
 def test_public_port(pd, box):
