@@ -247,7 +247,7 @@ def test_port_forward_survives_a_failed_tunnel(daemon, api, sid):
     finally:
         rc, err = f.stop()
     assert rc == 0
-    assert "HTTP 502" in err and f"closed the connection from 127.0.0.1:" in err and f"{sid}:9" in err, err
+    assert "HTTP 502" in err and "closed the connection from 127.0.0.1:" in err and f"{sid}:9" in err, err
 
 
 def test_port_forward_auto_resumes_a_paused_sandbox(daemon, api, cli, sid):
