@@ -16,6 +16,7 @@ import time
 
 import pytest
 
+from apiutil import ListeningDaemon, free_port
 from conftest import AIRLOCK, metrics, vmm_dir, wait_for
 
 SERVER_PORT = 8000
@@ -23,6 +24,15 @@ SERVER_PORT = 8000
 
 def text(b):
     return b.decode(errors="replace")
+
+
+@pytest.fixture(scope="module")
+def daemon(tmp_path_factory):
+    """One daemon for the module, with a TCP listener for port-forward over --host."""
+    d = ListeningDaemon(tmp_path_factory.mktemp("airlockd-ports"), free_port()).start()
+    yield d
+    leftovers = d.cleanup()
+    assert not leftovers, f"QEMU processes left: {leftovers}; log:\n{d.log()}"
 
 
 @pytest.fixture(scope="module")
@@ -248,6 +258,53 @@ def test_port_forward_survives_a_failed_tunnel(daemon, api, sid):
         rc, err = f.stop()
     assert rc == 0
     assert "HTTP 502" in err and "closed the connection from 127.0.0.1:" in err and f"{sid}:9" in err, err
+
+
+def test_port_forward_over_tcp_with_a_token(daemon, cli, sid):
+    """--host and --token: the tunnel's upgrade carries the token; a tenant
+    reaches its own sandbox's port (a busybox nc in a minimal guest)."""
+    p = cli("token", "create", "--tenant", "ports-t", "--json")
+    assert p.returncode == 0, text(p.stderr)
+    tcp = ["--host", f"tcp://127.0.0.1:{daemon.port}", "--token", json.loads(p.stdout)["token"]]
+    env = {k: v for k, v in os.environ.items() if k not in ("AIRLOCK_SOCKET", "AIRLOCK_HOST", "AIRLOCK_TOKEN")}
+
+    def run(*args):
+        return subprocess.run([AIRLOCK, *tcp, *args], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, env=env, timeout=300)
+    p = run("create")
+    assert p.returncode == 0, text(p.stderr)
+    tsid = text(p.stdout).strip()
+    try:
+        p = run("exec", "-d", tsid, "--", "sh", "-c", "while :; do echo hello-over-tcp | nc -l -p 7000; done")
+        assert p.returncode == 0, text(p.stderr)
+        f = subprocess.Popen([AIRLOCK, *tcp, "port-forward", tsid, "0:7000"], stdin=subprocess.DEVNULL,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+        try:
+            line = f.stdout.readline()
+            m = re.match(rb"Forwarding from 127\.0\.0\.1:(\d+) -> ", line)
+            assert m, (line, f.stderr.read() if f.poll() is not None else b"")
+            local = int(m.group(1))
+
+            def greeted():
+                with socket.create_connection(("127.0.0.1", local), timeout=60) as s:
+                    got = b""
+                    while True:
+                        try:
+                            chunk = s.recv(100)
+                        except ConnectionResetError:
+                            return False
+                        if not chunk:
+                            return b"hello-over-tcp" in got
+                        got += chunk
+            wait_for(greeted, 120, "the guest's nc to greet through the forward")
+        finally:
+            f.send_signal(signal.SIGINT)
+            assert f.wait(timeout=30) == 0
+        # The tenant's token does not see the operator's sandbox: 404 before anything listens.
+        p = run("port-forward", sid, f"0:{SERVER_PORT}")
+        assert p.returncode == 125 and "HTTP 404" in text(p.stderr) and b"Forwarding" not in p.stdout
+    finally:
+        run("rm", tsid)
 
 
 def test_port_forward_auto_resumes_a_paused_sandbox(daemon, api, cli, sid):
