@@ -59,7 +59,8 @@ static void print_exposed(const char *id, long port, json_t *answer)
 	const char *url = json_string_value(json_object_get(p, "url"));
 	const char *path_url = json_string_value(json_object_get(p, "path_url"));
 	printf("%s:%ld exposed, %s\n", cli_esc(id), port,
-	       pub ? "public (anyone who has the URL)" : "private (requests need the traffic token, see 'airlock ports')");
+	       pub ? "public (anyone who has the URL)"
+	           : "private (requests need the traffic token, see 'airlock ports')");
 	if (url) {
 		printf("url       %s\n", cli_esc(url));
 		if (path_url)
@@ -161,7 +162,7 @@ int cli_cmd_ports(int argc, char **argv)
 
 struct forward {
 	struct port_spec spec;
-	int fd; /* listening */
+	int fd;        /* listening */
 	unsigned port; /* the local port bound */
 };
 
@@ -351,8 +352,8 @@ int cli_cmd_port_forward(int argc, char **argv)
 		status = forward_listen(&fw[i]);
 	for (size_t i = 0; i < n && !status; i++) {
 		bool v6 = strchr(fw[i].spec.addr, ':') != NULL;
-		printf("Forwarding from %s%s%s:%u -> %s:%u\n", v6 ? "[" : "", fw[i].spec.addr, v6 ? "]" : "", fw[i].port,
-		       id, fw[i].spec.remote_port);
+		printf("Forwarding from %s%s%s:%u -> %s:%u\n", v6 ? "[" : "", fw[i].spec.addr, v6 ? "]" : "",
+		       fw[i].port, id, fw[i].spec.remote_port);
 	}
 	fflush(stdout);
 	if (!status)

@@ -116,11 +116,11 @@ int cli_upgrade(const char *path, const char *protocol, const char *what, int *r
 	if (fd < 0)
 		return cli_report_error(&err);
 	cleanup_free char *auth = cli_conn.token ? xasprintf("Authorization: Bearer %s\r\n", cli_conn.token) : NULL;
-	cleanup_free char *reqs = xasprintf("GET %s HTTP/1.1\r\n"
-	                                    "Host: %s\r\n%s"
-	                                    "Connection: Upgrade\r\nUpgrade: %s\r\n\r\n",
-	                                    path, cli_conn.host ? cli_conn_describe() + 6 : "airlockd",
-	                                    auth ? auth : "", protocol);
+	cleanup_free char *reqs =
+	    xasprintf("GET %s HTTP/1.1\r\n"
+	              "Host: %s\r\n%s"
+	              "Connection: Upgrade\r\nUpgrade: %s\r\n\r\n",
+	              path, cli_conn.host ? cli_conn_describe() + 6 : "airlockd", auth ? auth : "", protocol);
 	if (write_full(fd, reqs, strlen(reqs)) < 0)
 		return cli_client_error("cannot send the %s request: %s", what, strerror(errno));
 	cleanup_free char *head = xmalloc(CLI_UPGRADE_HEAD_MAX);
