@@ -292,6 +292,8 @@ static void tunnel_spawn(const char *id, const struct forward *fw, size_t n, siz
 	signal(SIGHUP, SIG_DFL);
 	for (size_t i = 0; i < n; i++)
 		close(fw[i].fd);
+	close(signal_pipe[0]);
+	close(signal_pipe[1]);
 	char peer[INET6_ADDRSTRLEN + 16];
 	tunnel_run(id, &fw[which], client, addr_text(&ss, peer, sizeof(peer)));
 	close(client);

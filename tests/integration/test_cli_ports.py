@@ -67,6 +67,14 @@ class Forwarder:
         self.proc = subprocess.Popen([AIRLOCK, "--socket", daemon.socket, "port-forward", *args],
                                      stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         self.ports = {}  # remote port -> local port
+        try:
+            self._read_ports(args)
+        except BaseException:
+            self.proc.kill()  # no forwarder outlives a failed test
+            self.proc.wait()
+            raise
+
+    def _read_ports(self, args):
         out = b""
         deadline = time.monotonic() + 30
         while out.count(b"\n") < len(args) - 1:
