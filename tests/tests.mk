@@ -46,6 +46,8 @@ UNIT_SRC_store := $(wildcard src/daemon/store/store*.c)
 UNIT_LIBS_store := -lsqlite3 -lpthread
 UNIT_SRC_cli-tar := src/cli/cli-tar.c
 UNIT_SRC_cli-text := src/cli/cli-text.c
+# port-forward's operand (issue 22).
+UNIT_SRC_cli-port-spec := src/cli/cli-port-spec.c
 # airlock mcp's parser of a client's messages and tool arguments (issue 20).
 UNIT_SRC_cli-mcp-msg := src/cli/cli-mcp-msg.c
 # What auth, secrets and the store share of the SQLite connection.
@@ -311,6 +313,11 @@ FUZZ_MAXLEN_fuzz-proxy-http := 20000
 FUZZ_SRC_fuzz-api-ws := src/daemon/api/api-ws.c
 FUZZ_LIBS_fuzz-api-ws := -lcrypto
 FUZZ_MAXLEN_fuzz-api-ws := 140000
+
+# port-forward's operand, [LOCAL_ADDR:]LOCAL_PORT:REMOTE_PORT (issue 22).
+FUZZ_SRC_fuzz-port-spec := src/cli/cli-port-spec.c
+FUZZ_LIBS_fuzz-port-spec :=
+FUZZ_MAXLEN_fuzz-port-spec := 256
 
 FUZZ_ALL := $(patsubst tests/fuzz/%.c,%,$(wildcard tests/fuzz/fuzz-*.c))
 fuzz_missing = $(strip $(foreach f,$(FUZZ_SRC_$(1)),$(if $(wildcard $(f)),,$(f))))

@@ -103,6 +103,10 @@ export interface SandboxInfo {
   timeout_s: number;
   on_timeout: "kill" | "pause";
   idle_timeout_s: number;
+  /** Traffic to its ports resumes it when paused. */
+  auto_resume: boolean;
+  /** The exposed ports (url null without a proxy). */
+  ports: Array<{ port: number; public: boolean; url: string | null }>;
   running_ms: number;
   network: NetworkPolicy;
   secrets: Array<{ env: string; secret: string; placeholder: string }>;
@@ -336,6 +340,26 @@ export interface CreateOptions extends Via {
   boot?: "auto" | "cold";
   /** Unix socket only. */
   tenant?: string;
+  /** Traffic to its ports (a tunnel, the proxy) resumes it when paused. */
+  autoResume?: boolean;
+}
+/** GET /v1/sandboxes/{id}/ports (docs/api.md, "Ports"). */
+export interface PortsInfo {
+  ports: Array<{
+    port: number;
+    exposed: boolean;
+    public: boolean;
+    /** null without a proxy */
+    url: string | null;
+    path_url: string | null;
+    requests: number;
+    bytes_in: number;
+    bytes_out: number;
+    errors: number;
+  }>;
+  traffic_token: string;
+  auto_resume: boolean;
+  proxy: boolean;
 }
 export interface ListOptions extends Via {
   all?: boolean;
@@ -396,7 +420,17 @@ export declare class Sandbox implements AsyncDisposable {
   snapshot(opts?: { name?: string }): Promise<Snapshot>;
   fork(opts?: { count?: number; secrets?: Record<string, string> }): Promise<Sandbox[]>;
   recover(opts?: { memory?: boolean }): Promise<this>;
-  setTimeout(opts: { timeout?: number; onTimeout?: "kill" | "pause"; idleTimeout?: number }): Promise<this>;
+  setTimeout(opts: { timeout?: number; onTimeout?: "kill" | "pause"; idleTimeout?: number; autoResume?: boolean }): Promise<this>;
+  /** The exposed ports and those that had traffic, their URLs and counters; the traffic token. */
+  ports(): Promise<PortsInfo>;
+  /** Exposes the guest's port on the daemon's proxy (public: without the traffic token). */
+  expose(port: number, opts?: { public?: boolean }): Promise<PortsInfo>;
+  /** NotFoundError when the port is not exposed. */
+  unexpose(port: number): Promise<PortsInfo>;
+  /** The host name of the port's URL on the proxy; null when not exposed or without a proxy. */
+  getHost(port: number): Promise<string | null>;
+  /** A TCP stream to the guest's port (Upgrade: airlock-tcp/1); GuestError when nothing listens. */
+  connectPort(port: number): Promise<import("node:net").Socket>;
   getNetwork(): Promise<NetworkInfo>;
   setNetwork(policy: Partial<NetworkPolicy>): Promise<NetworkInfo>;
   metrics(opts?: { resume?: boolean }): Promise<SandboxMetrics>;

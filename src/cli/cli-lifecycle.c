@@ -221,6 +221,10 @@ static int timeout_opt(int c, void *ud)
 			return cli_usage_error("timeout: --idle takes a number of seconds (0 = none), got \"%s\"",
 			                       optarg);
 		json_object_set_new(o->body, "idle_timeout_s", json_integer(v));
+	} else if (c == 'a') {
+		if (strcmp(optarg, "on") && strcmp(optarg, "off"))
+			return cli_usage_error("timeout: --auto-resume takes on or off, got \"%s\"", optarg);
+		json_object_set_new(o->body, "auto_resume", json_boolean(!strcmp(optarg, "on")));
 	}
 	return 0;
 }
@@ -229,6 +233,7 @@ int cli_cmd_timeout(int argc, char **argv)
 {
 	static const struct option longs[] = {{"on-timeout", required_argument, NULL, 'o'},
 	                                      {"idle", required_argument, NULL, 'i'},
+	                                      {"auto-resume", required_argument, NULL, 'a'},
 	                                      {"json", no_argument, NULL, 'j'},
 	                                      {"help", no_argument, NULL, 'h'},
 	                                      {NULL, 0, NULL, 0}};
@@ -237,14 +242,18 @@ int cli_cmd_timeout(int argc, char **argv)
 	int first = 0, r = cli_small_opts(argc, argv, "h", longs, &first, timeout_opt, &o);
 	if (r)
 		return r;
-	if (argc - first != 2)
+	/* SECONDS may be left out when only the other settings change. */
+	bool others = json_object_size(body) > 0;
+	if (argc - first != 2 && !(others && argc - first == 1))
 		return cli_usage_error(
-		    "timeout takes a sandbox id and a number of seconds (0 = none): timeout ID SECONDS");
+		    "timeout takes a sandbox id and a number of seconds (0 = none): timeout ID SECONDS "
+		    "(SECONDS may be left out with --on-timeout, --idle or --auto-resume)");
 	long secs;
-	if (parse_int_range(argv[first + 1], 0, 2592000, &secs) < 0)
+	if (argc - first == 2 && parse_int_range(argv[first + 1], 0, 2592000, &secs) < 0)
 		return cli_usage_error("timeout: SECONDS must be a whole number of seconds (0 = none), got \"%s\"",
 		                       argv[first + 1]);
-	json_object_set_new(body, "timeout_s", json_integer(secs));
+	if (argc - first == 2)
+		json_object_set_new(body, "timeout_s", json_integer(secs));
 	cleanup_free char *path = xasprintf("/v1/sandboxes/%s/timeout", argv[first]);
 	cleanup_json json_t *sb = NULL;
 	if ((r = cli_call("POST", path, body, 200, &sb)))
@@ -262,8 +271,9 @@ int cli_cmd_timeout(int argc, char **argv)
 	else
 		printf("no timeout");
 	if (idle > 0)
-		printf("; paused after %lld s idle\n", idle);
+		printf("; paused after %lld s idle", idle);
 	else
-		printf("; no idle timeout\n");
+		printf("; no idle timeout");
+	printf("; auto-resume %s\n", json_is_true(json_object_get(sb, "auto_resume")) ? "on" : "off");
 	return 0;
 }

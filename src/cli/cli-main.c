@@ -21,11 +21,12 @@ static const char usage_text[] =
     "      [--allow RULE]... [--deny RULE]... [--secret ENV=NAME]... -- CMD [ARG...]\n"
     "                    create a sandbox, run CMD in it, delete it; exits with CMD's status\n"
     "  create [--template T] [--vcpus N] [--memory MIB] [--env K=V]... [--metadata K=V]... [--cold]\n"
-    "      [--allow RULE]... [--deny RULE]... [--secret ENV=NAME]... [--json]\n"
+    "      [--allow RULE]... [--deny RULE]... [--secret ENV=NAME]... [--auto-resume] [--json]\n"
     "                    create a sandbox and print its id; RULE: example.com, *.example.com,\n"
     "                    host:port, 203.0.113.0/24[:port] (no --allow: the daemon's default, deny all);\n"
     "                    --secret ENV=NAME: ENV holds a placeholder the egress gateway swaps for secret NAME;\n"
-    "                    --cold: boot the kernel (default: restore the template's snapshot)\n"
+    "                    --cold: boot the kernel (default: restore the template's snapshot);\n"
+    "                    --auto-resume: traffic to its ports resumes it when paused\n"
     "  ls [--all] [--filter K=V]... [--json]   list sandboxes\n"
     "  inspect ID [--json]   show one sandbox\n"
     "  rm ID...              delete sandboxes\n"
@@ -38,7 +39,8 @@ static const char usage_text[] =
     "  fork ID [-n N] [--secret ENV=NAME]... [--json]  N (1-16, default 1) copies of a running sandbox\n"
     "                    (restores and forks get only the secrets granted here, with new placeholders)\n"
     "  recover ID [--no-memory]    bring back a sandbox in state error (latest snapshot, else its disk)\n"
-    "  timeout ID SECONDS [--on-timeout kill|pause] [--idle S]   limit running time (0 = none)\n"
+    "  timeout ID [SECONDS] [--on-timeout kill|pause] [--idle S] [--auto-resume on|off]\n"
+    "                    limit running time (0 = none); whether traffic to its ports resumes it\n"
     "Processes:\n"
     "  exec [-i] [-t] [-d] [--tag T] [--env K=V]... [--cwd DIR] [--timeout S] [--no-stream] ID -- CMD [ARG...]\n"
     "                    run CMD in a running sandbox (-it: with a terminal; -d: in the background)\n"
@@ -50,6 +52,14 @@ static const char usage_text[] =
     "  logs --network ID [-f] [--json]       the egress gateway's decisions for the sandbox\n"
     "  kill ID PID [-s SIGNAL]               signal a process (default TERM)\n"
     "  wait ID PID [--timeout S]             wait for a process; exits with its status\n"
+    "Ports (docs/api.md, \"Ports\"):\n"
+    "  expose ID PORT [--public] [--json]    make the guest's PORT reachable; prints its URLs on the\n"
+    "                    daemon's proxy (--public: without the traffic token)\n"
+    "  unexpose ID PORT                      take it back\n"
+    "  ports ID [--json]                     exposed ports, their URLs and traffic; the traffic token\n"
+    "  port-forward ID [LOCAL_ADDR:]LOCAL_PORT:REMOTE_PORT...\n"
+    "                    listen on LOCAL_ADDR (default 127.0.0.1):LOCAL_PORT (0: any free port) and\n"
+    "                    carry each connection to the guest's REMOTE_PORT, until Ctrl-C\n"
     "Secrets (values never on the command line: stdin, or --value-file):\n"
     "  secret set NAME --host H [--host H]... [--path P]... [--method M]... [--header NAME [--format FMT] | "
     "--in-header NAME...]\n"
@@ -337,6 +347,7 @@ enum {
 	OPT_DENY,
 	OPT_SECRET,
 	OPT_COLD,
+	OPT_AUTO_RESUME,
 };
 
 static const struct option verb_opts[] = {
@@ -356,6 +367,7 @@ static const struct option verb_opts[] = {
     {"deny", required_argument, NULL, OPT_DENY},
     {"secret", required_argument, NULL, OPT_SECRET},
     {"cold", no_argument, NULL, OPT_COLD},
+    {"auto-resume", no_argument, NULL, OPT_AUTO_RESUME},
     {"interactive", no_argument, NULL, 'i'},
     {"tty", no_argument, NULL, 't'},
     {"detach", no_argument, NULL, 'd'},
@@ -397,6 +409,9 @@ static int parse_verb_opts(int argc, char **argv, const int *allowed, struct ver
 			break;
 		case OPT_COLD:
 			json_object_set_new(a->create, "boot", json_string("cold"));
+			break;
+		case OPT_AUTO_RESUME:
+			json_object_set_new(a->create, "auto_resume", json_true());
 			break;
 		case OPT_VCPUS:
 			r = parse_uint_flag("--vcpus", optarg, 1024, a->create, "vcpus");
@@ -498,8 +513,8 @@ int cli_cmd_run(int argc, char **argv)
 
 static int cmd_create(int argc, char **argv)
 {
-	static const int allowed[] = {OPT_TEMPLATE, OPT_VCPUS,  OPT_MEMORY, OPT_ENV, OPT_METADATA, OPT_JSON, OPT_ALLOW,
-	                              OPT_DENY,     OPT_SECRET, OPT_COLD,   0};
+	static const int allowed[] = {OPT_TEMPLATE, OPT_VCPUS, OPT_MEMORY, OPT_ENV,  OPT_METADATA,    OPT_JSON,
+	                              OPT_ALLOW,    OPT_DENY,  OPT_SECRET, OPT_COLD, OPT_AUTO_RESUME, 0};
 	cleanup_json json_t *create = new_create_body();
 	struct verb_args a = {.create = create};
 	int r = parse_verb_opts(argc, argv, allowed, &a);
@@ -741,6 +756,10 @@ int main(int argc, char **argv)
 	    {"ca", cli_cmd_ca},
 	    {"pool", cli_cmd_pool},
 	    {"info", cli_cmd_info},
+	    {"expose", cli_cmd_expose},
+	    {"unexpose", cli_cmd_unexpose},
+	    {"ports", cli_cmd_ports},
+	    {"port-forward", cli_cmd_port_forward},
 	    {"mcp", cli_cmd_mcp},
 	};
 	const char *verb = argv[optind];

@@ -4,22 +4,18 @@
  * that carries the PTY protocol of docs/api.md:
  *   type (1 byte) | length (4 bytes, big-endian) | payload (<= 65536 bytes). */
 #include <fcntl.h>
-#include <netdb.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/ioctl.h>
-#include <sys/socket.h>
-#include <sys/un.h>
 #include <termios.h>
 
 #include "cli.h"
 
 #define PTY_PAYLOAD_MAX 65536u
-#define PTY_HEAD_MAX (16u << 10) /* the 101 answer's head */
-#define PTY_MSG_IN 0             /* client -> daemon: terminal input */
-#define PTY_MSG_RESIZE 1         /* client -> daemon: {"rows","cols"} */
-#define PTY_MSG_OUT 2            /* daemon -> client: terminal output */
-#define PTY_MSG_EXIT 3           /* daemon -> client: the exit object */
+#define PTY_MSG_IN 0     /* client -> daemon: terminal input */
+#define PTY_MSG_RESIZE 1 /* client -> daemon: {"rows","cols"} */
+#define PTY_MSG_OUT 2    /* daemon -> client: terminal output */
+#define PTY_MSG_EXIT 3   /* daemon -> client: the exit object */
 
 /* ------------------------------------------------------------ terminal state */
 
@@ -68,107 +64,6 @@ static void window_size(unsigned *ret_rows, unsigned *ret_cols)
 		*ret_rows = 24;
 		*ret_cols = 80;
 	}
-}
-
-/* ------------------------------------------------------------ the connection */
-
-static int connect_unix(const char *path, struct al_error *err)
-{
-	struct sockaddr_un sa = {.sun_family = AF_UNIX};
-	if (strlen(path) >= sizeof(sa.sun_path))
-		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, ENAMETOOLONG, "the socket path %s is too long", path);
-	strlcpy_al(sa.sun_path, path, sizeof(sa.sun_path));
-	cleanup_close int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
-		return al_error_set(err, AL_ERR_UNAVAILABLE, errno,
-		                    "cannot reach airlockd at %s (%m). Is the daemon running? Point --socket / "
-		                    "AIRLOCK_SOCKET at its socket",
-		                    path);
-	return TAKE_FD(fd);
-}
-
-static int connect_tcp(const char *host, const char *port, struct al_error *err)
-{
-	struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *res = NULL;
-	int r = getaddrinfo(host, port, &hints, &res);
-	if (r != 0)
-		return al_error_set(err, AL_ERR_UNAVAILABLE, EHOSTUNREACH, "cannot resolve %s: %s", host,
-		                    gai_strerror(r));
-	int fd = -1, e = ECONNREFUSED;
-	for (struct addrinfo *ai = res; ai && fd < 0; ai = ai->ai_next) {
-		fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-		if (fd >= 0 && connect(fd, ai->ai_addr, ai->ai_addrlen) < 0) {
-			e = errno;
-			close(fd);
-			fd = -1;
-		}
-	}
-	freeaddrinfo(res);
-	if (fd < 0)
-		return al_error_set(err, AL_ERR_UNAVAILABLE, e,
-		                    "cannot reach airlockd at %s (%s). Is it running with --listen?",
-		                    cli_conn_describe(), strerror(e));
-	return fd;
-}
-
-/* SECURITY: ids go into a request line we write by hand; only id characters pass. */
-static bool id_ok(const char *s)
-{
-	if (!*s || strlen(s) > 128)
-		return false;
-	for (; *s; s++)
-		if (!(('a' <= *s && *s <= 'z') || ('A' <= *s && *s <= 'Z') || ('0' <= *s && *s <= '9') || *s == '-' ||
-		      *s == '_' || *s == '.'))
-			return false;
-	return true;
-}
-
-/* Reads the answer's head (bounded). Bytes after it are left in buf at
- * *ret_body_off..*ret_len. Returns the HTTP status or < 0. */
-static int read_head(int fd, char *buf, size_t size, size_t *ret_len, size_t *ret_body_off)
-{
-	size_t len = 0;
-	for (;;) {
-		if (len == size - 1)
-			return -EMSGSIZE;
-		ssize_t n = read(fd, buf + len, size - 1 - len);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -errno;
-		if (n == 0)
-			return -ECONNRESET;
-		len += (size_t)n;
-		buf[len] = '\0';
-		char *end = strstr(buf, "\r\n\r\n");
-		if (end) {
-			int major, minor, status;
-			if (sscanf(buf, "HTTP/%d.%d %d", &major, &minor, &status) != 3)
-				return -EBADMSG;
-			*ret_len = len;
-			*ret_body_off = (size_t)(end + 4 - buf);
-			return status;
-		}
-	}
-}
-
-/* The error answer to the upgrade (a JSON body up to CLI_ERROR_BODY_MAX, read to EOF). */
-static int report_upgrade_refusal(int fd, int status, const char *already, size_t already_len)
-{
-	cleanup_free char *body = xmalloc(CLI_ERROR_BODY_MAX + 1);
-	size_t len = MIN(already_len, (size_t)CLI_ERROR_BODY_MAX);
-	memcpy(body, already, len);
-	while (len < CLI_ERROR_BODY_MAX) {
-		struct pollfd p = {.fd = fd, .events = POLLIN};
-		if (poll(&p, 1, 5000) <= 0)
-			break;
-		ssize_t n = read(fd, body + len, CLI_ERROR_BODY_MAX - len);
-		if (n <= 0)
-			break;
-		len += (size_t)n;
-	}
-	cleanup_json json_t *j = json_loadb(body, len, JSON_DISABLE_EOF_CHECK, NULL);
-	return cli_report(status, j);
 }
 
 /* ------------------------------------------------------------ messages */
@@ -302,45 +197,27 @@ static void signals_install(void)
 
 static int attach(const char *id, const char *pid, bool forward_stdin)
 {
-	struct al_error err = {0};
-	cleanup_close int fd =
-	    cli_conn.host ? connect_tcp(cli_conn.host, cli_conn.port, &err) : connect_unix(cli_conn.socket_path, &err);
-	if (fd < 0)
-		return cli_report_error(&err);
-	cleanup_free char *auth = cli_conn.token ? xasprintf("Authorization: Bearer %s\r\n", cli_conn.token) : NULL;
-	cleanup_free char *reqs =
-	    xasprintf("GET /v1/sandboxes/%s/processes/%s/attach HTTP/1.1\r\n"
-	              "Host: %s\r\n%s"
-	              "Connection: Upgrade\r\nUpgrade: airlock-pty/1\r\n\r\n",
-	              id, pid, cli_conn.host ? cli_conn_describe() + 6 : "airlockd", auth ? auth : "");
-	if (write_full(fd, reqs, strlen(reqs)) < 0)
-		return cli_client_error("cannot send the attach request: %s", strerror(errno));
+	cleanup_free char *path = xasprintf("/v1/sandboxes/%s/processes/%s/attach", id, pid);
 	static struct pty_in in;
 	in.status = -1;
-	char *head = (char *)in.buf; /* the head fits: PTY_HEAD_MAX < sizeof(in.buf) */
-	size_t len = 0, body_off = 0;
-	int status = read_head(fd, head, PTY_HEAD_MAX, &len, &body_off);
-	if (status < 0)
-		return cli_client_error("the daemon's answer to the attach request is not HTTP (%s)",
-		                        strerror(-status));
-	if (status != 101)
-		return report_upgrade_refusal(fd, status, head + body_off, len - body_off);
-	memmove(in.buf, in.buf + body_off, len - body_off);
-	in.len = len - body_off;
+	cleanup_close int fd = -1;
+	int r = cli_upgrade(path, "airlock-pty/1", "attach", &fd, in.buf, sizeof(in.buf), &in.len);
+	if (r)
+		return r;
 
 	bool raw = forward_stdin && isatty(0);
 	if (raw && terminal_make_raw() < 0)
 		return cli_client_error("cannot put the terminal in raw mode: %s", strerror(errno));
 	if (raw)
 		send_resize(fd); /* in case it changed since the process started */
-	int r = pty_loop(fd, &in, forward_stdin, raw);
+	r = pty_loop(fd, &in, forward_stdin, raw);
 	terminal_restore();
 	return r;
 }
 
 int cli_pty_exec(const char *id, json_t *body, bool forward_stdin)
 {
-	if (!id_ok(id))
+	if (!cli_id_ok(id))
 		return cli_usage_error("exec: \"%s\" is not a sandbox id", id);
 	unsigned rows, cols;
 	window_size(&rows, &cols);
@@ -351,7 +228,7 @@ int cli_pty_exec(const char *id, json_t *body, bool forward_stdin)
 	if (r)
 		return r;
 	const char *pid = json_string_value(json_object_get(proc, "id"));
-	if (!pid || !id_ok(pid))
+	if (!pid || !cli_id_ok(pid))
 		return cli_client_error("the daemon's answer has no usable process id");
 	r = attach(id, pid, forward_stdin);
 	if (r == EXIT_CLIENT) {

@@ -113,6 +113,10 @@ int cli_cmd_secret(int argc, char **argv);
 int cli_cmd_ca(int argc, char **argv);
 int cli_cmd_pool(int argc, char **argv);
 int cli_cmd_info(int argc, char **argv);
+int cli_cmd_expose(int argc, char **argv);
+int cli_cmd_unexpose(int argc, char **argv);
+int cli_cmd_ports(int argc, char **argv);
+int cli_cmd_port_forward(int argc, char **argv);
 /* --secret ENV=NAME: adds the grant to a create (or fork) body's "secrets". */
 int cli_secret_grant_add(json_t *body, const char *arg);
 
@@ -124,6 +128,18 @@ int cli_exec_run(const char *id, json_t *body, bool stream, bool force_stdin);
 /* POST /v1/sandboxes/ID/processes: starts body's command in the background;
  * *ret_proc is the daemon's answer (the process, with its id). */
 int cli_process_start(const char *id, json_t *body, json_t **ret_proc);
+/* cli-upgrade.c: an upgraded connection to the daemon (libcurl does no
+ * upgrades): GET path with "Connection: Upgrade", "Upgrade: protocol".
+ * On 101 *ret_fd is the connection and the bytes that came after the
+ * answer's head (at most extra_size) are in extra, *ret_extra_len of them;
+ * else the failure or the daemon's refusal is reported on stderr (what
+ * names the request) and EXIT_CLIENT returned. */
+#define CLI_UPGRADE_HEAD_MAX (16u << 10) /* the 101 answer's head */
+int cli_upgrade(const char *path, const char *protocol, const char *what, int *ret_fd, uint8_t *extra,
+                size_t extra_size, size_t *ret_extra_len);
+/* SECURITY: ids that go into a request line written by hand: only
+ * [A-Za-z0-9._-], 1-128 of them. */
+bool cli_id_ok(const char *s);
 /* cli-pty.c: starts cmd with a PTY in sandbox id and attaches to it. */
 int cli_pty_exec(const char *id, json_t *body, bool forward_stdin);
 

@@ -205,8 +205,9 @@ def test_tcp_tenant(admin, tenant, token, sb):
     assert [x["name"] for x in tenant.secrets.list()] == ["sdk-key"]
     assert tenant.secrets.get("sdk-key")["hosts"] == ["api.example.com"]
     with airlock.Sandbox.create(template="minimal", network={"allow": ["api.example.com"], "deny": []},
-                                secrets={"API_KEY": "sdk-key"}, metadata={"via": "tcp"}, client=tenant) as t:
-        assert t.state == "running" and t.metadata == {"via": "tcp"}
+                                secrets={"API_KEY": "sdk-key"}, metadata={"via": "tcp"}, auto_resume=True,
+                                client=tenant) as t:
+        assert t.state == "running" and t.metadata == {"via": "tcp"} and t.data["auto_resume"] is True
         env_key = t.exec(["sh", "-c", "echo $API_KEY"]).stdout.strip()
         assert env_key.startswith("airlock-ph-") and "s3cr3t" not in env_key, env_key
         net = t.get_network()
@@ -328,6 +329,49 @@ def test_background_processes(sb):
         s.signal("KILL")  # it has ended
     with pytest.raises(airlock.NotFound):
         sb.process("p-999999")
+
+
+def test_ports(sb):
+    """Expose, list, unexpose; a tunnel to a busybox nc in the guest (docs/api.md, "Ports")."""
+    a = sb.expose(7000)
+    mine = [p for p in a["ports"] if p["port"] == 7000]
+    assert mine and mine[0]["exposed"] and not mine[0]["public"] and a["proxy"] is False, a
+    assert sb.data["ports"] == [{"port": 7000, "public": False, "url": None}]
+    assert sb.get_host(7000) is None  # this daemon runs no proxy
+    assert [p["public"] for p in sb.expose(7000, public=True)["ports"] if p["port"] == 7000] == [True]
+    assert sb.ports()["traffic_token"].startswith("att_")
+    with pytest.raises(ValueError):
+        sb.expose(0)
+    with pytest.raises(airlock.GuestError):  # nothing listens there
+        sb.connect_port(7001)
+    sb.start(["sh", "-c", "echo hello-from-guest | nc -l -p 7000"])
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            tunnel = sb.connect_port(7000)
+            break
+        except airlock.GuestError:
+            assert time.monotonic() < deadline, "nc did not listen within 60 s"
+            time.sleep(0.2)
+    with tunnel:
+        got = b""
+        while b"hello-from-guest" not in got:
+            chunk = tunnel.recv()
+            assert chunk, got
+            got += chunk
+    # The daemon's side of the tunnel ends (and counts) once nc closed too:
+    # wait for it, so that no tunnel outlives the test.
+    deadline = time.monotonic() + 60
+    while not [p for p in sb.ports()["ports"] if p["port"] == 7000 and p["requests"] >= 1]:
+        assert time.monotonic() < deadline, sb.ports()
+        time.sleep(0.2)
+    assert sb.set_timeout(auto_resume=True).data["auto_resume"] is True
+    assert sb.ports()["auto_resume"] is True
+    assert sb.set_timeout(auto_resume=False).data["auto_resume"] is False
+    sb.unexpose(7000)
+    assert sb.data["ports"] == []
+    with pytest.raises(airlock.NotFound):
+        sb.unexpose(7000)
 
 
 def test_pty(sb):

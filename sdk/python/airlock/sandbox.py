@@ -66,16 +66,18 @@ class Sandbox(Record):
     @classmethod
     def create(cls, template=None, vcpus=None, memory_mib=None, env=None, network=None, secrets=None,
                metadata=None, timeout=None, on_timeout=None, idle_timeout=None, disk_mib=None, snapshot=None,
-               boot=None, tenant=None, client=None):
+               boot=None, tenant=None, auto_resume=None, client=None):
         """POST /v1/sandboxes: boots (or restores `snapshot`) and answers once
         the guest is up. timeout / idle_timeout are the sandbox's timeout_s /
         idle_timeout_s (seconds; on_timeout "kill" or "pause"); network is
         {"allow": [...], "deny": [...]} or a list of allow rules; secrets
-        maps ENV_NAME -> secret name; tenant only over the unix socket."""
+        maps ENV_NAME -> secret name; tenant only over the unix socket;
+        auto_resume=True: traffic to its ports resumes it when paused."""
         body = {"template": template, "vcpus": vcpus, "memory_mib": memory_mib, "disk_mib": disk_mib,
                 "env": env, "metadata": metadata, "snapshot": snapshot, "timeout_s": seconds(timeout),
                 "on_timeout": on_timeout, "idle_timeout_s": seconds(idle_timeout),
-                "network": _network_body(network), "secrets": secrets, "boot": boot, "tenant": tenant}
+                "network": _network_body(network), "secrets": secrets, "boot": boot, "tenant": tenant,
+                "auto_resume": auto_resume}
         body = {k: v for k, v in body.items() if v is not None}
         client = _client(client)
         return cls(client, client.transport.request("POST", "/v1/sandboxes", json=body).json())
@@ -220,10 +222,12 @@ class Sandbox(Record):
         self.data = self._t.request("POST", f"{self._path()}/recover", json={"memory": bool(memory)}).json()
         return self
 
-    def set_timeout(self, timeout=None, on_timeout=None, idle_timeout=None):
+    def set_timeout(self, timeout=None, on_timeout=None, idle_timeout=None, auto_resume=None):
         """POST .../timeout: changes the running-time timeout (counted from
-        now), its action, the idle timeout; 0 turns one off, None keeps it."""
-        body = {"timeout_s": seconds(timeout), "on_timeout": on_timeout, "idle_timeout_s": seconds(idle_timeout)}
+        now), its action, the idle timeout, auto_resume (traffic to its
+        ports resumes it when paused); 0 turns a timeout off, None keeps it."""
+        body = {"timeout_s": seconds(timeout), "on_timeout": on_timeout, "idle_timeout_s": seconds(idle_timeout),
+                "auto_resume": auto_resume}
         self.data = self._t.request("POST", f"{self._path()}/timeout",
                                     json={k: v for k, v in body.items() if v is not None}).json()
         return self
@@ -243,3 +247,85 @@ class Sandbox(Record):
     def metrics(self):
         """GET .../metrics: CPU, memory, disk, uptime and processes of the guest."""
         return self._t.request("GET", f"{self._path()}/metrics", query=self._resume_q()).json()
+
+    # ---- ports (docs/api.md, "Ports")
+
+    def _port_path(self, port):
+        port = int(port)
+        if not 1 <= port <= 65535:
+            raise ValueError(f"port {port}: must be 1-65535")
+        return f"{self._path()}/ports/{port}"
+
+    def _keep_ports(self, answer):
+        """The exposed ports of a ports answer into .data["ports"] (as the sandbox object has them)."""
+        self.data["ports"] = [{"port": p["port"], "public": p["public"], "url": p["url"]}
+                              for p in answer["ports"] if p.get("exposed")]
+        self.data["auto_resume"] = answer.get("auto_resume", self.data.get("auto_resume"))
+        return answer
+
+    def ports(self):
+        """GET .../ports: {"ports": [{"port","exposed","public","url","path_url",
+        "requests","bytes_in","bytes_out","errors"}], "traffic_token",
+        "auto_resume", "proxy"}; url and path_url are None without a proxy."""
+        return self._keep_ports(self._t.request("GET", f"{self._path()}/ports").json())
+
+    def expose(self, port, public=False):
+        """PUT .../ports/{port}: exposes the guest's port on the daemon's
+        proxy (public=True: without the traffic token); the ports answer."""
+        return self._keep_ports(self._t.request("PUT", self._port_path(port), json={"public": bool(public)}).json())
+
+    def unexpose(self, port):
+        """DELETE .../ports/{port} (NotFound when it is not exposed); the ports answer."""
+        return self._keep_ports(self._t.request("DELETE", self._port_path(port)).json())
+
+    def get_host(self, port):
+        """The host name of the port's URL on the proxy ("8000-sb-….DOMAIN"),
+        or None when the port is not exposed or the daemon runs no proxy."""
+        for p in self.ports()["ports"]:
+            if p["port"] == int(port) and p.get("url"):
+                return urllib.parse.urlsplit(p["url"]).netloc
+        return None
+
+    def connect_port(self, port, timeout=None):
+        """GET .../ports/{port}/connect (Upgrade: airlock-tcp/1): a
+        PortTunnel, a TCP stream to the guest's port (which need not be
+        exposed) made by the daemon from the sandbox's namespace. A paused
+        sandbox is resumed when its auto_resume is on, else Conflict;
+        GuestError when nothing listens."""
+        sock, rest = self._t.upgrade(f"{self._port_path(port)}/connect", PORT_PROTOCOL, timeout=timeout)
+        return PortTunnel(sock, rest)
+
+
+PORT_PROTOCOL = "airlock-tcp/1"
+
+
+class PortTunnel:
+    """A TCP stream to a guest's port (Sandbox.connect_port): sendall(),
+    recv(), shutdown_write(), close(); `with` closes it."""
+
+    def __init__(self, sock, buffered=b""):
+        self.socket = sock
+        self._buf = bytes(buffered)
+
+    def sendall(self, data):
+        self.socket.sendall(data)
+
+    def recv(self, n=65536):
+        """Up to n bytes; b"" once the guest's side closed."""
+        if self._buf:
+            out, self._buf = self._buf[:n], self._buf[n:]
+            return out
+        return self.socket.recv(n)
+
+    def shutdown_write(self):
+        import socket
+        self.socket.shutdown(socket.SHUT_WR)
+
+    def close(self):
+        self.socket.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()

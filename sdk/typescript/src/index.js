@@ -241,7 +241,14 @@ function createBody(o) {
     secrets: o.secrets,
     boot: o.boot,
     tenant: o.tenant,
+    auto_resume: o.autoResume,
   });
+}
+
+function portNumber(port) {
+  const n = Number(port);
+  if (!Number.isInteger(n) || n < 1 || n > 65535) throw new RangeError(`port ${port}: must be 1-65535`);
+  return String(n);
 }
 
 /** One sandbox. Sandbox.create() boots one; kill() (or `await using`) deletes it. */
@@ -263,7 +270,8 @@ export class Sandbox {
    * POST /v1/sandboxes. opts: template, vcpus, memoryMib, diskMib, env, metadata,
    * network {allow, deny}, secrets {ENV: secret}, timeout (s of running time),
    * onTimeout ("kill" | "pause"), idleTimeout (s), snapshot (restore it), boot,
-   * tenant (unix socket), and the connection (client, or socketPath/host/token).
+   * tenant (unix socket), autoResume (traffic to its ports resumes it when paused),
+   * and the connection (client, or socketPath/host/token).
    */
   static async create(opts = {}) {
     const c = Airlock.from(opts);
@@ -341,11 +349,77 @@ export class Sandbox {
     return this._set(await this.client.conn.json("POST /v1/sandboxes/{id}/recover", { id: this.id }, { json: drop({ memory }) }));
   }
 
-  /** POST /v1/sandboxes/{id}/timeout: {timeout, onTimeout, idleTimeout} (seconds; 0 = none). */
-  async setTimeout({ timeout, onTimeout, idleTimeout } = {}) {
+  /** POST /v1/sandboxes/{id}/timeout: {timeout, onTimeout, idleTimeout} (seconds; 0 = none), autoResume. */
+  async setTimeout({ timeout, onTimeout, idleTimeout, autoResume } = {}) {
     return this._set(await this.client.conn.json("POST /v1/sandboxes/{id}/timeout", { id: this.id }, {
-      json: drop({ timeout_s: timeout, on_timeout: onTimeout, idle_timeout_s: idleTimeout }),
+      json: drop({ timeout_s: timeout, on_timeout: onTimeout, idle_timeout_s: idleTimeout, auto_resume: autoResume }),
     }));
+  }
+
+  /** The exposed ports of a ports answer into info.ports (as the sandbox object has them). */
+  _keepPorts(answer) {
+    this.info = {
+      ...this.info,
+      ports: answer.ports.filter((p) => p.exposed).map((p) => ({ port: p.port, public: p.public, url: p.url })),
+      auto_resume: answer.auto_resume,
+    };
+    return answer;
+  }
+
+  /**
+   * GET /v1/sandboxes/{id}/ports: {ports: [{port, exposed, public, url, path_url, requests, bytes_in,
+   * bytes_out, errors}], traffic_token, auto_resume, proxy} (docs/api.md, "Ports"); url and path_url are
+   * null without a proxy.
+   */
+  async ports() {
+    return this._keepPorts(await this.client.conn.json("GET /v1/sandboxes/{id}/ports", { id: this.id }));
+  }
+
+  /** PUT /v1/sandboxes/{id}/ports/{port}: exposes the guest's port on the proxy (public: without the traffic token). */
+  async expose(port, { public: pub = false } = {}) {
+    return this._keepPorts(await this.client.conn.json("PUT /v1/sandboxes/{id}/ports/{port}", { id: this.id, port: portNumber(port) }, { json: { public: !!pub } }));
+  }
+
+  /** DELETE /v1/sandboxes/{id}/ports/{port} (NotFoundError when it is not exposed). */
+  async unexpose(port) {
+    return this._keepPorts(await this.client.conn.json("DELETE /v1/sandboxes/{id}/ports/{port}", { id: this.id, port: portNumber(port) }));
+  }
+
+  /** The host name of the port's URL on the daemon's proxy, or null (not exposed, or no proxy). */
+  async getHost(port) {
+    const n = Number(portNumber(port));
+    const p = (await this.ports()).ports.find((x) => x.port === n && x.url);
+    return p ? new URL(p.url).host : null;
+  }
+
+  /**
+   * GET /v1/sandboxes/{id}/ports/{port}/connect (Upgrade: airlock-tcp/1): a net.Socket carrying a TCP
+   * stream to the guest's port (which need not be exposed). A paused sandbox is resumed when its
+   * auto_resume is on, else ConflictError; GuestError when nothing listens.
+   */
+  connectPort(port) {
+    const conn = this.client.conn;
+    const { path } = conn.resolve("GET /v1/sandboxes/{id}/ports/{port}/connect", { id: this.id, port: portNumber(port) });
+    return new Promise((resolve, reject) => {
+      const req = http.request(conn.httpOptions("GET", path, { Connection: "Upgrade", Upgrade: "airlock-tcp/1" }));
+      req.on("upgrade", (res, socket, head) => {
+        if (head && head.length) socket.unshift(head);
+        resolve(socket);
+      });
+      req.on("response", async (res) => {
+        const chunks = [];
+        for await (const c of res) chunks.push(c);
+        let body = null;
+        try {
+          body = JSON.parse(Buffer.concat(chunks).toString("utf8"));
+        } catch {
+          body = null;
+        }
+        reject(errorFromBody(res.statusCode, body, { what: "GET …/connect" }));
+      });
+      req.on("error", (err) => reject(new ConnectionError(`port ${port} of ${this.id}: cannot reach ${conn.describe()}: ${err.message}`, { code: "connection" })));
+      req.end();
+    });
   }
 
   /** GET /v1/sandboxes/{id}/network: {sandbox, policy, guest, dropped}. */

@@ -10,7 +10,7 @@ import os from "node:os";
 import path from "node:path";
 import {
   Airlock, Sandbox, withSandbox, NotFoundError, InvalidArgumentError, ConflictError, UnauthorizedError,
-  ForbiddenError, AirlockError, TimeoutError,
+  ForbiddenError, AirlockError, TimeoutError, GuestError,
 } from "../src/index.js";
 import { SMALL, requireDaemon, collectText, admin } from "./helpers.mjs";
 
@@ -22,8 +22,9 @@ describe("a sandbox over TCP", () => {
     await admin().secrets.set({ name: "sdk-key", value: "the-real-value", hosts: ["api.example.com"], tenant: "sdk" });
     sb = await Sandbox.create({
       ...SMALL, env: { GREETING: "hello" }, metadata: { suite: "sdk-ts", run: String(process.pid) },
-      secrets: { API_KEY: "sdk-key" }, network: { allow: ["api.example.com"] },
+      secrets: { API_KEY: "sdk-key" }, network: { allow: ["api.example.com"] }, autoResume: true,
     });
+    assert.equal(sb.info.auto_resume, true);
   });
   after(async () => {
     if (sb) await sb.kill();
@@ -197,6 +198,43 @@ describe("a sandbox over TCP", () => {
     assert.deepEqual((await sb.getNetwork()).policy.allow, ["example.com"]);
     await assert.rejects(sb.setNetwork({ allow: ["169.254.169.254"] }), ForbiddenError);
     await assert.rejects(sb.setNetwork({ allow: ["not a rule!"] }), InvalidArgumentError);
+  });
+
+  it("exposes ports and tunnels to one", async () => {
+    let a = await sb.expose(7000);
+    const mine = a.ports.find((p) => p.port === 7000);
+    assert.ok(mine && mine.exposed && !mine.public && a.proxy === false, JSON.stringify(a));
+    assert.deepEqual(sb.info.ports, [{ port: 7000, public: false, url: null }]);
+    assert.equal(await sb.getHost(7000), null, "no proxy: no host");
+    a = await sb.expose(7000, { public: true });
+    assert.equal(a.ports.find((p) => p.port === 7000).public, true);
+    assert.ok((await sb.ports()).traffic_token.startsWith("att_"));
+    assert.throws(() => sb.connectPort(70000), RangeError);
+    await assert.rejects(sb.connectPort(7001), GuestError);
+    await sb.processes.start(["sh", "-c", "echo hello-from-guest | nc -l -p 7000"]);
+    let socket = null;
+    for (let i = 0; !socket; i++) {
+      try {
+        socket = await sb.connectPort(7000);
+      } catch (e) {
+        if (!(e instanceof GuestError) || i > 300) throw e;
+        await new Promise((r) => setTimeout(r, 200));
+      }
+    }
+    let got = "";
+    for await (const chunk of socket) got += chunk.toString();
+    assert.match(got, /hello-from-guest/);
+    socket.destroy();
+    // The daemon's side ends (and counts the tunnel) once nc closed too.
+    for (let i = 0; !(await sb.ports()).ports.some((p) => p.port === 7000 && p.requests >= 1); i++) {
+      assert.ok(i < 300, "the tunnel was not counted");
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    await sb.unexpose(7000);
+    assert.deepEqual(sb.info.ports, []);
+    await assert.rejects(sb.unexpose(7000), NotFoundError);
+    await sb.setTimeout({ autoResume: false });
+    assert.equal(sb.info.auto_resume, false);
   });
 
   it("pauses, resumes, and sets timeouts", async () => {
