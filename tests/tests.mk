@@ -152,6 +152,9 @@ UNIT_LIBS_e2b-parse :=
 UNIT_SRC_api-e2b-process-request := src/daemon/api/api-e2b-process-request.c src/daemon/api/api-e2b-parse.c \
 	src/daemon/api/connect-wire.c src/daemon/model/sandbox-model.c
 UNIT_LIBS_api-e2b-process-request := -ljansson
+# The console's request paths (api-ui-path.c): which file under --ui-dir, which type.
+UNIT_SRC_api-ui-path := src/daemon/api/api-ui-path.c
+UNIT_LIBS_api-ui-path :=
 
 UNIT_ALL := $(patsubst tests/unit/test-%.c,%,$(wildcard tests/unit/test-*.c))
 unit_missing = $(strip $(foreach f,$(UNIT_SRC_$(1)),$(if $(wildcard $(f)),,$(f))) \
@@ -289,6 +292,11 @@ FUZZ_SRC_fuzz-pool-request := src/daemon/model/sandbox-model.c src/daemon/api/ap
 	src/daemon/api/api-pool-request.c
 FUZZ_LIBS_fuzz-pool-request :=
 FUZZ_MAXLEN_fuzz-pool-request := 8192
+# The console's request paths (api-ui-path.c), from any client without a token
+# (seeds: tests/fuzz/corpus/fuzz-ui-path, written by hand).
+FUZZ_SRC_fuzz-ui-path := src/daemon/api/api-ui-path.c
+FUZZ_LIBS_fuzz-ui-path :=
+FUZZ_MAXLEN_fuzz-ui-path := 2048
 
 FUZZ_ALL := $(patsubst tests/fuzz/%.c,%,$(wildcard tests/fuzz/fuzz-*.c))
 fuzz_missing = $(strip $(foreach f,$(FUZZ_SRC_$(1)),$(if $(wildcard $(f)),,$(f))))

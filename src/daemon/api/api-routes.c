@@ -66,6 +66,11 @@ static const struct api_route api_routes[] = {
     {"GET", "/v1/secrets/{name}", 0, api_secret_get, NULL, false},
     {"DELETE", "/v1/secrets/{name}", 0, api_secret_delete, NULL, false},
     {"GET", "/v1/ca", 0, api_ca_get, NULL, false},
+    /* The web console's static files (api-ui.c, docs/console.md): TCP only,
+     * no token; not in openapi.yaml (not the API). The pattern ending in a "*" segment
+     * matches /ui and every path below it. */
+    {"GET", "/ui/*", 0, api_ui_get, NULL, false, API_ROUTE_UI},
+    {"HEAD", "/ui/*", 0, api_ui_get, NULL, false, API_ROUTE_UI},
     /* E2B compatibility (api-e2b.h, docs/e2b.md): not in openapi.yaml (E2B's
      * own specs describe them); each answers only under its own prefix. */
     {"GET", "/e2b/envd/health", 0, api_e2b_health, NULL, false, API_ROUTE_E2B_ENVD},
@@ -123,6 +128,8 @@ static bool pattern_match(const char *pattern, const char *path, struct api_requ
 			return false;
 		p++;
 		u++;
+		if (p[0] == '*' && p[1] == '\0')
+			return true; /* a last segment "*": the rest of the path, whatever it is (or none) */
 		const char *pe = strchrnul(p, '/'), *ue = strchrnul(u, '/');
 		size_t plen = (size_t)(pe - p), ulen = (size_t)(ue - u);
 		if (plen > 2 && p[0] == '{' && p[plen - 1] == '}') {
@@ -141,6 +148,8 @@ static bool pattern_match(const char *pattern, const char *path, struct api_requ
 		p = pe;
 		u = ue;
 	}
+	if (*u == '\0' && !strcmp(p, "/*"))
+		return true;
 	return *p == '\0' && (*u == '\0' || (u[0] == '/' && u[1] == '\0'));
 }
 
