@@ -443,7 +443,7 @@ test:
 test-build: deps-npm all images-all build-clang crash-build $(UNIT_BINS) $(FUZZ_BINS) $(TEST_BUILD)/fc-driver \
 	format-check check-layers check-functions
 
-test-quick: unit test-fc fuzz-smoke
+test-quick: unit test-fc fuzz-smoke ui
 
 # Every benchmark in bench/ (figures, no assertions): bench/all runs them and
 # writes bench/results.md (bench/README.md). About 27 min on a 2-core TCG host;
