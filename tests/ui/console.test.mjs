@@ -25,8 +25,10 @@ const problems = [];
 const EXPECTED = [/^Failed to load resource: the server responded with a status of (401|404)/,
   /^WebSocket connection to .*\/attach' failed/];
 
-async function shot(name) {
-  if (SHOTS) await page.screenshot({ path: join(SHOTS, `console-${name}.png`) });
+async function shot(name, fullPage = false) {
+  if (!SHOTS) return;
+  await page.evaluate(() => document.querySelectorAll('.toast:not(.progress)').forEach((t) => t.remove()));
+  await page.screenshot({ path: join(SHOTS, `console-${name}.png`), fullPage });
 }
 
 async function api(method, path, body) {
@@ -125,10 +127,27 @@ test('a denied egress request shows on the page as it happens', async () => {
   const row = page.locator(`#egress tr[data-verdict=deny][data-host="${DENIED_IP}"]`).first();
   await row.waitFor({ timeout: 60_000 });
   assert.match(await row.innerText(), /deny/);
-  await shot('sandbox');
+});
+
+test('exposes a port: listed with its links', async (t) => {
+  if (await page.locator('#expose').isHidden()) {
+    t.skip(`no ports: ${await page.locator('#ports').innerText()}`);
+    return;
+  }
+  await page.locator('#expose-port').fill('8000');
+  await page.locator('#expose button[type=submit]').click();
+  const row = page.locator('#ports tr[data-port="8000"]');
+  await row.waitFor({ timeout: 15_000 });
+  const links = await row.locator('a').evaluateAll((as) => as.map((a) => a.getAttribute('href')));
+  const p = await api('GET', `/v1/sandboxes/${sandboxId}/ports`);
+  const port = p.json.ports.find((x) => x.port === 8000);
+  assert.ok(port, JSON.stringify(p.json));
+  assert.deepEqual(links, [port.url, port.path_url].filter(Boolean));
 });
 
 test('a terminal into the sandbox: echo hi', async (t) => {
+  await page.locator('#processes tr[data-pid]').first().waitFor({ timeout: 15_000 });
+  await shot('sandbox', true);
   await page.locator('#open-terminal').click();
   const status = page.locator('#terminal-status');
   await status.filter({ hasText: /attached|failed|disconnected|cannot/ }).waitFor({ timeout: 60_000 });
@@ -138,11 +157,43 @@ test('a terminal into the sandbox: echo hi', async (t) => {
     t.skip(`no terminal: ${s}`);
     return;
   }
+  // The shell's prompt first: keys typed before it would be echoed twice.
+  await page.waitForFunction(() => [...document.querySelectorAll('.xterm-rows > div')]
+    .some((row) => /[#$]$/.test(row.textContent.replace(/\u00a0/g, ' ').trim())), null, { timeout: 30_000 });
   await page.locator('.xterm-helper-textarea').focus();
   await page.keyboard.type('echo hi\n');
   await page.waitForFunction(() => [...document.querySelectorAll('.xterm-rows > div')]
     .some((row) => row.textContent.trim() === 'hi'), null, { timeout: 30_000 });
   await shot('terminal');
+});
+
+test('uploads a file into the guest and downloads it back', async () => {
+  await page.locator('#file-path').fill('/tmp');
+  await page.locator('#files-card button[type=submit]').click();
+  await page.locator('#file-upload').setInputFiles({ name: 'hello.txt', mimeType: 'text/plain',
+    buffer: Buffer.from('hello from the console\n') });
+  const row = page.locator('#files tr[data-name="hello.txt"]');
+  await row.waitFor({ timeout: 30_000 });
+  const [dl] = await Promise.all([page.waitForEvent('download', { timeout: 30_000 }),
+    row.locator('button', { hasText: 'Download' }).click()]);
+  assert.equal(dl.suggestedFilename(), 'hello.txt');
+  const chunks = [];
+  for await (const c of await dl.createReadStream()) chunks.push(c);
+  assert.equal(Buffer.concat(chunks).toString(), 'hello from the console\n');
+});
+
+test('pauses, resumes and snapshots it, with progress', async () => {
+  const head = page.locator('#sandbox-head');
+  await head.locator('button[data-action=pause]').click();
+  await head.locator('.state-paused').waitFor({ timeout: 60_000 });
+  await head.locator('button[data-action=resume]').click();
+  await head.locator('.state-running').waitFor({ timeout: 60_000 });
+  await head.locator('button[data-action=snapshot]').click();
+  await page.locator('[data-progress^="Snapshot"]').waitFor({ timeout: 10_000 });
+  await page.locator('.toast.ok', { hasText: /^Snapshot of .*: done/ }).waitFor({ timeout: 180_000 });
+  const snaps = await api('GET', `/v1/snapshots?sandbox=${sandboxId}`);
+  assert.equal(snaps.json.snapshots.length, 1);
+  await api('DELETE', `/v1/snapshots/${snaps.json.snapshots[0].id}`);
 });
 
 test('deletes the sandbox', async () => {

@@ -26,6 +26,18 @@ export async function sandboxPage(root, id, signal) {
   const egress = h('tbody', { id: 'egress' });
   const egressLive = h('span', { class: 'live' }, 'connecting');
   const ports = h('div', { id: 'ports' }, h('p', { class: 'muted' }, 'Loading…'));
+  const exposePort = h('input', { id: 'expose-port', type: 'number', min: 1, max: 65535, required: true, placeholder: '8000' });
+  const exposePublic = h('input', { id: 'expose-public', type: 'checkbox' });
+  const exposeForm = h('form', { class: 'row', id: 'expose', hidden: true, onsubmit: async (e) => {
+    e.preventDefault();
+    try {
+      await call('PUT', `/v1/sandboxes/${id}/ports/${Number(exposePort.value)}`, { public: exposePublic.checked });
+      exposePort.value = '';
+    } catch (ex) {
+      toast(`Expose: ${ex.message}`, 'error');
+    }
+    loadPorts();
+  } }, h('label', {}, 'Port', exposePort), h('label', {}, 'Public', exposePublic), h('button', { type: 'submit' }, 'Expose'));
   const procs = h('tbody', { id: 'processes' });
   const filePath = h('input', { id: 'file-path', value: '/', spellcheck: 'false', size: 40 });
   const files = h('tbody', { id: 'files' });
@@ -101,14 +113,23 @@ export async function sandboxPage(root, id, signal) {
     try {
       const p = await call('GET', `/v1/sandboxes/${id}/ports`, undefined, { signal });
       const list = p.ports || [];
-      clear(ports, list.length === 0 ? h('p', { class: 'muted' }, 'No port exposed: a server listening in the guest shows here.')
-        : h('table', {}, h('thead', {}, h('tr', {}, ['Port', 'Link', 'By path', 'Public', 'Requests'].map((t) => h('th', {}, t)))),
-          h('tbody', {}, list.map((x) => h('tr', {},
+      exposeForm.hidden = false;
+      const unexpose = (port) => h('button', { type: 'button', onclick: async () => {
+        try { await call('DELETE', `/v1/sandboxes/${id}/ports/${port}`); } catch (e) { toast(e.message, 'error'); }
+        loadPorts();
+      } }, 'Unexpose');
+      clear(ports, list.length === 0 ? h('p', { class: 'muted' }, 'No port exposed: expose one a server in the guest listens on.')
+        : h('table', {}, h('thead', {}, h('tr', {}, ['Port', 'Link', 'By path', 'Public', 'Requests', ''].map((t) => h('th', {}, t)))),
+          h('tbody', {}, list.map((x) => h('tr', { 'data-port': x.port },
             h('td', {}, String(x.port)),
-            h('td', {}, x.url ? h('a', { href: x.url, target: '_blank', rel: 'noopener noreferrer' }, x.url) : ''),
-            h('td', {}, x.path_url ? h('a', { href: x.path_url, target: '_blank', rel: 'noopener noreferrer' }, x.path_url) : ''),
-            h('td', {}, x.public ? 'yes' : 'no (traffic token)'),
-            h('td', {}, String(x.requests ?? '')))))));
+            h('td', {}, x.url ? h('a', { href: x.url, target: '_blank', rel: 'noopener noreferrer' }, x.url) : h('span', { class: 'muted', title: 'this daemon runs no ports proxy' }, '—')),
+            h('td', {}, x.path_url ? h('a', { href: x.path_url, target: '_blank', rel: 'noopener noreferrer' }, x.path_url) : h('span', { class: 'muted' }, '—')),
+            h('td', {}, x.public ? 'yes' : 'no: the traffic token'),
+            h('td', {}, String(x.requests ?? '')),
+            h('td', { class: 'actions' }, unexpose(x.port)))))),
+        p.traffic_token && h('details', {}, h('summary', {}, 'Traffic token of the private ports'),
+          h('p', { class: 'muted' }, 'A request through the proxy to a private port carries it (see docs/api.md, "Ports"):'),
+          h('code', { id: 'traffic-token' }, p.traffic_token)));
     } catch (e) {
       if (signal.aborted) return;
       clear(ports, h('p', { class: 'muted' }, e instanceof ApiError && e.status === 404 && /no such endpoint/.test(e.message)
@@ -206,7 +227,7 @@ export async function sandboxPage(root, id, signal) {
           h('label', {}, 'Allow', allow), h('label', {}, 'Deny', deny),
           h('button', { type: 'submit', id: 'policy-save' }, 'Save policy'),
           h('p', { class: 'muted' }, 'Deny wins; an empty allow lets nothing out (docs/api.md, "Network").'))),
-      section('ports-card', 'Exposed ports', ports)),
+      section('ports-card', 'Exposed ports', ports, exposeForm)),
     section('egress-card', h('span', {}, 'Egress, live ', egressLive),
       h('table', {}, h('thead', {}, h('tr', {}, ['Time', 'Verdict', 'Destination', 'Proto', 'Bytes', 'Why'].map((t) => h('th', {}, t)))),
         egress)),
