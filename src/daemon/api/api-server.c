@@ -568,7 +568,10 @@ static enum MHD_Result on_headers(struct api_server *srv, struct MHD_Connection 
 	 * no tenant's data): no token, no tenant, so no rate limit of one; they
 	 * never make a connection busy nor stop its idle clock (below), so an
 	 * unauthenticated client holds nothing a token-holder needs. Every API
-	 * call the page makes carries the token like any other client's. */
+	 * call the page makes carries the token like any other client's. Such a
+	 * request has no tenant, which elsewhere means the operator: only the
+	 * UI routes can match it (a route answers only its own kind, below), and
+	 * api_ui_get reads no tenant's data. */
 	if (srv->tcp && st->kind != API_ROUTE_UI) {
 		/* SECURITY: every TCP request carries a token; its tenant scopes everything it can see. */
 		struct al_error err = {0};
