@@ -150,8 +150,8 @@ static void test_limits(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_prefix), cmocka_unit_test(test_redirect), cmocka_unit_test(test_files),
-	    cmocka_unit_test(test_escapes), cmocka_unit_test(test_types),   cmocka_unit_test(test_limits),
+	    cmocka_unit_test(test_prefix),  cmocka_unit_test(test_redirect), cmocka_unit_test(test_files),
+	    cmocka_unit_test(test_escapes), cmocka_unit_test(test_types),    cmocka_unit_test(test_limits),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -11,9 +11,9 @@
 #include "error.h"
 
 #define UI_PREFIX "/ui"
-#define UI_PATH_MAX 256       /* bytes of the file's path under the ui dir */
-#define UI_PATH_DEPTH_MAX 8   /* directories deep */
-#define UI_SEGMENT_MAX 128    /* bytes of one name */
+#define UI_PATH_MAX 256         /* bytes of the file's path under the ui dir */
+#define UI_PATH_DEPTH_MAX 8     /* directories deep */
+#define UI_SEGMENT_MAX 128      /* bytes of one name */
 #define UI_FILE_MAX (16u << 20) /* largest file served */
 #define UI_INDEX "index.html"
 

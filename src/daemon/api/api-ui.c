@@ -16,7 +16,7 @@
  * style-src 'unsafe-inline': xterm.js sets its colours and cell sizes in
  * <style> elements it makes at run time; no script runs inline. */
 #define UI_CSP                                                                                                         \
-	"default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "               \
+	"default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "              \
 	"connect-src 'self' ws: wss:; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
 #define UI_COMMON_HEADERS                                                                                              \
 	"Content-Security-Policy", UI_CSP, "X-Content-Type-Options", "nosniff", "X-Frame-Options", "DENY",             \
