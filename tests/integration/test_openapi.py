@@ -33,8 +33,6 @@ def routes():
         method, path = line.split(" ", 1)
         if path.startswith("/e2b/"):
             continue  # E2B's own API (docs/e2b.md), described by E2B's specs, not Airlock's
-        if path == "/ui/*":
-            continue  # the web console's static files (docs/console.md), not the API
         found.add((method.upper(), path))
     assert found, "airlockd --print-routes printed nothing"
     return found

@@ -67,8 +67,8 @@ static const struct api_route api_routes[] = {
     {"DELETE", "/v1/secrets/{name}", 0, api_secret_delete, NULL, false},
     {"GET", "/v1/ca", 0, api_ca_get, NULL, false},
     /* The web console's static files (api-ui.c, docs/console.md): TCP only,
-     * no token; not in openapi.yaml (not the API). The pattern ending in a "*" segment
-     * matches /ui and every path below it. */
+     * no token; not the API, so neither in openapi.yaml nor in --print-routes.
+     * The pattern ending in a "*" segment matches /ui and every path below it. */
     {"GET", "/ui/*", 0, api_ui_get, NULL, false, API_ROUTE_UI},
     {"HEAD", "/ui/*", 0, api_ui_get, NULL, false, API_ROUTE_UI},
     /* E2B compatibility (api-e2b.h, docs/e2b.md): not in openapi.yaml (E2B's
@@ -175,8 +175,10 @@ const struct api_route *api_route_match(const char *method, const char *path, st
 	return NULL;
 }
 
+/* The API's routes: the console's static files are not (docs/console.md). */
 void api_print_routes(FILE *f)
 {
 	for (size_t i = 0; i < ARRAY_SIZE(api_routes); i++)
-		fprintf(f, "%s %s\n", api_routes[i].method, api_routes[i].pattern);
+		if (api_routes[i].kind != API_ROUTE_UI)
+			fprintf(f, "%s %s\n", api_routes[i].method, api_routes[i].pattern);
 }
