@@ -143,3 +143,17 @@ def test_console_in_chromium(console):
     print(r.stdout)
     assert r.returncode == 0, (f"node --test console.test.mjs failed:\n{r.stdout[-8000:]}\n"
                                f"---- airlockd log ({console.log_path}) ----\n{console.log(tail_lines=150)}")
+
+
+def test_default_ui_dir_is_next_to_airlockd(tmp_path):
+    """Without --ui-dir, airlockd serves $(BUILD)/ui, next to $(BUILD)/airlockd."""
+    d = ListeningDaemon(tmp_path, free_port())
+    d.start()
+    try:
+        status, _, body = get(d, "/ui/")
+        assert status == 200, body
+        with open(os.path.join(UI_BUILD, "index.html"), "rb") as f:
+            assert body == f.read()
+        assert f"serves {os.path.realpath(UI_BUILD)}" in d.log()
+    finally:
+        d.cleanup()
