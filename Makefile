@@ -44,7 +44,20 @@ JAILER_LIBS := -lseccomp -ljansson
 EGRESS_BIN := $(if $(EGRESS_SRC),$(BUILD)/airlock-egress)
 JAILER_BIN := $(if $(JAILER_SRC),$(BUILD)/airlock-jailer)
 
-all: $(BUILD)/airlockd $(BUILD)/airlock $(BUILD)/airlock-agent $(EGRESS_BIN) $(JAILER_BIN)
+# The web console (docs/console.md) is part of `all` once its npm packages are
+# there (`make deps` or `make deps-npm` installs them); `make ui` asks for it.
+UI_BUILD := $(if $(wildcard ui/node_modules/esbuild),$(BUILD)/ui/index.html)
+
+all: $(BUILD)/airlockd $(BUILD)/airlock $(BUILD)/airlock-agent $(EGRESS_BIN) $(JAILER_BIN) $(UI_BUILD)
+
+# ui/src bundled by esbuild (ui/build.mjs) with the packages pinned in
+# ui/package-lock.json into $(BUILD)/ui: static files, nothing fetched at run
+# time. airlockd serves them at /ui (--ui-dir; default $(BUILD)/ui next to it).
+.PHONY: ui
+ui: $(BUILD)/ui/index.html
+$(BUILD)/ui/index.html: $(wildcard ui/src/*) ui/build.mjs ui/package-lock.json
+	@[ -d ui/node_modules/esbuild ] || { echo "ui: ui/node_modules is missing: run 'make deps-npm'" >&2; exit 1; }
+	node ui/build.mjs $(BUILD)/ui
 
 $(BUILD)/obj/%.o: %.c $(HEADERS) Makefile
 	@mkdir -p $(dir $@)
@@ -87,7 +100,8 @@ deps:
 	./scripts/deps.sh
 
 # The two halves of deps, for `make test` (tests/tests.mk): the apt packages
-# first, on their own; the npm packages of tests/e2b and tests/mcp while it compiles.
+# first, on their own; the npm packages of tests/e2b, tests/mcp, tests/ui and the
+# console (ui/) while it compiles.
 .PHONY: deps-apt deps-npm
 deps-apt:
 	./scripts/deps.sh apt
@@ -121,6 +135,8 @@ clean:
 #   $(PREFIX)/share/airlock/seccomp/qemu-x86_64.json   the VMM's seccomp profile
 #   $(PREFIX)/share/airlock/images the guest kernels and templates built under
 #                                  $(BUILD)/images, only those that were built
+#   $(PREFIX)/share/airlock/ui     the web console ($(BUILD)/ui, when `make ui` built
+#                                  it): airlockd in $(PREFIX)/bin finds it there
 #   $(SYSTEMD_UNIT_DIR)/airlockd.service  default $(PREFIX)/lib/systemd/system, which
 #                                  systemd searches for /usr/local and /usr; for another
 #                                  PREFIX give SYSTEMD_UNIT_DIR=/etc/systemd/system
@@ -167,6 +183,11 @@ install: all
 	$(INSTALL) -m 0755 $(INSTALL_BINS:%=$(BUILD)/%) $(DESTDIR)$(INSTALL_BINDIR)/
 	$(INSTALL) -m 0644 security/seccomp/qemu-x86_64.json $(DESTDIR)$(INSTALL_DATADIR)/seccomp/qemu-x86_64.json
 	$(call install_gen,packaging/systemd/airlockd.service,$(DESTDIR)$(SYSTEMD_UNIT_DIR)/airlockd.service)
+	@set -e; if [ -f $(BUILD)/ui/index.html ]; then \
+		rm -rf $(DESTDIR)$(INSTALL_DATADIR)/ui; $(INSTALL) -d -m 0755 $(DESTDIR)$(INSTALL_DATADIR)/ui; \
+		for f in $(BUILD)/ui/*; do [ ! -f $$f ] || $(INSTALL) -m 0644 $$f $(DESTDIR)$(INSTALL_DATADIR)/ui/; done; \
+		echo "install: the console in $(INSTALL_DATADIR)/ui"; \
+	else echo "install: no console ($(BUILD)/ui): 'make deps-npm ui' builds it"; fi
 	@set -e; src=$(BUILD)/images; dst=$(INSTALL_IMAGES); kernels=0; templates=""; \
 	for f in $(INSTALL_KERNEL_FILES); do \
 		[ -f $$src/kernels/$$f ] || continue; \
@@ -210,6 +231,7 @@ uninstall:
 		rm -f $(INSTALL_TEMPLATE_FILES:%=$${d}%); \
 		rmdir $$d 2>/dev/null || echo "uninstall: kept $$d: it holds files install did not put there"; \
 	done
+	rm -rf $(DESTDIR)$(INSTALL_DATADIR)/ui
 	@for d in $(INSTALL_IMAGES)/templates $(INSTALL_IMAGES)/kernels $(INSTALL_IMAGES) \
 		$(DESTDIR)$(INSTALL_DATADIR)/seccomp $(DESTDIR)$(INSTALL_DATADIR); do \
 		[ ! -d $$d ] || rmdir $$d 2>/dev/null || echo "uninstall: kept $$d: it holds files install did not put there"; \

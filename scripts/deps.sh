@@ -17,7 +17,7 @@ PKGS="build-essential gcc clang clang-format libclang-rt-14-dev make pkg-config
  qemu-system-x86 qemu-utils busybox-static mmdebstrap e2fsprogs cpio kmod zstd lz4
  python3-pytest python3-yaml python3-pip iproute2 procps psmisc
  nftables libc-ares-dev openssl dnsutils
- libseccomp-dev strace libhttp-parser-dev"
+ libseccomp-dev strace libhttp-parser-dev chromium"
 # Node.js and npm run E2B's SDK in tests/e2b: Debian's, unless a node is on PATH already.
 if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
 	PKGS="$PKGS nodejs npm"
@@ -40,14 +40,15 @@ else
 	echo "deps: all packages present"
 fi
 
-# The npm packages of tests/e2b (E2B's SDK) and tests/mcp (the official MCP
-# client SDK), each pinned in its package-lock.json, installed again only when
-# the lock file changed.
+# The npm packages of tests/e2b (E2B's SDK), tests/mcp (the official MCP
+# client SDK), tests/ui (playwright-core, which drives Debian's chromium) and
+# ui (the console's esbuild and xterm.js), each pinned in its
+# package-lock.json, installed again only when the lock file changed.
 [ "$what" != apt ] || exit 0
-for sub in e2b mcp; do
-	npm_dir=$(cd "$(dirname "$0")/.." && pwd)/tests/$sub
+for sub in tests/e2b tests/mcp tests/ui ui; do
+	npm_dir=$(cd "$(dirname "$0")/.." && pwd)/$sub
 	if ! cmp -s "$npm_dir/package-lock.json" "$npm_dir/node_modules/.airlock-lock" 2>/dev/null; then
-		echo "deps: npm ci in tests/$sub"
+		echo "deps: npm ci in $sub"
 		npm ci --prefix "$npm_dir" --no-audit --no-fund --loglevel=error
 		cp "$npm_dir/package-lock.json" "$npm_dir/node_modules/.airlock-lock"
 	fi

@@ -154,6 +154,9 @@ UNIT_LIBS_e2b-parse :=
 UNIT_SRC_api-e2b-process-request := src/daemon/api/api-e2b-process-request.c src/daemon/api/api-e2b-parse.c \
 	src/daemon/api/connect-wire.c src/daemon/model/sandbox-model.c
 UNIT_LIBS_api-e2b-process-request := -ljansson
+# The console's request paths (api-ui-path.c): which file under --ui-dir, which type.
+UNIT_SRC_api-ui-path := src/daemon/api/api-ui-path.c
+UNIT_LIBS_api-ui-path :=
 
 # The port proxy (issue 22): request and response heads, routing, the
 # credentials of a query or cookie, the rewriters.
@@ -301,6 +304,11 @@ FUZZ_SRC_fuzz-pool-request := src/daemon/model/sandbox-model.c src/daemon/api/ap
 	src/daemon/api/api-pool-request.c
 FUZZ_LIBS_fuzz-pool-request :=
 FUZZ_MAXLEN_fuzz-pool-request := 8192
+# The console's request paths (api-ui-path.c), from any client without a token
+# (seeds: tests/fuzz/corpus/fuzz-ui-path, written by hand).
+FUZZ_SRC_fuzz-ui-path := src/daemon/api/api-ui-path.c
+FUZZ_LIBS_fuzz-ui-path :=
+FUZZ_MAXLEN_fuzz-ui-path := 2048
 
 # The port proxy (issue 22): a client's request head or a guest's response
 # head, its rewrite, the routing (seeds: tests/fuzz/corpus/fuzz-proxy-http).
@@ -464,7 +472,7 @@ test:
 test-build: deps-npm all images-all build-clang crash-build $(UNIT_BINS) $(FUZZ_BINS) $(TEST_BUILD)/fc-driver \
 	format-check check-layers check-functions
 
-test-quick: unit test-fc fuzz-smoke
+test-quick: unit test-fc fuzz-smoke ui
 
 # Every benchmark in bench/ (figures, no assertions): bench/all runs them and
 # writes bench/results.md (bench/README.md). About 27 min on a 2-core TCG host;

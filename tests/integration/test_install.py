@@ -96,7 +96,17 @@ def expected_files(prefix=PREFIX, unit_dir=None):
     files |= {f"{prefix}/share/airlock/seccomp/qemu-x86_64.json", f"{unit_dir}/airlockd.service",
               "/etc/airlock/airlockd.conf"}
     files |= {f"{prefix}/share/airlock/images/{p}" for p in built_images()}
+    files |= {f"{prefix}/share/airlock/ui/{f}" for f in built_console()}
     return files
+
+
+def built_console():
+    """The web console's files under $(BUILD)/ui, when `make ui` built it
+    (install puts them where airlockd in $(PREFIX)/bin looks: docs/console.md)."""
+    d = os.path.join(BUILD, "ui")
+    if not os.path.isfile(os.path.join(d, "index.html")):
+        return []
+    return sorted(f for f in os.listdir(d) if os.path.isfile(os.path.join(d, f)))
 
 
 def test_install_files_and_modes(destdir):

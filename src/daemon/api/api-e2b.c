@@ -91,7 +91,8 @@ int e2b_envd_authenticate(const char *sandbox_id, const char *access_token, char
 void e2b_error_render(enum api_route_kind kind, bool connect_stream, struct api_response *resp)
 {
 	json_t *e = json_object_get(resp->body, "error");
-	if (kind == API_ROUTE_NATIVE || resp->status < 400 || !json_is_object(e) || resp->reader || resp->upgrade)
+	if (kind == API_ROUTE_NATIVE || kind == API_ROUTE_UI || resp->status < 400 || !json_is_object(e) ||
+	    resp->reader || resp->upgrade)
 		return;
 	const char *code = json_string_value(json_object_get(e, "code"));
 	const char *msg = json_string_value(json_object_get(e, "message"));

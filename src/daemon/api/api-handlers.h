@@ -77,6 +77,8 @@ API_HANDLER(api_secret_list);
 API_HANDLER(api_secret_get);
 API_HANDLER(api_secret_delete);
 API_HANDLER(api_ca_get);
+/* api-ui.c */
+API_HANDLER(api_ui_get);
 
 /* api-e2b.c */
 API_HANDLER(api_e2b_health);

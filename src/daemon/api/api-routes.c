@@ -71,6 +71,11 @@ static const struct api_route api_routes[] = {
     {"GET", "/v1/secrets/{name}", 0, api_secret_get, NULL, false},
     {"DELETE", "/v1/secrets/{name}", 0, api_secret_delete, NULL, false},
     {"GET", "/v1/ca", 0, api_ca_get, NULL, false},
+    /* The web console's static files (api-ui.c, docs/console.md): TCP only,
+     * no token; not the API, so neither in openapi.yaml nor in --print-routes.
+     * The pattern ending in a "*" segment matches /ui and every path below it. */
+    {"GET", "/ui/*", 0, api_ui_get, NULL, false, API_ROUTE_UI},
+    {"HEAD", "/ui/*", 0, api_ui_get, NULL, false, API_ROUTE_UI},
     /* E2B compatibility (api-e2b.h, docs/e2b.md): not in openapi.yaml (E2B's
      * own specs describe them); each answers only under its own prefix. */
     {"GET", "/e2b/envd/health", 0, api_e2b_health, NULL, false, API_ROUTE_E2B_ENVD},
@@ -128,6 +133,8 @@ static bool pattern_match(const char *pattern, const char *path, struct api_requ
 			return false;
 		p++;
 		u++;
+		if (p[0] == '*' && p[1] == '\0')
+			return true; /* a last segment "*": the rest of the path, whatever it is (or none) */
 		const char *pe = strchrnul(p, '/'), *ue = strchrnul(u, '/');
 		size_t plen = (size_t)(pe - p), ulen = (size_t)(ue - u);
 		if (plen > 2 && p[0] == '{' && p[plen - 1] == '}') {
@@ -146,6 +153,8 @@ static bool pattern_match(const char *pattern, const char *path, struct api_requ
 		p = pe;
 		u = ue;
 	}
+	if (*u == '\0' && !strcmp(p, "/*"))
+		return true;
 	return *p == '\0' && (*u == '\0' || (u[0] == '/' && u[1] == '\0'));
 }
 
@@ -171,8 +180,10 @@ const struct api_route *api_route_match(const char *method, const char *path, st
 	return NULL;
 }
 
+/* The API's routes: the console's static files are not (docs/console.md). */
 void api_print_routes(FILE *f)
 {
 	for (size_t i = 0; i < ARRAY_SIZE(api_routes); i++)
-		fprintf(f, "%s %s\n", api_routes[i].method, api_routes[i].pattern);
+		if (api_routes[i].kind != API_ROUTE_UI)
+			fprintf(f, "%s %s\n", api_routes[i].method, api_routes[i].pattern);
 }

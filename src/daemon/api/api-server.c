@@ -26,6 +26,7 @@
 #include "api-connlimit.h"
 #include "api-ratelimit.h"
 #include "api-e2b.h"
+#include "api-ui-path.h"
 #include "api-ws.h"
 #include "api.h"
 #include "connect-wire.h"
@@ -270,6 +271,8 @@ static enum MHD_Result send_response(struct MHD_Connection *c, const struct conn
 		MHD_add_response_header(r, resp->header_name, resp->header_value);
 	free(resp->header_value);
 	resp->header_value = NULL;
+	for (const char *const *h = resp->headers; h && h[0] && h[1]; h += 2)
+		MHD_add_response_header(r, h[0], h[1]);
 	if (resp->retry_after_s) {
 		char after[16];
 		snprintf(after, sizeof(after), "%u", resp->retry_after_s);
@@ -508,6 +511,8 @@ static void describe_peer(struct MHD_Connection *c, bool tcp, char *out, size_t 
 
 static enum api_route_kind route_kind_of(const char *url)
 {
+	if (ui_path_is_ui(url))
+		return API_ROUTE_UI;
 	if (strncmp(url, API_E2B_PREFIX, strlen(API_E2B_PREFIX)) != 0)
 		return API_ROUTE_NATIVE;
 	if (strncmp(url, API_E2B_ENVD_PREFIX, strlen(API_E2B_ENVD_PREFIX)) == 0)
@@ -588,6 +593,7 @@ static int request_authenticate(struct MHD_Connection *c, struct conn_state *st,
 		return e2b_envd_authenticate(MHD_lookup_connection_value(c, MHD_HEADER_KIND, "E2b-Sandbox-Id"),
 		                             *ret_auth, st->tenant, st->e2b_sandbox, ret_failure, err);
 	case API_ROUTE_NATIVE:
+	case API_ROUTE_UI:
 		break;
 	}
 	int r = websocket_authenticate(c, st, ret_auth, ret_failure, err);
@@ -627,11 +633,24 @@ static enum MHD_Result on_headers(struct api_server *srv, struct MHD_Connection 
 		st->req.e2b_stream =
 		    ct && !strncasecmp(ct, CONNECT_STREAM_CONTENT_TYPE, strlen(CONNECT_STREAM_CONTENT_TYPE));
 	}
+	if (st->kind == API_ROUTE_UI && !srv->tcp)
+		return early(st, send_error(c, st, AL_ERR_NOT_FOUND,
+		                            "no such endpoint: %s %.200s (see docs/api.md; "
+		                            "the console is on the TCP listener)",
+		                            method, url));
 	if (st->kind != API_ROUTE_NATIVE && !srv->tcp)
 		return early(st, send_error(c, st, AL_ERR_NOT_FOUND,
 		                            "E2B's API is served on the TCP listener (airlockd --listen), not on the "
 		                            "unix socket"));
-	if (srv->tcp) {
+	/* SECURITY: the console's static files are public (the same for everyone,
+	 * no tenant's data): no token, no tenant, so no rate limit of one; they
+	 * never make a connection busy nor stop its idle clock (below), so an
+	 * unauthenticated client holds nothing a token-holder needs. Every API
+	 * call the page makes carries the token like any other client's. Such a
+	 * request has no tenant, which elsewhere means the operator: only the
+	 * UI routes can match it (a route answers only its own kind, below), and
+	 * api_ui_get reads no tenant's data. */
+	if (srv->tcp && st->kind != API_ROUTE_UI) {
 		/* SECURITY: every TCP request carries a token; its tenant scopes everything it can see. */
 		struct al_error err = {0};
 		const char *auth = NULL;
@@ -692,7 +711,8 @@ static enum MHD_Result on_headers(struct api_server *srv, struct MHD_Connection 
 	/* Accepted: from now on the connection is not shed to make room (an
 	 * early answer, a 401 included, leaves it idle, so a client cannot hold
 	 * a slot by sending a refused request's body slowly). */
-	conn_table_busy(srv->conns, conn_slot_of(c));
+	if (st->kind != API_ROUTE_UI)
+		conn_table_busy(srv->conns, conn_slot_of(c));
 	if (st->route->upload_begin) {
 		struct al_error err = {0};
 		idle_clock_stop(c);
@@ -756,7 +776,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 		st->req.body_len = st->len;
 		st->route->handle(&st->req, &resp);
 	}
-	if (resp.reader || resp.upgrade)
+	if ((resp.reader || resp.upgrade) && st->kind != API_ROUTE_UI)
 		conn_stream_begin(srv, c, st, resp.upgrade != NULL);
 	else
 		idle_clock_restart(srv, c); /* a client that does not read its answer is idle */

@@ -68,6 +68,8 @@ struct api_response {
 	/* One more response header (X-Next-Token of a list page); value owned. */
 	const char *header_name;
 	char *header_value;
+	/* More headers: static name, value pairs, NULL-terminated (the console's). */
+	const char *const *headers;
 };
 
 /* Sets an error answer from err. */
@@ -94,6 +96,7 @@ enum api_route_kind {
 	API_ROUTE_NATIVE,      /* Bearer token (TCP) or the unix socket; {"error":{"code","message"}} */
 	API_ROUTE_E2B_CONTROL, /* E2B's control API: X-API-KEY (a tenant token); {"code":404,"message"} */
 	API_ROUTE_E2B_ENVD,    /* E2B's in-sandbox API: X-Access-Token; Connect errors (connect-wire.h) */
+	API_ROUTE_UI,          /* the console's static files (api-ui.c): TCP only, no token */
 };
 #define API_E2B_PREFIX "/e2b/"
 #define API_E2B_ENVD_PREFIX "/e2b/envd/"
@@ -130,6 +133,9 @@ struct api_server;
 int api_server_start_unix(const char *socket_path, struct api_server **ret, struct al_error *err);
 int api_server_start_tcp(const char *addr_port, struct api_server **ret, struct al_error *err);
 void api_server_stop(struct api_server *s);
+/* The web console's files (api-ui.c, docs/console.md), served at /ui on the
+ * TCP listener; NULL: none (/ui answers 404 saying so). Before the servers start. */
+void api_ui_set_dir(const char *dir);
 /* Records the summaries of failed authentications that are due (all: every
  * pending one, before the event log shuts down). Call every few seconds. */
 void api_auth_failures_flush(bool all);

@@ -134,6 +134,7 @@ static const struct option daemon_opts[] = {
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, 'V'},
     {"listen", required_argument, NULL, 'l'},
+    {"ui-dir", required_argument, NULL, 'U'},
     {"max-file-bytes", required_argument, NULL, 'm'},
     {"print-routes", no_argument, NULL, 'r'},
     {"egress-bin", required_argument, NULL, 'E'},
@@ -186,7 +187,7 @@ static const struct option daemon_opts[] = {
 
 /* The command line, after the flags of a --config file. */
 struct daemon_options {
-	const char *socket_path, *state_dir, *image_dir, *listen_addr;
+	const char *socket_path, *state_dir, *image_dir, *listen_addr, *ui_dir;
 	const char *proxy_listen, *proxy_domain;
 	uint64_t max_file_bytes;
 	const char *egress_bin, *resolver, *egress_ca, *network_policy_file, *network_ceiling_file;
@@ -209,7 +210,7 @@ static void usage(FILE *f)
 	vmm_backend_names(backends, sizeof(backends));
 	fprintf(f,
 	        "usage: airlockd [--socket PATH] [--state-dir DIR] [--image-dir DIR] [--boot-timeout-s N]\n"
-	        "                [--listen ADDR:PORT] [--max-file-bytes N] [--print-routes]\n"
+	        "                [--listen ADDR:PORT] [--ui-dir DIR] [--max-file-bytes N] [--print-routes]\n"
 	        "                [--egress-bin PATH] [--resolver IP:PORT] [--egress-ca FILE]\n"
 	        "                [--network-policy FILE] [--network-ceiling FILE]\n"
 	        "                [--egress-public-cidr CIDR]... [--egress-uid N] [--egress-no-seccomp]\n"
@@ -232,6 +233,9 @@ static void usage(FILE *f)
 	        "  --image-dir DIR      kernels/ and templates/ (default: the state dir)\n"
 	        "  --boot-timeout-s N   a guest that has not said hello after N s is an error (default %d)\n"
 	        "  --listen ADDR:PORT   also serve the API over TCP; every request needs a bearer token\n"
+	        "  --ui-dir DIR         the web console's files, served at /ui on the TCP listener\n"
+	        "                       (default: ui/ next to airlockd in a build tree, else\n"
+	        "                       ../share/airlock/ui from it, as make install puts it)\n"
 	        "  --max-file-bytes N   largest file or archive upload (default 1 GiB)\n"
 	        "  --print-routes       print every route of the API and exit\n"
 	        "  --egress-bin PATH    the egress gateway (default: airlock-egress next to airlockd)\n"
@@ -350,6 +354,8 @@ static const char **option_string(struct daemon_options *o, int c)
 		return &o->image_dir;
 	case 'l':
 		return &o->listen_addr;
+	case 'U':
+		return &o->ui_dir;
 	case 'E':
 		return &o->egress_bin;
 	case 'R':
@@ -1009,11 +1015,38 @@ static int sandboxes_start(struct daemon *d)
 	return 0;
 }
 
+/* The web console's files (docs/console.md): --ui-dir, else the build
+ * tree's (build/ui next to build/airlockd), else the installed ones
+ * (PREFIX/share/airlock/ui from PREFIX/bin/airlockd). Canonical, so that a
+ * later symlink swap of the path does not move it. None: /ui says so. */
+static void ui_dir_set(const struct daemon_options *o)
+{
+	if (!o->listen_addr)
+		return;
+	cleanup_free char *tree = sibling_path("ui");
+	cleanup_free char *installed = sibling_path("../share/airlock/ui");
+	const char *const tries[] = {o->ui_dir, o->ui_dir ? NULL : tree, o->ui_dir ? NULL : installed};
+	char real[PATH_MAX];
+	for (size_t i = 0; i < ARRAY_SIZE(tries); i++) {
+		struct stat st;
+		if (!tries[i] || !realpath(tries[i], real) || stat(real, &st) < 0 || !S_ISDIR(st.st_mode))
+			continue;
+		api_ui_set_dir(real);
+		log_info("console: http://%s/ui/ serves %s", o->listen_addr, real);
+		return;
+	}
+	if (o->ui_dir)
+		log_error("--ui-dir %s is not a directory: /ui answers 404", o->ui_dir);
+	else
+		log_info("console: not built (make ui) nor installed; /ui answers 404");
+}
+
 static int api_start(struct daemon *d)
 {
 	const char *listen_addr = d->opt.listen_addr;
 	struct al_error err = {0};
 	int r = 0;
+	ui_dir_set(&d->opt);
 	const long *n = d->opt.numbers;
 	struct proxy_config pcfg = {
 	    .listen = d->opt.proxy_listen,
