@@ -416,3 +416,54 @@ def test_guest_cannot_reach_the_namespace_side(daemon, api, sid):
     after = api.request("GET", f"/v1/sandboxes/{sid}/network").json
     assert after["policy"] == policy["policy"]
     assert after["dropped"]["packets"] >= policy["dropped"]["packets"] + 3, (policy, after)
+
+
+# ------------------------------------------------------------------ a tunnel ends with its sandbox
+
+def _open_tunnel(daemon, sid, port, timeout=30):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(timeout)
+    s.connect(daemon.socket)
+    s.sendall(f"GET /v1/sandboxes/{sid}/ports/{port}/connect HTTP/1.1\r\nHost: x\r\n"
+              "Connection: Upgrade\r\nUpgrade: airlock-tcp/1\r\n\r\n".encode())
+    head = b""
+    while b"\r\n\r\n" not in head:
+        c = s.recv(1)
+        assert c, head
+        head += c
+    return s, head.split(b"\r\n")[0]
+
+
+def test_deleting_a_sandbox_hangs_up_its_tunnels(daemon, api):
+    """A guest server that never closes (and a client that never does):
+    the tunnel must still end when the sandbox is deleted, at once, not
+    after the relay's idle hour."""
+    sb = api.create_ok(template="minimal", vcpus=1, memory_mib=256)
+    victim = sb["id"]
+    try:
+        r = api.request("POST", f"/v1/sandboxes/{victim}/processes",
+                        body={"cmd": ["sh", "-c", "while true; do nc -l -p 7000; done"], "tag": "holder"})
+        assert r.status == 201, r
+        status = None
+        for _ in range(60):
+            s, status = _open_tunnel(daemon, victim, 7000)
+            if status.endswith(b"101 Switching Protocols"):
+                break
+            s.close()
+            time.sleep(0.5)
+        assert status.endswith(b"101 Switching Protocols"), status
+        s.sendall(b"held\n")
+        assert api.request("DELETE", f"/v1/sandboxes/{victim}").status == 200
+        # Without the hang-up the relay waits an hour for a guest that is gone.
+        s.settimeout(60)
+        try:
+            while s.recv(4096):
+                pass
+        except ConnectionResetError:
+            pass
+        except socket.timeout:
+            pytest.fail("the tunnel outlived its deleted sandbox")
+        finally:
+            s.close()
+    finally:
+        api.request("DELETE", f"/v1/sandboxes/{victim}")

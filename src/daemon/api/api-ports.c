@@ -224,7 +224,7 @@ static void tunnel_free(void *ctx)
 {
 	struct tunnel *t = ctx;
 	if (t->guest_fd >= 0)
-		close(t->guest_fd);
+		sandbox_port_close(t->id, t->guest_fd);
 	free(t);
 }
 

@@ -379,7 +379,7 @@ bool proxy_relay(struct proxy_conn *c, const struct proxy_request *req, int gfd,
 	if ((he != HPE_OK && he != HPE_PAUSED) || (hn != req->head_len && !r.req_done)) {
 		proxy_answer(c, 400, true, NULL, "malformed request head: %s\n", http_errno_description(he));
 		*ret_status = 400;
-		close(gfd);
+		sandbox_port_close(req->route.id, gfd);
 		return false;
 	}
 	if (he == HPE_PAUSED)
@@ -415,7 +415,7 @@ bool proxy_relay(struct proxy_conn *c, const struct proxy_request *req, int gfd,
 	r.t.requests = 1;
 	r.t.errors = (e < 0 || r.status >= 500) ? 1 : 0;
 	sandbox_port_traffic(req->route.id, req->route.port, &r.t);
-	close(gfd);
+	sandbox_port_close(req->route.id, gfd);
 	*ret_status = r.status;
 	return keep;
 }

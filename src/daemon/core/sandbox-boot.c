@@ -521,6 +521,7 @@ void sb_teardown(struct sandbox *sb)
 	pthread_mutex_unlock(&sb->lock);
 	if (sb->ch)
 		guest_channel_kill(sb->ch, "the sandbox is being stopped");
+	sb_ports_hang_up(sb, false);
 	sb_monitor_stop(sb);
 	sb_vmm_stop_wait(sb);
 	sb_network_down(sb);

@@ -63,6 +63,11 @@ struct sandbox {
 	/* Traffic through its ports (sandbox-ports.c), under lock. */
 	struct port_stats port_stats[SANDBOX_PORT_STATS_MAX];
 	unsigned n_port_stats;
+	/* Connections to its guest's ports (sandbox_port_dial), hung up when it
+	 * stops; under lock. ports_hung_up: no new ones (the daemon stops). */
+	int *port_fds;
+	unsigned n_port_fds, cap_port_fds;
+	bool ports_hung_up;
 	/* What the last `port.traffic` event of each told, and when (monotonic). */
 	struct port_traffic port_reported[SANDBOX_PORT_STATS_MAX];
 	uint64_t port_reported_ms[SANDBOX_PORT_STATS_MAX];
@@ -267,6 +272,10 @@ struct port_event {
 size_t sb_port_events_due(struct sandbox *sb, struct port_event *out, size_t max);
 /* Emits them (without any lock held). */
 void sb_port_events_emit(const struct port_event *e, size_t n);
+/* Hangs up every connection to its guest's ports (sandbox_port_dial; a
+ * stop or recover: new ones wait for `stopping` to end); for_good: new
+ * ones are refused for the daemon's life (it stops). */
+void sb_ports_hang_up(struct sandbox *sb, bool for_good);
 
 /* ---- timeouts (sandbox-timeouts.c) ---- */
 

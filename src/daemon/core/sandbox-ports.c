@@ -164,6 +164,30 @@ static int connect_wait(int fd, unsigned port, const char *id, unsigned timeout_
 	return 0;
 }
 
+/* Registers fd, a connection to sb's guest, so that stopping the sandbox
+ * (or the daemon) hangs it up; refused once the sandbox is stopping. */
+static int conn_register(struct sandbox *sb, int fd, const char *id, struct al_error *err)
+{
+	int r = 0;
+	pthread_mutex_lock(&sb->lock);
+	if (sb->stopping || sb->ports_hung_up)
+		r = al_error_set(err, AL_ERR_CONFLICT, EBUSY, "sandbox %s is being stopped", id);
+	else if (sb->n_port_fds >= SANDBOX_PORT_CONNS_MAX)
+		r = al_error_set(err, AL_ERR_UNAVAILABLE, EMFILE,
+		                 "sandbox %s has %u connections to its ports open, the most it may; try again when "
+		                 "some have ended",
+		                 id, SANDBOX_PORT_CONNS_MAX);
+	else {
+		if (sb->n_port_fds == sb->cap_port_fds) {
+			sb->cap_port_fds = sb->cap_port_fds ? sb->cap_port_fds * 2 : 8;
+			sb->port_fds = xrealloc(sb->port_fds, sb->cap_port_fds * sizeof(*sb->port_fds));
+		}
+		sb->port_fds[sb->n_port_fds++] = fd;
+	}
+	pthread_mutex_unlock(&sb->lock);
+	return r;
+}
+
 int sandbox_port_dial(const char *id, unsigned port, unsigned timeout_ms, int *ret_fd, struct al_error *err)
 {
 	if (port < 1 || port > 65535)
@@ -178,21 +202,63 @@ int sandbox_port_dial(const char *id, unsigned port, unsigned timeout_ms, int *r
 	cleanup_close int ns = sb->net.ns_fd >= 0 ? fcntl(sb->net.ns_fd, F_DUPFD_CLOEXEC, 0) : -1;
 	sb->last_activity_ms = now_ms_monotonic();
 	pthread_mutex_unlock(&sb->lock);
-	sandbox_unref(sb);
-	if (ns < 0)
-		return al_error_set(err, AL_ERR_CONFLICT, EBUSY, "sandbox %s has no network namespace now", id);
 	cleanup_close int fd = -1;
-	if ((r = netns_guest_socket(ns, &fd, err)) < 0)
+	if (ns < 0)
+		r = al_error_set(err, AL_ERR_CONFLICT, EBUSY, "sandbox %s has no network namespace now", id);
+	if (r == 0)
+		r = netns_guest_socket(ns, &fd, err);
+	if (r == 0)
+		r = connect_wait(fd, port, id, timeout_ms, err);
+	int fl = r == 0 ? fcntl(fd, F_GETFL) : 0;
+	if (r == 0 && (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0))
+		r = al_error_set(err, AL_ERR_INTERNAL, errno, "port %u of sandbox %s: fcntl: %m", port, id);
+	if (r == 0)
+		r = conn_register(sb, fd, id, err);
+	sandbox_unref(sb);
+	if (r < 0)
 		return r;
-	if ((r = connect_wait(fd, port, id, timeout_ms, err)) < 0)
-		return r;
-	int fl = fcntl(fd, F_GETFL);
-	if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0)
-		return al_error_set(err, AL_ERR_INTERNAL, errno, "port %u of sandbox %s: fcntl: %m", port, id);
 	int one = 1;
 	setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
 	*ret_fd = TAKE_FD(fd);
 	return 0;
+}
+
+void sandbox_port_close(const char *id, int fd)
+{
+	struct sandbox *sb = sb_registry_find(id);
+	if (sb) {
+		pthread_mutex_lock(&sb->lock);
+		for (unsigned i = 0; i < sb->n_port_fds; i++)
+			if (sb->port_fds[i] == fd) {
+				sb->port_fds[i] = sb->port_fds[--sb->n_port_fds];
+				break;
+			}
+		pthread_mutex_unlock(&sb->lock);
+		sandbox_unref(sb);
+	}
+	close(fd);
+}
+
+/* SECURITY: a connection to a guest must not outlive its sandbox (a
+ * deleted VM's port would otherwise hold a tunnel, and the daemon's stop,
+ * for as long as its client likes). shutdown() wakes whoever relays it;
+ * the fd stays theirs to close (sandbox_port_close). */
+void sb_ports_hang_up(struct sandbox *sb, bool for_good)
+{
+	pthread_mutex_lock(&sb->lock);
+	for (unsigned i = 0; i < sb->n_port_fds; i++)
+		shutdown(sb->port_fds[i], SHUT_RDWR);
+	sb->n_port_fds = 0;
+	sb->ports_hung_up |= for_good;
+	pthread_mutex_unlock(&sb->lock);
+}
+
+void sandbox_ports_hang_up_all(void)
+{
+	pthread_mutex_lock(&sb_registry_lock);
+	for (struct sandbox *sb = sb_registry; sb; sb = sb->next)
+		sb_ports_hang_up(sb, true);
+	pthread_mutex_unlock(&sb_registry_lock);
 }
 
 /* The counters of port in sb (a new entry while there is room; under

@@ -74,6 +74,7 @@ void sandbox_unref(struct sandbox *sb)
 	pthread_mutex_destroy(&sb->op_lock);
 	free(sb->dir);
 	free(sb->root);
+	free(sb->port_fds);
 	free(sb);
 }
 

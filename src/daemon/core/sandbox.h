@@ -209,8 +209,15 @@ bool sandbox_traffic_token_check(const char *tenant, const char *id, const char 
 /* A connected TCP socket (blocking, CLOEXEC) to the guest's `port`, made in
  * the sandbox's namespace: a paused sandbox is resumed first when its
  * auto_resume is on (the call waits), else a conflict; ECONNREFUSED: nothing
- * listens there (AL_ERR_UNAVAILABLE naming the port). Counts as activity. */
+ * listens there (AL_ERR_GUEST naming the port). Counts as activity. The
+ * connection is hung up when the sandbox stops; close it with
+ * sandbox_port_close. */
 int sandbox_port_dial(const char *id, unsigned port, unsigned timeout_ms, int *ret_fd, struct al_error *err);
+/* Ends a connection sandbox_port_dial made: forgotten by its sandbox, closed. */
+void sandbox_port_close(const char *id, int fd);
+/* Hangs up every connection to every sandbox's ports (the daemon stops). */
+void sandbox_ports_hang_up_all(void);
+#define SANDBOX_PORT_CONNS_MAX 1024 /* open connections to one sandbox's ports */
 /* Traffic through a port (requests answered, bytes each way, failed
  * requests) for its counters (metrics, the ports list); counts as activity. */
 struct port_traffic {

@@ -1102,6 +1102,9 @@ static void listen_log(const struct daemon *d)
 static void daemon_stop(struct daemon *d, int sig)
 {
 	log_info("signal %d: shutting down (VMs keep running and are re-attached at the next start)", sig);
+	/* Tunnels and the proxy's connections to guests end first: an upgraded
+	 * connection would hold the API's stop, a relay the registry. */
+	sandbox_ports_hang_up_all();
 	/* The proxy's connections dial into sandboxes: gone before the registry. */
 	proxy_server_stop(d->proxy);
 	api_auth_failures_flush(true);
