@@ -222,8 +222,11 @@ def test_events(ld, admin, meta_sandbox):
     after = events(admin, f"?sandbox={sid}&since={running['seq']}")
     assert after == [e for e in mine if e["seq"] > running["seq"]], after
     assert events(admin, f"?sandbox={sid}&since={mine[-1]['seq']}") == []
+    # since=now: none of the history, and what happens later (a token's event here).
+    assert events(admin, f"?sandbox={sid}&since=now") == []
+    assert events(admin, "?since=now") == []
     assert events(admin, f"?sandbox={UNKNOWN_ID}") == []
-    for q in ["?since=abc", "?since=-1", "?follow=maybe", "?type=Bad!", "?sandbox=a/b", "?type=" + "a" * 65]:
+    for q in ["?since=abc", "?since=-1", "?since=NOW", "?since=now1", "?follow=maybe", "?type=Bad!", "?sandbox=a/b", "?type=" + "a" * 65]:
         check_error(admin.request("GET", "/v1/events" + q), 400, "invalid_argument")
 
     # The lifecycle, in order: every state change, and the exec's start and exit.

@@ -41,7 +41,7 @@ def console(tmp_path_factory):
         f.write("hidden\n")
     with open(os.path.join(ui, "notes.md"), "w") as f:
         f.write("no type\n")
-    d = ListeningDaemon(base, free_port(), extra_args=["--ui-dir", ui])
+    d = ListeningDaemon(base, free_port(), extra_args=["--ui-dir", ui, "--proxy-listen", f"127.0.0.1:{free_port()}"])
     d.start()
     r = d.api.request("POST", "/v1/tokens", body={"tenant": "ui", "description": "console tests"})
     assert r.status == 201, r

@@ -106,11 +106,13 @@ export async function streamLines(path, onLine, signal) {
 // Follows the events stream (GET /v1/events?follow=true) and comes back after
 // a cut (from the last seq seen) until signal aborts.
 export function followEvents(query, onEvent, signal, onState) {
-  let since = 0;
+  // From now on: the history is not replayed (a page refreshes itself once
+  // when it opens); after a cut, from the last seq seen.
+  let since = 'now';
   const loop = async () => {
     while (!signal.aborted) {
       const q = new URLSearchParams({ ...query, follow: 'true' });
-      if (since) q.set('since', String(since));
+      q.set('since', String(since));
       try {
         onState?.('live');
         await streamLines(`/v1/events?${q}`, (ev) => {

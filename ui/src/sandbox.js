@@ -118,12 +118,16 @@ export async function sandboxPage(root, id, signal) {
         try { await call('DELETE', `/v1/sandboxes/${id}/ports/${port}`); } catch (e) { toast(e.message, 'error'); }
         loadPorts();
       } }, 'Unexpose');
+      // A private port's link carries the traffic token once: the proxy turns
+      // it into a cookie of that origin and sends the browser on without it.
+      const withToken = (url, x) => (x.public || !p.traffic_token ? url
+        : `${url}${url.includes('?') ? '&' : '?'}airlock_token=${encodeURIComponent(p.traffic_token)}`);
       clear(ports, list.length === 0 ? h('p', { class: 'muted' }, 'No port exposed: expose one a server in the guest listens on.')
         : h('table', {}, h('thead', {}, h('tr', {}, ['Port', 'Link', 'By path', 'Public', 'Requests', ''].map((t) => h('th', {}, t)))),
           h('tbody', {}, list.map((x) => h('tr', { 'data-port': x.port },
             h('td', {}, String(x.port)),
-            h('td', {}, x.url ? h('a', { href: x.url, target: '_blank', rel: 'noopener noreferrer' }, x.url) : h('span', { class: 'muted', title: 'this daemon runs no ports proxy' }, '—')),
-            h('td', {}, x.path_url ? h('a', { href: x.path_url, target: '_blank', rel: 'noopener noreferrer' }, x.path_url) : h('span', { class: 'muted' }, '—')),
+            h('td', {}, x.url ? h('a', { href: withToken(x.url, x), target: '_blank', rel: 'noopener noreferrer' }, x.url) : h('span', { class: 'muted', title: 'this daemon runs no ports proxy' }, '—')),
+            h('td', {}, x.path_url ? h('a', { href: withToken(x.path_url, x), target: '_blank', rel: 'noopener noreferrer' }, x.path_url) : h('span', { class: 'muted' }, '—')),
             h('td', {}, x.public ? 'yes' : 'no: the traffic token'),
             h('td', {}, String(x.requests ?? '')),
             h('td', { class: 'actions' }, unexpose(x.port)))))),

@@ -157,7 +157,14 @@ API_HANDLER(api_events)
 {
 	struct al_error err = {0};
 	struct event_stream *es = xcalloc(1, sizeof(*es));
-	if (event_filter_parse_query(api_query(req, "sandbox"), api_query(req, "type"), api_query(req, "since"),
+	/* since=now: what happens from now on (a console's live view), not the history. */
+	const char *since = api_query(req, "since");
+	char now[24];
+	if (since && !strcmp(since, "now")) {
+		snprintf(now, sizeof(now), "%llu", (unsigned long long)events_last_seq());
+		since = now;
+	}
+	if (event_filter_parse_query(api_query(req, "sandbox"), api_query(req, "type"), since,
 	                             api_query(req, "follow"), &es->f, &es->follow, &err) < 0) {
 		free(es);
 		api_response_error(resp, &err);
