@@ -164,8 +164,8 @@ API_HANDLER(api_events)
 		snprintf(now, sizeof(now), "%llu", (unsigned long long)events_last_seq());
 		since = now;
 	}
-	if (event_filter_parse_query(api_query(req, "sandbox"), api_query(req, "type"), since,
-	                             api_query(req, "follow"), &es->f, &es->follow, &err) < 0) {
+	if (event_filter_parse_query(api_query(req, "sandbox"), api_query(req, "type"), since, api_query(req, "follow"),
+	                             &es->f, &es->follow, &err) < 0) {
 		free(es);
 		api_response_error(resp, &err);
 		return;
