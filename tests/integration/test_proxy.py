@@ -17,7 +17,7 @@ import time
 import pytest
 
 from apiutil import ListeningDaemon, TcpApi, free_port
-from conftest import _report_on_failure
+from conftest import _report_on_failure, wait_for
 
 UNKNOWN_ID = "sb-0123456789abcdef"
 
@@ -450,3 +450,33 @@ def test_paused_sandbox(pd, box):
     st, _, data = proxy_request(pd, "GET", f"/sandbox/{sid}/8000/hello.txt", headers=hdr, timeout=120)
     assert (st, data) == (200, b"hello from the guest\n")
     assert pd.api.get(sid).json["state"] == "running"
+
+
+def test_proxied_traffic_is_activity(pd, box):
+    """After test_paused_sandbox (auto_resume on): an idle timeout does not
+    pause a sandbox whose port is being used through the proxy; once the
+    requests stop it pauses, and the next request resumes it."""
+    sid, hdr = box["id"], {"X-Airlock-Traffic-Token": box["token"]}
+    r = pd.api.request("POST", f"/v1/sandboxes/{sid}/timeout", body={"idle_timeout_s": 6, "auto_resume": True})
+    assert r.status == 200 and r.json["idle_timeout_s"] == 6, r
+    seq0 = max([0] + [e["seq"] for e in events_of(pd, sid)])
+    # 15 s of requests, one a second: more than twice the idle timeout, never idle for it.
+    for _ in range(15):
+        st, _, data = proxy_request(pd, "GET", f"/sandbox/{sid}/8000/hello.txt", headers=hdr, timeout=60)
+        assert st == 200, (st, data)
+        time.sleep(1)
+    timeouts = [e for e in events_of(pd, sid) if e["seq"] > seq0 and e["type"] == "sandbox.timeout"]
+    assert timeouts == [], timeouts
+    assert pd.api.get(sid).json["state"] == "running"
+    # Nobody comes: the idle timeout pauses it.
+    wait_for(lambda: pd.api.get(sid).json["state"] == "paused", 60, "the idle timeout to pause the sandbox")
+    st, _, data = proxy_request(pd, "GET", f"/sandbox/{sid}/8000/hello.txt", headers=hdr, timeout=120)
+    assert (st, data) == (200, b"hello from the guest\n")
+    assert pd.api.get(sid).json["state"] == "running"
+    pd.api.request("POST", f"/v1/sandboxes/{sid}/timeout", body={"idle_timeout_s": 0})
+
+
+def events_of(pd, sid):
+    r = pd.api.request("GET", f"/v1/events?sandbox={sid}")
+    assert r.status == 200, r
+    return [json.loads(line) for line in r.raw.decode().splitlines() if line.strip()]
