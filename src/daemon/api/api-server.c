@@ -901,33 +901,36 @@ int api_server_start_unix(const char *socket_path, struct api_server **ret, stru
 	return 0;
 }
 
-int api_server_start_tcp(const char *addr_port, struct api_server **ret, struct al_error *err)
+int api_tcp_listen(const char *flag, const char *addr_port, unsigned min_port, int *ret_fd, unsigned *ret_port,
+                   struct al_error *err)
 {
 	/* ADDR:PORT with an IPv4 address, or [ADDR]:PORT with IPv6. */
 	char host[INET6_ADDRSTRLEN + 2];
 	const char *colon = strrchr(addr_port, ':');
 	long port;
-	if (!colon || (size_t)(colon - addr_port) >= sizeof(host) || parse_int_range(colon + 1, 1, 65535, &port) < 0)
+	if (!colon || (size_t)(colon - addr_port) >= sizeof(host) ||
+	    parse_int_range(colon + 1, min_port, 65535, &port) < 0)
 		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
-		                    "--listen takes ADDR:PORT (e.g. 127.0.0.1:7070), got \"%s\"", addr_port);
+		                    "%s takes ADDR:PORT (e.g. 127.0.0.1:7070), got \"%s\"", flag, addr_port);
 	snprintf(host, sizeof(host), "%.*s", (int)(colon - addr_port), addr_port);
 	struct sockaddr_storage ss = {0};
 	socklen_t sl;
-	if (host[0] == '[' && host[strlen(host) - 1] == ']') {
-		host[strlen(host) - 1] = '\0';
+	size_t hl = strlen(host);
+	if (hl >= 2 && host[0] == '[' && host[hl - 1] == ']') {
+		host[hl - 1] = '\0';
 		struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
 		s6->sin6_family = AF_INET6;
 		s6->sin6_port = htons((uint16_t)port);
 		if (inet_pton(AF_INET6, host + 1, &s6->sin6_addr) != 1)
-			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "--listen: bad IPv6 address %s",
-			                    host);
+			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "%s: bad IPv6 address %s", flag,
+			                    host + 1);
 		sl = sizeof(*s6);
 	} else {
 		struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
 		s4->sin_family = AF_INET;
 		s4->sin_port = htons((uint16_t)port);
 		if (inet_pton(AF_INET, host, &s4->sin_addr) != 1)
-			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "--listen: bad IPv4 address %s",
+			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "%s: bad IPv4 address %s", flag,
 			                    host);
 		sl = sizeof(*s4);
 	}
@@ -937,9 +940,24 @@ int api_server_start_tcp(const char *addr_port, struct api_server **ret, struct 
 	int one = 1;
 	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 	if (bind(fd, (struct sockaddr *)&ss, sl) < 0 || listen(fd, 128) < 0)
-		return al_error_set(err, AL_ERR_INTERNAL, errno, "cannot listen on %s: %m", addr_port);
+		return al_error_set(err, AL_ERR_INTERNAL, errno, "%s: cannot listen on %s: %m", flag, addr_port);
+	struct sockaddr_storage bound;
+	socklen_t bl = sizeof(bound);
+	if (ret_port && getsockname(fd, (struct sockaddr *)&bound, &bl) == 0)
+		*ret_port = ntohs(bound.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&bound)->sin6_port
+		                                              : ((struct sockaddr_in *)&bound)->sin_port);
+	*ret_fd = TAKE_FD(fd);
+	return 0;
+}
+
+int api_server_start_tcp(const char *addr_port, struct api_server **ret, struct al_error *err)
+{
+	int fd;
+	int r = api_tcp_listen("--listen", addr_port, 1, &fd, NULL, err);
+	if (r < 0)
+		return r;
 	struct api_server *s = xcalloc(1, sizeof(*s));
-	s->listen_fd = TAKE_FD(fd);
+	s->listen_fd = fd;
 	s->tcp = true;
 	if (config && config->rate_limit_rps && !rate_limiter)
 		rate_limiter = rate_limiter_new(config->rate_limit_rps, config->rate_limit_burst, RATELIMIT_KEYS_MAX);

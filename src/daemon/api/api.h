@@ -133,6 +133,11 @@ struct api_server;
 int api_server_start_unix(const char *socket_path, struct api_server **ret, struct al_error *err);
 int api_server_start_tcp(const char *addr_port, struct api_server **ret, struct al_error *err);
 void api_server_stop(struct api_server *s);
+/* A listening TCP socket (CLOEXEC) on ADDR:PORT or [ADDR6]:PORT, port at
+ * least min_port (0: any free one), its port in *ret_port (may be NULL);
+ * errors name flag ("--listen"). */
+int api_tcp_listen(const char *flag, const char *addr_port, unsigned min_port, int *ret_fd, unsigned *ret_port,
+                   struct al_error *err);
 /* The web console's files (api-ui.c, docs/console.md), served at /ui on the
  * TCP listener; NULL: none (/ui answers 404 saying so). Before the servers start. */
 void api_ui_set_dir(const char *dir);

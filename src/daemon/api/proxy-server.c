@@ -588,61 +588,11 @@ static void *accept_thread(void *arg)
 
 /* ------------------------------------------------------------ the listener */
 
-static int listen_on(const char *addr_port, int *ret_fd, unsigned *ret_port, struct al_error *err)
-{
-	char host[INET6_ADDRSTRLEN + 2];
-	const char *colon = strrchr(addr_port, ':');
-	long port;
-	if (!colon || (size_t)(colon - addr_port) >= sizeof(host) || parse_int_range(colon + 1, 0, 65535, &port) < 0)
-		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
-		                    "--proxy-listen takes ADDR:PORT (e.g. 127.0.0.1:8080), got \"%s\"", addr_port);
-	snprintf(host, sizeof(host), "%.*s", (int)(colon - addr_port), addr_port);
-	struct sockaddr_storage ss = {0};
-	socklen_t sl;
-	size_t hl = strlen(host);
-	if (hl >= 2 && host[0] == '[' && host[hl - 1] == ']') {
-		host[hl - 1] = '\0';
-		struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
-		s6->sin6_family = AF_INET6;
-		s6->sin6_port = htons((uint16_t)port);
-		if (inet_pton(AF_INET6, host + 1, &s6->sin6_addr) != 1)
-			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "--proxy-listen: bad IPv6 address %s",
-			                    host + 1);
-		sl = sizeof(*s6);
-	} else {
-		struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
-		s4->sin_family = AF_INET;
-		s4->sin_port = htons((uint16_t)port);
-		if (inet_pton(AF_INET, host, &s4->sin_addr) != 1)
-			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "--proxy-listen: bad IPv4 address %s",
-			                    host);
-		sl = sizeof(*s4);
-	}
-	int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return al_error_set(err, AL_ERR_INTERNAL, errno, "socket: %m");
-	int one = 1;
-	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (bind(fd, (struct sockaddr *)&ss, sl) < 0 || listen(fd, 128) < 0) {
-		int e = errno;
-		close(fd);
-		return al_error_set(err, AL_ERR_INTERNAL, e, "--proxy-listen: cannot listen on %s: %s", addr_port,
-		                    strerror(e));
-	}
-	struct sockaddr_storage bound;
-	socklen_t bl = sizeof(bound);
-	getsockname(fd, (struct sockaddr *)&bound, &bl);
-	*ret_port = ntohs(bound.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&bound)->sin6_port
-	                                              : ((struct sockaddr_in *)&bound)->sin_port);
-	*ret_fd = fd;
-	return 0;
-}
-
 int proxy_server_start(const struct proxy_config *cfg, struct proxy_server **ret, struct al_error *err)
 {
 	int fd;
 	unsigned port;
-	int r = listen_on(cfg->listen, &fd, &port, err);
+	int r = api_tcp_listen("--proxy-listen", cfg->listen, 0, &fd, &port, err);
 	if (r < 0)
 		return r;
 	struct proxy_server *s = xcalloc(1, sizeof(*s));

@@ -335,8 +335,34 @@ void sandbox_port_traffic(const char *id, unsigned port, const struct port_traff
 	sandbox_unref(sb);
 }
 
-int sandbox_port_expose(const char *id, const char *tenant, unsigned port, bool public_port, struct sandbox_record *ret,
-                        struct al_error *err)
+/* Adds (expose) or takes out port of the record's list; under sb->lock.
+ * 0 when the list changed, else an error naming why. */
+static int ports_edit_locked(struct sandbox *sb, unsigned port, bool expose, bool public_port, struct al_error *err)
+{
+	struct sandbox_record *rec = &sb->rec;
+	int i = port_find(rec, port);
+	if (!expose && i < 0)
+		return al_error_set(err, AL_ERR_NOT_FOUND, ENOENT, "sandbox %s does not expose port %u", rec->id, port);
+	if (expose && i < 0 && rec->n_ports >= SANDBOX_RECORD_PORTS_MAX)
+		return al_error_set(err, AL_ERR_CONFLICT, ENOSPC,
+		                    "sandbox %s exposes %u ports already, the most it may: remove one first "
+		                    "(DELETE /v1/sandboxes/%s/ports/PORT)",
+		                    rec->id, SANDBOX_RECORD_PORTS_MAX, rec->id);
+	if (expose) {
+		if (i < 0)
+			i = (int)rec->n_ports++;
+		rec->ports[i] = (struct sandbox_port){.port = (uint16_t)port, .public_port = public_port};
+	} else {
+		memmove(&rec->ports[i], &rec->ports[i + 1], (rec->n_ports - (unsigned)i - 1) * sizeof(rec->ports[0]));
+		rec->n_ports--;
+	}
+	return 0;
+}
+
+/* An expose or unexpose: the list changed and persisted (or left as it
+ * was), an event, the record for the answer. */
+static int ports_change(const char *id, const char *tenant, unsigned port, bool expose, bool public_port,
+                        struct sandbox_record *ret, struct al_error *err)
 {
 	if (port < 1 || port > 65535)
 		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "port %u: must be 1-65535", port);
@@ -345,27 +371,17 @@ int sandbox_port_expose(const char *id, const char *tenant, unsigned port, bool 
 	if (r < 0)
 		return r;
 	pthread_mutex_lock(&sb->lock);
-	int i = port_find(&sb->rec, port);
 	struct sandbox_port saved[SANDBOX_RECORD_PORTS_MAX];
 	unsigned saved_n = sb->rec.n_ports;
 	memcpy(saved, sb->rec.ports, sizeof(saved));
-	if (i < 0 && sb->rec.n_ports >= SANDBOX_RECORD_PORTS_MAX) {
-		r = al_error_set(err, AL_ERR_CONFLICT, ENOSPC,
-		                 "sandbox %s exposes %u ports already, the most it may: remove one first "
-		                 "(DELETE /v1/sandboxes/%s/ports/PORT)",
-		                 id, SANDBOX_RECORD_PORTS_MAX, id);
-	} else {
-		if (i < 0)
-			i = (int)sb->rec.n_ports++;
-		sb->rec.ports[i] = (struct sandbox_port){.port = (uint16_t)port, .public_port = public_port};
-		if ((r = sb_persist_locked(sb, err)) < 0) {
-			sb->rec.n_ports = saved_n;
-			memcpy(sb->rec.ports, saved, sizeof(saved));
-		}
+	if ((r = ports_edit_locked(sb, port, expose, public_port, err)) == 0 && (r = sb_persist_locked(sb, err)) < 0) {
+		sb->rec.n_ports = saved_n;
+		memcpy(sb->rec.ports, saved, sizeof(saved));
 	}
 	if (r == 0) {
-		events_emit("port.exposed", sb->rec.tenant, id,
-		            json_pack("{s:i, s:b}", "port", (int)port, "public", public_port));
+		json_t *data = expose ? json_pack("{s:i, s:b}", "port", (int)port, "public", public_port)
+		                      : json_pack("{s:i}", "port", (int)port);
+		events_emit(expose ? "port.exposed" : "port.unexposed", sb->rec.tenant, id, data);
 		sandbox_record_copy(ret, &sb->rec);
 	}
 	pthread_mutex_unlock(&sb->lock);
@@ -373,36 +389,16 @@ int sandbox_port_expose(const char *id, const char *tenant, unsigned port, bool 
 	return r;
 }
 
+int sandbox_port_expose(const char *id, const char *tenant, unsigned port, bool public_port, struct sandbox_record *ret,
+                        struct al_error *err)
+{
+	return ports_change(id, tenant, port, true, public_port, ret, err);
+}
+
 int sandbox_port_unexpose(const char *id, const char *tenant, unsigned port, struct sandbox_record *ret,
                           struct al_error *err)
 {
-	struct sandbox *sb = NULL;
-	int r = sb_find_live(id, tenant, "", &sb, err);
-	if (r < 0)
-		return r;
-	pthread_mutex_lock(&sb->lock);
-	int i = port_find(&sb->rec, port);
-	struct sandbox_port saved[SANDBOX_RECORD_PORTS_MAX];
-	unsigned saved_n = sb->rec.n_ports;
-	memcpy(saved, sb->rec.ports, sizeof(saved));
-	if (i < 0) {
-		r = al_error_set(err, AL_ERR_NOT_FOUND, ENOENT, "sandbox %s does not expose port %u", id, port);
-	} else {
-		memmove(&sb->rec.ports[i], &sb->rec.ports[i + 1],
-		        (sb->rec.n_ports - (unsigned)i - 1) * sizeof(sb->rec.ports[0]));
-		sb->rec.n_ports--;
-		if ((r = sb_persist_locked(sb, err)) < 0) {
-			sb->rec.n_ports = saved_n;
-			memcpy(sb->rec.ports, saved, sizeof(saved));
-		}
-	}
-	if (r == 0) {
-		events_emit("port.unexposed", sb->rec.tenant, id, json_pack("{s:i}", "port", (int)port));
-		sandbox_record_copy(ret, &sb->rec);
-	}
-	pthread_mutex_unlock(&sb->lock);
-	sandbox_unref(sb);
-	return r;
+	return ports_change(id, tenant, port, false, false, ret, err);
 }
 
 int sandbox_ports_stats(const char *id, const char *tenant, struct port_stats ret[SANDBOX_PORT_STATS_MAX],
