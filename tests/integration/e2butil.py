@@ -23,7 +23,17 @@ END_STREAM = 0x02
 
 class E2bDaemon(ListeningDaemon):
     """airlockd listening on 127.0.0.1:PORT, with a token of tenant TENANT
-    (made by start()) and a second tenant's token for isolation checks."""
+    (made by start()) and a second tenant's token for isolation checks; with
+    proxy_port, its ports proxy on 127.0.0.1:PROXY_PORT (the default domain,
+    localhost:PROXY_PORT, is what the SDK's getHost names)."""
+
+    def __init__(self, base_dir, port, proxy_port=None, **kw):
+        super().__init__(base_dir, port, **kw)
+        self.proxy_port = proxy_port
+
+    def argv(self):
+        extra = ["--proxy-listen", f"127.0.0.1:{self.proxy_port}"] if self.proxy_port else []
+        return super().argv() + extra
 
     def start(self, *a, **kw):
         super().start(*a, **kw)
@@ -55,8 +65,8 @@ class E2bDaemon(ListeningDaemon):
         return env
 
 
-def e2b_daemon_start(tmp_path_factory, name="airlockd-e2b"):
-    return E2bDaemon(tmp_path_factory.mktemp(name), free_port()).start()
+def e2b_daemon_start(tmp_path_factory, name="airlockd-e2b", proxy=False):
+    return E2bDaemon(tmp_path_factory.mktemp(name), free_port(), proxy_port=free_port() if proxy else None).start()
 
 
 def e2b_daemon_stop(d):

@@ -2,8 +2,9 @@
 """E2B's official JavaScript SDK (npm `e2b`, the version pinned in
 tests/e2b/package-lock.json, installed by `make deps`), unmodified, against a
 real airlockd with real VMs: each tests/e2b/*.test.mjs runs under node's test
-runner as one test here, all against one daemon, with only E2B_API_URL,
-E2B_SANDBOX_URL and E2B_API_KEY set (docs/e2b.md)."""
+runner as one test here, all against one daemon (with its ports proxy, for
+getHost), with only E2B_API_URL, E2B_SANDBOX_URL and E2B_API_KEY set
+(docs/e2b.md)."""
 import glob
 import os
 import shutil
@@ -23,7 +24,7 @@ def e2b(tmp_path_factory):
         pytest.fail("node is missing: run 'make deps'", pytrace=False)
     if not os.path.isdir(os.path.join(E2B_DIR, "node_modules", "e2b")):
         pytest.fail("tests/e2b/node_modules/e2b is missing: run 'make deps' (npm ci in tests/e2b)", pytrace=False)
-    d = e2b_daemon_start(tmp_path_factory)
+    d = e2b_daemon_start(tmp_path_factory, proxy=True)  # ports.test.mjs: getHost
     yield d
     e2b_daemon_stop(d)
 

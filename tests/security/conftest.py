@@ -3,9 +3,10 @@
 
 One airlockd for the whole session, inside the fake internet's host
 namespace (tests/integration/fakenet.py), with the egress gateway, secrets,
-and a TCP listener with bearer tokens. Shared VMs: `attacker` (base: curl,
-dig, python3, ip; two secrets bound) and `peer` (minimal, another tenant,
-serving on 8080); the modules that destroy a guest boot their own.
+a TCP listener with bearer tokens and the port proxy. Shared VMs: `attacker`
+(base: curl, dig, python3, ip; two secrets bound) and `peer` (minimal,
+another tenant, serving on 8080); the modules that destroy a guest boot
+their own.
 
 Every attack is an `attempt()` (secutil.py). At the end the suite prints
 `N attempts, N contained` from pytest_terminal_summary, which pytest runs
@@ -37,6 +38,7 @@ VALUE_TOK = "tok-" + secrets.token_hex(20)   # placeholder mode, www.allowed.tes
 VALUE_API = "api-" + secrets.token_hex(20)   # header mode, api.allowed.test, GET and POST
 VALUE_VICTIM = "vic-" + secrets.token_hex(20)  # tenant victim's secret
 ATTACKER_ALLOW = [fn.WWW_ALLOWED]
+PROXY_DOMAIN = "sandboxes.test"  # the proxy's host form: <port>-<sandbox id>.sandboxes.test
 
 
 # ----------------------------------------------------------------- hooks
@@ -152,11 +154,22 @@ def secd(fakenet, tmp_path_factory):  # noqa: F811
     shutil.copy(fakenet.ca_cert, ca)
     os.chmod(ca, 0o644)
     port = _free_port_in(fakenet)
+    proxy_port = _free_port_in(fakenet)
+    while proxy_port == port:
+        proxy_port = _free_port_in(fakenet)
     d = su.Daemon(tmp_path_factory.mktemp("airlockd-sec"), netns=fakenet.host_ns,
                   extra_args=["--resolver", fakenet.resolver, "--egress-ca", ca,
                               "--egress-public-cidr", "192.0.2.0/24", "--egress-public-cidr", "203.0.113.0/24",
-                              "--listen", f"0.0.0.0:{port}"])
+                              "--listen", f"0.0.0.0:{port}",
+                              # The port proxy (test_sec_ports.py): clients reach it by IP from this
+                              # namespace and name the sandbox in the path or in an explicit Host;
+                              # a domain without a port matches whatever port they dialled.
+                              "--proxy-listen", f"0.0.0.0:{proxy_port}", "--proxy-domain", PROXY_DOMAIN,
+                              # The peer's listener (nc) never answers: a relay to it that nobody
+                              # hangs up ends within this.
+                              "--proxy-idle-timeout-s", "15"])
     d.port = port
+    d.proxy_port, d.proxy_domain = proxy_port, PROXY_DOMAIN
     d.start()
     yield d
     leftovers = d.cleanup()
