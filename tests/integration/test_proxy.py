@@ -89,7 +89,8 @@ class App(BaseHTTPRequestHandler):
                 pass
             self.close_connection = True
             return
-        self.reply(200, json.dumps({"path": self.path, "headers": dict(self.headers.items())}).encode())
+        self.reply(200, json.dumps({"path": self.path, "headers": dict(self.headers.items()),
+                                    "peer": list(self.client_address)}).encode())
 
     def do_POST(self):
         n = int(self.headers.get("Content-Length", "0"))
@@ -292,6 +293,37 @@ def test_access(pd, box, tokens):
     assert 'airlock_proxy_requests_total{code="401"}' in m and "airlock_proxy_connections" in m
     missing = re.search(r'airlock_auth_failures_total\{reason="missing"\} (\d+)', m)
     assert missing and int(missing.group(1)) >= 1, m
+
+
+def test_kept_alive_guest_connections(pd, box):
+    """One client connection, several requests: those to the same port ride
+    one guest connection (the guest accepts once); another port, or another
+    sandbox in the path form, gets its own, and each is authorized anew."""
+    sid, tok = box["id"], box["token"]
+    conn = http.client.HTTPConnection("127.0.0.1", pd.proxy_port, timeout=60)
+
+    def get(path, headers=None):
+        conn.request("GET", path, headers=headers if headers is not None else {"X-Airlock-Traffic-Token": tok})
+        r = conn.getresponse()
+        return r.status, r.read()
+
+    try:
+        peers = []
+        for _ in range(3):
+            st, data = get(f"/sandbox/{sid}/8001/x")
+            assert st == 200, data
+            peers.append(tuple(json.loads(data)["peer"]))
+        assert peers[0][0] == "10.0.2.2" and len(set(peers)) == 1, peers
+        # A refused request on the same connection (no token) reaches nothing.
+        st, data = get(f"/sandbox/{sid}/8001/x", headers={})
+        assert st == 401, data
+        st, data = get(f"/sandbox/{sid}/8000/hello.txt")
+        assert (st, data) == (200, b"hello from the guest\n")
+        st, data = get(f"/sandbox/{sid}/8001/x")
+        assert st == 200, data
+        assert tuple(json.loads(data)["peer"]) != peers[0], "a guest connection outlived a request to another port"
+    finally:
+        conn.close()
 
 
 def test_public_port(pd, box):

@@ -33,6 +33,13 @@ struct proxy_conn {
 	uint8_t rbuf[PROXY_RESPONSE_HEAD_MAX];
 	char out[PROXY_OUT_MAX];
 	struct proxy_head head, rhead;
+	/* The guest connection the last response left open (-1: none): the
+	 * next request to the same sandbox and port on this connection reuses
+	 * it, as browsers' kept-alive connections expect (a new one costs the
+	 * guest an accept per request). Never another route's. */
+	int up_fd;
+	char up_id[SANDBOX_ID_MAX + 1];
+	unsigned up_port;
 };
 
 /* A request that passed routing and access, about to be relayed. */
@@ -49,12 +56,15 @@ struct proxy_request {
 	unsigned idle_timeout_s;
 };
 
-/* Relays one request to the guest's socket gfd (owned: closed) and its
- * response back, streaming both ways; a 101 splices the two sockets until
- * one side closes. Returns true when the client connection may carry the
- * next request (the bytes after this request are at the front of in).
+/* Relays one request to the guest's socket gfd and its response back,
+ * streaming both ways; a 101 splices the two sockets until one side
+ * closes. gfd is closed unless *ret_reusable says the guest left it ready
+ * for another request (a complete response, framed by length or chunks or
+ * bodiless, no Connection: close, nothing after it): then it is the
+ * caller's. Returns true when the client connection may carry the next
+ * request (the bytes after this request are at the front of in).
  * *ret_status: the status the client got (0: none). */
-bool proxy_relay(struct proxy_conn *c, const struct proxy_request *req, int gfd, int *ret_status);
+bool proxy_relay(struct proxy_conn *c, const struct proxy_request *req, int gfd, int *ret_status, bool *ret_reusable);
 
 /* The connection was upgraded: its slot stays busy for good. */
 void proxy_conn_pin(struct proxy_conn *c);

@@ -362,8 +362,9 @@ static void relay_switch(struct relay *r)
 	splice_loop(r);
 }
 
-bool proxy_relay(struct proxy_conn *c, const struct proxy_request *req, int gfd, int *ret_status)
+bool proxy_relay(struct proxy_conn *c, const struct proxy_request *req, int gfd, int *ret_status, bool *ret_reusable)
 {
+	*ret_reusable = false;
 	struct relay r = {.c = c, .req = req, .gfd = gfd, .resp_head_state = true};
 	http_parser_init(&r.reqp, HTTP_REQUEST);
 	http_parser_init(&r.respp, HTTP_RESPONSE);
@@ -415,7 +416,12 @@ bool proxy_relay(struct proxy_conn *c, const struct proxy_request *req, int gfd,
 	r.t.requests = 1;
 	r.t.errors = (e < 0 || r.status >= 500) ? 1 : 0;
 	sandbox_port_traffic(req->route.id, req->route.port, &r.t);
-	sandbox_port_close(req->route.id, gfd);
+	/* The guest may take another request on it: an HTTP/1.1 exchange that
+	 * ended where its framing said, with nothing of the guest's after it. */
+	if (keep && e == 0 && end == RELAY_DONE && req->client_http11 && !c->rhead.conn_close && c->r_len == 0)
+		*ret_reusable = true;
+	else
+		sandbox_port_close(req->route.id, gfd);
 	*ret_status = r.status;
 	return keep;
 }

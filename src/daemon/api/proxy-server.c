@@ -359,6 +359,33 @@ static bool request_rewrite(struct proxy_conn *c, const struct proxy_head *h, co
 	return true;
 }
 
+/* Ends the kept guest connection of c, if any. */
+static void upstream_drop(struct proxy_conn *c)
+{
+	if (c->up_fd >= 0)
+		sandbox_port_close(c->up_id, c->up_fd);
+	c->up_fd = -1;
+}
+
+/* The guest connection the last request left open, for this request if it
+ * goes to the same sandbox and port, which runs (a paused one is dialed
+ * anew: the dial resumes it), and the guest has neither closed it nor
+ * sent anything unasked on it; else -1 (and it is closed). */
+static int upstream_take(struct proxy_conn *c, const struct proxy_route *rt, const struct port_target *pt)
+{
+	if (c->up_fd < 0)
+		return -1;
+	bool same = !strcmp(c->up_id, rt->id) && c->up_port == rt->port && pt->state == SANDBOX_RUNNING;
+	struct pollfd p = {.fd = c->up_fd, .events = POLLIN | POLLRDHUP};
+	if (!same || poll(&p, 1, 0) != 0) {
+		upstream_drop(c);
+		return -1;
+	}
+	int fd = c->up_fd;
+	c->up_fd = -1;
+	return fd;
+}
+
 /* Route, access, dial, relay. Returns whether the connection goes on;
  * *ret_relayed: the relay took the head (and body) from in. */
 static bool request_handle(struct proxy_conn *c, size_t head_len, int *ret_status, bool *ret_relayed)
@@ -432,11 +459,20 @@ static bool request_handle(struct proxy_conn *c, size_t head_len, int *ret_statu
 		}
 		return keep_refused;
 	}
-	int gfd;
-	if (!request_dial(c, rt, &gfd, ret_status))
+	int gfd = upstream_take(c, rt, &pt);
+	if (gfd < 0 && !request_dial(c, rt, &gfd, ret_status))
 		return keep_refused;
 	*ret_relayed = true;
-	return proxy_relay(c, &req, gfd, ret_status);
+	bool reusable = false;
+	bool keep = proxy_relay(c, &req, gfd, ret_status, &reusable);
+	if (reusable && keep) {
+		c->up_fd = gfd;
+		strlcpy_al(c->up_id, rt->id, sizeof(c->up_id));
+		c->up_port = rt->port;
+	} else if (reusable) {
+		sandbox_port_close(rt->id, gfd);
+	}
+	return keep;
 }
 
 /* ------------------------------------------------------------ connections */
@@ -485,6 +521,7 @@ static void *conn_thread(void *arg)
 	struct proxy_server *srv = c->srv;
 	metrics_proxy_connection(true);
 	conn_serve(c);
+	upstream_drop(c);
 	metrics_proxy_connection(false);
 	pthread_mutex_lock(&srv->lock);
 	conn_table_remove(srv->conns, c->slot);
@@ -527,6 +564,7 @@ static void conn_accept(struct proxy_server *srv, int fd, const struct sockaddr_
 	struct proxy_conn *c = xcalloc(1, sizeof(*c));
 	c->srv = srv;
 	c->fd = fd;
+	c->up_fd = -1;
 	conn_peer(c, ss, len);
 	if (conn_table_admit(srv->conns, c->source, conn_shed, srv) != CONN_ADMIT) {
 		close(fd);
