@@ -872,6 +872,84 @@ static json_t *tool_restore(struct mcp_call *c)
 	return new_sandbox(body);
 }
 
+static const struct mcp_arg expose_args[] = {
+    SANDBOX_ID_ARG,
+    {"port", MCP_ARG_INTEGER, true, 1, 65535, NULL, "the TCP port a server in the sandbox listens on (0.0.0.0)"},
+    {"public", MCP_ARG_BOOLEAN, false, 0, 0, NULL,
+     "reachable by anyone with the URL (default false: the link carries the sandbox's traffic token)"},
+};
+
+/* The port's entry of a ports answer, with the link a person can open: a
+ * private port's carries the traffic token once (the proxy makes it a
+ * cookie). */
+static json_t *port_summary(const json_t *ports, long long port)
+{
+	size_t i;
+	json_t *p;
+	json_array_foreach (json_object_get(ports, "ports"), i, p) {
+		if (json_integer_value(json_object_get(p, "port")) != port)
+			continue;
+		const char *url = json_string_value(json_object_get(p, "url"));
+		const char *token = json_string_value(json_object_get(ports, "traffic_token"));
+		bool pub = json_is_true(json_object_get(p, "public"));
+		cleanup_free char *link = url && !pub && token ? xasprintf("%s?airlock_token=%s", url, token)
+		                          : url                ? xstrdup(url)
+		                                               : NULL;
+		json_t *out =
+		    json_pack("{s:I, s:b, s:O?, s:O?, s:s?}", "port", (json_int_t)port, "public", pub, "url",
+		              json_object_get(p, "url"), "path_url", json_object_get(p, "path_url"), "link", link);
+		if (!url)
+			json_object_set_new(
+			    out, "note",
+			    json_string("airlockd runs no ports proxy (--proxy-listen): the port is listed, "
+			                "but reached only with `airlock port-forward`"));
+		return out;
+	}
+	return json_pack("{s:I}", "port", (json_int_t)port);
+}
+
+static json_t *tool_expose_port(struct mcp_call *c)
+{
+	json_t *bad = NULL;
+	const char *id = arg_id(c, "sandbox_id", &bad);
+	if (!id)
+		return bad;
+	long long port = arg_int(c, "port", 0);
+	char rest[32];
+	snprintf(rest, sizeof(rest), "/ports/%lld", port);
+	cleanup_free char *path = sandbox_path(id, rest);
+	cleanup_json json_t *body =
+	    json_pack("{s:b}", "public", json_is_true(json_object_get(c->args, "public")) ? 1 : 0);
+	struct api_fail f;
+	cleanup_json json_t *ports = NULL;
+	if (api_json("PUT", path, body, 200, &ports, &f) < 0)
+		return fail_result(&f);
+	cleanup_json json_t *sum = port_summary(ports, port);
+	return result_json(sum);
+}
+
+static json_t *tool_list_ports(struct mcp_call *c)
+{
+	json_t *bad = NULL;
+	const char *id = arg_id(c, "sandbox_id", &bad);
+	if (!id)
+		return bad;
+	cleanup_free char *path = sandbox_path(id, "/ports");
+	struct api_fail f;
+	cleanup_json json_t *ports = NULL;
+	if (api_json("GET", path, NULL, 200, &ports, &f) < 0)
+		return fail_result(&f);
+	cleanup_json json_t *list = json_array();
+	size_t i;
+	json_t *p;
+	json_array_foreach (json_object_get(ports, "ports"), i, p) {
+		if (json_is_true(json_object_get(p, "exposed")))
+			json_array_append_new(list,
+			                      port_summary(ports, json_integer_value(json_object_get(p, "port"))));
+	}
+	return result_json(list);
+}
+
 /* ------------------------------------------------------------ the table */
 
 #define ARGS(a) a, ARRAY_SIZE(a)
@@ -912,6 +990,12 @@ const struct mcp_tool mcp_tools[] = {
      ARGS(snapshot_args), false, false, tool_snapshot},
     {"restore", "Restore a snapshot", "A new sandbox from a snapshot, running where the snapshot was taken.",
      ARGS(restore_args), false, false, tool_restore},
+    {"expose_port", "Expose a port",
+     "Make a server in a sandbox reachable from outside through airlockd's proxy: its URL, and a link a person "
+     "can open (a private port's carries the sandbox's traffic token).",
+     ARGS(expose_args), false, false, tool_expose_port},
+    {"list_ports", "List exposed ports", "A sandbox's exposed ports with their URLs and links.",
+     ARGS(sandbox_only_args), true, false, tool_list_ports},
 };
 const size_t mcp_tools_count = ARRAY_SIZE(mcp_tools);
 

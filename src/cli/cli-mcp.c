@@ -95,11 +95,6 @@ static json_t *do_tools_call(struct mcp_session *s, json_t *params, struct mcp_s
 {
 	const char *name = json_string_value(json_object_get(params, "name"));
 	const struct mcp_tool *t = mcp_tool_find(name);
-	if (!t && name && !strcmp(name, "expose_port")) {
-		mcp_fault_set(f, MCP_INVALID_PARAMS,
-		              "Unknown tool: expose_port (not available: Airlock has no port exposure yet)");
-		return NULL;
-	}
 	if (!t) {
 		mcp_fault_set(f, MCP_INVALID_PARAMS, "Unknown tool: %.64s (tools/list names them)",
 		              name ? name : "(none)");

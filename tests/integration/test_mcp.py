@@ -47,7 +47,8 @@ def mcpd(tmp_path_factory):
     if not os.path.isdir(os.path.join(MCP_DIR, "node_modules", "@modelcontextprotocol", "sdk")):
         pytest.fail("tests/mcp/node_modules/@modelcontextprotocol/sdk is missing: run 'make deps' "
                     "(npm ci in tests/mcp)", pytrace=False)
-    d = McpDaemon(tmp_path_factory.mktemp("airlockd-mcp"), free_port()).start()
+    d = McpDaemon(tmp_path_factory.mktemp("airlockd-mcp"), free_port(),
+                  extra_args=["--proxy-listen", f"127.0.0.1:{free_port()}"]).start()
     yield d
     leftovers = d.cleanup()
     assert not leftovers, f"QEMU processes left: {leftovers}; log:\n{d.log()}"

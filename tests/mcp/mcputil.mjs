@@ -92,6 +92,7 @@ export async function createSandbox(client) {
 }
 
 export const TOOLS = [
-  'create_sandbox', 'delete_sandbox', 'download', 'get_output', 'kill_process', 'list_files', 'list_sandboxes',
-  'read_file', 'restore', 'run_command', 'snapshot', 'start_process', 'upload', 'write_file',
+  'create_sandbox', 'delete_sandbox', 'download', 'expose_port', 'get_output', 'kill_process', 'list_files',
+  'list_ports', 'list_sandboxes', 'read_file', 'restore', 'run_command', 'snapshot', 'start_process', 'upload',
+  'write_file',
 ];

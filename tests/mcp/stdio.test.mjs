@@ -132,6 +132,33 @@ test('resources: list, templates, read a file and a directory', async () => {
     (e) => e instanceof McpError && e.code === -32002);
 });
 
+test('expose_port and list_ports: a link to a server in the sandbox', async () => {
+  await ok(client, 'start_process', {
+    sandbox_id: sid, tag: 'httpd',
+    command: 'mkdir -p /tmp/www && echo "served by the guest" > /tmp/www/index.html && exec httpd -f -p 8000 -h /tmp/www',
+  });
+  const port = JSON.parse(await ok(client, 'expose_port', { sandbox_id: sid, port: 8000 }));
+  assert.equal(port.port, 8000);
+  assert.equal(port.public, false);
+  assert.match(port.url, new RegExp(`^http://8000-${sid}\\.`));
+  const token = new URL(port.link).searchParams.get('airlock_token');
+  assert.match(token, /^att_[0-9a-f]{64}$/);
+  assert.deepEqual(JSON.parse(await ok(client, 'list_ports', { sandbox_id: sid })), [port]);
+  // The path form's URL, through the proxy, with the token the link carries.
+  const url = port.path_url.replace('//localhost:', '//127.0.0.1:');
+  let r;
+  for (let i = 0; i < 60; i++) {
+    r = await fetch(url, { headers: { 'X-Airlock-Traffic-Token': token } });
+    if (r.status !== 502) break;
+    await new Promise((res) => setTimeout(res, 500));
+  }
+  assert.equal(r.status, 200);
+  assert.equal(await r.text(), 'served by the guest\n');
+  assert.equal((await fetch(url)).status, 401);
+  const bad = await client.callTool({ name: 'expose_port', arguments: { sandbox_id: sid, port: 70000 } });
+  assert.equal(bad.isError, true);
+});
+
 test('snapshot and restore', async () => {
   await ok(client, 'write_file', { sandbox_id: sid, path: '/tmp/state', content: 'before' });
   const snap = JSON.parse(await ok(client, 'snapshot', { sandbox_id: sid, name: 'mcp-test' }));
@@ -144,8 +171,8 @@ test('snapshot and restore', async () => {
 });
 
 test('errors: unknown tool is a protocol error, bad arguments and daemon refusals are tool errors', async () => {
-  await assert.rejects(client.callTool({ name: 'expose_port', arguments: {} }),
-    (e) => e instanceof McpError && e.code === -32602 && /Unknown tool: expose_port \(not available/.test(e.message));
+  await assert.rejects(client.callTool({ name: 'no_such_tool', arguments: {} }),
+    (e) => e instanceof McpError && e.code === -32602 && /Unknown tool: no_such_tool/.test(e.message));
   // The client negotiated 2025-11-25: invalid arguments are a tool error the model can read.
   let r = await client.callTool({ name: 'read_file', arguments: { sandbox_id: sid } });
   assert.equal(r.isError, true);
