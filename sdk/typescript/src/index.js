@@ -245,6 +245,29 @@ function createBody(o) {
   });
 }
 
+// GET path with Connection: Upgrade and Upgrade: protocol; resolves with
+// onUpgrade(socket, head) after the 101, rejects with the API's error
+// (what names the route) or a connection error (who names the target).
+function upgradeRequest(conn, path, protocol, what, who, onUpgrade) {
+  return new Promise((resolve, reject) => {
+    const req = http.request(conn.httpOptions("GET", path, { Connection: "Upgrade", Upgrade: protocol }));
+    req.on("upgrade", (res, socket, head) => resolve(onUpgrade(socket, head)));
+    req.on("response", async (res) => {
+      const chunks = [];
+      for await (const c of res) chunks.push(c);
+      let body = null;
+      try {
+        body = JSON.parse(Buffer.concat(chunks).toString("utf8"));
+      } catch {
+        body = null;
+      }
+      reject(errorFromBody(res.statusCode, body, { what }));
+    });
+    req.on("error", (err) => reject(new ConnectionError(`${who}: cannot reach ${conn.describe()}: ${err.message}`, { code: "connection" })));
+    req.end();
+  });
+}
+
 function portNumber(port) {
   const n = Number(port);
   if (!Number.isInteger(n) || n < 1 || n > 65535) throw new RangeError(`port ${port}: must be 1-65535`);
@@ -400,25 +423,9 @@ export class Sandbox {
   connectPort(port) {
     const conn = this.client.conn;
     const { path } = conn.resolve("GET /v1/sandboxes/{id}/ports/{port}/connect", { id: this.id, port: portNumber(port) });
-    return new Promise((resolve, reject) => {
-      const req = http.request(conn.httpOptions("GET", path, { Connection: "Upgrade", Upgrade: "airlock-tcp/1" }));
-      req.on("upgrade", (res, socket, head) => {
-        if (head && head.length) socket.unshift(head);
-        resolve(socket);
-      });
-      req.on("response", async (res) => {
-        const chunks = [];
-        for await (const c of res) chunks.push(c);
-        let body = null;
-        try {
-          body = JSON.parse(Buffer.concat(chunks).toString("utf8"));
-        } catch {
-          body = null;
-        }
-        reject(errorFromBody(res.statusCode, body, { what: "GET …/connect" }));
-      });
-      req.on("error", (err) => reject(new ConnectionError(`port ${port} of ${this.id}: cannot reach ${conn.describe()}: ${err.message}`, { code: "connection" })));
-      req.end();
+    return upgradeRequest(conn, path, "airlock-tcp/1", "GET …/connect", `port ${port} of ${this.id}`, (socket, head) => {
+      if (head && head.length) socket.unshift(head);
+      return socket;
     });
   }
 
@@ -673,26 +680,10 @@ export class Pty {
     const conn = process._conn();
     const p = process._p();
     const { path } = conn.resolve("GET /v1/sandboxes/{id}/processes/{pid}/attach", p);
-    return new Promise((resolve, reject) => {
-      const req = http.request(conn.httpOptions("GET", path, { Connection: "Upgrade", Upgrade: "airlock-pty/1" }));
-      req.on("upgrade", (res, socket, head) => {
-        const pty = new Pty(process, socket);
-        if (head && head.length) pty._onBytes(head);
-        resolve(pty);
-      });
-      req.on("response", async (res) => {
-        const chunks = [];
-        for await (const c of res) chunks.push(c);
-        let body = null;
-        try {
-          body = JSON.parse(Buffer.concat(chunks).toString("utf8"));
-        } catch {
-          body = null;
-        }
-        reject(errorFromBody(res.statusCode, body, { what: "GET …/attach" }));
-      });
-      req.on("error", (err) => reject(new ConnectionError(`attach to ${p.pid} of ${p.id}: cannot reach ${conn.describe()}: ${err.message}`, { code: "connection" })));
-      req.end();
+    return upgradeRequest(conn, path, "airlock-pty/1", "GET …/attach", `attach to ${p.pid} of ${p.id}`, (socket, head) => {
+      const pty = new Pty(process, socket);
+      if (head && head.length) pty._onBytes(head);
+      return pty;
     });
   }
 
