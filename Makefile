@@ -34,7 +34,7 @@ AGENT_OBJ := $(AGENT_SRC:%.c=$(BUILD)/obj/%.o)
 EGRESS_OBJ := $(EGRESS_SRC:%.c=$(BUILD)/obj/%.o)
 JAILER_OBJ := $(JAILER_SRC:%.c=$(BUILD)/obj/%.o)
 
-DAEMON_LIBS := -lmicrohttpd -lhttp_parser -ljansson -lsqlite3 -lcrypto -lpthread -lseccomp
+DAEMON_LIBS := -lmicrohttpd -lhttp_parser -ljansson -lsqlite3 -lcrypto -lpthread -lseccomp -larchive
 CLI_LIBS := -lcurl -ljansson -lmicrohttpd -lpthread
 EGRESS_LIBS := -ljansson -lssl -lcrypto -lpthread -lcares -lseccomp
 JAILER_LIBS := -lseccomp -ljansson
