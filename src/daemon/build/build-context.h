@@ -1,0 +1,70 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The build context of a template build (issue 23): the tar a client uploads
+ * with its Dockerfile (plain or gzip), read once and indexed, its file
+ * contents spooled to an unlinked temporary file (memory stays bounded
+ * whatever the sizes). COPY and ADD take files from it as Docker does and
+ * give the guest a tar to extract at its root. */
+#ifndef AIRLOCK_BUILD_CONTEXT_H
+#define AIRLOCK_BUILD_CONTEXT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "error.h"
+
+/* Limits on a client's context tar, checked as it is read. */
+#define BUILD_CONTEXT_MAX_ENTRIES 100000                    /* entries, and directories they imply */
+#define BUILD_CONTEXT_MAX_PATH 4096                         /* one name or link target */
+#define BUILD_CONTEXT_MAX_NAMES (32u * 1024 * 1024)         /* all names and link targets */
+#define BUILD_CONTEXT_MAX_BYTES (8ull * 1024 * 1024 * 1024) /* all file contents, spooled */
+#define BUILD_CONTEXT_MAX_LINK_HOPS 16                      /* a hard link to a hard link ... */
+
+struct build_context;
+
+/* Reads the whole tar from tar_fd (not closed; read to its end). Paths are
+ * normalized (./ and leading / dropped); `..` components, devices, fifos,
+ * a path under a non-directory and anything over a limit are refused with a
+ * message naming the entry. A later entry of the same path replaces an
+ * earlier one (as extraction would). The spool goes to $TMPDIR (else
+ * /var/tmp) as an O_TMPFILE. */
+int build_context_open(int tar_fd, struct build_context **ret, struct al_error *err);
+void build_context_free(struct build_context *ctx);
+
+/* A regular file of the context (a hard link: its target's), at most max
+ * bytes (-EFBIG beyond), NUL-terminated. -ENOENT if there is none. */
+int build_context_read_file(struct build_context *ctx, const char *path, size_t max, char **ret_data, size_t *ret_len,
+                            struct al_error *err);
+
+/* One COPY or ADD. */
+struct build_copy {
+	const char *const *sources; /* context paths or fnmatch globs (FNM_PATHNAME) */
+	size_t n_sources;
+	const char *dest;    /* absolute, or relative to workdir; a trailing / makes it a directory */
+	const char *workdir; /* absolute; NULL is / */
+	/* The owner of everything written and of the directories created:
+	 * uid/gid (-1: 0, Docker's default), and the names when --chown gave
+	 * names (put in the tar as uname/gname for the guest's tar to map
+	 * through its own /etc/passwd and /etc/group), or NULL. */
+	long uid, gid;
+	const char *user, *group;
+	int chmod_mode; /* -1: the modes of the context */
+	/* Context paths never copied, nor anything under them. */
+	const char *const *exclude;
+	size_t n_exclude;
+};
+
+/* Writes to out_fd a pax tar of the copy: entries named by their absolute
+ * path in the guest without its leading /, every parent directory of dest
+ * and below first (mode 0755, owned as above), then the files; hard links
+ * become regular files. The guest must extract it at / keeping the metadata
+ * of directories that exist and symlinks to directories: GNU tar as root,
+ * `tar -x -p -C / --no-overwrite-dir --keep-directory-symlink` (it maps
+ * uname/gname through the guest's own account files when they are there,
+ * else takes the numeric ids; entries carry names only when given).
+ * ret_digest is SHA-256 over everything that decides the result (paths,
+ * types, modes, owners, link targets, contents; not mtimes), for the layer
+ * cache. A source matching nothing is an error naming it. */
+int build_context_copy(struct build_context *ctx, const struct build_copy *copy, int out_fd, uint8_t ret_digest[32],
+                       struct al_error *err);
+
+#endif
