@@ -168,6 +168,13 @@ UNIT_LIBS_proxy-http :=
 UNIT_SRC_api-ws := src/daemon/api/api-ws.c
 UNIT_LIBS_api-ws := -lcrypto -ljansson
 
+# Template builds (issue 23): the Dockerfile parser, the build context (a
+# client's tar, read with libarchive; its tests write their tars with it).
+UNIT_SRC_dockerfile := src/daemon/build/dockerfile.c src/daemon/model/sandbox-model.c
+UNIT_LIBS_dockerfile := -ljansson
+UNIT_SRC_build-context := src/daemon/build/build-context.c
+UNIT_LIBS_build-context := -larchive -lcrypto
+
 UNIT_ALL := $(patsubst tests/unit/test-%.c,%,$(wildcard tests/unit/test-*.c))
 unit_missing = $(strip $(foreach f,$(UNIT_SRC_$(1)),$(if $(wildcard $(f)),,$(f))) \
 	$(if $(filter store,$(1)),$(if $(wildcard src/daemon/store/store*.c),,src/daemon/store/store*.c)))
@@ -326,6 +333,15 @@ FUZZ_MAXLEN_fuzz-api-ws := 140000
 FUZZ_SRC_fuzz-port-spec := src/cli/cli-port-spec.c
 FUZZ_LIBS_fuzz-port-spec :=
 FUZZ_MAXLEN_fuzz-port-spec := 256
+
+# Template builds (issue 23): a client's Dockerfile, and its context tar
+# (then COPY . /x of it). Seeds: tests/fuzz/make-corpus-build.py.
+FUZZ_SRC_fuzz-dockerfile := src/daemon/build/dockerfile.c src/daemon/model/sandbox-model.c
+FUZZ_LIBS_fuzz-dockerfile :=
+FUZZ_MAXLEN_fuzz-dockerfile := 16384
+FUZZ_SRC_fuzz-build-context := src/daemon/build/build-context.c
+FUZZ_LIBS_fuzz-build-context := -larchive -lcrypto
+FUZZ_MAXLEN_fuzz-build-context := 65536
 
 FUZZ_ALL := $(patsubst tests/fuzz/%.c,%,$(wildcard tests/fuzz/fuzz-*.c))
 fuzz_missing = $(strip $(foreach f,$(FUZZ_SRC_$(1)),$(if $(wildcard $(f)),,$(f))))
