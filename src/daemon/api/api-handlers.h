@@ -77,6 +77,12 @@ API_HANDLER(api_secret_list);
 API_HANDLER(api_secret_get);
 API_HANDLER(api_secret_delete);
 API_HANDLER(api_ca_get);
+/* api-templates.c */
+API_HANDLER(api_template_list);
+API_HANDLER(api_template_get);
+API_HANDLER(api_template_delete);
+API_UPLOAD(api_template_build);
+API_UPLOAD(api_template_import);
 /* api-ui.c */
 API_HANDLER(api_ui_get);
 

@@ -459,7 +459,9 @@ int exec_request_parse(const char *body, size_t len, struct exec_request *ret, s
 		r.cwd = xstrdup(json_string_value(cwd));
 	} else {
 		r.cwd = xstrdup("/");
+		r.cwd_default = true;
 	}
+	r.user_default = !json_object_get(j, "uid") && !json_object_get(j, "gid");
 	if ((rc = parse_stdin(j, &r, err)) < 0)
 		goto fail;
 

@@ -11,6 +11,7 @@
 
 #define KIB 1024u
 #define SMALL (64u * KIB)
+#define TEMPLATE_UPLOAD_ROUTE_MAX ((size_t)1 << 40)
 
 static const struct api_route api_routes[] = {
     {"GET", "/healthz", 0, api_healthz, NULL, false},
@@ -71,6 +72,12 @@ static const struct api_route api_routes[] = {
     {"GET", "/v1/secrets/{name}", 0, api_secret_get, NULL, false},
     {"DELETE", "/v1/secrets/{name}", 0, api_secret_delete, NULL, false},
     {"GET", "/v1/ca", 0, api_ca_get, NULL, false},
+    /* Templates (api-templates.c): the uploads' limit is --max-template-upload-mib. */
+    {"GET", "/v1/templates", 0, api_template_list, NULL, false},
+    {"POST", "/v1/templates", TEMPLATE_UPLOAD_ROUTE_MAX, NULL, api_template_build, false},
+    {"POST", "/v1/templates/import", TEMPLATE_UPLOAD_ROUTE_MAX, NULL, api_template_import, false},
+    {"GET", "/v1/templates/{name}", 0, api_template_get, NULL, false},
+    {"DELETE", "/v1/templates/{name}", 0, api_template_delete, NULL, false},
     /* The web console's static files (api-ui.c, docs/console.md): TCP only,
      * no token; not the API, so neither in openapi.yaml nor in --print-routes.
      * The pattern ending in a "*" segment matches /ui and every path below it. */

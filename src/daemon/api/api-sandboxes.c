@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* /healthz and the /v1/sandboxes resource: create, list, get, delete, exec
  * (collected or streamed), metrics. */
+#include <limits.h>
 #include <inttypes.h>
 #include <time.h>
 
@@ -678,6 +679,9 @@ int api_start_process(const struct api_request *req, struct api_response *resp, 
 	struct al_error err = {0};
 	size_t n_env = 0;
 	char **env = sandbox_env_merge(sb, &er->env, &n_env);
+	char cwd[PATH_MAX];
+	struct exec_request with_defaults = sandbox_exec_defaults(sb, er, cwd, sizeof(cwd));
+	er = &with_defaults;
 	struct guest_channel *ch = sandbox_channel(sb);
 	char pid[PROCESS_ID_MAX + 1];
 	struct guest_stream *s = NULL;

@@ -16,6 +16,7 @@
 #include "log.h"
 #include "snapshot.h"
 #include "template-snap.h"
+#include "templates.h"
 #include "util.h"
 #include "file-copy.h"
 #include "sandbox-internal.h"
@@ -56,10 +57,12 @@ int sb_resolve_images(const char *template_name, struct images *ret, struct al_e
 	 * becomes a path component. */
 	if (!template_name_valid(template_name))
 		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "template: invalid name");
-	char base[PATH_MAX];
+	char base[PATH_MAX], dir[PATH_MAX];
 	if (!realpath(sb_cfg->image_dir, base))
 		return al_error_set(err, AL_ERR_INTERNAL, errno, "image dir %s: %m", sb_cfg->image_dir);
-	if (snprintf_ok(ret->rootfs, sizeof(ret->rootfs), "%s/templates/%s/rootfs.ext4", base, template_name) < 0 ||
+	/* A built or imported template (state dir) before a built-in one. */
+	if (template_dir(template_name, dir, sizeof(dir)) < 0 ||
+	    snprintf_ok(ret->rootfs, sizeof(ret->rootfs), "%s/" TEMPLATE_ROOTFS, dir) < 0 ||
 	    snprintf_ok(ret->kernel, sizeof(ret->kernel), "%s/kernels/%s", base, sb_cfg->vmm->kernel_file) < 0 ||
 	    snprintf_ok(ret->initrd, sizeof(ret->initrd), "%s/kernels/initramfs.cpio", base) < 0)
 		return al_error_set(err, AL_ERR_INTERNAL, ENAMETOOLONG, "image dir path %s is too long", base);

@@ -15,6 +15,7 @@
 #include "snapshot.h"
 #include "util.h"
 #include "sandbox-internal.h"
+#include "templates.h"
 
 /* ---- limits ------------------------------------------------------------------------------- */
 
@@ -397,6 +398,19 @@ int sandbox_create(const struct create_request *req, const char *tenant, const s
 		    err, AL_ERR_FORBIDDEN, EPERM,
 		    "tenant: your token belongs to tenant \"%s\"; it cannot create sandboxes for \"%s\"", tenant,
 		    req->tenant);
+	/* SECURITY: a tenant starts only its own templates and the shared ones
+	 * (templates.h); a snapshot's template was checked when it was made. */
+	const char *user = tenant ? tenant : req->tenant[0] ? req->tenant : TENANT_DEFAULT;
+	struct template_info tpl;
+	if (!from) {
+		int tr = template_find(req->template_name, user, &tpl, err);
+		if (tr < 0) {
+			if (err->code == AL_ERR_NOT_FOUND)
+				err->code = AL_ERR_INVALID_ARGUMENT; /* a bad field of the create */
+			return tr;
+		}
+		template_info_release(&tpl);
+	}
 	struct images im;
 	int r = sb_resolve_images(from ? from->template_name : req->template_name, &im, err);
 	if (r < 0)

@@ -10,6 +10,7 @@
 #include "secrets.h"
 #include "util.h"
 #include "sandbox-internal.h"
+#include "templates.h"
 
 /* The variables that point TLS clients at a bundle that trusts the Airlock
  * CA (the sandbox's own env may override them). */
@@ -25,9 +26,22 @@ static void ca_env(const char *bundle, json_t *o)
 
 char **sandbox_env_merge(struct sandbox *sb, const struct kv_list *over, size_t *ret_n)
 {
-	/* Lowest first: the CA variables, the sandbox's env, the secrets'
+	/* Lowest first: the template's ENV, the CA variables, the sandbox's env, the secrets'
 	 * placeholders, then the request's own env. */
 	cleanup_json json_t *o = json_object();
+	struct template_start ts;
+	if (template_start_get(sb->rec.template_name, &ts)) {
+		size_t i;
+		json_t *kv;
+		json_array_foreach (ts.env, i, kv) {
+			const char *s = json_string_value(kv), *eq = s ? strchr(s, '=') : NULL;
+			if (eq && eq > s) {
+				cleanup_free char *k = xstrndup(s, (size_t)(eq - s));
+				json_object_set_new(o, k, json_string(eq + 1));
+			}
+		}
+		template_start_release(&ts);
+	}
 	pthread_mutex_lock(&sb->lock);
 	cleanup_json json_t *own = json_loads(sb->rec.env_json, 0, NULL);
 	ca_env(sb->rec.ca_bundle, o);
@@ -48,6 +62,25 @@ char **sandbox_env_merge(struct sandbox *sb, const struct kv_list *over, size_t 
 	return env;
 }
 
+struct exec_request sandbox_exec_defaults(struct sandbox *sb, const struct exec_request *req, char *cwd,
+                                          size_t cwd_size)
+{
+	struct exec_request r = *req;
+	struct template_start ts;
+	if ((!req->cwd_default && !req->user_default) || !template_start_get(sb->rec.template_name, &ts))
+		return r;
+	if (req->cwd_default && ts.workdir[0]) {
+		strlcpy_al(cwd, ts.workdir, cwd_size);
+		r.cwd = cwd;
+	}
+	if (req->user_default && ts.has_user) {
+		r.uid = ts.uid;
+		r.gid = ts.gid;
+	}
+	template_start_release(&ts);
+	return r;
+}
+
 int sandbox_exec(const char *id, const char *tenant, const struct exec_request *req, struct exec_result *ret,
                  char ret_process_id[32], struct al_error *err)
 {
@@ -57,6 +90,9 @@ int sandbox_exec(const char *id, const char *tenant, const struct exec_request *
 		return r;
 	size_t n_env = 0;
 	char **env = sandbox_env_merge(sb, &req->env, &n_env);
+	char cwd[PATH_MAX];
+	struct exec_request with_defaults = sandbox_exec_defaults(sb, req, cwd, sizeof(cwd));
+	req = &with_defaults;
 	struct guest_channel *ch = sb->ch;
 	uint64_t start = now_ms_monotonic();
 	uint64_t deadline = start + (uint64_t)req->timeout_s * 1000u + GUEST_EXEC_GRACE_MS;

@@ -13,6 +13,7 @@
 #include "template-snap.h"
 #include "util.h"
 #include "sandbox-internal.h"
+#include "templates.h"
 
 /* SECURITY: a pid from the store may have been reused: it counts as our VMM
  * only if its command line names this sandbox. */
@@ -408,6 +409,8 @@ int sandboxes_init(const struct daemon_config *c, struct al_error *err)
 	int r = mkdir_p(dir, 0700);
 	if (r < 0)
 		return al_error_set(err, AL_ERR_INTERNAL, -r, "cannot create %s: %s", dir, strerror(-r));
+	if ((r = templates_init(err)) < 0)
+		return r;
 	struct sandbox_record *recs = NULL;
 	size_t n = 0;
 	if ((r = store_sandbox_list(sb_cfg->store, false, &recs, &n, err)) < 0)

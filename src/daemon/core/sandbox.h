@@ -160,6 +160,10 @@ struct process_table *sandbox_processes(struct sandbox *sb);
 /* The sandbox's env with `over` applied, as KEY=VALUE strings. */
 char **sandbox_env_merge(struct sandbox *sb, const struct kv_list *over, size_t *ret_n);
 void sandbox_env_free(char **env, size_t n);
+/* req with its template's WORKDIR and USER where it asked for the defaults
+ * (cwd_default, user_default); cwd: room for the path. */
+struct exec_request sandbox_exec_defaults(struct sandbox *sb, const struct exec_request *req, char *cwd,
+                                          size_t cwd_size);
 
 /* Warm pools (sandbox-pool.c; docs/api.md, "Warm pools"). */
 struct pool_status {

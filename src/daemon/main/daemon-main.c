@@ -24,6 +24,7 @@
 #include "log.h"
 #include "netns.h"
 #include "network-policy.h"
+#include "template-builds.h"
 #include "metrics.h"
 #include "jail.h"
 #include "process.h"
@@ -69,6 +70,9 @@ enum {
 	OPT_PROXY_HEADER_TIMEOUT,
 	OPT_PROXY_IDLE_TIMEOUT,
 	OPT_PROXY_MAX_BODY,
+	OPT_TEMPLATE_UPLOAD,
+	OPT_BUILD_STEP_TIMEOUT,
+	OPT_BUILD_CACHE,
 	/* Numbers that are not limits. */
 	OPT_BOOT_TIMEOUT,
 	OPT_JAIL_UID_BASE,
@@ -88,6 +92,7 @@ enum {
 	OPT_WARM_POOL,
 	OPT_PROXY_LISTEN,
 	OPT_PROXY_DOMAIN,
+	OPT_BUILD_NETWORK_POLICY,
 };
 #define NUM(opt) ((opt)-OPT_FIRST)
 
@@ -117,6 +122,9 @@ static const struct {
                                        PROXY_HEADER_TIMEOUT_S_DEFAULT},
     [NUM(OPT_PROXY_IDLE_TIMEOUT)] = {"proxy-idle-timeout-s", 1, PROXY_TIMEOUT_S_MAX, PROXY_IDLE_TIMEOUT_S_DEFAULT},
     [NUM(OPT_PROXY_MAX_BODY)] = {"proxy-max-body-mib", 1, PROXY_MAX_BODY_MIB_MAX, PROXY_MAX_BODY_MIB_DEFAULT},
+    [NUM(OPT_TEMPLATE_UPLOAD)] = {"max-template-upload-mib", 1, 1 << 20, TEMPLATE_UPLOAD_MAX_MIB_DEFAULT},
+    [NUM(OPT_BUILD_STEP_TIMEOUT)] = {"build-step-timeout-s", 1, EXEC_TIMEOUT_S_MAX, TEMPLATE_STEP_TIMEOUT_S_DEFAULT},
+    [NUM(OPT_BUILD_CACHE)] = {"build-cache-mib", 0, 1 << 30, TEMPLATE_CACHE_MIB_DEFAULT},
     [NUM(OPT_BOOT_TIMEOUT)] = {"boot-timeout-s", 1, BOOT_TIMEOUT_S_MAX, DEFAULT_BOOT_TIMEOUT_S},
     [NUM(OPT_JAIL_UID_BASE)] = {"jail-uid-base", 1000, UINT32_MAX - 2, JAIL_DEFAULT_UID_BASE},
     [NUM(OPT_JAIL_UID_COUNT)] = {"jail-uid-count", 1, JAIL_UID_COUNT_MAX, JAIL_DEFAULT_UID_COUNT},
@@ -179,6 +187,10 @@ static const struct option daemon_opts[] = {
     {"proxy-header-timeout-s", required_argument, NULL, OPT_PROXY_HEADER_TIMEOUT},
     {"proxy-idle-timeout-s", required_argument, NULL, OPT_PROXY_IDLE_TIMEOUT},
     {"proxy-max-body-mib", required_argument, NULL, OPT_PROXY_MAX_BODY},
+    {"build-network-policy", required_argument, NULL, OPT_BUILD_NETWORK_POLICY},
+    {"max-template-upload-mib", required_argument, NULL, OPT_TEMPLATE_UPLOAD},
+    {"build-step-timeout-s", required_argument, NULL, OPT_BUILD_STEP_TIMEOUT},
+    {"build-cache-mib", required_argument, NULL, OPT_BUILD_CACHE},
     {NULL, 0, NULL, 0},
 };
 
@@ -191,6 +203,7 @@ struct daemon_options {
 	const char *proxy_listen, *proxy_domain;
 	uint64_t max_file_bytes;
 	const char *egress_bin, *resolver, *egress_ca, *network_policy_file, *network_ceiling_file;
+	const char *build_network_policy_file;
 	const char *jailer_bin, *seccomp_profile, *cgroup_parent;
 	bool template_snapshots;
 	const char *public_cidrs[EGRESS_PUBLIC_CIDRS_MAX];
@@ -292,6 +305,11 @@ static void usage(FILE *f)
 	        "  --backend B          the VMM: %s (docs/kvm-host.md); auto (the\n"
 	        "                       default) takes the first this host can run, those made for KVM\n"
 	        "                       first where /dev/kvm is usable\n"
+	        "  --build-network-policy FILE  egress policy of template builds' RUN steps (default:\n"
+	        "                       deny everything); a build may name its own within the ceiling\n"
+	        "  --max-template-upload-mib N  largest build context or image archive (default %d)\n"
+	        "  --build-step-timeout-s N  longest RUN step of a template build (default %d)\n"
+	        "  --build-cache-mib N  disk kept for the build cache's layers (default %d)\n"
 	        "  --print-backend      print the backend --backend selects on this host, and why, and exit\n"
 	        "  --accel A            QEMU's accelerator: auto (default: KVM once a guest has booted on it,\n"
 	        "                       else TCG), kvm (refuse to start unless a guest boots on KVM) or tcg\n"
@@ -309,6 +327,7 @@ static void usage(FILE *f)
 	        DEFAULT_RATE_LIMIT_BURST, JAIL_DEFAULT_UID_BASE, JAIL_DEFAULT_UID_COUNT, DEFAULT_API_MAX_CONNECTIONS,
 	        DEFAULT_API_MAX_CONNECTIONS_PER_CLIENT, DEFAULT_API_IDLE_TIMEOUT_S, DEFAULT_AUTH_FAILURE_BURST,
 	        DEFAULT_AUTH_FAILURE_PER_MIN, NETNS_POOL_DEFAULT, DEFAULT_POOL_MEMORY_HIGH_PCT, backends,
+	        TEMPLATE_UPLOAD_MAX_MIB_DEFAULT, TEMPLATE_STEP_TIMEOUT_S_DEFAULT, TEMPLATE_CACHE_MIB_DEFAULT,
 	        ACCEL_PROBE_TIMEOUT_S_DEFAULT);
 	fprintf(f,
 	        "  --orphan-timeout-s N a VM whose lease no airlockd renewed for N s (this one gone and\n"
@@ -376,6 +395,8 @@ static const char **option_string(struct daemon_options *o, int c)
 		return &o->proxy_listen;
 	case OPT_PROXY_DOMAIN:
 		return &o->proxy_domain;
+	case OPT_BUILD_NETWORK_POLICY:
+		return &o->build_network_policy_file;
 	default:
 		return NULL;
 	}
@@ -693,6 +714,7 @@ struct daemon {
 	struct accel_probe_config probe;
 	struct daemon_config cfg;
 	char *default_network;         /* --network-policy, normalized; NULL: deny everything */
+	char *build_network;           /* --build-network-policy, normalized (deny all by default) */
 	struct policy_ceiling ceiling; /* --network-ceiling */
 	struct store *store;
 	struct proxy_server *proxy; /* --proxy-listen */
@@ -878,12 +900,10 @@ static int network_ceiling_load(struct daemon *d)
 	return r;
 }
 
-/* --network-policy FILE: the policy of sandboxes created without one. */
-static int network_policy_load(struct daemon *d)
+/* A policy file (flag names it in errors) as canonical JSON; no file: NULL. */
+static int policy_file_load(const char *flag, const char *path, char **ret)
 {
-	if (network_ceiling_load(d) < 0)
-		return -EINVAL;
-	const char *path = d->opt.network_policy_file;
+	*ret = NULL;
 	if (!path)
 		return 0;
 	struct al_error err = {0};
@@ -891,12 +911,30 @@ static int network_policy_load(struct daemon *d)
 	cleanup_json json_t *j = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
 	int r;
 	if (!j)
-		r = al_error_set(&err, AL_ERR_INVALID_ARGUMENT, EINVAL, "--network-policy %s: %s (line %d)", path,
-		                 jerr.text, jerr.line);
-	else if ((r = network_policy_parse(j, &d->default_network, &err)) < 0)
-		al_error_prefix(&err, "--network-policy %s", path);
+		r = al_error_set(&err, AL_ERR_INVALID_ARGUMENT, EINVAL, "%s %s: %s (line %d)", flag, path, jerr.text,
+		                 jerr.line);
+	else if ((r = network_policy_parse(j, ret, &err)) < 0)
+		al_error_prefix(&err, "%s %s", flag, path);
 	if (r < 0)
 		log_error("%s", err.message);
+	return r;
+}
+
+/* --network-policy FILE: the policy of sandboxes created without one;
+ * --build-network-policy FILE: of template builds (default: deny all, as
+ * an empty policy is). */
+static int network_policy_load(struct daemon *d)
+{
+	if (network_ceiling_load(d) < 0)
+		return -EINVAL;
+	int r = policy_file_load("--network-policy", d->opt.network_policy_file, &d->default_network);
+	if (r == 0)
+		r = policy_file_load("--build-network-policy", d->opt.build_network_policy_file, &d->build_network);
+	if (r == 0 && !d->build_network) {
+		struct al_error err = {0};
+		cleanup_json json_t *none = json_object();
+		r = network_policy_parse(none, &d->build_network, &err);
+	}
 	return r;
 }
 
@@ -945,6 +983,17 @@ static void config_fill(struct daemon *d)
 	    .proxy_listen = d->opt.proxy_listen,
 	    .accel_wait_s = accel_probe_wait_s(&d->probe),
 	};
+	cleanup_free char *oci = path_or_sibling(NULL, "airlock-oci");
+	static char oci_bin[PATH_MAX];
+	strlcpy_al(oci_bin, oci, sizeof(oci_bin));
+	template_builds_configure(&(struct template_build_config){
+	    .oci_bin = oci_bin,
+	    .qemu_img = "/usr/bin/qemu-img",
+	    .build_network_json = d->build_network,
+	    .max_upload_bytes = (uint64_t)n[NUM(OPT_TEMPLATE_UPLOAD)] << 20,
+	    .step_timeout_s = (unsigned)n[NUM(OPT_BUILD_STEP_TIMEOUT)],
+	    .cache_max_bytes = (uint64_t)n[NUM(OPT_BUILD_CACHE)] << 20,
+	    .max_disk_mib = (unsigned)n[NUM(OPT_MAX_DISK)]});
 	/* Memory: what the operator allows, never more than the host has. */
 	long mem = n[NUM(OPT_MAX_MEMORY)];
 	d->cfg.max_memory_mib = mem > 0 ? (unsigned)mem : SANDBOX_MEMORY_MIB_MAX;
@@ -1158,5 +1207,6 @@ int main(int argc, char **argv)
 	listen_log(&d);
 	daemon_stop(&d, wait_for_signal(&d.sigs));
 	free(d.default_network);
+	free(d.build_network);
 	return 0;
 }

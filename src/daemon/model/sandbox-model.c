@@ -14,6 +14,15 @@ void kv_list_release(struct kv_list *l)
 	*l = (struct kv_list){0};
 }
 
+void kv_list_add(struct kv_list *l, const char *key, const char *value)
+{
+	l->keys = xrealloc(l->keys, (l->n + 1) * sizeof(*l->keys));
+	l->values = xrealloc(l->values, (l->n + 1) * sizeof(*l->values));
+	l->keys[l->n] = xstrdup(key);
+	l->values[l->n] = xstrdup(value);
+	l->n++;
+}
+
 bool sandbox_id_valid(const char *id)
 {
 	if (strlen(id) != 19 || strncmp(id, "sb-", 3) != 0)

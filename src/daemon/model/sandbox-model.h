@@ -46,6 +46,8 @@ struct kv_list {
 	char **values;
 };
 void kv_list_release(struct kv_list *l);
+/* Appends a copy of key and value (the caller checked the list's limit). */
+void kv_list_add(struct kv_list *l, const char *key, const char *value);
 
 #define SANDBOX_TIMEOUT_S_MAX (30u * 24u * 3600u)
 
@@ -85,6 +87,9 @@ struct exec_request {
 	uint8_t *stdin_data; /* NULL: no stdin (/dev/null) */
 	size_t stdin_len;
 	unsigned uid, gid;
+	/* The request named no cwd / no uid: its template's WORKDIR / USER
+	 * apply (templates.h), else "/" and root. */
+	bool cwd_default, user_default;
 	unsigned timeout_s;
 	bool timeout_given;
 	size_t max_output_bytes;
