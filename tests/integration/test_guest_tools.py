@@ -63,6 +63,12 @@ def test_wget_timeout_fetches_through_the_gateway(netd, fakenet):  # noqa: F811
         assert_no_segfault(r)
         assert r["exit_code"] == 0, r
         assert f"hello from {fn.WWW_ALLOWED}" in text(r, "stdout"), r
+        # -T bounds a server that does not answer in time.
+        r = netd.api.exec_ok(sb["id"], ["wget", "-q", "-T", "2", "-O-", f"http://{fn.WWW_ALLOWED}/delay/30"],
+                             timeout_s=60)
+        assert_no_segfault(r)
+        assert r["exit_code"] == 1 and "timed out after 2 s" in r["stderr"], r
+        assert r["duration_ms"] < 20000, r
     finally:
         netd.api.delete(sb["id"])
 
