@@ -30,6 +30,13 @@ install -m 0755 "$busybox" "$r/bin/busybox"
 	*/*) ln -sf ../bin/busybox "$r/$applet" ;;
 	esac
 done
+# Debian's busybox-static has no FEATURE_WGET_TIMEOUT, and its wget dies of
+# SIGSEGV on `-T N` (getopt32 stores N through the NULL it was given for the
+# missing option): a wrapper turns -T into `timeout N` (minimal-wget.sh).
+if ! "$busybox" wget --help 2>&1 | grep -q -- '-T SEC'; then
+	rm -f "$r/usr/bin/wget"
+	install -m 0755 "$(dirname "$0")/minimal-wget.sh" "$r/usr/bin/wget"
+fi
 mkdir -p -m 1777 "$r/tmp"
 chmod 1777 "$r/tmp" "$r/var/tmp"
 chmod 0700 "$r/root"

@@ -34,7 +34,7 @@ $(IMAGES_KERNEL)/vmlinux: $(IMAGES_KERNEL)/vmlinuz images/extract-vmlinux
 $(IMAGES_KERNEL)/initramfs.cpio: $(BUILD)/airlock-agent $(IMAGES_KERNEL)/kernel-abi images/build-initramfs.sh
 	images/build-initramfs.sh $(BUILD)/airlock-agent $(IMAGES_CACHE) "$$(cat $(IMAGES_KERNEL)/kernel-abi)" $@
 
-$(IMAGES_TEMPLATES)/minimal/rootfs.ext4: images/build-minimal.sh $(wildcard /bin/busybox)
+$(IMAGES_TEMPLATES)/minimal/rootfs.ext4: images/build-minimal.sh images/minimal-wget.sh $(wildcard /bin/busybox)
 	images/build-minimal.sh $(dir $@)
 
 $(IMAGES_TEMPLATES)/base/rootfs.ext4: images/build-base.sh

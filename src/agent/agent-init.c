@@ -3,15 +3,15 @@
  * Guest boot, run as PID 1 from the initramfs:
  *   mount /proc /sys /dev (+ /dev/pts /dev/shm), load /etc/airlock/modules,
  *   wait for airlock.root=DEV (kernel command line), mount it ext4 on /newroot,
- *   move /proc /sys /dev into it, remove the initramfs files, switch root
- *   (chdir, mount --move . /, chroot .), tmpfs on /run, hostname, loopback up,
- *   eth0 with the network plan of airlock/proto.h and /etc/resolv.conf.
- * Without airlock.root= the agent stays in the initramfs. Any failure here is
+ *   grow its filesystem to the disk (create's disk_mib), move /proc /sys /dev into it, remove the initramfs files,
+ * switch root (chdir, mount --move . /, chroot .), tmpfs on /run, hostname, loopback up, eth0 with the network plan of
+ * airlock/proto.h and /etc/resolv.conf. Without airlock.root= the agent stays in the initramfs. Any failure here is
  * fatal: a message on the console, then exit, which panics the kernel; with
  * panic=-1 and QEMU's -no-reboot that ends the VM, which is how the host
  * learns that the guest is broken.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <fcntl.h>
 #include <arpa/inet.h>
 #include <net/if.h>
@@ -38,6 +38,20 @@
 #define GUEST_NIC "eth0"
 
 #define MODULES_LIST "/etc/airlock/modules"
+
+/* EXT4_IOC_RESIZE_FS is in fs/ext4/ext4.h only (no uapi header has it);
+ * BLKGETSIZE64 is in <linux/fs.h>, which clashes with <sys/mount.h>. */
+#ifndef EXT4_IOC_RESIZE_FS
+#define EXT4_IOC_RESIZE_FS _IOW('f', 16, uint64_t)
+#endif
+#ifndef BLKGETSIZE64
+#define BLKGETSIZE64 _IOR(0x12, 114, size_t)
+#endif
+/* The ext4 superblock (1024 bytes at offset 1024) and the fields read. */
+#define EXT4_SB_OFFSET 1024
+#define EXT4_SB_SIZE 1024
+#define EXT4_SB_MAGIC 0xEF53
+#define EXT4_FEATURE_INCOMPAT_64BIT 0x80
 #define CMDLINE_MAX 4096
 
 /* One line on stderr (the console), in one write. */
@@ -188,6 +202,54 @@ static void init_free_initramfs(void)
 	rm_rf("/etc");
 }
 
+static uint32_t le_u32(const uint8_t *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* Block size and block count of the ext4 filesystem on the device fd, from
+ * its superblock (statfs's f_blocks leaves out the metadata overhead). */
+static int ext4_geometry(int fd, uint64_t *ret_block_size, uint64_t *ret_blocks)
+{
+	uint8_t sb[EXT4_SB_SIZE];
+	if (pread(fd, sb, sizeof(sb), EXT4_SB_OFFSET) != (ssize_t)sizeof(sb))
+		return -EIO;
+	if ((le_u32(sb + 0x38) & 0xffff) != EXT4_SB_MAGIC || le_u32(sb + 0x18) > 6)
+		return -EINVAL;
+	uint64_t blocks = le_u32(sb + 0x04);
+	if (le_u32(sb + 0x60) & EXT4_FEATURE_INCOMPAT_64BIT)
+		blocks |= (uint64_t)le_u32(sb + 0x150) << 32;
+	*ret_block_size = 1024u << le_u32(sb + 0x18);
+	*ret_blocks = blocks;
+	return 0;
+}
+
+/* A disk created bigger than its template (create's disk_mib) holds the
+ * template's filesystem and free space past it: grow the filesystem online
+ * to the whole device. Never fatal: the guest runs on the template's size. */
+static void init_grow_root(const char *dev, const char *mnt)
+{
+	cleanup_close int dfd = open(dev, O_RDONLY | O_CLOEXEC);
+	uint64_t dev_bytes = 0, block_size = 0, blocks = 0;
+	int r = dfd < 0 || ioctl(dfd, BLKGETSIZE64, &dev_bytes) < 0 ? -errno : ext4_geometry(dfd, &block_size, &blocks);
+	if (r < 0) {
+		agent_log("grow root: size of %s or its filesystem: %s (keeping the filesystem's size)", dev,
+		          strerror(-r));
+		return;
+	}
+	uint64_t want = dev_bytes / block_size;
+	if (want <= blocks)
+		return;
+	cleanup_close int mfd = open(mnt, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (mfd < 0 || ioctl(mfd, EXT4_IOC_RESIZE_FS, &want) < 0) {
+		agent_log("grow root: resize ext4 on %s from %" PRIu64 " to %" PRIu64 " blocks: %s (keeping its size)",
+		          dev, blocks, want, strerror(errno));
+		return;
+	}
+	agent_log("grow root: %s grown from %" PRIu64 " to %" PRIu64 " MiB", dev, blocks * block_size >> 20,
+	          want * block_size >> 20);
+}
+
 static void mount_move_into(const char *from, const char *to)
 {
 	mkdir(to, 0755);
@@ -202,6 +264,7 @@ static void init_switch_root(const char *dev)
 	if (mount(dev, "/newroot", "ext4", MS_NOATIME, NULL) < 0)
 		agent_fatal("mount root %s (ext4) on /newroot: %s (is the template image a valid ext4 filesystem?)",
 		            dev, strerror(errno));
+	init_grow_root(dev, "/newroot");
 	mount_move_into("/dev", "/newroot/dev");
 	mount_move_into("/proc", "/newroot/proc");
 	mount_move_into("/sys", "/newroot/sys");
@@ -280,7 +343,10 @@ static void init_network(void)
 	rt.rt_dev = (char *)GUEST_NIC;
 	if (ioctl(fd, SIOCADDRT, &rt) < 0 && errno != EEXIST)
 		agent_log("default route: %s", strerror(errno));
-	/* A symlink (to a resolver's runtime file) is replaced by a file. */
+	/* A symlink (to a resolver's runtime file) is replaced by a file; an
+	 * image without /etc (one static binary) gets one. */
+	if (mkdir("/etc", 0755) < 0 && errno != EEXIST)
+		agent_log("/etc: %s", strerror(errno));
 	unlink("/etc/resolv.conf");
 	static const char resolv[] = "nameserver " AIRLOCK_NET_DNS "\n";
 	cleanup_close int rf = open("/etc/resolv.conf", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);

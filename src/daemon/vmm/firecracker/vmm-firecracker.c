@@ -377,8 +377,8 @@ static int fc_prepare_disk(const struct vmm_config *cfg, struct al_error *err)
 		return al_error_set(err, AL_ERR_INTERNAL, -r, "cannot copy the template's disk %s to %s: %s%s",
 		                    cfg->rootfs, dst, strerror(-r),
 		                    r == -ENOSPC ? " (the state dir's filesystem is full)" : "");
-	/* The guest sees a bigger block device than the template (its
-	 * filesystem is not grown); the file stays sparse. */
+	/* The guest sees a bigger block device than the template (the
+	 * agent grows its filesystem at boot); the file stays sparse. */
 	if (cfg->disk_mib && (r = file_grow(dst, cfg->disk_mib << 20)) < 0)
 		return al_error_set(err, AL_ERR_INTERNAL, -r, "cannot grow %s to %llu MiB: %s", dst,
 		                    (unsigned long long)cfg->disk_mib, strerror(-r));

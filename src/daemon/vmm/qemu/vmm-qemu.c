@@ -96,7 +96,7 @@ static int qemu_prepare_disk(const struct vmm_config *cfg, struct al_error *err)
 	/* Without its log, qemu-img's words are lost, nothing else. */
 	cleanup_close int log_fd = vmm_log_open(cfg->dir, NULL);
 	/* With a size the guest sees a bigger block device than the template
-	 * (the filesystem on it is not grown); the qcow2 file can never hold
+	 * (the agent grows the filesystem on it at boot); the qcow2 file can never hold
 	 * more than that many bytes of data. The backing file named in the
 	 * overlay is never opened by that name: spawn gives QEMU the template
 	 * as an fd and names it as the backing node. */
