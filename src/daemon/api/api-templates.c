@@ -173,7 +173,8 @@ static int upload_owner(const struct api_request *req, char *out, size_t size, s
 		                    req->tenant, asked);
 	const char *owner = req->tenant ? req->tenant : asked ? asked : "";
 	if (owner[0] && !name_valid(owner, 63))
-		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "tenant: must match [a-z0-9][a-z0-9_-]{0,62}");
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+		                    "tenant: must match [a-z0-9][a-z0-9_-]{0,62}");
 	strlcpy_al(out, owner, size);
 	return 0;
 }
@@ -185,7 +186,8 @@ static int upload_begin(const struct api_request *req, struct template_upload *u
 	u->fd = -1;
 	const char *name = api_query(req, "name");
 	if (!name)
-		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "name: the template's name is required (?name=)");
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+		                    "name: the template's name is required (?name=)");
 	int r = upload_owner(req, u->tenant, sizeof(u->tenant), err);
 	if (r < 0 || (r = template_hold_name(name, u->tenant[0] ? u->tenant : NULL, err)) < 0)
 		return r;
@@ -233,8 +235,9 @@ static void build_arg_one(void *ctx, const char *key, const char *value)
 	const char *eq = value ? strchr(value, '=') : NULL;
 	cleanup_free char *k = eq ? xstrndup(value, (size_t)(eq - value)) : NULL;
 	if (!k || !env_name_valid(k) || strlen(eq + 1) > ENV_VALUE_MAX)
-		a->r = al_error_set(a->err, AL_ERR_INVALID_ARGUMENT, EINVAL,
-		                    "build_arg: NAME=VALUE with NAME a variable name, got \"%.64s\"", value ? value : "");
+		a->r =
+		    al_error_set(a->err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+		                 "build_arg: NAME=VALUE with NAME a variable name, got \"%.64s\"", value ? value : "");
 	else if (a->args->n >= TEMPLATE_BUILD_ARGS_MAX)
 		a->r = al_error_set(a->err, AL_ERR_INVALID_ARGUMENT, E2BIG, "build_arg: at most %d",
 		                    TEMPLATE_BUILD_ARGS_MAX);
@@ -274,8 +277,8 @@ static int build_params(const struct api_request *req, struct template_build_par
 {
 	const char *df = api_query(req, "dockerfile");
 	if (df && (!df[0] || strlen(df) >= sizeof(p->dockerfile)))
-		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "dockerfile: a path in the context, at most %zu bytes",
-		                    sizeof(p->dockerfile) - 1);
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+		                    "dockerfile: a path in the context, at most %zu bytes", sizeof(p->dockerfile) - 1);
 	strlcpy_al(p->dockerfile, df ? df : "Dockerfile", sizeof(p->dockerfile));
 	int no_cache = query_flag(req, "no_cache"), snap = query_flag(req, "snapshot");
 	if (no_cache < 0 || snap < 0)

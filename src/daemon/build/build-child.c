@@ -119,9 +119,9 @@ int build_child_run(char *const argv[], const struct build_child_io *io, const c
 	if (r == 0 && killed)
 		r = al_error_set(err, AL_ERR_UNAVAILABLE, ECANCELED, "%s: cancelled (the client went away)", what);
 	else if (r == 0 && !(WIFEXITED(status) && WEXITSTATUS(status) == 0))
-		r = al_error_set(err, WIFEXITED(status) && WEXITSTATUS(status) == 1 ? AL_ERR_INVALID_ARGUMENT
-		                                                                  : AL_ERR_INTERNAL,
-		                 EIO, "%s: %s", what, last_err[0] ? last_err : "failed without a message");
+		r = al_error_set(
+		    err, WIFEXITED(status) && WEXITSTATUS(status) == 1 ? AL_ERR_INVALID_ARGUMENT : AL_ERR_INTERNAL, EIO,
+		    "%s: %s", what, last_err[0] ? last_err : "failed without a message");
 	free(last_err);
 	return r;
 }

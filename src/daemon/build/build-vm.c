@@ -125,7 +125,8 @@ static int follow_output(struct build_vm *vm, struct guest_channel *ch, struct g
 			continue;
 		if (r != 1)
 			break;
-		template_job_output(vm->job, type == AIRLOCK_FRAME_STDERR ? "stderr" : "stdout", (const char *)data, len);
+		template_job_output(vm->job, type == AIRLOCK_FRAME_STDERR ? "stderr" : "stdout", (const char *)data,
+		                    len);
 		free(data);
 	}
 	guest_cursor_close(ch, &cur);
@@ -222,9 +223,10 @@ int build_vm_untar(struct build_vm *vm, const char *tar_path, struct al_error *e
 		guest_stream_done(ch, s, &rtype, &result);
 		guest_stream_take_output(ch, s, out);
 		if (r == 0 && (rtype != AIRLOCK_FRAME_EXIT || exit_status(result) != 0))
-			r = al_error_set(err, AL_ERR_INVALID_ARGUMENT, EIO,
-			                 "the image's tar could not extract the files (a COPY needs tar in the image): %.*s",
-			                 (int)MIN(out[1].len, 512), out[1].data ? (const char *)out[1].data : "");
+			r = al_error_set(
+			    err, AL_ERR_INVALID_ARGUMENT, EIO,
+			    "the image's tar could not extract the files (a COPY needs tar in the image): %.*s",
+			    (int)MIN(out[1].len, 512), out[1].data ? (const char *)out[1].data : "");
 		free(out[0].data);
 		free(out[1].data);
 		guest_stream_unref(ch, s);
@@ -261,7 +263,7 @@ static int disk_to_raw(const char *snap_dir, const char *qemu_img, const char *d
 	struct build_child_io io = {0};
 	if (access(qcow, F_OK) == 0) {
 		char *argv[] = {(char *)qemu_img, "convert", "-q", "-f", "qcow2", "-O", "raw", "-S", "64k", qcow,
-		                (char *)dst, NULL};
+		                (char *)dst,      NULL};
 		return build_child_run(argv, &io, "export the build's disk (qemu-img convert)", err);
 	}
 	char *argv[] = {"/bin/cp", "--sparse=always", raw, (char *)dst, NULL};
@@ -271,7 +273,7 @@ static int disk_to_raw(const char *snap_dir, const char *qemu_img, const char *d
 int build_vm_export(struct build_vm *vm, const char *qemu_img, const char *dst, struct al_error *err)
 {
 	struct snapshot_info snap;
-	int r = sandbox_snapshot(vm->id, NULL, NULL, true, &snap, err);
+	int r = sandbox_snapshot(vm->id, NULL, "template-build", true, &snap, err);
 	if (r < 0) {
 		al_error_prefix(err, "save the build's disk");
 		return r;

@@ -39,13 +39,13 @@ struct build {
 	struct dockerfile *df;
 	struct build_vm vm;
 	const char *network_json;
-	json_t *state; /* {env, workdir, user, uid, gid, cmd, entrypoint, labels, expose} */
+	json_t *state;       /* {env, workdir, user, uid, gid, cmd, entrypoint, labels, expose} */
 	struct kv_list args; /* ARG values in effect (RUN sees them; not kept) */
 	uint8_t key[32];
 	char image[SANDBOX_TEMPLATE_NAME_MAX + 1]; /* what the next step boots from */
-	bool vm_current;      /* the VM's disk is image's, plus nothing unsaved */
-	bool workdir_pending; /* WORKDIR named a directory not made yet */
-	bool user_pending;    /* USER named one not resolved to ids yet */
+	bool vm_current;                           /* the VM's disk is image's, plus nothing unsaved */
+	bool workdir_pending;                      /* WORKDIR named a directory not made yet */
+	bool user_pending;                         /* USER named one not resolved to ids yet */
 	unsigned disk_mib;
 	json_t *steps; /* [{instruction, cached}] */
 	bool published;
@@ -209,10 +209,11 @@ static int user_resolve(struct build *b, struct al_error *err)
 		if (r == 0)
 			r = build_vm_capture(&b->vm, argv, 6, out, sizeof(out), err);
 		if (r < 0 || sscanf(out, "%lu %lu", &uid, &gid) != 2 || uid > EXEC_ID_MAX || gid > EXEC_ID_MAX)
-			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
-			                    "USER %s: no such user or group in the image (or no /bin/sh and id to look it "
-			                    "up): give numeric ids, USER 1000:1000",
-			                    user);
+			return al_error_set(
+			    err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+			    "USER %s: no such user or group in the image (or no /bin/sh and id to look it "
+			    "up): give numeric ids, USER 1000:1000",
+			    user);
 	}
 	json_object_set_new(b->state, "uid", json_integer((json_int_t)uid));
 	json_object_set_new(b->state, "gid", json_integer((json_int_t)gid));
@@ -279,7 +280,8 @@ static int step_run(struct build *b, const struct dockerfile_step *st, struct al
 	if (r < 0)
 		return r;
 	if (status != 0)
-		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EIO, "the command returned a non-zero code: %d", status);
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EIO, "the command returned a non-zero code: %d",
+		                    status);
 	return 0;
 }
 
@@ -367,9 +369,9 @@ static bool layer_reuse(struct build *b)
 
 static void step_line(struct build *b, size_t i, const struct dockerfile_step *st, bool cached)
 {
-	template_job_emit(b->job, json_pack("{s:s, s:I, s:I, s:s, s:b}", "type", "step", "step", (json_int_t)i + 2,
-	                                    "steps", (json_int_t)b->df->n_steps + 1, "instruction", st->text,
-	                                    "cached", cached));
+	template_job_emit(b->job,
+	                  json_pack("{s:s, s:I, s:I, s:s, s:b}", "type", "step", "step", (json_int_t)i + 2, "steps",
+	                            (json_int_t)b->df->n_steps + 1, "instruction", st->text, "cached", cached));
 	json_array_append_new(b->steps, json_pack("{s:s, s:b}", "instruction", st->text, "cached", cached));
 }
 
@@ -424,8 +426,8 @@ static int steps_run(struct build *b, struct al_error *err)
 			r = 0;
 		}
 		if (r < 0) {
-			al_error_prefix(err, "step %zu/%zu (Dockerfile line %u, %s)", i + 2, b->df->n_steps + 1, st->line,
-			                dockerfile_kind_name(st->kind));
+			al_error_prefix(err, "step %zu/%zu (Dockerfile line %u, %s)", i + 2, b->df->n_steps + 1,
+			                st->line, dockerfile_kind_name(st->kind));
 			return r;
 		}
 	}
@@ -475,14 +477,16 @@ static int parent_load(struct build *b, struct al_error *err)
 	const char *from = b->df->from;
 	if (!strncmp(from, TEMPLATE_CACHE_PREFIX, strlen(TEMPLATE_CACHE_PREFIX)) ||
 	    template_find(from, b->p->tenant[0] ? b->p->tenant : NULL, &t, err) < 0)
-		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, ENOENT,
-		                    "FROM %s (Dockerfile line %u): no such template; FROM names an Airlock template (built "
-		                    "in, built or imported: 'airlock template ls')",
-		                    from, b->df->from_line);
+		return al_error_set(
+		    err, AL_ERR_INVALID_ARGUMENT, ENOENT,
+		    "FROM %s (Dockerfile line %u): no such template; FROM names an Airlock template (built "
+		    "in, built or imported: 'airlock template ls')",
+		    from, b->df->from_line);
 	int r = 0;
 	if (!b->p->tenant[0] && t.tenant[0])
 		r = al_error_set(err, AL_ERR_INVALID_ARGUMENT, EPERM,
-		                 "FROM %s: a shared template cannot be built from tenant %s's template", from, t.tenant);
+		                 "FROM %s: a shared template cannot be built from tenant %s's template", from,
+		                 t.tenant);
 	unsigned parent_mib = (unsigned)((t.size_bytes + (1u << 20) - 1) >> 20);
 	b->disk_mib = b->p->disk_mib ? b->p->disk_mib : parent_mib + TEMPLATE_BUILD_HEADROOM_MIB;
 	if (r == 0 && b->disk_mib < parent_mib)
@@ -500,8 +504,8 @@ static int parent_load(struct build *b, struct al_error *err)
 		cleanup_free char *rootfs = xasprintf("%s/" TEMPLATE_ROOTFS, t.dir);
 		struct stat st = {0};
 		stat(rootfs, &st);
-		cleanup_free char *id = xasprintf("airlock-template-build/1\n%s\n%s\n%lu %lld %lld.%09ld\n%u", owner(b), from,
-		                                  (unsigned long)st.st_ino, (long long)st.st_size,
+		cleanup_free char *id = xasprintf("airlock-template-build/1\n%s\n%s\n%lu %lld %lld.%09ld\n%u", owner(b),
+		                                  from, (unsigned long)st.st_ino, (long long)st.st_size,
 		                                  (long long)st.st_mtim.tv_sec, st.st_mtim.tv_nsec, b->disk_mib);
 		key_chain(b, id, strlen(id) + 1);
 	}
@@ -528,10 +532,10 @@ static int image_place(struct build *b, struct al_error *err)
 static json_t *template_meta(struct build *b)
 {
 	json_t *config = json_deep_copy(b->state);
-	json_t *meta = json_pack("{s:s, s:s, s:s, s:I, s:o, s:O, s:{s:s, s:I}}", "name", b->p->name, "source",
-	                         "dockerfile", "parent", b->df->from, "created_ms", (json_int_t)now_ms_realtime(),
-	                         "config", config, "steps", b->steps, "build", "dockerfile", b->p->dockerfile, "disk_mib",
-	                         (json_int_t)b->disk_mib);
+	json_t *meta =
+	    json_pack("{s:s, s:s, s:s, s:I, s:o, s:O, s:{s:s, s:I}}", "name", b->p->name, "source", "dockerfile",
+	              "parent", b->df->from, "created_ms", (json_int_t)now_ms_realtime(), "config", config, "steps",
+	              b->steps, "build", "dockerfile", b->p->dockerfile, "disk_mib", (json_int_t)b->disk_mib);
 	if (b->p->tenant[0])
 		json_object_set_new(meta, "tenant", json_string(b->p->tenant));
 	return meta;

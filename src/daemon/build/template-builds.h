@@ -47,7 +47,7 @@ int template_import_start(const char *name, const char *tenant, char *staging, s
 
 struct template_build_params {
 	char name[SANDBOX_TEMPLATE_NAME_MAX + 1];
-	char tenant[64];    /* "": the operator's (shared) */
+	char tenant[64];      /* "": the operator's (shared) */
 	char dockerfile[256]; /* its path in the context */
 	struct kv_list build_args;
 	char *network_json; /* NULL: the operator's build policy */

@@ -75,8 +75,8 @@ static json_t *strings_or_null(json_t *v, size_t max, size_t len)
 	size_t i;
 	json_t *s;
 	json_array_foreach (v, i, s)
-		if (!json_is_string(s) || json_string_length(s) > len || memchr(json_string_value(s), '\0',
-		                                                                json_string_length(s)))
+		if (!json_is_string(s) || json_string_length(s) > len ||
+		    memchr(json_string_value(s), '\0', json_string_length(s)))
 			return json_null();
 	return json_deep_copy(v);
 }

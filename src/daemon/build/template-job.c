@@ -85,7 +85,8 @@ static void *job_main(void *p)
 		template_job_emit(job, json_pack("{s:s, s:{s:s, s:s}}", "type", "error", "error", "code",
 		                                 al_error_code_name(err.code), "message", err.message));
 	else
-		template_job_emit(job, json_pack("{s:s, s:o}", "type", "done", "template", done ? done : json_object()));
+		template_job_emit(job,
+		                  json_pack("{s:s, s:o}", "type", "done", "template", done ? done : json_object()));
 	if (job->free_arg)
 		job->free_arg(job->arg);
 	pthread_mutex_lock(&job->lock);

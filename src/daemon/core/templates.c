@@ -87,9 +87,10 @@ static enum template_source source_of(const char *s)
 
 static const char *source_name(enum template_source s)
 {
-	static const char *const names[] = {
-	    [TEMPLATE_BUILTIN] = "builtin", [TEMPLATE_DOCKERFILE] = "dockerfile",
-	    [TEMPLATE_IMAGE] = "image",     [TEMPLATE_CACHE] = "cache"};
+	static const char *const names[] = {[TEMPLATE_BUILTIN] = "builtin",
+	                                    [TEMPLATE_DOCKERFILE] = "dockerfile",
+	                                    [TEMPLATE_IMAGE] = "image",
+	                                    [TEMPLATE_CACHE] = "cache"};
 	return names[s];
 }
 
@@ -279,10 +280,11 @@ void template_start_release(struct template_start *s)
 
 /* ---- builds and imports: names held, staging, publishing, removal ------------------------- */
 
+/* The slot holding name ("": a free one), or -1. */
 static int held_index(const char *name)
 {
 	for (int i = 0; i < HELD_MAX; i++)
-		if (held[i][0] && !strcmp(held[i], name))
+		if (!strcmp(held[i], name))
 			return i;
 	return -1;
 }
@@ -333,11 +335,12 @@ static int not_in_use(const char *name, const char *doing, struct al_error *err)
 	if (r < 0)
 		return r;
 	if (u.sandboxes || u.snapshots || u.pools)
-		return al_error_set(err, AL_ERR_CONFLICT, EBUSY,
-		                    "template \"%s\" is in use (%u sandboxes, %u snapshots, %u warm pools) and cannot be "
-		                    "%s: delete them first%s",
-		                    name, u.sandboxes, u.snapshots, u.pools, doing,
-		                    strcmp(doing, "replaced") ? "" : ", or build under another name");
+		return al_error_set(
+		    err, AL_ERR_CONFLICT, EBUSY,
+		    "template \"%s\" is in use (%u sandboxes, %u snapshots, %u warm pools) and cannot be "
+		    "%s: delete them first%s",
+		    name, u.sandboxes, u.snapshots, u.pools, doing,
+		    strcmp(doing, "replaced") ? "" : ", or build under another name");
 	return 0;
 }
 
@@ -436,10 +439,11 @@ int template_delete(const char *name, const char *tenant, struct al_error *err)
 	enum template_source src = t.source;
 	template_info_release(&t);
 	if (src == TEMPLATE_BUILTIN)
-		return al_error_set(err, AL_ERR_FORBIDDEN, EPERM,
-		                    "template \"%s\" is built in (the operator's image dir): it cannot be deleted over the "
-		                    "API",
-		                    name);
+		return al_error_set(
+		    err, AL_ERR_FORBIDDEN, EPERM,
+		    "template \"%s\" is built in (the operator's image dir): it cannot be deleted over the "
+		    "API",
+		    name);
 	if ((r = not_in_use(name, "deleted", err)) < 0 || (r = hold(name, err)) < 0)
 		return r;
 	cleanup_free char *dir = templates_own_dir();

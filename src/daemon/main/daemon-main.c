@@ -986,14 +986,14 @@ static void config_fill(struct daemon *d)
 	cleanup_free char *oci = path_or_sibling(NULL, "airlock-oci");
 	static char oci_bin[PATH_MAX];
 	strlcpy_al(oci_bin, oci, sizeof(oci_bin));
-	template_builds_configure(&(struct template_build_config){
-	    .oci_bin = oci_bin,
-	    .qemu_img = "/usr/bin/qemu-img",
-	    .build_network_json = d->build_network,
-	    .max_upload_bytes = (uint64_t)n[NUM(OPT_TEMPLATE_UPLOAD)] << 20,
-	    .step_timeout_s = (unsigned)n[NUM(OPT_BUILD_STEP_TIMEOUT)],
-	    .cache_max_bytes = (uint64_t)n[NUM(OPT_BUILD_CACHE)] << 20,
-	    .max_disk_mib = (unsigned)n[NUM(OPT_MAX_DISK)]});
+	template_builds_configure(
+	    &(struct template_build_config){.oci_bin = oci_bin,
+	                                    .qemu_img = "/usr/bin/qemu-img",
+	                                    .build_network_json = d->build_network,
+	                                    .max_upload_bytes = (uint64_t)n[NUM(OPT_TEMPLATE_UPLOAD)] << 20,
+	                                    .step_timeout_s = (unsigned)n[NUM(OPT_BUILD_STEP_TIMEOUT)],
+	                                    .cache_max_bytes = (uint64_t)n[NUM(OPT_BUILD_CACHE)] << 20,
+	                                    .max_disk_mib = (unsigned)n[NUM(OPT_MAX_DISK)]});
 	/* Memory: what the operator allows, never more than the host has. */
 	long mem = n[NUM(OPT_MAX_MEMORY)];
 	d->cfg.max_memory_mib = mem > 0 ? (unsigned)mem : SANDBOX_MEMORY_MIB_MAX;
