@@ -437,7 +437,13 @@ int template_delete(const char *name, const char *tenant, struct al_error *err)
 	if (r < 0)
 		return r;
 	enum template_source src = t.source;
+	bool shared = !t.tenant[0];
 	template_info_release(&t);
+	/* SECURITY: a tenant deletes its own templates only; the operator's
+	 * (shared) ones only over the unix socket. */
+	if (tenant && shared && src != TEMPLATE_BUILTIN)
+		return al_error_set(err, AL_ERR_FORBIDDEN, EPERM,
+		                    "template \"%s\" is the operator's (shared): only the operator deletes it", name);
 	if (src == TEMPLATE_BUILTIN)
 		return al_error_set(
 		    err, AL_ERR_FORBIDDEN, EPERM,
