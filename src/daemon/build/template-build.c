@@ -186,6 +186,11 @@ static int vm_ensure(struct build *b, struct al_error *err)
 	return r;
 }
 
+static bool numeric(const char *s)
+{
+	return s[0] && strlen(s) < 11 && strspn(s, "0123456789") == strlen(s);
+}
+
 /* USER's name (and group) as ids, from the image's own account files. */
 static int user_resolve(struct build *b, struct al_error *err)
 {
@@ -198,6 +203,12 @@ static int user_resolve(struct build *b, struct al_error *err)
 	char out[256] = "";
 	if (!name[0]) {
 		uid = gid = 0;
+	} else if (numeric(name) && (!group || numeric(group))) {
+		uid = strtoul(name, NULL, 10);
+		gid = group ? strtoul(group, NULL, 10) : uid;
+		if (uid > EXEC_ID_MAX || gid > EXEC_ID_MAX)
+			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, ERANGE, "USER %s: ids go up to %u", user,
+			                    EXEC_ID_MAX);
 	} else {
 		/* $1 the user, $2 the group: ids as they are, names through the image. */
 		static const char script[] =
