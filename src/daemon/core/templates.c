@@ -418,6 +418,11 @@ int template_publish(const char *name, const char *staging, json_t *meta, struct
 	cleanup_free char *dir = templates_own_dir();
 	cleanup_free char *dst = xasprintf("%s/%s", dir, name);
 	cleanup_free char *trash = xasprintf("%s/.trash-%s", dir, name);
+	/* A sandbox may have started from the template it replaces since the
+	 * build began: its disk names this file, which must not change. */
+	int r = access(dst, F_OK) == 0 && !is_cache_name(name) ? not_in_use(name, "replaced", err) : 0;
+	if (r < 0)
+		return r;
 	rm_rf(trash);
 	if (rename(dst, trash) < 0 && errno != ENOENT)
 		return al_error_set(err, AL_ERR_INTERNAL, errno, "move the old %s aside: %m", dst);
