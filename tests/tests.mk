@@ -46,6 +46,11 @@ UNIT_SRC_store := $(wildcard src/daemon/store/store*.c)
 UNIT_LIBS_store := -lsqlite3 -lpthread
 UNIT_SRC_cli-tar := src/cli/cli-tar.c
 UNIT_SRC_cli-text := src/cli/cli-text.c
+# The line splitter of streamed answers and .dockerignore (template build, issue 23).
+UNIT_SRC_cli-lines := src/cli/cli-lines.c
+UNIT_SRC_cli-ignore := src/cli/cli-ignore.c
+UNIT_SRC_cli-context := src/cli/cli-context.c src/cli/cli-ignore.c src/cli/cli-tar.c
+UNIT_LIBS_cli-context := -lpthread
 # port-forward's operand (issue 22).
 UNIT_SRC_cli-port-spec := src/cli/cli-port-spec.c
 # airlock mcp's parser of a client's messages and tool arguments (issue 20).

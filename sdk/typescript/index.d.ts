@@ -259,6 +259,7 @@ export declare class Airlock {
   readonly tenants: Tenants;
   readonly pools: Pools;
   readonly secrets: Secrets;
+  readonly templates: Templates;
   readonly sandboxes: {
     create(opts?: CreateOptions): Promise<Sandbox>;
     get(id: string): Promise<Sandbox>;
@@ -291,6 +292,78 @@ export declare class Pools {
   /** size 0 removes the pool; tenant: over the unix socket only (a token sets its own). */
   set(template: string, size: number, opts?: { vcpus?: number; memoryMib?: number; tenant?: string }): Promise<PoolList>;
 }
+/** A template (docs/api.md, "Templates"). */
+export interface TemplateInfo {
+  name: string;
+  /** null: the operator's, shared with every tenant. */
+  tenant: string | null;
+  source: "builtin" | "dockerfile" | "image";
+  parent: string | null;
+  size_mib: number;
+  created_ms: number;
+  description?: string;
+  config: { env: string[]; workdir: string; user: string; cmd: string[] | null; entrypoint: string[] | null };
+  in_use: { sandboxes: number; snapshots: number; pools: number };
+  /** Dockerfile templates only. */
+  steps?: { instruction: string; cached: boolean }[];
+}
+/** One line of a build's or an import's progress stream (but "done" and "error", which end it). */
+export type TemplateEvent =
+  | { type: "step"; step: number; steps: number; instruction: string; cached: boolean }
+  | { type: "output"; stream: "stdout" | "stderr"; data: string }
+  | {
+      type: "progress";
+      phase: "upload" | "layer" | "mkfs" | "export" | "snapshot";
+      layer?: number;
+      layers?: number;
+      bytes?: number;
+      total_bytes?: number;
+    };
+export interface TemplateBuildOptions {
+  /** A local path (default context/Dockerfile); with a tar's bytes as the context, its path in the tar (default "Dockerfile"). */
+  dockerfile?: string;
+  buildArgs?: Record<string, string>;
+  /** The RUN steps' network policy (as a create's `network`), within the operator's ceiling. */
+  network?: Record<string, unknown>;
+  noCache?: boolean;
+  snapshot?: boolean;
+  diskMib?: number;
+  /** Over the unix socket: build it as this tenant's. */
+  tenant?: string;
+  onProgress?: (event: TemplateEvent) => void;
+  signal?: AbortSignal;
+  /** Receives the names of the sockets, fifos and devices left out of the context. */
+  skipped?: string[];
+}
+/** Templates (client.templates). An "error" line of the stream is thrown as its typed error; a stream that ends without "done" as a ProtocolError. */
+export declare class Templates {
+  list(): Promise<TemplateInfo[]>;
+  get(name: string): Promise<TemplateInfo>;
+  /** ConflictError while a sandbox, snapshot or pool uses it; ForbiddenError for a built-in one. */
+  delete(name: string): Promise<void>;
+  /** context: a directory (default ".", sent as a tar minus its .dockerignore) or a tar's bytes. */
+  build(name: string, context?: string | Uint8Array | ArrayBuffer, opts?: TemplateBuildOptions): Promise<TemplateInfo>;
+  /** source: a docker save or OCI archive file (maybe gzip), an OCI layout directory, or the archive's bytes. */
+  import(
+    name: string,
+    source: string | Uint8Array | ArrayBuffer,
+    opts?: { tenant?: string; onProgress?: (event: TemplateEvent) => void; signal?: AbortSignal },
+  ): Promise<TemplateInfo>;
+}
+/** .dockerignore as `airlock template build` reads it (docs/cli.md, "Templates"). */
+export declare class DockerIgnore {
+  constructor(text?: string);
+  static load(dir: string): Promise<DockerIgnore>;
+  readonly hasExceptions: boolean;
+  /** Whether path ("a/b", relative to the context) is left out. */
+  excludes(path: string): boolean;
+}
+/** A build context as a tar stream (what Templates.build sends for a directory). */
+export declare function packContext(
+  dir: string,
+  opts?: { ignore?: DockerIgnore | null; keep?: string | null; extra?: string | null; skipped?: string[] },
+): AsyncGenerator<Buffer, void, undefined>;
+export declare const AIRLOCK_DOCKERFILE: ".airlock-Dockerfile";
 export interface SecretSpec {
   name: string;
   value: string;

@@ -2,6 +2,8 @@
 /* Requests to airlockd with libcurl, over its unix socket or its TCP listener. */
 #include "cli-http.h"
 
+#include "cli-lines.h"
+
 #include "util.h"
 
 struct cli_conn cli_conn;
@@ -55,12 +57,14 @@ struct sink {
 	size_t max;
 	bool too_large;
 	bool sink_failed;
-	struct al_error err; /* what a sink that failed said, if anything */
+	struct cli_lines lines; /* the 2xx body for on_line */
+	struct al_error err;    /* what a sink that failed said, if anything */
 };
 
 static void sink_release(struct sink *s)
 {
 	free(s->data);
+	cli_lines_release(&s->lines);
 }
 
 static void curl_cleanupp(CURL **c)
@@ -85,34 +89,6 @@ static void sink_append(struct sink *s, const char *p, size_t n)
 	s->data[s->len] = '\0';
 }
 
-/* Splits the 2xx body into lines for on_line. */
-static int sink_lines(struct sink *s, const char *p, size_t n)
-{
-	while (n > 0) {
-		const char *nl = memchr(p, '\n', n);
-		size_t take = nl ? (size_t)(nl - p) : n;
-		if (s->len + take > CLI_LINE_MAX)
-			return al_error_set(&s->err, AL_ERR_TOO_LARGE, EMSGSIZE,
-			                    "the daemon sent a line longer than %u bytes; the stream is broken",
-			                    CLI_LINE_MAX);
-		sink_append(s, p, take);
-		if (!nl)
-			return 0;
-		p += take + 1;
-		n -= take + 1;
-		size_t len = s->len;
-		s->len = 0;
-		if (len > 0 && s->data[len - 1] == '\r')
-			s->data[--len] = '\0';
-		if (len > 0) {
-			int r = s->req->on_line(s->req->ud, s->data, len, &s->err);
-			if (r < 0)
-				return r;
-		}
-	}
-	return 0;
-}
-
 static size_t on_data(char *ptr, size_t size, size_t nmemb, void *userdata)
 {
 	struct sink *s = userdata;
@@ -121,7 +97,7 @@ static size_t on_data(char *ptr, size_t size, size_t nmemb, void *userdata)
 		curl_easy_getinfo(s->curl, CURLINFO_RESPONSE_CODE, &s->status);
 	bool ok = s->status >= 200 && s->status < 300;
 	if (ok && s->req->on_line) {
-		if (sink_lines(s, ptr, n) < 0) {
+		if (cli_lines_feed(&s->lines, ptr, n, s->req->on_line, s->req->ud, &s->err) < 0) {
 			s->sink_failed = true;
 			return 0;
 		}
@@ -235,7 +211,7 @@ int cli_request(struct cli_req *req, long *ret_status, json_t **ret_body, struct
 	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, ret_status);
 	bool streamed = *ret_status >= 200 && *ret_status < 300 && (req->on_line || req->on_bytes);
 	*ret_body = NULL;
-	if (streamed && req->on_line && s.len > 0 && req->on_line(req->ud, s.data, s.len, &s.err) < 0)
+	if (streamed && req->on_line && cli_lines_finish(&s.lines, req->on_line, req->ud, &s.err) < 0)
 		return sink_said(&s, err) ? -EPROTO : al_error_set(err, AL_ERR_INTERNAL, EPROTO, "bad last line");
 	if (!streamed && s.len > 0) {
 		json_error_t jerr;

@@ -66,6 +66,15 @@ static const char usage_text[] =
     "      [--value-stdin | --value-file F] [--tenant T] [--json]   create or rotate a secret\n"
     "  secret ls [--tenant T] [--json]; secret inspect NAME [--json]; secret rm NAME...\n"
     "  ca                    print the Airlock CA certificate (PEM) that sandboxes trust\n"
+    "Templates (docs/cli.md, \"Templates\"):\n"
+    "  template ls [--json]; template inspect NAME; template rm NAME...\n"
+    "  template build NAME [-f DOCKERFILE] [--build-arg K=V]... [--network-policy FILE|JSON] [--no-cache]\n"
+    "      [--snapshot] [--disk-mib N] [--tenant T] [--json | --quiet] [CONTEXT]\n"
+    "                    build a template from a Dockerfile (default CONTEXT/Dockerfile; CONTEXT default .,\n"
+    "                    sent as a tar minus its .dockerignore); progress on stderr, the name on stdout\n"
+    "  template import NAME PATH [--tenant T] [--json | --quiet]\n"
+    "                    a template from an image: a docker save or OCI archive (maybe gzip), or an OCI\n"
+    "                    layout directory\n"
     "Files:\n"
     "  cp [--max-bytes N] [--max-entries N] SRC DST\n"
     "                        copy between host and sandbox; one side is ID:/path, '-' is a tar stream\n"
@@ -760,6 +769,7 @@ int main(int argc, char **argv)
 	    {"unexpose", cli_cmd_unexpose},
 	    {"ports", cli_cmd_ports},
 	    {"port-forward", cli_cmd_port_forward},
+	    {"template", cli_cmd_template},
 	    {"mcp", cli_cmd_mcp},
 	};
 	const char *verb = argv[optind];

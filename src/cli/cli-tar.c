@@ -135,16 +135,14 @@ static int write_file_data(int out, int in, uint64_t size, const char *src, stru
 	return r < 0 ? archive_write_failed(r, err) : 0;
 }
 
-int cli_tar_write_path(int out_fd, const char *src, const char *name, unsigned *skipped, struct al_error *err)
+int cli_tar_write_entry(int out_fd, const char *src, const char *name, const struct stat *lst, struct al_error *err)
 {
-	struct stat st;
-	if (lstat(src, &st) < 0)
-		return al_error_set(err, AL_ERR_INTERNAL, errno, "cannot read %s: %m", src);
 	if (strlen(name) >= TAR_NAME_MAX)
 		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, ENAMETOOLONG, "%s: the name is longer than %d bytes",
 		                    src, TAR_NAME_MAX);
 	int r;
-	if (S_ISREG(st.st_mode)) {
+	if (S_ISREG(lst->st_mode)) {
+		struct stat st;
 		cleanup_close int in = open(src, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 		if (in < 0 || fstat(in, &st) < 0)
 			return al_error_set(err, AL_ERR_INTERNAL, errno, "cannot open %s: %m", src);
@@ -152,23 +150,41 @@ int cli_tar_write_path(int out_fd, const char *src, const char *name, unsigned *
 			return archive_write_failed(r, err);
 		return write_file_data(out_fd, in, (uint64_t)st.st_size, src, err);
 	}
-	if (S_ISLNK(st.st_mode)) {
+	if (S_ISLNK(lst->st_mode)) {
 		char target[TAR_NAME_MAX];
 		ssize_t n = readlink(src, target, sizeof(target) - 1);
 		if (n < 0)
 			return al_error_set(err, AL_ERR_INTERNAL, errno, "cannot read the link %s: %m", src);
 		target[n] = '\0';
-		if ((r = write_header(out_fd, name, &st, '2', target, 0)) < 0)
+		if ((r = write_header(out_fd, name, lst, '2', target, 0)) < 0)
 			return archive_write_failed(r, err);
 		return 0;
 	}
-	if (!S_ISDIR(st.st_mode)) {
+	if (!S_ISDIR(lst->st_mode))
+		return 0;
+	cleanup_free char *dname = xasprintf("%s/", name);
+	if ((r = write_header(out_fd, dname, lst, '5', NULL, 0)) < 0)
+		return archive_write_failed(r, err);
+	return 0;
+}
+
+bool cli_tar_type_ok(const struct stat *st)
+{
+	return S_ISREG(st->st_mode) || S_ISLNK(st->st_mode) || S_ISDIR(st->st_mode);
+}
+
+int cli_tar_write_path(int out_fd, const char *src, const char *name, unsigned *skipped, struct al_error *err)
+{
+	struct stat st;
+	if (lstat(src, &st) < 0)
+		return al_error_set(err, AL_ERR_INTERNAL, errno, "cannot read %s: %m", src);
+	if (!cli_tar_type_ok(&st)) {
 		(*skipped)++;
 		return 0;
 	}
-	cleanup_free char *dname = xasprintf("%s/", name);
-	if ((r = write_header(out_fd, dname, &st, '5', NULL, 0)) < 0)
-		return archive_write_failed(r, err);
+	int r = cli_tar_write_entry(out_fd, src, name, &st, err);
+	if (r < 0 || !S_ISDIR(st.st_mode))
+		return r;
 	DIR *d = opendir(src);
 	if (!d)
 		return al_error_set(err, AL_ERR_INTERNAL, errno, "cannot list %s: %m", src);

@@ -3,8 +3,10 @@
 #ifndef AIRLOCK_CLI_TAR_H
 #define AIRLOCK_CLI_TAR_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 
 #include "error.h"
 
@@ -45,6 +47,11 @@ uint64_t cli_tar_reader_entries(const struct tar_reader *t);
  * named name (and name/...). Sockets, devices and fifos are skipped (counted
  * in *skipped). */
 int cli_tar_write_path(int out_fd, const char *src, const char *name, unsigned *skipped, struct al_error *err);
+/* One entry for the file, symlink (never followed) or directory (its header
+ * only, named name/) at src, whose lstat is lst; nothing for another type. */
+int cli_tar_write_entry(int out_fd, const char *src, const char *name, const struct stat *lst, struct al_error *err);
+/* Whether cli_tar_write_entry() writes something for this type. */
+bool cli_tar_type_ok(const struct stat *st);
 /* The two zero blocks that end an archive. */
 int cli_tar_write_end(int out_fd, struct al_error *err);
 

@@ -117,6 +117,7 @@ int cli_cmd_expose(int argc, char **argv);
 int cli_cmd_unexpose(int argc, char **argv);
 int cli_cmd_ports(int argc, char **argv);
 int cli_cmd_port_forward(int argc, char **argv);
+int cli_cmd_template(int argc, char **argv);
 /* --secret ENV=NAME: adds the grant to a create (or fork) body's "secrets". */
 int cli_secret_grant_add(json_t *body, const char *arg);
 

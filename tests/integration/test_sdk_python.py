@@ -150,7 +150,8 @@ def test_route_table_covers_the_spec():
         assert isinstance(reason, str) and len(reason) > 20, f"{route}: say why it is excluded"
     classes = {"Client": airlock.Client, "Sandbox": airlock.Sandbox, "Process": airlock.Process,
                "Files": airlock.Files, "Snapshots": airlock.client.Snapshots, "Secrets": airlock.client.Secrets,
-               "Tokens": airlock.client.Tokens, "Tenants": airlock.client.Tenants, "Pools": airlock.client.Pools}
+               "Tokens": airlock.client.Tokens, "Tenants": airlock.client.Tenants, "Pools": airlock.client.Pools,
+               "Templates": airlock.Templates}
     for route, name in ROUTES.items():
         cls, _, meth = name.partition(".")
         assert callable(getattr(classes[cls], meth, None)), f"{route}: {name} does not exist"

@@ -15,13 +15,14 @@ from .errors import (AirlockError, BootFailed, CommandFailed, Conflict, Connecti
 from .files import Files
 from .process import ExecResult, OutputChunk, OutputStream, Process, Pty
 from .sandbox import Sandbox
+from .templates import DockerIgnore, Templates
 
 __version__ = "0.1.0"
 
 __all__ = [
     "DEFAULT_SOCKET", "Client", "EventStream", "Snapshot", "parse_metrics", "Files", "ExecResult", "OutputChunk",
-    "OutputStream", "Process", "Pty", "Sandbox", "AirlockError", "BootFailed", "CommandFailed", "Conflict",
-    "ConnectionFailed", "Forbidden", "GuestError", "InternalError", "InvalidArgument", "MethodNotAllowed",
-    "NotFound", "PayloadTooLarge", "ProtocolError", "QuotaExceeded", "Timeout", "Unauthorized", "Unavailable",
-    "UnsupportedMediaType",
+    "OutputStream", "Process", "Pty", "Sandbox", "Templates", "DockerIgnore", "AirlockError", "BootFailed",
+    "CommandFailed", "Conflict", "ConnectionFailed", "Forbidden", "GuestError", "InternalError", "InvalidArgument",
+    "MethodNotAllowed", "NotFound", "PayloadTooLarge", "ProtocolError", "QuotaExceeded", "Timeout", "Unauthorized",
+    "Unavailable", "UnsupportedMediaType",
 ]

@@ -249,7 +249,8 @@ class Transport:
                 continue
             if isinstance(v, bool):
                 v = "true" if v else "false"
-            items.append((k, str(v)))
+            for one in v if isinstance(v, (list, tuple)) else [v]:  # a repeated parameter
+                items.append((k, str(one)))
         return path + ("?" + urllib.parse.urlencode(items) if items else "")
 
     def _send(self, method, path, query, json_body, data, headers, timeout):
@@ -315,11 +316,12 @@ class Transport:
             raise_for_answer(resp.status, resp.headers, body, f"{method} {path}")
         return conn, resp
 
-    def lines(self, method, path, query=None, json=None, timeout=None):
+    def lines(self, method, path, query=None, json=None, timeout=None, data=None, headers=None):
         """A streamed JSON-lines answer (LineStream). The default timeout is
         none: a followed stream may be silent for as long as it likes; a
-        number bounds each wait for the next bytes."""
-        return LineStream(*self._open(method, path, query, json, None, None, timeout))
+        number bounds each wait for the next bytes. data: a body (bytes, or
+        an iterable of bytes sent chunked)."""
+        return LineStream(*self._open(method, path, query, json, data, headers, timeout))
 
     def bytes_stream(self, method, path, query=None, timeout=DEFAULT):
         return ByteStream(*self._open(method, path, query, None, None, None, timeout))

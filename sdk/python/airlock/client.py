@@ -1,12 +1,13 @@
 # SPDX-License-Identifier: Apache-2.0
 """The Client: the connection to airlockd and what is not one sandbox's
-(snapshots, secrets, tokens, tenants, warm pools, events, metrics, health,
-the CA)."""
+(snapshots, secrets, tokens, tenants, warm pools, templates, events, metrics,
+health, the CA)."""
 import urllib.parse
 
 from ._http import DEFAULT_TIMEOUT_S, Transport
 from ._record import Record
 from .sandbox import Sandbox
+from .templates import Templates
 
 
 def _seg(s):
@@ -198,6 +199,7 @@ class Client:
         self.tokens = Tokens(self)
         self.tenants = Tenants(self)
         self.pools = Pools(self)
+        self.templates = Templates(self)
 
     def __repr__(self):
         return f"Client({self.transport.describe()!r})"

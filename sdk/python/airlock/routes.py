@@ -60,6 +60,11 @@ ROUTES = {
     ("GET", "/v1/secrets/{name}"): "Secrets.get",
     ("DELETE", "/v1/secrets/{name}"): "Secrets.delete",
     ("GET", "/v1/ca"): "Client.ca",
+    ("GET", "/v1/templates"): "Templates.list",
+    ("POST", "/v1/templates"): "Templates.build",
+    ("GET", "/v1/templates/{name}"): "Templates.get",
+    ("DELETE", "/v1/templates/{name}"): "Templates.delete",
+    ("POST", "/v1/templates/import"): "Templates.import_",
 }
 
 # Routes of the spec the SDK does not call, with the reason. Paths under

@@ -6,10 +6,12 @@ import { Readable } from "node:stream";
 import { Connection, jsonLines, DEFAULT_SOCKET } from "./http.js";
 import { packArchive, extractArchive, DEFAULT_MAX_EXTRACT_BYTES } from "./tar.js";
 import { TimeoutError, ProtocolError, ConnectionError, ConflictError, errorFromBody } from "./errors.js";
+import { Templates } from "./templates.js";
 
 export * from "./errors.js";
 export { ROUTES, EXCLUDED, FOREIGN_PREFIXES } from "./routes.js";
 export { DEFAULT_SOCKET, DEFAULT_MAX_EXTRACT_BYTES };
+export { Templates, DockerIgnore, packContext, AIRLOCK_DOCKERFILE } from "./templates.js";
 
 const asyncDispose = Symbol.asyncDispose ?? Symbol.for("nodejs.asyncDispose");
 /** A PTY message's payload limit (docs/api.md, "The PTY protocol"). */
@@ -75,6 +77,7 @@ export class Airlock {
     this.tokens = new Tokens(this);
     this.tenants = new Tenants(this);
     this.pools = new Pools(this);
+    this.templates = new Templates(this);
     this.secrets = new Secrets(this);
     this.sandboxes = {
       create: (o = {}) => Sandbox.create({ ...o, client: this }),

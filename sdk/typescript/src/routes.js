@@ -61,6 +61,11 @@ export const ROUTES = {
   "GET /v1/secrets": "Secrets.prototype.list",
   "GET /v1/secrets/{name}": "Secrets.prototype.get",
   "DELETE /v1/secrets/{name}": "Secrets.prototype.delete",
+  "GET /v1/templates": "Templates.prototype.list",
+  "POST /v1/templates": "Templates.prototype.build",
+  "GET /v1/templates/{name}": "Templates.prototype.get",
+  "DELETE /v1/templates/{name}": "Templates.prototype.delete",
+  "POST /v1/templates/import": "Templates.prototype.import",
 };
 
 /** Routes of the spec deliberately left without a method: "METHOD /path" → why. */

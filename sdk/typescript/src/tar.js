@@ -64,18 +64,18 @@ function* headers(name, opts) {
   yield header(name, opts);
 }
 
-/** A tar stream (async iterable of Buffers) of localPath, its entries named base/… */
-export async function* packTree(localPath, base = path.basename(path.resolve(localPath))) {
-  const st = await fsp.lstat(localPath);
+/**
+ * One entry for localPath (lstat'ed as st), named name: a file with its data, a symlink
+ * (never followed), a directory's header only (name/); nothing for a socket, fifo or device.
+ */
+export async function* packEntry(localPath, name, st) {
   const mtime = st.mtimeMs / 1000;
   if (st.isSymbolicLink()) {
-    yield* headers(base, { type: "2", mode: 0o777, mtime, linkname: await fsp.readlink(localPath) });
+    yield* headers(name, { type: "2", mode: 0o777, mtime, linkname: await fsp.readlink(localPath) });
   } else if (st.isDirectory()) {
-    yield* headers(`${base}/`, { type: "5", mode: st.mode, mtime });
-    const names = (await fsp.readdir(localPath)).sort();
-    for (const n of names) yield* packTree(path.join(localPath, n), `${base}/${n}`);
+    yield* headers(`${name}/`, { type: "5", mode: st.mode, mtime });
   } else if (st.isFile()) {
-    yield* headers(base, { type: "0", size: st.size, mode: st.mode, mtime });
+    yield* headers(name, { type: "0", size: st.size, mode: st.mode, mtime });
     let sent = 0;
     const fh = await fsp.open(localPath, "r");
     try {
@@ -92,13 +92,28 @@ export async function* packTree(localPath, base = path.basename(path.resolve(loc
     const p = pad(st.size);
     if (p) yield p;
   }
+}
+
+/** A tar stream (async iterable of Buffers) of localPath, its entries named base/… */
+export async function* packTree(localPath, base = path.basename(path.resolve(localPath))) {
+  const st = await fsp.lstat(localPath);
+  yield* packEntry(localPath, base, st);
+  if (st.isDirectory()) {
+    const names = (await fsp.readdir(localPath)).sort();
+    for (const n of names) yield* packTree(path.join(localPath, n), `${base}/${n}`);
+  }
   // sockets, fifos and devices are left out
 }
 
 /** packTree and the end of the archive. */
 export async function* packArchive(localPath) {
   yield* packTree(localPath);
-  yield Buffer.alloc(BLOCK * 2);
+  yield archiveEnd();
+}
+
+/** The two zero blocks that end an archive. */
+export function archiveEnd() {
+  return Buffer.alloc(BLOCK * 2);
 }
 
 /** Reads exact byte counts from an async iterable of chunks. */

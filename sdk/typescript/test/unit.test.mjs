@@ -157,3 +157,51 @@ test("tar: hostile entries are refused before anything leaves the directory", as
     fs.rmSync(tmp, { recursive: true, force: true });
   }
 });
+
+test(".dockerignore patterns as the CLI reads them", () => {
+  let ig = new sdk.DockerIgnore("*.md\n!README*.md\nREADME-secret.md\ndata\n! data/keep\n# c\n");
+  assert.ok(ig.excludes("CHANGES.md") && !ig.excludes("README.md") && ig.excludes("README-secret.md"));
+  assert.ok(ig.excludes("data/x") && !ig.excludes("data/keep/deep/file") && ig.excludes("data"));
+  assert.ok(!ig.excludes("docs/x.md"), "* stays within a component");
+  ig = new sdk.DockerIgnore("**/*.pyc\nsrc/**/gen\n*/temp*\n[^c-z]y\n\\*literal\n../outside\n/build/\n");
+  assert.ok(ig.excludes("x.pyc") && ig.excludes("a/b/c/x.pyc") && !ig.excludes("a/b/c/x.py"));
+  assert.ok(ig.excludes("src/gen") && ig.excludes("src/a/b/gen/f.c") && !ig.excludes("lib/gen"));
+  assert.ok(ig.excludes("a/temporary") && !ig.excludes("a/b/temp"));
+  assert.ok(ig.excludes("ay") && !ig.excludes("dy") && ig.excludes("*literal") && !ig.excludes("xliteral"));
+  assert.ok(!ig.excludes("outside") && ig.excludes("build/out.o"));
+});
+
+test("a build context: .dockerignore, the Dockerfile kept, symlinks, special files left out", async () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "airlock-ctx-"));
+  try {
+    fs.mkdirSync(path.join(dir, "data/keep"), { recursive: true });
+    fs.mkdirSync(path.join(dir, "data/drop"));
+    fs.writeFileSync(path.join(dir, "Dockerfile"), "FROM base\n");
+    fs.writeFileSync(path.join(dir, "data/keep/k"), "k");
+    fs.writeFileSync(path.join(dir, "data/drop/d"), "d");
+    fs.writeFileSync(path.join(dir, "notes.md"), "m");
+    fs.symlinkSync("data/keep/k", path.join(dir, "link"));
+    fs.writeFileSync(path.join(dir, ".dockerignore"), "*.md\ndata\n!data/keep\nDockerfile\n");
+    const skipped = [];
+    const ignore = await sdk.DockerIgnore.load(dir);
+    const out = fs.mkdtempSync(path.join(os.tmpdir(), "airlock-out-"));
+    try {
+      await extractArchive(Readable.from(sdk.packContext(dir, { ignore, keep: "Dockerfile", skipped })), out);
+      const seen = [];
+      const walk = (d, rel) => {
+        for (const n of fs.readdirSync(d).sort()) {
+          const r = rel ? `${rel}/${n}` : n;
+          seen.push(r);
+          if (fs.lstatSync(path.join(d, n)).isDirectory()) walk(path.join(d, n), r);
+        }
+      };
+      walk(out, "");
+      assert.deepEqual(seen, [".dockerignore", "Dockerfile", "data", "data/keep", "data/keep/k", "link"]);
+      assert.equal(fs.readlinkSync(path.join(out, "link")), "data/keep/k");
+    } finally {
+      fs.rmSync(out, { recursive: true, force: true });
+    }
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
