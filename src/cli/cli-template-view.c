@@ -114,6 +114,20 @@ static void progress_bar(char *buf, size_t size, double fraction)
 	         (int)(fraction * 100 + 0.5));
 }
 
+/* The daemon's phases in words; another one as it is. */
+static const char *phase_words(const char *phase)
+{
+	static const char *const words[][2] = {{"boot", "starting the build's sandbox"},
+	                                       {"export", "saving the layer"},
+	                                       {"snapshot", "making the template's snapshot"},
+	                                       {"mkfs", "making the ext4 image"},
+	                                       {"done", "done"}};
+	for (size_t i = 0; phase && i < ARRAY_SIZE(words); i++)
+		if (!strcmp(phase, words[i][0]))
+			return words[i][1];
+	return phase ? phase : "working";
+}
+
 /* "layer 2/3  45.1 MiB / 120.0 MiB  [#####     ]  37%", what is known of it. */
 static void view_progress(struct tpl_view *v, json_t *ev)
 {
@@ -123,7 +137,7 @@ static void view_progress(struct tpl_view *v, json_t *ev)
 	if (phase && !strcmp(phase, "layer") && json_object_get(ev, "layer"))
 		n = (size_t)snprintf(text, sizeof(text), "layer %lld/%lld", num(ev, "layer"), num(ev, "layers"));
 	else
-		n = (size_t)snprintf(text, sizeof(text), "%s", cli_esc(phase ? phase : "working"));
+		n = (size_t)snprintf(text, sizeof(text), "%s", cli_esc(phase_words(phase)));
 	n = MIN(n, sizeof(text) - 1);
 	json_t *bytes = json_object_get(ev, "bytes"), *total = json_object_get(ev, "total_bytes");
 	if (json_is_integer(bytes))
