@@ -447,6 +447,32 @@ static json_t *tool_list_sandboxes(struct mcp_call *c)
 	return result_json(answer);
 }
 
+/* The templates a create_sandbox may name: what each is, not its steps. */
+static json_t *tool_list_templates(struct mcp_call *c)
+{
+	(void)c;
+	struct api_fail f;
+	cleanup_json json_t *resp = NULL;
+	if (api_json("GET", "/v1/templates", NULL, 200, &resp, &f) < 0)
+		return fail_result(&f);
+	cleanup_json json_t *out = json_array();
+	size_t i;
+	json_t *t;
+	json_array_foreach (json_object_get(resp, "templates"), i, t) {
+		if (i == MCP_LIST_MAX)
+			break;
+		json_t *config = json_object_get(t, "config");
+		json_array_append_new(
+		    out, json_pack("{s:O?, s:O?, s:O?, s:O?, s:O?, s:O?, s:O?}", "name", json_object_get(t, "name"),
+		                   "source", json_object_get(t, "source"), "parent", json_object_get(t, "parent"),
+		                   "description", json_object_get(t, "description"), "size_mib",
+		                   json_object_get(t, "size_mib"), "workdir", json_object_get(config, "workdir"), "cmd",
+		                   json_object_get(config, "cmd")));
+	}
+	cleanup_json json_t *answer = json_pack("{s:O}", "templates", out);
+	return result_json(answer);
+}
+
 /* ------------------------------------------------------------ commands */
 
 static const struct mcp_arg run_args[] = {
@@ -962,6 +988,9 @@ const struct mcp_tool mcp_tools[] = {
      false, true, tool_delete_sandbox},
     {"list_sandboxes", "List sandboxes", "The token's sandboxes: id, state, template, metadata.",
      ARGS(list_sandboxes_args), true, false, tool_list_sandboxes},
+    {"list_templates", "List templates",
+     "The templates create_sandbox can start from: built-in ones and those built or imported ('airlock template').",
+     NULL, 0, true, false, tool_list_templates},
     {"run_command", "Run a command",
      "Run a command in a sandbox to its end: exit code, stdout and stderr (each at most 65536 bytes, then "
      "a truncation marker). With a progressToken, output is also sent as it comes in progress notifications.",

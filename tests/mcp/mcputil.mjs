@@ -93,6 +93,6 @@ export async function createSandbox(client) {
 
 export const TOOLS = [
   'create_sandbox', 'delete_sandbox', 'download', 'expose_port', 'get_output', 'kill_process', 'list_files',
-  'list_ports', 'list_sandboxes', 'read_file', 'restore', 'run_command', 'snapshot', 'start_process', 'upload',
+  'list_ports', 'list_sandboxes', 'list_templates', 'read_file', 'restore', 'run_command', 'snapshot', 'start_process', 'upload',
   'write_file',
 ];

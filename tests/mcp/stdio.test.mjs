@@ -45,6 +45,14 @@ test('tools/list: every tool, with a JSON Schema; no expose_port', async () => {
   }
 });
 
+test('list_templates names the built-in templates create_sandbox takes', async () => {
+  const { templates } = JSON.parse(await ok(client, 'list_templates', {}));
+  const minimal = templates.find((t) => t.name === 'minimal');
+  assert.ok(minimal, JSON.stringify(templates));
+  assert.equal(minimal.source, 'builtin');
+  assert.ok(minimal.size_mib > 0);
+});
+
 test('list_sandboxes lists the sandbox', async () => {
   const list = JSON.parse(await ok(client, 'list_sandboxes', {}));
   assert.ok(list.sandboxes.some((s) => s.id === sid && s.metadata.suite === 'mcp'));
