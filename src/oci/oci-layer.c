@@ -29,8 +29,12 @@
 #define OPAQUE ".wh..wh..opq"
 #define NAME_SHOWN_MAX 200
 
+volatile sig_atomic_t oci_stop;
+
 struct layer_ctx {
 	int root_fd;
+	uint64_t entries_before; /* c->entries when the layer began */
+	uint64_t entries_written;
 	const struct oci_layer_io *io;
 	const struct oci_limits *lim;
 	struct oci_counts *c;
@@ -333,6 +337,8 @@ static int file_data(struct layer_ctx *x, struct archive *a, struct archive_entr
 		int r = archive_read_data_block(a, &buf, &n, &off);
 		if (r == ARCHIVE_EOF)
 			break;
+		if (oci_stop)
+			return al_error_set(x->err, AL_ERR_UNAVAILABLE, EINTR, "stopped by a signal");
 		if (r < ARCHIVE_WARN)
 			return al_error_set(x->err, AL_ERR_INVALID_ARGUMENT, EIO, "reading its data: %s",
 			                    archive_error_string(a) ? archive_error_string(a) : "corrupt");
@@ -443,6 +449,10 @@ static int node_apply(struct layer_ctx *x, struct archive *a, struct archive_ent
 
 static int entry_apply(struct layer_ctx *x, struct archive *a, struct archive_entry *e)
 {
+	/* Pass 1 counted; a layer file that changed since is still bounded. */
+	if (x->entries_before + ++x->entries_written > x->lim->max_entries)
+		return al_error_set(x->err, AL_ERR_TOO_LARGE, EFBIG, "more than %llu entries (--max-entries)",
+		                    (unsigned long long)x->lim->max_entries);
 	cleanup_free char *path = NULL;
 	int r = oci_path_clean(archive_entry_pathname(e), &path, x->err);
 	if (r < 0)
@@ -474,6 +484,8 @@ static int layer_pass(struct layer_ctx *x, bool write)
 		int r = archive_read_next_header(a, &e);
 		if (r == ARCHIVE_EOF)
 			return 0;
+		if (oci_stop)
+			return al_error_set(x->err, AL_ERR_UNAVAILABLE, EINTR, "stopped by a signal");
 		if (r < ARCHIVE_WARN)
 			return al_error_set(x->err, AL_ERR_INVALID_ARGUMENT, EINVAL, "corrupt tar: %s",
 			                    archive_error_string(a) ? archive_error_string(a) : "unreadable");
@@ -492,6 +504,7 @@ int oci_layer_apply(int root_fd, const struct oci_layer_io *io, const struct oci
 {
 	struct layer_ctx x = {
 	    .root_fd = root_fd,
+	    .entries_before = c->entries,
 	    .io = io,
 	    .lim = lim,
 	    .c = c,

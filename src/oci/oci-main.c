@@ -226,6 +226,8 @@ static int import_run(struct oci_run *run, struct al_error *err)
 		run->layer = i + 1;
 		r = layer_one(run, &s, &img.layers[i], err);
 	}
+	if (r >= 0 && oci_stop)
+		r = al_error_set(err, AL_ERR_UNAVAILABLE, EINTR, "stopped by a signal");
 	if (r >= 0)
 		r = output_write(run, img.config, err);
 	oci_image_release(&img);
@@ -234,11 +236,29 @@ static int import_run(struct oci_run *run, struct al_error *err)
 	return r;
 }
 
+static void on_stop(int sig)
+{
+	(void)sig;
+	oci_stop = 1;
+}
+
+/* A signal to stop (airlockd cancels an import) ends the run as a failure
+ * would: OUTDIR emptied. SA_RESTART: mkfs.ext4 is waited for to its end. */
+static void signals_init(void)
+{
+	struct sigaction sa = {.sa_handler = on_stop, .sa_flags = SA_RESTART};
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+}
+
 int main(int argc, char **argv)
 {
 	struct oci_opts o;
 	opts_parse(argc, argv, &o);
-	signal(SIGPIPE, SIG_IGN);
+	signals_init();
 	umask(022);
 	struct al_error err = {0};
 	bool made = false;

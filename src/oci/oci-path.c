@@ -93,6 +93,8 @@ void oci_path_split(char *path, const char **ret_dir, const char **ret_base)
 	*ret_base = slash + 1;
 }
 
+static int path_depth_check(int root_fd, int fd, struct al_error *err);
+
 /* Makes the directories of dir that are missing, one component at a time,
  * each parent resolved in the root again (never through mkdir -p's follow). */
 static int path_make_dirs(int root_fd, const char *dir, struct al_error *err)
@@ -117,6 +119,8 @@ static int path_make_dirs(int root_fd, const char *dir, struct al_error *err)
 		if (base)
 			*base = '\0';
 		cleanup_close int pfd = openat2_in_root(root_fd, base ? prefix : "", O_PATH | O_DIRECTORY);
+		if (pfd >= 0 && (fd = path_depth_check(root_fd, pfd, err)) < 0)
+			return fd;
 		if (pfd < 0 || mkdirat(pfd, name, 0755) < 0)
 			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, pfd < 0 ? -pfd : errno,
 			                    "cannot make directory %s: a symlink on the way leads nowhere in the image",
@@ -125,7 +129,43 @@ static int path_make_dirs(int root_fd, const char *dir, struct al_error *err)
 	return 0;
 }
 
-int oci_path_open_dir(int root_fd, const char *dir, bool create, struct al_error *err)
+/* Where an fd is, as the kernel says it (/proc/self/fd); -ENAMETOOLONG for
+ * a path longer than out holds. */
+static int fd_path(int fd, char *out, size_t size)
+{
+	char link[64];
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+	ssize_t n = readlink(link, out, size);
+	if (n < 0)
+		return -errno;
+	if ((size_t)n >= size)
+		return -ENAMETOOLONG;
+	out[n] = '\0';
+	return 0;
+}
+
+/* SECURITY: each entry's path is at most OCI_MAX_DEPTH deep, but through a
+ * symlink an entry goes on where another ended: the real depth of every
+ * directory written into is checked too (a tree thousands of directories
+ * deep runs rm -r out of fds and crashes mkfs.ext4 -d). */
+static int path_depth_check(int root_fd, int fd, struct al_error *err)
+{
+	char root[OCI_MAX_PATH + 1], where[OCI_MAX_PATH + 1];
+	int r = fd_path(root_fd, root, sizeof(root));
+	if (r == 0)
+		r = fd_path(fd, where, sizeof(where));
+	size_t n = strlen(root), depth = 0;
+	if (r == 0 && (strncmp(where, root, n) || (where[n] && where[n] != '/')))
+		r = -EXDEV;
+	for (const char *p = where + n; r == 0 && *p; p++)
+		depth += *p == '/';
+	if (r < 0 || depth >= OCI_MAX_DEPTH)
+		return al_error_set(err, AL_ERR_TOO_LARGE, r < 0 ? -r : ELOOP,
+		                    "its directory nests deeper than %d levels (through symlinks)", OCI_MAX_DEPTH);
+	return 0;
+}
+
+static int path_open_dir(int root_fd, const char *dir, bool create, struct al_error *err)
 {
 	int fd = openat2_in_root(root_fd, dir, O_PATH | O_DIRECTORY);
 	if (fd >= 0 || fd != -ENOENT || !create) {
@@ -140,5 +180,18 @@ int oci_path_open_dir(int root_fd, const char *dir, bool create, struct al_error
 	fd = openat2_in_root(root_fd, dir, O_PATH | O_DIRECTORY);
 	if (fd < 0)
 		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, -fd, "%s is not a directory in the image", dir);
+	return fd;
+}
+
+int oci_path_open_dir(int root_fd, const char *dir, bool create, struct al_error *err)
+{
+	int fd = path_open_dir(root_fd, dir, create, err);
+	if (fd < 0 || !create)
+		return fd;
+	int r = path_depth_check(root_fd, fd, err);
+	if (r < 0) {
+		close(fd);
+		return r;
+	}
 	return fd;
 }

@@ -147,6 +147,8 @@ static int stage_entries(struct archive *a, int stage_fd, const struct oci_limit
 		if (r < ARCHIVE_WARN)
 			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "not a tar (plain, gzip or zstd): %s",
 			                    archive_error_string(a) ? archive_error_string(a) : "unreadable");
+		if (oci_stop)
+			return al_error_set(err, AL_ERR_UNAVAILABLE, EINTR, "stopped by a signal");
 		if (++entries > lim->max_entries)
 			return al_error_set(err, AL_ERR_TOO_LARGE, EFBIG, "the archive has more than %llu members",
 			                    (unsigned long long)lim->max_entries);

@@ -10,6 +10,7 @@
 #include <stddef.h>
 
 #include <jansson.h>
+#include <signal.h>
 
 #include "error.h"
 
@@ -47,6 +48,10 @@ struct oci_layer_io {
 	oci_progress_fn progress; /* may be NULL */
 	void *progress_ctx;
 };
+
+/* Set by SIGTERM, SIGINT, SIGHUP: the loops over entries and data blocks
+ * stop, so that main can remove what was written. */
+extern volatile sig_atomic_t oci_stop;
 
 /* oci-layer.c: applies one layer tar (plain, gzip or zstd) to the tree at
  * root_fd: whiteouts first (they hide lower layers only), then the entries. */

@@ -321,7 +321,20 @@ def hostile_layer(name):
         "hardlink_missing": [e("h", "hard", link="etc/shadow")],
         "chardev": [e("dev/", "dir"), e("dev/null", "chr")],
         "entries": [e("f%d" % i, data=b"x") for i in range(50)],
+        "depth": deep_entries(),
     }[name]
+
+
+def deep_entries():
+    """Each entry at most 250 components deep, but each goes on where the
+    last one ended through a symlink: a tree 1250 directories deep."""
+    out, prev = [], ""
+    for i in range(5):
+        chain = "/".join(["d%d" % i] * 250)
+        out.append(entry((prev + "/" if prev else "") + chain + "/", "dir"))
+        out.append(entry("s%d" % i, "sym", link="/" + ((prev + "/") if prev else "") + chain))
+        prev = "s%d" % i
+    return out
 
 
 HOSTILE = {
@@ -334,6 +347,7 @@ HOSTILE = {
     "hardlink_missing": ('"h"', "does not exist"),
     "chardev": ("dev/null", "device nodes are not allowed"),
     "entries": ('entry "f', "more than 20 entries (--max-entries)"),
+    "depth": ("s0/d1/d1", "deeper than 256 levels"),
 }
 
 
@@ -415,3 +429,19 @@ def test_not_an_archive(work):
     (work / "junk").write_bytes(os.urandom(4096))
     r = run_import(work / "junk", work / "out")
     check_refused(r, work / "out", "not a tar")
+
+
+def test_sigterm_leaves_nothing(work):
+    """airlockd cancels an import with SIGTERM: exit 1, OUTDIR removed."""
+    zeros = b"\0" * (1 << 20)
+    layer = layer_tar([entry("z%d" % i, data=zeros) for i in range(200)])
+    src = oci_layout([oci_blobs([layer])], work / "slow.tar")
+    p = subprocess.Popen([OCI, "import", str(src), str(work / "out")], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    first = p.stdout.readline()
+    assert json.loads(first)["phase"] == "layer"
+    p.terminate()
+    out, err = p.communicate(timeout=120)
+    assert p.returncode == 1, (out, err)
+    assert err.startswith("airlock-oci: ") and "stopped by a signal" in err
+    assert not os.path.exists(work / "out")
