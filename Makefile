@@ -140,7 +140,7 @@ clean:
 
 # ---------------------------------------------------------------- install
 # `make install`, as root on the host (docs/kvm-host.md, "Install"):
-#   $(PREFIX)/bin                  airlockd, airlock, airlock-jailer, airlock-egress
+#   $(PREFIX)/bin                  airlockd, airlock, airlock-jailer, airlock-egress, airlock-oci
 #                                  (airlockd runs the jailer and the gateway next to itself)
 #   $(PREFIX)/share/airlock/seccomp/qemu-x86_64.json   the VMM's seccomp profile
 #   $(PREFIX)/share/airlock/images the guest kernels and templates built under
@@ -167,7 +167,7 @@ INSTALL ?= install
 INSTALL_BINDIR = $(PREFIX)/bin
 INSTALL_DATADIR = $(PREFIX)/share/airlock
 INSTALL_IMAGES = $(DESTDIR)$(INSTALL_DATADIR)/images
-INSTALL_BINS := airlockd airlock airlock-jailer airlock-egress
+INSTALL_BINS := airlockd airlock airlock-jailer airlock-egress airlock-oci
 INSTALL_KERNEL_FILES := vmlinuz vmlinux initramfs.cpio
 INSTALL_TEMPLATE_FILES := rootfs.ext4 template.json
 # The paths go into sed expressions and shell words unquoted: keep them plain.
