@@ -84,14 +84,17 @@ def outer_tar(files, path, compress=None):
     return path
 
 
-def docker_save(layers, path, arch="amd64", missing=None, compress=None):
-    """layers: raw layer tars (plain, as docker save has them)."""
+def docker_save(layers, path, arch="amd64", missing=None, compress=None, links=None):
+    """layers: raw layer tars (plain, as docker save has them); links: {i:
+    target} makes layer i's layer.tar a symlink member to target."""
     cfg = image_config(layers, arch)
     files, names = [], []
     for i, raw in enumerate(layers):
         lid = sha(b"id%d" % i + raw)
         names.append(lid + "/layer.tar")
-        if missing != i:
+        if links and i in links:
+            files.append((lid + "/layer.tar", "->" + links[i].replace("ID0", names[0].split("/")[0])))
+        elif missing != i:
             files += [(lid + "/VERSION", b"1.0"), (lid + "/layer.tar", raw)]
     files.append((sha(cfg) + ".json", cfg))
     files.append(("manifest.json", json.dumps([{"Config": sha(cfg) + ".json", "RepoTags": ["t:latest"],
@@ -99,17 +102,25 @@ def docker_save(layers, path, arch="amd64", missing=None, compress=None):
     return outer_tar(files, path, compress)
 
 
-def oci_blobs(layers, arch="amd64", gz=True, corrupt=None):
-    """The blobs of one image (gzip layers) and its manifest descriptor."""
+def compress_layer(raw, comp):
+    if comp == "gzip":
+        return gzip.compress(raw, mtime=0)
+    if comp == "zstd":
+        return subprocess.run(["zstd", "-q", "-c"], input=raw, capture_output=True, check=True).stdout
+    return raw
+
+
+def oci_blobs(layers, arch="amd64", comp="gzip", corrupt=None):
+    """The blobs of one image (gzip layers by default) and its manifest descriptor."""
     blobs = {}
     descs = []
     for i, raw in enumerate(layers):
-        blob = gzip.compress(raw, mtime=0) if gz else raw
+        blob = compress_layer(raw, comp)
         d = sha(blob)
         if corrupt == i:
             blob = blob[:-8] + b"\0" * 8
         blobs[d] = blob
-        descs.append({"mediaType": "application/vnd.oci.image.layer.v1.tar" + ("+gzip" if gz else ""),
+        descs.append({"mediaType": "application/vnd.oci.image.layer.v1.tar" + ("+" + comp if comp else ""),
                       "digest": "sha256:" + d, "size": len(blob)})
     cfg = image_config(layers, arch)
     blobs[sha(cfg)] = cfg
@@ -256,6 +267,20 @@ def test_docker_save(work):
     check_image(work / "out", label="myimg")
 
 
+def test_docker_save_duplicate_layer_symlink(work):
+    """docker save stores a layer used twice once; the other is a symlink member."""
+    layers = good_layers()
+    layers.append(layers[0])
+    src = docker_save(layers, work / "dup.tar", links={3: "../ID0/layer.tar"})
+    r = run_import(src, work / "out")
+    assert r.returncode == 0, r.stderr
+    assert json.load(open(work / "out" / "config.json"))["layers"] == 4
+    # A symlink member that leads out of the archive is no member at all.
+    src = docker_save(layers, work / "out.tar", links={3: "../../../../etc/passwd"})
+    r = run_import(src, work / "out2")
+    check_refused(r, work / "out2", "layer 4 of 4", "missing from the archive")
+
+
 def test_docker_save_gzip_whole(work):
     src = docker_save(good_layers(), work / "img.tar.gz", compress="gzip")
     os.mkdir(work / "out")  # an empty OUTDIR that is there is fine
@@ -279,6 +304,19 @@ def test_oci_layout_dir(work):
     r = run_import(src, work / "out")
     assert r.returncode == 0, r.stderr
     check_image(work / "out")
+
+
+@pytest.mark.skipif(shutil.which("zstd") is None, reason="needs zstd")
+def test_oci_layout_zstd_and_plain(work):
+    blobs, desc = oci_blobs(good_layers(), comp="zstd")
+    src = oci_layout([(blobs, desc)], work / "zstd", as_dir=True)
+    r = run_import(src, work / "out")
+    assert r.returncode == 0, r.stderr
+    check_image(work / "out")
+    src = oci_layout([oci_blobs(good_layers(), comp=None)], work / "plain.tar")
+    r = run_import(src, work / "out2")
+    assert r.returncode == 0, r.stderr
+    check_image(work / "out2")
 
 
 def test_progress_every_16_mib(work):
