@@ -22,7 +22,8 @@
 #include "util.h"
 
 #define SCRATCH ".airlock-oci-scratch"
-#define LABEL_MAX 16
+#define LABEL_MAX 63 /* a template name; ext4 keeps the first 16 bytes */
+#define LABEL_EXT4_MAX 16
 
 struct oci_opts {
 	struct oci_limits lim;
@@ -115,6 +116,9 @@ static void opts_parse(int argc, char **argv, struct oci_opts *o)
 	}
 	if (argc - optind != 2 || !label_valid(o->label))
 		usage();
+	static char label[LABEL_EXT4_MAX + 1];
+	strlcpy_al(label, o->label, sizeof(label));
+	o->label = label;
 	o->src = argv[optind];
 	o->outdir = argv[optind + 1];
 }
@@ -274,8 +278,11 @@ int main(int argc, char **argv)
 	if (r < 0 && out_fd >= 0)
 		outdir_clear(&o, out_fd, made);
 	if (r < 0) {
+		/* One line of text whatever the archive's names hold. */
+		for (char *p = err.message; *p; p++)
+			if ((unsigned char)*p < 0x20 || *p == 0x7f)
+				*p = '?';
 		cleanup_free char *msg = utf8_repair(err.message);
-		msg[strcspn(msg, "\n")] = '\0';
 		fprintf(stderr, "airlock-oci: %s\n", msg);
 		return 1;
 	}
