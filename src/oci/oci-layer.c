@@ -28,11 +28,22 @@
 #define WHITEOUT ".wh."
 #define OPAQUE ".wh..wh..opq"
 #define NAME_SHOWN_MAX 200
+#define DIR_TIMES_MAX_BYTES (16u << 20) /* paths kept for the directories' times */
 
 volatile sig_atomic_t oci_stop;
 
+/* A directory's times, set again once the layer is written (its entries
+ * changed its mtime meanwhile). */
+struct dir_time {
+	char *path;
+	struct timespec ts[2];
+};
+
 struct layer_ctx {
 	int root_fd;
+	struct dir_time *dir_times;
+	size_t n_dir_times;
+	size_t dir_times_bytes;
 	uint64_t entries_before; /* c->entries when the layer began */
 	uint64_t entries_written;
 	const struct oci_layer_io *io;
@@ -447,6 +458,39 @@ static int node_apply(struct layer_ctx *x, struct archive *a, struct archive_ent
 	}
 }
 
+static void dir_time_note(struct layer_ctx *x, const char *path, struct archive_entry *e)
+{
+	size_t n = strlen(path) + 1;
+	if (x->dir_times_bytes + n + sizeof(struct dir_time) > DIR_TIMES_MAX_BYTES)
+		return; /* beyond that, directories keep the time of their last change */
+	x->dir_times = xrealloc(x->dir_times, (x->n_dir_times + 1) * sizeof(*x->dir_times));
+	struct dir_time *d = &x->dir_times[x->n_dir_times++];
+	d->path = xstrdup(path);
+	times_get(e, d->ts);
+	x->dir_times_bytes += n + sizeof(struct dir_time);
+}
+
+/* Deepest last in the tar is first here: a parent's time is set after its
+ * children's. Errors are ignored: a time is no reason to fail. */
+static void dir_times_apply(struct layer_ctx *x, bool apply)
+{
+	for (size_t i = x->n_dir_times; i-- > 0;) {
+		struct dir_time *d = &x->dir_times[i];
+		const char *dir, *base;
+		oci_path_split(d->path, &dir, &base);
+		struct al_error ignored = {0};
+		int pfd = apply ? oci_path_open_dir(x->root_fd, dir, false, &ignored) : -1;
+		if (pfd >= 0) {
+			utimensat(pfd, base, d->ts, AT_SYMLINK_NOFOLLOW);
+			close(pfd);
+		}
+		free(d->path);
+	}
+	free(x->dir_times);
+	x->dir_times = NULL;
+	x->n_dir_times = x->dir_times_bytes = 0;
+}
+
 static int entry_apply(struct layer_ctx *x, struct archive *a, struct archive_entry *e)
 {
 	/* Pass 1 counted; a layer file that changed since is still bounded. */
@@ -462,6 +506,8 @@ static int entry_apply(struct layer_ctx *x, struct archive *a, struct archive_en
 			return al_error_set(x->err, AL_ERR_INVALID_ARGUMENT, EINVAL, "the root is not a directory");
 		return meta_apply_fd(e, x->root_fd, x->err);
 	}
+	if (archive_entry_filetype(e) == AE_IFDIR && !archive_entry_hardlink(e))
+		dir_time_note(x, path, e);
 	const char *dir, *base;
 	oci_path_split(path, &dir, &base);
 	if (!strncmp(base, WHITEOUT, strlen(WHITEOUT)))
@@ -512,5 +558,8 @@ int oci_layer_apply(int root_fd, const struct oci_layer_io *io, const struct oci
 	    .err = err,
 	};
 	int r = layer_pass(&x, false);
-	return r < 0 ? r : layer_pass(&x, true);
+	if (r >= 0)
+		r = layer_pass(&x, true);
+	dir_times_apply(&x, r >= 0);
+	return r;
 }

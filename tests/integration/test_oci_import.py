@@ -222,6 +222,9 @@ def check_image(out, label=None):
     prof = stat_field(img, "/home/user/.profile")
     assert "Mode:  0600" in prof and "User:  1000   Group:  1000" in prof
     assert "Mode:  0750" in stat_field(img, "/home/user")
+    # Directory times as the tar says, though entries were written into them after.
+    assert "mtime: 0x6553f100" in stat_field(img, "/bin") and "mtime: 0x6553f100" in stat_field(img, "/home/user")
+    assert "mtime: 0x6553f100" in stat_field(img, "/bin/tool")
     assert "User:  1000" in stat_field(img, "/srv")
     assert "hello" in debugfs(img, "ea_get /data.txt user.airlock")
     assert "trusted.skip" not in debugfs(img, "ea_list /data.txt")
