@@ -493,3 +493,23 @@ def test_sigterm_leaves_nothing(work):
     assert p.returncode == 1, (out, err)
     assert err.startswith("airlock-oci: ") and "stopped by a signal" in err
     assert not os.path.exists(work / "out")
+
+
+def test_layout_dir_symlink_out(work):
+    """A layout directory's blob that is a symlink out of it is not read."""
+    blobs, desc = oci_blobs(good_layers())
+    src = oci_layout([(blobs, desc)], work / "layout", as_dir=True)
+    man = json.loads(blobs[desc["digest"][7:]])
+    victim = os.path.join(src, "blobs", "sha256", man["layers"][0]["digest"][7:])
+    os.unlink(victim)
+    os.symlink("/etc/passwd", victim)
+    r = run_import(src, work / "out")
+    check_refused(r, work / "out", "layer 1 of 3", "missing from the archive")
+
+
+def test_manifest_names_outside(work):
+    cfg = image_config([])
+    files = [("manifest.json", json.dumps([{"Config": "../../../etc/passwd", "Layers": []}]).encode()),
+             (sha(cfg) + ".json", cfg)]
+    r = run_import(outer_tar(files, work / "m.tar"), work / "out")
+    check_refused(r, work / "out", "../../../etc/passwd", "not a name an image file has")
