@@ -13,6 +13,11 @@
 
 static char base[64];
 
+static void base_remove(void)
+{
+	rm_rf(base);
+}
+
 static void lower_layer(int root)
 {
 	if (mkdirat(root, "dir", 0755) < 0 || mkdirat(root, "dir/sub", 0755) < 0 ||
@@ -54,6 +59,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		rm_rf(base);
 		if (mkdir(base, 0700) < 0)
 			abort();
+		atexit(base_remove);
 	}
 	char tree[96], outside[96], canary[128];
 	snprintf(tree, sizeof(tree), "%s/tree", base);
