@@ -25,6 +25,7 @@ CLI_SRC := $(wildcard src/cli/*.c)
 AGENT_SRC := $(wildcard src/agent/*.c)
 EGRESS_SRC := $(wildcard src/egress/*.c)
 JAILER_SRC := $(wildcard src/jailer/*.c)
+OCI_SRC := $(wildcard src/oci/*.c)
 HEADERS := $(wildcard include/airlock/*.h src/*/*.h) $(foreach l,$(DAEMON_LAYER_DIRS),$(wildcard src/daemon/$(l)/*.h))
 
 COMMON_OBJ := $(COMMON_SRC:%.c=$(BUILD)/obj/%.o)
@@ -33,22 +34,25 @@ CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
 AGENT_OBJ := $(AGENT_SRC:%.c=$(BUILD)/obj/%.o)
 EGRESS_OBJ := $(EGRESS_SRC:%.c=$(BUILD)/obj/%.o)
 JAILER_OBJ := $(JAILER_SRC:%.c=$(BUILD)/obj/%.o)
+OCI_OBJ := $(OCI_SRC:%.c=$(BUILD)/obj/%.o)
 
 DAEMON_LIBS := -lmicrohttpd -lhttp_parser -ljansson -lsqlite3 -lcrypto -lpthread -lseccomp -larchive
 CLI_LIBS := -lcurl -ljansson -lmicrohttpd -lpthread
 EGRESS_LIBS := -ljansson -lssl -lcrypto -lpthread -lcares -lseccomp
 JAILER_LIBS := -lseccomp -ljansson
+OCI_LIBS := -larchive -ljansson -lcrypto
 
 .PHONY: build-clang all deps test unit fuzz-smoke integration demo images clean format format-check bench test-kvm
 
 EGRESS_BIN := $(if $(EGRESS_SRC),$(BUILD)/airlock-egress)
 JAILER_BIN := $(if $(JAILER_SRC),$(BUILD)/airlock-jailer)
+OCI_BIN := $(if $(OCI_SRC),$(BUILD)/airlock-oci)
 
 # The web console (docs/console.md) is part of `all` once its npm packages are
 # there (`make deps` or `make deps-npm` installs them); `make ui` asks for it.
 UI_BUILD := $(if $(wildcard ui/node_modules/esbuild),$(BUILD)/ui/index.html)
 
-all: $(BUILD)/airlockd $(BUILD)/airlock $(BUILD)/airlock-agent $(EGRESS_BIN) $(JAILER_BIN) $(UI_BUILD)
+all: $(BUILD)/airlockd $(BUILD)/airlock $(BUILD)/airlock-agent $(EGRESS_BIN) $(JAILER_BIN) $(OCI_BIN) $(UI_BUILD)
 
 # ui/src bundled by esbuild (ui/build.mjs) with the packages pinned in
 # ui/package-lock.json into $(BUILD)/ui: static files, nothing fetched at run
@@ -89,6 +93,11 @@ $(BUILD)/airlock-egress: $(EGRESS_OBJ) $(BUILD)/libairlock-common.a
 $(BUILD)/airlock-jailer: $(JAILER_OBJ) $(BUILD)/libairlock-common.a
 	$(CC) $(CFLAGS_ALL) -o $@ $(JAILER_OBJ) $(BUILD)/libairlock-common.a $(JAILER_LIBS)
 
+# The image importer: one-shot, run by airlockd as root on a tenant's docker
+# save archive or OCI layout (issue 23): layers into an ext4 template image.
+$(BUILD)/airlock-oci: $(OCI_OBJ) $(BUILD)/libairlock-common.a
+	$(CC) $(CFLAGS_ALL) -o $@ $(OCI_OBJ) $(BUILD)/libairlock-common.a $(OCI_LIBS)
+
 # The agent is PID 1 in the guest: static, no loader, no shared libraries.
 $(BUILD)/airlock-agent: $(AGENT_OBJ) $(BUILD)/libairlock-common.a
 	$(CC) $(CFLAGS_ALL) -static -o $@ $(AGENT_OBJ) $(BUILD)/libairlock-common.a -ljansson
@@ -117,7 +126,8 @@ demo:
 # The tree must build warning-free under both compilers.
 build-clang:
 	$(MAKE) BUILD=$(BUILD)/clang CC=clang $(BUILD)/clang/airlockd $(BUILD)/clang/airlock $(BUILD)/clang/airlock-agent \
-		$(if $(EGRESS_SRC),$(BUILD)/clang/airlock-egress) $(if $(JAILER_SRC),$(BUILD)/clang/airlock-jailer)
+		$(if $(EGRESS_SRC),$(BUILD)/clang/airlock-egress) $(if $(JAILER_SRC),$(BUILD)/clang/airlock-jailer) \
+		$(if $(OCI_SRC),$(BUILD)/clang/airlock-oci)
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h')
@@ -126,11 +136,11 @@ format-check:
 	clang-format --dry-run --Werror $$(git ls-files '*.c' '*.h')
 
 clean:
-	rm -rf $(BUILD)/obj $(BUILD)/test $(BUILD)/fuzz $(BUILD)/*.a $(BUILD)/airlockd $(BUILD)/airlock $(BUILD)/airlock-agent $(BUILD)/airlock-jailer
+	rm -rf $(BUILD)/obj $(BUILD)/test $(BUILD)/fuzz $(BUILD)/*.a $(BUILD)/airlockd $(BUILD)/airlock $(BUILD)/airlock-agent $(BUILD)/airlock-jailer $(BUILD)/airlock-oci
 
 # ---------------------------------------------------------------- install
 # `make install`, as root on the host (docs/kvm-host.md, "Install"):
-#   $(PREFIX)/bin                  airlockd, airlock, airlock-jailer, airlock-egress
+#   $(PREFIX)/bin                  airlockd, airlock, airlock-jailer, airlock-egress, airlock-oci
 #                                  (airlockd runs the jailer and the gateway next to itself)
 #   $(PREFIX)/share/airlock/seccomp/qemu-x86_64.json   the VMM's seccomp profile
 #   $(PREFIX)/share/airlock/images the guest kernels and templates built under
@@ -157,7 +167,7 @@ INSTALL ?= install
 INSTALL_BINDIR = $(PREFIX)/bin
 INSTALL_DATADIR = $(PREFIX)/share/airlock
 INSTALL_IMAGES = $(DESTDIR)$(INSTALL_DATADIR)/images
-INSTALL_BINS := airlockd airlock airlock-jailer airlock-egress
+INSTALL_BINS := airlockd airlock airlock-jailer airlock-egress airlock-oci
 INSTALL_KERNEL_FILES := vmlinuz vmlinux initramfs.cpio
 INSTALL_TEMPLATE_FILES := rootfs.ext4 template.json
 # The paths go into sed expressions and shell words unquoted: keep them plain.

@@ -217,7 +217,7 @@ unit: $(UNIT_BINS)
 # directly (with the fuzzer's instrumentation), not taken from the gcc-built .a.
 FUZZ_CC ?= clang
 FUZZ_SECONDS ?= 15
-FUZZ_CFLAGS = $(CFLAGS_BASE) $(DAEMON_INC) -Isrc/cli -Isrc/egress -fsanitize=fuzzer,address,undefined \
+FUZZ_CFLAGS = $(CFLAGS_BASE) $(DAEMON_INC) -Isrc/cli -Isrc/egress -Isrc/oci -fsanitize=fuzzer,address,undefined \
 	-fno-sanitize-recover=undefined -fno-omit-frame-pointer
 FUZZ_SRC_fuzz-frame :=
 FUZZ_LIBS_fuzz-frame :=
@@ -347,6 +347,13 @@ FUZZ_MAXLEN_fuzz-dockerfile := 16384
 FUZZ_SRC_fuzz-build-context := src/daemon/build/build-context.c
 FUZZ_LIBS_fuzz-build-context := -larchive -lcrypto
 FUZZ_MAXLEN_fuzz-build-context := 65536
+
+# airlock-oci's layer applier (issue 23): a tenant's layer tar (plain, gzip or
+# zstd) over a small lower layer, in a fresh directory each run; nothing may
+# appear next to it.
+FUZZ_SRC_fuzz-oci-layer := src/oci/oci-layer.c src/oci/oci-path.c
+FUZZ_LIBS_fuzz-oci-layer := -larchive
+FUZZ_MAXLEN_fuzz-oci-layer := 65536
 
 FUZZ_ALL := $(patsubst tests/fuzz/%.c,%,$(wildcard tests/fuzz/fuzz-*.c))
 fuzz_missing = $(strip $(foreach f,$(FUZZ_SRC_$(1)),$(if $(wildcard $(f)),,$(f))))
