@@ -4,7 +4,7 @@
  * ENTRYPOINT, LABEL, EXPOSE. Docker's syntax (continuations, the escape
  * directive, comments, JSON exec form, $VAR substitution) with its values at
  * each step; everything else is refused with the line it is on. Pure: no
- * I/O, the builder (builder.c) runs the steps. */
+ * I/O, the builder (template-build.c) runs the steps. */
 #ifndef AIRLOCK_DOCKERFILE_H
 #define AIRLOCK_DOCKERFILE_H
 

@@ -83,7 +83,7 @@ static json_t *strings_or_null(json_t *v, size_t max, size_t len)
 
 /* SECURITY: config.json describes a tenant's image: every field is checked
  * for type and size, and USER gives ids only when it is numeric (a name is
- * kept as text: the guest resolves it). */
+ * kept as text only: nothing resolves it, so it sets no exec default). */
 static json_t *import_config(const char *path)
 {
 	cleanup_json json_t *j = json_load_file(path, JSON_REJECT_DUPLICATES, NULL);

@@ -16,7 +16,7 @@
 
 #include "error.h"
 
-#define TEMPLATE_JOB_QUEUE_MAX (4u << 20) /* bytes of lines not yet read: older output lines go */
+#define TEMPLATE_JOB_QUEUE_MAX (4u << 20) /* bytes of lines not yet read: later output lines are dropped */
 
 struct template_job;
 
