@@ -17,7 +17,7 @@ static int pool_shape_check(const struct pool_spec *p, unsigned host_memory_mib,
 	unsigned mem_max = SANDBOX_MEMORY_MIB_MAX;
 	if (host_memory_mib > 0 && host_memory_mib < mem_max)
 		mem_max = host_memory_mib;
-	if (!template_name_valid(p->template_name))
+	if (!template_name_valid(p->template_name) || template_name_reserved(p->template_name))
 		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
 		                    "template: must be 1 to %d characters of [a-z0-9_-]", SANDBOX_TEMPLATE_NAME_MAX);
 	if (p->vcpus < 1 || p->vcpus > SANDBOX_VCPUS_MAX)

@@ -230,10 +230,13 @@ int create_request_parse(const char *body, size_t len, unsigned host_memory_mib,
 	json_t *t = json_object_get(j, "template");
 	if (!t || json_is_null(t)) {
 		strlcpy_al(r.template_name, "minimal", sizeof(r.template_name));
-	} else if (!json_is_string(t) || json_string_has_nul(t) || !template_name_valid(json_string_value(t))) {
-		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
-		                    "template: must be a name of 1 to %d characters from [a-z0-9_-]",
-		                    SANDBOX_TEMPLATE_NAME_MAX);
+	} else if (!json_is_string(t) || json_string_has_nul(t) || !template_name_valid(json_string_value(t)) ||
+	           template_name_reserved(json_string_value(t))) {
+		return al_error_set(
+		    err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+		    "template: must be a name of 1 to %d characters from [a-z0-9_-], not beginning with "
+		    "\"" TEMPLATE_CACHE_PREFIX "\"",
+		    SANDBOX_TEMPLATE_NAME_MAX);
 	} else {
 		strlcpy_al(r.template_name, json_string_value(t), sizeof(r.template_name));
 	}

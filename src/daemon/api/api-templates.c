@@ -26,7 +26,7 @@ API_HANDLER(api_template_list)
 static int find_named(const struct api_request *req, struct template_info *t, struct al_error *err)
 {
 	const char *name = req->params[0];
-	if (!strncmp(name, TEMPLATE_CACHE_PREFIX, strlen(TEMPLATE_CACHE_PREFIX)))
+	if (template_name_reserved(name))
 		return al_error_set(err, AL_ERR_NOT_FOUND, ENOENT, "template: unknown template \"%s\"", name);
 	return template_find(name, req->tenant, t, err);
 }
@@ -40,7 +40,7 @@ API_HANDLER(api_template_get)
 		return;
 	}
 	struct template_usage u = {0};
-	template_usage_get(t.name, &u, &err);
+	template_usage_get(t.name, req->tenant, &u, &err);
 	resp->body = template_to_json(&t, &u);
 	template_info_release(&t);
 }

@@ -201,8 +201,14 @@ int build_vm_untar(struct build_vm *vm, const char *tar_path, struct al_error *e
 	int r = sandbox_acquire(vm->id, NULL, &sb, err);
 	if (r < 0)
 		return r;
-	char *argv[] = {"tar", "-x", "-p", "-f", "-", "-C", "/", NULL};
-	struct exec_request req = run_request(argv, 7, "/", 0, 0, UNTAR_TIMEOUT_MS / 1000);
+	/* GNU tar keeps the metadata of directories that exist and of symlinks
+	 * to directories (/bin -> usr/bin); busybox's tar has no such options
+	 * (docs/templates.md). */
+	static const char script[] = "if tar --version 2>/dev/null | grep -q GNU; then "
+	                             "exec tar -x -p --no-overwrite-dir --keep-directory-symlink -f - -C /; "
+	                             "else exec tar -x -p -f - -C /; fi";
+	char *argv[] = {"/bin/sh", "-c", (char *)script, NULL};
+	struct exec_request req = run_request(argv, 3, "/", 0, 0, UNTAR_TIMEOUT_MS / 1000);
 	req.stdin_stream = true;
 	req.max_output_bytes = 64 * 1024;
 	struct kv_list none = {0};
@@ -223,10 +229,10 @@ int build_vm_untar(struct build_vm *vm, const char *tar_path, struct al_error *e
 		guest_stream_done(ch, s, &rtype, &result);
 		guest_stream_take_output(ch, s, out);
 		if (r == 0 && (rtype != AIRLOCK_FRAME_EXIT || exit_status(result) != 0))
-			r = al_error_set(
-			    err, AL_ERR_INVALID_ARGUMENT, EIO,
-			    "the image's tar could not extract the files (a COPY needs tar in the image): %.*s",
-			    (int)MIN(out[1].len, 512), out[1].data ? (const char *)out[1].data : "");
+			r = al_error_set(err, AL_ERR_INVALID_ARGUMENT, EIO,
+			                 "the image's tar could not extract the files (a COPY needs /bin/sh and tar in "
+			                 "the image): %.*s",
+			                 (int)MIN(out[1].len, 512), out[1].data ? (const char *)out[1].data : "");
 		free(out[0].data);
 		free(out[1].data);
 		guest_stream_unref(ch, s);

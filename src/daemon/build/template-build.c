@@ -486,8 +486,7 @@ static int parent_load(struct build *b, struct al_error *err)
 {
 	struct template_info t;
 	const char *from = b->df->from;
-	if (!strncmp(from, TEMPLATE_CACHE_PREFIX, strlen(TEMPLATE_CACHE_PREFIX)) ||
-	    template_find(from, b->p->tenant[0] ? b->p->tenant : NULL, &t, err) < 0)
+	if (template_name_reserved(from) || template_find(from, b->p->tenant[0] ? b->p->tenant : NULL, &t, err) < 0)
 		return al_error_set(
 		    err, AL_ERR_INVALID_ARGUMENT, ENOENT,
 		    "FROM %s (Dockerfile line %u): no such template; FROM names an Airlock template (built "
@@ -515,9 +514,14 @@ static int parent_load(struct build *b, struct al_error *err)
 		cleanup_free char *rootfs = xasprintf("%s/" TEMPLATE_ROOTFS, t.dir);
 		struct stat st = {0};
 		stat(rootfs, &st);
-		cleanup_free char *id = xasprintf("airlock-template-build/1\n%s\n%s\n%lu %lld %lld.%09ld\n%u", owner(b),
-		                                  from, (unsigned long)st.st_ino, (long long)st.st_size,
-		                                  (long long)st.st_mtim.tv_sec, st.st_mtim.tv_nsec, b->disk_mib);
+		/* SECURITY: the owner ("" the operator, never a tenant's name) and
+		 * the network policy RUN steps had are part of every key: no layer
+		 * is shared across tenants, nor across policies. */
+		cleanup_free char *id =
+		    xasprintf("airlock-template-build/1\n%s%s\n%s\n%lu %lld %lld.%09ld\n%u\n%s",
+		              b->p->tenant[0] ? "tenant " : "operator", b->p->tenant, from, (unsigned long)st.st_ino,
+		              (long long)st.st_size, (long long)st.st_mtim.tv_sec, st.st_mtim.tv_nsec, b->disk_mib,
+		              b->network_json ? b->network_json : "");
 		key_chain(b, id, strlen(id) + 1);
 	}
 	template_info_release(&t);

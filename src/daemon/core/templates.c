@@ -181,7 +181,7 @@ static void list_dir(const char *dir, const char *tenant, json_t *out)
 		if (visible(&t, tenant) && t.source != TEMPLATE_CACHE) {
 			struct template_usage u = {0};
 			struct al_error ignored;
-			template_usage_get(t.name, &u, &ignored);
+			template_usage_get(t.name, tenant, &u, &ignored);
 			json_object_set_new(out, t.name, template_to_json(&t, &u));
 		}
 		template_info_release(&t);
@@ -211,7 +211,12 @@ json_t *templates_list_json(const char *tenant)
 	return arr;
 }
 
-int template_usage_get(const char *name, struct template_usage *ret, struct al_error *err)
+static bool counted(const char *owner, const char *tenant)
+{
+	return !tenant || !strcmp(owner, tenant);
+}
+
+int template_usage_get(const char *name, const char *tenant, struct template_usage *ret, struct al_error *err)
 {
 	struct template_usage u = {0};
 	struct sandbox_record *recs = NULL;
@@ -220,7 +225,7 @@ int template_usage_get(const char *name, struct template_usage *ret, struct al_e
 	if (r < 0)
 		return r;
 	for (size_t i = 0; i < n; i++) {
-		u.sandboxes += !strcmp(recs[i].template_name, name);
+		u.sandboxes += !strcmp(recs[i].template_name, name) && counted(recs[i].tenant, tenant);
 		sandbox_record_release(&recs[i]);
 	}
 	free(recs);
@@ -228,12 +233,12 @@ int template_usage_get(const char *name, struct template_usage *ret, struct al_e
 	if ((r = snapshot_list(NULL, NULL, &snaps, &n, err)) < 0)
 		return r;
 	for (size_t i = 0; i < n; i++)
-		u.snapshots += !strcmp(snaps[i].template_name, name);
+		u.snapshots += !strcmp(snaps[i].template_name, name) && counted(snaps[i].tenant, tenant);
 	free(snaps);
 	struct pool_status *pools = NULL;
-	if (sandbox_pools_list(NULL, &pools, &n) == 0) {
+	if (sandbox_pools_list(tenant, &pools, &n) == 0) {
 		for (size_t i = 0; i < n; i++)
-			u.pools += !strcmp(pools[i].spec.template_name, name);
+			u.pools += !strcmp(pools[i].spec.template_name, name) && counted(pools[i].spec.tenant, tenant);
 		free(pools);
 	}
 	*ret = u;
@@ -298,14 +303,9 @@ static unsigned own_count(void)
 		return 0;
 	struct dirent *de;
 	while ((de = readdir(d)))
-		n += de->d_name[0] != '.' && strncmp(de->d_name, TEMPLATE_CACHE_PREFIX, strlen(TEMPLATE_CACHE_PREFIX));
+		n += de->d_name[0] != '.' && !template_name_reserved(de->d_name);
 	closedir(d);
 	return n;
-}
-
-static bool is_cache_name(const char *name)
-{
-	return !strncmp(name, TEMPLATE_CACHE_PREFIX, strlen(TEMPLATE_CACHE_PREFIX));
 }
 
 /* Whether an existing template of name may be taken by tenant's build. */
@@ -331,7 +331,7 @@ static int name_free_for(const char *name, const char *tenant, struct al_error *
 static int not_in_use(const char *name, const char *doing, struct al_error *err)
 {
 	struct template_usage u;
-	int r = template_usage_get(name, &u, err);
+	int r = template_usage_get(name, NULL, &u, err);
 	if (r < 0)
 		return r;
 	if (u.sandboxes || u.snapshots || u.pools)
@@ -364,7 +364,7 @@ static int hold(const char *name, struct al_error *err)
 
 int template_hold_name(const char *name, const char *tenant, struct al_error *err)
 {
-	if (!template_name_valid(name) || is_cache_name(name))
+	if (!template_name_valid(name) || template_name_reserved(name))
 		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
 		                    "name: a template name is [a-z0-9][a-z0-9_-]{0,62} and does not begin with "
 		                    "\"" TEMPLATE_CACHE_PREFIX "\", got \"%.64s\"",
@@ -420,7 +420,7 @@ int template_publish(const char *name, const char *staging, json_t *meta, struct
 	cleanup_free char *trash = xasprintf("%s/.trash-%s", dir, name);
 	/* A sandbox may have started from the template it replaces since the
 	 * build began: its disk names this file, which must not change. */
-	int r = access(dst, F_OK) == 0 && !is_cache_name(name) ? not_in_use(name, "replaced", err) : 0;
+	int r = access(dst, F_OK) == 0 && !template_name_reserved(name) ? not_in_use(name, "replaced", err) : 0;
 	if (r < 0)
 		return r;
 	rm_rf(trash);

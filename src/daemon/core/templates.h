@@ -37,9 +37,9 @@ enum template_source {
 	TEMPLATE_CACHE,      /* a layer of the build cache: hidden (template-cache.h) */
 };
 
-/* The names of the build cache's layers: never listed, never a name a
- * client may give, and another tenant's answer as unknown. */
-#define TEMPLATE_CACHE_PREFIX "airlock-build-"
+/* The build cache's layers are named TEMPLATE_CACHE_PREFIX + key
+ * (sandbox-model.h): never listed, never a name a client may give, and
+ * another tenant's answer as unknown. */
 
 struct template_info {
 	char name[SANDBOX_TEMPLATE_NAME_MAX + 1];
@@ -71,8 +71,10 @@ int template_dir(const char *name, char *out, size_t size);
 json_t *template_to_json(const struct template_info *t, const struct template_usage *u);
 /* Every template tenant may use (NULL: all), as API objects, by name. */
 json_t *templates_list_json(const char *tenant);
-/* Sandboxes (not deleted), snapshots and warm pools that use name. */
-int template_usage_get(const char *name, struct template_usage *ret, struct al_error *err);
+/* Sandboxes (not deleted), snapshots and warm pools that use name: all of
+ * them (tenant NULL), or only tenant's (what a tenant is shown: another
+ * tenant's use of a shared template is not its business). */
+int template_usage_get(const char *name, const char *tenant, struct template_usage *ret, struct al_error *err);
 /* What the start of a sandbox of name takes from its template: its env
  * ("K=V" strings), workdir, uid and gid. false when it sets none. */
 struct template_start {

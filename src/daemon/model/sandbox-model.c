@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "sandbox-model.h"
 
+#include <string.h>
+
 #include "util.h"
 
 void kv_list_release(struct kv_list *l)
@@ -36,6 +38,11 @@ bool sandbox_id_valid(const char *id)
 bool template_name_valid(const char *name)
 {
 	return name_valid(name, SANDBOX_TEMPLATE_NAME_MAX);
+}
+
+bool template_name_reserved(const char *name)
+{
+	return !strncmp(name, TEMPLATE_CACHE_PREFIX, strlen(TEMPLATE_CACHE_PREFIX));
 }
 
 bool env_name_valid(const char *name)

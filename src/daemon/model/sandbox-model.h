@@ -120,6 +120,10 @@ void exec_request_release(struct exec_request *r);
 /* Sandbox ids are "sb-" + 16 lowercase hex digits. */
 bool sandbox_id_valid(const char *id);
 bool template_name_valid(const char *name);
+/* Names of the template build cache's layers (templates.h): never one a
+ * client gives. */
+#define TEMPLATE_CACHE_PREFIX "airlock-build-"
+bool template_name_reserved(const char *name);
 bool env_name_valid(const char *name);
 bool secret_name_valid(const char *name);
 
