@@ -288,6 +288,8 @@ static int entry_order(const void *a, const void *b)
 /* Sorted, a later entry of a path replacing the earlier ones. */
 static size_t entries_dedupe(struct ctx_entry *e, size_t n)
 {
+	if (n == 0)
+		return 0;
 	qsort(e, n, sizeof(*e), entry_order);
 	size_t out = 0;
 	for (size_t i = 0; i < n; i++) {
@@ -635,7 +637,8 @@ static bool item_is_dir(const struct copy_item *it)
  * item made (in order). */
 static int plan_finish(struct copy_plan *pl, struct al_error *err)
 {
-	qsort(pl->it, pl->n, sizeof(*pl->it), item_order);
+	if (pl->n > 0)
+		qsort(pl->it, pl->n, sizeof(*pl->it), item_order);
 	size_t n = 0;
 	for (size_t i = 0; i < pl->n; i++) {
 		if (n > 0 && !strcmp(pl->it[n - 1].path, pl->it[i].path)) {
