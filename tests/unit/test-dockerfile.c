@@ -249,6 +249,7 @@ static void test_refused(void **s)
 	expect_error("FROM a\nRUN --mount=type=cache,target=/x make\n", "not supported");
 	expect_error("FROM a\nRUN --network=none make\n", "not supported");
 	expect_error("FROM a\nRUN\n", "line 2: RUN needs a command");
+	expect_error("FROM a\nRUN <<EOF\necho hi\nEOF\n", "line 2: RUN with a here-document");
 	expect_error("FROM a\nCOPY onlyone\n", "needs a source and a destination");
 	expect_error("FROM a\nENV\n", "ENV needs");
 	expect_error("FROM a\nENV K\n", "needs a value");

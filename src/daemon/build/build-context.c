@@ -507,6 +507,7 @@ struct copy_plan {
 	size_t n_match;
 	struct copy_item *it;
 	size_t n, cap;
+	size_t names; /* bytes of the paths of it[] */
 };
 
 static const struct ctx_entry ctx_root = {.path = (char *)"", .type = CTX_DIR, .mode = 0755};
@@ -542,6 +543,12 @@ static int plan_add(struct copy_plan *pl, char *path, const struct ctx_entry *sr
 		free(path);
 		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, ENAMETOOLONG,
 		                    "COPY: a destination path is longer than %d bytes", BUILD_CONTEXT_MAX_PATH);
+	}
+	pl->names += strlen(path);
+	if (pl->names > 2 * BUILD_CONTEXT_MAX_NAMES) {
+		free(path);
+		return al_error_set(err, AL_ERR_TOO_LARGE, E2BIG, "COPY: more than %u bytes of paths to write",
+		                    2 * BUILD_CONTEXT_MAX_NAMES);
 	}
 	if (pl->n >= pl->cap)
 		pl->it = xrealloc(pl->it, (pl->cap = pl->cap * 2 + 16) * sizeof(*pl->it));
@@ -649,7 +656,7 @@ static int plan_finish(struct copy_plan *pl, struct al_error *err)
 		}
 	}
 	struct copy_item *in = TAKE_PTR(pl->it);
-	pl->n = pl->cap = 0;
+	pl->n = pl->cap = pl->names = 0;
 	cleanup_free size_t *stack = xmalloc((BUILD_CONTEXT_MAX_PATH / 2 + 2) * sizeof(*stack));
 	size_t depth = 0;
 	int r = 0;

@@ -510,6 +510,13 @@ static int parse_command(struct parser *p, const char *name, const char *rest, s
 	}
 	if (!rest[0])
 		return perr(p, "%s needs a command", name);
+	/* RUN <<EOF takes the lines after it as a script (BuildKit); here
+	 * they would be read as instructions. */
+	if (!strncmp(rest, "<<", 2))
+		return perr(p,
+		            "%s with a here-document (<<) is not supported: put the script in the context and "
+		            "COPY it, or use one line",
+		            name);
 	st->shell_form = true;
 	argv_add(&st->argv, "/bin/sh");
 	argv_add(&st->argv, "-c");

@@ -20,7 +20,7 @@
 #define DOCKERFILE_MAX_LINE (64 * 1024) /* a logical line, continuations joined */
 #define DOCKERFILE_MAX_SOURCES 256      /* sources of one COPY or ADD */
 #define DOCKERFILE_MAX_ARGS 128         /* ARGs declared, and build args given */
-#define DOCKERFILE_MAX_ENV 1024         /* distinct ENV names */
+#define DOCKERFILE_MAX_ENV 256          /* distinct ENV names */
 #define DOCKERFILE_MAX_ENV_VALUE (32 * 1024)
 #define DOCKERFILE_MAX_WORD (64 * 1024)           /* one word after substitution */
 #define DOCKERFILE_MAX_EXPANDED (8 * 1024 * 1024) /* all substitution output of a file */
