@@ -95,6 +95,17 @@ CONTEXTS = {
     "hardlink-missing": [("h", "h", "nowhere")],
     "hardlink-loop": [("a", "h", "b"), ("b", "h", "a")],
     "absolute": [("/abs/x", "f", b"x"), ("//double//slash", "f", b"y"), ("./././dot", "f", b"z")],
+    "links": [
+        ("real/conf.txt", "f", b"conf"),
+        ("real/sub/x", "f", b"x"),
+        ("cfg", "l", "real/conf.txt"),
+        ("dirlink", "l", "real"),
+        ("abs", "l", "/real/../real/conf.txt"),
+        ("loop1", "l", "loop2"),
+        ("loop2", "l", "loop1"),
+        ("out", "l", "../../etc/passwd"),
+        ("a/b/c", "l", "../../dirlink"),
+    ],
     "duplicates": [("d/x", "f", b"1"), ("d", "f", b"2"), ("d/x", "f", b"3")],
 }
 

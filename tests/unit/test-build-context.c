@@ -466,6 +466,56 @@ static void test_duplicates_and_implied(void **s)
 	build_context_free(ctx);
 }
 
+static void test_symlink_sources(void **s)
+{
+	(void)s;
+	const struct tentry e[] = {
+	    {"real/conf.txt", 'f', 0640, "conf"},
+	    {"real/sub/x", 'f', 0644, "x"},
+	    {"cfg", 'l', 0777, "real/conf.txt"},
+	    {"dirlink", 'l', 0777, "real"},
+	    {"abs", 'l', 0777, "/real/../real/conf.txt"},
+	    {"loop1", 'l', 0777, "loop2"},
+	    {"loop2", 'l', 0777, "loop1"},
+	    {"out", 'l', 0777, "../../etc/passwd"},
+	};
+	struct build_context *ctx = ctx_make(e, ARRAY_SIZE(e));
+	struct output out;
+	struct al_error err = {0};
+	const char *src[] = {"cfg", "abs", "dirlink/conf.txt"};
+	struct build_copy c = {.sources = src, .n_sources = 3, .dest = "/d/", .uid = -1, .gid = -1, .chmod_mode = -1};
+	copy_ok(ctx, &c, &out);
+	const char *want[] = {"d", "d/abs", "d/cfg", "d/conf.txt"};
+	expect_paths(&out, want, ARRAY_SIZE(want));
+	assert_int_equal(out_find(&out, "d/cfg")->type, 'f');
+	assert_string_equal(out_find(&out, "d/abs")->data, "conf");
+	assert_int_equal(out_find(&out, "d/abs")->mode, 0640);
+	/* A link to a directory: its contents. */
+	c.sources = src;
+	const char *dir[] = {"dirlink"};
+	c.sources = dir;
+	c.n_sources = 1;
+	copy_ok(ctx, &c, &out);
+	const char *want2[] = {"d", "d/conf.txt", "d/sub", "d/sub/x"};
+	expect_paths(&out, want2, ARRAY_SIZE(want2));
+	/* Loops and links out of the context. */
+	const char *loop[] = {"loop1"};
+	c.sources = loop;
+	assert_true(copy_run(ctx, &c, &out, &err) < 0);
+	assert_non_null(strstr(err.message, "loop1"));
+	const char *outside[] = {"out"};
+	c.sources = outside;
+	assert_true(copy_run(ctx, &c, &out, &err) < 0);
+	assert_non_null(strstr(err.message, "leads to nothing in the build context"));
+	/* Inside a copied directory a link stays a link. */
+	const char *all[] = {"."};
+	c.sources = all;
+	copy_ok(ctx, &c, &out);
+	assert_int_equal(out_find(&out, "d/cfg")->type, 'l');
+	assert_string_equal(out_find(&out, "d/out")->link, "../../etc/passwd");
+	build_context_free(ctx);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -477,6 +527,7 @@ int main(void)
 	    cmocka_unit_test(test_copy_errors_and_exclude),
 	    cmocka_unit_test(test_digest),
 	    cmocka_unit_test(test_duplicates_and_implied),
+	    cmocka_unit_test(test_symlink_sources),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -566,6 +566,56 @@ static char *path_join(const char *a, const char *b)
 	return xasprintf("%s/%s", a, b);
 }
 
+/* The entry path names when its symbolic links are followed inside the
+ * context, the context being the root (as Docker follows a COPY source's):
+ * the last component's too with follow_last. NULL when it is not there,
+ * goes through a non-directory or loops. */
+static const struct ctx_entry *ctx_resolve(const struct build_context *ctx, const char *path, bool follow_last)
+{
+	cleanup_free char *todo = xstrdup(path), *cur = xstrdup("");
+	const struct ctx_entry *e = &ctx_root;
+	size_t pos = 0;
+	for (int hops = 0; e;) {
+		pos += strspn(todo + pos, "/");
+		if (!todo[pos])
+			break;
+		const char *comp = todo + pos;
+		size_t n = strcspn(comp, "/");
+		bool last = !comp[n + strspn(comp + n, "/")];
+		if (e->type != CTX_DIR)
+			return NULL;
+		pos += n;
+		if (n == 1 && comp[0] == '.')
+			continue;
+		if (n == 2 && comp[0] == '.' && comp[1] == '.') {
+			char *slash = strrchr(cur, '/');
+			*(slash ? slash : cur) = '\0';
+			e = cur[0] ? ctx_find(ctx, cur) : &ctx_root;
+			continue;
+		}
+		char *next = cur[0] ? xasprintf("%s/%.*s", cur, (int)n, comp) : xstrndup(comp, n);
+		const struct ctx_entry *x = ctx_find(ctx, next);
+		if (x && x->type == CTX_SYMLINK && (!last || follow_last)) {
+			free(next);
+			if (++hops > BUILD_CONTEXT_MAX_SYMLINK_HOPS)
+				return NULL;
+			char *rest = xasprintf("%s/%s", x->link, todo + pos);
+			if (x->link[0] == '/') {
+				cur[0] = '\0';
+				e = &ctx_root;
+			}
+			free(todo);
+			todo = rest;
+			pos = 0;
+			continue;
+		}
+		free(cur);
+		cur = next;
+		e = x;
+	}
+	return e;
+}
+
 static void plan_match_add(struct copy_plan *pl, const struct ctx_entry *e)
 {
 	pl->match = xrealloc(pl->match, (pl->n_match + 1) * sizeof(*pl->match));
@@ -591,7 +641,7 @@ static int plan_match_source(struct copy_plan *pl, struct build_context *ctx, co
 			if (!plan_excluded(pl, ctx->e[i].path) && fnmatch(pat, ctx->e[i].path, FNM_PATHNAME) == 0)
 				plan_match_add(pl, &ctx->e[i]);
 	} else {
-		const struct ctx_entry *e = ctx_find(ctx, pat);
+		const struct ctx_entry *e = ctx_resolve(ctx, pat, false);
 		if (e && !plan_excluded(pl, e->path))
 			plan_match_add(pl, e);
 	}
@@ -605,9 +655,19 @@ static int plan_match_source(struct copy_plan *pl, struct build_context *ctx, co
 static int plan_expand_match(struct copy_plan *pl, struct build_context *ctx, const struct ctx_entry *m,
                              struct al_error *err)
 {
+	const char *base = strrchr(m->path, '/');
+	base = base ? base + 1 : m->path;
+	if (m->type == CTX_SYMLINK) {
+		const struct ctx_entry *t = ctx_resolve(ctx, m->path, true);
+		if (!t)
+			return al_error_set(
+			    err, AL_ERR_INVALID_ARGUMENT, ENOENT,
+			    "COPY %.200s: a symbolic link to %.200s, which leads to nothing in the build context "
+			    "(missing, outside it, or a loop)",
+			    m->path, m->link);
+		m = t;
+	}
 	if (m->type != CTX_DIR) {
-		const char *base = strrchr(m->path, '/');
-		base = base ? base + 1 : m->path;
 		if (!pl->to_dir && !pl->dest[0])
 			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EISDIR, "COPY %.200s: the destination is /",
 			                    m->path);

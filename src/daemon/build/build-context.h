@@ -17,11 +17,12 @@
 #define BUILD_CONTEXT_MAX_PATH 4096                         /* one name or link target */
 #define BUILD_CONTEXT_MAX_NAMES (32u * 1024 * 1024)         /* all names and link targets */
 #define BUILD_CONTEXT_MAX_BYTES (8ull * 1024 * 1024 * 1024) /* all file contents, spooled */
+#define BUILD_CONTEXT_MAX_SYMLINK_HOPS 40                   /* following a COPY source's symbolic links */
 #define BUILD_CONTEXT_MAX_LINK_HOPS 16                      /* a hard link to a hard link ... */
 
 struct build_context;
 
-/* Reads the whole tar from tar_fd (not closed; read to its end). Paths are
+/* Reads the tar from tar_fd (not closed) up to its end marker. Paths are
  * normalized (./ and leading / dropped); `..` components, devices, fifos,
  * a path under a non-directory and anything over a limit are refused with a
  * message naming the entry. A later entry of the same path replaces an
@@ -37,7 +38,10 @@ int build_context_read_file(struct build_context *ctx, const char *path, size_t 
 
 /* One COPY or ADD. */
 struct build_copy {
-	const char *const *sources; /* context paths or fnmatch globs (FNM_PATHNAME) */
+	/* Context paths or fnmatch globs (FNM_PATHNAME). A source that is (or
+	 * goes through) a symbolic link is followed inside the context, as
+	 * Docker does; links inside a copied directory stay links. */
+	const char *const *sources;
 	size_t n_sources;
 	const char *dest;    /* absolute, or relative to workdir; a trailing / makes it a directory */
 	const char *workdir; /* absolute; NULL is / */
