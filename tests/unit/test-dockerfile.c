@@ -339,11 +339,11 @@ static void test_text_shown(void **s)
 	assert_int_equal(strlen(df->steps[0].text), DOCKERFILE_TEXT_SHOWN + 3);
 	assert_int_equal(strlen(df->steps[0].argv.argv[2]), 500);
 	dockerfile_free(df);
-	df = parse("FROM a\nMAINTAINER Someone <a@b>\n");
+	df = parse("FROM a\nMAINTAINER Someone <a@b> \"$X\"\n");
 	assert_int_equal(df->steps[0].kind, DOCKERFILE_LABEL);
 	assert_string_equal(df->steps[0].pairs.keys[0], "maintainer");
-	assert_string_equal(df->steps[0].pairs.values[0], "Someone <a@b>");
-	assert_string_equal(df->steps[0].text, "MAINTAINER Someone <a@b>");
+	assert_string_equal(df->steps[0].pairs.values[0], "Someone <a@b> \"$X\"");
+	assert_string_equal(df->steps[0].text, "MAINTAINER Someone <a@b> \"$X\"");
 	dockerfile_free(df);
 }
 

@@ -1034,13 +1034,21 @@ static char *text_shown(const char *line)
 	return xasprintf("%.*s...", DOCKERFILE_TEXT_SHOWN, line);
 }
 
+/* name is NULL for MAINTAINER. */
 static int add_step(struct parser *p, enum dockerfile_kind kind, const char *name, const char *rest, const char *line)
 {
 	struct dockerfile *df = p->df;
 	df->steps = xrealloc(df->steps, (df->n_steps + 1) * sizeof(*df->steps));
 	struct dockerfile_step *st = &df->steps[df->n_steps];
 	*st = (struct dockerfile_step){.kind = kind, .line = p->line, .chmod = -1};
-	int r = step_fields(p, name, rest, st);
+	int r = 0;
+	if (!name) { /* MAINTAINER: the label Docker makes of it, as written */
+		if (!rest[0])
+			return perr(p, "MAINTAINER needs a name");
+		kv_append(&st->pairs, "maintainer", rest);
+	} else {
+		r = step_fields(p, name, rest, st);
+	}
 	if (r < 0) {
 		step_release(st);
 		return r;
@@ -1076,10 +1084,8 @@ static int instruction_dispatch(struct parser *p, char *line)
 		return perr(p, "%s before FROM: a Dockerfile starts with FROM (only ARG may come before it)", name);
 	if (!p->df->from)
 		return parse_arg(p, rest, NULL);
-	if (kind == -3) {
-		cleanup_free char *label = xasprintf("maintainer=\"%s\"", rest);
-		return add_step(p, DOCKERFILE_LABEL, "LABEL", label, line);
-	}
+	if (kind == -3)
+		return add_step(p, DOCKERFILE_LABEL, NULL, rest, line);
 	return add_step(p, (enum dockerfile_kind)kind, name, rest, line);
 }
 
