@@ -32,6 +32,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (st->kind == DOCKERFILE_WORKDIR && st->value[0] != '/')
 			abort();
 	}
+	struct dockerfile_state state;
+	dockerfile_state_at(df, df->n_steps, &state);
+	if (!state.workdir || state.run_env.n < state.env.n)
+		abort();
+	dockerfile_state_release(&state);
 	dockerfile_free(df);
 	return 0;
 }

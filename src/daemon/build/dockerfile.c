@@ -1089,6 +1089,41 @@ static int instruction_dispatch(struct parser *p, char *line)
 	return add_step(p, (enum dockerfile_kind)kind, name, rest, line);
 }
 
+void dockerfile_state_at(const struct dockerfile *df, size_t step, struct dockerfile_state *ret)
+{
+	struct dockerfile_state st = {.workdir = "/"};
+	struct kv_list args = {0};
+	for (size_t i = 0; i < step && i < df->n_steps; i++) {
+		const struct dockerfile_step *s = &df->steps[i];
+		for (size_t k = 0; s->kind == DOCKERFILE_ENV && k < s->pairs.n; k++)
+			kv_set(&st.env, s->pairs.keys[k], s->pairs.values[k]);
+		for (size_t k = 0; s->kind == DOCKERFILE_ARG && k < s->pairs.n; k++)
+			kv_set(&args, s->pairs.keys[k], s->pairs.values[k]);
+		if (s->kind == DOCKERFILE_WORKDIR)
+			st.workdir = s->value;
+		else if (s->kind == DOCKERFILE_USER)
+			st.user = s->value;
+		else if (s->kind == DOCKERFILE_CMD)
+			st.cmd = &s->argv;
+		else if (s->kind == DOCKERFILE_ENTRYPOINT)
+			st.entrypoint = &s->argv;
+	}
+	for (size_t k = 0; k < st.env.n; k++)
+		kv_append(&st.run_env, st.env.keys[k], st.env.values[k]);
+	for (size_t k = 0; k < args.n; k++)
+		if (args.values[k] && kv_find(&st.env, args.keys[k]) < 0)
+			kv_append(&st.run_env, args.keys[k], args.values[k]);
+	kv_list_release(&args);
+	*ret = st;
+}
+
+void dockerfile_state_release(struct dockerfile_state *st)
+{
+	kv_list_release(&st->env);
+	kv_list_release(&st->run_env);
+	*st = (struct dockerfile_state){0};
+}
+
 void dockerfile_free(struct dockerfile *df)
 {
 	if (!df)
