@@ -673,7 +673,7 @@ static int plan_expand_match(struct copy_plan *pl, struct build_context *ctx, co
 			                    m->path);
 		return plan_add(pl, pl->to_dir ? path_join(pl->dest, base) : xstrdup(pl->dest), m, err);
 	}
-	int r = pl->dest[0] ? plan_add(pl, xstrdup(pl->dest), NULL, err) : 0;
+	int r = pl->dest[0] && pl->c->parents ? plan_add(pl, xstrdup(pl->dest), NULL, err) : 0;
 	size_t skip = m->path[0] ? strlen(m->path) + 1 : 0;
 	for (size_t i = m->path[0] ? ctx_lower_bound(ctx, m->path) : 0; r == 0 && i < ctx->n; i++) {
 		const struct ctx_entry *e = &ctx->e[i];
@@ -729,7 +729,7 @@ static int plan_finish(struct copy_plan *pl, struct al_error *err)
 			                 "COPY: /%.200s would be under /%.200s, which is not a directory", p,
 			                 pl->it[stack[depth - 1]].path);
 		size_t at = depth > 0 ? strlen(pl->it[stack[depth - 1]].path) + 1 : 0;
-		for (const char *slash; r == 0 && (slash = strchr(p + at, '/'));) {
+		for (const char *slash; r == 0 && pl->c->parents && (slash = strchr(p + at, '/'));) {
 			r = plan_add(pl, xstrndup(p, (size_t)(slash - p)), NULL, err);
 			if (r == 0)
 				stack[depth++] = pl->n - 1;

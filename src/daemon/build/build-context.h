@@ -7,6 +7,7 @@
 #ifndef AIRLOCK_BUILD_CONTEXT_H
 #define AIRLOCK_BUILD_CONTEXT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -52,19 +53,29 @@ struct build_copy {
 	long uid, gid;
 	const char *user, *group;
 	int chmod_mode; /* -1: the modes of the context */
+	/* Whether the tar holds dest's directory and every directory above the
+	 * files (mode 0755, owned as above), as Docker makes the ones missing.
+	 * Only for an extractor that keeps existing directories' metadata and
+	 * symlinks to directories (GNU tar's --no-overwrite-dir
+	 * --keep-directory-symlink): a plain `tar -x` as root would chown /usr
+	 * for COPY --chown=app f /usr/local/bin/, or put a directory in place of
+	 * a merged-/usr image's /bin symlink. Without it the extractor makes the
+	 * missing ones (root's, 0755 under umask 022). */
+	bool parents;
 	/* Context paths never copied, nor anything under them. */
 	const char *const *exclude;
 	size_t n_exclude;
 };
 
 /* Writes to out_fd a pax tar of the copy: entries named by their absolute
- * path in the guest without its leading /, every parent directory of dest
- * and below first (mode 0755, owned as above), then the files; hard links
- * become regular files. The guest must extract it at / keeping the metadata
- * of directories that exist and symlinks to directories: GNU tar as root,
- * `tar -x -p -C / --no-overwrite-dir --keep-directory-symlink` (it maps
- * uname/gname through the guest's own account files when they are there,
- * else takes the numeric ids; entries carry names only when given).
+ * path in the guest without its leading /, in order (a directory before
+ * what is in it), the parents first when copy->parents; hard links become
+ * regular files. The guest extracts it at / as root (`tar -x -p -C /`; GNU
+ * tar maps uname/gname through the guest's own account files when they are
+ * there, else takes the numeric ids; entries carry names only when given).
+ * A directory inside a copied directory is an entry of its own, so an
+ * extractor that replaces a symlink to a directory with a directory (GNU
+ * tar without --keep-directory-symlink) does so for COPY rootfs/ / too.
  * ret_digest is SHA-256 over everything that decides the result (paths,
  * types, modes, owners, link targets, contents; not mtimes), for the layer
  * cache. A source matching nothing is an error naming it. */
