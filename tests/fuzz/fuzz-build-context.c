@@ -43,7 +43,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	                       .user = "app",
 	                       .chmod_mode = -1,
 	                       .exclude = excl,
-	                       .n_exclude = 1};
+	                       .n_exclude = 1,
+	                       .parents = true};
 	build_context_copy(ctx, &c, devnull, digest, &err);
 	c = (struct build_copy){
 	    .sources = glob, .n_sources = 2, .dest = "d", .workdir = "/w", .uid = -1, .gid = -1, .chmod_mode = 0600};
