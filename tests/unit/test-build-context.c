@@ -272,8 +272,14 @@ static void test_copy_directory(void **s)
 	(void)s;
 	struct build_context *ctx = ctx_make(project, ARRAY_SIZE(project));
 	const char *src[] = {"src"};
-	struct build_copy c = {
-	    .sources = src, .n_sources = 1, .dest = "/app", .uid = 1000, .gid = 1000, .user = "app", .chmod_mode = -1};
+	struct build_copy c = {.sources = src,
+	                       .n_sources = 1,
+	                       .dest = "/app",
+	                       .uid = 1000,
+	                       .gid = 1000,
+	                       .user = "app",
+	                       .chmod_mode = -1,
+	                       .parents = true};
 	struct output out;
 	copy_ok(ctx, &c, &out);
 	const char *want[] = {"app", "app/a.txt", "app/hard", "app/link", "app/sub", "app/sub/b.sh"};
@@ -309,7 +315,8 @@ static void test_copy_files_and_globs(void **s)
 	                       .workdir = "/home/u",
 	                       .uid = -1,
 	                       .gid = -1,
-	                       .chmod_mode = -1};
+	                       .chmod_mode = -1,
+	                       .parents = true};
 	struct output out;
 	/* Two matches: docs is a directory. */
 	copy_ok(ctx, &c, &out);
@@ -326,7 +333,8 @@ static void test_copy_files_and_globs(void **s)
 	                        .gid = 6,
 	                        .user = "u",
 	                        .group = "g",
-	                        .chmod_mode = 0640};
+	                        .chmod_mode = 0640,
+	                        .parents = true};
 	copy_ok(ctx, &c, &out);
 	const char *want2[] = {"etc", "etc/conf"};
 	expect_paths(&out, want2, 2);
@@ -341,7 +349,8 @@ static void test_copy_files_and_globs(void **s)
 	copy_ok(ctx, &c, &out);
 	out_find(&out, "etc/a.txt");
 	const char *two[] = {"x.txt", "src/sub/b.sh"};
-	c = (struct build_copy){.sources = two, .n_sources = 2, .dest = "/opt", .uid = -1, .gid = -1, .chmod_mode = -1};
+	c = (struct build_copy){
+	    .sources = two, .n_sources = 2, .dest = "/opt", .uid = -1, .gid = -1, .chmod_mode = -1, .parents = true};
 	copy_ok(ctx, &c, &out);
 	const char *want3[] = {"opt", "opt/b.sh", "opt/x.txt"};
 	expect_paths(&out, want3, 3);
@@ -356,7 +365,7 @@ static void test_copy_errors_and_exclude(void **s)
 	struct output out;
 	const char *missing[] = {"src/a.txt", "nope/*.c"};
 	struct build_copy c = {
-	    .sources = missing, .n_sources = 2, .dest = "/x/", .uid = -1, .gid = -1, .chmod_mode = -1};
+	    .sources = missing, .n_sources = 2, .dest = "/x/", .uid = -1, .gid = -1, .chmod_mode = -1, .parents = true};
 	assert_true(copy_run(ctx, &c, &out, &err) < 0);
 	assert_non_null(strstr(err.message, "nope/*.c"));
 	const char *up[] = {"../secret"};
@@ -373,6 +382,7 @@ static void test_copy_errors_and_exclude(void **s)
 	                        .uid = -1,
 	                        .gid = -1,
 	                        .chmod_mode = -1,
+	                        .parents = true,
 	                        .exclude = excl,
 	                        .n_exclude = 1};
 	copy_ok(ctx, &c, &out);
@@ -389,7 +399,7 @@ static void test_copy_errors_and_exclude(void **s)
 	ctx = ctx_make(e, ARRAY_SIZE(e));
 	const char *clash[] = {"src", "sub"};
 	c = (struct build_copy){
-	    .sources = clash, .n_sources = 2, .dest = "/d/", .uid = -1, .gid = -1, .chmod_mode = -1};
+	    .sources = clash, .n_sources = 2, .dest = "/d/", .uid = -1, .gid = -1, .chmod_mode = -1, .parents = true};
 	assert_true(copy_run(ctx, &c, &out, &err) < 0);
 	assert_non_null(strstr(err.message, "not a directory"));
 	build_context_free(ctx);
@@ -399,7 +409,8 @@ static void test_digest(void **s)
 {
 	(void)s;
 	const char *all[] = {"."};
-	struct build_copy c = {.sources = all, .n_sources = 1, .dest = "/x", .uid = -1, .gid = -1, .chmod_mode = -1};
+	struct build_copy c = {
+	    .sources = all, .n_sources = 1, .dest = "/x", .uid = -1, .gid = -1, .chmod_mode = -1, .parents = true};
 	struct output a, b;
 	struct build_context *ctx = ctx_make(project, ARRAY_SIZE(project));
 	copy_ok(ctx, &c, &a);
@@ -456,13 +467,92 @@ static void test_duplicates_and_implied(void **s)
 	};
 	struct build_context *ctx = ctx_make(e, ARRAY_SIZE(e));
 	const char *src[] = {"a"};
-	struct build_copy c = {.sources = src, .n_sources = 1, .dest = "/", .uid = -1, .gid = -1, .chmod_mode = -1};
+	struct build_copy c = {
+	    .sources = src, .n_sources = 1, .dest = "/", .uid = -1, .gid = -1, .chmod_mode = -1, .parents = true};
 	struct output out;
 	copy_ok(ctx, &c, &out);
 	const char *want[] = {"b", "b/c.txt", "b/d"};
 	expect_paths(&out, want, ARRAY_SIZE(want));
 	assert_string_equal(out_find(&out, "b/c.txt")->data, "second");
 	assert_int_equal(out_find(&out, "b/d")->mode, 0700);
+	build_context_free(ctx);
+}
+
+static void test_symlink_sources(void **s)
+{
+	(void)s;
+	const struct tentry e[] = {
+	    {"real/conf.txt", 'f', 0640, "conf"},
+	    {"real/sub/x", 'f', 0644, "x"},
+	    {"cfg", 'l', 0777, "real/conf.txt"},
+	    {"dirlink", 'l', 0777, "real"},
+	    {"abs", 'l', 0777, "/real/../real/conf.txt"},
+	    {"loop1", 'l', 0777, "loop2"},
+	    {"loop2", 'l', 0777, "loop1"},
+	    {"out", 'l', 0777, "../../etc/passwd"},
+	};
+	struct build_context *ctx = ctx_make(e, ARRAY_SIZE(e));
+	struct output out;
+	struct al_error err = {0};
+	const char *src[] = {"cfg", "abs", "dirlink/conf.txt"};
+	struct build_copy c = {
+	    .sources = src, .n_sources = 3, .dest = "/d/", .uid = -1, .gid = -1, .chmod_mode = -1, .parents = true};
+	copy_ok(ctx, &c, &out);
+	const char *want[] = {"d", "d/abs", "d/cfg", "d/conf.txt"};
+	expect_paths(&out, want, ARRAY_SIZE(want));
+	assert_int_equal(out_find(&out, "d/cfg")->type, 'f');
+	assert_string_equal(out_find(&out, "d/abs")->data, "conf");
+	assert_int_equal(out_find(&out, "d/abs")->mode, 0640);
+	/* A link to a directory: its contents. */
+	c.sources = src;
+	const char *dir[] = {"dirlink"};
+	c.sources = dir;
+	c.n_sources = 1;
+	copy_ok(ctx, &c, &out);
+	const char *want2[] = {"d", "d/conf.txt", "d/sub", "d/sub/x"};
+	expect_paths(&out, want2, ARRAY_SIZE(want2));
+	/* Loops and links out of the context. */
+	const char *loop[] = {"loop1"};
+	c.sources = loop;
+	assert_true(copy_run(ctx, &c, &out, &err) < 0);
+	assert_non_null(strstr(err.message, "loop1"));
+	const char *outside[] = {"out"};
+	c.sources = outside;
+	assert_true(copy_run(ctx, &c, &out, &err) < 0);
+	assert_non_null(strstr(err.message, "leads to nothing in the build context"));
+	/* Inside a copied directory a link stays a link. */
+	const char *all[] = {"."};
+	c.sources = all;
+	copy_ok(ctx, &c, &out);
+	assert_int_equal(out_find(&out, "d/cfg")->type, 'l');
+	assert_string_equal(out_find(&out, "d/out")->link, "../../etc/passwd");
+	build_context_free(ctx);
+}
+
+static void test_no_parents(void **s)
+{
+	(void)s;
+	struct build_context *ctx = ctx_make(project, ARRAY_SIZE(project));
+	const char *src[] = {"src"};
+	struct build_copy c = {
+	    .sources = src, .n_sources = 1, .dest = "/usr/local/app", .uid = 1000, .gid = 1000, .chmod_mode = -1};
+	struct output out;
+	copy_ok(ctx, &c, &out);
+	/* Neither usr, usr/local nor usr/local/app: the guest's stay as they are. */
+	const char *want[] = {"usr/local/app/a.txt", "usr/local/app/hard", "usr/local/app/link", "usr/local/app/sub",
+	                      "usr/local/app/sub/b.sh"};
+	expect_paths(&out, want, ARRAY_SIZE(want));
+	struct output with;
+	c.parents = true;
+	copy_ok(ctx, &c, &with);
+	assert_int_equal(with.n, out.n + 3);
+	assert_memory_not_equal(with.digest, out.digest, 32);
+	const char *one[] = {"x.txt"};
+	c = (struct build_copy){
+	    .sources = one, .n_sources = 1, .dest = "/bin/", .uid = -1, .gid = -1, .chmod_mode = -1};
+	copy_ok(ctx, &c, &out);
+	const char *want2[] = {"bin/x.txt"};
+	expect_paths(&out, want2, 1);
 	build_context_free(ctx);
 }
 
@@ -477,6 +567,8 @@ int main(void)
 	    cmocka_unit_test(test_copy_errors_and_exclude),
 	    cmocka_unit_test(test_digest),
 	    cmocka_unit_test(test_duplicates_and_implied),
+	    cmocka_unit_test(test_symlink_sources),
+	    cmocka_unit_test(test_no_parents),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -249,6 +249,7 @@ static void test_refused(void **s)
 	expect_error("FROM a\nRUN --mount=type=cache,target=/x make\n", "not supported");
 	expect_error("FROM a\nRUN --network=none make\n", "not supported");
 	expect_error("FROM a\nRUN\n", "line 2: RUN needs a command");
+	expect_error("FROM a\nRUN <<EOF\necho hi\nEOF\n", "line 2: RUN with a here-document");
 	expect_error("FROM a\nCOPY onlyone\n", "needs a source and a destination");
 	expect_error("FROM a\nENV\n", "ENV needs");
 	expect_error("FROM a\nENV K\n", "needs a value");
@@ -338,11 +339,52 @@ static void test_text_shown(void **s)
 	assert_int_equal(strlen(df->steps[0].text), DOCKERFILE_TEXT_SHOWN + 3);
 	assert_int_equal(strlen(df->steps[0].argv.argv[2]), 500);
 	dockerfile_free(df);
-	df = parse("FROM a\nMAINTAINER Someone <a@b>\n");
+	df = parse("FROM a\nMAINTAINER Someone <a@b> \"$X\"\n");
 	assert_int_equal(df->steps[0].kind, DOCKERFILE_LABEL);
 	assert_string_equal(df->steps[0].pairs.keys[0], "maintainer");
-	assert_string_equal(df->steps[0].pairs.values[0], "Someone <a@b>");
-	assert_string_equal(df->steps[0].text, "MAINTAINER Someone <a@b>");
+	assert_string_equal(df->steps[0].pairs.values[0], "Someone <a@b> \"$X\"");
+	assert_string_equal(df->steps[0].text, "MAINTAINER Someone <a@b> \"$X\"");
+	dockerfile_free(df);
+}
+
+static void test_state(void **s)
+{
+	(void)s;
+	struct dockerfile *df = parse("FROM b\n"
+	                              "ARG V=1\n"
+	                              "ARG NONE\n"
+	                              "ENV A=x\n"
+	                              "RUN one\n"
+	                              "ENV V=env A=y\n"
+	                              "WORKDIR /w\n"
+	                              "USER app\n"
+	                              "CMD [\"c\"]\n"
+	                              "RUN two\n");
+	struct dockerfile_state st;
+	dockerfile_state_at(df, 0, &st);
+	assert_int_equal(st.env.n, 0);
+	assert_int_equal(st.run_env.n, 0);
+	assert_string_equal(st.workdir, "/");
+	assert_null(st.user);
+	assert_null(st.cmd);
+	dockerfile_state_release(&st);
+	dockerfile_state_at(df, 3, &st); /* RUN one */
+	assert_int_equal(st.env.n, 1);
+	assert_int_equal(st.run_env.n, 2);
+	assert_string_equal(st.run_env.keys[0], "A");
+	assert_string_equal(st.run_env.keys[1], "V");
+	assert_string_equal(st.run_env.values[1], "1");
+	dockerfile_state_release(&st);
+	dockerfile_state_at(df, df->n_steps, &st);
+	assert_int_equal(st.env.n, 2);
+	assert_string_equal(st.env.values[0], "y");
+	assert_int_equal(st.run_env.n, 2); /* ENV V wins over ARG V */
+	assert_string_equal(st.run_env.values[1], "env");
+	assert_string_equal(st.workdir, "/w");
+	assert_string_equal(st.user, "app");
+	assert_string_equal(st.cmd->argv[0], "c");
+	assert_null(st.entrypoint);
+	dockerfile_state_release(&st);
 	dockerfile_free(df);
 }
 
@@ -359,6 +401,7 @@ int main(void)
 	    cmocka_unit_test(test_refused),
 	    cmocka_unit_test(test_limits),
 	    cmocka_unit_test(test_text_shown),
+	    cmocka_unit_test(test_state),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -288,6 +288,8 @@ static int entry_order(const void *a, const void *b)
 /* Sorted, a later entry of a path replacing the earlier ones. */
 static size_t entries_dedupe(struct ctx_entry *e, size_t n)
 {
+	if (n == 0)
+		return 0;
 	qsort(e, n, sizeof(*e), entry_order);
 	size_t out = 0;
 	for (size_t i = 0; i < n; i++) {
@@ -505,6 +507,7 @@ struct copy_plan {
 	size_t n_match;
 	struct copy_item *it;
 	size_t n, cap;
+	size_t names; /* bytes of the paths of it[] */
 };
 
 static const struct ctx_entry ctx_root = {.path = (char *)"", .type = CTX_DIR, .mode = 0755};
@@ -541,6 +544,12 @@ static int plan_add(struct copy_plan *pl, char *path, const struct ctx_entry *sr
 		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, ENAMETOOLONG,
 		                    "COPY: a destination path is longer than %d bytes", BUILD_CONTEXT_MAX_PATH);
 	}
+	pl->names += strlen(path);
+	if (pl->names > 2 * BUILD_CONTEXT_MAX_NAMES) {
+		free(path);
+		return al_error_set(err, AL_ERR_TOO_LARGE, E2BIG, "COPY: more than %u bytes of paths to write",
+		                    2 * BUILD_CONTEXT_MAX_NAMES);
+	}
 	if (pl->n >= pl->cap)
 		pl->it = xrealloc(pl->it, (pl->cap = pl->cap * 2 + 16) * sizeof(*pl->it));
 	pl->it[pl->n] = (struct copy_item){.path = path, .src = src, .seq = pl->n};
@@ -555,6 +564,56 @@ static char *path_join(const char *a, const char *b)
 	if (!b[0])
 		return xstrdup(a);
 	return xasprintf("%s/%s", a, b);
+}
+
+/* The entry path names when its symbolic links are followed inside the
+ * context, the context being the root (as Docker follows a COPY source's):
+ * the last component's too with follow_last. NULL when it is not there,
+ * goes through a non-directory or loops. */
+static const struct ctx_entry *ctx_resolve(const struct build_context *ctx, const char *path, bool follow_last)
+{
+	cleanup_free char *todo = xstrdup(path), *cur = xstrdup("");
+	const struct ctx_entry *e = &ctx_root;
+	size_t pos = 0;
+	for (int hops = 0; e;) {
+		pos += strspn(todo + pos, "/");
+		if (!todo[pos])
+			break;
+		const char *comp = todo + pos;
+		size_t n = strcspn(comp, "/");
+		bool last = !comp[n + strspn(comp + n, "/")];
+		if (e->type != CTX_DIR)
+			return NULL;
+		pos += n;
+		if (n == 1 && comp[0] == '.')
+			continue;
+		if (n == 2 && comp[0] == '.' && comp[1] == '.') {
+			char *slash = strrchr(cur, '/');
+			*(slash ? slash : cur) = '\0';
+			e = cur[0] ? ctx_find(ctx, cur) : &ctx_root;
+			continue;
+		}
+		char *next = cur[0] ? xasprintf("%s/%.*s", cur, (int)n, comp) : xstrndup(comp, n);
+		const struct ctx_entry *x = ctx_find(ctx, next);
+		if (x && x->type == CTX_SYMLINK && (!last || follow_last)) {
+			free(next);
+			if (++hops > BUILD_CONTEXT_MAX_SYMLINK_HOPS)
+				return NULL;
+			char *rest = xasprintf("%s/%s", x->link, todo + pos);
+			if (x->link[0] == '/') {
+				cur[0] = '\0';
+				e = &ctx_root;
+			}
+			free(todo);
+			todo = rest;
+			pos = 0;
+			continue;
+		}
+		free(cur);
+		cur = next;
+		e = x;
+	}
+	return e;
 }
 
 static void plan_match_add(struct copy_plan *pl, const struct ctx_entry *e)
@@ -582,7 +641,7 @@ static int plan_match_source(struct copy_plan *pl, struct build_context *ctx, co
 			if (!plan_excluded(pl, ctx->e[i].path) && fnmatch(pat, ctx->e[i].path, FNM_PATHNAME) == 0)
 				plan_match_add(pl, &ctx->e[i]);
 	} else {
-		const struct ctx_entry *e = ctx_find(ctx, pat);
+		const struct ctx_entry *e = ctx_resolve(ctx, pat, false);
 		if (e && !plan_excluded(pl, e->path))
 			plan_match_add(pl, e);
 	}
@@ -596,15 +655,25 @@ static int plan_match_source(struct copy_plan *pl, struct build_context *ctx, co
 static int plan_expand_match(struct copy_plan *pl, struct build_context *ctx, const struct ctx_entry *m,
                              struct al_error *err)
 {
+	const char *base = strrchr(m->path, '/');
+	base = base ? base + 1 : m->path;
+	if (m->type == CTX_SYMLINK) {
+		const struct ctx_entry *t = ctx_resolve(ctx, m->path, true);
+		if (!t)
+			return al_error_set(
+			    err, AL_ERR_INVALID_ARGUMENT, ENOENT,
+			    "COPY %.200s: a symbolic link to %.200s, which leads to nothing in the build context "
+			    "(missing, outside it, or a loop)",
+			    m->path, m->link);
+		m = t;
+	}
 	if (m->type != CTX_DIR) {
-		const char *base = strrchr(m->path, '/');
-		base = base ? base + 1 : m->path;
 		if (!pl->to_dir && !pl->dest[0])
 			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EISDIR, "COPY %.200s: the destination is /",
 			                    m->path);
 		return plan_add(pl, pl->to_dir ? path_join(pl->dest, base) : xstrdup(pl->dest), m, err);
 	}
-	int r = pl->dest[0] ? plan_add(pl, xstrdup(pl->dest), NULL, err) : 0;
+	int r = pl->dest[0] && pl->c->parents ? plan_add(pl, xstrdup(pl->dest), NULL, err) : 0;
 	size_t skip = m->path[0] ? strlen(m->path) + 1 : 0;
 	for (size_t i = m->path[0] ? ctx_lower_bound(ctx, m->path) : 0; r == 0 && i < ctx->n; i++) {
 		const struct ctx_entry *e = &ctx->e[i];
@@ -635,7 +704,8 @@ static bool item_is_dir(const struct copy_item *it)
  * item made (in order). */
 static int plan_finish(struct copy_plan *pl, struct al_error *err)
 {
-	qsort(pl->it, pl->n, sizeof(*pl->it), item_order);
+	if (pl->n > 0)
+		qsort(pl->it, pl->n, sizeof(*pl->it), item_order);
 	size_t n = 0;
 	for (size_t i = 0; i < pl->n; i++) {
 		if (n > 0 && !strcmp(pl->it[n - 1].path, pl->it[i].path)) {
@@ -646,7 +716,7 @@ static int plan_finish(struct copy_plan *pl, struct al_error *err)
 		}
 	}
 	struct copy_item *in = TAKE_PTR(pl->it);
-	pl->n = pl->cap = 0;
+	pl->n = pl->cap = pl->names = 0;
 	cleanup_free size_t *stack = xmalloc((BUILD_CONTEXT_MAX_PATH / 2 + 2) * sizeof(*stack));
 	size_t depth = 0;
 	int r = 0;
@@ -659,7 +729,7 @@ static int plan_finish(struct copy_plan *pl, struct al_error *err)
 			                 "COPY: /%.200s would be under /%.200s, which is not a directory", p,
 			                 pl->it[stack[depth - 1]].path);
 		size_t at = depth > 0 ? strlen(pl->it[stack[depth - 1]].path) + 1 : 0;
-		for (const char *slash; r == 0 && (slash = strchr(p + at, '/'));) {
+		for (const char *slash; r == 0 && pl->c->parents && (slash = strchr(p + at, '/'));) {
 			r = plan_add(pl, xstrndup(p, (size_t)(slash - p)), NULL, err);
 			if (r == 0)
 				stack[depth++] = pl->n - 1;

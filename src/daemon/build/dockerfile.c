@@ -510,6 +510,13 @@ static int parse_command(struct parser *p, const char *name, const char *rest, s
 	}
 	if (!rest[0])
 		return perr(p, "%s needs a command", name);
+	/* RUN <<EOF takes the lines after it as a script (BuildKit); here
+	 * they would be read as instructions. */
+	if (!strncmp(rest, "<<", 2))
+		return perr(p,
+		            "%s with a here-document (<<) is not supported: put the script in the context and "
+		            "COPY it, or use one line",
+		            name);
 	st->shell_form = true;
 	argv_add(&st->argv, "/bin/sh");
 	argv_add(&st->argv, "-c");
@@ -1027,13 +1034,21 @@ static char *text_shown(const char *line)
 	return xasprintf("%.*s...", DOCKERFILE_TEXT_SHOWN, line);
 }
 
+/* name is NULL for MAINTAINER. */
 static int add_step(struct parser *p, enum dockerfile_kind kind, const char *name, const char *rest, const char *line)
 {
 	struct dockerfile *df = p->df;
 	df->steps = xrealloc(df->steps, (df->n_steps + 1) * sizeof(*df->steps));
 	struct dockerfile_step *st = &df->steps[df->n_steps];
 	*st = (struct dockerfile_step){.kind = kind, .line = p->line, .chmod = -1};
-	int r = step_fields(p, name, rest, st);
+	int r = 0;
+	if (!name) { /* MAINTAINER: the label Docker makes of it, as written */
+		if (!rest[0])
+			return perr(p, "MAINTAINER needs a name");
+		kv_append(&st->pairs, "maintainer", rest);
+	} else {
+		r = step_fields(p, name, rest, st);
+	}
 	if (r < 0) {
 		step_release(st);
 		return r;
@@ -1069,11 +1084,44 @@ static int instruction_dispatch(struct parser *p, char *line)
 		return perr(p, "%s before FROM: a Dockerfile starts with FROM (only ARG may come before it)", name);
 	if (!p->df->from)
 		return parse_arg(p, rest, NULL);
-	if (kind == -3) {
-		cleanup_free char *label = xasprintf("maintainer=\"%s\"", rest);
-		return add_step(p, DOCKERFILE_LABEL, "LABEL", label, line);
-	}
+	if (kind == -3)
+		return add_step(p, DOCKERFILE_LABEL, NULL, rest, line);
 	return add_step(p, (enum dockerfile_kind)kind, name, rest, line);
+}
+
+void dockerfile_state_at(const struct dockerfile *df, size_t step, struct dockerfile_state *ret)
+{
+	struct dockerfile_state st = {.workdir = "/"};
+	struct kv_list args = {0};
+	for (size_t i = 0; i < step && i < df->n_steps; i++) {
+		const struct dockerfile_step *s = &df->steps[i];
+		for (size_t k = 0; s->kind == DOCKERFILE_ENV && k < s->pairs.n; k++)
+			kv_set(&st.env, s->pairs.keys[k], s->pairs.values[k]);
+		for (size_t k = 0; s->kind == DOCKERFILE_ARG && k < s->pairs.n; k++)
+			kv_set(&args, s->pairs.keys[k], s->pairs.values[k]);
+		if (s->kind == DOCKERFILE_WORKDIR)
+			st.workdir = s->value;
+		else if (s->kind == DOCKERFILE_USER)
+			st.user = s->value;
+		else if (s->kind == DOCKERFILE_CMD)
+			st.cmd = &s->argv;
+		else if (s->kind == DOCKERFILE_ENTRYPOINT)
+			st.entrypoint = &s->argv;
+	}
+	for (size_t k = 0; k < st.env.n; k++)
+		kv_append(&st.run_env, st.env.keys[k], st.env.values[k]);
+	for (size_t k = 0; k < args.n; k++)
+		if (args.values[k] && kv_find(&st.env, args.keys[k]) < 0)
+			kv_append(&st.run_env, args.keys[k], args.values[k]);
+	kv_list_release(&args);
+	*ret = st;
+}
+
+void dockerfile_state_release(struct dockerfile_state *st)
+{
+	kv_list_release(&st->env);
+	kv_list_release(&st->run_env);
+	*st = (struct dockerfile_state){0};
 }
 
 void dockerfile_free(struct dockerfile *df)

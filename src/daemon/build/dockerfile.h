@@ -20,7 +20,7 @@
 #define DOCKERFILE_MAX_LINE (64 * 1024) /* a logical line, continuations joined */
 #define DOCKERFILE_MAX_SOURCES 256      /* sources of one COPY or ADD */
 #define DOCKERFILE_MAX_ARGS 128         /* ARGs declared, and build args given */
-#define DOCKERFILE_MAX_ENV 1024         /* distinct ENV names */
+#define DOCKERFILE_MAX_ENV 256          /* distinct ENV names */
 #define DOCKERFILE_MAX_ENV_VALUE (32 * 1024)
 #define DOCKERFILE_MAX_WORD (64 * 1024)           /* one word after substitution */
 #define DOCKERFILE_MAX_EXPANDED (8 * 1024 * 1024) /* all substitution output of a file */
@@ -101,6 +101,18 @@ void dockerfile_free(struct dockerfile *df);
  * include the steps before it: a cache key chains the keys of every step
  * up to this one (an ARG or ENV step's key holds its values). */
 const char *dockerfile_step_key(const struct dockerfile_step *step);
+/* What is in effect at a step: the steps before it applied (step ==
+ * n_steps: after the last, what the template keeps). Pointers are into df. */
+struct dockerfile_state {
+	struct kv_list env;     /* ENV, in the order first set: what the image keeps */
+	struct kv_list run_env; /* what a RUN gets: env, then the ARGs with a value that ENV does not set */
+	const char *workdir;    /* "/" when there was no WORKDIR */
+	const char *user;       /* NULL when there was no USER (the parent's) */
+	const struct dockerfile_argv *cmd, *entrypoint; /* the last ones, or NULL (the parent's) */
+};
+void dockerfile_state_at(const struct dockerfile *df, size_t step, struct dockerfile_state *ret);
+void dockerfile_state_release(struct dockerfile_state *st);
+
 /* "RUN", "COPY", ... */
 const char *dockerfile_kind_name(enum dockerfile_kind kind);
 
