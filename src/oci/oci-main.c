@@ -199,6 +199,11 @@ static int output_write(struct oci_run *run, const json_t *config, struct al_err
 	int r = oci_config_template(config, run->layers, run->counts.bytes, &tc, err);
 	if (r < 0)
 		return r;
+	unsigned long uid, gid;
+	if (oci_user_ids(run->tree_fd, json_string_value(json_object_get(tc, "user")), &uid, &gid)) {
+		json_object_set_new(tc, "uid", json_integer((json_int_t)uid));
+		json_object_set_new(tc, "gid", json_integer((json_int_t)gid));
+	}
 	printf("{\"phase\":\"mkfs\"}\n");
 	fflush(stdout);
 	uint64_t mib;

@@ -31,6 +31,11 @@ static int openat2_in_root(int root_fd, const char *path, int flags)
 	return fd < 0 ? -errno : (int)fd;
 }
 
+int oci_path_open_read(int root_fd, const char *path)
+{
+	return openat2_in_root(root_fd, path, O_RDONLY);
+}
+
 static bool path_component_ok(const char *c, size_t n)
 {
 	return !(n == 2 && c[0] == '.' && c[1] == '.');

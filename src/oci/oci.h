@@ -66,6 +66,12 @@ int oci_path_clean(const char *raw, char **ret, struct al_error *err);
  * root_fd (symlinks resolved as if root_fd were /, never out of it), as an
  * O_PATH fd; create: missing directories are made (0755, root-owned). */
 int oci_path_open_dir(int root_fd, const char *dir, bool create, struct al_error *err);
+/* A file of the tree for reading, resolved inside it (symlinks too): an fd or -errno. */
+int oci_path_open_read(int root_fd, const char *path);
+/* The image's User ("name[:group]", ids or names) as ids, names looked up in
+ * the tree's etc/passwd and etc/group: false when it names none or one the
+ * tree does not have. */
+bool oci_user_ids(int root_fd, const char *user, unsigned long *ret_uid, unsigned long *ret_gid);
 /* Splits a clean path into its parent ("" for the root) and last component. */
 void oci_path_split(char *path, const char **ret_dir, const char **ret_base);
 

@@ -82,8 +82,8 @@ static json_t *strings_or_null(json_t *v, size_t max, size_t len)
 }
 
 /* SECURITY: config.json describes a tenant's image: every field is checked
- * for type and size, and USER gives ids only when it is numeric (a name is
- * kept as text only: nothing resolves it, so it sets no exec default). */
+ * for type and size; USER's ids are those airlock-oci resolved in the
+ * image (numbers within the exec's range), else none. */
 static json_t *import_config(const char *path)
 {
 	cleanup_json json_t *j = json_load_file(path, JSON_REJECT_DUPLICATES, NULL);
@@ -96,14 +96,14 @@ static json_t *import_config(const char *path)
 	json_object_set_new(c, "workdir", json_string(wd && wd[0] == '/' && strlen(wd) < 4096 ? wd : "/"));
 	const char *user = json_string_value(json_object_get(j, "user"));
 	json_object_set_new(c, "user", json_string(user && strlen(user) < 256 ? user : ""));
-	unsigned long uid = 0, gid = 0;
-	char tail = 0;
-	int n = user ? sscanf(user, "%lu:%lu%c", &uid, &gid, &tail) : 0;
-	if ((n == 1 && strspn(user, "0123456789") == strlen(user)) || n == 2) {
-		if (uid <= EXEC_ID_MAX && gid <= EXEC_ID_MAX) {
-			json_object_set_new(c, "uid", json_integer((json_int_t)uid));
-			json_object_set_new(c, "gid", json_integer((json_int_t)(n == 2 ? gid : uid)));
-		}
+	/* The ids airlock-oci found for it (a name looked up in the image's own
+	 * account files); none: a sandbox's commands run as root by default. */
+	json_t *uid = json_object_get(j, "uid"), *gid = json_object_get(j, "gid");
+	if (json_is_integer(uid) && json_is_integer(gid) && json_integer_value(uid) >= 0 &&
+	    json_integer_value(uid) <= EXEC_ID_MAX && json_integer_value(gid) >= 0 &&
+	    json_integer_value(gid) <= EXEC_ID_MAX) {
+		json_object_set(c, "uid", uid);
+		json_object_set(c, "gid", gid);
 	}
 	return c;
 }
