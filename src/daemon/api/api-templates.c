@@ -69,15 +69,24 @@ struct template_upload {
 	bool name_held;
 };
 
-static void upload_free(struct template_upload *u)
+/* What a failed upload leaves goes now, before its answer is sent. */
+static void upload_abandon(struct template_upload *u)
 {
 	if (u->fd >= 0)
 		close(u->fd);
+	u->fd = -1;
 	if (u->staging)
 		template_discard(u->staging);
 	free(u->staging);
+	u->staging = NULL;
 	if (u->name_held)
 		template_release_name(u->name);
+	u->name_held = false;
+}
+
+static void upload_free(struct template_upload *u)
+{
+	upload_abandon(u);
 	if (u->build) {
 		kv_list_release(&u->build->build_args);
 		free(u->build->network_json);
@@ -128,6 +137,7 @@ static void upload_end(void *ctx, bool failed, const struct al_error *data_err, 
 {
 	struct template_upload *u = ctx;
 	if (failed) {
+		upload_abandon(u);
 		api_response_error(resp, data_err);
 		return;
 	}
