@@ -545,6 +545,57 @@ def test_async_wrappers(admin, sb):
     asyncio.run(run())
 
 
+# ------------------------------------------------------------------ templates
+
+def test_templates(admin, tenant, tmp_path):
+    """Build from a context directory (with a .dockerignore), then import a
+    docker save archive, as a tenant; list, get, use, delete."""
+    from test_oci_import import docker_save, entry, layer_tar
+    ctx = tmp_path / "ctx"
+    ctx.mkdir()
+    (ctx / "Dockerfile").write_text("FROM minimal\nENV SDK=py\nCOPY app.txt /opt/\nRUN cat /opt/app.txt\n")
+    (ctx / "app.txt").write_text("from the sdk\n")
+    (ctx / "secret.txt").write_text("not sent\n")
+    (ctx / ".dockerignore").write_text("secret.txt\n")
+    events = []
+    t = tenant.templates.build("sdk-built", str(ctx), on_progress=events.append)
+    assert t["name"] == "sdk-built" and t["tenant"] == TENANT and t["parent"] == "minimal", t
+    assert any(e["type"] == "output" and "from the sdk" in e["data"] for e in events), events
+    assert [e["step"] for e in events if e["type"] == "step"] == [1, 2, 3, 4], events
+    assert "sdk-built" in [x["name"] for x in tenant.templates.list()]
+    assert tenant.templates.get("sdk-built")["config"]["env"] == ["SDK=py"]
+    with pytest.raises(airlock.AirlockError, match="secret.txt"):
+        tenant.templates.build("sdk-bad", bytes(_tar({"Dockerfile": b"FROM minimal\nCOPY secret.txt /x\n"})))
+    s = airlock.Sandbox.create(template="sdk-built", client=tenant)
+    try:
+        assert s.exec("cat /opt/app.txt; echo $SDK").stdout == "from the sdk\npy\n"
+    finally:
+        s.delete()
+    with open("/bin/busybox", "rb") as f:
+        bb = f.read()
+    arch = docker_save([layer_tar([entry("bin/", "dir"), entry("bin/busybox", data=bb, mode=0o755),
+                                   entry("bin/sh", "sym", link="busybox")])], tmp_path / "img.tar")
+    imp = tenant.templates.import_("sdk-imported", str(arch))
+    assert imp["source"] == "image" and imp["tenant"] == TENANT, imp
+    with pytest.raises(airlock.AirlockError):
+        tenant.templates.delete("minimal")
+    for name in ("sdk-built", "sdk-imported"):
+        tenant.templates.delete(name)
+    assert not {"sdk-built", "sdk-imported"} & {x["name"] for x in admin.templates.list()}
+
+
+def _tar(files):
+    import io
+    import tarfile
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as t:
+        for name, data in files.items():
+            ti = tarfile.TarInfo(name)
+            ti.size = len(data)
+            t.addfile(ti, io.BytesIO(data))
+    return buf.getvalue()
+
+
 # ------------------------------------------------------------------ the example
 
 def test_agent_loop_example(daemon):
