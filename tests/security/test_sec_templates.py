@@ -348,12 +348,15 @@ def test_hostile_contexts(secd, tcp, host_secret):
         no_template(secd, "sec-ctx")
         nothing_outside(secd)
 
-    with attempt("templates", "ctx-absolute", "a context entry with an absolute host path"):
+    with attempt("templates", "ctx-absolute", "a context entry with an absolute host path (taken inside the "
+                 "context: the guest has it under /ctx)"):
         ti = tarfile.TarInfo(OUTSIDE + "-abs")
         ti.size = 4
         lines = build_lines(m, "sec-ctx", copy_all, extra=[(ti, b"pwnd")])
         # Refused, or taken as a path inside the context: never written on the host.
         if lines[-1]["type"] == "done":
+            code, out, _ = run_in(secd.api, "sec-ctx", f"cat /ctx{OUTSIDE}-abs", tenant_api=m)
+            assert code == 0 and out == "pwnd", out
             assert m.request("DELETE", "/v1/templates/sec-ctx").status == 204
         no_template(secd, "sec-ctx")
         nothing_outside(secd)
@@ -437,7 +440,7 @@ def test_hostile_dockerfiles(secd, tcp, watch, host_secret):
             assert "FROM" in err or "--from" in err, err
         no_template(secd, "sec-df")
 
-    with attempt("templates", "df-arg-bomb", "an ARG expansion bomb: ${A}${A}... nested 12 deep"):
+    with attempt("templates", "df-arg-bomb", "an ARG expansion bomb: ${A}${A}... chained 12 deep, and ${A:-${A:-...}} nested 40 deep"):
         df = "ARG A0=" + "x" * 1024 + "\n"
         for i in range(1, 13):
             df += f"ARG A{i}=" + f"${{A{i - 1}}}" * 16 + "\n"
@@ -446,6 +449,9 @@ def test_hostile_dockerfiles(secd, tcp, watch, host_secret):
         err = error_of(build_lines(m, "sec-df", df))
         assert time.monotonic() - t0 < 30, "the bomb took long"
         assert "longer than" in err or "MiB" in err, err
+        # Substitutions nested past the parser's depth.
+        err = error_of(build_lines(m, "sec-df", "FROM minimal\nENV X=" + "${A:-" * 40 + "x" + "}" * 40 + "\n"))
+        assert "nest" in err or "deep" in err, err
         assert secd.api.request("GET", "/healthz").status == 200
         no_template(secd, "sec-df")
         assert not build_sandboxes(secd)
