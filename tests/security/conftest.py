@@ -38,7 +38,8 @@ VALUE_TOK = "tok-" + secrets.token_hex(20)   # placeholder mode, www.allowed.tes
 VALUE_API = "api-" + secrets.token_hex(20)   # header mode, api.allowed.test, GET and POST
 VALUE_VICTIM = "vic-" + secrets.token_hex(20)  # tenant victim's secret
 ATTACKER_ALLOW = [fn.WWW_ALLOWED]
-PROXY_DOMAIN = "sandboxes.test"  # the proxy's host form: <port>-<sandbox id>.sandboxes.test
+PROXY_DOMAIN = "sandboxes.test"
+TEMPLATE_UPLOAD_MIB = 64  # --max-template-upload-mib (test_sec_templates.py)  # the proxy's host form: <port>-<sandbox id>.sandboxes.test
 
 
 # ----------------------------------------------------------------- hooks
@@ -167,9 +168,12 @@ def secd(fakenet, tmp_path_factory):  # noqa: F811
                               "--proxy-listen", f"0.0.0.0:{proxy_port}", "--proxy-domain", PROXY_DOMAIN,
                               # The peer's listener (nc) never answers: a relay to it that nobody
                               # hangs up ends within this.
-                              "--proxy-idle-timeout-s", "15"])
+                              "--proxy-idle-timeout-s", "15",
+                              # test_sec_templates.py: an upload over it is 413.
+                              "--max-template-upload-mib", str(TEMPLATE_UPLOAD_MIB)])
     d.port = port
     d.proxy_port, d.proxy_domain = proxy_port, PROXY_DOMAIN
+    d.template_upload_mib = TEMPLATE_UPLOAD_MIB
     d.start()
     yield d
     leftovers = d.cleanup()

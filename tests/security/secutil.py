@@ -80,6 +80,7 @@ CATEGORIES = {
     "cp": "15. Copies out of a sandbox and terminal text",
     "gateway": "16. The gateway's own jail",
     "ports": "17. Sandbox ports from outside",
+    "templates": "18. Templates: builds, imports and their cache",
 }
 
 MIN_ATTEMPTS = 260
