@@ -64,6 +64,7 @@ struct template_upload {
 	char tenant[64];
 	char *staging; /* owned until a job takes it */
 	int fd;
+	int conn_fd; /* the client's, to notice it going away during the job */
 	uint64_t bytes;
 	struct template_build_params *build; /* NULL: an import */
 	bool name_held;
@@ -158,7 +159,7 @@ static void upload_end(void *ctx, bool failed, const struct al_error *data_err, 
 	}
 	struct job_reader *jr = xcalloc(1, sizeof(*jr));
 	jr->job = job;
-	jr->conn_fd = -1;
+	jr->conn_fd = u->conn_fd;
 	resp->status = 200;
 	resp->reader = job_read;
 	resp->reader_free = job_reader_free;
@@ -194,6 +195,7 @@ static int upload_owner(const struct api_request *req, char *out, size_t size, s
 static int upload_begin(const struct api_request *req, struct template_upload *u, struct al_error *err)
 {
 	u->fd = -1;
+	u->conn_fd = req->conn_fd;
 	const char *name = api_query(req, "name");
 	if (!name)
 		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
@@ -215,7 +217,7 @@ static int upload_begin(const struct api_request *req, struct template_upload *u
 static struct template_upload *upload_new(void)
 {
 	struct template_upload *u = xcalloc(1, sizeof(*u));
-	u->fd = -1;
+	u->fd = u->conn_fd = -1;
 	return u;
 }
 
