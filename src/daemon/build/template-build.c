@@ -529,7 +529,9 @@ static int parent_load(struct build *b, struct al_error *err)
 }
 
 /* The template's image: the last layer's (a hard link: layers never
- * change), or a copy of the parent's when no step changed the disk. */
+ * change), or a copy of the parent's when no step changed the disk. A
+ * layer is of the build's disk size already; the parent's copy is grown
+ * to an asked disk_mib (the guest grows its filesystem at boot). */
 static int image_place(struct build *b, struct al_error *err)
 {
 	char dir[PATH_MAX];
@@ -537,11 +539,17 @@ static int image_place(struct build *b, struct al_error *err)
 		return al_error_set(err, AL_ERR_INTERNAL, EINVAL, "no image %s", b->image);
 	cleanup_free char *src = xasprintf("%s/" TEMPLATE_ROOTFS, dir);
 	cleanup_free char *dst = xasprintf("%s/" TEMPLATE_ROOTFS, b->staging);
-	if (link(src, dst) == 0)
+	bool grow = b->p->disk_mib && !strcmp(b->image, b->df->from);
+	if (!grow && link(src, dst) == 0)
 		return 0;
 	char *argv[] = {"/bin/cp", "--sparse=always", src, dst, NULL};
 	struct build_child_io io = {0};
-	return build_child_run(argv, &io, "copy the image", err);
+	int r = build_child_run(argv, &io, "copy the image", err);
+	struct stat st;
+	if (r == 0 && grow && stat(dst, &st) == 0 && (uint64_t)st.st_size < (uint64_t)b->disk_mib << 20 &&
+	    truncate(dst, (off_t)((uint64_t)b->disk_mib << 20)) < 0)
+		r = al_error_set(err, AL_ERR_INTERNAL, errno, "grow the image to disk_mib %u: %m", b->disk_mib);
+	return r;
 }
 
 static json_t *template_meta(struct build *b)
