@@ -464,12 +464,10 @@ static int context_load(struct build *b, struct al_error *err)
 	cleanup_close int fd = open(upload, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return al_error_set(err, AL_ERR_INTERNAL, errno, "open the context: %m");
-	int r = build_context_open(fd, &b->ctx, err);
+	int r = build_context_open(fd, &b->ctx, err); /* its messages begin "build context: " */
 	unlink(upload);
-	if (r < 0) {
-		al_error_prefix(err, "the build context");
+	if (r < 0)
 		return r;
-	}
 	cleanup_free char *text = NULL;
 	size_t len = 0;
 	r = build_context_read_file(b->ctx, b->p->dockerfile, DOCKERFILE_MAX_BYTES, &text, &len, err);
