@@ -583,3 +583,24 @@ def test_disconnect_mid_run_cancels_the_build(ld, admin):
     b = build_ok(admin, "sleepy", "FROM minimal\nENV AWAKE=1\n")
     assert b.template["name"] == "sleepy"
     assert_no_build_sandbox(admin)
+
+
+def test_restart_mid_build_removes_its_sandbox(ld, admin):
+    """A daemon killed during a build (kill -9: its VMs stay up for the next
+    one to re-attach) leaves a sandbox that no build owns any more: the next
+    daemon deletes it rather than keep it running, and its layer in use."""
+    raw = context_tar({"Dockerfile": "FROM minimal\nRUN echo sleeping; sleep 60\n"})
+    s = Stream(ld.socket, "POST", build_path("cut"), raw=raw, headers={"Content-Type": "application/x-tar"})
+    assert s.status == 200, s.error_body()
+    s.read_until(lambda l: l["type"] == "output" and "sleeping" in l["data"], "the RUN to start")
+    assert build_sandboxes(admin)
+    ld.proc.kill()
+    ld.proc.wait()
+    s.close()
+    ld.start()
+    wait_for(lambda: not build_sandboxes(admin), 15, "the cut build's sandbox to be deleted")
+    assert not [sb for sb in admin.list(all=True) if BUILD_META in (sb.get("metadata") or {})
+                and sb["state"] != "deleted"], admin.list(all=True)
+    assert admin.request("GET", "/v1/templates/cut").status == 404
+    assert not staging_dirs(ld)
+    assert build_ok(admin, "cut", "FROM minimal\nENV AGAIN=1\n").template["name"] == "cut"
