@@ -194,6 +194,7 @@ ENV APP_MODE=test GREETING_SEEN=$GREETING
 WORKDIR /opt/app
 COPY hello.txt ./
 COPY --chown=1000:1000 data/ /home/user/data/
+COPY --chown=user:user hello.txt /home/user/named.txt
 RUN echo "$GREETING from build" > built.txt && chmod 640 built.txt
 USER user
 RUN id -u > /home/user/whoami && touch /home/user/by-user
@@ -211,14 +212,14 @@ def app_files(version="one"):
 
 # Steps as the build numbers them: FROM is 1.
 APP_DISK_STEPS = {5: "COPY hello.txt ./", 6: "COPY --chown=1000:1000 data/ /home/user/data/",
-                  7: "RUN", 9: "RUN"}
+                  7: "COPY --chown=user:user", 8: "RUN", 10: "RUN"}
 
 
 def test_build_and_its_sandbox(ld, admin):
     b = build_ok(admin, "app", APP_DOCKERFILE, app_files(), build_arg="GREETING=hello")
     assert_no_build_sandbox(admin)
     steps = b.steps()
-    assert [s["step"] for s in steps] == list(range(1, 11)) and all(s["steps"] == 10 for s in steps), steps
+    assert [s["step"] for s in steps] == list(range(1, 12)) and all(s["steps"] == 11 for s in steps), steps
     assert steps[0]["instruction"] == "FROM minimal", steps
     for s in steps[1:]:
         assert s["cached"] is False, s  # a first build: nothing cached
@@ -252,18 +253,19 @@ def test_build_and_its_sandbox(ld, admin):
         code, out, err = sh(admin, sid, "cat hello.txt built.txt /home/user/whoami; "
                                         "stat -c '%n %u:%g %a' hello.txt built.txt /home/user/data "
                                         "/home/user/data/tool.sh /home/user/data/sub/version.txt "
-                                        "/home/user/by-user; /home/user/data/tool.sh", uid=0, gid=0)
+                                        "/home/user/by-user /home/user/named.txt; /home/user/data/tool.sh", uid=0, gid=0)
         assert code == 0 and not err, (out, err)
         lines = out.splitlines()
         assert lines[:3] == ["hello file", "hello from build", "1000"], out
-        stats = dict(l.split(" ", 1) for l in lines[3:9])
+        stats = dict(l.split(" ", 1) for l in lines[3:10])
         assert stats["hello.txt"] == "0:0 644", stats
         assert stats["built.txt"] == "0:0 640", stats
         assert stats["/home/user/data"] == "1000:1000 755", stats
         assert stats["/home/user/data/tool.sh"] == "1000:1000 755", stats
         assert stats["/home/user/data/sub/version.txt"] == "1000:1000 644", stats
         assert stats["/home/user/by-user"].startswith("1000:1000 "), stats
-        assert lines[9] == "tool", out
+        assert stats["/home/user/named.txt"] == "1000:1000 644", stats  # names, through the image
+        assert lines[10] == "tool", out
         # The exec's own cwd, uid and env win over the template's.
         r = admin.exec_ok(sid, ["sh", "-c", "pwd; id -u; echo $APP_MODE"], cwd="/tmp", uid=0, gid=0,
                           env={"APP_MODE": "mine"})
@@ -277,6 +279,7 @@ def test_build_and_its_sandbox(ld, admin):
 # ----------------------------------------------------------------- 2. the layer cache
 
 def test_rebuild_uses_the_cache(ld, admin):
+    build_ok(admin, "app", APP_DOCKERFILE, app_files(), build_arg="GREETING=hello")  # as the first test did
     b = build_ok(admin, "app", APP_DOCKERFILE, app_files(), build_arg="GREETING=hello")
     steps = b.steps()
     for n in APP_DISK_STEPS:
@@ -284,13 +287,20 @@ def test_rebuild_uses_the_cache(ld, admin):
     assert not [l for l in b.lines if l["type"] == "progress" and l["phase"] == "boot"], b.lines
     assert b.seconds < 5, b  # no sandbox booted: the cache's links and files only
     assert_no_build_sandbox(admin)
+    # The cache's layers are no templates a client sees or deletes.
+    layer = a_cache_layer(ld)
+    assert layer.startswith("airlock-build-") and layer not in names(admin)
+    assert admin.request("GET", f"/v1/templates/{layer}").status == 404
+    assert admin.request("DELETE", f"/v1/templates/{layer}").status == 404
+    check_error(admin.request("POST", "/v1/sandboxes", body={"template": layer}), 400, ["unknown template"])
+    assert os.path.isdir(os.path.join(ld.state_dir, "templates", layer))
 
     # Another build argument: the RUN that uses it runs again (and what follows).
     # One changed file of the second COPY: that step and the later disk steps run again.
     b = build_ok(admin, "app", APP_DOCKERFILE, app_files("two"), build_arg="GREETING=hello")
     steps = b.steps()
     assert steps[4]["cached"] is True, steps   # COPY hello.txt: unchanged
-    for n in (6, 7, 9):
+    for n in (6, 7, 8, 10):
         assert steps[n - 1]["cached"] is False, steps
     assert_no_build_sandbox(admin)
     # A sandbox sees the new build, not the template snapshot of the old one.
@@ -421,6 +431,12 @@ def test_tenants_templates(ld, admin, tenants):
     assert build_ok(admin, "probe", probe).steps()[1]["cached"] is False
     assert build_ok(a, "a-probe", probe).steps()[1]["cached"] is False
     assert build_ok(a, "a-probe2", probe).steps()[1]["cached"] is True
+    # a's own layers are no templates a starts either.
+    tdir = os.path.join(ld.state_dir, "templates")
+    mine = [n for n in os.listdir(tdir) if n.startswith("airlock-build-")
+            and json.load(open(os.path.join(tdir, n, "template.json"))).get("tenant") == "a"]
+    assert mine
+    check_error(a.request("POST", "/v1/sandboxes", body={"template": mine[0]}), 400, ["unknown template"])
     for t, n in ((admin, "probe"), (a, "a-probe"), (a, "a-probe2")):
         assert t.request("DELETE", f"/v1/templates/{n}").status == 204
 
@@ -445,8 +461,14 @@ def test_delete_in_use(ld, admin):
         b = build(admin, "busy", "FROM minimal\nENV BUSY=2\n")
         assert b.status == 409 and "in use" in b.error["message"], b
         assert admin.request("GET", "/v1/templates/busy").json["config"]["env"][-1] == "BUSY=1"
+        r = admin.request("POST", f"/v1/sandboxes/{sb['id']}/snapshots", body={})
+        assert r.status in (200, 201), r
+        snap = r.json["id"]
     finally:
         admin.delete_ok(sb["id"])
+    # Its sandbox is gone; a snapshot of one still uses it.
+    check_error(admin.request("DELETE", "/v1/templates/busy"), 409, ["in use", "1 snapshots"])
+    assert admin.request("DELETE", f"/v1/snapshots/{snap}").status in (200, 204)
     assert admin.request("DELETE", "/v1/templates/busy").status == 204
     assert "busy" not in names(admin)
     assert admin.request("GET", "/v1/templates/busy").status == 404
@@ -573,6 +595,10 @@ def test_disconnect_mid_run_cancels_the_build(ld, admin):
     assert s.status == 200, s.error_body()
     s.read_until(lambda l: l["type"] == "output" and "sleeping" in l["data"], "the RUN to start")
     assert build_sandboxes(admin), "the build runs in a sandbox"
+    # One build of a name at a time; it is no template until it is done.
+    b = build(admin, "sleepy", "FROM minimal\n")
+    assert b.status == 409 and "being built" in b.error["message"], b
+    assert admin.request("GET", "/v1/templates/sleepy").status == 404
     t0 = time.monotonic()
     s.close()
     wait_for(lambda: not build_sandboxes(admin), 10, "the build's sandbox to be deleted after the disconnect")

@@ -36,6 +36,7 @@ int build_vm_start(struct build_vm *vm, const char *build_name, const char *temp
 	                             .memory_mib = BUILD_VM_MEMORY_MIB,
 	                             .disk_mib = disk_mib,
 	                             .cold_boot = true,
+	                             .build_layer = true,
 	                             .network_json = (char *)network_json};
 	strlcpy_al(req.template_name, template_name, sizeof(req.template_name));
 	strlcpy_al(req.tenant, vm_owner(vm), sizeof(req.tenant));
