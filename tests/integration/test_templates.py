@@ -7,10 +7,11 @@ and what a sandbox of a built template sees (its ENV, WORKDIR, USER).
 One daemon listening on loopback TCP (tenant tokens) for the module; the
 network case runs in the fake internet (fakenet.py) on a daemon of its own.
 Every build is FROM `minimal`; contexts are tars made in memory."""
+import gzip
 import io
 import json
 import os
-import re
+import socket
 import tarfile
 import time
 import urllib.parse
@@ -134,20 +135,21 @@ def build_path(name=None, **params):
     return "/v1/templates" + ("?" + urllib.parse.urlencode(q) if q else "")
 
 
-def build(api, name, dockerfile=None, files=None, raw=None, **params):
-    """POST /v1/templates; the Dockerfile (text) and files make the context."""
+def build(api, name, text=None, files=None, raw=None, **params):
+    """POST /v1/templates; the Dockerfile's text and files make the context
+    (else raw is the body); params are the query's."""
     if raw is None:
         ctx = dict(files or {})
-        if dockerfile is not None:
-            ctx["Dockerfile"] = dockerfile
+        if text is not None:
+            ctx["Dockerfile"] = text
         raw = context_tar(ctx)
     t0 = time.monotonic()
     r = api.request("POST", build_path(name, **params), raw=raw, headers={"Content-Type": "application/x-tar"})
     return Build(r, time.monotonic() - t0)
 
 
-def build_ok(api, name, dockerfile, files=None, **params):
-    b = build(api, name, dockerfile, files, **params)
+def build_ok(api, name, text, files=None, **params):
+    b = build(api, name, text, files, **params)
     assert b.ok, b
     return b
 
@@ -253,7 +255,8 @@ def test_build_and_its_sandbox(ld, admin):
         code, out, err = sh(admin, sid, "cat hello.txt built.txt /home/user/whoami; "
                                         "stat -c '%n %u:%g %a' hello.txt built.txt /home/user/data "
                                         "/home/user/data/tool.sh /home/user/data/sub/version.txt "
-                                        "/home/user/by-user /home/user/named.txt; /home/user/data/tool.sh", uid=0, gid=0)
+                                        "/home/user/by-user /home/user/named.txt; /home/user/data/tool.sh",
+                               uid=0, gid=0)
         assert code == 0 and not err, (out, err)
         lines = out.splitlines()
         assert lines[:3] == ["hello file", "hello from build", "1000"], out
@@ -342,13 +345,14 @@ def test_failing_run(ld, admin):
 
     # Over an existing template: it is left as it was.
     before = admin.request("GET", "/v1/templates/talker").json
+    rootfs = os.path.join(ld.state_dir, "templates", "talker", "rootfs.ext4")
+    ino = os.stat(rootfs).st_ino
     b = build(admin, "talker", failing)
     assert b.last["type"] == "error", b
     after = admin.request("GET", "/v1/templates/talker").json
     assert after == before, (before, after)
+    assert os.stat(rootfs).st_ino == ino
     assert_no_build_sandbox(admin)
-    sb = admin.create_ok(template="talker")
-    admin.delete_ok(sb["id"])
 
 
 # ----------------------------------------------------------------- 5. the build's network
@@ -536,6 +540,34 @@ def test_bad_input(ld, admin, case):
     assert_no_build_sandbox(admin)
 
 
+def test_cut_upload_leaves_nothing(ld, admin):
+    """A client that goes away while it sends the context: no staging dir,
+    no template, the name free again."""
+    raw = context_tar({"Dockerfile": "FROM minimal\n", "big.bin": os.urandom(256 * 1024)})
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.connect(ld.socket)
+    sock.sendall((f"POST {build_path('cut-upload')} HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-tar\r\n"
+                  f"Content-Length: {len(raw)}\r\n\r\n").encode() + raw[:len(raw) // 2])
+    time.sleep(0.3)
+    sock.close()
+    wait_for(lambda: not staging_dirs(ld), 10, "the upload's staging dir to be removed")
+    assert "cut-upload" not in names(admin)
+    wait_for(lambda: build(admin, "cut-upload", "FROM minimal\nENV OK=1\n").ok, 10, "the name to be free")
+
+
+def test_gzip_context_and_dockerfile_path(ld, admin):
+    ctx = context_tar({"docker/Dockerfile.dev": "FROM minimal\nENV FLAVOUR=dev\n"})
+    buf = io.BytesIO()
+    with gzip.GzipFile(fileobj=buf, mode="wb") as z:
+        z.write(ctx)
+    b = build(admin, "flavour", raw=buf.getvalue(), dockerfile="docker/Dockerfile.dev")
+    assert b.ok and "FLAVOUR=dev" in b.template["config"]["env"], b
+    b = build(admin, "flavour2", raw=buf.getvalue())  # no ./Dockerfile in it
+    assert b.last["type"] == "error" and 'no Dockerfile at "Dockerfile"' in b.error["message"], b
+    for n in ("flavour", "cut-upload"):
+        assert admin.request("DELETE", f"/v1/templates/{n}").status == 204
+
+
 # ----------------------------------------------------------------- 9. --snapshot
 
 def test_snapshot_at_build(ld, admin):
@@ -573,7 +605,7 @@ def test_disk_mib(ld, admin):
     # Without a step that changes the disk the template is still of that size.
     b = build_ok(admin, "roomy-env", "FROM minimal\nENV ROOMY=1\n", disk_mib=size)
     assert b.template["size_mib"] == size, b.template
-    plain = admin.create_ok(template="roomy")
+    plain = admin.create_ok(template="roomy", boot="cold")
     bigger = admin.create_ok(template="roomy", disk_mib=size + 200)
     try:
         plain_mib, big_mib = df_root_mib(admin, plain["id"]), df_root_mib(admin, bigger["id"])
