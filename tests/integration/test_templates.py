@@ -455,11 +455,15 @@ def test_tenants_templates(ld, admin, tenants):
 # ----------------------------------------------------------------- 7. delete
 
 def test_delete_in_use(ld, admin):
-    build_ok(admin, "busy", "FROM minimal\nENV BUSY=1\n")
+    # A WORKDIR and a USER after the last RUN (here: no RUN) still take effect.
+    b = build_ok(admin, "busy", "FROM minimal\nENV BUSY=1\nWORKDIR /srv/busy\nUSER user\n")
+    assert b.template["config"]["uid"] == 1000 and b.template["config"]["workdir"] == "/srv/busy", b
     tdir = os.path.join(ld.state_dir, "templates", "busy")
     assert os.path.isdir(tdir)
     sb = admin.create_ok(template="busy")
     try:
+        code, out, err = sh(admin, sb["id"], "pwd; id -u")
+        assert code == 0 and out == "/srv/busy\n1000\n", (out, err)
         r = admin.request("DELETE", "/v1/templates/busy")
         check_error(r, 409, ["in use", "1 sandboxes"])
         b = build(admin, "busy", "FROM minimal\nENV BUSY=2\n")
