@@ -572,6 +572,16 @@ def test_gzip_context_and_dockerfile_path(ld, admin):
         assert admin.request("DELETE", f"/v1/templates/{n}").status == 204
 
 
+def test_copy_chown_unknown_name(ld, admin):
+    """As Docker does: a --chown name the image does not have is an error
+    (the guest's tar used to give the files to root without a word)."""
+    b = build(admin, "bad-chown", "FROM minimal\nCOPY --chown=nosuchuser:nosuchgroup f /f\n", {"f": "x"})
+    assert b.status == 200 and b.last["type"] == "error", b
+    assert "--chown=nosuchuser:nosuchgroup" in b.error["message"] and "step 2/2" in b.error["message"], b
+    assert "bad-chown" not in names(admin)
+    assert_no_build_sandbox(admin)
+
+
 # ----------------------------------------------------------------- 9. --snapshot
 
 def test_snapshot_at_build(ld, admin):
