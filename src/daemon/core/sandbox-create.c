@@ -403,8 +403,7 @@ int sandbox_create(const struct create_request *req, const char *tenant, const s
 	 * sandbox does); a snapshot's template was checked when it was made. */
 	const char *user = tenant ? tenant : req->tenant[0] ? req->tenant : TENANT_DEFAULT;
 	struct template_info tpl;
-	if (!from && !req->build_layer &&
-	    !strncmp(req->template_name, TEMPLATE_CACHE_PREFIX, strlen(TEMPLATE_CACHE_PREFIX)))
+	if (!from && !req->build_layer && template_name_reserved(req->template_name))
 		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, ENOENT, "template: unknown template \"%s\"",
 		                    req->template_name);
 	if (!from) {
