@@ -40,6 +40,7 @@ enum template_source {
 /* The build cache's layers are named TEMPLATE_CACHE_PREFIX + key
  * (sandbox-model.h): never listed, never a name a client may give, and
  * another tenant's answer as unknown. */
+
 /* The metadata key of a build's sandbox (its value: the template's name);
  * a restart deletes such sandboxes, whose build ended with the daemon. */
 #define TEMPLATE_BUILD_METADATA "airlock.build"
