@@ -16,6 +16,7 @@
 #include "process.h"
 #include "sandbox.h"
 #include "snapshot.h"
+#include "templates.h"
 #include "util.h"
 #include "build-child.h"
 #include "build-vm.h"
@@ -35,10 +36,11 @@ int build_vm_start(struct build_vm *vm, const char *build_name, const char *temp
 	                             .memory_mib = BUILD_VM_MEMORY_MIB,
 	                             .disk_mib = disk_mib,
 	                             .cold_boot = true,
+	                             .build_layer = true,
 	                             .network_json = (char *)network_json};
 	strlcpy_al(req.template_name, template_name, sizeof(req.template_name));
 	strlcpy_al(req.tenant, vm_owner(vm), sizeof(req.tenant));
-	char *mk[] = {"airlock.build"}, *mv[] = {(char *)build_name};
+	char *mk[] = {TEMPLATE_BUILD_METADATA}, *mv[] = {(char *)build_name};
 	req.metadata = (struct kv_list){.n = 1, .keys = mk, .values = mv};
 	/* A tenant's build runs within its quota, as its own sandboxes do. */
 	struct tenant_quota quota = {0};

@@ -191,6 +191,29 @@ static bool numeric(const char *s)
 	return s[0] && strlen(s) < 11 && strspn(s, "0123456789") == strlen(s);
 }
 
+/* "user[:group]" as ids, names looked up in the image's own account files
+ * (in the build's sandbox); -EINVAL when one is not there. */
+static int ids_lookup(struct build *b, const char *spec, unsigned long *uid, unsigned long *gid, struct al_error *err)
+{
+	cleanup_free char *name = xstrdup(spec);
+	char *group = strchr(name, ':');
+	if (group)
+		*group++ = '\0';
+	char out[256] = "";
+	/* $1 the user, $2 the group: ids as they are, names through the image. */
+	static const char script[] =
+	    "case $1 in *[!0-9]*) id -u \"$1\" || exit 1;; *) echo \"$1\";; esac;"
+	    "case $2 in '') id -g \"$1\" 2>/dev/null || echo \"$1\";; *[!0-9]*) "
+	    "awk -F: -v g=\"$2\" '$1==g{print $3; f=1} END{exit !f}' /etc/group;; *) echo \"$2\";; esac";
+	char *argv[] = {"/bin/sh", "-c", (char *)script, "user", name, group ? group : "", NULL};
+	int r = vm_ensure(b, err);
+	if (r == 0)
+		r = build_vm_capture(&b->vm, argv, 6, out, sizeof(out), err);
+	if (r < 0 || sscanf(out, "%lu %lu", uid, gid) != 2 || *uid > EXEC_ID_MAX || *gid > EXEC_ID_MAX)
+		return -EINVAL;
+	return 0;
+}
+
 /* USER's name (and group) as ids, from the image's own account files. */
 static int user_resolve(struct build *b, struct al_error *err)
 {
@@ -200,7 +223,6 @@ static int user_resolve(struct build *b, struct al_error *err)
 	if (group)
 		*group++ = '\0';
 	unsigned long uid = 0, gid = 0;
-	char out[256] = "";
 	if (!name[0]) {
 		uid = gid = 0;
 	} else if (numeric(name) && (!group || numeric(group))) {
@@ -209,22 +231,11 @@ static int user_resolve(struct build *b, struct al_error *err)
 		if (uid > EXEC_ID_MAX || gid > EXEC_ID_MAX)
 			return al_error_set(err, AL_ERR_INVALID_ARGUMENT, ERANGE, "USER %s: ids go up to %u", user,
 			                    EXEC_ID_MAX);
-	} else {
-		/* $1 the user, $2 the group: ids as they are, names through the image. */
-		static const char script[] =
-		    "case $1 in *[!0-9]*) id -u \"$1\" || exit 1;; *) echo \"$1\";; esac;"
-		    "case $2 in '') id -g \"$1\" 2>/dev/null || echo \"$1\";; *[!0-9]*) "
-		    "awk -F: -v g=\"$2\" '$1==g{print $3; f=1} END{exit !f}' /etc/group;; *) echo \"$2\";; esac";
-		char *argv[] = {"/bin/sh", "-c", (char *)script, "user", name, group ? group : "", NULL};
-		int r = vm_ensure(b, err);
-		if (r == 0)
-			r = build_vm_capture(&b->vm, argv, 6, out, sizeof(out), err);
-		if (r < 0 || sscanf(out, "%lu %lu", &uid, &gid) != 2 || uid > EXEC_ID_MAX || gid > EXEC_ID_MAX)
-			return al_error_set(
-			    err, AL_ERR_INVALID_ARGUMENT, EINVAL,
-			    "USER %s: no such user or group in the image (or no /bin/sh and id to look it "
-			    "up): give numeric ids, USER 1000:1000",
-			    user);
+	} else if (ids_lookup(b, user, &uid, &gid, err) < 0) {
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+		                    "USER %s: no such user or group in the image (or no /bin/sh and id to look it "
+		                    "up): give numeric ids, USER 1000:1000",
+		                    user);
 	}
 	json_object_set_new(b->state, "uid", json_integer((json_int_t)uid));
 	json_object_set_new(b->state, "gid", json_integer((json_int_t)gid));
@@ -378,6 +389,21 @@ static bool layer_reuse(struct build *b)
 	return true;
 }
 
+/* COPY --chown by names: the guest's tar would give an unknown name's
+ * files to root without a word; Docker refuses them, so do we. */
+static int chown_check(struct build *b, const struct dockerfile_step *st, struct al_error *err)
+{
+	if (!st->chown || strspn(st->chown, "0123456789:") == strlen(st->chown))
+		return 0;
+	unsigned long uid, gid;
+	if (ids_lookup(b, st->chown, &uid, &gid, err) < 0)
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+		                    "--chown=%s: no such user or group in the image: give one it has, or "
+		                    "numeric ids (--chown=1000:1000)",
+		                    st->chown);
+	return 0;
+}
+
 static void step_line(struct build *b, size_t i, const struct dockerfile_step *st, bool cached)
 {
 	template_job_emit(b->job,
@@ -412,6 +438,8 @@ static int step_disk(struct build *b, size_t i, const struct dockerfile_step *st
 	int r = pending_settle(b, err);
 	if (r == 0)
 		r = vm_ensure(b, err);
+	if (r == 0 && st->kind != DOCKERFILE_RUN)
+		r = chown_check(b, st, err);
 	if (r == 0)
 		r = st->kind == DOCKERFILE_RUN ? step_run(b, st, err) : build_vm_untar(&b->vm, tar, err);
 	unlink(tar);
@@ -464,12 +492,10 @@ static int context_load(struct build *b, struct al_error *err)
 	cleanup_close int fd = open(upload, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return al_error_set(err, AL_ERR_INTERNAL, errno, "open the context: %m");
-	int r = build_context_open(fd, &b->ctx, err);
+	int r = build_context_open(fd, &b->ctx, err); /* its messages begin "build context: " */
 	unlink(upload);
-	if (r < 0) {
-		al_error_prefix(err, "the build context");
+	if (r < 0)
 		return r;
-	}
 	cleanup_free char *text = NULL;
 	size_t len = 0;
 	r = build_context_read_file(b->ctx, b->p->dockerfile, DOCKERFILE_MAX_BYTES, &text, &len, err);
@@ -529,7 +555,9 @@ static int parent_load(struct build *b, struct al_error *err)
 }
 
 /* The template's image: the last layer's (a hard link: layers never
- * change), or a copy of the parent's when no step changed the disk. */
+ * change), or a copy of the parent's when no step changed the disk. A
+ * layer is of the build's disk size already; the parent's copy is grown
+ * to an asked disk_mib (the guest grows its filesystem at boot). */
 static int image_place(struct build *b, struct al_error *err)
 {
 	char dir[PATH_MAX];
@@ -537,11 +565,17 @@ static int image_place(struct build *b, struct al_error *err)
 		return al_error_set(err, AL_ERR_INTERNAL, EINVAL, "no image %s", b->image);
 	cleanup_free char *src = xasprintf("%s/" TEMPLATE_ROOTFS, dir);
 	cleanup_free char *dst = xasprintf("%s/" TEMPLATE_ROOTFS, b->staging);
-	if (link(src, dst) == 0)
+	bool grow = b->p->disk_mib && !strcmp(b->image, b->df->from);
+	if (!grow && link(src, dst) == 0)
 		return 0;
 	char *argv[] = {"/bin/cp", "--sparse=always", src, dst, NULL};
 	struct build_child_io io = {0};
-	return build_child_run(argv, &io, "copy the image", err);
+	int r = build_child_run(argv, &io, "copy the image", err);
+	struct stat st;
+	if (r == 0 && grow && stat(dst, &st) == 0 && (uint64_t)st.st_size < (uint64_t)b->disk_mib << 20 &&
+	    truncate(dst, (off_t)((uint64_t)b->disk_mib << 20)) < 0)
+		r = al_error_set(err, AL_ERR_INTERNAL, errno, "grow the image to disk_mib %u: %m", b->disk_mib);
+	return r;
 }
 
 static json_t *template_meta(struct build *b)

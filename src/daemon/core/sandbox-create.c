@@ -399,9 +399,13 @@ int sandbox_create(const struct create_request *req, const char *tenant, const s
 		    "tenant: your token belongs to tenant \"%s\"; it cannot create sandboxes for \"%s\"", tenant,
 		    req->tenant);
 	/* SECURITY: a tenant starts only its own templates and the shared ones
-	 * (templates.h); a snapshot's template was checked when it was made. */
+	 * (templates.h), never a layer of the build cache (only a build's own
+	 * sandbox does); a snapshot's template was checked when it was made. */
 	const char *user = tenant ? tenant : req->tenant[0] ? req->tenant : TENANT_DEFAULT;
 	struct template_info tpl;
+	if (!from && !req->build_layer && template_name_reserved(req->template_name))
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, ENOENT, "template: unknown template \"%s\"",
+		                    req->template_name);
 	if (!from) {
 		int tr = template_find(req->template_name, user, &tpl, err);
 		if (tr < 0) {

@@ -9,6 +9,7 @@
 #include <signal.h>
 
 #include "jail.h"
+#include "json-cleanup.h"
 #include "log.h"
 #include "template-snap.h"
 #include "util.h"
@@ -384,14 +385,11 @@ static void sweep_orphans(void)
 		closedir(d);
 }
 
-/* A copy a fork made that the fork did not finish (it was cut by the
- * crash): a fork is all or nothing, so it goes. A live one's delete is
- * finished by recover_one (state stopping); another's record says deleted
- * and sweep_orphans removes its directory. */
-static void fork_child_drop(struct sandbox_record *rec)
+/* A sandbox a restart cut off from what it was for goes. A live one's
+ * delete is finished by recover_prepare (state stopping); another's record
+ * says deleted and sweep_orphans removes its directory. */
+static void record_drop(struct sandbox_record *rec)
 {
-	log_info("sandbox %s: deleting it: the fork that made it (snapshot %s) was cut by a restart", rec->id,
-	         rec->fork_of);
 	bool live = rec->state == SANDBOX_CREATING || rec->state == SANDBOX_RUNNING || rec->state == SANDBOX_PAUSED ||
 	            rec->state == SANDBOX_SNAPSHOTTING || rec->state == SANDBOX_STOPPING;
 	rec->state = live ? SANDBOX_STOPPING : SANDBOX_DELETED;
@@ -400,6 +398,29 @@ static void fork_child_drop(struct sandbox_record *rec)
 	struct al_error e = {0};
 	if (store_sandbox_update(sb_cfg->store, rec, &e) < 0)
 		log_error("sandbox %s: %s", rec->id, e.message);
+}
+
+/* A template build's sandbox (metadata TEMPLATE_BUILD_METADATA): the build
+ * that ran in it ended with the daemon, so nothing will delete it, and it
+ * would keep its layer in use. */
+static bool build_sandbox(const struct sandbox_record *rec)
+{
+	cleanup_json json_t *meta = rec->metadata_json ? json_loads(rec->metadata_json, 0, NULL) : NULL;
+	return json_object_get(meta, TEMPLATE_BUILD_METADATA) != NULL;
+}
+
+/* What a restart cut short: a copy a fork did not finish (a fork is all
+ * or nothing), a build's sandbox. */
+static void cut_drop(struct sandbox_record *rec)
+{
+	if (rec->fork_of[0])
+		log_info("sandbox %s: deleting it: the fork that made it (snapshot %s) was cut by a restart", rec->id,
+		         rec->fork_of);
+	else if (build_sandbox(rec))
+		log_info("sandbox %s: deleting it: the template build that ran in it was cut by a restart", rec->id);
+	else
+		return;
+	record_drop(rec);
 }
 
 int sandboxes_init(const struct daemon_config *c, struct al_error *err)
@@ -418,8 +439,7 @@ int sandboxes_init(const struct daemon_config *c, struct al_error *err)
 	struct sandbox **todo = xcalloc(n ? n : 1, sizeof(*todo));
 	size_t n_todo = 0;
 	for (size_t i = 0; i < n; i++) {
-		if (recs[i].fork_of[0])
-			fork_child_drop(&recs[i]);
+		cut_drop(&recs[i]);
 		if (recs[i].state == SANDBOX_CREATING || recs[i].state == SANDBOX_RUNNING ||
 		    recs[i].state == SANDBOX_STOPPING || recs[i].state == SANDBOX_PAUSED ||
 		    recs[i].state == SANDBOX_SNAPSHOTTING) {

@@ -41,6 +41,10 @@ enum template_source {
  * (sandbox-model.h): never listed, never a name a client may give, and
  * another tenant's answer as unknown. */
 
+/* The metadata key of a build's sandbox (its value: the template's name);
+ * a restart deletes such sandboxes, whose build ended with the daemon. */
+#define TEMPLATE_BUILD_METADATA "airlock.build"
+
 struct template_info {
 	char name[SANDBOX_TEMPLATE_NAME_MAX + 1];
 	char tenant[64]; /* "": the operator's, shared */

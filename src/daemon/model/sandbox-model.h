@@ -69,6 +69,7 @@ struct create_request {
 	unsigned memory_mib;
 	unsigned disk_mib; /* 0: the template's size */
 	bool cold_boot;    /* "boot": "cold": never from the template's snapshot */
+	bool build_layer;  /* a template build's own sandbox: may start a layer of the build cache */
 	struct kv_list env;
 	struct kv_list metadata;
 	/* The egress policy, canonical JSON (network-policy.h); NULL when the
