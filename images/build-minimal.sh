@@ -36,6 +36,22 @@ done
 if ! "$busybox" wget --help 2>&1 | grep -q -- '-T SEC'; then
 	rm -f "$r/usr/bin/wget"
 	install -m 0755 "$(dirname "$0")/minimal-wget.sh" "$r/usr/bin/wget"
+	# busybox sh runs its own applets before PATH (FEATURE_SH_STANDALONE), so
+	# `sh -c 'wget -T 2 URL'` never reaches the wrapper. In the image's copy,
+	# wget's option string loses the `+` after `T:`: -T becomes a string
+	# option whose NULL destination getopt32 skips (it checks that for
+	# strings, not numbers), so the applet ignores -T instead of crashing.
+	# The rest of the string (and its complementary part) moves up a byte.
+	spec='\^cqSO:o:P:Y:U:T:\+t:n::\0([^\0]*)\0'
+	if [ "$(perl -0777 -ne "print scalar(() = /$spec/g)" "$r/bin/busybox")" = 1 ]; then
+		perl -0777 -pi -e "s/$spec/^cqSO:o:P:Y:U:T:t:n::\\0\$1\\0\\0/" "$r/bin/busybox"
+		if "$r/bin/busybox" wget -q -T 1 -O /dev/null http://127.0.0.1:1/ 2>/dev/null; [ $? -gt 128 ]; then
+			echo "build-minimal: busybox wget -T still crashes after the patch" >&2
+			exit 1
+		fi
+	else
+		echo "build-minimal: busybox wget's option string not found: only /usr/bin/wget handles -T" >&2
+	fi
 fi
 mkdir -p -m 1777 "$r/tmp"
 chmod 1777 "$r/tmp" "$r/var/tmp"

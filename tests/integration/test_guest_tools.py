@@ -49,6 +49,15 @@ def test_wget_timeout_option_does_not_segfault(api, sandbox):
         assert r["exit_code"] == 1, r
 
 
+def test_wget_timeout_in_a_shell_does_not_segfault(api, sandbox):
+    """busybox sh runs its wget applet, not /usr/bin/wget: the image's
+    patched busybox ignores -T there instead of crashing."""
+    for cmd in ("wget -T 2 -O- http://nothing.invalid/", "busybox wget -q -T2 -O- http://10.0.2.2:1/"):
+        r = api.exec_ok(sandbox["id"], ["/bin/sh", "-c", cmd], timeout_s=30)
+        assert_no_segfault(r)
+        assert r["exit_code"] == 1, r
+
+
 def test_wget_timeout_rejects_a_bad_number(api, sandbox):
     r = api.exec_ok(sandbox["id"], ["wget", "-T", "soon", "http://nothing.invalid/"])
     assert r["exit_code"] == 1 and "invalid number" in r["stderr"], r
