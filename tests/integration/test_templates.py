@@ -253,25 +253,26 @@ def test_build_and_its_sandbox(ld, admin):
         code, out, err = sh(admin, sid, "pwd; id -u; id -g; echo \"$APP_MODE $GREETING_SEEN\"")
         assert code == 0 and out.split("\n")[:4] == ["/opt/app", "1000", "1000", "test hello"], (out, err)
         code, out, err = sh(admin, sid, "cat hello.txt built.txt /home/user/whoami; "
-                                        "stat -c '%n %u:%g %a' hello.txt built.txt /home/user/data/sub "
+                                        "stat -c '%n %u:%g %a' hello.txt built.txt /home/user/data "
+                                        "/home/user/data/sub "
                                         "/home/user/data/tool.sh /home/user/data/sub/version.txt "
                                         "/home/user/by-user /home/user/named.txt; /home/user/data/tool.sh",
                                uid=0, gid=0)
         assert code == 0 and not err, (out, err)
         lines = out.splitlines()
         assert lines[:3] == ["hello file", "hello from build", "1000"], out
-        stats = dict(l.split(" ", 1) for l in lines[3:10])
+        stats = dict(l.split(" ", 1) for l in lines[3:11])
         assert stats["hello.txt"] == "0:0 644", stats
         assert stats["built.txt"] == "0:0 640", stats
-        # A directory of the copy is the --chown owner's. (DEST itself, made by
-        # the image's busybox tar, is root's: the tar holds DEST and its parents
-        # only where the image has GNU tar, build-context.h; Docker chowns it.)
+        # The directory copied into and the copy's directories are the --chown
+        # owner's, as in Docker; /home/user above it stays as it was.
+        assert stats["/home/user/data"] == "1000:1000 755", stats
         assert stats["/home/user/data/sub"] == "1000:1000 755", stats
         assert stats["/home/user/data/tool.sh"] == "1000:1000 755", stats
         assert stats["/home/user/data/sub/version.txt"] == "1000:1000 644", stats
         assert stats["/home/user/by-user"].startswith("1000:1000 "), stats
         assert stats["/home/user/named.txt"] == "1000:1000 644", stats  # names, through the image
-        assert lines[10] == "tool", out
+        assert lines[11] == "tool", out
         # The exec's own cwd, uid and env win over the template's.
         r = admin.exec_ok(sid, ["sh", "-c", "pwd; id -u; echo $APP_MODE"], cwd="/tmp", uid=0, gid=0,
                           env={"APP_MODE": "mine"})

@@ -538,14 +538,15 @@ static void test_no_parents(void **s)
 	    .sources = src, .n_sources = 1, .dest = "/usr/local/app", .uid = 1000, .gid = 1000, .chmod_mode = -1};
 	struct output out;
 	copy_ok(ctx, &c, &out);
-	/* Neither usr, usr/local nor usr/local/app: the guest's stay as they are. */
-	const char *want[] = {"usr/local/app/a.txt", "usr/local/app/hard", "usr/local/app/link", "usr/local/app/sub",
-	                      "usr/local/app/sub/b.sh"};
+	/* usr/local/app, the directory copied into, is the copy's (owned by
+	 * 1000); neither usr nor usr/local: the guest's stay as they are. */
+	const char *want[] = {"usr/local/app",      "usr/local/app/a.txt", "usr/local/app/hard",
+	                      "usr/local/app/link", "usr/local/app/sub",   "usr/local/app/sub/b.sh"};
 	expect_paths(&out, want, ARRAY_SIZE(want));
 	struct output with;
 	c.parents = true;
 	copy_ok(ctx, &c, &with);
-	assert_int_equal(with.n, out.n + 3);
+	assert_int_equal(with.n, out.n + 2);
 	assert_memory_not_equal(with.digest, out.digest, 32);
 	const char *one[] = {"x.txt"};
 	c = (struct build_copy){

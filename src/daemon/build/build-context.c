@@ -673,7 +673,9 @@ static int plan_expand_match(struct copy_plan *pl, struct build_context *ctx, co
 			                    m->path);
 		return plan_add(pl, pl->to_dir ? path_join(pl->dest, base) : xstrdup(pl->dest), m, err);
 	}
-	int r = pl->dest[0] && pl->c->parents ? plan_add(pl, xstrdup(pl->dest), NULL, err) : 0;
+	/* The directory copied into is the copy's own (COPY --chown=u dir/ /app/
+	 * gives /app to u, as Docker does); what is above it is not. */
+	int r = pl->dest[0] ? plan_add(pl, xstrdup(pl->dest), NULL, err) : 0;
 	size_t skip = m->path[0] ? strlen(m->path) + 1 : 0;
 	for (size_t i = m->path[0] ? ctx_lower_bound(ctx, m->path) : 0; r == 0 && i < ctx->n; i++) {
 		const struct ctx_entry *e = &ctx->e[i];

@@ -53,8 +53,9 @@ struct build_copy {
 	long uid, gid;
 	const char *user, *group;
 	int chmod_mode; /* -1: the modes of the context */
-	/* Whether the tar holds dest's directory and every directory above the
-	 * files (mode 0755, owned as above), as Docker makes the ones missing.
+	/* Whether the tar holds every directory above the files (mode 0755,
+	 * owned as above), as Docker makes the ones missing. (dest's own
+	 * directory, when a directory is copied into it, is always an entry.)
 	 * Only for an extractor that keeps existing directories' metadata and
 	 * symlinks to directories (GNU tar's --no-overwrite-dir
 	 * --keep-directory-symlink): a plain `tar -x` as root would chown /usr
