@@ -117,7 +117,8 @@ int build_child_run(char *const argv[], const struct build_child_io *io, const c
 		while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
 			;
 	if (r == 0 && killed)
-		r = al_error_set(err, AL_ERR_UNAVAILABLE, ECANCELED, "%s: cancelled (the client went away)", what);
+		r = al_error_set(err, AL_ERR_UNAVAILABLE, ECANCELED,
+		                 "%s: cancelled (its client went away, or airlockd is stopping)", what);
 	else if (r == 0 && !(WIFEXITED(status) && WEXITSTATUS(status) == 0))
 		r = al_error_set(
 		    err, WIFEXITED(status) && WEXITSTATUS(status) == 1 ? AL_ERR_INVALID_ARGUMENT : AL_ERR_INTERNAL, EIO,

@@ -136,7 +136,8 @@ static int follow_output(struct build_vm *vm, struct guest_channel *ch, struct g
 	cleanup_json json_t *result = NULL;
 	guest_stream_done(ch, s, &rtype, &result);
 	if (killed)
-		return al_error_set(err, AL_ERR_UNAVAILABLE, ECANCELED, "cancelled (the client went away)");
+		return al_error_set(err, AL_ERR_UNAVAILABLE, ECANCELED,
+		                    "cancelled (its client went away, or airlockd is stopping)");
 	if (rtype != AIRLOCK_FRAME_EXIT)
 		return al_error_set(err, AL_ERR_GUEST, EIO, "the guest did not run it: %s",
 		                    json_string_value(json_object_get(result, "message"))

@@ -453,7 +453,8 @@ static int steps_run(struct build *b, struct al_error *err)
 	for (size_t i = 0; i < b->df->n_steps; i++) {
 		const struct dockerfile_step *st = &b->df->steps[i];
 		if (template_job_cancelled(b->job))
-			return al_error_set(err, AL_ERR_UNAVAILABLE, ECANCELED, "cancelled (the client went away)");
+			return al_error_set(err, AL_ERR_UNAVAILABLE, ECANCELED,
+			                    "cancelled (its client went away, or airlockd is stopping)");
 		int r;
 		if (changes_disk(st)) {
 			r = step_disk(b, i, st, err);

@@ -25,6 +25,7 @@
 #define TEMPLATE_BUILD_HEADROOM_MIB 1024 /* a build's disk: its parent's size + this, by default */
 #define TEMPLATE_STEP_TIMEOUT_S_DEFAULT 1800
 #define TEMPLATE_CACHE_MIB_DEFAULT 20480
+#define TEMPLATE_JOBS_STOP_S 60 /* a stopping daemon waits this long for its builds to end */
 
 struct template_build_config {
 	const char *oci_bin;            /* airlock-oci, next to airlockd */

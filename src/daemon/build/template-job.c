@@ -25,6 +25,12 @@ struct template_job {
 	void (*free_arg)(void *arg);
 };
 
+/* Every job, for the daemon's stop (template_jobs_shutdown). */
+static pthread_mutex_t jobs_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t jobs_cond = PTHREAD_COND_INITIALIZER;
+static unsigned jobs_running;
+static bool jobs_stopping;
+
 static void append_locked(struct template_job *job, const char *s, size_t n)
 {
 	if (job->off && job->off == job->len)
@@ -72,7 +78,34 @@ bool template_job_cancelled(struct template_job *job)
 	pthread_mutex_lock(&job->lock);
 	bool c = job->cancelled;
 	pthread_mutex_unlock(&job->lock);
+	pthread_mutex_lock(&jobs_lock);
+	c = c || jobs_stopping;
+	pthread_mutex_unlock(&jobs_lock);
 	return c;
+}
+
+static void jobs_count(int delta)
+{
+	pthread_mutex_lock(&jobs_lock);
+	jobs_running = (unsigned)((int)jobs_running + delta);
+	pthread_cond_broadcast(&jobs_cond);
+	pthread_mutex_unlock(&jobs_lock);
+}
+
+void template_jobs_shutdown(unsigned timeout_s)
+{
+	struct timespec until;
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += timeout_s;
+	pthread_mutex_lock(&jobs_lock);
+	jobs_stopping = true;
+	if (jobs_running)
+		log_info("template jobs: cancelling %u build(s) and import(s)", jobs_running);
+	while (jobs_running && pthread_cond_timedwait(&jobs_cond, &jobs_lock, &until) != ETIMEDOUT)
+		;
+	if (jobs_running)
+		log_error("template jobs: %u still running after %u s; stopping anyway", jobs_running, timeout_s);
+	pthread_mutex_unlock(&jobs_lock);
 }
 
 static void *job_main(void *p)
@@ -94,6 +127,7 @@ static void *job_main(void *p)
 	pthread_cond_broadcast(&job->cond);
 	pthread_mutex_unlock(&job->lock);
 	template_job_unref(job);
+	jobs_count(-1);
 	return NULL;
 }
 
@@ -112,8 +146,10 @@ int template_job_start(template_job_fn run, void *arg, void (*free_arg)(void *ar
 	job->arg = arg;
 	job->free_arg = free_arg;
 	pthread_t t;
+	jobs_count(+1);
 	int e = pthread_create(&t, NULL, job_main, job);
 	if (e) {
+		jobs_count(-1);
 		job->refs = 1;
 		if (free_arg)
 			free_arg(arg);

@@ -41,5 +41,8 @@ ssize_t template_job_read(struct template_job *job, uint8_t *buf, size_t max, un
 /* The reader is gone: the work is cancelled if it still runs. */
 void template_job_cancel(struct template_job *job);
 void template_job_unref(struct template_job *job);
+/* The daemon stops: every job is cancelled (its RUN killed, its build's
+ * sandbox deleted), and waited for at most timeout_s. */
+void template_jobs_shutdown(unsigned timeout_s);
 
 #endif

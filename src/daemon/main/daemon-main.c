@@ -1158,6 +1158,8 @@ static void daemon_stop(struct daemon *d, int sig)
 	proxy_server_stop(d->proxy);
 	api_auth_failures_flush(true);
 	accel_probe_join();
+	/* Builds use sandboxes: they end (and delete theirs) before the registry. */
+	template_jobs_shutdown(TEMPLATE_JOBS_STOP_S);
 	events_shutdown();
 	sandboxes_shutdown();
 	egress_stop();
