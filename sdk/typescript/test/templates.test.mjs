@@ -87,7 +87,8 @@ describe("templates", () => {
     assert.equal(t.source, "image");
     assert.equal(t.config.workdir, "/etc");
     assert.ok(phases.includes("layer") && phases.includes("mkfs"), phases.join(","));
-    await assert.rejects(al.templates.import("Bad Name", src), InvalidArgumentError);
+    // Bytes: a body the client has sent whole when the 400 comes back.
+    await assert.rejects(al.templates.import("Bad Name", Buffer.from("x")), InvalidArgumentError);
     await al.templates.delete("sdk-ts-imported");
   });
 });
