@@ -229,7 +229,9 @@ def test_tenant_import_is_its_own(td, tokens, tmp_path):
     assert "imp-tenant" not in [t["name"] for t in b.request("GET", "/v1/templates").json["templates"]]
     r = b.request("POST", "/v1/sandboxes", body={"template": "imp-tenant"})
     assert r.status == 400 and "unknown template" in r.error_message, r
-    r = import_api(b, "imp-tenant", src)
+    # A refusal comes before the body is read: a small one (a large one may
+    # meet the early answer as a broken pipe in the client).
+    r = b.request("POST", "/v1/templates/import?name=imp-tenant", raw=b"x")
     assert r.status == 409 and "taken" in r.error_message, r
     r = a.request("POST", "/v1/templates/import?name=imp-x&tenant=ib", raw=b"x")
     assert r.status == 403, r
@@ -248,7 +250,7 @@ def test_delete_in_use(td, tmp_path):
     assert sb.status == 201, sb
     r = td.api.request("DELETE", "/v1/templates/imp-used")
     assert r.status == 409 and "1 sandboxes" in r.error_message, r
-    r = import_api(td.api, "imp-used", src)
+    r = td.api.request("POST", "/v1/templates/import?name=imp-used", raw=b"x")
     assert r.status == 409 and "in use" in r.error_message, r
     assert td.api.request("GET", "/v1/templates/imp-used").json["in_use"]["sandboxes"] == 1
     td.api.request("DELETE", f"/v1/sandboxes/{sb.json['id']}")
