@@ -7,7 +7,7 @@ CC ?= gcc
 BUILD ?= build
 OPT ?= -O2
 CFLAGS_BASE := -std=c17 -D_GNU_SOURCE -Wall -Wextra -Werror -Wshadow -Wno-missing-field-initializers \
-	-Wformat=2 -fno-strict-aliasing -g $(OPT) -Iinclude -Isrc/common
+	-Wformat=2 -fno-strict-aliasing -g $(OPT) -Iinclude -Isrc/common -I/usr/include/postgresql
 CFLAGS ?=
 CFLAGS_ALL = $(CFLAGS_BASE) $(CFLAGS)
 SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
@@ -36,7 +36,7 @@ EGRESS_OBJ := $(EGRESS_SRC:%.c=$(BUILD)/obj/%.o)
 JAILER_OBJ := $(JAILER_SRC:%.c=$(BUILD)/obj/%.o)
 OCI_OBJ := $(OCI_SRC:%.c=$(BUILD)/obj/%.o)
 
-DAEMON_LIBS := -lmicrohttpd -lhttp_parser -ljansson -lsqlite3 -lcrypto -lpthread -lseccomp -larchive
+DAEMON_LIBS := -lmicrohttpd -lhttp_parser -ljansson -lsqlite3 -lpq -lcrypto -lpthread -lseccomp -larchive
 CLI_LIBS := -lcurl -ljansson -lmicrohttpd -lpthread
 EGRESS_LIBS := -ljansson -lssl -lcrypto -lpthread -lcares -lseccomp
 JAILER_LIBS := -lseccomp -ljansson

@@ -58,29 +58,29 @@
  */
 #define CLUSTER_SCHEMA_SQL                                                                                             \
 	"CREATE TABLE IF NOT EXISTS airlock_nodes ("                                                                   \
-	" name text PRIMARY KEY, url text NOT NULL, epoch bigint NOT NULL, state text NOT NULL,"                      \
-	" lease_until timestamptz NOT NULL, started_at timestamptz NOT NULL DEFAULT now(),"                          \
-	" vcpus_total integer NOT NULL DEFAULT 0, vcpus_used integer NOT NULL DEFAULT 0,"                            \
-	" memory_total_mib bigint NOT NULL DEFAULT 0, memory_used_mib bigint NOT NULL DEFAULT 0,"                    \
-	" memory_free_mib bigint NOT NULL DEFAULT 0, sandboxes integer NOT NULL DEFAULT 0,"                          \
-	" templates jsonb NOT NULL DEFAULT '[]', updated_at timestamptz NOT NULL DEFAULT now());"                    \
+	" name text PRIMARY KEY, url text NOT NULL, epoch bigint NOT NULL, state text NOT NULL,"                       \
+	" lease_until timestamptz NOT NULL, started_at timestamptz NOT NULL DEFAULT now(),"                            \
+	" vcpus_total integer NOT NULL DEFAULT 0, vcpus_used integer NOT NULL DEFAULT 0,"                              \
+	" memory_total_mib bigint NOT NULL DEFAULT 0, memory_used_mib bigint NOT NULL DEFAULT 0,"                      \
+	" memory_free_mib bigint NOT NULL DEFAULT 0, sandboxes integer NOT NULL DEFAULT 0,"                            \
+	" templates jsonb NOT NULL DEFAULT '[]', updated_at timestamptz NOT NULL DEFAULT now());"                      \
 	"CREATE TABLE IF NOT EXISTS airlock_sandboxes ("                                                               \
-	" id text PRIMARY KEY, tenant text NOT NULL, node text, node_epoch bigint, state text NOT NULL,"              \
+	" id text PRIMARY KEY, tenant text NOT NULL, node text, node_epoch bigint, state text NOT NULL,"               \
 	" template text NOT NULL DEFAULT '', vcpus integer NOT NULL DEFAULT 0, memory_mib integer NOT NULL DEFAULT 0," \
-	" record jsonb NOT NULL, snapshot text, updated_at timestamptz NOT NULL DEFAULT now());"                      \
-	"CREATE INDEX IF NOT EXISTS airlock_sandboxes_node ON airlock_sandboxes (node);"                             \
-	"CREATE INDEX IF NOT EXISTS airlock_sandboxes_tenant ON airlock_sandboxes (tenant);"                         \
+	" record jsonb NOT NULL, snapshot text, updated_at timestamptz NOT NULL DEFAULT now());"                       \
+	"CREATE INDEX IF NOT EXISTS airlock_sandboxes_node ON airlock_sandboxes (node);"                               \
+	"CREATE INDEX IF NOT EXISTS airlock_sandboxes_tenant ON airlock_sandboxes (tenant);"                           \
 	"CREATE TABLE IF NOT EXISTS airlock_snapshots ("                                                               \
-	" key text PRIMARY KEY, tenant text NOT NULL, sandbox text NOT NULL, manifest jsonb NOT NULL,"                \
-	" bytes bigint NOT NULL, created_at timestamptz NOT NULL DEFAULT now());"                                    \
+	" key text PRIMARY KEY, tenant text NOT NULL, sandbox text NOT NULL, manifest jsonb NOT NULL,"                 \
+	" bytes bigint NOT NULL, created_at timestamptz NOT NULL DEFAULT now());"                                      \
 	"CREATE TABLE IF NOT EXISTS airlock_tenants ("                                                                 \
-	" name text PRIMARY KEY, max_sandboxes integer NOT NULL DEFAULT 0, max_vcpus integer NOT NULL DEFAULT 0,"    \
-	" max_memory_mib integer NOT NULL DEFAULT 0, max_snapshot_mib integer NOT NULL DEFAULT 0);"                  \
+	" name text PRIMARY KEY, max_sandboxes integer NOT NULL DEFAULT 0, max_vcpus integer NOT NULL DEFAULT 0,"      \
+	" max_memory_mib integer NOT NULL DEFAULT 0, max_snapshot_mib integer NOT NULL DEFAULT 0);"                    \
 	"CREATE TABLE IF NOT EXISTS airlock_tokens ("                                                                  \
-	" id text PRIMARY KEY, tenant text NOT NULL, hash text NOT NULL UNIQUE, description text NOT NULL DEFAULT '',"\
-	" created_at timestamptz NOT NULL DEFAULT now(), revoked_at timestamptz);"                                   \
+	" id text PRIMARY KEY, tenant text NOT NULL, hash text NOT NULL UNIQUE, description text NOT NULL DEFAULT ''," \
+	" created_at timestamptz NOT NULL DEFAULT now(), revoked_at timestamptz);"                                     \
 	"CREATE TABLE IF NOT EXISTS airlock_events ("                                                                  \
-	" seq bigserial PRIMARY KEY, at timestamptz NOT NULL DEFAULT now(), node text, tenant text, sandbox text,"   \
+	" seq bigserial PRIMARY KEY, at timestamptz NOT NULL DEFAULT now(), node text, tenant text, sandbox text,"     \
 	" type text NOT NULL, data jsonb NOT NULL DEFAULT '{}');"
 
 /* The advisory lock keys (pg_advisory_lock) of the schema's creation and of

@@ -12,6 +12,8 @@
 #   main             airlockd's main and its config file: wires everything
 #   api              HTTP server, routes, request parsers, one handler file per resource
 #   build            template builds and imports: the Dockerfile parser, the build context, the builder
+#   cluster          cluster mode: the node's lease and index rows in PostgreSQL, fencing, moves
+#                    of a sandbox through the shared snapshot store (pause, adopt)
 #   core             the sandbox registry and its state machine, processes, template snapshots
 #   vmm              the neutral VMM seam: ops, selection, accelerator, jail, start helpers
 #   vmm/*            one VMM backend each: vmm/qemu (and its QMP client),
@@ -21,9 +23,10 @@
 #   store            SQLite: sandboxes, snapshots, tenants and tokens, secrets, events, the CA's files
 #   obs              the log and the metrics registry
 #   model            request and record types every layer shares (no code but predicates)
-DAEMON_LAYERS := main api build core vmm vmm/* guest net store obs model
-LAYER_USES_main := api build core vmm guest net store obs model
-LAYER_USES_api := build core vmm guest net store obs model
+DAEMON_LAYERS := main api build cluster core vmm vmm/* guest net store obs model
+LAYER_USES_main := api build cluster core vmm guest net store obs model
+LAYER_USES_api := build cluster core vmm guest net store obs model
+LAYER_USES_cluster := core vmm guest net store obs model
 LAYER_USES_core := vmm guest net store obs model
 LAYER_USES_build := core vmm guest net store obs model
 LAYER_USES_vmm := obs model

@@ -157,4 +157,7 @@ void api_stream_output(const struct api_request *req, struct api_response *resp,
 int api_start_process(const struct api_request *req, struct api_response *resp, struct sandbox *sb,
                       const struct exec_request *er, char ret_pid[32], struct guest_stream **ret_stream);
 
+/* api-cluster.c */
+API_HANDLER(api_cluster_adopt);
+
 #endif

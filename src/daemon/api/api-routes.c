@@ -73,6 +73,7 @@ static const struct api_route api_routes[] = {
     {"DELETE", "/v1/secrets/{name}", 0, api_secret_delete, NULL, false},
     {"GET", "/v1/ca", 0, api_ca_get, NULL, false},
     /* Templates (api-templates.c): the uploads' limit is --max-template-upload-mib. */
+    {"POST", "/v1/cluster/sandboxes/{id}/adopt", SMALL, api_cluster_adopt, NULL, true},
     {"GET", "/v1/templates", 0, api_template_list, NULL, false},
     {"POST", "/v1/templates", TEMPLATE_UPLOAD_ROUTE_MAX, NULL, api_template_build, false},
     {"POST", "/v1/templates/import", TEMPLATE_UPLOAD_ROUTE_MAX, NULL, api_template_import, false},

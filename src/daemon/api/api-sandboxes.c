@@ -11,6 +11,7 @@
 #include "auth.h"
 #include "events.h"
 #include "airlock/proto.h"
+#include "cluster-node.h"
 #include "json-cleanup.h"
 #include "network-policy.h"
 #include "metrics.h"
@@ -78,7 +79,7 @@ static json_t *json_from_text(const char *text)
 	return j ? j : json_object();
 }
 
-static json_t *sandbox_to_json(const struct sandbox_record *r)
+json_t *api_sandbox_json(const struct sandbox_record *r)
 {
 	char created[32], updated[32];
 	format_time_rfc3339(r->created_ms, created);
@@ -133,6 +134,9 @@ API_HANDLER(api_healthz)
 	if (accel.probe_ms)
 		json_object_set_new(resp->body, "accel_probe_ms", json_integer((json_int_t)accel.probe_ms));
 	json_object_set_new(resp->body, "reattaching", json_integer(sandboxes_reattaching()));
+	json_t *cluster = cluster_health_json();
+	if (cluster)
+		json_object_set_new(resp->body, "cluster", cluster);
 }
 
 /* ---- create, list, get, delete ------------------------------------------------------------------- */
@@ -163,7 +167,7 @@ API_HANDLER(api_sandbox_create)
 	} else {
 		metrics_observe_create((double)(now_ms_monotonic() - t0) / 1000.0);
 		resp->status = 201;
-		resp->body = sandbox_to_json(&rec);
+		resp->body = api_sandbox_json(&rec);
 		sandbox_record_release(&rec);
 	}
 	create_request_release(&cr);
@@ -235,7 +239,7 @@ API_HANDLER(api_sandbox_list)
 		if (have_live)
 			r = &live;
 		if ((!req->tenant || !strcmp(req->tenant, r->tenant)) && filter_matches(&f, r->metadata_json))
-			json_array_append_new(arr, sandbox_to_json(r));
+			json_array_append_new(arr, api_sandbox_json(r));
 		if (have_live)
 			sandbox_record_release(&live);
 		sandbox_record_release(&recs[i]);
@@ -252,7 +256,7 @@ API_HANDLER(api_sandbox_get)
 		api_response_error(resp, &err);
 		return;
 	}
-	resp->body = sandbox_to_json(&rec);
+	resp->body = api_sandbox_json(&rec);
 	sandbox_record_release(&rec);
 }
 
@@ -264,7 +268,7 @@ API_HANDLER(api_sandbox_delete)
 		api_response_error(resp, &err);
 		return;
 	}
-	resp->body = sandbox_to_json(&rec);
+	resp->body = api_sandbox_json(&rec);
 	sandbox_record_release(&rec);
 }
 
@@ -278,7 +282,7 @@ static void pause_or_resume(const struct api_request *req, struct api_response *
 		api_response_error(resp, &err);
 		return;
 	}
-	resp->body = sandbox_to_json(&rec);
+	resp->body = api_sandbox_json(&rec);
 	sandbox_record_release(&rec);
 }
 
@@ -329,6 +333,12 @@ API_HANDLER(api_snapshot_create)
 	if (r == 0)
 		r = sandbox_snapshot(req->params[0], req->tenant, name ? json_string_value(name) : req->params[0],
 		                     false, &info, &err);
+	/* Cluster mode: the snapshot is the sandbox's way back if its node is
+	 * lost: answered once it is durable in the shared store. */
+	if (r == 0 && cluster_enabled() && (r = cluster_snapshot_publish(req->params[0], &info, &err)) < 0) {
+		struct al_error ignored;
+		snapshot_delete(info.id, NULL, &ignored);
+	}
 	if (r < 0) {
 		api_response_error(resp, &err);
 		return;
@@ -387,7 +397,7 @@ API_HANDLER(api_sandbox_timeout)
 		api_response_error(resp, &err);
 		return;
 	}
-	resp->body = sandbox_to_json(&rec);
+	resp->body = api_sandbox_json(&rec);
 	sandbox_record_release(&rec);
 }
 
@@ -456,7 +466,7 @@ API_HANDLER(api_sandbox_recover)
 		api_response_error(resp, &err);
 		return;
 	}
-	resp->body = sandbox_to_json(&rec);
+	resp->body = api_sandbox_json(&rec);
 	sandbox_record_release(&rec);
 }
 
@@ -503,7 +513,7 @@ API_HANDLER(api_sandbox_fork)
 	}
 	json_t *arr = json_array();
 	for (unsigned i = 0; i < n; i++) {
-		json_array_append_new(arr, sandbox_to_json(&recs[i]));
+		json_array_append_new(arr, api_sandbox_json(&recs[i]));
 		sandbox_record_release(&recs[i]);
 	}
 	free(recs);

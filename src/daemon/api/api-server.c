@@ -32,6 +32,7 @@
 #include "connect-wire.h"
 #include "auth-failures.h"
 #include "auth.h"
+#include "cluster-node.h"
 #include "events.h"
 #include "log.h"
 #include "metrics.h"
@@ -75,6 +76,7 @@ struct conn_state {
 	bool streaming;                       /* the answer is streamed or upgraded: the idle timeout is off */
 	enum api_route_kind kind;             /* by the path's prefix, before routing */
 	char e2b_sandbox[SANDBOX_ID_MAX + 1]; /* envd routes: the authenticated E2b-Sandbox-Id */
+	bool operator_;                       /* cluster mode: a front's delegation for the operator */
 };
 
 static uint64_t max_file_bytes;
@@ -577,6 +579,31 @@ static int websocket_authenticate(struct MHD_Connection *c, struct conn_state *s
 	return r;
 }
 
+/* SECURITY: in cluster mode a front forwards a client's request with a
+ * delegation (include/airlock/cluster.h) in place of the client's token: the
+ * principal it names, checked with the cluster key, is the request's tenant
+ * or the operator. Returns 1 when the request carries none (its own token
+ * decides), 0 with st->tenant / st->operator_ set, or -EACCES. */
+static int delegation_authenticate(struct MHD_Connection *c, struct conn_state *st, const char **ret_auth,
+                                   enum auth_failure *ret_failure, struct al_error *err)
+{
+	const struct cluster_key *key = cluster_key_get();
+	const char *principal = MHD_lookup_connection_value(c, MHD_HEADER_KIND, CLUSTER_PRINCIPAL_HEADER);
+	if (!key || !principal || st->kind == API_ROUTE_E2B_ENVD)
+		return 1;
+	*ret_auth = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
+	const char *token = *ret_auth && !strncasecmp(*ret_auth, "Bearer ", 7) ? *ret_auth + 7 : NULL;
+	struct cluster_principal p;
+	const char *why = "";
+	if (cluster_delegation_verify(key, principal, token, (int64_t)(now_ms_realtime() / 1000u), &p, &why) < 0) {
+		*ret_failure = AUTH_FAILURE_UNKNOWN;
+		return al_error_set(err, AL_ERR_UNAUTHORIZED, EACCES, "cluster delegation refused: %s", why);
+	}
+	st->operator_ = p.operator_;
+	strlcpy_al(st->tenant, p.tenant, sizeof(st->tenant));
+	return 0;
+}
+
 /* SECURITY: the credential a TCP request must carry depends on the path's
  * prefix, decided before any routing: Authorization: Bearer (Airlock's API),
  * X-API-KEY (E2B's control API, the same tokens) or X-Access-Token with
@@ -584,6 +611,9 @@ static int websocket_authenticate(struct MHD_Connection *c, struct conn_state *s
 static int request_authenticate(struct MHD_Connection *c, struct conn_state *st, const char **ret_auth,
                                 enum auth_failure *ret_failure, struct al_error *err)
 {
+	int d = delegation_authenticate(c, st, ret_auth, ret_failure, err);
+	if (d <= 0)
+		return d;
 	switch (st->kind) {
 	case API_ROUTE_E2B_CONTROL:
 		*ret_auth = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-API-KEY");
@@ -662,10 +692,11 @@ static enum MHD_Result on_headers(struct api_server *srv, struct MHD_Connection 
 			return early(st,
 			             send_error(c, st, err.code ? err.code : AL_ERR_UNAUTHORIZED, "%s", err.message));
 		}
-		st->req.tenant = st->tenant;
+		st->req.tenant = st->operator_ ? NULL : st->tenant;
 		/* A tenant over its rate gets nothing done, not even routing. */
 		unsigned after = 0;
-		if (rate_limiter && !rate_limiter_allow(rate_limiter, st->tenant, now_ms_monotonic(), &after)) {
+		if (rate_limiter && !st->operator_ &&
+		    !rate_limiter_allow(rate_limiter, st->tenant, now_ms_monotonic(), &after)) {
 			metrics_count_rate_limited();
 			struct api_response resp = {.retry_after_s = after};
 			api_response_errorf(&resp, AL_ERR_QUOTA,

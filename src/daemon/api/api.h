@@ -165,4 +165,9 @@ bool api_line_stream_empty(struct api_line_stream *ls);
 int api_line_stream_fd(struct api_line_stream *ls);
 void api_line_stream_free(struct api_line_stream *ls);
 
+/* The API's view of a sandbox (docs/api.md, "The sandbox object"): what
+ * answers show, and what cluster mode's index keeps. */
+struct sandbox_record;
+json_t *api_sandbox_json(const struct sandbox_record *r);
+
 #endif

@@ -278,6 +278,23 @@ static int record_from_request(struct sandbox_record *rec, const struct create_r
 	return 0;
 }
 
+/* An adopted sandbox (cluster mode) is the one it was: its id, creation
+ * time and exposed ports. Its deleted record here (it was here before it
+ * moved away) makes room. */
+static int record_adopt(struct sandbox_record *rec, const struct sandbox_record *was, struct al_error *err)
+{
+	if (!sandbox_id_valid(was->id))
+		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL, "adopt: malformed sandbox id");
+	int r = store_sandbox_purge(sb_cfg->store, was->id, err);
+	if (r < 0)
+		return r;
+	strlcpy_al(rec->id, was->id, sizeof(rec->id));
+	rec->created_ms = was->created_ms;
+	memcpy(rec->ports, was->ports, sizeof(rec->ports));
+	rec->n_ports = MIN(was->n_ports, (unsigned)SANDBOX_RECORD_PORTS_MAX);
+	return 0;
+}
+
 /* A pooled VM takes the request's record; what it is already (its id, jail,
  * VMM, accelerator, the CA it trusts, its namespace's MAC) it keeps. */
 static void pooled_adopt(struct sandbox *sb, struct sandbox_record *rec)
@@ -315,6 +332,8 @@ static int create_started(const struct create_request *req, const char *tenant, 
 	if (from && from->internal)
 		strlcpy_al(rec.fork_of, from->id, sizeof(rec.fork_of));
 	int r = record_from_request(&rec, req, tenant, from, err);
+	if (r == 0 && req->adopt)
+		r = record_adopt(&rec, req->adopt, err);
 	if (r < 0) {
 		sandbox_record_release(&rec);
 		if (pooled)
@@ -403,6 +422,9 @@ int sandbox_create(const struct create_request *req, const char *tenant, const s
 	 * sandbox does); a snapshot's template was checked when it was made. */
 	const char *user = tenant ? tenant : req->tenant[0] ? req->tenant : TENANT_DEFAULT;
 	struct template_info tpl;
+	int gr = sb_gate ? sb_gate("create a sandbox", err) : 0;
+	if (gr < 0)
+		return gr;
 	if (!from && !req->build_layer && template_name_reserved(req->template_name))
 		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, ENOENT, "template: unknown template \"%s\"",
 		                    req->template_name);

@@ -296,4 +296,7 @@ void sb_lease_adopt(struct sandbox *sb, pid_t jailer);
 /* Stops both threads and waits for them. */
 void sb_reaper_join(void);
 
+/* Cluster mode's gate (sandboxes_set_cluster_hooks); NULL: none. */
+extern sandbox_gate_fn sb_gate;
+
 #endif

@@ -519,12 +519,29 @@ static int pause_resume(const char *id, const char *tenant, bool pause, struct s
 	return r;
 }
 
+static sandbox_pause_fn pause_handler;
+sandbox_gate_fn sb_gate;
+
+void sandboxes_set_cluster_hooks(sandbox_pause_fn pause, sandbox_gate_fn gate)
+{
+	pause_handler = pause;
+	sb_gate = gate;
+}
+
+int sandbox_pause_local(const char *id, const char *tenant, struct sandbox_record *ret, struct al_error *err)
+{
+	return pause_resume(id, tenant, true, ret, err);
+}
+
 int sandbox_pause(const char *id, const char *tenant, struct sandbox_record *ret, struct al_error *err)
 {
+	if (pause_handler)
+		return pause_handler(id, tenant, ret, err);
 	return pause_resume(id, tenant, true, ret, err);
 }
 
 int sandbox_resume(const char *id, const char *tenant, struct sandbox_record *ret, struct al_error *err)
 {
-	return pause_resume(id, tenant, false, ret, err);
+	int r = sb_gate ? sb_gate("resume a sandbox", err) : 0;
+	return r < 0 ? r : pause_resume(id, tenant, false, ret, err);
 }

@@ -146,6 +146,14 @@ int sandbox_exec(const char *id, const char *tenant, const struct exec_request *
 
 /* Freezes a running sandbox (no CPU; memory stays resident) / thaws it. */
 int sandbox_pause(const char *id, const char *tenant, struct sandbox_record *ret, struct al_error *err);
+/* The pause of this host's VM alone, whatever handler is set. */
+int sandbox_pause_local(const char *id, const char *tenant, struct sandbox_record *ret, struct al_error *err);
+/* Cluster mode (cluster-node.h): a pause is the handler's (a snapshot in the
+ * shared store, the VM gone), and creates and resumes first ask the gate
+ * (503 while the node is fenced). Set once at start-up. */
+typedef int (*sandbox_pause_fn)(const char *id, const char *tenant, struct sandbox_record *ret, struct al_error *err);
+typedef int (*sandbox_gate_fn)(const char *what, struct al_error *err);
+void sandboxes_set_cluster_hooks(sandbox_pause_fn pause, sandbox_gate_fn gate);
 int sandbox_resume(const char *id, const char *tenant, struct sandbox_record *ret, struct al_error *err);
 
 /* A running sandbox, held for an operation (it cannot be freed meanwhile; a

@@ -17,6 +17,7 @@
 #include "api-request.h"
 #include "auth.h"
 #include "ca.h"
+#include "cluster-node.h"
 #include "daemon-config.h"
 #include "egress-supervisor.h"
 #include "events.h"
@@ -77,6 +78,7 @@ enum {
 	OPT_BOOT_TIMEOUT,
 	OPT_JAIL_UID_BASE,
 	OPT_JAIL_UID_COUNT,
+	OPT_NODE_LEASE,
 	OPT_EGRESS_UID,
 	OPT_ORPHAN_TIMEOUT,
 	OPT_END,
@@ -93,6 +95,11 @@ enum {
 	OPT_PROXY_LISTEN,
 	OPT_PROXY_DOMAIN,
 	OPT_BUILD_NETWORK_POLICY,
+	OPT_CLUSTER_DB,
+	OPT_CLUSTER_KEY,
+	OPT_NODE_NAME,
+	OPT_NODE_URL,
+	OPT_SHARED_STORE,
 };
 #define NUM(opt) ((opt)-OPT_FIRST)
 
@@ -128,6 +135,7 @@ static const struct {
     [NUM(OPT_BOOT_TIMEOUT)] = {"boot-timeout-s", 1, BOOT_TIMEOUT_S_MAX, DEFAULT_BOOT_TIMEOUT_S},
     [NUM(OPT_JAIL_UID_BASE)] = {"jail-uid-base", 1000, UINT32_MAX - 2, JAIL_DEFAULT_UID_BASE},
     [NUM(OPT_JAIL_UID_COUNT)] = {"jail-uid-count", 1, JAIL_UID_COUNT_MAX, JAIL_DEFAULT_UID_COUNT},
+    [NUM(OPT_NODE_LEASE)] = {"node-lease-s", 3, 300, CLUSTER_LEASE_S_DEFAULT},
     [NUM(OPT_EGRESS_UID)] = {"egress-uid", 1, UINT32_MAX - 1, EGRESS_DEFAULT_UID},
     [NUM(OPT_ORPHAN_TIMEOUT)] = {"orphan-timeout-s", 0, JAIL_ORPHAN_TIMEOUT_S_MAX, JAIL_DEFAULT_ORPHAN_TIMEOUT_S},
 };
@@ -191,6 +199,12 @@ static const struct option daemon_opts[] = {
     {"max-template-upload-mib", required_argument, NULL, OPT_TEMPLATE_UPLOAD},
     {"build-step-timeout-s", required_argument, NULL, OPT_BUILD_STEP_TIMEOUT},
     {"build-cache-mib", required_argument, NULL, OPT_BUILD_CACHE},
+    {"cluster-db", required_argument, NULL, OPT_CLUSTER_DB},
+    {"cluster-key-file", required_argument, NULL, OPT_CLUSTER_KEY},
+    {"node-name", required_argument, NULL, OPT_NODE_NAME},
+    {"node-url", required_argument, NULL, OPT_NODE_URL},
+    {"shared-store", required_argument, NULL, OPT_SHARED_STORE},
+    {"node-lease-s", required_argument, NULL, OPT_NODE_LEASE},
     {NULL, 0, NULL, 0},
 };
 
@@ -204,6 +218,7 @@ struct daemon_options {
 	uint64_t max_file_bytes;
 	const char *egress_bin, *resolver, *egress_ca, *network_policy_file, *network_ceiling_file;
 	const char *build_network_policy_file;
+	struct cluster_config cluster; /* --cluster-db and the flags it needs */
 	const char *jailer_bin, *seccomp_profile, *cgroup_parent;
 	bool template_snapshots;
 	const char *public_cidrs[EGRESS_PUBLIC_CIDRS_MAX];
@@ -310,6 +325,13 @@ static void usage(FILE *f)
 	        "  --max-template-upload-mib N  largest build context or image archive (default %d)\n"
 	        "  --build-step-timeout-s N  longest RUN step of a template build (default %d)\n"
 	        "  --build-cache-mib N  disk kept for the build cache's layers (default %d)\n"
+	        "  --cluster-db CONNINFO  cluster mode (docs/cluster.md): PostgreSQL's libpq conninfo or URL;\n"
+	        "                       needs --listen, --cluster-key-file, --node-url and --shared-store\n"
+	        "  --cluster-key-file F the cluster key (32+ bytes, mode 600) fronts sign delegations with\n"
+	        "  --node-name NAME     this node's name in the cluster (default: the host name)\n"
+	        "  --node-url URL       http://HOST:PORT where fronts reach this node's --listen\n"
+	        "  --shared-store DIR   the snapshot store every node mounts (pauses, recoveries)\n"
+	        "  --node-lease-s N     the node's lease; fenced when not renewed (default %d)\n"
 	        "  --print-backend      print the backend --backend selects on this host, and why, and exit\n"
 	        "  --accel A            QEMU's accelerator: auto (default: KVM once a guest has booted on it,\n"
 	        "                       else TCG), kvm (refuse to start unless a guest boots on KVM) or tcg\n"
@@ -328,7 +350,7 @@ static void usage(FILE *f)
 	        DEFAULT_API_MAX_CONNECTIONS_PER_CLIENT, DEFAULT_API_IDLE_TIMEOUT_S, DEFAULT_AUTH_FAILURE_BURST,
 	        DEFAULT_AUTH_FAILURE_PER_MIN, NETNS_POOL_DEFAULT, DEFAULT_POOL_MEMORY_HIGH_PCT, backends,
 	        TEMPLATE_UPLOAD_MAX_MIB_DEFAULT, TEMPLATE_STEP_TIMEOUT_S_DEFAULT, TEMPLATE_CACHE_MIB_DEFAULT,
-	        ACCEL_PROBE_TIMEOUT_S_DEFAULT);
+	        CLUSTER_LEASE_S_DEFAULT, ACCEL_PROBE_TIMEOUT_S_DEFAULT);
 	fprintf(f,
 	        "  --orphan-timeout-s N a VM whose lease no airlockd renewed for N s (this one gone and\n"
 	        "                       not back, or its state dir removed) is stopped by its jailer\n"
@@ -397,6 +419,16 @@ static const char **option_string(struct daemon_options *o, int c)
 		return &o->proxy_domain;
 	case OPT_BUILD_NETWORK_POLICY:
 		return &o->build_network_policy_file;
+	case OPT_CLUSTER_DB:
+		return &o->cluster.db_conninfo;
+	case OPT_CLUSTER_KEY:
+		return &o->cluster.key_file;
+	case OPT_NODE_NAME:
+		return &o->cluster.node_name;
+	case OPT_NODE_URL:
+		return &o->cluster.node_url;
+	case OPT_SHARED_STORE:
+		return &o->cluster.shared_store;
 	default:
 		return NULL;
 	}
@@ -1148,9 +1180,45 @@ static void listen_log(const struct daemon *d)
 		    d->opt.numbers[NUM(OPT_PROXY_IDLE_TIMEOUT)], d->opt.numbers[NUM(OPT_PROXY_MAX_BODY)]);
 }
 
+/* Cluster mode (docs/cluster.md), once the API answers: a front may send
+ * work as soon as the node is registered. */
+static int cluster_join(struct daemon *d)
+{
+	struct cluster_config *c = &d->opt.cluster;
+	if (!c->db_conninfo)
+		return 0;
+	static char host[CLUSTER_NODE_NAME_MAX + 1];
+	if (!c->node_name) {
+		if (gethostname(host, sizeof(host)) < 0)
+			host[0] = '\0';
+		host[sizeof(host) - 1] = '\0';
+		for (char *h = host; *h; h++)
+			*h = *h >= 'A' && *h <= 'Z' ? (char)(*h - 'A' + 'a') : *h == '.' ? '\0' : *h;
+		c->node_name = host;
+	}
+	c->lease_s = (unsigned)d->opt.numbers[NUM(OPT_NODE_LEASE)];
+	struct al_error err = {0};
+	int r = cluster_config_check(c, &err);
+	if (r == 0 && !d->opt.listen_addr)
+		r = al_error_set(&err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+		                 "--cluster-db needs --listen: fronts reach "
+		                 "the node there");
+	if (r == 0)
+		r = cluster_start(c, api_sandbox_json, d->store, d->cfg.host_memory_mib, &err);
+	if (r < 0) {
+		log_error("cluster: %s", err.message);
+		return r;
+	}
+	log_info("cluster: node %s at %s, lease %u s, shared store %s", c->node_name, c->node_url, c->lease_s,
+	         c->shared_store);
+	return 0;
+}
+
 static void daemon_stop(struct daemon *d, int sig)
 {
 	log_info("signal %d: shutting down (VMs keep running and are re-attached at the next start)", sig);
+	/* The lease goes first: no new work comes while the rest stops. */
+	cluster_stop();
 	/* Tunnels and the proxy's connections to guests end first: an upgraded
 	 * connection would hold the API's stop, a relay the registry. */
 	sandbox_ports_hang_up_all();
@@ -1201,7 +1269,7 @@ int main(int argc, char **argv)
 		return 1;
 	process_set_exit_hook(on_process_exit);
 	start_log(&d);
-	if (sandboxes_start(&d) < 0 || api_start(&d) < 0)
+	if (sandboxes_start(&d) < 0 || api_start(&d) < 0 || cluster_join(&d) < 0)
 		return 1;
 	/* After the live sandboxes took back their uids: the probe takes one. */
 	if (d.need_probe)

@@ -60,6 +60,7 @@ struct timeout_request {
 	unsigned idle_timeout_s;
 };
 
+struct sandbox_record;
 struct create_request {
 	char template_name[SANDBOX_TEMPLATE_NAME_MAX + 1];
 	char tenant[64];   /* "" when not given */
@@ -78,6 +79,9 @@ struct create_request {
 	/* "secrets": env name -> secret name (secrets.h): the sandbox gets a
 	 * placeholder in that variable, the gateway the binding. */
 	struct kv_list secrets;
+	/* Cluster mode's adopt (cluster-move.c): the restore keeps this
+	 * record's id, creation time and exposed ports; NULL otherwise. */
+	const struct sandbox_record *adopt;
 };
 
 struct exec_request {

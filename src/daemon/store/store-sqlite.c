@@ -233,16 +233,29 @@ static int exec_write(struct store *s, const char *sql, const struct sandbox_rec
 	return 0;
 }
 
+static void (*observer)(const struct sandbox_record *r);
+
+void store_set_observer(void (*fn)(const struct sandbox_record *r))
+{
+	observer = fn;
+}
+
 int store_sandbox_insert(struct store *s, const struct sandbox_record *r, struct al_error *err)
 {
-	return exec_write(s, "INSERT INTO sandboxes (id, " RECORD_COLUMNS ") VALUES (?1, " RECORD_PARAMS ")", r,
-	                  "insert", err);
+	int rc = exec_write(s, "INSERT INTO sandboxes (id, " RECORD_COLUMNS ") VALUES (?1, " RECORD_PARAMS ")", r,
+	                    "insert", err);
+	if (rc == 0 && observer)
+		observer(r);
+	return rc;
 }
 
 int store_sandbox_update(struct store *s, const struct sandbox_record *r, struct al_error *err)
 {
-	return exec_write(s, "UPDATE sandboxes SET (" RECORD_COLUMNS ") = (" RECORD_PARAMS ") WHERE id=?1", r, "update",
-	                  err);
+	int rc = exec_write(s, "UPDATE sandboxes SET (" RECORD_COLUMNS ") = (" RECORD_PARAMS ") WHERE id=?1", r,
+	                    "update", err);
+	if (rc == 0 && observer)
+		observer(r);
+	return rc;
 }
 
 static int row_to_record(sqlite3_stmt *st, struct sandbox_record *r)
@@ -309,6 +322,16 @@ int store_fork_finish(struct store *s, const char *snapshot_id, struct al_error 
 	if (r < 0)
 		return r;
 	sqlite3_bind_text(q.stmt, 1, snapshot_id, -1, SQLITE_STATIC);
+	return sqlite3_step(q.stmt) == SQLITE_DONE ? 0 : db_query_error(&q, err);
+}
+
+int store_sandbox_purge(struct store *s, const char *id, struct al_error *err)
+{
+	cleanup_db_query struct db_query q = {0};
+	int r = db_query_prepare(&s->conn, "DELETE FROM sandboxes WHERE id=?1 AND state='deleted'", "purge", &q, err);
+	if (r < 0)
+		return r;
+	sqlite3_bind_text(q.stmt, 1, id, -1, SQLITE_STATIC);
 	return sqlite3_step(q.stmt) == SQLITE_DONE ? 0 : db_query_error(&q, err);
 }
 

@@ -117,6 +117,13 @@ int store_sandbox_get(struct store *s, const char *id, struct sandbox_record *re
 /* The fork of snapshot_id is finished: its sandboxes' fork_of is cleared,
  * all of them in one transaction. */
 int store_fork_finish(struct store *s, const char *snapshot_id, struct al_error *err);
+/* Removes the record of id if it is deleted (a sandbox that comes back to
+ * this host under its id, cluster mode); -EEXIST if it is not deleted. */
+int store_sandbox_purge(struct store *s, const char *id, struct al_error *err);
+/* Called after every successful insert and update of a record, on the
+ * writer's thread (cluster mode's index, cluster-index.c); set once at
+ * start-up, before any write. */
+void store_set_observer(void (*fn)(const struct sandbox_record *r));
 int store_sandbox_list(struct store *s, bool include_deleted, struct sandbox_record **ret, size_t *ret_n,
                        struct al_error *err);
 
