@@ -55,6 +55,8 @@ UNIT_LIBS_cli-context := -lpthread
 UNIT_SRC_cli-port-spec := src/cli/cli-port-spec.c
 # airlock mcp's parser of a client's messages and tool arguments (issue 20).
 UNIT_SRC_cli-mcp-msg := src/cli/cli-mcp-msg.c
+# Cluster mode's delegation (issue 24), src/common/cluster-auth.c.
+UNIT_LIBS_cluster-auth := -lcrypto
 # What auth, secrets and the store share of the SQLite connection.
 UNIT_SRC_store-db := src/daemon/store/store-db.c
 UNIT_LIBS_store-db := -lsqlite3 -lpthread
