@@ -41,7 +41,8 @@
  * The schema, made by whichever process starts first (under an advisory
  * lock): idempotent. Times are the database's (now()), never a host's.
  *
- * airlock_nodes: one row per airlockd. epoch grows by one at every
+ * airlock_nodes: one row per airlockd (url: its API; proxy_url: its ports
+ *   proxy, --proxy-listen, "" without one). epoch grows by one at every
  *   registration and when the reaper declares the node lost; a node's every
  *   write names its epoch and is refused (0 rows) once it is not current or
  *   its lease has lapsed: it is fenced.
@@ -63,7 +64,8 @@
 	" vcpus_total integer NOT NULL DEFAULT 0, vcpus_used integer NOT NULL DEFAULT 0,"                              \
 	" memory_total_mib bigint NOT NULL DEFAULT 0, memory_used_mib bigint NOT NULL DEFAULT 0,"                      \
 	" memory_free_mib bigint NOT NULL DEFAULT 0, sandboxes integer NOT NULL DEFAULT 0,"                            \
-	" templates jsonb NOT NULL DEFAULT '[]', updated_at timestamptz NOT NULL DEFAULT now());"                      \
+	" templates jsonb NOT NULL DEFAULT '[]', proxy_url text NOT NULL DEFAULT '',"                                  \
+	" updated_at timestamptz NOT NULL DEFAULT now());"                                                             \
 	"CREATE TABLE IF NOT EXISTS airlock_sandboxes ("                                                               \
 	" id text PRIMARY KEY, tenant text NOT NULL, node text, node_epoch bigint, state text NOT NULL,"               \
 	" template text NOT NULL DEFAULT '', vcpus integer NOT NULL DEFAULT 0, memory_mib integer NOT NULL DEFAULT 0," \

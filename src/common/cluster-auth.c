@@ -26,8 +26,9 @@ int cluster_key_load(const char *path, struct cluster_key *ret, char *err_msg, s
 	ssize_t n = read_full(fd, k.bytes, sizeof(k.bytes));
 	uint8_t extra;
 	if (n < 0 || (n == (ssize_t)sizeof(k.bytes) && read(fd, &extra, 1) > 0) || n < CLUSTER_KEY_MIN) {
-		snprintf(err_msg, err_size, "the cluster key %s must hold %d to %d bytes (e.g. head -c 32 /dev/urandom)",
-		         path, CLUSTER_KEY_MIN, CLUSTER_KEY_MAX);
+		snprintf(err_msg, err_size,
+		         "the cluster key %s must hold %d to %d bytes (e.g. head -c 32 /dev/urandom)", path,
+		         CLUSTER_KEY_MIN, CLUSTER_KEY_MAX);
 		explicit_bzero(&k, sizeof(k));
 		return -EINVAL;
 	}

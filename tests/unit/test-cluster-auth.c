@@ -72,9 +72,19 @@ static void test_principal_parse(void **state)
 	assert_int_equal(cluster_principal_parse("tenant:a-b_c9;exp=12", &p), 0);
 	assert_string_equal(p.tenant, "a-b_c9");
 	assert_int_equal(p.exp, 12);
-	const char *bad[] = {"", "operator", "operator;exp=", "operator;exp=1x", "operator;exp=-1",
-	                     "tenant:;exp=1", "tenant:Acme;exp=1", "tenant:a b;exp=1", "tenant:a;exp=1;exp=2",
-	                     "admin;exp=1", "operatorx;exp=1", "tenant:a;EXP=1", "tenant:a;exp=1234567890123",
+	const char *bad[] = {"",
+	                     "operator",
+	                     "operator;exp=",
+	                     "operator;exp=1x",
+	                     "operator;exp=-1",
+	                     "tenant:;exp=1",
+	                     "tenant:Acme;exp=1",
+	                     "tenant:a b;exp=1",
+	                     "tenant:a;exp=1;exp=2",
+	                     "admin;exp=1",
+	                     "operatorx;exp=1",
+	                     "tenant:a;EXP=1",
+	                     "tenant:a;exp=1234567890123",
 	                     "tenant:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa;exp=1"};
 	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
 		int r = cluster_principal_parse(bad[i], &p);

@@ -35,8 +35,7 @@ static int cdb_connect(struct cluster_db *db, struct al_error *err)
 		if (c)
 			PQfinish(c);
 		return al_error_set(err, AL_ERR_UNAVAILABLE, ECONNREFUSED,
-		                    "cluster database (%s): cannot connect: %s (airlockd --cluster-db)", db->what,
-		                    msg);
+		                    "cluster database (%s): cannot connect: %s (airlockd --cluster-db)", db->what, msg);
 	}
 	db->conn = c;
 	return 0;

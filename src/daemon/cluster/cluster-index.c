@@ -12,8 +12,8 @@
 #include "sandbox.h"
 #include "util.h"
 
-#define NODE_VALID_SQL                                                                                                \
-	"EXISTS (SELECT 1 FROM airlock_nodes WHERE name = $3 AND epoch = $4::bigint AND state = 'up' "             \
+#define NODE_VALID_SQL                                                                                                 \
+	"EXISTS (SELECT 1 FROM airlock_nodes WHERE name = $3 AND epoch = $4::bigint AND state = 'up' "                 \
 	"AND lease_until > now())"
 
 static const char upsert_sql[] =
@@ -51,8 +51,9 @@ int cluster_index_write(const struct sandbox_record *r, bool *ret_mine, bool *re
 	snprintf(mem, sizeof(mem), "%u", r->memory_mib);
 	cleanup_json json_t *j = cl->record_json(r);
 	cleanup_free char *record = json_dumps(j, JSON_COMPACT);
-	const char *p[] = {r->id,        r->tenant, cl->cfg.node_name, epoch, sandbox_state_name(r->state),
-	                   r->template_name, vcpus, mem,               record};
+	const char *p[] = {
+	    r->id, r->tenant, cl->cfg.node_name, epoch, sandbox_state_name(r->state), r->template_name, vcpus,
+	    mem,   record};
 	pthread_mutex_lock(&cl->index_db.lock);
 	PGresult *res = NULL;
 	int rc = cdb_exec(&cl->index_db, upsert_sql, 9, p, &res, err);

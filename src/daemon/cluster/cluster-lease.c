@@ -24,9 +24,10 @@
 
 static const char register_sql[] =
     "WITH old AS (SELECT state FROM airlock_nodes WHERE name = $1) "
-    "INSERT INTO airlock_nodes (name, url, epoch, state, lease_until) "
-    "VALUES ($1, $2, 1, 'up', now() + make_interval(secs => $3::integer)) "
-    "ON CONFLICT (name) DO UPDATE SET url = EXCLUDED.url, epoch = airlock_nodes.epoch + 1, state = 'up', "
+    "INSERT INTO airlock_nodes (name, url, epoch, state, lease_until, proxy_url) "
+    "VALUES ($1, $2, 1, 'up', now() + make_interval(secs => $3::integer), $4) "
+    "ON CONFLICT (name) DO UPDATE SET url = EXCLUDED.url, proxy_url = EXCLUDED.proxy_url, "
+    "epoch = airlock_nodes.epoch + 1, state = 'up', "
     "lease_until = EXCLUDED.lease_until, started_at = now(), updated_at = now() "
     "RETURNING epoch, (SELECT state FROM old)";
 
@@ -151,8 +152,9 @@ static void fence(const char *why)
 	cl->fenced = true;
 	pthread_mutex_unlock(&cl->lock);
 	if (!was)
-		log_error("cluster: node %s is fenced (%s): no new work, its sandboxes frozen, until it registers again",
-		          cl->cfg.node_name, why);
+		log_error(
+		    "cluster: node %s is fenced (%s): no new work, its sandboxes frozen, until it registers again",
+		    cl->cfg.node_name, why);
 	freeze_all();
 }
 
@@ -180,11 +182,11 @@ static int node_register(struct al_error *err)
 {
 	char lease[16];
 	snprintf(lease, sizeof(lease), "%u", cl->cfg.lease_s);
-	const char *p[] = {cl->cfg.node_name, cl->cfg.node_url, lease};
+	const char *p[] = {cl->cfg.node_name, cl->cfg.node_url, lease, cl->cfg.proxy_url ? cl->cfg.proxy_url : ""};
 	uint64_t sent = now_ms_monotonic();
 	pthread_mutex_lock(&cl->lease_db.lock);
 	cleanup_pgresult PGresult *res = NULL;
-	int r = cdb_exec(&cl->lease_db, register_sql, 3, p, &res, err);
+	int r = cdb_exec(&cl->lease_db, register_sql, 4, p, &res, err);
 	long long epoch = r == 0 && PQntuples(res) == 1 ? strtoll(PQgetvalue(res, 0, 0), NULL, 10) : 0;
 	char old[16] = "";
 	if (r == 0 && PQntuples(res) == 1)

@@ -82,8 +82,8 @@ static void snapshot_row(const char *key, const char *tenant, const char *id, co
 }
 
 /* The row becomes the paused sandbox's, on no node. 0 rows: not this node's. */
-static int row_release(const struct sandbox_record *rec, const char *key, const json_t *manifest,
-                       uint64_t bytes, struct al_error *err)
+static int row_release(const struct sandbox_record *rec, const char *key, const json_t *manifest, uint64_t bytes,
+                       struct al_error *err)
 {
 	char epoch[24];
 	cluster_epoch_text(epoch);

@@ -137,9 +137,9 @@ json_t *cluster_health_json(void)
 	if (!cl)
 		return NULL;
 	pthread_mutex_lock(&cl->lock);
-	json_t *j = json_pack("{s:s, s:I, s:b, s:b}", "node", cl->cfg.node_name, "epoch", (json_int_t)cl->epoch,
-	                      "lease", cl->epoch > 0 && now_ms_monotonic() < cl->lease_until_mono_ms, "fenced",
-	                      cl->fenced);
+	json_t *j =
+	    json_pack("{s:s, s:I, s:b, s:b}", "node", cl->cfg.node_name, "epoch", (json_int_t)cl->epoch, "lease",
+	              cl->epoch > 0 && now_ms_monotonic() < cl->lease_until_mono_ms, "fenced", cl->fenced);
 	pthread_mutex_unlock(&cl->lock);
 	return j;
 }

@@ -23,6 +23,7 @@ struct cluster_config {
 	const char *node_name;    /* --node-name (default: the host name) */
 	const char *node_url;     /* --node-url: how fronts reach this node's TCP listener */
 	const char *shared_store; /* --shared-store DIR */
+	const char *proxy_url;    /* http://HOST:PORT of its ports proxy (--proxy-listen), or NULL */
 	unsigned lease_s;         /* --node-lease-s */
 };
 

@@ -89,9 +89,9 @@ static json_t *info_to_json(const struct snapshot_info *s)
 	return json_pack("{s:s, s:i, s:i, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:I}", "template",
 	                 s->template_name, "vcpus", (int)s->vcpus, "memory_mib", (int)s->memory_mib, "backend",
 	                 s->backend, "accel", s->accel, "cpu", s->cpu, "kernel_sha", s->kernel_sha, "initrd_sha",
-	                 s->initrd_sha, "memory_sha", s->memory_sha, "disk_sha", s->disk_sha, "state_sha",
-	                 s->state_sha, "created_ms", (json_int_t)s->created_ms, "size_bytes",
-	                 (json_int_t)s->size_bytes, "generation", (json_int_t)s->generation);
+	                 s->initrd_sha, "memory_sha", s->memory_sha, "disk_sha", s->disk_sha, "state_sha", s->state_sha,
+	                 "created_ms", (json_int_t)s->created_ms, "size_bytes", (json_int_t)s->size_bytes, "generation",
+	                 (json_int_t)s->generation);
 }
 
 static void sha256_hex(const void *data, size_t n, char out[65])
@@ -177,7 +177,8 @@ static int manifest_read(const char *key, json_t **ret, struct al_error *err)
 	cleanup_free char *text = xmalloc(MANIFEST_MAX + 1);
 	ssize_t n = read_full(fd, text, MANIFEST_MAX + 1);
 	if (n < 0 || n > MANIFEST_MAX)
-		return al_error_set(err, AL_ERR_INTERNAL, EINVAL, "shared store: snapshot %s: unreadable manifest", key);
+		return al_error_set(err, AL_ERR_INTERNAL, EINVAL, "shared store: snapshot %s: unreadable manifest",
+		                    key);
 	char sha[65];
 	sha256_hex(text, (size_t)n, sha);
 	if (strcmp(sha, key + sizeof(CLUSTER_STORE_KEY_PREFIX) - 1))
@@ -210,7 +211,8 @@ static int info_from_json(json_t *s, struct snapshot_info *info)
 	text_field(s, "memory_sha", info->memory_sha, sizeof(info->memory_sha));
 	text_field(s, "disk_sha", info->disk_sha, sizeof(info->disk_sha));
 	text_field(s, "state_sha", info->state_sha, sizeof(info->state_sha));
-	json_int_t v = json_integer_value(json_object_get(s, "vcpus")), m = json_integer_value(json_object_get(s, "memory_mib"));
+	json_int_t v = json_integer_value(json_object_get(s, "vcpus")),
+	           m = json_integer_value(json_object_get(s, "memory_mib"));
 	if (v < 1 || v > 1024 || m < 1 || m > (1 << 24) || !sha_valid(info->memory_sha) || !sha_valid(info->disk_sha) ||
 	    !template_name_valid(info->template_name))
 		return -EINVAL;

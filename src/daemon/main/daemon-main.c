@@ -1197,6 +1197,15 @@ static int cluster_join(struct daemon *d)
 		c->node_name = host;
 	}
 	c->lease_s = (unsigned)d->opt.numbers[NUM(OPT_NODE_LEASE)];
+	/* Its ports proxy, as fronts reach it: the node URL's host, the
+	 * proxy's port. */
+	static char proxy_url[CLUSTER_NODE_URL_MAX + 16];
+	const char *port = d->opt.proxy_listen ? strrchr(d->opt.proxy_listen, ':') : NULL;
+	const char *host_end = c->node_url ? strrchr(c->node_url, ':') : NULL;
+	if (port && host_end && host_end > c->node_url + 5) {
+		snprintf(proxy_url, sizeof(proxy_url), "%.*s%s", (int)(host_end - c->node_url), c->node_url, port);
+		c->proxy_url = proxy_url;
+	}
 	struct al_error err = {0};
 	int r = cluster_config_check(c, &err);
 	if (r == 0 && !d->opt.listen_addr)
