@@ -18,7 +18,7 @@ PKGS="build-essential gcc clang clang-format libclang-rt-14-dev make pkg-config
  python3-pytest python3-yaml python3-pip iproute2 procps psmisc
  nftables libc-ares-dev openssl dnsutils
  libseccomp-dev strace libhttp-parser-dev chromium libarchive-dev
- libpq-dev postgresql kubectl"
+ libpq-dev postgresql"
 # Node.js and npm run E2B's SDK in tests/e2b: Debian's, unless a node is on PATH already.
 if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
 	PKGS="$PKGS nodejs npm"
