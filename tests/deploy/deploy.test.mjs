@@ -7,7 +7,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
-import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -221,4 +221,46 @@ test("the choices deploy/README.md states hold in both trees", () => {
     for (const c of [airlockd, front])
       assert.deepEqual(c.env.filter((e) => e.name === "PGPASSWORD").map((e) => e.valueFrom.secretKeyRef.key), ["password"]);
   }
+});
+
+// The node's start script, run by sh with a stand-in airlockd that prints its
+// arguments, and its cgroup paths pointed into a temporary directory.
+function runNodeScript(script, nodeName, cgroupLine) {
+  const dir = mkdtempSync(join(tmpdir(), "airlock-node-script-"));
+  try {
+    writeFileSync(join(dir, "airlockd"), "#!/bin/sh\nprintf '%s\\n' \"$@\"\n", { mode: 0o755 });
+    writeFileSync(join(dir, "cgroup"), `${cgroupLine}\n`);
+    mkdirSync(join(dir, "fs"));
+    const s = script.replaceAll("/proc/self/cgroup", join(dir, "cgroup")).replaceAll("/sys/fs/cgroup", join(dir, "fs"));
+    const out = execFileSync("/bin/sh", ["-c", s], {
+      encoding: "utf8",
+      env: { PATH: `${dir}:${process.env.PATH}`, NODE_NAME: nodeName, POD_IP: "10.1.2.3", AIRLOCK_CLUSTER_DB: "host=db port=5432" },
+    });
+    const moved = existsSync(join(dir, "fs", "airlockd", "cgroup.procs"));
+    return { args: out.trimEnd().split("\n"), moved };
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+test("the node's start script: a cluster node name from any Kubernetes node name, the flags, the cgroup leaf", () => {
+  const script = find(kustomize("base"), "DaemonSet", "airlock-node").spec.template.spec.containers[0].args[0];
+  const long = `${"a".repeat(60)}.example.internal`;
+  const cases = [
+    ["worker-1", "worker-1"],
+    ["ip-10-0-0-1.eu-west-1.compute.internal", "ip-10-0-0-1-eu-west-1-compute-internal"],
+    ["Node.A", "node-a"],
+  ];
+  for (const [k8s, want] of cases) {
+    const { args, moved } = runNodeScript(script, k8s, "0::/kubepods/pod1/c1");
+    assert.deepEqual(args, ["--config", "/etc/airlock/airlockd.conf", "--cluster-db", "host=db port=5432",
+      "--node-name", want, "--node-url", "http://10.1.2.3:7070"]);
+    assert.equal(moved, false, "under the host's cgroup namespace the script moves nothing");
+  }
+  const { args, moved } = runNodeScript(script, long, "0::/");
+  const name = args[args.indexOf("--node-name") + 1];
+  assert.match(name, /^[a-z0-9][a-z0-9_-]{0,62}$/, `${long} became ${name}`);
+  assert.equal(name.length, 63);
+  assert.notEqual(name, runNodeScript(script, `${long}x`, "0::/").args[5], "names cut to 63 stay apart");
+  assert.equal(moved, true, "at the root of its own cgroup namespace the script moves itself to a leaf");
 });
