@@ -57,7 +57,8 @@ const renders = {
   "helm (as the base)": () => helm(...HELM_BASE),
   "helm (trial)": () => helm(...HELM_TRIAL),
   "helm (existing claim, LoadBalancer)": () => helm("sharedStore.existingClaim=nfs", "api.service.type=LoadBalancer", "postgresql.enabled=true"),
-  "deploy/kubernetes/examples": () => parse(readFileSync(join(KUSTOMIZE, "examples", "secrets.yaml"), "utf8")),
+  "deploy/kubernetes/examples": () =>
+    ["secrets.yaml", "networkpolicy.yaml"].flatMap((f) => parse(readFileSync(join(KUSTOMIZE, "examples", f), "utf8"))),
 };
 
 // kustomize's generated Secrets carry a hash suffix; helm's do not.
