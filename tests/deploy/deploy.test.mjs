@@ -218,6 +218,19 @@ test("the choices deploy/README.md states hold in both trees", () => {
     assert.equal(front.readinessProbe.httpGet.path, "/healthz");
     assert.equal(front.livenessProbe.httpGet.path, "/healthz");
     assert.ok(front.resources.requests && front.resources.limits, "the front has requests and limits");
+    // Files the programs check are mounted by subPath: a ConfigMap's or a
+    // Secret's own files are symlinks, and the cluster key is opened with
+    // O_NOFOLLOW. Neither may be readable by others.
+    const mount = (c, name) => c.volumeMounts.find((m) => m.name === name);
+    for (const c of [airlockd, front])
+      assert.deepEqual(mount(c, "cluster-key"), { name: "cluster-key", mountPath: "/etc/airlock/cluster/cluster.key", subPath: "cluster.key", readOnly: true });
+    assert.equal(mount(airlockd, "config").subPath, "airlockd.conf");
+    const vol = (spec, name) => spec.volumes.find((v) => v.name === name);
+    assert.equal(vol(node, "cluster-key").secret.defaultMode & 0o007, 0);
+    assert.equal(vol(api.template.spec, "cluster-key").secret.defaultMode & 0o007, 0);
+    assert.equal(vol(node, "config").configMap.defaultMode & 0o022, 0, "airlockd refuses a config others can write");
+    assert.ok(front.args.includes("/etc/airlock/cluster/cluster.key"));
+    assert.match(find(objs, "ConfigMap", "airlock-config").data["airlockd.conf"], /^cluster-key-file \/etc\/airlock\/cluster\/cluster\.key$/m);
     // The conninfo never sits in a ConfigMap, the password never on a command line.
     for (const c of [airlockd, front])
       assert.deepEqual(c.env.filter((e) => e.name === "PGPASSWORD").map((e) => e.valueFrom.secretKeyRef.key), ["password"]);
