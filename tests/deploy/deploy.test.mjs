@@ -6,7 +6,7 @@
 // describe the same objects, and the choices deploy/README.md states hold.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { execFileSync } from "node:child_process";
+import { execFileSync, spawnSync } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
@@ -239,7 +239,7 @@ test("the choices deploy/README.md states hold in both trees", () => {
 
 // The node's start script, run by sh with a stand-in airlockd that prints its
 // arguments, and its cgroup paths pointed into a temporary directory.
-function runNodeScript(script, nodeName, cgroupLine) {
+function runNodeScript(script, nodeName, cgroupLine = "0::/kubepods/pod1/c1") {
   const dir = mkdtempSync(join(tmpdir(), "airlock-node-script-"));
   try {
     writeFileSync(join(dir, "airlockd"), "#!/bin/sh\nprintf '%s\\n' \"$@\"\n", { mode: 0o755 });
@@ -278,3 +278,33 @@ test("the node's start script: a cluster node name from any Kubernetes node name
   assert.notEqual(name, runNodeScript(script, `${long}x`, "0::/").args[5], "names cut to 63 stay apart");
   assert.equal(moved, true, "at the root of its own cgroup namespace the script moves itself to a leaf");
 });
+
+// The flags as airlockd parses them: the rendered airlockd.conf (airlockd
+// reads it before --print-routes, and refuses an option it does not have)
+// and the command line the start script makes.
+const AIRLOCKD = process.env.AIRLOCKD ?? join(ROOT, "build", "airlockd");
+
+for (const [name, render] of [
+  ["kustomize base", () => kustomize("base")],
+  ["helm (extraConfig)", () => helm("node.extraConfig=resolver 192.0.2.53:53", "node.accel=auto")],
+]) {
+  test(`${name}: airlockd accepts the rendered airlockd.conf and the node's command line`, () => {
+    if (!existsSync(AIRLOCKD)) assert.fail(`${AIRLOCKD} is missing: run 'make test-deploy' (it builds it)`);
+    const objs = render();
+    const conf = find(objs, "ConfigMap", "airlock-config").data["airlockd.conf"];
+    const script = find(objs, "DaemonSet", "airlock-node").spec.template.spec.containers[0].args[0];
+    const { args } = runNodeScript(script, "worker-1");
+    const dir = mkdtempSync(join(tmpdir(), "airlock-conf-"));
+    try {
+      const file = join(dir, "airlockd.conf");
+      writeFileSync(file, conf, { mode: 0o644 });
+      assert.equal(args[0], "--config");
+      const r = spawnSync(AIRLOCKD, ["--config", file, ...args.slice(2), "--print-routes"], { encoding: "utf8" });
+      assert.equal(r.status, 0, `airlockd refused the flags:\n${r.stderr}`);
+      assert.equal(r.stderr, "", `airlockd complained about the flags:\n${r.stderr}`);
+      assert.match(r.stdout, /\/healthz/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+}
