@@ -26,6 +26,7 @@ AGENT_SRC := $(wildcard src/agent/*.c)
 EGRESS_SRC := $(wildcard src/egress/*.c)
 JAILER_SRC := $(wildcard src/jailer/*.c)
 OCI_SRC := $(wildcard src/oci/*.c)
+FRONT_SRC := $(wildcard src/front/*.c)
 HEADERS := $(wildcard include/airlock/*.h src/*/*.h) $(foreach l,$(DAEMON_LAYER_DIRS),$(wildcard src/daemon/$(l)/*.h))
 
 COMMON_OBJ := $(COMMON_SRC:%.c=$(BUILD)/obj/%.o)
@@ -35,24 +36,29 @@ AGENT_OBJ := $(AGENT_SRC:%.c=$(BUILD)/obj/%.o)
 EGRESS_OBJ := $(EGRESS_SRC:%.c=$(BUILD)/obj/%.o)
 JAILER_OBJ := $(JAILER_SRC:%.c=$(BUILD)/obj/%.o)
 OCI_OBJ := $(OCI_SRC:%.c=$(BUILD)/obj/%.o)
+FRONT_OBJ := $(FRONT_SRC:%.c=$(BUILD)/obj/%.o)
 
 DAEMON_LIBS := -lmicrohttpd -lhttp_parser -ljansson -lsqlite3 -lpq -lcrypto -lpthread -lseccomp -larchive
 CLI_LIBS := -lcurl -ljansson -lmicrohttpd -lpthread
 EGRESS_LIBS := -ljansson -lssl -lcrypto -lpthread -lcares -lseccomp
 JAILER_LIBS := -lseccomp -ljansson
 OCI_LIBS := -larchive -ljansson -lcrypto
+FRONT_LIBS := -lpq -ljansson -lcrypto -lpthread
+# libpq's header is in its own folder on Debian.
+FRONT_CFLAGS := $(shell pkg-config --cflags libpq 2>/dev/null || echo -I/usr/include/postgresql) -Isrc/front
 
 .PHONY: build-clang all deps test unit fuzz-smoke integration demo images clean format format-check bench test-kvm
 
 EGRESS_BIN := $(if $(EGRESS_SRC),$(BUILD)/airlock-egress)
 JAILER_BIN := $(if $(JAILER_SRC),$(BUILD)/airlock-jailer)
 OCI_BIN := $(if $(OCI_SRC),$(BUILD)/airlock-oci)
+FRONT_BIN := $(if $(FRONT_SRC),$(BUILD)/airlock-api)
 
 # The web console (docs/console.md) is part of `all` once its npm packages are
 # there (`make deps` or `make deps-npm` installs them); `make ui` asks for it.
 UI_BUILD := $(if $(wildcard ui/node_modules/esbuild),$(BUILD)/ui/index.html)
 
-all: $(BUILD)/airlockd $(BUILD)/airlock $(BUILD)/airlock-agent $(EGRESS_BIN) $(JAILER_BIN) $(OCI_BIN) $(UI_BUILD)
+all: $(BUILD)/airlockd $(BUILD)/airlock $(BUILD)/airlock-agent $(EGRESS_BIN) $(JAILER_BIN) $(OCI_BIN) $(FRONT_BIN) $(UI_BUILD)
 
 # ui/src bundled by esbuild (ui/build.mjs) with the packages pinned in
 # ui/package-lock.json into $(BUILD)/ui: static files, nothing fetched at run
@@ -98,6 +104,12 @@ $(BUILD)/airlock-jailer: $(JAILER_OBJ) $(BUILD)/libairlock-common.a
 $(BUILD)/airlock-oci: $(OCI_OBJ) $(BUILD)/libairlock-common.a
 	$(CC) $(CFLAGS_ALL) -o $@ $(OCI_OBJ) $(BUILD)/libairlock-common.a $(OCI_LIBS)
 
+# The cluster's front (issue 24, docs/cluster.md): stateless, several replicas
+# behind a load balancer, its state in PostgreSQL.
+$(FRONT_OBJ): CFLAGS_ALL += $(FRONT_CFLAGS)
+$(BUILD)/airlock-api: $(FRONT_OBJ) $(BUILD)/libairlock-common.a
+	$(CC) $(CFLAGS_ALL) -o $@ $(FRONT_OBJ) $(BUILD)/libairlock-common.a $(FRONT_LIBS)
+
 # The agent is PID 1 in the guest: static, no loader, no shared libraries.
 $(BUILD)/airlock-agent: $(AGENT_OBJ) $(BUILD)/libairlock-common.a
 	$(CC) $(CFLAGS_ALL) -static -o $@ $(AGENT_OBJ) $(BUILD)/libairlock-common.a -ljansson
@@ -127,7 +139,7 @@ demo:
 build-clang:
 	$(MAKE) BUILD=$(BUILD)/clang CC=clang $(BUILD)/clang/airlockd $(BUILD)/clang/airlock $(BUILD)/clang/airlock-agent \
 		$(if $(EGRESS_SRC),$(BUILD)/clang/airlock-egress) $(if $(JAILER_SRC),$(BUILD)/clang/airlock-jailer) \
-		$(if $(OCI_SRC),$(BUILD)/clang/airlock-oci)
+		$(if $(OCI_SRC),$(BUILD)/clang/airlock-oci) $(if $(FRONT_SRC),$(BUILD)/clang/airlock-api)
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h')
@@ -136,11 +148,13 @@ format-check:
 	clang-format --dry-run --Werror $$(git ls-files '*.c' '*.h')
 
 clean:
-	rm -rf $(BUILD)/obj $(BUILD)/test $(BUILD)/fuzz $(BUILD)/*.a $(BUILD)/airlockd $(BUILD)/airlock $(BUILD)/airlock-agent $(BUILD)/airlock-jailer $(BUILD)/airlock-oci
+	rm -rf $(BUILD)/obj $(BUILD)/test $(BUILD)/fuzz $(BUILD)/*.a $(BUILD)/airlockd $(BUILD)/airlock $(BUILD)/airlock-agent $(BUILD)/airlock-jailer $(BUILD)/airlock-oci \
+		$(BUILD)/airlock-api
 
 # ---------------------------------------------------------------- install
 # `make install`, as root on the host (docs/kvm-host.md, "Install"):
-#   $(PREFIX)/bin                  airlockd, airlock, airlock-jailer, airlock-egress, airlock-oci
+#   $(PREFIX)/bin                  airlockd, airlock, airlock-jailer, airlock-egress, airlock-oci,
+#                                  airlock-api (the cluster's front)
 #                                  (airlockd runs the jailer and the gateway next to itself)
 #   $(PREFIX)/share/airlock/seccomp/qemu-x86_64.json   the VMM's seccomp profile
 #   $(PREFIX)/share/airlock/images the guest kernels and templates built under
@@ -167,7 +181,7 @@ INSTALL ?= install
 INSTALL_BINDIR = $(PREFIX)/bin
 INSTALL_DATADIR = $(PREFIX)/share/airlock
 INSTALL_IMAGES = $(DESTDIR)$(INSTALL_DATADIR)/images
-INSTALL_BINS := airlockd airlock airlock-jailer airlock-egress airlock-oci
+INSTALL_BINS := airlockd airlock airlock-jailer airlock-egress airlock-oci airlock-api
 INSTALL_KERNEL_FILES := vmlinuz vmlinux initramfs.cpio
 INSTALL_TEMPLATE_FILES := rootfs.ext4 template.json
 # The paths go into sed expressions and shell words unquoted: keep them plain.

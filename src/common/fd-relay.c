@@ -68,7 +68,7 @@ int fd_relay_run(const struct fd_relay *r)
 	ba->from = r->b, ba->to = r->a;
 	uint64_t last_move = now_ms_monotonic(), last_report = last_move, reported_ab = 0, reported_ba = 0;
 	int res = 0;
-	while (!(ab->done && ba->done)) {
+	while (!(ab->done && ba->done) && !(r->end_on_b_eof && ba->done)) {
 		struct pollfd p[2] = {{.fd = r->a, .events = (short)(half_wants_from(ab) | half_wants_to(ba))},
 		                      {.fd = r->b, .events = (short)(half_wants_from(ba) | half_wants_to(ab))}};
 		/* A side nothing is wanted of is left out: its POLLHUP would

@@ -7,6 +7,7 @@
 #ifndef AIRLOCK_FD_RELAY_H
 #define AIRLOCK_FD_RELAY_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -15,13 +16,16 @@
 struct fd_relay {
 	int a, b;             /* blocking or not: the relay polls */
 	unsigned idle_ms;     /* 0: no idle limit */
+	/* End once b's EOF was passed on to a (what a still sends is dropped):
+	 * an HTTP exchange whose answer is complete. */
+	bool end_on_b_eof;
 	unsigned progress_ms; /* how often progress is called while bytes move (0: at the end only) */
 	/* Called with the bytes moved since its last call (a→b, b→a); may be NULL. */
 	void (*progress)(void *arg, uint64_t a_to_b, uint64_t b_to_a);
 	void *arg;
 };
 
-/* 0 when both directions ended by EOF, -ETIMEDOUT when idle, else -errno. */
+/* 0 when both directions ended by EOF (or b's, with end_on_b_eof), -ETIMEDOUT when idle, else -errno. */
 int fd_relay_run(const struct fd_relay *r);
 
 #endif
