@@ -184,6 +184,11 @@ UNIT_LIBS_dockerfile := -ljansson
 UNIT_SRC_build-context := src/daemon/build/build-context.c
 UNIT_LIBS_build-context := -larchive -lcrypto
 
+# The cluster's front (issue 24): a client's request head, its rewrite for a node.
+UNIT_SRC_front-head := src/front/front-head.c
+UNIT_LIBS_front-head :=
+$(TEST_BUILD)/obj/tests/unit/test-front-head.o: TEST_CFLAGS += -Isrc/front
+
 UNIT_ALL := $(patsubst tests/unit/test-%.c,%,$(wildcard tests/unit/test-*.c))
 unit_missing = $(strip $(foreach f,$(UNIT_SRC_$(1)),$(if $(wildcard $(f)),,$(f))) \
 	$(if $(filter store,$(1)),$(if $(wildcard src/daemon/store/store*.c),,src/daemon/store/store*.c)))
@@ -221,7 +226,7 @@ unit: $(UNIT_BINS)
 # directly (with the fuzzer's instrumentation), not taken from the gcc-built .a.
 FUZZ_CC ?= clang
 FUZZ_SECONDS ?= 15
-FUZZ_CFLAGS = $(CFLAGS_BASE) $(DAEMON_INC) -Isrc/cli -Isrc/egress -Isrc/oci -fsanitize=fuzzer,address,undefined \
+FUZZ_CFLAGS = $(CFLAGS_BASE) $(DAEMON_INC) -Isrc/cli -Isrc/egress -Isrc/oci -Isrc/front -fsanitize=fuzzer,address,undefined \
 	-fno-sanitize-recover=undefined -fno-omit-frame-pointer
 FUZZ_SRC_fuzz-frame :=
 FUZZ_LIBS_fuzz-frame :=
@@ -358,6 +363,12 @@ FUZZ_MAXLEN_fuzz-build-context := 65536
 FUZZ_SRC_fuzz-oci-layer := src/oci/oci-layer.c src/oci/oci-path.c
 FUZZ_LIBS_fuzz-oci-layer := -larchive
 FUZZ_MAXLEN_fuzz-oci-layer := 65536
+
+# The cluster's front (issue 24): a client's request head, its rewrite, the
+# port proxy's host form (seeds: tests/fuzz/corpus/fuzz-front-head, written by hand).
+FUZZ_SRC_fuzz-front-head := src/front/front-head.c
+FUZZ_LIBS_fuzz-front-head :=
+FUZZ_MAXLEN_fuzz-front-head := 20000
 
 FUZZ_ALL := $(patsubst tests/fuzz/%.c,%,$(wildcard tests/fuzz/fuzz-*.c))
 fuzz_missing = $(strip $(foreach f,$(FUZZ_SRC_$(1)),$(if $(wildcard $(f)),,$(f))))

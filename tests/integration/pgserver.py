@@ -65,10 +65,14 @@ def _as_postgres(argv, **kw):
 def _kill(proc, tmpdir):
     if proc and proc.poll() is None:
         try:
-            proc.send_signal(signal.SIGQUIT)  # immediate shutdown
+            # The server's whole session (runuser does not pass SIGQUIT on):
+            # SIGQUIT is PostgreSQL's immediate shutdown.
+            os.killpg(proc.pid, signal.SIGQUIT)
             proc.wait(STOP_TIMEOUT_S)
         except subprocess.TimeoutExpired:
-            proc.kill()
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        except ProcessLookupError:
             proc.wait()
     if tmpdir:
         shutil.rmtree(tmpdir, ignore_errors=True)
