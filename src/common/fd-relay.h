@@ -14,8 +14,8 @@
 #define FD_RELAY_BUF 65536
 
 struct fd_relay {
-	int a, b;             /* blocking or not: the relay polls */
-	unsigned idle_ms;     /* 0: no idle limit */
+	int a, b;         /* blocking or not: the relay polls */
+	unsigned idle_ms; /* 0: no idle limit */
 	/* End once b's EOF was passed on to a (what a still sends is dropped):
 	 * an HTTP exchange whose answer is complete. */
 	bool end_on_b_eof;

@@ -51,9 +51,9 @@ static int token_lookup(const char *token, char ret_tenant[FRONT_TENANT_MAX + 1]
 	sha256_hex(token, hash);
 	const char *params[] = {hash};
 	cleanup_pgresult PGresult *res = NULL;
-	int r = front_pg_exec("look up a token",
-	                      "SELECT tenant FROM airlock_tokens WHERE hash = $1 AND revoked_at IS NULL", 1, params,
-	                      &res, err);
+	int r =
+	    front_pg_exec("look up a token", "SELECT tenant FROM airlock_tokens WHERE hash = $1 AND revoked_at IS NULL",
+	                  1, params, &res, err);
 	if (r < 0)
 		return r;
 	if (PQntuples(res) != 1)
@@ -249,7 +249,8 @@ void front_auth_token_create(struct front_conn *c)
 		return;
 	}
 	json_t *o = token_json(res, 0);
-	event_insert(tenant, "token.created", json_pack("{s:s, s:s}", "id", PQgetvalue(res, 0, 0), "description", desc));
+	event_insert(tenant, "token.created",
+	             json_pack("{s:s, s:s}", "id", PQgetvalue(res, 0, 0), "description", desc));
 	json_object_set_new(o, "token", json_string(secret));
 	explicit_bzero(secret, sizeof(secret));
 	front_reply_json(c, 201, o);
@@ -260,8 +261,8 @@ void front_auth_token_list(struct front_conn *c)
 	struct al_error err = {0};
 	cleanup_pgresult PGresult *res = NULL;
 	if (front_pg_exec("list tokens",
-	                  "SELECT id, tenant, description, " TIME_SQL("created_at") ", " TIME_SQL("revoked_at")
-	                  " FROM airlock_tokens ORDER BY created_at, id",
+	                  "SELECT id, tenant, description, " TIME_SQL("created_at") ", " TIME_SQL(
+	                      "revoked_at") " FROM airlock_tokens ORDER BY created_at, id",
 	                  0, NULL, &res, &err) < 0) {
 		front_reply_error(c, &err);
 		return;
@@ -381,11 +382,12 @@ void front_auth_tenant_put(struct front_conn *c, const char *name)
 		return;
 	}
 	const char *params[] = {name, text[0], text[1], text[2], text[3]};
-	if (front_pg_exec("set a tenant's quotas",
-	                  "INSERT INTO airlock_tenants (name, max_sandboxes, max_vcpus, max_memory_mib, max_snapshot_mib)"
-	                  " VALUES ($1, $2, $3, $4, $5) ON CONFLICT (name) DO UPDATE SET max_sandboxes = $2,"
-	                  " max_vcpus = $3, max_memory_mib = $4, max_snapshot_mib = $5",
-	                  5, params, &res, &err) < 0) {
+	if (front_pg_exec(
+	        "set a tenant's quotas",
+	        "INSERT INTO airlock_tenants (name, max_sandboxes, max_vcpus, max_memory_mib, max_snapshot_mib)"
+	        " VALUES ($1, $2, $3, $4, $5) ON CONFLICT (name) DO UPDATE SET max_sandboxes = $2,"
+	        " max_vcpus = $3, max_memory_mib = $4, max_snapshot_mib = $5",
+	        5, params, &res, &err) < 0) {
 		front_reply_error(c, &err);
 		return;
 	}
@@ -394,7 +396,7 @@ void front_auth_tenant_put(struct front_conn *c, const char *name)
 
 void front_auth_tenant_get(struct front_conn *c, const char *name)
 {
-	if (!front_tenant_name_valid(name) || (!c->operator && strcmp(c->tenant, name))) {
+	if (!front_tenant_name_valid(name) || (!c->operator&& strcmp(c->tenant, name))) {
 		front_reply_errorf(c, AL_ERR_NOT_FOUND, "no tenant \"%.64s\" for you to see", name);
 		return;
 	}

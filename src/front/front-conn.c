@@ -15,25 +15,44 @@
 static const char *status_text(int status)
 {
 	switch (status) {
-	case 200: return "OK";
-	case 201: return "Created";
-	case 204: return "No Content";
-	case 400: return "Bad Request";
-	case 401: return "Unauthorized";
-	case 403: return "Forbidden";
-	case 404: return "Not Found";
-	case 405: return "Method Not Allowed";
-	case 408: return "Request Timeout";
-	case 409: return "Conflict";
-	case 413: return "Payload Too Large";
-	case 415: return "Unsupported Media Type";
-	case 429: return "Too Many Requests";
-	case 431: return "Request Header Fields Too Large";
-	case 500: return "Internal Server Error";
-	case 502: return "Bad Gateway";
-	case 503: return "Service Unavailable";
-	case 504: return "Gateway Timeout";
-	default: return "Status";
+	case 200:
+		return "OK";
+	case 201:
+		return "Created";
+	case 204:
+		return "No Content";
+	case 400:
+		return "Bad Request";
+	case 401:
+		return "Unauthorized";
+	case 403:
+		return "Forbidden";
+	case 404:
+		return "Not Found";
+	case 405:
+		return "Method Not Allowed";
+	case 408:
+		return "Request Timeout";
+	case 409:
+		return "Conflict";
+	case 413:
+		return "Payload Too Large";
+	case 415:
+		return "Unsupported Media Type";
+	case 429:
+		return "Too Many Requests";
+	case 431:
+		return "Request Header Fields Too Large";
+	case 500:
+		return "Internal Server Error";
+	case 502:
+		return "Bad Gateway";
+	case 503:
+		return "Service Unavailable";
+	case 504:
+		return "Gateway Timeout";
+	default:
+		return "Status";
 	}
 }
 
@@ -98,7 +117,7 @@ void front_reply_errorf(struct front_conn *c, enum al_error_code code, const cha
 
 const char *front_principal_tenant(const struct front_conn *c)
 {
-	return c->operator ? NULL : c->tenant;
+	return c->operator? NULL : c->tenant;
 }
 
 /* Waits for the fd to be readable until deadline (monotonic ms): 0, or -ETIMEDOUT. */
@@ -132,7 +151,8 @@ static int head_read(struct front_conn *c)
 		}
 		if (wait_readable(c->fd, deadline) < 0) {
 			if (c->have)
-				reply_error_status(c, 408, AL_ERR_TIMEOUT, "the request head did not arrive within 10 s");
+				reply_error_status(c, 408, AL_ERR_TIMEOUT,
+				                   "the request head did not arrive within 10 s");
 			return -ETIMEDOUT;
 		}
 		ssize_t n = recv(c->fd, c->buf + c->have, sizeof(c->buf) - c->have, 0);
@@ -263,8 +283,9 @@ int front_read_json(struct front_conn *c, size_t max, const char *const *allowed
 	cleanup_json json_t *j = len ? json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr) : json_object();
 	struct al_error err = {0};
 	if (!j)
-		al_error_set(&err, AL_ERR_INVALID_ARGUMENT, EINVAL, "request body is not valid JSON: %s (line %d, column %d)",
-		             jerr.text, jerr.line, jerr.column);
+		al_error_set(&err, AL_ERR_INVALID_ARGUMENT, EINVAL,
+		             "request body is not valid JSON: %s (line %d, column %d)", jerr.text, jerr.line,
+		             jerr.column);
 	else if (!json_is_object(j))
 		al_error_set(&err, AL_ERR_INVALID_ARGUMENT, EINVAL, "request body must be a JSON object");
 	else if (allowed)

@@ -95,7 +95,8 @@ static int check_target(const char *t, size_t n, struct al_error *err)
 	for (size_t i = 0; i < n; i++) {
 		unsigned char c = (unsigned char)t[i];
 		if (c <= 0x20 || c >= 0x7f || c == '#')
-			return bad(err, "the request-target holds a control character, a space, '#' or a non-ASCII byte");
+			return bad(err,
+			           "the request-target holds a control character, a space, '#' or a non-ASCII byte");
 	}
 	return 0;
 }
@@ -159,8 +160,8 @@ static int parse_field(const char *buf, size_t off, size_t n, struct front_head 
 	}
 	if (h->n_fields >= FRONT_FIELDS_MAX)
 		return al_error_set(err, AL_ERR_TOO_LARGE, E2BIG, "more than %d header fields", FRONT_FIELDS_MAX);
-	h->fields[h->n_fields++] = (struct front_field){{(uint32_t)off, (uint32_t)nlen},
-	                                                {(uint32_t)(off + v), (uint32_t)(e - v)}};
+	h->fields[h->n_fields++] =
+	    (struct front_field){{(uint32_t)off, (uint32_t)nlen}, {(uint32_t)(off + v), (uint32_t)(e - v)}};
 	return 0;
 }
 
@@ -369,8 +370,8 @@ static bool field_dropped(const struct front_head *h, const struct front_field *
 	for (size_t i = 0; i < ARRAY_SIZE(always); i++)
 		if (name_alike(n, f->name.len, always[i]))
 			return true;
-	if (!rw->keep_credentials && (name_alike(n, f->name.len, "authorization") ||
-	                              name_alike(n, f->name.len, "x-api-key")))
+	if (!rw->keep_credentials &&
+	    (name_alike(n, f->name.len, "authorization") || name_alike(n, f->name.len, "x-api-key")))
 		return true;
 	if (rw->ws_protocol && name_alike(n, f->name.len, "sec-websocket-protocol"))
 		return true;

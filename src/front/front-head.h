@@ -55,7 +55,7 @@ struct front_head {
 	int minor_version;             /* HTTP/1.0 or HTTP/1.1 */
 	bool has_length, chunked;
 	uint64_t content_length;
-	int host;                     /* index of the Host field, -1: none */
+	int host;                      /* index of the Host field, -1: none */
 	bool conn_close, conn_upgrade; /* tokens of Connection */
 	bool upgrade;                  /* an Upgrade field and "upgrade" in Connection: a protocol switch */
 	size_t n_fields;

@@ -53,10 +53,10 @@ static int fan_out(struct front_conn *c, bool json_lines, void (*fn)(json_t *j, 
 /* ------------------------------------------------------------ sorting and merging */
 
 struct merge {
-	const char *key;       /* the answer's array member; NULL: the answer is the array */
-	const char *sort;      /* the member items are ordered by */
-	bool desc;             /* newest first */
-	const char *dedupe;    /* items with the same value of this member count once; NULL: none */
+	const char *key;    /* the answer's array member; NULL: the answer is the array */
+	const char *sort;   /* the member items are ordered by */
+	bool desc;          /* newest first */
+	const char *dedupe; /* items with the same value of this member count once; NULL: none */
 	json_t *items;
 };
 
@@ -178,12 +178,13 @@ static int cluster_events(struct front_conn *c, json_t *items, struct al_error *
 {
 	const char *params[] = {front_principal_tenant(c)};
 	cleanup_pgresult PGresult *res = NULL;
-	int r = front_pg_exec("read the cluster's events",
-	                      "SELECT json_build_object('seq', seq, 'time', to_char(at AT TIME ZONE 'UTC',"
-	                      " 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'), 'type', type, 'tenant', tenant, 'sandbox', sandbox,"
-	                      " 'node', node, 'data', data)::text FROM airlock_events"
-	                      " WHERE $1::text IS NULL OR tenant = $1 ORDER BY seq DESC LIMIT 10000",
-	                      1, params, &res, err);
+	int r =
+	    front_pg_exec("read the cluster's events",
+	                  "SELECT json_build_object('seq', seq, 'time', to_char(at AT TIME ZONE 'UTC',"
+	                  " 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'), 'type', type, 'tenant', tenant, 'sandbox', sandbox,"
+	                  " 'node', node, 'data', data)::text FROM airlock_events"
+	                  " WHERE $1::text IS NULL OR tenant = $1 ORDER BY seq DESC LIMIT 10000",
+	                  1, params, &res, err);
 	if (r < 0)
 		return r;
 	for (int i = 0; i < PQntuples(res); i++) {

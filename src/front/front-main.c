@@ -18,7 +18,7 @@
 #include "front.h"
 #include "util.h"
 
-#define FRONT_CONNS_MAX 1024  /* connections served at once, both listeners together */
+#define FRONT_CONNS_MAX 1024    /* connections served at once, both listeners together */
 #define FRONT_SEND_TIMEOUT_S 60 /* a client that reads nothing of its answer for this long is cut */
 #define FRONT_PLACE_K_DEFAULT 2
 #define FRONT_REAPER_MS_DEFAULT 1000
@@ -34,16 +34,17 @@ struct listener {
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: airlock-api --cluster-db CONNINFO --cluster-key-file PATH --listen HOST:PORT\n"
-	           "                   [--socket PATH] [--place-k N] [--reaper-interval-ms N] [--lost-grace-s N]\n"
-	           "The cluster's front (docs/cluster.md): clients talk to it as to one airlockd.\n"
-	           "  --cluster-db CONNINFO     PostgreSQL connection string (libpq), e.g. \"host=db dbname=airlock\"\n"
-	           "  --cluster-key-file PATH   the cluster key, the same file as the nodes' (%d to %d bytes)\n"
-	           "  --listen HOST:PORT        the TCP listener of clients with tokens\n"
-	           "  --socket PATH             a unix socket for the operator (mode 0660, no token)\n"
-	           "  --place-k N               best of N random nodes for a create (default %d)\n"
-	           "  --reaper-interval-ms N    how often lost nodes are looked for (default %d)\n"
-	           "  --lost-grace-s N          seconds past a node's lease before it is lost (default %d)\n",
+	fprintf(f,
+	        "usage: airlock-api --cluster-db CONNINFO --cluster-key-file PATH --listen HOST:PORT\n"
+	        "                   [--socket PATH] [--place-k N] [--reaper-interval-ms N] [--lost-grace-s N]\n"
+	        "The cluster's front (docs/cluster.md): clients talk to it as to one airlockd.\n"
+	        "  --cluster-db CONNINFO     PostgreSQL connection string (libpq), e.g. \"host=db dbname=airlock\"\n"
+	        "  --cluster-key-file PATH   the cluster key, the same file as the nodes' (%d to %d bytes)\n"
+	        "  --listen HOST:PORT        the TCP listener of clients with tokens\n"
+	        "  --socket PATH             a unix socket for the operator (mode 0660, no token)\n"
+	        "  --place-k N               best of N random nodes for a create (default %d)\n"
+	        "  --reaper-interval-ms N    how often lost nodes are looked for (default %d)\n"
+	        "  --lost-grace-s N          seconds past a node's lease before it is lost (default %d)\n",
 	        CLUSTER_KEY_MIN, CLUSTER_KEY_MAX, FRONT_PLACE_K_DEFAULT, FRONT_REAPER_MS_DEFAULT,
 	        FRONT_LOST_GRACE_DEFAULT);
 }
@@ -85,12 +86,15 @@ static void key_load(const char *path)
 
 static void opts_parse(int argc, char **argv)
 {
-	static const struct option opts[] = {
-	    {"cluster-db", required_argument, NULL, 'd'},      {"cluster-key-file", required_argument, NULL, 'k'},
-	    {"listen", required_argument, NULL, 'l'},          {"socket", required_argument, NULL, 's'},
-	    {"place-k", required_argument, NULL, 'K'},         {"reaper-interval-ms", required_argument, NULL, 'r'},
-	    {"lost-grace-s", required_argument, NULL, 'g'},    {"help", no_argument, NULL, 'h'},
-	    {NULL, 0, NULL, 0}};
+	static const struct option opts[] = {{"cluster-db", required_argument, NULL, 'd'},
+	                                     {"cluster-key-file", required_argument, NULL, 'k'},
+	                                     {"listen", required_argument, NULL, 'l'},
+	                                     {"socket", required_argument, NULL, 's'},
+	                                     {"place-k", required_argument, NULL, 'K'},
+	                                     {"reaper-interval-ms", required_argument, NULL, 'r'},
+	                                     {"lost-grace-s", required_argument, NULL, 'g'},
+	                                     {"help", no_argument, NULL, 'h'},
+	                                     {NULL, 0, NULL, 0}};
 	const char *key = NULL;
 	front_cfg = (struct front_config){.place_k = FRONT_PLACE_K_DEFAULT,
 	                                  .reaper_interval_ms = FRONT_REAPER_MS_DEFAULT,
@@ -98,15 +102,33 @@ static void opts_parse(int argc, char **argv)
 	int c;
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
-		case 'd': front_cfg.conninfo = optarg; break;
-		case 'k': key = optarg; break;
-		case 'l': front_cfg.listen = optarg; break;
-		case 's': front_cfg.socket_path = optarg; break;
-		case 'K': front_cfg.place_k = opt_uint(optarg, "--place-k", 1, FRONT_NODES_MAX); break;
-		case 'r': front_cfg.reaper_interval_ms = opt_uint(optarg, "--reaper-interval-ms", 10, 3600000); break;
-		case 'g': front_cfg.lost_grace_s = opt_uint(optarg, "--lost-grace-s", 0, 86400); break;
-		case 'h': usage(stdout); exit(0);
-		default: usage(stderr); exit(2);
+		case 'd':
+			front_cfg.conninfo = optarg;
+			break;
+		case 'k':
+			key = optarg;
+			break;
+		case 'l':
+			front_cfg.listen = optarg;
+			break;
+		case 's':
+			front_cfg.socket_path = optarg;
+			break;
+		case 'K':
+			front_cfg.place_k = opt_uint(optarg, "--place-k", 1, FRONT_NODES_MAX);
+			break;
+		case 'r':
+			front_cfg.reaper_interval_ms = opt_uint(optarg, "--reaper-interval-ms", 10, 3600000);
+			break;
+		case 'g':
+			front_cfg.lost_grace_s = opt_uint(optarg, "--lost-grace-s", 0, 86400);
+			break;
+		case 'h':
+			usage(stdout);
+			exit(0);
+		default:
+			usage(stderr);
+			exit(2);
 		}
 	}
 	if (optind < argc)
@@ -196,10 +218,11 @@ static void conn_start(int fd, bool operator)
 	if (atomic_fetch_add(&conns_active, 1) >= FRONT_CONNS_MAX) {
 		atomic_fetch_sub(&conns_active, 1);
 		char busy[512];
-		int n = snprintf(busy, sizeof(busy),
-		                 "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nContent-Length: "
-		                 "%zu\r\nConnection: close\r\nRetry-After: 1\r\n\r\n%s",
-		                 sizeof(busy_body) - 1, busy_body);
+		int n =
+		    snprintf(busy, sizeof(busy),
+		             "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nContent-Length: "
+		             "%zu\r\nConnection: close\r\nRetry-After: 1\r\n\r\n%s",
+		             sizeof(busy_body) - 1, busy_body);
 		send(fd, busy, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL);
 		close(fd);
 		return;
@@ -210,7 +233,7 @@ static void conn_start(int fd, bool operator)
 	setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
 	struct front_conn *c = xcalloc(1, sizeof(*c));
 	c->fd = fd;
-	c->operator = operator;
+	c->operator= operator;
 	peer_describe(fd, c->remote, sizeof(c->remote));
 	pthread_attr_t attr;
 	pthread_attr_init(&attr);
@@ -248,7 +271,7 @@ int main(int argc, char **argv)
 	tcp = (struct listener){.fd = listen_tcp(front_cfg.listen)};
 	pthread_t t;
 	if (front_cfg.socket_path) {
-		unix_l = (struct listener){.fd = listen_unix(front_cfg.socket_path), .operator = true};
+		unix_l = (struct listener){.fd = listen_unix(front_cfg.socket_path), .operator= true };
 		if (pthread_create(&t, NULL, accept_main, &unix_l) != 0)
 			die("cannot start a thread");
 	}

@@ -14,7 +14,7 @@
 #include "util.h"
 
 #define NODE_HOST_MAX 200
-#define NODE_STATUS_LINE 12     /* "HTTP/1.1 200" */
+#define NODE_STATUS_LINE 12       /* "HTTP/1.1 200" */
 #define NODE_HEAD_MAX (64 * 1024) /* a node's answer head, for the front's own calls */
 
 void front_delegation(const char *tenant, char principal[CLUSTER_PRINCIPAL_MAX + 1],
@@ -147,7 +147,7 @@ static int forward_send(struct front_conn *c, const struct front_forward *f, int
 	char principal[CLUSTER_PRINCIPAL_MAX + 1], auth[FRONT_DELEGATION_AUTH_MAX];
 	struct front_rewrite rw = {
 	    .target = f->target,
-	    .forwarded_for = c->operator ? NULL : c->remote,
+	    .forwarded_for = c->operator? NULL : c->remote,
 	    .ws_protocol = f->ws_protocol,
 	    .keep_credentials = !f->delegate,
 	};

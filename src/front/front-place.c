@@ -24,8 +24,7 @@ static int node_cmp(const void *a, const void *b)
 	return x->sandboxes < y->sandboxes ? -1 : x->sandboxes > y->sandboxes;
 }
 
-int front_place_candidates(const struct front_place *p, struct front_node **ret, size_t *ret_n,
-                           struct al_error *err)
+int front_place_candidates(const struct front_place *p, struct front_node **ret, size_t *ret_n, struct al_error *err)
 {
 	const char *params[] = {p->template_name};
 	cleanup_pgresult PGresult *res = NULL;
@@ -61,21 +60,24 @@ static int quota_check(const char *tenant, const struct front_place *p, struct a
 	if (r < 0 || (r = front_tenant_usage(tenant, &u, err)) < 0)
 		return r;
 	if (q[0] && u.sandboxes + 1 > q[0])
-		return al_error_set(err, AL_ERR_QUOTA, EDQUOT,
-		                    "tenant %s may run at most %lld sandboxes and has %lld; delete one or raise the quota "
-		                    "with PUT /v1/tenants/%s",
-		                    tenant, q[0], u.sandboxes, tenant);
+		return al_error_set(
+		    err, AL_ERR_QUOTA, EDQUOT,
+		    "tenant %s may run at most %lld sandboxes and has %lld; delete one or raise the quota "
+		    "with PUT /v1/tenants/%s",
+		    tenant, q[0], u.sandboxes, tenant);
 	if (q[1] && u.vcpus + p->vcpus > q[1])
-		return al_error_set(err, AL_ERR_QUOTA, EDQUOT,
-		                    "tenant %s may use at most %lld vCPUs and uses %lld, so %lld more do not fit; delete a "
-		                    "sandbox, ask for fewer vCPUs or raise the quota with PUT /v1/tenants/%s",
-		                    tenant, q[1], u.vcpus, p->vcpus, tenant);
+		return al_error_set(
+		    err, AL_ERR_QUOTA, EDQUOT,
+		    "tenant %s may use at most %lld vCPUs and uses %lld, so %lld more do not fit; delete a "
+		    "sandbox, ask for fewer vCPUs or raise the quota with PUT /v1/tenants/%s",
+		    tenant, q[1], u.vcpus, p->vcpus, tenant);
 	if (q[2] && u.memory_mib + p->memory_mib > q[2])
-		return al_error_set(err, AL_ERR_QUOTA, EDQUOT,
-		                    "tenant %s may use at most %lld MiB of memory and uses %lld MiB, so %lld MiB more do "
-		                    "not fit; delete a sandbox, ask for less memory or raise the quota with PUT "
-		                    "/v1/tenants/%s",
-		                    tenant, q[2], u.memory_mib, p->memory_mib, tenant);
+		return al_error_set(
+		    err, AL_ERR_QUOTA, EDQUOT,
+		    "tenant %s may use at most %lld MiB of memory and uses %lld MiB, so %lld MiB more do "
+		    "not fit; delete a sandbox, ask for less memory or raise the quota with PUT "
+		    "/v1/tenants/%s",
+		    tenant, q[2], u.memory_mib, p->memory_mib, tenant);
 	return 0;
 }
 

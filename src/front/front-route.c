@@ -69,8 +69,8 @@ static void h_not_clustered(struct front_conn *c, const char *p)
 {
 	(void)p;
 	front_reply_errorf(c, AL_ERR_INVALID_ARGUMENT,
-	                   "%s %s is not available in cluster mode yet (docs/cluster.md): use a node's own API", c->method,
-	                   c->path);
+	                   "%s %s is not available in cluster mode yet (docs/cluster.md): use a node's own API",
+	                   c->method, c->path);
 }
 
 static const struct front_route routes[] = {
@@ -211,7 +211,8 @@ static void dispatch(struct front_conn *c)
 		return;
 	}
 	if (o)
-		front_reply_errorf(c, AL_ERR_METHOD, "%s is not allowed on %s (allowed: %s)", c->method, c->path, allowed);
+		front_reply_errorf(c, AL_ERR_METHOD, "%s is not allowed on %s (allowed: %s)", c->method, c->path,
+		                   allowed);
 	else
 		front_reply_errorf(c, AL_ERR_NOT_FOUND, "no such endpoint: %s %.200s (see docs/api.md)", c->method,
 		                   c->path);
@@ -231,7 +232,7 @@ void front_route(struct front_conn *c)
 		envd_request(c);
 		return;
 	}
-	if (!c->operator && front_authenticate(c) < 0)
+	if (!c->operator&& front_authenticate(c) < 0)
 		return;
 	dispatch(c);
 }

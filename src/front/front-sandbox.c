@@ -59,14 +59,16 @@ static int row_read(const char *id, struct sandbox_row *ret, struct al_error *er
 
 static void forward_to(struct front_conn *c, const char *url, const char *node, const char *id, bool delegate)
 {
-	struct front_forward f = {.url = url, .delegate = delegate, .ws_protocol = c->ws_rewrite ? c->ws_protocol : NULL};
+	struct front_forward f = {
+	    .url = url, .delegate = delegate, .ws_protocol = c->ws_rewrite ? c->ws_protocol : NULL};
 	if (url[0] && front_forward(c, &f) == 0)
 		return;
 	if (id)
-		front_reply_errorf(c, AL_ERR_UNAVAILABLE,
-		                   "node %s, which holds sandbox %s, cannot be reached; if it is lost its sandboxes are "
-		                   "recovered on other nodes shortly: retry",
-		                   node, id);
+		front_reply_errorf(
+		    c, AL_ERR_UNAVAILABLE,
+		    "node %s, which holds sandbox %s, cannot be reached; if it is lost its sandboxes are "
+		    "recovered on other nodes shortly: retry",
+		    node, id);
 	else
 		front_reply_errorf(c, AL_ERR_UNAVAILABLE, "node %s cannot be reached: retry", node);
 }
@@ -98,7 +100,8 @@ static bool is_resume(const struct front_conn *c, const char *rest)
  * answered (native: the adopt's answer) or forwarded to that node (E2B). */
 static void resume_adopt(struct front_conn *c, const char *id, const struct sandbox_row *row)
 {
-	struct front_place p = {.template_name = row->template_name, .vcpus = row->vcpus, .memory_mib = row->memory_mib};
+	struct front_place p = {
+	    .template_name = row->template_name, .vcpus = row->vcpus, .memory_mib = row->memory_mib};
 	char url[CLUSTER_NODE_URL_MAX + 1], node[CLUSTER_NODE_NAME_MAX + 1];
 	struct front_answer a = {0};
 	struct al_error err = {0};
@@ -177,7 +180,7 @@ void front_sandbox_request(struct front_conn *c, const char *id)
 	struct sandbox_row row __attribute__((cleanup(sandbox_row_release))) = {0};
 	int r = front_sandbox_id_valid(id, strlen(id)) ? row_read(id, &row, &err) : -ENOENT;
 	/* SECURITY: another tenant's sandbox is answered as one that does not exist. */
-	if (r == -ENOENT || (r == 0 && !c->operator && strcmp(row.tenant, c->tenant))) {
+	if (r == -ENOENT || (r == 0 && !c->operator&& strcmp(row.tenant, c->tenant))) {
 		front_reply_errorf(c, AL_ERR_NOT_FOUND, "no sandbox with id \"%.64s\"", id);
 		return;
 	}
@@ -242,5 +245,5 @@ void front_any_node_request(struct front_conn *c)
 		return;
 	}
 	size_t pick = (size_t)(now_ms_monotonic() % n);
-	forward_to(c, v[pick].url, v[pick].name, NULL, c->operator || c->tenant[0]);
+	forward_to(c, v[pick].url, v[pick].name, NULL, c->operator|| c->tenant[0]);
 }

@@ -147,12 +147,12 @@ int front_node_connect(const char *url, int *ret_fd);
 
 struct front_forward {
 	const char *url;
-	const char *target;    /* NULL: the client's */
-	const char *body;      /* a body the front read (creates): sent after the head */
+	const char *target; /* NULL: the client's */
+	const char *body;   /* a body the front read (creates): sent after the head */
 	size_t body_len;
-	bool delegate;         /* add the delegation (else the client's credentials pass) */
+	bool delegate;           /* add the delegation (else the client's credentials pass) */
 	const char *ws_protocol; /* see front_rewrite */
-	bool retry_503;        /* a 503 (or no node) is returned as 1, nothing sent to the client */
+	bool retry_503;          /* a 503 (or no node) is returned as 1, nothing sent to the client */
 };
 /* Sends the client's request to a node and relays the answer (and, for a
  * protocol switch or a body still coming, both ways) until the node closes.
@@ -201,8 +201,7 @@ struct front_place {
 	long long vcpus, memory_mib;
 };
 /* Candidates for a sandbox of p: best-of-K first, then the rest, best first. */
-int front_place_candidates(const struct front_place *p, struct front_node **ret, size_t *ret_n,
-                           struct al_error *err);
+int front_place_candidates(const struct front_place *p, struct front_node **ret, size_t *ret_n, struct al_error *err);
 /* Adopts sandbox id (its row: node NULL, a snapshot) on one of the
  * candidates for p: 0 with the node's url and answer; -EBUSY when another
  * took it (409), -EAGAIN when no node could (err says why). */

@@ -78,19 +78,19 @@ static void test_refused(void **state)
 {
 	(void)state;
 	static const char *const bad[] = {
-	    "GET / HTTP/1.1\nHost: x\r\n\r\n",                                      /* bare LF */
-	    "GET / HTTP/1.1\r\nHost: x\rY: z\r\n\r\n",                              /* bare CR */
-	    "GET / HTTP/1.1\r\nHost: x\r\n folded\r\n\r\n",                         /* obs-fold */
-	    "GET / HTTP/1.1\r\nHost : x\r\n\r\n",                                   /* space before colon */
-	    "GET / HTTP/1.1\r\nHo(st: x\r\n\r\n",                                   /* not a token */
-	    "GET / HTTP/1.1\r\nHost: x\r\nX: a\x01z\r\n\r\n",                       /* control in a value */
-	    "GET / HTTP/1.1\r\nHost: x\r\nContent-Length: +5\r\n\r\n",              /* not plain digits */
+	    "GET / HTTP/1.1\nHost: x\r\n\r\n",                         /* bare LF */
+	    "GET / HTTP/1.1\r\nHost: x\rY: z\r\n\r\n",                 /* bare CR */
+	    "GET / HTTP/1.1\r\nHost: x\r\n folded\r\n\r\n",            /* obs-fold */
+	    "GET / HTTP/1.1\r\nHost : x\r\n\r\n",                      /* space before colon */
+	    "GET / HTTP/1.1\r\nHo(st: x\r\n\r\n",                      /* not a token */
+	    "GET / HTTP/1.1\r\nHost: x\r\nX: a\x01z\r\n\r\n",          /* control in a value */
+	    "GET / HTTP/1.1\r\nHost: x\r\nContent-Length: +5\r\n\r\n", /* not plain digits */
 	    "GET / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nContent-Length: 5\r\n\r\n",
 	    "GET / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip, chunked\r\n\r\n",
 	    "GET / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nContent-Length: 1\r\n\r\n",
 	    "GET / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n",
 	    "GET / HTTP/1.1\r\nHost: x\r\nHost: y\r\n\r\n",
-	    "GET / HTTP/1.1\r\n\r\n",                  /* no Host */
+	    "GET / HTTP/1.1\r\n\r\n",                    /* no Host */
 	    "GET http://x/ HTTP/1.1\r\nHost: x\r\n\r\n", /* absolute-form */
 	    "GET /a#b HTTP/1.1\r\nHost: x\r\n\r\n",
 	    "GET /a b HTTP/1.1\r\nHost: x\r\n\r\n",
@@ -131,9 +131,8 @@ static void test_rewrite(void **state)
 	          "X-Airlock-Principal: operator;exp=9\r\nX_Airlock_Principal: operator\r\nX-Api-Key: alk_k\r\n"
 	          "Connection: keep-alive\r\nKeep-Alive: 5\r\nX-Forwarded-For: 6.6.6.6\r\nContent-Length: 2\r\n"
 	          "Upgrade: h2c\r\nUser-Agent: t\r\n\r\n");
-	struct front_rewrite rw = {.principal = "tenant:a;exp=1",
-	                           .authorization = "Bearer acl_mac",
-	                           .forwarded_for = "10.0.0.1"};
+	struct front_rewrite rw = {
+	    .principal = "tenant:a;exp=1", .authorization = "Bearer acl_mac", .forwarded_for = "10.0.0.1"};
 	char out[FRONT_OUT_MAX];
 	size_t n = 0;
 	assert_int_equal(front_head_rewrite(&head, &rw, out, sizeof(out), &n), 0);
@@ -143,8 +142,9 @@ static void test_rewrite(void **state)
 	                         "X-Forwarded-For: 10.0.0.1\r\nConnection: close\r\n\r\n");
 	assert_int_equal(front_head_rewrite(&head, &rw, out, 40, &n), -E2BIG);
 	/* ports and envd: the client's credentials pass; a switch keeps Upgrade */
-	assert_ok("GET /x HTTP/1.1\r\nHost: 8000-sb-0123456789abcdef.example\r\nAuthorization: Bearer alk_t\r\n"
-	          "Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Protocol: airlock.bearer.alk_t, x\r\n\r\n");
+	assert_ok(
+	    "GET /x HTTP/1.1\r\nHost: 8000-sb-0123456789abcdef.example\r\nAuthorization: Bearer alk_t\r\n"
+	    "Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Protocol: airlock.bearer.alk_t, x\r\n\r\n");
 	struct front_rewrite keep = {.keep_credentials = true, .ws_protocol = "x", .target = "/y"};
 	assert_int_equal(front_head_rewrite(&head, &keep, out, sizeof(out), &n), 0);
 	out[n] = '\0';
@@ -182,8 +182,8 @@ static void test_proxy_host(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_simple),   cmocka_unit_test(test_framing),  cmocka_unit_test(test_refused),
-	    cmocka_unit_test(test_limits),   cmocka_unit_test(test_rewrite),  cmocka_unit_test(test_proxy_host),
+	    cmocka_unit_test(test_simple), cmocka_unit_test(test_framing), cmocka_unit_test(test_refused),
+	    cmocka_unit_test(test_limits), cmocka_unit_test(test_rewrite), cmocka_unit_test(test_proxy_host),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
