@@ -8,6 +8,7 @@
 #include <arpa/inet.h>
 #include <getopt.h>
 #include <netdb.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -18,8 +19,10 @@
 #include "front.h"
 #include "util.h"
 
-#define FRONT_CONNS_MAX 1024    /* connections served at once, both listeners together */
-#define FRONT_SEND_TIMEOUT_S 60 /* a client that reads nothing of its answer for this long is cut */
+#define FRONT_CONNS_MAX 1024             /* connections served at once, both listeners together */
+#define FRONT_SEND_TIMEOUT_S 60          /* a client that reads nothing of its answer for this long is cut */
+#define FRONT_LINGER_MS 1000             /* a lingering close waits at most this */
+#define FRONT_LINGER_BYTES (1024 * 1024) /* and reads at most this */
 #define FRONT_PLACE_K_DEFAULT 2
 #define FRONT_REAPER_MS_DEFAULT 1000
 #define FRONT_LOST_GRACE_DEFAULT 2
@@ -201,10 +204,31 @@ static void peer_describe(int fd, char *out, size_t size)
 		inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&ss)->sin6_addr, out, (socklen_t)size);
 }
 
+/* A lingering close: what the client still sends (a refused request's
+ * head or body) is read and dropped for a moment, so that closing with
+ * unread bytes does not reset the connection before it read the answer. */
+static void conn_linger(int fd)
+{
+	char buf[4096];
+	uint64_t deadline = now_ms_monotonic() + FRONT_LINGER_MS;
+	shutdown(fd, SHUT_WR);
+	for (size_t total = 0; total < FRONT_LINGER_BYTES;) {
+		uint64_t now = now_ms_monotonic();
+		struct pollfd p = {.fd = fd, .events = POLLIN};
+		if (now >= deadline || poll(&p, 1, (int)(deadline - now)) <= 0)
+			return;
+		ssize_t n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+		if (n <= 0)
+			return;
+		total += (size_t)n;
+	}
+}
+
 static void *conn_main(void *arg)
 {
 	struct front_conn *c = arg;
 	front_conn_serve(c);
+	conn_linger(c->fd);
 	close(c->fd);
 	free(c);
 	atomic_fetch_sub(&conns_active, 1);
