@@ -201,6 +201,16 @@ void front_conn_serve(struct front_conn *c)
 	front_route(c);
 }
 
+/* A client that sent "Expect: 100-continue" waits for this before its body. */
+static void expect_continue(struct front_conn *c, bool body_missing)
+{
+	static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
+	char v[32];
+	if (body_missing && c->head.minor_version == 1 && front_head_value(&c->head, "Expect", v, sizeof(v)) == 1 &&
+	    !strcasecmp(v, "100-continue"))
+		write_full(c->fd, cont, sizeof(cont) - 1);
+}
+
 int front_read_body(struct front_conn *c, size_t max, char **ret, size_t *ret_len)
 {
 	const struct front_head *h = &c->head;
@@ -220,6 +230,7 @@ int front_read_body(struct front_conn *c, size_t max, char **ret, size_t *ret_le
 	cleanup_free char *body = xmalloc((size_t)len + 1);
 	size_t have = MIN(c->have - h->len, (size_t)len);
 	memcpy(body, c->buf + h->len, have);
+	expect_continue(c, have < len);
 	while (have < len) {
 		if (wait_readable(c->fd, now_ms_monotonic() + FRONT_BODY_TIMEOUT_MS) < 0) {
 			reply_error_status(c, 408, AL_ERR_TIMEOUT, "the request body stalled for 30 s");

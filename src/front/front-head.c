@@ -375,6 +375,8 @@ static bool field_dropped(const struct front_head *h, const struct front_field *
 		return true;
 	if (rw->ws_protocol && name_alike(n, f->name.len, "sec-websocket-protocol"))
 		return true;
+	if (rw->drop_expect && name_alike(n, f->name.len, "expect"))
+		return true;
 	return !h->upgrade && name_alike(n, f->name.len, "upgrade");
 }
 

@@ -94,12 +94,14 @@ struct front_rewrite {
 	const char *target;        /* the request-target to send; NULL: the client's */
 	const char *ws_protocol;   /* Sec-WebSocket-Protocol to send instead; NULL: the client's, "": none */
 	bool keep_credentials;     /* keep the client's Authorization and X-API-KEY (port proxy, envd) */
+	bool drop_expect;          /* the front read the body already: no Expect: 100-continue */
 };
 
 /* Writes the head for the node: the request line (with rw->target), every
  * field of the client's but Authorization and X-API-KEY (unless
  * keep_credentials), X-Airlock-Principal, X-Forwarded-For, Connection,
- * Keep-Alive, Proxy-Connection and, but for a protocol switch, Upgrade (each
+ * Keep-Alive, Proxy-Connection, Expect (with drop_expect) and, but for a
+ * protocol switch, Upgrade (each
  * under '_' spellings too); then rw's fields and "Connection: close" (a
  * switch: "Connection: Upgrade"). -E2BIG when it does not fit in size. */
 int front_head_rewrite(const struct front_head *h, const struct front_rewrite *rw, char *out, size_t size,

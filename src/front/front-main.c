@@ -21,6 +21,7 @@
 
 #define FRONT_CONNS_MAX 1024             /* connections served at once, both listeners together */
 #define FRONT_SEND_TIMEOUT_S 60          /* a client that reads nothing of its answer for this long is cut */
+#define FRONT_THREAD_STACK (512 * 1024)  /* a connection's thread: 1024 of them stay small */
 #define FRONT_LINGER_MS 1000             /* a lingering close waits at most this */
 #define FRONT_LINGER_BYTES (1024 * 1024) /* and reads at most this */
 #define FRONT_PLACE_K_DEFAULT 2
@@ -262,6 +263,7 @@ static void conn_start(int fd, bool operator)
 	pthread_attr_t attr;
 	pthread_attr_init(&attr);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	pthread_attr_setstacksize(&attr, FRONT_THREAD_STACK);
 	pthread_t t;
 	if (pthread_create(&t, &attr, conn_main, c) != 0) {
 		close(fd);

@@ -150,6 +150,7 @@ static int forward_send(struct front_conn *c, const struct front_forward *f, int
 	    .forwarded_for = c->operator? NULL : c->remote,
 	    .ws_protocol = f->ws_protocol,
 	    .keep_credentials = !f->delegate,
+	    .drop_expect = f->body != NULL,
 	};
 	if (f->delegate) {
 		front_delegation(front_principal_tenant(c), principal, auth);
