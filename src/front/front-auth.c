@@ -17,6 +17,7 @@
 #define TOKEN_BODY_MAX 4096 /* POST /v1/tokens, PUT /v1/tenants/{name} */
 #define QUOTA_MAX 1000000
 #define WS_BEARER "airlock.bearer."
+#define WS_ROUTE_SUFFIX "/attach" /* GET /v1/sandboxes/{id}/processes/{pid}/attach */
 #define TIME_SQL(col) "to_char(" col " AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')"
 
 bool front_tenant_name_valid(const char *s)
@@ -67,8 +68,12 @@ static int token_lookup(const char *token, char ret_tenant[FRONT_TENANT_MAX + 1]
  * for the node. 1 when there is one. */
 static int ws_bearer_take(struct front_conn *c, char *token, size_t size)
 {
-	char list[FRONT_WS_PROTOCOLS_MAX];
-	if (!c->head.upgrade || front_head_value(&c->head, "Sec-WebSocket-Protocol", list, sizeof(list)) != 1)
+	char list[FRONT_WS_PROTOCOLS_MAX], upgrade[16];
+	size_t pl = strlen(c->path), al = strlen(WS_ROUTE_SUFFIX);
+	/* as airlockd: only the PTY attach, a GET WebSocket handshake */
+	if (!c->head.upgrade || strcmp(c->method, "GET") || pl < al || strcmp(c->path + pl - al, WS_ROUTE_SUFFIX) ||
+	    front_head_value(&c->head, "Upgrade", upgrade, sizeof(upgrade)) != 1 || strcasecmp(upgrade, "websocket") ||
+	    front_head_value(&c->head, "Sec-WebSocket-Protocol", list, sizeof(list)) != 1)
 		return 0;
 	int found = 0;
 	size_t o = 0;

@@ -60,6 +60,11 @@ struct merge {
 	json_t *items;
 };
 
+static void merge_release(struct merge *m)
+{
+	json_decref(m->items);
+}
+
 static void merge_add(json_t *j, void *ctx)
 {
 	cleanup_json json_t *answer = j;
@@ -135,12 +140,11 @@ static int offline_rows(struct front_conn *c, bool e2b, json_t *items, struct al
 
 void front_list_sandboxes(struct front_conn *c, bool e2b)
 {
-	struct merge m = {.key = e2b ? NULL : "sandboxes",
-	                  .sort = e2b ? "startedAt" : "created_at",
-	                  .desc = !strstr(c->query, "order=asc"),
-	                  .dedupe = e2b ? "sandboxID" : "id",
-	                  .items = json_array()};
-	cleanup_json json_t *items = m.items;
+	struct merge m __attribute__((cleanup(merge_release))) = {.key = e2b ? NULL : "sandboxes",
+	                                                          .sort = e2b ? "startedAt" : "created_at",
+	                                                          .desc = !strstr(c->query, "order=asc"),
+	                                                          .dedupe = e2b ? "sandboxID" : "id",
+	                                                          .items = json_array()};
 	if (fan_out(c, false, merge_add, &m))
 		return;
 	struct al_error err = {0};
@@ -154,12 +158,11 @@ void front_list_sandboxes(struct front_conn *c, bool e2b)
 
 void front_list_merged(struct front_conn *c, const char *key, const char *dedupe_field)
 {
-	struct merge m = {.key = key,
-	                  .sort = dedupe_field ? dedupe_field : "created_at",
-	                  .desc = !dedupe_field,
-	                  .dedupe = dedupe_field,
-	                  .items = json_array()};
-	cleanup_json json_t *items = m.items;
+	struct merge m __attribute__((cleanup(merge_release))) = {.key = key,
+	                                                          .sort = dedupe_field ? dedupe_field : "created_at",
+	                                                          .desc = !dedupe_field,
+	                                                          .dedupe = dedupe_field,
+	                                                          .items = json_array()};
 	if (fan_out(c, false, merge_add, &m))
 		return;
 	front_reply_json(c, 200, json_pack("{s:o}", key, merge_finish(&m)));
@@ -220,8 +223,7 @@ void front_list_events(struct front_conn *c)
 		                   "poll with since=, or follow one node's events on the node itself");
 		return;
 	}
-	struct merge m = {.sort = "time", .items = json_array()};
-	cleanup_json json_t *items = m.items;
+	struct merge m __attribute__((cleanup(merge_release))) = {.sort = "time", .items = json_array()};
 	if (fan_out(c, true, event_add, m.items))
 		return;
 	struct al_error err = {0};
