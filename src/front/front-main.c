@@ -43,7 +43,8 @@ static void usage(FILE *f)
 	        "                   [--socket PATH] [--place-k N] [--reaper-interval-ms N] [--lost-grace-s N]\n"
 	        "The cluster's front (docs/cluster.md): clients talk to it as to one airlockd.\n"
 	        "  --cluster-db CONNINFO     PostgreSQL connection string (libpq), e.g. \"host=db dbname=airlock\"\n"
-	        "  --cluster-key-file PATH   the cluster key, the same file as the nodes' (%d to %d bytes)\n"
+	        "  --cluster-key-file PATH   the cluster key, the same bytes as the nodes' (%d to %d bytes,\n"
+	        "                            a regular file others cannot read)\n"
 	        "  --listen HOST:PORT        the TCP listener of clients with tokens\n"
 	        "  --socket PATH             a unix socket for the operator (mode 0660, no token)\n"
 	        "  --place-k N               best of N random nodes for a create (default %d)\n"
@@ -75,17 +76,9 @@ static unsigned opt_uint(const char *s, const char *flag, long min, long max)
 
 static void key_load(const char *path)
 {
-	cleanup_free char *buf = NULL;
-	size_t len = 0;
-	int r = read_file_limited(path, CLUSTER_KEY_MAX, &buf, &len);
-	if (r < 0)
-		die("cannot read the cluster key %s: %s", path, strerror(-r));
-	if (len < CLUSTER_KEY_MIN)
-		die("the cluster key %s has %zu bytes; it needs at least %d (e.g. head -c 32 /dev/urandom)", path, len,
-		    CLUSTER_KEY_MIN);
-	memcpy(front_cfg.key, buf, len);
-	front_cfg.key_len = len;
-	explicit_bzero(buf, len);
+	char msg[512];
+	if (cluster_key_load(path, &front_cfg.key, msg, sizeof(msg)) < 0)
+		die("%s", msg);
 }
 
 static void opts_parse(int argc, char **argv)

@@ -4,8 +4,6 @@
  * probes, adopt) read whole. */
 #include <fcntl.h>
 #include <netdb.h>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
 #include <poll.h>
 #include <sys/socket.h>
 
@@ -25,18 +23,10 @@ void front_delegation(const char *tenant, char principal[CLUSTER_PRINCIPAL_MAX +
 		snprintf(principal, CLUSTER_PRINCIPAL_MAX + 1, "tenant:%s;exp=%lld", tenant, exp);
 	else
 		snprintf(principal, CLUSTER_PRINCIPAL_MAX + 1, "operator;exp=%lld", exp);
-	char msg[sizeof(CLUSTER_HMAC_LABEL) + CLUSTER_PRINCIPAL_MAX + 1];
-	int n = snprintf(msg, sizeof(msg), "%s%s", CLUSTER_HMAC_LABEL, principal);
-	uint8_t mac[EVP_MAX_MD_SIZE];
-	unsigned mac_len = 0;
-	if (!HMAC(EVP_sha256(), front_cfg.key, (int)front_cfg.key_len, (const uint8_t *)msg, (size_t)n, mac, &mac_len))
-		abort(); /* libcrypto cannot MAC: nothing sensible to do */
-	size_t b64_len = 0;
-	cleanup_free char *b64 = base64_encode(mac, mac_len, &b64_len);
-	size_t o = (size_t)snprintf(authorization, FRONT_DELEGATION_AUTH_MAX, "Bearer %s", CLUSTER_TOKEN_PREFIX);
-	for (size_t i = 0; i < b64_len && b64[i] != '=' && o + 1 < FRONT_DELEGATION_AUTH_MAX; i++)
-		authorization[o++] = b64[i] == '+' ? '-' : b64[i] == '/' ? '_' : b64[i];
-	authorization[o] = '\0';
+	char token[CLUSTER_TOKEN_LEN + 1];
+	cluster_delegation_sign(&front_cfg.key, principal, token);
+	snprintf(authorization, FRONT_DELEGATION_AUTH_MAX, "Bearer %s", token);
+	explicit_bzero(token, sizeof(token));
 }
 
 /* "http://HOST:PORT" (HOST may be [v6]) into its parts. */

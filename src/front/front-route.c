@@ -185,7 +185,7 @@ static void envd_request(struct front_conn *c)
 		                   "http://HOST:PORT/e2b/envd");
 		return;
 	}
-	front_proxy_request(c, id);
+	front_envd_request(c, id);
 }
 
 static void dispatch(struct front_conn *c)

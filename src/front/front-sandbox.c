@@ -13,6 +13,7 @@ struct sandbox_row {
 	bool on_node;
 	char node[CLUSTER_NODE_NAME_MAX + 1];
 	char url[CLUSTER_NODE_URL_MAX + 1];
+	char proxy_url[CLUSTER_NODE_URL_MAX + 1]; /* its ports proxy; "" without one */
 	char tenant[FRONT_TENANT_MAX + 1];
 	char state[STATE_MAX + 1];
 	char template_name[64];
@@ -34,7 +35,7 @@ static int row_read(const char *id, struct sandbox_row *ret, struct al_error *er
 	cleanup_pgresult PGresult *res = NULL;
 	int r = front_pg_exec("read a sandbox's row",
 	                      "SELECT s.node, s.tenant, s.state, s.record, s.snapshot IS NOT NULL, s.template, s.vcpus,"
-	                      " s.memory_mib, coalesce(n.url, '') FROM airlock_sandboxes s"
+	                      " s.memory_mib, coalesce(n.url, ''), coalesce(n.proxy_url, '') FROM airlock_sandboxes s"
 	                      " LEFT JOIN airlock_nodes n ON n.name = s.node WHERE s.id = $1",
 	                      1, params, &res, err);
 	if (r < 0)
@@ -51,6 +52,7 @@ static int row_read(const char *id, struct sandbox_row *ret, struct al_error *er
 	row.vcpus = strtoll(PQgetvalue(res, 0, 6), NULL, 10);
 	row.memory_mib = strtoll(PQgetvalue(res, 0, 7), NULL, 10);
 	strlcpy_al(row.url, PQgetvalue(res, 0, 8), sizeof(row.url));
+	strlcpy_al(row.proxy_url, PQgetvalue(res, 0, 9), sizeof(row.proxy_url));
 	if (!row.record)
 		row.record = json_object();
 	*ret = row;
@@ -196,8 +198,24 @@ void front_sandbox_request(struct front_conn *c, const char *id)
 	offline_request(c, id, rest, &row);
 }
 
-/* Ports and envd: the node checks the credential the request carries. */
-void front_proxy_request(struct front_conn *c, const char *id)
+/* Adopts a sandbox on no node whose auto_resume is on (traffic to its ports
+ * resumes it); the row read again afterwards. */
+static void auto_resume(const char *id, struct sandbox_row *row)
+{
+	struct al_error err = {0};
+	struct front_place p = {row->template_name, row->vcpus, row->memory_mib};
+	struct front_answer a = {0};
+	char url[CLUSTER_NODE_URL_MAX + 1], node[CLUSTER_NODE_NAME_MAX + 1];
+	front_adopt(id, &p, url, node, &a, &err);
+	front_answer_release(&a);
+	sandbox_row_release(row);
+	if (row_read(id, row, &err) < 0)
+		row->on_node = false;
+}
+
+/* Ports (the node's ports proxy) and envd (its API): the node checks the
+ * credential the request carries. */
+static void passthrough_request(struct front_conn *c, const char *id, bool ports)
 {
 	struct al_error err = {0};
 	struct sandbox_row row __attribute__((cleanup(sandbox_row_release))) = {0};
@@ -210,25 +228,30 @@ void front_proxy_request(struct front_conn *c, const char *id)
 		front_reply_error(c, &err);
 		return;
 	}
-	if (!row.on_node && json_is_true(json_object_get(row.record, "auto_resume")) && row.has_snapshot) {
-		struct front_place p = {row.template_name, row.vcpus, row.memory_mib};
-		struct front_answer a = {0};
-		char url[CLUSTER_NODE_URL_MAX + 1], node[CLUSTER_NODE_NAME_MAX + 1];
-		r = front_adopt(id, &p, url, node, &a, &err);
-		front_answer_release(&a);
-		if (r == 0) {
-			forward_to(c, url, node, id, false);
-			return;
-		}
-		sandbox_row_release(&row);
-		row_read(id, &row, &err); /* another node took it (409): there */
-	}
+	if (!row.on_node && json_is_true(json_object_get(row.record, "auto_resume")) && row.has_snapshot)
+		auto_resume(id, &row);
 	if (!row.on_node) {
 		front_reply_errorf(c, c->kind == FRONT_E2B_ENVD ? AL_ERR_GUEST : AL_ERR_CONFLICT,
 		                   "sandbox %s is paused: resume it first (or set its auto_resume)", id);
 		return;
 	}
-	forward_to(c, row.url, row.node, id, false);
+	if (ports && !row.proxy_url[0]) {
+		front_reply_errorf(c, AL_ERR_UNAVAILABLE,
+		                   "node %s, which holds sandbox %s, runs no ports proxy (airlockd --proxy-listen)",
+		                   row.node, id);
+		return;
+	}
+	forward_to(c, ports ? row.proxy_url : row.url, row.node, id, false);
+}
+
+void front_proxy_request(struct front_conn *c, const char *id)
+{
+	passthrough_request(c, id, true);
+}
+
+void front_envd_request(struct front_conn *c, const char *id)
+{
+	passthrough_request(c, id, false);
 }
 
 void front_any_node_request(struct front_conn *c)

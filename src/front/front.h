@@ -29,6 +29,7 @@
 #include <libpq-fe.h>
 
 #include "airlock/cluster.h"
+#include "cluster-auth.h"
 #include "error.h"
 #include "front-head.h"
 
@@ -48,8 +49,7 @@
 
 struct front_config {
 	const char *conninfo;
-	uint8_t key[CLUSTER_KEY_MAX];
-	size_t key_len;
+	struct cluster_key key;
 	const char *listen;
 	const char *socket_path;
 	unsigned place_k;
@@ -211,7 +211,10 @@ int front_adopt(const char *id, const struct front_place *p, char ret_url[CLUSTE
 void front_sandbox_request(struct front_conn *c, const char *id);
 /* E2B's ListedSandbox of a sandbox on no node, from its record. */
 json_t *front_e2b_listed(const json_t *record, const char *state);
+/* A request for a port of sandbox id (host or path form): to its node's ports proxy. */
 void front_proxy_request(struct front_conn *c, const char *id);
+/* E2B's envd (E2b-Sandbox-Id): to its node's API, X-Access-Token as it is. */
+void front_envd_request(struct front_conn *c, const char *id);
 void front_any_node_request(struct front_conn *c);
 
 void front_list_sandboxes(struct front_conn *c, bool e2b);

@@ -48,6 +48,7 @@ class Front:
         if not os.path.exists(self.key):
             with open(self.key, "wb") as f:
                 f.write(os.urandom(32))
+            os.chmod(self.key, 0o600)
         self.log = open(os.path.join(tmp, f"{name}.log"), "w+")
         self.proc = subprocess.Popen(
             [FRONT, "--cluster-db", pg.conninfo, "--cluster-key-file", self.key, "--listen",
@@ -250,6 +251,12 @@ def test_unknown_and_other_tenants_sandbox(front, pg):
         r = front.tcp("GET", f"/e2b/sandboxes/{sid}", headers={"X-API-KEY": t["token"]})
         assert r.status == 404 and r.json["code"] == 404, r
     assert front.tcp("GET", "/v1/sandboxes/not-an-id", token=t["token"]).status == 404
+    # the ports proxy's forms and envd need no token here (the node checks theirs): unknown is 404
+    r = front.tcp("GET", "/", headers={"Host": "8000-sb-0000000000000fff.sandboxes.example"})
+    assert r.status == 404, r
+    assert front.tcp("GET", "/sandbox/sb-0000000000000fff/8000/").status == 404
+    r = front.tcp("GET", "/e2b/envd/health", headers={"E2b-Sandbox-Id": "sb-0000000000000fff"})
+    assert r.status == 404 and r.json["code"] == 404, r
     # the operator sees every tenant's
     assert front.admin("GET", f"/v1/sandboxes/{OTHER_ID}").status == 200
 
@@ -362,8 +369,14 @@ def test_flags(tmp_path):
     assert r.returncode == 0 and "--cluster-db" in r.stdout
     r = subprocess.run([FRONT, "--listen", "127.0.0.1:1"], capture_output=True, text=True)
     assert r.returncode == 2 and "required" in r.stderr
-    short = tmp_path / "short.key"
+    # the cluster key: 32+ bytes, a regular file others cannot read (as airlockd checks it)
+    short, shared, link = tmp_path / "short.key", tmp_path / "shared.key", tmp_path / "link.key"
     short.write_bytes(b"x" * 8)
-    r = subprocess.run([FRONT, "--cluster-db", "host=/nonexistent", "--cluster-key-file", str(short), "--listen",
-                        "127.0.0.1:1"], capture_output=True, text=True)
-    assert r.returncode == 2 and "at least 32" in r.stderr, r.stderr
+    short.chmod(0o600)
+    shared.write_bytes(b"x" * 32)
+    shared.chmod(0o644)
+    link.symlink_to(short)
+    for key, why in ((short, "32 to 4096 bytes"), (shared, "others cannot read"), (link, "cannot open")):
+        r = subprocess.run([FRONT, "--cluster-db", "host=/nonexistent", "--cluster-key-file", str(key), "--listen",
+                            "127.0.0.1:1"], capture_output=True, text=True)
+        assert r.returncode == 2 and why in r.stderr, r.stderr
