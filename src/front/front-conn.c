@@ -231,9 +231,10 @@ int front_read_body(struct front_conn *c, size_t max, char **ret, size_t *ret_le
 	size_t have = MIN(c->have - h->len, (size_t)len);
 	memcpy(body, c->buf + h->len, have);
 	expect_continue(c, have < len);
+	uint64_t deadline = now_ms_monotonic() + FRONT_BODY_TIMEOUT_MS;
 	while (have < len) {
-		if (wait_readable(c->fd, now_ms_monotonic() + FRONT_BODY_TIMEOUT_MS) < 0) {
-			reply_error_status(c, 408, AL_ERR_TIMEOUT, "the request body stalled for 30 s");
+		if (wait_readable(c->fd, deadline) < 0) {
+			reply_error_status(c, 408, AL_ERR_TIMEOUT, "the request body did not arrive within 60 s");
 			return -ETIMEDOUT;
 		}
 		ssize_t n = recv(c->fd, body + have, (size_t)len - have, 0);

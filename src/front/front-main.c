@@ -247,8 +247,7 @@ static void conn_start(int fd, bool operator)
 	}
 	struct timeval tv = {.tv_sec = FRONT_SEND_TIMEOUT_S};
 	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-	int one = 1;
-	setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+	front_keepalive(fd);
 	struct front_conn *c = xcalloc(1, sizeof(*c));
 	c->fd = fd;
 	c->operator= operator;

@@ -4,6 +4,8 @@
  * probes, adopt) read whole. */
 #include <fcntl.h>
 #include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
 
@@ -60,6 +62,15 @@ static int url_split(const char *url, char host[NODE_HOST_MAX + 1], char port[8]
 	return 0;
 }
 
+void front_keepalive(int fd)
+{
+	int one = 1, idle_s = 60, interval_s = 10, count = 6;
+	setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+	setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle_s, sizeof(idle_s));
+	setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval_s, sizeof(interval_s));
+	setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof(count));
+}
+
 static int connect_timeout(int fd, const struct sockaddr *sa, socklen_t len)
 {
 	int fl = fcntl(fd, F_GETFL);
@@ -95,8 +106,7 @@ int front_node_connect(const char *url, int *ret_fd)
 			continue;
 		r = connect_timeout(fd, a->ai_addr, a->ai_addrlen);
 		if (r == 0) {
-			int one = 1;
-			setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+			front_keepalive(fd);
 			*ret_fd = TAKE_FD(fd);
 			break;
 		}

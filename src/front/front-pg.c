@@ -8,11 +8,13 @@
 #include "front.h"
 #include "util.h"
 
-#define PG_POOL_MAX 16 /* idle connections kept; more may be open while busy */
+#define PG_CONNS_MAX 32  /* connections open at once (the reaper's own aside) */
+#define PG_WAIT_MS 10000 /* a request waits this long for one, then 503 */
 
 static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
-static PGconn *pool[PG_POOL_MAX];
-static size_t pool_n;
+static pthread_cond_t pool_cond;
+static PGconn *pool[PG_CONNS_MAX]; /* idle ones */
+static size_t pool_n, open_n;      /* idle; open (idle or in use) */
 static const char *pool_conninfo;
 
 PGconn *front_pg_connect(void)
@@ -25,31 +27,46 @@ PGconn *front_pg_connect(void)
 	return c;
 }
 
+/* An idle connection, or a new one while fewer than PG_CONNS_MAX are open:
+ * 1024 requests at once must not open 1024 connections to the database. */
 static PGconn *pool_take(void)
 {
+	struct timespec deadline = monotonic_in_ms(PG_WAIT_MS);
 	PGconn *c = NULL;
+	bool opening = false;
 	pthread_mutex_lock(&pool_lock);
+	while (!pool_n && open_n >= PG_CONNS_MAX)
+		if (pthread_cond_timedwait(&pool_cond, &pool_lock, &deadline) == ETIMEDOUT)
+			break;
 	if (pool_n)
 		c = pool[--pool_n];
+	else if (open_n < PG_CONNS_MAX)
+		opening = true, open_n++;
 	pthread_mutex_unlock(&pool_lock);
-	return c ? c : front_pg_connect();
+	if (!opening)
+		return c;
+	if (!(c = front_pg_connect())) {
+		pthread_mutex_lock(&pool_lock);
+		open_n--;
+		pthread_cond_signal(&pool_cond);
+		pthread_mutex_unlock(&pool_lock);
+	}
+	return c;
 }
 
-/* A connection goes back only when it is healthy and idle. */
+/* A connection goes back only when it is healthy and idle; else it is closed. */
 static void pool_give(PGconn *c)
 {
-	if (PQstatus(c) != CONNECTION_OK || PQtransactionStatus(c) != PQTRANS_IDLE) {
+	bool keep = PQstatus(c) == CONNECTION_OK && PQtransactionStatus(c) == PQTRANS_IDLE;
+	if (!keep)
 		PQfinish(c);
-		return;
-	}
 	pthread_mutex_lock(&pool_lock);
-	if (pool_n < PG_POOL_MAX) {
+	if (keep)
 		pool[pool_n++] = c;
-		c = NULL;
-	}
+	else
+		open_n--;
+	pthread_cond_signal(&pool_cond);
 	pthread_mutex_unlock(&pool_lock);
-	if (c)
-		PQfinish(c);
 }
 
 static bool result_ok(const PGresult *r)
@@ -66,8 +83,11 @@ int front_pg_exec(const char *what, const char *sql, int n, const char *const *p
 	for (int attempt = 0; attempt < 2; attempt++) {
 		PGconn *c = pool_take();
 		if (!c)
-			return al_error_set(err, AL_ERR_UNAVAILABLE, EIO,
-			                    "the cluster database cannot be reached (%s); check --cluster-db", what);
+			return al_error_set(
+			    err, AL_ERR_UNAVAILABLE, EIO,
+			    "the cluster database cannot be reached, or its %d connections stayed busy for "
+			    "%d s (%s); retry, or check --cluster-db",
+			    PG_CONNS_MAX, PG_WAIT_MS / 1000, what);
 		PGresult *r = PQexecParams(c, sql, n, NULL, params, NULL, NULL, 0);
 		if (r && result_ok(r)) {
 			pool_give(c);
@@ -80,7 +100,7 @@ int front_pg_exec(const char *what, const char *sql, int n, const char *const *p
 		msg[strcspn(msg, "\n")] = '\0';
 		PQclear(r);
 		if (broken) {
-			PQfinish(c);
+			pool_give(c); /* closes it */
 			continue;
 		}
 		pool_give(c);
@@ -119,6 +139,11 @@ static int schema_create(PGconn *c, struct al_error *err)
 int front_pg_init(const char *conninfo, struct al_error *err)
 {
 	pool_conninfo = conninfo;
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&pool_cond, &ca);
+	pthread_condattr_destroy(&ca);
 	PGconn *c = PQconnectdb(conninfo);
 	if (PQstatus(c) != CONNECTION_OK) {
 		al_error_set(err, AL_ERR_UNAVAILABLE, EIO, "cannot connect to the cluster database (--cluster-db): %s",
@@ -132,6 +157,7 @@ int front_pg_init(const char *conninfo, struct al_error *err)
 		PQfinish(c);
 		return r;
 	}
+	open_n = 1;
 	pool_give(c);
 	return 0;
 }

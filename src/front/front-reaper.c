@@ -127,7 +127,9 @@ static void *reaper_main(void *arg)
 		struct al_error err = {0};
 		if (held && front_reaper_round(db, &err) < 0)
 			fprintf(stderr, "airlock-api: reaper: %s\n", err.message);
-		usleep(front_cfg.reaper_interval_ms * 1000u);
+		struct timespec ts = {.tv_sec = front_cfg.reaper_interval_ms / 1000,
+		                      .tv_nsec = (long)(front_cfg.reaper_interval_ms % 1000) * 1000000L};
+		nanosleep(&ts, NULL);
 	}
 	return NULL;
 }

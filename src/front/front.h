@@ -39,7 +39,7 @@
 #define FRONT_NODES_MAX 256             /* nodes a placement or a fan-out considers */
 #define FRONT_LIST_BODY_MAX (64u << 20) /* one node's answer to a list */
 #define FRONT_HEAD_TIMEOUT_MS 10000     /* a client's head must arrive within this */
-#define FRONT_BODY_TIMEOUT_MS 30000     /* a body the front reads, without a byte for this long */
+#define FRONT_BODY_TIMEOUT_MS 60000     /* a body the front reads (at most 1 MiB) must arrive within this */
 #define FRONT_CONNECT_TIMEOUT_MS 2000   /* a node that does not accept within this is tried no more */
 #define FRONT_CALL_TIMEOUT_MS 30000     /* a call of the front's own to a node (lists, probes) */
 #define FRONT_ADOPT_TIMEOUT_MS 300000   /* an adopt restores a VM: as long as a boot may take */
@@ -142,6 +142,9 @@ struct front_node {
 #define FRONT_DELEGATION_AUTH_MAX 128
 void front_delegation(const char *tenant, char principal[CLUSTER_PRINCIPAL_MAX + 1],
                       char authorization[FRONT_DELEGATION_AUTH_MAX]);
+/* TCP keepalive that notices a peer gone without a word in about 2 minutes
+ * (streams and upgrades have no idle limit). */
+void front_keepalive(int fd);
 /* A connection to the node at url ("http://host:port"); -errno. */
 int front_node_connect(const char *url, int *ret_fd);
 
