@@ -18,7 +18,7 @@ import pytest
 from conftest import BUILD, ROOT
 
 PREFIX = "/usr/local"
-BINS = ("airlockd", "airlock", "airlock-jailer", "airlock-egress", "airlock-oci")
+BINS = ("airlockd", "airlock", "airlock-jailer", "airlock-egress", "airlock-oci", "airlock-api")
 KERNEL_FILES = ("vmlinuz", "vmlinux", "initramfs.cpio")
 SECCOMP_SRC = os.path.join(ROOT, "security", "seccomp", "qemu-x86_64.json")
 IMAGES = os.path.join(BUILD, "images")
