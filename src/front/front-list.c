@@ -10,7 +10,8 @@
 #include "json-cleanup.h"
 #include "util.h"
 
-#define EVENTS_MAX 10000 /* lines of a merged GET /v1/events: the newest */
+#define EVENTS_MAX 10000   /* lines of a merged GET /v1/events: the newest */
+#define E2B_LIST_LIMIT 100 /* E2B's largest page, and its default */
 
 /* Calls fn(json, ctx) with each node's parsed answer to the client's
  * request. 0, or 1 when a node's refusal was answered. */
@@ -138,6 +139,46 @@ static int offline_rows(struct front_conn *c, bool e2b, json_t *items, struct al
 	return 0;
 }
 
+/* The raw value of name in a query ("" when absent or too long). */
+static void query_value(const char *query, const char *name, char *out, size_t size)
+{
+	size_t n = strlen(name);
+	out[0] = '\0';
+	for (const char *p = query; p && *p; p = strchr(p, '&'), p = p ? p + 1 : NULL) {
+		size_t len = strcspn(p, "&");
+		if (len > n && !strncmp(p, name, n) && p[n] == '=' && len - n - 1 < size) {
+			memcpy(out, p + n + 1, len - n - 1);
+			out[len - n - 1] = '\0';
+		}
+	}
+}
+
+/* Which rows on no node a list shows: native lists all (paused, lost,
+ * recovering); E2B's v2 list the paused ones unless its state filter leaves
+ * them out, its v1 list only running ones (E2B's v1 semantics). A metadata
+ * filter is the nodes' to apply: rows on no node are then left out. */
+static bool offline_wanted(const struct front_conn *c, bool e2b)
+{
+	if (!e2b)
+		return true;
+	char state[128];
+	query_value(c->query, "state", state, sizeof(state));
+	return !strcmp(c->path, "/e2b/v2/sandboxes") && (!state[0] || strstr(state, "paused")) &&
+	       !strstr(c->query, "metadata=");
+}
+
+/* E2B's v2 page: at most limit (default E2B_LIST_LIMIT) of the merged items. */
+static void e2b_page(const struct front_conn *c, json_t *arr)
+{
+	char limit[16];
+	long n = E2B_LIST_LIMIT;
+	query_value(c->query, "limit", limit, sizeof(limit));
+	if (limit[0] && parse_int_range(limit, 1, E2B_LIST_LIMIT, &n) < 0)
+		n = E2B_LIST_LIMIT;
+	while (json_array_size(arr) > (size_t)n)
+		json_array_remove(arr, json_array_size(arr) - 1);
+}
+
 void front_list_sandboxes(struct front_conn *c, bool e2b)
 {
 	struct merge m __attribute__((cleanup(merge_release))) = {.key = e2b ? NULL : "sandboxes",
@@ -148,11 +189,13 @@ void front_list_sandboxes(struct front_conn *c, bool e2b)
 	if (fan_out(c, false, merge_add, &m))
 		return;
 	struct al_error err = {0};
-	if (offline_rows(c, e2b, m.items, &err) < 0) {
+	if (offline_wanted(c, e2b) && offline_rows(c, e2b, m.items, &err) < 0) {
 		front_reply_error(c, &err);
 		return;
 	}
 	json_t *out = merge_finish(&m);
+	if (e2b && !strcmp(c->path, "/e2b/v2/sandboxes"))
+		e2b_page(c, out);
 	front_reply_json(c, 200, e2b ? out : json_pack("{s:o}", "sandboxes", out));
 }
 

@@ -282,6 +282,10 @@ def test_paused_row(front, pg):
     assert {s["id"] for s in r.json["sandboxes"]} == {PAUSED_ID, LOST_ID}
     r = front.tcp("GET", "/e2b/v2/sandboxes", headers={"X-API-KEY": t["token"]})
     assert r.status == 200 and [s["sandboxID"] for s in r.json] == [PAUSED_ID], r
+    # E2B: the state filter, and v1 lists running ones only
+    r = front.tcp("GET", "/e2b/v2/sandboxes?state=running", headers={"X-API-KEY": t["token"]})
+    assert r.status == 200 and r.json == [], r
+    assert front.tcp("GET", "/e2b/sandboxes", headers={"X-API-KEY": t["token"]}).json == []
     # delete: the row is marked deleted, answered as airlockd does
     r = front.tcp("DELETE", f"/v1/sandboxes/{PAUSED_ID}", token=t["token"])
     assert r.status == 200 and r.json["state"] == "deleted", r
