@@ -30,8 +30,8 @@ PYTEST_ARGS ?=
 
 # ---------------------------------------------------------------- unit tests
 # A test tests/unit/test-NAME.c may name the sources it needs beyond
-# src/common (UNIT_SRC_NAME) and extra libraries (UNIT_LIBS_NAME; jansson is always
-# linked: src/common/ctlmsg.c uses it). A test whose
+# src/common (UNIT_SRC_NAME) and extra libraries (UNIT_LIBS_NAME; jansson and libcrypto are
+# always linked: src/common/ctlmsg.c and cluster-auth.c use them). A test whose
 # sources do not exist yet is skipped with a message, so the build stays green
 # while components are being written.
 UNIT_SRC_api-request := src/daemon/model/sandbox-model.c src/daemon/api/api-request.c src/daemon/net/network-policy.c
@@ -188,6 +188,10 @@ UNIT_LIBS_build-context := -larchive -lcrypto
 UNIT_SRC_front-head := src/front/front-head.c
 UNIT_LIBS_front-head :=
 $(TEST_BUILD)/obj/tests/unit/test-front-head.o: TEST_CFLAGS += -Isrc/front
+# The delegation it signs, checked with the nodes' verifier (src/common/cluster-auth.c).
+UNIT_SRC_front-delegation := src/front/front-delegation.c
+UNIT_LIBS_front-delegation := -lcrypto
+$(TEST_BUILD)/obj/tests/unit/test-front-delegation.o: TEST_CFLAGS += -Isrc/front
 
 UNIT_ALL := $(patsubst tests/unit/test-%.c,%,$(wildcard tests/unit/test-*.c))
 unit_missing = $(strip $(foreach f,$(UNIT_SRC_$(1)),$(if $(wildcard $(f)),,$(f))) \
@@ -205,7 +209,7 @@ $(TEST_BUILD)/obj/%.o: %.c $(HEADERS) $(wildcard tests/unit/*.h) Makefile tests/
 
 define unit_rule
 $(TEST_BUILD)/test-$(1): $(TEST_BUILD)/obj/tests/unit/test-$(1).o $(TEST_COMMON_OBJ) $(patsubst %.c,$(TEST_BUILD)/obj/%.o,$(UNIT_SRC_$(1)))
-	$$(CC) $$(TEST_CFLAGS) -o $$@ $$^ -lcmocka $(UNIT_LIBS_$(1)) -ljansson
+	$$(CC) $$(TEST_CFLAGS) -o $$@ $$^ -lcmocka $(UNIT_LIBS_$(1)) -ljansson -lcrypto
 endef
 $(foreach t,$(UNIT_READY),$(eval $(call unit_rule,$(t))))
 
@@ -384,7 +388,7 @@ $(FUZZ_BUILD)/obj/%.o: %.c $(HEADERS) Makefile tests/tests.mk
 
 define fuzz_rule
 $(FUZZ_BUILD)/$(1): $(patsubst %.c,$(FUZZ_BUILD)/obj/%.o,tests/fuzz/$(1).c $(COMMON_SRC) $(FUZZ_SRC_$(1)))
-	$$(FUZZ_CC) $$(FUZZ_CFLAGS) -o $$@ $$^ $(FUZZ_LIBS_$(1)) -ljansson
+	$$(FUZZ_CC) $$(FUZZ_CFLAGS) -o $$@ $$^ $(FUZZ_LIBS_$(1)) -ljansson -lcrypto
 endef
 $(foreach t,$(FUZZ_READY),$(eval $(call fuzz_rule,$(t))))
 

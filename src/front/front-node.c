@@ -20,15 +20,7 @@
 void front_delegation(const char *tenant, char principal[CLUSTER_PRINCIPAL_MAX + 1],
                       char authorization[FRONT_DELEGATION_AUTH_MAX])
 {
-	long long exp = (long long)time(NULL) + FRONT_DELEGATION_S;
-	if (tenant)
-		snprintf(principal, CLUSTER_PRINCIPAL_MAX + 1, "tenant:%s;exp=%lld", tenant, exp);
-	else
-		snprintf(principal, CLUSTER_PRINCIPAL_MAX + 1, "operator;exp=%lld", exp);
-	char token[CLUSTER_TOKEN_LEN + 1];
-	cluster_delegation_sign(&front_cfg.key, principal, token);
-	snprintf(authorization, FRONT_DELEGATION_AUTH_MAX, "Bearer %s", token);
-	explicit_bzero(token, sizeof(token));
+	front_delegation_make(&front_cfg.key, tenant, (int64_t)time(NULL), principal, authorization);
 }
 
 /* "http://HOST:PORT" (HOST may be [v6]) into its parts. */

@@ -31,6 +31,7 @@
 #include "airlock/cluster.h"
 #include "cluster-auth.h"
 #include "error.h"
+#include "front-delegation.h"
 #include "front-head.h"
 
 #define FRONT_TENANT_MAX 63             /* [a-z0-9][a-z0-9_-]{0,62} */
@@ -43,7 +44,6 @@
 #define FRONT_CONNECT_TIMEOUT_MS 2000   /* a node that does not accept within this is tried no more */
 #define FRONT_CALL_TIMEOUT_MS 30000     /* a call of the front's own to a node (lists, probes) */
 #define FRONT_ADOPT_TIMEOUT_MS 300000   /* an adopt restores a VM: as long as a boot may take */
-#define FRONT_DELEGATION_S 60           /* exp = now + this */
 #define FRONT_AUTH_MAX 512              /* an Authorization / X-API-KEY value the front reads */
 #define FRONT_WS_PROTOCOLS_MAX 1024     /* a Sec-WebSocket-Protocol value the front reads */
 
@@ -139,7 +139,6 @@ struct front_node {
 
 /* The delegation for tenant (NULL: the operator): the X-Airlock-Principal
  * value and the Authorization value that proves it. */
-#define FRONT_DELEGATION_AUTH_MAX 128
 void front_delegation(const char *tenant, char principal[CLUSTER_PRINCIPAL_MAX + 1],
                       char authorization[FRONT_DELEGATION_AUTH_MAX]);
 /* TCP keepalive that notices a peer gone without a word in about 2 minutes
