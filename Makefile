@@ -44,8 +44,8 @@ EGRESS_LIBS := -ljansson -lssl -lcrypto -lpthread -lcares -lseccomp
 JAILER_LIBS := -lseccomp -ljansson
 OCI_LIBS := -larchive -ljansson -lcrypto
 FRONT_LIBS := -lpq -ljansson -lcrypto -lpthread
-# libpq's header is in its own folder on Debian.
-FRONT_CFLAGS := $(shell pkg-config --cflags libpq 2>/dev/null || echo -I/usr/include/postgresql) -Isrc/front
+# (libpq's header folder is in CFLAGS_BASE.)
+FRONT_CFLAGS := -Isrc/front
 
 .PHONY: build-clang all deps test unit fuzz-smoke integration demo images clean format format-check bench test-kvm
 
