@@ -11,6 +11,9 @@
 #include "util.h"
 
 #define RECOVER_PER_ROUND 64
+#define RETRY_LOG_MS 10000
+
+static uint64_t last_warn_ms; /* the reaper's thread only */
 
 /* One statement, so one transaction: the nodes, their sandboxes, the events. */
 static const char mark_lost_sql[] =
@@ -72,8 +75,11 @@ static void recover_one(PGconn *db, PGresult *res, int i)
 	if (r == 0) {
 		recovered_event(db, id, tenant, from, node);
 		fprintf(stderr, "airlock-api: reaper: %s recovered on %s (was on %s)\n", id, node, from);
-	} else if (r != -EBUSY) {
-		fprintf(stderr, "airlock-api: reaper: %s not recovered yet: %s\n", id, err.message);
+	} else if (r != -EBUSY && now_ms_monotonic() - last_warn_ms >= RETRY_LOG_MS) {
+		/* tried again every round: said at most every RETRY_LOG_MS */
+		last_warn_ms = now_ms_monotonic();
+		fprintf(stderr, "airlock-api: reaper: %s not recovered yet (retried every round): %s\n", id,
+		        err.message);
 	}
 }
 
