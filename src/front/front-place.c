@@ -29,8 +29,15 @@ int front_place_candidates(const struct front_place *p, struct front_node **ret,
 	const char *params[] = {p->template_name};
 	cleanup_pgresult PGresult *res = NULL;
 	int r = front_pg_exec("choose a node",
-	                      "SELECT name, url, memory_free_mib, sandboxes FROM airlock_nodes WHERE state = 'up'"
-	                      " AND lease_until > now() AND templates @> jsonb_build_array($1::text)"
+	                      /* What the nodes hold now, from their rows (written as a create
+	                       * starts): not the last renewal's figures, which creates in a
+	                       * row would all find the same. */
+	                      "SELECT n.name, n.url, n.memory_total_mib - coalesce(u.memory_mib, 0),"
+	                      " coalesce(u.sandboxes, 0) FROM airlock_nodes n LEFT JOIN (SELECT node,"
+	                      " sum(memory_mib) AS memory_mib, count(*) AS sandboxes FROM airlock_sandboxes"
+	                      " WHERE node IS NOT NULL AND state NOT IN ('deleted', 'error', 'stopped')"
+	                      " GROUP BY node) u ON u.node = n.name WHERE n.state = 'up'"
+	                      " AND n.lease_until > now() AND n.templates @> jsonb_build_array($1::text)"
 	                      " ORDER BY random() LIMIT 256",
 	                      1, params, &res, err);
 	if (r < 0)

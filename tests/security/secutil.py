@@ -81,6 +81,7 @@ CATEGORIES = {
     "gateway": "16. The gateway's own jail",
     "ports": "17. Sandbox ports from outside",
     "templates": "18. Templates: builds, imports and their cache",
+    "cluster": "19. Cluster mode: delegations, the front, the shared store",
 }
 
 MIN_ATTEMPTS = 260

@@ -88,6 +88,15 @@ bool cluster_handed_off(const char *id)
 	return found;
 }
 
+void cluster_handed_off_clear(const char *id)
+{
+	pthread_mutex_lock(&cl->lock);
+	for (unsigned i = 0; i < CLUSTER_HANDED_OFF_MAX; i++)
+		if (!strcmp(cl->handed_off[i], id))
+			cl->handed_off[i][0] = '\0';
+	pthread_mutex_unlock(&cl->lock);
+}
+
 static void index_trouble(bool fenced)
 {
 	pthread_mutex_lock(&cl->lock);

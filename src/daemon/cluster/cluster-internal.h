@@ -52,6 +52,8 @@ int cluster_index_write(const struct sandbox_record *r, bool *ret_mine, bool *re
 void cluster_index_observe(const struct sandbox_record *r);
 void cluster_handed_off_add(const char *id);
 bool cluster_handed_off(const char *id);
+/* It comes back here (an adopt): its writes count again. */
+void cluster_handed_off_clear(const char *id);
 /* Writes every live local record again; deletes (here) those whose rows are
  * another node's: they are stale. */
 void cluster_index_resync(void);

@@ -295,6 +295,7 @@ int cluster_adopt(const char *id, struct sandbox_record *ret, struct al_error *e
 		json_decref(c.record);
 		return r;
 	}
+	cluster_handed_off_clear(id); /* it may have been paused here */
 	r = adopt_restore(id, &c, ret, err);
 	if (r < 0) {
 		/* Nothing of it stays here; the row goes back as it was. */
@@ -306,8 +307,9 @@ int cluster_adopt(const char *id, struct sandbox_record *ret, struct al_error *e
 		row_unclaim(id, c.was);
 		al_error_prefix(err, "node %s cannot adopt sandbox %s", cl->cfg.node_name, id);
 	} else {
-		cluster_event(c.tenant, id, !strcmp(c.was, "recovering") ? "sandbox.recovered" : "sandbox.resumed",
-		              json_pack("{s:s}", "snapshot", c.key));
+		/* A recovery's event is the reaper's (sandbox.recovered, from and to). */
+		if (strcmp(c.was, "recovering"))
+			cluster_event(c.tenant, id, "sandbox.resumed", json_pack("{s:s}", "snapshot", c.key));
 		log_info("cluster: sandbox %s adopted from the shared store (%s)", id, c.key);
 	}
 	json_decref(c.record);
