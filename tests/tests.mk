@@ -432,7 +432,7 @@ fuzz-smoke: $(FUZZ_SMOKE)
 FC_DRIVER_SRC := tests/fc/fc-driver.c src/daemon/vmm/firecracker/vmm-firecracker.c src/daemon/vmm/firecracker/fc-api.c src/daemon/vmm/firecracker/vsock-uds.c \
 	src/daemon/vmm/jail.c src/daemon/vmm/vmm-spawn.c src/daemon/vmm/vmm-sock.c src/daemon/vmm/vmm-save.c src/daemon/obs/log.c
 $(TEST_BUILD)/fc-driver: $(FC_DRIVER_SRC:%.c=$(TEST_BUILD)/obj/%.o) $(TEST_COMMON_OBJ)
-	$(CC) $(TEST_CFLAGS) -o $@ $^ -ljansson -lpthread
+	$(CC) $(TEST_CFLAGS) -o $@ $^ -ljansson -lcrypto -lpthread
 
 .PHONY: test-fc
 # (images.mk is included after this file: the path is spelled out.)

@@ -48,12 +48,15 @@
  *   its lease has lapsed: it is fenced.
  * airlock_sandboxes: the index. node is NULL while the sandbox is on no node
  *   (paused: its snapshot is in the shared store; or lost). record is the
- *   sandbox as GET /v1/sandboxes/{id} shows it. snapshot is the key of its
+ *   sandbox as GET /v1/sandboxes/{id} shows it; bindings its secret
+ *   bindings (ids and placeholders: no value). snapshot is the key of its
  *   latest durable snapshot in the shared store (a paused sandbox's, or its
  *   newest POST .../snapshots), or NULL.
  * airlock_snapshots: the snapshots published to the shared store.
  * airlock_tenants, airlock_tokens: as the single host's tenants and tokens
  *   tables (tokens stored as the SHA-256 hex of the secret).
+ * airlock_secrets: every tenant's secrets (store/secrets.h), the value
+ *   AES-256-GCM under the key the nodes derive from the cluster key.
  * airlock_events: cluster events (node.up, node.lost, sandbox.recovered,
  *   sandbox.lost, sandbox.moved ...).
  */
@@ -69,7 +72,8 @@
 	"CREATE TABLE IF NOT EXISTS airlock_sandboxes ("                                                               \
 	" id text PRIMARY KEY, tenant text NOT NULL, node text, node_epoch bigint, state text NOT NULL,"               \
 	" template text NOT NULL DEFAULT '', vcpus integer NOT NULL DEFAULT 0, memory_mib integer NOT NULL DEFAULT 0," \
-	" record jsonb NOT NULL, snapshot text, updated_at timestamptz NOT NULL DEFAULT now());"                       \
+	" record jsonb NOT NULL, bindings jsonb NOT NULL DEFAULT '[]', snapshot text,"                                 \
+	" updated_at timestamptz NOT NULL DEFAULT now());"                                                             \
 	"CREATE INDEX IF NOT EXISTS airlock_sandboxes_node ON airlock_sandboxes (node);"                               \
 	"CREATE INDEX IF NOT EXISTS airlock_sandboxes_tenant ON airlock_sandboxes (tenant);"                           \
 	"CREATE TABLE IF NOT EXISTS airlock_snapshots ("                                                               \
@@ -81,6 +85,10 @@
 	"CREATE TABLE IF NOT EXISTS airlock_tokens ("                                                                  \
 	" id text PRIMARY KEY, tenant text NOT NULL, hash text NOT NULL UNIQUE, description text NOT NULL DEFAULT ''," \
 	" created_at timestamptz NOT NULL DEFAULT now(), revoked_at timestamptz);"                                     \
+	"CREATE TABLE IF NOT EXISTS airlock_secrets ("                                                                 \
+	" tenant text NOT NULL, name text NOT NULL, id text NOT NULL UNIQUE, spec text NOT NULL, value bytea NOT "     \
+	"NULL,"                                                                                                        \
+	" created_ms bigint NOT NULL, updated_ms bigint NOT NULL, PRIMARY KEY (tenant, name));"                        \
 	"CREATE TABLE IF NOT EXISTS airlock_events ("                                                                  \
 	" seq bigserial PRIMARY KEY, at timestamptz NOT NULL DEFAULT now(), node text, tenant text, sandbox text,"     \
 	" type text NOT NULL, data jsonb NOT NULL DEFAULT '{}');"

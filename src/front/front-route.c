@@ -92,7 +92,7 @@ static const struct front_route routes[] = {
     {"DELETE", "/v1/tokens/{}", front_auth_token_revoke, true},
     {"PUT", "/v1/tenants/{}", front_auth_tenant_put, true},
     {"GET", "/v1/tenants/{}", front_auth_tenant_get, false},
-    {"*", "/v1/secrets*", h_not_clustered, false},
+    {"*", "/v1/secrets*", h_any, false}, /* a node keeps them in PostgreSQL (cluster-secrets.c) */
     {"*", "/v1/pools", h_not_clustered, false},
     {"GET", "/metrics", h_not_clustered, true},
     {"POST", "/e2b/v2/sandboxes", h_create, false},

@@ -159,6 +159,40 @@ def test_resume_on_the_node_it_was_paused_on(cluster, acme):
         delete(cluster, acme, b)
 
 
+def test_secrets_are_the_clusters_and_move_with_the_sandbox(cluster, acme, other):
+    value = "ghp_cluster_" + "x" * 24
+    r = cluster.http(0, "POST", "/v1/secrets", {"name": "gh", "value": value, "hosts": ["api.github.test"]},
+                     token=acme)
+    assert r.status == 201, r
+    # Any front, any node: the secret is in PostgreSQL, and only ciphertext.
+    listed = cluster.http(1, "GET", "/v1/secrets", token=acme)
+    assert [s["name"] for s in listed.json["secrets"]] == ["gh"], listed
+    assert cluster.http(1, "GET", "/v1/secrets/gh", token=other).status == 404
+    assert cluster.sql("SELECT count(*) FROM airlock_secrets WHERE tenant = 'acme' AND name = 'gh'") == ["1"]
+    raw = cluster.sql("SELECT encode(value, 'hex') FROM airlock_secrets WHERE name = 'gh'")[0]
+    assert value.encode().hex() not in raw
+    # A sandbox bound to it on every node: each node decrypts it (a binding
+    # that does not resolve fails the start).
+    sids = []
+    for n in cluster.nodes:
+        r = cluster.node_http(n.name, "POST", "/v1/sandboxes", {**CREATE, "secrets": {"GH_TOKEN": "gh"}},
+                              principal="tenant:acme")
+        assert r.status == 201, (n.name, r)
+        sids.append(r.json["id"])
+    sid = sids[0]
+    placeholder = run(cluster, acme, sid, "echo $GH_TOKEN")["stdout"].strip()
+    assert placeholder and placeholder != value
+    assert cluster.http(0, "POST", f"/v1/sandboxes/{sid}/pause", token=acme).status == 200
+    r = cluster.http(1, "POST", f"/v1/sandboxes/{sid}/resume", token=acme)
+    assert r.status == 200, r
+    assert [b["placeholder"] for b in r.json["secrets"]] == [placeholder], r.json["secrets"]
+    assert run(cluster, acme, sid, "echo $GH_TOKEN")["stdout"].strip() == placeholder
+    for s in sids:
+        delete(cluster, acme, s)
+    assert cluster.http(0, "DELETE", "/v1/secrets/gh", token=acme).status == 204
+    assert cluster.sql("SELECT count(*) FROM airlock_secrets") == ["0"]
+
+
 def test_two_resumes_race_one_adopts(cluster, acme):
     sid = create(cluster, acme)
     assert cluster.http(0, "POST", f"/v1/sandboxes/{sid}/pause", token=acme).status == 200

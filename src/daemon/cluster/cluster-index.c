@@ -17,10 +17,11 @@
 	"AND lease_until > now())"
 
 static const char upsert_sql[] =
-    "INSERT INTO airlock_sandboxes (id, tenant, node, node_epoch, state, template, vcpus, memory_mib, record) "
-    "SELECT $1, $2, $3, $4::bigint, $5, $6, $7::integer, $8::integer, $9::jsonb WHERE " NODE_VALID_SQL
-    " ON CONFLICT (id) DO UPDATE SET node_epoch = EXCLUDED.node_epoch, state = EXCLUDED.state,"
-    " vcpus = EXCLUDED.vcpus, memory_mib = EXCLUDED.memory_mib, record = EXCLUDED.record, updated_at = now()"
+    "INSERT INTO airlock_sandboxes (id, tenant, node, node_epoch, state, template, vcpus, memory_mib, record,"
+    " bindings) SELECT $1, $2, $3, $4::bigint, $5, $6, $7::integer, $8::integer, $9::jsonb, $10::jsonb "
+    "WHERE " NODE_VALID_SQL " ON CONFLICT (id) DO UPDATE SET node_epoch = EXCLUDED.node_epoch, state = EXCLUDED.state,"
+    " vcpus = EXCLUDED.vcpus, memory_mib = EXCLUDED.memory_mib, record = EXCLUDED.record,"
+    " bindings = EXCLUDED.bindings, updated_at = now()"
     " WHERE airlock_sandboxes.node = EXCLUDED.node";
 
 static const char valid_sql[] = "SELECT 1 FROM airlock_nodes WHERE name = $1 AND epoch = $2::bigint AND state = 'up' "
@@ -51,12 +52,19 @@ int cluster_index_write(const struct sandbox_record *r, bool *ret_mine, bool *re
 	snprintf(mem, sizeof(mem), "%u", r->memory_mib);
 	cleanup_json json_t *j = cl->record_json(r);
 	cleanup_free char *record = json_dumps(j, JSON_COMPACT);
-	const char *p[] = {
-	    r->id, r->tenant, cl->cfg.node_name, epoch, sandbox_state_name(r->state), r->template_name, vcpus,
-	    mem,   record};
+	const char *p[] = {r->id,
+	                   r->tenant,
+	                   cl->cfg.node_name,
+	                   epoch,
+	                   sandbox_state_name(r->state),
+	                   r->template_name,
+	                   vcpus,
+	                   mem,
+	                   record,
+	                   r->secrets_json ? r->secrets_json : "[]"};
 	pthread_mutex_lock(&cl->index_db.lock);
 	PGresult *res = NULL;
-	int rc = cdb_exec(&cl->index_db, upsert_sql, 9, p, &res, err);
+	int rc = cdb_exec(&cl->index_db, upsert_sql, 10, p, &res, err);
 	bool mine = rc == 0 && cdb_rows(res) == 1, valid = true;
 	if (res)
 		PQclear(res);

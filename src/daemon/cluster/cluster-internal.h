@@ -71,6 +71,9 @@ int cluster_store_publish(const struct snapshot_info *snap, const char *sandbox_
  * checked against their digests. */
 int cluster_store_fetch(const char *key, const char *tenant, struct snapshot_info *ret, struct al_error *err);
 
+/* cluster-secrets.c: secrets' rows in PostgreSQL, under the cluster's key. */
+void cluster_secrets_start(void);
+
 /* cluster-move.c: pause = a snapshot in the shared store, the VM gone. */
 int cluster_pause(const char *id, const char *tenant, struct sandbox_record *ret, struct al_error *err);
 

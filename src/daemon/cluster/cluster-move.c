@@ -38,7 +38,7 @@ static const char claim_sql[] =
     "FROM (SELECT state AS was FROM airlock_sandboxes WHERE id = $1 FOR UPDATE) old "
     "WHERE s.id = $1 AND s.node IS NULL AND s.snapshot IS NOT NULL AND s.state IN ('paused', 'recovering') "
     "AND EXISTS (SELECT 1 FROM airlock_nodes WHERE name = $2 AND epoch = $3::bigint AND state = 'up' "
-    "AND lease_until > now()) RETURNING s.tenant, old.was, s.snapshot, s.record::text";
+    "AND lease_until > now()) RETURNING s.tenant, old.was, s.snapshot, s.record::text, s.bindings::text";
 
 static const char unclaim_sql[] = "UPDATE airlock_sandboxes SET node = NULL, node_epoch = NULL, state = $3, "
                                   "updated_at = now() WHERE id = $1 AND node = $2";
@@ -177,6 +177,7 @@ struct claim {
 	char was[16]; /* the row's state before the claim, for an undo */
 	char key[72];
 	json_t *record; /* the API's view of the sandbox when it left its node */
+	char *bindings; /* its secret bindings (secrets.h), JSON */
 };
 
 static int row_claim(const char *id, struct claim *ret, struct al_error *err)
@@ -192,6 +193,7 @@ static int row_claim(const char *id, struct claim *ret, struct al_error *err)
 		strlcpy_al(ret->was, PQgetvalue(res, 0, 1), sizeof(ret->was));
 		strlcpy_al(ret->key, PQgetvalue(res, 0, 2), sizeof(ret->key));
 		ret->record = json_loads(PQgetvalue(res, 0, 3), 0, NULL);
+		ret->bindings = xstrdup(PQgetvalue(res, 0, 4));
 	} else if (r == 0) {
 		r = al_error_set(err, AL_ERR_CONFLICT, EBUSY,
 		                 "sandbox %s cannot be adopted by node %s: it is on a node already, has no snapshot in "
@@ -238,7 +240,7 @@ static void kv_from_json(json_t *o, struct kv_list *l)
 
 /* What the sandbox was (its record's API view) as a create's request: the
  * restore keeps its id, creation time, env, metadata, policy, timeouts and
- * ports. Secret bindings do not move (docs/cluster.md). */
+ * ports; its secret bindings come with the claim (adopt_restore). */
 static void request_from_record(json_t *rec, const char *tenant, struct create_request *req,
                                 struct sandbox_record *adopt)
 {
@@ -276,6 +278,8 @@ static int adopt_restore(const char *id, const struct claim *c, struct sandbox_r
 		struct sandbox_record adopt = {0};
 		strlcpy_al(adopt.id, id, sizeof(adopt.id));
 		request_from_record(c->record, c->tenant, &req, &adopt);
+		/* The same bindings and placeholders: the guest has them in its env. */
+		adopt.secrets_json = c->bindings;
 		req.adopt = &adopt;
 		r = sandbox_create(&req, c->tenant, NULL, &usable, ret, err);
 		create_request_release(&req);
@@ -293,6 +297,7 @@ int cluster_adopt(const char *id, struct sandbox_record *ret, struct al_error *e
 	struct claim c = {0};
 	if (r < 0 || (r = row_claim(id, &c, err)) < 0) {
 		json_decref(c.record);
+		free(c.bindings);
 		return r;
 	}
 	cluster_handed_off_clear(id); /* it may have been paused here */
@@ -313,5 +318,6 @@ int cluster_adopt(const char *id, struct sandbox_record *ret, struct al_error *e
 		log_info("cluster: sandbox %s adopted from the shared store (%s)", id, c.key);
 	}
 	json_decref(c.record);
+	free(c.bindings);
 	return r;
 }

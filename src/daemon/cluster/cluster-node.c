@@ -77,8 +77,8 @@ static int gate_hook(const char *what, struct al_error *err)
 	                    cl->cfg.node_name, what);
 }
 
-int cluster_start(const struct cluster_config *cfg, json_t *(*record_json)(const struct sandbox_record *r),
-                  struct store *store, unsigned host_memory_mib, struct al_error *err)
+int cluster_prepare(const struct cluster_config *cfg, json_t *(*record_json)(const struct sandbox_record *r),
+                    struct store *store, unsigned host_memory_mib, struct al_error *err)
 {
 	if (!cfg->db_conninfo)
 		return 0;
@@ -97,7 +97,7 @@ int cluster_start(const struct cluster_config *cfg, json_t *(*record_json)(const
 	cdb_init(&c->lease_db, cfg->db_conninfo, "lease");
 	cdb_init(&c->index_db, cfg->db_conninfo, "index");
 	cl = c;
-	if ((r = schema_make(err)) < 0 || (r = cluster_lease_start(err)) < 0) {
+	if ((r = schema_make(err)) < 0) {
 		cdb_close(&c->lease_db);
 		cdb_close(&c->index_db);
 		cl = NULL;
@@ -105,6 +105,18 @@ int cluster_start(const struct cluster_config *cfg, json_t *(*record_json)(const
 		free(c);
 		return r;
 	}
+	/* Before any sandbox is re-attached: their bindings are resolved there. */
+	cluster_secrets_start();
+	return 0;
+}
+
+int cluster_start(struct al_error *err)
+{
+	if (!cl)
+		return 0;
+	int r = cluster_lease_start(err);
+	if (r < 0)
+		return r;
 	store_set_observer(cluster_index_observe);
 	sandboxes_set_cluster_hooks(pause_hook, gate_hook);
 	return 0;

@@ -30,13 +30,16 @@ struct cluster_config {
 /* Checks the flags (all of them are needed once --cluster-db is given). */
 int cluster_config_check(const struct cluster_config *cfg, struct al_error *err);
 
-/* After sandboxes_init: connects, makes the schema, registers this node
- * (a new epoch), reconciles its sandboxes with the index and starts the
- * lease thread. record_json makes the API's view of a record (what the
- * index keeps and a front shows for a sandbox on no node). */
+/* Before sandboxes_init: loads the key, connects, makes the schema, and
+ * puts the secrets' rows in PostgreSQL (their bindings are resolved as
+ * sandboxes are re-attached). record_json makes the API's view of a record
+ * (what the index keeps and a front shows for a sandbox on no node). */
 struct store;
-int cluster_start(const struct cluster_config *cfg, json_t *(*record_json)(const struct sandbox_record *r),
-                  struct store *store, unsigned host_memory_mib, struct al_error *err);
+int cluster_prepare(const struct cluster_config *cfg, json_t *(*record_json)(const struct sandbox_record *r),
+                    struct store *store, unsigned host_memory_mib, struct al_error *err);
+/* Once the API answers: registers this node (a new epoch), reconciles its
+ * sandboxes with the index and starts the lease thread. */
+int cluster_start(struct al_error *err);
 /* Stops the lease thread and lets the lease lapse (the node's sandboxes stay
  * its own until the reaper of a front takes them over). */
 void cluster_stop(void);

@@ -290,6 +290,14 @@ static int record_adopt(struct sandbox_record *rec, const struct sandbox_record 
 		return r;
 	strlcpy_al(rec->id, was->id, sizeof(rec->id));
 	rec->created_ms = was->created_ms;
+	/* Its bindings (ids and placeholders, no values) as they were: secrets
+	 * are the cluster's, and its guest has the placeholders. */
+	json_t *b = was->secrets_json ? json_loads(was->secrets_json, 0, NULL) : NULL;
+	if (json_is_array(b)) {
+		free(rec->secrets_json);
+		rec->secrets_json = xstrdup(was->secrets_json);
+	}
+	json_decref(b);
 	memcpy(rec->ports, was->ports, sizeof(rec->ports));
 	rec->n_ports = MIN(was->n_ports, (unsigned)SANDBOX_RECORD_PORTS_MAX);
 	return 0;

@@ -1180,9 +1180,9 @@ static void listen_log(const struct daemon *d)
 		    d->opt.numbers[NUM(OPT_PROXY_IDLE_TIMEOUT)], d->opt.numbers[NUM(OPT_PROXY_MAX_BODY)]);
 }
 
-/* Cluster mode (docs/cluster.md), once the API answers: a front may send
- * work as soon as the node is registered. */
-static int cluster_join(struct daemon *d)
+/* Cluster mode (docs/cluster.md): its flags, the database, the secrets'
+ * rows, before the sandboxes are re-attached. */
+static int cluster_prepare_flags(struct daemon *d)
 {
 	struct cluster_config *c = &d->opt.cluster;
 	if (!c->db_conninfo)
@@ -1213,7 +1213,21 @@ static int cluster_join(struct daemon *d)
 		                 "--cluster-db needs --listen: fronts reach "
 		                 "the node there");
 	if (r == 0)
-		r = cluster_start(c, api_sandbox_json, d->store, d->cfg.host_memory_mib, &err);
+		r = cluster_prepare(c, api_sandbox_json, d->store, d->cfg.host_memory_mib, &err);
+	if (r < 0)
+		log_error("cluster: %s", err.message);
+	return r;
+}
+
+/* Once the API answers: a front may send work as soon as the node is
+ * registered. */
+static int cluster_join(struct daemon *d)
+{
+	const struct cluster_config *c = &d->opt.cluster;
+	if (!c->db_conninfo)
+		return 0;
+	struct al_error err = {0};
+	int r = cluster_start(&err);
 	if (r < 0) {
 		log_error("cluster: %s", err.message);
 		return r;
@@ -1278,7 +1292,7 @@ int main(int argc, char **argv)
 		return 1;
 	process_set_exit_hook(on_process_exit);
 	start_log(&d);
-	if (sandboxes_start(&d) < 0 || api_start(&d) < 0 || cluster_join(&d) < 0)
+	if (cluster_prepare_flags(&d) < 0 || sandboxes_start(&d) < 0 || api_start(&d) < 0 || cluster_join(&d) < 0)
 		return 1;
 	/* After the live sandboxes took back their uids: the probe takes one. */
 	if (d.need_probe)

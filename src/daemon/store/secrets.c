@@ -208,6 +208,8 @@ void secret_request_release(struct secret_request *r)
  * key: both are set by secrets_init() and cleared by secrets_shutdown(). */
 static struct db_conn secrets_db = DB_CONN_INIT("secrets");
 static uint8_t *host_key; /* SECRET_KEY_BYTES in a locked page, never in a core dump */
+static const struct secret_rows sqlite_rows;
+static const struct secret_rows *rows = &sqlite_rows; /* or cluster mode's (secrets_use_rows) */
 static size_t key_page;
 
 static const char schema[] = "CREATE TABLE IF NOT EXISTS secrets ("
@@ -338,8 +340,9 @@ static int info_step_one(struct db_query *q, struct secret_info *ret, struct al_
 	return 0;
 }
 
-static int upsert(const char *tenant, const struct secret_request *req, const uint8_t *blob, size_t blob_len,
-                  const char *new_id, struct secret_info *ret, struct al_error *err)
+static int sqlite_upsert(const char *tenant, const char *name, const char *new_id, const char *spec_json,
+                         const uint8_t *blob, size_t blob_len, uint64_t now_ms, struct secret_info *ret,
+                         struct al_error *err)
 {
 	cleanup_db_query struct db_query query = {0};
 	int r = db_query_prepare(&secrets_db,
@@ -352,11 +355,11 @@ static int upsert(const char *tenant, const struct secret_request *req, const ui
 		return r;
 	sqlite3_stmt *st = query.stmt;
 	sqlite3_bind_text(st, 1, tenant, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 2, req->name, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 2, name, -1, SQLITE_STATIC);
 	sqlite3_bind_text(st, 3, new_id, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 4, req->spec_json, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 4, spec_json, -1, SQLITE_STATIC);
 	sqlite3_bind_blob(st, 5, blob, (int)blob_len, SQLITE_STATIC);
-	sqlite3_bind_int64(st, 6, (sqlite3_int64)now_ms_realtime());
+	sqlite3_bind_int64(st, 6, (sqlite3_int64)now_ms);
 	r = info_step_one(&query, ret, err);
 	return r == -ENOENT ? db_query_error(&query, err) : r;
 }
@@ -383,7 +386,8 @@ int secret_set(const char *tenant, const struct secret_request *req, bool *ret_c
 	if (r < 0)
 		return al_error_set(err, AL_ERR_INTERNAL, -r, "cannot encrypt the secret (libcrypto failed)");
 	struct secret_info info;
-	if ((r = upsert(tenant, req, blob, blob_len, new_id, &info, err)) < 0)
+	if ((r = rows->upsert(tenant, req->name, new_id, req->spec_json, blob, blob_len, now_ms_realtime(), &info,
+	                      err)) < 0)
 		return r;
 	bool created = !strcmp(info.id, new_id);
 	events_emit("secret.set", tenant, NULL, json_pack("{s:s, s:b}", "name", req->name, "created", created));
@@ -404,8 +408,19 @@ static int row_by_name(const char *sql, const char *what, const char *tenant, co
 	sqlite3_stmt *st = query.stmt;
 	sqlite3_bind_text(st, 1, tenant, -1, SQLITE_STATIC);
 	sqlite3_bind_text(st, 2, name, -1, SQLITE_STATIC);
-	r = info_step_one(&query, ret, err);
-	return r == -ENOENT ? not_found(tenant, name, err) : r;
+	return info_step_one(&query, ret, err);
+}
+
+static int sqlite_get(const char *tenant, const char *name, struct secret_info *ret, struct al_error *err)
+{
+	return row_by_name("SELECT " INFO_COLUMNS " FROM secrets WHERE tenant = ?1 AND name = ?2", "get secret", tenant,
+	                   name, ret, err);
+}
+
+static int sqlite_remove(const char *tenant, const char *name, struct secret_info *ret, struct al_error *err)
+{
+	return row_by_name("DELETE FROM secrets WHERE tenant = ?1 AND name = ?2 RETURNING " INFO_COLUMNS,
+	                   "delete secret", tenant, name, ret, err);
 }
 
 int secret_get(const char *tenant, const char *name, struct secret_info *ret, struct al_error *err)
@@ -413,11 +428,16 @@ int secret_get(const char *tenant, const char *name, struct secret_info *ret, st
 	int r = check_names(tenant, name, err);
 	if (r < 0)
 		return r;
-	return row_by_name("SELECT " INFO_COLUMNS " FROM secrets WHERE tenant = ?1 AND name = ?2", "get secret", tenant,
-	                   name, ret, err);
+	r = rows->get(tenant, name, ret, err);
+	return r == -ENOENT ? not_found(tenant, name, err) : r;
 }
 
 int secret_list(const char *tenant, struct secret_info **ret, size_t *ret_n, struct al_error *err)
+{
+	return rows->list(tenant, ret, ret_n, err);
+}
+
+static int sqlite_list(const char *tenant, struct secret_info **ret, size_t *ret_n, struct al_error *err)
 {
 	cleanup_db_query struct db_query query = {0};
 	int r = db_query_prepare(&secrets_db,
@@ -456,9 +476,8 @@ int secret_delete(const char *tenant, const char *name, struct secret_info *ret_
 	if (r < 0)
 		return r;
 	struct secret_info info;
-	if ((r = row_by_name("DELETE FROM secrets WHERE tenant = ?1 AND name = ?2 RETURNING " INFO_COLUMNS,
-	                     "delete secret", tenant, name, &info, err)) < 0)
-		return r;
+	if ((r = rows->remove(tenant, name, &info, err)) < 0)
+		return r == -ENOENT ? not_found(tenant, name, err) : r;
 	events_emit("secret.deleted", tenant, NULL, json_pack("{s:s}", "name", name));
 	if (ret_deleted)
 		*ret_deleted = info;
@@ -529,34 +548,60 @@ int secret_bindings_grant(const char *tenant, const struct kv_list *grants, char
 	return 0;
 }
 
+static int sqlite_load(const char *tenant, const char *name, char ret_id[SECRET_ID_LEN + 1], char **ret_spec_json,
+                       uint8_t **ret_blob, size_t *ret_len, struct al_error *err)
+{
+	cleanup_db_query struct db_query query = {0};
+	int r = db_query_prepare(&secrets_db, "SELECT id, spec, value FROM secrets WHERE tenant = ?1 AND name = ?2",
+	                         "read secret", &query, err);
+	if (r < 0)
+		return r;
+	sqlite3_stmt *st = query.stmt;
+	sqlite3_bind_text(st, 1, tenant, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 2, name, -1, SQLITE_STATIC);
+	int rc = sqlite3_step(st);
+	if (rc == SQLITE_DONE)
+		return -ENOENT;
+	if (rc != SQLITE_ROW)
+		return db_query_error(&query, err);
+	strlcpy_al(ret_id, db_column_text(st, 0), SECRET_ID_LEN + 1);
+	*ret_spec_json = xstrdup(db_column_text(st, 1));
+	size_t n = (size_t)sqlite3_column_bytes(st, 2);
+	*ret_blob = xmalloc(n ? n : 1);
+	if (n)
+		memcpy(*ret_blob, sqlite3_column_blob(st, 2), n);
+	*ret_len = n;
+	return 0;
+}
+
+static const struct secret_rows sqlite_rows = {
+    .upsert = sqlite_upsert,
+    .get = sqlite_get,
+    .list = sqlite_list,
+    .remove = sqlite_remove,
+    .load = sqlite_load,
+};
+
+void secrets_use_rows(const struct secret_rows *r, const uint8_t key[SECRET_KEY_BYTES])
+{
+	pthread_rwlock_wrlock(&secrets_db.life);
+	rows = r;
+	if (host_key)
+		memcpy(host_key, key, SECRET_KEY_BYTES);
+	pthread_rwlock_unlock(&secrets_db.life);
+}
+
 /* The id, spec and decrypted value of one secret; -ENOENT if there is none. */
 static int load_value(const char *tenant, const char *name, char id[SECRET_ID_LEN + 1], json_t **ret_spec,
                       char **ret_value, size_t *ret_len, struct al_error *err)
 {
 	cleanup_free uint8_t *blob = NULL;
+	cleanup_free char *spec = NULL;
 	size_t blob_len = 0;
-	{
-		cleanup_db_query struct db_query query = {0};
-		int r =
-		    db_query_prepare(&secrets_db, "SELECT id, spec, value FROM secrets WHERE tenant = ?1 AND name = ?2",
-		                     "read secret", &query, err);
-		if (r < 0)
-			return r;
-		sqlite3_stmt *st = query.stmt;
-		sqlite3_bind_text(st, 1, tenant, -1, SQLITE_STATIC);
-		sqlite3_bind_text(st, 2, name, -1, SQLITE_STATIC);
-		int rc = sqlite3_step(st);
-		if (rc == SQLITE_DONE)
-			return -ENOENT;
-		if (rc != SQLITE_ROW)
-			return db_query_error(&query, err);
-		strlcpy_al(id, db_column_text(st, 0), SECRET_ID_LEN + 1);
-		*ret_spec = json_loads(db_column_text(st, 1), 0, NULL);
-		blob_len = (size_t)sqlite3_column_bytes(st, 2);
-		blob = xmalloc(blob_len ? blob_len : 1);
-		if (blob_len)
-			memcpy(blob, sqlite3_column_blob(st, 2), blob_len);
-	}
+	int lr = rows->load(tenant, name, id, &spec, &blob, &blob_len, err);
+	if (lr < 0)
+		return lr;
+	*ret_spec = json_loads(spec, 0, NULL);
 	pthread_rwlock_rdlock(&secrets_db.life);
 	int r = host_key ? secret_decrypt(host_key, tenant, name, blob, blob_len, ret_value, ret_len) : -ESHUTDOWN;
 	pthread_rwlock_unlock(&secrets_db.life);

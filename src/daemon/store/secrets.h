@@ -121,6 +121,25 @@ int secrets_init(struct store *s, const char *state_dir, struct al_error *err);
 /* Forgets the key (wiped) and the store. */
 void secrets_shutdown(void);
 
+/* Where the secrets' rows are kept: the state store's SQLite table (the
+ * default), or in cluster mode PostgreSQL (cluster-secrets.c), with a key
+ * every node derives from the cluster key in place of the host's (so that
+ * every node decrypts them, and MACs made with secret_key_mac() are the same
+ * on every node). Each function does what its SQLite twin does; -ENOENT with
+ * err untouched when there is no such row. */
+struct secret_rows {
+	int (*upsert)(const char *tenant, const char *name, const char *new_id, const char *spec_json,
+	              const uint8_t *blob, size_t blob_len, uint64_t now_ms, struct secret_info *ret,
+	              struct al_error *err);
+	int (*get)(const char *tenant, const char *name, struct secret_info *ret, struct al_error *err);
+	int (*list)(const char *tenant, struct secret_info **ret, size_t *ret_n, struct al_error *err);
+	int (*remove)(const char *tenant, const char *name, struct secret_info *ret, struct al_error *err);
+	int (*load)(const char *tenant, const char *name, char ret_id[SECRET_ID_LEN + 1], char **ret_spec_json,
+	            uint8_t **ret_blob, size_t *ret_len, struct al_error *err);
+};
+/* After secrets_init(), before any request: rows and key from then on. */
+void secrets_use_rows(const struct secret_rows *rows, const uint8_t key[SECRET_KEY_BYTES]);
+
 /* HMAC-SHA256 under the host key of purpose \0 a \0 b: a value only this
  * host can make, for tokens derived from a name (E2B's envd access token
  * of a sandbox). purpose separates the uses. -ENOTCONN before
