@@ -67,9 +67,20 @@ struct snapshot_info;
 /* Copies the local snapshot's files into the store; *ret_key names it. */
 int cluster_store_publish(const struct snapshot_info *snap, const char *sandbox_id, char ret_key[72],
                           uint64_t *ret_bytes, json_t **ret_manifest, struct al_error *err);
+/* A file by content (sha256 hex) and its manifest; *ret_key names the
+ * manifest. */
+int cluster_store_put(const char *path, const char *sha, json_t *manifest, char ret_key[72], struct al_error *err);
+/* The manifest of key, checked against it. */
+int cluster_store_manifest(const char *key, json_t **ret, struct al_error *err);
+/* The file of digest sha copied to dst (new). The caller checks the copy. */
+int cluster_store_get(const char *sha, const char *dst, struct al_error *err);
 /* Makes a local snapshot (new id, tenant's) of the stored one, its files
  * checked against their digests. */
 int cluster_store_fetch(const char *key, const char *tenant, struct snapshot_info *ret, struct al_error *err);
+
+/* cluster-templates.c: templates through the shared store. */
+void cluster_templates_start(void);
+void cluster_templates_prune(void);
 
 /* cluster-secrets.c: secrets' rows in PostgreSQL, under the cluster's key. */
 void cluster_secrets_start(void);

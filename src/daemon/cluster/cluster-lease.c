@@ -244,6 +244,7 @@ static void lease_round(void)
 	pthread_mutex_unlock(&cl->lock);
 	if (dirty)
 		cluster_index_resync();
+	cluster_templates_prune();
 }
 
 static void *lease_thread(void *arg)

@@ -107,6 +107,7 @@ int cluster_prepare(const struct cluster_config *cfg, json_t *(*record_json)(con
 	}
 	/* Before any sandbox is re-attached: their bindings are resolved there. */
 	cluster_secrets_start();
+	cluster_templates_start();
 	return 0;
 }
 

@@ -104,8 +104,8 @@ static int pg_load(const char *tenant, const char *name, char ret_id[SECRET_ID_L
 {
 	const char *p[] = {tenant, name};
 	cleanup_pgresult PGresult *res = NULL;
-	int r = run("SELECT id, spec, encode(value, 'hex') FROM airlock_secrets WHERE tenant = $1 AND name = $2", 2,
-	            p, &res, err);
+	int r = run("SELECT id, spec, encode(value, 'hex') FROM airlock_secrets WHERE tenant = $1 AND name = $2", 2, p,
+	            &res, err);
 	if (r < 0)
 		return r;
 	if (PQntuples(res) != 1)
