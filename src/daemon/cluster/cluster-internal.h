@@ -54,6 +54,8 @@ void cluster_handed_off_add(const char *id);
 bool cluster_handed_off(const char *id);
 /* It comes back here (an adopt): its writes count again. */
 void cluster_handed_off_clear(const char *id);
+/* Calls fn on each record of this node's store that is not deleted. */
+void cluster_records_each(void (*fn)(const struct sandbox_record *r, void *ctx), void *ctx);
 /* Writes every live local record again; deletes (here) those whose rows are
  * another node's: they are stale. */
 void cluster_index_resync(void);
