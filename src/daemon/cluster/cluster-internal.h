@@ -43,6 +43,8 @@ void cluster_epoch_text(char out[24]);
 /* Whether this node may act now: registered, not fenced, its lease valid on
  * its own clock. */
 bool cluster_valid_now(void);
+/* 0 when this node may take new work now, else 503 saying why (core's gate). */
+int cluster_gate(const char *what, struct al_error *err);
 
 /* cluster-index.c. Writes r's row, fenced by this node's epoch and lease:
  * *ret_mine false when the row is another node's (or on no node) or when
