@@ -57,6 +57,8 @@
  *   tables (tokens stored as the SHA-256 hex of the secret).
  * airlock_secrets: every tenant's secrets (store/secrets.h), the value
  *   AES-256-GCM under the key the nodes derive from the cluster key.
+ * airlock_templates: the built and imported templates in the shared store
+ *   (key: their manifest's), which any node fetches when it needs one.
  * airlock_events: cluster events (node.up, node.lost, sandbox.recovered,
  *   sandbox.lost, sandbox.moved ...).
  */
@@ -89,6 +91,9 @@
 	" tenant text NOT NULL, name text NOT NULL, id text NOT NULL UNIQUE, spec text NOT NULL, value bytea NOT "     \
 	"NULL,"                                                                                                        \
 	" created_ms bigint NOT NULL, updated_ms bigint NOT NULL, PRIMARY KEY (tenant, name));"                        \
+	"CREATE TABLE IF NOT EXISTS airlock_templates ("                                                               \
+	" name text PRIMARY KEY, tenant text NOT NULL DEFAULT '', key text NOT NULL,"                                  \
+	" updated_at timestamptz NOT NULL DEFAULT now());"                                                             \
 	"CREATE TABLE IF NOT EXISTS airlock_events ("                                                                  \
 	" seq bigserial PRIMARY KEY, at timestamptz NOT NULL DEFAULT now(), node text, tenant text, sandbox text,"     \
 	" type text NOT NULL, data jsonb NOT NULL DEFAULT '{}');"

@@ -38,20 +38,13 @@ int cluster_key_load(const char *path, struct cluster_key *ret, char *err_msg, s
 	return 0;
 }
 
+/* base64url without padding (RFC 4648 section 5). */
 static void base64url(const uint8_t *in, size_t n, char *out)
 {
-	static const char abc[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-	size_t o = 0;
-	for (size_t i = 0; i < n; i += 3) {
-		uint32_t v = (uint32_t)in[i] << 16;
-		if (i + 1 < n)
-			v |= (uint32_t)in[i + 1] << 8;
-		if (i + 2 < n)
-			v |= in[i + 2];
-		size_t chars = n - i >= 3 ? 4 : n - i + 1;
-		for (size_t c = 0; c < chars; c++)
-			out[o++] = abc[(v >> (18 - 6 * c)) & 63];
-	}
+	size_t len = 0, o = 0;
+	cleanup_free char *b = base64_encode(in, n, &len);
+	for (size_t i = 0; i < len && b[i] != '='; i++)
+		out[o++] = b[i] == '+' ? '-' : b[i] == '/' ? '_' : b[i];
 	out[o] = '\0';
 }
 

@@ -37,7 +37,8 @@ int front_place_candidates(const struct front_place *p, struct front_node **ret,
 	                      " sum(memory_mib) AS memory_mib, count(*) AS sandboxes FROM airlock_sandboxes"
 	                      " WHERE node IS NOT NULL AND state NOT IN ('deleted', 'error', 'stopped')"
 	                      " GROUP BY node) u ON u.node = n.name WHERE n.state = 'up'"
-	                      " AND n.lease_until > now() AND n.templates @> jsonb_build_array($1::text)"
+	                      " AND n.lease_until > now() AND (n.templates @> jsonb_build_array($1::text)"
+	                      " OR EXISTS (SELECT 1 FROM airlock_templates t WHERE t.name = $1))"
 	                      " ORDER BY random() LIMIT 256",
 	                      1, params, &res, err);
 	if (r < 0)

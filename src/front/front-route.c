@@ -82,9 +82,10 @@ static const struct front_route routes[] = {
     {"DELETE", "/v1/snapshots/{}", h_probe, false},
     {"GET", "/v1/templates", h_templates, false},
     {"GET", "/v1/templates/{}", h_probe, false},
-    {"POST", "/v1/templates", h_not_clustered, false},
-    {"POST", "/v1/templates/import", h_not_clustered, false},
-    {"DELETE", "/v1/templates/{}", h_not_clustered, false},
+    /* A node builds or imports it and shares it through the store. */
+    {"POST", "/v1/templates", h_any, false},
+    {"POST", "/v1/templates/import", h_any, false},
+    {"DELETE", "/v1/templates/{}", h_any, false},
     {"GET", "/v1/events", h_events, false},
     {"GET", "/v1/ca", h_any, false},
     {"POST", "/v1/tokens", h_token_create, true},

@@ -248,11 +248,11 @@ class Cluster:
     def admin(self, i, method, path, body=None):
         return _http_unix(self.fronts[i].socket, method, path, body)
 
-    def http(self, i, method, path, body=None, token=None, headers=None, timeout=120):
+    def http(self, i, method, path, body=None, token=None, headers=None, timeout=120, raw=None):
         h = dict(headers or {})
         if token:
             h["Authorization"] = f"Bearer {token}"
-        return _http_tcp("127.0.0.1", self.fronts[i].port, method, path, body, h, timeout)
+        return _http_tcp("127.0.0.1", self.fronts[i].port, method, path, body, h, timeout, raw)
 
     def delegation(self, principal, exp_s=60, key=None):
         value = f"{principal};exp={int(time.time()) + exp_s}"
@@ -260,17 +260,17 @@ class Cluster:
         return {"X-Airlock-Principal": value,
                 "Authorization": "Bearer acl_" + base64.urlsafe_b64encode(mac).decode().rstrip("=")}
 
-    def node_http(self, name, method, path, body=None, principal="operator", headers=None, timeout=120):
+    def node_http(self, name, method, path, body=None, principal="operator", headers=None, timeout=120, raw=None):
         """A request straight to a node, with a delegation as a front makes
         one (from the node's namespace: nothing else routes there)."""
         n = self.node(name)
         h = {**self.delegation(principal), **(headers or {})} if principal else dict(headers or {})
-        return _http_tcp(n.ip, NODE_PORT, method, path, body, h, timeout)
+        return _http_tcp(n.ip, NODE_PORT, method, path, body, h, timeout, raw)
 
 
-def _http_tcp(host, port, method, path, body, headers, timeout):
+def _http_tcp(host, port, method, path, body, headers, timeout, raw=None):
     c = http.client.HTTPConnection(host, port, timeout=timeout)
-    return _send(c, method, path, body, headers)
+    return _send(c, method, path, body, headers, raw)
 
 
 class _UnixConnection(http.client.HTTPConnection):
@@ -288,8 +288,8 @@ def _http_unix(path, method, url, body):
     return _send(_UnixConnection(path), method, url, body, {})
 
 
-def _send(c, method, path, body, headers):
-    data = None
+def _send(c, method, path, body, headers, raw=None):
+    data = raw
     if body is not None:
         data = json.dumps(body).encode()
         headers = {**headers, "Content-Type": "application/json"}

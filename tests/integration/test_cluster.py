@@ -5,6 +5,7 @@ airlock-api fronts, a shared snapshot store (clusterutil.py). One cluster for
 the module; the tests that take nodes down come last and bring them back."""
 import http.client
 import json
+import os
 import signal
 import threading
 
@@ -191,6 +192,42 @@ def test_secrets_are_the_clusters_and_move_with_the_sandbox(cluster, acme, other
         delete(cluster, acme, s)
     assert cluster.http(0, "DELETE", "/v1/secrets/gh", token=acme).status == 204
     assert cluster.sql("SELECT count(*) FROM airlock_secrets") == ["0"]
+
+
+def test_templates_are_shared_through_the_store(cluster, acme, other):
+    from test_templates import context_tar
+    tar = context_tar({"Dockerfile": "FROM minimal\nRUN echo built-once > /etc/marker\n"})
+    r = cluster.http(0, "POST", "/v1/templates?name=clt", raw=tar, token=acme,
+                     headers={"Content-Type": "application/x-tar"}, timeout=300)
+    assert r.status == 200 and b'"done"' in r.body, r
+    assert cluster.sql("SELECT tenant FROM airlock_templates WHERE name = 'clt'") == ["acme"]
+    built_on = [n.name for n in cluster.nodes
+                if os.path.exists(os.path.join(n.daemon.state_dir, "templates", "clt", "rootfs.ext4"))]
+    assert len(built_on) == 1, built_on
+    # Every node starts it: the others fetch it from the shared store.
+    sids = []
+    for n in cluster.nodes:
+        r = cluster.node_http(n.name, "POST", "/v1/sandboxes", {**CREATE, "template": "clt"},
+                              principal="tenant:acme")
+        assert r.status == 201, (n.name, r)
+        sids.append(r.json["id"])
+        assert run(cluster, acme, sids[-1], "cat /etc/marker")["stdout"] == "built-once\n"
+    # The name is the cluster's: another tenant can neither use nor take it.
+    r = cluster.http(0, "POST", "/v1/sandboxes", {**CREATE, "template": "clt"}, token=other)
+    assert r.status == 400, r
+    for i in range(len(cluster.nodes)):
+        tar2 = context_tar({"Dockerfile": "FROM minimal\nRUN true\n"})
+        r = cluster.node_http(cluster.nodes[i].name, "POST", "/v1/templates?name=clt", principal="tenant:other",
+                              headers={"Content-Type": "application/x-tar"}, raw=tar2)
+        assert r.status == 409, r
+    for s in sids:
+        delete(cluster, acme, s)
+    r = cluster.http(1, "DELETE", "/v1/templates/clt", token=acme)
+    assert r.status in (200, 204), r
+    assert cluster.sql("SELECT count(*) FROM airlock_templates") == ["0"]
+    # The copies fetched elsewhere are dropped by their nodes' lease threads.
+    wait_for(lambda: not any(os.path.exists(os.path.join(n.daemon.state_dir, "templates", "clt"))
+                             for n in cluster.nodes), 30, "the fetched copies dropped")
 
 
 def test_two_resumes_race_one_adopts(cluster, acme):

@@ -67,7 +67,7 @@ def test_a_new_backend_folder_needs_no_line_in_the_rule(tree):
     (ch / "vmm-ch.c").write_text('#include "vmm-backend.h"\n#include "vmm.h"\n#include "log.h"\n')
     r = check(str(tree))
     assert r.returncode == 0, r.stdout
-    assert "in 13 layers" in r.stdout, r.stdout
+    assert "in 14 layers" in r.stdout, r.stdout
     (ch / "vmm-ch-api.c").write_text('#include "vmm-qmp.h"\n#include "sandbox.h"\n')
     r = check(str(tree))
     assert r.returncode == 1

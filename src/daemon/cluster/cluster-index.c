@@ -134,6 +134,22 @@ void cluster_index_observe(const struct sandbox_record *r)
 	}
 }
 
+void cluster_records_each(void (*fn)(const struct sandbox_record *r, void *ctx), void *ctx)
+{
+	struct al_error err = {0};
+	struct sandbox_record *recs = NULL;
+	size_t n = 0;
+	if (store_sandbox_list(cl->store, false, &recs, &n, &err) < 0) {
+		log_error("cluster: cannot list this node's sandboxes: %s", err.message);
+		return;
+	}
+	for (size_t i = 0; i < n; i++) {
+		fn(&recs[i], ctx);
+		sandbox_record_release(&recs[i]);
+	}
+	free(recs);
+}
+
 static bool record_live(const struct sandbox_record *r)
 {
 	return r->state != SANDBOX_DELETED && r->state != SANDBOX_STOPPED;

@@ -43,6 +43,8 @@ void cluster_epoch_text(char out[24]);
 /* Whether this node may act now: registered, not fenced, its lease valid on
  * its own clock. */
 bool cluster_valid_now(void);
+/* 0 when this node may take new work now, else 503 saying why (core's gate). */
+int cluster_gate(const char *what, struct al_error *err);
 
 /* cluster-index.c. Writes r's row, fenced by this node's epoch and lease:
  * *ret_mine false when the row is another node's (or on no node) or when
@@ -54,6 +56,8 @@ void cluster_handed_off_add(const char *id);
 bool cluster_handed_off(const char *id);
 /* It comes back here (an adopt): its writes count again. */
 void cluster_handed_off_clear(const char *id);
+/* Calls fn on each record of this node's store that is not deleted. */
+void cluster_records_each(void (*fn)(const struct sandbox_record *r, void *ctx), void *ctx);
 /* Writes every live local record again; deletes (here) those whose rows are
  * another node's: they are stale. */
 void cluster_index_resync(void);
@@ -67,9 +71,20 @@ struct snapshot_info;
 /* Copies the local snapshot's files into the store; *ret_key names it. */
 int cluster_store_publish(const struct snapshot_info *snap, const char *sandbox_id, char ret_key[72],
                           uint64_t *ret_bytes, json_t **ret_manifest, struct al_error *err);
+/* A file by content (sha256 hex) and its manifest; *ret_key names the
+ * manifest. */
+int cluster_store_put(const char *path, const char *sha, json_t *manifest, char ret_key[72], struct al_error *err);
+/* The manifest of key, checked against it. */
+int cluster_store_manifest(const char *key, json_t **ret, struct al_error *err);
+/* The file of digest sha copied to dst (new). The caller checks the copy. */
+int cluster_store_get(const char *sha, const char *dst, struct al_error *err);
 /* Makes a local snapshot (new id, tenant's) of the stored one, its files
  * checked against their digests. */
 int cluster_store_fetch(const char *key, const char *tenant, struct snapshot_info *ret, struct al_error *err);
+
+/* cluster-templates.c: templates through the shared store. */
+void cluster_templates_start(void);
+void cluster_templates_prune(void);
 
 /* cluster-secrets.c: secrets' rows in PostgreSQL, under the cluster's key. */
 void cluster_secrets_start(void);

@@ -60,24 +60,21 @@ static void frozen_add(const char *id)
 	pthread_mutex_unlock(&cl->lock);
 }
 
+static void capacity_add(const struct sandbox_record *r, void *ctx)
+{
+	struct capacity *c = ctx;
+	enum sandbox_state s = r->state;
+	if (s == SANDBOX_CREATING || s == SANDBOX_RUNNING || s == SANDBOX_PAUSED || s == SANDBOX_SNAPSHOTTING) {
+		c->sandboxes++;
+		c->vcpus_used += r->vcpus;
+		c->memory_used_mib += r->memory_mib;
+	}
+}
+
 static void capacity_count(struct capacity *c)
 {
 	*c = (struct capacity){0};
-	struct al_error err = {0};
-	struct sandbox_record *recs = NULL;
-	size_t n = 0;
-	if (store_sandbox_list(cl->store, false, &recs, &n, &err) < 0)
-		return;
-	for (size_t i = 0; i < n; i++) {
-		enum sandbox_state s = recs[i].state;
-		if (s == SANDBOX_CREATING || s == SANDBOX_RUNNING || s == SANDBOX_PAUSED || s == SANDBOX_SNAPSHOTTING) {
-			c->sandboxes++;
-			c->vcpus_used += recs[i].vcpus;
-			c->memory_used_mib += recs[i].memory_mib;
-		}
-		sandbox_record_release(&recs[i]);
-	}
-	free(recs);
+	cluster_records_each(capacity_add, c);
 }
 
 /* The names of the templates a create may name here (built-in, shared and
@@ -124,25 +121,23 @@ static int lease_renew(const char *epoch, bool *ret_held, struct al_error *err)
 /* Every running sandbox here is paused (memory stays; nothing runs) and
  * remembered, to be resumed if it is still this node's when it registers
  * again. */
+static void freeze_one(const struct sandbox_record *r, void *ctx)
+{
+	(void)ctx;
+	struct al_error err = {0};
+	struct sandbox_record out = {0};
+	if (r->state != SANDBOX_RUNNING)
+		return;
+	if (sandbox_pause_local(r->id, NULL, &out, &err) < 0)
+		log_error("cluster: fenced: cannot freeze sandbox %s: %s", r->id, err.message);
+	else
+		frozen_add(r->id);
+	sandbox_record_release(&out);
+}
+
 static void freeze_all(void)
 {
-	struct al_error err = {0};
-	struct sandbox_record *recs = NULL;
-	size_t n = 0;
-	if (store_sandbox_list(cl->store, false, &recs, &n, &err) < 0)
-		return;
-	for (size_t i = 0; i < n; i++) {
-		struct sandbox_record out = {0};
-		if (recs[i].state == SANDBOX_RUNNING) {
-			if (sandbox_pause_local(recs[i].id, NULL, &out, &err) < 0)
-				log_error("cluster: fenced: cannot freeze sandbox %s: %s", recs[i].id, err.message);
-			else
-				frozen_add(recs[i].id);
-		}
-		sandbox_record_release(&out);
-		sandbox_record_release(&recs[i]);
-	}
-	free(recs);
+	cluster_records_each(freeze_one, NULL);
 }
 
 static void fence(const char *why)
@@ -244,6 +239,7 @@ static void lease_round(void)
 	pthread_mutex_unlock(&cl->lock);
 	if (dirty)
 		cluster_index_resync();
+	cluster_templates_prune();
 }
 
 static void *lease_thread(void *arg)

@@ -46,16 +46,6 @@ static const char unclaim_sql[] = "UPDATE airlock_sandboxes SET node = NULL, nod
 static const char event_sql[] =
     "INSERT INTO airlock_events (node, tenant, sandbox, type, data) VALUES ($1, $2, $3, $4, $5::jsonb)";
 
-static int gate(const char *what, struct al_error *err)
-{
-	if (cluster_valid_now())
-		return 0;
-	return al_error_set(err, AL_ERR_UNAVAILABLE, EAGAIN,
-	                    "node %s cannot %s now: its cluster lease is not held (it is fenced or registering); "
-	                    "retry through the front, which places the work on another node",
-	                    cl->cfg.node_name, what);
-}
-
 static void cluster_event(const char *tenant, const char *id, const char *type, json_t *data)
 {
 	cleanup_json json_t *d = data ? data : json_object();
@@ -141,7 +131,7 @@ int cluster_snapshot_publish(const char *sandbox_id, const struct snapshot_info 
 
 int cluster_pause(const char *id, const char *tenant, struct sandbox_record *ret, struct al_error *err)
 {
-	int r = gate("pause a sandbox", err);
+	int r = cluster_gate("pause a sandbox", err);
 	struct sandbox_record rec = {0};
 	if (r < 0 || (r = sandbox_pause_local(id, tenant, &rec, err)) < 0)
 		return r;
@@ -293,7 +283,7 @@ int cluster_adopt(const char *id, struct sandbox_record *ret, struct al_error *e
 {
 	if (!cl)
 		return al_error_set(err, AL_ERR_NOT_FOUND, ENOENT, "this airlockd is not in a cluster (--cluster-db)");
-	int r = gate("adopt a sandbox", err);
+	int r = cluster_gate("adopt a sandbox", err);
 	struct claim c = {0};
 	if (r < 0 || (r = row_claim(id, &c, err)) < 0) {
 		json_decref(c.record);

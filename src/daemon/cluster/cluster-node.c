@@ -67,7 +67,7 @@ static int pause_hook(const char *id, const char *tenant, struct sandbox_record 
 	return cluster_pause(id, tenant, ret, err);
 }
 
-static int gate_hook(const char *what, struct al_error *err)
+int cluster_gate(const char *what, struct al_error *err)
 {
 	if (cluster_valid_now())
 		return 0;
@@ -107,6 +107,7 @@ int cluster_prepare(const struct cluster_config *cfg, json_t *(*record_json)(con
 	}
 	/* Before any sandbox is re-attached: their bindings are resolved there. */
 	cluster_secrets_start();
+	cluster_templates_start();
 	return 0;
 }
 
@@ -118,7 +119,7 @@ int cluster_start(struct al_error *err)
 	if (r < 0)
 		return r;
 	store_set_observer(cluster_index_observe);
-	sandboxes_set_cluster_hooks(pause_hook, gate_hook);
+	sandboxes_set_cluster_hooks(pause_hook, cluster_gate);
 	return 0;
 }
 

@@ -102,6 +102,45 @@ static void sha256_hex(const void *data, size_t n, char out[65])
 	hex_encode(md, sizeof(md), out);
 }
 
+static bool sha_valid(const char *s);
+
+/* The manifest m under the hash of its bytes; ret_key names it. */
+static int manifest_put(json_t *m, char ret_key[72], struct al_error *err)
+{
+	cleanup_free char *text = json_dumps(m, JSON_COMPACT | JSON_SORT_KEYS);
+	char sha[65];
+	sha256_hex(text, strlen(text), sha);
+	snprintf(ret_key, 72, CLUSTER_STORE_KEY_PREFIX "%s", sha);
+	cleanup_free char *dst = xasprintf("%s/snapshots/%s.json", cl->cfg.shared_store, ret_key);
+	cleanup_free char *tmp = tmp_path();
+	cleanup_close int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0 || write_full(fd, text, strlen(text)) < 0 || fsync(fd) < 0) {
+		int e = errno;
+		unlink(tmp);
+		return al_error_set(err, AL_ERR_INTERNAL, e, "shared store: cannot write a manifest: %s", strerror(e));
+	}
+	return place(tmp, dst, ret_key, err);
+}
+
+int cluster_store_put(const char *path, const char *sha, json_t *manifest, char ret_key[72], struct al_error *err)
+{
+	int r = store_dirs(err);
+	if (r < 0 || (r = blob_put(path, sha, err)) < 0)
+		return r;
+	return manifest_put(manifest, ret_key, err);
+}
+
+int cluster_store_get(const char *sha, const char *dst, struct al_error *err)
+{
+	if (!sha_valid(sha))
+		return al_error_set(err, AL_ERR_INTERNAL, EBADMSG, "shared store: a manifest names a bad file");
+	cleanup_free char *src = xasprintf("%s/blobs/%s", cl->cfg.shared_store, sha);
+	int r = file_copy_cow(src, dst, 0600, NULL);
+	if (r < 0)
+		return al_error_set(err, AL_ERR_INTERNAL, -r, "shared store: cannot fetch %s: %s", sha, strerror(-r));
+	return 0;
+}
+
 int cluster_store_publish(const struct snapshot_info *snap, const char *sandbox_id, char ret_key[72],
                           uint64_t *ret_bytes, json_t **ret_manifest, struct al_error *err)
 {
@@ -125,19 +164,7 @@ int cluster_store_publish(const struct snapshot_info *snap, const char *sandbox_
 	}
 	cleanup_json json_t *m = json_pack("{s:i, s:s, s:s, s:O, s:o}", "version", 1, "sandbox", sandbox_id, "tenant",
 	                                   snap->tenant, "files", files, "snapshot", info_to_json(snap));
-	cleanup_free char *text = json_dumps(m, JSON_COMPACT | JSON_SORT_KEYS);
-	char sha[65];
-	sha256_hex(text, strlen(text), sha);
-	snprintf(ret_key, 72, CLUSTER_STORE_KEY_PREFIX "%s", sha);
-	cleanup_free char *dst = xasprintf("%s/snapshots/%s.json", cl->cfg.shared_store, ret_key);
-	cleanup_free char *tmp = tmp_path();
-	cleanup_close int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
-	if (fd < 0 || write_full(fd, text, strlen(text)) < 0 || fsync(fd) < 0) {
-		int e = errno;
-		unlink(tmp);
-		return al_error_set(err, AL_ERR_INTERNAL, e, "shared store: cannot write a manifest: %s", strerror(e));
-	}
-	if ((r = place(tmp, dst, ret_key, err)) < 0)
+	if ((r = manifest_put(m, ret_key, err)) < 0)
 		return r;
 	*ret_bytes = snap->size_bytes;
 	*ret_manifest = json_incref(m);
@@ -166,7 +193,7 @@ static bool sha_valid(const char *s)
 }
 
 /* The manifest of key, read back whole and checked against its key. */
-static int manifest_read(const char *key, json_t **ret, struct al_error *err)
+int cluster_store_manifest(const char *key, json_t **ret, struct al_error *err)
 {
 	if (!key_valid(key))
 		return al_error_set(err, AL_ERR_INTERNAL, EINVAL, "shared store: malformed snapshot key");
@@ -251,7 +278,7 @@ static int files_fetch(json_t *files, const char *dir, struct al_error *err)
 int cluster_store_fetch(const char *key, const char *tenant, struct snapshot_info *ret, struct al_error *err)
 {
 	cleanup_json json_t *m = NULL;
-	int r = manifest_read(key, &m, err);
+	int r = cluster_store_manifest(key, &m, err);
 	if (r < 0)
 		return r;
 	struct snapshot_info info = {0};

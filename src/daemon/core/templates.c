@@ -129,13 +129,23 @@ static bool visible(const struct template_info *t, const char *tenant)
 	return !tenant || !t->tenant[0] || !strcmp(t->tenant, tenant);
 }
 
+static const struct template_hooks *hooks;
+
+void templates_set_hooks(const struct template_hooks *h)
+{
+	hooks = h;
+}
+
 int template_find(const char *name, const char *tenant, struct template_info *ret, struct al_error *err)
 {
 	if (!template_name_valid(name))
 		return al_error_set(err, AL_ERR_INVALID_ARGUMENT, EINVAL,
 		                    "template: a name is [a-z0-9][a-z0-9_-]{0,62}, got \"%.64s\"", name);
 	struct template_info t;
-	if (template_load(name, &t) == 0 && visible(&t, tenant)) {
+	int lr = template_load(name, &t);
+	if (lr < 0 && hooks && hooks->fetch && !template_name_reserved(name) && hooks->fetch(name) == 0)
+		lr = template_load(name, &t);
+	if (lr == 0 && visible(&t, tenant)) {
 		*ret = t;
 		return 0;
 	}
@@ -312,6 +322,14 @@ static unsigned own_count(void)
 static int name_free_for(const char *name, const char *tenant, struct al_error *err)
 {
 	struct template_info t;
+	/* Cluster mode: the namespace is the cluster's. */
+	if (hooks && hooks->owner) {
+		char owner[64];
+		int o = hooks->owner(name, owner);
+		if (o == 0 && (tenant ? strcmp(owner, tenant) : owner[0] != '\0'))
+			return al_error_set(err, AL_ERR_CONFLICT, EEXIST,
+			                    "template name \"%s\" is taken; choose another name", name);
+	}
 	if (template_load(name, &t) < 0)
 		return 0;
 	bool builtin = t.source == TEMPLATE_BUILTIN, theirs = tenant && strcmp(t.tenant, tenant);
@@ -432,6 +450,8 @@ int template_publish(const char *name, const char *staging, json_t *meta, struct
 		return al_error_set(err, AL_ERR_INTERNAL, e, "publish %s: %s", dst, strerror(e));
 	}
 	rm_rf(trash);
+	if (hooks && hooks->published && !template_name_reserved(name))
+		hooks->published(name, dst, meta);
 	return 0;
 }
 
@@ -466,6 +486,8 @@ int template_delete(const char *name, const char *tenant, struct al_error *err)
 	if (r == 0) {
 		rm_rf(trash);
 		log_info("template %s: deleted", name);
+		if (hooks && hooks->deleted)
+			hooks->deleted(name);
 	}
 	return r;
 }

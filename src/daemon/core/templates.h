@@ -106,4 +106,18 @@ int template_publish(const char *name, const char *staging, json_t *meta, struct
 /* Removes a built or imported template no sandbox, snapshot or pool uses. */
 int template_delete(const char *name, const char *tenant, struct al_error *err);
 
+/* Cluster mode (cluster-templates.c): a template published here (not a
+ * cache layer) goes into the shared store too; one deleted here leaves it;
+ * a name this host does not have is looked for there before a lookup gives
+ * up (fetch answers 0 once it put the template in place). Set once at
+ * start-up. */
+struct template_hooks {
+	void (*published)(const char *name, const char *dir, json_t *meta);
+	void (*deleted)(const char *name);
+	int (*fetch)(const char *name);
+	/* 0 and the owner ("": the operator's) of a name the cluster has. */
+	int (*owner)(const char *name, char owner[64]);
+};
+void templates_set_hooks(const struct template_hooks *h);
+
 #endif
