@@ -69,4 +69,6 @@ ROUTES = {
 
 # Routes of the spec the SDK does not call, with the reason. Paths under
 # /e2b/ are not in the spec (E2B's API, docs/e2b.md) and not in this SDK.
-EXCLUDED = {}
+EXCLUDED = {
+    ("POST", "/v1/cluster/sandboxes/{id}/adopt"): "cluster mode's node route for airlock-api, the front (docs/cluster.md): clients resume through the front",
+}

@@ -69,7 +69,10 @@ export const ROUTES = {
 };
 
 /** Routes of the spec deliberately left without a method: "METHOD /path" → why. */
-export const EXCLUDED = {};
+export const EXCLUDED = {
+  "POST /v1/cluster/sandboxes/{id}/adopt":
+    "cluster mode's node route for airlock-api, the front (docs/cluster.md): clients resume through the front",
+};
 
 /** Path prefixes that are not Airlock's API (E2B's compatibility API, docs/e2b.md). */
 export const FOREIGN_PREFIXES = ["/e2b/"];
