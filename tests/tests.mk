@@ -3,7 +3,7 @@
 #
 #   make unit        cmocka unit tests (one program per module), ASan+UBSan
 #   make fuzz-smoke  libFuzzer targets: corpus as a regression test, then a
-#                    short fuzzing run each (FUZZ_SECONDS, default 15)
+#                    short fuzzing run each (FUZZ_SECONDS, default 12)
 #   make integration pytest against the real daemon, CLI and VMs (minimal and
 #                    base templates: the network tests need curl, dig, python)
 #   make security    tests/security: real attack attempts from guests and hostile
@@ -229,7 +229,7 @@ unit: $(UNIT_BINS)
 # libFuzzer needs clang; the common sources are compiled into each target
 # directly (with the fuzzer's instrumentation), not taken from the gcc-built .a.
 FUZZ_CC ?= clang
-FUZZ_SECONDS ?= 15
+FUZZ_SECONDS ?= 12
 FUZZ_CFLAGS = $(CFLAGS_BASE) $(DAEMON_INC) -Isrc/cli -Isrc/egress -Isrc/oci -Isrc/front -fsanitize=fuzzer,address,undefined \
 	-fno-sanitize-recover=undefined -fno-omit-frame-pointer
 FUZZ_SRC_fuzz-frame :=
