@@ -329,6 +329,12 @@ int front_nodes_up(struct front_node **ret, size_t *ret_n, struct al_error *err)
 	                      0, NULL, &res, err);
 	if (r < 0)
 		return r;
+	*ret = front_nodes_from(res, ret_n);
+	return 0;
+}
+
+struct front_node *front_nodes_from(PGresult *res, size_t *ret_n)
+{
 	size_t n = (size_t)PQntuples(res);
 	struct front_node *v = xcalloc(n ? n : 1, sizeof(*v));
 	for (size_t i = 0; i < n; i++) {
@@ -337,7 +343,6 @@ int front_nodes_up(struct front_node **ret, size_t *ret_n, struct al_error *err)
 		v[i].memory_free_mib = strtoll(PQgetvalue(res, (int)i, 2), NULL, 10);
 		v[i].sandboxes = strtoll(PQgetvalue(res, (int)i, 3), NULL, 10);
 	}
-	*ret = v;
 	*ret_n = n;
-	return 0;
+	return v;
 }

@@ -43,14 +43,8 @@ int front_place_candidates(const struct front_place *p, struct front_node **ret,
 	                      1, params, &res, err);
 	if (r < 0)
 		return r;
-	size_t n = (size_t)PQntuples(res);
-	struct front_node *v = xcalloc(n ? n : 1, sizeof(*v));
-	for (size_t i = 0; i < n; i++) {
-		strlcpy_al(v[i].name, PQgetvalue(res, (int)i, 0), sizeof(v[i].name));
-		strlcpy_al(v[i].url, PQgetvalue(res, (int)i, 1), sizeof(v[i].url));
-		v[i].memory_free_mib = strtoll(PQgetvalue(res, (int)i, 2), NULL, 10);
-		v[i].sandboxes = strtoll(PQgetvalue(res, (int)i, 3), NULL, 10);
-	}
+	size_t n = 0;
+	struct front_node *v = front_nodes_from(res, &n);
 	/* Best of K random nodes first; the others after them, best first. */
 	size_t k = MIN(n, (size_t)(front_cfg.place_k ? front_cfg.place_k : 1));
 	qsort(v, k, sizeof(*v), node_cmp);

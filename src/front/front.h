@@ -177,6 +177,8 @@ int front_node_call(const char *url, const char *method, const char *target, con
                     int timeout_ms, size_t max, struct front_answer *ret);
 /* The nodes that are up (lease not lapsed), at most FRONT_NODES_MAX. */
 int front_nodes_up(struct front_node **ret, size_t *ret_n, struct al_error *err);
+/* The rows of a query of (name, url, free memory MiB, sandboxes), as nodes. */
+struct front_node *front_nodes_from(PGresult *res, size_t *ret_n);
 
 /* ------------------------------------------------------------ handlers */
 

@@ -167,34 +167,34 @@ static void stale_delete(const char *id)
 	sandbox_record_release(&gone);
 }
 
+struct resync {
+	bool ok;     /* every write landed */
+	bool fenced; /* a write found this node fenced: the others are not tried */
+};
+
+static void resync_one(const struct sandbox_record *r, void *ctx)
+{
+	struct resync *rs = ctx;
+	struct al_error err = {0};
+	bool mine = false, fenced = false;
+	if (rs->fenced || !record_live(r) || cluster_handed_off(r->id))
+		return;
+	if (cluster_index_write(r, &mine, &fenced, &err) < 0) {
+		log_error("cluster: sandbox %s: index write failed: %s", r->id, err.message);
+		rs->ok = false;
+	} else if (fenced) {
+		rs->ok = false;
+		rs->fenced = true;
+	} else if (!mine) {
+		stale_delete(r->id);
+	}
+}
+
 void cluster_index_resync(void)
 {
-	struct al_error err = {0};
-	struct sandbox_record *recs = NULL;
-	size_t n = 0;
-	if (store_sandbox_list(cl->store, false, &recs, &n, &err) < 0) {
-		log_error("cluster: cannot list this node's sandboxes: %s", err.message);
-		return;
-	}
-	bool ok = true;
-	for (size_t i = 0; i < n; i++) {
-		bool mine = false, fenced = false;
-		if (!record_live(&recs[i]) || cluster_handed_off(recs[i].id))
-			continue;
-		if (cluster_index_write(&recs[i], &mine, &fenced, &err) < 0) {
-			log_error("cluster: sandbox %s: index write failed: %s", recs[i].id, err.message);
-			ok = false;
-		} else if (!mine && !fenced) {
-			stale_delete(recs[i].id);
-		} else if (fenced) {
-			ok = false;
-			break;
-		}
-	}
-	for (size_t i = 0; i < n; i++)
-		sandbox_record_release(&recs[i]);
-	free(recs);
+	struct resync rs = {.ok = true};
+	cluster_records_each(resync_one, &rs);
 	pthread_mutex_lock(&cl->lock);
-	cl->dirty = !ok;
+	cl->dirty = !rs.ok;
 	pthread_mutex_unlock(&cl->lock);
 }
