@@ -33,7 +33,7 @@ import subprocess
 import time
 
 from conftest import BUILD, Daemon, kill_pids, qemu_processes, vmm_dir
-from pgserver import PgServer
+from pgserver import PgServer, _free_port
 
 FRONT = os.path.join(BUILD, "airlock-api")
 NODE_PORT = 7070
@@ -44,12 +44,6 @@ GRACE_S = 2
 
 def _run(*argv):
     subprocess.run(argv, check=True, capture_output=True)
-
-
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Response:
